@@ -1,0 +1,22 @@
+// How subcommands plug into `gpurr`: each registers itself, with its options
+// and help text, on the top-level app, and sets `chosen` to its action when
+// the user picks it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace gpurr::cli {
+
+// Runs the chosen command; returns the process exit code.
+using Action = std::function<int()>;
+
+void addInfoCommand(CLI::App& app, Action& chosen);
+void addDumpCommand(CLI::App& app, Action& chosen);
+
+// Exit codes shared by every command.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitDifferent = 1;  // diff: the runs differ
+inline constexpr int kExitTrouble = 2;    // usage errors, unreadable traces
+
+}  // namespace gpurr::cli

@@ -1,0 +1,194 @@
+#include "cli/event_json.h"
+
+#include <fmt/format.h>
+
+#include "cli/text.h"
+
+namespace gpurr::cli {
+using namespace gpurr::trace;
+
+namespace {
+
+Json dims(const Dim3& d) { return Json::array({d.x, d.y, d.z}); }
+
+Json range(const DeviceRange& r) {
+  return Json{{"address", r.address}, {"size", r.size}, {"allocation", r.allocation},
+              {"offset", r.offset}};
+}
+
+Json blob(const BlobRef& b) {
+  return Json{{"id", b.id.hex()}, {"size", b.size}, {"encoding", toString(b.encoding)}};
+}
+
+Json keyValues(const std::vector<KeyValue>& kvs) {
+  Json out = Json::object();
+  for (const KeyValue& kv : kvs) out[kv.key] = kv.value;
+  return out;
+}
+
+Json rangeList(const std::vector<RangeDigest>& rs) {
+  Json out = Json::array();
+  for (const RangeDigest& r : rs) out.push_back(toJson(r));
+  return out;
+}
+
+Json launch(const KernelLaunch& k) {
+  Json params = Json::array();
+  for (const ParamInfo& p : k.paramLayout) params.push_back({{"offset", p.offset}, {"size", p.size}});
+  Json pointers = Json::array();
+  for (const PointerParam& p : k.pointers) {
+    pointers.push_back(
+        {{"byteOffset", p.byteOffset}, {"allocation", p.allocation}, {"offset", p.offset}});
+  }
+  Json attributes = Json::array();
+  for (const LaunchAttribute& a : k.attributes) {
+    std::string hex;
+    for (uint8_t b : a.value) hex += fmt::format("{:02x}", b);
+    attributes.push_back({{"id", a.id}, {"value", hex}});
+  }
+  Json annotations = Json::array();
+  for (const Annotation& a : k.annotations) annotations.push_back(toJson(a));
+  std::string paramHex;
+  paramHex.reserve(k.params.size() * 2);
+  for (uint8_t b : k.params) paramHex += fmt::format("{:02x}", b);
+  return Json{{"api", toString(k.api)},
+              {"context", k.context},
+              {"stream", k.stream},
+              {"module", k.module},
+              {"function", k.function},
+              {"demangled", demangle(k.function)},
+              {"grid", dims(k.grid)},
+              {"block", dims(k.block)},
+              {"cluster", dims(k.cluster)},
+              {"sharedMemBytes", k.sharedMemBytes},
+              {"attributes", attributes},
+              {"params", paramHex},
+              {"paramLayout", params},
+              {"pointers", pointers},
+              {"hashed", k.hashed},
+              {"inputs", rangeList(k.inputs)},
+              {"outputs", rangeList(k.outputs)},
+              {"annotations", annotations}};
+}
+
+}  // namespace
+
+Json toJson(const RangeDigest& r) {
+  Json out = range(r.range);
+  out["digest"] = hex16(r.digest);
+  if (!r.chunkDigests.empty()) {
+    Json chunks = Json::array();
+    for (uint64_t c : r.chunkDigests) chunks.push_back(hex16(c));
+    out["chunkDigests"] = chunks;
+  }
+  if (r.snapshot) out["snapshot"] = blob(*r.snapshot);
+  return out;
+}
+
+Json toJson(const Annotation& annotation) {
+  return std::visit(
+      [](const auto& a) -> Json {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, AlgorithmChoice>) {
+          Json candidates = Json::array();
+          for (const auto& c : a.candidates) {
+            candidates.push_back({{"algorithm", c.algorithm}, {"timeMs", c.timeMs}});
+          }
+          return Json{{"kind", "algorithm"},     {"library", a.library},
+                      {"call", a.call},          {"algorithm", a.algorithm},
+                      {"attributes", keyValues(a.attributes)}, {"candidates", candidates}};
+        } else if constexpr (std::is_same_v<T, RngState>) {
+          return Json{{"kind", "rng"},   {"source", a.source}, {"generator", a.generator},
+                      {"seed", a.seed},  {"offset", a.offset}, {"paramOffset", a.paramOffset}};
+        } else if constexpr (std::is_same_v<T, FrameworkOp>) {
+          return Json{{"kind", "frameworkOp"}, {"name", a.name}};
+        } else if constexpr (std::is_same_v<T, Note>) {
+          return Json{{"kind", "note"}, {"text", a.text}};
+        } else {
+          return Json{{"kind", "determinism"}, {"runs", a.runs}, {"distinctResults", a.distinctResults}};
+        }
+      },
+      annotation);
+}
+
+Json toJson(const Header& h) {
+  Json gpus = Json::array();
+  for (const GpuInfo& g : h.gpus) {
+    gpus.push_back({{"ordinal", g.ordinal},
+                    {"name", g.name},
+                    {"uuid", g.uuid},
+                    {"smCount", g.smCount},
+                    {"computeCapability", fmt::format("{}.{}", g.ccMajor, g.ccMinor)},
+                    {"memoryBytes", g.memoryBytes},
+                    {"pciBusId", g.pciBusId}});
+  }
+  const RecordingOptions& o = h.options;
+  return Json{{"formatVersion", h.formatVersion},
+              {"compatVersion", h.compatVersion},
+              {"toolVersion", h.toolVersion},
+              {"commandLine", h.commandLine},
+              {"workingDirectory", h.workingDirectory},
+              {"environment", keyValues(h.environment)},
+              {"hostname", h.hostname},
+              {"pid", h.pid},
+              {"rank", h.rank},
+              {"startTimeNs", h.startTimeNs},
+              {"gpus", gpus},
+              {"driverVersion", h.driverVersion},
+              {"cudaRuntimeVersion", h.cudaRuntimeVersion},
+              {"cudnnVersion", h.cudnnVersion},
+              {"cublasVersion", h.cublasVersion},
+              {"libraries", keyValues(h.libraries)},
+              {"options",
+               {{"hashInputs", o.hashInputs},
+                {"hashOutputs", o.hashOutputs},
+                {"sync", o.sync},
+                {"captureHostData", o.captureHostData},
+                {"full", o.full},
+                {"hashChunkBytes", o.hashChunkBytes},
+                {"launchRange", o.launchRange},
+                {"kernelRegex", o.kernelRegex},
+                {"snapshot", o.snapshot},
+                {"checkDeterminism", o.checkDeterminism}}},
+              {"pointersResolved", h.pointersResolved}};
+}
+
+Json toJson(const Event& event) {
+  Json out{{"seq", event.seq},
+           {"timeNs", event.timeNs},
+           {"thread", event.thread},
+           {"kind", kindName(event.payload)}};
+  std::visit(
+      [&](const auto& p) {
+        using T = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, KernelLaunch>) {
+          out["launch"] = launch(p);
+        } else if constexpr (std::is_same_v<T, Memcpy>) {
+          out["memcpy"] = {{"kind", toString(p.kind)}, {"stream", p.stream}, {"async", p.async},
+                           {"size", p.size},           {"dst", range(p.dst)},  {"src", range(p.src)},
+                           {"digest", hex16(p.digest)}};
+          if (p.data) out["memcpy"]["data"] = blob(*p.data);
+        } else if constexpr (std::is_same_v<T, Memset>) {
+          out["memset"] = {{"stream", p.stream},    {"async", p.async},
+                           {"dst", range(p.dst)},   {"value", p.value},
+                           {"elementSize", p.elementSize}, {"digest", hex16(p.digest)}};
+        } else if constexpr (std::is_same_v<T, Allocation>) {
+          out["alloc"] = {{"ordinal", p.ordinal}, {"address", p.address}, {"size", p.size},
+                          {"kind", toString(p.kind)}, {"device", p.device}, {"stream", p.stream}};
+        } else if constexpr (std::is_same_v<T, Free>) {
+          out["free"] = {{"ordinal", p.ordinal}, {"address", p.address}};
+        } else if constexpr (std::is_same_v<T, ModuleLoad>) {
+          out["module"] = {{"ordinal", p.ordinal}, {"image", blob(p.cubin)}, {"arch", p.arch}};
+        } else if constexpr (std::is_same_v<T, Sync>) {
+          out["sync"] = {{"kind", toString(p.kind)}, {"stream", p.stream}, {"event", p.event}};
+        } else {
+          out["graph"] = {{"graphExec", p.graphExec}, {"stream", p.stream},
+                          {"nodeCount", p.nodeCount}, {"inputs", rangeList(p.inputs)},
+                          {"outputs", rangeList(p.outputs)}};
+        }
+      },
+      event.payload);
+  return out;
+}
+
+}  // namespace gpurr::cli

@@ -1,0 +1,187 @@
+// gpurr info TRACE: what a trace holds, in a screen.
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/event_json.h"
+#include "cli/text.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::cli {
+namespace {
+using namespace gpurr::trace;
+namespace fs = std::filesystem;
+
+struct InfoOptions {
+  std::string trace;
+  bool json = false;
+};
+
+struct Stats {
+  std::array<uint64_t, std::variant_size_v<Payload>> byKind{};
+  std::set<std::string> kernels;
+  uint64_t bytesHashed = 0;
+  uint64_t notHashed = 0;
+  uint64_t allocatedBytes = 0;
+  uint64_t annotations = 0;
+  uint64_t firstTimeNs = 0, lastTimeNs = 0;
+  uint64_t blobCount = 0, blobBytes = 0;
+};
+
+void addRanges(Stats& s, const std::vector<RangeDigest>& ranges) {
+  for (const RangeDigest& r : ranges) s.bytesHashed += r.range.size;
+}
+
+Stats collect(const TraceReader& reader) {
+  Stats s;
+  bool first = true;
+  reader.forEach([&](const Event& e) {
+    ++s.byKind[e.payload.index()];
+    if (first) s.firstTimeNs = e.timeNs;
+    first = false;
+    s.lastTimeNs = e.timeNs;
+    if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
+      if (s.kernels.size() < 1'000'000) s.kernels.insert(k->function);
+      addRanges(s, k->inputs);
+      addRanges(s, k->outputs);
+      if (!k->hashed) ++s.notHashed;
+      s.annotations += k->annotations.size();
+    } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
+      addRanges(s, g->inputs);
+      addRanges(s, g->outputs);
+    } else if (const auto* a = std::get_if<Allocation>(&e.payload)) {
+      s.allocatedBytes += a->size;
+    }
+    return true;
+  });
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(reader.path() / "blobs", ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) {
+      ++s.blobCount;
+      s.blobBytes += it->file_size(ec);
+    }
+  }
+  return s;
+}
+
+double ratio(uint64_t a, uint64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / b; }
+
+std::string startTime(uint64_t ns) {
+  if (ns == 0) return "unknown";
+  const std::chrono::sys_seconds t{std::chrono::seconds(ns / 1'000'000'000)};
+  return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", t);
+}
+
+int printJson(const TraceReader& reader, const Stats& s) {
+  Json kinds = Json::object();
+  for (size_t i = 0; i < s.byKind.size(); ++i) kinds[kEventKindNames[i]] = s.byKind[i];
+  Json out{{"trace", reader.path().string()},
+           {"header", toJson(reader.header())},
+           {"events", reader.eventCount()},
+           {"launches", reader.launchCount()},
+           {"eventsByKind", kinds},
+           {"distinctKernels", s.kernels.size()},
+           {"launchesNotHashed", s.notHashed},
+           {"bytesHashed", s.bytesHashed},
+           {"annotations", s.annotations},
+           {"timeSpanNs", s.lastTimeNs - s.firstTimeNs},
+           {"blocks", reader.blocks().size()},
+           {"eventsCompressedBytes", reader.eventsFileBytes()},
+           {"eventsUncompressedBytes", reader.uncompressedBytes()},
+           {"compressionRatio", ratio(reader.uncompressedBytes(), reader.eventsFileBytes())},
+           {"blobs", s.blobCount},
+           {"blobBytes", s.blobBytes},
+           {"complete", !reader.damage().unclosed},
+           {"damage", reader.damage().detail}};
+  std::cout << out.dump(2) << '\n';
+  return kExitOk;
+}
+
+int printText(const TraceReader& reader, const Stats& s) {
+  const Header& h = reader.header();
+  auto line = [](std::string_view key, const std::string& value) {
+    std::cout << fmt::format("{:<12} {}\n", key, value);
+  };
+  line("trace", reader.path().string());
+  line("format", fmt::format("{} (compat {}), written by gpurr {}", h.formatVersion,
+                             h.compatVersion, h.toolVersion.empty() ? "?" : h.toolVersion));
+  std::string cmd;
+  for (const std::string& arg : h.commandLine) cmd += (cmd.empty() ? "" : " ") + arg;
+  line("command", cmd.empty() ? "(none recorded)" : cmd);
+  line("directory", h.workingDirectory);
+  line("host", fmt::format("{}, pid {}{}", h.hostname, h.pid,
+                           h.rank >= 0 ? fmt::format(", rank {}", h.rank) : ""));
+  line("started", startTime(h.startTimeNs));
+  if (h.gpus.empty()) line("gpu", "none recorded");
+  for (const GpuInfo& g : h.gpus) {
+    line(fmt::format("gpu {}", g.ordinal),
+         fmt::format("{} (sm_{}{}, {} SMs, {}) {}", g.name, g.ccMajor, g.ccMinor, g.smCount,
+                     humanBytes(g.memoryBytes), g.uuid));
+  }
+  line("versions", fmt::format("driver {}, CUDA runtime {}, cuDNN {}, cuBLAS {}",
+                               cudaVersion(h.driverVersion), cudaVersion(h.cudaRuntimeVersion),
+                               libraryVersion(h.cudnnVersion), libraryVersion(h.cublasVersion)));
+  for (const KeyValue& lib : h.libraries) line("", fmt::format("{} {}", lib.key, lib.value));
+  if (h.environment.empty()) line("environment", "(no determinism-relevant variables set)");
+  for (size_t i = 0; i < h.environment.size(); ++i) {
+    line(i == 0 ? "environment" : "",
+         fmt::format("{}={}", h.environment[i].key, h.environment[i].value));
+  }
+  const RecordingOptions& o = h.options;
+  std::string opts = o.hashInputs && o.hashOutputs ? "hash inputs+outputs"
+                     : o.hashOutputs              ? "hash outputs"
+                     : o.hashInputs               ? "hash inputs"
+                                                  : "no hashing";
+  if (o.sync) opts += ", sync";
+  if (o.captureHostData) opts += ", host data";
+  if (o.full) opts += ", full";
+  if (!o.launchRange.empty()) opts += ", launches " + o.launchRange;
+  if (!o.kernelRegex.empty()) opts += ", kernels /" + o.kernelRegex + "/";
+  if (!o.snapshot.empty()) opts += ", snapshot " + o.snapshot;
+  if (o.checkDeterminism) opts += fmt::format(", check-determinism={}", o.checkDeterminism);
+  line("options", opts);
+  line("events", fmt::format("{} ({} launches of {} kernels, {} memcpy, {} memset, {} alloc, {} "
+                             "free, {} modules, {} sync, {} graph launches)",
+                             withCommas(reader.eventCount()), withCommas(s.byKind[0]),
+                             withCommas(s.kernels.size()), withCommas(s.byKind[1]),
+                             withCommas(s.byKind[2]), withCommas(s.byKind[3]),
+                             withCommas(s.byKind[4]), withCommas(s.byKind[5]),
+                             withCommas(s.byKind[6]), withCommas(s.byKind[7])));
+  line("hashed", fmt::format("{} in launch inputs and outputs{}", humanBytes(s.bytesHashed),
+                             s.notHashed ? fmt::format(" ({} launches not hashed)", s.notHashed)
+                                         : ""));
+  line("time span", fmt::format("{:.3f} s", static_cast<double>(s.lastTimeNs - s.firstTimeNs) / 1e9));
+  line("size", fmt::format("events {} in {} blocks ({} uncompressed, {:.1f}x), blobs {} in {} files",
+                           humanBytes(reader.eventsFileBytes()), reader.blocks().size(),
+                           humanBytes(reader.uncompressedBytes()),
+                           ratio(reader.uncompressedBytes(), reader.eventsFileBytes()),
+                           humanBytes(s.blobBytes), s.blobCount));
+  line("status", reader.damage().unclosed ? "incomplete: " + reader.damage().detail : "complete");
+  return kExitOk;
+}
+
+}  // namespace
+
+void addInfoCommand(CLI::App& app, Action& chosen) {
+  auto opts = std::make_shared<InfoOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "info", "Summarise a trace: header, GPUs and versions, event counts, sizes, time span.");
+  cmd->add_option("trace", opts->trace, "Trace directory")->required();
+  cmd->add_flag("--json", opts->json, "Print one JSON object (keys documented in docs/JSON.md)");
+  cmd->callback([opts, &chosen] {
+    chosen = [opts] {
+      TraceReader reader(opts->trace);
+      const Stats stats = collect(reader);
+      return opts->json ? printJson(reader, stats) : printText(reader, stats);
+    };
+  });
+}
+
+}  // namespace gpurr::cli

@@ -1,0 +1,36 @@
+// gpurr: record GPU programs, find where two runs first differ, and why.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "trace_format/trace.h"
+
+int main(int argc, char** argv) {
+  using namespace gpurr::cli;
+  CLI::App app{
+      "gpurr: a bitwise record-and-replay debugger for GPU programs.\n"
+      "Finds the first kernel launch whose output differs between two runs, and why."};
+  app.name("gpurr");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", GPURR_VERSION);
+  Action chosen;
+  addInfoCommand(app, chosen);
+  addDumpCommand(app, chosen);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitTrouble;
+  }
+  try {
+    return chosen ? chosen() : kExitTrouble;
+  } catch (const gpurr::trace::TraceError& e) {
+    std::fprintf(stderr, "gpurr: error: %s\n", e.what());
+    return kExitTrouble;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpurr: internal error: %s\n", e.what());
+    return kExitTrouble;
+  }
+}

@@ -1,0 +1,197 @@
+// Writes examples/synthetic.gpurr: a small, synthetic trace of one training
+// step (allocations, a module load, a host-to-device copy with its data, a
+// memset, kernel launches with digests computed by the CPU buffer hash,
+// algorithm and RNG annotations, a graph launch, synchronisation and frees).
+// Everything is fixed, so the output is the same bytes on every run; a test
+// regenerates it and compares it with the checked-in copy.
+//
+//   make_example_trace OUTPUT_DIR
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "trace_format/hash.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr::trace;
+
+namespace {
+
+// Deterministic bytes: a 64-bit LCG, so buffers look like data, not zeros.
+std::vector<uint8_t> bytesOf(uint64_t seed, size_t n) {
+  std::vector<uint8_t> out(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    out[i] = static_cast<uint8_t>(x >> 56);
+  }
+  return out;
+}
+
+struct Buffer {
+  uint32_t ordinal;
+  uint64_t address;
+  uint64_t size;
+};
+
+RangeDigest digestOf(const Buffer& b, uint64_t contentSeed, bool withChunks = false) {
+  const std::vector<uint8_t> bytes = bytesOf(contentSeed, b.size);
+  RangeDigest r;
+  r.range = {b.address, b.size, b.ordinal, 0};
+  r.chunkDigests = gpurr::hash::chunkDigests(bytes);
+  r.digest = gpurr::hash::foldChunks(r.chunkDigests, b.size);
+  if (!withChunks) r.chunkDigests.clear();
+  return r;
+}
+
+// Parameter bytes: the given pointers, then `scalars` 4-byte values.
+KernelLaunch kernel(const std::string& name, std::vector<const Buffer*> ptrs,
+                    std::vector<uint32_t> scalars) {
+  KernelLaunch k;
+  k.context = 0x5581a0c0;
+  k.stream = 0x7;
+  k.module = 1;
+  k.function = name;
+  for (const Buffer* b : ptrs) {
+    const uint32_t off = static_cast<uint32_t>(k.params.size());
+    k.params.resize(off + 8);
+    std::memcpy(k.params.data() + off, &b->address, 8);
+    k.paramLayout.push_back({off, 8});
+    k.pointers.push_back({off, b->ordinal, 0});
+  }
+  for (uint32_t v : scalars) {
+    const uint32_t off = static_cast<uint32_t>(k.params.size());
+    k.params.resize(off + 4);
+    std::memcpy(k.params.data() + off, &v, 4);
+    k.paramLayout.push_back({off, 4});
+  }
+  return k;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_example_trace OUTPUT_DIR\n");
+    return 2;
+  }
+  Header h;
+  h.toolVersion = "0.1.0";
+  h.commandLine = {"python", "train.py", "--steps", "1"};
+  h.workingDirectory = "/home/user/project";
+  h.environment = {{"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}, {"PYTHONHASHSEED", "0"}};
+  h.hostname = "example-host";
+  h.pid = 4242;
+  h.rank = 0;
+  h.startTimeNs = 1795000000ULL * 1000000000ULL;
+  h.gpus = {{0, "NVIDIA H100 80GB HBM3", "GPU-00000000-1111-2222-3333-444444444444", 132, 9, 0,
+             85520809984ULL, "0000:19:00.0"}};
+  h.driverVersion = 13000;
+  h.cudaRuntimeVersion = 13000;
+  h.cudnnVersion = 91300;
+  h.cublasVersion = 130100;
+  h.libraries = {{"torch", "2.11.0+cu130"}};
+
+  WriterOptions options;
+  options.blockBytes = 2048;  // several blocks even for a small trace
+  TraceWriter w(argv[1], h, options);
+  uint64_t seq = 0;
+  auto add = [&](Payload p) { w.append(Event{seq, 1000 + seq * 250000, 0, std::move(p)}); ++seq; };
+
+  const Buffer weights{1, 0x7f1200000000, 256 * 1024};
+  const Buffer batch{2, 0x7f1200040000, 16 * 1024};
+  const Buffer hidden{3, 0x7f1200050000, 128 * 1024};
+  const Buffer out{4, 0x7f1200070000, 16 * 1024};
+  for (const Buffer* b : {&weights, &batch, &hidden, &out}) {
+    add(Allocation{b->ordinal, b->address, b->size, AllocationKind::kDevice, 0, 0});
+  }
+  const std::vector<uint8_t> cubin = bytesOf(99, 3000);
+  add(ModuleLoad{1, w.putBlob(cubin), 90});
+
+  // Weights filled on the device, the batch copied from the host.
+  KernelLaunch fill = kernel("_Z11fill_kernelPfmf", {&weights}, {262144 / 4, 0x3c23d70a});
+  fill.grid = {256, 1, 1};
+  fill.block = {256, 1, 1};
+  fill.outputs = {digestOf(weights, 1)};
+  add(fill);
+
+  const std::vector<uint8_t> batchBytes = bytesOf(2, batch.size);
+  Memcpy copy;
+  copy.kind = MemcpyKind::kHostToDevice;
+  copy.stream = 0x7;
+  copy.async = true;
+  copy.size = batch.size;
+  copy.dst = {batch.address, batch.size, batch.ordinal, 0};
+  copy.src = {0x55d0c0de0000, batch.size, 0, 0};
+  copy.digest = gpurr::hash::hashBuffer(batchBytes);
+  copy.data = w.putBlob(batchBytes, BlobEncoding::kBytePlanes4);
+  add(copy);
+
+  Memset zero;
+  zero.stream = 0x7;
+  zero.async = true;
+  zero.dst = {out.address, out.size, out.ordinal, 0};
+  zero.digest = gpurr::hash::hashBuffer(std::vector<uint8_t>(out.size, 0));
+  add(zero);
+
+  KernelLaunch gemm = kernel(
+      "sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x128x32_warpgroupsize1x1x1_execute_"
+      "segment_k_off_kernel__5x_cublas",
+      {&batch, &weights, &hidden}, {256, 512, 128});
+  gemm.api = LaunchApi::kLaunchKernelEx;
+  gemm.grid = {4, 2, 1};
+  gemm.block = {384, 1, 1};
+  gemm.cluster = {2, 1, 1};
+  gemm.sharedMemBytes = 232448;
+  gemm.attributes = {{4, {2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0}}};
+  gemm.inputs = {digestOf(batch, 2), digestOf(weights, 1, true)};
+  gemm.outputs = {digestOf(hidden, 3, true)};
+  gemm.annotations = {AlgorithmChoice{"cublasLt", "cublasLtMatmul", "algo=66 tile=128x128x32 splitK=1 "
+                                      "reduction=none stages=4",
+                                      {{"m", "256"}, {"n", "512"}, {"k", "128"}, {"type", "f32"},
+                                       {"math", "tf32"}, {"workspace", "4194304"}},
+                                      {}},
+                      FrameworkOp{"aten::mm"}};
+  add(gemm);
+
+  // Dropout: PyTorch passes its Philox seed and offset by value.
+  KernelLaunch dropout = kernel("_Z14dropout_kernelPKfPfmyy", {&hidden, &hidden}, {32768});
+  dropout.grid = {128, 1, 1};
+  dropout.block = {256, 1, 1};
+  dropout.inputs = {digestOf(hidden, 3)};
+  dropout.outputs = {digestOf(hidden, 4)};
+  dropout.annotations = {RngState{"philox", "cuda:0", 1234, 8, 24}, FrameworkOp{"aten::dropout"}};
+  add(dropout);
+
+  KernelLaunch reduce = kernel("_Z13reduce_atomicPKfPfm", {&hidden, &out}, {32768});
+  reduce.grid = {64, 1, 1};
+  reduce.block = {512, 1, 1};
+  reduce.inputs = {digestOf(hidden, 4), digestOf(out, 0)};
+  reduce.outputs = {digestOf(out, 5)};
+  reduce.annotations = {FrameworkOp{"aten::index_add_"}};
+  add(reduce);
+
+  add(Sync{SyncKind::kEventRecord, 0x7, 0xe1});
+  GraphLaunch graph;
+  graph.graphExec = 0x9a00;
+  graph.stream = 0x7;
+  graph.nodeCount = 12;
+  graph.inputs = {digestOf(out, 5)};
+  graph.outputs = {digestOf(out, 6)};
+  add(graph);
+
+  Memcpy back;
+  back.kind = MemcpyKind::kDeviceToHost;
+  back.stream = 0x7;
+  back.size = out.size;
+  back.dst = {0x55d0c0df0000, out.size, 0, 0};
+  back.src = {out.address, out.size, out.ordinal, 0};
+  back.digest = digestOf(out, 6).digest;
+  add(back);
+  add(Sync{SyncKind::kStreamSynchronize, 0x7, 0});
+  for (const Buffer* b : {&out, &hidden, &batch, &weights}) add(Free{b->ordinal, b->address});
+  w.close();
+  std::printf("wrote %llu events to %s\n", static_cast<unsigned long long>(w.eventsWritten()), argv[1]);
+  return 0;
+}

@@ -1,0 +1,32 @@
+// Maps the value types of events.h to and from their Cap'n Proto form.
+// Private to trace_format: the writer and reader are its only users.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trace_format/events.h"
+#include "trace_format/trace.capnp.h"
+
+namespace gpurr::trace::codec {
+
+namespace schema = gpurr::capnp_schema;
+
+// Block-local function table: id -> (module, mangled name).
+struct FunctionEntry {
+  uint32_t module = 0;
+  std::string name;
+};
+
+void encodeHeader(const Header& in, schema::Header::Builder out);
+Header decodeHeader(schema::Header::Reader in);
+
+// `functionId` is the block-local id the writer assigned to the launch's
+// function (ignored for other events).
+void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder out);
+
+// Decodes into `out`, reusing its storage. Throws TraceError on a launch that
+// names an undeclared function id.
+void decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& functions, Event& out);
+
+}  // namespace gpurr::trace::codec

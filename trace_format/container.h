@@ -1,0 +1,35 @@
+// Names and limits of the trace directory layout (FORMAT.md), shared by the
+// writer and the reader. Private to trace_format.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "trace_format/events.h"
+
+namespace gpurr::trace::container {
+
+inline constexpr const char* kVersionFile = "version";
+inline constexpr const char* kHeaderFile = "header";
+inline constexpr const char* kEventsFile = "events";
+inline constexpr const char* kIndexFile = "index";
+inline constexpr const char* kBlobDir = "blobs";
+inline constexpr const char* kVersionPrefix = "gpurr-trace ";
+
+inline constexpr uint64_t kBlockMagic = 0x4b4c425252555047ULL;  // "GPURRBLK"
+
+// Readers refuse anything larger: a corrupt size must not become a huge
+// allocation.
+inline constexpr uint64_t kMaxHeaderBytes = 16 << 20;
+inline constexpr uint64_t kMaxIndexBytes = 256 << 20;
+inline constexpr uint32_t kMaxBlockHeaderWords = 64;
+inline constexpr uint64_t kMaxBlockBytes = 256 << 20;
+
+// blobs/<first two hex digits>/<all 32>
+inline std::filesystem::path blobPath(const std::filesystem::path& dir, const BlobId& id) {
+  const std::string hex = id.hex();
+  return dir / kBlobDir / hex.substr(0, 2) / hex;
+}
+
+}  // namespace gpurr::trace::container

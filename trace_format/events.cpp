@@ -1,0 +1,139 @@
+// Names of enum values, blob addresses and blob encodings.
+#include "trace_format/events.h"
+
+#include <xxhash.h>
+
+#include <fmt/format.h>
+
+#include "trace_format/trace.h"
+
+namespace gpurr::trace {
+
+std::string BlobId::hex() const { return fmt::format("{:016x}{:016x}", high, low); }
+
+std::optional<BlobId> BlobId::fromHex(std::string_view hex) {
+  if (hex.size() != 32) return std::nullopt;
+  BlobId id;
+  for (size_t i = 0; i < 32; ++i) {
+    const char c = hex[i];
+    uint64_t v;
+    if (c >= '0' && c <= '9') {
+      v = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      v = c - 'a' + 10;
+    } else {
+      return std::nullopt;
+    }
+    uint64_t& half = i < 16 ? id.high : id.low;
+    half = (half << 4) | v;
+  }
+  return id;
+}
+
+BlobId blobIdOf(std::span<const uint8_t> bytes) {
+  const XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  return BlobId{h.high64, h.low64};
+}
+
+namespace {
+
+size_t planesOf(BlobEncoding encoding) {
+  switch (encoding) {
+    case BlobEncoding::kBytePlanes4:
+      return 4;
+    case BlobEncoding::kBytePlanes2:
+      return 2;
+    case BlobEncoding::kRaw:
+      return 1;
+  }
+  throw TraceError(fmt::format("unknown blob encoding {}", static_cast<unsigned>(encoding)));
+}
+
+}  // namespace
+
+// Byte planes: for elements of k bytes, all first bytes, then all second
+// bytes, ...; a tail shorter than one element stays at the end unchanged.
+// Exponent bytes of floats line up and compress far better this way.
+std::vector<uint8_t> encodeBlob(std::span<const uint8_t> bytes, BlobEncoding encoding) {
+  const size_t k = planesOf(encoding);
+  std::vector<uint8_t> out(bytes.begin(), bytes.end());
+  if (k == 1) return out;
+  const size_t n = bytes.size() / k;
+  for (size_t e = 0; e < n; ++e) {
+    for (size_t p = 0; p < k; ++p) out[p * n + e] = bytes[e * k + p];
+  }
+  return out;
+}
+
+std::vector<uint8_t> decodeBlob(std::span<const uint8_t> stored, BlobEncoding encoding) {
+  const size_t k = planesOf(encoding);
+  std::vector<uint8_t> out(stored.begin(), stored.end());
+  if (k == 1) return out;
+  const size_t n = stored.size() / k;
+  for (size_t e = 0; e < n; ++e) {
+    for (size_t p = 0; p < k; ++p) out[e * k + p] = stored[p * n + e];
+  }
+  return out;
+}
+
+const char* toString(AllocationKind kind) {
+  switch (kind) {
+    case AllocationKind::kDevice: return "device";
+    case AllocationKind::kAsync: return "async";
+    case AllocationKind::kVmm: return "vmm";
+    case AllocationKind::kManaged: return "managed";
+    case AllocationKind::kHostMapped: return "host-mapped";
+    case AllocationKind::kModuleGlobal: return "module-global";
+    case AllocationKind::kOther: return "other";
+  }
+  return "unknown";
+}
+
+const char* toString(LaunchApi api) {
+  switch (api) {
+    case LaunchApi::kLaunchKernel: return "cuLaunchKernel";
+    case LaunchApi::kLaunchKernelEx: return "cuLaunchKernelEx";
+    case LaunchApi::kLaunchCooperative: return "cuLaunchCooperativeKernel";
+    case LaunchApi::kLaunchKernelPtsz: return "cuLaunchKernel_ptsz";
+    case LaunchApi::kLaunchKernelExPtsz: return "cuLaunchKernelEx_ptsz";
+    case LaunchApi::kLaunchCooperativePtsz: return "cuLaunchCooperativeKernel_ptsz";
+    case LaunchApi::kLaunchHost: return "cuLaunchHostFunc";
+  }
+  return "unknown";
+}
+
+const char* toString(MemcpyKind kind) {
+  switch (kind) {
+    case MemcpyKind::kHostToDevice: return "HtoD";
+    case MemcpyKind::kDeviceToHost: return "DtoH";
+    case MemcpyKind::kDeviceToDevice: return "DtoD";
+    case MemcpyKind::kHostToHost: return "HtoH";
+    case MemcpyKind::kPeer: return "peer";
+    case MemcpyKind::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+const char* toString(SyncKind kind) {
+  switch (kind) {
+    case SyncKind::kContextSynchronize: return "ctx-sync";
+    case SyncKind::kStreamSynchronize: return "stream-sync";
+    case SyncKind::kEventRecord: return "event-record";
+    case SyncKind::kEventSynchronize: return "event-sync";
+    case SyncKind::kStreamWaitEvent: return "stream-wait-event";
+    case SyncKind::kStreamQuery: return "stream-query";
+    case SyncKind::kEventQuery: return "event-query";
+  }
+  return "unknown";
+}
+
+const char* toString(BlobEncoding encoding) {
+  switch (encoding) {
+    case BlobEncoding::kRaw: return "raw";
+    case BlobEncoding::kBytePlanes4: return "byte-planes-4";
+    case BlobEncoding::kBytePlanes2: return "byte-planes-2";
+  }
+  return "unknown";
+}
+
+}  // namespace gpurr::trace

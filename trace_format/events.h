@@ -1,0 +1,336 @@
+// Plain value types for everything a trace holds. The rest of gpurr works with
+// these; only trace_format/codec.cpp maps them to and from Cap'n Proto
+// (trace.capnp). Field meanings are specified in FORMAT.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace gpurr::trace {
+
+// Exact version of the container and schema this code writes. A reader
+// accepts exactly this version, or an older one it still knows.
+inline constexpr uint32_t kFormatVersion = 1;
+// Forward-compatibility number: bumped when a change lets old readers still
+// read new traces (new fields with defaults). Reported, never rejected.
+inline constexpr uint32_t kCompatVersion = 1;
+
+// Content address of a blob: XXH3-128 of its (decoded) bytes.
+struct BlobId {
+  uint64_t high = 0;
+  uint64_t low = 0;
+  bool operator==(const BlobId&) const = default;
+  auto operator<=>(const BlobId&) const = default;
+  bool empty() const { return high == 0 && low == 0; }
+  std::string hex() const;  // 32 lowercase hex digits, high half first
+  static std::optional<BlobId> fromHex(std::string_view hex);
+};
+
+// How a blob's bytes are stored on disk (before zstd).
+enum class BlobEncoding : uint8_t {
+  kRaw = 0,         // the bytes as they are
+  kBytePlanes4 = 1, // 4-byte elements split into 4 byte planes (floats)
+  kBytePlanes2 = 2, // 2-byte elements split into 2 byte planes (halves)
+};
+
+struct BlobRef {
+  BlobId id;
+  uint64_t size = 0;  // decoded size in bytes
+  BlobEncoding encoding = BlobEncoding::kRaw;
+  bool operator==(const BlobRef&) const = default;
+};
+
+struct KeyValue {
+  std::string key;
+  std::string value;
+  bool operator==(const KeyValue&) const = default;
+};
+
+struct Dim3 {
+  uint32_t x = 1, y = 1, z = 1;
+  bool operator==(const Dim3&) const = default;
+};
+
+// ---------------------------------------------------------------- header
+
+struct GpuInfo {
+  uint32_t ordinal = 0;
+  std::string name;
+  std::string uuid;          // "GPU-xxxxxxxx-..."
+  uint32_t smCount = 0;
+  uint32_t ccMajor = 0, ccMinor = 0;
+  uint64_t memoryBytes = 0;
+  std::string pciBusId;
+  bool operator==(const GpuInfo&) const = default;
+};
+
+struct RecordingOptions {
+  bool hashInputs = true;
+  bool hashOutputs = true;
+  bool sync = false;               // serialised recording (--sync)
+  bool captureHostData = false;    // host-to-device bytes kept as blobs
+  bool full = false;               // everything needed for whole-stream replay
+  uint64_t hashChunkBytes = 64 * 1024;
+  std::string launchRange;         // --launches, as given ("" = all)
+  std::string kernelRegex;         // --kernels, as given ("" = all)
+  std::string snapshot;            // --snapshot selection ("" = none)
+  uint32_t checkDeterminism = 0;   // re-runs per selected launch (0 = off)
+  bool operator==(const RecordingOptions&) const = default;
+};
+
+struct Header {
+  uint32_t formatVersion = kFormatVersion;
+  uint32_t compatVersion = kCompatVersion;
+  std::string toolVersion;
+  std::vector<std::string> commandLine;
+  std::string workingDirectory;
+  std::vector<KeyValue> environment;  // determinism-relevant variables only
+  std::string hostname;
+  uint32_t pid = 0;
+  int32_t rank = -1;                   // distributed rank, -1 when none
+  uint64_t startTimeNs = 0;            // wall clock, ns since the Unix epoch
+  std::vector<GpuInfo> gpus;
+  uint32_t driverVersion = 0;          // as cuDriverGetVersion: 13000 = 13.0
+  uint32_t cudaRuntimeVersion = 0;
+  uint32_t cudnnVersion = 0;           // as cudnnGetVersion, 0 = not loaded
+  uint32_t cublasVersion = 0;
+  std::vector<KeyValue> libraries;     // other versions: NCCL, cuRAND, PyTorch
+  RecordingOptions options;
+  // Quirk flags (rr's idea): their default describes older recorders.
+  bool pointersResolved = true;        // pointer params carry allocation ordinals
+  bool operator==(const Header&) const = default;
+};
+
+// ---------------------------------------------------------------- events
+
+// A device byte range, with the allocation it lies in. Ordinals are assigned
+// by the recorder in allocation order and are comparable between two runs of
+// the same program, unlike addresses.
+struct DeviceRange {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  uint32_t allocation = 0;  // ordinal; 0 = not inside a known allocation
+  uint64_t offset = 0;      // from the allocation's start
+  bool operator==(const DeviceRange&) const = default;
+};
+
+struct RangeDigest {
+  DeviceRange range;
+  uint64_t digest = 0;                  // buffer hash of the whole range
+  std::vector<uint64_t> chunkDigests;   // optional: one per 64 KiB chunk
+  std::optional<BlobRef> snapshot;      // optional: the full bytes
+  bool operator==(const RangeDigest&) const = default;
+};
+
+enum class AllocationKind : uint8_t {
+  kDevice = 0,       // cuMemAlloc / cuMemAllocPitch
+  kAsync = 1,        // cuMemAllocAsync / pools
+  kVmm = 2,          // cuMemAddressReserve + cuMemCreate + cuMemMap
+  kManaged = 3,      // cuMemAllocManaged
+  kHostMapped = 4,   // cuMemHostAlloc(DEVICEMAP) / registered host memory
+  kModuleGlobal = 5, // __device__ variables of a loaded module
+  kOther = 6,
+};
+
+struct Allocation {
+  uint32_t ordinal = 0;  // 1, 2, 3... in allocation order
+  uint64_t address = 0;
+  uint64_t size = 0;
+  AllocationKind kind = AllocationKind::kDevice;
+  uint32_t device = 0;
+  uint64_t stream = 0;   // for stream-ordered allocations
+  bool operator==(const Allocation&) const = default;
+};
+
+struct Free {
+  uint32_t ordinal = 0;
+  uint64_t address = 0;
+  bool operator==(const Free&) const = default;
+};
+
+struct ModuleLoad {
+  uint32_t ordinal = 0;   // 1, 2, 3... in load order
+  BlobRef cubin;          // the image as loaded (cubin, fatbin or PTX)
+  uint32_t arch = 0;      // SM architecture of the image, e.g. 90; 0 = unknown
+  bool operator==(const ModuleLoad&) const = default;
+};
+
+enum class LaunchApi : uint8_t {
+  kLaunchKernel = 0,
+  kLaunchKernelEx = 1,
+  kLaunchCooperative = 2,
+  kLaunchKernelPtsz = 3,
+  kLaunchKernelExPtsz = 4,
+  kLaunchCooperativePtsz = 5,
+  kLaunchHost = 6,
+};
+
+struct ParamInfo {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+  bool operator==(const ParamInfo&) const = default;
+};
+
+// An 8-byte parameter word that held a device pointer.
+struct PointerParam {
+  uint32_t byteOffset = 0;  // in the parameter buffer
+  uint32_t allocation = 0;  // ordinal of the allocation it points into
+  uint64_t offset = 0;      // from that allocation's start
+  bool operator==(const PointerParam&) const = default;
+};
+
+struct LaunchAttribute {
+  uint32_t id = 0;             // CUlaunchAttributeID
+  std::vector<uint8_t> value;  // raw bytes of CUlaunchAttributeValue
+  bool operator==(const LaunchAttribute&) const = default;
+};
+
+struct AlgorithmCandidate {
+  std::string algorithm;
+  float timeMs = 0;
+  bool operator==(const AlgorithmCandidate&) const = default;
+};
+
+// A library call that chose an algorithm (cuDNN engine, cuBLASLt algo...).
+struct AlgorithmChoice {
+  std::string library;     // "cudnn", "cublasLt", "cublas"
+  std::string call;        // "cudnnBackendExecute", "cublasLtMatmul"...
+  std::string algorithm;   // the choice, in a stable text form
+  std::vector<KeyValue> attributes;  // shapes, types, knobs, workspace...
+  std::vector<AlgorithmCandidate> candidates;  // when the program autotuned
+  bool operator==(const AlgorithmChoice&) const = default;
+};
+
+struct RngState {
+  std::string source;   // "philox" (PyTorch), "curand"
+  std::string generator;
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  uint32_t paramOffset = 0;  // where in the parameter bytes it was found
+  bool operator==(const RngState&) const = default;
+};
+
+struct FrameworkOp {
+  std::string name;  // e.g. "aten::index_add_"
+  bool operator==(const FrameworkOp&) const = default;
+};
+
+struct Note {
+  std::string text;
+  bool operator==(const Note&) const = default;
+};
+
+// Whether the recorder re-ran the launch in process and got equal outputs.
+struct DeterminismCheck {
+  uint32_t runs = 0;
+  uint32_t distinctResults = 0;
+  bool operator==(const DeterminismCheck&) const = default;
+};
+
+using Annotation = std::variant<AlgorithmChoice, RngState, FrameworkOp, Note, DeterminismCheck>;
+
+struct KernelLaunch {
+  LaunchApi api = LaunchApi::kLaunchKernel;
+  uint64_t context = 0;
+  uint64_t stream = 0;
+  uint32_t module = 0;      // ModuleLoad ordinal; 0 = unknown
+  std::string function;     // mangled name
+  Dim3 grid, block, cluster{0, 0, 0};  // cluster 0,0,0 = none
+  uint32_t sharedMemBytes = 0;         // dynamic shared memory
+  std::vector<LaunchAttribute> attributes;
+  std::vector<uint8_t> params;         // packed as the kernel receives them
+  std::vector<ParamInfo> paramLayout;
+  std::vector<PointerParam> pointers;
+  std::vector<RangeDigest> inputs;     // digests taken before the launch
+  std::vector<RangeDigest> outputs;    // digests taken after it
+  std::vector<Annotation> annotations;
+  bool hashed = true;                  // false when selection skipped hashing
+  bool operator==(const KernelLaunch&) const = default;
+};
+
+enum class MemcpyKind : uint8_t {
+  kHostToDevice = 0,
+  kDeviceToHost = 1,
+  kDeviceToDevice = 2,
+  kHostToHost = 3,
+  kPeer = 4,
+  kUnknown = 5,
+};
+
+struct Memcpy {
+  MemcpyKind kind = MemcpyKind::kUnknown;
+  uint64_t stream = 0;
+  bool async = false;
+  uint64_t size = 0;
+  DeviceRange dst;   // device side (address only for host memory)
+  DeviceRange src;
+  uint64_t digest = 0;              // buffer hash of the bytes written
+  std::optional<BlobRef> data;      // the bytes, with --capture-host-data
+  bool operator==(const Memcpy&) const = default;
+};
+
+struct Memset {
+  uint64_t stream = 0;
+  bool async = false;
+  DeviceRange dst;
+  uint32_t value = 0;
+  uint32_t elementSize = 1;  // 1, 2 or 4
+  uint64_t digest = 0;       // buffer hash of the range after the set
+  bool operator==(const Memset&) const = default;
+};
+
+enum class SyncKind : uint8_t {
+  kContextSynchronize = 0,
+  kStreamSynchronize = 1,
+  kEventRecord = 2,
+  kEventSynchronize = 3,
+  kStreamWaitEvent = 4,
+  kStreamQuery = 5,
+  kEventQuery = 6,
+};
+
+struct Sync {
+  SyncKind kind = SyncKind::kContextSynchronize;
+  uint64_t stream = 0;
+  uint64_t event = 0;
+  bool operator==(const Sync&) const = default;
+};
+
+struct GraphLaunch {
+  uint64_t graphExec = 0;
+  uint64_t stream = 0;
+  uint32_t nodeCount = 0;
+  std::vector<RangeDigest> inputs;
+  std::vector<RangeDigest> outputs;
+  bool operator==(const GraphLaunch&) const = default;
+};
+
+using Payload = std::variant<KernelLaunch, Memcpy, Memset, Allocation, Free, ModuleLoad,
+                             Sync, GraphLaunch>;
+
+struct Event {
+  uint64_t seq = 0;          // global order of the recorded API calls, from 0
+  uint64_t timeNs = 0;       // host time of the call, ns since recording began
+  uint32_t thread = 0;       // host thread, numbered in order of first call
+  Payload payload;
+  bool operator==(const Event&) const = default;
+};
+
+// Short names of the event kinds, in the order of Payload's alternatives.
+inline constexpr const char* kEventKindNames[] = {"launch", "memcpy", "memset", "alloc",
+                                                  "free",   "module", "sync",   "graph"};
+static_assert(std::size(kEventKindNames) == std::variant_size_v<Payload>);
+inline const char* kindName(const Payload& payload) { return kEventKindNames[payload.index()]; }
+const char* toString(AllocationKind kind);
+const char* toString(LaunchApi api);
+const char* toString(MemcpyKind kind);
+const char* toString(SyncKind kind);
+const char* toString(BlobEncoding encoding);
+
+}  // namespace gpurr::trace

@@ -1,0 +1,494 @@
+// TraceReader: validates a trace directory and decodes its blocks. Every check
+// here guards against a corrupt or hostile file: sizes are bounded before
+// anything is allocated, and every Cap'n Proto or zstd failure becomes a
+// TraceError naming the file.
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "trace_format/codec.h"
+#include "trace_format/container.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::trace {
+namespace fs = std::filesystem;
+namespace schema = capnp_schema;
+
+namespace {
+
+// An open file read with pread; closes itself.
+class File {
+ public:
+  File() = default;
+  explicit File(const fs::path& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      throw TraceError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
+    }
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      fd_ = -1;
+      throw TraceError(fmt::format("{}: not a regular file", path.string()));
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+  }
+  File(File&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_), size_(o.size_) { o.fd_ = -1; }
+  File& operator=(File&& o) noexcept {
+    std::swap(path_, o.path_);
+    std::swap(fd_, o.fd_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~File() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  uint64_t size() const { return size_; }
+  const fs::path& path() const { return path_; }
+
+  // Reads exactly `n` bytes at `offset` into `out`.
+  void read(uint64_t offset, void* out, size_t n) const {
+    if (offset > size_ || n > size_ - offset) {
+      throw TraceError(fmt::format("{}: truncated: needs {} bytes at offset {}, file has {}",
+                                   path_.string(), n, offset, size_));
+    }
+    auto* p = static_cast<uint8_t*>(out);
+    while (n > 0) {
+      const ssize_t got = ::pread(fd_, p, n, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        throw TraceError(fmt::format("{}: read failed at offset {}: {}", path_.string(), offset,
+                                     got < 0 ? std::strerror(errno) : "unexpected end of file"));
+      }
+      p += got;
+      offset += static_cast<uint64_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+  }
+
+  // The whole file as words (zero-padded to a multiple of 8), if it is at
+  // most `limit` bytes.
+  std::vector<capnp::word> readWords(uint64_t limit) const {
+    if (size_ > limit) {
+      throw TraceError(fmt::format("{}: {} bytes, more than the {} a valid file can have",
+                                   path_.string(), size_, limit));
+    }
+    std::vector<capnp::word> words((size_ + 7) / 8);
+    read(0, words.data(), size_);
+    return words;
+  }
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+// Runs `body`, turning Cap'n Proto's exceptions into a TraceError that says
+// which file and what was being read.
+template <typename Body>
+auto guarded(const fs::path& file, std::string_view what, Body&& body) {
+  try {
+    return body();
+  } catch (const kj::Exception& e) {
+    throw TraceError(fmt::format("{}: corrupt {}: {}", file.string(), what,
+                                 e.getDescription().cStr()));
+  } catch (const TraceError& e) {
+    throw TraceError(fmt::format("{}: corrupt {}: {}", file.string(), what, e.what()));
+  }
+}
+
+capnp::ReaderOptions readerOptions(size_t words) {
+  capnp::ReaderOptions options;
+  // Every word may be visited a few times (shared list elements); more means
+  // an amplification attack.
+  options.traversalLimitInWords = std::max<uint64_t>(1024, uint64_t{words} * 4);
+  options.nestingLimit = 32;
+  return options;
+}
+
+}  // namespace
+
+struct TraceReader::Impl {
+  fs::path dir;
+  Header header;
+  std::vector<BlockInfo> blocks;
+  Damage damage;
+  File events;
+  uint64_t eventCount = 0;
+  uint64_t launchCount = 0;
+  uint64_t uncompressedBytes = 0;
+
+  void readVersion() {
+    File file(dir / container::kVersionFile);
+    if (file.size() > 64) {
+      throw TraceError(fmt::format("{}: not a gpurr version marker", file.path().string()));
+    }
+    std::string text(file.size(), '\0');
+    file.read(0, text.data(), text.size());
+    const std::string_view prefix = container::kVersionPrefix;
+    uint32_t version = 0;
+    const char* begin = text.data() + std::min(prefix.size(), text.size());
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(begin, end, version);
+    if (text.compare(0, prefix.size(), prefix) != 0 || ec != std::errc() || ptr == begin ||
+        std::string_view(ptr, end - ptr) != "\n") {
+      throw TraceError(fmt::format("{}: not a gpurr version marker (expected \"{}{}\")",
+                                   file.path().string(), prefix, kFormatVersion));
+    }
+    if (version > kFormatVersion) {
+      throw TraceError(fmt::format(
+          "{}: trace format {} was written by a newer gpurr; this gpurr reads format {}. "
+          "Upgrade gpurr to read it.",
+          dir.string(), version, kFormatVersion));
+    }
+    if (version < kFormatVersion) {
+      throw TraceError(fmt::format("{}: trace format {} is no longer supported (this gpurr reads {})",
+                                   dir.string(), version, kFormatVersion));
+    }
+  }
+
+  void readHeader() {
+    File file(dir / container::kHeaderFile);
+    const auto words = file.readWords(container::kMaxHeaderBytes);
+    header = guarded(file.path(), "header", [&] {
+      capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
+                                            readerOptions(words.size()));
+      return codec::decodeHeader(message.getRoot<schema::Header>());
+    });
+    if (header.formatVersion != kFormatVersion) {
+      throw TraceError(fmt::format("{}: header says format {}, version marker says {}",
+                                   file.path().string(), header.formatVersion, kFormatVersion));
+    }
+  }
+
+  // Checks that `b` fits in the events file and follows `expectedOffset`.
+  void checkBlock(const BlockInfo& b, uint64_t expectedOffset, std::string_view source) const {
+    if (b.fileOffset != expectedOffset || b.uncompressedSize > container::kMaxBlockBytes ||
+        b.compressedSize > events.size() || b.fileOffset > events.size() - b.compressedSize) {
+      throw TraceError(fmt::format("{}: block at offset {} is inconsistent with the events file",
+                                   source, b.fileOffset));
+    }
+  }
+
+  // Reads the block header at `offset`; returns its info and the offset of its
+  // zstd frame. Throws on a header that is absent, cut short or invalid.
+  std::pair<BlockInfo, uint64_t> readBlockHeader(uint64_t offset) const {
+    uint32_t table[2];
+    events.read(offset, table, sizeof table);
+    if (table[0] != 0 || table[1] == 0 || table[1] > container::kMaxBlockHeaderWords) {
+      throw TraceError(fmt::format("{}: no block header at offset {}", events.path().string(),
+                                   offset));
+    }
+    std::vector<capnp::word> words(1 + table[1]);
+    events.read(offset, words.data(), words.size() * 8);
+    BlockInfo info = guarded(events.path(), "block header", [&] {
+      capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
+                                            readerOptions(words.size()));
+      auto h = message.getRoot<schema::BlockHeader>();
+      if (h.getMagic() != container::kBlockMagic) {
+        throw TraceError(fmt::format("bad magic at offset {}", offset));
+      }
+      return BlockInfo{offset,          h.getFirstSeq(),         h.getEventCount(),
+                       h.getLaunchCount(), h.getFirstTimeNs(),   h.getLastTimeNs(),
+                       h.getCompressedSize(), h.getUncompressedSize()};
+    });
+    if (info.uncompressedSize > container::kMaxBlockBytes) {
+      throw TraceError(fmt::format("{}: block at offset {} declares {} bytes (limit {})",
+                                   events.path().string(), offset, info.uncompressedSize,
+                                   container::kMaxBlockBytes));
+    }
+    return {info, offset + words.size() * 8};
+  }
+
+  bool readIndex() {
+    const fs::path path = dir / container::kIndexFile;
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return false;
+    File file(path);
+    const auto words = file.readWords(container::kMaxIndexBytes);
+    std::vector<BlockInfo> entries = guarded(path, "index", [&] {
+      capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
+                                            readerOptions(words.size()));
+      std::vector<BlockInfo> out;
+      for (auto e : message.getRoot<schema::Index>().getBlocks()) {
+        out.push_back({e.getFileOffset(), e.getFirstSeq(), e.getEventCount(), e.getLaunchCount(),
+                       e.getFirstTimeNs(), e.getLastTimeNs(), e.getCompressedSize(),
+                       e.getUncompressedSize()});
+      }
+      return out;
+    });
+    // The index must describe the events file exactly; verify each entry's
+    // header so that a stale or corrupt index is never trusted.
+    uint64_t offset = 0;
+    for (const BlockInfo& b : entries) {
+      auto [info, frameOffset] = readBlockHeader(b.fileOffset);
+      if (b.fileOffset != offset || info.firstSeq != b.firstSeq ||
+          info.eventCount != b.eventCount || info.compressedSize != b.compressedSize ||
+          info.uncompressedSize != b.uncompressedSize) {
+        throw TraceError(fmt::format("{}: entry for offset {} disagrees with the events file",
+                                     path.string(), b.fileOffset));
+      }
+      checkBlock({frameOffset, b.firstSeq, b.eventCount, 0, 0, 0, b.compressedSize, 0},
+                 frameOffset, path.string());
+      offset = frameOffset + b.compressedSize;
+    }
+    if (offset != events.size()) {
+      throw TraceError(fmt::format("{}: covers {} bytes of an events file of {}", path.string(),
+                                   offset, events.size()));
+    }
+    blocks = std::move(entries);
+    return true;
+  }
+
+  // Without an index (the writer did not close the trace), walk the block
+  // headers; stop at the first incomplete block and record what was lost.
+  void scanBlocks() {
+    damage.unclosed = true;
+    uint64_t offset = 0;
+    while (offset < events.size()) {
+      try {
+        auto [info, frameOffset] = readBlockHeader(offset);
+        checkBlock({frameOffset, info.firstSeq, 0, 0, 0, 0, info.compressedSize, 0}, frameOffset,
+                   events.path().string());
+        blocks.push_back(info);
+        offset = frameOffset + info.compressedSize;
+      } catch (const TraceError&) {
+        damage.discardedBytes = events.size() - offset;
+        // If the header itself survived, say how many events the block held.
+        try {
+          damage.discardedEvents = readBlockHeader(offset).first.eventCount;
+        } catch (const TraceError&) {
+        }
+        break;
+      }
+    }
+    damage.detail = fmt::format(
+        "the recording did not end cleanly (no index): read {} complete block{}",
+        blocks.size(), blocks.size() == 1 ? "" : "s");
+    if (damage.discardedBytes > 0) {
+      damage.detail += fmt::format("; discarded {} trailing bytes of an incomplete block", damage.discardedBytes);
+      if (damage.discardedEvents > 0) {
+        damage.detail += fmt::format(" ({} events)", damage.discardedEvents);
+      }
+    }
+    damage.detail += "; events still buffered in the recorder when it stopped are lost";
+  }
+
+  void checkSequence() {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const BlockInfo& b = blocks[i];
+      if (b.eventCount == 0 || b.launchCount > b.eventCount ||
+          (i > 0 && b.firstSeq < blocks[i - 1].firstSeq + blocks[i - 1].eventCount)) {
+        throw TraceError(fmt::format("{}: block at offset {} has inconsistent counts or sequence",
+                                     events.path().string(), b.fileOffset));
+      }
+      eventCount += b.eventCount;
+      launchCount += b.launchCount;
+      uncompressedBytes += b.uncompressedSize;
+    }
+  }
+
+  // Decompresses block `i` into `words`; returns the number of bytes.
+  size_t decompress(size_t i, std::vector<capnp::word>& words) const {
+    const BlockInfo& b = blocks[i];
+    const uint64_t frameOffset = readBlockHeader(b.fileOffset).second;
+    std::vector<uint8_t> compressed(b.compressedSize);
+    events.read(frameOffset, compressed.data(), compressed.size());
+    const unsigned long long declared = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+    if (declared != b.uncompressedSize) {
+      throw TraceError(fmt::format("{}: block at offset {}: zstd frame declares {} bytes, block "
+                                   "header {}",
+                                   events.path().string(), b.fileOffset,
+                                   static_cast<long long>(declared), b.uncompressedSize));
+    }
+    words.resize((b.uncompressedSize + 7) / 8);
+    const size_t n = ZSTD_decompress(words.data(), b.uncompressedSize, compressed.data(),
+                                     compressed.size());
+    if (ZSTD_isError(n) || n != b.uncompressedSize) {
+      throw TraceError(fmt::format("{}: block at offset {} is corrupt: {}", events.path().string(),
+                                   b.fileOffset,
+                                   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
+    }
+    return n;
+  }
+
+  // Decodes block `i`, calling `visit(event)` for each event (reusing `event`);
+  // returns false when `visit` asked to stop.
+  template <typename Visit>
+  bool decodeBlock(size_t i, Event& event, Visit&& visit) const {
+    std::vector<capnp::word> words;
+    const size_t bytes = decompress(i, words);
+    if (bytes % 8 != 0) {
+      throw TraceError(fmt::format("{}: block at offset {} is not a whole number of words",
+                                   events.path().string(), blocks[i].fileOffset));
+    }
+    const BlockInfo& b = blocks[i];
+    return guarded(events.path(), fmt::format("block at offset {}", b.fileOffset), [&] {
+      std::vector<codec::FunctionEntry> functions;
+      kj::ArrayPtr<const capnp::word> rest(words.data(), words.size());
+      uint32_t seen = 0;
+      uint64_t nextSeq = b.firstSeq;
+      while (rest.size() > 0) {
+        capnp::FlatArrayMessageReader message(rest, readerOptions(rest.size()));
+        auto frame = message.getRoot<schema::Frame>();
+        if (frame.isFunction()) {
+          auto f = frame.getFunction();
+          if (f.getId() != functions.size()) {
+            throw TraceError(fmt::format("function #{} declared out of order", f.getId()));
+          }
+          auto name = f.getName();
+          functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
+        } else if (frame.isEvent()) {
+          codec::decodeEvent(frame.getEvent(), functions, event);
+          if (++seen > b.eventCount || event.seq < nextSeq) {
+            throw TraceError(fmt::format("event seq {} out of order or beyond the block's {} events",
+                                         event.seq, b.eventCount));
+          }
+          nextSeq = event.seq + 1;
+          if (!visit(event)) return false;
+        } else {
+          throw TraceError("frame of unknown kind");
+        }
+        rest = kj::arrayPtr(message.getEnd(), rest.end());
+      }
+      if (seen != b.eventCount) {
+        throw TraceError(fmt::format("holds {} events, its header says {}", seen, b.eventCount));
+      }
+      return true;
+    });
+  }
+};
+
+TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
+  Impl& r = *impl_;
+  r.dir = dir;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    throw TraceError(fmt::format("{}: no such trace", dir.string()));
+  }
+  if (!fs::is_directory(dir, ec)) {
+    throw TraceError(fmt::format("{}: not a gpurr trace (a trace is a directory)", dir.string()));
+  }
+  if (!fs::exists(dir / container::kVersionFile, ec)) {
+    throw TraceError(fmt::format("{}: not a gpurr trace (no version marker)", dir.string()));
+  }
+  r.readVersion();
+  r.readHeader();
+  r.events = File(dir / container::kEventsFile);
+  bool indexed = false;
+  std::string indexProblem;
+  try {
+    indexed = r.readIndex();
+  } catch (const TraceError& e) {
+    indexProblem = e.what();
+  }
+  if (!indexed) {
+    r.blocks.clear();
+    r.scanBlocks();
+    if (!indexProblem.empty()) {
+      r.damage.detail = indexProblem + "; ignored the index and scanned the blocks instead. " +
+                        r.damage.detail;
+    }
+  }
+  r.checkSequence();
+}
+
+TraceReader::~TraceReader() = default;
+TraceReader::TraceReader(TraceReader&&) noexcept = default;
+TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
+
+const fs::path& TraceReader::path() const { return impl_->dir; }
+const Header& TraceReader::header() const { return impl_->header; }
+const std::vector<BlockInfo>& TraceReader::blocks() const { return impl_->blocks; }
+const Damage& TraceReader::damage() const { return impl_->damage; }
+uint64_t TraceReader::eventCount() const { return impl_->eventCount; }
+uint64_t TraceReader::launchCount() const { return impl_->launchCount; }
+uint64_t TraceReader::eventsFileBytes() const { return impl_->events.size(); }
+uint64_t TraceReader::uncompressedBytes() const { return impl_->uncompressedBytes; }
+
+void TraceReader::readBlock(size_t index, std::vector<Event>& out) const {
+  if (index >= impl_->blocks.size()) {
+    throw TraceError(fmt::format("{}: no block {}", impl_->dir.string(), index));
+  }
+  Event event;
+  impl_->decodeBlock(index, event, [&](const Event& e) {
+    out.push_back(e);
+    return true;
+  });
+}
+
+void TraceReader::forEach(const std::function<bool(const Event&)>& visit, uint64_t fromSeq) const {
+  Event event;
+  for (size_t i = blockOf(fromSeq); i < impl_->blocks.size(); ++i) {
+    const bool more = impl_->decodeBlock(i, event, [&](const Event& e) {
+      return e.seq < fromSeq || visit(e);
+    });
+    if (!more) return;
+  }
+}
+
+std::vector<Event> TraceReader::readAll() const {
+  std::vector<Event> out;
+  out.reserve(impl_->eventCount);
+  for (size_t i = 0; i < impl_->blocks.size(); ++i) readBlock(i, out);
+  return out;
+}
+
+size_t TraceReader::blockOf(uint64_t seq) const {
+  // Block i holds the events from its firstSeq up to the next block's.
+  const auto& blocks = impl_->blocks;
+  auto it = std::upper_bound(blocks.begin(), blocks.end(), seq,
+                             [](uint64_t s, const BlockInfo& b) { return s < b.firstSeq; });
+  if (it == blocks.begin()) return 0;
+  return static_cast<size_t>(std::prev(it) - blocks.begin());
+}
+
+bool TraceReader::hasBlob(const BlobId& id) const {
+  std::error_code ec;
+  return fs::is_regular_file(container::blobPath(impl_->dir, id), ec);
+}
+
+std::vector<uint8_t> TraceReader::readBlob(const BlobRef& ref, uint64_t maxBytes) const {
+  const fs::path path = container::blobPath(impl_->dir, ref.id);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    throw TraceError(fmt::format("{}: blob {} is missing from the trace", impl_->dir.string(),
+                                 ref.id.hex()));
+  }
+  if (ref.size > maxBytes) {
+    throw TraceError(fmt::format("{}: blob of {} bytes exceeds the limit of {}", path.string(),
+                                 ref.size, maxBytes));
+  }
+  File file(path);
+  std::vector<uint8_t> compressed(file.size());
+  file.read(0, compressed.data(), compressed.size());
+  const unsigned long long declared = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+  if (declared != ref.size) {
+    throw TraceError(fmt::format("{}: corrupt blob: holds {} bytes, the trace expects {}",
+                                 path.string(), static_cast<long long>(declared), ref.size));
+  }
+  std::vector<uint8_t> stored(ref.size);
+  const size_t n = ZSTD_decompress(stored.data(), stored.size(), compressed.data(), compressed.size());
+  if (ZSTD_isError(n) || n != ref.size) {
+    throw TraceError(fmt::format("{}: corrupt blob: {}", path.string(),
+                                 ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
+  }
+  std::vector<uint8_t> bytes = decodeBlob(stored, ref.encoding);
+  if (blobIdOf(bytes) != ref.id) {
+    throw TraceError(fmt::format("{}: corrupt blob: content does not match its name", path.string()));
+  }
+  return bytes;
+}
+
+}  // namespace gpurr::trace

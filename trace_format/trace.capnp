@@ -1,0 +1,326 @@
+# Schema of a gpurr trace. FORMAT.md says how these messages are laid out in
+# the files of a trace directory.
+#
+# Rules for changing this file: never renumber or retype a field, never reuse
+# a removed number; add fields at the end with defaults that describe what
+# older recorders did; add new kinds of events as new union members. Bump
+# kCompatVersion (events.h) for additions old readers can skip, and
+# kFormatVersion only for changes they cannot.
+
+@0xe1a4aa4f6da9b516;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("gpurr::capnp_schema");
+
+# ------------------------------------------------------------ framing
+
+# Precedes every block of the events file. Encoded as an ordinary single-
+# segment message (8-byte segment table, then the struct).
+struct BlockHeader {
+  magic @0 :UInt64;            # 0x4b4c425252555047, "GPURRBLK" little-endian
+  compressedSize @1 :UInt32;   # bytes of the zstd frame that follows
+  uncompressedSize @2 :UInt32; # bytes of the frames once decompressed
+  firstSeq @3 :UInt64;         # seq of the block's first event
+  eventCount @4 :UInt32;       # events in the block (function defs excluded)
+  launchCount @5 :UInt32;      # kernel launches among them
+  firstTimeNs @6 :UInt64;
+  lastTimeNs @7 :UInt64;
+}
+
+# The optional `index` file, written when the recorder closes the trace.
+struct Index {
+  blocks @0 :List(IndexEntry);
+}
+
+struct IndexEntry {
+  fileOffset @0 :UInt64;       # of the block header in `events`
+  firstSeq @1 :UInt64;
+  eventCount @2 :UInt32;
+  launchCount @3 :UInt32;
+  firstTimeNs @4 :UInt64;
+  lastTimeNs @5 :UInt64;
+  compressedSize @6 :UInt32;
+  uncompressedSize @7 :UInt32;
+}
+
+# One message in a decompressed block.
+struct Frame {
+  union {
+    event @0 :Event;
+    # Declares a block-local function id used by later launches of the same
+    # block. Every block declares the functions it uses, so blocks decode
+    # independently.
+    function @1 :FunctionDef;
+  }
+}
+
+struct FunctionDef {
+  id @0 :UInt32;               # block-local, from 0
+  module @1 :UInt32;           # ModuleLoad ordinal, 0 = unknown
+  name @2 :Text;               # mangled name
+}
+
+# ------------------------------------------------------------ header
+
+struct KeyValue {
+  key @0 :Text;
+  value @1 :Text;
+}
+
+struct Gpu {
+  ordinal @0 :UInt32;
+  name @1 :Text;
+  uuid @2 :Text;
+  smCount @3 :UInt32;
+  ccMajor @4 :UInt32;
+  ccMinor @5 :UInt32;
+  memoryBytes @6 :UInt64;
+  pciBusId @7 :Text;
+}
+
+struct RecordingOptions {
+  hashInputs @0 :Bool = true;
+  hashOutputs @1 :Bool = true;
+  sync @2 :Bool;
+  captureHostData @3 :Bool;
+  full @4 :Bool;
+  hashChunkBytes @5 :UInt64 = 65536;
+  launchRange @6 :Text;
+  kernelRegex @7 :Text;
+  snapshot @8 :Text;
+  checkDeterminism @9 :UInt32;
+}
+
+struct Header {
+  formatVersion @0 :UInt32;    # exact; must equal the `version` file
+  compatVersion @1 :UInt32;    # forward-compatibility number
+  toolVersion @2 :Text;
+  commandLine @3 :List(Text);
+  workingDirectory @4 :Text;
+  environment @5 :List(KeyValue);
+  hostname @6 :Text;
+  pid @7 :UInt32;
+  rank @8 :Int32 = -1;
+  startTimeNs @9 :UInt64;
+  gpus @10 :List(Gpu);
+  driverVersion @11 :UInt32;
+  cudaRuntimeVersion @12 :UInt32;
+  cudnnVersion @13 :UInt32;
+  cublasVersion @14 :UInt32;
+  libraries @15 :List(KeyValue);
+  options @16 :RecordingOptions;
+  # Quirk flags: the default describes older recorders.
+  pointersResolved @17 :Bool = true;
+}
+
+# ------------------------------------------------------------ events
+
+struct BlobRef {
+  idHigh @0 :UInt64;           # XXH3-128 of the decoded bytes
+  idLow @1 :UInt64;
+  size @2 :UInt64;             # decoded size
+  encoding @3 :BlobEncoding;
+}
+
+enum BlobEncoding {
+  raw @0;
+  bytePlanes4 @1;
+  bytePlanes2 @2;
+}
+
+struct Dim3 {
+  x @0 :UInt32 = 1;
+  y @1 :UInt32 = 1;
+  z @2 :UInt32 = 1;
+}
+
+struct RangeDigest {
+  address @0 :UInt64;
+  size @1 :UInt64;
+  allocation @2 :UInt32;       # ordinal, 0 = unknown
+  offset @3 :UInt64;           # within the allocation
+  digest @4 :UInt64;
+  chunkDigests @5 :List(UInt64);
+  snapshot @6 :BlobRef;        # null when absent
+}
+
+struct DeviceRange {
+  address @0 :UInt64;
+  size @1 :UInt64;
+  allocation @2 :UInt32;
+  offset @3 :UInt64;
+}
+
+enum AllocationKind {
+  device @0;
+  async @1;
+  vmm @2;
+  managed @3;
+  hostMapped @4;
+  moduleGlobal @5;
+  other @6;
+}
+
+struct Allocation {
+  ordinal @0 :UInt32;
+  address @1 :UInt64;
+  size @2 :UInt64;
+  kind @3 :AllocationKind;
+  device @4 :UInt32;
+  stream @5 :UInt64;
+}
+
+struct Free {
+  ordinal @0 :UInt32;
+  address @1 :UInt64;
+}
+
+struct ModuleLoad {
+  ordinal @0 :UInt32;
+  cubin @1 :BlobRef;
+  arch @2 :UInt32;
+}
+
+enum LaunchApi {
+  launchKernel @0;
+  launchKernelEx @1;
+  launchCooperative @2;
+  launchKernelPtsz @3;
+  launchKernelExPtsz @4;
+  launchCooperativePtsz @5;
+  launchHost @6;
+}
+
+struct ParamInfo {
+  offset @0 :UInt32;
+  size @1 :UInt32;
+}
+
+struct PointerParam {
+  byteOffset @0 :UInt32;
+  allocation @1 :UInt32;
+  offset @2 :UInt64;
+}
+
+struct LaunchAttribute {
+  id @0 :UInt32;
+  value @1 :Data;
+}
+
+struct AlgorithmCandidate {
+  algorithm @0 :Text;
+  timeMs @1 :Float32;
+}
+
+struct Annotation {
+  union {
+    algorithm :group {
+      library @0 :Text;
+      call @1 :Text;
+      choice @2 :Text;
+      attributes @3 :List(KeyValue);
+      candidates @4 :List(AlgorithmCandidate);
+    }
+    rng :group {
+      source @5 :Text;
+      generator @6 :Text;
+      seed @7 :UInt64;
+      offset @8 :UInt64;
+      paramOffset @9 :UInt32;
+    }
+    frameworkOp @10 :Text;
+    note @11 :Text;
+    determinism :group {
+      runs @12 :UInt32;
+      distinctResults @13 :UInt32;
+    }
+  }
+}
+
+struct KernelLaunch {
+  api @0 :LaunchApi;
+  context @1 :UInt64;
+  stream @2 :UInt64;
+  function @3 :UInt32;         # block-local FunctionDef id
+  grid @4 :Dim3;
+  block @5 :Dim3;
+  cluster @6 :Dim3;            # null = no cluster
+  sharedMemBytes @7 :UInt32;
+  attributes @8 :List(LaunchAttribute);
+  params @9 :Data;
+  paramLayout @10 :List(ParamInfo);
+  pointers @11 :List(PointerParam);
+  inputs @12 :List(RangeDigest);
+  outputs @13 :List(RangeDigest);
+  annotations @14 :List(Annotation);
+  notHashed @15 :Bool;         # selection skipped hashing this launch
+}
+
+enum MemcpyKind {
+  hostToDevice @0;
+  deviceToHost @1;
+  deviceToDevice @2;
+  hostToHost @3;
+  peer @4;
+  unknown @5;
+}
+
+struct Memcpy {
+  kind @0 :MemcpyKind;
+  stream @1 :UInt64;
+  async @2 :Bool;
+  size @3 :UInt64;
+  dst @4 :DeviceRange;
+  src @5 :DeviceRange;
+  digest @6 :UInt64;
+  data @7 :BlobRef;            # null when not captured
+}
+
+struct Memset {
+  stream @0 :UInt64;
+  async @1 :Bool;
+  dst @2 :DeviceRange;
+  value @3 :UInt32;
+  elementSize @4 :UInt32 = 1;
+  digest @5 :UInt64;
+}
+
+enum SyncKind {
+  contextSynchronize @0;
+  streamSynchronize @1;
+  eventRecord @2;
+  eventSynchronize @3;
+  streamWaitEvent @4;
+  streamQuery @5;
+  eventQuery @6;
+}
+
+struct Sync {
+  kind @0 :SyncKind;
+  stream @1 :UInt64;
+  event @2 :UInt64;
+}
+
+struct GraphLaunch {
+  graphExec @0 :UInt64;
+  stream @1 :UInt64;
+  nodeCount @2 :UInt32;
+  inputs @3 :List(RangeDigest);
+  outputs @4 :List(RangeDigest);
+}
+
+struct Event {
+  seq @0 :UInt64;
+  timeNs @1 :UInt64;
+  thread @2 :UInt32;
+  union {
+    launch @3 :KernelLaunch;
+    memcpy @4 :Memcpy;
+    memset @5 :Memset;
+    alloc @6 :Allocation;
+    free @7 :Free;
+    module @8 :ModuleLoad;
+    sync @9 :Sync;
+    graph @10 :GraphLaunch;
+  }
+}

@@ -1,0 +1,139 @@
+// Writing and reading gpurr trace directories. The layout is specified in
+// FORMAT.md; this is the only interface to it (nothing else sees Cap'n Proto).
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "trace_format/events.h"
+
+namespace gpurr::trace {
+
+// A trace that cannot be written or read as asked. The message names the
+// file and what is wrong with it; it is meant for the user as it is.
+class TraceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Where one block of the events file is and what it holds.
+struct BlockInfo {
+  uint64_t fileOffset = 0;  // of the block header
+  uint64_t firstSeq = 0;
+  uint32_t eventCount = 0;
+  uint32_t launchCount = 0;
+  uint64_t firstTimeNs = 0;
+  uint64_t lastTimeNs = 0;
+  uint32_t compressedSize = 0;
+  uint32_t uncompressedSize = 0;
+};
+
+struct WriterOptions {
+  // A block is closed once its uncompressed frames reach this size. Smaller
+  // blocks lose less in a crash and seek finer; larger ones compress better.
+  size_t blockBytes = 1 << 20;
+  int zstdLevel = 1;
+  // Compress and write blocks on a background thread, so append() never waits
+  // for compression or the disk unless `maxQueuedBlocks` are already pending.
+  bool background = true;
+  size_t maxQueuedBlocks = 8;
+};
+
+// Appends events to a new trace directory. Not thread-safe: one owner calls it.
+// Writing is deterministic: the same header, blobs and events give the same
+// bytes in every file.
+class TraceWriter {
+ public:
+  // Creates `dir` (which must not exist, or be an empty directory) and writes
+  // the version marker and the header. Throws TraceError.
+  TraceWriter(const std::filesystem::path& dir, const Header& header, WriterOptions options = {});
+  ~TraceWriter();  // close(), with errors swallowed
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  // Stores `bytes` in the blob store unless an identical blob is already
+  // there; returns its reference. `encoding` chooses the on-disk layout.
+  BlobRef putBlob(std::span<const uint8_t> bytes, BlobEncoding encoding = BlobEncoding::kRaw);
+
+  // Appends an event. Sequence numbers must increase. Throws TraceError when
+  // an earlier block could not be written (e.g. the disk is full).
+  void append(const Event& event);
+
+  // Ends the current block and waits until every block is on disk.
+  void flush();
+
+  // flush(), then writes the seek index. Further appends are errors.
+  void close();
+
+  uint64_t eventsWritten() const;
+  uint64_t bytesWritten() const;  // compressed events plus header and blobs
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// What the reader found missing at the end of a trace whose writer did not
+// close it (killed, crashed, disk full).
+struct Damage {
+  bool unclosed = false;        // no index: the recording did not end cleanly
+  uint64_t discardedBytes = 0;  // trailing bytes of an incomplete block
+  uint32_t discardedEvents = 0; // events in it, when its header was intact
+  std::string detail;           // human-readable, empty when undamaged
+};
+
+// Reads a trace directory. Opening validates the version, the header and the
+// framing of every block (headers only); decoding a block validates its
+// contents. Every problem is a TraceError naming the file; nothing crashes.
+class TraceReader {
+ public:
+  explicit TraceReader(const std::filesystem::path& dir);
+  ~TraceReader();
+  TraceReader(TraceReader&&) noexcept;
+  TraceReader& operator=(TraceReader&&) noexcept;
+
+  const std::filesystem::path& path() const;
+  const Header& header() const;
+  const std::vector<BlockInfo>& blocks() const;
+  const Damage& damage() const;
+  uint64_t eventCount() const;
+  uint64_t launchCount() const;
+  uint64_t eventsFileBytes() const;   // compressed, on disk
+  uint64_t uncompressedBytes() const; // of all blocks' frames
+
+  // Decodes block `index`, appending its events to `out`.
+  void readBlock(size_t index, std::vector<Event>& out) const;
+
+  // Calls `visit` for every event with seq >= `fromSeq`, in order, reusing
+  // one Event object; stops early when `visit` returns false.
+  void forEach(const std::function<bool(const Event&)>& visit, uint64_t fromSeq = 0) const;
+
+  // All events (convenient for small traces and tests).
+  std::vector<Event> readAll() const;
+
+  // Index of the block holding `seq`, or that would hold it (binary search).
+  size_t blockOf(uint64_t seq) const;
+
+  // The decoded bytes of a blob, verified against its content address.
+  // Throws TraceError when it is missing, corrupt or larger than `maxBytes`.
+  std::vector<uint8_t> readBlob(const BlobRef& ref, uint64_t maxBytes = uint64_t{16} << 30) const;
+  bool hasBlob(const BlobId& id) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Content address of `bytes` (XXH3-128).
+BlobId blobIdOf(std::span<const uint8_t> bytes);
+
+// Byte-plane transforms used by BlobEncoding::kBytePlanes*.
+std::vector<uint8_t> encodeBlob(std::span<const uint8_t> bytes, BlobEncoding encoding);
+std::vector<uint8_t> decodeBlob(std::span<const uint8_t> stored, BlobEncoding encoding);
+
+}  // namespace gpurr::trace
