@@ -257,21 +257,25 @@ struct TraceReader::Impl {
     damage.unclosed = true;
     uint64_t offset = 0;
     while (offset < events.size()) {
-      try {
-        auto [info, frameOffset] = readBlockHeader(offset);
-        checkBlock({frameOffset, info.firstSeq, 0, 0, 0, 0, info.compressedSize, 0}, frameOffset,
-                   events.path().string());
-        blocks.push_back(info);
-        offset = frameOffset + info.compressedSize;
-      } catch (const TraceError&) {
-        damage.discardedBytes = events.size() - offset;
-        // If the header itself survived, say how many events the block held.
-        try {
-          damage.discardedEvents = readBlockHeader(offset).first.eventCount;
-        } catch (const TraceError&) {
-        }
+      // A block whose header or frame runs past the end of the file is the
+      // one the writer was appending when it stopped: discard it. Anything
+      // else that is wrong is corruption, and an error.
+      uint32_t table[2] = {0, 0};
+      const uint64_t left = events.size() - offset;
+      if (left >= sizeof table) events.read(offset, table, sizeof table);
+      if (left < sizeof table || (table[0] == 0 && table[1] <= container::kMaxBlockHeaderWords &&
+                                  left < 8 * (1 + uint64_t{table[1]}))) {
+        damage.discardedBytes = left;
         break;
       }
+      auto [info, frameOffset] = readBlockHeader(offset);
+      if (info.compressedSize > events.size() - frameOffset) {
+        damage.discardedBytes = left;
+        damage.discardedEvents = info.eventCount;
+        break;
+      }
+      blocks.push_back(info);
+      offset = frameOffset + info.compressedSize;
     }
     damage.detail = fmt::format(
         "the recording did not end cleanly (no index): read {} complete block{}",
@@ -288,7 +292,9 @@ struct TraceReader::Impl {
   void checkSequence() {
     for (size_t i = 0; i < blocks.size(); ++i) {
       const BlockInfo& b = blocks[i];
+      // Every frame takes at least 16 bytes (segment table and root pointer).
       if (b.eventCount == 0 || b.launchCount > b.eventCount ||
+          uint64_t{b.eventCount} * 16 > b.uncompressedSize ||
           (i > 0 && b.firstSeq < blocks[i - 1].firstSeq + blocks[i - 1].eventCount)) {
         throw TraceError(fmt::format("{}: block at offset {} has inconsistent counts or sequence",
                                      events.path().string(), b.fileOffset));
@@ -312,7 +318,9 @@ struct TraceReader::Impl {
                                    events.path().string(), b.fileOffset,
                                    static_cast<long long>(declared), b.uncompressedSize));
     }
-    words.resize((b.uncompressedSize + 7) / 8);
+    // Assigned, not resized: resize() needs a movable element, capnp::word
+    // is not, and clang rejects it.
+    words = std::vector<capnp::word>((b.uncompressedSize + 7) / 8);
     const size_t n = ZSTD_decompress(words.data(), b.uncompressedSize, compressed.data(),
                                      compressed.size());
     if (ZSTD_isError(n) || n != b.uncompressedSize) {
@@ -440,7 +448,6 @@ void TraceReader::forEach(const std::function<bool(const Event&)>& visit, uint64
 
 std::vector<Event> TraceReader::readAll() const {
   std::vector<Event> out;
-  out.reserve(impl_->eventCount);
   for (size_t i = 0; i < impl_->blocks.size(); ++i) readBlock(i, out);
   return out;
 }

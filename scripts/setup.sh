@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what gpurr needs to build and test on Debian 12 (run as root, or
+# with sudo available). The CUDA 13.0 toolkit is expected at /usr/local/cuda.
+# Safe to run again: packages already present are skipped quickly.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config python3
+  capnproto libcapnp-dev      # trace schema and messages
+  libzstd-dev zstd            # block compression; zstd CLI for tests and benchmarks
+  libxxhash-dev               # blob content addresses (XXH3-128)
+  catch2                      # unit tests
+  libcli11-dev                # command-line parsing
+  nlohmann-json3-dev          # --json output
+  libfmt-dev                  # formatting
+  clang libclang-rt-14-dev    # the reader fuzzer (libFuzzer, ASan, UBSan)
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: warning: no CUDA toolkit at /usr/local/cuda; configure with -DGPURR_CUDA=OFF to build without the GPU parts" >&2
+fi

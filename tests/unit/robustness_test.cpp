@@ -1,0 +1,225 @@
+// The reader on damaged and hostile traces: a writer killed mid-run, cut
+// files, flipped bits, absurd sizes, missing pieces, things that are not
+// traces. Every case is a TraceError with a useful message, or a correct
+// read of what is intact; never a crash.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "test_util.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr::trace;
+using gpurr::testing::readFile;
+using gpurr::testing::TempDir;
+using gpurr::testing::writeFile;
+namespace fs = std::filesystem;
+
+namespace {
+
+Event launch(uint64_t seq) {
+  KernelLaunch k;
+  k.function = seq % 2 ? "_Z3fooPf" : "_Z3barPfS_";
+  k.params.assign(24, static_cast<uint8_t>(seq));
+  k.outputs = {RangeDigest{{0x1000, 64, 1, 0}, seq * 31 + 1, {}, std::nullopt}};
+  return Event{seq, seq * 10, 0, k};
+}
+
+// A small closed trace with several blocks and one blob.
+fs::path makeTrace(const TempDir& tmp, uint64_t events = 200) {
+  const fs::path dir = tmp / "t.gpurr";
+  WriterOptions options;
+  options.blockBytes = 512;
+  TraceWriter w(dir, Header{}, options);
+  const BlobRef blob = w.putBlob(std::vector<uint8_t>(1000, 3));
+  w.append(Event{0, 0, 0, ModuleLoad{1, blob, 90}});
+  for (uint64_t i = 1; i < events; ++i) w.append(launch(i));
+  w.close();
+  return dir;
+}
+
+// Opens and fully reads a trace, as `gpurr info` and `dump` do.
+void readEverything(const fs::path& dir) {
+  TraceReader r(dir);
+  r.forEach([&](const Event& e) {
+    if (const auto* m = std::get_if<ModuleLoad>(&e.payload)) r.readBlob(m->cubin);
+    return true;
+  });
+}
+
+std::string errorOf(const fs::path& dir) {
+  try {
+    readEverything(dir);
+  } catch (const TraceError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a trace whose writer was SIGKILLed is readable up to its last complete block") {
+  TempDir tmp;
+  const fs::path dir = tmp / "killed.gpurr";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    WriterOptions options;
+    options.blockBytes = 4096;
+    TraceWriter w(dir, Header{}, options);
+    for (uint64_t i = 0; i < 1000; ++i) w.append(launch(i));
+    w.flush();  // everything so far is on disk
+    for (uint64_t i = 1000; i < 1010; ++i) w.append(launch(i));  // still buffered
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  REQUIRE(WTERMSIG(status) == SIGKILL);
+
+  TraceReader r(dir);
+  CHECK(r.damage().unclosed);
+  CHECK(r.damage().discardedBytes == 0);
+  CHECK_THAT(r.damage().detail, Catch::Contains("did not end cleanly"));
+  CHECK(r.eventCount() == 1000);
+  const auto events = r.readAll();
+  REQUIRE(events.size() == 1000);
+  CHECK(events.back().seq == 999);
+}
+
+TEST_CASE("a trace cut in the middle of a block keeps the blocks before it") {
+  TempDir tmp;
+  const fs::path dir = makeTrace(tmp);
+  TraceReader whole(dir);
+  const auto& blocks = whole.blocks();
+  REQUIRE(blocks.size() >= 4);
+  const uint64_t cut = blocks[3].fileOffset + 80;  // inside block 3's frame
+  fs::remove(dir / "index");  // as after a crash: no index
+  fs::resize_file(dir / "events", cut);
+
+  TraceReader r(dir);
+  CHECK(r.blocks().size() == 3);
+  CHECK(r.damage().unclosed);
+  CHECK(r.damage().discardedBytes == 80);
+  CHECK(r.damage().discardedEvents == blocks[3].eventCount);
+  CHECK_THAT(r.damage().detail, Catch::Contains("discarded 80 trailing bytes"));
+  const uint64_t expected = blocks[0].eventCount + blocks[1].eventCount + blocks[2].eventCount;
+  CHECK(r.readAll().size() == expected);
+
+  fs::resize_file(dir / "events", blocks[3].fileOffset + 30);  // inside its header
+  TraceReader r2(dir);
+  CHECK(r2.blocks().size() == 3);
+  CHECK(r2.damage().discardedBytes == 30);
+}
+
+TEST_CASE("a stale index is ignored, not trusted") {
+  TempDir tmp;
+  const fs::path dir = makeTrace(tmp);
+  const uint64_t all = TraceReader(dir).eventCount();
+  // Append a copy of the events file's first block: the index no longer covers the file.
+  auto events = readFile(dir / "events");
+  TraceReader r0(dir);
+  const auto firstBlock = std::vector<uint8_t>(events.begin(), events.begin() + r0.blocks()[1].fileOffset);
+  events.insert(events.end(), firstBlock.begin(), firstBlock.end());
+  writeFile(dir / "events", events);
+  try {
+    TraceReader r(dir);
+    // Scanning finds the appended block out of sequence.
+    FAIL("expected an error, read " << r.eventCount() << " of " << all);
+  } catch (const TraceError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("sequence"));
+  }
+}
+
+TEST_CASE("things that are not traces give clear errors") {
+  TempDir tmp;
+  CHECK_THAT(errorOf(tmp / "nothing.gpurr"), Catch::Contains("no such trace"));
+
+  writeFile(tmp / "file.gpurr", std::string("hello"));
+  CHECK_THAT(errorOf(tmp / "file.gpurr"), Catch::Contains("a trace is a directory"));
+
+  fs::create_directory(tmp / "empty");
+  CHECK_THAT(errorOf(tmp / "empty"), Catch::Contains("no version marker"));
+
+  const fs::path dir = makeTrace(tmp);
+  writeFile(dir / "version", std::string("gpurr-trace 99\n"));
+  CHECK_THAT(errorOf(dir), Catch::Contains("newer gpurr"));
+  writeFile(dir / "version", std::string("PK\x03\x04 zip"));
+  CHECK_THAT(errorOf(dir), Catch::Contains("not a gpurr version marker"));
+}
+
+TEST_CASE("a corrupt header, events file or blob names the file") {
+  TempDir tmp;
+  const fs::path dir = makeTrace(tmp);
+  const auto header = readFile(dir / "header");
+  const auto events = readFile(dir / "events");
+
+  SECTION("garbage header") {
+    writeFile(dir / "header", std::vector<uint8_t>(header.size(), 0xff));
+    CHECK_THAT(errorOf(dir), Catch::Contains("header"));
+  }
+  SECTION("empty header") {
+    writeFile(dir / "header", std::vector<uint8_t>{});
+    CHECK_THAT(errorOf(dir), Catch::Contains("header"));
+  }
+  SECTION("missing events file") {
+    fs::remove(dir / "events");
+    CHECK_THAT(errorOf(dir), Catch::Contains("events"));
+  }
+  SECTION("huge declared block size") {
+    auto bad = events;
+    // uncompressedSize is the second 32-bit field of the BlockHeader struct:
+    // segment table (8) + root pointer (8) + magic (8) + compressedSize (4).
+    const uint32_t huge = 0xfffffff0;
+    std::memcpy(bad.data() + 28, &huge, 4);
+    writeFile(dir / "events", bad);
+    fs::remove(dir / "index");
+    const std::string error = errorOf(dir);
+    CHECK_THAT(error, Catch::Contains("events"));
+  }
+  SECTION("missing blob") {
+    fs::remove_all(dir / "blobs");
+    CHECK_THAT(errorOf(dir), Catch::Contains("missing"));
+  }
+  SECTION("corrupt blob") {
+    for (auto& e : fs::recursive_directory_iterator(dir / "blobs")) {
+      if (!e.is_regular_file()) continue;
+      auto bytes = readFile(e.path());
+      bytes[bytes.size() / 2] ^= 0x10;
+      writeFile(e.path(), bytes);
+    }
+    CHECK_THAT(errorOf(dir), Catch::Contains("corrupt blob"));
+  }
+}
+
+TEST_CASE("every single-bit flip in the events and header files is caught or harmless") {
+  TempDir tmp;
+  const fs::path dir = makeTrace(tmp, 40);
+  const uint64_t expected = TraceReader(dir).eventCount();
+  for (const char* file : {"events", "header", "index"}) {
+    const auto original = readFile(dir / file);
+    size_t errors = 0, reads = 0;
+    for (size_t bit = 0; bit < original.size() * 8; ++bit) {
+      auto bytes = original;
+      bytes[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+      writeFile(dir / file, bytes);
+      try {
+        TraceReader r(dir);
+        size_t n = r.readAll().size();
+        CHECK(n <= expected + 1);
+        ++reads;
+      } catch (const TraceError& e) {
+        CHECK(std::string(e.what()).find(dir.string()) != std::string::npos);
+        ++errors;
+      }
+    }
+    writeFile(dir / file, original);
+    INFO(file << ": " << errors << " errors, " << reads << " clean reads");
+    // zstd's checksum and the framing checks catch nearly every flip in events.
+    if (std::string(file) == "events") CHECK(errors > reads);
+  }
+}

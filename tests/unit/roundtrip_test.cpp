@@ -1,0 +1,255 @@
+// Writing then reading gives back every event exactly; writing is
+// deterministic; seeking finds the right block; blobs are deduplicated and
+// stored in their encodings.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "test_util.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr::trace;
+using gpurr::testing::readFile;
+using gpurr::testing::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+Header sampleHeader() {
+  Header h;
+  h.toolVersion = "test";
+  h.commandLine = {"python", "train.py", "--lr", "0.1"};
+  h.workingDirectory = "/work";
+  h.environment = {{"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}, {"PYTHONHASHSEED", "1"}};
+  h.hostname = "node7";
+  h.pid = 77;
+  h.rank = 3;
+  h.startTimeNs = 123456789;
+  h.gpus = {{0, "NVIDIA H100", "GPU-abc", 132, 9, 0, 80ULL << 30, "0000:01:00.0"},
+            {1, "NVIDIA H100", "GPU-def", 132, 9, 0, 80ULL << 30, "0000:02:00.0"}};
+  h.driverVersion = 13000;
+  h.cudaRuntimeVersion = 13000;
+  h.cudnnVersion = 91300;
+  h.cublasVersion = 130100;
+  h.libraries = {{"nccl", "2.27.3"}};
+  h.options.sync = true;
+  h.options.captureHostData = true;
+  h.options.launchRange = "10:20";
+  h.options.kernelRegex = "gemm";
+  h.options.snapshot = "15";
+  h.options.checkDeterminism = 5;
+  h.options.hashInputs = false;
+  h.pointersResolved = false;
+  return h;
+}
+
+RangeDigest range(uint64_t addr, uint32_t alloc, uint64_t digest) {
+  RangeDigest r;
+  r.range = {addr, 4096, alloc, addr & 0xfff};
+  r.digest = digest;
+  return r;
+}
+
+// One event of every kind, every field set to something other than its default.
+std::vector<Event> everyKind(TraceWriter& w) {
+  std::vector<Event> out;
+  uint64_t seq = 5;
+  auto add = [&](Payload p) {
+    out.push_back(Event{seq, seq * 1000, static_cast<uint32_t>(seq % 3), std::move(p)});
+    seq += 2;  // sequence numbers may skip
+  };
+  const BlobRef cubin = w.putBlob(std::vector<uint8_t>{0x7f, 'E', 'L', 'F', 1, 2, 3});
+  add(Allocation{1, 0x7000, 1 << 20, AllocationKind::kVmm, 1, 0x42});
+  add(ModuleLoad{1, cubin, 90});
+
+  KernelLaunch k;
+  k.api = LaunchApi::kLaunchKernelExPtsz;
+  k.context = 0xc0;
+  k.stream = 0x5;
+  k.module = 1;
+  k.function = "_Z6kernelPfS_i";
+  k.grid = {10, 20, 30};
+  k.block = {128, 2, 1};
+  k.cluster = {2, 1, 1};
+  k.sharedMemBytes = 4096;
+  k.attributes = {{4, {1, 2, 3}}, {7, {}}};
+  k.params = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  k.paramLayout = {{0, 8}, {8, 8}, {16, 4}};
+  k.pointers = {{0, 1, 0x10}, {8, 1, 0x20}};
+  k.inputs = {range(0x7010, 1, 11), range(0x7020, 1, 12)};
+  k.inputs[0].chunkDigests = {1, 2, 3};
+  k.inputs[1].snapshot = w.putBlob(std::vector<uint8_t>(4096, 9), BlobEncoding::kBytePlanes4);
+  k.outputs = {range(0x7020, 1, 13)};
+  k.annotations = {
+      AlgorithmChoice{"cudnn", "cudnnBackendExecute", "engine=12",
+                      {{"knob.split_k", "4"}, {"shape", "8x3x224x224"}},
+                      {{"engine=12", 0.25f}, {"engine=3", 0.5f}}},
+      RngState{"philox", "cuda:0", 42, 128, 16},
+      FrameworkOp{"aten::index_add_"},
+      Note{"hello"},
+      DeterminismCheck{10, 3}};
+  k.hashed = false;
+  add(k);
+
+  KernelLaunch plain;  // defaults everywhere, same function: reuses its id
+  plain.function = "_Z6kernelPfS_i";
+  add(plain);
+
+  Memcpy m;
+  m.kind = MemcpyKind::kHostToDevice;
+  m.stream = 5;
+  m.async = true;
+  m.size = 4096;
+  m.dst = {0x7000, 4096, 1, 0};
+  m.src = {0x1000, 4096, 0, 0};
+  m.digest = 0xfeed;
+  m.data = w.putBlob(std::vector<uint8_t>(4096, 1));
+  add(m);
+  add(Memcpy{});
+  add(Memset{9, true, {0x7000, 64, 1, 0}, 0xff, 4, 0xbeef});
+  add(Sync{SyncKind::kStreamWaitEvent, 5, 0xe});
+  GraphLaunch g;
+  g.graphExec = 0x99;
+  g.stream = 5;
+  g.nodeCount = 17;
+  g.inputs = {range(0x7000, 1, 21)};
+  g.outputs = {range(0x7000, 1, 22)};
+  add(g);
+  add(Free{1, 0x7000});
+  return out;
+}
+
+KernelLaunch launchNumbered(uint64_t i) {
+  KernelLaunch k;
+  k.function = "kernel_" + std::to_string(i % 7);
+  k.grid = {static_cast<uint32_t>(i % 1000 + 1), 1, 1};
+  k.params.resize(16);
+  std::memcpy(k.params.data(), &i, 8);
+  k.outputs = {range(0x1000 + i, 1, i * 0x9E3779B97F4A7C15ULL)};
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("every event kind survives a write and a read") {
+  TempDir tmp;
+  std::vector<Event> events;
+  {
+    TraceWriter w(tmp / "t.gpurr", sampleHeader());
+    events = everyKind(w);
+    for (const Event& e : events) w.append(e);
+    w.close();
+  }
+  TraceReader r(tmp / "t.gpurr");
+  Header expectedHeader = sampleHeader();
+  CHECK(r.header() == expectedHeader);
+  CHECK(r.damage().unclosed == false);
+  CHECK(r.damage().detail.empty());
+  CHECK(r.eventCount() == events.size());
+  CHECK(r.launchCount() == 2);
+  const std::vector<Event> back = r.readAll();
+  REQUIRE(back.size() == events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    INFO("event " << i << " (" << kindName(events[i].payload) << ")");
+    CHECK(back[i] == events[i]);
+  }
+}
+
+TEST_CASE("blobs are content-addressed, deduplicated and verified") {
+  TempDir tmp;
+  std::vector<uint8_t> floats(1000 * 4);
+  for (size_t i = 0; i < floats.size(); ++i) floats[i] = static_cast<uint8_t>(i * 37 % 251);
+  floats.push_back(7);  // a tail shorter than one element
+  BlobRef a, b, c;
+  {
+    TraceWriter w(tmp / "t.gpurr", sampleHeader());
+    a = w.putBlob(floats, BlobEncoding::kBytePlanes4);
+    b = w.putBlob(floats, BlobEncoding::kBytePlanes4);
+    c = w.putBlob(std::vector<uint8_t>{});
+  }
+  CHECK(a == b);
+  CHECK(a.size == floats.size());
+  size_t files = 0;
+  for (auto& e : fs::recursive_directory_iterator(tmp / "t.gpurr/blobs")) files += e.is_regular_file();
+  CHECK(files == 2);
+  TraceReader r(tmp / "t.gpurr");
+  CHECK(r.readBlob(a) == floats);
+  CHECK(r.readBlob(c).empty());
+  CHECK(r.hasBlob(a.id));
+  CHECK(decodeBlob(encodeBlob(floats, BlobEncoding::kBytePlanes2), BlobEncoding::kBytePlanes2) == floats);
+  CHECK(BlobId::fromHex(a.id.hex()) == a.id);
+  CHECK_FALSE(BlobId::fromHex("xyz").has_value());
+}
+
+TEST_CASE("writing the same events twice gives identical bytes") {
+  TempDir tmp;
+  for (const char* name : {"a.gpurr", "b.gpurr"}) {
+    WriterOptions options;
+    options.blockBytes = 700;
+    TraceWriter w(tmp / name, sampleHeader(), options);
+    for (const Event& e : everyKind(w)) w.append(e);
+    for (uint64_t i = 100; i < 400; ++i) w.append(Event{i, i, 0, launchNumbered(i)});
+    w.close();
+  }
+  size_t files = 0;
+  for (auto& e : fs::recursive_directory_iterator(tmp / "a.gpurr")) {
+    if (!e.is_regular_file()) continue;
+    const fs::path rel = fs::relative(e.path(), tmp / "a.gpurr");
+    INFO(rel.string());
+    CHECK(readFile(e.path()) == readFile(tmp / "b.gpurr" / rel));
+    ++files;
+  }
+  CHECK(files >= 5);
+}
+
+TEST_CASE("the seek index jumps to any event") {
+  TempDir tmp;
+  WriterOptions options;
+  options.blockBytes = 1024;
+  const uint64_t n = 3000;
+  {
+    TraceWriter w(tmp / "t.gpurr", sampleHeader(), options);
+    for (uint64_t i = 0; i < n; ++i) w.append(Event{i * 2, i, 0, launchNumbered(i)});
+  }  // the destructor closes the trace
+  TraceReader r(tmp / "t.gpurr");
+  REQUIRE(r.blocks().size() > 20);
+  CHECK(r.eventCount() == n);
+  for (uint64_t from : {uint64_t{0}, uint64_t{1}, uint64_t{777}, uint64_t{2 * n - 2}, uint64_t{5000}}) {
+    std::vector<uint64_t> seen;
+    r.forEach(
+        [&](const Event& e) {
+          seen.push_back(e.seq);
+          return seen.size() < 5;
+        },
+        from);
+    INFO("from " << from);
+    REQUIRE_FALSE(seen.empty());
+    const uint64_t first = (from + 1) / 2 * 2;  // the first even number >= from
+    CHECK(seen.front() == first);
+    for (size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] == seen[i - 1] + 2);
+  }
+  size_t count = 0;
+  r.forEach([&](const Event&) { return ++count, true; }, 2 * n);
+  CHECK(count == 0);
+  // The block that blockOf names really holds the event.
+  for (uint64_t seq : {uint64_t{0}, uint64_t{1000}, uint64_t{2 * n - 2}}) {
+    std::vector<Event> block;
+    r.readBlock(r.blockOf(seq), block);
+    CHECK(block.front().seq <= seq);
+    CHECK(block.back().seq >= seq);
+  }
+}
+
+TEST_CASE("sequence numbers must increase") {
+  TempDir tmp;
+  TraceWriter w(tmp / "t.gpurr", sampleHeader());
+  w.append(Event{5, 0, 0, Sync{}});
+  CHECK_THROWS_AS(w.append(Event{5, 0, 0, Sync{}}), TraceError);
+}
+
+TEST_CASE("the writer refuses to overwrite an existing trace") {
+  TempDir tmp;
+  { TraceWriter w(tmp / "t.gpurr", sampleHeader()); }
+  CHECK_THROWS_WITH(TraceWriter(tmp / "t.gpurr", sampleHeader()),
+                    Catch::Contains("already exists"));
+}
