@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   Action chosen;
   addInfoCommand(app, chosen);
   addDumpCommand(app, chosen);
+  addRecordCommand(app, chosen);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

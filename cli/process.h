@@ -1,0 +1,48 @@
+// Running a user's command as gpurr's child, the way a shell would: same
+// terminal, same process group, stdin/stdout/stderr untouched, its exit status
+// passed back, and termination signals sent to gpurr forwarded to it.
+#pragma once
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+namespace gpurr::cli {
+
+// Environment changes for the child: `value` set, or the variable removed when
+// `unset` is true.
+struct EnvChange {
+  std::string name;
+  std::string value;
+  bool unset = false;
+};
+
+// How the child ended, as a shell reports it.
+struct ChildExit {
+  int code = 0;       // exit code, or 128 + signal when killed by one
+  int signal = 0;     // the killing signal, 0 when it exited normally
+  bool started = true;  // false when the command could not be executed
+  std::string error;  // why it could not start ("not found", "permission denied")
+};
+
+// The signals gpurr forwards to its child: SIGINT, SIGTERM, SIGHUP, SIGQUIT.
+const std::vector<int>& forwardedSignals();
+
+// Whether a forwarded signal that gpurr received should be sent on to the
+// child. A signal the kernel raised for the terminal (Ctrl-C, Ctrl-\, hangup)
+// already reached the child, which shares gpurr's process group: sending it
+// again would deliver it twice. One sent with kill() by another process
+// targets gpurr alone and is passed on.
+bool shouldForward(const siginfo_t& info, pid_t child);
+
+// Environment `base` (NAME=VALUE strings) with `changes` applied, in order.
+std::vector<std::string> applyEnv(const std::vector<std::string>& base,
+                                  const std::vector<EnvChange>& changes);
+
+// Runs `argv` (argv[0] looked up in PATH like a shell) with environment
+// `env` and waits for it, forwarding signals as shouldForward() says.
+// When the command cannot be executed, returns started = false with code 127
+// (not found) or 126 (found but not executable), as a shell does.
+ChildExit runChild(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+
+}  // namespace gpurr::cli

@@ -1,0 +1,444 @@
+// gpurr record [-o OUT] [options] -- CMD [ARGS...]: runs an unmodified CUDA
+// program with the recorder injected, and leaves one trace per CUDA process.
+//
+// The recorder (libgpurr_recorder.so, loaded by the CUDA driver through
+// CUDA_INJECTION64_PATH) writes each process's trace into a staging directory
+// next to OUT; once the command has exited they are moved into place, so an
+// interrupted recording never leaves a half-named OUT behind.
+#include "cli/record.h"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <stdexcept>
+
+#include "cli/commands.h"
+#include "cli/process.h"
+#include "cli/text.h"
+#include "trace_format/trace.h"
+
+extern char** environ;
+
+namespace gpurr::cli {
+namespace record {
+
+namespace {
+
+bool parseNumber(std::string_view s, uint64_t& out) {
+  if (s.empty()) return false;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+// "rank10" -> ("rank", 10) so that names sort as people count.
+std::pair<std::string, uint64_t> naturalKey(const std::string& name) {
+  size_t end = name.size();
+  if (name.ends_with(".gpurr")) end -= 6;
+  size_t digits = end;
+  while (digits > 0 && name[digits - 1] >= '0' && name[digits - 1] <= '9') --digits;
+  uint64_t n = 0;
+  if (digits < end && end - digits < 19) parseNumber(std::string_view(name).substr(digits, end - digits), n);
+  return {name.substr(0, digits), n};
+}
+
+uint64_t sizeOnDisk(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return fs::file_size(path, ec);
+  uint64_t total = 0;
+  for (auto it = fs::recursive_directory_iterator(path, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code fileEc;
+    if (it->is_regular_file(fileEc)) {
+      const uint64_t size = it->file_size(fileEc);
+      if (!fileEc) total += size;
+    }
+  }
+  return total;
+}
+
+std::string plural(uint64_t n, std::string_view one, std::string_view many) {
+  return fmt::format("{} {}", withCommas(n), n == 1 ? one : many);
+}
+
+}  // namespace
+
+std::string checkLaunchRange(const std::string& range) {
+  const size_t colon = range.find(':');
+  if (colon == std::string::npos) {
+    return fmt::format("--launches: expected A:B (launch A up to, not including, B) or A:, "
+                       "got '{}'",
+                       range);
+  }
+  uint64_t a = 0, b = 0;
+  const std::string_view s(range);
+  if (!parseNumber(s.substr(0, colon), a)) {
+    return fmt::format("--launches: '{}' does not start with a launch number", range);
+  }
+  if (colon + 1 == range.size()) return "";
+  if (!parseNumber(s.substr(colon + 1), b)) {
+    return fmt::format("--launches: '{}' does not end with a launch number", range);
+  }
+  if (b <= a) return fmt::format("--launches: '{}' selects no launch (B must be larger than A)", range);
+  return "";
+}
+
+std::string checkKernelRegex(const std::string& regex) {
+  if (regex.empty()) return "--kernels: empty regular expression (leave the option out to record every kernel)";
+  try {
+    std::regex r(regex, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return fmt::format("--kernels: invalid regular expression '{}': {}", regex, e.what());
+  }
+  return "";
+}
+
+fs::path defaultOutput(const std::vector<std::string>& command, std::time_t now,
+                       const fs::path& dir) {
+  std::string base = command.empty() ? "trace" : fs::path(command[0]).filename().string();
+  // Keep the name shell-friendly whatever the command is called.
+  for (char& c : base) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) c = '_';
+  }
+  if (base.empty() || base[0] == '.') base = "trace" + base;
+  std::tm local{};
+  localtime_r(&now, &local);
+  const std::string stem = fmt::format("{}-{:%Y%m%d-%H%M%S}", base, local);
+  fs::path candidate = dir / (stem + ".gpurr");
+  std::error_code ec;
+  for (int n = 2; fs::exists(fs::symlink_status(candidate, ec)); ++n) {
+    candidate = dir / fmt::format("{}-{}.gpurr", stem, n);
+  }
+  return candidate;
+}
+
+fs::path recorderLibrary(const fs::path& executable, const char* overridePath) {
+  fs::path lib;
+  if (overridePath != nullptr && *overridePath != '\0') {
+    lib = overridePath;
+  } else {
+    lib = executable.parent_path() / ".." / "lib" / "libgpurr_recorder.so";
+  }
+  std::error_code ec;
+  lib = fs::weakly_canonical(fs::absolute(lib, ec), ec);
+  if (!fs::is_regular_file(lib, ec)) {
+    if (overridePath != nullptr && *overridePath != '\0') {
+      throw std::runtime_error(fmt::format(
+          "the recorder library {} (from GPURR_RECORDER_LIB) does not exist or is not a file",
+          lib.string()));
+    }
+    throw std::runtime_error(fmt::format(
+        "the recorder library {} does not exist; build the gpurr_recorder target, or point "
+        "GPURR_RECORDER_LIB at libgpurr_recorder.so",
+        lib.string()));
+  }
+  return lib;
+}
+
+bool replaceable(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (!fs::is_directory(st)) return false;
+  if (fs::exists(path / "version", ec)) return true;  // a trace
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+    std::error_code entryEc;
+    if (!(e.path().extension() == ".gpurr" && e.is_directory(entryEc))) return false;
+  }
+  return !ec;  // empty, or only traces
+}
+
+std::vector<fs::path> stagedTraces(const fs::path& staging) {
+  std::vector<fs::path> out;
+  for (const fs::directory_entry& e : fs::directory_iterator(staging)) {
+    std::error_code ec;
+    if (e.path().extension() == ".gpurr" && e.is_directory(ec)) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
+    return naturalKey(a.filename().string()) < naturalKey(b.filename().string());
+  });
+  return out;
+}
+
+Placement placeTraces(const fs::path& staging, const fs::path& out, bool replace) {
+  Placement placed;
+  const std::vector<fs::path> staged = stagedTraces(staging);
+  if (staged.empty()) {
+    for (const fs::directory_entry& e : fs::directory_iterator(staging)) {
+      placed.leftovers.push_back(e.path());
+    }
+    if (placed.leftovers.empty()) fs::remove(staging);
+    return placed;
+  }
+  if (replace && fs::exists(fs::symlink_status(out))) fs::remove_all(out);
+  if (staged.size() == 1) {
+    fs::rename(staged[0], out);
+    placed.traces.push_back(out);
+    for (const fs::directory_entry& e : fs::directory_iterator(staging)) {
+      placed.leftovers.push_back(e.path());
+    }
+    if (placed.leftovers.empty()) fs::remove(staging);
+    return placed;
+  }
+  // The staging directory already holds the traces under their names.
+  std::vector<std::string> names;
+  for (const fs::path& p : staged) names.push_back(p.filename().string());
+  fs::rename(staging, out);
+  placed.directoryOfTraces = true;
+  for (const std::string& name : names) placed.traces.push_back(out / name);
+  return placed;
+}
+
+RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces) {
+  RecordSummary summary;
+  for (const fs::path& path : traces) {
+    TraceSummary t;
+    t.path = path;
+    try {
+      trace::TraceReader reader(path);
+      t.launches = reader.launchCount();
+      reader.forEach([&](const trace::Event& e) {
+        auto add = [&](const std::vector<trace::RangeDigest>& ranges) {
+          for (const trace::RangeDigest& r : ranges) t.bytesHashed += r.range.size;
+        };
+        if (const auto* k = std::get_if<trace::KernelLaunch>(&e.payload)) {
+          add(k->inputs);
+          add(k->outputs);
+        } else if (const auto* g = std::get_if<trace::GraphLaunch>(&e.payload)) {
+          add(g->inputs);
+          add(g->outputs);
+        }
+        return true;
+      });
+      if (reader.damage().unclosed) t.damage = reader.damage().detail;
+      t.readable = true;
+    } catch (const std::exception& e) {
+      // A trace cut off mid-block can still fail in decoding; what was
+      // counted before the failure stays, with the reason.
+      t.error = e.what();
+    }
+    summary.traces.push_back(std::move(t));
+  }
+  summary.diskBytes = sizeOnDisk(out);
+  return summary;
+}
+
+std::string summaryLine(const RecordSummary& summary) {
+  uint64_t launches = 0, hashed = 0, incomplete = 0, unreadable = 0;
+  for (const TraceSummary& t : summary.traces) {
+    launches += t.launches;
+    hashed += t.bytesHashed;
+    if (!t.readable) {
+      ++unreadable;
+    } else if (!t.damage.empty()) {
+      ++incomplete;
+    }
+  }
+  std::string line = fmt::format("{}, {}, {} hashed, {} on disk",
+                                 plural(summary.traces.size(), "process", "processes"),
+                                 plural(launches, "launch", "launches"), humanBytes(hashed),
+                                 humanBytes(summary.diskBytes));
+  if (incomplete) line += fmt::format(", {} incomplete", incomplete);
+  if (unreadable) line += fmt::format(", {} unreadable", unreadable);
+  return line;
+}
+
+}  // namespace record
+
+namespace {
+using namespace record;
+
+struct RecordOptions {
+  std::string output;
+  std::string launches;
+  std::string kernels;
+  bool sync = false;
+  bool captureHostData = false;
+  bool force = false;
+  bool launchesGiven = false;
+  bool kernelsGiven = false;
+  std::vector<std::string> command;
+};
+
+void say(const std::string& text) { std::fprintf(stderr, "gpurr: %s\n", text.c_str()); }
+
+int usageError(const std::string& text) {
+  std::fprintf(stderr, "gpurr record: %s\n", text.c_str());
+  return kExitTrouble;
+}
+
+fs::path thisExecutable() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe;
+}
+
+int run(const RecordOptions& opts) {
+  const std::vector<std::string>& command = opts.command;
+  if (command.empty()) {
+    return usageError("no command given after --; usage: gpurr record [-o OUT] [options] -- CMD [ARGS...]");
+  }
+  if (opts.launchesGiven) {
+    if (std::string e = checkLaunchRange(opts.launches); !e.empty()) return usageError(e);
+  }
+  if (opts.kernelsGiven) {
+    if (std::string e = checkKernelRegex(opts.kernels); !e.empty()) return usageError(e);
+  }
+  fs::path library;
+  try {
+    library = recorderLibrary(thisExecutable(), std::getenv("GPURR_RECORDER_LIB"));
+  } catch (const std::runtime_error& e) {
+    return usageError(e.what());
+  }
+
+  std::error_code ec;
+  const fs::path cwd = fs::current_path();
+  fs::path out = opts.output.empty() ? defaultOutput(command, std::time(nullptr), cwd)
+                                     : fs::absolute(opts.output);
+  out = out.lexically_normal();
+  if (out.has_filename() == false) out = out.parent_path();  // "a.gpurr/" names a.gpurr
+  if (fs::exists(fs::symlink_status(out, ec))) {
+    if (!opts.force) {
+      return usageError(fmt::format(
+          "{} already exists; choose another -o OUT, or add --force to replace it", out.string()));
+    }
+    if (!replaceable(out)) {
+      return usageError(fmt::format(
+          "{} exists and is not a gpurr trace; not replacing it, even with --force", out.string()));
+    }
+  }
+  if (!fs::is_directory(out.parent_path(), ec)) {
+    return usageError(fmt::format("cannot write {}: directory {} does not exist", out.string(),
+                                  out.parent_path().string()));
+  }
+  if (opts.output.empty()) say(fmt::format("recording to {}", out.string()));
+
+  // Next to OUT, so that moving the traces into place is a rename.
+  std::string templ = (out.parent_path() / ("." + out.filename().string() + ".staging-XXXXXX")).string();
+  if (mkdtemp(templ.data()) == nullptr) {
+    return usageError(fmt::format("cannot create a staging directory in {}: {}",
+                                  out.parent_path().string(), std::strerror(errno)));
+  }
+  const fs::path staging = templ;
+  // mkdtemp makes it private; a single trace or the directory of traces
+  // becomes OUT, which should get the permissions any new directory gets.
+  const mode_t mask = umask(0);
+  umask(mask);
+  chmod(staging.c_str(), 0777 & ~mask);
+
+  std::vector<EnvChange> changes{
+      {"CUDA_INJECTION64_PATH", library.string()},
+      {"GPURR_OUTPUT", staging.string()},
+      {"GPURR_TOOL_VERSION", GPURR_VERSION},
+      // Only the options given here apply, whatever the environment holds.
+      {"GPURR_LAUNCHES", opts.launches, opts.launches.empty()},
+      {"GPURR_KERNELS", opts.kernels, opts.kernels.empty()},
+      {"GPURR_SYNC", "1", !opts.sync},
+      {"GPURR_CAPTURE_HOST_DATA", "1", !opts.captureHostData},
+  };
+  if (const char* previous = std::getenv("CUDA_INJECTION64_PATH");
+      previous != nullptr && *previous != '\0' && library != previous) {
+    say(fmt::format("warning: replacing CUDA_INJECTION64_PATH={} with the recorder", previous));
+  }
+  std::vector<std::string> baseEnv;
+  for (char** e = environ; *e != nullptr; ++e) baseEnv.emplace_back(*e);
+  std::fflush(stdout);
+  std::fflush(stderr);
+
+  const ChildExit exit = runChild(command, applyEnv(baseEnv, changes));
+  if (!exit.started) {
+    fs::remove_all(staging, ec);
+    std::fprintf(stderr, "gpurr record: cannot run '%s': %s\n", command[0].c_str(),
+                 exit.error.c_str());
+    return exit.code;
+  }
+  if (exit.signal != 0) {
+    say(fmt::format("the command was killed by signal {} ({})", exit.signal,
+                    strsignal(exit.signal)));
+  }
+
+  Placement placed;
+  try {
+    placed = placeTraces(staging, out, opts.force);
+  } catch (const fs::filesystem_error& e) {
+    std::fprintf(stderr,
+                 "gpurr: error: could not move the trace to %s: %s\n"
+                 "gpurr: the recorded traces are still in %s\n",
+                 out.string().c_str(), e.code().message().c_str(), staging.string().c_str());
+    return exit.code != 0 ? exit.code : kExitTrouble;
+  }
+  for (const fs::path& p : placed.leftovers) {
+    say(fmt::format("warning: the recorder left {} (not a trace) in {}", p.filename().string(),
+                    staging.string()));
+  }
+  if (placed.traces.empty()) {
+    say("no CUDA process ran (no trace written)");
+    return exit.code;
+  }
+  if (placed.directoryOfTraces) {
+    std::string names;
+    for (const fs::path& p : placed.traces) {
+      names += (names.empty() ? "" : ", ") + p.filename().string();
+    }
+    say(fmt::format("{} traces written to {}/ ({})", placed.traces.size(), out.string(), names));
+  } else {
+    say(fmt::format("trace written to {}", out.string()));
+  }
+  const RecordSummary summary = summarise(out, placed.traces);
+  for (const TraceSummary& t : summary.traces) {
+    if (!t.readable) {
+      say(fmt::format("warning: {}: {}", t.path.string(), t.error));
+    } else if (!t.damage.empty()) {
+      say(fmt::format("warning: {}: {}", t.path.string(), t.damage));
+    }
+  }
+  say(summaryLine(summary));
+  return exit.code;
+}
+
+}  // namespace
+
+void addRecordCommand(CLI::App& app, Action& chosen) {
+  auto opts = std::make_shared<RecordOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "record",
+      "Run a CUDA program, unmodified, with the recorder injected:\n"
+      "  gpurr record [-o OUT] [options] -- CMD [ARGS...]\n"
+      "Every CUDA process it starts leaves a trace: OUT is that trace when there is one,\n"
+      "else a directory of traces named rank<R>.gpurr (when RANK is set) or proc<N>.gpurr.\n"
+      "The command's input and output pass through; gpurr exits with its exit code.");
+  cmd->add_option("-o,--output", opts->output,
+                  "Trace to write (default: <command>-<date>-<time>.gpurr here)");
+  cmd->add_option("--launches", opts->launches,
+                  "Hash only launches A up to (not including) B, counted from 0 in each "
+                  "process; 'A:' hashes from A on. Other launches are still recorded.");
+  cmd->add_option("--kernels", opts->kernels,
+                  "Hash only launches of kernels whose name (mangled or demangled) matches "
+                  "this regular expression (ECMAScript)");
+  cmd->add_flag("--sync", opts->sync,
+                "Synchronise around every launch: slower, but hashes see each launch in "
+                "isolation");
+  cmd->add_flag("--capture-host-data", opts->captureHostData,
+                "Keep the bytes of every host-to-device copy in the trace");
+  cmd->add_flag("--force", opts->force, "Replace OUT if it already exists");
+  // After "--" everything belongs to the command, options included.
+  cmd->add_option("command", opts->command,
+                  "The command to record and its arguments, after --")
+      ->expected(-1);
+  cmd->footer("Put -- before the command: gpurr record -o run.gpurr -- python train.py --lr 0.1");
+  cmd->callback([opts, cmd, &chosen] {
+    opts->launchesGiven = cmd->count("--launches") > 0;
+    opts->kernelsGiven = cmd->count("--kernels") > 0;
+    chosen = [opts] { return run(*opts); };
+  });
+}
+
+}  // namespace gpurr::cli

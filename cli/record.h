@@ -1,0 +1,77 @@
+// The parts of `gpurr record` that do not run the command: option checks,
+// where the recorder library and the trace go, moving the traces the recorded
+// processes wrote out of the staging directory, and the summary printed at
+// the end. Separate from the command so that tests can drive them directly.
+#pragma once
+
+#include <ctime>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace gpurr::cli::record {
+
+namespace fs = std::filesystem;
+
+// Empty when `range` is a valid --launches value: "A:B" with A < B, or "A:"
+// (from A to the end); A and B are launch numbers. Else what is wrong.
+std::string checkLaunchRange(const std::string& range);
+
+// Empty when `regex` is a valid --kernels ECMAScript regular expression.
+std::string checkKernelRegex(const std::string& regex);
+
+// "<command>-YYYYmmdd-HHMMSS.gpurr" in `dir` (local time), with "-2", "-3"...
+// added when that name is taken. `command` is the recorded argv.
+fs::path defaultOutput(const std::vector<std::string>& command, std::time_t now,
+                       const fs::path& dir);
+
+// The injection library: `overridePath` (GPURR_RECORDER_LIB) when not null,
+// else <directory of `executable`>/../lib/libgpurr_recorder.so; made
+// absolute. Throws std::runtime_error, saying what to do, when it is missing.
+fs::path recorderLibrary(const fs::path& executable, const char* overridePath);
+
+// Whether `path` may be replaced by --force: a trace, a directory of traces
+// or an empty directory. Anything else is the user's data.
+bool replaceable(const fs::path& path);
+
+// The trace directories (names ending in ".gpurr") in `staging`, in natural
+// order: rank2.gpurr before rank10.gpurr.
+std::vector<fs::path> stagedTraces(const fs::path& staging);
+
+// Where the traces went.
+struct Placement {
+  std::vector<fs::path> traces;  // their final paths, in natural order
+  bool directoryOfTraces = false;  // several: `out` holds them by name
+  std::vector<fs::path> leftovers;  // other files left in the staging directory
+};
+
+// Moves the traces in `staging` to `out`: a single trace becomes `out`
+// itself; several are kept side by side in `out` under the names the
+// recorder gave them (rank0.gpurr, proc1.gpurr...), so that the processes of
+// two runs match by name. Replaces an existing `out` when `replace` is true.
+// Removes `staging` when nothing else is in it. Throws fs::filesystem_error.
+Placement placeTraces(const fs::path& staging, const fs::path& out, bool replace);
+
+struct TraceSummary {
+  fs::path path;
+  bool readable = false;
+  uint64_t launches = 0;
+  uint64_t bytesHashed = 0;  // input and output ranges of launches and graphs
+  std::string damage;  // the reader's note on an unclosed trace, else empty
+  std::string error;   // why it cannot be read, when !readable
+};
+
+struct RecordSummary {
+  std::vector<TraceSummary> traces;
+  uint64_t diskBytes = 0;  // every file under the output, as stored
+};
+
+// Reads the placed traces back. Never throws for a bad trace: its error is
+// kept in its TraceSummary.
+RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces);
+
+// "2 processes, 1,234 launches, 3.5 GiB hashed, 12.0 MiB on disk", with
+// ", 1 incomplete" / ", 1 unreadable" added when some traces are damaged.
+std::string summaryLine(const RecordSummary& summary);
+
+}  // namespace gpurr::cli::record
