@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config python3
   capnproto libcapnp-dev      # trace schema and messages
   libzstd-dev zstd            # block compression; zstd CLI for tests and benchmarks
-  libxxhash-dev               # blob content addresses (XXH3-128)
+  libxxhash-dev xxhash        # blob content addresses (XXH3-128); xxhsum for the format test
   catch2                      # unit tests
   libcli11-dev                # command-line parsing
   nlohmann-json3-dev          # --json output

@@ -1,0 +1,76 @@
+// The numbers FORMAT.md states are the ones the code uses.
+#include <catch2/catch.hpp>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "tests/unit/test_util.h"
+#include "trace_format/events.h"
+#include "trace_format/hash.h"
+#include "trace_format/hash_primitives.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string formatMd() {
+  std::ifstream in(fs::path(GPURR_SOURCE_DIR) / "trace_format/FORMAT.md");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("FORMAT.md states the code's constants") {
+  const std::string spec = formatMd();
+  REQUIRE_FALSE(spec.empty());
+  CHECK_THAT(spec, Catch::Contains(fmt::format("# The gpurr trace format, version {}", trace::kFormatVersion)));
+  CHECK_THAT(spec, Catch::Contains(fmt::format("`gpurr-trace {}`", trace::kFormatVersion)));
+  CHECK_THAT(spec, Catch::Contains("`0x4b4c425252555047`"));
+  CHECK_THAT(spec, Catch::Contains(fmt::format("chunks of {} bytes", hash::kChunkBytes)));
+  CHECK_THAT(spec, Catch::Contains(fmt::format("It has {} lanes", hash::kLanes)));
+  CHECK_THAT(spec, Catch::Contains(fmt::format("K0 = {:#018x}", hash::kK0)));
+  CHECK_THAT(spec, Catch::Contains(fmt::format("K1 = {:#018x}", hash::kK1)));
+  CHECK_THAT(spec, Catch::Contains(fmt::format("K2 = {:#018x}", hash::kK2)));
+  CHECK_THAT(spec, Catch::Contains(fmt::format("K3 = {:#018x}", hash::kK3)));
+  CHECK_THAT(spec, Catch::Contains("xor rotl(s, 29)"));
+}
+
+TEST_CASE("FORMAT.md's hash examples are right") {
+  auto pattern = [](size_t n) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 31 + 7 + (i >> 8));
+    return v;
+  };
+  const std::string spec = formatMd();
+  CHECK_THAT(spec, Catch::Contains(fmt::format("n = 0 gives `{:016x}`", hash::hashBuffer(pattern(0)))));
+  CHECK_THAT(spec, Catch::Contains(fmt::format("n = 65536 gives `{:016x}`", hash::hashBuffer(pattern(65536)))));
+}
+
+TEST_CASE("a block header is 64 bytes laid out as FORMAT.md says") {
+  gpurr::testing::TempDir tmp;
+  {
+    trace::TraceWriter w(tmp / "t.gpurr", trace::Header{});
+    w.append(trace::Event{3, 9, 0, trace::Sync{}});
+  }
+  const auto events = gpurr::testing::readFile(tmp / "t.gpurr/events");
+  REQUIRE(events.size() > 64);
+  uint32_t table[2];
+  std::memcpy(table, events.data(), 8);
+  CHECK(table[0] == 0);
+  CHECK(table[1] == 7);
+  CHECK(std::string(events.begin() + 16, events.begin() + 24) == "GPURRBLK");
+  // The zstd frame starts right after, with its magic number.
+  CHECK(events[64] == 0x28);
+  CHECK(events[65] == 0xb5);
+  CHECK(events[66] == 0x2f);
+  CHECK(events[67] == 0xfd);
+  const auto version = gpurr::testing::readFile(tmp / "t.gpurr/version");
+  CHECK(std::string(version.begin(), version.end()) == "gpurr-trace 1\n");
+}
