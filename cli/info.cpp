@@ -147,13 +147,15 @@ int printText(const TraceReader& reader, const Stats& s) {
   if (!o.snapshot.empty()) opts += ", snapshot " + o.snapshot;
   if (o.checkDeterminism) opts += fmt::format(", check-determinism={}", o.checkDeterminism);
   line("options", opts);
-  line("events", fmt::format("{} ({} launches of {} kernels, {} memcpy, {} memset, {} alloc, {} "
-                             "free, {} modules, {} sync, {} graph launches)",
-                             withCommas(reader.eventCount()), withCommas(s.byKind[0]),
-                             withCommas(s.kernels.size()), withCommas(s.byKind[1]),
-                             withCommas(s.byKind[2]), withCommas(s.byKind[3]),
-                             withCommas(s.byKind[4]), withCommas(s.byKind[5]),
-                             withCommas(s.byKind[6]), withCommas(s.byKind[7])));
+  auto count = [](uint64_t n, std::string_view what, std::string_view plural = "s") {
+    return fmt::format("{} {}{}", withCommas(n), what, n == 1 ? "" : plural);
+  };
+  line("events", fmt::format("{} ({} of {}, {}, {}, {}, {}, {}, {}, {})",
+                             withCommas(reader.eventCount()), count(s.byKind[0], "launch", "es"),
+                             count(s.kernels.size(), "kernel"), count(s.byKind[1], "memcpy", ""),
+                             count(s.byKind[2], "memset", ""), count(s.byKind[3], "allocation"),
+                             count(s.byKind[4], "free"), count(s.byKind[5], "module load"),
+                             count(s.byKind[6], "sync", ""), count(s.byKind[7], "graph launch", "es")));
   line("hashed", fmt::format("{} in launch inputs and outputs{}", humanBytes(s.bytesHashed),
                              s.notHashed ? fmt::format(" ({} launches not hashed)", s.notHashed)
                                          : ""));

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Golden ("diff") tests of gpurr's output on checked-in traces.
+#
+#   golden.sh BUILD_DIR CHECK
+#
+# CHECK is one of: regenerate, dump, dump-json, dump-filter, info, info-json,
+# errors. With UPDATE=1 the expected files are rewritten from the actual output.
+set -euo pipefail
+build=$(cd "$1" && pwd) check=$2
+src=$(cd "$(dirname "$0")/../.." && pwd)
+gpurr=$build/bin/gpurr
+expected_dir=$src/tests/golden
+cd "$src"  # traces are named relative to the source tree in the output
+
+# compare NAME: stdin against tests/golden/NAME
+compare() {
+  local name=$1 actual
+  actual=$(mktemp)
+  cat > "$actual"
+  if [ "${UPDATE:-0}" = 1 ]; then
+    cp "$actual" "$expected_dir/$name"
+    echo "updated $name"
+  elif ! diff -u "$expected_dir/$name" "$actual"; then
+    echo "FAIL: output differs from tests/golden/$name (UPDATE=1 to accept)"
+    rm -f "$actual"
+    exit 1
+  fi
+  rm -f "$actual"
+}
+
+# expect_error CODE TEXT CMD...: CMD exits with CODE and says TEXT on stderr
+expect_error() {
+  local code=$1 text=$2 err rc=0
+  shift 2
+  err=$("$@" 2>&1 >/dev/null) || rc=$?
+  if [ "$rc" -ne "$code" ] || ! grep -qF -- "$text" <<< "$err"; then
+    echo "FAIL: '$*' exited $rc (expected $code) saying: $err (expected: $text)"
+    exit 1
+  fi
+}
+
+trace=examples/synthetic.gpurr
+case "$check" in
+  regenerate)
+    # Writing is deterministic: the example trace is reproduced byte for byte.
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    "$build/examples/make_example_trace" "$tmp/synthetic.gpurr" > /dev/null
+    diff -r "$trace" "$tmp/synthetic.gpurr"
+    ;;
+  dump) "$gpurr" dump "$trace" | compare synthetic.dump.txt ;;
+  dump-json) "$gpurr" dump --json "$trace" | compare synthetic.dump.jsonl ;;
+  dump-filter)
+    { "$gpurr" dump --range 5:13 --kernel 'gemm|reduce' "$trace"
+      "$gpurr" dump --range 7 "$trace"
+      "$gpurr" dump --range 16: "$trace"; } | compare synthetic.dump-filter.txt ;;
+  info) "$gpurr" info "$trace" | compare synthetic.info.txt ;;
+  info-json) "$gpurr" info --json "$trace" | compare synthetic.info.json ;;
+  errors)
+    expect_error 2 "no such trace" "$gpurr" dump does-not-exist.gpurr
+    expect_error 2 "a trace is a directory" "$gpurr" info tests/golden/golden.sh
+    expect_error 2 "no version marker" "$gpurr" info examples
+    expect_error 2 "invalid regular expression" "$gpurr" dump --kernel '(' "$trace"
+    expect_error 2 "--range" "$gpurr" dump --range x:y "$trace"
+    expect_error 2 "trace is required" "$gpurr" dump
+    expect_error 2 "" "$gpurr" no-such-command
+    expect_error 2 "" "$gpurr" dump --no-such-flag "$trace"
+    "$gpurr" --help | grep -q "dump" || { echo "FAIL: --help lists no commands"; exit 1; }
+    "$gpurr" dump --help | grep -q -- "--kernel" || { echo "FAIL: dump --help"; exit 1; }
+    ;;
+  *) echo "unknown check $check"; exit 2 ;;
+esac
