@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# gpurr's test command: installs what is missing, builds, runs every test this
+# machine can run (GPU tests only where a GPU is present), then a short fuzz
+# run of the trace reader.
+#
+#   scripts/test.sh            GPURR_FUZZ_SECONDS=N to change the fuzz run (default 60, 0 skips)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh
+cmake -S . -B build -G Ninja
+cmake --build build
+
+if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+  labels=()
+else
+  echo "test: no GPU here: tests labelled 'gpu' are skipped"
+  labels=(-LE gpu)
+fi
+ctest --test-dir build --output-on-failure -j "$(nproc)" "${labels[@]}"
+
+seconds=${GPURR_FUZZ_SECONDS:-60}
+if [ "$seconds" -gt 0 ]; then
+  ./scripts/fuzz.sh "$seconds"
+fi
