@@ -22,6 +22,8 @@ namespace gpurr::kernels {
   X(cuCtxSetCurrent)              \
   X(cuCtxGetDevice)               \
   X(cuCtxSynchronize)             \
+  X(cuCtxPushCurrent)             \
+  X(cuCtxPopCurrent)              \
   X(cuDeviceGetCount)             \
   X(cuDeviceGet)                  \
   X(cuDeviceGetName)              \

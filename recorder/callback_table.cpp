@@ -1,0 +1,158 @@
+// The driver callback table (see callback_table.h).
+#include "recorder/callback_table.h"
+
+#include <array>
+#include <vector>
+
+namespace gpurr::recorder {
+
+namespace {
+
+struct Row {
+  CUpti_CallbackId cbid;
+  Handler handler;
+  bool perThread;
+};
+
+#define ROW(name, h) {CUPTI_DRIVER_TRACE_CBID_##name, Handler::h, false}
+#define ROW_PT(name, h) {CUPTI_DRIVER_TRACE_CBID_##name, Handler::h, true}
+
+constexpr Row kRows[] = {
+    ROW(cuLaunchKernel, kLaunchKernel),
+    ROW_PT(cuLaunchKernel_ptsz, kLaunchKernel),
+    ROW(cuLaunchKernelEx, kLaunchKernelEx),
+    ROW_PT(cuLaunchKernelEx_ptsz, kLaunchKernelEx),
+    ROW(cuLaunchCooperativeKernel, kLaunchCooperative),
+    ROW_PT(cuLaunchCooperativeKernel_ptsz, kLaunchCooperative),
+    ROW(cuGraphLaunch, kGraphLaunch),
+    ROW_PT(cuGraphLaunch_ptsz, kGraphLaunch),
+
+    ROW(cuMemAlloc_v2, kMemAlloc),
+    ROW(cuMemAllocPitch_v2, kMemAllocPitch),
+    ROW(cuMemAllocAsync, kMemAllocAsync),
+    ROW_PT(cuMemAllocAsync_ptsz, kMemAllocAsync),
+    ROW(cuMemAllocFromPoolAsync, kMemAllocFromPoolAsync),
+    ROW_PT(cuMemAllocFromPoolAsync_ptsz, kMemAllocFromPoolAsync),
+    ROW(cuMemAllocManaged, kMemAllocManaged),
+    ROW(cuMemFree_v2, kMemFree),
+    ROW(cuMemFreeAsync, kMemFreeAsync),
+    ROW_PT(cuMemFreeAsync_ptsz, kMemFreeAsync),
+    ROW(cuMemHostAlloc, kMemHostAlloc),
+    ROW(cuMemAllocHost_v2, kMemAllocHost),
+    ROW(cuMemHostRegister_v2, kMemHostRegister),
+    ROW(cuMemHostUnregister, kMemHostUnregister),
+    ROW(cuMemFreeHost, kMemFreeHost),
+    ROW(cuMemAddressReserve, kAddressReserve),
+    ROW(cuMemAddressFree, kAddressFree),
+    ROW(cuMemMap, kMemMap),
+    ROW(cuMemUnmap, kMemUnmap),
+    ROW(cuModuleGetGlobal_v2, kModuleGetGlobal),
+    ROW(cuLibraryGetGlobal, kLibraryGetGlobal),
+    ROW(cuModuleLoad, kModuleLoad),
+    ROW(cuModuleLoadData, kModuleLoad),
+    ROW(cuModuleLoadDataEx, kModuleLoad),
+    ROW(cuModuleLoadFatBinary, kModuleLoad),
+
+    ROW(cuMemcpyHtoD_v2, kMemcpyHtoD),
+    ROW_PT(cuMemcpyHtoD_v2_ptds, kMemcpyHtoD),
+    ROW(cuMemcpyHtoDAsync_v2, kMemcpyHtoDAsync),
+    ROW_PT(cuMemcpyHtoDAsync_v2_ptsz, kMemcpyHtoDAsync),
+    ROW(cuMemcpyDtoH_v2, kMemcpyDtoH),
+    ROW_PT(cuMemcpyDtoH_v2_ptds, kMemcpyDtoH),
+    ROW(cuMemcpyDtoHAsync_v2, kMemcpyDtoHAsync),
+    ROW_PT(cuMemcpyDtoHAsync_v2_ptsz, kMemcpyDtoHAsync),
+    ROW(cuMemcpyDtoD_v2, kMemcpyDtoD),
+    ROW_PT(cuMemcpyDtoD_v2_ptds, kMemcpyDtoD),
+    ROW(cuMemcpyDtoDAsync_v2, kMemcpyDtoDAsync),
+    ROW_PT(cuMemcpyDtoDAsync_v2_ptsz, kMemcpyDtoDAsync),
+    ROW(cuMemcpy, kMemcpy),
+    ROW_PT(cuMemcpy_ptds, kMemcpy),
+    ROW(cuMemcpyAsync, kMemcpyAsync),
+    ROW_PT(cuMemcpyAsync_ptsz, kMemcpyAsync),
+    ROW(cuMemcpyPeer, kMemcpyPeer),
+    ROW_PT(cuMemcpyPeer_ptds, kMemcpyPeer),
+    ROW(cuMemcpyPeerAsync, kMemcpyPeerAsync),
+    ROW_PT(cuMemcpyPeerAsync_ptsz, kMemcpyPeerAsync),
+    ROW(cuMemcpy2D_v2, kMemcpy2D),
+    ROW_PT(cuMemcpy2D_v2_ptds, kMemcpy2D),
+    ROW(cuMemcpy2DUnaligned_v2, kMemcpy2D),
+    ROW_PT(cuMemcpy2DUnaligned_v2_ptds, kMemcpy2D),
+    ROW(cuMemcpy2DAsync_v2, kMemcpy2DAsync),
+    ROW_PT(cuMemcpy2DAsync_v2_ptsz, kMemcpy2DAsync),
+    ROW(cuMemcpy3D_v2, kMemcpy3D),
+    ROW_PT(cuMemcpy3D_v2_ptds, kMemcpy3D),
+    ROW(cuMemcpy3DAsync_v2, kMemcpy3DAsync),
+    ROW_PT(cuMemcpy3DAsync_v2_ptsz, kMemcpy3DAsync),
+    ROW(cuMemcpyBatchAsync, kUnsupported),
+    ROW_PT(cuMemcpyBatchAsync_ptsz, kUnsupported),
+    ROW(cuMemcpyBatchAsync_v2, kUnsupported),
+    ROW_PT(cuMemcpyBatchAsync_v2_ptsz, kUnsupported),
+    ROW(cuMemcpy3DBatchAsync, kUnsupported),
+    ROW_PT(cuMemcpy3DBatchAsync_ptsz, kUnsupported),
+    ROW(cuMemcpy3DBatchAsync_v2, kUnsupported),
+    ROW_PT(cuMemcpy3DBatchAsync_v2_ptsz, kUnsupported),
+    ROW(cuLaunchCooperativeKernelMultiDevice, kUnsupported),
+
+    ROW(cuMemsetD8_v2, kMemsetD8),
+    ROW_PT(cuMemsetD8_v2_ptds, kMemsetD8),
+    ROW(cuMemsetD16_v2, kMemsetD16),
+    ROW_PT(cuMemsetD16_v2_ptds, kMemsetD16),
+    ROW(cuMemsetD32_v2, kMemsetD32),
+    ROW_PT(cuMemsetD32_v2_ptds, kMemsetD32),
+    ROW(cuMemsetD8Async, kMemsetD8Async),
+    ROW_PT(cuMemsetD8Async_ptsz, kMemsetD8Async),
+    ROW(cuMemsetD16Async, kMemsetD16Async),
+    ROW_PT(cuMemsetD16Async_ptsz, kMemsetD16Async),
+    ROW(cuMemsetD32Async, kMemsetD32Async),
+    ROW_PT(cuMemsetD32Async_ptsz, kMemsetD32Async),
+    ROW(cuMemsetD2D8_v2, kMemsetD2D8),
+    ROW_PT(cuMemsetD2D8_v2_ptds, kMemsetD2D8),
+    ROW(cuMemsetD2D16_v2, kMemsetD2D16),
+    ROW_PT(cuMemsetD2D16_v2_ptds, kMemsetD2D16),
+    ROW(cuMemsetD2D32_v2, kMemsetD2D32),
+    ROW_PT(cuMemsetD2D32_v2_ptds, kMemsetD2D32),
+    ROW(cuMemsetD2D8Async, kMemsetD2D8Async),
+    ROW_PT(cuMemsetD2D8Async_ptsz, kMemsetD2D8Async),
+    ROW(cuMemsetD2D16Async, kMemsetD2D16Async),
+    ROW_PT(cuMemsetD2D16Async_ptsz, kMemsetD2D16Async),
+    ROW(cuMemsetD2D32Async, kMemsetD2D32Async),
+    ROW_PT(cuMemsetD2D32Async_ptsz, kMemsetD2D32Async),
+
+    ROW(cuCtxSynchronize, kCtxSynchronize),
+    ROW(cuCtxSynchronize_v2, kCtxSynchronize),
+    ROW(cuStreamSynchronize, kStreamSynchronize),
+    ROW_PT(cuStreamSynchronize_ptsz, kStreamSynchronize),
+    ROW(cuEventRecord, kEventRecord),
+    ROW_PT(cuEventRecord_ptsz, kEventRecord),
+    ROW(cuEventRecordWithFlags, kEventRecordWithFlags),
+    ROW_PT(cuEventRecordWithFlags_ptsz, kEventRecordWithFlags),
+    ROW(cuEventSynchronize, kEventSynchronize),
+    ROW(cuStreamWaitEvent, kStreamWaitEvent),
+    ROW_PT(cuStreamWaitEvent_ptsz, kStreamWaitEvent),
+};
+
+struct Table {
+  std::array<HandlerEntry, CUPTI_DRIVER_TRACE_CBID_SIZE> byId{};
+  std::vector<CUpti_CallbackId> ids;
+  Table() {
+    for (const Row& r : kRows) {
+      byId[r.cbid] = {r.handler, r.perThread};
+      ids.push_back(r.cbid);
+    }
+  }
+};
+
+const Table& table() {
+  static const Table t;  // immutable after construction
+  return t;
+}
+
+}  // namespace
+
+HandlerEntry driverHandler(CUpti_CallbackId cbid) {
+  return cbid < CUPTI_DRIVER_TRACE_CBID_SIZE ? table().byId[cbid] : HandlerEntry{};
+}
+
+std::span<const CUpti_CallbackId> subscribedDriverCallbacks() { return table().ids; }
+
+}  // namespace gpurr::recorder

@@ -1,0 +1,44 @@
+// The fixed (domain, cbid) -> handler table: which driver API callbacks the
+// recorder subscribes to and what each one means. Variants that share a
+// parameter struct (_v2, _ptds, _ptsz) map to one handler; `perThread` says
+// that stream 0 means the per-thread default stream.
+#pragma once
+
+#include <cupti.h>
+
+#include <cstdint>
+#include <span>
+
+namespace gpurr::recorder {
+
+enum class Handler : uint8_t {
+  kNone = 0,
+  // launches
+  kLaunchKernel, kLaunchKernelEx, kLaunchCooperative, kGraphLaunch,
+  // allocations
+  kMemAlloc, kMemAllocPitch, kMemAllocAsync, kMemAllocFromPoolAsync, kMemAllocManaged, kMemFree, kMemFreeAsync,
+  kMemHostAlloc, kMemAllocHost, kMemHostRegister, kMemHostUnregister, kMemFreeHost, kAddressReserve,
+  kAddressFree, kMemMap, kMemUnmap, kModuleGetGlobal, kLibraryGetGlobal, kModuleLoad,
+  // copies and sets
+  kMemcpyHtoD, kMemcpyHtoDAsync, kMemcpyDtoH, kMemcpyDtoHAsync, kMemcpyDtoD, kMemcpyDtoDAsync, kMemcpy,
+  kMemcpyAsync, kMemcpyPeer, kMemcpyPeerAsync, kMemcpy2D, kMemcpy2DAsync, kMemcpy3D, kMemcpy3DAsync,
+  kMemsetD8, kMemsetD16, kMemsetD32, kMemsetD8Async, kMemsetD16Async, kMemsetD32Async,
+  kMemsetD2D8, kMemsetD2D16, kMemsetD2D32, kMemsetD2D8Async, kMemsetD2D16Async, kMemsetD2D32Async,
+  // synchronisation
+  kCtxSynchronize, kStreamSynchronize, kEventRecord, kEventRecordWithFlags, kEventSynchronize, kStreamWaitEvent,
+  // calls the recorder cannot follow yet: warned about once
+  kUnsupported,
+};
+
+struct HandlerEntry {
+  Handler handler = Handler::kNone;
+  bool perThread = false;  // a _ptsz / _ptds variant
+};
+
+// The handler of a driver API callback id (kNone for ids not subscribed).
+HandlerEntry driverHandler(CUpti_CallbackId cbid);
+
+// Every driver callback id with a handler, to enable one by one.
+std::span<const CUpti_CallbackId> subscribedDriverCallbacks();
+
+}  // namespace gpurr::recorder

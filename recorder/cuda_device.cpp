@@ -1,0 +1,389 @@
+// The CUDA driver side of the recorder (see cuda_device.h).
+#include "recorder/cuda_device.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "kernels/device_hasher.h"
+
+namespace gpurr::recorder {
+
+namespace {
+
+constexpr size_t kMaxSlots = 32;  // in-flight hash batches per context before callers wait
+
+// One in-flight batch's buffers. Reused; grown on demand.
+struct Slot {
+  CUdeviceptr rangesDev = 0, digestsDev = 0;
+  void* hostRanges = nullptr;
+  uint64_t* hostDigests = nullptr;
+  size_t rangesCap = 0, digestsCap = 0;  // bytes, host and device alike
+  CUevent done = nullptr;
+};
+
+// A symbol from a library the program may have loaded (any scope).
+void* loadedSymbol(std::initializer_list<const char*> libraries, const char* symbol) {
+  if (void* s = dlsym(RTLD_DEFAULT, symbol)) return s;
+  for (const char* lib : libraries) {
+    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD)) {
+      void* s = dlsym(h, symbol);
+      dlclose(h);
+      if (s) return s;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+class PendingCuda;
+
+struct CudaDevice::ContextState {
+  const kernels::DriverApi* api = nullptr;
+  CUcontext ctx = nullptr;
+  std::unique_ptr<kernels::DeviceHasher> hasher;
+  std::mutex mu;
+  std::condition_variable slotFreed;
+  std::vector<std::unique_ptr<Slot>> slots;
+  std::vector<Slot*> freeSlots;
+  std::set<PendingCuda*> inFlight;
+  bool dead = false;
+
+  void releaseResources();
+};
+
+class PendingCuda : public PendingHashes {
+ public:
+  PendingCuda(std::shared_ptr<CudaDevice::ContextState> cs, std::span<const kernels::HashRequest> requests)
+      : cs_(std::move(cs)), requests_(requests.begin(), requests.end()), plan_(kernels::planHashBatch(requests_)) {}
+  ~PendingCuda() override {
+    std::vector<kernels::HashResult> ignored;
+    std::string error;
+    if (slot_ != nullptr) wait(ignored, error);
+  }
+
+  const kernels::HashPlan& plan() const { return plan_; }
+  void setSlot(Slot* s) { slot_ = s; }
+
+  // Folds the digests from the slot's host mirror and gives the slot back.
+  // Caller holds cs_->mu; the slot's event has completed.
+  void finishLocked(bool ok, const std::string& error) {
+    if (ok) {
+      std::span<const uint64_t> chunks(slot_ ? slot_->hostDigests : nullptr, slot_ ? plan_.totalSlots : 0);
+      results_.resize(requests_.size());
+      for (size_t i = 0; i < requests_.size(); ++i) {
+        results_[i].digest = kernels::foldRequest(plan_, requests_, i, chunks);
+        const uint64_t first = plan_.firstSlot[i], n = kernels::chunkCount(requests_[i].length);
+        results_[i].chunkDigests.assign(chunks.begin() + first, chunks.begin() + first + n);
+      }
+    } else {
+      failed_ = true;
+      error_ = error;
+    }
+    if (slot_ != nullptr) {
+      cs_->freeSlots.push_back(slot_);
+      cs_->inFlight.erase(this);
+      cs_->slotFreed.notify_one();
+      slot_ = nullptr;
+    }
+    done_ = true;
+  }
+
+  void finishEmpty() {
+    std::lock_guard lock(cs_->mu);
+    finishLocked(true, "");
+  }
+
+  bool wait(std::vector<kernels::HashResult>& out, std::string& error) override {
+    std::unique_lock lock(cs_->mu);
+    if (!done_) {
+      CUevent ev = slot_->done;
+      lock.unlock();
+      // No context needed: the event knows its own.
+      const CUresult r = cs_->api->cuEventSynchronize(ev);
+      lock.lock();
+      if (!done_) finishLocked(r == CUDA_SUCCESS, r == CUDA_SUCCESS ? "" : cs_->api->errorText(r));
+    }
+    if (failed_) {
+      error = error_;
+      return false;
+    }
+    out = results_;
+    return true;
+  }
+
+ private:
+  std::shared_ptr<CudaDevice::ContextState> cs_;
+  std::vector<kernels::HashRequest> requests_;
+  kernels::HashPlan plan_;
+  Slot* slot_ = nullptr;
+  bool done_ = false, failed_ = false;
+  std::string error_;
+  std::vector<kernels::HashResult> results_;
+};
+
+void CudaDevice::ContextState::releaseResources() {
+  for (auto& s : slots) {
+    if (s->rangesDev) api->cuMemFree(s->rangesDev);
+    if (s->digestsDev) api->cuMemFree(s->digestsDev);
+    if (s->hostRanges) api->cuMemFreeHost(s->hostRanges);
+    if (s->hostDigests) api->cuMemFreeHost(s->hostDigests);
+    if (s->done) api->cuEventDestroy(s->done);
+    *s = Slot{};
+  }
+  hasher.reset();
+}
+
+std::unique_ptr<CudaDevice> CudaDevice::create(std::string& error) {
+  std::unique_ptr<CudaDevice> d(new CudaDevice());
+  if (!d->api_.load(error)) return nullptr;
+  return d;
+}
+
+CudaDevice::~CudaDevice() = default;  // at exit the driver may be gone: leak, don't call it
+
+bool CudaDevice::describeFunction(uint64_t function, FunctionInfo& out) {
+  const auto f = reinterpret_cast<CUfunction>(function);
+  const auto k = reinterpret_cast<CUkernel>(function);
+  const char* name = nullptr;
+  bool isKernel = false;
+  if (api_.cuFuncGetName && api_.cuFuncGetName(&name, f) == CUDA_SUCCESS && name) {
+    out.name = name;
+  } else if (api_.cuKernelGetName && api_.cuKernelGetName(&name, k) == CUDA_SUCCESS && name) {
+    out.name = name;
+    isKernel = true;
+  }
+  // Parameter layout: ask for parameter 0, 1, 2... until INVALID_VALUE.
+  auto layoutOf = [&](auto getInfo, auto handle) -> bool {
+    if (getInfo == nullptr) return false;
+    out.layout.clear();
+    for (size_t i = 0; i < 65536; ++i) {
+      size_t offset = 0, size = 0;
+      const CUresult r = getInfo(handle, i, &offset, &size);
+      if (r == CUDA_ERROR_INVALID_VALUE) return true;
+      if (r != CUDA_SUCCESS) return false;
+      out.layout.push_back({static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
+    }
+    return true;
+  };
+  out.layoutKnown = isKernel ? layoutOf(api_.cuKernelGetParamInfo, k) : layoutOf(api_.cuFuncGetParamInfo, f);
+  if (!out.layoutKnown && !isKernel) out.layoutKnown = layoutOf(api_.cuKernelGetParamInfo, k);
+
+  CUfunction asFunction = f;
+  if (isKernel && (api_.cuKernelGetFunction == nullptr || api_.cuKernelGetFunction(&asFunction, k) != CUDA_SUCCESS))
+    asFunction = nullptr;
+  CUmodule module = nullptr;
+  if (asFunction && api_.cuFuncGetModule && api_.cuFuncGetModule(&module, asFunction) == CUDA_SUCCESS)
+    out.module = reinterpret_cast<uint64_t>(module);
+  return !out.name.empty();
+}
+
+bool CudaDevice::canEnqueue(uint64_t stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  // An error (e.g. the legacy stream while another stream captures in global
+  // mode) also means: keep off.
+  return api_.cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
+         status == CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+std::shared_ptr<CudaDevice::ContextState> CudaDevice::stateFor(uint64_t context, std::string& error) {
+  std::lock_guard lock(mu_);
+  if (auto it = contexts_.find(context); it != contexts_.end()) return it->second;
+  auto cs = std::make_shared<ContextState>();
+  cs->api = &api_;
+  cs->ctx = reinterpret_cast<CUcontext>(context);
+  cs->hasher = kernels::DeviceHasher::create(api_, error);  // in the current context = `context`
+  if (!cs->hasher) return nullptr;
+  contexts_.emplace(context, cs);
+  return cs;
+}
+
+std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t stream,
+                                                std::span<const kernels::HashRequest> requests, bool synchronous,
+                                                std::string& error) {
+  std::shared_ptr<ContextState> cs = stateFor(context, error);
+  if (!cs) return nullptr;
+  auto pending = std::make_unique<PendingCuda>(cs, requests);
+  const kernels::HashPlan& plan = pending->plan();
+  if (plan.totalSlots == 0) {
+    pending->finishEmpty();
+    return pending;
+  }
+  const auto s = reinterpret_cast<CUstream>(stream);
+  if (synchronous) {
+    if (CUresult r = api_.cuCtxSynchronize(); r != CUDA_SUCCESS) {
+      error = "cuCtxSynchronize: " + api_.errorText(r);
+      return nullptr;
+    }
+  }
+
+  // Take a free slot; wait a little for one, then grow the pool rather than
+  // risk waiting on work that waits on this thread.
+  Slot* slot = nullptr;
+  {
+    std::unique_lock lock(cs->mu);
+    if (cs->dead) {
+      error = "the context is being destroyed";
+      return nullptr;
+    }
+    if (cs->freeSlots.empty() && cs->slots.size() >= kMaxSlots)
+      cs->slotFreed.wait_for(lock, std::chrono::seconds(1), [&] { return !cs->freeSlots.empty(); });
+    if (cs->freeSlots.empty()) {
+      cs->slots.push_back(std::make_unique<Slot>());
+      cs->freeSlots.push_back(cs->slots.back().get());
+    }
+    slot = cs->freeSlots.back();
+    cs->freeSlots.pop_back();
+  }
+  auto giveBack = [&](CUresult r, const char* what) {
+    error = std::string(what) + ": " + api_.errorText(r);
+    std::lock_guard lock(cs->mu);
+    cs->freeSlots.push_back(slot);
+    return nullptr;
+  };
+
+  const size_t tableBytes = plan.ranges.size() * sizeof(kernels::DeviceHashRange);
+  const size_t digestBytes = plan.totalSlots * sizeof(uint64_t);
+  const size_t need = std::max(tableBytes, digestBytes);
+  if (slot->done == nullptr) {
+    if (CUresult r = api_.cuEventCreate(&slot->done, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS)
+      return giveBack(r, "cuEventCreate");
+  }
+  if (need > slot->rangesCap) {
+    // Grown together: one capacity for the table and the digests, both ways.
+    const size_t cap = std::max<size_t>(need * 2, 64 * 1024);
+    if (slot->rangesDev) api_.cuMemFree(slot->rangesDev);
+    if (slot->digestsDev) api_.cuMemFree(slot->digestsDev);
+    if (slot->hostRanges) api_.cuMemFreeHost(slot->hostRanges);
+    if (slot->hostDigests) api_.cuMemFreeHost(slot->hostDigests);
+    *slot = Slot{0, 0, nullptr, nullptr, 0, 0, slot->done};
+    void* hd = nullptr;
+    if (CUresult r = api_.cuMemAlloc(&slot->rangesDev, cap); r != CUDA_SUCCESS) return giveBack(r, "cuMemAlloc");
+    if (CUresult r = api_.cuMemAlloc(&slot->digestsDev, cap); r != CUDA_SUCCESS) return giveBack(r, "cuMemAlloc");
+    if (CUresult r = api_.cuMemAllocHost(&slot->hostRanges, cap); r != CUDA_SUCCESS)
+      return giveBack(r, "cuMemAllocHost");
+    if (CUresult r = api_.cuMemAllocHost(&hd, cap); r != CUDA_SUCCESS) return giveBack(r, "cuMemAllocHost");
+    slot->hostDigests = static_cast<uint64_t*>(hd);
+    slot->rangesCap = slot->digestsCap = cap;
+  }
+  std::memcpy(slot->hostRanges, plan.ranges.data(), tableBytes);
+  if (CUresult r = api_.cuMemcpyHtoDAsync(slot->rangesDev, slot->hostRanges, tableBytes, s); r != CUDA_SUCCESS)
+    return giveBack(r, "uploading the hash table");
+  if (CUresult r = cs->hasher->enqueue(s, slot->rangesDev, static_cast<uint32_t>(plan.ranges.size()),
+                                       plan.totalSlots, slot->digestsDev);
+      r != CUDA_SUCCESS)
+    return giveBack(r, "launching the hash kernel");
+  if (CUresult r = api_.cuMemcpyDtoHAsync(slot->hostDigests, slot->digestsDev, digestBytes, s); r != CUDA_SUCCESS)
+    return giveBack(r, "downloading digests");
+  if (CUresult r = api_.cuEventRecord(slot->done, s); r != CUDA_SUCCESS) return giveBack(r, "cuEventRecord");
+  {
+    std::lock_guard lock(cs->mu);
+    pending->setSlot(slot);
+    cs->inFlight.insert(pending.get());
+  }
+  if (synchronous) {
+    std::vector<kernels::HashResult> ignored;
+    std::string waitError;
+    pending->wait(ignored, waitError);  // results stay in `pending`
+  }
+  return pending;
+}
+
+void CudaDevice::contextDestroying(uint64_t context) {
+  std::shared_ptr<ContextState> cs;
+  {
+    std::lock_guard lock(mu_);
+    auto it = contexts_.find(context);
+    if (it == contexts_.end()) return;
+    cs = it->second;
+    contexts_.erase(it);
+  }
+  const bool pushed = api_.cuCtxPushCurrent(cs->ctx) == CUDA_SUCCESS;
+  // Everything enqueued is finished after this; the pinned mirrors (freed
+  // with the context) are read now, not by the trace thread later.
+  const CUresult r = api_.cuCtxSynchronize();
+  {
+    std::lock_guard lock(cs->mu);
+    std::set<PendingCuda*> inFlight = cs->inFlight;
+    for (PendingCuda* p : inFlight) p->finishLocked(r == CUDA_SUCCESS, "the context was destroyed");
+    cs->dead = true;
+    cs->releaseResources();
+  }
+  if (pushed) {
+    CUcontext popped;
+    api_.cuCtxPopCurrent(&popped);
+  }
+}
+
+void CudaDevice::describeSystem(trace::Header& h) {
+  int version = 0;
+  if (api_.cuDriverGetVersion(&version) == CUDA_SUCCESS) h.driverVersion = static_cast<uint32_t>(version);
+  int count = 0;
+  if (api_.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
+    for (int i = 0; i < count; ++i) {
+      CUdevice dev;
+      if (api_.cuDeviceGet(&dev, i) != CUDA_SUCCESS) continue;
+      trace::GpuInfo g;
+      g.ordinal = static_cast<uint32_t>(i);
+      char name[256] = {};
+      if (api_.cuDeviceGetName(name, sizeof(name) - 1, dev) == CUDA_SUCCESS) g.name = name;
+      CUuuid uuid;
+      if (api_.cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS) {
+        const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+        char text[64];
+        std::snprintf(text, sizeof(text),
+                      "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+                      b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        g.uuid = text;
+      }
+      int v = 0;
+      if (api_.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS)
+        g.smCount = static_cast<uint32_t>(v);
+      if (api_.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS)
+        g.ccMajor = static_cast<uint32_t>(v);
+      if (api_.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS)
+        g.ccMinor = static_cast<uint32_t>(v);
+      size_t bytes = 0;
+      if (api_.cuDeviceTotalMem(&bytes, dev) == CUDA_SUCCESS) g.memoryBytes = bytes;
+      char bus[64] = {};
+      if (api_.cuDeviceGetPCIBusId(bus, sizeof(bus) - 1, dev) == CUDA_SUCCESS) g.pciBusId = bus;
+      h.gpus.push_back(std::move(g));
+    }
+  }
+  // Library versions, from the copies the program has loaded (if any).
+  using IntGetter = int (*)(int*);
+  using SizeGetter = size_t (*)();
+  using PropGetter = int (*)(int, int*);
+  if (auto f = reinterpret_cast<IntGetter>(loadedSymbol({"libcudart.so.13", "libcudart.so.12", "libcudart.so"},
+                                                        "cudaRuntimeGetVersion"))) {
+    int v = 0;
+    if (f(&v) == 0) h.cudaRuntimeVersion = static_cast<uint32_t>(v);
+  }
+  if (auto f = reinterpret_cast<SizeGetter>(
+          loadedSymbol({"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so"}, "cudnnGetVersion")))
+    h.cudnnVersion = static_cast<uint32_t>(f());
+  if (auto f = reinterpret_cast<PropGetter>(loadedSymbol({"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
+                                                         "cublasGetProperty"))) {
+    int major = 0, minor = 0, patch = 0;  // libraryPropertyType: MAJOR, MINOR, PATCH
+    if (f(0, &major) == 0 && f(1, &minor) == 0 && f(2, &patch) == 0)
+      h.cublasVersion = static_cast<uint32_t>(major * 10000 + minor * 100 + patch);
+  }
+  if (auto f = reinterpret_cast<IntGetter>(loadedSymbol({"libnccl.so.2", "libnccl.so"}, "ncclGetVersion"))) {
+    int v = 0;
+    if (f(&v) == 0) h.libraries.push_back({"nccl", std::to_string(v)});
+  }
+  if (auto f = reinterpret_cast<IntGetter>(loadedSymbol({"libcurand.so.10", "libcurand.so"}, "curandGetVersion"))) {
+    int v = 0;
+    if (f(&v) == 0) h.libraries.push_back({"curand", std::to_string(v)});
+  }
+  if (auto f = reinterpret_cast<SizeGetter>(
+          loadedSymbol({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, "cublasLtGetVersion")))
+    h.libraries.push_back({"cublasLt", std::to_string(f())});
+}
+
+}  // namespace gpurr::recorder

@@ -1,0 +1,44 @@
+// Device implemented with the CUDA driver (resolved at run time): function
+// descriptions, capture checks, system description, and the asynchronous
+// hashing pipeline. Each context gets the hash kernel and a pool of slots
+// (device table + digest buffers, pinned host mirrors, an event); a hash
+// enqueues upload, kernel, download and event record on the program's stream
+// and returns at once; the trace thread waits on the event and folds.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/driver_api.h"
+#include "recorder/device.h"
+
+namespace gpurr::recorder {
+
+class CudaDevice : public Device {
+ public:
+  // Null with a reason when the driver cannot be resolved.
+  static std::unique_ptr<CudaDevice> create(std::string& error);
+  ~CudaDevice() override;
+
+  bool describeFunction(uint64_t function, FunctionInfo& out) override;
+  bool canEnqueue(uint64_t stream) override;
+  std::unique_ptr<PendingHashes> hash(uint64_t context, uint64_t stream,
+                                      std::span<const kernels::HashRequest> requests, bool synchronous,
+                                      std::string& error) override;
+  void describeSystem(trace::Header& header) override;
+  void contextDestroying(uint64_t context) override;
+
+  struct ContextState;
+
+ private:
+  CudaDevice() = default;
+  std::shared_ptr<ContextState> stateFor(uint64_t context, std::string& error);
+
+  kernels::DriverApi api_;
+  std::mutex mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<ContextState>> contexts_;
+};
+
+}  // namespace gpurr::recorder

@@ -1,0 +1,116 @@
+// The CUDA injection entry point: the driver loads libgpurr_recorder.so
+// (CUDA_INJECTION64_PATH) during cuInit and calls InitializeInjection. It
+// reads the options, subscribes to CUPTI and hands every callback to the
+// RecordSession. Nothing here may stop the program: every failure is one
+// warning, and the program runs on unrecorded.
+#include <cupti.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+
+#include "recorder/cuda_device.h"
+#include "recorder/reentrancy.h"
+#include "recorder/session.h"
+#include "recorder/warn.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::recorder {
+namespace {
+
+// The one global: the C entry point and atexit have no other way to reach the
+// session. Never deleted: other threads may still be in callbacks at exit.
+RecordSession* gSession = nullptr;
+
+void CUPTIAPI onCupti(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
+  static_cast<RecordSession*>(userdata)->onCallback(domain, cbid, cbdata);
+}
+
+void finishAtExit() {
+  if (gSession != nullptr) gSession->finish();
+}
+
+std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace::Header& header) {
+  std::string error;
+  const std::optional<std::filesystem::path> dir = claimTraceDirectory(*options.output, options.rank, error);
+  if (!dir) {
+    warnToStderr("cannot create the trace directory (" + error + "); this process is not recorded");
+    return nullptr;
+  }
+  try {
+    auto writer = std::make_unique<trace::TraceWriter>(*dir, header);
+    return std::make_unique<TraceSink>(std::move(writer), warnToStderr);
+  } catch (const std::exception& e) {
+    warnToStderr(std::string("cannot start the trace (") + e.what() + "); this process is not recorded");
+    return nullptr;
+  }
+}
+
+int initialize() {
+  ReentrancyGuard guard;
+  std::vector<std::string> problems;
+  RecorderOptions options = parseOptions([](const char* name) { return std::getenv(name); }, problems);
+  for (const std::string& p : problems) warnToStderr(p);
+  if (!options.output) {
+    warnToStderr("GPURR_OUTPUT is not set, so nothing is recorded (start the program with `gpurr record`)");
+    return 1;
+  }
+  std::string error;
+  std::unique_ptr<CudaDevice> device = CudaDevice::create(error);
+  if (!device) {
+    warnToStderr(error + "; nothing is recorded");
+    return 1;
+  }
+  auto session = std::make_unique<RecordSession>(
+      options, std::move(device),
+      [opts = options](const trace::Header& header) { return openTrace(opts, header); }, warnToStderr);
+
+  CUpti_SubscriberHandle subscriber = nullptr;
+  char holder[256] = {};
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "gpurr";
+  params.oldSubscriberName = holder;
+  params.oldSubscriberSize = sizeof(holder);
+  const CUptiResult r = cuptiSubscribe_v2(&subscriber, onCupti, session.get(), &params);
+  if (r != CUPTI_SUCCESS) {
+    const char* text = nullptr;
+    cuptiGetResultString(r, &text);
+    std::string who = holder[0] != '\0' ? std::string(holder)
+                                        : "another CUPTI client (torch.profiler, Nsight Systems, Nsight Compute, "
+                                          "compute-sanitizer or cuda-gdb)";
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      warnToStderr("cannot record: the CUDA profiling interface (CUPTI) is already taken by " + who +
+                   "; the program runs unrecorded (disable the profiler to record it)");
+    } else {
+      warnToStderr(std::string("cannot record: cuptiSubscribe failed (") + (text ? text : "unknown error") +
+                   "); the program runs unrecorded");
+    }
+    return 1;
+  }
+  cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE);
+  for (CUpti_CallbackId cbid : subscribedDriverCallbacks()) {
+    // Ids this driver does not know fail harmlessly.
+    cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+  }
+  gSession = session.release();
+  std::atexit(finishAtExit);
+  return 1;
+}
+
+}  // namespace
+}  // namespace gpurr::recorder
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  static std::once_flag once;
+  static int result = 1;
+  std::call_once(once, [] {
+    try {
+      result = gpurr::recorder::initialize();
+    } catch (const std::exception& e) {
+      gpurr::recorder::warnToStderr(std::string("recorder failed to start (") + e.what() +
+                                    "); the program runs unrecorded");
+    }
+  });
+  return result;
+}

@@ -1,0 +1,159 @@
+// Recorder options, launch selection, environment filtering, trace directory.
+#include "recorder/options.h"
+
+#include <cxxabi.h>
+#include <errno.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace gpurr::recorder {
+
+namespace {
+
+std::optional<uint64_t> parseU64(std::string_view s) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+bool flagSet(const char* v) { return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 || std::strcmp(v, "yes") == 0); }
+
+}  // namespace
+
+std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const std::string_view a = text.substr(0, colon), b = text.substr(colon + 1);
+  std::pair<uint64_t, uint64_t> r{0, UINT64_MAX};
+  if (!a.empty()) {
+    auto v = parseU64(a);
+    if (!v) return std::nullopt;
+    r.first = *v;
+  }
+  if (!b.empty()) {
+    auto v = parseU64(b);
+    if (!v) return std::nullopt;
+    r.second = *v;
+  }
+  if (r.first > r.second) return std::nullopt;
+  return r;
+}
+
+RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& problems) {
+  RecorderOptions o;
+  if (const char* v = getenv("GPURR_OUTPUT"); v != nullptr && *v != '\0') o.output = v;
+  if (const char* v = getenv("GPURR_LAUNCHES"); v != nullptr && *v != '\0') {
+    if (auto r = parseLaunchRange(v)) {
+      o.launchBegin = r->first;
+      o.launchEnd = r->second;
+      o.launchesText = v;
+    } else {
+      problems.push_back(std::string("GPURR_LAUNCHES=") + v +
+                         " is not a launch range A:B (A included, B excluded); every launch is hashed");
+    }
+  }
+  if (const char* v = getenv("GPURR_KERNELS"); v != nullptr && *v != '\0') {
+    try {
+      o.kernels.emplace(v, std::regex::ECMAScript | std::regex::optimize);
+      o.kernelsText = v;
+    } catch (const std::regex_error& e) {
+      problems.push_back(std::string("GPURR_KERNELS=") + v + " is not a valid regular expression (" + e.what() +
+                         "); every kernel is hashed");
+    }
+  }
+  o.sync = flagSet(getenv("GPURR_SYNC"));
+  o.captureHostData = flagSet(getenv("GPURR_CAPTURE_HOST_DATA"));
+  if (const char* v = getenv("GPURR_TOOL_VERSION")) o.toolVersion = v;
+  if (const char* v = getenv("RANK"); v != nullptr && *v != '\0') {
+    if (auto r = parseU64(v); r && *r <= INT32_MAX) {
+      o.rank = static_cast<int32_t>(*r);
+    } else {
+      problems.push_back(std::string("RANK=") + v + " is not a rank number; the trace is named proc<N>");
+    }
+  }
+  return o;
+}
+
+bool launchInRange(const RecorderOptions& options, uint64_t index) {
+  return index >= options.launchBegin && index < options.launchEnd;
+}
+
+bool kernelSelected(const RecorderOptions& options, std::string_view mangledName) {
+  if (!options.kernels) return true;
+  const std::string mangled(mangledName);
+  if (std::regex_search(mangled, *options.kernels)) return true;
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> demangled(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
+                                                        &std::free);
+  return status == 0 && demangled && std::regex_search(demangled.get(), *options.kernels);
+}
+
+bool isDeterminismRelevant(std::string_view key) {
+  static constexpr std::string_view kExact[] = {
+      "PYTHONHASHSEED",  "NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS",   "MKL_NUM_THREADS",   "OPENBLAS_NUM_THREADS",
+      "WORLD_SIZE",      "RANK",                 "LOCAL_RANK",        "LOCAL_WORLD_SIZE",  "TF_DETERMINISTIC_OPS",
+      "TF_CUDNN_DETERMINISTIC", "XLA_FLAGS",     "CUBLAS_WORKSPACE_CONFIG", "KMP_AFFINITY", "MKL_CBWR"};
+  static constexpr std::string_view kPrefixes[] = {"NCCL_", "CUDNN_", "CUBLAS_", "CUBLASLT_", "TORCH_",
+                                                   "PYTORCH_", "CUDA_", "NVTE_", "TORCHINDUCTOR_", "TRITON_"};
+  // Set per run by gpurr record itself, so always different and meaningless.
+  static constexpr std::string_view kExcluded[] = {"CUDA_INJECTION64_PATH"};
+  for (auto e : kExcluded) if (key == e) return false;
+  for (auto e : kExact) if (key == e) return true;
+  for (auto p : kPrefixes) if (key.starts_with(p)) return true;
+  return false;
+}
+
+std::vector<trace::KeyValue> determinismEnvironment(char* const* environ) {
+  std::vector<trace::KeyValue> out;
+  for (char* const* e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = entry.substr(0, eq);
+    if (isDeterminismRelevant(key)) out.push_back({std::string(key), std::string(entry.substr(eq + 1))});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  return out;
+}
+
+std::optional<std::filesystem::path> claimTraceDirectory(const std::filesystem::path& output,
+                                                         std::optional<int32_t> rank, std::string& error) {
+  auto tryClaim = [&](const std::string& name, bool& taken) -> std::optional<std::filesystem::path> {
+    const std::filesystem::path dir = output / name;
+    if (::mkdir(dir.c_str(), 0777) == 0) return dir;
+    taken = errno == EEXIST;
+    if (!taken) error = "cannot create " + dir.string() + ": " + std::strerror(errno);
+    return std::nullopt;
+  };
+  bool taken = false;
+  if (rank) {
+    const std::string name = "rank" + std::to_string(*rank) + ".gpurr";
+    if (auto d = tryClaim(name, taken)) return d;
+    if (taken) error = (output / name).string() + " already exists (two processes with RANK=" +
+                       std::to_string(*rank) + "?)";
+    return std::nullopt;
+  }
+  for (int n = 0; n < 100000; ++n) {
+    if (auto d = tryClaim("proc" + std::to_string(n) + ".gpurr", taken)) return d;
+    if (!taken) return std::nullopt;
+  }
+  error = "no free proc<N>.gpurr name in " + output.string();
+  return std::nullopt;
+}
+
+trace::RecordingOptions toRecordingOptions(const RecorderOptions& options) {
+  trace::RecordingOptions r;
+  r.sync = options.sync;
+  r.captureHostData = options.captureHostData;
+  r.launchRange = options.launchesText;
+  r.kernelRegex = options.kernelsText;
+  return r;
+}
+
+}  // namespace gpurr::recorder

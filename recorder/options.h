@@ -1,0 +1,62 @@
+// The recorder's options (environment variables set by `gpurr record`), the
+// choice of launches to hash, the determinism-relevant part of the
+// environment, and the claiming of a per-process trace directory. Pure logic.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trace_format/events.h"
+
+namespace gpurr::recorder {
+
+struct RecorderOptions {
+  std::optional<std::filesystem::path> output;  // GPURR_OUTPUT; none = record nothing
+  uint64_t launchBegin = 0;                     // GPURR_LAUNCHES=A:B, A included
+  uint64_t launchEnd = UINT64_MAX;              // B excluded
+  std::string launchesText;                     // as given
+  std::optional<std::regex> kernels;            // GPURR_KERNELS
+  std::string kernelsText;
+  bool sync = false;                            // GPURR_SYNC=1
+  bool captureHostData = false;                 // GPURR_CAPTURE_HOST_DATA=1
+  std::string toolVersion;                      // GPURR_TOOL_VERSION
+  std::optional<int32_t> rank;                  // RANK
+};
+
+using GetEnv = std::function<const char*(const char*)>;
+
+// Reads the options; each malformed value adds a message to `problems` (for a
+// "gpurr: warning: " line) and is ignored.
+RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& problems);
+
+// Parses "A:B", "A:" or ":B" (decimal). Nothing when malformed or A > B.
+std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view text);
+
+// Whether launch `index` falls in the GPURR_LAUNCHES range.
+bool launchInRange(const RecorderOptions& options, uint64_t index);
+// Whether a kernel name (mangled, or its demangled form) matches GPURR_KERNELS.
+bool kernelSelected(const RecorderOptions& options, std::string_view mangledName);
+
+// Whether an environment variable can change a run's numerics or kernel
+// choice (CUBLAS_WORKSPACE_CONFIG, NCCL_*, TORCH_*...).
+bool isDeterminismRelevant(std::string_view key);
+// The relevant entries of `environ`-style "KEY=VALUE" strings, sorted by key.
+std::vector<trace::KeyValue> determinismEnvironment(char* const* environ);
+
+// Creates this process's trace directory under `output`: "rank<R>.gpurr" when
+// `rank` is set, else the first free "proc<N>.gpurr", claimed with mkdir so
+// that concurrent processes never share one. Returns nothing with a reason in
+// `error` on failure.
+std::optional<std::filesystem::path> claimTraceDirectory(const std::filesystem::path& output,
+                                                         std::optional<int32_t> rank, std::string& error);
+
+// The options as recorded in the trace header.
+trace::RecordingOptions toRecordingOptions(const RecorderOptions& options);
+
+}  // namespace gpurr::recorder

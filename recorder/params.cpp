@@ -1,0 +1,72 @@
+// Parameter packing and pointer scanning.
+#include "recorder/params.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace gpurr::recorder {
+
+std::vector<uint8_t> packParams(void* const* kernelParams, std::span<const trace::ParamInfo> layout) {
+  size_t total = 0;
+  for (const trace::ParamInfo& p : layout) total = std::max<size_t>(total, size_t{p.offset} + p.size);
+  std::vector<uint8_t> out(total, 0);
+  if (kernelParams == nullptr) return out;
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (kernelParams[i] != nullptr) std::memcpy(out.data() + layout[i].offset, kernelParams[i], layout[i].size);
+  }
+  return out;
+}
+
+std::optional<std::vector<uint8_t>> paramsFromExtra(void* const* extra) {
+  if (extra == nullptr) return std::nullopt;
+  const uint8_t* buffer = nullptr;
+  size_t size = 0;
+  bool haveSize = false;
+  // Bounded: a malformed array must not walk memory forever.
+  for (int i = 0; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+      buffer = static_cast<const uint8_t*>(extra[i + 1]);
+    } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != nullptr) {
+      std::memcpy(&size, extra[i + 1], sizeof(size));
+      haveSize = true;
+    }
+  }
+  if (buffer == nullptr || !haveSize) return std::nullopt;
+  return std::vector<uint8_t>(buffer, buffer + size);
+}
+
+std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const AllocationMap& map) {
+  std::vector<ScannedPointer> out;
+  for (size_t off = 0; off + 8 <= params.size(); off += 8) {
+    uint64_t word;
+    std::memcpy(&word, params.data() + off, 8);
+    if (word == 0) continue;
+    const std::optional<Resolved> r = map.resolve(word);
+    if (!r) continue;
+    ScannedPointer p;
+    p.param = {static_cast<uint32_t>(off), r->ordinal, r->offset};
+    p.address = word;
+    p.readableBytes = r->readableBytes;
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers) {
+  std::vector<const ScannedPointer*> sorted;
+  for (const ScannedPointer& p : pointers) sorted.push_back(&p);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->address < b->address; });
+  std::vector<trace::DeviceRange> out;
+  for (const ScannedPointer* p : sorted) {
+    if (!out.empty()) {
+      const trace::DeviceRange& last = out.back();
+      if (last.allocation == p->param.allocation && p->address < last.address + last.size) continue;
+    }
+    out.push_back({p->address, p->readableBytes, p->param.allocation, p->param.offset});
+  }
+  return out;
+}
+
+}  // namespace gpurr::recorder

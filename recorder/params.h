@@ -1,0 +1,40 @@
+// Kernel parameter bytes: packing them as the kernel receives them, finding
+// the device pointers among them, and the device ranges a launch can touch.
+// Pure logic, tested on the CPU.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "recorder/allocation_map.h"
+#include "trace_format/events.h"
+
+namespace gpurr::recorder {
+
+// The parameter buffer from cuLaunchKernel's `kernelParams` (one pointer per
+// parameter) and the function's layout. Empty when the layout is empty.
+std::vector<uint8_t> packParams(void* const* kernelParams, std::span<const trace::ParamInfo> layout);
+
+// The parameter buffer from cuLaunchKernel's `extra` array
+// (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs); nothing when it holds none.
+std::optional<std::vector<uint8_t>> paramsFromExtra(void* const* extra);
+
+struct ScannedPointer {
+  trace::PointerParam param;
+  uint64_t address = 0;
+  uint64_t readableBytes = 0;  // from `address` to the end of its readable extent
+};
+
+// Every 8-byte-aligned word of `params` that points into a live allocation
+// (so pointers inside by-value structs are found too). Words that are not
+// 8-byte aligned are never read as pointers.
+std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const AllocationMap& map);
+
+// The ranges a launch with these pointers can read or write: for each
+// allocation, from the lowest pointer into it to the end of its readable
+// extent (further pointers already inside such a range add nothing).
+std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers);
+
+}  // namespace gpurr::recorder

@@ -1,0 +1,793 @@
+// The recording logic: one handler per kind of driver call (see session.h).
+#include "recorder/session.h"
+
+#include <cuda.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "recorder/cubin_symbols.h"
+#include "recorder/reentrancy.h"
+#include "trace_format/hash.h"
+
+extern char** environ;
+
+namespace gpurr::recorder {
+
+namespace {
+
+using trace::AllocationKind;
+
+// The module ordinal announced by the last MODULE_LOADED callback on this
+// thread: it arrives inside the cuModuleLoad* call that made the module.
+thread_local uint32_t tlsLastModule = 0;
+
+struct ThreadNumber {
+  const void* session = nullptr;
+  uint32_t id = 0;
+};
+thread_local ThreadNumber tlsThread;
+
+uint64_t u64(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// Stream handle to enqueue on: in a per-thread-default-stream call, 0 means
+// the calling thread's default stream.
+uint64_t enqueueStream(uint64_t stream, bool perThread) {
+  return (perThread && stream == 0) ? u64(CU_STREAM_PER_THREAD) : stream;
+}
+
+trace::LaunchApi launchApi(Handler h, bool perThread) {
+  switch (h) {
+    case Handler::kLaunchKernelEx:
+      return perThread ? trace::LaunchApi::kLaunchKernelExPtsz : trace::LaunchApi::kLaunchKernelEx;
+    case Handler::kLaunchCooperative:
+      return perThread ? trace::LaunchApi::kLaunchCooperativePtsz : trace::LaunchApi::kLaunchCooperative;
+    default:
+      return perThread ? trace::LaunchApi::kLaunchKernelPtsz : trace::LaunchApi::kLaunchKernel;
+  }
+}
+
+std::vector<std::string> commandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i] == '\0') {
+      out.push_back(all.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  if (start < all.size()) out.push_back(all.substr(start));
+  return out;
+}
+
+bool succeeded(const CUpti_CallbackData& cb) {
+  return cb.functionReturnValue != nullptr && *static_cast<const CUresult*>(cb.functionReturnValue) == CUDA_SUCCESS;
+}
+
+template <typename T>
+const T& params(const CUpti_CallbackData& cb) {
+  return *static_cast<const T*>(cb.functionParams);
+}
+
+}  // namespace
+
+// State carried from a launch's ENTER callback to its EXIT (through
+// CUpti_CallbackData::correlationData).
+struct RecordSession::PendingLaunch {
+  SinkEntry entry;
+  uint64_t context = 0;
+  uint64_t stream = 0;  // to enqueue on
+  bool hashOutputs = false;
+};
+
+RecordSession::RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink,
+                             WarnFn warn)
+    : options_(std::move(options)), device_(std::move(device)), openSink_(std::move(openSink)),
+      warn_(std::move(warn)) {}
+
+RecordSession::~RecordSession() { finish(); }
+
+void RecordSession::finish() {
+  if (finished_.exchange(true)) return;
+  std::lock_guard lock(startMu_);
+  ReentrancyGuard guard;
+  if (sink_) sink_->close();
+}
+
+void RecordSession::warnOnce(const std::string& key, const std::string& message) {
+  {
+    std::lock_guard lock(mu_);
+    if (!warned_.emplace(key, true).second) return;
+  }
+  warn_(message);
+}
+
+void RecordSession::ensureStarted() {
+  std::lock_guard lock(startMu_);
+  if (started_) return;
+  started_ = true;
+  trace::Header h;
+  h.toolVersion = options_.toolVersion;
+  h.commandLine = commandLine();
+  std::error_code ec;
+  h.workingDirectory = std::filesystem::current_path(ec).string();
+  h.environment = determinismEnvironment(environ);
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) h.hostname = host;
+  h.pid = static_cast<uint32_t>(getpid());
+  h.rank = options_.rank.value_or(-1);
+  h.startTimeNs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+  h.options = toRecordingOptions(options_);
+  device_->describeSystem(h);
+  sink_ = openSink_(h);
+}
+
+void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
+  if (inRecorder() || finished_.load(std::memory_order_relaxed) || cbdata == nullptr) return;
+  ReentrancyGuard guard;
+  try {
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+      onDriver(cbid, *static_cast<const CUpti_CallbackData*>(cbdata));
+    } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+      onResource(cbid, cbdata);
+    }
+  } catch (const std::exception& e) {
+    // Nothing may propagate into the driver: the program must run on.
+    warnOnce(std::string("exception:") + e.what(),
+             std::string("internal recorder error (") + e.what() + "); the event was not recorded");
+  }
+}
+
+void RecordSession::onResource(CUpti_CallbackId cbid, const void* cbdata) {
+  const auto& res = *static_cast<const CUpti_ResourceData*>(cbdata);
+  switch (cbid) {
+    case CUPTI_CBID_RESOURCE_CU_INIT_FINISHED:
+      ensureStarted();
+      break;
+    case CUPTI_CBID_RESOURCE_MODULE_LOADED:
+      if (res.resourceDescriptor != nullptr)
+        moduleLoaded(*static_cast<const CUpti_ModuleResourceData*>(res.resourceDescriptor));
+      break;
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+      device_->contextDestroying(u64(res.context));
+      break;
+    default:
+      break;
+  }
+}
+
+void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
+  const HandlerEntry e = driverHandler(cbid);
+  if (e.handler == Handler::kNone) return;
+  ensureStarted();
+  if (!sink_) return;  // recording is off (warned when the trace could not be opened)
+  const bool enter = cb.callbackSite == CUPTI_API_ENTER;
+  switch (e.handler) {
+    case Handler::kLaunchKernel:
+    case Handler::kLaunchKernelEx:
+    case Handler::kLaunchCooperative:
+      if (enter) launchEnter(e.handler, e.perThread, cb); else launchExit(cb);
+      return;
+    case Handler::kGraphLaunch:
+      if (enter) graphLaunch(e.perThread, cb); else launchExit(cb);
+      return;
+    case Handler::kModuleLoad:
+      if (enter) tlsLastModule = 0; else allocationExit(e.handler, cb);
+      return;
+    case Handler::kUnsupported:
+      if (enter)
+        warnOnce(cb.functionName ? cb.functionName : "?",
+                 std::string(cb.functionName ? cb.functionName : "a driver call") +
+                     " is not recorded yet; what it writes is not in the trace");
+      return;
+    default:
+      break;
+  }
+  if (enter || !succeeded(cb)) return;
+  switch (e.handler) {
+    case Handler::kMemcpyHtoD: case Handler::kMemcpyHtoDAsync: case Handler::kMemcpyDtoH:
+    case Handler::kMemcpyDtoHAsync: case Handler::kMemcpyDtoD: case Handler::kMemcpyDtoDAsync:
+    case Handler::kMemcpy: case Handler::kMemcpyAsync: case Handler::kMemcpyPeer:
+    case Handler::kMemcpyPeerAsync: case Handler::kMemcpy2D: case Handler::kMemcpy2DAsync:
+    case Handler::kMemcpy3D: case Handler::kMemcpy3DAsync:
+      copyExit(e.handler, e.perThread, cb);
+      return;
+    case Handler::kMemsetD8: case Handler::kMemsetD16: case Handler::kMemsetD32:
+    case Handler::kMemsetD8Async: case Handler::kMemsetD16Async: case Handler::kMemsetD32Async:
+    case Handler::kMemsetD2D8: case Handler::kMemsetD2D16: case Handler::kMemsetD2D32:
+    case Handler::kMemsetD2D8Async: case Handler::kMemsetD2D16Async: case Handler::kMemsetD2D32Async:
+      setExit(e.handler, e.perThread, cb);
+      return;
+    case Handler::kCtxSynchronize: case Handler::kStreamSynchronize: case Handler::kEventRecord:
+    case Handler::kEventRecordWithFlags: case Handler::kEventSynchronize: case Handler::kStreamWaitEvent:
+      syncExit(e.handler, e.perThread, cb);
+      return;
+    default:
+      allocationExit(e.handler, cb);
+      return;
+  }
+}
+
+// ------------------------------------------------------------------ events
+
+trace::Event RecordSession::newEvent(trace::Payload payload) {
+  trace::Event ev;
+  ev.timeNs = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+  if (tlsThread.session != this) tlsThread = {this, nextThread_.fetch_add(1)};
+  ev.thread = tlsThread.id;
+  ev.payload = std::move(payload);
+  return ev;
+}
+
+void RecordSession::emit(SinkEntry&& entry) {
+  if (sink_) sink_->push(std::move(entry));
+}
+
+void RecordSession::emitEvent(trace::Payload payload) {
+  SinkEntry entry;
+  entry.event = newEvent(std::move(payload));
+  emit(std::move(entry));
+}
+
+// ------------------------------------------------------------------ modules and functions
+
+void RecordSession::moduleLoaded(const CUpti_ModuleResourceData& module) {
+  ensureStarted();
+  if (!sink_ || module.pCubin == nullptr || module.cubinSize == 0) return;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(module.pCubin);
+  SinkEntry entry;
+  entry.blob.assign(bytes, bytes + module.cubinSize);  // valid only inside this callback
+  const CubinInfo cubin = readCubin(entry.blob);
+  trace::ModuleLoad load;
+  load.arch = cubin.arch;
+  std::lock_guard lock(mu_);  // ordinals and emission in the same order
+  load.ordinal = nextModule_++;
+  for (const std::string& name : cubin.functions) moduleByName_[name] = load.ordinal;
+  tlsLastModule = load.ordinal;
+  entry.event = newEvent(load);
+  emit(std::move(entry));
+}
+
+std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo(uint64_t function,
+                                                                                 const char* symbolName,
+                                                                                 uint32_t& module) {
+  std::shared_ptr<const CachedFunction> cached;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = functions_.find(function); it != functions_.end()) cached = it->second;
+  }
+  if (!cached) {
+    auto fresh = std::make_shared<CachedFunction>();
+    device_->describeFunction(function, fresh->info);  // unlocked: calls the driver
+    if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
+    fresh->selectedByName = kernelSelected(options_, fresh->info.name);
+    cached = fresh;
+    std::lock_guard lock(mu_);
+    functions_.emplace(function, cached);
+  }
+  std::lock_guard lock(mu_);
+  module = 0;
+  if (cached->info.module != 0) {
+    if (auto it = moduleByHandle_.find(cached->info.module); it != moduleByHandle_.end()) module = it->second;
+  }
+  if (module == 0) {
+    if (auto it = moduleByName_.find(cached->info.name); it != moduleByName_.end()) module = it->second;
+  }
+  return cached;
+}
+
+// ------------------------------------------------------------------ launches
+
+HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges) {
+  HashTicket t;
+  if (ranges.empty()) return t;
+  std::vector<kernels::HashRequest> requests;
+  requests.reserve(ranges.size());
+  for (const trace::DeviceRange& r : ranges) requests.push_back({r.address, r.size});
+  std::string error;
+  t.pending = device_->hash(context, stream, requests, options_.sync, error);
+  if (!t.pending) {
+    warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests");
+  }
+  t.ranges = std::move(ranges);
+  return t;
+}
+
+void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackData& cb) {
+  trace::KernelLaunch k;
+  uint64_t function = 0;
+  void** kernelParams = nullptr;
+  void** extra = nullptr;
+  if (h == Handler::kLaunchKernelEx) {
+    const auto& p = params<cuLaunchKernelEx_params>(cb);
+    if (p.config == nullptr) return;
+    const CUlaunchConfig& c = *p.config;
+    function = u64(p.f);
+    k.grid = {c.gridDimX, c.gridDimY, c.gridDimZ};
+    k.block = {c.blockDimX, c.blockDimY, c.blockDimZ};
+    k.sharedMemBytes = c.sharedMemBytes;
+    k.stream = u64(c.hStream);
+    for (unsigned i = 0; c.attrs != nullptr && i < c.numAttrs; ++i) {
+      const CUlaunchAttribute& a = c.attrs[i];
+      trace::LaunchAttribute la;
+      la.id = static_cast<uint32_t>(a.id);
+      const auto* v = reinterpret_cast<const uint8_t*>(&a.value);
+      la.value.assign(v, v + sizeof(a.value));
+      k.attributes.push_back(std::move(la));
+      if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+        k.cluster = {a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z};
+    }
+    kernelParams = p.kernelParams;
+    extra = p.extra;
+  } else if (h == Handler::kLaunchCooperative) {
+    const auto& p = params<cuLaunchCooperativeKernel_params>(cb);
+    function = u64(p.f);
+    k.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
+    k.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
+    k.sharedMemBytes = p.sharedMemBytes;
+    k.stream = u64(p.hStream);
+    kernelParams = p.kernelParams;
+  } else {
+    const auto& p = params<cuLaunchKernel_params>(cb);
+    function = u64(p.f);
+    k.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
+    k.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
+    k.sharedMemBytes = p.sharedMemBytes;
+    k.stream = u64(p.hStream);
+    kernelParams = p.kernelParams;
+    extra = p.extra;
+  }
+  k.api = launchApi(h, perThread);
+  k.context = u64(cb.context);
+
+  uint32_t module = 0;
+  const std::shared_ptr<const CachedFunction> fn = functionInfo(function, cb.symbolName, module);
+  k.function = fn->info.name;
+  k.module = module;
+  k.paramLayout = fn->info.layout;
+  if (auto fromExtra = paramsFromExtra(extra)) {
+    k.params = std::move(*fromExtra);
+  } else if (fn->info.layoutKnown) {
+    k.params = packParams(kernelParams, fn->info.layout);
+  } else if (kernelParams != nullptr) {
+    k.annotations.push_back(trace::Note{"parameter layout unknown (driver lacks cuFuncGetParamInfo): parameters not captured"});
+  }
+
+  std::vector<ScannedPointer> scanned;
+  uint64_t index;
+  {
+    std::lock_guard lock(mu_);
+    index = nextLaunch_++;
+    scanned = scanPointers(k.params, allocations_);
+  }
+  for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
+  std::vector<trace::DeviceRange> ranges = referencedRanges(scanned);
+
+  auto pending = std::make_unique<PendingLaunch>();
+  pending->context = k.context;
+  pending->stream = enqueueStream(k.stream, perThread);
+  k.hashed = launchInRange(options_, index) && fn->selectedByName;
+  if (k.hashed && !ranges.empty() && !device_->canEnqueue(pending->stream)) {
+    k.hashed = false;
+    k.annotations.push_back(trace::Note{"stream is being captured into a CUDA graph: not hashed"});
+  }
+  if (k.hashed) {
+    pending->entry.before = hashRanges(pending->context, pending->stream, ranges);
+    pending->entry.after.ranges = std::move(ranges);  // hashed again at EXIT
+    pending->hashOutputs = true;
+  }
+  pending->entry.event = newEvent(std::move(k));
+  if (cb.correlationData != nullptr) {
+    *cb.correlationData = u64(pending.release());
+  }
+}
+
+void RecordSession::launchExit(const CUpti_CallbackData& cb) {
+  if (cb.correlationData == nullptr || *cb.correlationData == 0) return;
+  std::unique_ptr<PendingLaunch> pending(reinterpret_cast<PendingLaunch*>(*cb.correlationData));
+  *cb.correlationData = 0;
+  if (!succeeded(cb)) return;  // nothing ran; the input ticket is released with it
+  if (pending->hashOutputs) {
+    std::vector<trace::DeviceRange> ranges = std::move(pending->entry.after.ranges);
+    pending->entry.after = hashRanges(pending->context, pending->stream, std::move(ranges));
+  }
+  emit(std::move(pending->entry));
+}
+
+void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
+  const auto& p = params<cuGraphLaunch_params>(cb);
+  trace::GraphLaunch g;
+  g.graphExec = u64(p.hGraph);
+  g.stream = u64(p.hStream);
+  auto pending = std::make_unique<PendingLaunch>();
+  pending->context = u64(cb.context);
+  pending->stream = enqueueStream(g.stream, perThread);
+  // No per-node information: the graph may touch any live device memory, so
+  // its pre and post state is every readable device allocation.
+  std::vector<trace::DeviceRange> ranges;
+  {
+    std::lock_guard lock(mu_);
+    allocations_.forEach([&](const trace::Allocation& a) {
+      if (a.kind == AllocationKind::kHostMapped || a.kind == AllocationKind::kManaged) return;
+      for (uint64_t at = a.address; at < a.address + a.size;) {
+        const std::optional<Resolved> r = allocations_.resolve(at);
+        if (!r) {
+          at += 64 * 1024;  // unmapped part of a VMM reservation (granularity >= 64 KiB)
+          continue;
+        }
+        ranges.push_back({at, r->readableBytes, a.ordinal, at - a.address});
+        at += r->readableBytes;
+      }
+    });
+  }
+  if (!ranges.empty() && device_->canEnqueue(pending->stream)) {
+    pending->entry.before = hashRanges(pending->context, pending->stream, ranges);
+    pending->entry.after.ranges = std::move(ranges);
+    pending->hashOutputs = true;
+  }
+  pending->entry.event = newEvent(std::move(g));
+  if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
+}
+
+// ------------------------------------------------------------------ memory
+
+void RecordSession::addAllocation(uint64_t address, uint64_t size, AllocationKind kind, uint64_t stream) {
+  std::lock_guard lock(mu_);  // ordinals and emission in the same order
+  std::vector<trace::Free> replaced;
+  const uint32_t ordinal = allocations_.add(address, size, kind, 0, stream, &replaced);
+  for (const trace::Free& f : replaced) emitEvent(f);
+  trace::Allocation a = *allocations_.at(address);
+  a.ordinal = ordinal;
+  emitEvent(a);
+}
+
+void RecordSession::removeAllocation(uint64_t address) {
+  std::lock_guard lock(mu_);
+  if (std::optional<trace::Allocation> a = allocations_.remove(address)) emitEvent(trace::Free{a->ordinal, address});
+}
+
+void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
+  if (!succeeded(cb)) return;
+  switch (h) {
+    case Handler::kMemAlloc: {
+      const auto& p = params<cuMemAlloc_v2_params>(cb);
+      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kDevice, 0);
+      break;
+    }
+    case Handler::kMemAllocPitch: {
+      const auto& p = params<cuMemAllocPitch_v2_params>(cb);
+      if (p.dptr && p.pPitch) addAllocation(*p.dptr, *p.pPitch * p.Height, AllocationKind::kDevice, 0);
+      break;
+    }
+    case Handler::kMemAllocAsync: {
+      const auto& p = params<cuMemAllocAsync_params>(cb);
+      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream));
+      break;
+    }
+    case Handler::kMemAllocFromPoolAsync: {
+      const auto& p = params<cuMemAllocFromPoolAsync_params>(cb);
+      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream));
+      break;
+    }
+    case Handler::kMemAllocManaged: {
+      const auto& p = params<cuMemAllocManaged_params>(cb);
+      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kManaged, 0);
+      break;
+    }
+    case Handler::kMemFree:
+      removeAllocation(params<cuMemFree_v2_params>(cb).dptr);
+      break;
+    case Handler::kMemFreeAsync:
+      removeAllocation(params<cuMemFreeAsync_params>(cb).dptr);
+      break;
+    case Handler::kMemHostAlloc: {
+      // With unified addressing, pinned host memory has the same address on
+      // the device, so kernels may be passed it directly.
+      const auto& p = params<cuMemHostAlloc_params>(cb);
+      if (p.pp && *p.pp) addAllocation(u64(*p.pp), p.bytesize, AllocationKind::kHostMapped, 0);
+      break;
+    }
+    case Handler::kMemAllocHost: {
+      const auto& p = params<cuMemAllocHost_v2_params>(cb);
+      if (p.pp && *p.pp) addAllocation(u64(*p.pp), p.bytesize, AllocationKind::kHostMapped, 0);
+      break;
+    }
+    case Handler::kMemHostRegister: {
+      const auto& p = params<cuMemHostRegister_v2_params>(cb);
+      addAllocation(u64(p.p), p.bytesize, AllocationKind::kHostMapped, 0);
+      break;
+    }
+    case Handler::kMemHostUnregister:
+      removeAllocation(u64(params<cuMemHostUnregister_params>(cb).p));
+      break;
+    case Handler::kMemFreeHost:
+      removeAllocation(u64(params<cuMemFreeHost_params>(cb).p));
+      break;
+    case Handler::kAddressReserve: {
+      const auto& p = params<cuMemAddressReserve_params>(cb);
+      if (p.ptr) addAllocation(*p.ptr, p.size, AllocationKind::kVmm, 0);
+      break;
+    }
+    case Handler::kAddressFree:
+      removeAllocation(params<cuMemAddressFree_params>(cb).ptr);
+      break;
+    case Handler::kMemMap: {
+      const auto& p = params<cuMemMap_params>(cb);
+      std::lock_guard lock(mu_);
+      allocations_.map(p.ptr, p.size);
+      break;
+    }
+    case Handler::kMemUnmap: {
+      const auto& p = params<cuMemUnmap_params>(cb);
+      std::lock_guard lock(mu_);
+      allocations_.unmap(p.ptr, p.size);
+      break;
+    }
+    case Handler::kModuleGetGlobal:
+    case Handler::kLibraryGetGlobal: {
+      // Both parameter structs start with (CUdeviceptr* dptr, size_t* bytes).
+      const auto& p = params<cuModuleGetGlobal_v2_params>(cb);
+      if (p.dptr == nullptr || p.bytes == nullptr || *p.dptr == 0) break;
+      bool known;
+      {
+        std::lock_guard lock(mu_);
+        known = allocations_.at(*p.dptr) != nullptr;
+      }
+      if (!known) addAllocation(*p.dptr, *p.bytes, AllocationKind::kModuleGlobal, 0);
+      break;
+    }
+    case Handler::kModuleLoad: {
+      // Every cuModuleLoad* parameter struct starts with CUmodule* module.
+      const auto* out = *static_cast<CUmodule* const*>(cb.functionParams);
+      if (out != nullptr && *out != nullptr && tlsLastModule != 0) {
+        std::lock_guard lock(mu_);
+        moduleByHandle_[u64(*out)] = tlsLastModule;
+      }
+      tlsLastModule = 0;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+trace::DeviceRange RecordSession::deviceRange(uint64_t address, uint64_t size) {
+  trace::DeviceRange r{address, size, 0, 0};
+  std::lock_guard lock(mu_);
+  if (std::optional<Resolved> res = allocations_.resolve(address)) {
+    r.allocation = res->ordinal;
+    r.offset = res->offset;
+  }
+  return r;
+}
+
+bool RecordSession::isDevicePointer(uint64_t address) {
+  std::lock_guard lock(mu_);
+  return allocations_.resolve(address).has_value();
+}
+
+void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb) {
+  trace::Memcpy m;
+  uint64_t dst = 0, src = 0;
+  bool dstDevice = false, srcDevice = false;
+  const void* hostSource = nullptr;
+  switch (h) {
+    case Handler::kMemcpyHtoD: {
+      const auto& p = params<cuMemcpyHtoD_v2_params>(cb);
+      dst = p.dstDevice, src = u64(p.srcHost), m.size = p.ByteCount, dstDevice = true, hostSource = p.srcHost;
+      break;
+    }
+    case Handler::kMemcpyHtoDAsync: {
+      const auto& p = params<cuMemcpyHtoDAsync_v2_params>(cb);
+      dst = p.dstDevice, src = u64(p.srcHost), m.size = p.ByteCount, dstDevice = true, hostSource = p.srcHost;
+      m.stream = u64(p.hStream), m.async = true;
+      break;
+    }
+    case Handler::kMemcpyDtoH: {
+      const auto& p = params<cuMemcpyDtoH_v2_params>(cb);
+      dst = u64(p.dstHost), src = p.srcDevice, m.size = p.ByteCount, srcDevice = true;
+      break;
+    }
+    case Handler::kMemcpyDtoHAsync: {
+      const auto& p = params<cuMemcpyDtoHAsync_v2_params>(cb);
+      dst = u64(p.dstHost), src = p.srcDevice, m.size = p.ByteCount, srcDevice = true;
+      m.stream = u64(p.hStream), m.async = true;
+      break;
+    }
+    case Handler::kMemcpyDtoD: {
+      const auto& p = params<cuMemcpyDtoD_v2_params>(cb);
+      dst = p.dstDevice, src = p.srcDevice, m.size = p.ByteCount, dstDevice = srcDevice = true;
+      break;
+    }
+    case Handler::kMemcpyDtoDAsync: {
+      const auto& p = params<cuMemcpyDtoDAsync_v2_params>(cb);
+      dst = p.dstDevice, src = p.srcDevice, m.size = p.ByteCount, dstDevice = srcDevice = true;
+      m.stream = u64(p.hStream), m.async = true;
+      break;
+    }
+    case Handler::kMemcpy:
+    case Handler::kMemcpyAsync: {
+      // Unified addressing: the direction follows from where the pointers lie.
+      if (h == Handler::kMemcpy) {
+        const auto& p = params<cuMemcpy_params>(cb);
+        dst = p.dst, src = p.src, m.size = p.ByteCount;
+      } else {
+        const auto& p = params<cuMemcpyAsync_params>(cb);
+        dst = p.dst, src = p.src, m.size = p.ByteCount, m.stream = u64(p.hStream), m.async = true;
+      }
+      dstDevice = isDevicePointer(dst);
+      srcDevice = isDevicePointer(src);
+      if (!srcDevice) hostSource = reinterpret_cast<const void*>(src);
+      break;
+    }
+    case Handler::kMemcpyPeer:
+    case Handler::kMemcpyPeerAsync: {
+      // The destination lies in another context, where this thread cannot
+      // enqueue the hash: recorded without a digest.
+      if (h == Handler::kMemcpyPeer) {
+        const auto& p = params<cuMemcpyPeer_params>(cb);
+        dst = p.dstDevice, src = p.srcDevice, m.size = p.ByteCount;
+      } else {
+        const auto& p = params<cuMemcpyPeerAsync_params>(cb);
+        dst = p.dstDevice, src = p.srcDevice, m.size = p.ByteCount, m.stream = u64(p.hStream), m.async = true;
+      }
+      m.kind = trace::MemcpyKind::kPeer;
+      m.dst = deviceRange(dst, m.size);
+      m.src = deviceRange(src, m.size);
+      emitEvent(std::move(m));
+      return;
+    }
+    default: {
+      // 2D / 3D copies: recorded by kind and size; the written rows are not
+      // one contiguous range, so no digest.
+      const CUmemorytype* dstType = nullptr;
+      const CUmemorytype* srcType = nullptr;
+      if (h == Handler::kMemcpy2D || h == Handler::kMemcpy2DAsync) {
+        const CUDA_MEMCPY2D* c = h == Handler::kMemcpy2D ? params<cuMemcpy2D_v2_params>(cb).pCopy
+                                                          : params<cuMemcpy2DAsync_v2_params>(cb).pCopy;
+        if (c == nullptr) return;
+        if (h == Handler::kMemcpy2DAsync) m.stream = u64(params<cuMemcpy2DAsync_v2_params>(cb).hStream), m.async = true;
+        m.size = uint64_t{c->WidthInBytes} * c->Height;
+        dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? u64(c->dstHost) : c->dstDevice;
+        src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? u64(c->srcHost) : c->srcDevice;
+        dstType = &c->dstMemoryType, srcType = &c->srcMemoryType;
+      } else {
+        const CUDA_MEMCPY3D* c = h == Handler::kMemcpy3D ? params<cuMemcpy3D_v2_params>(cb).pCopy
+                                                          : params<cuMemcpy3DAsync_v2_params>(cb).pCopy;
+        if (c == nullptr) return;
+        if (h == Handler::kMemcpy3DAsync) m.stream = u64(params<cuMemcpy3DAsync_v2_params>(cb).hStream), m.async = true;
+        m.size = uint64_t{c->WidthInBytes} * c->Height * c->Depth;
+        dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? u64(c->dstHost) : c->dstDevice;
+        src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? u64(c->srcHost) : c->srcDevice;
+        dstType = &c->dstMemoryType, srcType = &c->srcMemoryType;
+      }
+      auto isDev = [&](const CUmemorytype* t, uint64_t a) {
+        return *t == CU_MEMORYTYPE_DEVICE || *t == CU_MEMORYTYPE_ARRAY ||
+               (*t == CU_MEMORYTYPE_UNIFIED && isDevicePointer(a));
+      };
+      dstDevice = isDev(dstType, dst);
+      srcDevice = isDev(srcType, src);
+      m.kind = dstDevice ? (srcDevice ? trace::MemcpyKind::kDeviceToDevice : trace::MemcpyKind::kHostToDevice)
+                         : (srcDevice ? trace::MemcpyKind::kDeviceToHost : trace::MemcpyKind::kHostToHost);
+      m.dst = dstDevice ? deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
+      m.src = srcDevice ? deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
+      emitEvent(std::move(m));
+      return;
+    }
+  }
+  m.kind = dstDevice ? (srcDevice ? trace::MemcpyKind::kDeviceToDevice : trace::MemcpyKind::kHostToDevice)
+                     : (srcDevice ? trace::MemcpyKind::kDeviceToHost : trace::MemcpyKind::kHostToHost);
+  m.dst = dstDevice ? deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
+  m.src = srcDevice ? deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
+
+  SinkEntry entry;
+  if (options_.captureHostData && m.kind == trace::MemcpyKind::kHostToDevice && hostSource != nullptr && m.size > 0) {
+    const auto* b = static_cast<const uint8_t*>(hostSource);
+    entry.blob.assign(b, b + m.size);
+  }
+  // The written bytes, after the copy in stream order: at the destination
+  // when it is device memory, else (device to host) still at the source.
+  const uint64_t stream = enqueueStream(m.stream, perThread);
+  if (dstDevice || srcDevice) {
+    const trace::DeviceRange written = dstDevice ? m.dst : m.src;
+    if (m.size > 0 && device_->canEnqueue(stream)) entry.after = hashRanges(u64(cb.context), stream, {written});
+  } else if (!m.async) {
+    m.digest = hash::hashBuffer({reinterpret_cast<const uint8_t*>(dst), m.size});
+  }
+  entry.event = newEvent(std::move(m));
+  emit(std::move(entry));
+}
+
+void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData& cb) {
+  trace::Memset s;
+  uint64_t dst = 0, bytes = 0;
+  bool contiguous = true;
+  switch (h) {
+#define GPURR_MEMSET(handler, type, field, esize, stream_, async_)         \
+  case Handler::handler: {                                                 \
+    const auto& p = params<type>(cb);                                      \
+    dst = p.dstDevice, s.value = p.field, s.elementSize = esize;           \
+    bytes = uint64_t{p.N} * esize;                                         \
+    s.stream = stream_, s.async = async_;                                  \
+    break;                                                                 \
+  }
+    GPURR_MEMSET(kMemsetD8, cuMemsetD8_v2_params, uc, 1, 0, false)
+    GPURR_MEMSET(kMemsetD16, cuMemsetD16_v2_params, us, 2, 0, false)
+    GPURR_MEMSET(kMemsetD32, cuMemsetD32_v2_params, ui, 4, 0, false)
+    GPURR_MEMSET(kMemsetD8Async, cuMemsetD8Async_params, uc, 1, u64(p.hStream), true)
+    GPURR_MEMSET(kMemsetD16Async, cuMemsetD16Async_params, us, 2, u64(p.hStream), true)
+    GPURR_MEMSET(kMemsetD32Async, cuMemsetD32Async_params, ui, 4, u64(p.hStream), true)
+#undef GPURR_MEMSET
+#define GPURR_MEMSET2D(handler, type, field, esize, stream_, async_)                              \
+  case Handler::handler: {                                                                \
+    const auto& p = params<type>(cb);                                                     \
+    dst = p.dstDevice, s.value = p.field, s.elementSize = esize, contiguous = false;      \
+    bytes = p.Height == 0 ? 0 : uint64_t{p.dstPitch} * (p.Height - 1) + uint64_t{p.Width} * esize; \
+    s.stream = stream_, s.async = async_;                                                 \
+    break;                                                                                \
+  }
+    GPURR_MEMSET2D(kMemsetD2D8, cuMemsetD2D8_v2_params, uc, 1, 0, false)
+    GPURR_MEMSET2D(kMemsetD2D16, cuMemsetD2D16_v2_params, us, 2, 0, false)
+    GPURR_MEMSET2D(kMemsetD2D32, cuMemsetD2D32_v2_params, ui, 4, 0, false)
+    GPURR_MEMSET2D(kMemsetD2D8Async, cuMemsetD2D8Async_params, uc, 1, u64(p.hStream), true)
+    GPURR_MEMSET2D(kMemsetD2D16Async, cuMemsetD2D16Async_params, us, 2, u64(p.hStream), true)
+    GPURR_MEMSET2D(kMemsetD2D32Async, cuMemsetD2D32Async_params, ui, 4, u64(p.hStream), true)
+#undef GPURR_MEMSET2D
+    default:
+      return;
+  }
+  s.dst = deviceRange(dst, bytes);
+  SinkEntry entry;
+  const uint64_t stream = enqueueStream(s.stream, perThread);
+  // A 2D set leaves the gaps between rows alone: no single-range digest.
+  if (contiguous && bytes > 0 && device_->canEnqueue(stream))
+    entry.after = hashRanges(u64(cb.context), stream, {s.dst});
+  entry.event = newEvent(std::move(s));
+  emit(std::move(entry));
+}
+
+void RecordSession::syncExit(Handler h, bool perThread, const CUpti_CallbackData& cb) {
+  (void)perThread;
+  trace::Sync s;
+  switch (h) {
+    case Handler::kCtxSynchronize:
+      s.kind = trace::SyncKind::kContextSynchronize;
+      break;
+    case Handler::kStreamSynchronize:
+      s.kind = trace::SyncKind::kStreamSynchronize;
+      s.stream = u64(params<cuStreamSynchronize_params>(cb).hStream);
+      break;
+    case Handler::kEventRecord:
+      s.kind = trace::SyncKind::kEventRecord;
+      s.event = u64(params<cuEventRecord_params>(cb).hEvent);
+      s.stream = u64(params<cuEventRecord_params>(cb).hStream);
+      break;
+    case Handler::kEventRecordWithFlags:
+      s.kind = trace::SyncKind::kEventRecord;
+      s.event = u64(params<cuEventRecordWithFlags_params>(cb).hEvent);
+      s.stream = u64(params<cuEventRecordWithFlags_params>(cb).hStream);
+      break;
+    case Handler::kEventSynchronize:
+      s.kind = trace::SyncKind::kEventSynchronize;
+      s.event = u64(params<cuEventSynchronize_params>(cb).hEvent);
+      break;
+    case Handler::kStreamWaitEvent:
+      s.kind = trace::SyncKind::kStreamWaitEvent;
+      s.stream = u64(params<cuStreamWaitEvent_params>(cb).hStream);
+      s.event = u64(params<cuStreamWaitEvent_params>(cb).hEvent);
+      break;
+    default:
+      return;
+  }
+  emitEvent(s);
+}
+
+}  // namespace gpurr::recorder

@@ -1,0 +1,114 @@
+// RecordSession: the state of one recording and the handlers of every CUPTI
+// callback the recorder subscribes to. The CUPTI-facing code (injection.cpp)
+// only forwards callbacks to onCallback(); everything here works on the
+// callback data alone, so tests drive it with hand-made CUpti_CallbackData.
+//
+// Locking: `mu_` guards the maps (allocations, functions, modules) and the
+// launch counter. Handlers copy what they need under it and call the driver
+// (through Device) and the sink unlocked, because driver calls raise further
+// callbacks (ignored on this thread by the re-entrancy guard, but taken on
+// other threads, which then want `mu_`).
+#pragma once
+
+#include <cupti.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "recorder/allocation_map.h"
+#include "recorder/callback_table.h"
+#include "recorder/device.h"
+#include "recorder/options.h"
+#include "recorder/params.h"
+#include "recorder/trace_sink.h"
+#include "recorder/warn.h"
+
+namespace gpurr::recorder {
+
+class RecordSession {
+ public:
+  // `openSink` is called once, on the first event, with the header filled in
+  // (after the driver is initialised, so GPUs can be described); it returns
+  // the sink to write to, or null after warning (nothing is recorded then).
+  using OpenSink = std::function<std::unique_ptr<TraceSink>(const trace::Header& header)>;
+
+  RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink, WarnFn warn);
+  ~RecordSession();
+
+  // Entry point of every CUPTI callback (domain, cbid, cbdata as CUPTI gives
+  // them). Ignores calls made by the recorder itself.
+  void onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);
+
+  // Writes everything pending and closes the trace (process exit). Idempotent.
+  void finish();
+
+  // Starts the trace now if it has not started (normally on the first event).
+  void ensureStarted();
+
+  const RecorderOptions& options() const { return options_; }
+
+ private:
+  struct PendingLaunch;
+
+  void onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
+  void onResource(CUpti_CallbackId cbid, const void* cbdata);
+
+  void launchEnter(Handler h, bool perThread, const CUpti_CallbackData& cb);
+  void launchExit(const CUpti_CallbackData& cb);
+  void graphLaunch(bool perThread, const CUpti_CallbackData& cb);
+  void allocationExit(Handler h, const CUpti_CallbackData& cb);
+  void copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
+  void setExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
+  void syncExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
+  void moduleLoaded(const CUpti_ModuleResourceData& module);
+
+  // Allocation bookkeeping; emit the Allocation / Free events.
+  void addAllocation(uint64_t address, uint64_t size, trace::AllocationKind kind, uint64_t stream);
+  void removeAllocation(uint64_t address);
+
+  struct CachedFunction {
+    FunctionInfo info;
+    bool selectedByName = true;  // GPURR_KERNELS matches
+  };
+  // Function name / layout, cached per handle; `module` gets its ordinal.
+  std::shared_ptr<const CachedFunction> functionInfo(uint64_t function, const char* symbolName, uint32_t& module);
+
+  // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise.
+  HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges);
+  trace::DeviceRange deviceRange(uint64_t address, uint64_t size);  // resolved against the map (locked)
+  bool isDevicePointer(uint64_t address);
+
+  void emit(SinkEntry&& entry);
+  void emitEvent(trace::Payload payload);
+  trace::Event newEvent(trace::Payload payload);
+  void warnOnce(const std::string& key, const std::string& message);
+
+  RecorderOptions options_;
+  std::unique_ptr<Device> device_;
+  OpenSink openSink_;
+  WarnFn warn_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+
+  std::mutex startMu_;
+  bool started_ = false;
+  std::atomic<bool> finished_{false};
+  std::unique_ptr<TraceSink> sink_;  // set once under startMu_, then read-only
+
+  std::mutex mu_;  // guards everything below
+  AllocationMap allocations_;
+  std::unordered_map<uint64_t, std::shared_ptr<const CachedFunction>> functions_;
+  std::unordered_map<uint64_t, uint32_t> moduleByHandle_;   // CUmodule -> ordinal
+  std::unordered_map<std::string, uint32_t> moduleByName_;  // kernel name -> ordinal (latest)
+  uint32_t nextModule_ = 1;
+  uint64_t nextLaunch_ = 0;
+  std::map<std::string, bool> warned_;
+  std::atomic<uint32_t> nextThread_{0};
+};
+
+}  // namespace gpurr::recorder
