@@ -73,17 +73,18 @@ std::string plural(uint64_t n, std::string_view one, std::string_view many) {
 std::string checkLaunchRange(const std::string& range) {
   const size_t colon = range.find(':');
   if (colon == std::string::npos) {
-    return fmt::format("--launches: expected A:B (launch A up to, not including, B) or A:, "
-                       "got '{}'",
+    return fmt::format("--launches: expected A:B (launch A up to, not including, B; either may be "
+                       "left out), got '{}'",
                        range);
   }
   uint64_t a = 0, b = 0;
   const std::string_view s(range);
-  if (!parseNumber(s.substr(0, colon), a)) {
+  const std::string_view first = s.substr(0, colon), last = s.substr(colon + 1);
+  if (!first.empty() && !parseNumber(first, a)) {
     return fmt::format("--launches: '{}' does not start with a launch number", range);
   }
-  if (colon + 1 == range.size()) return "";
-  if (!parseNumber(s.substr(colon + 1), b)) {
+  if (last.empty()) return "";
+  if (!parseNumber(last, b)) {
     return fmt::format("--launches: '{}' does not end with a launch number", range);
   }
   if (b <= a) return fmt::format("--launches: '{}' selects no launch (B must be larger than A)", range);

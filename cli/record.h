@@ -13,8 +13,9 @@ namespace gpurr::cli::record {
 
 namespace fs = std::filesystem;
 
-// Empty when `range` is a valid --launches value: "A:B" with A < B, or "A:"
-// (from A to the end); A and B are launch numbers. Else what is wrong.
+// Empty when `range` is a valid --launches value: "A:B", launch numbers with
+// A < B, either of which may be left out ("A:" to the end, ":B" from the
+// start). Else what is wrong.
 std::string checkLaunchRange(const std::string& range);
 
 // Empty when `regex` is a valid --kernels ECMAScript regular expression.
