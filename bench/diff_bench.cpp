@@ -1,0 +1,234 @@
+// Benchmark of `gpurr diff` on large traces: writes two traces of one million
+// kernel launches each (a training loop of repeating kernels with pointer
+// parameters and input/output digests) that diverge near the end, then times,
+// side by side on one core, (a) decompressing both traces' event blocks and
+// (b) the whole diff (reading, aligning, classifying, blast radius).
+// The target: the diff takes at most 1 s and at most 2x the decompression.
+//
+//   diff_bench [--launches N] [--keep DIR]
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "diff/diff.h"
+#include "trace_format/scan.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr;
+using namespace gpurr::trace;
+namespace fs = std::filesystem;
+
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 31;
+  x *= 0x7fb5d329728ea185ULL;
+  x ^= x >> 27;
+  x *= 0x81dadef4bc2dd44dULL;
+  x ^= x >> 33;
+  return x;
+}
+
+struct Kernel {
+  std::string name;
+  Dim3 grid, block;
+  uint32_t pointers;
+  uint32_t scalars;
+};
+
+std::vector<Kernel> kernels() {
+  std::vector<Kernel> out;
+  const char* bases[] = {
+      "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13AUnaryFunctorIfffNS0_15binary_"
+      "internal10MulFunctorIfEEEESt5arrayIPcLm2EEEEviT0_T1_",
+      "sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x128x32_warpgroupsize1x1x1_execute_"
+      "segment_k_off_kernel__5x_cublas",
+      "_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastINS0_"
+      "13BinaryFunctorIfffNS0_15binary_internal10AddFunctorIfEEEEEEvRNS_18TensorIteratorBaseERKT_"
+      "EUliE_EEviT1_",
+      "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_14func_wrapper_tIfZNS0_"
+      "11sum_functorIfffEclERNS_14TensorIteratorEEUlffE_EEjfLi4EEEEEvT1_",
+      "_ZN2at6native27unrolled_elementwise_kernelINS0_21copy_device_to_deviceEEEviT_",
+      "_ZN7cutlass7Kernel2I62cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align8EEvNT_"
+      "6ParamsE",
+      "_ZN2at6native43_GLOBAL__N__softmax_forward_kernelILi4EffLi1EEEvPT0_PKT_iii",
+      "_ZN2at6native29vectorized_elementwise_kernelILi4EZZZNS0_23launch_fused_dropout_"
+      "kernelIfEEvv_EUlvE_EEviT_",
+  };
+  for (uint32_t i = 0; i < 40; ++i) {
+    Kernel k;
+    k.name = fmt::format("{}_v{}", bases[i % std::size(bases)], i);
+    k.grid = {64u << (i % 5), 1u + i % 3, 1};
+    k.block = {128u << (i % 3), 1, 1};
+    k.pointers = 2 + i % 3;
+    k.scalars = 1 + i % 4;
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+// A training loop: a step of `kStepKernels` launches over a pool of buffers.
+// `divergeAt` (launch index) makes run B's output differ there, as a
+// nondeterministic kernel would.
+void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool runB) {
+  Header h;
+  h.toolVersion = "0.1.0";
+  h.commandLine = {"python", "train.py"};
+  h.gpus = {{0, "NVIDIA H100 80GB HBM3", "GPU-0", 132, 9, 0, 85520809984ULL, "0000:19:00.0"}};
+  h.driverVersion = 13000;
+  h.cudaRuntimeVersion = 13000;
+  TraceWriter w(dir, h);
+  const auto ks = kernels();
+  const uint32_t kBuffers = 256;
+  uint64_t seq = 0;
+  const uint64_t base = runB ? 0x7f5500000000ULL : 0x7f1200000000ULL;
+  auto address = [&](uint32_t ordinal) { return base + uint64_t{ordinal} * (8u << 20); };
+  for (uint32_t b = 1; b <= kBuffers; ++b) {
+    w.append({seq, seq * 1000, 0, Allocation{b, address(b), 8u << 20, AllocationKind::kDevice, 0, 0}});
+    ++seq;
+  }
+  // What each buffer holds now: launches read these digests and write new
+  // ones, so a difference spreads through the data as in a real program.
+  std::vector<uint64_t> content(kBuffers + 1);
+  for (uint32_t b = 1; b <= kBuffers; ++b) content[b] = mix(b);
+  KernelLaunch k;
+  k.context = 0x1000;
+  k.stream = runB ? 0x55 : 0x77;
+  k.module = 1;
+  for (uint64_t i = 0; i < launches; ++i) {
+    const Kernel& kd = ks[mix(i % 97) % ks.size()];
+    k.function = kd.name;
+    k.grid = kd.grid;
+    k.block = kd.block;
+    k.params.clear();
+    k.paramLayout.clear();
+    k.pointers.clear();
+    k.inputs.clear();
+    k.outputs.clear();
+    for (uint32_t p = 0; p < kd.pointers; ++p) {
+      const uint32_t ordinal = 1 + static_cast<uint32_t>(mix(i * 8 + p) % kBuffers);
+      const uint64_t ptr = address(ordinal);
+      const uint32_t off = static_cast<uint32_t>(k.params.size());
+      k.params.resize(off + 8);
+      std::memcpy(k.params.data() + off, &ptr, 8);
+      k.paramLayout.push_back({off, 8});
+      k.pointers.push_back({off, ordinal, 0});
+      RangeDigest r;
+      r.range = {ptr, 1u << 20, ordinal, 0};
+      if (p + 1 == kd.pointers) {
+        uint64_t derived = i;
+        for (const RangeDigest& input : k.inputs) derived = mix(derived ^ input.digest);
+        r.digest = derived;
+        if (runB && i == divergeAt) r.digest ^= 1;
+        content[ordinal] = r.digest;
+        if (i % 10 == 0) {
+          r.chunkDigests.resize(16);
+          for (size_t c = 0; c < 16; ++c) r.chunkDigests[c] = mix(r.digest + c);
+          if (runB && i == divergeAt) r.chunkDigests[3] ^= 1;
+        }
+        k.outputs.push_back(r);
+      } else {
+        r.digest = content[ordinal];
+        k.inputs.push_back(r);
+      }
+    }
+    for (uint32_t s = 0; s < kd.scalars; ++s) {
+      const uint32_t v = static_cast<uint32_t>(i % 1024 + s);
+      const uint32_t off = static_cast<uint32_t>(k.params.size());
+      k.params.resize(off + 4);
+      std::memcpy(k.params.data() + off, &v, 4);
+      k.paramLayout.push_back({off, 4});
+    }
+    w.append({seq, seq * 1000, 0, k});
+    ++seq;
+  }
+  w.close();
+}
+
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t launches = 1'000'000;
+  fs::path keep;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--launches") == 0 && i + 1 < argc) {
+      launches = std::stoull(argv[++i]);
+    } else if (std::strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
+      keep = argv[++i];
+    } else {
+      fmt::print(stderr, "usage: diff_bench [--launches N] [--keep DIR]\n");
+      return 2;
+    }
+  }
+  const fs::path dir = keep.empty() ? fs::temp_directory_path() / fmt::format("gpurr-diff-bench-{}", ::getpid()) : keep;
+  const fs::path a = dir / "a.gpurr", b = dir / "b.gpurr";
+  const uint64_t divergeAt = launches - launches / 100;  // 99% of the way in
+  if (!fs::exists(a) || !fs::exists(b)) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const auto t0 = std::chrono::steady_clock::now();
+    writeTrace(a, launches, divergeAt, false);
+    writeTrace(b, launches, divergeAt, true);
+    fmt::print("wrote two traces of {} launches in {:.2f} s\n", launches,
+               seconds(std::chrono::steady_clock::now() - t0));
+  }
+  const TraceReader ra(a), rb(b);
+  fmt::print("events file: {:.1f} MiB compressed, {:.1f} MiB uncompressed per trace\n",
+             ra.eventsFileBytes() / 1048576.0, ra.uncompressedBytes() / 1048576.0);
+
+  double bestDecompress = 1e9, bestDiff = 1e9, bestForEach = 1e9, bestScan = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    auto t0 = std::chrono::steady_clock::now();
+    const uint64_t bytes = decompressAll(ra) + decompressAll(rb);
+    auto t1 = std::chrono::steady_clock::now();
+    bestDecompress = std::min(bestDecompress, seconds(t1 - t0));
+    if (bytes != ra.uncompressedBytes() + rb.uncompressedBytes()) {
+      fmt::print(stderr, "decompressed {} bytes, expected {}\n", bytes,
+                 ra.uncompressedBytes() + rb.uncompressedBytes());
+      return 1;
+    }
+
+    t0 = std::chrono::steady_clock::now();
+    uint64_t n = 0;
+    ra.forEach([&](const Event&) { ++n; return true; });
+    rb.forEach([&](const Event&) { ++n; return true; });
+    t1 = std::chrono::steady_clock::now();
+    bestForEach = std::min(bestForEach, seconds(t1 - t0));
+
+    t0 = std::chrono::steady_clock::now();
+    n = 0;
+    scanEvents(ra, [&](const ScanEvent&) { ++n; return true; });
+    scanEvents(rb, [&](const ScanEvent&) { ++n; return true; });
+    t1 = std::chrono::steady_clock::now();
+    bestScan = std::min(bestScan, seconds(t1 - t0));
+
+    t0 = std::chrono::steady_clock::now();
+    diff::DiffOptions options;
+    const diff::ProcessDiff result = diff::diffTraces(ra, rb, options, nullptr);
+    t1 = std::chrono::steady_clock::now();
+    bestDiff = std::min(bestDiff, seconds(t1 - t0));
+    if (!result.firstDivergence || result.firstDivergence->a.seq != 256 + divergeAt) {
+      fmt::print(stderr, "diff did not find the divergence at launch {}\n", divergeAt);
+      return 1;
+    }
+  }
+  fmt::print("decompress both:            {:.3f} s\n", bestDecompress);
+  fmt::print("TraceReader::forEach both:  {:.3f} s  ({:.2f}x decompression)\n", bestForEach,
+             bestForEach / bestDecompress);
+  fmt::print("scanEvents both:            {:.3f} s  ({:.2f}x decompression)\n", bestScan,
+             bestScan / bestDecompress);
+  fmt::print("gpurr diff (whole):         {:.3f} s  ({:.2f}x decompression)\n", bestDiff,
+             bestDiff / bestDecompress);
+  const bool ok = bestDiff <= 1.0 && bestDiff <= 2 * bestDecompress;
+  fmt::print("target (<= 1 s and <= 2x decompression): {}\n", ok ? "met" : "NOT met");
+  if (keep.empty()) fs::remove_all(dir);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,135 @@
+// Myers' greedy O(ND) algorithm ("An O(ND) Difference Algorithm and Its
+// Variations", 1986) with the V vector kept per edit step so that the script
+// can be recovered: memory O(D^2), which maxEdits bounds. The common prefix
+// and suffix are stripped first, so two runs that agree but for a few
+// operations cost O(N). Long middles are cut into windows, and only the first
+// half of each window's script is kept, so that a stretch cut by a window's
+// end is aligned again in the next one.
+#include "diff/align.h"
+
+#include <algorithm>
+
+namespace gpurr::diff {
+namespace {
+
+enum class StepKind : uint8_t { kMatch, kDeleteA, kInsertB };
+
+// Appends a run, merging it with the previous one of the same kind.
+void push(Alignment& out, bool match, uint64_t aBegin, uint64_t bBegin, uint64_t aCount,
+          uint64_t bCount) {
+  if (aCount == 0 && bCount == 0) return;
+  if (match) out.matched += aCount;
+  if (!out.runs.empty()) {
+    AlignedRun& last = out.runs.back();
+    if (last.match == match && last.aBegin + last.aCount == aBegin &&
+        last.bBegin + last.bCount == bBegin) {
+      last.aCount += aCount;
+      last.bCount += bCount;
+      return;
+    }
+  }
+  out.runs.push_back({match, aBegin, bBegin, aCount, bCount});
+}
+
+// Shortest edit script from a to b, in order; false when the edit distance
+// exceeds maxEdits.
+bool myers(std::span<const uint64_t> a, std::span<const uint64_t> b, uint64_t maxEdits,
+           std::vector<StepKind>& script) {
+  const int64_t n = static_cast<int64_t>(a.size()), m = static_cast<int64_t>(b.size());
+  const int64_t maxD = std::min<int64_t>(n + m, static_cast<int64_t>(maxEdits));
+  const int64_t offset = maxD + 1;
+  std::vector<int64_t> v(2 * static_cast<size_t>(maxD) + 3, 0);
+  // trace[d][k + d] = furthest x on diagonal k after d edits.
+  std::vector<std::vector<int64_t>> trace;
+  int64_t found = -1;
+  for (int64_t d = 0; d <= maxD && found < 0; ++d) {
+    for (int64_t k = -d; k <= d; k += 2) {
+      int64_t x = (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1]))
+                      ? v[offset + k + 1]       // from diagonal k+1: insertion
+                      : v[offset + k - 1] + 1;  // from diagonal k-1: deletion
+      int64_t y = x - k;
+      while (x < n && y < m && a[x] == b[y]) ++x, ++y;
+      v[offset + k] = x;
+      if (x >= n && y >= m) found = d;
+    }
+    trace.emplace_back(v.begin() + (offset - d), v.begin() + (offset + d + 1));
+  }
+  if (found < 0) return false;
+  script.clear();
+  int64_t x = n, y = m;
+  for (int64_t d = found; d > 0; --d) {
+    const auto& prev = trace[d - 1];
+    auto at = [&](int64_t k) { return prev[static_cast<size_t>(k + d - 1)]; };
+    const int64_t k = x - y;
+    const bool insertion = k == -d || (k != d && at(k - 1) < at(k + 1));
+    const int64_t prevK = insertion ? k + 1 : k - 1;
+    const int64_t prevX = at(prevK), prevY = prevX - prevK;
+    const int64_t startX = insertion ? prevX : prevX + 1;  // where the snake began
+    while (x > startX) {
+      --x, --y;
+      script.push_back(StepKind::kMatch);
+    }
+    script.push_back(insertion ? StepKind::kInsertB : StepKind::kDeleteA);
+    x = prevX;
+    y = prevY;
+  }
+  while (x > 0) {
+    --x;
+    script.push_back(StepKind::kMatch);
+  }
+  std::reverse(script.begin(), script.end());
+  return true;
+}
+
+}  // namespace
+
+Alignment align(std::span<const uint64_t> a, std::span<const uint64_t> b,
+                const AlignOptions& options) {
+  Alignment out;
+  uint64_t prefix = 0;
+  while (prefix < a.size() && prefix < b.size() && a[prefix] == b[prefix]) ++prefix;
+  uint64_t suffix = 0;
+  while (suffix < a.size() - prefix && suffix < b.size() - prefix &&
+         a[a.size() - 1 - suffix] == b[b.size() - 1 - suffix]) {
+    ++suffix;
+  }
+  push(out, true, 0, 0, prefix, prefix);
+  const uint64_t aEnd = a.size() - suffix, bEnd = b.size() - suffix;
+  const uint64_t window = std::max<uint64_t>(2, options.window);
+  std::vector<StepKind> script;
+  uint64_t i = prefix, j = prefix;
+  while (i < aEnd || j < bEnd) {
+    const uint64_t n = std::min(aEnd - i, window), m = std::min(bEnd - j, window);
+    if (n == 0 || m == 0 || !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, script)) {
+      if (n != 0 && m != 0) out.bounded = true;
+      push(out, false, i, j, n, m);
+      i += n, j += m;
+      continue;
+    }
+    const bool last = i + n == aEnd && j + m == bEnd;
+    const uint64_t half = window / 2;
+    uint64_t x = 0, y = 0;
+    for (StepKind s : script) {
+      if (!last && s == StepKind::kMatch && (x >= half || y >= half)) break;
+      switch (s) {
+        case StepKind::kMatch:
+          push(out, true, i + x, j + y, 1, 1);
+          ++x, ++y;
+          break;
+        case StepKind::kDeleteA:
+          push(out, false, i + x, j + y, 1, 0);
+          ++x;
+          break;
+        case StepKind::kInsertB:
+          push(out, false, i + x, j + y, 0, 1);
+          ++y;
+          break;
+      }
+    }
+    i += x, j += y;
+  }
+  push(out, true, aEnd, bEnd, suffix, suffix);
+  return out;
+}
+
+}  // namespace gpurr::diff

@@ -1,0 +1,154 @@
+// Loading and matching the known-culprits file.
+#include "diff/culprits.h"
+
+#include <cxxabi.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace gpurr::diff {
+namespace fs = std::filesystem;
+
+std::string demangled(const std::string& name) {
+  if (name.rfind("_Z", 0) != 0) return name;
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> d(
+      abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), &std::free);
+  return status == 0 && d ? std::string(d.get()) : name;
+}
+
+namespace {
+
+std::optional<Cause> causeNamed(const std::string& name) {
+  for (Cause c : {Cause::kEnvironment, Cause::kHostInput, Cause::kRngState,
+                  Cause::kScalarParameters, Cause::kAlgorithmChoice,
+                  Cause::kNondeterministicKernel, Cause::kUninitialisedMemory}) {
+    if (name == jsonName(c)) return c;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Culprits Culprits::load(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) {
+    throw std::runtime_error(fmt::format("{}: cannot read the known-culprits file", file.string()));
+  }
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+  }
+  if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array()) {
+    throw std::runtime_error(
+        fmt::format("{}: expected an object with an \"entries\" array", file.string()));
+  }
+  Culprits out;
+  size_t n = 0;
+  for (const auto& e : doc["entries"]) {
+    ++n;
+    auto where = [&](const std::string& problem) {
+      return std::runtime_error(fmt::format("{}: entry {}: {}", file.string(), n, problem));
+    };
+    if (!e.is_object()) throw where("not an object");
+    auto text = [&](const char* key) -> std::string {
+      if (!e.contains(key)) return "";
+      if (!e[key].is_string()) throw where(fmt::format("\"{}\" must be a string", key));
+      return e[key].get<std::string>();
+    };
+    Entry entry;
+    entry.id = text("id");
+    entry.kernelPattern = text("kernel");
+    entry.frameworkOpPattern = text("frameworkOp");
+    entry.library = text("library");
+    entry.environment = text("environment");
+    entry.op = text("op");
+    entry.why = text("why");
+    entry.fix = text("fix");
+    entry.source = text("source");
+    if (entry.id.empty() || entry.op.empty() || entry.fix.empty()) {
+      throw where("\"id\", \"op\" and \"fix\" are required");
+    }
+    if (entry.kernelPattern.empty() && entry.frameworkOpPattern.empty() && entry.library.empty() &&
+        entry.environment.empty()) {
+      throw where(fmt::format("{}: needs one of \"kernel\", \"frameworkOp\", \"library\", "
+                              "\"environment\" to match on",
+                              entry.id));
+    }
+    try {
+      if (!entry.kernelPattern.empty()) entry.kernel.emplace(entry.kernelPattern, std::regex::ECMAScript);
+      if (!entry.frameworkOpPattern.empty()) {
+        entry.frameworkOp.emplace(entry.frameworkOpPattern, std::regex::ECMAScript);
+      }
+    } catch (const std::regex_error& err) {
+      throw where(fmt::format("{}: invalid regular expression: {}", entry.id, err.what()));
+    }
+    if (e.contains("causes")) {
+      if (!e["causes"].is_array()) throw where("\"causes\" must be an array of cause names");
+      for (const auto& c : e["causes"]) {
+        const auto cause = c.is_string() ? causeNamed(c.get<std::string>()) : std::nullopt;
+        if (!cause) throw where(fmt::format("{}: unknown cause {}", entry.id, c.dump()));
+        entry.causes.push_back(*cause);
+      }
+    }
+    out.entries_.push_back(std::move(entry));
+  }
+  return out;
+}
+
+fs::path Culprits::defaultPath() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "share/gpurr/known_culprits.json";
+  return exe.parent_path().parent_path() / "share" / "gpurr" / "known_culprits.json";
+}
+
+std::vector<CulpritMatch> Culprits::match(const FirstDivergence& d,
+                                          const std::vector<EnvDifference>& environment) const {
+  std::vector<CulpritMatch> out;
+  std::vector<const OpInfo*> ops = {&d.a, &d.b};
+  if (d.stretch) {
+    for (const OpInfo& o : d.stretch->aOps) ops.push_back(&o);
+    for (const OpInfo& o : d.stretch->bOps) ops.push_back(&o);
+  }
+  for (const Entry& e : entries_) {
+    if (!e.causes.empty()) {
+      bool applies = false;
+      for (Cause c : e.causes) applies = applies || c == d.cause || c == d.mechanism;
+      if (!applies) continue;
+    }
+    std::string by;
+    for (const OpInfo* op : ops) {
+      if (!by.empty()) break;
+      if (op->name.empty()) continue;
+      if (e.kernel && op->kind == OpKind::kLaunch && std::regex_search(demangled(op->name), *e.kernel)) {
+        by = "kernel";
+      }
+      for (const trace::Annotation& a : op->annotations) {
+        if (!by.empty()) break;
+        if (const auto* f = std::get_if<trace::FrameworkOp>(&a)) {
+          if (e.frameworkOp && std::regex_search(f->name, *e.frameworkOp)) by = "framework op";
+        } else if (const auto* g = std::get_if<trace::AlgorithmChoice>(&a)) {
+          if (!e.library.empty() && g->library == e.library) by = "library";
+        }
+      }
+    }
+    if (by.empty() && !e.environment.empty()) {
+      for (const EnvDifference& env : environment) {
+        if (env.field == "env " + e.environment) by = "environment";
+      }
+    }
+    if (by.empty()) continue;
+    out.push_back({e.id, e.op, e.why, e.fix, e.source, by});
+  }
+  return out;
+}
+
+}  // namespace gpurr::diff

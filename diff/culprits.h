@@ -1,0 +1,50 @@
+// Known sources of nondeterminism, loaded from data/known_culprits.json: kernel
+// name patterns, framework operations, libraries and environment variables,
+// each with the framework operation it belongs to and the documented fix.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "diff/report.h"
+
+namespace gpurr::diff {
+
+class Culprits {
+ public:
+  struct Entry {
+    std::string id;
+    std::string kernelPattern, frameworkOpPattern;  // ECMAScript regex, "" = none
+    std::optional<std::regex> kernel, frameworkOp;
+    std::string library;      // matches an AlgorithmChoice's library
+    std::string environment;  // matches a differing environment variable
+    std::vector<Cause> causes;  // the verdicts it can explain (empty = any)
+    std::string op, why, fix, source;
+  };
+
+  Culprits() = default;
+
+  // Reads a culprits file. Throws std::runtime_error naming the file and the
+  // entry at fault.
+  static Culprits load(const std::filesystem::path& file);
+
+  // share/gpurr/known_culprits.json next to the running executable's bin/.
+  static std::filesystem::path defaultPath();
+
+  // Entries that explain `d`, given the header differences; each at most once.
+  std::vector<CulpritMatch> match(const FirstDivergence& d,
+                                  const std::vector<EnvDifference>& environment) const;
+
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+// Demangled C++ name, or the name itself when it is not mangled.
+std::string demangled(const std::string& name);
+
+}  // namespace gpurr::diff

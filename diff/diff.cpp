@@ -1,0 +1,1200 @@
+// diffTraces: the comparison behind `gpurr diff`.
+//
+// 1. Summary pass (trace_format/scan.h) over each run: one compact record per
+//    operation with hashes of its identity, its normalised parameters, its
+//    inputs and its outputs. Allocation ordinals of run B are mapped onto run
+//    A's as allocations happen (same size and kind, in order), so that an
+//    extra allocation in one run does not shift every later pointer.
+// 2. Alignment of the identities (align.h).
+// 3. The first divergence: the earliest stretch of different operations, or
+//    matched pair with different outputs. Both events are then decoded in
+//    full and classified (DESIGN.md §2).
+// 4. Blast radius: taint propagated through allocations from the first
+//    divergence over the rest of the alignment.
+#include "diff/diff.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "diff/intervals.h"
+#include "trace_format/scan.h"
+
+namespace gpurr::diff {
+using namespace gpurr::trace;
+
+const char* toString(Cause cause) {
+  switch (cause) {
+    case Cause::kNone: return "none";
+    case Cause::kEnvironment: return "environment";
+    case Cause::kHostInput: return "host input";
+    case Cause::kRngState: return "RNG state";
+    case Cause::kScalarParameters: return "scalar parameters";
+    case Cause::kAlgorithmChoice: return "algorithm choice";
+    case Cause::kNondeterministicKernel: return "nondeterministic kernel";
+    case Cause::kUninitialisedMemory: return "uninitialised memory";
+    case Cause::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+const char* jsonName(Cause cause) {
+  switch (cause) {
+    case Cause::kNone: return "none";
+    case Cause::kEnvironment: return "environment";
+    case Cause::kHostInput: return "hostInput";
+    case Cause::kRngState: return "rngState";
+    case Cause::kScalarParameters: return "scalarParameters";
+    case Cause::kAlgorithmChoice: return "algorithmChoice";
+    case Cause::kNondeterministicKernel: return "nondeterministicKernel";
+    case Cause::kUninitialisedMemory: return "uninitialisedMemory";
+    case Cause::kUnknown: return "unknown";
+  }
+  return "unknown";
+}
+
+const char* toString(OpKind kind) {
+  switch (kind) {
+    case OpKind::kLaunch: return "launch";
+    case OpKind::kMemcpy: return "memcpy";
+    case OpKind::kMemset: return "memset";
+    case OpKind::kGraph: return "graph";
+  }
+  return "launch";
+}
+
+namespace {
+
+// ------------------------------------------------------------ hashing
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+
+// ------------------------------------------------------------ allocations
+
+struct AllocInfo {
+  uint32_t ordinal;
+  uint64_t size;
+  AllocationKind kind;
+};
+
+// Run B's allocation ordinals in run A's numbering.
+class OrdinalMap {
+ public:
+  static constexpr uint32_t kUnmatched = 0x80000000u;
+
+  // Identity mapping (run A).
+  OrdinalMap() = default;
+  explicit OrdinalMap(const std::vector<AllocInfo>* a) : a_(a) {}
+
+  // Run B allocated `ordinal`: match it with the next allocation of A with the
+  // same size and kind, looking a little ahead past allocations B skipped.
+  void allocate(uint32_t ordinal, uint64_t size, AllocationKind kind) {
+    if (!a_) return;
+    if (ordinal >= map_.size()) map_.resize(ordinal + 1, 0);
+    for (size_t i = cursor_; i < a_->size() && i < cursor_ + kLookahead; ++i) {
+      if ((*a_)[i].size == size && (*a_)[i].kind == kind) {
+        map_[ordinal] = (*a_)[i].ordinal;
+        cursor_ = i + 1;
+        return;
+      }
+    }
+    map_[ordinal] = kUnmatched | ordinal;
+  }
+
+  uint32_t operator()(uint32_t ordinal) const {
+    if (!a_ || ordinal == 0) return ordinal;
+    if (ordinal < map_.size() && map_[ordinal] != 0) return map_[ordinal];
+    return kUnmatched | ordinal;
+  }
+
+ private:
+  static constexpr size_t kLookahead = 64;
+  const std::vector<AllocInfo>* a_ = nullptr;
+  std::vector<uint32_t> map_;
+  size_t cursor_ = 0;
+};
+
+// ------------------------------------------------------------ summary pass
+
+struct Op {
+  uint64_t seq;
+  uint64_t key;      // identity, for the alignment
+  uint64_t params;   // normalised parameter bytes (and memset value)
+  uint64_t inputs;   // input ranges and digests
+  uint64_t outputs;  // output ranges and digests
+  uint32_t stream;   // ordinal
+  OpKind kind;
+  bool hashed;       // outputs were hashed: `outputs` means something
+};
+
+struct Run {
+  const TraceReader* reader = nullptr;
+  std::vector<Op> ops;
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> launchIndex;  // per op: launches before it
+  std::vector<AllocInfo> allocs;
+  OrdinalMap ordinals;
+  std::unordered_map<uint64_t, uint32_t> streams;
+  uint64_t lastStream = 0;
+  uint32_t lastStreamOrdinal = 0;
+};
+
+uint32_t streamOrdinal(Run& run, uint64_t stream) {
+  if (stream == 0) return 0;
+  if (stream == run.lastStream) return run.lastStreamOrdinal;
+  auto [it, inserted] = run.streams.try_emplace(stream, static_cast<uint32_t>(run.streams.size() + 1));
+  run.lastStream = stream;
+  run.lastStreamOrdinal = it->second;
+  return it->second;
+}
+
+// Words to be hashed in one go: cheaper than mixing each value in.
+struct Words {
+  std::vector<uint64_t> w;
+  void clear() { w.clear(); }
+  Words& add(uint64_t v) {
+    w.push_back(v);
+    return *this;
+  }
+  Words& add(const Dim3& d) {
+    w.push_back(uint64_t{d.x} << 32 | d.y);
+    w.push_back(d.z);
+    return *this;
+  }
+  uint64_t hash() const { return XXH3_64bits(w.data(), w.size() * sizeof(uint64_t)); }
+};
+
+void hashRanges(Words& h, std::span<const ScanRange> ranges, const OrdinalMap& map) {
+  h.add(ranges.size());
+  for (const ScanRange& r : ranges) {
+    if (r.range.allocation != 0) {
+      h.add(map(r.range.allocation)).add(r.range.offset);
+    } else {
+      h.add(uint64_t{0});
+    }
+    h.add(r.range.size).add(r.digest);
+  }
+}
+
+// The parameter bytes with every pointer word replaced by its (allocation,
+// offset) in run A's numbering.
+void normalisedParams(std::span<const uint8_t> params, std::span<const PointerParam> pointers,
+                      const OrdinalMap& map, std::vector<uint8_t>& out) {
+  out.assign(params.begin(), params.end());
+  for (const PointerParam& p : pointers) {
+    if (p.allocation == 0 || p.byteOffset > out.size() || out.size() - p.byteOffset < 8) continue;
+    const uint64_t word = mix(uint64_t{map(p.allocation)} << 1 | 1) ^ p.offset;
+    std::memcpy(out.data() + p.byteOffset, &word, 8);
+  }
+}
+
+void summarise(Run& run) {
+  std::vector<uint8_t> scratch;
+  Words key, in, out;
+  uint64_t launches = 0;
+  scanEvents(*run.reader, [&](const ScanEvent& e) {
+    Op op{e.seq, 0, 0, 0, 0, 0, OpKind::kLaunch, true};
+    key.clear();
+    in.clear();
+    out.clear();
+    switch (e.kind) {
+      case 0: {  // launch
+        op.kind = OpKind::kLaunch;
+        key.add(uint64_t{0}).add(XXH3_64bits(e.function.data(), e.function.size()));
+        key.add(e.grid).add(e.block).add(e.cluster);
+        key.add(e.sharedMemBytes).add(e.params.size()).add(e.pointers.size());
+        for (const PointerParam& p : e.pointers) {
+          key.add(p.byteOffset).add(run.ordinals(p.allocation)).add(p.offset);
+        }
+        normalisedParams(e.params, e.pointers, run.ordinals, scratch);
+        op.params = XXH3_64bits(scratch.data(), scratch.size());
+        op.hashed = e.hashed;
+        break;
+      }
+      case 1:  // memcpy
+        op.kind = OpKind::kMemcpy;
+        key.add(uint64_t{1}).add(static_cast<uint64_t>(e.memcpyKind)).add(e.size);
+        for (const ScanRange* r : {&e.outputs[0], &e.inputs[0]}) {
+          if (r->range.allocation != 0) key.add(run.ordinals(r->range.allocation)).add(r->range.offset);
+        }
+        break;
+      case 2:  // memset
+        op.kind = OpKind::kMemset;
+        key.add(uint64_t{2}).add(e.outputs[0].range.size).add(e.elementSize);
+        if (e.outputs[0].range.allocation != 0) {
+          key.add(run.ordinals(e.outputs[0].range.allocation)).add(e.outputs[0].range.offset);
+        }
+        op.params = mix(e.value);
+        break;
+      case 3:  // allocation
+        run.allocs.push_back({e.ordinal, e.size, e.allocationKind});
+        run.ordinals.allocate(e.ordinal, e.size, e.allocationKind);
+        return true;
+      case 7:  // graph launch
+        op.kind = OpKind::kGraph;
+        key.add(uint64_t{7}).add(e.nodeCount);
+        break;
+      default:
+        return true;
+    }
+    if (op.kind == OpKind::kMemcpy) {
+      // Host-to-device copies read host memory: nothing of the device.
+      const bool deviceSource = e.memcpyKind == MemcpyKind::kDeviceToDevice ||
+                                e.memcpyKind == MemcpyKind::kPeer ||
+                                e.memcpyKind == MemcpyKind::kDeviceToHost;
+      hashRanges(in, deviceSource ? e.inputs : std::span<const ScanRange>(), run.ordinals);
+    } else {
+      hashRanges(in, e.inputs, run.ordinals);
+    }
+    hashRanges(out, e.outputs, run.ordinals);
+    op.key = key.hash();
+    op.inputs = in.hash();
+    op.outputs = out.hash();
+    op.stream = streamOrdinal(run, e.stream);
+    run.ops.push_back(op);
+    run.keys.push_back(op.key);
+    run.launchIndex.push_back(launches);
+    if (op.kind == OpKind::kLaunch) ++launches;
+    return true;
+  });
+}
+
+// ------------------------------------------------------------ full events
+
+Event eventAt(const TraceReader& reader, uint64_t seq) {
+  Event out;
+  bool found = false;
+  reader.forEach([&](const Event& e) {
+    if (e.seq == seq) {
+      out = e;
+      found = true;
+    }
+    return false;
+  }, seq);
+  if (!found) throw TraceError(fmt::format("{}: event #{} vanished between two reads",
+                                           reader.path().string(), seq));
+  return out;
+}
+
+// Inputs, outputs and annotations of an operation, whatever its kind.
+struct OpView {
+  std::vector<RangeDigest> inputs, outputs;
+  const KernelLaunch* launch = nullptr;
+  const Memcpy* memcpy = nullptr;
+  const Memset* memset = nullptr;
+};
+
+OpView view(const Event& e) {
+  OpView v;
+  if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
+    v.launch = k;
+    v.inputs = k->inputs;
+    v.outputs = k->outputs;
+  } else if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
+    v.memcpy = m;
+    v.outputs = {{m->dst, m->digest, {}, {}}};
+    if (m->kind == MemcpyKind::kDeviceToDevice || m->kind == MemcpyKind::kPeer ||
+        m->kind == MemcpyKind::kDeviceToHost) {
+      v.inputs = {{m->src, m->digest, {}, {}}};
+    }
+  } else if (const auto* s = std::get_if<Memset>(&e.payload)) {
+    v.memset = s;
+    v.outputs = {{s->dst, s->digest, {}, {}}};
+  } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
+    v.inputs = g->inputs;
+    v.outputs = g->outputs;
+  }
+  return v;
+}
+
+std::string opName(const Event& e) {
+  if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) return k->function;
+  if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
+    switch (m->kind) {
+      case MemcpyKind::kHostToDevice: return "memcpy HtoD";
+      case MemcpyKind::kDeviceToHost: return "memcpy DtoH";
+      case MemcpyKind::kDeviceToDevice: return "memcpy DtoD";
+      case MemcpyKind::kHostToHost: return "memcpy HtoH";
+      case MemcpyKind::kPeer: return "memcpy peer";
+      case MemcpyKind::kUnknown: return "memcpy";
+    }
+  }
+  if (std::holds_alternative<Memset>(e.payload)) return "memset";
+  if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
+    return fmt::format("graph launch ({} nodes)", g->nodeCount);
+  }
+  return trace::kindName(e.payload);
+}
+
+OpInfo info(const Run& run, uint64_t index, const Event& e) {
+  const Op& op = run.ops[index];
+  OpInfo out;
+  out.seq = op.seq;
+  out.index = index;
+  out.launchIndex = run.launchIndex[index];
+  out.stream = op.stream;
+  out.kind = op.kind;
+  out.name = opName(e);
+  if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
+    out.grid = k->grid;
+    out.block = k->block;
+    out.annotations = k->annotations;
+  }
+  return out;
+}
+
+OpInfo info(const Run& run, uint64_t index) {
+  return info(run, index, eventAt(*run.reader, run.ops[index].seq));
+}
+
+// ------------------------------------------------------------ headers
+
+std::optional<std::string> lookup(const std::vector<KeyValue>& kvs, const std::string& key) {
+  for (const KeyValue& kv : kvs) {
+    if (kv.key == key) return kv.value;
+  }
+  return std::nullopt;
+}
+
+void compareKeyValues(const std::vector<KeyValue>& a, const std::vector<KeyValue>& b,
+                      const std::string& prefix, std::vector<EnvDifference>& out) {
+  std::vector<std::string> keys;
+  for (const auto* kvs : {&a, &b}) {
+    for (const KeyValue& kv : *kvs) {
+      if (std::find(keys.begin(), keys.end(), kv.key) == keys.end()) keys.push_back(kv.key);
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  for (const std::string& k : keys) {
+    auto va = lookup(a, k), vb = lookup(b, k);
+    if (va != vb) out.push_back({prefix + k, va, vb, true});
+  }
+}
+
+std::string gpuText(const GpuInfo& g) {
+  return fmt::format("{} (sm_{}{}, {} SMs)", g.name, g.ccMajor, g.ccMinor, g.smCount);
+}
+
+std::string versionText(uint32_t v, bool cuda) {
+  if (v == 0) return cuda ? "unknown" : "not loaded";
+  if (cuda) return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+}
+
+// ------------------------------------------------------------ comparisons
+
+std::string hexBytes(std::span<const uint8_t> bytes) {
+  std::string out;
+  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+std::string rangeText(const DeviceRange& r) {
+  if (r.allocation == 0) return fmt::format("{:#x}", r.address);
+  return fmt::format("alloc#{}+{:#x}", r.allocation, r.offset);
+}
+
+// Merges [begin, end) into sorted `spans`.
+void addSpan(std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t begin, uint64_t end) {
+  if (!spans.empty() && spans.back().second >= begin) {
+    spans.back().second = std::max(spans.back().second, end);
+  } else {
+    spans.emplace_back(begin, end);
+  }
+}
+
+struct Context {
+  const DiffOptions& options;
+  Run& a;
+  Run& b;
+  uint64_t chunkBytes;
+};
+
+// Where two corresponding ranges differ, from chunk digests or snapshots.
+RangeDifference compareRange(const Context& ctx, size_t index, const RangeDigest& ra,
+                             const RangeDigest& rb) {
+  RangeDifference d;
+  d.index = index;
+  d.a = ra.range;
+  d.b = rb.range;
+  d.digestA = ra.digest;
+  d.digestB = rb.digest;
+  const uint64_t size = std::min(ra.range.size, rb.range.size);
+  if (!ra.chunkDigests.empty() && ra.chunkDigests.size() == rb.chunkDigests.size() &&
+      ctx.chunkBytes > 0) {
+    d.chunkBytes = ctx.chunkBytes;
+    d.chunks = ra.chunkDigests.size();
+    for (size_t c = 0; c < ra.chunkDigests.size(); ++c) {
+      if (ra.chunkDigests[c] == rb.chunkDigests[c]) continue;
+      ++d.differingChunks;
+      addSpan(d.spans, c * ctx.chunkBytes, std::min<uint64_t>((c + 1) * ctx.chunkBytes, size));
+    }
+  }
+  if (ra.snapshot && rb.snapshot && ra.snapshot->size == rb.snapshot->size &&
+      ra.snapshot->size <= (uint64_t{1} << 30)) {
+    try {
+      const auto ba = ctx.a.reader->readBlob(*ra.snapshot);
+      const auto bb = ctx.b.reader->readBlob(*rb.snapshot);
+      RangeDifference::Values v;
+      std::vector<std::pair<uint64_t, uint64_t>> spans;
+      for (size_t i = 0; i < ba.size(); ++i) {
+        if (ba[i] != bb[i]) {
+          ++v.differingBytes;
+          addSpan(spans, i, i + 1);
+        }
+      }
+      v.floats = ba.size() / 4;
+      for (size_t i = 0; i + 4 <= ba.size(); i += 4) {
+        if (std::memcmp(&ba[i], &bb[i], 4) == 0) continue;
+        ++v.differingFloats;
+        float fa, fb;
+        std::memcpy(&fa, &ba[i], 4);
+        std::memcpy(&fb, &bb[i], 4);
+        const double diff = std::fabs(static_cast<double>(fa) - static_cast<double>(fb));
+        if (std::isfinite(diff)) v.maxAbsDiff = std::max(v.maxAbsDiff, diff);
+      }
+      d.values = v;
+      d.spans = std::move(spans);
+    } catch (const TraceError&) {
+      // A missing snapshot only costs detail; the digests still decide.
+    }
+  }
+  if (d.spans.empty()) d.spans.emplace_back(0, size);
+  return d;
+}
+
+uint64_t normalisedOrdinal(const Run& run, uint32_t ordinal) { return run.ordinals(ordinal); }
+
+bool sameRange(const Context& ctx, const DeviceRange& a, const DeviceRange& b) {
+  if (a.size != b.size) return false;
+  if (a.allocation == 0 || b.allocation == 0) return a.allocation == b.allocation;
+  return normalisedOrdinal(ctx.a, a.allocation) == normalisedOrdinal(ctx.b, b.allocation) &&
+         a.offset == b.offset;
+}
+
+// Differing ranges of two lists (by position); true when all are identical.
+bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
+                   const std::vector<RangeDigest>& b, std::vector<RangeDifference>& out) {
+  bool same = a.size() == b.size();
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i >= a.size() || i >= b.size()) {
+      RangeDifference d;
+      d.index = i;
+      if (i < a.size()) d.a = a[i].range, d.digestA = a[i].digest;
+      if (i < b.size()) d.b = b[i].range, d.digestB = b[i].digest;
+      out.push_back(d);
+      continue;
+    }
+    if (a[i].digest == b[i].digest && sameRange(ctx, a[i].range, b[i].range)) continue;
+    same = false;
+    out.push_back(compareRange(ctx, i, a[i], b[i]));
+  }
+  return same;
+}
+
+// Parameter differences after pointer normalisation, grouped by parameter.
+std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunch& a,
+                                           const KernelLaunch& b) {
+  std::vector<ParamDifference> out;
+  auto paramIndex = [&](uint32_t offset) -> int32_t {
+    for (size_t i = 0; i < a.paramLayout.size(); ++i) {
+      if (offset >= a.paramLayout[i].offset &&
+          offset < a.paramLayout[i].offset + a.paramLayout[i].size) {
+        return static_cast<int32_t>(i);
+      }
+    }
+    return -1;
+  };
+  // Pointers: compared as (allocation, offset).
+  std::vector<bool> isPointer(std::max(a.params.size(), b.params.size()), false);
+  for (const PointerParam& pa : a.pointers) {
+    const PointerParam* pb = nullptr;
+    for (const PointerParam& p : b.pointers) {
+      if (p.byteOffset == pa.byteOffset) pb = &p;
+    }
+    for (uint32_t i = pa.byteOffset; i < pa.byteOffset + 8 && i < isPointer.size(); ++i) isPointer[i] = true;
+    const bool same = pb && ctx.a.ordinals(pa.allocation) == ctx.b.ordinals(pb->allocation) &&
+                      pa.offset == pb->offset;
+    if (same) continue;
+    ParamDifference d;
+    d.offset = pa.byteOffset;
+    d.size = 8;
+    d.param = paramIndex(pa.byteOffset);
+    d.a = fmt::format("alloc#{}+{:#x}", pa.allocation, pa.offset);
+    d.b = pb ? fmt::format("alloc#{}+{:#x}", pb->allocation, pb->offset) : "not a pointer";
+    d.meaning = "pointer";
+    out.push_back(d);
+  }
+  for (const PointerParam& pb : b.pointers) {
+    bool inA = false;
+    for (const PointerParam& p : a.pointers) inA = inA || p.byteOffset == pb.byteOffset;
+    if (inA) continue;
+    for (uint32_t i = pb.byteOffset; i < pb.byteOffset + 8 && i < isPointer.size(); ++i) isPointer[i] = true;
+    out.push_back({pb.byteOffset, 8, paramIndex(pb.byteOffset), "not a pointer",
+                   fmt::format("alloc#{}+{:#x}", pb.allocation, pb.offset), "pointer"});
+  }
+  // Other bytes: each differing parameter of the layout, or each run of
+  // differing bytes when there is no layout.
+  const size_t n = std::max(a.params.size(), b.params.size());
+  auto byteAt = [](const std::vector<uint8_t>& v, size_t i) -> int { return i < v.size() ? v[i] : -1; };
+  size_t i = 0;
+  while (i < n) {
+    if (isPointer[i] || byteAt(a.params, i) == byteAt(b.params, i)) {
+      ++i;
+      continue;
+    }
+    const int32_t p = paramIndex(static_cast<uint32_t>(i));
+    size_t begin = i, end = i + 1;
+    if (p >= 0) {
+      begin = a.paramLayout[p].offset;
+      end = begin + a.paramLayout[p].size;
+    } else {
+      while (end < n && !isPointer[end] && byteAt(a.params, end) != byteAt(b.params, end)) ++end;
+    }
+    auto slice = [&](const std::vector<uint8_t>& v) {
+      if (begin >= v.size()) return std::string("(absent)");
+      return hexBytes(std::span<const uint8_t>(v).subspan(begin, std::min(end, v.size()) - begin));
+    };
+    out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p,
+                   slice(a.params), slice(b.params), ""});
+    i = end;
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ParamDifference& x, const ParamDifference& y) { return x.offset < y.offset; });
+  return out;
+}
+
+std::vector<const RngState*> rngStates(const KernelLaunch& k) {
+  std::vector<const RngState*> out;
+  for (const Annotation& a : k.annotations) {
+    if (const auto* r = std::get_if<RngState>(&a)) out.push_back(r);
+  }
+  return out;
+}
+
+// The parameter bytes an RngState annotation covers: its parameter in the
+// layout, else the 16 bytes of a Philox (seed, offset) pair.
+std::pair<uint32_t, uint32_t> rngWindow(const KernelLaunch& k, const RngState& r) {
+  for (const ParamInfo& p : k.paramLayout) {
+    if (r.paramOffset >= p.offset && r.paramOffset < p.offset + p.size) {
+      return {p.offset, p.offset + p.size};
+    }
+  }
+  return {r.paramOffset, r.paramOffset + 16};
+}
+
+template <typename T>
+std::optional<T> annotation(const std::vector<Annotation>& annotations) {
+  for (const Annotation& a : annotations) {
+    if (const auto* t = std::get_if<T>(&a)) return *t;
+  }
+  return std::nullopt;
+}
+
+// Bytes of `spans` within `range` that no recorded operation of `run` wrote
+// before event `beforeSeq`. Scans the run from its start (only done for the
+// first divergence, when an input differs).
+void checkWritten(const Run& run, uint64_t beforeSeq, std::vector<RangeDifference>& diffs,
+                  bool sideA) {
+  std::vector<uint32_t> ordinals;
+  for (const RangeDifference& d : diffs) {
+    const DeviceRange& r = sideA ? d.a : d.b;
+    if (r.allocation != 0) ordinals.push_back(r.allocation);
+  }
+  if (ordinals.empty()) return;
+  IntervalLabels written;
+  auto want = [&](uint32_t o) { return std::find(ordinals.begin(), ordinals.end(), o) != ordinals.end(); };
+  scanEvents(*run.reader, [&](const ScanEvent& e) {
+    if (e.seq >= beforeSeq) return false;
+    if (e.kind == 0 || e.kind == 1 || e.kind == 2 || e.kind == 7) {
+      if (e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost) return true;
+      for (const ScanRange& r : e.outputs) {
+        if (r.range.allocation != 0 && want(r.range.allocation)) {
+          written.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, 0);
+        }
+      }
+    } else if (e.kind == 3 && want(e.ordinal)) {
+      // A new allocation under this ordinal starts unwritten.
+      written.assign(e.ordinal, 0, UINT64_MAX, -1);
+    }
+    return true;
+  });
+  for (RangeDifference& d : diffs) {
+    const DeviceRange& r = sideA ? d.a : d.b;
+    if (r.allocation == 0) continue;
+    uint64_t unwritten = 0;
+    for (const auto& [begin, end] : d.spans) {
+      const uint64_t b = r.offset + begin, e = r.offset + end;
+      unwritten += (e - b) - written.covered(r.allocation, b, e);
+    }
+    (sideA ? d.unwrittenA : d.unwrittenB) = unwritten;
+    d.writtenChecked = true;
+  }
+}
+
+std::string plural(uint64_t n, const char* word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+// ------------------------------------------------------------ classification
+
+bool environmentMatters(const std::vector<EnvDifference>& env) {
+  for (const EnvDifference& e : env) {
+    if (e.affectsResults) return true;
+  }
+  return false;
+}
+
+std::string envSummary(const std::vector<EnvDifference>& env) {
+  std::string out;
+  size_t n = 0;
+  for (const EnvDifference& e : env) {
+    if (!e.affectsResults) continue;
+    if (n++ < 3) out += (out.empty() ? "" : ", ") + e.field;
+  }
+  if (n > 3) out += fmt::format(" and {} more", n - 3);
+  return out;
+}
+
+void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) {
+  const Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq);
+  const Event eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq);
+  d.a = info(ctx.a, ia, ea);
+  d.b = info(ctx.b, ib, eb);
+  const OpView va = view(ea), vb = view(eb);
+  d.inputCount = va.inputs.size();
+  for (const RangeDigest& r : va.inputs) d.inputBytes += r.range.size;
+  d.outputCount = va.outputs.size();
+  d.inputsIdentical = compareRanges(ctx, va.inputs, vb.inputs, d.inputs);
+  compareRanges(ctx, va.outputs, vb.outputs, d.outputs);
+  if (va.launch && vb.launch) {
+    d.params = compareParams(ctx, *va.launch, *vb.launch);
+    d.paramsIdentical = d.params.empty();
+    d.determinismA = annotation<DeterminismCheck>(va.launch->annotations);
+    d.determinismB = annotation<DeterminismCheck>(vb.launch->annotations);
+  } else if (va.memset && vb.memset) {
+    if (va.memset->value != vb.memset->value || va.memset->elementSize != vb.memset->elementSize) {
+      d.paramsIdentical = false;
+      d.params.push_back({0, va.memset->elementSize, -1, fmt::format("{:#x}", va.memset->value),
+                          fmt::format("{:#x}", vb.memset->value), "memset value"});
+    }
+  }
+
+  // Host input: a host-to-device copy wrote different bytes.
+  if (va.memcpy && va.memcpy->kind == MemcpyKind::kHostToDevice) {
+    d.cause = Cause::kHostInput;
+    d.summary = "host input: the bytes copied host-to-device differ";
+    d.evidence.push_back(fmt::format("{} of {} bytes into {}: digest {:016x} in run A, {:016x} in run B",
+                                     opName(ea), va.memcpy->size, rangeText(va.memcpy->dst),
+                                     va.memcpy->digest, vb.memcpy->digest));
+    if (va.memcpy->data && vb.memcpy->data) {
+      try {
+        const auto ba = ctx.a.reader->readBlob(*va.memcpy->data);
+        const auto bb = ctx.b.reader->readBlob(*vb.memcpy->data);
+        uint64_t differing = 0, first = UINT64_MAX;
+        for (size_t i = 0; i < std::min(ba.size(), bb.size()); ++i) {
+          if (ba[i] != bb[i]) {
+            ++differing;
+            first = std::min<uint64_t>(first, i);
+          }
+        }
+        d.evidence.push_back(fmt::format("captured host data: {} of {} bytes differ, the first at "
+                                         "byte {:#x}",
+                                         differing, ba.size(), first == UINT64_MAX ? 0 : first));
+      } catch (const TraceError& e) {
+        d.evidence.push_back(fmt::format("captured host data unreadable: {}", e.what()));
+      }
+    } else {
+      d.evidence.push_back("record with --capture-host-data to see which bytes differ");
+    }
+    d.evidence.push_back("the program fed the GPU different data: data order, CPU-side "
+                         "augmentation, unseeded Python/NumPy RNG, DataLoader workers");
+    d.mechanism = d.cause;
+    return;
+  }
+
+  if (!d.inputsIdentical) {
+    checkWritten(ctx.a, d.a.seq, d.inputs, true);
+    checkWritten(ctx.b, d.b.seq, d.inputs, false);
+    const RangeDifference* unwritten = nullptr;
+    for (const RangeDifference& r : d.inputs) {
+      if (r.writtenChecked && (r.unwrittenA > 0 || r.unwrittenB > 0)) {
+        unwritten = &r;
+        break;
+      }
+    }
+    if (unwritten) {
+      d.cause = Cause::kUninitialisedMemory;
+      d.summary = fmt::format("uninitialised memory: input {} ({}) differs in bytes that no "
+                              "recorded operation wrote",
+                              unwritten->index, rangeText(unwritten->a));
+      d.evidence.push_back(fmt::format(
+          "input {} differs; of its differing bytes, {} in run A and {} in run B were never "
+          "written by a recorded copy, memset or kernel output since allocation",
+          unwritten->index, unwritten->unwrittenA, unwritten->unwrittenB));
+      d.evidence.push_back("every earlier operation produced identical outputs, so the "
+                           "difference comes from what the memory held before: read of "
+                           "uninitialised memory (torch.empty, cudaMalloc without a memset)");
+    } else {
+      d.cause = Cause::kUnknown;
+      d.summary = "unknown: an input differs although every recorded writer of its bytes "
+                  "produced identical outputs";
+      d.evidence.push_back("a write gpurr did not record (another process, host-mapped "
+                           "memory written by the CPU, a launch recorded without hashing) "
+                           "or a race between streams changed the input");
+    }
+    d.mechanism = d.cause;
+    return;
+  }
+
+  // Same inputs. Parameters?
+  if (va.launch && vb.launch) {
+    const auto rngA = rngStates(*va.launch), rngB = rngStates(*vb.launch);
+    bool rngDiffers = rngA.size() != rngB.size();
+    for (size_t i = 0; !rngDiffers && i < rngA.size(); ++i) {
+      rngDiffers = rngA[i]->seed != rngB[i]->seed || rngA[i]->offset != rngB[i]->offset;
+    }
+    bool allInRng = !d.params.empty();
+    for (ParamDifference& p : d.params) {
+      bool in = false;
+      for (const auto* list : {&rngA, &rngB}) {
+        for (const RngState* r : *list) {
+          const auto [begin, end] = rngWindow(list == &rngA ? *va.launch : *vb.launch, *r);
+          if (p.offset >= begin && p.offset + p.size <= end) {
+            in = true;
+            p.meaning = fmt::format("{} seed/offset", r->source);
+          }
+        }
+      }
+      allInRng = allInRng && in;
+    }
+    if ((allInRng && !d.params.empty()) || (d.params.empty() && rngDiffers)) {
+      d.cause = Cause::kRngState;
+      d.mechanism = d.cause;
+      d.summary = "RNG state: same kernel and inputs; only the random generator's seed/offset differs";
+      for (size_t i = 0; i < std::max(rngA.size(), rngB.size()); ++i) {
+        auto side = [](const std::vector<const RngState*>& v, size_t i) {
+          return i < v.size() ? fmt::format("{} {} seed={} offset={}", v[i]->source,
+                                            v[i]->generator, v[i]->seed, v[i]->offset)
+                              : std::string("none");
+        };
+        d.evidence.push_back(fmt::format("run A: {}; run B: {}", side(rngA, i), side(rngB, i)));
+      }
+      if (rngA.empty() && rngB.empty()) {
+        d.evidence.push_back("the differing parameter bytes hold the RNG state");
+      }
+      d.evidence.push_back("seed every run identically (torch.manual_seed) and keep the "
+                           "sequence of random operations the same");
+      return;
+    }
+  }
+  if (!d.paramsIdentical) {
+    d.cause = Cause::kScalarParameters;
+    d.mechanism = d.cause;
+    const ParamDifference& p = d.params.front();
+    d.summary = fmt::format("scalar parameters: same kernel and inputs; {} differ{}",
+                            d.params.size() == 1
+                                ? (p.param >= 0 ? fmt::format("parameter {}", p.param)
+                                                : fmt::format("parameter bytes {:#x}", p.offset))
+                                : plural(d.params.size(), "parameter"),
+                            d.params.size() == 1 ? "s" : "");
+    for (const ParamDifference& q : d.params) {
+      d.evidence.push_back(fmt::format("{} (bytes {:#x}-{:#x}{}): run A {}, run B {}",
+                                       q.param >= 0 ? fmt::format("parameter {}", q.param) : "bytes",
+                                       q.offset, q.offset + q.size,
+                                       q.meaning.empty() ? "" : ", " + q.meaning, q.a, q.b));
+    }
+    d.evidence.push_back("a value computed on the host differs: a learning rate or step "
+                         "count, a size, a clock- or counter-derived value");
+    return;
+  }
+  d.cause = Cause::kNondeterministicKernel;
+  d.mechanism = d.cause;
+  d.summary = "nondeterministic kernel: same inputs and parameters, different outputs";
+  d.evidence.push_back(fmt::format("{} identical (digests equal), parameters identical after "
+                                   "pointer normalisation; {} of {} differ",
+                                   d.inputCount == 1 ? "the input is" : fmt::format("all {} inputs are", d.inputCount),
+                                   plural(d.outputs.size(), "output"), d.outputCount));
+  d.evidence.push_back("the kernel itself gives different results from identical state: "
+                       "floating-point atomics, split-K or other unordered reductions, races");
+}
+
+PathDivergence stretchOf(const Context& ctx, const AlignedRun& run) {
+  PathDivergence p;
+  p.aBegin = run.aBegin;
+  p.aCount = run.aCount;
+  p.bBegin = run.bBegin;
+  p.bCount = run.bCount;
+  const size_t n = ctx.options.maxStretchOps;
+  // One pass per side over the stretch's events.
+  auto collect = [&](const Run& r, uint64_t begin, uint64_t count, std::vector<OpInfo>& out) {
+    if (count == 0) return;
+    const uint64_t shown = std::min<uint64_t>(count, n);
+    uint64_t next = begin;
+    r.reader->forEach([&](const Event& e) {
+      if (next >= begin + shown) return false;
+      if (e.seq == r.ops[next].seq) out.push_back(info(r, next++, e));
+      return next < begin + shown;
+    }, r.ops[begin].seq);
+  };
+  collect(ctx.a, p.aBegin, p.aCount, p.aOps);
+  collect(ctx.b, p.bBegin, p.bCount, p.bOps);
+  return p;
+}
+
+void classifyPath(const Context& ctx, const AlignedRun& run, FirstDivergence& d) {
+  d.path = true;
+  d.stretch = stretchOf(ctx, run);
+  const PathDivergence& s = *d.stretch;
+  if (!s.aOps.empty()) d.a = s.aOps.front();
+  if (!s.bOps.empty()) d.b = s.bOps.front();
+  d.cause = Cause::kAlgorithmChoice;
+  d.mechanism = d.cause;
+  d.summary = fmt::format("algorithm choice: the runs take different paths here ({} in run A, "
+                          "{} in run B)",
+                          plural(s.aCount, "operation"), plural(s.bCount, "operation"));
+  auto algos = [&](const std::vector<OpInfo>& ops, const char* side) {
+    bool any = false;
+    for (const OpInfo& o : ops) {
+      for (const Annotation& a : o.annotations) {
+        if (const auto* g = std::get_if<AlgorithmChoice>(&a)) {
+          d.evidence.push_back(fmt::format("run {}: {} {} chose {}{}", side, g->library, g->call,
+                                           g->algorithm,
+                                           g->candidates.empty()
+                                               ? ""
+                                               : fmt::format(" (autotuned among {})",
+                                                             plural(g->candidates.size(), "candidate"))));
+          any = true;
+        }
+      }
+    }
+    return any;
+  };
+  const bool anyA = algos(s.aOps, "A"), anyB = algos(s.bOps, "B");
+  if (!anyA && !anyB) {
+    d.evidence.push_back("no algorithm choice was recorded for these operations; a library "
+                         "(cuDNN, cuBLAS) or the program picked a different sequence of kernels");
+  }
+}
+
+// ------------------------------------------------------------ blast radius
+
+struct TailRanges {
+  // Per operation from `first`: [begin, end) into `ranges`, inputs then outputs.
+  uint64_t first = 0;
+  std::vector<uint32_t> inBegin, outBegin, end;
+  struct R {
+    uint32_t allocation;
+    uint64_t begin, end;
+  };
+  std::vector<R> ranges;
+};
+
+// Ranges (in run A's ordinal numbering) of every operation from `firstOp` on.
+TailRanges tailRanges(const Run& run, uint64_t firstOp) {
+  TailRanges t;
+  t.first = firstOp;
+  if (firstOp >= run.ops.size()) return t;
+  uint64_t next = firstOp;
+  auto add = [&](std::span<const ScanRange> rs) {
+    for (const ScanRange& r : rs) {
+      if (r.range.allocation == 0) continue;
+      t.ranges.push_back({run.ordinals(r.range.allocation), r.range.offset,
+                          r.range.offset + r.range.size});
+    }
+  };
+  scanEvents(*run.reader, [&](const ScanEvent& e) {
+    if (next >= run.ops.size()) return false;
+    if (e.seq != run.ops[next].seq) return true;
+    t.inBegin.push_back(static_cast<uint32_t>(t.ranges.size()));
+    const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
+                                            e.memcpyKind == MemcpyKind::kHostToHost);
+    if (!hostSource) add(e.inputs);
+    t.outBegin.push_back(static_cast<uint32_t>(t.ranges.size()));
+    if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) add(e.outputs);
+    t.end.push_back(static_cast<uint32_t>(t.ranges.size()));
+    ++next;
+    return true;
+  }, run.ops[firstOp].seq);
+  return t;
+}
+
+class Taint {
+ public:
+  // Smallest label among the op's inputs, if any is tainted.
+  std::optional<int> reads(const TailRanges& t, uint64_t op) const {
+    const uint64_t i = op - t.first;
+    std::optional<int> out;
+    for (uint32_t r = t.inBegin[i]; r < t.outBegin[i]; ++r) {
+      const auto& x = t.ranges[r];
+      const auto l = labels_.minLabel(x.allocation, x.begin, x.end);
+      if (l && (!out || *l < *out)) out = l;
+    }
+    return out;
+  }
+  void writes(const TailRanges& t, uint64_t op, int label) {
+    const uint64_t i = op - t.first;
+    for (uint32_t r = t.outBegin[i]; r < t.end[i]; ++r) {
+      const auto& x = t.ranges[r];
+      labels_.assign(x.allocation, x.begin, x.end, label);
+    }
+  }
+
+ private:
+  IntervalLabels labels_;
+};
+
+}  // namespace
+
+// ------------------------------------------------------------ public
+
+std::vector<EnvDifference> compareHeaders(const Header& a, const Header& b) {
+  std::vector<EnvDifference> out;
+  compareKeyValues(a.environment, b.environment, "env ", out);
+  for (size_t i = 0; i < std::max(a.gpus.size(), b.gpus.size()); ++i) {
+    std::optional<std::string> ga, gb;
+    if (i < a.gpus.size()) ga = gpuText(a.gpus[i]);
+    if (i < b.gpus.size()) gb = gpuText(b.gpus[i]);
+    if (ga != gb) out.push_back({fmt::format("gpu {}", i), ga, gb, true});
+  }
+  auto version = [&](const char* field, uint32_t va, uint32_t vb, bool cuda) {
+    if (va != vb) out.push_back({field, versionText(va, cuda), versionText(vb, cuda), true});
+  };
+  version("driver", a.driverVersion, b.driverVersion, true);
+  version("CUDA runtime", a.cudaRuntimeVersion, b.cudaRuntimeVersion, true);
+  version("cuDNN", a.cudnnVersion, b.cudnnVersion, false);
+  version("cuBLAS", a.cublasVersion, b.cublasVersion, false);
+  compareKeyValues(a.libraries, b.libraries, "library ", out);
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
+    return s;
+  };
+  if (a.commandLine != b.commandLine) {
+    out.push_back({"command line", join(a.commandLine), join(b.commandLine), false});
+  }
+  if (a.options.hashChunkBytes != b.options.hashChunkBytes) {
+    out.push_back({"hash chunk bytes", std::to_string(a.options.hashChunkBytes),
+                   std::to_string(b.options.hashChunkBytes), false});
+  }
+  return out;
+}
+
+ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffOptions& options,
+                       const Culprits* culprits) {
+  ProcessDiff out;
+  out.pathA = ta.path().string();
+  out.pathB = tb.path().string();
+  out.environment = compareHeaders(ta.header(), tb.header());
+  for (const auto* r : {&ta, &tb}) {
+    if (r->damage().unclosed) {
+      out.warnings.push_back(fmt::format("{}: {}; compared up to its last complete block",
+                                         r->path().string(), r->damage().detail));
+    }
+  }
+  if (ta.header().compatVersion != tb.header().compatVersion) {
+    out.warnings.push_back(fmt::format("the traces were written by different gpurr versions "
+                                       "(compatibility {} and {}); fields only one of them "
+                                       "records are ignored",
+                                       ta.header().compatVersion, tb.header().compatVersion));
+  }
+
+  Run a, b;
+  a.reader = &ta;
+  b.reader = &tb;
+  summarise(a);
+  b.ordinals = OrdinalMap(&a.allocs);
+  summarise(b);
+  out.opsA = a.ops.size();
+  out.opsB = b.ops.size();
+  Alignment alignment = align(a.keys, b.keys, options.align);
+  out.matched = alignment.matched;
+  out.alignmentBounded = alignment.bounded;
+  if (alignment.bounded) {
+    out.warnings.push_back(fmt::format("the runs differ too much to align minimally (more than "
+                                       "{} edits in a window of {} operations); stretches are "
+                                       "reported coarsely",
+                                       options.align.maxEdits, options.align.window));
+  }
+  // A trace cut short: what the other run did afterwards was not compared.
+  if (!alignment.runs.empty() && !alignment.runs.back().match) {
+    const AlignedRun& last = alignment.runs.back();
+    const bool aEnds = last.aCount == 0 && ta.damage().unclosed;
+    const bool bEnds = last.bCount == 0 && tb.damage().unclosed;
+    if (aEnds || bEnds) {
+      out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends; not compared",
+                                         aEnds ? 'B' : 'A',
+                                         plural(aEnds ? last.bCount : last.aCount, "operation"),
+                                         aEnds ? 'A' : 'B'));
+      alignment.runs.pop_back();
+    }
+  }
+  const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
+
+  // The first divergence, in alignment order.
+  size_t firstRun = alignment.runs.size();
+  uint64_t firstOffset = 0;  // within a matched run
+  for (size_t r = 0; r < alignment.runs.size() && firstRun == alignment.runs.size(); ++r) {
+    const AlignedRun& run = alignment.runs[r];
+    if (!run.match) {
+      firstRun = r;
+      break;
+    }
+    for (uint64_t k = 0; k < run.aCount; ++k) {
+      const Op& oa = a.ops[run.aBegin + k];
+      const Op& ob = b.ops[run.bBegin + k];
+      if (oa.hashed && ob.hashed && oa.outputs != ob.outputs) {
+        firstRun = r;
+        firstOffset = k;
+        break;
+      }
+    }
+  }
+  for (const AlignedRun& run : alignment.runs) {
+    if (run.match) continue;
+    ++out.pathDivergenceCount;
+  }
+  if (firstRun == alignment.runs.size()) {
+    // Header differences alone do not make the runs' results differ.
+    out.identical = out.pathDivergenceCount == 0;
+    return out;
+  }
+  out.identical = false;
+
+  FirstDivergence d;
+  const AlignedRun& first = alignment.runs[firstRun];
+  if (first.match) {
+    classifyMatched(ctx, first.aBegin + firstOffset, first.bBegin + firstOffset, d);
+  } else {
+    classifyPath(ctx, first, d);
+  }
+  if (environmentMatters(out.environment) &&
+      (d.cause == Cause::kNondeterministicKernel || d.cause == Cause::kAlgorithmChoice ||
+       d.cause == Cause::kUnknown)) {
+    d.mechanism = d.cause;
+    d.cause = Cause::kEnvironment;
+    d.evidence.insert(d.evidence.begin(),
+                      fmt::format("at this operation: {}", d.summary));
+    d.summary = fmt::format("environment: the runs were recorded in different environments ({})",
+                            envSummary(out.environment));
+  }
+  if (culprits) d.known = culprits->match(d, out.environment);
+
+  // Blast radius and later divergences, over the rest of the alignment.
+  const uint64_t startA = first.aBegin + (first.match ? firstOffset : 0);
+  const uint64_t startB = first.bBegin + (first.match ? firstOffset : 0);
+  const TailRanges tailA = tailRanges(a, startA);
+  const TailRanges tailB = tailRanges(b, startB);
+  Taint taint;
+  int nextLabel = 1;
+  BlastRadius& blast = out.blast;
+  auto countA = [&](uint64_t ia, bool tainted0) {
+    ++blast.laterOps;
+    const bool launch = a.ops[ia].kind == OpKind::kLaunch;
+    if (launch) ++blast.laterLaunches;
+    if (tainted0) {
+      ++blast.taintedOps;
+      if (launch) ++blast.taintedLaunches;
+    }
+  };
+  for (size_t r = firstRun; r < alignment.runs.size(); ++r) {
+    const AlignedRun& run = alignment.runs[r];
+    if (!run.match) {
+      // A stretch: everything it writes differs between the runs.
+      std::optional<int> reads;
+      for (uint64_t k = 0; k < run.aCount; ++k) {
+        const auto l = taint.reads(tailA, run.aBegin + k);
+        if (l && (!reads || *l < *reads)) reads = l;
+      }
+      for (uint64_t k = 0; k < run.bCount; ++k) {
+        const auto l = taint.reads(tailB, run.bBegin + k);
+        if (l && (!reads || *l < *reads)) reads = l;
+      }
+      const bool isFirst = r == firstRun;
+      int label = isFirst ? 0 : (reads ? *reads : nextLabel++);
+      if (!isFirst) {
+        for (uint64_t k = 0; k < run.aCount; ++k) countA(run.aBegin + k, reads && *reads == 0);
+      }
+      if (out.pathDivergences.size() < options.maxPathDivergences) {
+        PathDivergence p = isFirst && d.stretch ? *d.stretch : stretchOf(ctx, run);
+        p.readsTainted = reads.has_value();
+        out.pathDivergences.push_back(std::move(p));
+      }
+      if (!isFirst && !reads) {
+        ++blast.independentCount;
+        if (blast.independent.size() < options.maxIndependent) {
+          IndependentDivergence ind;
+          ind.path = true;
+          if (run.aCount > 0) ind.a = info(a, run.aBegin);
+          if (run.bCount > 0) ind.b = info(b, run.bBegin);
+          ind.reason = fmt::format("different path ({} in run A, {} in run B) reading no "
+                                   "data derived from an earlier divergence",
+                                   plural(run.aCount, "operation"), plural(run.bCount, "operation"));
+          blast.independent.push_back(std::move(ind));
+        }
+      }
+      for (uint64_t k = 0; k < run.aCount; ++k) taint.writes(tailA, run.aBegin + k, label);
+      for (uint64_t k = 0; k < run.bCount; ++k) taint.writes(tailB, run.bBegin + k, label);
+      continue;
+    }
+    const uint64_t from = r == firstRun ? firstOffset : 0;
+    for (uint64_t k = from; k < run.aCount; ++k) {
+      const uint64_t ia = run.aBegin + k, ib = run.bBegin + k;
+      const Op& oa = a.ops[ia];
+      const Op& ob = b.ops[ib];
+      if (r == firstRun && k == firstOffset) {
+        taint.writes(tailA, ia, 0);
+        taint.writes(tailB, ib, 0);
+        continue;
+      }
+      const auto reads = taint.reads(tailA, ia);
+      countA(ia, reads && *reads == 0);
+      const bool comparable = oa.hashed && ob.hashed;
+      const bool differs = comparable && oa.outputs != ob.outputs;
+      if (differs) {
+        ++blast.divergentOps;
+        if (reads) {
+          ++blast.explainedOps;
+          taint.writes(tailA, ia, *reads);
+          taint.writes(tailB, ib, *reads);
+        } else {
+          ++blast.independentCount;
+          const int label = nextLabel++;
+          if (blast.independent.size() < options.maxIndependent) {
+            IndependentDivergence ind;
+            ind.a = info(a, ia);
+            ind.b = info(b, ib);
+            const bool sameIn = oa.inputs == ob.inputs, sameParams = oa.params == ob.params;
+            ind.reason = fmt::format(
+                "outputs differ; reads no data derived from an earlier divergence ({}{})",
+                sameIn ? "inputs identical" : "inputs differ",
+                sameParams ? ", parameters identical" : ", parameters differ");
+            blast.independent.push_back(std::move(ind));
+          }
+          taint.writes(tailA, ia, label);
+          taint.writes(tailB, ib, label);
+        }
+      } else if (comparable) {
+        taint.writes(tailA, ia, -1);  // identical outputs: these bytes agree again
+      } else if (reads) {
+        taint.writes(tailA, ia, *reads);  // not hashed: assume the worst
+      }
+    }
+  }
+  out.firstDivergence = std::move(d);
+  return out;
+}
+
+}  // namespace gpurr::diff

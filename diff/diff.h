@@ -1,0 +1,33 @@
+// gpurr_diff: compares two recordings of one process and finds the first
+// operation whose output differs, why, and what it affected afterwards.
+// Works on trace_format's value types and readers only.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "diff/align.h"
+#include "diff/culprits.h"
+#include "diff/report.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::diff {
+
+struct DiffOptions {
+  AlignOptions align;
+  size_t maxIndependent = 5;      // independent divergences listed (all are counted)
+  size_t maxPathDivergences = 8;  // path divergences listed
+  size_t maxStretchOps = 6;       // operations shown per side of a stretch
+};
+
+// The header fields that differ: environment variables, GPUs, driver, CUDA,
+// cuDNN, cuBLAS and other library versions (affectsResults), and the command
+// line and recording options (context only).
+std::vector<EnvDifference> compareHeaders(const trace::Header& a, const trace::Header& b);
+
+// Compares the operations (launches, copies, sets, graph launches) of `a` and
+// `b`. `culprits` may be null. Throws trace::TraceError on a corrupt trace.
+ProcessDiff diffTraces(const trace::TraceReader& a, const trace::TraceReader& b,
+                       const DiffOptions& options, const Culprits* culprits);
+
+}  // namespace gpurr::diff

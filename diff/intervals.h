@@ -1,0 +1,87 @@
+// Labelled byte intervals per allocation: which bytes were written (the
+// uninitialised-memory check) and which hold data derived from a divergence
+// (taint). Ranges are in allocation-ordinal space, comparable between runs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+namespace gpurr::diff {
+
+class IntervalLabels {
+ public:
+  // Labels [begin, end) of `allocation` with `label`, replacing what was
+  // there; a negative label clears the bytes.
+  void assign(uint32_t allocation, uint64_t begin, uint64_t end, int label) {
+    if (begin >= end) return;
+    auto& m = map_[allocation];
+    auto it = m.lower_bound(begin);
+    if (it != m.begin()) {
+      auto prev = std::prev(it);
+      if (prev->second.end > begin) {
+        const Span tail = prev->second;
+        prev->second.end = begin;
+        if (tail.end > end) m.emplace(end, Span{tail.end, tail.label});
+      }
+    }
+    it = m.lower_bound(begin);
+    while (it != m.end() && it->first < end) {
+      if (it->second.end > end) {
+        const Span tail = it->second;
+        m.erase(it);
+        m.emplace(end, tail);
+        break;
+      }
+      it = m.erase(it);
+    }
+    if (label >= 0) m.emplace(begin, Span{end, label});
+  }
+
+  // Smallest label among the bytes of [begin, end), if any is labelled.
+  std::optional<int> minLabel(uint32_t allocation, uint64_t begin, uint64_t end) const {
+    auto found = map_.find(allocation);
+    if (found == map_.end() || begin >= end) return std::nullopt;
+    const auto& m = found->second;
+    std::optional<int> out;
+    auto it = m.upper_bound(begin);
+    if (it != m.begin()) --it;
+    for (; it != m.end() && it->first < end; ++it) {
+      if (it->second.end <= begin) continue;
+      if (!out || it->second.label < *out) out = it->second.label;
+    }
+    return out;
+  }
+
+  // Bytes of [begin, end) that carry a label.
+  uint64_t covered(uint32_t allocation, uint64_t begin, uint64_t end) const {
+    auto found = map_.find(allocation);
+    if (found == map_.end() || begin >= end) return 0;
+    const auto& m = found->second;
+    uint64_t bytes = 0;
+    auto it = m.upper_bound(begin);
+    if (it != m.begin()) --it;
+    for (; it != m.end() && it->first < end; ++it) {
+      const uint64_t b = std::max(begin, it->first), e = std::min(end, it->second.end);
+      if (e > b) bytes += e - b;
+    }
+    return bytes;
+  }
+
+  bool empty() const {
+    for (const auto& [a, m] : map_) {
+      if (!m.empty()) return false;
+    }
+    return true;
+  }
+
+ private:
+  struct Span {
+    uint64_t end;
+    int label;
+  };
+  std::unordered_map<uint32_t, std::map<uint64_t, Span>> map_;
+};
+
+}  // namespace gpurr::diff

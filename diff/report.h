@@ -1,0 +1,149 @@
+// The result of comparing two runs of a process: plain data that the `gpurr
+// diff` command prints as text or JSON (docs/DIFF.md documents both).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trace_format/events.h"
+
+namespace gpurr::diff {
+
+// Why the first divergent operation differs (DESIGN.md §2).
+enum class Cause : uint8_t {
+  kNone,                    // the runs are identical
+  kEnvironment,             // the headers differ in something that changes results
+  kHostInput,               // bytes copied host-to-device differ
+  kRngState,                // only an RNG seed/offset differs
+  kScalarParameters,        // parameter bytes differ after pointer normalisation
+  kAlgorithmChoice,         // a different kernel sequence at this point
+  kNondeterministicKernel,  // same kernel, parameters and inputs; different outputs
+  kUninitialisedMemory,     // an input differs in bytes no recorded operation wrote
+  kUnknown,                 // the traces hold too little to tell (said why)
+};
+const char* toString(Cause cause);  // "nondeterministic kernel"
+const char* jsonName(Cause cause);  // "nondeterministicKernel"
+
+// One header field that differs. An absent value (variable unset) is nullopt.
+struct EnvDifference {
+  std::string field;  // "env CUBLAS_WORKSPACE_CONFIG", "gpu 0", "cuDNN"...
+  std::optional<std::string> a, b;
+  bool affectsResults = true;  // false for fields shown only for context
+};
+
+enum class OpKind : uint8_t { kLaunch, kMemcpy, kMemset, kGraph };
+const char* toString(OpKind kind);
+
+// One side's view of an operation.
+struct OpInfo {
+  uint64_t seq = 0;          // event number in its trace (gpurr dump --range)
+  uint64_t index = 0;        // position among the run's operations, from 0
+  uint64_t launchIndex = 0;  // position among the run's launches (launches only)
+  uint32_t stream = 0;       // stream ordinal, in order of first use (0 = default)
+  OpKind kind = OpKind::kLaunch;
+  std::string name;          // mangled kernel name, or "memcpy HtoD"...
+  trace::Dim3 grid, block;
+  std::vector<trace::Annotation> annotations;
+};
+
+// Where one buffer differs.
+struct RangeDifference {
+  size_t index = 0;              // position in the op's input or output list
+  trace::DeviceRange a, b;       // each run's own range
+  uint64_t digestA = 0, digestB = 0;
+  uint64_t chunkBytes = 0;       // 0 when chunk digests were not recorded
+  uint64_t chunks = 0, differingChunks = 0;
+  // Differing byte spans [begin, end) within the range, merged; from chunk
+  // digests (chunk granularity) or snapshots (byte granularity).
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  // From snapshots of both sides, when recorded.
+  struct Values {
+    uint64_t differingBytes = 0;
+    uint64_t floats = 0, differingFloats = 0;  // read as float32
+    double maxAbsDiff = 0;
+  };
+  std::optional<Values> values;
+  // Uninitialised-memory analysis: bytes of `spans` that no recorded
+  // operation wrote before this one, in run A and run B.
+  uint64_t unwrittenA = 0, unwrittenB = 0;
+  bool writtenChecked = false;
+};
+
+// A parameter byte range that differs after pointers are normalised.
+struct ParamDifference {
+  uint32_t offset = 0, size = 0;  // bytes in the parameter buffer
+  int32_t param = -1;             // index in the layout, -1 when unknown
+  std::string a, b;               // hex bytes, or "alloc#3+0x0" for pointers
+  std::string meaning;            // "pointer", "philox seed/offset", ""
+};
+
+// A stretch of operations taken by one run only, or replaced by others.
+struct PathDivergence {
+  uint64_t aBegin = 0, aCount = 0;  // operation indices in run A
+  uint64_t bBegin = 0, bCount = 0;
+  std::vector<OpInfo> aOps, bOps;   // the first few of each side
+  bool readsTainted = false;        // explained by an earlier divergence
+};
+
+// A known source of nondeterminism (data/known_culprits.json).
+struct CulpritMatch {
+  std::string id;
+  std::string op;    // framework operation, e.g. "torch.Tensor.index_add_"
+  std::string why;   // what makes it nondeterministic
+  std::string fix;
+  std::string source;
+  std::string matchedBy;  // "kernel", "framework op", "library", "environment"
+};
+
+struct FirstDivergence {
+  bool path = false;  // a path divergence rather than one matched operation
+  OpInfo a, b;        // the operations (for a path divergence, each side's first)
+  std::optional<PathDivergence> stretch;
+  bool inputsIdentical = true;
+  size_t inputCount = 0;
+  uint64_t inputBytes = 0;
+  bool paramsIdentical = true;
+  std::vector<RangeDifference> inputs, outputs;  // differing ones only
+  size_t outputCount = 0;
+  std::vector<ParamDifference> params;
+  Cause cause = Cause::kUnknown;
+  Cause mechanism = Cause::kUnknown;  // what the operation shows, when cause is environment
+  std::string summary;                // the cause in one line
+  std::vector<std::string> evidence;  // what the verdict rests on
+  std::vector<CulpritMatch> known;
+  std::optional<trace::DeterminismCheck> determinismA, determinismB;
+};
+
+// A divergence after the first that no earlier divergence explains.
+struct IndependentDivergence {
+  bool path = false;
+  OpInfo a, b;
+  std::string reason;
+};
+
+struct BlastRadius {
+  uint64_t laterOps = 0, taintedOps = 0;          // run A, after the first divergence
+  uint64_t laterLaunches = 0, taintedLaunches = 0;
+  uint64_t divergentOps = 0;                      // later matched ops with different outputs
+  uint64_t explainedOps = 0;                      // ... of which read tainted data
+  uint64_t independentCount = 0;
+  std::vector<IndependentDivergence> independent;  // the first few
+};
+
+struct ProcessDiff {
+  std::string name;  // "" for a single pair, else the matched entry name
+  std::string pathA, pathB;
+  std::vector<std::string> warnings;
+  std::vector<EnvDifference> environment;
+  uint64_t opsA = 0, opsB = 0, matched = 0;
+  bool identical = true;
+  bool alignmentBounded = false;
+  std::optional<FirstDivergence> firstDivergence;
+  std::vector<PathDivergence> pathDivergences;  // all, in order (first few kept)
+  uint64_t pathDivergenceCount = 0;
+  BlastRadius blast;
+};
+
+}  // namespace gpurr::diff

@@ -1,0 +1,281 @@
+// scanEvents: the summary decode behind gpurr diff's whole-trace passes. It
+// walks the blocks that TraceReader validated when it opened the trace, with
+// one reusable decompression context and buffers, and reads only the fields
+// ScanEvent exposes. Every Cap'n Proto or zstd failure is a TraceError.
+#include "trace_format/scan.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "trace_format/codec.h"
+#include "trace_format/container.h"
+
+namespace gpurr::trace {
+namespace fs = std::filesystem;
+namespace schema = capnp_schema;
+
+namespace {
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void preadAll(int fd, void* out, size_t n, uint64_t offset, const fs::path& path) {
+  auto* p = static_cast<uint8_t*>(out);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw TraceError(fmt::format("{}: read failed at offset {}: {}", path.string(), offset,
+                                   got < 0 ? std::strerror(errno) : "unexpected end of file"));
+    }
+    p += got;
+    offset += static_cast<uint64_t>(got);
+    n -= static_cast<size_t>(got);
+  }
+}
+
+// Reads and decompresses the blocks of one trace, reusing every buffer.
+class BlockSource {
+ public:
+  explicit BlockSource(const TraceReader& reader)
+      : reader_(reader), path_(reader.path() / container::kEventsFile), dctx_(ZSTD_createDCtx()) {
+    fd_.fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_.fd < 0) {
+      throw TraceError(fmt::format("{}: cannot open: {}", path_.string(), std::strerror(errno)));
+    }
+    if (!dctx_) throw TraceError("out of memory for a zstd context");
+  }
+  ~BlockSource() { ZSTD_freeDCtx(dctx_); }
+
+  const fs::path& path() const { return path_; }
+
+  // Decompresses block `i`; returns its frames.
+  kj::ArrayPtr<const capnp::word> load(size_t i) {
+    const BlockInfo& b = reader_.blocks().at(i);
+    uint32_t table[2];
+    preadAll(fd_.fd, table, sizeof table, b.fileOffset, path_);
+    if (table[0] != 0 || table[1] == 0 || table[1] > container::kMaxBlockHeaderWords) {
+      throw TraceError(fmt::format("{}: no block header at offset {}", path_.string(), b.fileOffset));
+    }
+    const uint64_t frameOffset = b.fileOffset + (1 + uint64_t{table[1]}) * 8;
+    compressed_.resize(b.compressedSize);
+    preadAll(fd_.fd, compressed_.data(), compressed_.size(), frameOffset, path_);
+    if (b.uncompressedSize % 8 != 0 || b.uncompressedSize > container::kMaxBlockBytes) {
+      throw TraceError(fmt::format("{}: block at offset {} declares {} bytes", path_.string(),
+                                   b.fileOffset, b.uncompressedSize));
+    }
+    words_.resize(b.uncompressedSize / 8);
+    const size_t n = ZSTD_decompressDCtx(dctx_, words_.data(), b.uncompressedSize,
+                                         compressed_.data(), compressed_.size());
+    if (ZSTD_isError(n) || n != b.uncompressedSize) {
+      throw TraceError(fmt::format("{}: block at offset {} is corrupt: {}", path_.string(),
+                                   b.fileOffset,
+                                   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
+    }
+    return kj::arrayPtr(words_.data(), words_.size());
+  }
+
+ private:
+  const TraceReader& reader_;
+  fs::path path_;
+  Fd fd_;
+  ZSTD_DCtx* dctx_;
+  std::vector<uint8_t> compressed_;
+  std::vector<capnp::word> words_;
+};
+
+DeviceRange range(schema::DeviceRange::Reader r) {
+  return {r.getAddress(), r.getSize(), r.getAllocation(), r.getOffset()};
+}
+
+void digests(capnp::List<schema::RangeDigest>::Reader in, std::vector<ScanRange>& out) {
+  out.resize(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    auto r = in[i];
+    out[i].range = {r.getAddress(), r.getSize(), r.getAllocation(), r.getOffset()};
+    out[i].digest = r.getDigest();
+    out[i].hasChunkDigests = r.hasChunkDigests();
+  }
+}
+
+Dim3 dim(schema::Dim3::Reader d) { return {d.getX(), d.getY(), d.getZ()}; }
+
+struct Function {
+  uint32_t module;
+  std::string name;
+};
+
+// Scratch storage behind one ScanEvent's spans.
+struct Scratch {
+  std::vector<ScanRange> inputs, outputs;
+  std::vector<PointerParam> pointers;
+  std::vector<Function> functions;
+};
+
+void decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
+  e.seq = in.getSeq();
+  switch (in.which()) {
+    case schema::Event::LAUNCH: {
+      auto l = in.getLaunch();
+      const uint32_t id = l.getFunction();
+      if (id >= s.functions.size()) {
+        throw TraceError(fmt::format("launch refers to function #{} but its block declares {}",
+                                     id, s.functions.size()));
+      }
+      e.function = s.functions[id].name;
+      e.module = s.functions[id].module;
+      e.stream = l.getStream();
+      e.grid = dim(l.getGrid());
+      e.block = dim(l.getBlock());
+      e.cluster = l.hasCluster() ? dim(l.getCluster()) : Dim3{0, 0, 0};
+      e.sharedMemBytes = l.getSharedMemBytes();
+      auto params = l.getParams();
+      e.params = {reinterpret_cast<const uint8_t*>(params.begin()), params.size()};
+      auto ptrs = l.getPointers();
+      s.pointers.resize(ptrs.size());
+      for (size_t i = 0; i < ptrs.size(); ++i) {
+        s.pointers[i] = {ptrs[i].getByteOffset(), ptrs[i].getAllocation(), ptrs[i].getOffset()};
+      }
+      e.pointers = s.pointers;
+      digests(l.getInputs(), s.inputs);
+      digests(l.getOutputs(), s.outputs);
+      e.hashed = !l.getNotHashed();
+      e.hasAnnotations = l.hasAnnotations();
+      break;
+    }
+    case schema::Event::MEMCPY: {
+      auto m = in.getMemcpy();
+      e.stream = m.getStream();
+      e.memcpyKind = static_cast<MemcpyKind>(static_cast<uint16_t>(m.getKind()));
+      e.size = m.getSize();
+      e.hasData = m.hasData();
+      s.outputs.resize(1);
+      s.outputs[0] = {range(m.getDst()), m.getDigest(), false};
+      s.inputs.resize(1);
+      s.inputs[0] = {range(m.getSrc()), m.getDigest(), false};
+      break;
+    }
+    case schema::Event::MEMSET: {
+      auto m = in.getMemset();
+      e.stream = m.getStream();
+      e.value = m.getValue();
+      e.elementSize = m.getElementSize();
+      s.inputs.clear();
+      s.outputs.resize(1);
+      s.outputs[0] = {range(m.getDst()), m.getDigest(), false};
+      break;
+    }
+    case schema::Event::ALLOC: {
+      auto a = in.getAlloc();
+      e.ordinal = a.getOrdinal();
+      e.address = a.getAddress();
+      e.size = a.getSize();
+      e.allocationKind = static_cast<AllocationKind>(static_cast<uint16_t>(a.getKind()));
+      e.stream = a.getStream();
+      break;
+    }
+    case schema::Event::FREE: {
+      auto f = in.getFree();
+      e.ordinal = f.getOrdinal();
+      e.address = f.getAddress();
+      break;
+    }
+    case schema::Event::MODULE:
+      e.ordinal = in.getModule().getOrdinal();
+      break;
+    case schema::Event::SYNC:
+      e.stream = in.getSync().getStream();
+      break;
+    case schema::Event::GRAPH: {
+      auto g = in.getGraph();
+      e.stream = g.getStream();
+      e.nodeCount = g.getNodeCount();
+      digests(g.getInputs(), s.inputs);
+      digests(g.getOutputs(), s.outputs);
+      break;
+    }
+    default:
+      throw TraceError(fmt::format("event #{} is of a kind this gpurr does not know ({}); "
+                                   "it was written by a newer gpurr",
+                                   e.seq, static_cast<unsigned>(in.which())));
+  }
+  // The schema's union order is Payload's alternative order.
+  e.kind = static_cast<size_t>(in.which());
+  e.inputs = s.inputs;
+  e.outputs = s.outputs;
+}
+
+capnp::ReaderOptions options(size_t words) {
+  capnp::ReaderOptions o;
+  o.traversalLimitInWords = std::max<uint64_t>(1024, uint64_t{words} * 4);
+  o.nestingLimit = 32;
+  return o;
+}
+
+}  // namespace
+
+void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEvent&)>& visit,
+                uint64_t fromSeq) {
+  BlockSource source(reader);
+  Scratch scratch;
+  ScanEvent event;
+  const auto& blocks = reader.blocks();
+  for (size_t i = blocks.empty() ? 0 : reader.blockOf(fromSeq); i < blocks.size(); ++i) {
+    kj::ArrayPtr<const capnp::word> rest = source.load(i);
+    scratch.functions.clear();
+    uint32_t seen = 0;
+    try {
+      while (rest.size() > 0) {
+        capnp::FlatArrayMessageReader message(rest, options(rest.size()));
+        auto frame = message.getRoot<schema::Frame>();
+        if (frame.isFunction()) {
+          auto f = frame.getFunction();
+          if (f.getId() != scratch.functions.size()) {
+            throw TraceError(fmt::format("function #{} declared out of order", f.getId()));
+          }
+          auto name = f.getName();
+          scratch.functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
+        } else if (frame.isEvent()) {
+          ++seen;
+          decode(frame.getEvent(), scratch, event);
+          if (event.seq >= fromSeq && !visit(event)) return;
+        } else {
+          throw TraceError("frame of unknown kind");
+        }
+        rest = kj::arrayPtr(message.getEnd(), rest.end());
+      }
+    } catch (const kj::Exception& e) {
+      throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
+                                   blocks[i].fileOffset, e.getDescription().cStr()));
+    } catch (const TraceError& e) {
+      throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
+                                   blocks[i].fileOffset, e.what()));
+    }
+    if (seen != blocks[i].eventCount) {
+      throw TraceError(fmt::format("{}: block at offset {} holds {} events, its header says {}",
+                                   source.path().string(), blocks[i].fileOffset, seen,
+                                   blocks[i].eventCount));
+    }
+  }
+}
+
+uint64_t decompressAll(const TraceReader& reader) {
+  BlockSource source(reader);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < reader.blocks().size(); ++i) bytes += source.load(i).size() * 8;
+  return bytes;
+}
+
+}  // namespace gpurr::trace

@@ -1,0 +1,66 @@
+// A lighter read path for whole-trace passes (gpurr diff): decodes only what a
+// comparison of two runs needs, with no per-event allocation, into views that
+// stay valid during the callback only. Chunk digests, snapshots, annotations,
+// launch attributes and blob references are skipped (flags say whether they
+// exist); TraceReader::forEach decodes everything when a pass needs it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "trace_format/events.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::trace {
+
+struct ScanRange {
+  DeviceRange range;
+  uint64_t digest = 0;
+  bool hasChunkDigests = false;
+};
+
+// One event, summarised. Which fields mean something depends on `kind`
+// (the index of the event's alternative in Payload, as kindName()).
+struct ScanEvent {
+  uint64_t seq = 0;
+  size_t kind = 0;
+  uint64_t stream = 0;  // launch, memcpy, memset, sync, graph
+  // Launch.
+  std::string_view function;  // mangled name
+  uint32_t module = 0;
+  Dim3 grid, block, cluster{0, 0, 0};
+  uint32_t sharedMemBytes = 0;
+  std::span<const uint8_t> params;
+  std::span<const PointerParam> pointers;
+  bool hashed = true;
+  bool hasAnnotations = false;
+  // Launch and graph: digests before and after; memcpy and memset: `outputs`
+  // holds the written range with its digest, memcpy's `inputs` its source.
+  std::span<const ScanRange> inputs, outputs;
+  // Memcpy.
+  MemcpyKind memcpyKind = MemcpyKind::kUnknown;
+  bool hasData = false;
+  // Memset.
+  uint32_t value = 0, elementSize = 1;
+  // Allocation and free.
+  uint32_t ordinal = 0;
+  uint64_t address = 0, size = 0;
+  AllocationKind allocationKind = AllocationKind::kDevice;
+  // Graph.
+  uint32_t nodeCount = 0;
+};
+
+// Calls `visit` for every event with seq >= `fromSeq`, in order; stops when
+// it returns false. Throws TraceError on a corrupt block, as forEach does.
+void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEvent&)>& visit,
+                uint64_t fromSeq = 0);
+
+// Decompresses every block of the events file and discards the result;
+// returns the number of bytes produced. A yardstick for benchmarks: no pass
+// over a trace can be faster than this.
+uint64_t decompressAll(const TraceReader& reader);
+
+}  // namespace gpurr::trace
