@@ -1,0 +1,138 @@
+// Recorder options, launch selection, environment filtering and the claiming
+// of per-process trace directories.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unistd.h>
+
+#include "recorder/options.h"
+
+using namespace gpurr::recorder;
+
+namespace {
+GetEnv envOf(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::filesystem::path freshDir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("gpurr-rec-" + name + "-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+}  // namespace
+
+TEST_CASE("launch ranges", "[recorder][options]") {
+  CHECK(parseLaunchRange("10:20") == std::pair<uint64_t, uint64_t>{10, 20});
+  CHECK(parseLaunchRange("5:") == std::pair<uint64_t, uint64_t>{5, UINT64_MAX});
+  CHECK(parseLaunchRange(":7") == std::pair<uint64_t, uint64_t>{0, 7});
+  CHECK(parseLaunchRange("3:3") == std::pair<uint64_t, uint64_t>{3, 3});
+  CHECK_FALSE(parseLaunchRange("20:10"));
+  CHECK_FALSE(parseLaunchRange("10"));
+  CHECK_FALSE(parseLaunchRange("a:b"));
+  CHECK_FALSE(parseLaunchRange("1:2x"));
+}
+
+TEST_CASE("options come from the environment; bad values warn and are ignored", "[recorder][options]") {
+  std::vector<std::string> problems;
+  RecorderOptions o = parseOptions(envOf({{"GPURR_OUTPUT", "/tmp/x"},
+                                          {"GPURR_LAUNCHES", "2:4"},
+                                          {"GPURR_KERNELS", "gemm|conv"},
+                                          {"GPURR_SYNC", "1"},
+                                          {"GPURR_TOOL_VERSION", "0.1.0"},
+                                          {"RANK", "3"}}),
+                                   problems);
+  CHECK(problems.empty());
+  CHECK(o.output == std::filesystem::path("/tmp/x"));
+  CHECK(o.sync);
+  CHECK_FALSE(o.captureHostData);
+  CHECK(o.rank == 3);
+  CHECK(o.toolVersion == "0.1.0");
+  CHECK_FALSE(launchInRange(o, 1));
+  CHECK(launchInRange(o, 2));
+  CHECK(launchInRange(o, 3));
+  CHECK_FALSE(launchInRange(o, 4));
+  CHECK(kernelSelected(o, "ampere_sgemm_128x64_nn"));
+  CHECK_FALSE(kernelSelected(o, "_Z6reducePfi"));
+  const auto rec = toRecordingOptions(o);
+  CHECK(rec.launchRange == "2:4");
+  CHECK(rec.kernelRegex == "gemm|conv");
+  CHECK(rec.sync);
+
+  problems.clear();
+  o = parseOptions(envOf({{"GPURR_LAUNCHES", "9:1"}, {"GPURR_KERNELS", "(unclosed"}, {"RANK", "x"}}), problems);
+  CHECK(problems.size() == 3);
+  CHECK_FALSE(o.output);
+  CHECK(launchInRange(o, 12345));
+  CHECK(kernelSelected(o, "anything"));
+  CHECK_FALSE(o.rank);
+}
+
+TEST_CASE("kernel regex matches the demangled name too", "[recorder][options]") {
+  std::vector<std::string> problems;
+  RecorderOptions o = parseOptions(envOf({{"GPURR_KERNELS", "^reduce\\(float\\*"}}), problems);
+  REQUIRE(problems.empty());
+  CHECK(kernelSelected(o, "_Z6reducePfi"));  // reduce(float*, int)
+  CHECK_FALSE(kernelSelected(o, "_Z6scalePfi"));
+}
+
+TEST_CASE("only determinism-relevant environment variables are kept, sorted", "[recorder][options]") {
+  CHECK(isDeterminismRelevant("CUBLAS_WORKSPACE_CONFIG"));
+  CHECK(isDeterminismRelevant("NCCL_ALGO"));
+  CHECK(isDeterminismRelevant("TORCH_CUDNN_V8_API_DISABLED"));
+  CHECK(isDeterminismRelevant("PYTORCH_CUDA_ALLOC_CONF"));
+  CHECK(isDeterminismRelevant("CUDA_LAUNCH_BLOCKING"));
+  CHECK(isDeterminismRelevant("PYTHONHASHSEED"));
+  CHECK(isDeterminismRelevant("NVIDIA_TF32_OVERRIDE"));
+  CHECK(isDeterminismRelevant("OMP_NUM_THREADS"));
+  CHECK_FALSE(isDeterminismRelevant("HOME"));
+  CHECK_FALSE(isDeterminismRelevant("PATH"));
+  CHECK_FALSE(isDeterminismRelevant("CUDA_INJECTION64_PATH"));
+  CHECK_FALSE(isDeterminismRelevant("XNCCL_ALGO"));
+  char a[] = "PATH=/bin", b[] = "NCCL_ALGO=ring", c[] = "CUBLAS_WORKSPACE_CONFIG=:4096:8", d[] = "NOEQUALS",
+       e[] = "PYTHONHASHSEED=0";
+  char* env[] = {a, b, c, d, e, nullptr};
+  const auto kept = determinismEnvironment(env);
+  REQUIRE(kept.size() == 3);
+  CHECK(kept[0].key == "CUBLAS_WORKSPACE_CONFIG");
+  CHECK(kept[0].value == ":4096:8");
+  CHECK(kept[1].key == "NCCL_ALGO");
+  CHECK(kept[2].key == "PYTHONHASHSEED");
+}
+
+TEST_CASE("trace directories are claimed atomically", "[recorder][options]") {
+  const auto dir = freshDir("claim");
+  std::string error;
+  CHECK(claimTraceDirectory(dir, std::nullopt, error) == dir / "proc0.gpurr");
+  CHECK(claimTraceDirectory(dir, std::nullopt, error) == dir / "proc1.gpurr");
+  CHECK(claimTraceDirectory(dir, 4, error) == dir / "rank4.gpurr");
+  CHECK_FALSE(claimTraceDirectory(dir, 4, error));
+  CHECK(error.find("rank4.gpurr") != std::string::npos);
+
+  // Concurrent claimers never share a name.
+  std::mutex mu;
+  std::set<std::string> names;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      std::string err;
+      auto d = claimTraceDirectory(dir, std::nullopt, err);
+      std::lock_guard lock(mu);
+      if (d) names.insert(d->string());
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(names.size() == 8);
+  CHECK_FALSE(names.count((dir / "proc0.gpurr").string()));
+
+  CHECK_FALSE(claimTraceDirectory(dir / "missing", std::nullopt, error));
+  CHECK(error.find("cannot create") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}

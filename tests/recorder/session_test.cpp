@@ -1,0 +1,506 @@
+// RecordSession driven with hand-made CUPTI callback data, as the driver would
+// deliver it, against a fake device whose "device memory" is host memory.
+// The trace is written for real and read back with TraceReader.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <random>
+#include <set>
+
+#include "recorder/reentrancy.h"
+#include "recorder/session.h"
+#include "trace_format/hash.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr;
+using namespace gpurr::recorder;
+
+namespace {
+
+class ReadyHashes : public PendingHashes {
+ public:
+  explicit ReadyHashes(std::vector<kernels::HashResult> r) : results_(std::move(r)) {}
+  bool wait(std::vector<kernels::HashResult>& out, std::string&) override {
+    out = results_;
+    return true;
+  }
+
+ private:
+  std::vector<kernels::HashResult> results_;
+};
+
+struct HashCall {
+  uint64_t stream;
+  std::vector<kernels::HashRequest> requests;
+  bool synchronous;
+};
+
+// Hashes host memory at once: the digest is the state at the moment of the
+// call, as stream order gives on a GPU.
+class FakeDevice : public Device {
+ public:
+  std::map<uint64_t, FunctionInfo> functions;
+  std::set<uint64_t> capturing;
+  std::vector<HashCall>* calls = nullptr;
+
+  bool describeFunction(uint64_t f, FunctionInfo& out) override {
+    auto it = functions.find(f);
+    if (it == functions.end()) return false;
+    out = it->second;
+    return true;
+  }
+  bool canEnqueue(uint64_t stream) override { return capturing.count(stream) == 0; }
+  std::unique_ptr<PendingHashes> hash(uint64_t, uint64_t stream, std::span<const kernels::HashRequest> requests,
+                                      bool synchronous, std::string&) override {
+    if (calls) calls->push_back({stream, {requests.begin(), requests.end()}, synchronous});
+    std::vector<kernels::HashResult> r;
+    for (const auto& q : requests) {
+      std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(q.address), q.length);
+      r.push_back({hash::hashBuffer(bytes), hash::chunkDigests(bytes)});
+    }
+    return std::make_unique<ReadyHashes>(std::move(r));
+  }
+  void describeSystem(trace::Header& h) override {
+    h.driverVersion = 13000;
+    h.gpus.push_back({0, "Fake GPU", "GPU-00000000-0000-0000-0000-000000000000", 132, 9, 0, 80ull << 30, "0000:01:00.0"});
+  }
+  void contextDestroying(uint64_t) override {}
+};
+
+std::vector<uint8_t> randomBytes(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+uint64_t addr(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+// A session writing to a fresh trace directory, and helpers that play the
+// driver's part of each call.
+struct Harness {
+  std::filesystem::path root;
+  std::filesystem::path traceDir;
+  std::vector<std::string> warnings;
+  std::vector<HashCall> calls;
+  FakeDevice* device = nullptr;
+  std::unique_ptr<RecordSession> session;
+  const CUcontext ctx = reinterpret_cast<CUcontext>(0xC0);
+
+  explicit Harness(std::map<std::string, std::string> env = {}, bool failOpen = false) {
+    root = std::filesystem::temp_directory_path() /
+           ("gpurr-session-" + std::to_string(getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root);
+    env["GPURR_OUTPUT"] = root.string();
+    std::vector<std::string> problems;
+    RecorderOptions options = parseOptions(
+        [env](const char* n) -> const char* {
+          auto it = env.find(n);
+          return it == env.end() ? nullptr : it->second.c_str();
+        },
+        problems);
+    REQUIRE(problems.empty());
+    auto dev = std::make_unique<FakeDevice>();
+    dev->calls = &calls;
+    device = dev.get();
+    WarnFn warn = [this](const std::string& m) { warnings.push_back(m); };
+    session = std::make_unique<RecordSession>(
+        options, std::move(dev),
+        [this, options, failOpen, warn](const trace::Header& h) -> std::unique_ptr<TraceSink> {
+          if (failOpen) return nullptr;
+          std::string error;
+          auto dir = claimTraceDirectory(*options.output, options.rank, error);
+          REQUIRE(dir);
+          traceDir = *dir;
+          return std::make_unique<TraceSink>(std::make_unique<trace::TraceWriter>(*dir, h), warn);
+        },
+        warn);
+  }
+  ~Harness() { std::filesystem::remove_all(root); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+
+  CUresult call(CUpti_CallbackId cbid, const void* params, CUresult result = CUDA_SUCCESS,
+                const char* symbol = nullptr, const std::function<void()>& between = {}) {
+    uint64_t correlation = 0;
+    CUresult ret = CUDA_SUCCESS;
+    CUpti_CallbackData cb{};
+    cb.functionName = "cuTest";
+    cb.functionParams = params;
+    cb.functionReturnValue = &ret;
+    cb.symbolName = symbol;
+    cb.context = ctx;
+    cb.correlationData = &correlation;
+    cb.callbackSite = CUPTI_API_ENTER;
+    session->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
+    if (between) between();  // what the call itself does (e.g. a kernel's writes)
+    ret = result;
+    cb.callbackSite = CUPTI_API_EXIT;
+    session->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
+    return ret;
+  }
+
+  void memAlloc(const std::vector<uint8_t>& buffer) {
+    CUdeviceptr p = addr(buffer.data());
+    cuMemAlloc_v2_params params{&p, buffer.size()};
+    call(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &params);
+  }
+
+  void moduleLoad(const std::vector<uint8_t>& image, uint64_t handle) {
+    CUmodule module = nullptr;
+    cuModuleLoadData_params params{&module, image.data()};
+    call(CUPTI_DRIVER_TRACE_CBID_cuModuleLoadData, &params, CUDA_SUCCESS, nullptr, [&] {
+      CUpti_ModuleResourceData m{7, image.size(), reinterpret_cast<const char*>(image.data())};
+      CUpti_ResourceData r{ctx, {nullptr}, &m};
+      session->onCallback(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED, &r);
+      module = reinterpret_cast<CUmodule>(handle);
+    });
+  }
+
+  CUresult launch(uint64_t function, void** args, uint64_t stream = 0, CUresult result = CUDA_SUCCESS,
+                  const std::function<void()>& kernel = {}) {
+    cuLaunchKernel_params p{};
+    p.f = reinterpret_cast<CUfunction>(function);
+    p.gridDimX = 4, p.gridDimY = 1, p.gridDimZ = 1;
+    p.blockDimX = 128, p.blockDimY = 1, p.blockDimZ = 1;
+    p.sharedMemBytes = 256;
+    p.hStream = reinterpret_cast<CUstream>(stream);
+    p.kernelParams = args;
+    return call(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, result, "fallback_name", kernel);
+  }
+
+  std::vector<trace::Event> finishAndRead(trace::Header* header = nullptr) {
+    session->finish();
+    REQUIRE(!traceDir.empty());
+    trace::TraceReader reader(traceDir);
+    if (header) *header = reader.header();
+    CHECK_FALSE(reader.damage().unclosed);
+    return reader.readAll();
+  }
+};
+
+template <typename T>
+std::vector<T> eventsOf(const std::vector<trace::Event>& events) {
+  std::vector<T> out;
+  for (const auto& e : events)
+    if (auto* p = std::get_if<T>(&e.payload)) out.push_back(*p);
+  return out;
+}
+
+constexpr uint64_t kAxpy = 0xF00;
+FunctionInfo axpyInfo(uint64_t module) {
+  return {"_Z4axpyPfS_fi", module, {{0, 8}, {8, 8}, {16, 4}, {20, 4}}, true};
+}
+
+}  // namespace
+
+TEST_CASE("a launch is recorded with parameters, pointers, module and input/output digests", "[recorder][session]") {
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0xAB);
+  std::vector<uint8_t> x = randomBytes(100000, 1), y = randomBytes(70000, 2);
+  h.memAlloc(x);
+  h.memAlloc(y);
+  const std::vector<uint8_t> cubin = {1, 2, 3, 4, 5};
+  h.moduleLoad(cubin, 0xAB);
+
+  uint64_t px = addr(x.data()) + 16, py = addr(y.data());
+  float a = 2.0f;
+  int n = 1000;
+  void* args[] = {&px, &py, &a, &n};
+  const std::vector<uint8_t> yBefore = y;
+  h.launch(kAxpy, args, 0x5, CUDA_SUCCESS, [&] { y[10] ^= 0xff; });  // the "kernel" writes y
+  // A launch that fails is not an event.
+  h.launch(kAxpy, args, 0x5, CUDA_ERROR_INVALID_VALUE);
+
+  const auto events = h.finishAndRead();
+  const auto allocs = eventsOf<trace::Allocation>(events);
+  REQUIRE(allocs.size() == 2);
+  CHECK(allocs[0].ordinal == 1);
+  CHECK(allocs[0].address == addr(x.data()));
+  CHECK(allocs[1].size == 70000);
+  const auto modules = eventsOf<trace::ModuleLoad>(events);
+  REQUIRE(modules.size() == 1);
+  CHECK(modules[0].ordinal == 1);
+  CHECK(modules[0].cubin.size == 5);
+
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  REQUIRE(launches.size() == 1);
+  const trace::KernelLaunch& k = launches[0];
+  CHECK(k.function == "_Z4axpyPfS_fi");
+  CHECK(k.module == 1);
+  CHECK(k.grid == trace::Dim3{4, 1, 1});
+  CHECK(k.block == trace::Dim3{128, 1, 1});
+  CHECK(k.sharedMemBytes == 256);
+  CHECK(k.stream == 0x5);
+  CHECK(k.context == 0xC0);
+  CHECK(k.hashed);
+  REQUIRE(k.params.size() == 24);
+  float gotA;
+  std::memcpy(&gotA, k.params.data() + 16, 4);
+  CHECK(gotA == 2.0f);
+  REQUIRE(k.pointers.size() == 2);
+  CHECK(k.pointers[0] == trace::PointerParam{0, 1, 16});
+  CHECK(k.pointers[1] == trace::PointerParam{8, 2, 0});
+  REQUIRE(k.inputs.size() == 2);
+  CHECK(k.inputs[0].range == trace::DeviceRange{px, 100000 - 16, 1, 16});
+  CHECK(k.inputs[0].digest == hash::hashBuffer({x.data() + 16, x.size() - 16}));
+  CHECK(k.inputs[1].digest == hash::hashBuffer(yBefore));
+  REQUIRE(k.outputs.size() == 2);
+  CHECK(k.outputs[1].digest == hash::hashBuffer(y));
+  CHECK(k.outputs[1].digest != k.inputs[1].digest);
+  CHECK(k.outputs[0].digest == k.inputs[0].digest);
+  CHECK(k.inputs[0].chunkDigests.size() == 2);  // 2 chunks: kept to locate differences
+  // Hashes went to the launch's stream.
+  REQUIRE(h.calls.size() >= 2);
+  CHECK(h.calls[0].stream == 0x5);
+  CHECK_FALSE(h.calls[0].synchronous);
+  // Sequence numbers follow the calls.
+  for (size_t i = 0; i < events.size(); ++i) CHECK(events[i].seq == i);
+  CHECK(h.warnings.empty());
+}
+
+TEST_CASE("copies, sets, syncs and frees are recorded with digests of what they wrote", "[recorder][session]") {
+  Harness h({{"GPURR_CAPTURE_HOST_DATA", "1"}, {"GPURR_SYNC", "1"}});
+  std::vector<uint8_t> dev = randomBytes(4096, 3), host = randomBytes(1000, 4), out(512);
+  h.memAlloc(dev);
+  {
+    cuMemcpyHtoDAsync_v2_params p{addr(dev.data()) + 8, host.data(), host.size(), reinterpret_cast<CUstream>(0x9)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, &p, CUDA_SUCCESS, nullptr,
+           [&] { std::memcpy(dev.data() + 8, host.data(), host.size()); });
+  }
+  {
+    cuMemsetD32_v2_params p{addr(dev.data()) + 2048, 0xdeadbeef, 64};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2_ptds, &p, CUDA_SUCCESS, nullptr, [&] {
+      for (int i = 0; i < 64; ++i) std::memcpy(dev.data() + 2048 + 4 * i, &p.ui, 4);
+    });
+  }
+  {
+    cuMemcpyDtoH_v2_params p{out.data(), addr(dev.data()), out.size()};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, &p, CUDA_SUCCESS, nullptr,
+           [&] { std::memcpy(out.data(), dev.data(), out.size()); });
+  }
+  {
+    cuStreamSynchronize_params p{reinterpret_cast<CUstream>(0x9)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, &p);
+  }
+  {
+    cuMemFree_v2_params p{addr(dev.data())};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &p);
+  }
+
+  trace::Header header;
+  const auto events = h.finishAndRead(&header);
+  CHECK(header.options.sync);
+  CHECK(header.options.captureHostData);
+  const auto copies = eventsOf<trace::Memcpy>(events);
+  REQUIRE(copies.size() == 2);
+  CHECK(copies[0].kind == trace::MemcpyKind::kHostToDevice);
+  CHECK(copies[0].async);
+  CHECK(copies[0].stream == 0x9);
+  CHECK(copies[0].dst == trace::DeviceRange{addr(dev.data()) + 8, 1000, 1, 8});
+  CHECK(copies[0].digest == hash::hashBuffer(host));
+  REQUIRE(copies[0].data);
+  CHECK(copies[0].data->size == 1000);
+  CHECK(copies[1].kind == trace::MemcpyKind::kDeviceToHost);
+  CHECK(copies[1].src.allocation == 1);
+  CHECK(copies[1].digest == hash::hashBuffer(out));
+  CHECK_FALSE(copies[1].data);
+
+  const auto sets = eventsOf<trace::Memset>(events);
+  REQUIRE(sets.size() == 1);
+  CHECK(sets[0].elementSize == 4);
+  CHECK(sets[0].value == 0xdeadbeef);
+  CHECK(sets[0].dst.size == 256);
+  CHECK(sets[0].digest == hash::hashBuffer({dev.data() + 2048, 256}));
+  // The _ptds set hashed on the per-thread default stream.
+  bool perThread = false;
+  for (const auto& c : h.calls) perThread |= c.stream == reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD);
+  CHECK(perThread);
+  for (const auto& c : h.calls) CHECK(c.synchronous);
+
+  const auto syncs = eventsOf<trace::Sync>(events);
+  REQUIRE(syncs.size() == 1);
+  CHECK(syncs[0].kind == trace::SyncKind::kStreamSynchronize);
+  CHECK(syncs[0].stream == 0x9);
+  const auto frees = eventsOf<trace::Free>(events);
+  REQUIRE(frees.size() == 1);
+  CHECK(frees[0].ordinal == 1);
+}
+
+TEST_CASE("GPURR_LAUNCHES and GPURR_KERNELS select what is hashed; every launch is listed", "[recorder][session]") {
+  Harness h({{"GPURR_LAUNCHES", "1:3"}, {"GPURR_KERNELS", "axpy"}});
+  h.device->functions[kAxpy] = axpyInfo(0);
+  h.device->functions[0xF01] = {"_Z5scalePf", 0, {{0, 8}}, true};
+  std::vector<uint8_t> x = randomBytes(1000, 5);
+  h.memAlloc(x);
+  uint64_t px = addr(x.data());
+  float a = 1;
+  int n = 1;
+  void* args[] = {&px, &px, &a, &n};
+  void* args1[] = {&px};
+  h.launch(kAxpy, args);   // 0: outside the range
+  h.launch(kAxpy, args);   // 1: hashed
+  h.launch(0xF01, args1);  // 2: in range, name does not match
+  h.launch(kAxpy, args);   // 3: outside
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 4);
+  CHECK_FALSE(launches[0].hashed);
+  CHECK(launches[1].hashed);
+  CHECK_FALSE(launches[2].hashed);
+  CHECK_FALSE(launches[3].hashed);
+  CHECK(launches[0].inputs.empty());
+  CHECK(launches[1].inputs.size() == 1);
+  CHECK(launches[2].pointers.size() == 1);  // pointers are resolved even when not hashed
+  CHECK(h.calls.size() == 2);               // before and after launch 1 only
+}
+
+TEST_CASE("nothing is enqueued on a stream being captured", "[recorder][session]") {
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  h.device->capturing.insert(0x77);
+  std::vector<uint8_t> x = randomBytes(1000, 6);
+  h.memAlloc(x);
+  uint64_t px = addr(x.data());
+  float a = 1;
+  int n = 1;
+  void* args[] = {&px, &px, &a, &n};
+  h.launch(kAxpy, args, 0x77);
+  {
+    cuMemsetD8Async_params p{px, 0, 10, reinterpret_cast<CUstream>(0x77)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, &p);
+  }
+  const auto events = h.finishAndRead();
+  CHECK(h.calls.empty());
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  REQUIRE(launches.size() == 1);
+  CHECK_FALSE(launches[0].hashed);
+  REQUIRE(launches[0].annotations.size() == 1);
+  CHECK(std::get<trace::Note>(launches[0].annotations[0]).text.find("captured") != std::string::npos);
+  CHECK(eventsOf<trace::Memset>(events).at(0).digest == 0);
+}
+
+TEST_CASE("cuLaunchKernelEx: extra parameter buffer, attributes and cluster dims", "[recorder][session]") {
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> x = randomBytes(300, 7);
+  h.memAlloc(x);
+  // A by-value struct {int n; float* p;}: the pointer sits at offset 8.
+  uint8_t buffer[16] = {};
+  const int n = 3;
+  const uint64_t px = addr(x.data()) + 100;
+  std::memcpy(buffer, &n, 4);
+  std::memcpy(buffer + 8, &px, 8);
+  size_t size = sizeof(buffer);
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = 2, attr.value.clusterDim.y = 1, attr.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = 8, config.gridDimY = 1, config.gridDimZ = 1;
+  config.blockDimX = 64, config.blockDimY = 1, config.blockDimZ = 1;
+  config.hStream = reinterpret_cast<CUstream>(0x3);
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  cuLaunchKernelEx_params p{&config, reinterpret_cast<CUfunction>(kAxpy), nullptr, extra};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz, &p);
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 1);
+  const auto& k = launches[0];
+  CHECK(k.api == trace::LaunchApi::kLaunchKernelExPtsz);
+  CHECK(k.grid == trace::Dim3{8, 1, 1});
+  CHECK(k.cluster == trace::Dim3{2, 1, 1});
+  REQUIRE(k.attributes.size() == 1);
+  CHECK(k.attributes[0].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  CHECK(k.params == std::vector<uint8_t>(buffer, buffer + 16));
+  REQUIRE(k.pointers.size() == 1);
+  CHECK(k.pointers[0] == trace::PointerParam{8, 1, 100});
+  REQUIRE(k.inputs.size() == 1);
+  CHECK(k.inputs[0].digest == hash::hashBuffer({x.data() + 100, 200}));
+}
+
+TEST_CASE("VMM mappings bound the hashed range; module names come from the cubin", "[recorder][session]") {
+  Harness h;
+  // The function's module handle is unknown: the module is found by name in
+  // a loaded image's symbol table (this test binary is such an ELF image).
+  std::ifstream self("/proc/self/exe", std::ios::binary);
+  const std::vector<uint8_t> image((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+  h.device->functions[0xF02] = {"main", 0, {{0, 8}}, true};
+  h.moduleLoad({9, 9, 9}, 0x1);
+  h.moduleLoad(image, 0x2);
+
+  std::vector<uint8_t> arena = randomBytes(8 << 16, 8);  // 8 x 64 KiB "pages"
+  CUdeviceptr base = addr(arena.data());
+  {
+    cuMemAddressReserve_params p{&base, arena.size(), 0, 0, 0};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &p);
+  }
+  {
+    cuMemMap_params p{base, 3 << 16, 0, 0, 0};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemMap, &p);
+  }
+  uint64_t ptr = base + 1000;
+  void* args[] = {&ptr};
+  h.launch(0xF02, args);
+  const auto events = h.finishAndRead();
+  const auto allocs = eventsOf<trace::Allocation>(events);
+  REQUIRE(allocs.size() == 1);
+  CHECK(allocs[0].kind == trace::AllocationKind::kVmm);
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  REQUIRE(launches.size() == 1);
+  CHECK(launches[0].module == 2);
+  REQUIRE(launches[0].inputs.size() == 1);
+  CHECK(launches[0].inputs[0].range.size == (3u << 16) - 1000);
+}
+
+TEST_CASE("the recorder's own calls are not recorded", "[recorder][session]") {
+  Harness h;
+  std::vector<uint8_t> x(100);
+  h.memAlloc(x);
+  {
+    ReentrancyGuard guard;  // as on the recorder's own threads and calls
+    std::vector<uint8_t> y(100);
+    h.memAlloc(y);
+  }
+  CHECK(eventsOf<trace::Allocation>(h.finishAndRead()).size() == 1);
+}
+
+TEST_CASE("the header describes the process, the GPUs and the options", "[recorder][session]") {
+  Harness h({{"GPURR_TOOL_VERSION", "9.9.9"}, {"RANK", "2"}});
+  std::vector<uint8_t> x(10);
+  h.memAlloc(x);
+  trace::Header header;
+  h.finishAndRead(&header);
+  CHECK(h.traceDir.filename() == "rank2.gpurr");
+  CHECK(header.toolVersion == "9.9.9");
+  CHECK(header.rank == 2);
+  CHECK(header.pid == static_cast<uint32_t>(getpid()));
+  CHECK_FALSE(header.commandLine.empty());
+  CHECK_FALSE(header.workingDirectory.empty());
+  CHECK(header.driverVersion == 13000);
+  REQUIRE(header.gpus.size() == 1);
+  CHECK(header.gpus[0].name == "Fake GPU");
+  CHECK(header.startTimeNs > 0);
+  for (const auto& kv : header.environment) CHECK(isDeterminismRelevant(kv.key));
+}
+
+TEST_CASE("when the trace cannot be opened the session records nothing and runs on", "[recorder][session]") {
+  Harness h({}, /*failOpen=*/true);
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> x(100);
+  h.memAlloc(x);
+  uint64_t px = addr(x.data());
+  void* args[] = {&px, &px, &px, &px};
+  CHECK(h.launch(kAxpy, args) == CUDA_SUCCESS);
+  h.session->finish();
+  CHECK(h.calls.empty());
+  CHECK(h.traceDir.empty());
+}
