@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# check_pytorch.sh BUILD_DIR: an unmodified PyTorch training script
+# (train_cnn.py) under `gpurr record`:
+#   - its output (the final loss, to the last bit) is the same recorded or not;
+#   - two recordings match at every launch (the training is deterministic);
+#   - the recorded launch count equals torch.profiler's kernel count
+#     (count_launches.py, run separately: the two cannot share CUPTI).
+# Prints one PASS or FAIL line per check; exits 77 (skipped) without a GPU or
+# PyTorch.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: check_pytorch.sh BUILD_DIR}" && pwd)
+gpurr=$build/bin/gpurr
+python=${PYTHON:-python3}
+
+"$build/tests/gpu/gpu_probe" >/dev/null || exit 77
+"$python" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 77)" 2>/dev/null
+case $? in
+  0) ;;
+  77) echo "PyTorch sees no GPU: skipped"; exit 77 ;;
+  *) echo "no PyTorch for $python: skipped"; exit 77 ;;
+esac
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-pytorch-XXXXXX")
+keep=0
+cleanup() { [ $keep -eq 1 ] && echo "  (files kept in $work)" || rm -rf "$work"; }
+trap cleanup EXIT
+status=0
+fail() { echo "FAIL pytorch: $*"; status=1; keep=1; }
+
+if ! "$python" "$here/train_cnn.py" >"$work/plain.out" 2>"$work/plain.err"; then
+  fail "train_cnn.py fails without recording:"
+  tail -20 "$work/plain.err" | sed 's/^/  /'
+  exit 1
+fi
+sed 's/^/  plain: /' "$work/plain.out"
+for run in a b; do
+  if ! "$gpurr" record --force -o "$work/$run.gpurr" -- "$python" "$here/train_cnn.py" \
+      >"$work/$run.out" 2>"$work/$run.err"; then
+    fail "recorded run $run failed:"
+    tail -20 "$work/$run.err" | sed 's/^/  /'
+    exit 1
+  fi
+  grep -h "^gpurr: " "$work/$run.err" | sed "s/^/  $run: /"
+done
+
+if cmp -s "$work/plain.out" "$work/a.out" && cmp -s "$work/plain.out" "$work/b.out"; then
+  echo "PASS pytorch: output unchanged by recording ($(cat "$work/plain.out"))"
+else
+  fail "recording changed the output:"
+  diff "$work/plain.out" "$work/a.out" | sed 's/^/  a: /'
+  diff "$work/plain.out" "$work/b.out" | sed 's/^/  b: /'
+fi
+
+if python3 "$here/compare_traces.py" --gpurr "$gpurr" --min-launches 50 "$work/a.gpurr" "$work/b.gpurr" \
+    >"$work/compare.out"; then
+  echo "PASS pytorch: two recordings match at every launch ($(tail -1 "$work/compare.out"))"
+else
+  fail "two recordings of a deterministic training differ:"
+  sed 's/^/  /' "$work/compare.out"
+fi
+
+recorded=$("$gpurr" info --json "$work/a.gpurr" | "$python" -c "import json, sys; print(json.load(sys.stdin)['launches'])")
+if profiled=$("$python" "$here/count_launches.py" 2>"$work/profile.err"); then
+  if [ "$recorded" = "$profiled" ]; then
+    echo "PASS pytorch: recorded launch count equals the profiler's ($recorded)"
+  else
+    fail "gpurr recorded $recorded launches, torch.profiler counted $profiled kernels"
+  fi
+else
+  fail "count_launches.py failed:"
+  tail -20 "$work/profile.err" | sed 's/^/  /'
+fi
+exit $status

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh BUILD_DIR: the whole GPU suite against an existing build
+# (it builds nothing), on a machine with a GPU, python3 and PyTorch:
+#   1. each program of expectations.txt recorded twice with
+#      BUILD_DIR/bin/gpurr record and the traces compared launch by launch;
+#   2. the PyTorch training script: output unchanged by recording, two
+#      recordings identical, launch count equal to torch.profiler's;
+#   3. the device hash against the CPU hash (hash_match), when built;
+#   4. every other ctest test labelled gpu.
+# Prints one line per check and a summary; exits non-zero when a check fails.
+# The build folder may have been copied from another machine: its binaries
+# find their libraries through their RPATH (BUILD_DIR/lib), not the
+# environment.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+  echo "usage: tests/gpu/run.sh BUILD_DIR" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+passed=0
+failed=0
+skipped=0
+failures=()
+log=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-run-XXXXXX")
+
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1"; failed=$((failed + 1)); failures+=("$1"); }
+skip() { echo "SKIP $1"; skipped=$((skipped + 1)); }
+
+# Runs a check script. Its PASS/FAIL lines count one check each; a script
+# that prints none counts as one check, `name`, by its exit status (77:
+# skipped).
+check() {
+  local name=$1
+  shift
+  local out=$log/${name// /_}.log
+  "$@" >"$out" 2>&1
+  local rc=$?
+  grep -v '^PASS \|^FAIL ' "$out" | sed 's/^/    /'
+  if [ $rc -eq 77 ]; then
+    skip "$name"
+    return
+  fi
+  local p f line
+  p=$(grep -c '^PASS ' "$out")
+  f=$(grep -c '^FAIL ' "$out")
+  if [ $((p + f)) -eq 0 ]; then
+    if [ $rc -eq 0 ]; then pass "$name"; else fail "$name (exit status $rc)"; fi
+    return
+  fi
+  while IFS= read -r line; do
+    case $line in
+      'PASS '*) pass "${line#PASS }" ;;
+      'FAIL '*) fail "${line#FAIL }" ;;
+    esac
+  done < <(grep '^PASS \|^FAIL ' "$out")
+  [ $rc -ne 0 ] && [ "$f" -eq 0 ] && fail "$name (exit status $rc)"
+}
+
+echo "gpurr GPU suite: build $build"
+for f in "$build/bin/gpurr" "$build/lib/libgpurr_recorder.so" "$build/tests/gpu/gpu_probe"; do
+  [ -e "$f" ] || { echo "error: $f is missing: build everything (ninja -C BUILD_DIR) first" >&2; exit 2; }
+done
+if ! probe=$("$build/tests/gpu/gpu_probe"); then
+  echo "no GPU on this machine ($probe): nothing to run"
+  exit 77
+fi
+echo "machine: $probe; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+echo "python3: $(python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'no torch')"
+
+# The bundled libraries must resolve from BUILD_DIR/lib by RPATH alone.
+missing=$(env -u LD_LIBRARY_PATH ldd "$build/bin/gpurr" "$build/lib/libgpurr_recorder.so" | grep "not found")
+if [ -n "$missing" ]; then
+  fail "runtime libraries: $(echo "$missing" | tr -s ' \t\n' ' ')"
+else
+  pass "runtime libraries resolve from $build/lib"
+fi
+
+# CUDA libraries the test programs link (cuBLAS, cuDNN, cuRAND) may live in
+# PyTorch's wheels rather than the system: let the programs find them there.
+extra=$(python3 - 2>/dev/null <<'EOF'
+import glob, os
+try:
+    import nvidia
+    roots = list(nvidia.__path__)
+except ImportError:
+    roots = []
+try:
+    import torch
+    roots.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
+except ImportError:
+    pass
+dirs = set()
+for root in roots:
+    for lib in glob.glob(os.path.join(root, "**", "lib*.so*"), recursive=True):
+        dirs.add(os.path.dirname(lib))
+print(":".join(sorted(dirs)))
+EOF
+)
+
+# 1. The CUDA programs, each recorded twice.
+while read -r program options; do
+  case $program in '' | '#'*) continue ;; esac
+  binary=$build/tests/gpu/programs/$program
+  if [ ! -x "$binary" ]; then
+    fail "record $program: $binary is not built"
+    continue
+  fi
+  if [ -n "$extra" ] && ldd "$binary" | grep -q "not found"; then
+    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$extra
+  fi
+  # shellcheck disable=SC2086  # options are words by design
+  check "record $program" "$here/check_program.sh" "$build" "$binary" $options
+done <"$here/expectations.txt"
+
+# 2. PyTorch.
+check "pytorch train_cnn.py" "$here/check_pytorch.sh" "$build"
+
+# 3. The device hash against the CPU reference.
+ran_by_name=()
+for hm in "$build/tests/gpu/hash_match/hash_match" "$build/tests/gpu/hash_match"; do
+  if [ -f "$hm" ] && [ -x "$hm" ]; then
+    check "hash_match" "$hm"
+    ran_by_name+=(hash_match)
+    break
+  fi
+done
+[ ${#ran_by_name[@]} -eq 0 ] && echo "(no hash_match in this build)"
+
+# 4. The other GPU tests registered with ctest. They run where the build was
+# configured: a build folder moved since cannot run them.
+configured=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
+if [ "$configured" != "$build" ]; then
+  skip "ctest -L gpu (the build was configured in $configured, now at $build; the checks above cover this suite's tests)"
+elif ! command -v ctest >/dev/null; then
+  skip "ctest -L gpu (no ctest on this machine)"
+else
+  exclude='^(gpu_record_|gpu_pytorch_|hash_match$)'
+  if (cd "$build" && ctest -L gpu -E "$exclude" --output-on-failure) >"$log/ctest.log" 2>&1; then
+    pass "ctest -L gpu (others: $(grep -o '[0-9]* tests* passed\|No tests were found' "$log/ctest.log" | head -1 || true))"
+  else
+    sed 's/^/    /' "$log/ctest.log" | tail -40
+    fail "ctest -L gpu"
+  fi
+fi
+
+echo
+echo "gpurr GPU suite: $passed passed, $failed failed, $skipped skipped"
+for f in "${failures[@]}"; do echo "  failed: $f"; done
+echo "logs: $log"
+[ $failed -eq 0 ]
