@@ -15,7 +15,7 @@ namespace gpurr::recorder {
 
 namespace {
 
-constexpr size_t kMaxSlots = 32;  // in-flight hash batches per context before callers wait
+constexpr size_t kMaxSlots = 64;  // in-flight hash batches per context before callers wait
 
 // One in-flight batch's buffers. Reused; grown on demand.
 struct Slot {

@@ -4,6 +4,7 @@
 // RecordSession. Nothing here may stop the program: every failure is one
 // warning, and the program runs on unrecorded.
 #include <cupti.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <memory>
@@ -46,6 +47,43 @@ std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace
   }
 }
 
+// CUPTI, resolved at run time: a program that already loaded a libcupti
+// (PyTorch ships its own) must not get a second copy, and a missing libcupti
+// must cost a warning, not the program's cuInit.
+struct Cupti {
+  decltype(&::cuptiSubscribe_v2) subscribe = nullptr;
+  decltype(&::cuptiEnableDomain) enableDomain = nullptr;
+  decltype(&::cuptiEnableCallback) enableCallback = nullptr;
+  decltype(&::cuptiGetResultString) resultString = nullptr;
+
+  bool load(std::string& error) {
+    std::vector<std::string> candidates = {"libcupti.so.13"};
+    for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+      if (const char* root = std::getenv(var)) {
+        candidates.push_back(std::string(root) + "/lib64/libcupti.so.13");
+        candidates.push_back(std::string(root) + "/extras/CUPTI/lib64/libcupti.so.13");
+      }
+    }
+    candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
+    candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
+    void* lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+    for (size_t i = 0; lib == nullptr && i < candidates.size(); ++i) lib = dlopen(candidates[i].c_str(), RTLD_NOW);
+    if (lib == nullptr) {
+      error = "cannot load libcupti.so.13 (add the CUDA toolkit's CUPTI library folder to LD_LIBRARY_PATH)";
+      return false;
+    }
+    subscribe = reinterpret_cast<decltype(subscribe)>(dlsym(lib, "cuptiSubscribe_v2"));
+    enableDomain = reinterpret_cast<decltype(enableDomain)>(dlsym(lib, "cuptiEnableDomain"));
+    enableCallback = reinterpret_cast<decltype(enableCallback)>(dlsym(lib, "cuptiEnableCallback"));
+    resultString = reinterpret_cast<decltype(resultString)>(dlsym(lib, "cuptiGetResultString"));
+    if (!subscribe || !enableDomain || !enableCallback || !resultString) {
+      error = "the loaded libcupti lacks cuptiSubscribe_v2 (CUPTI 13 or newer is needed)";
+      return false;
+    }
+    return true;
+  }
+};
+
 int initialize() {
   ReentrancyGuard guard;
   std::vector<std::string> problems;
@@ -56,6 +94,11 @@ int initialize() {
     return 1;
   }
   std::string error;
+  Cupti cupti;
+  if (!cupti.load(error)) {
+    warnToStderr(error + "; nothing is recorded");
+    return 1;
+  }
   std::unique_ptr<CudaDevice> device = CudaDevice::create(error);
   if (!device) {
     warnToStderr(error + "; nothing is recorded");
@@ -72,10 +115,10 @@ int initialize() {
   params.subscriberName = "gpurr";
   params.oldSubscriberName = holder;
   params.oldSubscriberSize = sizeof(holder);
-  const CUptiResult r = cuptiSubscribe_v2(&subscriber, onCupti, session.get(), &params);
+  const CUptiResult r = cupti.subscribe(&subscriber, onCupti, session.get(), &params);
   if (r != CUPTI_SUCCESS) {
     const char* text = nullptr;
-    cuptiGetResultString(r, &text);
+    cupti.resultString(r, &text);
     std::string who = holder[0] != '\0' ? std::string(holder)
                                         : "another CUPTI client (torch.profiler, Nsight Systems, Nsight Compute, "
                                           "compute-sanitizer or cuda-gdb)";
@@ -88,10 +131,10 @@ int initialize() {
     }
     return 1;
   }
-  cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE);
+  cupti.enableDomain(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE);
   for (CUpti_CallbackId cbid : subscribedDriverCallbacks()) {
     // Ids this driver does not know fail harmlessly.
-    cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    cupti.enableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
   gSession = session.release();
   std::atexit(finishAtExit);

@@ -108,6 +108,7 @@ void RecordSession::warnOnce(const std::string& key, const std::string& message)
 }
 
 void RecordSession::ensureStarted() {
+  if (startedFast_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(startMu_);
   if (started_) return;
   started_ = true;
@@ -127,6 +128,7 @@ void RecordSession::ensureStarted() {
   h.options = toRecordingOptions(options_);
   device_->describeSystem(h);
   sink_ = openSink_(h);
+  startedFast_.store(true, std::memory_order_release);
 }
 
 void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
@@ -155,6 +157,12 @@ void RecordSession::onResource(CUpti_CallbackId cbid, const void* cbdata) {
       if (res.resourceDescriptor != nullptr)
         moduleLoaded(*static_cast<const CUpti_ModuleResourceData*>(res.resourceDescriptor));
       break;
+    case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING: {
+      // Function handles of the module may be reused by a later load.
+      std::lock_guard lock(mu_);
+      functions_.clear();
+      break;
+    }
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
       device_->contextDestroying(u64(res.context));
       break;

@@ -97,6 +97,7 @@ class RecordSession {
 
   std::mutex startMu_;
   bool started_ = false;
+  std::atomic<bool> startedFast_{false};  // started_, readable without the lock
   std::atomic<bool> finished_{false};
   std::unique_ptr<TraceSink> sink_;  // set once under startMu_, then read-only
 
