@@ -30,7 +30,9 @@ class File {
  public:
   File() = default;
   explicit File(const fs::path& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a fifo planted in a trace would otherwise wait
+    // forever for a writer; it changes nothing for regular files.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) {
       throw TraceError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
     }

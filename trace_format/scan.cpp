@@ -76,7 +76,10 @@ class BlockSource {
       throw TraceError(fmt::format("{}: block at offset {} declares {} bytes", path_.string(),
                                    b.fileOffset, b.uncompressedSize));
     }
-    words_.resize(b.uncompressedSize / 8);
+    // Grown by assignment, not resize(): capnp::word cannot be moved, and
+    // clang rejects resize() for that.
+    const size_t count = b.uncompressedSize / 8;
+    if (words_.size() < count) words_ = std::vector<capnp::word>(count);
     const size_t n = ZSTD_decompressDCtx(dctx_, words_.data(), b.uncompressedSize,
                                          compressed_.data(), compressed_.size());
     if (ZSTD_isError(n) || n != b.uncompressedSize) {
@@ -84,7 +87,7 @@ class BlockSource {
                                    b.fileOffset,
                                    ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
     }
-    return kj::arrayPtr(words_.data(), words_.size());
+    return kj::arrayPtr(words_.data(), count);
   }
 
  private:

@@ -228,16 +228,18 @@ struct TraceWriter::Impl {
   uint32_t functionId(const KernelLaunch& launch) {
     functionKey.assign(reinterpret_cast<const char*>(&launch.module), sizeof(launch.module));
     functionKey += launch.function;
-    auto [it, inserted] = functionIds.try_emplace(functionKey, functionIds.size());
-    if (inserted) {
+    // No structured binding: clang before 16 cannot capture one in a lambda.
+    const auto emplaced = functionIds.try_emplace(functionKey, functionIds.size());
+    const uint32_t id = emplaced.first->second;
+    if (emplaced.second) {
       scratch.serialize(current.frames, [&](capnp::MessageBuilder& b) {
         auto f = b.initRoot<schema::Frame>().initFunction();
-        f.setId(it->second);
+        f.setId(id);
         f.setModule(launch.module);
         f.setName(kj::StringPtr(launch.function.c_str(), launch.function.size()));
       });
     }
-    return it->second;
+    return id;
   }
 
   void writeIndex() {
