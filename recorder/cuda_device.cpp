@@ -145,6 +145,12 @@ std::unique_ptr<CudaDevice> CudaDevice::create(std::string& error) {
   return d;
 }
 
+std::unique_ptr<CudaDevice> CudaDevice::create(const kernels::DriverApi& api) {
+  std::unique_ptr<CudaDevice> d(new CudaDevice());
+  d->api_ = api;
+  return d;
+}
+
 CudaDevice::~CudaDevice() = default;  // at exit the driver may be gone: leak, don't call it
 
 bool CudaDevice::describeFunction(uint64_t function, FunctionInfo& out) {

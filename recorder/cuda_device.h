@@ -20,6 +20,8 @@ class CudaDevice : public Device {
  public:
   // Null with a reason when the driver cannot be resolved.
   static std::unique_ptr<CudaDevice> create(std::string& error);
+  // With a given driver table (tests substitute their own functions).
+  static std::unique_ptr<CudaDevice> create(const kernels::DriverApi& api);
   ~CudaDevice() override;
 
   bool describeFunction(uint64_t function, FunctionInfo& out) override;

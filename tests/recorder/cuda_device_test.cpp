@@ -1,0 +1,332 @@
+// CudaDevice's hashing pipeline against a fake driver table: "device memory"
+// is host memory and every stream operation is deferred until an event or
+// context synchronisation, as on a GPU that runs behind the host. This checks
+// the slot pool, the stream ordering of upload / kernel / download, the
+// folding, the capture check, function descriptions and context teardown.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <random>
+
+#include "recorder/cuda_device.h"
+#include "trace_format/hash.h"
+#include "trace_format/hash_primitives.h"
+
+using namespace gpurr;
+using namespace gpurr::recorder;
+
+namespace {
+
+struct FakeGpu {
+  std::deque<std::function<void()>> queue;  // enqueued work, in stream order
+  std::map<CUevent, bool> events;           // recorded -> completed
+  int allocs = 0, frees = 0, launches = 0, ctxSyncs = 0;
+  CUresult launchResult = CUDA_SUCCESS;
+  std::map<uint64_t, CUstreamCaptureStatus> capture;
+
+  void runAll() {
+    while (!queue.empty()) {
+      auto op = std::move(queue.front());
+      queue.pop_front();
+      op();
+    }
+  }
+};
+FakeGpu* gpu = nullptr;
+
+CUresult fGetErrorString(CUresult, const char** s) { return *s = "fake error", CUDA_SUCCESS; }
+CUresult fModuleLoadData(CUmodule* m, const void*) { return *m = reinterpret_cast<CUmodule>(0x1), CUDA_SUCCESS; }
+CUresult fModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+CUresult fModuleGetFunction(CUfunction* f, CUmodule, const char*) {
+  return *f = reinterpret_cast<CUfunction>(0x2), CUDA_SUCCESS;
+}
+CUresult fCtxGetDevice(CUdevice* d) { return *d = 0, CUDA_SUCCESS; }
+CUresult fDeviceGetAttribute(int* v, CUdevice_attribute, CUdevice) { return *v = 4, CUDA_SUCCESS; }
+CUresult fMemAlloc(CUdeviceptr* p, size_t n) {
+  ++gpu->allocs;
+  *p = reinterpret_cast<CUdeviceptr>(std::calloc(n, 1));
+  return CUDA_SUCCESS;
+}
+CUresult fMemFree(CUdeviceptr p) {
+  ++gpu->frees;
+  std::free(reinterpret_cast<void*>(p));
+  return CUDA_SUCCESS;
+}
+CUresult fMemAllocHost(void** p, size_t n) {
+  ++gpu->allocs;
+  *p = std::calloc(n, 1);
+  return CUDA_SUCCESS;
+}
+CUresult fMemFreeHost(void* p) {
+  ++gpu->frees;
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+CUresult fMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+  gpu->queue.push_back([=] { std::memcpy(reinterpret_cast<void*>(dst), src, n); });
+  return CUDA_SUCCESS;
+}
+CUresult fMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream) {
+  gpu->queue.push_back([=] { std::memcpy(dst, reinterpret_cast<const void*>(src), n); });
+  return CUDA_SUCCESS;
+}
+// The hash kernel: every chunk slot of the table, by the CPU reference.
+CUresult fLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned block, unsigned, unsigned, unsigned,
+                       CUstream, void** args, void**) {
+  if (gpu->launchResult != CUDA_SUCCESS) return gpu->launchResult;
+  ++gpu->launches;
+  REQUIRE(block == 256);
+  const auto table = *static_cast<CUdeviceptr*>(args[0]);
+  const auto count = *static_cast<uint32_t*>(args[1]);
+  const auto slots = *static_cast<uint64_t*>(args[2]);
+  const auto out = *static_cast<CUdeviceptr*>(args[3]);
+  gpu->queue.push_back([=] {
+    const auto* ranges = reinterpret_cast<const kernels::DeviceHashRange*>(table);
+    auto* digests = reinterpret_cast<uint64_t*>(out);
+    for (uint32_t r = 0; r < count; ++r) {
+      for (uint64_t c = 0; c < kernels::chunkCount(ranges[r].length); ++c) {
+        const uint64_t start = c * hash::kChunkBytes;
+        const uint64_t len = std::min<uint64_t>(hash::kChunkBytes, ranges[r].length - start);
+        REQUIRE(ranges[r].firstSlot + c < slots);
+        digests[ranges[r].firstSlot + c] =
+            hash::hashChunk({reinterpret_cast<const uint8_t*>(ranges[r].address + start), len}, c);
+      }
+    }
+  });
+  return CUDA_SUCCESS;
+}
+CUresult fEventCreate(CUevent* e, unsigned) {
+  *e = reinterpret_cast<CUevent>(new int(0));
+  gpu->events[*e] = false;
+  return CUDA_SUCCESS;
+}
+CUresult fEventDestroy(CUevent e) {
+  gpu->events.erase(e);
+  delete reinterpret_cast<int*>(e);
+  return CUDA_SUCCESS;
+}
+CUresult fEventRecord(CUevent e, CUstream) {
+  gpu->events[e] = false;
+  gpu->queue.push_back([e] { gpu->events[e] = true; });
+  return CUDA_SUCCESS;
+}
+CUresult fEventSynchronize(CUevent e) {
+  if (!gpu->events.count(e)) return CUDA_ERROR_INVALID_HANDLE;
+  while (!gpu->events[e] && !gpu->queue.empty()) {
+    auto op = std::move(gpu->queue.front());
+    gpu->queue.pop_front();
+    op();
+  }
+  return CUDA_SUCCESS;
+}
+CUresult fCtxSynchronize() {
+  ++gpu->ctxSyncs;
+  gpu->runAll();
+  return CUDA_SUCCESS;
+}
+CUresult fCtxPushCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult fCtxPopCurrent(CUcontext* c) { return *c = nullptr, CUDA_SUCCESS; }
+CUresult fStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  auto it = gpu->capture.find(reinterpret_cast<uint64_t>(s));
+  *status = it == gpu->capture.end() ? CU_STREAM_CAPTURE_STATUS_NONE : it->second;
+  return CUDA_SUCCESS;
+}
+// Function 0x100 is a CUfunction with params (8 @0, 4 @8); 0x200 is a CUkernel.
+CUresult fFuncGetName(const char** name, CUfunction f) {
+  if (reinterpret_cast<uint64_t>(f) != 0x100) return CUDA_ERROR_INVALID_HANDLE;
+  return *name = "_Z1fPfi", CUDA_SUCCESS;
+}
+CUresult fKernelGetName(const char** name, CUkernel k) {
+  if (reinterpret_cast<uint64_t>(k) != 0x200) return CUDA_ERROR_INVALID_HANDLE;
+  return *name = "_Z1kv", CUDA_SUCCESS;
+}
+CUresult fFuncGetParamInfo(CUfunction f, size_t i, size_t* off, size_t* size) {
+  if (reinterpret_cast<uint64_t>(f) != 0x100) return CUDA_ERROR_INVALID_HANDLE;
+  if (i == 0) return *off = 0, *size = 8, CUDA_SUCCESS;
+  if (i == 1) return *off = 8, *size = 4, CUDA_SUCCESS;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+CUresult fKernelGetParamInfo(CUkernel k, size_t, size_t*, size_t*) {
+  return reinterpret_cast<uint64_t>(k) == 0x200 ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+}
+CUresult fFuncGetModule(CUmodule* m, CUfunction f) {
+  *m = reinterpret_cast<CUmodule>(reinterpret_cast<uint64_t>(f) + 0x1000);
+  return CUDA_SUCCESS;
+}
+CUresult fKernelGetFunction(CUfunction* f, CUkernel k) {
+  *f = reinterpret_cast<CUfunction>(reinterpret_cast<uint64_t>(k) + 1);
+  return CUDA_SUCCESS;
+}
+
+kernels::DriverApi fakeApi() {
+  kernels::DriverApi a;
+  a.cuGetErrorString = fGetErrorString;
+  a.cuModuleLoadData = fModuleLoadData;
+  a.cuModuleUnload = fModuleUnload;
+  a.cuModuleGetFunction = fModuleGetFunction;
+  a.cuCtxGetDevice = fCtxGetDevice;
+  a.cuDeviceGetAttribute = fDeviceGetAttribute;
+  a.cuMemAlloc = fMemAlloc;
+  a.cuMemFree = fMemFree;
+  a.cuMemAllocHost = fMemAllocHost;
+  a.cuMemFreeHost = fMemFreeHost;
+  a.cuMemcpyHtoDAsync = fMemcpyHtoDAsync;
+  a.cuMemcpyDtoHAsync = fMemcpyDtoHAsync;
+  a.cuLaunchKernel = fLaunchKernel;
+  a.cuEventCreate = fEventCreate;
+  a.cuEventDestroy = fEventDestroy;
+  a.cuEventRecord = fEventRecord;
+  a.cuEventSynchronize = fEventSynchronize;
+  a.cuCtxSynchronize = fCtxSynchronize;
+  a.cuCtxPushCurrent = fCtxPushCurrent;
+  a.cuCtxPopCurrent = fCtxPopCurrent;
+  a.cuStreamIsCapturing = fStreamIsCapturing;
+  a.cuFuncGetName = fFuncGetName;
+  a.cuKernelGetName = fKernelGetName;
+  a.cuFuncGetParamInfo = fFuncGetParamInfo;
+  a.cuKernelGetParamInfo = fKernelGetParamInfo;
+  a.cuFuncGetModule = fFuncGetModule;
+  a.cuKernelGetFunction = fKernelGetFunction;
+  return a;
+}
+
+std::vector<uint8_t> randomBytes(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+struct Fixture {
+  FakeGpu state;
+  Fixture() { gpu = &state; }
+  ~Fixture() { gpu = nullptr; }
+};
+
+}  // namespace
+
+TEST_CASE("hashes are enqueued and read back only after the GPU ran them", "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(200000, 1), b = randomBytes(10, 2);
+  const std::vector<kernels::HashRequest> req = {{reinterpret_cast<uint64_t>(a.data()), a.size()},
+                                                 {reinterpret_cast<uint64_t>(b.data()), 0},
+                                                 {reinterpret_cast<uint64_t>(b.data()), b.size()}};
+  std::string error;
+  auto p1 = device->hash(0xC0, 0x5, req, false, error);
+  REQUIRE(p1);
+  CHECK_FALSE(gpu->queue.empty());  // nothing ran yet: asynchronous
+  CHECK(gpu->ctxSyncs == 0);
+  auto p2 = device->hash(0xC0, 0x5, std::span(req).subspan(2), false, error);  // a second slot
+  REQUIRE(p2);
+  std::vector<kernels::HashResult> r1, r2;
+  REQUIRE(p2->wait(r2, error));
+  REQUIRE(p1->wait(r1, error));
+  REQUIRE(r1.size() == 3);
+  CHECK(r1[0].digest == hash::hashBuffer(a));
+  CHECK(r1[0].chunkDigests == hash::chunkDigests(a));
+  CHECK(r1[1].digest == hash::hashBuffer({}));
+  CHECK(r1[2].digest == hash::hashBuffer(b));
+  REQUIRE(r2.size() == 1);
+  CHECK(r2[0].digest == hash::hashBuffer(b));
+  CHECK(gpu->launches == 2);
+
+  // Slots are reused, and grown for a larger batch.
+  const auto big = randomBytes(3 << 20, 3);
+  const kernels::HashRequest bigReq{reinterpret_cast<uint64_t>(big.data()), big.size()};
+  std::vector<kernels::HashRequest> many(300, bigReq);  // 300 x 48 chunks: table and digests grow
+  auto p3 = device->hash(0xC0, 0x5, many, false, error);
+  REQUIRE(p3);
+  std::vector<kernels::HashResult> r3;
+  REQUIRE(p3->wait(r3, error));
+  REQUIRE(r3.size() == 300);
+  CHECK(r3[299].digest == hash::hashBuffer(big));
+
+  // Teardown of the context frees everything the hasher allocated.
+  device->contextDestroying(0xC0);
+  CHECK(gpu->allocs == gpu->frees);
+  CHECK(gpu->events.empty());
+}
+
+TEST_CASE("synchronous mode synchronises before and has the digests on return", "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(1000, 4);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  auto p = device->hash(0xC0, 0, std::span(&req, 1), true, error);
+  REQUIRE(p);
+  CHECK(gpu->ctxSyncs == 1);
+  CHECK(gpu->queue.empty());  // already waited for
+  std::vector<kernels::HashResult> r;
+  REQUIRE(p->wait(r, error));
+  CHECK(r.at(0).digest == hash::hashBuffer(a));
+}
+
+TEST_CASE("a context destroyed with hashes in flight still delivers them", "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(70000, 5);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  auto p = device->hash(0xC0, 0, std::span(&req, 1), false, error);
+  REQUIRE(p);
+  device->contextDestroying(0xC0);  // synchronises, reads the digests, frees
+  CHECK(gpu->allocs == gpu->frees);
+  std::vector<kernels::HashResult> r;
+  REQUIRE(p->wait(r, error));
+  CHECK(r.at(0).digest == hash::hashBuffer(a));
+  // Later hashes in that context start afresh.
+  auto again = device->hash(0xC0, 0, std::span(&req, 1), false, error);
+  REQUIRE(again);
+  REQUIRE(again->wait(r, error));
+  CHECK(r.at(0).digest == hash::hashBuffer(a));
+}
+
+TEST_CASE("a failing launch gives no pending hash and frees its slot", "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(100, 6);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  gpu->launchResult = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  CHECK_FALSE(device->hash(0xC0, 0, std::span(&req, 1), false, error));
+  CHECK(error.find("launching the hash kernel") != std::string::npos);
+  gpu->launchResult = CUDA_SUCCESS;
+  auto p = device->hash(0xC0, 0, std::span(&req, 1), false, error);
+  REQUIRE(p);
+  std::vector<kernels::HashResult> r;
+  REQUIRE(p->wait(r, error));
+  CHECK(r.at(0).digest == hash::hashBuffer(a));
+}
+
+TEST_CASE("capturing streams are refused", "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  gpu->capture[0x9] = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  CHECK_FALSE(device->canEnqueue(0x9));
+  CHECK(device->canEnqueue(0x8));
+}
+
+TEST_CASE("functions and CUkernels are described through the driver", "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  FunctionInfo f;
+  REQUIRE(device->describeFunction(0x100, f));
+  CHECK(f.name == "_Z1fPfi");
+  CHECK(f.layoutKnown);
+  CHECK(f.layout == std::vector<trace::ParamInfo>{{0, 8}, {8, 4}});
+  CHECK(f.module == 0x1100);
+  FunctionInfo k;
+  REQUIRE(device->describeFunction(0x200, k));
+  CHECK(k.name == "_Z1kv");
+  CHECK(k.layoutKnown);
+  CHECK(k.layout.empty());
+  CHECK(k.module == 0x201 + 0x1000);  // via cuKernelGetFunction
+  FunctionInfo none;
+  CHECK_FALSE(device->describeFunction(0x300, none));
+}
