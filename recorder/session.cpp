@@ -578,8 +578,11 @@ trace::DeviceRange RecordSession::deviceRange(uint64_t address, uint64_t size) {
 }
 
 bool RecordSession::isDevicePointer(uint64_t address) {
+  // Pinned host memory is reachable from the device, but a copy from it is
+  // still host input: it counts as host here.
   std::lock_guard lock(mu_);
-  return allocations_.resolve(address).has_value();
+  const std::optional<Resolved> r = allocations_.resolve(address);
+  return r && r->kind != AllocationKind::kHostMapped;
 }
 
 void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb) {

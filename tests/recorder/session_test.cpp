@@ -336,6 +336,40 @@ TEST_CASE("copies, sets, syncs and frees are recorded with digests of what they 
   CHECK(frees[0].ordinal == 1);
 }
 
+TEST_CASE("unified copies take their direction from the memory map; pinned host memory is host", "[recorder][session]") {
+  Harness h(std::map<std::string, std::string>{{"GPURR_CAPTURE_HOST_DATA", "1"}});
+  std::vector<uint8_t> dev = randomBytes(256, 11), pinned = randomBytes(256, 12), pageable = randomBytes(256, 13);
+  h.memAlloc(dev);
+  {
+    void* p = pinned.data();
+    cuMemHostAlloc_params params{&p, pinned.size(), 0};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, &params);
+  }
+  auto copy = [&](void* dst, const void* src, size_t n) {
+    cuMemcpyAsync_params p{addr(dst), addr(src), n, reinterpret_cast<CUstream>(0x4)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, &p, CUDA_SUCCESS, nullptr, [&] { std::memcpy(dst, src, n); });
+  };
+  copy(dev.data(), pinned.data(), 128);         // pinned host -> device
+  copy(pageable.data(), dev.data() + 64, 64);   // device -> pageable host
+  copy(dev.data() + 128, dev.data(), 64);       // device -> device
+  const auto events = h.finishAndRead();
+  const auto allocs = eventsOf<trace::Allocation>(events);
+  REQUIRE(allocs.size() == 2);
+  CHECK(allocs[1].kind == trace::AllocationKind::kHostMapped);
+  const auto copies = eventsOf<trace::Memcpy>(events);
+  REQUIRE(copies.size() == 3);
+  CHECK(copies[0].kind == trace::MemcpyKind::kHostToDevice);
+  CHECK(copies[0].digest == hash::hashBuffer({pinned.data(), 128}));
+  REQUIRE(copies[0].data);  // host input kept
+  CHECK(copies[0].data->size == 128);
+  CHECK(copies[1].kind == trace::MemcpyKind::kDeviceToHost);
+  CHECK(copies[1].src == trace::DeviceRange{addr(dev.data()) + 64, 64, 1, 64});
+  CHECK(copies[1].digest == hash::hashBuffer({pageable.data(), 64}));
+  CHECK(copies[2].kind == trace::MemcpyKind::kDeviceToDevice);
+  CHECK(copies[2].dst.offset == 128);
+  CHECK_FALSE(copies[2].data);
+}
+
 TEST_CASE("GPURR_LAUNCHES and GPURR_KERNELS select what is hashed; every launch is listed", "[recorder][session]") {
   Harness h({{"GPURR_LAUNCHES", "1:3"}, {"GPURR_KERNELS", "axpy"}});
   h.device->functions[kAxpy] = axpyInfo(0);
