@@ -150,9 +150,6 @@ void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbi
 void RecordSession::onResource(CUpti_CallbackId cbid, const void* cbdata) {
   const auto& res = *static_cast<const CUpti_ResourceData*>(cbdata);
   switch (cbid) {
-    case CUPTI_CBID_RESOURCE_CU_INIT_FINISHED:
-      ensureStarted();
-      break;
     case CUPTI_CBID_RESOURCE_MODULE_LOADED:
       if (res.resourceDescriptor != nullptr)
         moduleLoaded(*static_cast<const CUpti_ModuleResourceData*>(res.resourceDescriptor));

@@ -33,9 +33,10 @@ namespace gpurr::recorder {
 
 class RecordSession {
  public:
-  // `openSink` is called once, on the first event, with the header filled in
-  // (after the driver is initialised, so GPUs can be described); it returns
-  // the sink to write to, or null after warning (nothing is recorded then).
+  // `openSink` is called once, on the first recorded call (never inside
+  // cuInit, so the driver can be asked about its GPUs), with the header
+  // filled in; it returns the sink to write to, or null after warning
+  // (nothing is recorded then).
   using OpenSink = std::function<std::unique_ptr<TraceSink>(const trace::Header& header)>;
 
   RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink, WarnFn warn);
