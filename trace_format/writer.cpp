@@ -112,6 +112,7 @@ struct TraceWriter::Impl {
   int eventsFd = -1;
   Scratch scratch;       // the owner's, for events
   Scratch blockScratch;  // the compressing thread's, for block headers
+  std::vector<uint8_t> compressed;  // the compressing thread's, for frames
   ZSTD_CCtx* cctx = nullptr;
   bool closed = false;
 
@@ -139,9 +140,11 @@ struct TraceWriter::Impl {
   void compressAndWrite(Block& block, std::vector<uint8_t>& buffer) {
     // Block header first, then the frame, in one write.
     std::vector<uint8_t> headerBytes;
+    // Reused, and only ever grown: zero-filling a fresh buffer for every
+    // block cost a tenth of the compression itself.
     const size_t bound = ZSTD_compressBound(block.frames.size());
-    std::vector<uint8_t> compressed(bound);
-    const size_t n = ZSTD_compress2(cctx, compressed.data(), bound, block.frames.data(),
+    if (compressed.size() < bound) compressed.resize(bound);
+    const size_t n = ZSTD_compress2(cctx, compressed.data(), compressed.size(), block.frames.data(),
                                     block.frames.size());
     if (ZSTD_isError(n)) {
       throw TraceError(fmt::format("zstd: {}", ZSTD_getErrorName(n)));
