@@ -5,6 +5,7 @@
 // warning, and the program runs on unrecorded.
 #include <cupti.h>
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <cstdlib>
 #include <memory>
@@ -29,6 +30,10 @@ void CUPTIAPI onCupti(void* userdata, CUpti_CallbackDomain domain, CUpti_Callbac
 
 void finishAtExit() {
   if (gSession != nullptr) gSession->finish();
+}
+
+void abandonInChild() {
+  if (gSession != nullptr) gSession->abandonInForkedChild();
 }
 
 std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace::Header& header) {
@@ -138,6 +143,7 @@ int initialize() {
   }
   gSession = session.release();
   std::atexit(finishAtExit);
+  pthread_atfork(nullptr, nullptr, abandonInChild);
   return 1;
 }
 

@@ -52,6 +52,11 @@ class RecordSession {
   // Starts the trace now if it has not started (normally on the first event).
   void ensureStarted();
 
+  // In a child made by fork(): the trace thread does not exist there and the
+  // trace belongs to the parent, so the child records nothing and finish()
+  // does nothing. Async-signal-safe.
+  void abandonInForkedChild() { finished_.store(true); }
+
   const RecorderOptions& options() const { return options_; }
 
  private:

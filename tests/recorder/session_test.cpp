@@ -3,6 +3,7 @@
 // The trace is written for real and read back with TraceReader.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -546,4 +547,22 @@ TEST_CASE("when the trace cannot be opened the session records nothing and runs 
   h.session->finish();
   CHECK(h.calls.empty());
   CHECK(h.traceDir.empty());
+}
+
+TEST_CASE("a forked child records nothing and leaves the parent's trace alone", "[recorder][session]") {
+  Harness h;
+  std::vector<uint8_t> x(100), y(100);
+  h.memAlloc(x);
+  const pid_t child = fork();
+  if (child == 0) {
+    h.session->abandonInForkedChild();  // what the atfork handler does
+    h.memAlloc(y);                      // ignored
+    h.session->finish();                // no thread to join, nothing to close
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(eventsOf<trace::Allocation>(h.finishAndRead()).size() == 1);
 }
