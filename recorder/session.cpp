@@ -11,6 +11,7 @@
 
 #include "recorder/cubin_symbols.h"
 #include "recorder/reentrancy.h"
+#include "recorder/rng_params.h"
 #include "trace_format/hash.h"
 
 extern char** environ;
@@ -274,6 +275,7 @@ std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo
     device_->describeFunction(function, fresh->info);  // unlocked: calls the driver
     if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
     fresh->selectedByName = kernelSelected(options_, fresh->info.name);
+    fresh->philoxOffsets = philoxParamOffsets(fresh->info.name, fresh->info.layout);
     cached = fresh;
     std::lock_guard lock(mu_);
     functions_.emplace(function, cached);
@@ -365,6 +367,8 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
   } else if (kernelParams != nullptr) {
     k.annotations.push_back(trace::Note{"parameter layout unknown (driver lacks cuFuncGetParamInfo): parameters not captured"});
   }
+
+  for (trace::RngState& r : decodePhilox(k.params, fn->philoxOffsets)) k.annotations.push_back(std::move(r));
 
   std::vector<ScannedPointer> scanned;
   uint64_t index;

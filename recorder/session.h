@@ -81,6 +81,7 @@ class RecordSession {
   struct CachedFunction {
     FunctionInfo info;
     bool selectedByName = true;  // GPURR_KERNELS matches
+    std::vector<uint32_t> philoxOffsets;  // PhiloxCudaState parameters
   };
   // Function name / layout, cached per handle; `module` gets its ordinal.
   std::shared_ptr<const CachedFunction> functionInfo(uint64_t function, const char* symbolName, uint32_t& module);

@@ -566,3 +566,23 @@ TEST_CASE("a forked child records nothing and leaves the parent's trace alone", 
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(eventsOf<trace::Allocation>(h.finishAndRead()).size() == 1);
 }
+
+TEST_CASE("a PyTorch Philox state parameter is labelled on the launch", "[recorder][session]") {
+  Harness h;
+  h.device->functions[0xF03] = {"_ZN2at6native6kernelIfEEvlNS_15PhiloxCudaStateEPf", 0, {{0, 8}, {8, 24}, {32, 8}}, true};
+  int64_t n = 10;
+  uint8_t philox[24] = {};
+  const uint64_t seed = 7, offset = 96;
+  std::memcpy(philox, &seed, 8);
+  std::memcpy(philox + 8, &offset, 8);
+  uint64_t out = 0;
+  void* args[] = {&n, philox, &out};
+  h.launch(0xF03, args);
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 1);
+  REQUIRE(launches[0].annotations.size() == 1);
+  const auto& rng = std::get<trace::RngState>(launches[0].annotations[0]);
+  CHECK(rng.seed == 7);
+  CHECK(rng.offset == 96);
+  CHECK(rng.paramOffset == 8);
+}
