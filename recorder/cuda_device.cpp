@@ -326,6 +326,11 @@ void CudaDevice::contextDestroying(uint64_t context) {
   }
 }
 
+uint32_t CudaDevice::currentDevice() {
+  CUdevice dev = 0;
+  return api_.cuCtxGetDevice(&dev) == CUDA_SUCCESS ? static_cast<uint32_t>(dev) : 0;
+}
+
 void CudaDevice::describeSystem(trace::Header& h) {
   int version = 0;
   if (api_.cuDriverGetVersion(&version) == CUDA_SUCCESS) h.driverVersion = static_cast<uint32_t>(version);

@@ -29,6 +29,7 @@ class CudaDevice : public Device {
   std::unique_ptr<PendingHashes> hash(uint64_t context, uint64_t stream,
                                       std::span<const kernels::HashRequest> requests, bool synchronous,
                                       std::string& error) override;
+  uint32_t currentDevice() override;
   void describeSystem(trace::Header& header) override;
   void contextDestroying(uint64_t context) override;
 

@@ -51,6 +51,9 @@ class Device {
                                               std::span<const kernels::HashRequest> requests, bool synchronous,
                                               std::string& error) = 0;
 
+  // Ordinal of the device of the current context (0 when unknown).
+  virtual uint32_t currentDevice() { return 0; }
+
   // GPUs, driver and library versions for the trace header.
   virtual void describeSystem(trace::Header& header) = 0;
 

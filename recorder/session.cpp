@@ -161,9 +161,12 @@ void RecordSession::onResource(CUpti_CallbackId cbid, const void* cbdata) {
       functions_.clear();
       break;
     }
-    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING: {
       device_->contextDestroying(u64(res.context));
+      std::lock_guard lock(mu_);
+      deviceByContext_.erase(u64(res.context));
       break;
+    }
     default:
       break;
   }
@@ -448,10 +451,23 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
 
 // ------------------------------------------------------------------ memory
 
-void RecordSession::addAllocation(uint64_t address, uint64_t size, AllocationKind kind, uint64_t stream) {
+uint32_t RecordSession::deviceOf(uint64_t context) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = deviceByContext_.find(context); it != deviceByContext_.end()) return it->second;
+  }
+  const uint32_t device = device_->currentDevice();  // the callback's context is current
+  std::lock_guard lock(mu_);
+  deviceByContext_[context] = device;
+  return device;
+}
+
+void RecordSession::addAllocation(uint64_t address, uint64_t size, AllocationKind kind, uint64_t stream,
+                                  uint64_t context) {
+  const uint32_t device = deviceOf(context);
   std::lock_guard lock(mu_);  // ordinals and emission in the same order
   std::vector<trace::Free> replaced;
-  const uint32_t ordinal = allocations_.add(address, size, kind, 0, stream, &replaced);
+  const uint32_t ordinal = allocations_.add(address, size, kind, device, stream, &replaced);
   for (const trace::Free& f : replaced) emitEvent(f);
   trace::Allocation a = *allocations_.at(address);
   a.ordinal = ordinal;
@@ -468,27 +484,27 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
   switch (h) {
     case Handler::kMemAlloc: {
       const auto& p = params<cuMemAlloc_v2_params>(cb);
-      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kDevice, 0);
+      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kDevice, 0, u64(cb.context));
       break;
     }
     case Handler::kMemAllocPitch: {
       const auto& p = params<cuMemAllocPitch_v2_params>(cb);
-      if (p.dptr && p.pPitch) addAllocation(*p.dptr, *p.pPitch * p.Height, AllocationKind::kDevice, 0);
+      if (p.dptr && p.pPitch) addAllocation(*p.dptr, *p.pPitch * p.Height, AllocationKind::kDevice, 0, u64(cb.context));
       break;
     }
     case Handler::kMemAllocAsync: {
       const auto& p = params<cuMemAllocAsync_params>(cb);
-      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream));
+      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
       break;
     }
     case Handler::kMemAllocFromPoolAsync: {
       const auto& p = params<cuMemAllocFromPoolAsync_params>(cb);
-      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream));
+      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
       break;
     }
     case Handler::kMemAllocManaged: {
       const auto& p = params<cuMemAllocManaged_params>(cb);
-      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kManaged, 0);
+      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kManaged, 0, u64(cb.context));
       break;
     }
     case Handler::kMemFree:
@@ -501,17 +517,17 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
       // With unified addressing, pinned host memory has the same address on
       // the device, so kernels may be passed it directly.
       const auto& p = params<cuMemHostAlloc_params>(cb);
-      if (p.pp && *p.pp) addAllocation(u64(*p.pp), p.bytesize, AllocationKind::kHostMapped, 0);
+      if (p.pp && *p.pp) addAllocation(u64(*p.pp), p.bytesize, AllocationKind::kHostMapped, 0, u64(cb.context));
       break;
     }
     case Handler::kMemAllocHost: {
       const auto& p = params<cuMemAllocHost_v2_params>(cb);
-      if (p.pp && *p.pp) addAllocation(u64(*p.pp), p.bytesize, AllocationKind::kHostMapped, 0);
+      if (p.pp && *p.pp) addAllocation(u64(*p.pp), p.bytesize, AllocationKind::kHostMapped, 0, u64(cb.context));
       break;
     }
     case Handler::kMemHostRegister: {
       const auto& p = params<cuMemHostRegister_v2_params>(cb);
-      addAllocation(u64(p.p), p.bytesize, AllocationKind::kHostMapped, 0);
+      addAllocation(u64(p.p), p.bytesize, AllocationKind::kHostMapped, 0, u64(cb.context));
       break;
     }
     case Handler::kMemHostUnregister:
@@ -522,7 +538,7 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
       break;
     case Handler::kAddressReserve: {
       const auto& p = params<cuMemAddressReserve_params>(cb);
-      if (p.ptr) addAllocation(*p.ptr, p.size, AllocationKind::kVmm, 0);
+      if (p.ptr) addAllocation(*p.ptr, p.size, AllocationKind::kVmm, 0, u64(cb.context));
       break;
     }
     case Handler::kAddressFree:
@@ -550,7 +566,7 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
         std::lock_guard lock(mu_);
         known = allocations_.at(*p.dptr) != nullptr;
       }
-      if (!known) addAllocation(*p.dptr, *p.bytes, AllocationKind::kModuleGlobal, 0);
+      if (!known) addAllocation(*p.dptr, *p.bytes, AllocationKind::kModuleGlobal, 0, u64(cb.context));
       break;
     }
     case Handler::kModuleLoad: {

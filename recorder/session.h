@@ -75,7 +75,9 @@ class RecordSession {
   void moduleLoaded(const CUpti_ModuleResourceData& module);
 
   // Allocation bookkeeping; emit the Allocation / Free events.
-  void addAllocation(uint64_t address, uint64_t size, trace::AllocationKind kind, uint64_t stream);
+  void addAllocation(uint64_t address, uint64_t size, trace::AllocationKind kind, uint64_t stream,
+                     uint64_t context);
+  uint32_t deviceOf(uint64_t context);
   void removeAllocation(uint64_t address);
 
   struct CachedFunction {
@@ -112,7 +114,8 @@ class RecordSession {
   AllocationMap allocations_;
   std::unordered_map<uint64_t, std::shared_ptr<const CachedFunction>> functions_;
   std::unordered_map<uint64_t, uint32_t> moduleByHandle_;   // CUmodule -> ordinal
-  std::unordered_map<std::string, uint32_t> moduleByName_;  // kernel name -> ordinal (latest)
+  std::unordered_map<std::string, uint32_t> moduleByName_;
+  std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // kernel name -> ordinal (latest)
   uint32_t nextModule_ = 1;
   uint64_t nextLaunch_ = 0;
   std::map<std::string, bool> warned_;

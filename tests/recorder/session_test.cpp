@@ -49,6 +49,9 @@ class FakeDevice : public Device {
   std::map<uint64_t, FunctionInfo> functions;
   std::set<uint64_t> capturing;
   std::vector<HashCall>* calls = nullptr;
+  uint32_t device = 0;
+
+  uint32_t currentDevice() override { return device; }
 
   bool describeFunction(uint64_t f, FunctionInfo& out) override {
     auto it = functions.find(f);
@@ -206,6 +209,7 @@ FunctionInfo axpyInfo(uint64_t module) {
 
 TEST_CASE("a launch is recorded with parameters, pointers, module and input/output digests", "[recorder][session]") {
   Harness h;
+  h.device->device = 1;
   h.device->functions[kAxpy] = axpyInfo(0xAB);
   std::vector<uint8_t> x = randomBytes(100000, 1), y = randomBytes(70000, 2);
   h.memAlloc(x);
@@ -227,6 +231,7 @@ TEST_CASE("a launch is recorded with parameters, pointers, module and input/outp
   REQUIRE(allocs.size() == 2);
   CHECK(allocs[0].ordinal == 1);
   CHECK(allocs[0].address == addr(x.data()));
+  CHECK(allocs[0].device == 1);
   CHECK(allocs[1].size == 70000);
   const auto modules = eventsOf<trace::ModuleLoad>(events);
   REQUIRE(modules.size() == 1);
