@@ -35,10 +35,13 @@ __device__ uint32_t findRange(const DeviceHashRange* ranges, uint32_t count, uin
 __device__ void loadBytes(const uint8_t* p, uint64_t len, uint32_t w, uint64_t& lo, uint64_t& hi) {
   const uint64_t begin = uint64_t{w} * h::kWordBytes;
   const uint32_t n = static_cast<uint32_t>(minU64(h::kWordBytes, len - begin));
-  uint64_t v[2] = {0, 0};
-  for (uint32_t i = 0; i < n; ++i) v[i / 8] |= uint64_t{p[begin + i]} << (8 * (i % 8));
-  lo = v[0];
-  hi = v[1];
+  lo = 0;
+  hi = 0;
+  // Two explicit halves, not an indexed array: keeps it out of local memory.
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t b = p[begin + i];
+    if (i < 8) lo |= b << (8 * i); else hi |= b << (8 * (i - 8));
+  }
 }
 
 }  // namespace
