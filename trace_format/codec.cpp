@@ -35,6 +35,7 @@ void encodeKeyValues(const std::vector<KeyValue>& in,
 }
 
 void decodeKeyValues(capnp::List<schema::KeyValue>::Reader in, std::vector<KeyValue>& out) {
+  requireElementData(in);
   out.resize(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     assign(out[i].key, in[i].getKey());
@@ -92,6 +93,7 @@ void encodeDigests(const std::vector<RangeDigest>& in,
 }
 
 void decodeDigests(capnp::List<schema::RangeDigest>::Reader in, std::vector<RangeDigest>& out) {
+  requireElementData(in);
   out.resize(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     auto r = in[i];
@@ -151,7 +153,9 @@ Annotation decodeAnnotation(schema::Annotation::Reader in) {
       auto g = in.getAlgorithm();
       AlgorithmChoice a{str(g.getLibrary()), str(g.getCall()), str(g.getChoice()), {}, {}};
       decodeKeyValues(g.getAttributes(), a.attributes);
-      for (auto c : g.getCandidates()) a.candidates.push_back({str(c.getAlgorithm()), c.getTimeMs()});
+      auto candidates = g.getCandidates();
+      requireElementData(candidates);
+      for (auto c : candidates) a.candidates.push_back({str(c.getAlgorithm()), c.getTimeMs()});
       return a;
     }
     case schema::Annotation::RNG: {
@@ -226,6 +230,7 @@ void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEnt
   out.cluster = in.hasCluster() ? decodeDim(in.getCluster()) : Dim3{0, 0, 0};
   out.sharedMemBytes = in.getSharedMemBytes();
   auto attrs = in.getAttributes();
+  requireElementData(attrs);
   out.attributes.resize(attrs.size());
   for (size_t i = 0; i < attrs.size(); ++i) {
     out.attributes[i].id = attrs[i].getId();
@@ -233,11 +238,13 @@ void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEnt
   }
   assign(out.params, in.getParams());
   auto layout = in.getParamLayout();
+  requireElementData(layout);
   out.paramLayout.resize(layout.size());
   for (size_t i = 0; i < layout.size(); ++i) {
     out.paramLayout[i] = {layout[i].getOffset(), layout[i].getSize()};
   }
   auto ptrs = in.getPointers();
+  requireElementData(ptrs);
   out.pointers.resize(ptrs.size());
   for (size_t i = 0; i < ptrs.size(); ++i) {
     out.pointers[i] = {ptrs[i].getByteOffset(), ptrs[i].getAllocation(), ptrs[i].getOffset()};
@@ -245,7 +252,9 @@ void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEnt
   decodeDigests(in.getInputs(), out.inputs);
   decodeDigests(in.getOutputs(), out.outputs);
   out.annotations.clear();
-  for (auto a : in.getAnnotations()) out.annotations.push_back(decodeAnnotation(a));
+  auto annotations = in.getAnnotations();
+  requireElementData(annotations);
+  for (auto a : annotations) out.annotations.push_back(decodeAnnotation(a));
   out.hashed = !in.getNotHashed();
 }
 
@@ -315,7 +324,9 @@ Header decodeHeader(schema::Header::Reader in) {
   h.pid = in.getPid();
   h.rank = in.getRank();
   h.startTimeNs = in.getStartTimeNs();
-  for (auto g : in.getGpus()) {
+  auto gpus = in.getGpus();
+  requireElementData(gpus);
+  for (auto g : gpus) {
     h.gpus.push_back({g.getOrdinal(), str(g.getName()), str(g.getUuid()), g.getSmCount(),
                       g.getCcMajor(), g.getCcMinor(), g.getMemoryBytes(), str(g.getPciBusId())});
   }

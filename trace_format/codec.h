@@ -2,15 +2,31 @@
 // Private to trace_format: the writer and reader are its only users.
 #pragma once
 
+#include <capnp/any.h>
+
 #include <string>
 #include <vector>
 
 #include "trace_format/events.h"
 #include "trace_format/trace.capnp.h"
+#include "trace_format/trace.h"
 
 namespace gpurr::trace::codec {
 
 namespace schema = gpurr::capnp_schema;
+
+// Throws unless the elements of a struct list hold something. A list of
+// empty structs costs no bytes in a message whatever its length, so a file of
+// a few hundred bytes could otherwise make a decoder allocate gigabytes. No
+// writer makes one: every struct of trace.capnp has fields.
+template <typename List>
+void requireElementData(List list) {
+  if (list.size() == 0) return;
+  const capnp::AnyStruct::Reader first(list[0]);
+  if (first.getDataSection().size() == 0 && first.getPointerSection().size() == 0) {
+    throw TraceError("a list claims " + std::to_string(list.size()) + " empty elements");
+  }
+}
 
 // Block-local function table: id -> (module, mangled name).
 struct FunctionEntry {

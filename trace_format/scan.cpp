@@ -104,6 +104,7 @@ DeviceRange range(schema::DeviceRange::Reader r) {
 }
 
 void digests(capnp::List<schema::RangeDigest>::Reader in, std::vector<ScanRange>& out) {
+  codec::requireElementData(in);
   out.resize(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     auto r = in[i];
@@ -147,6 +148,7 @@ void decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       auto params = l.getParams();
       e.params = {reinterpret_cast<const uint8_t*>(params.begin()), params.size()};
       auto ptrs = l.getPointers();
+      codec::requireElementData(ptrs);
       s.pointers.resize(ptrs.size());
       for (size_t i = 0; i < ptrs.size(); ++i) {
         s.pointers[i] = {ptrs[i].getByteOffset(), ptrs[i].getAllocation(), ptrs[i].getOffset()};

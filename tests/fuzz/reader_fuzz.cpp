@@ -1,9 +1,10 @@
 // Fuzz target for TraceReader: a valid base trace (examples/synthetic.gpurr)
 // with one or more of its files replaced by the fuzz input, then read the way
-// `gpurr info` and `gpurr dump` read it (header, every block, every event,
-// every referenced blob). A TraceError is the expected answer to bad input;
-// any other exception, a crash, a sanitizer report, a hang or a huge
-// allocation is a bug in the reader.
+// `gpurr info`, `dump` and `diff` read it (header, every block, every event
+// through forEach and through scanEvents, every referenced blob). A
+// TraceError is the expected answer to bad input; any other exception, a
+// crash, a sanitizer report, a hang or a huge allocation is a bug in the
+// reader.
 //
 // Input layout (reader_fuzz.h lists the modes): the first byte picks a mode,
 // the rest is its payload. Modes that replace a compressed file leave the
@@ -29,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::fuzz {
@@ -261,6 +263,23 @@ void exercise(const fs::path& dir) {
     std::fprintf(stderr, "forEach visited %llu events, the reader counts %llu\n",
                  static_cast<unsigned long long>(visited),
                  static_cast<unsigned long long>(reader.eventCount()));
+    std::abort();
+  }
+  // The lighter read path of whole-trace passes (gpurr diff) must agree.
+  uint64_t scanned = 0;
+  bool scanComplete = true;
+  try {
+    scanEvents(reader, [&](const ScanEvent& e) {
+      ++scanned;
+      sink = sink + e.function.size() + e.params.size() + e.inputs.size() + e.outputs.size();
+      return true;
+    });
+  } catch (const TraceError&) {
+    scanComplete = false;
+  }
+  if (complete && scanComplete && scanned != visited) {
+    std::fprintf(stderr, "scanEvents visited %llu events, forEach %llu\n",
+                 static_cast<unsigned long long>(scanned), static_cast<unsigned long long>(visited));
     std::abort();
   }
   // Blocks one by one, so that those after a corrupt one are read too.
