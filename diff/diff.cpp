@@ -565,7 +565,21 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     }
     auto slice = [&](const std::vector<uint8_t>& v) {
       if (begin >= v.size()) return std::string("(absent)");
-      return hexBytes(std::span<const uint8_t>(v).subspan(begin, std::min(end, v.size()) - begin));
+      const size_t n = std::min(end, v.size()) - begin;
+      // A scalar is shown as its value read both ways a kernel might use it.
+      if (n == 4) {
+        uint32_t u;
+        float f;
+        std::memcpy(&u, v.data() + begin, 4);
+        std::memcpy(&f, v.data() + begin, 4);
+        return fmt::format("{:#010x} (int {}, float {:g})", u, static_cast<int32_t>(u), f);
+      }
+      if (n == 8) {
+        uint64_t u;
+        std::memcpy(&u, v.data() + begin, 8);
+        return fmt::format("{:#018x} (int {})", u, static_cast<int64_t>(u));
+      }
+      return hexBytes(std::span<const uint8_t>(v).subspan(begin, n));
     };
     out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p,
                    slice(a.params), slice(b.params), ""});
@@ -824,9 +838,10 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
   d.mechanism = d.cause;
   d.summary = "nondeterministic kernel: same inputs and parameters, different outputs";
   d.evidence.push_back(fmt::format("{} identical (digests equal), parameters identical after "
-                                   "pointer normalisation; {} of {} differ",
+                                   "pointer normalisation; {} of {} output{} differ{}",
                                    d.inputCount == 1 ? "the input is" : fmt::format("all {} inputs are", d.inputCount),
-                                   plural(d.outputs.size(), "output"), d.outputCount));
+                                   d.outputs.size(), d.outputCount, d.outputCount == 1 ? "" : "s",
+                                   d.outputs.size() == 1 ? "s" : ""));
   d.evidence.push_back("the kernel itself gives different results from identical state: "
                        "floating-point atomics, split-K or other unordered reductions, races");
 }

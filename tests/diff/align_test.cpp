@@ -1,0 +1,176 @@
+// Unit tests of the diff library's pieces that need no trace: the alignment
+// (against a brute-force LCS), the labelled interval map, the culprits file.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "diff/align.h"
+#include "diff/culprits.h"
+#include "diff/intervals.h"
+
+using namespace gpurr::diff;
+
+namespace {
+
+// Checks that the runs cover both sequences in order and that matches match.
+void checkCover(const Alignment& al, const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+  uint64_t i = 0, j = 0, matched = 0;
+  for (const AlignedRun& r : al.runs) {
+    REQUIRE(r.aBegin == i);
+    REQUIRE(r.bBegin == j);
+    if (r.match) {
+      REQUIRE(r.aCount == r.bCount);
+      for (uint64_t k = 0; k < r.aCount; ++k) REQUIRE(a[i + k] == b[j + k]);
+      matched += r.aCount;
+    } else {
+      REQUIRE(r.aCount + r.bCount > 0);
+    }
+    i += r.aCount;
+    j += r.bCount;
+  }
+  REQUIRE(i == a.size());
+  REQUIRE(j == b.size());
+  REQUIRE(matched == al.matched);
+}
+
+uint64_t lcs(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+  std::vector<std::vector<uint64_t>> t(a.size() + 1, std::vector<uint64_t>(b.size() + 1, 0));
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      t[i][j] = a[i - 1] == b[j - 1] ? t[i - 1][j - 1] + 1 : std::max(t[i - 1][j], t[i][j - 1]);
+    }
+  }
+  return t[a.size()][b.size()];
+}
+
+}  // namespace
+
+TEST_CASE("identical sequences align as one match") {
+  const std::vector<uint64_t> a = {1, 2, 3, 4};
+  const Alignment al = align(a, a);
+  REQUIRE(al.runs.size() == 1);
+  REQUIRE(al.runs[0].match);
+  REQUIRE(al.matched == 4);
+}
+
+TEST_CASE("a replaced stretch is reported on both sides and re-synchronised") {
+  // Run B took another algorithm: one kernel (9) became three (7, 8, 7).
+  const std::vector<uint64_t> a = {1, 2, 9, 3, 4, 5};
+  const std::vector<uint64_t> b = {1, 2, 7, 8, 7, 3, 4, 5};
+  const Alignment al = align(a, b);
+  checkCover(al, a, b);
+  REQUIRE(al.runs.size() == 3);
+  REQUIRE_FALSE(al.runs[1].match);
+  REQUIRE(al.runs[1].aBegin == 2);
+  REQUIRE(al.runs[1].aCount == 1);
+  REQUIRE(al.runs[1].bBegin == 2);
+  REQUIRE(al.runs[1].bCount == 3);
+  REQUIRE(al.matched == 5);
+}
+
+TEST_CASE("insertions and deletions at the ends") {
+  const std::vector<uint64_t> a = {5, 1, 2, 3};
+  const std::vector<uint64_t> b = {1, 2, 3, 6, 6};
+  const Alignment al = align(a, b);
+  checkCover(al, a, b);
+  REQUIRE(al.matched == 3);
+  REQUIRE(al.runs.front().aCount == 1);
+  REQUIRE(al.runs.front().bCount == 0);
+  REQUIRE(al.runs.back().bCount == 2);
+  REQUIRE(align({}, b).runs.size() == 1);
+  REQUIRE(align(a, {}).matched == 0);
+}
+
+TEST_CASE("alignment is minimal on random sequences, windowed or not") {
+  std::mt19937_64 rng(42);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<uint64_t> a(rng() % 60), b;
+    for (auto& x : a) x = rng() % 5;
+    b = a;
+    for (int e = 0; e < 6; ++e) {
+      const int kind = rng() % 3;
+      if (kind == 0 && !b.empty()) b.erase(b.begin() + rng() % b.size());
+      else if (kind == 1) b.insert(b.begin() + (b.empty() ? 0 : rng() % b.size()), rng() % 5);
+      else if (!b.empty()) b[rng() % b.size()] = rng() % 5;
+    }
+    const Alignment full = align(a, b);
+    checkCover(full, a, b);
+    REQUIRE(full.matched == lcs(a, b));
+    REQUIRE_FALSE(full.bounded);
+    AlignOptions small;
+    small.window = 8;
+    const Alignment windowed = align(a, b, small);
+    checkCover(windowed, a, b);
+    REQUIRE(windowed.matched <= full.matched);
+  }
+}
+
+TEST_CASE("windows re-synchronise after a long stretch") {
+  std::vector<uint64_t> a, b;
+  for (uint64_t i = 0; i < 20000; ++i) a.push_back(i);
+  b = a;
+  // Run B has 300 extra operations in the middle, then goes on as run A.
+  b.insert(b.begin() + 10000, 300, 999999);
+  AlignOptions options;
+  options.window = 256;
+  const Alignment al = align(a, b, options);
+  checkCover(al, a, b);
+  REQUIRE(al.matched == a.size());
+  REQUIRE(al.runs.size() == 3);
+  REQUIRE(al.runs[1].bCount == 300);
+}
+
+TEST_CASE("the edit bound turns a hopeless window into one stretch") {
+  std::vector<uint64_t> a(100), b(100);
+  for (uint64_t i = 0; i < 100; ++i) a[i] = i, b[i] = 1000 + i;
+  AlignOptions options;
+  options.maxEdits = 10;
+  const Alignment al = align(a, b, options);
+  checkCover(al, a, b);
+  REQUIRE(al.bounded);
+  REQUIRE(al.matched == 0);
+}
+
+TEST_CASE("interval labels: assign, overwrite, clear, query") {
+  IntervalLabels m;
+  m.assign(3, 0, 100, 0);
+  REQUIRE(m.minLabel(3, 50, 60) == 0);
+  REQUIRE_FALSE(m.minLabel(4, 0, 100));
+  REQUIRE_FALSE(m.minLabel(3, 100, 200));
+  m.assign(3, 40, 60, 2);
+  REQUIRE(m.minLabel(3, 45, 50) == 2);
+  REQUIRE(m.minLabel(3, 30, 50) == 0);
+  REQUIRE(m.covered(3, 0, 200) == 100);
+  m.assign(3, 20, 80, -1);  // identical outputs: no longer tainted
+  REQUIRE(m.covered(3, 0, 200) == 40);
+  REQUIRE_FALSE(m.minLabel(3, 20, 80));
+  REQUIRE(m.minLabel(3, 79, 81) == 0);
+  m.assign(3, 0, UINT64_MAX, -1);
+  REQUIRE(m.empty());
+}
+
+TEST_CASE("the culprits file loads, matches, and rejects bad entries") {
+  const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
+  REQUIRE(c.entries().size() > 10);
+  FirstDivergence d;
+  d.cause = Cause::kNondeterministicKernel;
+  d.mechanism = d.cause;
+  d.a.kind = OpKind::kLaunch;
+  d.a.name = "_ZN2at6native19indexFuncLargeIndexIfEEvPfPKfPKll";
+  d.b = d.a;
+  const auto matches = c.match(d, {});
+  REQUIRE(matches.size() == 1);
+  REQUIRE(matches[0].id == "torch-index-add");
+  REQUIRE(matches[0].matchedBy == "kernel");
+  d.cause = Cause::kRngState;  // the entry does not explain an RNG difference
+  d.mechanism = d.cause;
+  REQUIRE(c.match(d, {}).empty());
+
+  const auto bad = std::filesystem::path(GPURR_BINARY_DIR) / "bad_culprits.json";
+  std::ofstream(bad) << R"({"entries": [{"id": "x", "op": "y", "fix": "z", "kernel": "(unclosed"}]})";
+  REQUIRE_THROWS_WITH(Culprits::load(bad), Catch::Contains("invalid regular expression"));
+  std::ofstream(bad) << R"({"entries": [{"id": "x", "op": "y", "fix": "z"}]})";
+  REQUIRE_THROWS_WITH(Culprits::load(bad), Catch::Contains("needs one of"));
+}

@@ -1,0 +1,596 @@
+// Writes the trace pairs of the golden diff tests (tests/diff/cases/*): for
+// each case a small, synthetic training step recorded twice, the second run
+// differing in exactly the way the case is named after. Everything is fixed,
+// so the output is the same bytes on every run; a test regenerates the pairs
+// and compares them with the checked-in copies.
+//
+//   make_diff_traces OUTPUT_DIR
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "trace_format/hash.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr::trace;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kChunk = 1024;  // hash chunk size these traces declare
+
+// Deterministic bytes: a 64-bit LCG, so buffers look like data, not zeros.
+std::vector<uint8_t> bytesOf(uint64_t seed, size_t n) {
+  std::vector<uint8_t> out(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    out[i] = static_cast<uint8_t>(x >> 56);
+  }
+  return out;
+}
+
+// Float32 values in [-1, 1), as a framework's tensors hold.
+std::vector<uint8_t> floatsOf(uint64_t seed, size_t bytes) {
+  std::vector<uint8_t> raw = bytesOf(seed, bytes);
+  std::vector<uint8_t> out(bytes);
+  for (size_t i = 0; i + 4 <= bytes; i += 4) {
+    uint32_t r;
+    std::memcpy(&r, &raw[i], 4);
+    const float f = static_cast<float>(r) / 2147483648.0f - 1.0f;
+    std::memcpy(&out[i], &f, 4);
+  }
+  return out;
+}
+
+// Adds `ulps` to the float at each of `indices`: what a different order of
+// floating-point additions does to a sum.
+std::vector<uint8_t> perturbed(std::vector<uint8_t> bytes, const std::vector<size_t>& indices,
+                               int32_t ulps = 1) {
+  for (size_t i : indices) {
+    int32_t v;
+    std::memcpy(&v, &bytes[i * 4], 4);
+    v += ulps;
+    std::memcpy(&bytes[i * 4], &v, 4);
+  }
+  return bytes;
+}
+
+// The loss a reduction of `out` gives: different whenever `out` differs.
+std::vector<uint8_t> lossOf(const std::vector<uint8_t>& out) {
+  return floatsOf(gpurr::hash::hashBuffer(out), 1024);
+}
+
+struct Buffer {
+  uint32_t ordinal;
+  uint64_t size;
+};
+
+// One recorded run being written.
+class Run {
+ public:
+  Run(const fs::path& dir, Header header, bool second)
+      : second_(second), writer_(dir, header, WriterOptions{4096, 1, false, 8}) {}
+
+  uint64_t address(const Buffer& b) const {
+    return (second_ ? 0x7f3400000000ULL : 0x7f1200000000ULL) + uint64_t{b.ordinal} * 0x100000;
+  }
+  uint64_t stream() const { return second_ ? 0x5603a0 : 0x55c120; }
+
+  void add(Payload p) {
+    writer_.append(Event{seq_, 1000 + seq_ * 125000, 0, std::move(p)});
+    ++seq_;
+  }
+
+  void alloc(const Buffer& b) {
+    add(Allocation{b.ordinal, address(b), b.size, AllocationKind::kDevice, 0, 0});
+  }
+
+  RangeDigest digest(const Buffer& b, const std::vector<uint8_t>& bytes, bool snapshot = false) {
+    RangeDigest r;
+    r.range = {address(b), b.size, b.ordinal, 0};
+    for (uint64_t c = 0; c * kChunk < bytes.size(); ++c) {
+      const size_t n = std::min<size_t>(kChunk, bytes.size() - c * kChunk);
+      r.chunkDigests.push_back(gpurr::hash::hashChunk({bytes.data() + c * kChunk, n}, c));
+    }
+    r.digest = gpurr::hash::foldChunks(r.chunkDigests, bytes.size());
+    if (snapshot) r.snapshot = writer_.putBlob(bytes, BlobEncoding::kBytePlanes4);
+    return r;
+  }
+
+  // Parameter bytes: the given pointers, then 4-byte scalars.
+  KernelLaunch kernel(const std::string& name, std::vector<const Buffer*> ptrs,
+                      std::vector<uint32_t> scalars, Dim3 grid, Dim3 block) {
+    KernelLaunch k;
+    k.context = 0x5581a0c0;
+    k.stream = stream();
+    k.module = 0;
+    k.function = name;
+    k.grid = grid;
+    k.block = block;
+    for (const Buffer* b : ptrs) {
+      const uint32_t off = static_cast<uint32_t>(k.params.size());
+      const uint64_t a = address(*b);
+      k.params.resize(off + 8);
+      std::memcpy(k.params.data() + off, &a, 8);
+      k.paramLayout.push_back({off, 8});
+      k.pointers.push_back({off, b->ordinal, 0});
+    }
+    for (uint32_t v : scalars) {
+      const uint32_t off = static_cast<uint32_t>(k.params.size());
+      k.params.resize(off + 4);
+      std::memcpy(k.params.data() + off, &v, 4);
+      k.paramLayout.push_back({off, 4});
+    }
+    return k;
+  }
+
+  void copyIn(const Buffer& b, const std::vector<uint8_t>& bytes) {
+    Memcpy m;
+    m.kind = MemcpyKind::kHostToDevice;
+    m.stream = stream();
+    m.async = true;
+    m.size = b.size;
+    m.dst = {address(b), b.size, b.ordinal, 0};
+    m.src = {second_ ? 0x55d0c1de0000ULL : 0x55d0c0de0000ULL, b.size, 0, 0};
+    m.digest = gpurr::hash::hashBuffer(bytes);
+    m.data = writer_.putBlob(bytes, BlobEncoding::kBytePlanes4);
+    add(m);
+  }
+
+  void copyOut(const Buffer& b, const std::vector<uint8_t>& bytes) {
+    Memcpy m;
+    m.kind = MemcpyKind::kDeviceToHost;
+    m.stream = stream();
+    m.size = b.size;
+    m.dst = {second_ ? 0x55d0c1df0000ULL : 0x55d0c0df0000ULL, b.size, 0, 0};
+    m.src = {address(b), b.size, b.ordinal, 0};
+    m.digest = gpurr::hash::hashBuffer(bytes);
+    add(m);
+  }
+
+  void zero(const Buffer& b) {
+    Memset s;
+    s.stream = stream();
+    s.async = true;
+    s.dst = {address(b), b.size, b.ordinal, 0};
+    s.elementSize = 4;
+    s.digest = gpurr::hash::hashBuffer(std::vector<uint8_t>(b.size, 0));
+    add(s);
+  }
+
+  void sync() { add(Sync{SyncKind::kStreamSynchronize, stream(), 0}); }
+
+  void close() { writer_.close(); }
+
+ private:
+  bool second_;
+  TraceWriter writer_;
+  uint64_t seq_ = 0;
+};
+
+Header header(bool second) {
+  Header h;
+  h.toolVersion = "0.1.0";
+  h.commandLine = {"python", "train.py", "--steps", "1"};
+  h.workingDirectory = "/home/user/project";
+  h.environment = {{"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}, {"PYTHONHASHSEED", "0"}};
+  h.hostname = "trainer-01";
+  h.pid = second ? 5120 : 4242;
+  h.startTimeNs = (second ? 1795000600ULL : 1795000000ULL) * 1000000000ULL;
+  h.gpus = {{0, "NVIDIA H100 80GB HBM3", second ? "GPU-11111111-2222-3333-4444-555555555555"
+                                                : "GPU-00000000-1111-2222-3333-444444444444",
+             132, 9, 0, 85520809984ULL, "0000:19:00.0"}};
+  h.driverVersion = 13000;
+  h.cudaRuntimeVersion = 13000;
+  h.cudnnVersion = 91300;
+  h.cublasVersion = 130100;
+  h.libraries = {{"torch", "2.11.0+cu130"}};
+  h.options.hashChunkBytes = kChunk;
+  h.options.captureHostData = true;
+  return h;
+}
+
+const std::string kIndexAdd = "_ZN2at6native19indexFuncLargeIndexIfEEvPfPKfPKll";
+const std::string kRelu = "_ZN2at6native11relu_kernelIfEEvPfPKfl";
+const std::string kSum = "_ZN2at6native10sum_kernelIfEEvPfPKfl";
+const std::string kBias = "_Z8bias_addPfPKfi";
+const std::string kSoftmax = "_Z14softmax_kernelPfPKfi";
+const std::string kHist = "_ZN2at4cuda17kernelHistogram1DIfEEvPfPKfllff";
+const std::string kDropout =
+    "_ZN2at6native20fused_dropout_kernelIfEEvPKfPfPhmfN2at15PhiloxCudaStateE";
+const std::string kAdam = "_Z11adam_updatePfS_S_PKfffffi";
+const std::string kGemm =
+    "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_"
+    "segment_k_off_kernel__5x_cublas";
+const std::string kGemmSplitK =
+    "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x128x32_splitK_kernel__5x_cublas";
+const std::string kConvImplicit =
+    "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32_cudnn";
+const std::string kConvFftIn = "cudnn_fft_r2c_nhwc_input_transform_kernel";
+const std::string kConvFftGemm = "cudnn_fft_cgemm_batched_kernel";
+const std::string kConvFftOut = "cudnn_fft_c2r_nhwc_output_transform_kernel";
+
+const Buffer kWeights{1, 4096}, kBatch{2, 4096}, kHidden{3, 4096}, kOut{4, 4096},
+    kIndex{5, 1024}, kWorkspace{6, 4096}, kLoss{7, 1024};
+
+// The common training step: what both runs do unless a case changes it.
+// `vary` lets a case change one value per stage in run B.
+struct Step {
+  std::vector<uint8_t> weights = floatsOf(1, kWeights.size);
+  std::vector<uint8_t> batch = floatsOf(2, kBatch.size);
+  std::vector<uint8_t> index = bytesOf(3, kIndex.size);
+  std::vector<uint8_t> hidden = floatsOf(4, kHidden.size);
+  std::vector<uint8_t> activated = floatsOf(5, kHidden.size);
+  std::vector<uint8_t> out = floatsOf(6, kOut.size);
+  std::vector<uint8_t> loss = floatsOf(7, kLoss.size);
+};
+
+void allocations(Run& r) {
+  for (const Buffer* b : {&kWeights, &kBatch, &kHidden, &kOut, &kIndex, &kWorkspace, &kLoss}) r.alloc(*b);
+}
+
+// fill weights, copy the batch and the index, gemm: hidden = batch x weights.
+void prologue(Run& r, const Step& s) {
+  allocations(r);
+  KernelLaunch fill = r.kernel("_Z11fill_kernelPfmf", {&kWeights}, {1024, 0x3c23d70a}, {16, 1, 1}, {256, 1, 1});
+  fill.outputs = {r.digest(kWeights, s.weights)};
+  r.add(fill);
+  r.copyIn(kBatch, s.batch);
+  r.copyIn(kIndex, s.index);
+}
+
+KernelLaunch gemm(Run& r, const Step& s) {
+  KernelLaunch k = r.kernel(kGemm, {&kBatch, &kWeights, &kHidden}, {64, 64, 64}, {4, 2, 1}, {384, 1, 1});
+  k.api = LaunchApi::kLaunchKernelEx;
+  k.inputs = {r.digest(kBatch, s.batch), r.digest(kWeights, s.weights)};
+  k.outputs = {r.digest(kHidden, s.hidden)};
+  k.annotations = {AlgorithmChoice{"cublasLt", "cublasLtMatmul", "algo=21 tile=128x128x32 splitK=1",
+                                   {{"m", "64"}, {"n", "64"}, {"k", "64"}, {"workspace", "4194304"}},
+                                   {}},
+                   FrameworkOp{"aten::mm"}};
+  return k;
+}
+
+KernelLaunch relu(Run& r, const Step& s) {
+  KernelLaunch k = r.kernel(kRelu, {&kHidden, &kHidden}, {1024}, {16, 1, 1}, {256, 1, 1});
+  k.inputs = {r.digest(kHidden, s.hidden)};
+  k.outputs = {r.digest(kHidden, s.activated)};
+  k.annotations = {FrameworkOp{"aten::relu_"}};
+  return k;
+}
+
+KernelLaunch indexAdd(Run& r, const Step& s, const std::vector<uint8_t>& result, bool check) {
+  KernelLaunch k = r.kernel(kIndexAdd, {&kOut, &kHidden, &kIndex}, {}, {512, 1, 1}, {128, 1, 1});
+  const uint64_t dim = 1024;  // the `long` parameter
+  k.params.resize(32);
+  std::memcpy(k.params.data() + 24, &dim, 8);
+  k.paramLayout.push_back({24, 8});
+  k.inputs = {r.digest(kOut, std::vector<uint8_t>(kOut.size, 0)), r.digest(kHidden, s.activated),
+              r.digest(kIndex, s.index)};
+  k.outputs = {r.digest(kOut, result, true)};
+  k.annotations = {FrameworkOp{"aten::index_add_"}};
+  if (check) k.annotations.push_back(DeterminismCheck{50, 31});
+  return k;
+}
+
+KernelLaunch sum(Run& r, const std::vector<uint8_t>& in, const std::vector<uint8_t>& loss) {
+  KernelLaunch k = r.kernel(kSum, {&kLoss, &kOut}, {1024, 0}, {1, 1, 1}, {512, 1, 1});
+  k.inputs = {r.digest(kOut, in)};
+  k.outputs = {r.digest(kLoss, loss)};
+  k.annotations = {FrameworkOp{"aten::sum"}};
+  return k;
+}
+
+using Case = std::function<void(Run& r, bool second)>;
+
+void writePair(const fs::path& dir, const Case& body,
+               const std::function<void(Header&, bool)>& headerFix = nullptr) {
+  fs::create_directories(dir);
+  for (bool second : {false, true}) {
+    Header h = header(second);
+    if (headerFix) headerFix(h, second);
+    Run r(dir / (second ? "b.gpurr" : "a.gpurr"), h, second);
+    body(r, second);
+    r.close();
+  }
+}
+
+// The whole step, with the index_add result of run B given.
+void standardStep(Run& r, const Step& s, const std::vector<uint8_t>& indexAddOut, bool check) {
+  prologue(r, s);
+  r.add(gemm(r, s));
+  r.add(relu(r, s));
+  r.zero(kOut);
+  r.add(indexAdd(r, s, indexAddOut, check));
+  const std::vector<uint8_t> loss = lossOf(indexAddOut);
+  r.add(sum(r, indexAddOut, loss));
+  r.copyOut(kLoss, loss);
+  r.sync();
+}
+
+void identical(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool) {
+    const Step s;
+    standardStep(r, s, s.out, false);
+  });
+}
+
+void nondeterministicKernel(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    // Run B's atomics added in another order: a few floats differ by an ulp,
+    // in chunks 1, 2 and 3 of the output.
+    const auto out = second ? perturbed(s.out, {300, 301, 700, 1000}) : s.out;
+    standardStep(r, s, out, second);
+  });
+}
+
+void environment(const fs::path& dir) {
+  writePair(
+      dir,
+      [](Run& r, bool second) {
+        const Step s;
+        prologue(r, s);
+        KernelLaunch g = gemm(r, s);
+        if (second) {
+          // Without a fixed workspace, cuBLAS reduced the split-K partial sums
+          // in another order.
+          g.function = kGemmSplitK;
+          g.outputs = {r.digest(kHidden, perturbed(s.hidden, {7, 300, 600, 1000}))};
+        } else {
+          g.function = kGemmSplitK;
+        }
+        std::get<AlgorithmChoice>(g.annotations[0]).algorithm = "algo=6 tile=64x128x32 splitK=4";
+        r.add(g);
+        KernelLaunch k = relu(r, s);
+        if (second) {
+          k.inputs = {g.outputs[0]};
+          k.outputs = {r.digest(kHidden, perturbed(s.activated, {7, 300, 600, 1000}))};
+        }
+        r.add(k);
+        r.sync();
+      },
+      [](Header& h, bool second) {
+        if (second) h.environment = {{"PYTHONHASHSEED", "0"}};
+      });
+}
+
+void hostInput(const fs::path& dir) {
+  writePair(
+      dir,
+      [](Run& r, bool second) {
+        Step s;
+        // Run B's DataLoader produced the batch in another order: the second
+        // half of the batch comes first.
+        if (second) std::rotate(s.batch.begin(), s.batch.begin() + 2048, s.batch.end());
+        if (second) s.hidden = floatsOf(40, kHidden.size), s.activated = floatsOf(50, kHidden.size);
+        const auto out = second ? floatsOf(60, kOut.size) : s.out;
+        standardStep(r, s, out, false);
+      },
+      [](Header& h, bool second) {
+        if (second) h.environment = {{"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}};
+      });
+}
+
+void rngState(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    prologue(r, s);
+    r.add(gemm(r, s));
+    // Dropout: PyTorch passes PhiloxCudaState (seed, offset) by value.
+    KernelLaunch k = r.kernel(kDropout, {&kHidden, &kOut, &kWorkspace}, {}, {16, 1, 1}, {256, 1, 1});
+    const uint64_t n = 1024, seed = second ? 2718281828ULL : 1234ULL, offset = 8;
+    const float p = 0.1f;
+    auto put = [&](const void* v, uint32_t size) {
+      const uint32_t off = static_cast<uint32_t>(k.params.size());
+      k.params.resize(off + size);
+      std::memcpy(k.params.data() + off, v, size);
+      k.paramLayout.push_back({off, size});
+    };
+    put(&n, 8);
+    put(&p, 4);
+    k.params.resize(40, 0);  // PhiloxCudaState is 8-byte aligned
+    const uint32_t philoxAt = 40;
+    uint8_t philox[24] = {};
+    std::memcpy(philox, &seed, 8);
+    std::memcpy(philox + 8, &offset, 8);
+    put(philox, 24);
+    k.inputs = {r.digest(kHidden, s.hidden)};
+    k.outputs = {r.digest(kOut, second ? floatsOf(61, kOut.size) : s.out),
+                 r.digest(kWorkspace, second ? bytesOf(62, kWorkspace.size) : bytesOf(12, kWorkspace.size))};
+    k.annotations = {RngState{"philox", "cuda:0", seed, offset, philoxAt}, FrameworkOp{"aten::native_dropout"}};
+    r.add(k);
+    const auto out = second ? floatsOf(61, kOut.size) : s.out;
+    const std::vector<uint8_t> loss = lossOf(out);
+    r.add(sum(r, out, loss));
+    r.copyOut(kLoss, loss);
+    r.sync();
+  });
+}
+
+void scalarParameters(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    prologue(r, s);
+    r.add(gemm(r, s));
+    // Adam: run B's step counter was restored from a checkpoint one step off.
+    const float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+    uint32_t f[4];
+    std::memcpy(&f[0], &lr, 4);
+    std::memcpy(&f[1], &beta1, 4);
+    std::memcpy(&f[2], &beta2, 4);
+    std::memcpy(&f[3], &eps, 4);
+    const uint32_t step = second ? 101 : 100;
+    KernelLaunch k = r.kernel(kAdam, {&kWeights, &kOut, &kWorkspace, &kHidden},
+                              {f[0], f[1], f[2], f[3], step}, {16, 1, 1}, {256, 1, 1});
+    k.inputs = {r.digest(kWeights, s.weights), r.digest(kHidden, s.hidden)};
+    k.outputs = {r.digest(kWeights, second ? floatsOf(71, kWeights.size) : floatsOf(70, kWeights.size))};
+    k.annotations = {FrameworkOp{"aten::_fused_adam_"}};
+    r.add(k);
+    r.sync();
+  });
+}
+
+void algorithmChoice(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    prologue(r, s);
+    const std::vector<AlgorithmCandidate> tried = {{"engine=3", 0.041f}, {"engine=12", 0.039f}, {"engine=0", 0.093f}};
+    const auto convOut = second ? perturbed(s.hidden, {5, 6, 511, 800}) : s.hidden;
+    if (!second) {
+      KernelLaunch k = r.kernel(kConvImplicit, {&kBatch, &kWeights, &kHidden}, {64, 3, 3}, {8, 4, 1}, {256, 1, 1});
+      k.inputs = {r.digest(kBatch, s.batch), r.digest(kWeights, s.weights)};
+      k.outputs = {r.digest(kHidden, convOut)};
+      k.annotations = {AlgorithmChoice{"cudnn", "cudnnBackendExecute", "engine=3 (implicit GEMM)",
+                                       {{"op", "convolution_fwd"}, {"layout", "NHWC"}}, tried},
+                       FrameworkOp{"aten::cudnn_convolution"}};
+      r.add(k);
+    } else {
+      // cudnn.benchmark timed engine 12 (FFT) faster this time: three kernels.
+      const AlgorithmChoice choice{"cudnn", "cudnnBackendExecute", "engine=12 (FFT)",
+                                   {{"op", "convolution_fwd"}, {"layout", "NHWC"}}, tried};
+      KernelLaunch in = r.kernel(kConvFftIn, {&kBatch, &kWorkspace}, {64}, {16, 1, 1}, {256, 1, 1});
+      in.inputs = {r.digest(kBatch, s.batch)};
+      in.outputs = {r.digest(kWorkspace, bytesOf(80, kWorkspace.size))};
+      in.annotations = {choice, FrameworkOp{"aten::cudnn_convolution"}};
+      r.add(in);
+      KernelLaunch g = r.kernel(kConvFftGemm, {&kWorkspace, &kWeights, &kWorkspace}, {64}, {32, 1, 1}, {256, 1, 1});
+      g.inputs = {r.digest(kWorkspace, bytesOf(80, kWorkspace.size)), r.digest(kWeights, s.weights)};
+      g.outputs = {r.digest(kWorkspace, bytesOf(81, kWorkspace.size))};
+      r.add(g);
+      KernelLaunch out = r.kernel(kConvFftOut, {&kWorkspace, &kHidden}, {64}, {16, 1, 1}, {256, 1, 1});
+      out.inputs = {r.digest(kWorkspace, bytesOf(81, kWorkspace.size))};
+      out.outputs = {r.digest(kHidden, convOut)};
+      r.add(out);
+    }
+    // The runs agree on the path again: relu, index_add, sum.
+    KernelLaunch k = relu(r, s);
+    const auto activated = second ? perturbed(s.activated, {5, 6, 511, 800}) : s.activated;
+    k.inputs = {r.digest(kHidden, convOut)};
+    k.outputs = {r.digest(kHidden, activated)};
+    r.add(k);
+    r.zero(kOut);
+    Step t = s;
+    t.activated = activated;
+    const auto out = second ? floatsOf(66, kOut.size) : s.out;
+    r.add(indexAdd(r, t, out, false));
+    const std::vector<uint8_t> loss = lossOf(out);
+    r.add(sum(r, out, loss));
+    r.copyOut(kLoss, loss);
+    r.sync();
+  });
+}
+
+void uninitialisedMemory(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    prologue(r, s);
+    r.add(gemm(r, s));
+    // softmax reads a scratch buffer (torch.empty) that nothing wrote: it
+    // holds whatever the previous user of the memory left there.
+    const auto garbage = bytesOf(second ? 91 : 90, kWorkspace.size);
+    KernelLaunch k = r.kernel(kSoftmax, {&kOut, &kHidden, &kWorkspace}, {1024}, {16, 1, 1}, {256, 1, 1});
+    k.inputs = {r.digest(kHidden, s.hidden), r.digest(kWorkspace, garbage)};
+    const auto out = second ? floatsOf(93, kOut.size) : floatsOf(92, kOut.size);
+    k.outputs = {r.digest(kOut, out)};
+    k.annotations = {FrameworkOp{"aten::_softmax"}};
+    r.add(k);
+    const std::vector<uint8_t> loss = lossOf(out);
+    r.add(sum(r, out, loss));
+    r.copyOut(kLoss, loss);
+    r.sync();
+  });
+}
+
+void twoIndependent(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    const auto out = second ? perturbed(s.out, {10, 11}) : s.out;
+    standardStep(r, s, out, false);
+    // An unrelated histogram of the weights: its atomics differ too.
+    KernelLaunch h = r.kernel(kHist, {&kWorkspace, &kWeights}, {100, 0, 0, 0}, {64, 1, 1}, {256, 1, 1});
+    h.inputs = {r.digest(kWeights, s.weights)};
+    h.outputs = {r.digest(kWorkspace, second ? floatsOf(101, kWorkspace.size) : floatsOf(100, kWorkspace.size))};
+    h.annotations = {FrameworkOp{"aten::histc"}};
+    r.add(h);
+    r.sync();
+  });
+}
+
+void processes(const fs::path& dir) {
+  for (int rank : {0, 1}) {
+    for (bool second : {false, true}) {
+      Header h = header(second);
+      h.rank = rank;
+      h.pid = h.pid + rank;
+      const fs::path d = dir / (second ? "b" : "a") / ("rank" + std::to_string(rank) + ".gpurr");
+      fs::create_directories(d.parent_path());
+      Run r(d, h, second);
+      const Step s;
+      const auto out = second && rank == 1 ? perturbed(s.out, {500}) : s.out;
+      standardStep(r, s, out, false);
+      r.close();
+    }
+  }
+}
+
+// Run B was killed: no index, and its last block cut short.
+void truncated(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    const auto out = second ? perturbed(s.out, {3}) : s.out;
+    standardStep(r, s, out, false);
+    for (int i = 0; i < 12; ++i) {
+      r.add(relu(r, s));
+    }
+    r.sync();
+  });
+  const fs::path b = dir / "b.gpurr";
+  fs::remove(b / "index");
+  const uint64_t size = fs::file_size(b / "events");
+  fs::resize_file(b / "events", size - 100);
+}
+
+void gpuMismatch(const fs::path& dir) {
+  writePair(
+      dir,
+      [](Run& r, bool) {
+        const Step s;
+        standardStep(r, s, s.out, false);
+      },
+      [](Header& h, bool second) {
+        if (second) h.gpus[0] = {0, "NVIDIA A100-SXM4-80GB", "GPU-a100", 108, 8, 0, 85899345920ULL, "0000:07:00.0"};
+      });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_diff_traces OUTPUT_DIR\n");
+    return 2;
+  }
+  const fs::path out = argv[1];
+  try {
+    identical(out / "identical");
+    environment(out / "environment");
+    hostInput(out / "host_input");
+    rngState(out / "rng_state");
+    scalarParameters(out / "scalar_parameters");
+    algorithmChoice(out / "algorithm_choice");
+    nondeterministicKernel(out / "nondeterministic_kernel");
+    uninitialisedMemory(out / "uninitialised_memory");
+    twoIndependent(out / "two_independent");
+    processes(out / "processes");
+    truncated(out / "truncated");
+    gpuMismatch(out / "gpu_mismatch");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "make_diff_traces: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Regenerates the golden diff cases: the trace pairs (make_diff_traces, and
+# cli_written/make.sh with the capnp and zstd tools), then each case's expected
+# report. Review `git diff tests/diff/cases` before committing the result.
+#
+#   tests/diff/update_expected.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+cases=$here/cases
+gpurr=$build/bin/gpurr
+
+# Trace pairs.
+for dir in "$cases"/*/; do
+  name=$(basename "$dir")
+  [ "$name" = cli_written ] && continue
+  rm -rf "$dir"a.gpurr "$dir"b.gpurr "$dir"a "$dir"b
+done
+"$build/tests/diff/make_diff_traces" "$cases"
+bash "$cases/cli_written/make.sh" "$cases/cli_written"
+
+# Expected reports.
+for dir in "$cases"/*/; do
+  if [ -d "$dir/a.gpurr" ]; then a=a.gpurr b=b.gpurr; else a=a b=b; fi
+  (
+    cd "$dir"
+    set +e
+    "$gpurr" diff "$a" "$b" --color=auto > expected.txt 2> expected.stderr
+    echo $? > expected.exit
+    "$gpurr" diff "$a" "$b" --json > expected.json 2> /dev/null
+    set -e
+    [ -s expected.stderr ] || rm expected.stderr
+  )
+done
+(cd "$cases/nondeterministic_kernel" && "$gpurr" diff a.gpurr b.gpurr --color=always > expected.color.txt || true)
+echo "updated $(ls -d "$cases"/*/ | wc -l) cases in $cases"
