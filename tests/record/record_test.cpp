@@ -5,6 +5,7 @@
 // traces made here with TraceWriter, so the staging, placement and summary
 // logic runs exactly as after a real recording.
 #include <fcntl.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -226,6 +227,36 @@ TEST_CASE("signals sent to gpurr reach the command, whose handler decides the ex
   CHECK(r.code == 7);
   // Forwarded once: the handler ran exactly one time.
   CHECK(readText(handled) == "1\n");
+}
+
+TEST_CASE("Ctrl-C at the terminal is not forwarded: the command got it from the terminal") {
+  Sandbox s;
+  const fs::path ready = s.tmp / "ready";
+  const fs::path got = s.tmp / "got-sigint";
+  // The command leaves gpurr's session (setsid), so the terminal's SIGINT
+  // reaches gpurr alone: the command sees one only if gpurr passes it on,
+  // which it must not do for a signal the terminal sent to the whole group.
+  const std::string script = "trap 'touch " + quoted(got.string()) + "; exit 5' INT; touch " +
+                             quoted(ready.string()) + "; sleep 1 & wait; exit 0";
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv("GPURR_RECORDER_LIB", s.lib.c_str(), 1);
+    if (::chdir(s.work.c_str()) != 0) ::_exit(99);
+    ::execl(kGpurr.c_str(), kGpurr.c_str(), "record", "-o", "out.gpurr", "--", "setsid", "sh", "-c",
+            script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(98);
+  }
+  REQUIRE(waitFor(ready, std::chrono::seconds(20)));
+  const char ctrlC = 0x03;
+  REQUIRE(::write(master, &ctrlC, 1) == 1);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // gpurr survived its SIGINT and passed the exit code on
+  CHECK_FALSE(fs::exists(got));
 }
 
 TEST_CASE("stdin, stdout and stderr pass through untouched") {
