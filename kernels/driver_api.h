@@ -48,6 +48,7 @@ namespace gpurr::kernels {
   X(cuStreamSynchronize)          \
   X(cuStreamIsCapturing)          \
   X(cuStreamGetCtx)               \
+  X(cuThreadExchangeStreamCaptureMode) \
   X(cuEventCreate)                \
   X(cuEventDestroy)               \
   X(cuEventRecord)                \

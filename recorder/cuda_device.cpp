@@ -39,6 +39,24 @@ void* loadedSymbol(std::initializer_list<const char*> libraries, const char* sym
   return nullptr;
 }
 
+// Lets this thread make the recorder's allocating calls while another thread
+// captures a graph in global mode (where they would otherwise fail and
+// invalidate that capture); restores the thread's mode afterwards.
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(const kernels::DriverApi& api) : api_(api) {
+    if (api_.cuThreadExchangeStreamCaptureMode) active_ = api_.cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
+  }
+  ~RelaxedCaptureMode() {
+    if (active_) api_.cuThreadExchangeStreamCaptureMode(&mode_);
+  }
+
+ private:
+  const kernels::DriverApi& api_;
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool active_ = false;
+};
+
 }  // namespace
 
 class PendingCuda;
@@ -212,6 +230,7 @@ std::shared_ptr<CudaDevice::ContextState> CudaDevice::stateFor(uint64_t context,
 std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t stream,
                                                 std::span<const kernels::HashRequest> requests, bool synchronous,
                                                 std::string& error) {
+  RelaxedCaptureMode relaxed(api_);
   std::shared_ptr<ContextState> cs = stateFor(context, error);
   if (!cs) return nullptr;
   auto pending = std::make_unique<PendingCuda>(cs, requests);
@@ -222,8 +241,10 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
   }
   const auto s = reinterpret_cast<CUstream>(stream);
   if (synchronous) {
-    if (CUresult r = api_.cuCtxSynchronize(); r != CUDA_SUCCESS) {
-      error = "cuCtxSynchronize: " + api_.errorText(r);
+    // The stream, not the context: other streams may be capturing graphs,
+    // and a context synchronisation would break their capture.
+    if (CUresult r = api_.cuStreamSynchronize(s); r != CUDA_SUCCESS) {
+      error = "cuStreamSynchronize: " + api_.errorText(r);
       return nullptr;
     }
   }
@@ -309,6 +330,7 @@ void CudaDevice::contextDestroying(uint64_t context) {
     cs = it->second;
     contexts_.erase(it);
   }
+  RelaxedCaptureMode relaxed(api_);
   const bool pushed = api_.cuCtxPushCurrent(cs->ctx) == CUDA_SUCCESS;
   // Everything enqueued is finished after this; the pinned mirrors (freed
   // with the context) are read now, not by the trace thread later.

@@ -24,7 +24,8 @@ namespace {
 struct FakeGpu {
   std::deque<std::function<void()>> queue;  // enqueued work, in stream order
   std::map<CUevent, bool> events;           // recorded -> completed
-  int allocs = 0, frees = 0, launches = 0, ctxSyncs = 0;
+  int allocs = 0, frees = 0, launches = 0, ctxSyncs = 0, streamSyncs = 0, modeExchanges = 0;
+  CUstreamCaptureMode captureMode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   CUresult launchResult = CUDA_SUCCESS;
   std::map<uint64_t, CUstreamCaptureStatus> capture;
 
@@ -128,6 +129,16 @@ CUresult fCtxSynchronize() {
   gpu->runAll();
   return CUDA_SUCCESS;
 }
+CUresult fStreamSynchronize(CUstream) {
+  ++gpu->streamSyncs;
+  gpu->runAll();
+  return CUDA_SUCCESS;
+}
+CUresult fExchangeCaptureMode(CUstreamCaptureMode* mode) {
+  std::swap(*mode, gpu->captureMode);
+  ++gpu->modeExchanges;
+  return CUDA_SUCCESS;
+}
 CUresult fCtxPushCurrent(CUcontext) { return CUDA_SUCCESS; }
 CUresult fCtxPopCurrent(CUcontext* c) { return *c = nullptr, CUDA_SUCCESS; }
 CUresult fStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
@@ -182,6 +193,8 @@ kernels::DriverApi fakeApi() {
   a.cuEventRecord = fEventRecord;
   a.cuEventSynchronize = fEventSynchronize;
   a.cuCtxSynchronize = fCtxSynchronize;
+  a.cuStreamSynchronize = fStreamSynchronize;
+  a.cuThreadExchangeStreamCaptureMode = fExchangeCaptureMode;
   a.cuCtxPushCurrent = fCtxPushCurrent;
   a.cuCtxPopCurrent = fCtxPopCurrent;
   a.cuStreamIsCapturing = fStreamIsCapturing;
@@ -221,6 +234,10 @@ TEST_CASE("hashes are enqueued and read back only after the GPU ran them", "[rec
   REQUIRE(p1);
   CHECK_FALSE(gpu->queue.empty());  // nothing ran yet: asynchronous
   CHECK(gpu->ctxSyncs == 0);
+  CHECK(gpu->streamSyncs == 0);
+  // The thread's capture mode was relaxed for the recorder's calls, then restored.
+  CHECK(gpu->modeExchanges == 2);
+  CHECK(gpu->captureMode == CU_STREAM_CAPTURE_MODE_GLOBAL);
   auto p2 = device->hash(0xC0, 0x5, std::span(req).subspan(2), false, error);  // a second slot
   REQUIRE(p2);
   std::vector<kernels::HashResult> r1, r2;
@@ -260,7 +277,8 @@ TEST_CASE("synchronous mode synchronises before and has the digests on return", 
   std::string error;
   auto p = device->hash(0xC0, 0, std::span(&req, 1), true, error);
   REQUIRE(p);
-  CHECK(gpu->ctxSyncs == 1);
+  CHECK(gpu->streamSyncs == 1);
+  CHECK(gpu->ctxSyncs == 0);  // never the whole context: other streams may be capturing
   CHECK(gpu->queue.empty());  // already waited for
   std::vector<kernels::HashResult> r;
   REQUIRE(p->wait(r, error));
