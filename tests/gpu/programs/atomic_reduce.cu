@@ -19,12 +19,10 @@ int main() {
   const size_t n = size_t(1) << 24;  // 16 M additions into one float
   const size_t period = 1 << 16;
   const std::vector<float> pattern = testData(period, 7);
-  float *x, *p, *sum;
-  CUDA_CHECK(cudaMalloc(&x, n * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&p, period * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&sum, sizeof(float)));
+  float* x = zeroedAlloc<float>(n);
+  float* p = zeroedAlloc<float>(period);
+  float* sum = zeroedAlloc<float>(1);
   CUDA_CHECK(cudaMemcpy(p, pattern.data(), period * sizeof(float), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemset(sum, 0, sizeof(float)));
   const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
   fill_from_host_pattern<<<blocks, 256>>>(x, p, n, period);
   CUDA_CHECK(cudaGetLastError());

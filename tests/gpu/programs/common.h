@@ -30,6 +30,17 @@ inline void requireGpu() {
   }
 }
 
+// cudaMalloc, then zeroes: the recorder hashes what a kernel's buffers hold
+// before it runs, and these programs should not depend on what fresh device
+// memory happens to contain (except uninit_read, which is about exactly that).
+template <class T>
+T* zeroedAlloc(size_t count) {
+  void* p = nullptr;
+  CUDA_CHECK(cudaMalloc(&p, count * sizeof(T)));
+  CUDA_CHECK(cudaMemset(p, 0, count * sizeof(T)));
+  return static_cast<T*>(p);
+}
+
 // Fixed pseudo-random floats in [-1, 1) times a spread of magnitudes, so that
 // the order of a float sum shows in its last bits.
 inline std::vector<float> testData(size_t n, uint64_t seed) {

@@ -50,12 +50,10 @@ int main() {
   CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, xDesc, wDesc, conv, yDesc, algo,
                                                       &workspaceBytes));
   const int xN = batch * inC * h * w, wN = outC * inC * kh * kw, yN = n * c * oh * ow;
-  float *x, *wt, *y;
-  void* workspace = nullptr;
-  CUDA_CHECK(cudaMalloc(&x, sizeof(float) * xN));
-  CUDA_CHECK(cudaMalloc(&wt, sizeof(float) * wN));
-  CUDA_CHECK(cudaMalloc(&y, sizeof(float) * yN));
-  if (workspaceBytes) CUDA_CHECK(cudaMalloc(&workspace, workspaceBytes));
+  float* x = zeroedAlloc<float>(xN);
+  float* wt = zeroedAlloc<float>(wN);
+  float* y = zeroedAlloc<float>(yN);
+  void* workspace = workspaceBytes ? zeroedAlloc<uint8_t>(workspaceBytes) : nullptr;
   init<<<(xN + 255) / 256, 256>>>(x, xN, 1);
   init<<<(wN + 255) / 256, 256>>>(wt, wN, 2);
   CUDA_CHECK(cudaGetLastError());

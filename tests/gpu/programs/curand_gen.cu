@@ -23,10 +23,9 @@ __global__ void box(float* out, const float* u, int n) {
 int main() {
   requireGpu();
   const int n = 1 << 20;
-  float *u, *g, *out;
-  CUDA_CHECK(cudaMalloc(&u, sizeof(float) * n));
-  CUDA_CHECK(cudaMalloc(&g, sizeof(float) * n));
-  CUDA_CHECK(cudaMalloc(&out, sizeof(float) * n));
+  float* u = zeroedAlloc<float>(n);
+  float* g = zeroedAlloc<float>(n);
+  float* out = zeroedAlloc<float>(n);
   curandGenerator_t philox, xorwow;
   CURAND_CHECK(curandCreateGenerator(&philox, CURAND_RNG_PSEUDO_PHILOX4_32_10));
   CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(philox, 1234));

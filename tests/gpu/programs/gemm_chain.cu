@@ -44,16 +44,14 @@ __global__ void scale_add(float* out, const float* c, const float* residual, flo
 int main() {
   requireGpu();
   const int m = 512, k = 384, n = 256;
-  float *a, *b, *c, *bias, *out;
-  CUDA_CHECK(cudaMalloc(&a, sizeof(float) * m * k));
-  CUDA_CHECK(cudaMalloc(&b, sizeof(float) * k * n));
-  CUDA_CHECK(cudaMalloc(&c, sizeof(float) * m * n));
-  CUDA_CHECK(cudaMalloc(&bias, sizeof(float) * m));
-  CUDA_CHECK(cudaMalloc(&out, sizeof(float) * m * n));
+  float* a = zeroedAlloc<float>(m * k);
+  float* b = zeroedAlloc<float>(k * n);
+  float* c = zeroedAlloc<float>(m * n);
+  float* bias = zeroedAlloc<float>(m);
+  float* out = zeroedAlloc<float>(m * n);  // the first residual
   init<<<(m * k + 255) / 256, 256>>>(a, m * k, 0.5f, 1);
   init<<<(k * n + 255) / 256, 256>>>(b, k * n, 0.25f, 2);
   init<<<(m + 255) / 256, 256>>>(bias, m, 0.1f, 3);
-  CUDA_CHECK(cudaMemset(out, 0, sizeof(float) * m * n));  // the first residual
   CUDA_CHECK(cudaGetLastError());
 
   cublasHandle_t handle;

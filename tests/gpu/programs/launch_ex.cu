@@ -46,10 +46,9 @@ int main() {
   const int threads = 256, blocks = n / threads;  // even: clusters of 2 fit
   std::vector<float> host(n);
   for (int i = 0; i < n; ++i) host[i] = static_cast<float>(i % 977) * 0.25f;
-  float *x, *y, *z;
-  CUDA_CHECK(cudaMalloc(&x, sizeof(float) * n));
-  CUDA_CHECK(cudaMalloc(&y, sizeof(float) * n));
-  CUDA_CHECK(cudaMalloc(&z, sizeof(float) * n));
+  float* x = zeroedAlloc<float>(n);
+  float* y = zeroedAlloc<float>(n);
+  float* z = zeroedAlloc<float>(n);
   CUDA_CHECK(cudaMemcpy(x, host.data(), sizeof(float) * n, cudaMemcpyHostToDevice));
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, 0));

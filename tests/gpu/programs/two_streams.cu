@@ -23,10 +23,9 @@ int main() {
   requireGpu();
   const int n = 1 << 20;
   const int blocks = (n + 255) / 256;
-  float *a, *b, *out;
-  CUDA_CHECK(cudaMalloc(&a, sizeof(float) * n));
-  CUDA_CHECK(cudaMalloc(&b, sizeof(float) * n));
-  CUDA_CHECK(cudaMalloc(&out, sizeof(float) * n));
+  float* a = zeroedAlloc<float>(n);
+  float* b = zeroedAlloc<float>(n);
+  float* out = zeroedAlloc<float>(n);
   cudaStream_t s1, s2;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
