@@ -14,6 +14,7 @@ using Action = std::function<int()>;
 void addInfoCommand(CLI::App& app, Action& chosen);
 void addDumpCommand(CLI::App& app, Action& chosen);
 void addRecordCommand(CLI::App& app, Action& chosen);
+void addReplayCommand(CLI::App& app, Action& chosen);
 void addDiffCommand(CLI::App& app, Action& chosen);
 
 // Exit codes shared by every command.

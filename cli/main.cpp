@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   addInfoCommand(app, chosen);
   addDumpCommand(app, chosen);
   addRecordCommand(app, chosen);
+  addReplayCommand(app, chosen);
   addDiffCommand(app, chosen);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,214 @@
+// Replay cost of one kernel: runs a bandwidth-bound axpy once as an
+// application would, records it (inputs snapshotted) into a trace, then
+// replays it in process with executeReplay and prints
+//   - the original kernel time and the replayed kernel time,
+//   - the restore time per run against restored bytes / device-to-device
+//     bandwidth (the floor for a restore from device memory),
+//   - setup and hashing time, and the verdict.
+//
+//   replay_bench [MIB_PER_BUFFER=64] [RUNS=10]
+// Exits 77 where no GPU is present.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/driver_api.h"
+#include "replayer/execute.h"
+#include "replayer/replay_driver.h"
+#include "replayer/report.h"
+#include "trace_format/hash.h"
+#include "trace_format/trace.h"
+
+std::span<const unsigned char> replayBenchImage();
+
+using namespace gpurr;
+namespace fs = std::filesystem;
+
+namespace {
+
+gpurr::kernels::DriverApi api;
+replay::ReplayDriver drv;
+
+#define CHECK_CU(call)                                                                       \
+  do {                                                                                       \
+    if (CUresult r_ = (call); r_ != CUDA_SUCCESS) {                                          \
+      std::fprintf(stderr, "replay_bench: %s failed: %s\n", #call, api.errorText(r_).c_str()); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Median milliseconds of `f` enqueued on the null stream, between events.
+template <typename F>
+double timeMs(int reps, F&& f) {
+  CUevent a = nullptr, b = nullptr;
+  CHECK_CU(api.cuEventCreate(&a, CU_EVENT_DEFAULT));
+  CHECK_CU(api.cuEventCreate(&b, CU_EVENT_DEFAULT));
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    CHECK_CU(api.cuEventRecord(a, nullptr));
+    f();
+    CHECK_CU(api.cuEventRecord(b, nullptr));
+    CHECK_CU(api.cuEventSynchronize(b));
+    float t = 0;
+    CHECK_CU(api.cuEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  api.cuEventDestroy(a);
+  api.cuEventDestroy(b);
+  return median(ms);
+}
+
+trace::RangeDigest digestOf(uint32_t ordinal, CUdeviceptr ptr, const std::vector<uint8_t>& bytes,
+                            trace::TraceWriter& w) {
+  trace::RangeDigest r;
+  r.range = {ptr, bytes.size(), ordinal, 0};
+  r.chunkDigests = hash::chunkDigests(bytes);
+  r.digest = hash::foldChunks(r.chunkDigests, bytes.size());
+  r.snapshot = w.putBlob(bytes, trace::BlobEncoding::kBytePlanes4);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const uint64_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64;
+  const int runs = argc > 2 ? std::atoi(argv[2]) : 10;
+  std::string error;
+  if (!api.load(error) || !drv.load(error)) {
+    std::fprintf(stderr, "replay_bench: skipped: %s\n", error.c_str());
+    return 77;
+  }
+  int devices = 0;
+  if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGetCount(&devices) != CUDA_SUCCESS || devices == 0) {
+    std::fprintf(stderr, "replay_bench: skipped: no CUDA device\n");
+    return 77;
+  }
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  CHECK_CU(api.cuDeviceGet(&dev, 0));
+  CHECK_CU(api.cuDevicePrimaryCtxRetain(&ctx, dev));
+  CHECK_CU(api.cuCtxSetCurrent(ctx));
+  CUmodule module = nullptr;
+  CHECK_CU(api.cuModuleLoadData(&module, replayBenchImage().data()));
+  CUfunction f = nullptr;
+  CHECK_CU(api.cuModuleGetFunction(&f, module, "bench_axpy"));
+
+  const uint64_t bytes = mib << 20;
+  const unsigned long long n = bytes / 4;
+  CUdeviceptr x = 0, y = 0, scratch = 0;
+  CHECK_CU(api.cuMemAlloc(&x, bytes));
+  CHECK_CU(api.cuMemAlloc(&y, bytes));
+  CHECK_CU(api.cuMemAlloc(&scratch, bytes));
+  std::vector<float> host(n);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> unit(-1, 1);
+  for (float& v : host) v = unit(rng);
+  CHECK_CU(api.cuMemcpyHtoD(x, host.data(), bytes));
+  for (float& v : host) v = unit(rng);
+  CHECK_CU(api.cuMemcpyHtoD(y, host.data(), bytes));
+
+  // Parameters as the kernel receives them: x, y, a (padded), n.
+  std::vector<uint8_t> params(32, 0);
+  const float a = 0.5f;
+  std::memcpy(params.data(), &x, 8);
+  std::memcpy(params.data() + 8, &y, 8);
+  std::memcpy(params.data() + 16, &a, 4);
+  std::memcpy(params.data() + 24, &n, 8);
+  size_t paramSize = params.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &paramSize,
+                   CU_LAUNCH_PARAM_END};
+  int sms = 0;
+  api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+  const unsigned grid = static_cast<unsigned>(sms) * 8;
+  auto launch = [&] { CHECK_CU(api.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, nullptr, nullptr, extra)); };
+
+  // The recording: inputs as the kernel saw them, outputs after one launch.
+  std::vector<uint8_t> xBytes(bytes), yBefore(bytes), yAfter(bytes);
+  CHECK_CU(api.cuMemcpyDtoH(xBytes.data(), x, bytes));
+  CHECK_CU(api.cuMemcpyDtoH(yBefore.data(), y, bytes));
+  launch();
+  CHECK_CU(api.cuCtxSynchronize());
+  CHECK_CU(api.cuMemcpyDtoH(yAfter.data(), y, bytes));
+
+  // The original's time (y keeps changing; the time does not) and the
+  // device-to-device bandwidth a restore from device memory would get.
+  const double originalMs = timeMs(runs, launch);
+  const double d2dMs = timeMs(runs, [&] { CHECK_CU(api.cuMemcpyDtoD(scratch, x, bytes)); });
+  const double d2dGBs = bytes / (d2dMs * 1e-3) / 1e9;
+
+  char tmpl[] = "/tmp/gpurr-replay-bench-XXXXXX";
+  const fs::path dir = fs::path(mkdtemp(tmpl)) / "bench.gpurr";
+  uint64_t launchSeq = 0;
+  {
+    trace::Header h;
+    h.toolVersion = "replay_bench";
+    char name[256] = {};
+    api.cuDeviceGetName(name, sizeof(name), dev);
+    int major = 0, minor = 0, driver = 0;
+    api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    api.cuDriverGetVersion(&driver);
+    h.gpus = {{0, name, "", static_cast<uint32_t>(sms), static_cast<uint32_t>(major), static_cast<uint32_t>(minor),
+               0, ""}};
+    h.driverVersion = driver;
+    trace::TraceWriter w(dir, h);
+    w.append({0, 0, 0, trace::Allocation{1, x, bytes, trace::AllocationKind::kDevice, 0, 0}});
+    w.append({1, 0, 0, trace::Allocation{2, y, bytes, trace::AllocationKind::kDevice, 0, 0}});
+    w.append({2, 0, 0, trace::ModuleLoad{1, w.putBlob(replayBenchImage()), static_cast<uint32_t>(major * 10 + minor)}});
+    trace::KernelLaunch k;
+    k.module = 1;
+    k.function = "bench_axpy";
+    k.grid = {grid, 1, 1};
+    k.block = {256, 1, 1};
+    k.params = params;
+    k.paramLayout = {{0, 8}, {8, 8}, {16, 4}, {24, 8}};
+    k.pointers = {{0, 1, 0}, {8, 2, 0}};
+    k.inputs = {digestOf(1, x, xBytes, w), digestOf(2, y, yBefore, w)};
+    trace::RangeDigest out;
+    out.range = {y, bytes, 2, 0};
+    out.digest = hash::hashBuffer(yAfter);
+    k.outputs = {out};
+    launchSeq = 3;
+    w.append({launchSeq, 0, 0, k});
+    w.close();
+  }
+  // Give the recorded addresses back so that the replay can take them.
+  api.cuMemFree(x);
+  api.cuMemFree(y);
+  api.cuMemFree(scratch);
+  api.cuModuleUnload(module);
+
+  trace::TraceReader reader(dir);
+  const replay::ReplayPlan plan = replay::planReplay(reader, launchSeq);
+  replay::ReplayOptions options;
+  options.repeat = static_cast<uint32_t>(runs);
+  const replay::ReplayOutcome o = replay::executeReplay(reader, plan, options);
+
+  const double restoreFloorMs = o.restoredBytes / (d2dGBs * 1e9) * 1e3;
+  std::printf("replay_bench: %s, %llu MiB per buffer, %d runs\n", o.machine.name.c_str(),
+              static_cast<unsigned long long>(mib), runs);
+  std::printf("  original kernel      %9.3f ms\n", originalMs);
+  std::printf("  replayed kernel      %9.3f ms (median)\n", median(o.kernelMs));
+  std::printf("  restore per run      %9.3f ms for %.1f MiB from host (median)\n", median(o.restoreMs),
+              o.restoredBytes / 1048576.0);
+  std::printf("  restore at D2D speed %9.3f ms (%.0f GB/s device-to-device)\n", restoreFloorMs, d2dGBs);
+  std::printf("  replay per run       %9.3f ms = restore + kernel + hash %.3f ms\n",
+              median(o.restoreMs) + median(o.kernelMs) + median(o.hashMs), median(o.hashMs));
+  std::printf("  setup                %9.1f ms (context, reservation, image, hash kernel)\n", o.setupMs);
+  std::printf("  placement            %s\n", o.relocated ? "relocated" : "at the recorded addresses");
+  std::printf("  verdict              %s\n", replay::verdictLine(o).c_str());
+  fs::remove_all(dir.parent_path());
+  api.cuDevicePrimaryCtxRelease(dev);
+  return 0;
+}

@@ -1,0 +1,33 @@
+// Run-time resolution of the replay's driver entry points (see replay_driver.h).
+#include "replayer/replay_driver.h"
+
+#include <dlfcn.h>
+
+namespace gpurr::replay {
+
+#define GPURR_REPLAY_STRINGIFY_EXPANDED(x) GPURR_REPLAY_STRINGIFY(x)
+#define GPURR_REPLAY_STRINGIFY(x) #x
+
+bool ReplayDriver::load(std::string& error) {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (lib == nullptr) lib = dlopen("libcuda.so.1", RTLD_NOW);
+  if (lib == nullptr) {
+    const char* why = dlerror();
+    error = std::string("cannot load the CUDA driver (libcuda.so.1): ") + (why ? why : "not found");
+    return false;
+  }
+  // Names go through the preprocessor first, so that cuda.h's versioned
+  // aliases (cuStreamDestroy -> cuStreamDestroy_v2) are looked up.
+#define GPURR_RESOLVE_REPLAY_FN(name)                                                              \
+  name = reinterpret_cast<decltype(name)>(dlsym(lib, GPURR_REPLAY_STRINGIFY_EXPANDED(name)));      \
+  if (name == nullptr) {                                                                           \
+    error = std::string("the CUDA driver lacks ") + GPURR_REPLAY_STRINGIFY_EXPANDED(name) +        \
+            " (replay needs a CUDA 12.0 or newer driver)";                                         \
+    return false;                                                                                  \
+  }
+  GPURR_REPLAY_DRIVER_FUNCTIONS(GPURR_RESOLVE_REPLAY_FN)
+#undef GPURR_RESOLVE_REPLAY_FN
+  return true;
+}
+
+}  // namespace gpurr::replay

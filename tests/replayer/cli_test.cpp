@@ -1,0 +1,137 @@
+// `gpurr replay` as a user runs it: usage errors, a missing trace, a bad
+// launch number and, on a machine without a GPU, a clear "no GPU" error; all
+// exit 2. `--plan` works without a GPU.
+#include <catch2/catch.hpp>
+#include <dlfcn.h>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include "tests/replayer/replay_trace.h"
+#include "tests/unit/test_util.h"
+
+using namespace gpurr;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result runGpurr(const std::string& args) {
+  const std::string cmd = std::string(GPURR_BINARY_DIR) + "/bin/gpurr " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool driverPresent() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib) dlclose(lib);
+  return lib != nullptr;
+}
+
+// A trace with one launch (#3) whose inputs all have snapshots.
+std::filesystem::path writeTrace(const testing::TempDir& dir) {
+  const auto path = dir / "t.gpurr";
+  testing::ReplayTraceBuilder b(path);
+  b.alloc(1, 0x7f1200000000, 4096);
+  b.alloc(2, 0x7f1200001000, 4096);
+  b.module(1);
+  trace::KernelLaunch k;
+  k.module = 1;
+  k.function = "_Z5scalePKfPfi";
+  k.grid = {4, 1, 1};
+  k.block = {256, 1, 1};
+  testing::addPointer(k, 1, 0x7f1200000000, 0);
+  testing::addPointer(k, 2, 0x7f1200001000, 0);
+  testing::addScalar(k, 1024);
+  k.inputs = {b.digest(1, 0x7f1200000000, 0, testing::patternBytes(1, 4096), true)};
+  k.outputs = {b.digest(2, 0x7f1200001000, 0, testing::patternBytes(2, 4096), false)};
+  b.add(k);
+  b.close();
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("gpurr replay: usage errors exit 2", "[replayer][cli]") {
+  testing::TempDir dir;
+  const std::string trace = writeTrace(dir).string();
+  const Result noLaunch = runGpurr("replay " + trace);
+  CHECK(noLaunch.code == 2);
+  CHECK_THAT(noLaunch.output, Catch::Contains("--launch is required"));
+
+  const Result notNumber = runGpurr("replay " + trace + " --launch abc");
+  CHECK(notNumber.code == 2);
+  CHECK_THAT(notNumber.output, Catch::Contains("--launch"));
+
+  const Result badRepeat = runGpurr("replay " + trace + " --launch 3 --repeat 0");
+  CHECK(badRepeat.code == 2);
+  CHECK_THAT(badRepeat.output, Catch::Contains("--repeat"));
+
+  const Result badType = runGpurr("replay " + trace + " --launch 3 --element-type f128");
+  CHECK(badType.code == 2);
+  CHECK_THAT(badType.output, Catch::Contains("unknown type 'f128'"));
+}
+
+TEST_CASE("gpurr replay: a missing trace exits 2 naming it", "[replayer][cli]") {
+  testing::TempDir dir;
+  const std::string missing = (dir / "nope.gpurr").string();
+  const Result r = runGpurr("replay " + missing + " --launch 3");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("gpurr replay: error:") && Catch::Contains(missing));
+}
+
+TEST_CASE("gpurr replay: a launch number that is not a launch exits 2", "[replayer][cli]") {
+  testing::TempDir dir;
+  const std::string trace = writeTrace(dir).string();
+  const Result notLaunch = runGpurr("replay " + trace + " --launch 1");
+  CHECK(notLaunch.code == 2);
+  CHECK_THAT(notLaunch.output, Catch::Contains("event #1 is an alloc event, not a kernel launch") &&
+                                   Catch::Contains("#3 after it"));
+  const Result beyond = runGpurr("replay " + trace + " --launch 40");
+  CHECK(beyond.code == 2);
+  CHECK_THAT(beyond.output, Catch::Contains("no event #40"));
+}
+
+TEST_CASE("gpurr replay: --plan needs no GPU", "[replayer][cli]") {
+  testing::TempDir dir;
+  const std::string trace = writeTrace(dir).string();
+  const Result text = runGpurr("replay " + trace + " --launch 3 --plan");
+  CHECK(text.code == 0);
+  CHECK_THAT(text.output, Catch::Contains("reserve   alloc#1 0x7f1200000000 4.0 KiB"));
+  CHECK_THAT(text.output, Catch::Contains("reserve   alloc#2 0x7f1200001000 4.0 KiB (zero-filled)"));
+  CHECK_THAT(text.output, Catch::Contains("restore   alloc#1+0x0 (4.0 KiB)"));
+  const Result json = runGpurr("replay " + trace + " --launch 3 --plan --json");
+  CHECK(json.code == 0);
+  const auto j = nlohmann::json::parse(json.output);
+  CHECK(j["seq"] == 3);
+  CHECK(j["ranges"].size() == 2);
+  CHECK(j["pointers"][1]["allocation"] == 2);
+}
+
+TEST_CASE("gpurr replay: without a GPU, a clear error and exit 2", "[replayer][cli]") {
+  testing::TempDir dir;
+  const std::string trace = writeTrace(dir).string();
+  const Result r = runGpurr("replay " + trace + " --launch 3 --repeat 5");
+  // On a GPU machine the image (arbitrary bytes) fails to load: still exit 2.
+  CHECK(r.code == 2);
+  if (!driverPresent()) {
+    CHECK_THAT(r.output, Catch::Contains("gpurr replay: error: no GPU: cannot load the CUDA driver (libcuda.so.1)"));
+    CHECK_THAT(r.output, Catch::Contains("needs an NVIDIA GPU"));
+  } else {
+    CHECK_THAT(r.output, Catch::Contains("gpurr replay: error:"));
+  }
+}
