@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "recorder/reentrancy.h"
 #include "recorder/session.h"
@@ -590,4 +591,47 @@ TEST_CASE("a PyTorch Philox state parameter is labelled on the launch", "[record
   CHECK(rng.seed == 7);
   CHECK(rng.offset == 96);
   CHECK(rng.paramOffset == 8);
+}
+
+TEST_CASE("callbacks from many threads at once: every event once, ordinals unique", "[recorder][session]") {
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  constexpr int kThreads = 4, kRounds = 100;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&h, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        std::vector<uint8_t> buffer = randomBytes(512, static_cast<uint64_t>(t * 1000 + i));
+        h.memAlloc(buffer);
+        uint64_t p = addr(buffer.data());
+        float a = 1;
+        int n = i;
+        void* args[] = {&p, &p, &a, &n};
+        h.launch(kAxpy, args, static_cast<uint64_t>(t + 1));
+        cuMemFree_v2_params f{p};
+        h.call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &f);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto events = h.finishAndRead();
+  const auto allocs = eventsOf<trace::Allocation>(events);
+  const auto frees = eventsOf<trace::Free>(events);
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  CHECK(allocs.size() == kThreads * kRounds);
+  CHECK(frees.size() == kThreads * kRounds);
+  REQUIRE(launches.size() == kThreads * kRounds);
+  std::set<uint32_t> ordinals;
+  for (const auto& a : allocs) ordinals.insert(a.ordinal);
+  CHECK(ordinals.size() == allocs.size());
+  // Each launch's pointer resolved to a live allocation of its own thread's buffer.
+  for (const auto& k : launches) {
+    REQUIRE(k.pointers.size() == 2);
+    CHECK(ordinals.count(k.pointers[0].allocation) == 1);
+    CHECK(k.inputs.size() == 1);
+    CHECK(k.outputs.size() == 1);
+  }
+  std::set<uint32_t> threadIds;
+  for (const auto& e : events) threadIds.insert(e.thread);
+  CHECK(threadIds.size() == kThreads);
 }
