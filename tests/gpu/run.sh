@@ -17,7 +17,7 @@ if [ $# -ne 1 ] || [ ! -d "$1" ]; then
   echo "usage: tests/gpu/run.sh BUILD_DIR" >&2
   exit 2
 fi
-build=$(cd "$1" && pwd)
+build=$(cd "$1" && pwd -P)
 passed=0
 failed=0
 skipped=0
@@ -69,16 +69,9 @@ fi
 echo "machine: $probe; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 echo "python3: $(python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'no torch')"
 
-# The bundled libraries must resolve from BUILD_DIR/lib by RPATH alone.
-missing=$(env -u LD_LIBRARY_PATH ldd "$build/bin/gpurr" "$build/lib/libgpurr_recorder.so" | grep "not found")
-if [ -n "$missing" ]; then
-  fail "runtime libraries: $(echo "$missing" | tr -s ' \t\n' ' ')"
-else
-  pass "runtime libraries resolve from $build/lib"
-fi
-
-# CUDA libraries the test programs link (cuBLAS, cuDNN, cuRAND) may live in
-# PyTorch's wheels rather than the system: let the programs find them there.
+# CUDA libraries (CUPTI for the recorder; cuBLAS, cuDNN, cuRAND for the test
+# programs) may live in PyTorch's wheels rather than the system: where the
+# system lacks them, they are looked up there.
 extra=$(python3 - 2>/dev/null <<'EOF'
 import glob, os
 try:
@@ -98,6 +91,32 @@ for root in roots:
 print(":".join(sorted(dirs)))
 EOF
 )
+
+# The bundled libraries must resolve from BUILD_DIR/lib by RPATH alone; CUDA's
+# from the system, else from PyTorch's wheels.
+bundled='libcapnp-0.9.2.so|libkj-0.9.2.so|libzstd.so.1|libxxhash.so.0|libfmt.so.9'
+deps=$(env -u LD_LIBRARY_PATH ldd "$build/bin/gpurr" "$build/lib/libgpurr_recorder.so" 2>&1)
+elsewhere=""
+while read -r name _ path _; do
+  if [ "$path" = "not" ]; then
+    elsewhere+="$name (not found) "
+  elif [ "$(readlink -f "$(dirname "$path")")" != "$build/lib" ]; then
+    elsewhere+="$name ($path) "
+  fi
+done < <(grep -E "^[[:space:]]+($bundled) => " <<<"$deps")
+if [ -n "$elsewhere" ]; then
+  fail "bundled libraries do not resolve from $build/lib: $elsewhere"
+else
+  pass "bundled libraries resolve from $build/lib"
+fi
+if grep -q "not found" <<<"$deps"; then
+  if [ -n "$extra" ] && ! LD_LIBRARY_PATH=$extra ldd "$build/lib/libgpurr_recorder.so" | grep -q "not found"; then
+    echo "  CUDA libraries the system lacks are taken from PyTorch's wheels"
+    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$extra
+  else
+    fail "libraries not found: $(grep "not found" <<<"$deps" | tr -s ' \t\n' ' ')"
+  fi
+fi
 
 # 1. The CUDA programs, each recorded twice.
 while read -r program options; do
