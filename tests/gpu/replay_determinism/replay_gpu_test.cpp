@@ -187,7 +187,7 @@ struct ReplayRun {
   std::string output;
 };
 
-ReplayRun replay(const fs::path& trace, uint64_t seq, const std::string& extra) {
+ReplayRun runReplay(const fs::path& trace, uint64_t seq, const std::string& extra) {
   const std::string cmd = gpurrBinary().string() + " replay " + trace.string() + " --launch " + std::to_string(seq) +
                           " --repeat " + std::to_string(kRuns) + " --json " + extra;
   std::fprintf(stderr, "replay_gpu_test: running %s\n", cmd.c_str());
@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
   for (const Buffer& b : r.buffers) api.cuMemFree(b.ptr);
   api.cuModuleUnload(module);
 
-  const ReplayRun run = replay(tracePath, seq, "");
+  const ReplayRun run = runReplay(tracePath, seq, "");
   if (run.result.is_discarded()) {
     std::fprintf(stderr, "replay_gpu_test: gpurr replay printed no JSON (exit %d):\n%s\n", run.code,
                  run.output.c_str());
@@ -326,7 +326,7 @@ int main(int argc, char** argv) {
     expect(j["runsMatchingRecording"] == kRuns, "every run equal to the recording");
     // The kernel only sees its pointers through the by-value struct: moving
     // every range tests that those words were rewritten.
-    const ReplayRun moved = replay(tracePath, seq, "--relocate");
+    const ReplayRun moved = runReplay(tracePath, seq, "--relocate");
     expect(moved.code == 0, "--relocate: exit status 0, got " + std::to_string(moved.code));
     if (!moved.result.is_discarded()) {
       expect(moved.result["relocated"] == true, "--relocate: ranges were relocated");
