@@ -410,17 +410,12 @@ int run(const RecordOptions& opts) {
 void addRecordCommand(CLI::App& app, Action& chosen) {
   auto opts = std::make_shared<RecordOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "record",
-      "Run a CUDA program, unmodified, with the recorder injected:\n"
-      "  gpurr record [-o OUT] [options] -- CMD [ARGS...]\n"
-      "Every CUDA process it starts leaves a trace: OUT is that trace when there is one,\n"
-      "else a directory of traces named rank<R>.gpurr (when RANK is set) or proc<N>.gpurr.\n"
-      "The command's input and output pass through; gpurr exits with its exit code.");
+      "record", "Run a CUDA program, unmodified, with the recorder injected: a trace per CUDA process.");
   cmd->add_option("-o,--output", opts->output,
                   "Trace to write (default: <command>-<date>-<time>.gpurr here)");
   cmd->add_option("--launches", opts->launches,
                   "Hash only launches A up to (not including) B, counted from 0 in each "
-                  "process; 'A:' hashes from A on. Other launches are still recorded.");
+                  "process; 'A:' and ':B' leave one end open. Other launches are still recorded.");
   cmd->add_option("--kernels", opts->kernels,
                   "Hash only launches of kernels whose name (mangled or demangled) matches "
                   "this regular expression (ECMAScript)");
@@ -434,7 +429,12 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->add_option("command", opts->command,
                   "The command to record and its arguments, after --")
       ->expected(-1);
-  cmd->footer("Put -- before the command: gpurr record -o run.gpurr -- python train.py --lr 0.1");
+  cmd->footer(
+      "Put -- before the command: gpurr record -o run.gpurr -- python train.py --lr 0.1\n"
+      "OUT is the trace when one CUDA process ran; when several did, OUT is a directory of\n"
+      "traces named rank<R>.gpurr (when RANK is set) or proc<N>.gpurr, so that two runs match\n"
+      "by name. The command's input and output pass through untouched; gpurr exits with its\n"
+      "exit code (128+N when signal N killed it). More in docs/RECORDING.md.");
   cmd->callback([opts, cmd, &chosen] {
     opts->launchesGiven = cmd->count("--launches") > 0;
     opts->kernelsGiven = cmd->count("--kernels") > 0;
