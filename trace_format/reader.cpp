@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <memory>
 
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
@@ -487,12 +488,38 @@ std::vector<uint8_t> TraceReader::readBlob(const BlobRef& ref, uint64_t maxBytes
     throw TraceError(fmt::format("{}: corrupt blob: holds {} bytes, the trace expects {}",
                                  path.string(), static_cast<long long>(declared), ref.size));
   }
-  std::vector<uint8_t> stored(ref.size);
-  const size_t n = ZSTD_decompress(stored.data(), stored.size(), compressed.data(), compressed.size());
-  if (ZSTD_isError(n) || n != ref.size) {
-    throw TraceError(fmt::format("{}: corrupt blob: {}", path.string(),
-                                 ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
+  // The buffer grows as zstd produces bytes instead of being sized from the
+  // frame header: a header can claim 10 GiB in 15 bytes, the data cannot.
+  // It grows to one byte past the expected size, to catch a longer frame.
+  const uint64_t cap = std::min<uint64_t>(ref.size, UINT64_MAX - 1) + 1;
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  std::vector<uint8_t> stored;
+  ZSTD_inBuffer in{compressed.data(), compressed.size(), 0};
+  size_t produced = 0;
+  size_t left = 1;  // zero once the frame is complete
+  while (left != 0) {
+    if (produced == stored.size()) {
+      if (stored.size() == cap) break;
+      stored.resize(std::min<uint64_t>(cap, std::max<uint64_t>(stored.size() * 2, 1 << 16)));
+    } else if (in.pos == in.size) {
+      break;  // zstd wants more input than the file has
+    }
+    ZSTD_outBuffer out{stored.data(), stored.size(), produced};
+    left = ZSTD_decompressStream(dctx.get(), &out, &in);
+    if (ZSTD_isError(left)) {
+      throw TraceError(fmt::format("{}: corrupt blob: {}", path.string(), ZSTD_getErrorName(left)));
+    }
+    produced = out.pos;
+    if (left == 0 && in.pos != in.size) {
+      throw TraceError(fmt::format("{}: corrupt blob: data after the zstd frame", path.string()));
+    }
   }
+  if (left != 0 || produced != ref.size) {
+    throw TraceError(fmt::format("{}: corrupt blob: holds {}{} bytes, the trace expects {}",
+                                 path.string(), produced == cap ? "more than " : "",
+                                 produced == cap ? ref.size : produced, ref.size));
+  }
+  stored.resize(produced);
   std::vector<uint8_t> bytes = decodeBlob(stored, ref.encoding);
   if (blobIdOf(bytes) != ref.id) {
     throw TraceError(fmt::format("{}: corrupt blob: content does not match its name", path.string()));

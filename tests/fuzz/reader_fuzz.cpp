@@ -93,12 +93,24 @@ Base& base() {
       out.files[rel] = readFile(entry.path());
       if (rel.rfind("blobs/", 0) == 0) out.blobs.push_back(rel);
     }
+    std::sort(out.blobs.begin(), out.blobs.end());  // numbered as the corpus generator does
     if (!out.files.count("events") || out.blobs.empty()) {
       throw std::runtime_error(dir.string() + ": base trace needs events and at least one blob");
     }
+    // The base trace must read cleanly, blobs included, or every input would
+    // test only error paths.
+    TraceReader reader(dir);
+    size_t blobsRead = 0;
+    reader.forEach([&](const Event& e) {
+      if (const auto* m = std::get_if<ModuleLoad>(&e.payload)) blobsRead += !reader.readBlob(m->cubin).empty();
+      if (const auto* c = std::get_if<Memcpy>(&e.payload); c && c->data) {
+        blobsRead += !reader.readBlob(*c->data).empty();
+      }
+      return true;
+    });
+    if (blobsRead == 0) throw std::runtime_error(dir.string() + ": base trace refers to no blob");
     // The block header the harness encodes must be the writer's: compare it
     // with the base trace's first block.
-    TraceReader reader(dir);
     const BlockInfo& b0 = reader.blocks().at(0);
     const std::vector<uint8_t> mine = encodeBlockHeader(b0);
     const std::vector<uint8_t>& events = out.files["events"];
