@@ -66,7 +66,8 @@ if ! probe=$("$build/tests/gpu/gpu_probe"); then
   echo "no GPU on this machine ($probe): nothing to run"
   exit 77
 fi
-echo "machine: $probe; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+echo "machine: $probe${gpu:+; $gpu}"
 echo "python3: $(python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'no torch')"
 
 # CUDA libraries (CUPTI for the recorder; cuBLAS, cuDNN, cuRAND for the test
@@ -96,11 +97,12 @@ EOF
 # from the system, else from PyTorch's wheels.
 bundled='libcapnp-0.9.2.so|libkj-0.9.2.so|libzstd.so.1|libxxhash.so.0|libfmt.so.9'
 deps=$(env -u LD_LIBRARY_PATH ldd "$build/bin/gpurr" "$build/lib/libgpurr_recorder.so" 2>&1)
+libdir=$(readlink -f "$build/lib")
 elsewhere=""
 while read -r name _ path _; do
   if [ "$path" = "not" ]; then
     elsewhere+="$name (not found) "
-  elif [ "$(readlink -f "$(dirname "$path")")" != "$build/lib" ]; then
+  elif [ "$(readlink -f "$(dirname "$path")")" != "$libdir" ]; then
     elsewhere+="$name ($path) "
   fi
 done < <(grep -E "^[[:space:]]+($bundled) => " <<<"$deps")
