@@ -157,17 +157,22 @@ std::vector<uint8_t> download(const kernels::DriverApi& api, uint64_t address, u
 }  // namespace
 
 ReplayOutcome executeReplay(const TraceReader& reader, const ReplayPlan& plan, const ReplayOptions& options) {
-  const auto t0 = Clock::now();
-  ReplayOutcome out;
-  out.warnings = plan.warnings;
-  const uint32_t repeat = std::max<uint32_t>(options.repeat, 1);
-
   kernels::DriverApi api;
   ReplayDriver drv;
   std::string error;
   if (!api.load(error) || !drv.load(error)) {
     throw ReplayError("no GPU: " + error + "; gpurr replay re-executes kernels and needs an NVIDIA GPU with its driver");
   }
+  return executeReplay(reader, plan, options, api, drv);
+}
+
+ReplayOutcome executeReplay(const TraceReader& reader, const ReplayPlan& plan, const ReplayOptions& options,
+                            const kernels::DriverApi& api, const ReplayDriver& drv) {
+  const auto t0 = Clock::now();
+  ReplayOutcome out;
+  out.warnings = plan.warnings;
+  const uint32_t repeat = std::max<uint32_t>(options.repeat, 1);
+  std::string error;
   if (CUresult r = api.cuInit(0); r != CUDA_SUCCESS) {
     throw ReplayError("no GPU: cuInit failed: " + api.errorText(r) +
                       "; gpurr replay re-executes kernels and needs an NVIDIA GPU with its driver");
@@ -194,34 +199,45 @@ ReplayOutcome executeReplay(const TraceReader& reader, const ReplayPlan& plan, c
   if (granularity == 0 || (granularity & (granularity - 1)) != 0) granularity = 2 << 20;
   const std::vector<Region> regions = groupIntoRegions(plan.ranges, granularity);
   AddressMap map;
-  for (const Region& region : regions) {
-    CUdeviceptr got = 0;
-    if (!options.forceRelocate) {
-      CUresult r = drv.cuMemAddressReserve(&got, region.size, granularity, region.start, 0);
+  // Every region at its recorded place first, then the ones that did not fit
+  // anywhere else, so that a relocated region cannot take a place that
+  // another region was recorded at.
+  std::vector<CUdeviceptr> placed(regions.size(), 0);
+  if (!options.forceRelocate) {
+    for (size_t i = 0; i < regions.size(); ++i) {
+      CUdeviceptr got = 0;
+      const CUresult r = drv.cuMemAddressReserve(&got, regions[i].size, granularity, regions[i].start, 0);
+      if (r != CUDA_SUCCESS) continue;
       // The address is only a hint: anything else means it was taken.
-      if (r == CUDA_SUCCESS && got != region.start) {
-        drv.cuMemAddressFree(got, region.size);
-        got = 0;
-      } else if (r != CUDA_SUCCESS) {
-        got = 0;
+      if (got != regions[i].start) {
+        drv.cuMemAddressFree(got, regions[i].size);
+        continue;
       }
+      placed[i] = got;
+      s.reservations.push_back({got, regions[i].size, false});
     }
-    if (got == 0) {
-      s.check(drv.cuMemAddressReserve(&got, region.size, granularity, 0, 0),
-              fmt::format("reserving {} of device address space", humanBytes(region.size)));
-      if (got == region.start) {
-        // --relocate asked for another place: hold this one while taking a second.
-        CUdeviceptr other = 0;
-        const CUresult r = drv.cuMemAddressReserve(&other, region.size, granularity, 0, 0);
-        drv.cuMemAddressFree(got, region.size);
-        s.check(r, fmt::format("reserving {} of device address space", humanBytes(region.size)));
-        got = other;
-      }
+  }
+  for (size_t i = 0; i < regions.size(); ++i) {
+    if (placed[i] != 0) continue;
+    const Region& region = regions[i];
+    CUdeviceptr got = 0;
+    s.check(drv.cuMemAddressReserve(&got, region.size, granularity, 0, 0),
+            fmt::format("reserving {} of device address space", humanBytes(region.size)));
+    if (got == region.start) {
+      // --relocate asked for another place: hold this one while taking a second.
+      CUdeviceptr other = 0;
+      const CUresult r = drv.cuMemAddressReserve(&other, region.size, granularity, 0, 0);
+      drv.cuMemAddressFree(got, region.size);
+      s.check(r, fmt::format("reserving {} of device address space", humanBytes(region.size)));
+      got = other;
     }
+    placed[i] = got;
     s.reservations.push_back({got, region.size, false});
-    map.place(region.start, region.size, got);
-    Placement p{region.start, region.size, got, {}};
-    for (size_t m : region.members) p.allocations.push_back(plan.ranges[m].allocation);
+  }
+  for (size_t i = 0; i < regions.size(); ++i) {
+    map.place(regions[i].start, regions[i].size, placed[i]);
+    Placement p{regions[i].start, regions[i].size, placed[i], {}};
+    for (size_t m : regions[i].members) p.allocations.push_back(plan.ranges[m].allocation);
     out.placements.push_back(std::move(p));
   }
   out.relocated = map.moved();

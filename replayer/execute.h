@@ -16,6 +16,9 @@
 namespace gpurr::trace {
 class TraceReader;
 }
+namespace gpurr::kernels {
+struct DriverApi;
+}
 
 namespace gpurr::replay {
 
@@ -65,5 +68,11 @@ struct ReplayOutcome {
 // usable GPU or driver, the GPU's architecture differs from the recording's,
 // or a driver call fails; the message says which and what to do.
 ReplayOutcome executeReplay(const trace::TraceReader& reader, const ReplayPlan& plan, const ReplayOptions& options);
+
+struct ReplayDriver;
+// The same through driver tables the caller loaded (or filled with a fake
+// driver, as the CPU tests do). cuInit is called through `api`.
+ReplayOutcome executeReplay(const trace::TraceReader& reader, const ReplayPlan& plan, const ReplayOptions& options,
+                            const kernels::DriverApi& api, const ReplayDriver& drv);
 
 }  // namespace gpurr::replay
