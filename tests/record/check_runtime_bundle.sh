@@ -37,5 +37,30 @@ done
 # The tool runs with nothing but its own folder to find libraries in.
 env -u LD_LIBRARY_PATH "$build/bin/gpurr" --version >/dev/null || fail "$build/bin/gpurr --version does not run"
 
+# As on a machine without these libraries: hide the system's copies in a
+# private mount namespace (where this machine allows one) and run from the
+# build folder alone.
+hide=""
+for lib in libcapnp-0.9.2.so libkj-0.9.2.so libzstd.so.1 libxxhash.so.0 libfmt.so.9; do
+  for dir in /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/lib /usr/local/lib; do
+    [ -e "$dir/$lib" ] && hide+=" $dir/$lib"
+  done
+done
+if [ -n "$hide" ] && unshare -m true 2>/dev/null; then
+  source_dir=$(cd "$(dirname "$0")/../.." && pwd)
+  recorder_check=true
+  [ -f "$build/lib/libgpurr_recorder.so" ] && command -v python3 >/dev/null &&
+    recorder_check="python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' $build/lib/libgpurr_recorder.so"
+  if ! env -u LD_LIBRARY_PATH unshare -m sh -c "
+      for f in $hide; do mount --bind /dev/null \$f || exit 3; done
+      $build/bin/gpurr info $source_dir/examples/synthetic.gpurr >/dev/null && $recorder_check"; then
+    fail "with the system's copies hidden, bin/gpurr or the recorder does not load from $build/lib"
+  else
+    echo "runs with the system's copies hidden:$hide"
+  fi
+else
+  echo "(no private mount namespace here: the run with the system's copies hidden is left out)"
+fi
+
 [ $status -eq 0 ] && echo "runtime bundle complete: ${binaries[*]}"
 exit $status
