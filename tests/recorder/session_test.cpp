@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -51,6 +52,7 @@ class FakeDevice : public Device {
   std::set<uint64_t> capturing;
   std::vector<HashCall>* calls = nullptr;
   uint32_t device = 0;
+  std::mutex mu;
 
   uint32_t currentDevice() override { return device; }
 
@@ -63,7 +65,10 @@ class FakeDevice : public Device {
   bool canEnqueue(uint64_t stream) override { return capturing.count(stream) == 0; }
   std::unique_ptr<PendingHashes> hash(uint64_t, uint64_t stream, std::span<const kernels::HashRequest> requests,
                                       bool synchronous, std::string&) override {
-    if (calls) calls->push_back({stream, {requests.begin(), requests.end()}, synchronous});
+    if (calls) {
+      std::lock_guard lock(mu);  // callbacks come from many threads
+      calls->push_back({stream, {requests.begin(), requests.end()}, synchronous});
+    }
     std::vector<kernels::HashResult> r;
     for (const auto& q : requests) {
       std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(q.address), q.length);
@@ -93,6 +98,7 @@ struct Harness {
   std::filesystem::path root;
   std::filesystem::path traceDir;
   std::vector<std::string> warnings;
+  std::mutex warningsMu;
   std::vector<HashCall> calls;
   FakeDevice* device = nullptr;
   std::unique_ptr<RecordSession> session;
@@ -115,7 +121,10 @@ struct Harness {
     auto dev = std::make_unique<FakeDevice>();
     dev->calls = &calls;
     device = dev.get();
-    WarnFn warn = [this](const std::string& m) { warnings.push_back(m); };
+    WarnFn warn = [this](const std::string& m) {
+      std::lock_guard lock(warningsMu);
+      warnings.push_back(m);
+    };
     session = std::make_unique<RecordSession>(
         options, std::move(dev),
         [this, options, failOpen, warn](const trace::Header& h) -> std::unique_ptr<TraceSink> {
