@@ -47,6 +47,7 @@ struct Session {
     bool mapped = false;
   };
   std::vector<Reservation> reservations;
+  std::vector<CUdeviceptr> staging;  // pristine device copies of the inputs
   CUmodule module = nullptr;
   CUstream stream = nullptr;
   CUevent start = nullptr, stop = nullptr;
@@ -57,6 +58,7 @@ struct Session {
   Session& operator=(const Session&) = delete;
   ~Session() {
     hasher.reset();
+    for (CUdeviceptr p : staging) api.cuMemFree(p);
     if (start) api.cuEventDestroy(start);
     if (stop) api.cuEventDestroy(stop);
     if (stream) drv.cuStreamDestroy(stream);
@@ -359,6 +361,27 @@ ReplayOutcome executeReplay(const TraceReader& reader, const ReplayPlan& plan, c
       }
     }
   }
+  // Pristine device copies of the inputs, so that each run restores them at
+  // device-to-device speed; from host memory when the GPU has no room.
+  out.restoredFromDevice = true;
+  for (const std::vector<uint8_t>& bytes : inputs) {
+    CUdeviceptr copy = 0;
+    if (api.cuMemAlloc(&copy, bytes.size()) != CUDA_SUCCESS) {
+      out.restoredFromDevice = false;
+      break;
+    }
+    s.staging.push_back(copy);
+    s.check(api.cuMemcpyHtoD(copy, bytes.data(), bytes.size()), "copying an input snapshot to the GPU");
+  }
+  if (!out.restoredFromDevice) {
+    for (CUdeviceptr p : s.staging) api.cuMemFree(p);
+    s.staging.clear();
+    out.warnings.push_back(fmt::format("no GPU memory left for device copies of the inputs ({}): they are "
+                                       "restored from host memory before each run",
+                                       humanBytes(out.restoredBytes)));
+  } else {
+    for (std::vector<uint8_t>& bytes : inputs) std::vector<uint8_t>().swap(bytes);
+  }
   std::vector<uint8_t> params = relocateParams(plan, map);
   size_t paramBytes = params.size();
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &paramBytes,
@@ -398,9 +421,12 @@ ReplayOutcome executeReplay(const TraceReader& reader, const ReplayPlan& plan, c
     for (const Session::Reservation& res : s.reservations) {
       s.check(drv.cuMemsetD8Async(res.ptr, 0, res.size, s.stream), "zeroing the reserved memory");
     }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      s.check(drv.cuMemcpyHtoDAsync(inputRanges[i].address, inputs[i].data(), inputs[i].size(), s.stream),
-              "restoring input " + describeRange(plan.inputs[i].range));
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      const uint64_t size = plan.inputs[i].range.size;
+      const CUresult r = out.restoredFromDevice
+                             ? drv.cuMemcpyDtoDAsync(inputRanges[i].address, s.staging[i], size, s.stream)
+                             : drv.cuMemcpyHtoDAsync(inputRanges[i].address, inputs[i].data(), size, s.stream);
+      s.check(r, "restoring input " + describeRange(plan.inputs[i].range));
     }
     s.check(api.cuStreamSynchronize(s.stream), "restoring the inputs");
     out.restoreMs.push_back(msSince(restoreStart));

@@ -62,6 +62,7 @@ struct ReplayOutcome {
   std::vector<double> kernelMs;        // per run: the launch alone (CUDA events)
   std::vector<double> hashMs;          // per run: hashing the outputs
   uint64_t restoredBytes = 0;          // per run
+  bool restoredFromDevice = false;     // from pristine device copies (else from host memory)
 };
 
 // Runs `plan` (made from `reader`'s trace). Throws ReplayError when there is no

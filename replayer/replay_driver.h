@@ -22,6 +22,7 @@ namespace gpurr::replay {
   X(cuMemGetAllocationGranularity)       \
   X(cuMemsetD8Async)                     \
   X(cuMemcpyHtoDAsync)                   \
+  X(cuMemcpyDtoDAsync)                   \
   X(cuMemcpyDtoHAsync)                   \
   X(cuLaunchKernelEx)                    \
   X(cuFuncSetAttribute)                  \

@@ -160,8 +160,8 @@ std::string formatOutcome(const ReplayPlan& plan, const ReplayOutcome& o) {
   line(out, "GPU", fmt::format("{} {} (sm_{}{}), driver CUDA {}", o.machine.ordinal, o.machine.name, o.machine.ccMajor,
                                o.machine.ccMinor, driverVersionText(o.machine.driverVersion)));
   line(out, "memory", regionsText(o));
-  line(out, "inputs", fmt::format("{} range(s) restored before each run, {}", plan.inputs.size(),
-                                  humanBytes(o.restoredBytes)));
+  line(out, "inputs", fmt::format("{} range(s), {}, restored before each run from {}", plan.inputs.size(),
+                                  humanBytes(o.restoredBytes), o.restoredFromDevice ? "device copies" : "host memory"));
   line(out, "verdict", verdictLine(o));
   const Verdict& v = o.verdict;
   if (v.kind == VerdictKind::kNondeterministic) {
@@ -233,6 +233,7 @@ Json outcomeJson(const ReplayPlan& plan, const ReplayOutcome& o) {
          {"relocated", o.relocated},
          {"placements", placements},
          {"restoredBytes", o.restoredBytes},
+         {"restoredFromDevice", o.restoredFromDevice},
          {"digests", runs},
          {"kernelMs", o.kernelMs},
          {"restoreMs", o.restoreMs},

@@ -47,6 +47,7 @@ struct FakeGpu {
   int contexts = 0, modules = 0, streams = 0, events = 0;
   std::map<int, int> functionAttributes;
   int axpyLaunches = 0;
+  uint64_t refusedAllocSize = 0;  // cuMemAlloc of exactly this many bytes runs out of memory
   bool nondeterministic = false;
   bool faultOnLaunch = false;
   CUresult sticky = CUDA_SUCCESS;  // a kernel fault, reported at the next sync
@@ -182,6 +183,7 @@ CUresult fLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, uns
   return CUDA_SUCCESS;
 }
 CUresult fMemAlloc(CUdeviceptr* p, size_t n) {
+  if (n == gpu->refusedAllocSize) return CUDA_ERROR_OUT_OF_MEMORY;
   *p = bump(n);
   gpu->reserved[*p] = n;
   gpu->memory[*p].assign(n, 0);
@@ -206,6 +208,14 @@ CUresult fMemcpyDtoH(void* d, CUdeviceptr s, size_t n) {
 CUresult fMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUstream) {
   gpu->calls.push_back("restore");
   return fMemcpyHtoD(d, s, n);
+}
+CUresult fMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) {
+  uint8_t* to = at(d, n);
+  const uint8_t* from = at(s, n);
+  if (!to || !from) return CUDA_ERROR_INVALID_VALUE;
+  std::memmove(to, from, n);
+  gpu->calls.push_back("restore");
+  return CUDA_SUCCESS;
 }
 CUresult fMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, CUstream) { return fMemcpyDtoH(d, s, n); }
 CUresult fMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream) {
@@ -358,6 +368,7 @@ struct FakeDriver {
     drv.cuMemsetD8Async = fMemsetD8Async;
     drv.cuMemcpyHtoDAsync = fMemcpyHtoDAsync;
     drv.cuMemcpyDtoHAsync = fMemcpyDtoHAsync;
+    drv.cuMemcpyDtoDAsync = fMemcpyDtoDAsync;
     drv.cuLaunchKernelEx = fLaunchKernelEx;
     drv.cuFuncSetAttribute = fFuncSetAttribute;
     drv.cuFuncGetAttribute = fFuncGetAttribute;
@@ -466,6 +477,7 @@ TEST_CASE("fake driver: equal to the recording, at the recorded addresses", "[re
   CHECK(o.placements[0].newStart == kX);
   CHECK(o.placements[0].allocations == std::vector<uint32_t>{1, 2});
   CHECK(o.restoredBytes == 2 * kN * 4);
+  CHECK(o.restoredFromDevice);
   CHECK(o.kernelMs.size() == 5);
   CHECK(o.machine.name == "Fake GPU");
   CHECK(o.machine.uuid == "GPU-abababab-abab-abab-abab-abababababab");
@@ -602,4 +614,18 @@ TEST_CASE("fake driver: another architecture, a refused image, a faulting kernel
                           Catch::Contains("a pointer stored in device memory may still hold a recorded address"));
     fake.checkReleased();
   }
+}
+
+TEST_CASE("fake driver: inputs restored from host memory when the GPU has no room for copies",
+          "[replayer][execute]") {
+  FakeDriver fake;
+  fake.state.refusedAllocSize = kN * 4;  // the size of each input
+  AxpyTrace t;
+  replay::ReplayOptions options;
+  options.repeat = 3;
+  const replay::ReplayOutcome o = replayWith(fake, t, options);
+  CHECK_FALSE(o.restoredFromDevice);
+  CHECK(o.verdict.kind == replay::VerdictKind::kEqual);
+  CHECK_THAT(joined(o.warnings), Catch::Contains("restored from host memory before each run"));
+  fake.checkReleased();
 }
