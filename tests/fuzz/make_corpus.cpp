@@ -2,8 +2,9 @@
 // as it is, the decompressed frames of every block and the stored bytes of
 // every blob (for the modes where the harness compresses), and a few
 // hand-made variants (a newer version, truncations, missing files, a file
-// that is not a trace). Regression inputs (regress-*) are kept; older seeds
-// (seed-*) are replaced.
+// that is not a trace). Older seeds (seed-*) are replaced; regression inputs
+// (regress-*, tests/fuzz/make_regressions.py) and inputs kept from fuzzing
+// runs for their coverage (cov-*, chosen with libFuzzer's -merge=1) stay.
 //
 //   gpurr_fuzz_corpus TRACE_DIR CORPUS_DIR
 #include <zstd.h>

@@ -125,9 +125,12 @@ Base& base() {
     std::string templ = (root / "gpurr-fuzz-XXXXXX").string();
     if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp " + templ);
     out.work = templ;
+    // Removed at exit through a copy that is never destroyed: the static
+    // Base is destroyed before functions registered during its construction.
+    static const fs::path* const work = new fs::path(templ);
     std::atexit([] {
       std::error_code ec;
-      fs::remove_all(base().work, ec);
+      fs::remove_all(*work, ec);
     });
     return out;
   }();
@@ -364,7 +367,8 @@ void runOne(std::span<const uint8_t> input) {
     // Records of (mode, 16-bit length, payload), applied in order.
     while (!c.data.empty()) {
       const auto sub = static_cast<Mode>(c.take(1) % static_cast<uint64_t>(Mode::kSeveral));
-      const size_t n = std::min<size_t>(c.take(2), c.data.size());
+      const uint64_t length = c.take(2);  // before data.size(): it shortens data
+      const size_t n = std::min<size_t>(length, c.data.size());
       applySafely(dir, sub, c.data.first(n));
       c.data = c.data.subspan(n);
     }
