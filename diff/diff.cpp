@@ -143,7 +143,6 @@ struct Run {
   const TraceReader* reader = nullptr;
   std::vector<Op> ops;
   std::vector<uint64_t> keys;
-  std::vector<uint64_t> launchIndex;  // per op: launches before it
   std::vector<AllocInfo> allocs;
   OrdinalMap ordinals;
   std::unordered_map<uint64_t, uint32_t> streams;
@@ -160,20 +159,26 @@ uint32_t streamOrdinal(Run& run, uint64_t stream) {
   return it->second;
 }
 
-// Words to be hashed in one go: cheaper than mixing each value in.
-struct Words {
-  std::vector<uint64_t> w;
-  void clear() { w.clear(); }
+// Words to be hashed in one go: cheaper than mixing each value in. Fixed
+// capacity on the stack; what does not fit is folded in by hashing.
+class Words {
+ public:
+  void clear() { n_ = 0; }
   Words& add(uint64_t v) {
-    w.push_back(v);
+    if (n_ == kCapacity) {
+      w_[0] = hash();
+      n_ = 1;
+    }
+    w_[n_++] = v;
     return *this;
   }
-  Words& add(const Dim3& d) {
-    w.push_back(uint64_t{d.x} << 32 | d.y);
-    w.push_back(d.z);
-    return *this;
-  }
-  uint64_t hash() const { return XXH3_64bits(w.data(), w.size() * sizeof(uint64_t)); }
+  Words& add(const Dim3& d) { return add(uint64_t{d.x} << 32 | d.y).add(d.z); }
+  uint64_t hash() const { return XXH3_64bits(w_, n_ * sizeof(uint64_t)); }
+
+ private:
+  static constexpr size_t kCapacity = 64;
+  uint64_t w_[kCapacity];
+  size_t n_ = 0;
 };
 
 void hashRanges(Words& h, std::span<const ScanRange> ranges, const OrdinalMap& map) {
@@ -203,7 +208,11 @@ void normalisedParams(std::span<const uint8_t> params, std::span<const PointerPa
 void summarise(Run& run) {
   std::vector<uint8_t> scratch;
   Words key, in, out;
-  uint64_t launches = 0;
+  run.ops.reserve(run.reader->eventCount());
+  run.keys.reserve(run.reader->eventCount());
+  // Hash of each function name of the current block, by block-local id.
+  std::vector<uint64_t> functionHashes;
+  size_t functionBlock = SIZE_MAX;
   scanEvents(*run.reader, [&](const ScanEvent& e) {
     Op op{e.seq, 0, 0, 0, 0, 0, OpKind::kLaunch, true};
     key.clear();
@@ -212,7 +221,14 @@ void summarise(Run& run) {
     switch (e.kind) {
       case 0: {  // launch
         op.kind = OpKind::kLaunch;
-        key.add(uint64_t{0}).add(XXH3_64bits(e.function.data(), e.function.size()));
+        if (e.blockIndex != functionBlock) {
+          functionHashes.clear();
+          functionBlock = e.blockIndex;
+        }
+        if (e.functionId >= functionHashes.size()) functionHashes.resize(e.functionId + 1, 0);
+        uint64_t& fh = functionHashes[e.functionId];
+        if (fh == 0) fh = XXH3_64bits(e.function.data(), e.function.size()) | 1;
+        key.add(uint64_t{0}).add(fh);
         key.add(e.grid).add(e.block).add(e.cluster);
         key.add(e.sharedMemBytes).add(e.params.size()).add(e.pointers.size());
         for (const PointerParam& p : e.pointers) {
@@ -265,8 +281,6 @@ void summarise(Run& run) {
     op.stream = streamOrdinal(run, e.stream);
     run.ops.push_back(op);
     run.keys.push_back(op.key);
-    run.launchIndex.push_back(launches);
-    if (op.kind == OpKind::kLaunch) ++launches;
     return true;
   });
 }
@@ -343,7 +357,10 @@ OpInfo info(const Run& run, uint64_t index, const Event& e) {
   OpInfo out;
   out.seq = op.seq;
   out.index = index;
-  out.launchIndex = run.launchIndex[index];
+  // Launches before this one: counted when asked, which is rare.
+  out.launchIndex = static_cast<uint64_t>(std::count_if(
+      run.ops.begin(), run.ops.begin() + static_cast<ptrdiff_t>(index),
+      [](const Op& o) { return o.kind == OpKind::kLaunch; }));
   out.stream = op.stream;
   out.kind = op.kind;
   out.name = opName(e);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_d_stableOutBuffer
 #include <zstd.h>
 
 #include <cerrno>
@@ -61,9 +62,59 @@ class BlockSource {
 
   const fs::path& path() const { return path_; }
 
-  // Decompresses block `i`; returns its frames.
+  // Decompresses block `i` in one call; returns its frames.
   kj::ArrayPtr<const capnp::word> load(size_t i) {
     const BlockInfo& b = reader_.blocks().at(i);
+    readCompressed(b);
+    const size_t count = b.uncompressedSize / 8;
+    const size_t n = ZSTD_decompressDCtx(dctx_, words_.data(), b.uncompressedSize,
+                                         compressed_.data(), compressed_.size());
+    if (ZSTD_isError(n) || n != b.uncompressedSize) {
+      throw TraceError(fmt::format("{}: block at offset {} is corrupt: {}", path_.string(),
+                                   b.fileOffset,
+                                   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
+    }
+    return kj::arrayPtr(words_.data(), count);
+  }
+
+  // Streaming alternative to load(): start() reads block `i`'s compressed
+  // bytes, then each feed() decompresses a little more straight into place,
+  // so that frames are decoded while they are still in the cache. Returns
+  // the number of whole words produced so far.
+  size_t start(size_t i) {
+    const BlockInfo& b = reader_.blocks().at(i);
+    readCompressed(b);
+    ZSTD_DCtx_reset(dctx_, ZSTD_reset_session_only);
+    ZSTD_DCtx_setParameter(dctx_, ZSTD_d_stableOutBuffer, 1);
+    block_ = &b;
+    in_ = {compressed_.data(), 0, 0};
+    out_ = {words_.data(), b.uncompressedSize, 0};
+    return 0;
+  }
+
+  size_t feed() {
+    constexpr size_t kStep = 8 << 10;  // compressed bytes per step: ~50 KiB of frames
+    if (out_.pos == out_.size) return out_.pos / 8;
+    const size_t before = out_.pos;
+    while (out_.pos == before) {
+      if (in_.size == compressed_.size() && in_.pos == in_.size) {
+        throw TraceError(fmt::format("{}: block at offset {} is corrupt: short frame",
+                                     path_.string(), block_->fileOffset));
+      }
+      in_.size = std::min(compressed_.size(), in_.size + kStep);
+      const size_t r = ZSTD_decompressStream(dctx_, &out_, &in_);
+      if (ZSTD_isError(r)) {
+        throw TraceError(fmt::format("{}: block at offset {} is corrupt: {}", path_.string(),
+                                     block_->fileOffset, ZSTD_getErrorName(r)));
+      }
+    }
+    return out_.pos / 8;
+  }
+
+  const capnp::word* words() const { return words_.data(); }
+
+ private:
+  void readCompressed(const BlockInfo& b) {
     uint32_t table[2];
     preadAll(fd_.fd, table, sizeof table, b.fileOffset, path_);
     if (table[0] != 0 || table[1] == 0 || table[1] > container::kMaxBlockHeaderWords) {
@@ -76,21 +127,13 @@ class BlockSource {
       throw TraceError(fmt::format("{}: block at offset {} declares {} bytes", path_.string(),
                                    b.fileOffset, b.uncompressedSize));
     }
-    // Grown by assignment, not resize(): capnp::word cannot be moved, and
-    // clang rejects resize() for that.
     const size_t count = b.uncompressedSize / 8;
     if (words_.size() < count) words_ = std::vector<capnp::word>(count);
-    const size_t n = ZSTD_decompressDCtx(dctx_, words_.data(), b.uncompressedSize,
-                                         compressed_.data(), compressed_.size());
-    if (ZSTD_isError(n) || n != b.uncompressedSize) {
-      throw TraceError(fmt::format("{}: block at offset {} is corrupt: {}", path_.string(),
-                                   b.fileOffset,
-                                   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
-    }
-    return kj::arrayPtr(words_.data(), count);
   }
 
- private:
+  const BlockInfo* block_ = nullptr;
+  ZSTD_inBuffer in_{};
+  ZSTD_outBuffer out_{};
   const TraceReader& reader_;
   fs::path path_;
   Fd fd_;
@@ -139,6 +182,7 @@ void decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
                                      id, s.functions.size()));
       }
       e.function = s.functions[id].name;
+      e.functionId = id;
       e.module = s.functions[id].module;
       e.stream = l.getStream();
       e.grid = dim(l.getGrid());
@@ -238,12 +282,30 @@ void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEv
   ScanEvent event;
   const auto& blocks = reader.blocks();
   for (size_t i = blocks.empty() ? 0 : reader.blockOf(fromSeq); i < blocks.size(); ++i) {
-    kj::ArrayPtr<const capnp::word> rest = source.load(i);
+    const size_t total = blocks[i].uncompressedSize / 8;
+    size_t available = source.start(i), pos = 0;
     scratch.functions.clear();
     uint32_t seen = 0;
     try {
-      while (rest.size() > 0) {
-        capnp::FlatArrayMessageReader message(rest, options(rest.size()));
+      // Each frame is a message: a segment table, then its segments.
+      auto need = [&](size_t words) {
+        if (words > total - pos) throw TraceError("a frame runs past the end of its block");
+        while (available - pos < words) available = source.feed();
+      };
+      while (pos < total) {
+        need(1);
+        const uint32_t* table = reinterpret_cast<const uint32_t*>(source.words() + pos);
+        const uint64_t segments = uint64_t{table[0]} + 1;
+        if (segments > 512) throw TraceError("a frame declares too many segments");
+        const size_t headerWords = static_cast<size_t>((segments + 2) / 2);
+        need(headerWords);
+        table = reinterpret_cast<const uint32_t*>(source.words() + pos);
+        uint64_t words = headerWords;
+        for (uint64_t k = 0; k < segments; ++k) words += table[1 + k];
+        need(words);
+        capnp::FlatArrayMessageReader message(kj::arrayPtr(source.words() + pos, words),
+                                              options(words));
+        pos += words;
         auto frame = message.getRoot<schema::Frame>();
         if (frame.isFunction()) {
           auto f = frame.getFunction();
@@ -254,12 +316,12 @@ void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEv
           scratch.functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
         } else if (frame.isEvent()) {
           ++seen;
+          event.blockIndex = i;
           decode(frame.getEvent(), scratch, event);
           if (event.seq >= fromSeq && !visit(event)) return;
         } else {
           throw TraceError("frame of unknown kind");
         }
-        rest = kj::arrayPtr(message.getEnd(), rest.end());
       }
     } catch (const kj::Exception& e) {
       throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),

@@ -30,6 +30,10 @@ struct ScanEvent {
   uint64_t stream = 0;  // launch, memcpy, memset, sync, graph
   // Launch.
   std::string_view function;  // mangled name
+  // The function's block-local id and the block's index: equal pairs name
+  // the same function, so a pass can cache per-function work.
+  uint32_t functionId = 0;
+  size_t blockIndex = 0;
   uint32_t module = 0;
   Dim3 grid, block, cluster{0, 0, 0};
   uint32_t sharedMemBytes = 0;
