@@ -435,9 +435,25 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
       "traces named rank<R>.gpurr (when RANK is set) or proc<N>.gpurr, so that two runs match\n"
       "by name. The command's input and output pass through untouched; gpurr exits with its\n"
       "exit code (128+N when signal N killed it). More in docs/RECORDING.md.");
+  // Unknown options are collected rather than rejected by the parser, so
+  // that the error can say how to pass options to the command.
+  cmd->allow_extras();
   cmd->callback([opts, cmd, &chosen] {
     opts->launchesGiven = cmd->count("--launches") > 0;
     opts->kernelsGiven = cmd->count("--kernels") > 0;
+    std::vector<std::string> extras = cmd->remaining();
+    std::erase(extras, "--");  // the separator itself, handed back by the parser
+    if (!extras.empty()) {
+      std::string list;
+      for (const std::string& e : extras) list += (list.empty() ? "'" : " '") + e + "'";
+      chosen = [list] {
+        return usageError(fmt::format(
+            "unknown option {}; to give options to the command, put -- before it: "
+            "gpurr record [-o OUT] [options] -- CMD [ARGS...]",
+            list));
+      };
+      return;
+    }
     chosen = [opts] { return run(*opts); };
   });
 }

@@ -330,6 +330,12 @@ TEST_CASE("bad options are usage errors found before the command starts") {
   CHECK_THAT(r.err, Catch::Contains("--launches"));
   r = s.record("out.gpurr", "touch ran", {"--no-such-flag"});
   CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("unknown option '--no-such-flag'"));
+  // The command's own options without -- before the command.
+  r = s.run({"record", "-o", "out.gpurr", "sh", "-c", "touch ran"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("unknown option '-c'; to give options to the command, put -- "
+                                    "before it"));
   CHECK_FALSE(fs::exists(s.work / "ran"));
 }
 
