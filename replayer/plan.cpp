@@ -164,7 +164,7 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
     const Allocation& a = it->second;
     auto [slot, inserted] = byOrdinal.try_emplace(ordinal);
     if (inserted) {
-      slot->second = {ordinal, a.address, a.size, a.kind, !h.live.contains(ordinal), false};
+      slot->second = {ordinal, a.address, a.size, a.address, a.kind, !h.live.contains(ordinal), false};
       ++deviceVotes[a.device];
     }
     return &slot->second;
@@ -205,7 +205,7 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
         return;
       }
     }
-    loose.push_back({0, range.address, range.size, AllocationKind::kOther, false, false});
+    loose.push_back({0, range.address, range.size, range.address, AllocationKind::kOther, false, false});
   };
   for (const RangeDigest& r : launch.inputs) needRange(r.range, "input");
   for (const RangeDigest& r : launch.outputs) needRange(r.range, "output");
@@ -217,6 +217,34 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
           "alloc#{} ({:#x}, {}) was freed before the launch but the launch refers to it (use after "
           "free?); it is placed as recorded",
           ordinal, r.address, humanBytes(r.size)));
+    }
+    if (r.kind == AllocationKind::kVmm) {
+      // Only the parts the recorded ranges cover: the rest of a reservation
+      // may never have been mapped.
+      std::vector<std::pair<uint64_t, uint64_t>> parts;  // [start, end)
+      for (const auto* list : {&launch.inputs, &launch.outputs}) {
+        for (const RangeDigest& d : *list) {
+          if (d.range.allocation == ordinal && d.range.size > 0) {
+            parts.emplace_back(d.range.address, d.range.address + d.range.size);
+          }
+        }
+      }
+      std::sort(parts.begin(), parts.end());
+      std::vector<std::pair<uint64_t, uint64_t>> merged;
+      for (const auto& p : parts) {
+        if (!merged.empty() && p.first <= merged.back().second) {
+          merged.back().second = std::max(merged.back().second, p.second);
+        } else {
+          merged.push_back(p);
+        }
+      }
+      for (const auto& [start, end] : merged) {
+        ReservedRange part = r;
+        part.address = start;
+        part.size = end - start;
+        plan.ranges.push_back(part);
+      }
+      if (!merged.empty()) continue;
     }
     plan.ranges.push_back(r);
   }
@@ -422,7 +450,7 @@ std::vector<uint8_t> relocateParams(const ReplayPlan& plan, const AddressMap& ma
   std::vector<uint8_t> params = plan.launch.params;
   std::unordered_map<uint32_t, uint64_t> bases;
   for (const ReservedRange& r : plan.ranges) {
-    if (r.allocation != 0) bases[r.allocation] = r.address;
+    if (r.allocation != 0) bases[r.allocation] = r.allocationAddress;
   }
   for (const PointerParam& p : plan.launch.pointers) {
     if (uint64_t{p.byteOffset} + 8 > params.size()) {
@@ -431,7 +459,9 @@ std::vector<uint8_t> relocateParams(const ReplayPlan& plan, const AddressMap& ma
     }
     const auto base = bases.find(p.allocation);
     if (base == bases.end()) continue;  // unknown allocation: passed as recorded
-    const uint64_t value = map.translate(base->second) + p.offset;
+    // The pointer's target moves with the region that holds it (a VMM
+    // allocation's start may lie in no region at all).
+    const uint64_t value = map.translate(base->second + p.offset);
     std::memcpy(params.data() + p.byteOffset, &value, 8);
   }
   return params;

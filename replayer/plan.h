@@ -34,6 +34,11 @@ struct ReservedRange {
   uint32_t allocation = 0;  // ordinal; 0 = a recorded range outside every known allocation
   uint64_t address = 0;     // recorded start
   uint64_t size = 0;
+  // Recorded start of the whole allocation. A VMM reservation (PyTorch's
+  // expandable segments reserve far more than they map) is planned as the
+  // parts the launch's recorded ranges cover, so one allocation may give
+  // several ranges.
+  uint64_t allocationAddress = 0;
   trace::AllocationKind kind = trace::AllocationKind::kDevice;
   bool freedBeforeLaunch = false;  // referenced, but freed before the launch (use after free)
   bool restored = false;           // some recorded input snapshot covers part of it

@@ -126,7 +126,7 @@ TEST_CASE("plan: regions share granules and keep relative places", "[replayer][p
   CHECK(regions[1].members == std::vector<size_t>{2});
 
   // A range straddling a granule boundary takes both granules.
-  std::vector<replay::ReservedRange> straddle = {{5, (2 << 20) - 16, 32, AllocationKind::kDevice, false, true}};
+  std::vector<replay::ReservedRange> straddle = {{5, (2 << 20) - 16, 32, (2 << 20) - 16, AllocationKind::kDevice, false, true}};
   const auto two = replay::groupIntoRegions(straddle, 2 << 20);
   REQUIRE(two.size() == 1);
   CHECK(two[0].start == 0);
@@ -199,6 +199,47 @@ TEST_CASE("plan: pointers inside by-value structs are relocated at any 8-byte of
   std::memcpy(&kk, params.data() + 16, 4);
   CHECK(n == 64);
   CHECK(kk == 7);
+}
+
+TEST_CASE("plan: a VMM reservation is planned as the parts its recorded ranges cover", "[replayer][plan]") {
+  testing::TempDir dir;
+  const auto path = dir / "v.gpurr";
+  const uint64_t segment = 0x7f4000000000;  // 64 GiB reserved, little of it mapped
+  const uint64_t segmentSize = uint64_t{64} << 30;
+  uint64_t seq = 0;
+  {
+    testing::ReplayTraceBuilder b(path);
+    b.alloc(1, segment, segmentSize, AllocationKind::kVmm);
+    b.module(1);
+    KernelLaunch k;
+    k.module = 1;
+    k.function = "_Z3addPfS_";
+    testing::addPointer(k, 1, segment, 0x200000);
+    testing::addPointer(k, 1, segment, 0x40000000);
+    k.inputs = {b.digest(1, segment + 0x200000, 0x200000, testing::patternBytes(1, 65536), true),
+                b.digest(1, segment + 0x210000, 0x210000, testing::patternBytes(2, 4096), true),
+                b.digest(1, segment + 0x40000000, 0x40000000, testing::patternBytes(3, 8192), true)};
+    k.outputs = {b.digest(1, segment + 0x40000000, 0x40000000, testing::patternBytes(4, 8192), false)};
+    seq = b.add(k);
+    b.close();
+  }
+  const replay::ReplayPlan plan = replay::planReplay(TraceReader(path), seq);
+  REQUIRE(plan.ranges.size() == 2);
+  CHECK(plan.ranges[0].allocation == 1);
+  CHECK(plan.ranges[0].address == segment + 0x200000);
+  CHECK(plan.ranges[0].size == 65536 + 4096);  // two touching inputs, merged
+  CHECK(plan.ranges[1].address == segment + 0x40000000);
+  CHECK(plan.ranges[1].size == 8192);
+  for (const auto& r : plan.ranges) CHECK(r.allocationAddress == segment);
+
+  // Each part moves on its own; pointers follow the part they point into.
+  replay::AddressMap map;
+  for (const replay::Region& region : replay::groupIntoRegions(plan.ranges, 2 << 20)) {
+    map.place(region.start, region.size, region.start - 0x1000000000);
+  }
+  const std::vector<uint8_t> params = replay::relocateParams(plan, map);
+  CHECK(u64At(params, 0) == segment + 0x200000 - 0x1000000000);
+  CHECK(u64At(params, 8) == segment + 0x40000000 - 0x1000000000);
 }
 
 TEST_CASE("plan: address map translates inside regions, one past the end, and nothing else",
