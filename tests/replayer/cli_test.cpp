@@ -135,3 +135,13 @@ TEST_CASE("gpurr replay: without a GPU, a clear error and exit 2", "[replayer][c
     CHECK_THAT(r.output, Catch::Contains("gpurr replay: error:"));
   }
 }
+
+TEST_CASE("gpurr replay: the example trace holds digests only and says how to record snapshots",
+          "[replayer][cli]") {
+  const std::string example = std::string(GPURR_SOURCE_DIR) + "/examples/synthetic.gpurr";
+  const Result r = runGpurr("replay " + example + " --launch 8 --repeat 50");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("launch #8 (sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x128x32"));
+  CHECK_THAT(r.output, Catch::Contains("no snapshot of input alloc#2+0x0 (16.0 KiB), alloc#1+0x0 (256.0 KiB)"));
+  CHECK_THAT(r.output, Catch::Contains("`gpurr record --snapshot 8 -- python train.py --steps 1`"));
+}
