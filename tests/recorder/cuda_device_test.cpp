@@ -283,6 +283,8 @@ TEST_CASE("synchronous mode synchronises before and has the digests on return", 
   std::vector<kernels::HashResult> r;
   REQUIRE(p->wait(r, error));
   CHECK(r.at(0).digest == hash::hashBuffer(a));
+  device->contextDestroying(0xC0);
+  CHECK(gpu->allocs == gpu->frees);
 }
 
 TEST_CASE("a context destroyed with hashes in flight still delivers them", "[recorder][cudadevice]") {
@@ -303,6 +305,8 @@ TEST_CASE("a context destroyed with hashes in flight still delivers them", "[rec
   REQUIRE(again);
   REQUIRE(again->wait(r, error));
   CHECK(r.at(0).digest == hash::hashBuffer(a));
+  device->contextDestroying(0xC0);
+  CHECK(gpu->allocs == gpu->frees);
 }
 
 TEST_CASE("a failing launch gives no pending hash and frees its slot", "[recorder][cudadevice]") {
@@ -320,6 +324,8 @@ TEST_CASE("a failing launch gives no pending hash and frees its slot", "[recorde
   std::vector<kernels::HashResult> r;
   REQUIRE(p->wait(r, error));
   CHECK(r.at(0).digest == hash::hashBuffer(a));
+  device->contextDestroying(0xC0);
+  CHECK(gpu->allocs == gpu->frees);
 }
 
 TEST_CASE("capturing streams are refused", "[recorder][cudadevice]") {
