@@ -269,6 +269,15 @@ TEST_CASE("stdin, stdout and stderr pass through untouched") {
   CHECK_THAT(r.err, Catch::StartsWith("to-stderr\n"));
 }
 
+TEST_CASE("everything after -- reaches the command unchanged (options and -- included)") {
+  Sandbox s;
+  const Result r = s.run({"record", "-o", "out.gpurr", "--", "sh", "-c", "printf '[%s]' \"$@\"", "sh",
+                          "--sync", "-o", "x y", "--", "--force", ""});
+  CHECK(r.code == 0);
+  CHECK(r.out == "[--sync][-o][x y][--][--force][]");
+  CHECK_FALSE(fs::exists(s.work / "x y"));
+}
+
 TEST_CASE("a missing command is a usage error") {
   Sandbox s;
   for (auto args : {std::vector<std::string>{"record", "-o", "x.gpurr", "--"},
