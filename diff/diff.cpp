@@ -164,11 +164,8 @@ uint32_t streamOrdinal(Run& run, uint64_t stream) {
 class Words {
  public:
   void clear() { n_ = 0; }
-  Words& add(uint64_t v) {
-    if (n_ == kCapacity) {
-      w_[0] = hash();
-      n_ = 1;
-    }
+  [[gnu::always_inline]] Words& add(uint64_t v) {
+    if (n_ == kCapacity) [[unlikely]] fold();
     w_[n_++] = v;
     return *this;
   }
@@ -176,6 +173,10 @@ class Words {
   uint64_t hash() const { return XXH3_64bits(w_, n_ * sizeof(uint64_t)); }
 
  private:
+  [[gnu::noinline]] void fold() {
+    w_[0] = hash();
+    n_ = 1;
+  }
   static constexpr size_t kCapacity = 64;
   uint64_t w_[kCapacity];
   size_t n_ = 0;

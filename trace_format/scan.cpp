@@ -4,6 +4,7 @@
 // ScanEvent exposes. Every Cap'n Proto or zstd failure is a TraceError.
 #include "trace_format/scan.h"
 
+#include <capnp/any.h>
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <fcntl.h>
@@ -146,14 +147,97 @@ DeviceRange range(schema::DeviceRange::Reader r) {
   return {r.getAddress(), r.getSize(), r.getAllocation(), r.getOffset()};
 }
 
+// Struct-list elements read in place. Cap'n Proto lays out a struct list as
+// elements of one fixed step (data section, then pointers), and checks the
+// whole list's bounds when the list pointer is followed; reading fields at
+// their schema offsets then saves an out-of-line call per element. Used only
+// for a list whose elements are laid out that way and whose first element
+// reads the same through the generated accessors (`same`); anything else
+// goes through the accessors.
+struct InPlace {
+  const uint8_t* base = nullptr;
+  size_t step = 0, dataBytes = 0, pointerBytes = 0;
+
+  template <typename T>
+  T get(size_t i, size_t byteOffset) const {
+    if (byteOffset + sizeof(T) > dataBytes) return T(0);  // field absent: its default
+    T v;
+    std::memcpy(&v, base + i * step + byteOffset, sizeof(T));
+    return v;
+  }
+  bool hasPointer(size_t i, size_t index) const {
+    if ((index + 1) * 8 > pointerBytes) return false;
+    uint64_t w;
+    std::memcpy(&w, base + i * step + dataBytes + index * 8, 8);
+    return w != 0;
+  }
+};
+
+template <typename List>
+bool inPlace(List list, InPlace& out) {
+  if (list.size() == 0) return false;
+  const capnp::AnyStruct::Reader first(list[0]);
+  const auto data = first.getDataSection();
+  out.base = data.begin();
+  out.dataBytes = data.size();
+  out.pointerBytes = first.getPointerSection().size() * 8;
+  out.step = out.dataBytes + out.pointerBytes;
+  if (list.size() > 1) {
+    const capnp::AnyStruct::Reader second(list[1]);
+    if (second.getDataSection().begin() != out.base + out.step) return false;
+  }
+  return true;
+}
+
 void digests(capnp::List<schema::RangeDigest>::Reader in, std::vector<ScanRange>& out) {
   codec::requireElementData(in);
   out.resize(in.size());
+  InPlace raw;
+  if (inPlace(in, raw)) {
+    // RangeDigest: address @0 (byte 0), size @1 (8), allocation @2 (16),
+    // offset @3 (24), digest @4 (32); chunkDigests is pointer 0.
+    auto read = [&](size_t i, ScanRange& o) {
+      o.range = {raw.get<uint64_t>(i, 0), raw.get<uint64_t>(i, 8), raw.get<uint32_t>(i, 16),
+                 raw.get<uint64_t>(i, 24)};
+      o.digest = raw.get<uint64_t>(i, 32);
+      o.hasChunkDigests = raw.hasPointer(i, 0);
+    };
+    auto r = in[0];
+    read(0, out[0]);
+    const ScanRange& f = out[0];
+    if (f.range.address == r.getAddress() && f.range.size == r.getSize() &&
+        f.range.allocation == r.getAllocation() && f.range.offset == r.getOffset() &&
+        f.digest == r.getDigest() && f.hasChunkDigests == r.hasChunkDigests()) {
+      for (size_t i = 1; i < in.size(); ++i) read(i, out[i]);
+      return;
+    }
+  }
   for (size_t i = 0; i < in.size(); ++i) {
     auto r = in[i];
     out[i].range = {r.getAddress(), r.getSize(), r.getAllocation(), r.getOffset()};
     out[i].digest = r.getDigest();
     out[i].hasChunkDigests = r.hasChunkDigests();
+  }
+}
+
+void pointerParams(capnp::List<schema::PointerParam>::Reader in, std::vector<PointerParam>& out) {
+  codec::requireElementData(in);
+  out.resize(in.size());
+  InPlace raw;
+  if (inPlace(in, raw)) {
+    // PointerParam: byteOffset @0 (byte 0), allocation @1 (4), offset @2 (8).
+    auto read = [&](size_t i) {
+      return PointerParam{raw.get<uint32_t>(i, 0), raw.get<uint32_t>(i, 4), raw.get<uint64_t>(i, 8)};
+    };
+    auto r = in[0];
+    out[0] = read(0);
+    if (out[0] == PointerParam{r.getByteOffset(), r.getAllocation(), r.getOffset()}) {
+      for (size_t i = 1; i < in.size(); ++i) out[i] = read(i);
+      return;
+    }
+  }
+  for (size_t i = 0; i < in.size(); ++i) {
+    out[i] = {in[i].getByteOffset(), in[i].getAllocation(), in[i].getOffset()};
   }
 }
 
@@ -191,12 +275,7 @@ void decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       e.sharedMemBytes = l.getSharedMemBytes();
       auto params = l.getParams();
       e.params = {reinterpret_cast<const uint8_t*>(params.begin()), params.size()};
-      auto ptrs = l.getPointers();
-      codec::requireElementData(ptrs);
-      s.pointers.resize(ptrs.size());
-      for (size_t i = 0; i < ptrs.size(); ++i) {
-        s.pointers[i] = {ptrs[i].getByteOffset(), ptrs[i].getAllocation(), ptrs[i].getOffset()};
-      }
+      pointerParams(l.getPointers(), s.pointers);
       e.pointers = s.pointers;
       digests(l.getInputs(), s.inputs);
       digests(l.getOutputs(), s.outputs);
