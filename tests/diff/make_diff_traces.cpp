@@ -229,13 +229,14 @@ struct Step {
   std::vector<uint8_t> loss = floatsOf(7, kLoss.size);
 };
 
-void allocations(Run& r) {
-  for (const Buffer* b : {&kWeights, &kBatch, &kHidden, &kOut, &kIndex, &kWorkspace, &kLoss}) r.alloc(*b);
+void allocations(Run& r, bool withLoss = true) {
+  for (const Buffer* b : {&kWeights, &kBatch, &kHidden, &kOut, &kIndex, &kWorkspace}) r.alloc(*b);
+  if (withLoss) r.alloc(kLoss);
 }
 
 // fill weights, copy the batch and the index, gemm: hidden = batch x weights.
-void prologue(Run& r, const Step& s) {
-  allocations(r);
+void prologue(Run& r, const Step& s, bool withLoss = true) {
+  allocations(r, withLoss);
   KernelLaunch fill = r.kernel("_Z11fill_kernelPfmf", {&kWeights}, {1024, 0x3c23d70a}, {16, 1, 1}, {256, 1, 1});
   fill.outputs = {r.digest(kWeights, s.weights)};
   r.add(fill);
@@ -277,10 +278,11 @@ KernelLaunch indexAdd(Run& r, const Step& s, const std::vector<uint8_t>& result,
   return k;
 }
 
-KernelLaunch sum(Run& r, const std::vector<uint8_t>& in, const std::vector<uint8_t>& loss) {
-  KernelLaunch k = r.kernel(kSum, {&kLoss, &kOut}, {1024, 0}, {1, 1, 1}, {512, 1, 1});
+KernelLaunch sum(Run& r, const std::vector<uint8_t>& in, const std::vector<uint8_t>& loss,
+                 const Buffer& lossBuffer = kLoss) {
+  KernelLaunch k = r.kernel(kSum, {&lossBuffer, &kOut}, {1024, 0}, {1, 1, 1}, {512, 1, 1});
   k.inputs = {r.digest(kOut, in)};
-  k.outputs = {r.digest(kLoss, loss)};
+  k.outputs = {r.digest(lossBuffer, loss)};
   k.annotations = {FrameworkOp{"aten::sum"}};
   return k;
 }
@@ -438,7 +440,10 @@ void scalarParameters(const fs::path& dir) {
 void algorithmChoice(const fs::path& dir) {
   writePair(dir, [](Run& r, bool second) {
     const Step s;
-    prologue(r, s);
+    // The loss buffer is allocated after the convolution, so run B's extra
+    // FFT workspace shifts its ordinal (7 in run A, 8 in run B): the diff
+    // maps B's allocations onto A's and stays aligned.
+    prologue(r, s, false);
     const std::vector<AlgorithmCandidate> tried = {{"engine=3", 0.041f}, {"engine=12", 0.039f}, {"engine=0", 0.093f}};
     const auto convOut = second ? perturbed(s.hidden, {5, 6, 511, 800}) : s.hidden;
     if (!second) {
@@ -450,22 +455,26 @@ void algorithmChoice(const fs::path& dir) {
                        FrameworkOp{"aten::cudnn_convolution"}};
       r.add(k);
     } else {
-      // cudnn.benchmark timed engine 12 (FFT) faster this time: three kernels.
+      // cudnn.benchmark timed engine 12 (FFT) faster this time: three kernels
+      // and a workspace of their own.
+      const Buffer fft{7, 8192};
+      r.alloc(fft);
       const AlgorithmChoice choice{"cudnn", "cudnnBackendExecute", "engine=12 (FFT)",
                                    {{"op", "convolution_fwd"}, {"layout", "NHWC"}}, tried};
-      KernelLaunch in = r.kernel(kConvFftIn, {&kBatch, &kWorkspace}, {64}, {16, 1, 1}, {256, 1, 1});
+      KernelLaunch in = r.kernel(kConvFftIn, {&kBatch, &fft}, {64}, {16, 1, 1}, {256, 1, 1});
       in.inputs = {r.digest(kBatch, s.batch)};
-      in.outputs = {r.digest(kWorkspace, bytesOf(80, kWorkspace.size))};
+      in.outputs = {r.digest(fft, bytesOf(80, fft.size))};
       in.annotations = {choice, FrameworkOp{"aten::cudnn_convolution"}};
       r.add(in);
-      KernelLaunch g = r.kernel(kConvFftGemm, {&kWorkspace, &kWeights, &kWorkspace}, {64}, {32, 1, 1}, {256, 1, 1});
-      g.inputs = {r.digest(kWorkspace, bytesOf(80, kWorkspace.size)), r.digest(kWeights, s.weights)};
-      g.outputs = {r.digest(kWorkspace, bytesOf(81, kWorkspace.size))};
+      KernelLaunch g = r.kernel(kConvFftGemm, {&fft, &kWeights, &fft}, {64}, {32, 1, 1}, {256, 1, 1});
+      g.inputs = {r.digest(fft, bytesOf(80, fft.size)), r.digest(kWeights, s.weights)};
+      g.outputs = {r.digest(fft, bytesOf(81, fft.size))};
       r.add(g);
-      KernelLaunch out = r.kernel(kConvFftOut, {&kWorkspace, &kHidden}, {64}, {16, 1, 1}, {256, 1, 1});
-      out.inputs = {r.digest(kWorkspace, bytesOf(81, kWorkspace.size))};
+      KernelLaunch out = r.kernel(kConvFftOut, {&fft, &kHidden}, {64}, {16, 1, 1}, {256, 1, 1});
+      out.inputs = {r.digest(fft, bytesOf(81, fft.size))};
       out.outputs = {r.digest(kHidden, convOut)};
       r.add(out);
+      r.add(Free{fft.ordinal, r.address(fft)});
     }
     // The runs agree on the path again: relu, index_add, sum.
     KernelLaunch k = relu(r, s);
@@ -478,9 +487,11 @@ void algorithmChoice(const fs::path& dir) {
     t.activated = activated;
     const auto out = second ? floatsOf(66, kOut.size) : s.out;
     r.add(indexAdd(r, t, out, false));
+    const Buffer lossBuffer = second ? Buffer{8, kLoss.size} : kLoss;
+    r.alloc(lossBuffer);
     const std::vector<uint8_t> loss = lossOf(out);
-    r.add(sum(r, out, loss));
-    r.copyOut(kLoss, loss);
+    r.add(sum(r, out, loss, lossBuffer));
+    r.copyOut(lossBuffer, loss);
     r.sync();
   });
 }
