@@ -1,7 +1,18 @@
 # Runs `gpurr diff` on one golden case and compares its output and exit
 # status with the expected ones, byte for byte.
 #   cmake -DGPURR=... -DCASE_DIR=... -DOUT_DIR=... -DMODE=text|json|color -P run_case.cmake
-if(EXISTS ${CASE_DIR}/a.gpurr)
+# A case may reuse another case's traces (file `traces`: its directory,
+# relative to this case) and add options (file `options`, one per line).
+set(TRACES ${CASE_DIR})
+if(EXISTS ${CASE_DIR}/traces)
+  file(STRINGS ${CASE_DIR}/traces rel)
+  set(TRACES ${CASE_DIR}/${rel})
+endif()
+set(OPTIONS "")
+if(EXISTS ${CASE_DIR}/options)
+  file(STRINGS ${CASE_DIR}/options OPTIONS)
+endif()
+if(EXISTS ${TRACES}/a.gpurr)
   set(A a.gpurr)
   set(B b.gpurr)
 else()
@@ -18,8 +29,8 @@ else()
   set(FLAGS --color=auto)  # a pipe: no colour
   set(EXPECTED expected.txt)
 endif()
-execute_process(COMMAND ${GPURR} diff ${A} ${B} ${FLAGS}
-  WORKING_DIRECTORY ${CASE_DIR}
+execute_process(COMMAND ${GPURR} diff ${A} ${B} ${FLAGS} ${OPTIONS}
+  WORKING_DIRECTORY ${TRACES}
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 file(MAKE_DIRECTORY ${OUT_DIR})
 file(WRITE ${OUT_DIR}/${EXPECTED} "${out}")

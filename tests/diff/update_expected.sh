@@ -14,6 +14,7 @@ gpurr=$build/bin/gpurr
 for dir in "$cases"/*/; do
   name=$(basename "$dir")
   [ "$name" = cli_written ] && continue
+  [ -f "$dir/traces" ] && continue
   rm -rf "$dir"a.gpurr "$dir"b.gpurr "$dir"a "$dir"b
 done
 "$build/tests/diff/make_diff_traces" "$cases"
@@ -21,15 +22,19 @@ bash "$cases/cli_written/make.sh" "$cases/cli_written"
 
 # Expected reports.
 for dir in "$cases"/*/; do
-  if [ -d "$dir/a.gpurr" ]; then a=a.gpurr b=b.gpurr; else a=a b=b; fi
+  traces=$dir
+  [ -f "$dir/traces" ] && traces=$dir/$(cat "$dir/traces")
+  options=()
+  [ -f "$dir/options" ] && mapfile -t options < "$dir/options"
+  if [ -d "$traces/a.gpurr" ]; then a=a.gpurr b=b.gpurr; else a=a b=b; fi
   (
-    cd "$dir"
+    cd "$traces"
     set +e
-    "$gpurr" diff "$a" "$b" --color=auto > expected.txt 2> expected.stderr
-    echo $? > expected.exit
-    "$gpurr" diff "$a" "$b" --json > expected.json 2> /dev/null
+    "$gpurr" diff "$a" "$b" --color=auto "${options[@]}" > "$dir/expected.txt" 2> "$dir/expected.stderr"
+    echo $? > "$dir/expected.exit"
+    "$gpurr" diff "$a" "$b" --json "${options[@]}" > "$dir/expected.json" 2> /dev/null
     set -e
-    [ -s expected.stderr ] || rm expected.stderr
+    [ -s "$dir/expected.stderr" ] || rm "$dir/expected.stderr"
   )
 done
 (cd "$cases/nondeterministic_kernel" && "$gpurr" diff a.gpurr b.gpurr --color=always > expected.color.txt || true)
