@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < 10; ++round) diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
     return 0;
   }
-  double bestDecompress = 1e9, bestDiff = 1e9, bestForEach = 1e9, bestScan = 1e9;
+  double bestDecompress = 1e9, bestDiff = 1e9, bestDiffWall = 1e9, bestForEach = 1e9, bestScan = 1e9;
   for (int round = 0; round < 5; ++round) {
     auto t0 = CpuClock::now();
     const uint64_t bytes = decompressAll(ra) + decompressAll(rb);
@@ -232,10 +232,12 @@ int main(int argc, char** argv) {
     bestScan = std::min(bestScan, seconds(t1 - t0));
 
     t0 = CpuClock::now();
+    const auto w0 = std::chrono::steady_clock::now();
     diff::DiffOptions options;
     const diff::ProcessDiff result = diff::diffTraces(ra, rb, options, nullptr);
     t1 = CpuClock::now();
     bestDiff = std::min(bestDiff, seconds(t1 - t0));
+    bestDiffWall = std::min(bestDiffWall, seconds(std::chrono::steady_clock::now() - w0));
     if (!result.firstDivergence || result.firstDivergence->a.seq != 256 + divergeAt) {
       fmt::print(stderr, "diff did not find the divergence at launch {}\n", divergeAt);
       return 1;
@@ -247,8 +249,8 @@ int main(int argc, char** argv) {
              bestForEach / bestDecompress);
   fmt::print("scanEvents both:            {:.3f} s  ({:.2f}x decompression)\n", bestScan,
              bestScan / bestDecompress);
-  fmt::print("gpurr diff (whole):         {:.3f} s  ({:.2f}x decompression)\n", bestDiff,
-             bestDiff / bestDecompress);
+  fmt::print("gpurr diff (whole):         {:.3f} s  ({:.2f}x decompression; {:.3f} s wall)\n",
+             bestDiff, bestDiff / bestDecompress, bestDiffWall);
   const bool ok = bestDiff <= 1.0 && bestDiff <= 2 * bestDecompress;
   fmt::print("target (<= 1 s and <= 2x decompression): {}\n", ok ? "met" : "NOT met");
   if (keep.empty()) fs::remove_all(dir);

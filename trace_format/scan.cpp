@@ -345,6 +345,208 @@ void decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.outputs = s.outputs;
 }
 
+// ------------------------------------------------------------ launch fast path
+//
+// A kernel launch is nearly every event of a trace. Decoding one through the
+// generated accessors costs a dozen out-of-line calls; this reads the few
+// fields a scan needs straight from the Cap'n Proto wire format
+// (https://capnproto.org/encoding.html), at the offsets the schema gives
+// them (trace.capnp; the generated accessors name the same indices). It
+// handles single-segment frames with plain struct and list pointers, checks
+// every pointer against the segment, and returns false for anything else
+// (far pointers, unexpected pointer kinds): the caller then decodes the
+// frame with Cap'n Proto, which either reads it or reports it corrupt.
+namespace wire {
+
+struct Segment {
+  const uint64_t* begin;
+  const uint64_t* end;
+};
+
+struct Struct {
+  const uint8_t* data = nullptr;
+  size_t dataBytes = 0;
+  const uint64_t* pointers = nullptr;
+  size_t pointerCount = 0;
+
+  template <typename T>
+  T get(size_t byteOffset) const {  // absent field: zero (the default, before masking)
+    if (byteOffset + sizeof(T) > dataBytes) return T(0);
+    T v;
+    std::memcpy(&v, data + byteOffset, sizeof(T));
+    return v;
+  }
+  bool bit(size_t index) const {
+    return index / 8 < dataBytes && ((data[index / 8] >> (index % 8)) & 1) != 0;
+  }
+  const uint64_t* pointer(size_t i) const { return i < pointerCount ? pointers + i : nullptr; }
+};
+
+enum class Read { kOk, kNull, kOther };
+
+int64_t offsetOf(uint64_t w) { return static_cast<int32_t>(static_cast<uint32_t>(w)) >> 2; }
+
+Read structAt(const Segment& seg, const uint64_t* p, Struct& out) {
+  out = {};
+  if (p == nullptr || *p == 0) return Read::kNull;
+  const uint64_t w = *p;
+  if ((w & 3) != 0) return Read::kOther;
+  const uint64_t* target = p + 1 + offsetOf(w);
+  const uint64_t dataWords = (w >> 32) & 0xffff, pointerCount = w >> 48;
+  if (target < seg.begin || target > seg.end ||
+      static_cast<uint64_t>(seg.end - target) < dataWords + pointerCount) {
+    return Read::kOther;
+  }
+  out = {reinterpret_cast<const uint8_t*>(target), dataWords * 8, target + dataWords, pointerCount};
+  return Read::kOk;
+}
+
+struct StructList {
+  const uint64_t* first = nullptr;
+  size_t count = 0, stepWords = 0, dataWords = 0, pointerCount = 0;
+  Struct at(size_t i) const {
+    const uint64_t* e = first + i * stepWords;
+    return {reinterpret_cast<const uint8_t*>(e), dataWords * 8, e + dataWords, pointerCount};
+  }
+};
+
+Read structListAt(const Segment& seg, const uint64_t* p, StructList& out) {
+  out = {};
+  if (p == nullptr || *p == 0) return Read::kNull;
+  const uint64_t w = *p;
+  if ((w & 3) != 1 || ((w >> 32) & 7) != 7) return Read::kOther;  // not an inline-composite list
+  const uint64_t words = w >> 35;
+  const uint64_t* tag = p + 1 + offsetOf(w);
+  if (tag < seg.begin || tag >= seg.end || static_cast<uint64_t>(seg.end - tag) - 1 < words) {
+    return Read::kOther;
+  }
+  const uint64_t t = *tag;
+  if ((t & 3) != 0) return Read::kOther;
+  const uint64_t count = (t >> 2) & 0x3fffffff, dataWords = (t >> 32) & 0xffff, pointerCount = t >> 48;
+  if (count * (dataWords + pointerCount) > words) return Read::kOther;
+  if (count > 0 && dataWords + pointerCount == 0) {
+    throw TraceError("a list claims " + std::to_string(count) + " empty elements");
+  }
+  out = {tag + 1, count, dataWords + pointerCount, dataWords, pointerCount};
+  return Read::kOk;
+}
+
+Read bytesAt(const Segment& seg, const uint64_t* p, std::span<const uint8_t>& out) {
+  out = {};
+  if (p == nullptr || *p == 0) return Read::kNull;
+  const uint64_t w = *p;
+  if ((w & 3) != 1 || ((w >> 32) & 7) != 2) return Read::kOther;  // not a list of bytes
+  const uint64_t bytes = w >> 35;
+  const uint64_t* target = p + 1 + offsetOf(w);
+  if (target < seg.begin || target > seg.end ||
+      static_cast<uint64_t>(seg.end - target) < (bytes + 7) / 8) {
+    return Read::kOther;
+  }
+  out = {reinterpret_cast<const uint8_t*>(target), bytes};
+  return Read::kOk;
+}
+
+// Field offsets in bytes (bits for booleans), from trace.capnp's layout.
+namespace frame { constexpr size_t kWhich = 0; constexpr uint16_t kEvent = 0; }
+namespace event { constexpr size_t kSeq = 0, kWhich = 20; constexpr uint16_t kLaunch = 0; }
+namespace launch {
+constexpr size_t kFunction = 4, kStream = 16, kSharedMem = 24, kNotHashedBit = 16;
+constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6, kInputs = 7,
+                 kOutputs = 8, kAnnotations = 9;
+}  // namespace launch
+
+bool dim(const Segment& seg, const uint64_t* p, Dim3& out, bool nullIsZero) {
+  Struct d;
+  const Read r = structAt(seg, p, d);
+  if (r == Read::kOther) return false;
+  if (r == Read::kNull && nullIsZero) {
+    out = {0, 0, 0};
+    return true;
+  }
+  // Dim3's fields default to 1: stored XOR their default.
+  out = {d.get<uint32_t>(0) ^ 1u, d.get<uint32_t>(4) ^ 1u, d.get<uint32_t>(8) ^ 1u};
+  return true;
+}
+
+bool ranges(const Segment& seg, const uint64_t* p, std::vector<ScanRange>& out) {
+  StructList list;
+  if (structListAt(seg, p, list) == Read::kOther) return false;
+  out.resize(list.count);
+  for (size_t i = 0; i < list.count; ++i) {
+    const Struct r = list.at(i);
+    // RangeDigest: address (byte 0), size (8), allocation (16), offset (24),
+    // digest (32); chunkDigests is pointer 0.
+    out[i].range = {r.get<uint64_t>(0), r.get<uint64_t>(8), r.get<uint32_t>(16), r.get<uint64_t>(24)};
+    out[i].digest = r.get<uint64_t>(32);
+    const uint64_t* chunks = r.pointer(0);
+    out[i].hasChunkDigests = chunks != nullptr && *chunks != 0;
+  }
+  return true;
+}
+
+}  // namespace wire
+
+// Decodes a launch frame without Cap'n Proto; false when the frame is not a
+// launch this path reads (the caller then decodes it the ordinary way).
+bool fastLaunch(kj::ArrayPtr<const capnp::word> message, size_t headerWords, Scratch& s,
+                ScanEvent& e) {
+  const auto* words = reinterpret_cast<const uint64_t*>(message.begin());
+  const wire::Segment seg{words + headerWords, words + message.size()};
+  if (seg.begin >= seg.end) return false;
+  wire::Struct frame, ev, l;
+  if (wire::structAt(seg, seg.begin, frame) != wire::Read::kOk ||
+      frame.get<uint16_t>(wire::frame::kWhich) != wire::frame::kEvent ||
+      wire::structAt(seg, frame.pointer(0), ev) != wire::Read::kOk ||
+      ev.get<uint16_t>(wire::event::kWhich) != wire::event::kLaunch) {
+    return false;
+  }
+  if (wire::structAt(seg, ev.pointer(0), l) == wire::Read::kOther) return false;
+  namespace f = wire::launch;
+  Dim3 grid, block, cluster;
+  std::span<const uint8_t> params;
+  if (!wire::dim(seg, l.pointer(f::kGrid), grid, false) ||
+      !wire::dim(seg, l.pointer(f::kBlock), block, false) ||
+      !wire::dim(seg, l.pointer(f::kCluster), cluster, true) ||
+      wire::bytesAt(seg, l.pointer(f::kParams), params) == wire::Read::kOther) {
+    return false;
+  }
+  wire::StructList ptrs;
+  if (wire::structListAt(seg, l.pointer(f::kPointers), ptrs) == wire::Read::kOther) return false;
+  if (!wire::ranges(seg, l.pointer(f::kInputs), s.inputs) ||
+      !wire::ranges(seg, l.pointer(f::kOutputs), s.outputs)) {
+    return false;
+  }
+  s.pointers.resize(ptrs.count);
+  for (size_t i = 0; i < ptrs.count; ++i) {
+    // PointerParam: byteOffset (byte 0), allocation (4), offset (8).
+    const wire::Struct p = ptrs.at(i);
+    s.pointers[i] = {p.get<uint32_t>(0), p.get<uint32_t>(4), p.get<uint64_t>(8)};
+  }
+  const uint32_t id = l.get<uint32_t>(f::kFunction);
+  if (id >= s.functions.size()) {
+    throw TraceError(fmt::format("launch refers to function #{} but its block declares {}", id,
+                                 s.functions.size()));
+  }
+  e.seq = ev.get<uint64_t>(wire::event::kSeq);
+  e.kind = 0;
+  e.function = s.functions[id].name;
+  e.functionId = id;
+  e.module = s.functions[id].module;
+  e.stream = l.get<uint64_t>(f::kStream);
+  e.grid = grid;
+  e.block = block;
+  e.cluster = cluster;
+  e.sharedMemBytes = l.get<uint32_t>(f::kSharedMem);
+  e.params = params;
+  e.pointers = s.pointers;
+  e.hashed = !l.bit(f::kNotHashedBit);
+  const uint64_t* annotations = l.pointer(f::kAnnotations);
+  e.hasAnnotations = annotations != nullptr && *annotations != 0;
+  e.inputs = s.inputs;
+  e.outputs = s.outputs;
+  return true;
+}
+
 capnp::ReaderOptions options(size_t words) {
   capnp::ReaderOptions o;
   o.traversalLimitInWords = std::max<uint64_t>(1024, uint64_t{words} * 4);
@@ -382,9 +584,15 @@ void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEv
         uint64_t words = headerWords;
         for (uint64_t k = 0; k < segments; ++k) words += table[1 + k];
         need(words);
-        capnp::FlatArrayMessageReader message(kj::arrayPtr(source.words() + pos, words),
-                                              options(words));
+        const auto frameWords = kj::arrayPtr(source.words() + pos, words);
         pos += words;
+        if (segments == 1 && fastLaunch(frameWords, headerWords, scratch, event)) {
+          ++seen;
+          event.blockIndex = i;
+          if (event.seq >= fromSeq && !visit(event)) return;
+          continue;
+        }
+        capnp::FlatArrayMessageReader message(frameWords, options(words));
         auto frame = message.getRoot<schema::Frame>();
         if (frame.isFunction()) {
           auto f = frame.getFunction();
