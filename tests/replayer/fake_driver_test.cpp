@@ -240,7 +240,7 @@ CUresult fStreamDestroy(CUstream) {
 }
 CUresult fEventCreate(CUevent* e, unsigned) {
   ++gpu->events;
-  *e = reinterpret_cast<CUevent>(uintptr_t{0x5000 + gpu->events});
+  *e = reinterpret_cast<CUevent>(static_cast<uintptr_t>(0x5000 + gpu->events));
   return CUDA_SUCCESS;
 }
 CUresult fEventDestroy(CUevent) {
