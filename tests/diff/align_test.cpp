@@ -9,6 +9,8 @@
 #include "diff/align.h"
 #include "diff/culprits.h"
 #include "diff/intervals.h"
+#include "trace_format/scan.h"
+#include "trace_format/trace.h"
 
 using namespace gpurr::diff;
 
@@ -173,4 +175,64 @@ TEST_CASE("the culprits file loads, matches, and rejects bad entries") {
   REQUIRE_THROWS_WITH(Culprits::load(bad), Catch::Contains("invalid regular expression"));
   std::ofstream(bad) << R"({"entries": [{"id": "x", "op": "y", "fix": "z"}]})";
   REQUIRE_THROWS_WITH(Culprits::load(bad), Catch::Contains("needs one of"));
+}
+
+// The scan path behind the diff (trace_format/scan.h, with its wire-format
+// fast path for launches) must see exactly what the full decoder sees.
+TEST_CASE("scanEvents agrees with forEach on every golden trace") {
+  using namespace gpurr::trace;
+  namespace fs = std::filesystem;
+  std::vector<fs::path> traces = {fs::path(GPURR_SOURCE_DIR) / "examples/synthetic.gpurr"};
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(GPURR_SOURCE_DIR) / "tests/diff/cases")) {
+    if (e.is_directory() && e.path().extension() == ".gpurr") traces.push_back(e.path());
+  }
+  REQUIRE(traces.size() > 20);
+  size_t launches = 0;
+  for (const fs::path& t : traces) {
+    INFO(t.string());
+    const TraceReader reader(t);
+    const std::vector<Event> events = reader.readAll();
+    size_t i = 0;
+    scanEvents(reader, [&](const ScanEvent& s) {
+      REQUIRE(i < events.size());
+      const Event& e = events[i++];
+      REQUIRE(s.seq == e.seq);
+      REQUIRE(s.kind == e.payload.index());
+      auto sameRanges = [](std::span<const ScanRange> a, const std::vector<RangeDigest>& b) {
+        REQUIRE(a.size() == b.size());
+        for (size_t k = 0; k < a.size(); ++k) {
+          REQUIRE(a[k].range == b[k].range);
+          REQUIRE(a[k].digest == b[k].digest);
+          REQUIRE(a[k].hasChunkDigests == !b[k].chunkDigests.empty());
+        }
+      };
+      if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
+        ++launches;
+        REQUIRE(s.function == k->function);
+        REQUIRE(s.module == k->module);
+        REQUIRE(s.stream == k->stream);
+        REQUIRE(s.grid == k->grid);
+        REQUIRE(s.block == k->block);
+        REQUIRE(s.cluster == k->cluster);
+        REQUIRE(s.sharedMemBytes == k->sharedMemBytes);
+        REQUIRE(std::vector<uint8_t>(s.params.begin(), s.params.end()) == k->params);
+        REQUIRE(std::vector<PointerParam>(s.pointers.begin(), s.pointers.end()) == k->pointers);
+        REQUIRE(s.hashed == k->hashed);
+        REQUIRE(s.hasAnnotations == !k->annotations.empty());
+        sameRanges(s.inputs, k->inputs);
+        sameRanges(s.outputs, k->outputs);
+      } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
+        REQUIRE(s.nodeCount == g->nodeCount);
+        sameRanges(s.inputs, g->inputs);
+        sameRanges(s.outputs, g->outputs);
+      } else if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
+        REQUIRE(s.memcpyKind == m->kind);
+        REQUIRE(s.outputs[0].range == m->dst);
+        REQUIRE(s.outputs[0].digest == m->digest);
+      }
+      return true;
+    });
+    REQUIRE(i == events.size());
+  }
+  REQUIRE(launches > 100);
 }
