@@ -180,13 +180,14 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d) {
   };
   if (d.path) {
     const PathDivergence& s = *d.stretch;
+    auto side = [](uint64_t count, const std::vector<OpInfo>& ops) {
+      if (count == 0 || ops.empty()) return std::string("nothing");
+      return fmt::format("{} from #{}", count == 1 ? "1 operation" : fmt::format("{} operations", count),
+                         ops.front().seq);
+    };
     const OpInfo& any = s.aOps.empty() ? s.bOps.front() : s.aOps.front();
     os << st.bold(fmt::format("first divergence: the runs take different paths at {}", opTitle(any)))
-       << fmt::format("  (run A {} from #{}, run B {} from #{})\n",
-                      s.aCount == 1 ? "1 operation" : fmt::format("{} operations", s.aCount),
-                      s.aOps.empty() ? 0 : s.aOps.front().seq,
-                      s.bCount == 1 ? "1 operation" : fmt::format("{} operations", s.bCount),
-                      s.bOps.empty() ? 0 : s.bOps.front().seq);
+       << fmt::format("  (run A {}, run B {})\n", side(s.aCount, s.aOps), side(s.bCount, s.bOps));
     for (const auto* side : {&s.aOps, &s.bOps}) {
       const bool isA = side == &s.aOps;
       const uint64_t count = isA ? s.aCount : s.bCount;
