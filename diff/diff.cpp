@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "diff/intervals.h"
+#include "trace_format/hash_primitives.h"
 #include "trace_format/scan.h"
 
 namespace gpurr::diff {
@@ -69,16 +70,7 @@ const char* toString(OpKind kind) {
 
 namespace {
 
-// ------------------------------------------------------------ hashing
-
-uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
+using hash::fmix;
 
 
 // ------------------------------------------------------------ allocations
@@ -201,7 +193,7 @@ void normalisedParams(std::span<const uint8_t> params, std::span<const PointerPa
   out.assign(params.begin(), params.end());
   for (const PointerParam& p : pointers) {
     if (p.allocation == 0 || p.byteOffset > out.size() || out.size() - p.byteOffset < 8) continue;
-    const uint64_t word = mix(uint64_t{map(p.allocation)} << 1 | 1) ^ p.offset;
+    const uint64_t word = fmix(uint64_t{map(p.allocation)} << 1 | 1) ^ p.offset;
     std::memcpy(out.data() + p.byteOffset, &word, 8);
   }
 }
@@ -253,7 +245,7 @@ void summarise(Run& run) {
         if (e.outputs[0].range.allocation != 0) {
           key.add(run.ordinals(e.outputs[0].range.allocation)).add(e.outputs[0].range.offset);
         }
-        op.params = mix(e.value);
+        op.params = fmix(e.value);
         break;
       case 3:  // allocation
         run.allocs.push_back({e.ordinal, e.size, e.allocationKind});

@@ -18,15 +18,20 @@ bool optional(std::string_view name) {
 }
 }  // namespace
 
-bool DriverApi::load(std::string& error) {
+void* openCudaDriver(std::string& error) {
   // RTLD_NOLOAD first: inside a CUDA program the driver is already there.
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (lib == nullptr) lib = dlopen("libcuda.so.1", RTLD_NOW);
   if (lib == nullptr) {
     const char* why = dlerror();
     error = std::string("cannot load the CUDA driver (libcuda.so.1): ") + (why ? why : "not found");
-    return false;
   }
+  return lib;
+}
+
+bool DriverApi::load(std::string& error) {
+  void* lib = openCudaDriver(error);
+  if (lib == nullptr) return false;
 #define GPURR_RESOLVE_DRIVER_FN(name)                                                        \
   name = reinterpret_cast<decltype(name)>(dlsym(lib, GPURR_STRINGIFY_EXPANDED(name)));       \
   if (name == nullptr && !optional(#name)) {                                                 \

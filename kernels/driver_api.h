@@ -62,6 +62,10 @@ namespace gpurr::kernels {
   X(cuKernelGetFunction)          \
   X(cuKernelGetParamInfo)
 
+// The CUDA driver library (libcuda.so.1), the process's own copy when it is
+// already loaded; null with `error` set when there is none.
+void* openCudaDriver(std::string& error);
+
 // A table of driver function pointers. Every pointer is null until load()
 // succeeds; a few newer ones may stay null on older drivers (checked at use).
 struct DriverApi {

@@ -3,19 +3,16 @@
 
 #include <dlfcn.h>
 
+#include "kernels/driver_api.h"
+
 namespace gpurr::replay {
 
 #define GPURR_REPLAY_STRINGIFY_EXPANDED(x) GPURR_REPLAY_STRINGIFY(x)
 #define GPURR_REPLAY_STRINGIFY(x) #x
 
 bool ReplayDriver::load(std::string& error) {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (lib == nullptr) lib = dlopen("libcuda.so.1", RTLD_NOW);
-  if (lib == nullptr) {
-    const char* why = dlerror();
-    error = std::string("cannot load the CUDA driver (libcuda.so.1): ") + (why ? why : "not found");
-    return false;
-  }
+  void* lib = kernels::openCudaDriver(error);
+  if (lib == nullptr) return false;
   // Names go through the preprocessor first, so that cuda.h's versioned
   // aliases (cuStreamDestroy -> cuStreamDestroy_v2) are looked up.
 #define GPURR_RESOLVE_REPLAY_FN(name)                                                              \
