@@ -145,6 +145,28 @@ fs::path recorderLibrary(const fs::path& executable, const char* overridePath) {
   return lib;
 }
 
+std::string preloadWith(const char* existing, const std::string& library) {
+  if (existing == nullptr || *existing == '\0') return library;
+  const std::string list = existing;
+  // The dynamic loader separates entries with spaces or colons.
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find_first_of(": ", start), list.size());
+    if (list.compare(start, end - start, library) == 0) return list;
+    start = end + 1;
+  }
+  return list + ":" + library;
+}
+
+bool isElf(const fs::path& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  char magic[4] = {};
+  const bool elf = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "\x7f" "ELF", 4) == 0;
+  std::fclose(f);
+  return elf;
+}
+
 bool replaceable(const fs::path& path) {
   std::error_code ec;
   const fs::file_status st = fs::symlink_status(path, ec);
@@ -345,6 +367,8 @@ int run(const RecordOptions& opts) {
       {"GPURR_SYNC", "1", !opts.sync},
       {"GPURR_CAPTURE_HOST_DATA", "1", !opts.captureHostData},
   };
+  // Its cuDNN / cuBLAS / cuRAND wrappers record the algorithms chosen.
+  if (isElf(library)) changes.push_back({"LD_PRELOAD", preloadWith(std::getenv("LD_PRELOAD"), library.string())});
   if (const char* previous = std::getenv("CUDA_INJECTION64_PATH");
       previous != nullptr && *previous != '\0' && library != previous) {
     say(fmt::format("warning: replacing CUDA_INJECTION64_PATH={} with the recorder", previous));

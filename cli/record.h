@@ -31,6 +31,16 @@ fs::path defaultOutput(const std::vector<std::string>& command, std::time_t now,
 // absolute. Throws std::runtime_error, saying what to do, when it is missing.
 fs::path recorderLibrary(const fs::path& executable, const char* overridePath);
 
+// LD_PRELOAD for the recorded command: `library` (whose wrappers record the
+// algorithm choices of cuDNN, cuBLAS and cuRAND calls) after `existing`, the
+// caller's LD_PRELOAD (null or empty when unset), which keeps precedence;
+// `existing` unchanged when it already names `library`.
+std::string preloadWith(const char* existing, const std::string& library);
+
+// Whether `path` is an ELF file, which the dynamic loader can preload; it
+// prints an error into the command's stderr for anything else.
+bool isElf(const fs::path& path);
+
 // Whether `path` may be replaced by --force: a trace, a directory of traces
 // or an empty directory. Anything else is the user's data.
 bool replaceable(const fs::path& path);

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "recorder/cuda_device.h"
+#include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/session.h"
 #include "recorder/warn.h"
@@ -142,6 +143,7 @@ int initialize() {
     cupti.enableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
   gSession = session.release();
+  setLibraryRecordingActive(true);
   std::atexit(finishAtExit);
   pthread_atfork(nullptr, nullptr, abandonInChild);
   return 1;

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "recorder/cubin_symbols.h"
+#include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/rng_params.h"
 #include "trace_format/hash.h"
@@ -372,6 +373,7 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
   }
 
   for (trace::RngState& r : decodePhilox(k.params, fn->philoxOffsets)) k.annotations.push_back(std::move(r));
+  appendLibraryCallAnnotations(k.annotations);
 
   std::vector<ScannedPointer> scanned;
   uint64_t index;

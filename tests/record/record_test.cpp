@@ -648,3 +648,26 @@ TEST_CASE("environment changes replace, add and remove variables") {
   CHECK(env == std::vector<std::string>{"PATH=/bin", "GPURR_SYNCX=2", "HOME=/home/u",
                                         "CUDA_INJECTION64_PATH=/lib/x.so"});
 }
+
+TEST_CASE("the recorder is preloaded after the caller's LD_PRELOAD, once") {
+  const std::string lib = "/opt/gpurr/lib/libgpurr_recorder.so";
+  CHECK(preloadWith(nullptr, lib) == lib);
+  CHECK(preloadWith("", lib) == lib);
+  CHECK(preloadWith("/usr/lib/libjemalloc.so", lib) == "/usr/lib/libjemalloc.so:" + lib);
+  CHECK(preloadWith("a.so b.so", lib) == "a.so b.so:" + lib);
+  CHECK(preloadWith(("a.so:" + lib).c_str(), lib) == "a.so:" + lib);
+  CHECK(preloadWith((lib + " b.so").c_str(), lib) == lib + " b.so");
+  CHECK(preloadWith("/opt/gpurr/lib/libgpurr_recorder.so.old", lib) ==
+        "/opt/gpurr/lib/libgpurr_recorder.so.old:" + lib);
+}
+
+TEST_CASE("only an ELF recorder library is preloaded") {
+  const fs::path dir = fs::temp_directory_path() / ("gpurr-elf-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "empty.so").close();
+  std::ofstream(dir / "elf.so") << "\x7f" "ELF rest";
+  CHECK_FALSE(isElf(dir / "empty.so"));
+  CHECK_FALSE(isElf(dir / "missing.so"));
+  CHECK(isElf(dir / "elf.so"));
+  fs::remove_all(dir);
+}

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/session.h"
 #include "trace_format/hash.h"
@@ -600,6 +601,27 @@ TEST_CASE("a PyTorch Philox state parameter is labelled on the launch", "[record
   CHECK(rng.seed == 7);
   CHECK(rng.offset == 96);
   CHECK(rng.paramOffset == 8);
+}
+
+TEST_CASE("launches made during a library call carry its annotations; later ones do not", "[recorder][session]") {
+  Harness h;
+  h.device->functions[0xF04] = {"_Z4gemmPf", 0, {{0, 8}}, true};
+  uint64_t out = 0;
+  void* args[] = {&out};
+  trace::AlgorithmChoice choice{"cublasLt", "cublasLtMatmul", "algo=6 tile=20", {{"workspace", "0"}}, {}};
+  {
+    LibraryCallScope scope({choice});
+    h.launch(0xF04, args);
+    h.launch(0xF04, args);
+  }
+  h.launch(0xF04, args);
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 3);
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(launches[i].annotations.size() == 1);
+    CHECK(std::get<trace::AlgorithmChoice>(launches[i].annotations[0]) == choice);
+  }
+  CHECK(launches[2].annotations.empty());
 }
 
 TEST_CASE("callbacks from many threads at once: every event once, ordinals unique", "[recorder][session]") {

@@ -1,0 +1,40 @@
+// The library call in progress on this thread (cuDNN, cuBLAS, cuBLASLt,
+// cuRAND), set by the exported wrappers around the real functions and read by
+// the launch callback, which runs on the same thread during the real call and
+// attaches the call's annotations to every kernel launch it produces.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "trace_format/events.h"
+
+namespace gpurr::recorder {
+
+// Whether a recording session exists in this process. Wrappers skip all
+// decoding (which calls back into the libraries) when it does not, and then
+// only forward.
+bool libraryRecordingActive();
+void setLibraryRecordingActive(bool active);
+
+// One frame per wrapper on the thread's stack of calls; a library calling
+// another wrapped entry point (cuBLAS calling cuBLASLt) pushes a second one.
+class LibraryCallScope {
+ public:
+  explicit LibraryCallScope(std::vector<trace::Annotation> annotations);
+  ~LibraryCallScope();
+  LibraryCallScope(const LibraryCallScope&) = delete;
+  LibraryCallScope& operator=(const LibraryCallScope&) = delete;
+
+ private:
+  std::vector<trace::Annotation> annotations_;
+  const LibraryCallScope* outer_;
+  friend void appendLibraryCallAnnotations(std::vector<trace::Annotation>& out);
+};
+
+// Appends the annotations of every call in progress on this thread, outermost
+// first; nothing when none is.
+void appendLibraryCallAnnotations(std::vector<trace::Annotation>& out);
+
+}  // namespace gpurr::recorder
