@@ -609,8 +609,12 @@ std::vector<const RngState*> rngStates(const KernelLaunch& k) {
 }
 
 // The parameter bytes an RngState annotation covers: its parameter in the
-// layout, else the 16 bytes of a Philox (seed, offset) pair.
+// layout, else the 16 bytes of a Philox (seed, offset) pair; all of them for
+// a cuRAND call.
 std::pair<uint32_t, uint32_t> rngWindow(const KernelLaunch& k, const RngState& r) {
+  // cuRAND does not publish where its kernels take the generator's state:
+  // any parameter of a launch a curandGenerate* call made may hold it.
+  if (r.source == "curand") return {0, static_cast<uint32_t>(k.params.size())};
   for (const ParamInfo& p : k.paramLayout) {
     if (r.paramOffset >= p.offset && r.paramOffset < p.offset + p.size) {
       return {p.offset, p.offset + p.size};

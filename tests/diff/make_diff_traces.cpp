@@ -202,6 +202,8 @@ const std::string kSoftmax = "_Z14softmax_kernelPfPKfi";
 const std::string kHist = "_ZN2at4cuda17kernelHistogram1DIfEEvPfPKfllff";
 const std::string kDropout =
     "_ZN2at6native20fused_dropout_kernelIfEEvPKfPfPhmfN2at15PhiloxCudaStateE";
+const std::string kCurandPhilox =
+    "_ZN6curand6detail26generate_seed_pseudo_philoxEP22curandPhilox4x32_10_stPfmyy";
 const std::string kAdam = "_Z11adam_updatePfS_S_PKfffffi";
 const std::string kGemm =
     "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_"
@@ -414,6 +416,29 @@ void rngState(const fs::path& dir) {
   });
 }
 
+// A cuRAND generator seeded differently: the recorder's wrapper labels the
+// generation kernel with the generator's state; cuRAND passes seed and
+// offset by value at a place it does not publish.
+void curandState(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    prologue(r, s);
+    const uint64_t seed = second ? 5678ULL : 1234ULL, offset = 0, n = kWorkspace.size / 4;
+    KernelLaunch k = r.kernel(kCurandPhilox, {&kWorkspace}, {}, {64, 1, 1}, {256, 1, 1});
+    for (uint64_t v : {n, seed, offset}) {
+      const uint32_t off = static_cast<uint32_t>(k.params.size());
+      k.params.resize(off + 8);
+      std::memcpy(k.params.data() + off, &v, 8);
+      k.paramLayout.push_back({off, 8});
+    }
+    k.outputs = {r.digest(kWorkspace, bytesOf(second ? 72 : 71, kWorkspace.size))};
+    k.annotations = {RngState{"curand", "PHILOX4_32_10 ordering=default", seed, offset, 0}};
+    r.add(k);
+    r.add(gemm(r, s));
+    r.sync();
+  });
+}
+
 void scalarParameters(const fs::path& dir) {
   writePair(dir, [](Run& r, bool second) {
     const Step s;
@@ -603,6 +628,7 @@ int main(int argc, char** argv) {
     environment(out / "environment");
     hostInput(out / "host_input");
     rngState(out / "rng_state");
+    curandState(out / "curand_state");
     scalarParameters(out / "scalar_parameters");
     algorithmChoice(out / "algorithm_choice");
     nondeterministicKernel(out / "nondeterministic_kernel");
