@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/device_hasher.h"
+#include "recorder/torch_version.h"
 
 namespace gpurr::recorder {
 
@@ -417,6 +418,7 @@ void CudaDevice::describeSystem(trace::Header& h) {
   if (auto f = reinterpret_cast<SizeGetter>(
           loadedSymbol({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, "cublasLtGetVersion")))
     h.libraries.push_back({"cublasLt", std::to_string(f())});
+  if (auto torch = loadedTorchVersion()) h.libraries.push_back({"pytorch", *torch});
 }
 
 }  // namespace gpurr::recorder

@@ -1,6 +1,7 @@
 // The text forms of library algorithm choices and generator state, from fixed
 // values, and the cuBLASLt algorithm query against the real library (its
-// config accessors are host functions that need no GPU).
+// config accessors are host functions that need no GPU), and the PyTorch
+// version read for the header.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "recorder/library_call.h"
 #include "recorder/library_decode.h"
+#include "recorder/torch_version.h"
 
 using namespace gpurr;
 using namespace gpurr::recorder;
@@ -232,4 +234,12 @@ TEST_CASE("the thread's library calls are attached outermost first, and only whi
   out.clear();
   appendLibraryCallAnnotations(out);
   CHECK(out.empty());
+}
+
+TEST_CASE("the PyTorch version comes from torch/version.py") {
+  CHECK(torchVersionFromVersionPy("from typing import Optional\n__version__ = '2.5.1+cu124'\ngit_version = 'abc'\n") ==
+        "2.5.1+cu124");
+  CHECK(torchVersionFromVersionPy("__version__ = \"2.6.0\"\n") == "2.6.0");
+  CHECK_FALSE(torchVersionFromVersionPy("version = '1.0'\n"));
+  CHECK_FALSE(loadedTorchVersion());  // no PyTorch in this test
 }
