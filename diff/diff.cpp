@@ -823,8 +823,12 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
       if (rngA.empty() && rngB.empty()) {
         d.evidence.push_back("the differing parameter bytes hold the RNG state");
       }
-      d.evidence.push_back("seed every run identically (torch.manual_seed) and keep the "
-                           "sequence of random operations the same");
+      const bool curand = std::any_of(rngA.begin(), rngA.end(),
+                                      [](const RngState* r) { return r->source == "curand"; });
+      d.evidence.push_back(curand ? "seed every run's generator identically (curandSetPseudoRandomGeneratorSeed, "
+                                    "curandSetGeneratorOffset) and keep the sequence of random operations the same"
+                                  : "seed every run identically (torch.manual_seed) and keep the "
+                                    "sequence of random operations the same");
       return;
     }
   }
