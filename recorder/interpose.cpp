@@ -142,17 +142,57 @@ namespace trace = gpurr::trace;
 
 // ---------------------------------------------------------------- cuDNN
 
+namespace {
+
+// The decoded choice of each executed cuDNN plan: querying a plan creates
+// dozens of temporary descriptors, too costly to repeat on every execute.
+struct PlanCache {
+  std::mutex mu;
+  std::unordered_map<cudnnBackendDescriptor_t, trace::AlgorithmChoice> plans;
+};
+
+PlanCache& planCache() {
+  static PlanCache* cache = new PlanCache;  // never destroyed: wrappers may run during exit
+  return *cache;
+}
+
+trace::AlgorithmChoice cudnnPlanAnnotation(cudnnBackendDescriptor_t plan) {
+  PlanCache& c = planCache();
+  {
+    std::lock_guard lock(c.mu);
+    if (auto it = c.plans.find(plan); it != c.plans.end()) return it->second;
+  }
+  static const CudnnBackendApi api{
+      nextSymbol<CudnnGetAttributeFn>("cudnnBackendGetAttribute"),
+      nextSymbol<CudnnCreateDescriptorFn>("cudnnBackendCreateDescriptor"),
+      nextSymbol<CudnnDestroyDescriptorFn>("cudnnBackendDestroyDescriptor")};
+  trace::AlgorithmChoice choice = cudnnExecuteAnnotation(queryCudnnPlan(api, plan));
+  std::lock_guard lock(c.mu);
+  return c.plans.try_emplace(plan, std::move(choice)).first->second;
+}
+
+}  // namespace
+
 GPURR_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
                                                cudnnBackendDescriptor_t variantPack) {
   GPURR_REAL(cudnnBackendExecute);
   if (real == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
   if (!libraryRecordingActive()) return real(handle, plan, variantPack);
-  static const CudnnBackendApi api{
-      nextSymbol<CudnnGetAttributeFn>("cudnnBackendGetAttribute"),
-      nextSymbol<CudnnCreateDescriptorFn>("cudnnBackendCreateDescriptor"),
-      nextSymbol<CudnnDestroyDescriptorFn>("cudnnBackendDestroyDescriptor")};
-  LibraryCallScope scope(one(cudnnExecuteAnnotation(queryCudnnPlan(api, plan))));
+  LibraryCallScope scope(one(cudnnPlanAnnotation(plan)));
   return real(handle, plan, variantPack);
+}
+
+// Plans are executed many times: forget a plan's decoding only when the
+// program destroys the descriptor (its address may then be reused).
+GPURR_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor) {
+  GPURR_REAL(cudnnBackendDestroyDescriptor);
+  if (real == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
+  {
+    PlanCache& c = planCache();
+    std::lock_guard lock(c.mu);
+    c.plans.erase(descriptor);
+  }
+  return real(descriptor);
 }
 
 // ---------------------------------------------------------------- cuBLASLt
