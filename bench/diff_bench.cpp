@@ -113,11 +113,7 @@ void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool
     for (uint32_t p = 0; p < kd.pointers; ++p) {
       const uint32_t ordinal = 1 + static_cast<uint32_t>(mix(i * 8 + p) % kBuffers);
       const uint64_t ptr = address(ordinal);
-      const uint32_t off = static_cast<uint32_t>(k.params.size());
-      k.params.resize(off + 8);
-      std::memcpy(k.params.data() + off, &ptr, 8);
-      k.paramLayout.push_back({off, 8});
-      k.pointers.push_back({off, ordinal, 0});
+      appendPointerParam(k, ptr, ordinal, 0);
       RangeDigest r;
       r.range = {ptr, 1u << 20, ordinal, 0};
       if (p + 1 == kd.pointers) {
@@ -139,10 +135,7 @@ void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool
     }
     for (uint32_t s = 0; s < kd.scalars; ++s) {
       const uint32_t v = static_cast<uint32_t>(i % 1024 + s);
-      const uint32_t off = static_cast<uint32_t>(k.params.size());
-      k.params.resize(off + 4);
-      std::memcpy(k.params.data() + off, &v, 4);
-      k.paramLayout.push_back({off, 4});
+      appendParam(k, &v, 4, 4);
     }
     w.append({seq, seq * 1000, 0, k});
     ++seq;

@@ -243,28 +243,18 @@ class Workload {
       // Views into the buffer: some at an offset.
       const uint64_t offset = (p % 3 == 2) ? (b.size / 2) & ~uint64_t{255} : 0;
       const uint64_t address = b.address + offset;
-      const uint32_t at = static_cast<uint32_t>(l.params.size());
-      l.params.resize(at + 8);
-      std::memcpy(l.params.data() + at, &address, 8);
-      l.paramLayout.push_back({at, 8});
-      l.pointers.push_back({at, b.ordinal, offset});
+      appendPointerParam(l, address, b.ordinal, offset);
     }
     for (uint32_t s = 0; s < k.scalars; ++s) {
       // Sizes and strides stay; a step counter and a learning rate change.
       uint32_t v = s == 0 ? static_cast<uint32_t>(stepIndex_) : s == 1 ? 0x3a83126fu - static_cast<uint32_t>(stepIndex_) : 1u << (s + 4);
-      const uint32_t at = static_cast<uint32_t>(l.params.size());
-      l.params.resize(at + 4);
-      std::memcpy(l.params.data() + at, &v, 4);
-      l.paramLayout.push_back({at, 4});
+      appendParam(l, &v, 4, 4);
     }
     if (k.philox) {
-      const uint32_t at = static_cast<uint32_t>((l.params.size() + 7) & ~size_t{7});
       const uint64_t seed = 0x5eed, offset = philoxOffset_;
       philoxOffset_ += 16;
-      l.params.resize(at + 16);
-      std::memcpy(l.params.data() + at, &seed, 8);
-      std::memcpy(l.params.data() + at + 8, &offset, 8);
-      l.paramLayout.push_back({at, 16});
+      const uint64_t state[2] = {seed, offset};
+      const uint32_t at = appendParam(l, state, 16, 8);
       l.annotations.push_back(RngState{"philox", "cuda:0", seed, offset, at});
     }
     auto range = [&](uint32_t p) {

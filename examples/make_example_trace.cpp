@@ -53,19 +53,8 @@ KernelLaunch kernel(const std::string& name, std::vector<const Buffer*> ptrs,
   k.stream = 0x7;
   k.module = 1;
   k.function = name;
-  for (const Buffer* b : ptrs) {
-    const uint32_t off = static_cast<uint32_t>(k.params.size());
-    k.params.resize(off + 8);
-    std::memcpy(k.params.data() + off, &b->address, 8);
-    k.paramLayout.push_back({off, 8});
-    k.pointers.push_back({off, b->ordinal, 0});
-  }
-  for (uint32_t v : scalars) {
-    const uint32_t off = static_cast<uint32_t>(k.params.size());
-    k.params.resize(off + 4);
-    std::memcpy(k.params.data() + off, &v, 4);
-    k.paramLayout.push_back({off, 4});
-  }
+  for (const Buffer* b : ptrs) appendPointerParam(k, b->address, b->ordinal, 0);
+  for (uint32_t v : scalars) appendParam(k, &v, 4, 4);
   return k;
 }
 

@@ -3,6 +3,8 @@
 
 #include <xxhash.h>
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "trace_format/trace.h"
@@ -74,6 +76,21 @@ std::vector<uint8_t> decodeBlob(std::span<const uint8_t> stored, BlobEncoding en
     for (size_t p = 0; p < k; ++p) out[e * k + p] = stored[p * n + e];
   }
   return out;
+}
+
+uint32_t appendParam(KernelLaunch& launch, const void* bytes, uint32_t size, uint32_t align) {
+  const size_t at = (launch.params.size() + align - 1) / align * align;
+  launch.params.resize(at + size);
+  std::memcpy(launch.params.data() + at, bytes, size);
+  launch.paramLayout.push_back({static_cast<uint32_t>(at), size});
+  return static_cast<uint32_t>(at);
+}
+
+uint32_t appendPointerParam(KernelLaunch& launch, uint64_t address, uint32_t ordinal,
+                            uint64_t offset) {
+  const uint32_t at = appendParam(launch, &address, 8, 8);
+  launch.pointers.push_back({at, ordinal, offset});
+  return at;
 }
 
 const char* toString(AllocationKind kind) {

@@ -254,6 +254,17 @@ struct KernelLaunch {
   bool operator==(const KernelLaunch&) const = default;
 };
 
+// Appends a parameter of `size` bytes to `launch.params` at the next offset
+// aligned to `align` (as the CUDA ABI lays parameters out), records it in
+// `paramLayout` and returns its offset. For programs that build launches:
+// trace generators, tests, benchmarks.
+uint32_t appendParam(KernelLaunch& launch, const void* bytes, uint32_t size, uint32_t align);
+
+// Appends the 8-byte device pointer `address`, recorded as a PointerParam
+// into allocation `ordinal` at `offset`; returns its offset.
+uint32_t appendPointerParam(KernelLaunch& launch, uint64_t address, uint32_t ordinal,
+                            uint64_t offset);
+
 enum class MemcpyKind : uint8_t {
   kHostToDevice = 0,
   kDeviceToHost = 1,

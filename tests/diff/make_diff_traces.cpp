@@ -111,20 +111,8 @@ class Run {
     k.function = name;
     k.grid = grid;
     k.block = block;
-    for (const Buffer* b : ptrs) {
-      const uint32_t off = static_cast<uint32_t>(k.params.size());
-      const uint64_t a = address(*b);
-      k.params.resize(off + 8);
-      std::memcpy(k.params.data() + off, &a, 8);
-      k.paramLayout.push_back({off, 8});
-      k.pointers.push_back({off, b->ordinal, 0});
-    }
-    for (uint32_t v : scalars) {
-      const uint32_t off = static_cast<uint32_t>(k.params.size());
-      k.params.resize(off + 4);
-      std::memcpy(k.params.data() + off, &v, 4);
-      k.paramLayout.push_back({off, 4});
-    }
+    for (const Buffer* b : ptrs) appendPointerParam(k, address(*b), b->ordinal, 0);
+    for (uint32_t v : scalars) appendParam(k, &v, 4, 4);
     return k;
   }
 
@@ -389,20 +377,12 @@ void rngState(const fs::path& dir) {
     KernelLaunch k = r.kernel(kDropout, {&kHidden, &kOut, &kWorkspace}, {}, {16, 1, 1}, {256, 1, 1});
     const uint64_t n = 1024, seed = second ? 2718281828ULL : 1234ULL, offset = 8;
     const float p = 0.1f;
-    auto put = [&](const void* v, uint32_t size) {
-      const uint32_t off = static_cast<uint32_t>(k.params.size());
-      k.params.resize(off + size);
-      std::memcpy(k.params.data() + off, v, size);
-      k.paramLayout.push_back({off, size});
-    };
-    put(&n, 8);
-    put(&p, 4);
-    k.params.resize(40, 0);  // PhiloxCudaState is 8-byte aligned
-    const uint32_t philoxAt = 40;
+    appendParam(k, &n, 8, 8);
+    appendParam(k, &p, 4, 4);
     uint8_t philox[24] = {};
     std::memcpy(philox, &seed, 8);
     std::memcpy(philox + 8, &offset, 8);
-    put(philox, 24);
+    const uint32_t philoxAt = appendParam(k, philox, 24, 8);
     k.inputs = {r.digest(kHidden, s.hidden)};
     k.outputs = {r.digest(kOut, second ? floatsOf(61, kOut.size) : s.out),
                  r.digest(kWorkspace, second ? bytesOf(62, kWorkspace.size) : bytesOf(12, kWorkspace.size))};
@@ -425,12 +405,7 @@ void curandState(const fs::path& dir) {
     prologue(r, s);
     const uint64_t seed = second ? 5678ULL : 1234ULL, offset = 0, n = kWorkspace.size / 4;
     KernelLaunch k = r.kernel(kCurandPhilox, {&kWorkspace}, {}, {64, 1, 1}, {256, 1, 1});
-    for (uint64_t v : {n, seed, offset}) {
-      const uint32_t off = static_cast<uint32_t>(k.params.size());
-      k.params.resize(off + 8);
-      std::memcpy(k.params.data() + off, &v, 8);
-      k.paramLayout.push_back({off, 8});
-    }
+    for (uint64_t v : {n, seed, offset}) appendParam(k, &v, 8, 8);
     k.outputs = {r.digest(kWorkspace, bytesOf(second ? 72 : 71, kWorkspace.size))};
     k.annotations = {RngState{"curand", "PHILOX4_32_10 ordering=default", seed, offset, 0}};
     r.add(k);

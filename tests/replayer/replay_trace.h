@@ -78,19 +78,9 @@ class ReplayTraceBuilder {
 
 // Appends an 8-byte pointer parameter (recorded as a PointerParam) to `k`.
 inline void addPointer(trace::KernelLaunch& k, uint32_t ordinal, uint64_t base, uint64_t offset) {
-  const uint32_t at = static_cast<uint32_t>((k.params.size() + 7) / 8 * 8);
-  k.params.resize(at + 8);
-  const uint64_t value = base + offset;
-  std::memcpy(k.params.data() + at, &value, 8);
-  k.paramLayout.push_back({at, 8});
-  k.pointers.push_back({at, ordinal, offset});
+  trace::appendPointerParam(k, base + offset, ordinal, offset);
 }
 
-inline void addScalar(trace::KernelLaunch& k, uint32_t value) {
-  const uint32_t at = static_cast<uint32_t>(k.params.size());
-  k.params.resize(at + 4);
-  std::memcpy(k.params.data() + at, &value, 4);
-  k.paramLayout.push_back({at, 4});
-}
+inline void addScalar(trace::KernelLaunch& k, uint32_t value) { trace::appendParam(k, &value, 4, 4); }
 
 }  // namespace gpurr::testing
