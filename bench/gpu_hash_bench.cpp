@@ -47,17 +47,12 @@ int main(int argc, char** argv) {
   const int repeats = argc > 1 ? std::atoi(argv[1]) : 20;
   kernels::DriverApi api;
   std::string error;
-  int devices = 0;
-  if (!api.load(error) || api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGetCount(&devices) != CUDA_SUCCESS ||
-      devices == 0) {
-    std::fprintf(stderr, "gpu_hash_bench: no CUDA device%s%s\n", error.empty() ? "" : ": ", error.c_str());
-    return 77;
+  const kernels::FirstDevice gpu = kernels::openFirstDevice(api);
+  if (!gpu.ok) {
+    std::fprintf(stderr, "gpu_hash_bench: %s\n", gpu.error.c_str());
+    return gpu.absent ? 77 : 1;
   }
-  CUdevice dev = 0;
-  CUcontext ctx = nullptr;
-  CHECK_CU(api.cuDeviceGet(&dev, 0));
-  CHECK_CU(api.cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK_CU(api.cuCtxSetCurrent(ctx));
+  const CUdevice dev = gpu.device;
   char name[256] = {};
   api.cuDeviceGetName(name, sizeof(name), dev);
   auto hasher = kernels::DeviceHasher::create(api, error);

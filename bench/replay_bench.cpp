@@ -85,20 +85,13 @@ int main(int argc, char** argv) {
   const uint64_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 10;
   std::string error;
-  if (!api.load(error) || !drv.load(error)) {
-    std::fprintf(stderr, "replay_bench: skipped: %s\n", error.c_str());
-    return 77;
+  const kernels::FirstDevice gpu = kernels::openFirstDevice(api);
+  if (!gpu.ok || !drv.load(error)) {
+    const std::string why = gpu.ok ? error : gpu.error;
+    const bool skip = !gpu.ok ? gpu.absent : true;
+    std::fprintf(stderr, "replay_bench: %s%s\n", skip ? "skipped: " : "", why.c_str());
+    return skip ? 77 : 1;
   }
-  int devices = 0;
-  if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGetCount(&devices) != CUDA_SUCCESS || devices == 0) {
-    std::fprintf(stderr, "replay_bench: skipped: no CUDA device\n");
-    return 77;
-  }
-  CUdevice dev = 0;
-  CUcontext ctx = nullptr;
-  CHECK_CU(api.cuDeviceGet(&dev, 0));
-  CHECK_CU(api.cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK_CU(api.cuCtxSetCurrent(ctx));
   CUmodule module = nullptr;
   CHECK_CU(api.cuModuleLoadData(&module, replayBenchImage().data()));
   CUfunction f = nullptr;
@@ -129,7 +122,7 @@ int main(int argc, char** argv) {
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &paramSize,
                    CU_LAUNCH_PARAM_END};
   int sms = 0;
-  api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+  api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, gpu.device);
   const unsigned grid = static_cast<unsigned>(sms) * 8;
   auto launch = [&] { CHECK_CU(api.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, nullptr, nullptr, extra)); };
 
@@ -154,10 +147,10 @@ int main(int argc, char** argv) {
     trace::Header h;
     h.toolVersion = "replay_bench";
     char name[256] = {};
-    api.cuDeviceGetName(name, sizeof(name), dev);
+    api.cuDeviceGetName(name, sizeof(name), gpu.device);
     int major = 0, minor = 0, driver = 0;
-    api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-    api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, gpu.device);
+    api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, gpu.device);
     api.cuDriverGetVersion(&driver);
     h.gpus = {{0, name, "", static_cast<uint32_t>(sms), static_cast<uint32_t>(major), static_cast<uint32_t>(minor),
                0, ""}};
@@ -209,6 +202,6 @@ int main(int argc, char** argv) {
   std::printf("  placement            %s\n", o.relocated ? "relocated" : "at the recorded addresses");
   std::printf("  verdict              %s\n", replay::verdictLine(o).c_str());
   fs::remove_all(dir.parent_path());
-  api.cuDevicePrimaryCtxRelease(dev);
+  api.cuDevicePrimaryCtxRelease(gpu.device);
   return 0;
 }

@@ -44,6 +44,29 @@ bool DriverApi::load(std::string& error) {
   return true;
 }
 
+FirstDevice openFirstDevice(DriverApi& api) {
+  FirstDevice d;
+  int devices = 0;
+  if (!api.load(d.error)) {
+    d.absent = true;
+    return d;
+  }
+  if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGetCount(&devices) != CUDA_SUCCESS || devices == 0) {
+    d.absent = true;
+    d.error = "no CUDA device";
+    return d;
+  }
+  CUresult r = api.cuDeviceGet(&d.device, 0);
+  if (r == CUDA_SUCCESS) r = api.cuDevicePrimaryCtxRetain(&d.context, d.device);
+  if (r == CUDA_SUCCESS) r = api.cuCtxSetCurrent(d.context);
+  if (r != CUDA_SUCCESS) {
+    d.error = "cannot make device 0's primary context current: " + api.errorText(r);
+    return d;
+  }
+  d.ok = true;
+  return d;
+}
+
 std::string DriverApi::errorText(CUresult result) const {
   const char* text = nullptr;
   if (cuGetErrorString != nullptr) cuGetErrorString(result, &text);

@@ -66,6 +66,20 @@ namespace gpurr::kernels {
 // already loaded; null with `error` set when there is none.
 void* openCudaDriver(std::string& error);
 
+struct DriverApi;
+
+// Device 0 with its primary context made current, for GPU tests and
+// benchmarks. `absent` is set when there is no driver or no device (the
+// caller's cue to skip); otherwise a failure is an error.
+struct FirstDevice {
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  bool ok = false;
+  bool absent = false;
+  std::string error;
+};
+FirstDevice openFirstDevice(DriverApi& api);
+
 // A table of driver function pointers. Every pointer is null until load()
 // succeeds; a few newer ones may stay null on older drivers (checked at use).
 struct DriverApi {

@@ -29,21 +29,12 @@ constexpr int kSkip = 77;
 
 int main() {
   kernels::DriverApi api;
+  const kernels::FirstDevice gpu = kernels::openFirstDevice(api);
+  if (!gpu.ok) {
+    std::fprintf(stderr, "hash_match: %s%s\n", gpu.absent ? "skipped: " : "", gpu.error.c_str());
+    return gpu.absent ? kSkip : 1;
+  }
   std::string error;
-  if (!api.load(error)) {
-    std::fprintf(stderr, "hash_match: skipped: %s\n", error.c_str());
-    return kSkip;
-  }
-  int devices = 0;
-  if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGetCount(&devices) != CUDA_SUCCESS || devices == 0) {
-    std::fprintf(stderr, "hash_match: skipped: no CUDA device\n");
-    return kSkip;
-  }
-  CUdevice dev = 0;
-  CUcontext ctx = nullptr;
-  CHECK_CU(api.cuDeviceGet(&dev, 0));
-  CHECK_CU(api.cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK_CU(api.cuCtxSetCurrent(ctx));
 
   auto hasher = kernels::DeviceHasher::create(api, error);
   if (!hasher) {
@@ -110,7 +101,7 @@ int main() {
 
   hasher.reset();
   api.cuMemFree(base);
-  api.cuDevicePrimaryCtxRelease(dev);
+  api.cuDevicePrimaryCtxRelease(gpu.device);
   std::printf("hash_match: %zu buffers, %d mismatches\n", requests.size(), failures);
   return failures == 0 ? 0 : 1;
 }

@@ -272,20 +272,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string error;
-  if (!api.load(error) || !drv.load(error)) {
-    std::fprintf(stderr, "replay_gpu_test: skipped: %s\n", error.c_str());
-    return kSkip;
+  const kernels::FirstDevice gpu = kernels::openFirstDevice(api);
+  if (!gpu.ok || !drv.load(error)) {
+    const std::string why = gpu.ok ? error : gpu.error;
+    const bool skip = !gpu.ok ? gpu.absent : true;
+    std::fprintf(stderr, "replay_gpu_test: %s%s\n", skip ? "skipped: " : "", why.c_str());
+    return skip ? kSkip : 1;
   }
-  int devices = 0;
-  if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGetCount(&devices) != CUDA_SUCCESS || devices == 0) {
-    std::fprintf(stderr, "replay_gpu_test: skipped: no CUDA device\n");
-    return kSkip;
-  }
-  CUdevice dev = 0;
-  CUcontext ctx = nullptr;
-  CHECK_CU(api.cuDeviceGet(&dev, 0));
-  CHECK_CU(api.cuDevicePrimaryCtxRetain(&ctx, dev));
-  CHECK_CU(api.cuCtxSetCurrent(ctx));
   CUmodule module = nullptr;
   CHECK_CU(api.cuModuleLoadData(&module, replayTestImage().data()));
 
@@ -296,7 +289,7 @@ int main(int argc, char** argv) {
   char tmpl[] = "/tmp/gpurr-replay-test-XXXXXX";
   const fs::path dir = mkdtemp(tmpl);
   const fs::path tracePath = dir / "run.gpurr";
-  const uint64_t seq = writeTrace(tracePath, dev, r);
+  const uint64_t seq = writeTrace(tracePath, gpu.device, r);
   // The replay runs in its own process; this one lets go of the GPU first.
   for (const Buffer& b : r.buffers) api.cuMemFree(b.ptr);
   api.cuModuleUnload(module);
@@ -336,6 +329,6 @@ int main(int argc, char** argv) {
     }
   }
   if (failures == 0) fs::remove_all(dir);
-  api.cuDevicePrimaryCtxRelease(dev);
+  api.cuDevicePrimaryCtxRelease(gpu.device);
   return failures == 0 ? 0 : 1;
 }
