@@ -1,0 +1,582 @@
+// timelineAround: the two runs' operations around their first divergence,
+// read from the traces with as few block decodes as the window allows.
+#include "report/timeline.h"
+
+#include <cxxabi.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include "trace_format/scan.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::report {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using namespace gpurr::trace;
+
+// ------------------------------------------------------------ reading the diff JSON
+// The diff object may come from an older or partial report: every access
+// checks presence and type.
+
+const json* field(const json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<uint64_t> unsignedField(const json& j, const char* key) {
+  const json* f = field(j, key);
+  if (f && f->is_number_unsigned()) return f->get<uint64_t>();
+  if (f && f->is_number_integer() && f->get<int64_t>() >= 0) return static_cast<uint64_t>(f->get<int64_t>());
+  return std::nullopt;
+}
+
+bool isOp(const Payload& p) {
+  return std::holds_alternative<KernelLaunch>(p) || std::holds_alternative<Memcpy>(p) ||
+         std::holds_alternative<Memset>(p) || std::holds_alternative<GraphLaunch>(p);
+}
+
+bool isOpKind(size_t kind) { return kind == 0 || kind == 1 || kind == 2 || kind == 7; }
+
+struct Stretch {
+  uint64_t aBegin = 0, aCount = 0, bBegin = 0, bCount = 0;
+};
+
+std::optional<Stretch> stretchOf(const json& p) {
+  const json* a = field(p, "a");
+  const json* b = field(p, "b");
+  if (!a || !b) return std::nullopt;
+  auto ab = unsignedField(*a, "firstIndex"), ac = unsignedField(*a, "count");
+  auto bb = unsignedField(*b, "firstIndex"), bc = unsignedField(*b, "count");
+  if (!ab || !ac || !bb || !bc || (*ac == 0 && *bc == 0)) return std::nullopt;
+  return Stretch{*ab, *ac, *bb, *bc};
+}
+
+// Stream ordinals the diff printed, learnt from every operation it names:
+// seq -> ordinal, per side.
+void collectOrdinals(const json& op, std::unordered_map<uint64_t, uint32_t>& out) {
+  auto seq = unsignedField(op, "seq");
+  auto stream = unsignedField(op, "stream");
+  if (seq && stream) out.emplace(*seq, static_cast<uint32_t>(*stream));
+}
+
+void collectStretchOrdinals(const json& stretch, std::unordered_map<uint64_t, uint32_t>& a,
+                            std::unordered_map<uint64_t, uint32_t>& b) {
+  for (const char* side : {"a", "b"}) {
+    const json* s = field(stretch, side);
+    const json* ops = s ? field(*s, "ops") : nullptr;
+    if (!ops || !ops->is_array()) continue;
+    for (const json& op : *ops) collectOrdinals(op, side[0] == 'a' ? a : b);
+  }
+}
+
+// ------------------------------------------------------------ one operation as JSON
+
+std::string hex16(uint64_t v) { return fmt::format("{:016x}", v); }
+
+json rangeJson(const DeviceRange& r, uint64_t digest) {
+  return json{{"address", r.address}, {"allocation", r.allocation}, {"offset", r.offset},
+              {"size", r.size}, {"digest", hex16(digest)}, {"same", nullptr}};
+}
+
+json rangeList(const std::vector<RangeDigest>& ranges) {
+  json out = json::array();
+  for (const RangeDigest& r : ranges) out.push_back(rangeJson(r.range, r.digest));
+  return out;
+}
+
+json keyValues(const std::vector<KeyValue>& kvs) {
+  json out = json::object();
+  for (const KeyValue& kv : kvs) out[kv.key] = kv.value;
+  return out;
+}
+
+// As `gpurr dump --json` writes annotations (docs/JSON.md).
+json annotationJson(const Annotation& annotation) {
+  return std::visit(
+      [](const auto& a) -> json {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, AlgorithmChoice>) {
+          json candidates = json::array();
+          for (const auto& c : a.candidates) candidates.push_back({{"algorithm", c.algorithm}, {"timeMs", c.timeMs}});
+          return json{{"kind", "algorithm"}, {"library", a.library}, {"call", a.call},
+                      {"algorithm", a.algorithm}, {"attributes", keyValues(a.attributes)},
+                      {"candidates", candidates}};
+        } else if constexpr (std::is_same_v<T, RngState>) {
+          return json{{"kind", "rng"}, {"source", a.source}, {"generator", a.generator},
+                      {"seed", a.seed}, {"offset", a.offset}, {"paramOffset", a.paramOffset}};
+        } else if constexpr (std::is_same_v<T, FrameworkOp>) {
+          return json{{"kind", "frameworkOp"}, {"name", a.name}};
+        } else if constexpr (std::is_same_v<T, Note>) {
+          return json{{"kind", "note"}, {"text", a.text}};
+        } else {
+          return json{{"kind", "determinism"}, {"runs", a.runs}, {"distinctResults", a.distinctResults}};
+        }
+      },
+      annotation);
+}
+
+const char* memcpyName(MemcpyKind kind) {
+  switch (kind) {
+    case MemcpyKind::kHostToDevice: return "memcpy HtoD";
+    case MemcpyKind::kDeviceToHost: return "memcpy DtoH";
+    case MemcpyKind::kDeviceToDevice: return "memcpy DtoD";
+    case MemcpyKind::kHostToHost: return "memcpy HtoH";
+    case MemcpyKind::kPeer: return "memcpy peer";
+    case MemcpyKind::kUnknown: break;
+  }
+  return "memcpy";
+}
+
+json dims(const Dim3& d) { return json::array({d.x, d.y, d.z}); }
+
+// The operation, with the same inputs and outputs the diff compares: a
+// copy writes its destination and reads its source only when that is
+// device memory; a memset writes its range.
+json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex) {
+  json j{{"seq", e.seq}, {"index", index}, {"launchIndex", nullptr}};
+  json inputs = json::array(), outputs = json::array(), annotations = json::array();
+  uint64_t stream = 0;
+  bool hashed = true;
+  if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
+    j["kind"] = "launch";
+    if (launchIndex) j["launchIndex"] = *launchIndex;
+    j["name"] = k->function;
+    j["demangled"] = demangled(k->function);
+    j["short"] = shortKernelName(k->function);
+    j["grid"] = dims(k->grid);
+    j["block"] = dims(k->block);
+    stream = k->stream;
+    hashed = k->hashed;
+    inputs = rangeList(k->inputs);
+    outputs = rangeList(k->outputs);
+    for (const Annotation& a : k->annotations) annotations.push_back(annotationJson(a));
+  } else if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
+    j["kind"] = "memcpy";
+    j["name"] = j["demangled"] = j["short"] = memcpyName(m->kind);
+    stream = m->stream;
+    if (m->kind == MemcpyKind::kDeviceToDevice || m->kind == MemcpyKind::kPeer ||
+        m->kind == MemcpyKind::kDeviceToHost) {
+      inputs.push_back(rangeJson(m->src, m->digest));
+    }
+    outputs.push_back(rangeJson(m->dst, m->digest));
+  } else if (const auto* s = std::get_if<Memset>(&e.payload)) {
+    j["kind"] = "memset";
+    j["name"] = j["demangled"] = j["short"] = "memset";
+    stream = s->stream;
+    outputs.push_back(rangeJson(s->dst, s->digest));
+  } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
+    j["kind"] = "graph";
+    j["name"] = j["demangled"] = j["short"] = fmt::format("graph launch ({} nodes)", g->nodeCount);
+    stream = g->stream;
+    inputs = rangeList(g->inputs);
+    outputs = rangeList(g->outputs);
+  }
+  j["stream"] = stream;
+  j["streamOrdinal"] = nullptr;
+  j["hashed"] = hashed;
+  j["inputs"] = std::move(inputs);
+  j["outputs"] = std::move(outputs);
+  j["annotations"] = std::move(annotations);
+  return j;
+}
+
+// ------------------------------------------------------------ reading one side
+
+struct Side {
+  fs::path path;
+  std::optional<uint64_t> anchorSeq;  // unknown for a stretch empty on this side
+  uint64_t anchorIndex = 0;
+  std::unordered_map<uint64_t, uint32_t> ordinalsBySeq;  // from the diff
+  std::map<uint64_t, json> ops;                           // by operation index
+};
+
+// Event number of operation `target`, counting backwards from the anchor
+// (whose index and seq the diff gives): decodes the anchor's block and as
+// many earlier ones as the window reaches into.
+uint64_t seqBefore(const TraceReader& reader, const Side& side, uint64_t target) {
+  const uint64_t need = side.anchorIndex - target;
+  if (need == 0) return *side.anchorSeq;
+  uint64_t counted = 0;
+  std::vector<Event> events;
+  for (size_t b = reader.blockOf(*side.anchorSeq) + 1; b-- > 0;) {
+    if (b >= reader.blocks().size()) continue;
+    events.clear();
+    reader.readBlock(b, events);
+    for (auto it = events.rbegin(); it != events.rend(); ++it) {
+      if (it->seq >= *side.anchorSeq || !isOp(it->payload)) continue;
+      if (++counted == need) return it->seq;
+    }
+  }
+  throw std::invalid_argument(fmt::format(
+      "{}: the diff places event #{} at operation {}, but only {} operations precede it: the diff "
+      "was made from other traces",
+      reader.path().string(), *side.anchorSeq, side.anchorIndex, counted));
+}
+
+// Event number of operation `target` by counting from the start (a side
+// whose divergence is an empty stretch has no event to start from).
+std::optional<uint64_t> seqByCount(const TraceReader& reader, uint64_t target) {
+  std::optional<uint64_t> found;
+  uint64_t count = 0;
+  scanEvents(reader, [&](const ScanEvent& e) {
+    if (!isOpKind(e.kind)) return true;
+    if (count++ == target) {
+      found = e.seq;
+      return false;
+    }
+    return true;
+  });
+  return found;
+}
+
+// Launches recorded before event `seq`: the block index counts launches per
+// block, so only the block holding `seq` is decoded.
+uint64_t launchesBefore(const TraceReader& reader, uint64_t seq) {
+  const auto& blocks = reader.blocks();
+  const size_t blk = std::min(reader.blockOf(seq), blocks.size());
+  uint64_t n = 0;
+  for (size_t i = 0; i < blk; ++i) n += blocks[i].launchCount;
+  if (blk < blocks.size()) {
+    std::vector<Event> events;
+    reader.readBlock(blk, events);
+    for (const Event& e : events) {
+      if (e.seq < seq && std::holds_alternative<KernelLaunch>(e.payload)) ++n;
+    }
+  }
+  return n;
+}
+
+void readSide(Side& side, const std::vector<uint64_t>& wanted) {
+  if (wanted.empty()) return;
+  const TraceReader reader(side.path);
+  const uint64_t lo = wanted.front(), hi = wanted.back();
+  std::optional<uint64_t> start;
+  if (side.anchorSeq && lo <= side.anchorIndex) {
+    start = seqBefore(reader, side, lo);
+  } else {
+    start = seqByCount(reader, lo);
+  }
+  if (!start) return;  // the run has no operation `lo`: its side stays empty
+  std::optional<uint64_t> launchIndex = launchesBefore(reader, *start);
+  std::unordered_map<uint64_t, uint32_t> ordinalsByHandle{{0, 0}};
+  uint64_t index = lo;
+  size_t next = 0;  // position in `wanted`
+  reader.forEach(
+      [&](const Event& e) {
+        if (!isOp(e.payload)) return true;
+        if (side.anchorSeq && index == side.anchorIndex && e.seq != *side.anchorSeq) {
+          throw std::invalid_argument(fmt::format(
+              "{}: the diff places event #{} at operation {}, but operation {} is event #{}: the diff "
+              "was made from other traces",
+              reader.path().string(), *side.anchorSeq, side.anchorIndex, index, e.seq));
+        }
+        const bool launch = std::holds_alternative<KernelLaunch>(e.payload);
+        if (next < wanted.size() && wanted[next] == index) {
+          side.ops.emplace(index, opJson(e, index, launch ? launchIndex : std::nullopt));
+          ++next;
+        }
+        auto known = side.ordinalsBySeq.find(e.seq);
+        if (known != side.ordinalsBySeq.end()) {
+          std::visit(
+              [&](const auto& p) {
+                if constexpr (requires { p.stream; }) ordinalsByHandle.emplace(p.stream, known->second);
+              },
+              e.payload);
+        }
+        if (launch) ++*launchIndex;
+        ++index;
+        return index <= hi;
+      },
+      *start);
+  for (auto& [i, op] : side.ops) {
+    auto it = ordinalsByHandle.find(op["stream"].get<uint64_t>());
+    if (it != ordinalsByHandle.end()) op["streamOrdinal"] = it->second;
+  }
+}
+
+// ------------------------------------------------------------ pairing
+
+struct PlannedRow {
+  std::optional<uint64_t> a, b;
+  bool divergent = false, stretch = false;
+  bool elided = false;
+  uint64_t elidedA = 0, elidedB = 0;
+};
+
+std::vector<PlannedRow> plan(uint64_t ia0, uint64_t ib0, bool path, const std::vector<Stretch>& stretches,
+                             size_t window, std::optional<uint64_t> opsA, std::optional<uint64_t> opsB) {
+  std::vector<PlannedRow> rows;
+  // Before the first divergence every operation is matched one to one.
+  for (size_t k = window; k > 0; --k) {
+    PlannedRow r;
+    if (ia0 >= k) r.a = ia0 - k;
+    if (ib0 >= k) r.b = ib0 - k;
+    if (r.a || r.b) rows.push_back(r);
+  }
+  auto stretchAt = [&](uint64_t ia, uint64_t ib) -> const Stretch* {
+    for (const Stretch& s : stretches) {
+      if (s.aBegin == ia && s.bBegin == ib) return &s;
+    }
+    return nullptr;
+  };
+  uint64_t ia = ia0, ib = ib0;
+  size_t after = 0;  // rows shown after the divergence
+  bool first = true;
+  while (first || after < window) {
+    const bool endA = opsA && ia >= *opsA, endB = opsB && ib >= *opsB;
+    if (!first && endA && endB) break;
+    const Stretch* s = stretchAt(ia, ib);
+    if (s && (path || !first)) {
+      const uint64_t longest = std::max(s->aCount, s->bCount);
+      const uint64_t shown = std::min<uint64_t>(longest, std::max<size_t>(window, 1));
+      for (uint64_t i = 0; i < shown; ++i) {
+        PlannedRow r;
+        if (i < s->aCount) r.a = s->aBegin + i;
+        if (i < s->bCount) r.b = s->bBegin + i;
+        r.stretch = true;
+        r.divergent = first && i == 0;
+        rows.push_back(r);
+      }
+      if (longest > shown) {
+        PlannedRow r;
+        r.elided = true;
+        r.stretch = true;
+        r.elidedA = s->aCount - std::min(s->aCount, shown);
+        r.elidedB = s->bCount - std::min(s->bCount, shown);
+        rows.push_back(r);
+      }
+      if (!first) after += shown;
+      ia += s->aCount;
+      ib += s->bCount;
+    } else {
+      PlannedRow r;
+      if (!endA) r.a = ia;
+      if (!endB) r.b = ib;
+      r.divergent = first;
+      rows.push_back(r);
+      if (!first) ++after;
+      ++ia;
+      ++ib;
+    }
+    first = false;
+  }
+  return rows;
+}
+
+bool sameOperation(const json& a, const json& b) {
+  return a.value("kind", "") == b.value("kind", "") && a.value("name", "") == b.value("name", "") &&
+         a.value("grid", json()) == b.value("grid", json()) && a.value("block", json()) == b.value("block", json());
+}
+
+// Marks each range whose counterpart at the same position has the same
+// digest; returns whether the lists are equal.
+bool markSame(json& mine, json& theirs) {
+  bool all = mine.size() == theirs.size();
+  for (size_t i = 0; i < std::max(mine.size(), theirs.size()); ++i) {
+    const bool same = i < mine.size() && i < theirs.size() && mine[i]["digest"] == theirs[i]["digest"];
+    if (i < mine.size()) mine[i]["same"] = same;
+    if (i < theirs.size()) theirs[i]["same"] = same;
+    all = all && same;
+  }
+  return all;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ names
+
+std::string demangled(const std::string& name) {
+  if (name.rfind("_Z", 0) != 0) return name;
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
+                                                &std::free);
+  return status == 0 && d ? std::string(d.get()) : name;
+}
+
+namespace {
+
+// Cuts `s` in the middle to `max` characters, keeping both ends (kernel
+// names say the most at their start and their end).
+std::string cutMiddle(const std::string& s, size_t max) {
+  if (s.size() <= max || max < 5) return s.size() <= max ? s : s.substr(0, max);
+  const size_t keep = max - 3;
+  return s.substr(0, keep - keep / 3) + "..." + s.substr(s.size() - keep / 3);
+}
+
+// The text inside template brackets deeper than `depth`, replaced by "...".
+std::string elideTemplates(const std::string& s, int depth) {
+  std::string out;
+  int level = 0;
+  for (char c : s) {
+    if (c == '<') {
+      if (level == depth) out += "<...";
+      if (level < depth) out += c;
+      ++level;
+    } else if (c == '>') {
+      --level;
+      if (level <= depth) out += c;
+    } else if (level <= depth) {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string shortKernelName(const std::string& mangledOrPlain, size_t max) {
+  std::string s = demangled(mangledOrPlain);
+  if (s != mangledOrPlain) {
+    // The parameter list: the last top-level (...) group.
+    if (!s.empty() && s.back() == ')') {
+      int level = 0;
+      for (size_t i = s.size(); i-- > 0;) {
+        if (s[i] == ')') ++level;
+        if (s[i] == '(' && --level == 0) {
+          s.erase(i);
+          break;
+        }
+      }
+    }
+    // The return type: text before the last space outside brackets.
+    int level = 0;
+    size_t cut = std::string::npos;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == '<' || s[i] == '(') ++level;
+      if (s[i] == '>' || s[i] == ')') --level;
+      if (s[i] == ' ' && level == 0) cut = i;
+    }
+    if (cut != std::string::npos && s.compare(cut + 1, std::string::npos, "") != 0 &&
+        s.find("operator", cut) == std::string::npos) {
+      s.erase(0, cut + 1);
+    }
+    for (int depth = 2; depth >= 1 && s.size() > max; --depth) s = elideTemplates(s, depth);
+  }
+  return cutMiddle(s, max);
+}
+
+json timelineAround(const fs::path& traceA, const fs::path& traceB, const json& diffProcess, size_t window) {
+  const json* name = field(diffProcess, "name");
+  json out{{"process", name && name->is_string() ? *name : json("")},
+           {"window", window},
+           {"path", false},
+           {"a", nullptr},
+           {"b", nullptr},
+           {"rows", json::array()}};
+  const json* first = field(diffProcess, "firstDivergence");
+  if (!first || !first->is_object()) return out;
+
+  Side a{traceA, {}, 0, {}, {}}, b{traceB, {}, 0, {}, {}};
+  const json* opA = field(*first, "a");
+  const json* opB = field(*first, "b");
+  const json* stretchJson = field(*first, "stretch");
+  const json* pathFlag = field(*first, "path");
+  const bool path = pathFlag && pathFlag->is_boolean() && pathFlag->get<bool>();
+  std::optional<Stretch> firstStretch = stretchJson ? stretchOf(*stretchJson) : std::nullopt;
+
+  for (auto [op, side, which] : {std::tuple{opA, &a, 'a'}, std::tuple{opB, &b, 'b'}}) {
+    std::optional<uint64_t> index;
+    if (op) {
+      side->anchorSeq = unsignedField(*op, "seq");
+      index = unsignedField(*op, "index");
+      collectOrdinals(*op, side->ordinalsBySeq);
+    }
+    if (!index && firstStretch) index = which == 'a' ? firstStretch->aBegin : firstStretch->bBegin;
+    if (!index) {
+      throw std::invalid_argument(fmt::format(
+          "the diff's first divergence gives no operation index for run {} (neither `{}.index` nor "
+          "`stretch.{}.firstIndex`): it is not a `gpurr diff --json` process entry",
+          which == 'a' ? 'A' : 'B', which, which));
+    }
+    side->anchorIndex = *index;
+  }
+
+  std::vector<Stretch> stretches;
+  if (firstStretch) stretches.push_back(*firstStretch);
+  if (stretchJson) collectStretchOrdinals(*stretchJson, a.ordinalsBySeq, b.ordinalsBySeq);
+  if (const json* paths = field(diffProcess, "pathDivergences")) {
+    if (const json* listed = field(*paths, "listed"); listed && listed->is_array()) {
+      for (const json& p : *listed) {
+        if (auto s = stretchOf(p)) stretches.push_back(*s);
+        collectStretchOrdinals(p, a.ordinalsBySeq, b.ordinalsBySeq);
+      }
+    }
+  }
+  if (const json* blast = field(diffProcess, "blastRadius")) {
+    if (const json* ind = field(*blast, "independent"); ind && ind->is_array()) {
+      for (const json& i : *ind) {
+        if (const json* x = field(i, "a")) collectOrdinals(*x, a.ordinalsBySeq);
+        if (const json* x = field(i, "b")) collectOrdinals(*x, b.ordinalsBySeq);
+      }
+    }
+  }
+  std::optional<uint64_t> opsA, opsB;
+  if (const json* ops = field(diffProcess, "operations")) {
+    opsA = unsignedField(*ops, "a");
+    opsB = unsignedField(*ops, "b");
+  }
+
+  const std::vector<PlannedRow> rows =
+      plan(a.anchorIndex, b.anchorIndex, path && firstStretch, stretches, window, opsA, opsB);
+  std::vector<uint64_t> wantA, wantB;
+  for (const PlannedRow& r : rows) {
+    if (r.a) wantA.push_back(*r.a);
+    if (r.b) wantB.push_back(*r.b);
+  }
+  for (auto* w : {&wantA, &wantB}) {
+    std::sort(w->begin(), w->end());
+    w->erase(std::unique(w->begin(), w->end()), w->end());
+  }
+  readSide(a, wantA);
+  readSide(b, wantB);
+
+  out["path"] = path;
+  out["a"] = json{{"trace", traceA.string()}, {"anchorSeq", a.anchorSeq ? json(*a.anchorSeq) : json()},
+                  {"anchorIndex", a.anchorIndex}};
+  out["b"] = json{{"trace", traceB.string()}, {"anchorSeq", b.anchorSeq ? json(*b.anchorSeq) : json()},
+                  {"anchorIndex", b.anchorIndex}};
+  json list = json::array();
+  for (const PlannedRow& r : rows) {
+    json row{{"offset", 0}, {"divergent", r.divergent}, {"stretch", r.stretch},
+             {"sameOperation", nullptr}, {"inputsEqual", nullptr}, {"outputsEqual", nullptr},
+             {"a", nullptr}, {"b", nullptr}};
+    if (r.elided) {
+      row["elided"] = json{{"a", r.elidedA}, {"b", r.elidedB}};
+      list.push_back(std::move(row));
+      continue;
+    }
+    auto ia = r.a ? a.ops.find(*r.a) : a.ops.end();
+    auto ib = r.b ? b.ops.find(*r.b) : b.ops.end();
+    if (ia == a.ops.end() && ib == b.ops.end()) continue;
+    if (ia != a.ops.end()) row["a"] = ia->second;
+    if (ib != b.ops.end()) row["b"] = ib->second;
+    if (ia != a.ops.end() && ib != b.ops.end()) {
+      row["sameOperation"] = sameOperation(row["a"], row["b"]);
+      row["inputsEqual"] = markSame(row["a"]["inputs"], row["b"]["inputs"]);
+      row["outputsEqual"] = markSame(row["a"]["outputs"], row["b"]["outputs"]);
+    }
+    list.push_back(std::move(row));
+  }
+  // Offsets count shown rows (an elided row counts as one) from the divergent one.
+  int64_t divergentRow = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (list[i]["divergent"].get<bool>()) divergentRow = static_cast<int64_t>(i);
+  }
+  for (size_t i = 0; i < list.size(); ++i) list[i]["offset"] = static_cast<int64_t>(i) - divergentRow;
+  out["rows"] = std::move(list);
+  return out;
+}
+
+}  // namespace gpurr::report
