@@ -6,6 +6,7 @@
 #   2. the PyTorch training script: output unchanged by recording, two
 #      recordings identical, launch count equal to torch.profiler's;
 #   2b. the library annotations (annotations/check_annotations.sh);
+#   2c. gpurr bisect on PyTorch scripts (bisect/check_bisect.py);
 #   3. the device hash against the CPU hash (hash_match), when built;
 #   4. every other ctest test labelled gpu.
 # Prints one line per check and a summary; exits non-zero when a check fails.
@@ -142,6 +143,9 @@ check "pytorch train_cnn.py" "$here/check_pytorch.sh" "$build"
 # 2b. The algorithm choices and RNG state of library calls.
 check "library annotations" "$here/annotations/check_annotations.sh" "$build"
 
+# 2c. gpurr bisect on unmodified PyTorch scripts (bisect/expectations.txt).
+check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build"
+
 # 3. The device hash against the CPU reference.
 ran_by_name=()
 for hm in "$build/tests/gpu/hash_match/hash_match" "$build/tests/gpu/hash_match"; do
@@ -171,7 +175,7 @@ if [ ! -f "$build/CTestTestfile.cmake" ]; then
 elif ! command -v ctest >/dev/null; then
   skip "ctest -L gpu (no ctest on this machine)"
 else
-  exclude='^(gpu_record_|gpu_pytorch_|gpu_library_annotations$|hash_match$)'
+  exclude='^(gpu_record_|gpu_pytorch_|gpu_library_annotations$|gpu_bisect$|hash_match$)'
   if (cd "$build" && ctest -L gpu -E "$exclude" --output-on-failure) >"$log/ctest.log" 2>&1; then
     pass "ctest -L gpu, the other GPU tests ($(grep -o '[0-9]*% tests passed.*\|No tests were found' "$log/ctest.log" | head -1))"
   else
