@@ -162,7 +162,10 @@ def evaluate(expect, report, exit_status, present):
         else:
             name, fd = divergences[0]
             cause = fd.get("cause")
-            facts.append(f"cause {cause}" + (f" in {name}" if name else ""))
+            op = fd.get("a") if isinstance(fd.get("a"), dict) else fd.get("b")
+            kernel = (op.get("demangled") or op.get("name") or "") if isinstance(op, dict) else ""
+            facts.append(f"cause {cause}" + (f" in {name}" if name else "") +
+                         (f" at {kernel[:60]}{'...' if len(kernel) > 60 else ''}" if kernel else ""))
             if expect.causes and cause not in expect.causes:
                 evidence = "; ".join(str(e) for e in (fd.get("evidence") or [])[:2])
                 problems.append(f"cause {cause!r}, expected {' or '.join(sorted(expect.causes))}"
@@ -261,7 +264,7 @@ def check_script(expect, gpurr, python, work, timeout):
     problems += [f"{p}: {report_error}" if report_error and p.startswith("no readable report.json") else p
                  for p in found]
     if problems:
-        print(f"FAIL {name}: {'; '.join(problems)}")
+        print(f"FAIL {name}: {'; '.join(problems)}" + (f" (found: {summary})" if summary else ""))
         for line in tail(log):
             print(f"    {line}")
         print(f"    (output in {out_dir}, bisect log {log})")

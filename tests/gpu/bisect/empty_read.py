@@ -8,9 +8,10 @@ from whatever their memory held. With the stream-ordered allocator
 stream is handed to the next allocation only once the side stream has passed
 the free, so the host-side pause before each allocation (uneven data-loading
 latency, here a random sleep) decides whether an accumulator starts with the
-freed batch's values or with other memory. Each round uses a new size, so a
-round's accumulator can only reuse its own round's batch; with ROUNDS rounds,
-two runs take the same path in every round with probability 2**-ROUNDS.
+freed batch's values or with other memory. Each round asks for a larger
+block than the last, so its own batch is the block it can reuse, and the
+rounds are independent draws: two runs start every accumulator from the same
+bytes with a probability of about 2**-ROUNDS.
 
 Expected under `gpurr bisect`: diverged (or not reproduced by the
 confirmation run, the pauses being random) at the first accumulation whose
@@ -51,16 +52,22 @@ def main():
     mixing = torch.randn(2048, 2048, device=device).mul_(2048 ** -0.5)
     weight = torch.randn(WIDTH, device=device)
     side.wait_stream(torch.cuda.current_stream())  # mixing is ready
+    with torch.cuda.stream(side):
+        # Work buffers of the preparation, reused: in a round, the only block
+        # freed on the side stream is the raw batch.
+        features = torch.empty(2048, 2048, device=device)
+        product = torch.empty(2048, 2048, device=device)
     accumulators = []
     for r in range(ROUNDS):
         rows = 64 * (r + 1)  # a new size every round
         with torch.cuda.stream(side):
             batch = torch.randn(rows, WIDTH, device=device)
-            features = torch.randn(2048, 2048, device=device)
+            features.normal_()
             for _ in range(PREPARE_STEPS):
-                features = torch.tanh(features @ mixing)
+                torch.mm(features, mixing, out=product)
+                torch.tanh(product, out=features)
             prepared = batch * features[:rows, :WIDTH]
-            del batch, features  # freed on the side stream, after the products
+            del batch  # freed on the side stream, after the products
         if latency.random() < 0.5:
             time.sleep(0.1)  # slow data loading: the side stream has finished
         accumulator = torch.empty(rows, WIDTH, device=device)  # should be torch.zeros
