@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Message passing on a random graph, trained for a few steps: each node sums
-the messages of its incoming edges with index_add_. Everything is seeded, but
-index_add_ on CUDA accumulates float32 values with atomic adds, so with many
-edges per node the order of the additions, and the last bits of the sums,
-change from run to run.
+"""Message passing on a random graph, trained for a few steps: each node
+averages the messages of its incoming edges with index_add_ (scaled by the
+mean in-degree; with alpha != 1 PyTorch keeps to its index_add kernels rather
+than handing the sum to scatter_add_). Everything is seeded, but index_add_
+on CUDA accumulates float32 values with atomic adds, so with many edges per
+node the order of the additions, and the last bits of the sums, change from
+run to run.
 
 Expected under `gpurr bisect`: diverged at the first index_add_, cause
 nondeterministic kernel, the torch.index_add culprit named, and a replay of
@@ -40,7 +42,8 @@ class MessagePassing(nn.Module):
 
     def forward(self, x, src, dst):
         messages = F.relu(self.message(x))[src]
-        incoming = torch.zeros_like(x).index_add_(0, dst, messages)
+        # Mean over the expected in-degree.
+        incoming = torch.zeros_like(x).index_add_(0, dst, messages, alpha=NODES / EDGES)
         h = F.relu(self.update(torch.cat([x, incoming], dim=1)))
         return self.readout(h).squeeze(1)
 
