@@ -1,10 +1,15 @@
 // gpurr replay TRACE --launch K [--repeat N] [--json]: re-executes one
 // recorded kernel launch from its recorded inputs, bitwise, without the
 // original program, and says whether it is deterministic and equal to the
-// recording. The driver is resolved at run time (dlopen), so `gpurr` itself
-// starts on machines without one; replay then fails with a clear message.
+// recording. gpurr replay TRACE --all [--until K]: re-runs the whole recorded
+// GPU command stream of a --full trace and checks every launch's outputs
+// against the recorded digests, stopping at the first mismatch. The driver
+// is resolved at run time (dlopen), so `gpurr` itself starts on machines
+// without one; replay then fails with a clear message.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -14,6 +19,8 @@
 #include "replayer/execute.h"
 #include "replayer/plan.h"
 #include "replayer/report.h"
+#include "replayer/stream_execute.h"
+#include "replayer/stream_plan.h"
 #endif
 
 namespace gpurr::cli {
@@ -21,7 +28,10 @@ namespace {
 
 struct ReplayCliOptions {
   std::string trace;
-  uint64_t launch = 0;
+  std::optional<uint64_t> launch;
+  bool all = false;
+  std::optional<uint64_t> until;
+  bool repeatGiven = false;
   uint32_t repeat = 1;
   bool json = false;
   bool planOnly = false;
@@ -36,7 +46,63 @@ int fail(const std::string& message) {
 }
 
 #if GPURR_HAVE_REPLAYER
+// A directory of traces (one per process, as `gpurr record` leaves when
+// several processes ran) is not a trace: say which ones it holds.
+std::string traceHint(const std::string& path) {
+  std::error_code ec;
+  std::string names;
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    if (entry.is_directory(ec) && entry.path().extension() == ".gpurr") {
+      if (n++ < 3) names += (names.empty() ? "" : ", ") + entry.path().string();
+    }
+  }
+  if (n == 0) return "";
+  return " (it is a directory of " + std::to_string(n) + " traces, one per process: replay one of them, e.g. " +
+         names.substr(0, names.find(',')) + ")";
+}
+
+int usage(const std::string& message) {
+  std::fprintf(stderr, "gpurr replay: error: %s\nRun with --help for more information.\n", message.c_str());
+  return kExitTrouble;
+}
+
+int runStream(const ReplayCliOptions& opts, const trace::TraceReader& reader,
+              std::optional<replay::ElementType> elementType) {
+  replay::StreamPlanOptions planOptions;
+  planOptions.until = opts.until;
+  const replay::StreamPlan plan = replay::planStreamReplay(reader, planOptions);
+  if (opts.planOnly) {
+    if (opts.json) {
+      std::cout << replay::streamPlanJson(plan).dump(2) << '\n';
+    } else {
+      std::cout << replay::formatStreamPlan(plan);
+    }
+    return kExitOk;
+  }
+  replay::StreamReplayOptions options;
+  options.forceRelocate = opts.relocate;
+  options.device = opts.device;
+  options.elementType = elementType;
+  const replay::StreamOutcome outcome = replay::executeStreamReplay(reader, plan, options);
+  if (opts.json) {
+    std::cout << replay::streamOutcomeJson(plan, outcome).dump(2) << '\n';
+  } else {
+    std::cout << replay::formatStreamOutcome(plan, outcome);
+  }
+  return replay::exitCode(outcome.verdict);
+}
+
 int run(const ReplayCliOptions& opts) {
+  if (opts.all && opts.launch) return usage("--all replays every launch: give it or --launch K, not both");
+  if (!opts.all && !opts.launch) {
+    return usage("--launch is required (the event number of one launch, as `gpurr dump` shows it), or --all to "
+                 "replay the whole stream of a --full recording");
+  }
+  if (opts.until && !opts.all) return usage("--until applies to --all (the whole-stream replay)");
+  if (opts.all && opts.repeatGiven) {
+    return usage("--repeat applies to one launch: `gpurr replay TRACE --launch K --repeat N`");
+  }
   replay::ReplayOptions options;
   options.repeat = opts.repeat;
   options.forceRelocate = opts.relocate;
@@ -49,11 +115,18 @@ int run(const ReplayCliOptions& opts) {
     }
   }
   try {
-    trace::TraceReader reader(opts.trace);
+    std::optional<trace::TraceReader> opened;
+    try {
+      opened.emplace(opts.trace);
+    } catch (const trace::TraceError& e) {
+      return fail(e.what() + traceHint(opts.trace));
+    }
+    const trace::TraceReader& reader = *opened;
     if (reader.damage().unclosed) {
       std::fprintf(stderr, "gpurr replay: warning: %s: %s\n", opts.trace.c_str(), reader.damage().detail.c_str());
     }
-    const replay::ReplayPlan plan = replay::planReplay(reader, opts.launch);
+    if (opts.all) return runStream(opts, reader, options.elementType);
+    const replay::ReplayPlan plan = replay::planReplay(reader, *opts.launch);
     if (opts.planOnly) {
       if (opts.json) {
         std::cout << replay::planJson(plan).dump(2) << '\n';
@@ -87,17 +160,24 @@ void addReplayCommand(CLI::App& app, Action& chosen) {
   auto opts = std::make_shared<ReplayCliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "replay",
-      "Re-execute one recorded kernel launch from its recorded inputs, bitwise, without the original program.\n"
-      "Restores the input snapshots at their recorded addresses, launches the recorded image with the\n"
-      "recorded parameters N times and compares the outputs with the recording and with each other.\n"
-      "Exit status: 0 deterministic and equal to the recording, 1 nondeterministic or different, 2 trouble.");
+      "Re-execute recorded kernels, bitwise, without the original program.\n"
+      "--launch K: restores the launch's input snapshots at their recorded addresses, launches the recorded\n"
+      "image with the recorded parameters N times and compares the outputs with the recording and with each\n"
+      "other. Exit status: 0 deterministic and equal to the recording, 1 nondeterministic or different, 2 trouble.\n"
+      "--all: re-runs the whole recorded GPU command stream of a `gpurr record --full` trace (copies from the\n"
+      "recorded host bytes, sets, copies and launches, in recorded order) and checks every launch's outputs\n"
+      "against the recorded digests, stopping at the first mismatch. Exit status: 0 every check equal, 1 a\n"
+      "mismatch, 2 trouble or stopped early (at a CUDA graph launch, say).");
   cmd->add_option("trace", opts->trace, "Trace directory (from gpurr record)")->required();
-  cmd->add_option("--launch,-l", opts->launch, "Event number of the launch (as `gpurr dump` shows it)")
-      ->required();
+  cmd->add_option("--launch,-l", opts->launch, "Event number of the launch (as `gpurr dump` shows it)");
+  cmd->add_flag("--all", opts->all, "Replay the whole recorded stream (a --full trace) and check every launch");
+  cmd->add_option("--until", opts->until, "With --all: stop after event K (as `gpurr dump` numbers events)");
   cmd->add_option("--repeat,-n", opts->repeat, "Launch N times, each from freshly restored inputs")
-      ->check(CLI::Range(1u, 1000000u));
+      ->check(CLI::Range(1u, 1000000u))
+      ->each([opts](const std::string&) { opts->repeatGiven = true; });
   cmd->add_flag("--json", opts->json, "Print the result as JSON");
-  cmd->add_flag("--plan", opts->planOnly, "Only print what the replay would restore and compare (no GPU needed)");
+  cmd->add_flag("--plan", opts->planOnly,
+                "Only print what the replay would restore, run and compare (no GPU needed)");
   cmd->add_flag("--relocate", opts->relocate,
                 "Place every range away from its recorded address (checks that the kernel does not depend on "
                 "its addresses)");

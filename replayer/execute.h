@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "replayer/compare.h"
+#include "replayer/device_session.h"
 #include "replayer/plan.h"
 #include "replayer/verdict.h"
 
@@ -29,15 +30,6 @@ struct ReplayOptions {
   int device = -1;                  // CUDA device ordinal; -1: the first of the recorded architecture
   // Host copies of outputs kept for element-wise comparison, at most.
   uint64_t maxCompareBytes = uint64_t{1} << 30;
-};
-
-// Where a region of recorded address space lies on this machine.
-struct Placement {
-  uint64_t recordedStart = 0;
-  uint64_t size = 0;
-  uint64_t newStart = 0;
-  std::vector<uint32_t> allocations;  // ordinals of the ranges in it (0 = a loose range)
-  bool relocated() const { return recordedStart != newStart; }
 };
 
 struct ReplayOutcome {

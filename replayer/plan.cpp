@@ -23,15 +23,6 @@ constexpr uint32_t kAttrProgrammaticEvent = 7;
 constexpr uint32_t kAttrLaunchCompletionEvent = 12;
 constexpr uint32_t kAttrDeviceUpdatableKernelNode = 13;
 
-std::string commandOf(const Header& header) {
-  std::string cmd;
-  for (const std::string& arg : header.commandLine) {
-    const bool plain = !arg.empty() && arg.find_first_of(" \t'\"$\\") == std::string::npos;
-    cmd += (cmd.empty() ? "" : " ") + (plain ? arg : "'" + arg + "'");
-  }
-  return cmd.empty() ? "PROGRAM..." : cmd;
-}
-
 // What walking the trace up to the launch collected.
 struct History {
   std::unordered_map<uint32_t, Allocation> allocations;  // every allocation seen, by ordinal
@@ -229,15 +220,7 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
           }
         }
       }
-      std::sort(parts.begin(), parts.end());
-      std::vector<std::pair<uint64_t, uint64_t>> merged;
-      for (const auto& p : parts) {
-        if (!merged.empty() && p.first <= merged.back().second) {
-          merged.back().second = std::max(merged.back().second, p.second);
-        } else {
-          merged.push_back(p);
-        }
-      }
+      const std::vector<std::pair<uint64_t, uint64_t>> merged = mergeIntervals(std::move(parts));
       for (const auto& [start, end] : merged) {
         ReservedRange part = r;
         part.address = start;
@@ -249,16 +232,10 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
     plan.ranges.push_back(r);
   }
   // Loose ranges that overlap or touch become one.
-  std::sort(loose.begin(), loose.end(),
-            [](const ReservedRange& a, const ReservedRange& b) { return a.address < b.address; });
-  for (const ReservedRange& r : loose) {
-    if (!plan.ranges.empty() && plan.ranges.back().allocation == 0 &&
-        r.address <= plan.ranges.back().address + plan.ranges.back().size) {
-      ReservedRange& last = plan.ranges.back();
-      last.size = std::max(last.address + last.size, r.address + r.size) - last.address;
-    } else {
-      plan.ranges.push_back(r);
-    }
+  std::vector<std::pair<uint64_t, uint64_t>> looseParts;
+  for (const ReservedRange& r : loose) looseParts.emplace_back(r.address, r.address + r.size);
+  for (const auto& [start, end] : mergeIntervals(std::move(looseParts))) {
+    plan.ranges.push_back({0, start, end - start, start, AllocationKind::kOther, false, false});
   }
   if (!loose.empty()) {
     plan.warnings.push_back(fmt::format(
@@ -296,7 +273,7 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
     throw ReplayError(fmt::format(
         "{}: no snapshot of input {}: the trace holds only digests of what the kernel read, and replay "
         "needs the bytes. Record them with `gpurr record --snapshot {} -- {}`",
-        what, list, seq, commandOf(header)));
+        what, list, seq, commandLineOf(header)));
   }
   // A hashed launch without inputs reads nothing (a fill); one the recording
   // skipped may read anything.
@@ -304,7 +281,7 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
     throw ReplayError(fmt::format(
         "{}: the kernel takes {} device pointer(s) but the trace holds no record of what it read (the "
         "recording skipped this launch). Record the inputs' bytes with `gpurr record --snapshot {} -- {}`",
-        what, launch.pointers.size(), seq, commandOf(header)));
+        what, launch.pointers.size(), seq, commandLineOf(header)));
   }
   for (ReservedRange& r : plan.ranges) {
     for (const InputRestore& in : plan.inputs) {
@@ -368,15 +345,8 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
       votes = n;
     }
   }
-  for (const GpuInfo& g : header.gpus) {
-    if (g.ordinal == plan.recordedDevice) plan.recordedGpu = g;
-  }
-  if (!plan.recordedGpu && header.gpus.size() == 1) plan.recordedGpu = header.gpus[0];
-  if (plan.recordedGpu && plan.recordedGpu->ccMajor > 0) {
-    plan.recordedArch = plan.recordedGpu->ccMajor * 10 + plan.recordedGpu->ccMinor;
-  } else {
-    plan.recordedArch = plan.module.arch;
-  }
+  plan.recordedGpu = recordedGpuOf(header, plan.recordedDevice);
+  plan.recordedArch = recordedArchOf(plan.recordedGpu, plan.module.arch);
   return plan;
 }
 
@@ -396,6 +366,41 @@ ReplayPlan planReplay(std::span<const Event> events, const Header& header, const
     if (!absorb(h, e, seq)) break;
   }
   return finish(h, header, tracePath, seq, hasBlob);
+}
+
+std::string commandLineOf(const Header& header) {
+  std::string cmd;
+  for (const std::string& arg : header.commandLine) {
+    const bool plain = !arg.empty() && arg.find_first_of(" \t'\"$\\") == std::string::npos;
+    cmd += (cmd.empty() ? "" : " ") + (plain ? arg : "'" + arg + "'");
+  }
+  return cmd.empty() ? "PROGRAM..." : cmd;
+}
+
+std::optional<GpuInfo> recordedGpuOf(const Header& header, uint32_t device) {
+  for (const GpuInfo& g : header.gpus) {
+    if (g.ordinal == device) return g;
+  }
+  if (header.gpus.size() == 1) return header.gpus[0];
+  return std::nullopt;
+}
+
+uint32_t recordedArchOf(const std::optional<GpuInfo>& gpu, uint32_t imageArch) {
+  if (gpu && gpu->ccMajor > 0) return gpu->ccMajor * 10 + gpu->ccMinor;
+  return imageArch;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> mergeIntervals(std::vector<std::pair<uint64_t, uint64_t>> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& p : intervals) {
+    if (!merged.empty() && p.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, p.second);
+    } else {
+      merged.push_back(p);
+    }
+  }
+  return merged;
 }
 
 std::vector<Region> groupIntoRegions(std::span<const ReservedRange> ranges, uint64_t granularity) {
@@ -447,15 +452,20 @@ bool AddressMap::relocated(uint64_t recorded) const {
 }
 
 std::vector<uint8_t> relocateParams(const ReplayPlan& plan, const AddressMap& map) {
-  std::vector<uint8_t> params = plan.launch.params;
   std::unordered_map<uint32_t, uint64_t> bases;
   for (const ReservedRange& r : plan.ranges) {
     if (r.allocation != 0) bases[r.allocation] = r.allocationAddress;
   }
-  for (const PointerParam& p : plan.launch.pointers) {
+  return relocateParams(plan.launch, plan.seq, bases, map);
+}
+
+std::vector<uint8_t> relocateParams(const KernelLaunch& launch, uint64_t seq,
+                                    const std::unordered_map<uint32_t, uint64_t>& bases, const AddressMap& map) {
+  std::vector<uint8_t> params = launch.params;
+  for (const PointerParam& p : launch.pointers) {
     if (uint64_t{p.byteOffset} + 8 > params.size()) {
       throw ReplayError(fmt::format("launch #{}: pointer parameter at byte {} lies outside the {} parameter bytes",
-                                    plan.seq, p.byteOffset, params.size()));
+                                    seq, p.byteOffset, params.size()));
     }
     const auto base = bases.find(p.allocation);
     if (base == bases.end()) continue;  // unknown allocation: passed as recorded

@@ -11,6 +11,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "trace_format/events.h"
@@ -97,6 +98,9 @@ ReplayPlan planReplay(std::span<const trace::Event> events, const trace::Header&
                       const std::string& tracePath, uint64_t seq,
                       const std::function<bool(const trace::BlobId&)>& hasBlob);
 
+// [start, end) intervals sorted, with overlapping or touching ones merged.
+std::vector<std::pair<uint64_t, uint64_t>> mergeIntervals(std::vector<std::pair<uint64_t, uint64_t>> intervals);
+
 // A reserved stretch of address space: whole granules covering one or more
 // ReservedRanges, reserved and mapped as one unit (so that ranges sharing a
 // granule, as small cuMemAlloc allocations do, keep their relative places).
@@ -134,6 +138,13 @@ class AddressMap {
 // Throws ReplayError when a pointer word lies outside the parameter bytes.
 std::vector<uint8_t> relocateParams(const ReplayPlan& plan, const AddressMap& map);
 
+// The same for any launch: `bases` gives the recorded start of each
+// allocation by ordinal (pointer words into other allocations are passed as
+// recorded). Throws ReplayError naming launch `seq` for a word outside the
+// parameter bytes.
+std::vector<uint8_t> relocateParams(const trace::KernelLaunch& launch, uint64_t seq,
+                                    const std::unordered_map<uint32_t, uint64_t>& bases, const AddressMap& map);
+
 // A recorded range's address on this machine.
 trace::DeviceRange relocateRange(const trace::DeviceRange& range, const AddressMap& map);
 
@@ -152,6 +163,16 @@ std::optional<StoredPointers> findStoredPointers(const trace::DeviceRange& range
 // event handles (programmatic and completion events) belong to the recorded
 // process, and graph-only attributes do not apply to a plain launch.
 bool replayableAttribute(uint32_t id);
+
+// The recorded command line, quoted as a shell would need it ("PROGRAM..."
+// when the header has none), for messages that say how to record again.
+std::string commandLineOf(const trace::Header& header);
+
+// The header's description of recorded GPU `device` (or of the only GPU it
+// lists), and its SM architecture (major * 10 + minor; `imageArch`, the
+// architecture of a recorded image, when the header does not say; 0 = unknown).
+std::optional<trace::GpuInfo> recordedGpuOf(const trace::Header& header, uint32_t device);
+uint32_t recordedArchOf(const std::optional<trace::GpuInfo>& gpu, uint32_t imageArch);
 
 // "alloc#3+0x40 (4.0 MiB)" for messages.
 std::string describeRange(const trace::DeviceRange& range);

@@ -21,6 +21,8 @@ namespace gpurr::replay {
   X(cuMemSetAccess)                      \
   X(cuMemGetAllocationGranularity)       \
   X(cuMemsetD8Async)                     \
+  X(cuMemsetD16Async)                    \
+  X(cuMemsetD32Async)                    \
   X(cuMemcpyHtoDAsync)                   \
   X(cuMemcpyDtoDAsync)                   \
   X(cuMemcpyDtoHAsync)                   \

@@ -51,14 +51,29 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::string regionsText(const ReplayOutcome& o) {
+Json machineJson(const MachineInfo& m) {
+  return Json{{"ordinal", m.ordinal}, {"name", m.name},       {"uuid", m.uuid},
+              {"ccMajor", m.ccMajor}, {"ccMinor", m.ccMinor}, {"smCount", m.smCount},
+              {"driverVersion", m.driverVersion}};
+}
+
+Json placementsJson(const std::vector<Placement>& placements) {
+  Json out = Json::array();
+  for (const Placement& p : placements) {
+    out.push_back({{"recordedStart", p.recordedStart}, {"size", p.size}, {"newStart", p.newStart},
+                   {"relocated", p.relocated()}, {"allocations", p.allocations}});
+  }
+  return out;
+}
+
+std::string regionsText(const std::vector<Placement>& placements) {
   uint64_t bytes = 0;
   size_t moved = 0;
-  for (const Placement& p : o.placements) {
+  for (const Placement& p : placements) {
     bytes += p.size;
     moved += p.relocated();
   }
-  std::string s = fmt::format("{} region(s), {} reserved, ", o.placements.size(), humanBytes(bytes));
+  std::string s = fmt::format("{} region(s), {} reserved, ", placements.size(), humanBytes(bytes));
   if (moved == 0) return s + "all at their recorded addresses";
   return s + fmt::format("{} relocated", moved);
 }
@@ -159,7 +174,7 @@ std::string formatOutcome(const ReplayPlan& plan, const ReplayOutcome& o) {
   line(out, "kernel", fmt::format("{}  grid {} block {}", k.function, dim(k.grid), dim(k.block)));
   line(out, "GPU", fmt::format("{} {} (sm_{}{}), driver CUDA {}", o.machine.ordinal, o.machine.name, o.machine.ccMajor,
                                o.machine.ccMinor, driverVersionText(o.machine.driverVersion)));
-  line(out, "memory", regionsText(o));
+  line(out, "memory", regionsText(o.placements));
   line(out, "inputs", fmt::format("{} range(s), {}, restored before each run from {}", plan.inputs.size(),
                                   humanBytes(o.restoredBytes), o.restoredFromDevice ? "device copies" : "host memory"));
   line(out, "verdict", verdictLine(o));
@@ -204,11 +219,7 @@ std::string formatOutcome(const ReplayPlan& plan, const ReplayOutcome& o) {
 
 Json outcomeJson(const ReplayPlan& plan, const ReplayOutcome& o) {
   const Verdict& v = o.verdict;
-  Json placements = Json::array();
-  for (const Placement& p : o.placements) {
-    placements.push_back({{"recordedStart", p.recordedStart}, {"size", p.size}, {"newStart", p.newStart},
-                          {"relocated", p.relocated()}, {"allocations", p.allocations}});
-  }
+  const Json placements = placementsJson(o.placements);
   Json runs = Json::array();
   for (const auto& digests : o.runs) {
     Json d = Json::array();
@@ -226,9 +237,7 @@ Json outcomeJson(const ReplayPlan& plan, const ReplayOutcome& o) {
          {"runsMatchingRecording", v.runsMatchingRecording},
          {"varyingOutputs", v.varyingOutputs},
          {"differingOutputs", v.differingOutputs},
-         {"gpu", {{"ordinal", o.machine.ordinal}, {"name", o.machine.name}, {"uuid", o.machine.uuid},
-                  {"ccMajor", o.machine.ccMajor}, {"ccMinor", o.machine.ccMinor}, {"smCount", o.machine.smCount},
-                  {"driverVersion", o.machine.driverVersion}}},
+         {"gpu", machineJson(o.machine)},
          {"environmentDifferences", o.environment},
          {"relocated", o.relocated},
          {"placements", placements},
@@ -244,6 +253,271 @@ Json outcomeJson(const ReplayPlan& plan, const ReplayOutcome& o) {
   j["acrossRuns"] = o.acrossRuns ? comparisonJson(*o.acrossRuns) : Json(nullptr);
   if (o.acrossRuns) j["acrossRunsOther"] = o.acrossRunsOther;
   return j;
+}
+
+
+// ---------------------------------------------------------------- whole stream
+
+namespace {
+
+std::string count(uint64_t n) {
+  std::string digits = std::to_string(n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
+std::string recordedOn(const StreamPlan& plan) {
+  return plan.recordedGpu ? fmt::format("{} (sm_{})", plan.recordedGpu->name, plan.recordedArch)
+                          : fmt::format("sm_{}", plan.recordedArch);
+}
+
+std::string opText(const StreamOp& op) {
+  switch (op.kind) {
+    case StreamOpKind::kCopyToDevice:
+      return fmt::format("copy to device   {} from blob {}", describeRange(op.dst), op.data ? op.data->id.hex() : "?");
+    case StreamOpKind::kCopyOnDevice:
+      return fmt::format("copy on device   {} -> {}", describeRange(op.src), describeRange(op.dst));
+    case StreamOpKind::kCopyToHost:
+      return fmt::format("copy to host     {}{}", describeRange(op.src),
+                         op.checked ? " (digest " + hex16(op.digest) + " checked)" : "");
+    case StreamOpKind::kMemset:
+      return fmt::format("memset           {} = {:#x} ({}-byte elements)", describeRange(op.dst), op.value,
+                         op.elementSize);
+    case StreamOpKind::kLaunch:
+      return fmt::format("launch           {} (module #{}){}", op.function, op.module,
+                         op.checked ? "" : " (not hashed in the recording: run, not checked)");
+  }
+  return "?";
+}
+
+Json opJson(const StreamOp& op) {
+  Json j{{"seq", op.seq}, {"kind", toString(op.kind)}};
+  switch (op.kind) {
+    case StreamOpKind::kCopyToDevice:
+      j["dst"] = rangeJson(op.dst);
+      j["data"] = op.data ? Json(op.data->id.hex()) : Json(nullptr);
+      break;
+    case StreamOpKind::kCopyOnDevice:
+      j["src"] = rangeJson(op.src);
+      j["dst"] = rangeJson(op.dst);
+      break;
+    case StreamOpKind::kCopyToHost:
+      j["src"] = rangeJson(op.src);
+      j["checked"] = op.checked;
+      if (op.checked) j["digest"] = hex16(op.digest);
+      break;
+    case StreamOpKind::kMemset:
+      j["dst"] = rangeJson(op.dst);
+      j["value"] = op.value;
+      j["elementSize"] = op.elementSize;
+      break;
+    case StreamOpKind::kLaunch:
+      j["function"] = op.function;
+      j["module"] = op.module;
+      j["checked"] = op.checked;
+      break;
+  }
+  return j;
+}
+
+uint64_t reservedBytes(const StreamPlan& plan) {
+  uint64_t bytes = 0;
+  for (const ReservedRange& r : plan.ranges) bytes += r.size;
+  return bytes;
+}
+
+// What to run next to look at a mismatching launch alone.
+std::string launchSuggestion(const StreamPlan& plan, uint64_t seq) {
+  return fmt::format("gpurr replay {} --launch {} --repeat 50", plan.tracePath, seq);
+}
+
+}  // namespace
+
+std::string formatStreamPlan(const StreamPlan& plan) {
+  std::string out = fmt::format("whole-stream replay plan for {} (recorded on {})\n", plan.tracePath, recordedOn(plan));
+  if (plan.events == 0) {
+    line(out, "events", fmt::format("none of the trace's {} to replay", count(plan.traceEvents)));
+  } else {
+    line(out, "events", fmt::format("#{}..#{}: {} of the trace's {}{}", plan.firstSeq, plan.lastSeq, count(plan.events),
+                                    count(plan.traceEvents), plan.until ? fmt::format(" (--until {})", *plan.until) : ""));
+  }
+  line(out, "launches", fmt::format("{} ({} checked against recorded output digests{})", count(plan.launches),
+                                    count(plan.checkedLaunches),
+                                    plan.hostFunctions ? fmt::format(", {} host functions skipped", plan.hostFunctions)
+                                                       : std::string()));
+  line(out, "copies", fmt::format("{} to the device ({} restored from the recording), {} on the device, {} to the host "
+                                  "({} checked)",
+                                  count(plan.copiesToDevice), humanBytes(plan.bytesToDevice),
+                                  count(plan.copiesOnDevice), count(plan.copiesToHost),
+                                  count(plan.checkedCopiesToHost)));
+  line(out, "memsets", count(plan.memsets));
+  line(out, "memory", fmt::format("{} range(s), {} to reserve at the recorded addresses", plan.ranges.size(),
+                                  humanBytes(reservedBytes(plan))));
+  uint64_t imageBytes = 0;
+  for (const auto& [ordinal, m] : plan.modules) imageBytes += m.image.size;
+  line(out, "modules", fmt::format("{} image(s) to load, {}", plan.modules.size(), humanBytes(imageBytes)));
+  for (size_t i = 0; i < plan.preview.size(); ++i) {
+    line(out, i == 0 ? "first" : "", fmt::format("#{:<6} {}", plan.preview[i].seq, opText(plan.preview[i])));
+  }
+  if (plan.operations > plan.preview.size()) {
+    line(out, "", fmt::format("... and {} more operation(s)", count(plan.operations - plan.preview.size())));
+  }
+  if (plan.stopSeq) {
+    line(out, "stop", fmt::format("before #{}: {}", *plan.stopSeq, plan.stopReason));
+  }
+  for (const std::string& w : plan.warnings) out += "  warning: " + w + "\n";
+  return out;
+}
+
+Json streamPlanJson(const StreamPlan& plan) {
+  Json ranges = Json::array(), modules = Json::array(), preview = Json::array();
+  for (const ReservedRange& r : plan.ranges) {
+    ranges.push_back({{"allocation", r.allocation}, {"address", r.address}, {"size", r.size}, {"kind", toString(r.kind)}});
+  }
+  for (const auto& [ordinal, m] : plan.modules) {
+    modules.push_back({{"ordinal", ordinal}, {"arch", m.arch}, {"image", m.image.id.hex()}, {"size", m.image.size}});
+  }
+  for (const StreamOp& op : plan.preview) preview.push_back(opJson(op));
+  return Json{{"trace", plan.tracePath},
+              {"mode", "stream"},
+              {"until", plan.until ? Json(*plan.until) : Json(nullptr)},
+              {"recordedDevice", plan.recordedDevice},
+              {"recordedArch", plan.recordedArch},
+              {"traceEvents", plan.traceEvents},
+              {"events", plan.events},
+              {"firstSeq", plan.firstSeq},
+              {"lastSeq", plan.lastSeq},
+              {"operations", plan.operations},
+              {"launches", plan.launches},
+              {"checkedLaunches", plan.checkedLaunches},
+              {"hostFunctions", plan.hostFunctions},
+              {"copiesToDevice", plan.copiesToDevice},
+              {"bytesToDevice", plan.bytesToDevice},
+              {"copiesOnDevice", plan.copiesOnDevice},
+              {"copiesToHost", plan.copiesToHost},
+              {"checkedCopiesToHost", plan.checkedCopiesToHost},
+              {"memsets", plan.memsets},
+              {"ranges", ranges},
+              {"reservedBytes", reservedBytes(plan)},
+              {"modules", modules},
+              {"preview", preview},
+              {"stopSeq", plan.stopSeq ? Json(*plan.stopSeq) : Json(nullptr)},
+              {"stopReason", plan.stopSeq ? Json(plan.stopReason) : Json(nullptr)},
+              {"warnings", plan.warnings}};
+}
+
+std::string streamVerdictLine(const StreamPlan& plan, const StreamOutcome& o) {
+  switch (o.verdict) {
+    case StreamVerdict::kEqual:
+      return fmt::format("equal: all {} checked launch(es) match the recording ({} replayed)", count(o.checkedLaunches),
+                         count(o.launches));
+    case StreamVerdict::kDifferent: {
+      const StreamMismatch& m = *o.mismatch;
+      if (m.kind == StreamOpKind::kLaunch) {
+        return fmt::format("different at launch #{} ({}): {} earlier checked launch(es) matched", m.seq, m.function,
+                           count(o.matchingLaunches));
+      }
+      return fmt::format("different at the copy to the host #{}: what the program read back differs ({} earlier "
+                         "checked launch(es) matched)",
+                         m.seq, count(o.matchingLaunches));
+    }
+    case StreamVerdict::kStopped:
+      return fmt::format("stopped before event #{}: all {} checked launch(es) up to it match the recording",
+                         plan.stopSeq.value_or(0), count(o.checkedLaunches));
+  }
+  return "?";
+}
+
+std::string formatStreamOutcome(const StreamPlan& plan, const StreamOutcome& o) {
+  std::string out = fmt::format("whole-stream replay of {}\n", plan.tracePath);
+  line(out, "GPU", fmt::format("{} {} (sm_{}{}), driver CUDA {}", o.machine.ordinal, o.machine.name, o.machine.ccMajor,
+                               o.machine.ccMinor, driverVersionText(o.machine.driverVersion)));
+  line(out, "memory", regionsText(o.placements));
+  line(out, "verdict", streamVerdictLine(plan, o));
+  line(out, "replayed", fmt::format("{} operation(s) up to #{}: {} launch(es), {} checked, {} matching; {} copied to the "
+                                    "device from the recording",
+                                    count(o.operations), o.lastSeq, count(o.launches), count(o.checkedLaunches),
+                                    count(o.matchingLaunches), humanBytes(o.bytesRestored)));
+  if (o.checkedCopiesToHost > 0) {
+    line(out, "readback", fmt::format("{} of {} checked copies to the host match", count(o.matchingCopiesToHost),
+                                      count(o.checkedCopiesToHost)));
+  }
+  if (o.mismatch) {
+    const StreamMismatch& m = *o.mismatch;
+    for (const DigestMismatch& d : m.outputs) {
+      line(out, m.kind == StreamOpKind::kLaunch ? "output" : "source",
+           fmt::format("{}{}: recorded {}, replayed {}", m.kind == StreamOpKind::kLaunch ? fmt::format("#{} ", d.output) : "",
+                       describeRange(d.range), hex16(d.recorded), hex16(d.replayed)));
+    }
+    if (m.comparison) {
+      for (const std::string& d : m.comparison->describe()) line(out, "differs", d);
+    }
+    if (m.kind == StreamOpKind::kLaunch) {
+      line(out, "matching", fmt::format("{} of {} output(s) of this launch", m.outputsChecked - m.outputs.size(),
+                                        m.outputsChecked));
+    }
+    if (!o.environment.empty()) {
+      for (const std::string& e : o.environment) line(out, "machine", e);
+    } else {
+      line(out, "machine", "same GPU model and driver as the recording");
+    }
+    if (m.kind == StreamOpKind::kLaunch) {
+      line(out, "next", fmt::format("{} re-runs it alone from recorded inputs (they need snapshots: `gpurr record "
+                                    "--full --snapshot {} -- {}`)",
+                                    launchSuggestion(plan, m.seq), m.seq, commandLineOf(plan.header)));
+    }
+  } else if (plan.stopSeq) {
+    line(out, "stop", fmt::format("#{}: {}", *plan.stopSeq, plan.stopReason));
+  }
+  line(out, "time", fmt::format("replay {:.1f} ms (hashing {:.1f} ms), setup {:.1f} ms", o.replayMs, o.hashMs, o.setupMs));
+  for (const std::string& w : o.warnings) out += "  warning: " + w + "\n";
+  return out;
+}
+
+Json streamOutcomeJson(const StreamPlan& plan, const StreamOutcome& o) {
+  Json mismatch = nullptr;
+  if (o.mismatch) {
+    const StreamMismatch& m = *o.mismatch;
+    Json outputs = Json::array();
+    for (const DigestMismatch& d : m.outputs) {
+      outputs.push_back({{"output", d.output}, {"range", rangeJson(d.range)}, {"recorded", hex16(d.recorded)},
+                         {"replayed", hex16(d.replayed)}});
+    }
+    mismatch = Json{{"seq", m.seq},
+                    {"kind", toString(m.kind)},
+                    {"launchIndex", m.launchIndex},
+                    {"function", m.function},
+                    {"matchedBefore", o.matchingLaunches},
+                    {"outputsChecked", m.outputsChecked},
+                    {"outputs", outputs},
+                    {"comparison", m.comparison ? comparisonJson(*m.comparison) : Json(nullptr)},
+                    {"suggestion", m.kind == StreamOpKind::kLaunch ? Json(launchSuggestion(plan, m.seq)) : Json(nullptr)}};
+  }
+  return Json{{"trace", plan.tracePath},
+              {"mode", "stream"},
+              {"verdict", jsonName(o.verdict)},
+              {"summary", streamVerdictLine(plan, o)},
+              {"until", plan.until ? Json(*plan.until) : Json(nullptr)},
+              {"stopSeq", plan.stopSeq ? Json(*plan.stopSeq) : Json(nullptr)},
+              {"stopReason", plan.stopSeq ? Json(plan.stopReason) : Json(nullptr)},
+              {"operations", o.operations},
+              {"lastSeq", o.lastSeq},
+              {"launches", o.launches},
+              {"checkedLaunches", o.checkedLaunches},
+              {"matchingLaunches", o.matchingLaunches},
+              {"checkedCopiesToHost", o.checkedCopiesToHost},
+              {"matchingCopiesToHost", o.matchingCopiesToHost},
+              {"bytesRestored", o.bytesRestored},
+              {"mismatch", mismatch},
+              {"gpu", machineJson(o.machine)},
+              {"environmentDifferences", o.environment},
+              {"relocated", o.relocated},
+              {"placements", placementsJson(o.placements)},
+              {"setupMs", o.setupMs},
+              {"replayMs", o.replayMs},
+              {"hashMs", o.hashMs},
+              {"totalMs", o.totalMs},
+              {"warnings", o.warnings}};
 }
 
 }  // namespace gpurr::replay

@@ -8,6 +8,8 @@
 
 #include "replayer/execute.h"
 #include "replayer/plan.h"
+#include "replayer/stream_execute.h"
+#include "replayer/stream_plan.h"
 
 namespace gpurr::replay {
 
@@ -24,5 +26,14 @@ Json outcomeJson(const ReplayPlan& plan, const ReplayOutcome& outcome);
 
 // The verdict in one line: "nondeterministic: 31 distinct results in 50 runs".
 std::string verdictLine(const ReplayOutcome& outcome);
+
+// Whole-stream replay (--all): what it involves (counts, bytes to restore,
+// address space, the first operations, where it stops), and its outcome
+// (the verdict first; at a mismatch: where, what differs, how to look closer).
+std::string formatStreamPlan(const StreamPlan& plan);
+Json streamPlanJson(const StreamPlan& plan);
+std::string formatStreamOutcome(const StreamPlan& plan, const StreamOutcome& outcome);
+Json streamOutcomeJson(const StreamPlan& plan, const StreamOutcome& outcome);
+std::string streamVerdictLine(const StreamPlan& plan, const StreamOutcome& outcome);
 
 }  // namespace gpurr::replay
