@@ -64,6 +64,36 @@ std::filesystem::path writeTrace(const testing::TempDir& dir) {
   return path;
 }
 
+// A --full trace: x copied from the host, y set, one launch reading x and
+// writing y, y read back.
+std::filesystem::path writeFullTrace(const testing::TempDir& dir) {
+  const auto path = dir / "full.gpurr";
+  trace::Header h = testing::replayHeader();
+  h.options.full = true;
+  h.options.captureHostData = true;
+  testing::ReplayTraceBuilder b(path, h);
+  b.alloc(1, 0x7f1200000000, 4096);
+  b.alloc(2, 0x7f1200001000, 4096);
+  b.module(1);
+  trace::Memcpy up;
+  up.kind = trace::MemcpyKind::kHostToDevice;
+  up.size = 4096;
+  up.dst = {0x7f1200000000, 4096, 1, 0};
+  up.data = b.writer().putBlob(testing::patternBytes(1, 4096));
+  b.add(up);
+  b.add(trace::Memset{0, false, {0x7f1200001000, 4096, 2, 0}, 0, 1, 0x1234});
+  trace::KernelLaunch k;
+  k.module = 1;
+  k.function = "_Z5scalePKfPfi";
+  testing::addPointer(k, 1, 0x7f1200000000, 0);
+  testing::addPointer(k, 2, 0x7f1200001000, 0);
+  testing::addScalar(k, 1024);
+  k.outputs = {b.digest(2, 0x7f1200001000, 0, testing::patternBytes(2, 4096), false)};
+  b.add(k);
+  b.close();
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("gpurr replay: usage errors exit 2", "[replayer][cli]") {
@@ -144,4 +174,62 @@ TEST_CASE("gpurr replay: the example trace holds digests only and says how to re
   CHECK_THAT(r.output, Catch::Contains("launch #8 (sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x128x32"));
   CHECK_THAT(r.output, Catch::Contains("no snapshot of input alloc#2+0x0 (16.0 KiB), alloc#1+0x0 (256.0 KiB)"));
   CHECK_THAT(r.output, Catch::Contains("`gpurr record --snapshot 8 -- python train.py --steps 1`"));
+}
+
+TEST_CASE("gpurr replay --all: usage errors exit 2", "[replayer][cli][stream]") {
+  testing::TempDir dir;
+  const std::string trace = writeFullTrace(dir).string();
+  const Result both = runGpurr("replay " + trace + " --all --launch 5");
+  CHECK(both.code == 2);
+  CHECK_THAT(both.output, Catch::Contains("give it or --launch K, not both"));
+  const Result until = runGpurr("replay " + trace + " --launch 5 --until 3");
+  CHECK(until.code == 2);
+  CHECK_THAT(until.output, Catch::Contains("--until applies to --all"));
+  const Result repeat = runGpurr("replay " + trace + " --all --repeat 5");
+  CHECK(repeat.code == 2);
+  CHECK_THAT(repeat.output, Catch::Contains("--repeat applies to one launch"));
+  const Result neither = runGpurr("replay " + trace);
+  CHECK(neither.code == 2);
+  CHECK_THAT(neither.output, Catch::Contains("or --all to replay the whole stream"));
+}
+
+TEST_CASE("gpurr replay --all: a trace without --full says how to record one", "[replayer][cli][stream]") {
+  testing::TempDir dir;
+  const std::string trace = writeTrace(dir).string();
+  const Result r = runGpurr("replay " + trace + " --all --plan");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("gpurr replay: error: " + trace + ": not a --full recording") &&
+                           Catch::Contains("`gpurr record --full -o TRACE -- python train.py --lr 0.1`"));
+}
+
+TEST_CASE("gpurr replay --all --plan needs no GPU", "[replayer][cli][stream]") {
+  testing::TempDir dir;
+  const std::string trace = writeFullTrace(dir).string();
+  const Result text = runGpurr("replay " + trace + " --all --plan");
+  CHECK(text.code == 0);
+  CHECK_THAT(text.output, Catch::Contains("whole-stream replay plan for " + trace +
+                                          " (recorded on NVIDIA H100 80GB HBM3 (sm_90))"));
+  CHECK_THAT(text.output, Catch::Contains("launches  1 (1 checked against recorded output digests)"));
+  CHECK_THAT(text.output, Catch::Contains("memory    2 range(s), 8.0 KiB to reserve at the recorded addresses"));
+  CHECK_THAT(text.output, Catch::Contains("#5      launch           _Z5scalePKfPfi (module #1)"));
+  const Result json = runGpurr("replay " + trace + " --all --plan --json --until 4");
+  CHECK(json.code == 0);
+  const auto j = nlohmann::json::parse(json.output);
+  CHECK(j["mode"] == "stream");
+  CHECK(j["until"] == 4);
+  CHECK(j["operations"] == 2);
+  CHECK(j["preview"][0]["kind"] == "copy to device");
+  CHECK(j["bytesToDevice"] == 4096);
+}
+
+TEST_CASE("gpurr replay --all: without a GPU, a clear error and exit 2", "[replayer][cli][stream]") {
+  testing::TempDir dir;
+  const std::string trace = writeFullTrace(dir).string();
+  const Result r = runGpurr("replay " + trace + " --all --json");
+  CHECK(r.code == 2);
+  if (!driverPresent()) {
+    CHECK_THAT(r.output, Catch::Contains("gpurr replay: error: no GPU: cannot load the CUDA driver (libcuda.so.1)"));
+  } else {
+    CHECK_THAT(r.output, Catch::Contains("gpurr replay: error:"));
+  }
 }
