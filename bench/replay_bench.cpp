@@ -4,24 +4,34 @@
 //   - the original kernel time and the replayed kernel time,
 //   - the restore time per run against restored bytes / device-to-device
 //     bandwidth (the floor for a restore from device memory),
-//   - setup and hashing time, and the verdict.
+//   - setup and hashing time, and the verdict;
+// then a whole stream: the same kernel run STEPS times after two
+// host-to-device copies, as a program would (timed), recorded as a --full
+// trace (each launch's output hashed with the device hash kernel) and
+// replayed with executeStreamReplay (`gpurr replay --all`), timed likewise.
 //
-//   replay_bench [MIB_PER_BUFFER=64] [RUNS=10]
+//   replay_bench [MIB_PER_BUFFER=64] [RUNS=10] [STEPS=20]
 // Exits 77 where no GPU is present.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "kernels/device_hasher.h"
 #include "kernels/driver_api.h"
 #include "replayer/execute.h"
 #include "replayer/replay_driver.h"
 #include "replayer/report.h"
+#include "replayer/stream_execute.h"
+#include "replayer/stream_plan.h"
 #include "trace_format/hash.h"
 #include "trace_format/trace.h"
 
@@ -79,11 +89,142 @@ trace::RangeDigest digestOf(uint32_t ordinal, CUdeviceptr ptr, const std::vector
   return r;
 }
 
+double msSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+trace::Header benchHeader(CUdevice device) {
+  trace::Header h;
+  h.toolVersion = "replay_bench";
+  char name[256] = {};
+  api.cuDeviceGetName(name, sizeof(name), device);
+  int major = 0, minor = 0, driver = 0, sms = 0;
+  api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  api.cuDriverGetVersion(&driver);
+  h.gpus = {{0, name, "", static_cast<uint32_t>(sms), static_cast<uint32_t>(major), static_cast<uint32_t>(minor),
+             0, ""}};
+  h.driverVersion = driver;
+  return h;
+}
+
+// The whole-stream case: copies x and y up, runs the axpy `steps` times
+// (timed end to end on the host, as a program's GPU part), records the same
+// as a --full trace with each launch's output digest from the device hash
+// kernel, frees everything and replays the trace with --all.
+void wholeStream(CUdevice device, uint64_t bytes, int steps) {
+  CUmodule module = nullptr;
+  CHECK_CU(api.cuModuleLoadData(&module, replayBenchImage().data()));
+  CUfunction f = nullptr;
+  CHECK_CU(api.cuModuleGetFunction(&f, module, "bench_axpy"));
+  const unsigned long long n = bytes / 4;
+  std::vector<float> hx(n), hy(n);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(-1, 1);
+  for (float& v : hx) v = unit(rng);
+  for (float& v : hy) v = unit(rng);
+  CUdeviceptr x = 0, y = 0;
+  CHECK_CU(api.cuMemAlloc(&x, bytes));
+  CHECK_CU(api.cuMemAlloc(&y, bytes));
+  std::vector<uint8_t> params(32, 0);
+  const float a = 0.25f;
+  std::memcpy(params.data(), &x, 8);
+  std::memcpy(params.data() + 8, &y, 8);
+  std::memcpy(params.data() + 16, &a, 4);
+  std::memcpy(params.data() + 24, &n, 8);
+  size_t paramSize = params.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &paramSize,
+                   CU_LAUNCH_PARAM_END};
+  int sms = 0;
+  api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  const unsigned grid = static_cast<unsigned>(sms) * 8;
+  auto upload = [&] {
+    CHECK_CU(api.cuMemcpyHtoD(x, hx.data(), bytes));
+    CHECK_CU(api.cuMemcpyHtoD(y, hy.data(), bytes));
+  };
+  auto step = [&] { CHECK_CU(api.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, nullptr, nullptr, extra)); };
+
+  const auto start = std::chrono::steady_clock::now();
+  upload();
+  for (int i = 0; i < steps; ++i) step();
+  CHECK_CU(api.cuCtxSynchronize());
+  const double originalMs = msSince(start);
+
+  char tmpl[] = "/tmp/gpurr-replay-bench-stream-XXXXXX";
+  const fs::path dir = fs::path(mkdtemp(tmpl)) / "stream.gpurr";
+  {
+    trace::Header h = benchHeader(device);
+    h.options.full = true;
+    h.options.captureHostData = true;
+    trace::TraceWriter w(dir, h);
+    uint64_t seq = 0;
+    auto add = [&](trace::Payload p) { w.append({seq++, 0, 0, std::move(p)}); };
+    add(trace::Allocation{1, x, bytes, trace::AllocationKind::kDevice, 0, 0});
+    add(trace::Allocation{2, y, bytes, trace::AllocationKind::kDevice, 0, 0});
+    add(trace::ModuleLoad{1, w.putBlob(replayBenchImage()), h.gpus[0].ccMajor * 10 + h.gpus[0].ccMinor});
+    for (const auto& [ordinal, address, host] :
+         {std::tuple{1u, x, &hx}, std::tuple{2u, y, &hy}}) {
+      trace::Memcpy m;
+      m.kind = trace::MemcpyKind::kHostToDevice;
+      m.size = bytes;
+      m.dst = {address, bytes, ordinal, 0};
+      m.src = {reinterpret_cast<uint64_t>(host->data()), bytes, 0, 0};
+      const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(host->data()), bytes);
+      m.digest = hash::hashBuffer(data);
+      m.data = w.putBlob(data, trace::BlobEncoding::kBytePlanes4);
+      add(m);
+    }
+    std::string error;
+    std::unique_ptr<kernels::DeviceHasher> hasher = kernels::DeviceHasher::create(api, error);
+    if (!hasher) {
+      std::fprintf(stderr, "replay_bench: loading the hash kernel: %s\n", error.c_str());
+      std::exit(1);
+    }
+    upload();
+    std::vector<kernels::HashResult> hashed;
+    for (int i = 0; i < steps; ++i) {
+      step();
+      CHECK_CU(hasher->hashNow(nullptr, std::vector<kernels::HashRequest>{{y, bytes}}, hashed, false));
+      trace::KernelLaunch k;
+      k.module = 1;
+      k.function = "bench_axpy";
+      k.grid = {grid, 1, 1};
+      k.block = {256, 1, 1};
+      k.params = params;
+      k.paramLayout = {{0, 8}, {8, 8}, {16, 4}, {24, 8}};
+      k.pointers = {{0, 1, 0}, {8, 2, 0}};
+      trace::RangeDigest out;
+      out.range = {y, bytes, 2, 0};
+      out.digest = hashed[0].digest;
+      k.outputs = {out};
+      add(k);
+    }
+    w.close();
+  }
+  // Give the recorded addresses back so that the replay can take them.
+  api.cuMemFree(x);
+  api.cuMemFree(y);
+  api.cuModuleUnload(module);
+
+  trace::TraceReader reader(dir);
+  const replay::StreamPlan plan = replay::planStreamReplay(reader);
+  const replay::StreamOutcome o = replay::executeStreamReplay(reader, plan, {});
+  std::printf("replay_bench: whole stream, 2 copies of %.1f MiB and %d launches\n", bytes / 1048576.0, steps);
+  std::printf("  original program     %9.3f ms (copies and launches, host clock)\n", originalMs);
+  std::printf("  replay --all         %9.3f ms = operations %.3f ms (hashing %.3f ms) + setup %.1f ms\n", o.totalMs,
+              o.replayMs, o.hashMs, o.setupMs);
+  std::printf("  replay / original    %9.2fx (operations only)\n", o.replayMs / originalMs);
+  std::printf("  verdict              %s\n", replay::streamVerdictLine(plan, o).c_str());
+  fs::remove_all(dir.parent_path());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const uint64_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 10;
+  const int steps = argc > 3 ? std::atoi(argv[3]) : 20;
   std::string error;
   const kernels::FirstDevice gpu = kernels::openFirstDevice(api);
   if (!gpu.ok || !drv.load(error)) {
@@ -202,6 +343,7 @@ int main(int argc, char** argv) {
   std::printf("  placement            %s\n", o.relocated ? "relocated" : "at the recorded addresses");
   std::printf("  verdict              %s\n", replay::verdictLine(o).c_str());
   fs::remove_all(dir.parent_path());
+  wholeStream(gpu.device, bytes, steps);
   api.cuDevicePrimaryCtxRelease(gpu.device);
   return 0;
 }
