@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   addRecordCommand(app, chosen);
   addReplayCommand(app, chosen);
   addDiffCommand(app, chosen);
+  addBisectCommand(app, chosen);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

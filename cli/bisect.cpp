@@ -1,0 +1,752 @@
+// gpurr bisect [-o DIR] [--runs N] -- CMD [ARGS...]: everything DESIGN.md §1
+// asks of a user in one command. Records the command N times, compares the
+// runs, records once more with snapshots of the first divergent launch to
+// confirm it and to replay it, and writes the one-screen answer (report.txt),
+// report.json and report.html into DIR. Each recording and the replay run as
+// children (`gpurr record`, `gpurr replay`: this very executable), so they
+// behave exactly as when the user types them; their output goes to
+// DIR/run<i>.log and DIR/replay.{json,log}.
+#include <fmt/format.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "cli/bisect.h"
+#include "cli/bisect_run.h"
+#include "cli/commands.h"
+#include "cli/diff_report.h"
+#include "cli/record.h"
+#include "cli/text.h"
+#include "report/html.h"
+#include "report/timeline.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::cli {
+namespace {
+using namespace gpurr::cli::bisect;
+using namespace gpurr::cli::diffreport;
+using gpurr::diff::Culprits;
+using gpurr::diff::FirstDivergence;
+using gpurr::diff::ProcessDiff;
+using Clock = std::chrono::steady_clock;
+
+struct BisectOptions {
+  std::string output;
+  uint32_t runs = 2;
+  uint32_t repeat = 50;
+  bool json = false;
+  bool keepGoing = false;
+  bool force = false;
+  std::string color = "auto";
+  std::string culprits;
+  std::vector<std::string> command;
+};
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string joinedCommand(const std::vector<std::string>& command) {
+  std::string s;
+  for (const std::string& a : command) {
+    const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
+    s += (s.empty() ? "" : " ") + (plain ? a : "'" + a + "'");
+  }
+  return s;
+}
+
+// ------------------------------------------------------------ progress
+
+// What gpurr bisect is doing, on stderr: on a terminal one line rewritten in
+// place with a running clock; otherwise one line per phase, for logs.
+class Progress {
+ public:
+  explicit Progress(bool terminal) : terminal_(terminal) {}
+  ~Progress() { clear(); }
+
+  void phase(const std::string& text, const std::string& note = "") {
+    text_ = text;
+    note_ = note;
+    start_ = Clock::now();
+    if (terminal_) {
+      draw();
+    } else {
+      std::fprintf(stderr, "gpurr bisect: %s%s\n", text.c_str(), note.empty() ? "" : (" " + note).c_str());
+    }
+  }
+  void tick() {
+    if (terminal_ && !text_.empty()) draw();
+  }
+  // A line that stays (a finished run, a warning).
+  void say(const std::string& line) {
+    clear();
+    std::fprintf(stderr, "gpurr bisect: %s\n", line.c_str());
+    if (terminal_ && !text_.empty()) draw();
+  }
+  void clear() {
+    if (terminal_ && drawn_) {
+      std::fputs("\r\033[K", stderr);
+      std::fflush(stderr);
+      drawn_ = false;
+    }
+  }
+  void done() {
+    clear();
+    text_.clear();
+  }
+
+ private:
+  void draw() {
+    std::string line = fmt::format("{}  {}", text_, clockTime(secondsSince(start_)));
+    if (!note_.empty()) line += "  " + note_;
+    winsize ws{};
+    const size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+    // A line longer than the terminal wraps, and \r then rewrites only its end.
+    if (line.size() >= width) line = line.substr(0, width - 4) + "...";
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
+  bool terminal_;
+  bool drawn_ = false;
+  std::string text_, note_;
+  Clock::time_point start_;
+};
+
+// Ctrl-C while gpurr bisect itself works (comparing, writing reports): the
+// children are gone, the directory is complete up to here; say where it is.
+char interruptMessage[4096];
+size_t interruptLength = 0;
+
+extern "C" void onInterrupt(int sig) {
+  ssize_t ignored = ::write(STDERR_FILENO, interruptMessage, interruptLength);
+  (void)ignored;
+  _exit(128 + sig);
+}
+
+void catchInterrupts(const fs::path& dir) {
+  const std::string text =
+      fmt::format("\r\033[K\ngpurr bisect: interrupted; what was recorded so far is in {}/\n", dir.string());
+  interruptLength = std::min(text.size(), sizeof interruptMessage);
+  std::memcpy(interruptMessage, text.data(), interruptLength);
+  struct sigaction sa {};
+  sa.sa_handler = onInterrupt;
+  sigemptyset(&sa.sa_mask);
+  for (int s : forwardedSignals()) sigaction(s, &sa, nullptr);
+}
+
+// ------------------------------------------------------------ the bisect
+
+struct RunRecord {
+  uint32_t number = 0;
+  fs::path trace, log;
+  std::string snapshot;  // the --snapshot selection, "" for none
+  bool confirmation = false;  // the run after the comparison
+  bool started = true;
+  std::string startError;
+  int exitCode = 0;
+  int signal = 0;
+  double seconds = 0;
+  uint64_t launches = 0;
+  bool traced = false;  // a trace was written
+  bool failed() const { return !started || exitCode != 0; }
+};
+
+// Everything a bisect found, for the text and JSON reports.
+struct Outcome {
+  std::vector<std::string> command;
+  fs::path dir;
+  std::vector<RunRecord> runs;  // the N runs, then the confirmation run
+  std::string verdict = "failed";
+  std::string error;  // why the verdict is "failed", or why a step went wrong
+  std::vector<std::string> failures;  // each failed run, with its log's end
+  // The comparisons of run 1 with every other run.
+  std::vector<std::pair<uint32_t, RunComparison>> comparisons;
+  std::optional<size_t> chosen;  // index into comparisons
+  std::optional<DivergencePoint> point;
+  std::optional<uint64_t> snapshotLaunch;
+  std::string noSnapshotWhy;
+  std::optional<RunComparison> confirmation;       // run 1 vs the confirmation run
+  std::optional<RunComparison> confirmationOther;  // run B of the pair vs the confirmation run
+  std::optional<bool> reproduced;
+  std::optional<Json> replay;
+  std::optional<std::string> replayError;
+  std::optional<uint64_t> replaySeq;
+  Json timeline = nullptr;
+  RunTally tally;  // run 1, when the runs are identical
+  double seconds = 0;
+  bool interrupted = false;
+
+  const RunComparison* chosenComparison() const { return chosen ? &comparisons[*chosen].second : nullptr; }
+  const ProcessDiff* chosenProcess() const {
+    return chosen && point ? &comparisons[*chosen].second.processes[point->process] : nullptr;
+  }
+  uint32_t chosenRun() const { return chosen ? comparisons[*chosen].first : 0; }
+  const RunRecord* confirmationRun() const {
+    return !runs.empty() && runs.back().confirmation ? &runs.back() : nullptr;
+  }
+};
+
+class Bisect {
+ public:
+  Bisect(const BisectOptions& opts, fs::path exe, fs::path dir, fs::path shown, const Culprits* culprits)
+      : opts_(opts), exe_(std::move(exe)), dir_(std::move(dir)), shown_(std::move(shown)),
+        culprits_(culprits), progress_(::isatty(STDERR_FILENO) == 1) {
+    out_.command = opts.command;
+    out_.dir = shown_;
+  }
+
+  Outcome run() {
+    const Clock::time_point start = Clock::now();
+    execute();
+    progress_.done();
+    out_.seconds = secondsSince(start);
+    return std::move(out_);
+  }
+
+ private:
+  void execute() {
+    const uint32_t total = opts_.runs;
+    for (uint32_t i = 1; i <= total; ++i) {
+      RunRecord& r = record(i, total, "", false);
+      if (out_.interrupted) return;
+      if (!r.started) {
+        out_.error = fmt::format("cannot run gpurr record: {}", r.startError);
+        return;
+      }
+      if (r.failed() || !r.traced) {
+        noteFailure(r);
+        if (!opts_.keepGoing) {
+          out_.error = fmt::format("run {} failed; add --keep-going to compare the runs that leave a trace anyway",
+                                   r.number);
+          return;
+        }
+      }
+    }
+    std::vector<const RunRecord*> traced;
+    for (const RunRecord& r : out_.runs) {
+      if (r.traced) traced.push_back(&r);
+    }
+    if (traced.size() < 2) {
+      out_.error = fmt::format("{} of {} runs left a trace: nothing to compare", traced.size(), total);
+      return;
+    }
+    if (!compare(traced)) return;
+    if (!out_.chosen) {
+      out_.verdict = "identical";
+      progress_.phase("reading run 1 to summarise what was compared");
+      out_.tally = tallyRun(traced.front()->trace);
+      return;
+    }
+    out_.verdict = "diverged";
+    confirm();
+    if (out_.interrupted) return;
+    timeline();
+  }
+
+  RunRecord& record(uint32_t number, uint32_t total, const std::string& snapshot, bool confirmation) {
+    RunRecord r;
+    r.number = number;
+    r.confirmation = confirmation;
+    r.trace = shown_ / fmt::format("run{}.gpurr", number);
+    r.log = shown_ / fmt::format("run{}.log", number);
+    r.snapshot = snapshot;
+    std::vector<std::string> argv{exe_.string(), "record", "-o", (dir_ / r.trace.filename()).string()};
+    if (!snapshot.empty()) argv.insert(argv.end(), {"--snapshot", snapshot});
+    argv.push_back("--");
+    argv.insert(argv.end(), opts_.command.begin(), opts_.command.end());
+    std::string what = confirmation ? fmt::format("run {}: recording {} again to confirm", number,
+                                                  joinedCommand(opts_.command))
+                                    : fmt::format("run {}/{}: recording {}", number, total,
+                                                  joinedCommand(opts_.command));
+    if (!snapshot.empty()) what += fmt::format(", with snapshots of launch #{}", snapshot);
+    progress_.phase(what, fmt::format("(output in {})", r.log.string()));
+    const Clock::time_point start = Clock::now();
+    const StepExit step = runStep(argv, dir_ / r.log.filename(), dir_ / r.log.filename(),
+                                  [this] { progress_.tick(); });
+    r.seconds = secondsSince(start);
+    r.started = step.exit.started;
+    r.startError = step.exit.error;
+    r.exitCode = step.exit.code;
+    r.signal = step.exit.signal;
+    r.traced = !runTraces(dir_ / r.trace.filename()).empty();
+    r.launches = launchCount(dir_ / r.trace.filename());
+    out_.interrupted = step.interruptedBy != 0;
+    progress_.say(fmt::format("run {}: {} after {}, {} launches", number,
+                              !r.started ? "not started: " + r.startError
+                              : r.signal ? fmt::format("killed by signal {}", r.signal)
+                                         : fmt::format("exit {}", r.exitCode),
+                              clockTime(r.seconds), withCommas(r.launches)));
+    out_.runs.push_back(r);
+    return out_.runs.back();
+  }
+
+  void noteFailure(const RunRecord& r) {
+    std::string text;
+    if (r.failed()) {
+      text = fmt::format("run {} failed: {} after {}", r.number,
+                         r.signal ? fmt::format("killed by signal {} ({})", r.signal, strsignal(r.signal))
+                                  : fmt::format("exit code {}", r.exitCode),
+                         clockTime(r.seconds));
+      text += r.traced ? fmt::format("; its trace is kept in {}", r.trace.string()) : "; no trace written";
+    } else {
+      text = fmt::format("run {} wrote no trace: the command ran no CUDA process (or the recorder could "
+                         "not start)",
+                         r.number);
+    }
+    const std::vector<std::string> tail = lastLines(dir_ / r.log.filename(), 10);
+    text += fmt::format("\nthe end of its output ({}):", r.log.string());
+    for (const std::string& line : tail) text += "\n    " + line;
+    if (tail.empty()) text += "\n    (nothing)";
+    out_.failures.push_back(text);
+  }
+
+  // Compares run 1 with each other run; chooses the pair that diverges first.
+  bool compare(const std::vector<const RunRecord*>& traced) {
+    const RunRecord& first = *traced.front();
+    std::optional<uint64_t> best;
+    for (size_t i = 1; i < traced.size(); ++i) {
+      const RunRecord& other = *traced[i];
+      progress_.phase(fmt::format("comparing run {} with run {}", first.number, other.number));
+      try {
+        out_.comparisons.emplace_back(other.number, compareRuns(first.trace, other.trace, false, culprits_));
+      } catch (const std::exception& e) {
+        out_.error = fmt::format("comparing run {} with run {}: {}", first.number, other.number, e.what());
+        return false;
+      }
+      const RunComparison& c = out_.comparisons.back().second;
+      const std::optional<DivergencePoint> p = earliestDivergence(c);
+      // Processes present in one run only diverge too, after any operation.
+      const std::optional<uint64_t> key =
+          p ? std::optional<uint64_t>(p->indexA) : (c.identical() ? std::nullopt : std::optional<uint64_t>(UINT64_MAX));
+      if (key && (!best || *key < *best)) {
+        best = key;
+        out_.chosen = out_.comparisons.size() - 1;
+        out_.point = p;
+      }
+    }
+    return true;
+  }
+
+  void confirm() {
+    const ProcessDiff* p = out_.chosenProcess();
+    if (p == nullptr) {
+      out_.noSnapshotWhy = "the runs differ in which processes ran, not in an operation";
+      out_.replayError = out_.noSnapshotWhy;
+      out_.reproduced = std::nullopt;
+      return;
+    }
+    const FirstDivergence& d = *p->firstDivergence;
+    out_.snapshotLaunch = snapshotLaunch(d, out_.noSnapshotWhy);
+    const uint32_t number = opts_.runs + 1;
+    const std::string selection = out_.snapshotLaunch ? std::to_string(*out_.snapshotLaunch) : "";
+    RunRecord& r = record(number, number, selection, true);
+    if (out_.interrupted) return;
+    if (!r.started || r.failed() || !r.traced) {
+      noteFailure(r);
+      out_.replayError = fmt::format("not run: the confirmation run failed ({})",
+                                     r.started ? fmt::format("exit code {}", r.exitCode) : r.startError);
+      return;
+    }
+    const uint32_t other = out_.chosenRun();
+    progress_.phase(fmt::format("comparing run {} with runs 1 and {}", number, other));
+    try {
+      out_.confirmation = compareRuns(out_.runs.front().trace, r.trace, false, culprits_);
+      const RunRecord* b = nullptr;
+      for (const RunRecord& x : out_.runs) {
+        if (x.number == other) b = &x;
+      }
+      out_.confirmationOther = compareRuns(b->trace, r.trace, false, culprits_);
+    } catch (const std::exception& e) {
+      out_.error = fmt::format("comparing the confirmation run {}: {}", number, e.what());
+      return;
+    }
+    out_.reproduced = divergesAt(*out_.confirmation, p->name, out_.point->indexA) ||
+                      divergesAt(*out_.confirmationOther, p->name, out_.point->indexB);
+    if (!*out_.reproduced) out_.verdict = "notReproduced";
+    if (!out_.snapshotLaunch) {
+      out_.replayError = "not run: " + out_.noSnapshotWhy;
+      return;
+    }
+    replay(r, *p);
+  }
+
+  void replay(const RunRecord& r, const ProcessDiff& p) {
+    const fs::path trace = p.name.empty() ? r.trace : r.trace / p.name;
+    std::optional<LaunchLocation> at;
+    try {
+      at = findLaunch(trace, *out_.snapshotLaunch);
+    } catch (const std::exception& e) {
+      out_.replayError = fmt::format("not run: {}", e.what());
+      return;
+    }
+    if (!at) {
+      out_.replayError = fmt::format("not run: {} has no launch #{} (the confirmation run launched fewer kernels)",
+                                     trace.string(), *out_.snapshotLaunch);
+      return;
+    }
+    out_.replaySeq = at->seq;
+    if (at->snapshots == 0) {
+      out_.replayError = fmt::format(
+          "not run: {} holds no snapshot of launch #{} (event #{}): the recorder did not store its buffers",
+          trace.string(), *out_.snapshotLaunch, at->seq);
+      return;
+    }
+    const fs::path json = dir_ / "replay.json", log = dir_ / "replay.log";
+    const std::vector<std::string> argv{exe_.string(), "replay", trace.string(), "--launch", std::to_string(at->seq),
+                                        "--repeat", std::to_string(opts_.repeat), "--json"};
+    progress_.phase(fmt::format("replay: re-executing launch #{} (run {} event #{}) {} times", *out_.snapshotLaunch,
+                                r.number, at->seq, opts_.repeat));
+    const StepExit step = runStep(argv, json, log, [this] { progress_.tick(); });
+    out_.interrupted = step.interruptedBy != 0;
+    const std::vector<std::string> err = lastLines(log, 20);
+    std::optional<Json> parsed;
+    if (step.exit.started && (step.exit.code == 0 || step.exit.code == 1)) {
+      std::ifstream in(json);
+      parsed = Json::parse(in, nullptr, false);
+      if (parsed->is_discarded() || !parsed->is_object()) parsed.reset();
+    }
+    std::error_code ec;
+    if (parsed) {
+      out_.replay = std::move(parsed);
+    } else {
+      fs::remove(json, ec);
+      out_.replayError = "not run: " + (step.exit.started ? replayFailure(err, fmt::format("gpurr replay exited with "
+                                                                                          "code {}", step.exit.code))
+                                                          : step.exit.error);
+    }
+    if (fs::file_size(log, ec) == 0 && !ec) fs::remove(log, ec);
+  }
+
+  void timeline() {
+    const ProcessDiff* p = out_.chosenProcess();
+    if (p == nullptr) return;
+    progress_.phase("reading the operations around the first divergence");
+    try {
+      const nlohmann::json process = nlohmann::json::parse(processJson(*p).dump());
+      out_.timeline = Json::parse(report::timelineAround(p->pathA, p->pathB, process).dump());
+    } catch (const std::exception& e) {
+      progress_.say(fmt::format("warning: no timeline in the report: {}", e.what()));
+    }
+  }
+
+  const BisectOptions& opts_;
+  fs::path exe_;
+  fs::path dir_;    // absolute
+  fs::path shown_;  // as the user named it (or the default, relative)
+  const Culprits* culprits_;
+  Progress progress_;
+  Outcome out_;
+};
+
+// ------------------------------------------------------------ reports
+
+std::string runLine(const RunRecord& r) {
+  std::string s = fmt::format("{:<8} {}  {}  {} launches  {}", fmt::format("run {}", r.number),
+                              !r.started  ? std::string("not started")
+                              : r.signal  ? fmt::format("signal {}", r.signal)
+                                          : fmt::format("exit {}", r.exitCode),
+                              clockTime(r.seconds), withCommas(r.launches),
+                              r.traced ? r.trace.filename().string() : std::string("(no trace)"));
+  if (!r.snapshot.empty()) s += fmt::format("  (snapshots of launch #{})", r.snapshot);
+  return s;
+}
+
+std::string firstDivergenceText(const RunComparison& c) {
+  const std::optional<DivergencePoint> p = earliestDivergence(c);
+  if (!p) return c.identical() ? "identical" : "different processes ran";
+  const ProcessDiff& d = c.processes[p->process];
+  const FirstDivergence& f = *d.firstDivergence;
+  const diff::OpInfo& op = f.path && f.stretch && f.stretch->aOps.empty() ? f.b : f.a;
+  return fmt::format("first divergence at {}{}{}", f.path ? "a path divergence at " : "", opTitle(op),
+                     d.name.empty() ? "" : " in " + d.name);
+}
+
+std::vector<std::string> replayRows(const Outcome& o) {
+  if (o.replay) {
+    const Json& j = *o.replay;
+    const std::string verdict = j.value("verdict", "");
+    const RunRecord* c = o.confirmationRun();
+    return {fmt::format("{} re-executions of run {} #{} from its recorded inputs: {}{}", j.value("runs", 0),
+                        c ? c->number : 0, j.value("seq", uint64_t{0}), j.value("summary", verdict),
+                        verdict == "nondeterministic" ? " -> intrinsic" : "")};
+  }
+  if (o.replayError) return {*o.replayError};
+  return {};
+}
+
+std::string renderText(const Outcome& o, const Style& st) {
+  std::ostringstream os;
+  os << st.dim(fmt::format("gpurr bisect -- {}", joinedCommand(o.command))) << '\n';
+  for (const RunRecord& r : o.runs) os << "  " << runLine(r) << '\n';
+  for (const std::string& f : o.failures) os << st.yellow(f) << '\n';
+  if (o.interrupted) os << st.yellow("interrupted") << '\n';
+  if (o.verdict == "failed") {
+    os << st.red(fmt::format("failed: {}", o.error.empty() ? "see above" : o.error.substr(0, o.error.find('\n'))))
+       << '\n';
+  } else if (o.verdict == "identical") {
+    const RunTally& t = o.tally;
+    os << st.green(fmt::format("identical: the {} runs are bitwise identical", o.comparisons.size() + 1)) << '\n';
+    os << fmt::format("  {:<8} {} process{}, {} launches ({} hashed), {} copies, {} memsets, {} hashed per run\n",
+                      "compared", t.processes, t.processes == 1 ? "" : "es", withCommas(t.launches),
+                      withCommas(t.hashedLaunches), withCommas(t.copies), withCommas(t.memsets),
+                      humanBytes(t.bytesHashed));
+    uint64_t matched = 0;
+    for (const ProcessDiff& p : o.comparisons.front().second.processes) matched += p.matched;
+    os << fmt::format("  {:<8} {} operations in each pair of runs, with equal parameters and outputs\n", "matched",
+                      withCommas(matched));
+    std::vector<std::string> env;
+    for (const auto& [number, c] : o.comparisons) {
+      for (const ProcessDiff& p : c.processes) {
+        for (const diff::EnvDifference& e : p.environment) {
+          const std::string line = fmt::format("{}: run 1 {}, run {} {}{}", e.field, e.a ? *e.a : "(unset)", number,
+                                               e.b ? *e.b : "(unset)", e.affectsResults ? "" : " (context)");
+          if (std::find(env.begin(), env.end(), line) == env.end()) env.push_back(line);
+        }
+      }
+    }
+    if (env.empty()) {
+      os << fmt::format("  {:<8} identical (variables that affect results, GPUs, driver, library versions)\n",
+                        "environ");
+    } else {
+      for (size_t i = 0; i < env.size(); ++i) {
+        os << fmt::format("  {:<8} {}\n", i == 0 ? "environ" : "", (i == 0 ? "differs, without effect: " : "") + env[i]);
+      }
+    }
+    if (!o.tally.error.empty()) os << st.yellow("warning: " + o.tally.error) << '\n';
+    for (const auto& [number, c] : o.comparisons) {
+      for (const ProcessDiff& p : c.processes) {
+        for (const std::string& w : p.warnings) {
+          os << st.yellow(fmt::format("warning: runs 1 and {}{}: {}", number,
+                                      p.name.empty() ? "" : " (" + p.name + ")", w))
+             << '\n';
+        }
+      }
+    }
+  } else if (const ProcessDiff* p = o.chosenProcess()) {
+    os << st.bold(fmt::format("runs 1 and {} diverge", o.chosenRun()));
+    if (!p->name.empty()) os << st.bold(fmt::format(" in process {}", p->name));
+    os << '\n';
+    printProcess(os, st, *p, replayRows(o));
+    std::string others;
+    for (const ProcessDiff& q : o.chosenComparison()->processes) {
+      if (&q != p && !q.identical) others += (others.empty() ? "" : ", ") + q.name;
+    }
+    if (!others.empty()) os << fmt::format("  {:<8} also diverging: {}\n", "process", others);
+    if (const RunRecord* c = o.confirmationRun(); c && o.reproduced) {
+      const std::string what = o.snapshotLaunch ? fmt::format(" (snapshots of launch #{})", *o.snapshotLaunch) : "";
+      if (*o.reproduced) {
+        const bool vsFirst = divergesAt(*o.confirmation, p->name, o.point->indexA);
+        os << fmt::format("  {:<8} run {}{} diverges from run {} at the same operation: {}\n", "confirm", c->number,
+                          what, vsFirst ? 1 : o.chosenRun(), st.green("reproduced"));
+      } else {
+        os << fmt::format("  {:<8} {}: run {}{} against run 1: {}; against run {}: {}\n", "confirm",
+                          st.yellow("not reproduced at the same place"), c->number, what,
+                          firstDivergenceText(*o.confirmation), o.chosenRun(),
+                          firstDivergenceText(*o.confirmationOther));
+      }
+    } else if (const RunRecord* c = o.confirmationRun()) {
+      os << fmt::format("  {:<8} {}\n", "confirm",
+                        st.yellow(fmt::format("run {} failed: the divergence is not confirmed", c->number)));
+    }
+  } else if (const RunComparison* c = o.chosenComparison()) {
+    os << st.bold(fmt::format("runs 1 and {} diverge: different processes ran", o.chosenRun())) << '\n';
+    for (const std::string& n : c->onlyA) os << fmt::format("  process {} only in run 1\n", n);
+    for (const std::string& n : c->onlyB) os << fmt::format("  process {} only in run {}\n", n, o.chosenRun());
+  }
+  if (!o.error.empty() && o.verdict != "failed") os << st.yellow("warning: " + o.error) << '\n';
+  return os.str();
+}
+
+Json runJson(const RunRecord& r) {
+  return Json{{"trace", r.traced ? Json(r.trace.string()) : Json(nullptr)},
+              {"log", r.log.string()},
+              {"exitCode", r.exitCode},
+              {"seconds", r.seconds},
+              {"launches", r.launches},
+              {"snapshot", r.snapshot.empty() ? Json(nullptr) : Json(r.snapshot)}};
+}
+
+Json reportJson(const Outcome& o) {
+  Json runs = Json::array();
+  for (const RunRecord& r : o.runs) runs.push_back(runJson(r));
+  Json compared = nullptr;
+  if (o.verdict == "identical") {
+    compared = Json{{"runs", o.comparisons.size() + 1},
+                    {"processes", o.tally.processes},
+                    {"launches", o.tally.launches},
+                    {"hashedLaunches", o.tally.hashedLaunches},
+                    {"copies", o.tally.copies},
+                    {"memsets", o.tally.memsets},
+                    {"bytesHashed", o.tally.bytesHashed}};
+    Json env = Json::array();
+    for (const auto& [number, c] : o.comparisons) {
+      for (const ProcessDiff& p : c.processes) {
+        for (const diff::EnvDifference& e : p.environment) {
+          env.push_back({{"run", number}, {"process", p.name}, {"field", e.field},
+                         {"a", e.a ? Json(*e.a) : Json(nullptr)}, {"b", e.b ? Json(*e.b) : Json(nullptr)},
+                         {"affectsResults", e.affectsResults}});
+        }
+      }
+    }
+    compared["environmentDifferences"] = env;
+  }
+  const RunComparison* chosen = o.chosenComparison();
+  Json j{{"gpurrBisect", 1},
+         {"verdict", o.verdict},
+         {"command", o.command},
+         {"directory", o.dir.string()},
+         {"runs", runs},
+         {"diff", chosen ? comparisonJson(*chosen) : Json(nullptr)},
+         {"confirmation", o.confirmation ? comparisonJson(*o.confirmation) : Json(nullptr)},
+         {"confirmationOther", o.confirmationOther ? comparisonJson(*o.confirmationOther) : Json(nullptr)},
+         {"reproduced", o.reproduced ? Json(*o.reproduced) : Json(nullptr)},
+         {"snapshotLaunch", o.snapshotLaunch ? Json(*o.snapshotLaunch) : Json(nullptr)},
+         {"replay", o.replay ? *o.replay : Json(nullptr)},
+         {"replayError", o.replayError ? Json(*o.replayError) : Json(nullptr)},
+         {"timeline", o.timeline},
+         {"compared", compared},
+         {"error", o.error.empty() ? Json(nullptr) : Json(o.error)},
+         {"failures", o.failures},
+         {"seconds", o.seconds}};
+  return j;
+}
+
+// Logs quoted in the report may hold bytes that are not UTF-8.
+std::string dumped(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace); }
+
+bool writeFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "gpurr bisect: error: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+int usageError(const std::string& text) {
+  std::fprintf(stderr, "gpurr bisect: %s\n", text.c_str());
+  return kExitTrouble;
+}
+
+int run(const BisectOptions& opts) {
+  if (opts.command.empty()) {
+    return usageError("no command given after --; usage: gpurr bisect [-o DIR] [--runs N] -- CMD [ARGS...]");
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return usageError("cannot find the gpurr executable (/proc/self/exe): " + ec.message());
+  // The children would each say so; say it once, before anything runs.
+  try {
+    record::recorderLibrary(exe, std::getenv("GPURR_RECORDER_LIB"));
+  } catch (const std::runtime_error& e) {
+    return usageError(e.what());
+  }
+  fs::path shown = opts.output.empty() ? defaultDirectory(opts.command, std::time(nullptr), ".").lexically_normal()
+                                       : fs::path(opts.output).lexically_normal();
+  if (!shown.has_filename()) shown = shown.parent_path();  // "dir/" names dir
+  const fs::path dir = fs::absolute(shown).lexically_normal();
+  if (std::string problem = prepareDirectory(dir, opts.force); !problem.empty()) return usageError(problem);
+
+  std::optional<Culprits> culprits;
+  try {
+    std::string warning;
+    culprits = loadCulprits(opts.culprits, warning);
+    if (!warning.empty()) std::fprintf(stderr, "gpurr bisect: warning: %s\n", warning.c_str());
+  } catch (const std::runtime_error& e) {
+    return usageError(fmt::format("error: {}", e.what()));
+  }
+  if (opts.output.empty()) std::fprintf(stderr, "gpurr bisect: results go to %s/\n", shown.c_str());
+  catchInterrupts(shown);
+
+  Bisect bisect(opts, exe, dir, shown, culprits ? &*culprits : nullptr);
+  const Outcome outcome = bisect.run();
+  if (outcome.interrupted) {
+    std::fprintf(stderr, "gpurr bisect: interrupted; what was recorded so far is in %s/\n", shown.c_str());
+    return 130;
+  }
+
+  const Json report = reportJson(outcome);
+  bool written = writeFile(dir / "report.txt", renderText(outcome, Style{false}));
+  written = writeFile(dir / "report.json", dumped(report) + "\n") && written;
+  try {
+    written = writeFile(dir / "report.html", report::renderHtml(nlohmann::json::parse(dumped(report)))) && written;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpurr bisect: error: cannot render %s/report.html: %s\n", shown.c_str(), e.what());
+    written = false;
+  }
+  if (opts.json) {
+    std::cout << dumped(report) << '\n';
+  } else {
+    std::cout << renderText(outcome, Style{useColor(opts.color)});
+    std::string files = "report.txt report.json report.html";
+    if (outcome.replay) files += " replay.json";
+    std::cout << fmt::format("results in {}/ ({}, and each run's trace and log)\n", shown.string(), files);
+  }
+  std::cout.flush();
+  if (outcome.verdict == "identical") return written ? kExitOk : kExitTrouble;
+  if (outcome.verdict == "diverged" || outcome.verdict == "notReproduced") return kExitDifferent;
+  return kExitTrouble;
+}
+
+}  // namespace
+
+void addBisectCommand(CLI::App& app, Action& chosen) {
+  auto opts = std::make_shared<BisectOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bisect", "Record a command several times, find the first kernel launch that differs, why, and replay it.");
+  cmd->add_option("-o,--output", opts->output,
+                  "Directory for the traces, logs and reports (default: bisect-<command>-<date>-<time> here)");
+  cmd->add_option("--runs", opts->runs, "How many times to record the command before comparing (default 2)")
+      ->check(CLI::Range(2u, 1000u));
+  cmd->add_option("--repeat", opts->repeat,
+                  "How many times to replay the first divergent launch from its recorded inputs (default 50)")
+      ->check(CLI::Range(1u, 1000000u));
+  cmd->add_flag("--json", opts->json, "Print report.json instead of the text report");
+  cmd->add_flag("--keep-going", opts->keepGoing,
+                "Go on when a run fails (non-zero exit), comparing the runs that left a trace");
+  cmd->add_flag("--force", opts->force, "Use a non-empty DIR, replacing the files of an earlier bisect in it");
+  cmd->add_option("--color", opts->color, "Colour the report: auto (a terminal, unless NO_COLOR is set), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->add_option("--culprits", opts->culprits,
+                  "Known-culprits table (default: share/gpurr/known_culprits.json beside the binary)");
+  cmd->add_option("command", opts->command, "The command to record and its arguments, after --")->expected(-1);
+  cmd->footer(
+      "Put -- before the command: gpurr bisect -- python train.py --lr 0.1\n"
+      "Runs `gpurr record` N times (DIR/run<i>.gpurr, its output in DIR/run<i>.log), compares run 1\n"
+      "with the others, records once more with snapshots of the first divergent launch to confirm\n"
+      "it, replays that launch (gpurr replay --repeat R), and writes DIR/report.txt, report.json and\n"
+      "report.html. Exit status: 0 identical, 1 diverged (or not reproduced), 2 trouble (a run\n"
+      "failed, a usage error). More in docs/BISECT.md.");
+  cmd->allow_extras();
+  cmd->callback([opts, cmd, &chosen] {
+    std::vector<std::string> extras = cmd->remaining();
+    std::erase(extras, "--");
+    if (!extras.empty()) {
+      std::string list;
+      for (const std::string& e : extras) list += (list.empty() ? "'" : " '") + e + "'";
+      chosen = [list] {
+        return usageError(fmt::format("unknown option {}; to give options to the command, put -- before it: "
+                                      "gpurr bisect [-o DIR] [options] -- CMD [ARGS...]",
+                                      list));
+      };
+      return;
+    }
+    chosen = [opts] { return run(*opts); };
+  });
+}
+
+}  // namespace gpurr::cli

@@ -1,0 +1,95 @@
+// The parts of `gpurr bisect` that run no command: naming and preparing the
+// output directory, reading what the runs left behind, choosing the pair of
+// runs that diverges earliest, and deciding whether the confirmation run
+// reproduced the divergence. Separate from the command so that tests can
+// drive them directly.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/diff_report.h"
+
+namespace gpurr::cli::bisect {
+
+namespace fs = std::filesystem;
+
+// "bisect-<command>-YYYYmmdd-HHMMSS" in `dir` (local time, the command's
+// name made shell-friendly as `gpurr record` names traces), with "-2",
+// "-3"... added when that name is taken.
+fs::path defaultDirectory(const std::vector<std::string>& command, std::time_t now, const fs::path& dir);
+
+// Whether `name` is a file that a bisect writes in its directory:
+// run<N>.gpurr, run<N>.log, report.txt/json/html, replay.json, replay.log.
+bool isBisectFile(const std::string& name);
+
+// Makes `dir` ready for a bisect: creates it, or accepts it empty. A
+// non-empty one is refused unless `force`, which then removes the files a
+// previous bisect left there (isBisectFile) and nothing else. Returns what
+// is wrong, or "".
+std::string prepareDirectory(const fs::path& dir, bool force);
+
+// The last `count` lines of a text file (fewer when it is shorter; none
+// when it cannot be read), without their line ends.
+std::vector<std::string> lastLines(const fs::path& file, size_t count);
+
+// Elapsed time as a clock: "0:07", "12:34", "1:02:03".
+std::string clockTime(double seconds);
+
+// The per-process traces of a run as `gpurr record -o` leaves them: the
+// trace itself (name ""), or the traces of a directory by entry name.
+// Empty when the run wrote no trace.
+std::vector<std::pair<std::string, fs::path>> runTraces(const fs::path& run);
+
+// What one run holds, summed over its processes.
+struct RunTally {
+  size_t processes = 0;
+  uint64_t launches = 0;
+  uint64_t hashedLaunches = 0;
+  uint64_t copies = 0;
+  uint64_t memsets = 0;
+  uint64_t bytesHashed = 0;  // input and output ranges of launches and graph launches
+  std::string error;         // a trace that could not be read, else ""
+};
+// Reads every trace of `run` (decoding all events). Never throws.
+RunTally tallyRun(const fs::path& run);
+// Launch count from the traces' indexes (cheap); 0 for no trace.
+uint64_t launchCount(const fs::path& run);
+
+// The first divergence of one comparison: the process (index into
+// `processes`) whose first divergence comes earliest in run A, by operation
+// index. Nothing when the comparison found no divergent operation.
+struct DivergencePoint {
+  size_t process = 0;
+  uint64_t indexA = 0, indexB = 0;  // operation indices in run A and run B
+};
+std::optional<DivergencePoint> earliestDivergence(const diffreport::RunComparison& c);
+
+// Whether `confirmation` (some run against the confirmation run, in that
+// order) first diverges in process `name` at operation `index` of its run A.
+bool divergesAt(const diffreport::RunComparison& confirmation, const std::string& name, uint64_t index);
+
+// The launch number to snapshot for a first divergence: its launch index in
+// run A when it is one kernel launch (not a copy, a set, a graph launch or a
+// path divergence). Nothing otherwise, with the reason in `why`.
+std::optional<uint64_t> snapshotLaunch(const diff::FirstDivergence& d, std::string& why);
+
+// The event number of launch `launchIndex` (counted from 0) in `trace`,
+// and whether its input and output ranges carry snapshots.
+struct LaunchLocation {
+  uint64_t seq = 0;
+  size_t ranges = 0;
+  size_t snapshots = 0;  // ranges with a snapshot
+};
+// Nothing when the trace has fewer launches. Throws trace::TraceError.
+std::optional<LaunchLocation> findLaunch(const fs::path& trace, uint64_t launchIndex);
+
+// The message of a failed `gpurr replay`: its last stderr line without the
+// "gpurr replay: error: " prefix; `fallback` when stderr said nothing.
+std::string replayFailure(const std::vector<std::string>& stderrLines, const std::string& fallback);
+
+}  // namespace gpurr::cli::bisect

@@ -1,0 +1,218 @@
+// The parts of `gpurr bisect` that run no command (see bisect.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <regex>
+
+#include "cli/bisect.h"
+#include "cli/record.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::cli::bisect {
+using namespace gpurr::trace;
+using gpurr::diff::FirstDivergence;
+using gpurr::diff::OpKind;
+using gpurr::diff::ProcessDiff;
+
+fs::path defaultDirectory(const std::vector<std::string>& command, std::time_t now, const fs::path& dir) {
+  // record::defaultOutput names a trace "<command>-<date>-<time>.gpurr" with
+  // a shell-friendly command name; the bisect directory takes its stem.
+  const std::string stem = "bisect-" + record::defaultOutput(command, now, dir).stem().string();
+  fs::path candidate = dir / stem;
+  std::error_code ec;
+  for (int n = 2; fs::exists(fs::symlink_status(candidate, ec)); ++n) {
+    candidate = dir / fmt::format("{}-{}", stem, n);
+  }
+  return candidate;
+}
+
+bool isBisectFile(const std::string& name) {
+  static const std::regex pattern(R"(run[0-9]+\.(gpurr|log)|report\.(txt|json|html)|replay\.(json|log))");
+  return std::regex_match(name, pattern);
+}
+
+std::string prepareDirectory(const fs::path& dir, bool force) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (!fs::exists(st)) {
+    if (!fs::is_directory(dir.parent_path(), ec)) {
+      return fmt::format("cannot create {}: directory {} does not exist", dir.string(),
+                         dir.parent_path().string());
+    }
+    if (!fs::create_directory(dir, ec)) return fmt::format("cannot create {}: {}", dir.string(), ec.message());
+    return "";
+  }
+  if (!fs::is_directory(st)) return fmt::format("{} exists and is not a directory", dir.string());
+  std::vector<fs::path> ours;
+  bool empty = true;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    empty = false;
+    if (isBisectFile(e.path().filename().string())) ours.push_back(e.path());
+  }
+  if (ec) return fmt::format("cannot read {}: {}", dir.string(), ec.message());
+  if (empty) return "";
+  if (!force) {
+    return fmt::format("{} already exists and is not empty; choose another -o DIR, or add --force to "
+                       "replace the files of an earlier bisect in it",
+                       dir.string());
+  }
+  for (const fs::path& p : ours) {
+    fs::remove_all(p, ec);
+    if (ec) return fmt::format("cannot remove {}: {}", p.string(), ec.message());
+  }
+  return "";
+}
+
+std::vector<std::string> lastLines(const fs::path& file, size_t count) {
+  std::ifstream in(file, std::ios::binary);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+    if (lines.size() > count) lines.erase(lines.begin());
+  }
+  return lines;
+}
+
+std::string clockTime(double seconds) {
+  const auto s = static_cast<uint64_t>(std::max(0.0, seconds));
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+std::vector<std::pair<std::string, fs::path>> runTraces(const fs::path& run) {
+  std::vector<std::pair<std::string, fs::path>> out;
+  std::error_code ec;
+  if (diffreport::isTrace(run)) {
+    out.emplace_back("", run);
+  } else if (fs::is_directory(run, ec)) {
+    for (const fs::path& p : record::stagedTraces(run)) out.emplace_back(p.filename().string(), p);
+  }
+  return out;
+}
+
+RunTally tallyRun(const fs::path& run) {
+  RunTally t;
+  for (const auto& [name, path] : runTraces(run)) {
+    ++t.processes;
+    try {
+      TraceReader reader(path);
+      reader.forEach([&](const Event& e) {
+        auto add = [&](const std::vector<RangeDigest>& ranges) {
+          for (const RangeDigest& r : ranges) t.bytesHashed += r.range.size;
+        };
+        if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
+          ++t.launches;
+          if (k->hashed) ++t.hashedLaunches;
+          add(k->inputs);
+          add(k->outputs);
+        } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
+          add(g->inputs);
+          add(g->outputs);
+        } else if (std::holds_alternative<Memcpy>(e.payload)) {
+          ++t.copies;
+        } else if (std::holds_alternative<Memset>(e.payload)) {
+          ++t.memsets;
+        }
+        return true;
+      });
+    } catch (const std::exception& e) {
+      if (t.error.empty()) t.error = e.what();
+    }
+  }
+  return t;
+}
+
+uint64_t launchCount(const fs::path& run) {
+  uint64_t n = 0;
+  for (const auto& [name, path] : runTraces(run)) {
+    try {
+      n += TraceReader(path).launchCount();
+    } catch (const std::exception&) {
+      // An unreadable trace counts no launches; the comparison reports it.
+    }
+  }
+  return n;
+}
+
+namespace {
+
+std::pair<uint64_t, uint64_t> indices(const FirstDivergence& d) {
+  if (d.path && d.stretch) return {d.stretch->aBegin, d.stretch->bBegin};
+  return {d.a.index, d.b.index};
+}
+
+}  // namespace
+
+std::optional<DivergencePoint> earliestDivergence(const diffreport::RunComparison& c) {
+  std::optional<DivergencePoint> best;
+  for (size_t i = 0; i < c.processes.size(); ++i) {
+    const ProcessDiff& p = c.processes[i];
+    if (p.identical || !p.firstDivergence) continue;
+    const auto [a, b] = indices(*p.firstDivergence);
+    if (!best || a < best->indexA) best = DivergencePoint{i, a, b};
+  }
+  return best;
+}
+
+bool divergesAt(const diffreport::RunComparison& confirmation, const std::string& name, uint64_t index) {
+  for (const ProcessDiff& p : confirmation.processes) {
+    if (p.name != name) continue;
+    return !p.identical && p.firstDivergence && indices(*p.firstDivergence).first == index;
+  }
+  return false;
+}
+
+std::optional<uint64_t> snapshotLaunch(const FirstDivergence& d, std::string& why) {
+  if (d.path) {
+    why = "the runs take different paths there: there is no single launch to re-execute";
+    return std::nullopt;
+  }
+  if (d.a.kind != OpKind::kLaunch) {
+    why = fmt::format("the first divergence is a {}, not a kernel launch",
+                      d.a.kind == OpKind::kGraph ? std::string("graph launch") : d.a.name);
+    return std::nullopt;
+  }
+  return d.a.launchIndex;
+}
+
+std::optional<LaunchLocation> findLaunch(const fs::path& trace, uint64_t launchIndex) {
+  const TraceReader reader(trace);
+  std::optional<LaunchLocation> found;
+  uint64_t n = 0;
+  reader.forEach([&](const Event& e) {
+    const auto* k = std::get_if<KernelLaunch>(&e.payload);
+    if (k == nullptr) return true;
+    if (n++ < launchIndex) return true;
+    LaunchLocation at;
+    at.seq = e.seq;
+    for (const auto* list : {&k->inputs, &k->outputs}) {
+      for (const RangeDigest& r : *list) {
+        ++at.ranges;
+        if (r.snapshot) ++at.snapshots;
+      }
+    }
+    found = at;
+    return false;
+  });
+  return found;
+}
+
+std::string replayFailure(const std::vector<std::string>& stderrLines, const std::string& fallback) {
+  for (auto it = stderrLines.rbegin(); it != stderrLines.rend(); ++it) {
+    std::string line = *it;
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    for (const char* prefix : {"gpurr replay: error: ", "gpurr replay: ", "gpurr: error: ", "gpurr: "}) {
+      if (line.starts_with(prefix)) {
+        line.erase(0, std::string_view(prefix).size());
+        break;
+      }
+    }
+    return line;
+  }
+  return fallback;
+}
+
+}  // namespace gpurr::cli::bisect

@@ -1,0 +1,536 @@
+// The shared comparison and rendering behind `gpurr diff` and `gpurr bisect`
+// (split out of the diff command so that both print one report).
+#include "cli/diff_report.h"
+
+#include <fmt/color.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include "cli/text.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::cli::diffreport {
+using namespace gpurr::trace;
+using namespace gpurr::diff;
+namespace fs = std::filesystem;
+
+std::string Style::bold(const std::string& s) const {
+  return color ? fmt::format(fmt::emphasis::bold, "{}", s) : s;
+}
+std::string Style::red(const std::string& s) const {
+  return color ? fmt::format(fg(fmt::terminal_color::bright_red) | fmt::emphasis::bold, "{}", s) : s;
+}
+std::string Style::yellow(const std::string& s) const {
+  return color ? fmt::format(fg(fmt::terminal_color::yellow), "{}", s) : s;
+}
+std::string Style::green(const std::string& s) const {
+  return color ? fmt::format(fg(fmt::terminal_color::green), "{}", s) : s;
+}
+std::string Style::dim(const std::string& s) const {
+  return color ? fmt::format(fmt::emphasis::faint, "{}", s) : s;
+}
+
+bool isTrace(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p / "version", ec);
+}
+
+namespace {
+
+// The traces in a directory of several processes' traces, by entry name.
+std::map<std::string, fs::path> processTraces(const fs::path& dir) {
+  std::map<std::string, fs::path> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_directory(ec) && isTrace(entry.path())) {
+      out.emplace(entry.path().filename().string(), entry.path());
+    }
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+std::string gpuModels(const Header& h) {
+  std::vector<std::string> names;
+  for (const GpuInfo& g : h.gpus) names.push_back(g.name);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// Refuses comparisons whose answer would be nonsense, unless forced.
+void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
+                     std::vector<std::string>& warnings) {
+  const std::string ga = gpuModels(a.header()), gb = gpuModels(b.header());
+  if (ga != gb && !ga.empty() && !gb.empty()) {
+    const std::string text = fmt::format(
+        "{} was recorded on {} and {} on {}: different GPU models run different kernels and "
+        "legitimately give different results",
+        a.path().string(), ga, b.path().string(), gb);
+    if (!force) {
+      throw UsageError(text + ". Record both runs on the same GPU model, or pass --force to "
+                              "compare them anyway.");
+    }
+    warnings.push_back(text + " (compared anyway: --force)");
+  }
+  const auto& ca = a.header().commandLine;
+  const auto& cb = b.header().commandLine;
+  if (ca != cb && !ca.empty() && !cb.empty()) {
+    const std::string text =
+        fmt::format("{} and {} record different programs:\n  A: {}\n  B: {}", a.path().string(),
+                    b.path().string(), joined(ca), joined(cb));
+    if (!force) {
+      throw UsageError(text + "\nCompare two runs of the same command, or pass --force to compare "
+                              "them anyway.");
+    }
+    warnings.push_back(fmt::format("{} and {} record different programs (compared anyway: --force)",
+                                   a.path().string(), b.path().string()));
+  }
+}
+
+// ------------------------------------------------------------ text
+
+
+std::string shortName(const std::string& name, size_t max = 100) {
+  std::string d = demangle(name);
+  if (d.size() > max) d = d.substr(0, max - 3) + "...";
+  return d;
+}
+
+std::string opLine(const OpInfo& o) {
+  std::string s = fmt::format("#{} {}", o.seq, o.kind == OpKind::kLaunch ? shortName(o.name, 80) : o.name);
+  if (o.kind == OpKind::kLaunch) s += fmt::format(" grid {} block {}", dim(o.grid), dim(o.block));
+  for (const Annotation& a : o.annotations) {
+    if (std::holds_alternative<AlgorithmChoice>(a) || std::holds_alternative<FrameworkOp>(a)) {
+      s += fmt::format(" {{{}}}", describe(a));
+    }
+  }
+  return s;
+}
+
+std::string spansText(const RangeDifference& r) {
+  std::string s;
+  const size_t shown = std::min<size_t>(r.spans.size(), 3);
+  for (size_t i = 0; i < shown; ++i) {
+    s += fmt::format("{}{:#x}-{:#x}", i ? ", " : "", r.spans[i].first, r.spans[i].second);
+  }
+  if (r.spans.size() > shown) s += fmt::format(" and {} more", r.spans.size() - shown);
+  return s;
+}
+
+std::string rangeLine(const char* what, const RangeDifference& r) {
+  std::string s = fmt::format("{} {} {} ({})", what, r.index, where(r.a), humanBytes(r.a.size));
+  if (r.chunkBytes > 0) {
+    s += fmt::format(": {} of {} chunks differ", r.differingChunks, r.chunks);
+  }
+  if (r.values) {
+    s += fmt::format("{} {} of {} bytes differ (at {}); as float32 {} of {} values, max |d| {:.3g}",
+                     r.chunkBytes > 0 ? ";" : ":", withCommas(r.values->differingBytes),
+                     withCommas(r.a.size), spansText(r), withCommas(r.values->differingFloats),
+                     withCommas(r.values->floats), r.values->maxAbsDiff);
+  } else if (r.chunkBytes > 0) {
+    s += fmt::format(" (bytes {})", spansText(r));
+  } else {
+    s += fmt::format(": digest {} vs {}", hex16(r.digestA), hex16(r.digestB));
+  }
+  return s;
+}
+
+void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
+                const std::vector<std::string>& replayRows) {
+  auto row = [&](const std::string& key, const std::string& value) {
+    os << fmt::format("  {:<8} {}\n", key, value);
+  };
+  if (d.path) {
+    const PathDivergence& s = *d.stretch;
+    auto side = [](uint64_t count, const std::vector<OpInfo>& ops) {
+      if (count == 0 || ops.empty()) return std::string("nothing");
+      return fmt::format("{} from #{}", count == 1 ? "1 operation" : fmt::format("{} operations", count),
+                         ops.front().seq);
+    };
+    const OpInfo& any = s.aOps.empty() ? s.bOps.front() : s.aOps.front();
+    os << st.bold(fmt::format("first divergence: the runs take different paths at {}", opTitle(any)))
+       << fmt::format("  (run A {}, run B {})\n", side(s.aCount, s.aOps), side(s.bCount, s.bOps));
+    for (const auto* side : {&s.aOps, &s.bOps}) {
+      const bool isA = side == &s.aOps;
+      const uint64_t count = isA ? s.aCount : s.bCount;
+      if (side->empty()) row(isA ? "run A" : "run B", "(nothing)");
+      for (size_t i = 0; i < side->size(); ++i) {
+        row(i == 0 ? (isA ? "run A" : "run B") : "", opLine((*side)[i]));
+      }
+      if (count > side->size()) row("", fmt::format("... {} more", count - side->size()));
+    }
+  } else {
+    os << st.bold(fmt::format("first divergence: {} on stream {}", opTitle(d.a), d.a.stream))
+       << fmt::format("  (run A #{}, run B #{})\n", d.a.seq, d.b.seq);
+    if (d.a.kind == OpKind::kLaunch) {
+      row("kernel", fmt::format("{}   grid {} block {}", shortName(d.a.name), dim(d.a.grid), dim(d.a.block)));
+      std::string ops;
+      for (const Annotation& a : d.a.annotations) {
+        if (const auto* f = std::get_if<FrameworkOp>(&a)) ops += (ops.empty() ? "" : ", ") + f->name;
+      }
+      if (!ops.empty()) row("op", ops);
+    } else {
+      row("op", d.a.name);
+    }
+    if (d.inputsIdentical) {
+      row("inputs", d.inputCount == 0 ? "none recorded"
+                                       : fmt::format("identical ({} buffer{}, {} hashed)", d.inputCount,
+                                                     d.inputCount == 1 ? "" : "s", humanBytes(d.inputBytes)));
+    } else {
+      bool first = true;
+      for (const RangeDifference& r : d.inputs) {
+        row(first ? "inputs" : "", (first ? "differ: " : "        ") + rangeLine("input", r));
+        first = false;
+      }
+    }
+    if (d.a.kind == OpKind::kLaunch || !d.paramsIdentical) {
+      if (d.paramsIdentical) {
+        row("params", "identical after pointer normalisation");
+      } else {
+        for (size_t i = 0; i < d.params.size() && i < 4; ++i) {
+          const ParamDifference& p = d.params[i];
+          row(i == 0 ? "params" : "",
+              fmt::format("{}{} bytes {:#x}-{:#x}{}: A {} B {}", i == 0 ? "differ: " : "        ",
+                          p.param >= 0 ? fmt::format("param {}", p.param) : std::string("raw"), p.offset,
+                          p.offset + p.size, p.meaning.empty() ? "" : " (" + p.meaning + ")", p.a, p.b));
+        }
+        if (d.params.size() > 4) row("", fmt::format("        ... {} more", d.params.size() - 4));
+      }
+    }
+    bool first = true;
+    for (const RangeDifference& r : d.outputs) {
+      row(first ? "outputs" : "", (first ? "differ: " : "        ") + rangeLine("output", r));
+      first = false;
+    }
+  }
+  row("cause", st.red(d.summary));
+  for (size_t i = 0; i < d.evidence.size(); ++i) row(i == 0 ? "evidence" : "", d.evidence[i]);
+  for (const auto* check : {&d.determinismA, &d.determinismB}) {
+    if (!*check) continue;
+    const DeterminismCheck& c = **check;
+    row("replay", fmt::format("run {}: the recorder re-ran it {} times: {} distinct result{} -> {}",
+                              check == &d.determinismA ? 'A' : 'B', c.runs, c.distinctResults,
+                              c.distinctResults == 1 ? "" : "s",
+                              c.distinctResults > 1 ? "intrinsic" : "deterministic on these inputs"));
+  }
+  for (const std::string& r : replayRows) row("replay", r);
+  for (size_t i = 0; i < d.known.size(); ++i) {
+    const CulpritMatch& k = d.known[i];
+    row(i == 0 ? "known" : "", fmt::format("{}: {}", k.op, k.why));
+    row("", fmt::format("fix: {}", k.fix));
+  }
+}
+
+// ------------------------------------------------------------ JSON
+
+Json opJson(const OpInfo& o) {
+  Json annotations = Json::array();
+  for (const Annotation& a : o.annotations) annotations.push_back(toJson(a));
+  Json j{{"seq", o.seq}, {"index", o.index}, {"kind", toString(o.kind)}, {"stream", o.stream},
+         {"name", o.name}};
+  if (o.kind == OpKind::kLaunch) {
+    j["launchIndex"] = o.launchIndex;
+    j["demangled"] = demangle(o.name);
+    j["grid"] = Json::array({o.grid.x, o.grid.y, o.grid.z});
+    j["block"] = Json::array({o.block.x, o.block.y, o.block.z});
+  }
+  j["annotations"] = annotations;
+  return j;
+}
+
+Json rangeJson(const DeviceRange& r) {
+  return Json{{"allocation", r.allocation}, {"offset", r.offset}, {"size", r.size}};
+}
+
+Json rangeDiffJson(const RangeDifference& r) {
+  Json spans = Json::array();
+  for (const auto& [b, e] : r.spans) spans.push_back(Json::array({b, e}));
+  Json j{{"index", r.index},
+         {"a", rangeJson(r.a)},
+         {"b", rangeJson(r.b)},
+         {"digestA", hex16(r.digestA)},
+         {"digestB", hex16(r.digestB)},
+         {"chunkBytes", r.chunkBytes},
+         {"chunks", r.chunks},
+         {"differingChunks", r.differingChunks},
+         {"differingSpans", spans}};
+  if (r.values) {
+    j["values"] = Json{{"differingBytes", r.values->differingBytes},
+                       {"float32Values", r.values->floats},
+                       {"differingFloat32", r.values->differingFloats},
+                       {"maxAbsDiff", r.values->maxAbsDiff}};
+  }
+  if (r.writtenChecked) {
+    j["unwrittenBytes"] = Json{{"a", r.unwrittenA}, {"b", r.unwrittenB}};
+  }
+  return j;
+}
+
+Json pathJson(const PathDivergence& p) {
+  Json a = Json::array(), b = Json::array();
+  for (const OpInfo& o : p.aOps) a.push_back(opJson(o));
+  for (const OpInfo& o : p.bOps) b.push_back(opJson(o));
+  return Json{{"a", {{"firstIndex", p.aBegin}, {"count", p.aCount}, {"ops", a}}},
+              {"b", {{"firstIndex", p.bBegin}, {"count", p.bCount}, {"ops", b}}},
+              {"readsTaintedData", p.readsTainted}};
+}
+
+Json firstJson(const FirstDivergence& d) {
+  Json inputs = Json::array(), outputs = Json::array(), params = Json::array(), known = Json::array();
+  for (const RangeDifference& r : d.inputs) inputs.push_back(rangeDiffJson(r));
+  for (const RangeDifference& r : d.outputs) outputs.push_back(rangeDiffJson(r));
+  for (const ParamDifference& p : d.params) {
+    params.push_back({{"offset", p.offset}, {"size", p.size}, {"param", p.param}, {"a", p.a},
+                      {"b", p.b}, {"meaning", p.meaning}});
+  }
+  for (const CulpritMatch& k : d.known) {
+    known.push_back({{"id", k.id}, {"op", k.op}, {"why", k.why}, {"fix", k.fix},
+                     {"source", k.source}, {"matchedBy", k.matchedBy}});
+  }
+  Json j{{"path", d.path},
+         {"a", d.path && d.stretch && d.stretch->aOps.empty() ? Json(nullptr) : opJson(d.a)},
+         {"b", d.path && d.stretch && d.stretch->bOps.empty() ? Json(nullptr) : opJson(d.b)},
+         {"cause", jsonName(d.cause)},
+         {"mechanism", jsonName(d.mechanism)},
+         {"summary", d.summary},
+         {"evidence", d.evidence},
+         {"inputs", {{"identical", d.inputsIdentical}, {"count", d.inputCount},
+                     {"bytes", d.inputBytes}, {"differing", inputs}}},
+         {"params", {{"identical", d.paramsIdentical}, {"differing", params}}},
+         {"outputs", {{"count", d.outputCount}, {"differing", outputs}}},
+         {"known", known}};
+  if (d.stretch) j["stretch"] = pathJson(*d.stretch);
+  Json checks = Json::object();
+  if (d.determinismA) checks["a"] = {{"runs", d.determinismA->runs}, {"distinctResults", d.determinismA->distinctResults}};
+  if (d.determinismB) checks["b"] = {{"runs", d.determinismB->runs}, {"distinctResults", d.determinismB->distinctResults}};
+  j["determinismCheck"] = checks;
+  return j;
+}
+
+}  // namespace
+
+std::string opTitle(const OpInfo& o) {
+  if (o.kind == OpKind::kLaunch) return fmt::format("launch #{}", o.launchIndex);
+  return fmt::format("{} (operation #{})", o.kind == OpKind::kGraph ? "graph launch" : toString(o.kind),
+                     o.index);
+}
+
+
+void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
+                  const std::vector<std::string>& replayRows) {
+  for (const std::string& w : p.warnings) os << st.yellow("warning: " + w) << '\n';
+  bool anyEnv = false;
+  for (const EnvDifference& e : p.environment) {
+    if (!anyEnv) {
+      os << st.bold("environment differs") << " (shown first: it can change results)\n";
+      anyEnv = true;
+    }
+    os << fmt::format("  {:<28} A {}   B {}{}\n", e.field, e.a ? *e.a : "(unset)",
+                      e.b ? *e.b : "(unset)", e.affectsResults ? "" : "   (context)");
+  }
+  if (p.identical) {
+    os << st.green(fmt::format("identical: {} operations match, with equal parameters and outputs",
+                               withCommas(p.matched)))
+       << '\n';
+    return;
+  }
+  if (!p.firstDivergence) return;
+  printFirst(os, st, *p.firstDivergence, replayRows);
+  const BlastRadius& b = p.blast;
+  auto row = [&](const std::string& key, const std::string& value) {
+    os << fmt::format("  {:<8} {}\n", key, value);
+  };
+  if (b.laterOps == 0) {
+    row("after it", "no later operations");
+  } else {
+    row("after it", fmt::format("{} of {} later operations{} read data derived from it",
+                                withCommas(b.taintedOps), withCommas(b.laterOps),
+                                b.laterLaunches == 0 ? std::string()
+                                                     : fmt::format(" ({} of {} launches)",
+                                                                   withCommas(b.taintedLaunches),
+                                                                   withCommas(b.laterLaunches))));
+  }
+  if (b.independentCount == 0) {
+    row("also", b.divergentOps == 0   ? "no later divergence"
+                : b.divergentOps == 1 ? "no independent divergence: the one later divergent "
+                                        "operation reads data derived from it"
+                                      : fmt::format("no independent divergence: all {} later "
+                                                    "divergent operations read data derived from it",
+                                                    withCommas(b.divergentOps)));
+  } else {
+    row("also", fmt::format("{} independent divergence{} (not explained by the first):",
+                            withCommas(b.independentCount), b.independentCount == 1 ? "" : "s"));
+    for (const IndependentDivergence& i : b.independent) {
+      const OpInfo& o = i.a.name.empty() ? i.b : i.a;
+      row("", fmt::format("{} {} (run A #{}, run B #{}): {}", opTitle(o),
+                          o.kind == OpKind::kLaunch ? shortName(o.name, 60) : o.name, i.a.seq, i.b.seq,
+                          i.reason));
+    }
+  }
+  if (p.pathDivergenceCount > (p.firstDivergence->path ? 1u : 0u)) {
+    row("paths", fmt::format("{} path divergence{} in all (gpurr diff --json lists them)",
+                             p.pathDivergenceCount, p.pathDivergenceCount == 1 ? "" : "s"));
+  }
+}
+
+Json processJson(const ProcessDiff& p) {
+  Json env = Json::array();
+  for (const EnvDifference& e : p.environment) {
+    env.push_back({{"field", e.field},
+                   {"a", e.a ? Json(*e.a) : Json(nullptr)},
+                   {"b", e.b ? Json(*e.b) : Json(nullptr)},
+                   {"affectsResults", e.affectsResults}});
+  }
+  Json independent = Json::array();
+  for (const IndependentDivergence& i : p.blast.independent) {
+    independent.push_back({{"path", i.path},
+                           {"a", i.a.name.empty() ? Json(nullptr) : opJson(i.a)},
+                           {"b", i.b.name.empty() ? Json(nullptr) : opJson(i.b)},
+                           {"reason", i.reason}});
+  }
+  Json paths = Json::array();
+  for (const PathDivergence& d : p.pathDivergences) paths.push_back(pathJson(d));
+  const BlastRadius& b = p.blast;
+  return Json{{"name", p.name},
+              {"a", p.pathA},
+              {"b", p.pathB},
+              {"identical", p.identical},
+              {"warnings", p.warnings},
+              {"environment", env},
+              {"operations", {{"a", p.opsA}, {"b", p.opsB}, {"matched", p.matched},
+                              {"alignmentBounded", p.alignmentBounded}}},
+              {"firstDivergence", p.firstDivergence ? firstJson(*p.firstDivergence) : Json(nullptr)},
+              {"blastRadius", {{"laterOperations", b.laterOps},
+                               {"taintedOperations", b.taintedOps},
+                               {"laterLaunches", b.laterLaunches},
+                               {"taintedLaunches", b.taintedLaunches},
+                               {"laterDivergentOperations", b.divergentOps},
+                               {"explainedByTaint", b.explainedOps},
+                               {"independentCount", b.independentCount},
+                               {"independent", independent}}},
+              {"pathDivergences", {{"count", p.pathDivergenceCount}, {"listed", paths}}}};
+}
+
+
+bool useColor(const std::string& mode) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  const char* noColor = std::getenv("NO_COLOR");
+  if (noColor && *noColor) return false;
+  const char* term = std::getenv("TERM");
+  if (term && std::string_view(term) == "dumb") return false;
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+std::optional<Culprits> loadCulprits(const std::string& file, std::string& warning) {
+  const fs::path path = file.empty() ? Culprits::defaultPath() : fs::path(file);
+  std::error_code ec;
+  if (file.empty() && !fs::exists(path, ec)) {
+    warning = fmt::format("{} not found: known culprits are not reported (pass --culprits FILE)",
+                          path.string());
+    return std::nullopt;
+  }
+  return Culprits::load(path);
+}
+
+bool RunComparison::identical() const {
+  bool same = onlyA.empty() && onlyB.empty();
+  for (const ProcessDiff& p : processes) same = same && p.identical;
+  return same;
+}
+
+namespace {
+
+ProcessDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name, bool force,
+                     const Culprits* culprits) {
+  const TraceReader ra(a), rb(b);
+  std::vector<std::string> warnings;
+  checkComparable(ra, rb, force, warnings);
+  ProcessDiff p = diffTraces(ra, rb, DiffOptions{}, culprits);
+  p.name = name;
+  p.pathA = a.string();
+  p.pathB = b.string();
+  p.warnings.insert(p.warnings.begin(), warnings.begin(), warnings.end());
+  return p;
+}
+
+}  // namespace
+
+RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, const Culprits* culprits) {
+  RunComparison out;
+  out.a = a.string();
+  out.b = b.string();
+  out.forced = force;
+  std::error_code ec;
+  for (const fs::path& p : {a, b}) {
+    if (!fs::exists(p, ec)) throw TraceError(fmt::format("{}: no such trace", p.string()));
+  }
+  const bool ta = isTrace(a), tb = isTrace(b);
+  if (ta && tb) {
+    out.processes.push_back(diffPair(a, b, "", force, culprits));
+    return out;
+  }
+  const auto pa = ta ? std::map<std::string, fs::path>{} : processTraces(a);
+  const auto pb = tb ? std::map<std::string, fs::path>{} : processTraces(b);
+  if (ta != tb) {
+    throw UsageError(fmt::format("{} is {} and {} is {}: give two traces, or two directories of "
+                                 "per-process traces (rank0.gpurr, rank1.gpurr...)",
+                                 a.string(), ta ? "a trace" : fmt::format("a directory of {} traces", pa.size()),
+                                 b.string(), tb ? "a trace" : fmt::format("a directory of {} traces", pb.size())));
+  }
+  for (const auto* side : {&pa, &pb}) {
+    if (side->empty()) {
+      throw UsageError(fmt::format("{}: neither a gpurr trace nor a directory of traces",
+                                   (side == &pa ? a : b).string()));
+    }
+  }
+  for (const auto& [name, path] : pa) {
+    auto it = pb.find(name);
+    if (it == pb.end()) {
+      out.onlyA.push_back(name);
+    } else {
+      out.processes.push_back(diffPair(path, it->second, name, force, culprits));
+    }
+  }
+  for (const auto& [name, path] : pb) {
+    if (!pa.count(name)) out.onlyB.push_back(name);
+  }
+  return out;
+}
+
+void printComparison(std::ostream& os, const Style& st, const RunComparison& c) {
+  os << st.dim(fmt::format("gpurr diff {} {}", c.a, c.b)) << '\n';
+  for (const std::string& n : c.onlyA) os << st.yellow(fmt::format("process {} only in {}", n, c.a)) << '\n';
+  for (const std::string& n : c.onlyB) os << st.yellow(fmt::format("process {} only in {}", n, c.b)) << '\n';
+  for (const ProcessDiff& p : c.processes) {
+    if (!p.name.empty()) os << '\n' << st.bold(fmt::format("== process {} ==", p.name)) << '\n';
+    printProcess(os, st, p);
+  }
+}
+
+Json comparisonJson(const RunComparison& c) {
+  Json processes = Json::array();
+  for (const ProcessDiff& p : c.processes) processes.push_back(processJson(p));
+  return Json{{"gpurrDiff", 1},
+              {"a", c.a},
+              {"b", c.b},
+              {"identical", c.identical()},
+              {"forced", c.forced},
+              {"processes", processes},
+              {"onlyInA", c.onlyA},
+              {"onlyInB", c.onlyB}};
+}
+
+}  // namespace gpurr::cli::diffreport
