@@ -101,6 +101,51 @@ std::string checkKernelRegex(const std::string& regex) {
   return "";
 }
 
+std::string checkSnapshotSelection(const std::string& selection) {
+  if (selection.empty()) {
+    return "--snapshot: empty selection; give launch numbers (7), ranges (100:200) or kernel name "
+           "patterns (gemm), separated by commas";
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = selection.find(',', start);
+    const std::string item = selection.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) return fmt::format("--snapshot: empty item in '{}'", selection);
+    const bool numeric = item.find_first_not_of("0123456789:") == std::string::npos &&
+                         std::count(item.begin(), item.end(), ':') <= 1;
+    if (numeric) {
+      if (item.find(':') == std::string::npos) {
+        uint64_t k = 0;
+        if (!parseNumber(item, k) || k == UINT64_MAX)
+          return fmt::format("--snapshot: launch number '{}' is too large", item);
+      } else if (std::string e = checkLaunchRange(item); !e.empty()) {
+        return fmt::format("--snapshot: '{}' is not a launch range A:B with A < B", item);
+      }
+    } else {
+      try {
+        std::regex r(item, std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        return fmt::format("--snapshot: '{}' is neither a launch number nor a valid regular expression: {}",
+                           item, e.what());
+      }
+    }
+    if (comma == std::string::npos) return "";
+    start = comma + 1;
+  }
+}
+
+std::string checkDeterminismOptions(uint64_t runs, bool launchesGiven, bool kernelsGiven) {
+  if (runs < 2 || runs > 1000) {
+    return fmt::format("--check-determinism={}: give the number of re-runs, from 2 to 1000 (default 10)", runs);
+  }
+  if (!launchesGiven && !kernelsGiven) {
+    return "--check-determinism re-runs each selected launch in the recorded process; select them with "
+           "--launches A:B or --kernels REGEX (checking every launch would run the whole program again "
+           "that many times)";
+  }
+  return "";
+}
+
 fs::path defaultOutput(const std::vector<std::string>& command, std::time_t now,
                        const fs::path& dir) {
   std::string base = command.empty() ? "trace" : fs::path(command[0]).filename().string();
@@ -285,9 +330,15 @@ struct RecordOptions {
   std::string kernels;
   bool sync = false;
   bool captureHostData = false;
+  bool full = false;
+  std::string snapshot;
+  uint64_t snapshotMemoryMb = 2048;
+  uint64_t checkDeterminism = 0;  // re-runs; 0 = off
   bool force = false;
   bool launchesGiven = false;
   bool kernelsGiven = false;
+  bool snapshotGiven = false;
+  bool snapshotMemoryGiven = false;
   std::vector<std::string> command;
 };
 
@@ -314,6 +365,18 @@ int run(const RecordOptions& opts) {
   }
   if (opts.kernelsGiven) {
     if (std::string e = checkKernelRegex(opts.kernels); !e.empty()) return usageError(e);
+  }
+  if (opts.snapshotGiven) {
+    if (std::string e = checkSnapshotSelection(opts.snapshot); !e.empty()) return usageError(e);
+  }
+  if (opts.snapshotMemoryGiven && (opts.snapshotMemoryMb == 0 || opts.snapshotMemoryMb > (uint64_t{1} << 40))) {
+    return usageError(fmt::format("--snapshot-memory {}: give the host memory for snapshots in MiB (at least 1)",
+                                  opts.snapshotMemoryMb));
+  }
+  if (opts.checkDeterminism != 0) {
+    if (std::string e = checkDeterminismOptions(opts.checkDeterminism, opts.launchesGiven, opts.kernelsGiven);
+        !e.empty())
+      return usageError(e);
   }
   fs::path library;
   try {
@@ -366,6 +429,10 @@ int run(const RecordOptions& opts) {
       {"GPURR_KERNELS", opts.kernels, opts.kernels.empty()},
       {"GPURR_SYNC", "1", !opts.sync},
       {"GPURR_CAPTURE_HOST_DATA", "1", !opts.captureHostData},
+      {"GPURR_FULL", "1", !opts.full},
+      {"GPURR_SNAPSHOT", opts.snapshot, !opts.snapshotGiven},
+      {"GPURR_SNAPSHOT_MEMORY_MB", std::to_string(opts.snapshotMemoryMb), !opts.snapshotMemoryGiven},
+      {"GPURR_CHECK_DETERMINISM", std::to_string(opts.checkDeterminism), opts.checkDeterminism == 0},
   };
   // Its cuDNN / cuBLAS / cuRAND wrappers record the algorithms chosen.
   if (isElf(library)) changes.push_back({"LD_PRELOAD", preloadWith(std::getenv("LD_PRELOAD"), library.string())});
@@ -448,6 +515,19 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                 "isolation");
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Keep the bytes of every host-to-device copy in the trace");
+  cmd->add_flag("--full", opts->full,
+                "Record everything a whole-stream replay (gpurr replay --all) needs; implies "
+                "--capture-host-data");
+  cmd->add_option("--snapshot", opts->snapshot,
+                  "Keep the full bytes of the inputs (before) and outputs (after) of the selected "
+                  "launches: comma-separated launch numbers K, ranges A:B, A:, :B, or kernel name "
+                  "regular expressions; selected launches are always hashed");
+  cmd->add_option("--snapshot-memory", opts->snapshotMemoryMb,
+                  "Host memory for snapshots on their way to disk, in MiB (default 2048); the program "
+                  "waits for the trace writer when it is full");
+  cmd->add_flag("--check-determinism{10}", opts->checkDeterminism,
+                "Re-run each launch selected by --launches/--kernels N times (default 10) from the same "
+                "state, in the process, and record how many distinct results they gave");
   cmd->add_flag("--force", opts->force, "Replace OUT if it already exists");
   // After "--" everything belongs to the command, options included.
   cmd->add_option("command", opts->command,
@@ -465,6 +545,8 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->callback([opts, cmd, &chosen] {
     opts->launchesGiven = cmd->count("--launches") > 0;
     opts->kernelsGiven = cmd->count("--kernels") > 0;
+    opts->snapshotGiven = cmd->count("--snapshot") > 0;
+    opts->snapshotMemoryGiven = cmd->count("--snapshot-memory") > 0;
     std::vector<std::string> extras = cmd->remaining();
     std::erase(extras, "--");  // the separator itself, handed back by the parser
     if (!extras.empty()) {

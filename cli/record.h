@@ -4,6 +4,7 @@
 // the end. Separate from the command so that tests can drive them directly.
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <string>
@@ -20,6 +21,15 @@ std::string checkLaunchRange(const std::string& range);
 
 // Empty when `regex` is a valid --kernels ECMAScript regular expression.
 std::string checkKernelRegex(const std::string& regex);
+
+// Empty when `selection` is a valid --snapshot value: comma-separated items,
+// each a launch number K, a range A:B / A: / :B (B excluded), or an
+// ECMAScript regular expression on the kernel name. Else what is wrong.
+std::string checkSnapshotSelection(const std::string& selection);
+
+// Empty when `runs` is a valid --check-determinism count (2 to 1000) and a
+// --launches or --kernels selection limits the launches re-run.
+std::string checkDeterminismOptions(uint64_t runs, bool launchesGiven, bool kernelsGiven);
 
 // "<command>-YYYYmmdd-HHMMSS.gpurr" in `dir` (local time), with "-2", "-3"...
 // added when that name is taken. `command` is the recorded argv.

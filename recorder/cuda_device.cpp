@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -17,6 +18,19 @@ namespace gpurr::recorder {
 namespace {
 
 constexpr size_t kMaxSlots = 64;  // in-flight hash batches per context before callers wait
+// Pinned snapshot staging kept for reuse per context once given back; the
+// snapshot memory bound (SnapshotBudget) limits what is in use.
+constexpr size_t kStagingCacheBytes = size_t{256} << 20;
+
+// Staging capacity for `size` bytes: powers of two up to 2 MiB, then whole
+// 2 MiB units, so that buffers are reused across similar sizes.
+size_t stagingCapacity(size_t size) {
+  constexpr size_t kUnit = size_t{2} << 20;
+  if (size >= kUnit) return (size + kUnit - 1) / kUnit * kUnit;
+  size_t c = 64 * 1024;
+  while (c < size) c *= 2;
+  return c;
+}
 
 // One in-flight batch's buffers. Reused; grown on demand.
 struct Slot {
@@ -61,6 +75,7 @@ class RelaxedCaptureMode {
 }  // namespace
 
 class PendingCuda;
+class PendingCudaCopy;
 
 struct CudaDevice::ContextState {
   const kernels::DriverApi* api = nullptr;
@@ -71,6 +86,12 @@ struct CudaDevice::ContextState {
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<Slot*> freeSlots;
   std::set<PendingCuda*> inFlight;
+  // Snapshot staging: free pinned buffers by capacity, spare events, copies
+  // in flight (detached when the context goes away).
+  std::multimap<size_t, void*> freeStaging;
+  size_t freeStagingBytes = 0;
+  std::vector<CUevent> freeEvents;
+  std::set<PendingCudaCopy*> copiesInFlight;
   bool dead = false;
 
   void releaseResources();
@@ -146,7 +167,81 @@ class PendingCuda : public PendingHashes {
   std::vector<kernels::HashResult> results_;
 };
 
+class PendingCudaCopy : public PendingCopy {
+ public:
+  PendingCudaCopy(std::shared_ptr<CudaDevice::ContextState> cs, void* host, size_t capacity, size_t size, CUevent ev)
+      : cs_(std::move(cs)), host_(static_cast<uint8_t*>(host)), capacity_(capacity), size_(size), event_(ev) {}
+
+  ~PendingCudaCopy() override {
+    std::span<const uint8_t> ignored;
+    std::string error;
+    wait(ignored, error);  // the GPU must be done with the buffer before it is reused
+    std::lock_guard lock(cs_->mu);
+    cs_->copiesInFlight.erase(this);
+    if (host_ == nullptr) return;  // detached: the context's resources are gone
+    if (event_ != nullptr) cs_->freeEvents.push_back(event_);
+    if (cs_->freeStagingBytes + capacity_ <= kStagingCacheBytes) {
+      cs_->freeStaging.emplace(capacity_, host_);
+      cs_->freeStagingBytes += capacity_;
+    } else {
+      // Freeing pinned memory may need the context current on this thread.
+      const bool pushed = cs_->api->cuCtxPushCurrent(cs_->ctx) == CUDA_SUCCESS;
+      cs_->api->cuMemFreeHost(host_);
+      CUcontext popped;
+      if (pushed) cs_->api->cuCtxPopCurrent(&popped);
+    }
+  }
+
+  bool wait(std::span<const uint8_t>& bytes, std::string& error) override {
+    std::unique_lock lock(cs_->mu);
+    if (!done_) {
+      CUevent ev = event_;
+      lock.unlock();
+      const CUresult r = cs_->api->cuEventSynchronize(ev);
+      lock.lock();
+      if (!done_) {
+        done_ = true;
+        if (r != CUDA_SUCCESS) failed_ = true, error_ = "copying a snapshot: " + cs_->api->errorText(r);
+      }
+    }
+    if (failed_) {
+      error = error_;
+      return false;
+    }
+    bytes = host_ != nullptr ? std::span<const uint8_t>(host_, size_) : std::span<const uint8_t>(owned_);
+    return true;
+  }
+
+  // The context is going away and has been synchronised: keep the bytes in
+  // ordinary memory, since its pinned memory is freed with it. Holds cs_->mu.
+  void detachLocked(bool ok) {
+    if (!done_) {
+      done_ = true;
+      if (!ok) failed_ = true, error_ = "the context was destroyed during a snapshot copy";
+    }
+    if (!failed_ && host_ != nullptr) owned_.assign(host_, host_ + size_);
+    cs_->freeStaging.emplace(capacity_, host_);  // freed by releaseResources
+    if (event_ != nullptr) cs_->freeEvents.push_back(event_);
+    host_ = nullptr;
+    event_ = nullptr;
+  }
+
+ private:
+  std::shared_ptr<CudaDevice::ContextState> cs_;
+  uint8_t* host_;
+  size_t capacity_, size_;
+  CUevent event_;
+  bool done_ = false, failed_ = false;
+  std::string error_;
+  std::vector<uint8_t> owned_;
+};
+
 void CudaDevice::ContextState::releaseResources() {
+  for (auto& [capacity, host] : freeStaging) api->cuMemFreeHost(host);
+  freeStaging.clear();
+  freeStagingBytes = 0;
+  for (CUevent e : freeEvents) api->cuEventDestroy(e);
+  freeEvents.clear();
   for (auto& s : slots) {
     if (s->rangesDev) api->cuMemFree(s->rangesDev);
     if (s->digestsDev) api->cuMemFree(s->digestsDev);
@@ -161,6 +256,9 @@ void CudaDevice::ContextState::releaseResources() {
 std::unique_ptr<CudaDevice> CudaDevice::create(std::string& error) {
   std::unique_ptr<CudaDevice> d(new CudaDevice());
   if (!d->api_.load(error)) return nullptr;
+  std::string ignored;
+  if (void* lib = kernels::openCudaDriver(ignored))
+    d->launchKernelEx_ = reinterpret_cast<decltype(&::cuLaunchKernelEx)>(dlsym(lib, "cuLaunchKernelEx"));
   return d;
 }
 
@@ -322,6 +420,150 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
   return pending;
 }
 
+std::unique_ptr<PendingCopy> CudaDevice::copyToHost(uint64_t context, uint64_t stream, uint64_t address,
+                                                    uint64_t size, bool synchronous, std::string& error) {
+  RelaxedCaptureMode relaxed(api_);
+  std::shared_ptr<ContextState> cs = stateFor(context, error);
+  if (!cs) return nullptr;
+  const auto s = reinterpret_cast<CUstream>(stream);
+  void* host = nullptr;
+  size_t capacity = 0;
+  CUevent ev = nullptr;
+  {
+    std::lock_guard lock(cs->mu);
+    if (cs->dead) {
+      error = "the context is being destroyed";
+      return nullptr;
+    }
+    if (auto it = cs->freeStaging.lower_bound(size); it != cs->freeStaging.end() && it->first <= 2 * stagingCapacity(size)) {
+      capacity = it->first;
+      host = it->second;
+      cs->freeStagingBytes -= capacity;
+      cs->freeStaging.erase(it);
+    }
+    if (!cs->freeEvents.empty()) {
+      ev = cs->freeEvents.back();
+      cs->freeEvents.pop_back();
+    }
+  }
+  auto giveBack = [&](CUresult r, const char* what) -> std::unique_ptr<PendingCopy> {
+    error = std::string(what) + ": " + api_.errorText(r);
+    std::lock_guard lock(cs->mu);
+    if (host != nullptr) {
+      cs->freeStaging.emplace(capacity, host);
+      cs->freeStagingBytes += capacity;
+    }
+    if (ev != nullptr) cs->freeEvents.push_back(ev);
+    return nullptr;
+  };
+  if (host == nullptr) {
+    capacity = stagingCapacity(size);
+    if (CUresult r = api_.cuMemAllocHost(&host, capacity); r != CUDA_SUCCESS) {
+      host = nullptr;
+      return giveBack(r, "allocating pinned staging memory");
+    }
+  }
+  if (ev == nullptr) {
+    if (CUresult r = api_.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+      ev = nullptr;
+      return giveBack(r, "cuEventCreate");
+    }
+  }
+  // Stream order: the copy sees exactly what the launch saw (or left).
+  if (CUresult r = api_.cuMemcpyDtoHAsync(host, address, size, s); r != CUDA_SUCCESS)
+    return giveBack(r, "cuMemcpyDtoHAsync");
+  if (CUresult r = api_.cuEventRecord(ev, s); r != CUDA_SUCCESS) return giveBack(r, "cuEventRecord");
+  auto copy = std::make_unique<PendingCudaCopy>(cs, host, capacity, size, ev);
+  {
+    std::lock_guard lock(cs->mu);
+    cs->copiesInFlight.insert(copy.get());
+  }
+  if (synchronous) {
+    std::span<const uint8_t> bytes;
+    std::string waitError;
+    copy->wait(bytes, waitError);  // a failure stays in `copy`
+  }
+  return copy;
+}
+
+bool CudaDevice::rerunLaunch(uint64_t context, const Relaunch& launch, std::span<const kernels::HashRequest> outputs,
+                             uint32_t runs, std::vector<std::vector<uint64_t>>& digests, std::string& error) {
+  if (!checkpoint_.save || !checkpoint_.restore || !checkpoint_.free) {
+    error = "the loaded libcupti lacks the checkpoint API (cuptiCheckpointSave)";
+    return false;
+  }
+  if (!launchKernelEx_) {
+    error = "the CUDA driver lacks cuLaunchKernelEx";
+    return false;
+  }
+  auto cuptiText = [&](const char* what, CUptiResult r) {
+    const char* text = nullptr;
+    if (checkpoint_.resultString) checkpoint_.resultString(r, &text);
+    return std::string(what) + ": " + (text ? text : "error " + std::to_string(static_cast<int>(r)));
+  };
+  RelaxedCaptureMode relaxed(api_);
+  const auto stream = reinterpret_cast<CUstream>(launch.stream);
+  auto digestOutputs = [&](std::vector<uint64_t>& out) {
+    std::unique_ptr<PendingHashes> p = hash(context, launch.stream, outputs, true, error);
+    std::vector<kernels::HashResult> results;
+    if (!p || !p->wait(results, error)) return false;
+    out.clear();
+    for (const kernels::HashResult& r : results) out.push_back(r.digest);
+    return true;
+  };
+  // Once before the checkpoint: the hash kernel's module and a slot large
+  // enough exist then, so the runs allocate nothing the checkpoint lacks.
+  std::vector<uint64_t> warmUp;
+  if (!digestOutputs(warmUp)) return false;
+  // Every stream of the context is at rest while its memory is saved.
+  if (CUresult r = api_.cuCtxSynchronize(); r != CUDA_SUCCESS) {
+    error = "cuCtxSynchronize: " + api_.errorText(r);
+    return false;
+  }
+  using NV::Cupti::Checkpoint::CUpti_Checkpoint;  // the size macro names it unqualified
+  CUpti_Checkpoint cp{};
+  cp.structSize = CUpti_Checkpoint_STRUCT_SIZE;
+  cp.ctx = reinterpret_cast<CUcontext>(context);
+  if (CUptiResult r = checkpoint_.save(&cp); r != CUPTI_SUCCESS) {
+    error = cuptiText("cuptiCheckpointSave", r);
+    return false;
+  }
+  std::vector<CUlaunchAttribute> attributes(launch.attributes, launch.attributes + launch.attributeCount);
+  if (launch.cooperative) {
+    CUlaunchAttribute a{};
+    a.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    a.value.cooperative = 1;
+    attributes.push_back(a);
+  }
+  CUlaunchConfig config{};
+  config.gridDimX = launch.grid.x, config.gridDimY = launch.grid.y, config.gridDimZ = launch.grid.z;
+  config.blockDimX = launch.block.x, config.blockDimY = launch.block.y, config.blockDimZ = launch.block.z;
+  config.sharedMemBytes = launch.sharedMemBytes;
+  config.hStream = stream;
+  config.attrs = attributes.empty() ? nullptr : attributes.data();
+  config.numAttrs = static_cast<unsigned>(attributes.size());
+  bool ok = true;
+  digests.assign(runs, {});
+  for (uint32_t i = 0; i < runs && ok; ++i) {
+    // This thread is inside the recorder: the launch raises no recording.
+    if (CUresult r = launchKernelEx_(&config, reinterpret_cast<CUfunction>(launch.function), launch.kernelParams,
+                                     launch.extra);
+        r != CUDA_SUCCESS) {
+      error = "re-launching the kernel: " + api_.errorText(r);
+      ok = false;
+    } else if (!digestOutputs(digests[i])) {
+      ok = false;
+    }
+    if (CUptiResult r = checkpoint_.restore(&cp); r != CUPTI_SUCCESS) {
+      error = cuptiText("cuptiCheckpointRestore", r) + "; the program's device memory may differ from an "
+              "unrecorded run";
+      ok = false;
+    }
+  }
+  checkpoint_.free(&cp);
+  return ok;
+}
+
 void CudaDevice::contextDestroying(uint64_t context) {
   std::shared_ptr<ContextState> cs;
   {
@@ -340,6 +582,9 @@ void CudaDevice::contextDestroying(uint64_t context) {
     std::lock_guard lock(cs->mu);
     std::set<PendingCuda*> inFlight = cs->inFlight;
     for (PendingCuda* p : inFlight) p->finishLocked(r == CUDA_SUCCESS, "the context was destroyed");
+    std::set<PendingCudaCopy*> copies = cs->copiesInFlight;
+    for (PendingCudaCopy* c : copies) c->detachLocked(r == CUDA_SUCCESS);
+    cs->copiesInFlight.clear();
     cs->dead = true;
     cs->releaseResources();
   }

@@ -6,6 +6,8 @@
 // and returns at once; the trace thread waits on the event and folds.
 #pragma once
 
+#include <cupti_checkpoint.h>
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +17,15 @@
 #include "recorder/device.h"
 
 namespace gpurr::recorder {
+
+// The CUPTI checkpoint entry points (--check-determinism), resolved from the
+// libcupti the recorder uses; null when it lacks them.
+struct CheckpointApi {
+  decltype(&NV::Cupti::Checkpoint::cuptiCheckpointSave) save = nullptr;
+  decltype(&NV::Cupti::Checkpoint::cuptiCheckpointRestore) restore = nullptr;
+  decltype(&NV::Cupti::Checkpoint::cuptiCheckpointFree) free = nullptr;
+  decltype(&::cuptiGetResultString) resultString = nullptr;
+};
 
 class CudaDevice : public Device {
  public:
@@ -29,7 +40,16 @@ class CudaDevice : public Device {
   std::unique_ptr<PendingHashes> hash(uint64_t context, uint64_t stream,
                                       std::span<const kernels::HashRequest> requests, bool synchronous,
                                       std::string& error) override;
+  std::unique_ptr<PendingCopy> copyToHost(uint64_t context, uint64_t stream, uint64_t address, uint64_t size,
+                                          bool synchronous, std::string& error) override;
+  bool rerunLaunch(uint64_t context, const Relaunch& launch, std::span<const kernels::HashRequest> outputs,
+                   uint32_t runs, std::vector<std::vector<uint64_t>>& digests, std::string& error) override;
   uint32_t currentDevice() override;
+
+  void setCheckpointApi(const CheckpointApi& api) { checkpoint_ = api; }
+  // cuLaunchKernelEx, which the driver table does not hold (null in tests
+  // that give their own table, unless set).
+  void setLaunchKernelEx(decltype(&::cuLaunchKernelEx) f) { launchKernelEx_ = f; }
   void describeSystem(trace::Header& header) override;
   void contextDestroying(uint64_t context) override;
 
@@ -40,6 +60,8 @@ class CudaDevice : public Device {
   std::shared_ptr<ContextState> stateFor(uint64_t context, std::string& error);
 
   kernels::DriverApi api_;
+  CheckpointApi checkpoint_;
+  decltype(&::cuLaunchKernelEx) launchKernelEx_ = nullptr;
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<ContextState>> contexts_;
 };

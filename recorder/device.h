@@ -3,6 +3,8 @@
 // a fake that hashes host memory. Keeps RecordSession testable without a GPU.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -31,6 +33,30 @@ class PendingHashes {
   virtual bool wait(std::vector<kernels::HashResult>& out, std::string& error) = 0;
 };
 
+// The bytes of one device range copied to host memory (a snapshot),
+// possibly still in flight. Destroying it gives the staging memory back.
+class PendingCopy {
+ public:
+  virtual ~PendingCopy() = default;
+  // Waits for the copy. `bytes` stays valid while this object lives. False
+  // (with `error`) when the copy failed.
+  virtual bool wait(std::span<const uint8_t>& bytes, std::string& error) = 0;
+};
+
+// A launch as the program made it, to be made again (--check-determinism).
+// The pointers are the program's own, valid during its launch callback.
+struct Relaunch {
+  uint64_t function = 0;  // CUfunction, or a CUkernel cast to one
+  trace::Dim3 grid, block;
+  uint32_t sharedMemBytes = 0;
+  uint64_t stream = 0;    // to launch on (per-thread default stream resolved)
+  const CUlaunchAttribute* attributes = nullptr;
+  uint32_t attributeCount = 0;
+  bool cooperative = false;
+  void** kernelParams = nullptr;
+  void** extra = nullptr;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -50,6 +76,29 @@ class Device {
   virtual std::unique_ptr<PendingHashes> hash(uint64_t context, uint64_t stream,
                                               std::span<const kernels::HashRequest> requests, bool synchronous,
                                               std::string& error) = 0;
+
+  // Copies `size` bytes at `address` to host memory on `stream` of `context`
+  // (the current context), after all work already enqueued there, into
+  // pinned staging memory. With `synchronous`, the copy is complete on
+  // return. Null (with `error`) when nothing could be enqueued.
+  virtual std::unique_ptr<PendingCopy> copyToHost(uint64_t context, uint64_t stream, uint64_t address, uint64_t size,
+                                                  bool synchronous, std::string& error) {
+    (void)context, (void)stream, (void)address, (void)size, (void)synchronous;
+    error = "this device cannot copy buffers to the host";
+    return nullptr;
+  }
+
+  // Runs `launch` `runs` times, each from the device state of the moment of
+  // the call (saved once, restored after every run), and digests `outputs`
+  // after each run: `digests[run][range]`. On return the device state is as
+  // it was, so the program's own launch proceeds unchanged. False (with
+  // `error`) when the state cannot be saved or restored, or a run fails.
+  virtual bool rerunLaunch(uint64_t context, const Relaunch& launch, std::span<const kernels::HashRequest> outputs,
+                           uint32_t runs, std::vector<std::vector<uint64_t>>& digests, std::string& error) {
+    (void)context, (void)launch, (void)outputs, (void)runs, (void)digests;
+    error = "this device cannot re-run launches";
+    return false;
+  }
 
   // Ordinal of the device of the current context (0 when unknown).
   virtual uint32_t currentDevice() { return 0; }

@@ -61,6 +61,7 @@ struct Cupti {
   decltype(&::cuptiEnableDomain) enableDomain = nullptr;
   decltype(&::cuptiEnableCallback) enableCallback = nullptr;
   decltype(&::cuptiGetResultString) resultString = nullptr;
+  CheckpointApi checkpoint;  // optional: only --check-determinism needs it
 
   bool load(std::string& error) {
     std::vector<std::string> candidates = {"libcupti.so.13"};
@@ -82,6 +83,10 @@ struct Cupti {
     enableDomain = reinterpret_cast<decltype(enableDomain)>(dlsym(lib, "cuptiEnableDomain"));
     enableCallback = reinterpret_cast<decltype(enableCallback)>(dlsym(lib, "cuptiEnableCallback"));
     resultString = reinterpret_cast<decltype(resultString)>(dlsym(lib, "cuptiGetResultString"));
+    checkpoint.save = reinterpret_cast<decltype(checkpoint.save)>(dlsym(lib, "cuptiCheckpointSave"));
+    checkpoint.restore = reinterpret_cast<decltype(checkpoint.restore)>(dlsym(lib, "cuptiCheckpointRestore"));
+    checkpoint.free = reinterpret_cast<decltype(checkpoint.free)>(dlsym(lib, "cuptiCheckpointFree"));
+    checkpoint.resultString = resultString;
     if (!subscribe || !enableDomain || !enableCallback || !resultString) {
       error = "the loaded libcupti lacks cuptiSubscribe_v2 (CUPTI 13 or newer is needed)";
       return false;
@@ -110,6 +115,7 @@ int initialize() {
     warnToStderr(error + "; nothing is recorded");
     return 1;
   }
+  device->setCheckpointApi(cupti.checkpoint);
   auto session = std::make_unique<RecordSession>(
       options, std::move(device),
       [opts = options](const trace::Header& header) { return openTrace(opts, header); }, warnToStderr);

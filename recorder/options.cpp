@@ -22,6 +22,16 @@ std::optional<uint64_t> parseU64(std::string_view s) {
   return v;
 }
 
+// Whether `name` or its demangled form matches `pattern`.
+bool nameMatches(const std::regex& pattern, std::string_view mangledName) {
+  const std::string mangled(mangledName);
+  if (std::regex_search(mangled, pattern)) return true;
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> demangled(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
+                                                        &std::free);
+  return status == 0 && demangled && std::regex_search(demangled.get(), pattern);
+}
+
 bool flagSet(const char* v) { return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 || std::strcmp(v, "yes") == 0); }
 
 }  // namespace
@@ -43,6 +53,76 @@ std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view t
   }
   if (r.first > r.second) return std::nullopt;
   return r;
+}
+
+std::optional<LaunchSelection> parseLaunchSelection(std::string_view text, std::string& error) {
+  LaunchSelection sel;
+  sel.text = std::string(text);
+  if (text.empty()) {
+    error = "empty selection (give launch numbers, ranges A:B or kernel name patterns, separated by commas)";
+    return std::nullopt;
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos
+                                                                                      : comma - start);
+    if (item.empty()) {
+      error = "empty item in '" + std::string(text) + "' (two commas in a row, or one at an end)";
+      return std::nullopt;
+    }
+    const bool numeric = std::all_of(item.begin(), item.end(), [](char c) { return (c >= '0' && c <= '9') || c == ':'; }) &&
+                         std::count(item.begin(), item.end(), ':') <= 1;
+    if (numeric) {
+      if (item.find(':') == std::string_view::npos) {
+        const std::optional<uint64_t> k = parseU64(item);
+        if (!k || *k == UINT64_MAX) {
+          error = "launch number '" + std::string(item) + "' is too large";
+          return std::nullopt;
+        }
+        sel.launches.emplace_back(*k, *k + 1);
+      } else {
+        const std::optional<std::pair<uint64_t, uint64_t>> r = parseLaunchRange(item);
+        if (!r) {
+          error = "launch range '" + std::string(item) + "' is not A:B with A <= B";
+          return std::nullopt;
+        }
+        if (r->first == r->second) {
+          error = "launch range '" + std::string(item) + "' selects no launch (B is excluded: use A:" +
+                  std::to_string(r->first + 1) + " for launch " + std::to_string(r->first) + ")";
+          return std::nullopt;
+        }
+        sel.launches.push_back(*r);
+      }
+    } else {
+      try {
+        sel.kernels.emplace_back(std::string(item), std::regex::ECMAScript | std::regex::optimize);
+      } catch (const std::regex_error& e) {
+        error = "'" + std::string(item) + "' is neither a launch number nor a valid regular expression (" +
+                e.what() + ")";
+        return std::nullopt;
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return sel;
+}
+
+bool launchNumberSelected(const LaunchSelection& selection, uint64_t index) {
+  for (const auto& [first, end] : selection.launches)
+    if (index >= first && index < end) return true;
+  return false;
+}
+
+bool kernelNameSelected(const LaunchSelection& selection, std::string_view mangledName) {
+  for (const std::regex& r : selection.kernels)
+    if (nameMatches(r, mangledName)) return true;
+  return false;
+}
+
+bool launchSelected(const LaunchSelection& selection, uint64_t index, std::string_view mangledName) {
+  return launchNumberSelected(selection, index) || kernelNameSelected(selection, mangledName);
 }
 
 RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& problems) {
@@ -69,6 +149,37 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
   }
   o.sync = flagSet(getenv("GPURR_SYNC"));
   o.captureHostData = flagSet(getenv("GPURR_CAPTURE_HOST_DATA"));
+  // A whole-stream replay needs every byte the host gave the device.
+  o.full = flagSet(getenv("GPURR_FULL"));
+  if (o.full) o.captureHostData = true;
+  if (const char* v = getenv("GPURR_SNAPSHOT"); v != nullptr && *v != '\0') {
+    std::string error;
+    if (auto sel = parseLaunchSelection(v, error)) {
+      o.snapshot = std::move(*sel);
+    } else {
+      problems.push_back(std::string("GPURR_SNAPSHOT=") + v + ": " + error + "; no snapshot is taken");
+    }
+  }
+  if (const char* v = getenv("GPURR_SNAPSHOT_MEMORY_MB"); v != nullptr && *v != '\0') {
+    if (auto mb = parseU64(v); mb && *mb > 0 && *mb <= (uint64_t{1} << 40)) {
+      o.snapshotMemoryBytes = *mb << 20;
+    } else {
+      problems.push_back(std::string("GPURR_SNAPSHOT_MEMORY_MB=") + v +
+                         " is not a positive number of MiB; snapshots use at most 2048 MiB of host memory");
+    }
+  }
+  if (const char* v = getenv("GPURR_CHECK_DETERMINISM"); v != nullptr && *v != '\0') {
+    const std::optional<uint64_t> n = parseU64(v);
+    if (!n || *n == 1 || *n > kMaxDeterminismRuns) {
+      problems.push_back(std::string("GPURR_CHECK_DETERMINISM=") + v + " is not a number of re-runs from 2 to " +
+                         std::to_string(kMaxDeterminismRuns) + "; determinism is not checked");
+    } else if (*n > 0 && o.launchesText.empty() && o.kernelsText.empty()) {
+      problems.push_back("GPURR_CHECK_DETERMINISM needs GPURR_LAUNCHES or GPURR_KERNELS (checking every launch would "
+                         "run the whole program " + std::to_string(*n) + " more times); determinism is not checked");
+    } else {
+      o.checkDeterminism = static_cast<uint32_t>(*n);
+    }
+  }
   if (const char* v = getenv("GPURR_TOOL_VERSION")) o.toolVersion = v;
   if (const char* v = getenv("RANK"); v != nullptr && *v != '\0') {
     if (auto r = parseU64(v); r && *r <= INT32_MAX) {
@@ -85,13 +196,7 @@ bool launchInRange(const RecorderOptions& options, uint64_t index) {
 }
 
 bool kernelSelected(const RecorderOptions& options, std::string_view mangledName) {
-  if (!options.kernels) return true;
-  const std::string mangled(mangledName);
-  if (std::regex_search(mangled, *options.kernels)) return true;
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> demangled(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
-                                                        &std::free);
-  return status == 0 && demangled && std::regex_search(demangled.get(), *options.kernels);
+  return !options.kernels || nameMatches(*options.kernels, mangledName);
 }
 
 bool isDeterminismRelevant(std::string_view key) {
@@ -153,6 +258,9 @@ trace::RecordingOptions toRecordingOptions(const RecorderOptions& options) {
   r.captureHostData = options.captureHostData;
   r.launchRange = options.launchesText;
   r.kernelRegex = options.kernelsText;
+  r.full = options.full;
+  r.snapshot = options.snapshot.text;
+  r.checkDeterminism = options.checkDeterminism;
   return r;
 }
 

@@ -16,6 +16,14 @@
 
 namespace gpurr::recorder {
 
+// A --snapshot selection: launch numbers and ranges, and kernel name patterns.
+struct LaunchSelection {
+  std::vector<std::pair<uint64_t, uint64_t>> launches;  // [first, end)
+  std::vector<std::regex> kernels;
+  std::string text;  // as given
+  bool empty() const { return launches.empty() && kernels.empty(); }
+};
+
 struct RecorderOptions {
   std::optional<std::filesystem::path> output;  // GPURR_OUTPUT; none = record nothing
   uint64_t launchBegin = 0;                     // GPURR_LAUNCHES=A:B, A included
@@ -24,7 +32,11 @@ struct RecorderOptions {
   std::optional<std::regex> kernels;            // GPURR_KERNELS
   std::string kernelsText;
   bool sync = false;                            // GPURR_SYNC=1
-  bool captureHostData = false;                 // GPURR_CAPTURE_HOST_DATA=1
+  bool captureHostData = false;                 // GPURR_CAPTURE_HOST_DATA=1 (or GPURR_FULL=1)
+  bool full = false;                            // GPURR_FULL=1
+  LaunchSelection snapshot;                     // GPURR_SNAPSHOT
+  uint64_t snapshotMemoryBytes = uint64_t{2048} << 20;  // GPURR_SNAPSHOT_MEMORY_MB
+  uint32_t checkDeterminism = 0;                // GPURR_CHECK_DETERMINISM=N re-runs (0 = off)
   std::string toolVersion;                      // GPURR_TOOL_VERSION
   std::optional<int32_t> rank;                  // RANK
 };
@@ -37,6 +49,24 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
 
 // Parses "A:B", "A:" or ":B" (decimal). Nothing when malformed or A > B.
 std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view text);
+
+// Parses a --snapshot / GPURR_SNAPSHOT value: comma-separated items; an item
+// of digits with at most one ':' is a launch number K or a range A:B, A:, :B
+// (B excluded), anything else an ECMAScript regex on the kernel name.
+// Nothing, with what is wrong in `error`, for an empty item, an empty range
+// or a bad regex.
+std::optional<LaunchSelection> parseLaunchSelection(std::string_view text, std::string& error);
+
+// Whether launch `index` of kernel `mangledName` is selected.
+bool launchSelected(const LaunchSelection& selection, uint64_t index, std::string_view mangledName);
+// Whether any pattern of the selection matches the kernel name; launch
+// numbers aside (cached per function by the session).
+bool kernelNameSelected(const LaunchSelection& selection, std::string_view mangledName);
+bool launchNumberSelected(const LaunchSelection& selection, uint64_t index);
+
+// The default number of re-runs of --check-determinism.
+constexpr uint32_t kDefaultDeterminismRuns = 10;
+constexpr uint32_t kMaxDeterminismRuns = 1000;
 
 // Whether launch `index` falls in the GPURR_LAUNCHES range.
 bool launchInRange(const RecorderOptions& options, uint64_t index);

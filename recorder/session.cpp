@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "recorder/cubin_symbols.h"
 #include "recorder/library_call.h"
@@ -85,11 +86,12 @@ struct RecordSession::PendingLaunch {
   uint64_t context = 0;
   uint64_t stream = 0;  // to enqueue on
   bool hashOutputs = false;
+  bool snapshot = false;  // copy the outputs' bytes at EXIT too
 };
 
 RecordSession::RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink,
                              WarnFn warn)
-    : options_(std::move(options)), device_(std::move(device)), openSink_(std::move(openSink)),
+    : options_(std::move(options)), snapshotBudget_(options_.snapshotMemoryBytes), device_(std::move(device)), openSink_(std::move(openSink)),
       warn_(std::move(warn)) {}
 
 RecordSession::~RecordSession() { finish(); }
@@ -279,6 +281,7 @@ std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo
     device_->describeFunction(function, fresh->info);  // unlocked: calls the driver
     if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
     fresh->selectedByName = kernelSelected(options_, fresh->info.name);
+    fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
     fresh->philoxOffsets = philoxParamOffsets(fresh->info.name, fresh->info.layout);
     cached = fresh;
     std::lock_guard lock(mu_);
@@ -312,11 +315,54 @@ HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vec
   return t;
 }
 
+std::vector<SnapshotCopy> RecordSession::snapshotRanges(uint64_t context, uint64_t stream,
+                                                        const std::vector<trace::DeviceRange>& ranges) {
+  std::vector<SnapshotCopy> out;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (ranges[i].size == 0) continue;
+    SnapshotCopy c;
+    c.range = i;
+    c.lease = snapshotBudget_.acquire(ranges[i].size);  // may wait for the trace thread
+    std::string error;
+    c.copy = device_->copyToHost(context, stream, ranges[i].address, ranges[i].size, options_.sync, error);
+    if (!c.copy) {
+      warnOnce("snapshot", "cannot copy device buffers for --snapshot (" + error +
+                               "); the affected ranges are recorded without their bytes");
+      continue;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+bool RecordSession::checkDeterminism(uint64_t context, const Relaunch& launch,
+                                     const std::vector<trace::DeviceRange>& outputs, trace::DeterminismCheck& out) {
+  std::vector<kernels::HashRequest> requests;
+  requests.reserve(outputs.size());
+  for (const trace::DeviceRange& r : outputs) requests.push_back({r.address, r.size});
+  std::vector<std::vector<uint64_t>> digests;
+  std::string error;
+  if (!device_->rerunLaunch(context, launch, requests, options_.checkDeterminism, digests, error) ||
+      digests.size() != options_.checkDeterminism) {
+    if (error.empty()) error = "the device returned " + std::to_string(digests.size()) + " results";
+    warnOnce("determinism", "cannot re-run launches to check their determinism (" + error +
+                                "); launches are recorded without the check");
+    return false;
+  }
+  // One result is the digests of every output range together.
+  const std::set<std::vector<uint64_t>> distinct(digests.begin(), digests.end());
+  out.runs = options_.checkDeterminism;
+  out.distinctResults = static_cast<uint32_t>(distinct.size());
+  return true;
+}
+
 void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackData& cb) {
   trace::KernelLaunch k;
   uint64_t function = 0;
   void** kernelParams = nullptr;
   void** extra = nullptr;
+  const CUlaunchAttribute* attrs = nullptr;
+  uint32_t numAttrs = 0;
   if (h == Handler::kLaunchKernelEx) {
     const auto& p = params<cuLaunchKernelEx_params>(cb);
     if (p.config == nullptr) return;
@@ -338,6 +384,8 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
     }
     kernelParams = p.kernelParams;
     extra = p.extra;
+    attrs = c.attrs;
+    numAttrs = c.attrs != nullptr ? c.numAttrs : 0;
   } else if (h == Handler::kLaunchCooperative) {
     const auto& p = params<cuLaunchCooperativeKernel_params>(cb);
     function = u64(p.f);
@@ -388,15 +436,34 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
   auto pending = std::make_unique<PendingLaunch>();
   pending->context = k.context;
   pending->stream = enqueueStream(k.stream, perThread);
-  k.hashed = launchInRange(options_, index) && fn->selectedByName;
+  const bool selected = launchInRange(options_, index) && fn->selectedByName;
+  // A snapshot is only useful next to the digests it explains.
+  const bool snapshot = !options_.snapshot.empty() &&
+                        (fn->snapshotByName || launchNumberSelected(options_.snapshot, index));
+  k.hashed = selected || snapshot;
   if (k.hashed && !ranges.empty() && !device_->canEnqueue(pending->stream)) {
     k.hashed = false;
     k.annotations.push_back(trace::Note{"stream is being captured into a CUDA graph: not hashed"});
   }
+  if (k.hashed && selected && options_.checkDeterminism > 0 && !ranges.empty()) {
+    // Before anything of ours is enqueued: the re-runs start from the state
+    // the program's launch will see, and leave it so.
+    Relaunch r;
+    r.function = function;
+    r.grid = k.grid, r.block = k.block, r.sharedMemBytes = k.sharedMemBytes;
+    r.stream = pending->stream;
+    r.attributes = attrs, r.attributeCount = numAttrs;
+    r.cooperative = h == Handler::kLaunchCooperative;
+    r.kernelParams = kernelParams, r.extra = extra;
+    trace::DeterminismCheck d;
+    if (checkDeterminism(pending->context, r, ranges, d)) k.annotations.emplace_back(std::in_place_type<trace::DeterminismCheck>, d);
+  }
   if (k.hashed) {
     pending->entry.before = hashRanges(pending->context, pending->stream, ranges);
+    if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
     pending->entry.after.ranges = std::move(ranges);  // hashed again at EXIT
     pending->hashOutputs = true;
+    pending->snapshot = snapshot;
   }
   pending->entry.event = newEvent(std::move(k));
   if (cb.correlationData != nullptr) {
@@ -411,6 +478,8 @@ void RecordSession::launchExit(const CUpti_CallbackData& cb) {
   if (!succeeded(cb)) return;  // nothing ran; the input ticket is released with it
   if (pending->hashOutputs) {
     std::vector<trace::DeviceRange> ranges = std::move(pending->entry.after.ranges);
+    if (pending->snapshot)
+      pending->entry.afterSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
     pending->entry.after = hashRanges(pending->context, pending->stream, std::move(ranges));
   }
   emit(std::move(pending->entry));

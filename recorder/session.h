@@ -26,6 +26,7 @@
 #include "recorder/device.h"
 #include "recorder/options.h"
 #include "recorder/params.h"
+#include "recorder/snapshot.h"
 #include "recorder/trace_sink.h"
 #include "recorder/warn.h"
 
@@ -83,6 +84,7 @@ class RecordSession {
   struct CachedFunction {
     FunctionInfo info;
     bool selectedByName = true;  // GPURR_KERNELS matches
+    bool snapshotByName = false; // a GPURR_SNAPSHOT pattern matches
     std::vector<uint32_t> philoxOffsets;  // PhiloxCudaState parameters
   };
   // Function name / layout, cached per handle; `module` gets its ordinal.
@@ -90,6 +92,14 @@ class RecordSession {
 
   // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise.
   HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges);
+  // Copies the full bytes of `ranges` to the host on `stream` (--snapshot),
+  // waiting for the trace thread when the snapshot memory bound is reached.
+  std::vector<SnapshotCopy> snapshotRanges(uint64_t context, uint64_t stream,
+                                           const std::vector<trace::DeviceRange>& ranges);
+  // Re-runs a launch in process (--check-determinism): how many distinct
+  // output states the re-runs gave; false after warning.
+  bool checkDeterminism(uint64_t context, const Relaunch& launch, const std::vector<trace::DeviceRange>& outputs,
+                        trace::DeterminismCheck& out);
   trace::DeviceRange deviceRange(uint64_t address, uint64_t size);  // resolved against the map (locked)
   bool isDevicePointer(uint64_t address);
 
@@ -99,6 +109,7 @@ class RecordSession {
   void warnOnce(const std::string& key, const std::string& message);
 
   RecorderOptions options_;
+  SnapshotBudget snapshotBudget_;
   std::unique_ptr<Device> device_;
   OpenSink openSink_;
   WarnFn warn_;
@@ -119,6 +130,10 @@ class RecordSession {
   uint32_t nextModule_ = 1;
   uint64_t nextLaunch_ = 0;
   std::map<std::string, bool> warned_;
+ public:
+  // Host memory taken by snapshots (tests, benchmarks).
+  const SnapshotBudget& snapshotBudget() const { return snapshotBudget_; }
+ private:
   std::atomic<uint32_t> nextThread_{0};
 };
 

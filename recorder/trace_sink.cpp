@@ -37,6 +37,8 @@ void TraceSink::push(SinkEntry&& entry) {
   std::unique_lock lock(mu_);
   if (closing_) return;  // the tickets' destructors release their GPU slots
   entry.event.seq = nextSeq_++;
+  for (SnapshotCopy& c : entry.beforeSnapshots) c.lease.markQueued();
+  for (SnapshotCopy& c : entry.afterSnapshots) c.lease.markQueued();
   if (!thread_.joinable()) {
     // Inline mode: complete under the lock so that seq order is kept.
     complete(entry);
@@ -133,6 +135,24 @@ void TraceSink::complete(SinkEntry& entry) {
   std::vector<trace::RangeDigest> after = resolve(entry.after);
   if (broken_ || !writer_) return;
   try {
+    // Each snapshot goes to the blob store as soon as its copy is done, and
+    // its staging memory back to the device's pool with it.
+    auto store = [&](std::vector<SnapshotCopy>& copies, std::vector<trace::RangeDigest>& digests) {
+      for (SnapshotCopy& c : copies) {
+        std::span<const uint8_t> bytes;
+        std::string error;
+        if (c.copy && c.copy->wait(bytes, error)) {
+          if (c.range < digests.size()) digests[c.range].snapshot = storeSnapshot(*writer_, bytes);
+        } else if (!snapshotWarned_) {
+          snapshotWarned_ = true;
+          warn_("cannot read back a buffer snapshot (" + error + "); the affected ranges carry no snapshot");
+        }
+        c.copy.reset();
+        c.lease.release();
+      }
+    };
+    store(entry.beforeSnapshots, before);
+    store(entry.afterSnapshots, after);
     trace::Event& ev = entry.event;
     if (auto* k = std::get_if<trace::KernelLaunch>(&ev.payload)) {
       if (!entry.before.ranges.empty()) k->inputs = std::move(before);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "recorder/device.h"
+#include "recorder/snapshot.h"
 #include "recorder/warn.h"
 #include "trace_format/trace.h"
 
@@ -23,11 +24,20 @@ struct HashTicket {
   std::vector<trace::DeviceRange> ranges;   // one per request, in order
 };
 
+// The full bytes of one range of a ticket, on their way to the blob store.
+struct SnapshotCopy {
+  size_t range = 0;                    // index into the ticket's ranges
+  SnapshotBudget::Lease lease;         // released after the copy (declared first)
+  std::unique_ptr<PendingCopy> copy;
+};
+
 struct SinkEntry {
   trace::Event event;         // seq is assigned by the sink
   std::vector<uint8_t> blob;  // ModuleLoad: the cubin; Memcpy: host data
   HashTicket before;          // KernelLaunch / GraphLaunch inputs
   HashTicket after;           // outputs; Memcpy / Memset: the written range
+  std::vector<SnapshotCopy> beforeSnapshots;  // KernelLaunch: inputs before it ran
+  std::vector<SnapshotCopy> afterSnapshots;   // outputs after it ran
 };
 
 // Turns a ticket's results into RangeDigests. Ranges of 2..256 chunks keep
@@ -67,7 +77,7 @@ class TraceSink {
   uint64_t nextSeq_ = 0;
   uint64_t done_ = 0;        // entries completed
   bool closing_ = false, closed_ = false, broken_ = false, busy_ = false;
-  bool digestWarned_ = false;
+  bool digestWarned_ = false, snapshotWarned_ = false;
   std::thread thread_;
 };
 

@@ -671,3 +671,62 @@ TEST_CASE("only an ELF recorder library is preloaded") {
   CHECK(isElf(dir / "elf.so"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("snapshot and determinism and full recording options are checked before the command starts") {
+  Sandbox s;
+  Result r = s.record("out.gpurr", "touch ran", {"--snapshot", "3,,4"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--snapshot: empty item in '3,,4'"));
+  r = s.record("out.gpurr", "touch ran", {"--snapshot", "conv(("});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("'conv((' is neither a launch number nor a valid regular expression"));
+  r = s.record("out.gpurr", "touch ran", {"--snapshot-memory", "0", "--snapshot", "1"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--snapshot-memory 0"));
+  r = s.record("out.gpurr", "touch ran", {"--check-determinism"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("select them with --launches A:B or --kernels REGEX"));
+  r = s.record("out.gpurr", "touch ran", {"--kernels", "gemm", "--check-determinism=1"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("from 2 to 1000"));
+  CHECK_FALSE(fs::exists(s.work / "ran"));
+}
+
+TEST_CASE("snapshot and determinism and full recording options reach the recorder") {
+  Sandbox s;
+  s.env["GPURR_SNAPSHOT"] = "stale";
+  s.env["GPURR_FULL"] = "1";
+  const std::string dump = "env | grep -E '^GPURR_' | sort > " + quoted((s.tmp / "env").string());
+  Result r = s.record("out.gpurr", dump, {"--launches", "0:9", "--check-determinism"});
+  CHECK(r.code == 0);
+  std::string env = readText(s.tmp / "env");
+  CHECK_THAT(env, Catch::Contains("GPURR_CHECK_DETERMINISM=10\n"));
+  CHECK_THAT(env, !Catch::Contains("GPURR_SNAPSHOT"));
+  CHECK_THAT(env, !Catch::Contains("GPURR_FULL"));
+
+  r = s.record("out.gpurr", dump,
+               {"--kernels", "gemm", "--check-determinism=4", "--snapshot", "7,100:200,gemm", "--snapshot-memory",
+                "512", "--full"});
+  CHECK(r.code == 0);
+  env = readText(s.tmp / "env");
+  CHECK_THAT(env, Catch::Contains("GPURR_CHECK_DETERMINISM=4\n"));
+  CHECK_THAT(env, Catch::Contains("GPURR_SNAPSHOT=7,100:200,gemm\n"));
+  CHECK_THAT(env, Catch::Contains("GPURR_SNAPSHOT_MEMORY_MB=512\n"));
+  CHECK_THAT(env, Catch::Contains("GPURR_FULL=1\n"));
+}
+
+TEST_CASE("snapshot selections and determinism counts are checked") {
+  CHECK(checkSnapshotSelection("7").empty());
+  CHECK(checkSnapshotSelection("100:200,5:,:3,gemm|conv").empty());
+  CHECK(checkSnapshotSelection("sm90:gemm").empty());  // letters: a pattern
+  CHECK_THAT(checkSnapshotSelection(""), Catch::Contains("empty selection"));
+  CHECK_THAT(checkSnapshotSelection("1,"), Catch::Contains("empty item"));
+  CHECK_THAT(checkSnapshotSelection("5:5"), Catch::Contains("'5:5' is not a launch range"));
+  CHECK_THAT(checkSnapshotSelection("99999999999999999999"), Catch::Contains("too large"));
+  CHECK_THAT(checkSnapshotSelection("[abc"), Catch::Contains("valid regular expression"));
+  CHECK(checkDeterminismOptions(10, true, false).empty());
+  CHECK(checkDeterminismOptions(2, false, true).empty());
+  CHECK_FALSE(checkDeterminismOptions(1, true, true).empty());
+  CHECK_FALSE(checkDeterminismOptions(1001, true, true).empty());
+  CHECK_FALSE(checkDeterminismOptions(10, false, false).empty());
+}

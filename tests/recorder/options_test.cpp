@@ -136,3 +136,108 @@ TEST_CASE("trace directories are claimed atomically", "[recorder][options]") {
   CHECK(error.find("cannot create") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("snapshot selections: launch numbers, ranges and kernel patterns", "[recorder][options]") {
+  std::string error;
+  auto sel = parseLaunchSelection("7,100:200,gemm,:3,500:", error);
+  REQUIRE(sel);
+  CHECK(sel->text == "7,100:200,gemm,:3,500:");
+  REQUIRE(sel->launches.size() == 4);
+  CHECK(sel->launches[0] == std::pair<uint64_t, uint64_t>{7, 8});
+  CHECK(sel->launches[1] == std::pair<uint64_t, uint64_t>{100, 200});
+  CHECK(sel->launches[2] == std::pair<uint64_t, uint64_t>{0, 3});
+  CHECK(sel->launches[3] == std::pair<uint64_t, uint64_t>{500, UINT64_MAX});
+  CHECK(sel->kernels.size() == 1);
+  CHECK(launchSelected(*sel, 7, "_Z4axpyPfS_fi"));
+  CHECK_FALSE(launchSelected(*sel, 8, "_Z4axpyPfS_fi"));
+  CHECK(launchSelected(*sel, 199, "x"));
+  CHECK_FALSE(launchSelected(*sel, 200, "x"));
+  CHECK(launchSelected(*sel, 2, "x"));
+  CHECK(launchSelected(*sel, 1u << 30, "x"));
+  CHECK(launchSelected(*sel, 50, "_Z4gemmPf"));
+  CHECK_FALSE(launchNumberSelected(*sel, 50));
+  // Patterns see the demangled name too.
+  auto byDemangled = parseLaunchSelection("^axpy\\(", error);
+  REQUIRE(byDemangled);
+  CHECK(kernelNameSelected(*byDemangled, "_Z4axpyPfS_fi"));
+  CHECK_FALSE(kernelNameSelected(*byDemangled, "_Z5saxpyPfS_fi"));
+  // An item with letters is a pattern, even with digits and a colon in it.
+  auto pattern = parseLaunchSelection("sm90:gemm", error);
+  REQUIRE(pattern);
+  CHECK(pattern->launches.empty());
+  CHECK(kernelNameSelected(*pattern, "cutlass_sm90:gemm_kernel"));
+}
+
+TEST_CASE("bad snapshot selections say what is wrong", "[recorder][options]") {
+  std::string error;
+  CHECK_FALSE(parseLaunchSelection("", error));
+  CHECK_THAT(error, Catch::Contains("empty selection"));
+  CHECK_FALSE(parseLaunchSelection("3,,4", error));
+  CHECK_THAT(error, Catch::Contains("empty item"));
+  CHECK_FALSE(parseLaunchSelection("5,", error));
+  CHECK_THAT(error, Catch::Contains("empty item"));
+  CHECK_FALSE(parseLaunchSelection("9:2", error));
+  CHECK_THAT(error, Catch::Contains("'9:2' is not A:B"));
+  CHECK_FALSE(parseLaunchSelection("4:4", error));
+  CHECK_THAT(error, Catch::Contains("selects no launch"));
+  // Two colons make a pattern, not a range.
+  auto twoColons = parseLaunchSelection("1:2:3", error);
+  REQUIRE(twoColons);
+  CHECK(twoColons->launches.empty());
+  CHECK(twoColons->kernels.size() == 1);
+  CHECK_FALSE(parseLaunchSelection("gemm((", error));
+  CHECK_THAT(error, Catch::Contains("'gemm((' is neither a launch number nor a valid regular expression"));
+  CHECK_FALSE(parseLaunchSelection("99999999999999999999", error));
+  CHECK_THAT(error, Catch::Contains("too large"));
+}
+
+TEST_CASE("GPURR_SNAPSHOT, GPURR_SNAPSHOT_MEMORY_MB, GPURR_CHECK_DETERMINISM and GPURR_FULL", "[recorder][options]") {
+  std::vector<std::string> problems;
+  RecorderOptions o = parseOptions(envOf({{"GPURR_SNAPSHOT", "3,conv"},
+                                          {"GPURR_SNAPSHOT_MEMORY_MB", "64"},
+                                          {"GPURR_KERNELS", "gemm"},
+                                          {"GPURR_CHECK_DETERMINISM", "5"},
+                                          {"GPURR_FULL", "1"}}),
+                                   problems);
+  CHECK(problems.empty());
+  CHECK(o.snapshot.text == "3,conv");
+  CHECK(o.snapshotMemoryBytes == uint64_t{64} << 20);
+  CHECK(o.checkDeterminism == 5);
+  CHECK(o.full);
+  CHECK(o.captureHostData);  // implied
+  const gpurr::trace::RecordingOptions r = toRecordingOptions(o);
+  CHECK(r.full);
+  CHECK(r.captureHostData);
+  CHECK(r.snapshot == "3,conv");
+  CHECK(r.checkDeterminism == 5);
+
+  RecorderOptions defaults = parseOptions(envOf({}), problems);
+  CHECK(problems.empty());
+  CHECK(defaults.snapshot.empty());
+  CHECK(defaults.snapshotMemoryBytes == uint64_t{2048} << 20);
+  CHECK(defaults.checkDeterminism == 0);
+  CHECK_FALSE(defaults.full);
+  CHECK_FALSE(toRecordingOptions(defaults).full);
+  CHECK(toRecordingOptions(defaults).snapshot.empty());
+
+  // Malformed values: one message each, and the feature stays off.
+  RecorderOptions bad = parseOptions(envOf({{"GPURR_SNAPSHOT", "1,,2"},
+                                            {"GPURR_SNAPSHOT_MEMORY_MB", "lots"},
+                                            {"GPURR_LAUNCHES", "0:10"},
+                                            {"GPURR_CHECK_DETERMINISM", "1"}}),
+                                     problems);
+  REQUIRE(problems.size() == 3);
+  CHECK_THAT(problems[0], Catch::Contains("GPURR_SNAPSHOT=1,,2: empty item"));
+  CHECK_THAT(problems[1], Catch::Contains("GPURR_SNAPSHOT_MEMORY_MB=lots"));
+  CHECK_THAT(problems[2], Catch::Contains("GPURR_CHECK_DETERMINISM=1 is not a number of re-runs from 2"));
+  CHECK(bad.snapshot.empty());
+  CHECK(bad.snapshotMemoryBytes == uint64_t{2048} << 20);
+  CHECK(bad.checkDeterminism == 0);
+
+  // Re-running every launch is refused.
+  problems.clear();
+  RecorderOptions unselected = parseOptions(envOf({{"GPURR_CHECK_DETERMINISM", "10"}}), problems);
+  REQUIRE(problems.size() == 1);
+  CHECK_THAT(problems[0], Catch::Contains("needs GPURR_LAUNCHES or GPURR_KERNELS"));
+  CHECK(unselected.checkDeterminism == 0);
+}
