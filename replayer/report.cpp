@@ -434,10 +434,14 @@ std::string formatStreamOutcome(const StreamPlan& plan, const StreamOutcome& o) 
                                o.machine.ccMinor, driverVersionText(o.machine.driverVersion)));
   line(out, "memory", regionsText(o.placements));
   line(out, "verdict", streamVerdictLine(plan, o));
-  line(out, "replayed", fmt::format("{} operation(s) up to #{}: {} launch(es), {} checked, {} matching; {} copied to the "
-                                    "device from the recording",
+  line(out, "replayed", fmt::format("{} operation(s) up to #{}: {} launch(es), {} checked, {} matching{}; {} copied to "
+                                    "the device from the recording",
                                     count(o.operations), o.lastSeq, count(o.launches), count(o.checkedLaunches),
-                                    count(o.matchingLaunches), humanBytes(o.bytesRestored)));
+                                    count(o.matchingLaunches),
+                                    o.unhashedLaunches ? fmt::format(", {} not hashed in the recording (run unchecked)",
+                                                                     count(o.unhashedLaunches))
+                                                       : std::string(),
+                                    humanBytes(o.bytesRestored)));
   if (o.checkedCopiesToHost > 0) {
     line(out, "readback", fmt::format("{} of {} checked copies to the host match", count(o.matchingCopiesToHost),
                                       count(o.checkedCopiesToHost)));
@@ -505,6 +509,7 @@ Json streamOutcomeJson(const StreamPlan& plan, const StreamOutcome& o) {
               {"launches", o.launches},
               {"checkedLaunches", o.checkedLaunches},
               {"matchingLaunches", o.matchingLaunches},
+              {"unhashedLaunches", o.unhashedLaunches},
               {"checkedCopiesToHost", o.checkedCopiesToHost},
               {"matchingCopiesToHost", o.matchingCopiesToHost},
               {"bytesRestored", o.bytesRestored},

@@ -160,6 +160,7 @@ class StreamRunner {
              fmt::format("event #{}: launching {} grid ({},{},{}) block ({},{},{})", op.seq, k.function, k.grid.x,
                          k.grid.y, k.grid.z, k.block.x, k.block.y, k.block.z));
     const uint64_t index = out_.launches++;
+    out_.unhashedLaunches += !k.hashed;
     if (!op.checked) return;
 
     std::vector<size_t> outputs;
@@ -178,13 +179,27 @@ class StreamRunner {
     m.launchIndex = index;
     m.function = k.function;
     m.outputsChecked = outputs.size();
-    std::vector<RangeState> recorded, replayed;
+    std::vector<size_t> differing;  // positions in `requests`
     for (size_t j = 0; j < outputs.size(); ++j) {
+      if (hashed[j].digest != k.outputs[outputs[j]].digest) differing.push_back(j);
+    }
+    if (differing.empty()) {
+      ++out_.matchingLaunches;
+      return;
+    }
+    // The replay ends here, so the outputs are still as the launch left
+    // them: hashed again with chunk digests to locate the differences.
+    std::vector<kernels::HashRequest> again;
+    for (size_t j : differing) again.push_back(requests[j]);
+    const std::vector<kernels::HashResult> chunked =
+        hash(op, again, fmt::format("launch #{} ({})", op.seq, k.function), true);
+    std::vector<RangeState> recorded, replayed;
+    for (size_t d = 0; d < differing.size(); ++d) {
+      const size_t j = differing[d];
       const RangeDigest& o = k.outputs[outputs[j]];
-      if (hashed[j].digest == o.digest) continue;
       m.outputs.push_back({outputs[j], o.range, o.digest, hashed[j].digest});
       RangeState r{o.range, o.digest, o.chunkDigests, std::nullopt, BlobEncoding::kRaw};
-      RangeState p{o.range, hashed[j].digest, hashed[j].chunkDigests, std::nullopt, BlobEncoding::kRaw};
+      RangeState p{o.range, hashed[j].digest, chunked[d].chunkDigests, std::nullopt, BlobEncoding::kRaw};
       // Chunk digests are compared only where the recording kept them;
       // elements where it kept the bytes.
       if (r.chunkDigests.empty()) p.chunkDigests.clear();
@@ -196,21 +211,19 @@ class StreamRunner {
       recorded.push_back(std::move(r));
       replayed.push_back(std::move(p));
     }
-    if (m.outputs.empty()) {
-      ++out_.matchingLaunches;
-      return;
-    }
     m.comparison = StateComparison::compare(recorded, replayed, options_.elementType);
     out_.mismatch = std::move(m);
   }
 
+  // Digests of `requests`, with chunk digests when `chunks` is set (only
+  // for a mismatch's report: the check itself needs the digests alone).
   std::vector<kernels::HashResult> hash(const StreamOp& op, const std::vector<kernels::HashRequest>& requests,
-                                        const std::string& at) {
+                                        const std::string& at, bool chunks = false) {
     const auto start = Clock::now();
     std::vector<kernels::HashResult> hashed;
     // The hash synchronises the stream: a fault of the operation (or of an
     // unchecked one before it) shows here.
-    if (CUresult r = s_.hasher().hashNow(s_.stream(), requests, hashed, true); r != CUDA_SUCCESS) fail(at, r);
+    if (CUresult r = s_.hasher().hashNow(s_.stream(), requests, hashed, chunks); r != CUDA_SUCCESS) fail(at, r);
     syncedSeq_ = op.seq;
     out_.hashMs += msSince(start);
     return hashed;

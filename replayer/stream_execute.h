@@ -72,6 +72,7 @@ struct StreamOutcome {
   uint64_t launches = 0;           // replayed
   uint64_t checkedLaunches = 0;    // outputs compared (the mismatching one included)
   uint64_t matchingLaunches = 0;   // all outputs equal to the recording
+  uint64_t unhashedLaunches = 0;   // run unchecked: the recording did not hash them
   uint64_t checkedCopiesToHost = 0, matchingCopiesToHost = 0;
   uint64_t bytesRestored = 0;      // copied to the device from recorded host bytes
   uint64_t lastSeq = 0;            // the last event carried out

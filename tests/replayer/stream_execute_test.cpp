@@ -178,6 +178,7 @@ TEST_CASE("stream replay: every digest matches the recording", "[replayer][strea
   CHECK(o.launches == 5);
   CHECK(o.checkedLaunches == 5);
   CHECK(o.matchingLaunches == 5);
+  CHECK(o.unhashedLaunches == 0);
   CHECK(o.checkedCopiesToHost == 1);
   CHECK(o.matchingCopiesToHost == 1);
   CHECK(o.bytesRestored == kN * 4);
@@ -292,6 +293,8 @@ TEST_CASE("stream replay: launches recorded without digests run but are not chec
   CHECK(o.launches == 5);
   CHECK(o.checkedLaunches == 3);
   CHECK(o.matchingLaunches == 3);
+  CHECK(o.unhashedLaunches == 2);
+  CHECK_THAT(replay::formatStreamOutcome(plan, o), Catch::Contains("2 not hashed in the recording (run unchecked)"));
   // The read-back sees what all five launches wrote.
   CHECK(o.matchingCopiesToHost == 1);
   CHECK(fake.state.launchesOf["fake_add"] == 5);

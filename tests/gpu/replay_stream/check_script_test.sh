@@ -18,11 +18,12 @@ if [ "$1" = record ]; then
   mkdir -p "$5"
   exit 0
 fi
-verdict=equal mismatch=null checked=20 matching=20 stop=null last=40 code=0
+verdict=equal mismatch=null checked=20 matching=20 unhashed=0 stop=null last=40 code=0
 case $STUB_RESULT in
   different) verdict=different code=1 matching=7
     mismatch='{"seq": 17, "kind": "launch", "function": "step", "outputs": [{"output": 0, "recorded": "00000000000000aa", "replayed": "00000000000000bb"}]}' ;;
-  unchecked) checked=12 matching=12 ;;
+  unhashed) checked=12 matching=12 unhashed=8 ;;
+  unchecked) checked=0 matching=0 ;;
   stopped) verdict=stopped code=2 stop=30 ;;
   past-until) ;;
 esac
@@ -32,7 +33,7 @@ for a in "$@"; do
 done
 cat <<JSON
 {"verdict": "$verdict", "summary": "stub $STUB_RESULT", "mismatch": $mismatch, "launches": 20,
- "checkedLaunches": $checked, "matchingLaunches": $matching, "checkedCopiesToHost": 2, "matchingCopiesToHost": 2,
+ "checkedLaunches": $checked, "matchingLaunches": $matching, "unhashedLaunches": $unhashed, "checkedCopiesToHost": 2, "matchingCopiesToHost": 2,
  "stopSeq": $stop, "stopReason": "graph", "lastSeq": $last, "bytesRestored": 4096, "replayMs": 1.5,
  "relocated": false, "warnings": []}
 JSON
@@ -58,7 +59,8 @@ expect equal 19 0 "PASS replay_stream program until-20"
 expect equal 19 0 "PASS replay_stream program relocated" --relocate
 expect equal 25 1 "20 launches replayed, expected at least 25"
 expect different 19 1 "#17 launch step: output 0 recorded 00000000000000aa, replayed 00000000000000bb"
-expect unchecked 19 1 "20 launches replayed but 12 checked"
+expect unhashed 19 1 "8 of 20 launches were not hashed in the recording"
+expect unchecked 19 1 "20 launches replayed, none checked"
 expect stopped 19 1 "stopped before #30: graph"
 expect past-until 19 1 "replayed up to #40, past --until 20"
 if [ $failures -ne 0 ]; then
