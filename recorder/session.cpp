@@ -335,8 +335,9 @@ std::vector<SnapshotCopy> RecordSession::snapshotRanges(uint64_t context, uint64
   return out;
 }
 
-bool RecordSession::checkDeterminism(uint64_t context, const Relaunch& launch,
-                                     const std::vector<trace::DeviceRange>& outputs, trace::DeterminismCheck& out) {
+void RecordSession::checkDeterminism(uint64_t context, const Relaunch& launch,
+                                     const std::vector<trace::DeviceRange>& outputs,
+                                     std::vector<trace::Annotation>& annotations) {
   std::vector<kernels::HashRequest> requests;
   requests.reserve(outputs.size());
   for (const trace::DeviceRange& r : outputs) requests.push_back({r.address, r.size});
@@ -347,13 +348,11 @@ bool RecordSession::checkDeterminism(uint64_t context, const Relaunch& launch,
     if (error.empty()) error = "the device returned " + std::to_string(digests.size()) + " results";
     warnOnce("determinism", "cannot re-run launches to check their determinism (" + error +
                                 "); launches are recorded without the check");
-    return false;
+    return;
   }
   // One result is the digests of every output range together.
   const std::set<std::vector<uint64_t>> distinct(digests.begin(), digests.end());
-  out.runs = options_.checkDeterminism;
-  out.distinctResults = static_cast<uint32_t>(distinct.size());
-  return true;
+  annotations.push_back(trace::DeterminismCheck{options_.checkDeterminism, static_cast<uint32_t>(distinct.size())});
 }
 
 void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackData& cb) {
@@ -417,7 +416,8 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
   } else if (fn->info.layoutKnown) {
     k.params = packParams(kernelParams, fn->info.layout);
   } else if (kernelParams != nullptr) {
-    k.annotations.push_back(trace::Note{"parameter layout unknown (driver lacks cuFuncGetParamInfo): parameters not captured"});
+    k.annotations.emplace_back(std::in_place_type<trace::Note>,
+                               "parameter layout unknown (driver lacks cuFuncGetParamInfo): parameters not captured");
   }
 
   for (trace::RngState& r : decodePhilox(k.params, fn->philoxOffsets)) k.annotations.push_back(std::move(r));
@@ -443,7 +443,7 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
   k.hashed = selected || snapshot;
   if (k.hashed && !ranges.empty() && !device_->canEnqueue(pending->stream)) {
     k.hashed = false;
-    k.annotations.push_back(trace::Note{"stream is being captured into a CUDA graph: not hashed"});
+    k.annotations.emplace_back(std::in_place_type<trace::Note>, "stream is being captured into a CUDA graph: not hashed");
   }
   if (k.hashed && selected && options_.checkDeterminism > 0 && !ranges.empty()) {
     // Before anything of ours is enqueued: the re-runs start from the state
@@ -455,8 +455,7 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
     r.attributes = attrs, r.attributeCount = numAttrs;
     r.cooperative = h == Handler::kLaunchCooperative;
     r.kernelParams = kernelParams, r.extra = extra;
-    trace::DeterminismCheck d;
-    if (checkDeterminism(pending->context, r, ranges, d)) k.annotations.emplace_back(std::in_place_type<trace::DeterminismCheck>, d);
+    checkDeterminism(pending->context, r, ranges, k.annotations);
   }
   if (k.hashed) {
     pending->entry.before = hashRanges(pending->context, pending->stream, ranges);
@@ -575,6 +574,7 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
     }
     case Handler::kMemAllocManaged: {
       const auto& p = params<cuMemAllocManaged_params>(cb);
+      if (options_.full) warnNotReplayable("managed allocations", "what the CPU writes into them");
       if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kManaged, 0, u64(cb.context));
       break;
     }
@@ -673,6 +673,11 @@ bool RecordSession::isDevicePointer(uint64_t address) {
   return r && r->kind != AllocationKind::kHostMapped;
 }
 
+void RecordSession::warnNotReplayable(const std::string& what, const std::string& missing) {
+  warnOnce("full:" + what, "--full: the program makes " + what + "; the trace lacks " + missing +
+                               ", so a whole-stream replay cannot restore them (see docs/RECORDING.md)");
+}
+
 void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb) {
   trace::Memcpy m;
   uint64_t dst = 0, src = 0;
@@ -741,6 +746,7 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
       m.kind = trace::MemcpyKind::kPeer;
       m.dst = deviceRange(dst, m.size);
       m.src = deviceRange(src, m.size);
+      if (options_.full) warnNotReplayable("peer copies", "what they write on the other device");
       emitEvent(std::move(m));
       return;
     }
@@ -778,6 +784,7 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
                          : (srcDevice ? trace::MemcpyKind::kDeviceToHost : trace::MemcpyKind::kHostToHost);
       m.dst = dstDevice ? deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
       m.src = srcDevice ? deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
+      if (options_.full && dstDevice) warnNotReplayable("2D and 3D copies to device memory", "the bytes they write");
       emitEvent(std::move(m));
       return;
     }
@@ -844,6 +851,7 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
       return;
   }
   s.dst = deviceRange(dst, bytes);
+  if (options_.full && !contiguous) warnNotReplayable("2D memsets", "their row pitch and width");
   SinkEntry entry;
   const uint64_t stream = enqueueStream(s.stream, perThread);
   // A 2D set leaves the gaps between rows alone: no single-range digest.

@@ -97,9 +97,11 @@ class RecordSession {
   std::vector<SnapshotCopy> snapshotRanges(uint64_t context, uint64_t stream,
                                            const std::vector<trace::DeviceRange>& ranges);
   // Re-runs a launch in process (--check-determinism): how many distinct
-  // output states the re-runs gave; false after warning.
-  bool checkDeterminism(uint64_t context, const Relaunch& launch, const std::vector<trace::DeviceRange>& outputs,
-                        trace::DeterminismCheck& out);
+  // output states the re-runs gave, added to `annotations` (nothing, after
+  // warning, when the device cannot re-run it).
+  __attribute__((noinline)) void checkDeterminism(uint64_t context, const Relaunch& launch,
+                                                  const std::vector<trace::DeviceRange>& outputs,
+                                                  std::vector<trace::Annotation>& annotations);
   trace::DeviceRange deviceRange(uint64_t address, uint64_t size);  // resolved against the map (locked)
   bool isDevicePointer(uint64_t address);
 
@@ -107,6 +109,9 @@ class RecordSession {
   void emitEvent(trace::Payload payload);
   trace::Event newEvent(trace::Payload payload);
   void warnOnce(const std::string& key, const std::string& message);
+  // --full: one warning per kind of call whose effect a whole-stream replay
+  // cannot reproduce from the trace.
+  void warnNotReplayable(const std::string& what, const std::string& missing);
 
   RecorderOptions options_;
   SnapshotBudget snapshotBudget_;

@@ -1019,3 +1019,30 @@ TEST_CASE("full recording is in the header and keeps host data", "[recorder][ses
   REQUIRE(copies[0].data);
   CHECK(trace::TraceReader(h.traceDir).readBlob(*copies[0].data) == host);
 }
+
+TEST_CASE("full recording warns once about calls a whole-stream replay cannot redo", "[recorder][session]") {
+  Harness h(std::map<std::string, std::string>{{"GPURR_FULL", "1"}});
+  std::vector<uint8_t> dev = randomBytes(8192, 21);
+  h.memAlloc(dev);
+  for (int i = 0; i < 2; ++i) {
+    cuMemsetD2D8_v2_params p{addr(dev.data()), 128, 7, 64, 4};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2, &p);
+  }
+  cuMemsetD8_v2_params contiguous{addr(dev.data()), 1, 64};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, &contiguous);  // replayable: no warning
+  const auto sets = eventsOf<trace::Memset>(h.finishAndRead());
+  CHECK(sets.size() == 3);
+  REQUIRE(h.warnings.size() == 1);
+  CHECK_THAT(h.warnings[0], Catch::Contains("--full: the program makes 2D memsets"));
+  CHECK_THAT(h.warnings[0], Catch::Contains("whole-stream replay cannot restore them"));
+}
+
+TEST_CASE("without full recording the same calls are recorded silently", "[recorder][session]") {
+  Harness h;
+  std::vector<uint8_t> dev = randomBytes(8192, 22);
+  h.memAlloc(dev);
+  cuMemsetD2D8_v2_params p{addr(dev.data()), 128, 7, 64, 4};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2, &p);
+  CHECK(eventsOf<trace::Memset>(h.finishAndRead()).size() == 1);
+  CHECK(h.warnings.empty());
+}
