@@ -231,6 +231,23 @@ string annotationText(const json& a) {
   return kind;
 }
 
+// The same in fewer words, for a table cell (the full text is its tooltip).
+string annotationShort(const json& a) {
+  const string kind = textOr(a, "kind");
+  if (kind == "algorithm") return fmt::format("algo {} {}", textOr(a, "library"), textOr(a, "algorithm", "?"));
+  if (kind == "frameworkOp") return textOr(a, "name", "?");
+  if (kind == "determinism") {
+    return fmt::format("re-run {}x: {} distinct", count(a, "runs").value_or(0), count(a, "distinctResults").value_or(0));
+  }
+  if (kind == "rng") {
+    string s = "rng " + textOr(a, "source");
+    if (const json* seed = get(a, "seed"); seed && seed->is_number()) s += " seed " + seed->dump();
+    if (const json* offset = get(a, "offset"); offset && offset->is_number()) s += " offset " + offset->dump();
+    return s;
+  }
+  return textOr(a, "text", kind);
+}
+
 const char* annotationLabel(const string& kind) {
   if (kind == "algorithm") return "algo";
   if (kind == "rng") return "rng";
@@ -255,9 +272,10 @@ code,.mono{font-family:var(--mono);font-size:13px}
 .muted{color:var(--muted)}
 .small{font-size:13px}
 header.verdict{border-radius:8px;padding:16px 20px;border:1px solid var(--line);border-left:8px solid var(--muted);background:var(--soft)}
-header.verdict.bad{border-left-color:var(--bad);background:var(--bad-bg)}
-header.verdict.ok{border-left-color:var(--ok);background:var(--ok-bg)}
-header.verdict.warn{border-left-color:var(--warn);background:var(--warn-bg)}
+header.verdict.v-bad{border-left-color:var(--bad);background:var(--bad-bg)}
+header.verdict.v-ok{border-left-color:var(--ok);background:var(--ok-bg)}
+header.verdict.v-warn{border-left-color:var(--warn);background:var(--warn-bg)}
+header.verdict.v-bad h1{color:#8c1d18}
 .kicker{font-size:12px;letter-spacing:.06em;text-transform:uppercase;color:var(--muted)}
 nav{margin:12px 0 0;font-size:13px}
 nav a{color:var(--accent);text-decoration:none;margin-right:14px}
@@ -298,7 +316,10 @@ table.tl td.none{color:var(--muted);font-style:italic}
 .s{display:inline-block;min-width:22px;text-align:center;border-radius:3px;font-size:11px;font-weight:600;padding:0 4px;margin-right:6px;color:#fff}
 .meter{height:10px;background:var(--soft);border:1px solid var(--line);border-radius:5px;overflow:hidden;max-width:420px}
 .meter>span{display:block;height:100%;background:var(--bad)}
-.cols{display:grid;grid-template-columns:1fr 1fr;gap:16px}
+.cols{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px}
+.cols .chip,dd .chip{white-space:normal}
+table.tl .anns{line-height:1.35}
+table.tl .anns .chip{max-width:100%;overflow:hidden;text-overflow:ellipsis;vertical-align:bottom}
 .ok{color:var(--ok)}.bad{color:var(--bad)}
 footer{margin-top:36px;color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding-top:10px}
 )css";
@@ -380,7 +401,7 @@ Headline headline(const json& report) {
 
 void renderHeader(Page& page, const json& report, bool bisect) {
   const Headline h = headline(report);
-  page.addf("<header class=\"verdict {}\" id=\"verdict\">\n", h.cls);
+  page.addf("<header class=\"verdict v-{}\" id=\"verdict\">\n", h.cls);
   page.addf("<div class=\"kicker\">gpurr {} report</div>\n", bisect ? "bisect" : "diff");
   page.addf("<h1>{}</h1>\n", e(h.title));
   const json* diff = object(report, "diff");
@@ -838,15 +859,16 @@ string timelineCell(const json* op, bool divergent, bool stretchRow, bool hasOth
     meta += "grid " + e(dims(get(op, "grid"))) + " block " + e(dims(get(op, "block")));
   }
   if (flag(op, "hashed") == false) meta += " &middot; not hashed";
-  s += "<div class=\"meta\">" + meta;
-  if (const json* ann = array(op, "annotations"); ann && !ann->empty()) {
-    for (const json* a : objects(ann)) {
+  if (!meta.empty()) s += "<div class=\"meta\">" + meta + "</div>";
+  if (const auto anns = objects(array(op, "annotations")); !anns.empty()) {
+    s += "<div class=\"anns\">";
+    for (const json* a : anns) {
       const string kind = textOr(a, "kind");
-      s += fmt::format(" <span class=\"chip {}\" title=\"{}\">{}</span>", annotationLabel(kind), e(annotationText(*a)),
-                       e(kind == "frameworkOp" ? annotationText(*a) : string(annotationLabel(kind)) + " " + annotationText(*a)));
+      s += fmt::format("<span class=\"chip {}\" title=\"{}\">{}</span> ", annotationLabel(kind), e(annotationText(*a)),
+                       e(annotationShort(*a)));
     }
+    s += "</div>";
   }
-  s += "</div>";
   const string in = digestChips(array(op, "inputs"), "in"), out = digestChips(array(op, "outputs"), "out");
   if (!in.empty() || !out.empty()) s += "<div class=\"meta\">" + in + (in.empty() || out.empty() ? "" : " &nbsp; ") + out + "</div>";
   (void)hasOther;
@@ -961,10 +983,12 @@ void renderEnvironment(Page& page, const json& report) {
       const bool affects = flag(d, "affectsResults").value_or(true);
       string field = textOr(d, "field", "?");
       if (!textOr(p, "name").empty()) field = textOr(p, "name") + ": " + field;
-      page.addf("<tr><td><code>{}</code></td><td><code>{}</code></td><td><code>{}</code></td><td class=\"{} small\">{}</td></tr>\n",
-                e(field), text(d, "a") ? e(*text(d, "a")) : "<span class=\"muted\">(unset)</span>",
-                text(d, "b") ? e(*text(d, "b")) : "<span class=\"muted\">(unset)</span>", affects ? "bad" : "muted",
-                affects ? "can change results" : "context");
+      auto value = [&](const char* side) {
+        const auto v = text(d, side);
+        return v ? "<code>" + e(*v) + "</code>" : string("<span class=\"muted\">(unset)</span>");
+      };
+      page.addf("<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"{} small\">{}</td></tr>\n", e(field),
+                value("a"), value("b"), affects ? "bad" : "muted", affects ? "can change results" : "context");
     }
   }
   if (any) {

@@ -35,8 +35,10 @@ namespace gpurr::report {
 //                divergence); paired only by position within the stretch
 //     elided     present on a row standing for stretch operations not shown:
 //                {a, b} counts per side (such a row has null `a` and `b`)
-//     sameOperation, inputsEqual, outputsEqual
-//                bool when both sides are present, else null
+//     sameOperation  bool when both sides are present, else null
+//     inputsEqual, outputsEqual
+//                bool when both sides are present outside a stretch, else
+//                null
 //     a, b       the operation in each run, or null:
 //       seq, index, launchIndex (null when not a launch), kind ("launch",
 //       "memcpy", "memset", "graph"), name (mangled kernel name, or
@@ -48,7 +50,7 @@ namespace gpurr::report {
 //       (arrays of {address, allocation, offset, size, digest (16 hex
 //       digits), same}:
 //       `same` is whether the other side's range at the same position has
-//       the same digest, null when unpaired), annotations (as in
+//       the same digest, null when unpaired or in a stretch), annotations (as in
 //       `gpurr dump --json`: kind algorithm, rng, frameworkOp, note,
 //       determinism).
 nlohmann::json timelineAround(const std::filesystem::path& traceA,

@@ -14,6 +14,7 @@ PACKAGES=(
   nlohmann-json3-dev          # --json output
   libfmt-dev                  # formatting
   clang libclang-rt-14-dev    # the reader fuzzer (libFuzzer, ASan, UBSan)
+  chromium fonts-dejavu-core  # renders the HTML report in a test (headless)
 )
 
 missing=()

@@ -1,0 +1,276 @@
+// renderHtml on reports built from the golden diff cases and bisect-shaped
+// fixtures: sections present or absent as the report says, escaping of what
+// comes from the traces, no external reference, and no crash on any
+// missing, null or mistyped key.
+#include <catch2/catch.hpp>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "report/html.h"
+#include "report/timeline.h"
+#include "report_test_util.h"
+
+using namespace gpurr;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A report for a golden case: `base` (a fixture with the bisect keys, or
+// none for a diff-only report) plus the case's diff and timeline.
+json reportFor(const std::string& name, const std::string& base = "") {
+  const fs::path dir = testutil::caseDir(name);
+  json report = base.empty() ? json::object() : testutil::loadJson(testutil::fixture(base));
+  report["diff"] = testutil::loadJson(dir / "expected.json");
+  json process = json::object();
+  for (const json& p : report["diff"]["processes"]) {
+    if (!p["firstDivergence"].is_null()) {
+      process = p;
+      break;
+    }
+  }
+  // Two traces, or two directories of per-process traces.
+  const std::string entry = process.value("name", "");
+  const fs::path a = entry.empty() ? dir / "a.gpurr" : dir / "a" / entry;
+  const fs::path b = entry.empty() ? dir / "b.gpurr" : dir / "b" / entry;
+  report["timeline"] = report::timelineAround(a, b, process);
+  return report;
+}
+
+bool has(const std::string& html, const std::string& s) { return html.find(s) != std::string::npos; }
+
+bool hasSection(const std::string& html, const std::string& id) {
+  return has(html, "<section id=\"" + id + "\"");
+}
+
+// Everything a browser could fetch, or run, from the page.
+void requireSelfContained(const std::string& html) {
+  std::string lower = html;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* bad : {"http:", "https:", "ftp:", "file:", "data:", "//", "src=", "url(", "@import", "<link",
+                          "<img", "<script", "<iframe", "<object", "<embed", "srcset", "@font-face"}) {
+    INFO(bad);
+    // "//" may appear in text, never in markup: checked on attribute values below.
+    if (std::string(bad) == "//") continue;
+    CHECK_FALSE(has(lower, bad));
+  }
+  const std::regex attr(R"re(\b(href|action|formaction|poster|background|xlink:href)\s*=\s*"([^"]*)")re");
+  for (auto it = std::sregex_iterator(lower.begin(), lower.end(), attr); it != std::sregex_iterator(); ++it) {
+    INFO((*it)[0].str());
+    CHECK((*it)[2].str().rfind("#", 0) == 0);
+  }
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(has(html, "</html>"));
+}
+
+}  // namespace
+
+TEST_CASE("a diverged bisect report with replay: every section, the divergent launch marked") {
+  const std::string html = report::renderHtml(reportFor("nondeterministic_kernel", "bisect_replayed.json"));
+  requireSelfContained(html);
+  for (const char* id : {"runs", "cause", "replay", "timeline", "blast", "environment"}) {
+    INFO(id);
+    CHECK(hasSection(html, id));
+  }
+  CHECK(has(html, "gpurr bisect report"));
+  CHECK(has(html, "<h1>Diverged at launch #3 at::native::indexFuncLargeIndex&lt;float&gt; \u2014 nondeterministic kernel</h1>"));
+  CHECK(has(html, "<code>python train.py --steps 1</code>"));
+  CHECK(has(html, "gpurr-bisect/run3.log"));
+  // Cause and evidence.
+  CHECK(has(html, "nondeterministic kernel: same inputs and parameters, different outputs"));
+  CHECK(has(html, "all 3 inputs are identical (digests equal)"));
+  CHECK(has(html, "identical (3 buffers, 9.0 KiB hashed)"));
+  CHECK(has(html, "<td>output 0</td><td><code>alloc#4+0x0</code></td><td>4.0 KiB</td><td>3 of 4</td>"));
+  CHECK(has(html, "4 of 1,024"));
+  CHECK(has(html, "5.96e-08"));
+  CHECK(has(html, "the recorder re-ran it 50 times: 31 distinct results"));
+  // Known culprit, cited without a link.
+  CHECK(has(html, "<b>Fix:</b> torch.use_deterministic_algorithms(True)"));
+  // Replay.
+  CHECK(has(html, "<b>nondeterministic</b>"));
+  CHECK(has(html, "31 distinct results in 50 runs"));
+  CHECK(has(html, "<dt>runs per result</dt><dd>5, 4, 3, 3, 2, 2, 2, 2, 2, 1, 1, 1, ...</dd>"));
+  CHECK(has(html, "2 of 50 equal to the recorded outputs"));
+  CHECK(has(html, "the run with snapshots diverged from run 1 again"));
+  // Timeline: one divergent row, with the differing output digest marked.
+  CHECK(has(html, "id=\"divergent-row\""));
+  CHECK(html.find("id=\"divergent-row\"") == html.rfind("id=\"divergent-row\""));
+  const size_t row = html.find("id=\"divergent-row\"");
+  const size_t rowEnd = html.find("</tr>", row);
+  const std::string divergent = html.substr(row, rowEnd - row);
+  CHECK(has(divergent, "DIVERGES"));
+  CHECK(has(divergent, "at::native::indexFuncLargeIndex&lt;float&gt;"));
+  CHECK(has(divergent, "class=\"dg diff\""));
+  CHECK(has(divergent, "class=\"dg same\""));
+  CHECK(has(divergent, "re-run 50 times in process: 31 distinct results"));
+  // Blast radius.
+  CHECK(has(html, "<b>2 of 2</b> later operations (1 of 1 launches) read data derived from the divergent output."));
+  CHECK(has(html, "No independent divergence: all 2 later divergent operations read data derived from it."));
+  CHECK(has(html, "No difference in the recorded environment"));
+}
+
+TEST_CASE("a diverged report whose replay failed says why") {
+  const std::string html = report::renderHtml(reportFor("nondeterministic_kernel", "bisect_replay_failed.json"));
+  requireSelfContained(html);
+  CHECK(hasSection(html, "replay"));
+  CHECK(has(html, "Replay did not run: no GPU: libcuda.so.1 could not be loaded"));
+  CHECK_FALSE(has(html, "runs per result"));
+  CHECK_FALSE(has(html, "confirmation"));
+}
+
+TEST_CASE("a path divergence: both stretches with their algorithm choices") {
+  const std::string html = report::renderHtml(reportFor("algorithm_choice"));
+  requireSelfContained(html);
+  CHECK(has(html, "Diverged: the runs take different paths at launch #1"));
+  CHECK(has(html, "algorithm choice"));
+  CHECK(has(html, "run A alone: 1 operation"));
+  CHECK(has(html, "run B alone: 3 operations"));
+  CHECK(has(html, "cudnn cudnnBackendExecute chose engine=12 (FFT) (autotuned among 3: engine=3 0.041 ms"));
+  CHECK(has(html, "cudnn_fft_cgemm_batched_kernel"));
+  CHECK(has(html, "<span class=\"tag path\">PATH</span>"));
+  CHECK(has(html, "(not in this run)"));
+  CHECK(has(html, "source: docs.pytorch.org/docs/stable/notes/randomness.html"));
+  // A diff-only report has no runs and no replay.
+  CHECK(has(html, "gpurr diff report"));
+  CHECK_FALSE(hasSection(html, "runs"));
+  CHECK_FALSE(hasSection(html, "replay"));
+  CHECK(hasSection(html, "timeline"));
+}
+
+TEST_CASE("parameters and environment differences") {
+  const std::string rng = report::renderHtml(reportFor("rng_state"));
+  requireSelfContained(rng);
+  CHECK(has(rng, "<h3>Parameters that differ</h3>"));
+  CHECK(has(rng, "philox seed/offset"));
+  CHECK(has(rng, "philox generator cuda:0 seed 2718281828 offset 8"));
+  CHECK(has(rng, "<h3>Algorithm and RNG annotations</h3>"));
+  const std::string env = report::renderHtml(reportFor("environment"));
+  requireSelfContained(env);
+  CHECK(has(env, "<code>env CUBLAS_WORKSPACE_CONFIG</code></td><td><code>:4096:8</code></td><td><span class=\"muted\">(unset)</span>"));
+  CHECK(has(env, "At the operation itself: nondeterministic kernel."));
+  const std::string uninit = report::renderHtml(reportFor("uninitialised_memory"));
+  CHECK(has(uninit, "<h3>Inputs that differ</h3>"));
+  CHECK(has(uninit, "never written before this launch"));
+  const std::string two = report::renderHtml(reportFor("two_independent"));
+  CHECK(has(two, "<b>1 independent divergence</b> not explained by the first:"));
+  CHECK(has(two, "at::cuda::kernelHistogram1D&lt;float&gt;"));
+}
+
+TEST_CASE("several processes: one cause section per process") {
+  const std::string html = report::renderHtml(reportFor("processes"));
+  requireSelfContained(html);
+  CHECK(has(html, "<h3>process <code>rank0.gpurr</code></h3>"));
+  CHECK(has(html, "<h3>process <code>rank1.gpurr</code></h3>"));
+  CHECK(has(html, "identical: 9 operations match"));
+}
+
+TEST_CASE("a report that was not reproduced") {
+  json report = reportFor("nondeterministic_kernel", "bisect_not_reproduced.json");
+  report["confirmation"] = testutil::loadJson(testutil::caseDir("identical") / "expected.json");
+  const std::string html = report::renderHtml(report);
+  requireSelfContained(html);
+  CHECK(has(html, "<header class=\"verdict v-warn\""));
+  CHECK(has(html, "Not reproduced: the divergence did not recur (first seen at launch #3"));
+  CHECK(has(html, "the run with snapshots did not diverge from run 1"));
+  CHECK(has(html, "Replay was not attempted."));
+}
+
+TEST_CASE("identical runs: the verdict, and no cause, timeline rows or blast radius") {
+  const std::string html = report::renderHtml(reportFor("identical", "bisect_identical.json"));
+  requireSelfContained(html);
+  CHECK(has(html, "<header class=\"verdict v-ok\""));
+  CHECK(has(html, "Identical: 2 runs produced the same bits"));
+  CHECK_FALSE(hasSection(html, "cause"));
+  CHECK_FALSE(hasSection(html, "blast"));
+  CHECK_FALSE(has(html, "divergent-row"));
+  CHECK(has(html, "No divergence: nothing to show."));
+  CHECK(hasSection(html, "runs"));
+  // Diff only, identical.
+  const std::string diffOnly = report::renderHtml(reportFor("identical"));
+  CHECK(has(diffOnly, "Identical: the runs produced the same bits"));
+}
+
+TEST_CASE("text from the traces is escaped: a kernel named <script>") {
+  const testutil::TempDir tmp("html_escape");
+  testutil::LongRuns runs;
+  runs.divergeAt = 200;
+  runs.kernel0 = "<script>alert(\"gpurr\")</script>&kernel<'x'>";
+  runs.write(tmp.path / "a.gpurr", tmp.path / "b.gpurr");
+  json report;
+  report["diff"] = testutil::gpurrDiff(tmp.path, "a.gpurr", "b.gpurr");
+  report["timeline"] = report::timelineAround(tmp.path / "a.gpurr", tmp.path / "b.gpurr",
+                                              report["diff"]["processes"][0]);
+  REQUIRE(report["diff"]["processes"][0]["firstDivergence"]["a"]["name"] == runs.kernel0);
+  report["command"] = json::array({"python", "<b>train</b>.py"});
+  const std::string html = report::renderHtml(report);
+  requireSelfContained(html);
+  CHECK(has(html, "&lt;script&gt;alert(&quot;gpurr&quot;)&lt;/script&gt;&amp;kernel&lt;&#39;x&#39;&gt;"));
+  CHECK(has(html, "&lt;b&gt;train&lt;/b&gt;.py"));
+  CHECK_FALSE(has(html, "<b>train"));
+}
+
+TEST_CASE("escapeHtml") {
+  CHECK(report::escapeHtml("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&#39;");
+  CHECK(report::escapeHtml("") == "");
+}
+
+namespace {
+
+std::string escapeKey(const std::string& key) {
+  std::string out;
+  for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return out;
+}
+
+void pointers(const json& j, const std::string& at, std::vector<std::string>& out) {
+  out.push_back(at);
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) pointers(it.value(), at + "/" + escapeKey(it.key()), out);
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) pointers(j[i], at + "/" + std::to_string(i), out);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("missing, null and mistyped keys never break the page") {
+  for (const char* name : {"nondeterministic_kernel", "algorithm_choice", "two_independent", "uninitialised_memory"}) {
+    json full = reportFor(name, "bisect_replayed.json");
+    full["confirmation"] = full["diff"];
+    std::vector<std::string> paths;
+    pointers(full, "", paths);
+    const std::vector<json> replacements = {nullptr, "x<y>", 7, -1, 1.5, json::array(), json::object(), true,
+                                            json::array({1, "a", nullptr})};
+    size_t renders = 0;
+    for (const std::string& p : paths) {
+      if (p.empty()) continue;
+      const json::json_pointer ptr(p);
+      json removed = full;
+      const json::json_pointer parent = ptr.parent_pointer();
+      if (removed.at(parent).is_object()) {
+        removed.at(parent).erase(ptr.back());
+      } else {
+        removed.at(parent).erase(std::stoul(ptr.back()));
+      }
+      INFO(name << " without " << p);
+      std::string html;
+      REQUIRE_NOTHROW(html = report::renderHtml(removed));
+      CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+      for (const json& r : replacements) {
+        json changed = full;
+        changed.at(ptr) = r;
+        INFO(name << " with " << p << " = " << r.dump());
+        REQUIRE_NOTHROW(report::renderHtml(changed));
+        ++renders;
+      }
+    }
+    CHECK(renders > 1000);
+  }
+  for (const json& odd : {json(), json::array(), json("report"), json(42), json::object()}) {
+    const std::string html = report::renderHtml(odd);
+    CHECK(has(html, "No verdict"));
+    requireSelfContained(html);
+  }
+}
