@@ -354,3 +354,197 @@ TEST_CASE("functions and CUkernels are described through the driver", "[recorder
   FunctionInfo none;
   CHECK_FALSE(device->describeFunction(0x300, none));
 }
+
+// ---------------------------------------------------------------- snapshots
+
+TEST_CASE("snapshot copies are stream-ordered, asynchronous, and reuse their staging", "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  auto a = randomBytes(300000, 7);
+  const std::vector<uint8_t> before = a;
+  // The program's own work, enqueued earlier on the stream, writes a.
+  gpu->queue.push_back([&a] { a[5] ^= 0xff; });
+  std::string error;
+  auto c = device->copyToHost(0xC0, 0x5, reinterpret_cast<uint64_t>(a.data()), a.size(), false, error);
+  REQUIRE(c);
+  CHECK_FALSE(gpu->queue.empty());  // nothing ran yet
+  CHECK(gpu->streamSyncs == 0);
+  CHECK(gpu->ctxSyncs == 0);
+  std::span<const uint8_t> bytes;
+  REQUIRE(c->wait(bytes, error));
+  REQUIRE(bytes.size() == a.size());
+  CHECK(bytes[5] == static_cast<uint8_t>(before[5] ^ 0xff));  // saw what the earlier work left
+  CHECK(std::equal(bytes.begin(), bytes.end(), a.begin()));
+  const int allocsAfterFirst = gpu->allocs;
+  c.reset();  // gives the staging buffer back
+  auto again = device->copyToHost(0xC0, 0x5, reinterpret_cast<uint64_t>(a.data()), 250000, false, error);
+  REQUIRE(again);
+  CHECK(gpu->allocs == allocsAfterFirst);  // the same pinned buffer and event
+  REQUIRE(again->wait(bytes, error));
+  CHECK(bytes.size() == 250000);
+  again.reset();
+  // Synchronous mode: complete on return.
+  auto sync = device->copyToHost(0xC0, 0x5, reinterpret_cast<uint64_t>(a.data()), 100, true, error);
+  REQUIRE(sync);
+  CHECK(gpu->queue.empty());
+  sync.reset();
+  device->contextDestroying(0xC0);
+  CHECK(gpu->allocs == gpu->frees);
+  CHECK(gpu->events.empty());
+}
+
+TEST_CASE("a context destroyed with a snapshot copy in flight still delivers its bytes", "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(5000, 8);
+  std::string error;
+  auto c = device->copyToHost(0xC0, 0, reinterpret_cast<uint64_t>(a.data()), a.size(), false, error);
+  REQUIRE(c);
+  device->contextDestroying(0xC0);  // synchronises and frees the pinned memory
+  CHECK(gpu->allocs == gpu->frees);
+  std::span<const uint8_t> bytes;
+  REQUIRE(c->wait(bytes, error));
+  CHECK(std::vector<uint8_t>(bytes.begin(), bytes.end()) == a);
+  c.reset();
+  CHECK(gpu->allocs == gpu->frees);
+}
+
+// ---------------------------------------------------------------- re-runs
+
+namespace {
+
+// The checkpoint saves and restores one "device" buffer; the relaunched
+// kernel writes the run number's parity into it.
+struct Rerun {
+  std::vector<uint8_t>* memory = nullptr;
+  std::vector<uint8_t> saved;
+  int saves = 0, restores = 0, frees = 0, launches = 0;
+  CUptiResult saveResult = CUPTI_SUCCESS, restoreResult = CUPTI_SUCCESS;
+  CUlaunchConfig lastConfig{};
+  std::vector<CUlaunchAttribute> lastAttrs;
+  void** lastParams = nullptr;
+};
+Rerun* rerun = nullptr;
+
+using NV::Cupti::Checkpoint::CUpti_Checkpoint;
+CUptiResult fSave(CUpti_Checkpoint* cp) {
+  REQUIRE(cp->structSize == CUpti_Checkpoint_STRUCT_SIZE);
+  REQUIRE(cp->ctx == reinterpret_cast<CUcontext>(0xC0));
+  REQUIRE(gpu->queue.empty());  // the context was synchronised first
+  ++rerun->saves;
+  if (rerun->saveResult == CUPTI_SUCCESS) rerun->saved = *rerun->memory;
+  return rerun->saveResult;
+}
+CUptiResult fRestore(CUpti_Checkpoint*) {
+  ++rerun->restores;
+  if (rerun->restoreResult == CUPTI_SUCCESS) *rerun->memory = rerun->saved;
+  return rerun->restoreResult;
+}
+CUptiResult fFree(CUpti_Checkpoint*) {
+  ++rerun->frees;
+  return CUPTI_SUCCESS;
+}
+CUptiResult fResultString(CUptiResult r, const char** s) {
+  *s = r == CUPTI_ERROR_NOT_SUPPORTED ? "CUPTI_ERROR_NOT_SUPPORTED" : "CUPTI_ERROR_UNKNOWN";
+  return CUPTI_SUCCESS;
+}
+CUresult fLaunchKernelEx(const CUlaunchConfig* config, CUfunction, void** params, void**) {
+  rerun->lastConfig = *config;
+  rerun->lastAttrs.assign(config->attrs, config->attrs + config->numAttrs);
+  rerun->lastParams = params;
+  const int run = rerun->launches++;
+  gpu->queue.push_back([run] { (*rerun->memory)[0] = static_cast<uint8_t>(run % 2); });
+  return CUDA_SUCCESS;
+}
+
+std::unique_ptr<CudaDevice> rerunDevice() {
+  auto device = CudaDevice::create(fakeApi());
+  device->setCheckpointApi({fSave, fRestore, fFree, fResultString});
+  device->setLaunchKernelEx(fLaunchKernelEx);
+  return device;
+}
+
+}  // namespace
+
+TEST_CASE("a launch re-run from a checkpoint: digests per run, state restored after each", "[recorder][cudadevice]") {
+  Fixture fx;
+  Rerun r;
+  rerun = &r;
+  std::vector<uint8_t> y = randomBytes(4096, 9);
+  y[0] = 7;
+  const std::vector<uint8_t> original = y;
+  r.memory = &y;
+  auto device = rerunDevice();
+  void* params[] = {nullptr};
+  Relaunch launch;
+  launch.function = 0x100;
+  launch.grid = {8, 2, 1};
+  launch.block = {64, 1, 1};
+  launch.sharedMemBytes = 1024;
+  launch.stream = 0x5;
+  launch.cooperative = true;
+  launch.kernelParams = params;
+  const kernels::HashRequest out{reinterpret_cast<uint64_t>(y.data()), y.size()};
+  std::vector<std::vector<uint64_t>> digests;
+  std::string error;
+  REQUIRE(device->rerunLaunch(0xC0, launch, std::span(&out, 1), 5, digests, error));
+  CHECK(r.saves == 1);
+  CHECK(r.restores == 5);
+  CHECK(r.frees == 1);
+  CHECK(r.launches == 5);
+  CHECK(gpu->ctxSyncs >= 1);
+  CHECK(y == original);  // the program's launch starts from its own state
+  REQUIRE(digests.size() == 5);
+  std::vector<uint8_t> even = original, odd = original;
+  even[0] = 0, odd[0] = 1;
+  CHECK(digests[0] == std::vector<uint64_t>{hash::hashBuffer(even)});
+  CHECK(digests[1] == std::vector<uint64_t>{hash::hashBuffer(odd)});
+  CHECK(digests[4] == digests[0]);
+  // The same configuration, cooperative by attribute, the program's parameters.
+  CHECK(r.lastConfig.gridDimX == 8);
+  CHECK(r.lastConfig.gridDimY == 2);
+  CHECK(r.lastConfig.blockDimX == 64);
+  CHECK(r.lastConfig.sharedMemBytes == 1024);
+  CHECK(r.lastConfig.hStream == reinterpret_cast<CUstream>(0x5));
+  REQUIRE(r.lastAttrs.size() == 1);
+  CHECK(r.lastAttrs[0].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE);
+  CHECK(r.lastParams == params);
+  device->contextDestroying(0xC0);
+  CHECK(gpu->allocs == gpu->frees);
+  rerun = nullptr;
+}
+
+TEST_CASE("re-runs fail cleanly when the checkpoint cannot be saved or restored", "[recorder][cudadevice]") {
+  Fixture fx;
+  Rerun r;
+  rerun = &r;
+  std::vector<uint8_t> y = randomBytes(100, 10);
+  r.memory = &y;
+  const kernels::HashRequest out{reinterpret_cast<uint64_t>(y.data()), y.size()};
+  Relaunch launch;
+  launch.function = 0x100;
+  std::vector<std::vector<uint64_t>> digests;
+  std::string error;
+  {
+    auto device = rerunDevice();
+    r.saveResult = CUPTI_ERROR_NOT_SUPPORTED;
+    CHECK_FALSE(device->rerunLaunch(0xC0, launch, std::span(&out, 1), 3, digests, error));
+    CHECK(error == "cuptiCheckpointSave: CUPTI_ERROR_NOT_SUPPORTED");
+    CHECK(r.launches == 0);
+    r.saveResult = CUPTI_SUCCESS;
+    r.restoreResult = CUPTI_ERROR_UNKNOWN;
+    CHECK_FALSE(device->rerunLaunch(0xC0, launch, std::span(&out, 1), 3, digests, error));
+    CHECK_THAT(error, Catch::Contains("cuptiCheckpointRestore: CUPTI_ERROR_UNKNOWN"));
+    CHECK(r.launches == 1);  // stops at the first failed restore
+    CHECK(r.frees == 1);
+    device->contextDestroying(0xC0);
+  }
+  {
+    // A libcupti without the checkpoint API.
+    auto device = CudaDevice::create(fakeApi());
+    CHECK_FALSE(device->rerunLaunch(0xC0, launch, std::span(&out, 1), 3, digests, error));
+    CHECK_THAT(error, Catch::Contains("lacks the checkpoint API"));
+  }
+  CHECK(gpu->allocs == gpu->frees);
+  rerun = nullptr;
+}
