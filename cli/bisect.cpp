@@ -107,12 +107,18 @@ class Progress {
 
  private:
   void draw() {
-    std::string line = fmt::format("{}  {}", text_, clockTime(secondsSince(start_)));
-    if (!note_.empty()) line += "  " + note_;
     winsize ws{};
     const size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
-    // A line longer than the terminal wraps, and \r then rewrites only its end.
-    if (line.size() >= width) line = line.substr(0, width - 4) + "...";
+    // A line longer than the terminal wraps, and \r then rewrites only its
+    // last part: the description gives way, the clock stays.
+    std::string tail = "  " + clockTime(secondsSince(start_));
+    if (!note_.empty() && text_.size() + tail.size() + note_.size() + 2 < width) tail += "  " + note_;
+    std::string text = text_;
+    if (text.size() + tail.size() >= width) {
+      const size_t room = width > tail.size() + 8 ? width - tail.size() - 4 : 4;
+      text = text.substr(0, room) + "...";
+    }
+    const std::string line = text + tail;
     std::fprintf(stderr, "\r\033[K%s", line.c_str());
     std::fflush(stderr);
     drawn_ = true;
@@ -136,8 +142,8 @@ extern "C" void onInterrupt(int sig) {
 }
 
 void catchInterrupts(const fs::path& dir) {
-  const std::string text =
-      fmt::format("\r\033[K\ngpurr bisect: interrupted; what was recorded so far is in {}/\n", dir.string());
+  const std::string text = fmt::format("{}gpurr bisect: interrupted; what was recorded so far is in {}/\n",
+                                       ::isatty(STDERR_FILENO) == 1 ? "\r\033[K" : "", dir.string());
   interruptLength = std::min(text.size(), sizeof interruptMessage);
   std::memcpy(interruptMessage, text.data(), interruptLength);
   struct sigaction sa {};
@@ -186,7 +192,7 @@ struct Outcome {
   Json timeline = nullptr;
   RunTally tally;  // run 1, when the runs are identical
   double seconds = 0;
-  bool interrupted = false;
+  int interruptedBy = 0;  // the signal that stopped the bisect, 0 when none
 
   const RunComparison* chosenComparison() const { return chosen ? &comparisons[*chosen].second : nullptr; }
   const ProcessDiff* chosenProcess() const {
@@ -220,7 +226,7 @@ class Bisect {
     const uint32_t total = opts_.runs;
     for (uint32_t i = 1; i <= total; ++i) {
       RunRecord& r = record(i, total, "", false);
-      if (out_.interrupted) return;
+      if (out_.interruptedBy != 0) return;
       if (!r.started) {
         out_.error = fmt::format("cannot run gpurr record: {}", r.startError);
         return;
@@ -251,7 +257,7 @@ class Bisect {
     }
     out_.verdict = "diverged";
     confirm();
-    if (out_.interrupted) return;
+    if (out_.interruptedBy != 0) return;
     timeline();
   }
 
@@ -282,7 +288,8 @@ class Bisect {
     r.signal = step.exit.signal;
     r.traced = !runTraces(dir_ / r.trace.filename()).empty();
     r.launches = launchCount(dir_ / r.trace.filename());
-    out_.interrupted = step.interruptedBy != 0;
+    if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
+    progress_.done();
     progress_.say(fmt::format("run {}: {} after {}, {} launches", number,
                               !r.started ? "not started: " + r.startError
                               : r.signal ? fmt::format("killed by signal {}", r.signal)
@@ -352,7 +359,7 @@ class Bisect {
     const uint32_t number = opts_.runs + 1;
     const std::string selection = out_.snapshotLaunch ? std::to_string(*out_.snapshotLaunch) : "";
     RunRecord& r = record(number, number, selection, true);
-    if (out_.interrupted) return;
+    if (out_.interruptedBy != 0) return;
     if (!r.started || r.failed() || !r.traced) {
       noteFailure(r);
       out_.replayError = fmt::format("not run: the confirmation run failed ({})",
@@ -409,7 +416,7 @@ class Bisect {
     progress_.phase(fmt::format("replay: re-executing launch #{} (run {} event #{}) {} times", *out_.snapshotLaunch,
                                 r.number, at->seq, opts_.repeat));
     const StepExit step = runStep(argv, json, log, [this] { progress_.tick(); });
-    out_.interrupted = step.interruptedBy != 0;
+    if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     const std::vector<std::string> err = lastLines(log, 20);
     std::optional<Json> parsed;
     if (step.exit.started && (step.exit.code == 0 || step.exit.code == 1)) {
@@ -491,7 +498,6 @@ std::string renderText(const Outcome& o, const Style& st) {
   os << st.dim(fmt::format("gpurr bisect -- {}", joinedCommand(o.command))) << '\n';
   for (const RunRecord& r : o.runs) os << "  " << runLine(r) << '\n';
   for (const std::string& f : o.failures) os << st.yellow(f) << '\n';
-  if (o.interrupted) os << st.yellow("interrupted") << '\n';
   if (o.verdict == "failed") {
     os << st.red(fmt::format("failed: {}", o.error.empty() ? "see above" : o.error.substr(0, o.error.find('\n'))))
        << '\n';
@@ -674,9 +680,10 @@ int run(const BisectOptions& opts) {
 
   Bisect bisect(opts, exe, dir, shown, culprits ? &*culprits : nullptr);
   const Outcome outcome = bisect.run();
-  if (outcome.interrupted) {
-    std::fprintf(stderr, "gpurr bisect: interrupted; what was recorded so far is in %s/\n", shown.c_str());
-    return 130;
+  if (outcome.interruptedBy != 0) {
+    std::fprintf(stderr, "gpurr bisect: interrupted (%s); what was recorded so far is in %s/\n",
+                 strsignal(outcome.interruptedBy), shown.c_str());
+    return 128 + outcome.interruptedBy;
   }
 
   const Json report = reportJson(outcome);

@@ -1,0 +1,495 @@
+// Tests of `gpurr bisect` that need no GPU. The command runs for real (bin/gpurr,
+// which runs `gpurr record` and `gpurr replay` as its children) on
+// fake_cuda_program, which writes the trace a recorded CUDA program would,
+// its content set by a scenario and a run counter. The recorder library is a
+// plain file: `gpurr record` only needs it to exist, and the fake program
+// does the recording. Replay needs a GPU, so here it must say why it did not
+// run.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
+#include <thread>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/bisect.h"
+#include "trace_format/trace.h"
+
+namespace fs = std::filesystem;
+using namespace gpurr;
+using Json = nlohmann::json;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "gpurr-bisect-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+std::string readText(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void writeText(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+const fs::path kGpurr = fs::path(GPURR_BINARY_DIR) / "bin" / "gpurr";
+const fs::path kFake = FAKE_CUDA_PROGRAM;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// A working directory, a stand-in recorder library, the fake program's run
+// counter and files for stdio.
+struct Sandbox {
+  TempDir tmp;
+  fs::path work = tmp / "work";
+  fs::path io = tmp / "io";
+  fs::path state = tmp / "state";
+  fs::path lib = tmp / "libgpurr_recorder.so";
+  Sandbox() {
+    fs::create_directories(work);
+    fs::create_directories(io);
+    fs::create_directories(state);
+    writeText(lib, "not really a library");
+  }
+  Result run(const std::vector<std::string>& args, bool withLibrary = true) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int in = ::open("/dev/null", O_RDONLY);
+      const int out = ::open((io / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open((io / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(in, 0);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      if (::chdir(work.c_str()) != 0) ::_exit(99);
+      if (withLibrary) {
+        ::setenv("GPURR_RECORDER_LIB", lib.c_str(), 1);
+      } else {
+        ::setenv("GPURR_RECORDER_LIB", (tmp / "missing.so").c_str(), 1);
+      }
+      ::unsetenv("GPURR_SNAPSHOT");
+      std::vector<char*> argv{const_cast<char*>(kGpurr.c_str())};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(kGpurr.c_str(), argv.data());
+      ::_exit(98);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+    r.out = readText(io / "stdout");
+    r.err = readText(io / "stderr");
+    return r;
+  }
+  // gpurr bisect -o DIR [options] -- fake_cuda_program SCENARIO STATE
+  Result bisect(const std::string& scenario, std::vector<std::string> options = {}) {
+    std::vector<std::string> args{"bisect", "-o", "out"};
+    args.insert(args.end(), options.begin(), options.end());
+    args.insert(args.end(), {"--", kFake.string(), scenario, state.string()});
+    return run(args);
+  }
+  fs::path out() const { return work / "out"; }
+  Json report() const { return Json::parse(readText(out() / "report.json")); }
+};
+
+std::vector<std::string> filesIn(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The launches of a trace whose ranges carry snapshots, by launch number.
+std::vector<uint64_t> snapshotLaunches(const fs::path& trace) {
+  std::vector<uint64_t> out;
+  uint64_t n = 0;
+  for (const trace::Event& e : trace::TraceReader(trace).readAll()) {
+    const auto* k = std::get_if<trace::KernelLaunch>(&e.payload);
+    if (k == nullptr) continue;
+    bool any = false, all = true;
+    for (const auto* list : {&k->inputs, &k->outputs}) {
+      for (const trace::RangeDigest& r : *list) {
+        any = any || r.snapshot.has_value();
+        all = all && r.snapshot.has_value();
+      }
+    }
+    if (any) {
+      CHECK(all);  // inputs before and outputs after, every range
+      out.push_back(n);
+    }
+    ++n;
+  }
+  return out;
+}
+
+void checkReportKeys(const Json& r) {
+  for (const char* key : {"verdict", "command", "runs", "diff", "confirmation", "reproduced", "replay",
+                          "replayError", "timeline", "seconds"}) {
+    INFO(key);
+    CHECK(r.contains(key));
+  }
+  for (const Json& run : r["runs"]) {
+    for (const char* key : {"trace", "log", "exitCode", "seconds", "launches"}) {
+      INFO(key);
+      CHECK(run.contains(key));
+    }
+  }
+}
+
+const Json& firstDivergence(const Json& diff) { return diff["processes"][0]["firstDivergence"]; }
+
+}  // namespace
+
+// ---------------------------------------------------------------- parts
+
+TEST_CASE("bisect directory: named after the command and the time and never reused") {
+  TempDir tmp;
+  const std::time_t now = 1'700'000'000;
+  const fs::path first = cli::bisect::defaultDirectory({"/usr/bin/python3", "train.py"}, now, tmp.path());
+  CHECK(first.parent_path() == tmp.path());
+  CHECK(first.filename().string().starts_with("bisect-python3-2023"));
+  CHECK(first.extension() != ".gpurr");
+  fs::create_directory(first);
+  const fs::path second = cli::bisect::defaultDirectory({"/usr/bin/python3", "train.py"}, now, tmp.path());
+  CHECK(second.filename().string() == first.filename().string() + "-2");
+  CHECK(cli::bisect::defaultDirectory({"my tool!"}, now, tmp.path()).filename().string().starts_with(
+      "bisect-my_tool_-"));
+}
+
+TEST_CASE("bisect directory: a full one only with --force which removes only bisect files") {
+  TempDir tmp;
+  const fs::path dir = tmp / "d";
+  CHECK(cli::bisect::prepareDirectory(dir, false).empty());
+  CHECK(fs::is_directory(dir));
+  CHECK(cli::bisect::prepareDirectory(dir, false).empty());  // empty: fine
+  fs::create_directory(dir / "run1.gpurr");
+  writeText(dir / "run1.log", "old");
+  writeText(dir / "report.json", "{}");
+  writeText(dir / "notes.txt", "mine");
+  const std::string refused = cli::bisect::prepareDirectory(dir, false);
+  CHECK_THAT(refused, Catch::Contains("not empty") && Catch::Contains("--force") && Catch::Contains(dir.string()));
+  CHECK(cli::bisect::prepareDirectory(dir, true).empty());
+  CHECK(filesIn(dir) == std::vector<std::string>{"notes.txt"});
+  writeText(tmp / "file", "x");
+  CHECK_THAT(cli::bisect::prepareDirectory(tmp / "file", true), Catch::Contains("not a directory"));
+  CHECK_THAT(cli::bisect::prepareDirectory(tmp / "no" / "such", false), Catch::Contains("does not exist"));
+  CHECK(cli::bisect::isBisectFile("run12.gpurr"));
+  CHECK(cli::bisect::isBisectFile("replay.json"));
+  CHECK_FALSE(cli::bisect::isBisectFile("run.gpurr"));
+  CHECK_FALSE(cli::bisect::isBisectFile("report.json.bak"));
+}
+
+TEST_CASE("bisect helpers: log tails and clocks and replay errors") {
+  TempDir tmp;
+  writeText(tmp / "log", "one\ntwo\r\nthree\nfour\n");
+  CHECK(cli::bisect::lastLines(tmp / "log", 2) == std::vector<std::string>{"three", "four"});
+  CHECK(cli::bisect::lastLines(tmp / "log", 10).size() == 4);
+  CHECK(cli::bisect::lastLines(tmp / "missing", 3).empty());
+  CHECK(cli::bisect::clockTime(7.9) == "0:07");
+  CHECK(cli::bisect::clockTime(754) == "12:34");
+  CHECK(cli::bisect::clockTime(3723) == "1:02:03");
+  CHECK(cli::bisect::replayFailure({"gpurr replay: warning: x", "gpurr replay: error: no CUDA driver", ""}, "?") ==
+        "no CUDA driver");
+  CHECK(cli::bisect::replayFailure({}, "exit 2") == "exit 2");
+}
+
+// ---------------------------------------------------------------- the command
+
+TEST_CASE("bisect: identical runs say what was compared and exit 0") {
+  Sandbox s;
+  const Result r = s.bisect("identical");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const Json rep = s.report();
+  checkReportKeys(rep);
+  CHECK(rep["verdict"] == "identical");
+  CHECK(rep["diff"].is_null());
+  CHECK(rep["reproduced"].is_null());
+  CHECK(rep["timeline"].is_null());
+  REQUIRE(rep["runs"].size() == 2);
+  for (const Json& run : rep["runs"]) {
+    CHECK(run["exitCode"] == 0);
+    CHECK(run["launches"] == 10);
+  }
+  CHECK(rep["compared"]["launches"] == 10);
+  CHECK(rep["compared"]["copies"] == 3);
+  CHECK(rep["compared"]["processes"] == 1);
+  CHECK(rep["compared"]["bytesHashed"] == 4096 * 24);
+  CHECK(rep["command"][1] == "identical");
+  CHECK(filesIn(s.out()) == std::vector<std::string>{"report.html", "report.json", "report.txt", "run1.gpurr",
+                                                     "run1.log", "run2.gpurr", "run2.log"});
+  CHECK_THAT(r.out, Catch::Contains("identical: the 2 runs are bitwise identical"));
+  CHECK_THAT(r.out, Catch::Contains("10 launches (10 hashed), 3 copies"));
+  // report.txt is the report without the pointer to the files.
+  const std::string txt = readText(s.out() / "report.txt");
+  CHECK(r.out.starts_with(txt));
+  CHECK_THAT(r.out, Catch::Contains("results in out/"));
+  // The command's output went to the logs, not to the terminal.
+  CHECK_THAT(readText(s.out() / "run2.log"), Catch::Contains("fake training (identical), run 2"));
+  CHECK_THAT(r.out, !Catch::Contains("fake training"));
+  // One progress line per phase on a pipe.
+  CHECK_THAT(r.err, Catch::Contains("run 1/2: recording") && Catch::Contains("run 2/2: recording") &&
+                        Catch::Contains("out/run1.log"));
+  CHECK(readText(s.out() / "report.html").find("<html") != std::string::npos);
+}
+
+TEST_CASE("bisect: a nondeterministic kernel is found and snapshotted and confirmed while replay says why it did not run") {
+  Sandbox s;
+  const Result r = s.bisect("nondeterministic", {"--repeat", "7"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  checkReportKeys(rep);
+  CHECK(rep["verdict"] == "diverged");
+  const Json& d = firstDivergence(rep["diff"]);
+  CHECK(d["cause"] == "nondeterministicKernel");
+  CHECK(d["a"]["launchIndex"] == 5);
+  CHECK(d["a"]["kind"] == "launch");
+  REQUIRE(rep["runs"].size() == 3);
+  CHECK(rep["runs"][2]["snapshot"] == "5");
+  CHECK(rep["runs"][0]["snapshot"].is_null());
+  CHECK(rep["reproduced"] == true);
+  CHECK(rep["confirmation"].is_object());
+  CHECK(rep["confirmation"]["identical"] == false);
+  // The confirmation run was recorded with snapshots of launch 5 only.
+  const fs::path run3 = s.out() / "run3.gpurr";
+  CHECK(trace::TraceReader(run3).header().options.snapshot == "5");
+  CHECK(snapshotLaunches(run3) == std::vector<uint64_t>{5});
+  CHECK(snapshotLaunches(s.out() / "run1.gpurr").empty());
+  // No GPU here: replay reports that it did not run, and why.
+  CHECK(rep["replay"].is_null());
+  REQUIRE(rep["replayError"].is_string());
+  CHECK(rep["replayError"].get<std::string>().starts_with("not run: "));
+  CHECK(rep["replayError"].get<std::string>().size() > 12);
+  CHECK_THAT(r.out, Catch::Contains("  replay   not run: "));
+  CHECK_THAT(r.out, Catch::Contains("cause    nondeterministic kernel"));
+  CHECK_THAT(r.out, Catch::Contains("first divergence: launch #5"));
+  CHECK_THAT(r.out, Catch::Contains("reproduced"));
+  CHECK_FALSE(fs::exists(s.out() / "replay.json"));
+  CHECK(rep["timeline"].is_object());
+  CHECK(rep["timeline"]["rows"].size() > 0);
+  CHECK_THAT(r.err, Catch::Contains("with snapshots of launch #5"));
+}
+
+TEST_CASE("bisect: an unseeded RNG is named at its launch") {
+  Sandbox s;
+  const Result r = s.bisect("seed");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "diverged");
+  CHECK(firstDivergence(rep["diff"])["cause"] == "rngState");
+  CHECK(firstDivergence(rep["diff"])["a"]["launchIndex"] == 3);
+  CHECK(rep["runs"][2]["snapshot"] == "3");
+  CHECK(snapshotLaunches(s.out() / "run3.gpurr") == std::vector<uint64_t>{3});
+  CHECK(rep["reproduced"] == true);
+  CHECK_THAT(r.out, Catch::Contains("cause    RNG state") || Catch::Contains("cause    rng state"));
+}
+
+TEST_CASE("bisect: a host-input difference is a copy with no snapshot and no replay") {
+  Sandbox s;
+  const Result r = s.bisect("host_input");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "diverged");
+  const Json& d = firstDivergence(rep["diff"]);
+  CHECK(d["cause"] == "hostInput");
+  CHECK(d["a"]["kind"] == "memcpy");
+  REQUIRE(rep["runs"].size() == 3);
+  CHECK(rep["runs"][2]["snapshot"].is_null());
+  CHECK(snapshotLaunches(s.out() / "run3.gpurr").empty());
+  CHECK(trace::TraceReader(s.out() / "run3.gpurr").header().options.snapshot.empty());
+  CHECK(rep["reproduced"] == true);
+  CHECK_THAT(rep["replayError"].get<std::string>(), Catch::Contains("not a kernel launch"));
+}
+
+TEST_CASE("bisect: a divergence that the third run does not repeat is reported as not reproduced") {
+  Sandbox s;
+  const Result r = s.bisect("flaky");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "notReproduced");
+  CHECK(rep["reproduced"] == false);
+  CHECK(firstDivergence(rep["diff"])["a"]["launchIndex"] == 5);
+  CHECK(rep["runs"][2]["snapshot"] == "5");
+  CHECK(firstDivergence(rep["confirmation"])["a"]["launchIndex"] == 2);
+  CHECK_THAT(r.out, Catch::Contains("not reproduced at the same place"));
+  CHECK_THAT(r.out, Catch::Contains("launch #2"));
+  CHECK(rep["diff"].is_object());  // everything known is still reported
+  CHECK(rep["timeline"].is_object());
+}
+
+TEST_CASE("bisect: a crashing run stops the bisect with the end of its log unless --keep-going") {
+  Sandbox s;
+  const Result r = s.bisect("crash");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 2);
+  const Json rep = s.report();
+  checkReportKeys(rep);
+  CHECK(rep["verdict"] == "failed");
+  REQUIRE(rep["runs"].size() == 2);
+  CHECK(rep["runs"][0]["exitCode"] == 0);
+  CHECK(rep["runs"][1]["exitCode"] == 3);
+  CHECK(rep["runs"][1]["launches"] == 7);
+  CHECK(fs::exists(s.out() / "run2.gpurr" / "version"));  // its trace is kept
+  CHECK_THAT(r.out, Catch::Contains("run 2 failed: exit code 3"));
+  CHECK_THAT(r.out, Catch::Contains("RuntimeError: CUDA error: an illegal memory access"));
+  CHECK_THAT(r.out, Catch::Contains("out/run2.log"));
+  CHECK(rep["error"].is_string());
+
+  Sandbox k;
+  const Result kept = k.bisect("crash", {"--keep-going"});
+  INFO(kept.out << kept.err);
+  const Json krep = k.report();
+  CHECK(krep["runs"].size() >= 2);
+  CHECK(krep["verdict"] != "failed");  // the runs that left traces were compared
+  CHECK_THAT(kept.out, Catch::Contains("warning: runs 1 and 2: "));  // where run 2's trace ends
+  CHECK_THAT(kept.out, Catch::Contains("run 2 failed: exit code 3"));
+}
+
+TEST_CASE("bisect: usage errors exit 2 and touch nothing") {
+  Sandbox s;
+  Result r = s.run({"bisect", "-o", "out"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("no command given after --"));
+  r = s.run({"bisect", "--runs", "1", "--", "true"});
+  CHECK(r.code == 2);
+  r = s.run({"bisect", "-o", "out", "--", kFake.string(), "identical", s.state.string()}, false);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("recorder library"));
+  CHECK_FALSE(fs::exists(s.out()));
+
+  fs::create_directories(s.out());
+  writeText(s.out() / "precious.txt", "keep me");
+  r = s.bisect("identical");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("not empty"));
+  r = s.bisect("identical", {"--force"});
+  CHECK(r.code == 0);
+  CHECK(readText(s.out() / "precious.txt") == "keep me");
+  r = s.bisect("identical", {"--force", "--json"});  // over the previous bisect
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(Json::parse(r.out)["verdict"] == "identical");
+}
+
+TEST_CASE("bisect: without -o the results go to bisect-<command>-<date>-<time>") {
+  Sandbox s;
+  const Result r = s.run({"bisect", "--", kFake.string(), "identical", s.state.string()});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::vector<std::string> names = filesIn(s.work);
+  REQUIRE(names.size() == 1);
+  CHECK(names[0].starts_with("bisect-fake_cuda_program-"));
+  CHECK_THAT(r.err, Catch::Contains("results go to " + names[0]));
+  CHECK(fs::exists(s.work / names[0] / "report.json"));
+}
+
+TEST_CASE("diff --html writes the report as one page with the launches around the divergence") {
+  Sandbox s;
+  const fs::path cases = fs::path(GPURR_SOURCE_DIR) / "tests" / "diff" / "cases";
+  const fs::path nondet = cases / "nondeterministic_kernel";
+  Result r = s.run({"diff", (nondet / "a.gpurr").string(), (nondet / "b.gpurr").string(), "--html",
+                    (s.work / "d.html").string()});
+  INFO(r.err);
+  CHECK(r.code == 1);
+  const std::string page = readText(s.work / "d.html");
+  CHECK(page.find("<html") != std::string::npos);
+  CHECK(page.find("indexFuncLargeIndex") != std::string::npos);
+  // The text report is printed as without --html.
+  const std::string expected = readText(nondet / "expected.txt");
+  CHECK(r.out.substr(r.out.find('\n')) == expected.substr(expected.find('\n')));
+
+  const fs::path same = cases / "identical";
+  r = s.run({"diff", (same / "a.gpurr").string(), (same / "b.gpurr").string(), "--html", (s.work / "i.html").string()});
+  CHECK(r.code == 0);
+  CHECK(readText(s.work / "i.html").find("<html") != std::string::npos);
+  r = s.run({"diff", (same / "a.gpurr").string(), (same / "b.gpurr").string(), "--html",
+             (s.work / "no" / "such" / "dir.html").string()});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("cannot write"));
+}
+
+TEST_CASE("bisect: processes are matched by name and the diverging one is snapshotted and replayed") {
+  Sandbox s;
+  const Result r = s.bisect("ranks");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "diverged");
+  REQUIRE(rep["diff"]["processes"].size() == 2);
+  CHECK(rep["diff"]["processes"][0]["name"] == "rank0.gpurr");
+  CHECK(rep["diff"]["processes"][0]["identical"] == true);
+  const Json& d = rep["diff"]["processes"][1]["firstDivergence"];
+  CHECK(d["cause"] == "nondeterministicKernel");
+  CHECK(d["a"]["launchIndex"] == 5);
+  CHECK(rep["runs"][2]["snapshot"] == "5");
+  CHECK(snapshotLaunches(s.out() / "run3.gpurr" / "rank1.gpurr") == std::vector<uint64_t>{5});
+  CHECK(rep["reproduced"] == true);
+  CHECK(rep["timeline"]["process"] == "rank1.gpurr");
+  CHECK_THAT(r.out, Catch::Contains("runs 1 and 2 diverge in process rank1.gpurr"));
+  // The replay was attempted on the diverging process's trace.
+  CHECK_THAT(rep["replayError"].get<std::string>(), Catch::StartsWith("not run: "));
+}
+
+TEST_CASE("bisect: a termination signal stops it after the running child and says where the results are") {
+  Sandbox s;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int out = ::open((s.io / "stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open((s.io / "stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    if (::chdir(s.work.c_str()) != 0) ::_exit(99);
+    ::setenv("GPURR_RECORDER_LIB", s.lib.c_str(), 1);
+    ::execl(kGpurr.c_str(), kGpurr.c_str(), "bisect", "-o", "out", "--", "sh", "-c", "echo started; sleep 30",
+            static_cast<char*>(nullptr));
+    ::_exit(98);
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (readText(s.out() / "run1.log").find("started") == std::string::npos &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGTERM);  // to gpurr alone: it passes it on to the recording
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 128 + SIGTERM);
+  const std::string err = readText(s.io / "stderr");
+  CHECK_THAT(err, Catch::Contains("interrupted") && Catch::Contains("is in out/"));
+  CHECK(fs::exists(s.out() / "run1.log"));
+  CHECK_FALSE(fs::exists(s.out() / "run2.log"));  // no further run started
+}

@@ -1,0 +1,295 @@
+// Stands in for a CUDA training program under `gpurr record` on machines
+// without a GPU: it does the recorder's part itself. It reads the recorder's
+// options from its environment with the recorder's own parser (GPURR_OUTPUT,
+// GPURR_SNAPSHOT...), claims $GPURR_OUTPUT/proc<N>.gpurr as the recorder
+// does, and writes the trace of a small training step computed on the CPU:
+// real buffer contents, real digests (the CPU buffer hash), and snapshot
+// blobs for the launches GPURR_SNAPSHOT selects.
+//
+//   fake_cuda_program SCENARIO STATE_DIR
+//
+// STATE_DIR/counter counts the runs (1, 2, 3...); the scenario decides what
+// differs in which run:
+//   identical         nothing
+//   nondeterministic  launch 5 (index_add) adds in another order in every run
+//   seed              launch 3 (dropout) takes an unseeded Philox seed
+//   host_input        the batch copied to the GPU differs in every run
+//   flaky             run 2 differs at launch 5, run 3 at launch 2 only
+//   crash             runs after the first die at launch 7 with exit code 3
+//   ranks             two processes (rank0.gpurr, rank1.gpurr); rank 1 as
+//                     nondeterministic, rank 0 identical
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "recorder/options.h"
+#include "trace_format/hash.h"
+#include "trace_format/trace.h"
+
+extern char** environ;
+
+namespace {
+using namespace gpurr;
+using namespace gpurr::trace;
+using gpurr::hash::chunkDigests;
+using gpurr::hash::hashBuffer;
+
+constexpr uint64_t kBytes = 4096;  // every buffer: 1,024 floats
+constexpr uint64_t kBase = 0x7f3a00000000;
+constexpr uint64_t kStream = 0x5601d0;
+
+int bumpCounter(const std::string& stateDir) {
+  const std::string file = stateDir + "/counter";
+  int n = 0;
+  {
+    std::ifstream in(file);
+    in >> n;
+  }
+  ++n;
+  std::ofstream out(file, std::ios::trunc);
+  out << n << '\n';
+  return n;
+}
+
+std::vector<float> floats(const std::vector<uint8_t>& bytes) {
+  std::vector<float> f(bytes.size() / 4);
+  std::memcpy(f.data(), bytes.data(), bytes.size());
+  return f;
+}
+
+std::vector<uint8_t> bytesOf(const std::vector<float>& f) {
+  std::vector<uint8_t> b(f.size() * 4);
+  std::memcpy(b.data(), f.data(), b.size());
+  return b;
+}
+
+class Program {
+ public:
+  Program(TraceWriter& w, const recorder::RecorderOptions& opts) : w_(w), opts_(opts) {}
+
+  void alloc(uint32_t ordinal) {
+    Allocation a;
+    a.ordinal = ordinal;
+    a.address = address(ordinal);
+    a.size = kBytes;
+    append(a);
+    memory_[ordinal] = std::vector<uint8_t>(kBytes, 0);
+  }
+
+  void module() {
+    const std::vector<uint8_t> image(256, 0x42);
+    ModuleLoad m;
+    m.ordinal = 1;
+    m.cubin = w_.putBlob(image);
+    m.arch = 90;
+    append(m);
+  }
+
+  void copyIn(uint32_t ordinal, const std::vector<float>& values) {
+    memory_[ordinal] = bytesOf(values);
+    Memcpy c;
+    c.kind = MemcpyKind::kHostToDevice;
+    c.stream = kStream;
+    c.async = true;
+    c.size = kBytes;
+    c.dst = range(ordinal);
+    c.src = DeviceRange{0x55d0c0de0000, kBytes, 0, 0};
+    c.digest = hashBuffer(memory_[ordinal]);
+    if (opts_.captureHostData) c.data = w_.putBlob(memory_[ordinal]);
+    append(c);
+  }
+
+  void copyOut(uint32_t ordinal) {
+    Memcpy c;
+    c.kind = MemcpyKind::kDeviceToHost;
+    c.stream = kStream;
+    c.size = kBytes;
+    c.src = range(ordinal);
+    c.dst = DeviceRange{0x55d0c0de0000, kBytes, 0, 0};
+    c.digest = hashBuffer(memory_[ordinal]);
+    append(c);
+  }
+
+  // One kernel launch: out = f(inputs), computed here; `perturb` moves a few
+  // output values by a rounding error, as unordered atomics do.
+  void launch(const std::string& name, std::vector<uint32_t> inputs, uint32_t output, float scale,
+              int perturb = 0, std::optional<uint64_t> philoxSeed = std::nullopt,
+              const std::string& frameworkOp = "") {
+    KernelLaunch k;
+    k.api = LaunchApi::kLaunchKernel;
+    k.context = 0x1;
+    k.stream = kStream;
+    k.module = 1;
+    k.function = name;
+    k.grid = {8, 1, 1};
+    k.block = {128, 1, 1};
+    appendPointerParam(k, address(output), output, 0);
+    for (uint32_t in : inputs) appendPointerParam(k, address(in), in, 0);
+    const int32_t n = kBytes / 4;
+    appendParam(k, &n, 4, 4);
+    if (philoxSeed) {
+      const uint64_t state[3] = {*philoxSeed, 4 * launches_, 0};
+      const uint32_t at = appendParam(k, state, sizeof state, 8);
+      RngState rng;
+      rng.source = "philox";
+      rng.generator = "cuda:0";
+      rng.seed = *philoxSeed;
+      rng.offset = 4 * launches_;
+      rng.paramOffset = at;
+      k.annotations.push_back(rng);
+    }
+    if (!frameworkOp.empty()) k.annotations.push_back(FrameworkOp{frameworkOp});
+    const bool snapshot = recorder::launchSelected(opts_.snapshot, launches_, name);
+    for (uint32_t in : inputs) k.inputs.push_back(digest(in, snapshot));
+
+    std::vector<float> out(kBytes / 4, 0.0f);
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      const std::vector<float> x = floats(memory_[inputs[j]]);
+      for (size_t i = 0; i < out.size(); ++i) out[i] += scale * x[(i + 7 * j) % x.size()] / (1.0f + j);
+    }
+    if (philoxSeed) {
+      for (size_t i = 0; i < out.size(); ++i) {
+        if ((i * 2654435761u + *philoxSeed * 40503u) % 10 == 0) out[i] = 0;  // dropped
+      }
+    }
+    for (int p = 0; p < perturb; ++p) {
+      const size_t i = (static_cast<size_t>(p) * 331 + 17 * perturb) % out.size();
+      out[i] = std::nextafter(out[i], 1e30f);
+    }
+    memory_[output] = bytesOf(out);
+    k.outputs.push_back(digest(output, snapshot));
+    append(k);
+    ++launches_;
+  }
+
+  uint64_t launches() const { return launches_; }
+  void flush() { w_.flush(); }
+
+ private:
+  static uint64_t address(uint32_t ordinal) { return kBase + (ordinal - 1) * 0x10000; }
+  static DeviceRange range(uint32_t ordinal) { return DeviceRange{address(ordinal), kBytes, ordinal, 0}; }
+
+  RangeDigest digest(uint32_t ordinal, bool snapshot) {
+    RangeDigest r;
+    r.range = range(ordinal);
+    r.digest = hashBuffer(memory_[ordinal]);
+    r.chunkDigests = chunkDigests(memory_[ordinal]);
+    if (snapshot) r.snapshot = w_.putBlob(memory_[ordinal], BlobEncoding::kBytePlanes4);
+    return r;
+  }
+
+  template <class T>
+  void append(const T& payload) {
+    w_.append(Event{seq_, 1000 * (seq_ + 1), 0, payload});
+    ++seq_;
+  }
+
+  TraceWriter& w_;
+  const recorder::RecorderOptions& opts_;
+  std::map<uint32_t, std::vector<uint8_t>> memory_;
+  uint64_t seq_ = 0;
+  uint64_t launches_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: fake_cuda_program identical|nondeterministic|seed|host_input|flaky|crash STATE_DIR\n");
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  const int run = bumpCounter(argv[2]);
+  std::printf("fake training (%s), run %d\n", scenario.c_str(), run);
+  std::fflush(stdout);
+
+  std::vector<std::string> problems;
+  recorder::RecorderOptions opts = recorder::parseOptions(std::getenv, problems);
+  pid_t second = -1;
+  if (scenario == "ranks") {
+    // Two processes of one job, told apart by rank as torchrun does.
+    std::fflush(nullptr);
+    second = ::fork();
+    opts.rank = second == 0 ? 1 : 0;
+  }
+  for (const std::string& p : problems) std::fprintf(stderr, "gpurr: warning: %s\n", p.c_str());
+  if (!opts.output) {
+    std::printf("not recorded (GPURR_OUTPUT unset)\n");
+    return 0;
+  }
+  std::string error;
+  const auto dir = recorder::claimTraceDirectory(*opts.output, opts.rank, error);
+  if (!dir) {
+    std::fprintf(stderr, "gpurr: warning: %s\n", error.c_str());
+    return 0;
+  }
+
+  Header h;
+  h.toolVersion = opts.toolVersion;
+  h.commandLine.assign(argv, argv + argc);
+  h.workingDirectory = "/work";
+  h.environment = recorder::determinismEnvironment(environ);
+  h.hostname = "gpu-node-1";
+  h.pid = static_cast<uint32_t>(::getpid());
+  h.gpus.push_back(GpuInfo{0, "NVIDIA H100 80GB HBM3", "GPU-6a1f0c2e-0000-4000-8000-000000000001", 132, 9, 0,
+                           uint64_t{80} << 30, "0000:18:00.0"});
+  h.driverVersion = 13000;
+  h.cudaRuntimeVersion = 13000;
+  h.rank = opts.rank.value_or(-1);
+  h.options = recorder::toRecordingOptions(opts);
+  TraceWriter w(*dir, h, WriterOptions{.blockBytes = 4096, .background = false});
+  Program p(w, opts);
+
+  const bool hostInput = scenario == "host_input";
+  const bool nondeterministic = scenario == "nondeterministic" || (scenario == "ranks" && *opts.rank == 1);
+  const bool seed = scenario == "seed";
+  const bool flaky = scenario == "flaky";
+  const bool crash = scenario == "crash" && run > 1;
+
+  p.module();
+  for (uint32_t a = 1; a <= 10; ++a) p.alloc(a);
+  std::vector<float> batch(kBytes / 4), weights(kBytes / 4);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i] = static_cast<float>(std::sin(0.01 * i + (hostInput ? run : 0)));
+    weights[i] = static_cast<float>(std::cos(0.003 * i));
+  }
+  p.copyIn(1, batch);
+  p.copyIn(2, weights);
+  p.launch("_Z11embed_batchPfPKfi", {1}, 3, 1.0f);
+  p.launch("_Z6linearPfPKfS1_i", {3, 2}, 4, 0.5f);
+  p.launch("_Z4reluPfPKfi", {4}, 4, 1.0f, flaky && run == 3 ? 3 : 0);
+  p.launch("_ZN2at6native20fused_dropout_kernelIfEEvPKfPfPhiNS_15PhiloxCudaStateE", {4}, 5, 1.1f, 0,
+           seed ? 1000 + run : 1000, "aten::native_dropout");
+  p.launch("_Z6linearPfPKfS1_i", {5, 2}, 6, 0.5f);
+  p.launch("_ZN2at6native19indexFuncLargeIndexIfEEvPfPKfPKll", {6}, 7, 1.0f,
+           nondeterministic ? run : (flaky && run == 2 ? 4 : 0), std::nullopt, "aten::index_add_");
+  p.launch("_Z8mse_lossPfPKfS1_i", {7, 1}, 8, 1.0f);
+  if (crash) {
+    p.flush();  // what a recorder killed here leaves: the blocks written so far
+    std::printf("step 1: loss 0.4217\n");
+    std::fprintf(stderr, "Traceback (most recent call last):\n  File \"train.py\", line 42, in <module>\n"
+                         "RuntimeError: CUDA error: an illegal memory access was encountered\n");
+    std::fflush(nullptr);
+    std::_Exit(3);
+  }
+  p.launch("_Z13loss_backwardPfPKfi", {8}, 9, -0.1f);
+  p.launch("_Z10sgd_updatePfPKfS1_i", {9, 2}, 2, 1.0f);
+  p.launch("_Z7sum_allPfPKfi", {8}, 10, 1.0f);
+  p.copyOut(10);
+  w.close();
+  std::printf("step 1: loss 0.4217\n");
+  if (second > 0) {
+    int status = 0;
+    ::waitpid(second, &status, 0);
+  }
+  return 0;
+}
