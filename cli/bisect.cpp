@@ -704,7 +704,8 @@ int run(const BisectOptions& opts) {
     std::cout << fmt::format("results in {}/ ({}, and each run's trace and log)\n", shown.string(), files);
   }
   std::cout.flush();
-  if (outcome.verdict == "identical") return written ? kExitOk : kExitTrouble;
+  if (!written) return kExitTrouble;
+  if (outcome.verdict == "identical") return kExitOk;
   if (outcome.verdict == "diverged" || outcome.verdict == "notReproduced") return kExitDifferent;
   return kExitTrouble;
 }
