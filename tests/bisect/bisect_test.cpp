@@ -493,3 +493,23 @@ TEST_CASE("bisect: a termination signal stops it after the running child and say
   CHECK(fs::exists(s.out() / "run1.log"));
   CHECK_FALSE(fs::exists(s.out() / "run2.log"));  // no further run started
 }
+
+TEST_CASE("bisect: with more runs the pair that diverges earliest is reported and confirmed against its runs") {
+  Sandbox s;
+  // flaky: run 2 differs from run 1 at launch 5, run 3 at launch 2; run 4
+  // (the confirmation) is like run 1 again.
+  const Result r = s.bisect("flaky", {"--runs", "3"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "diverged");
+  REQUIRE(rep["runs"].size() == 4);
+  CHECK(rep["diff"]["b"].get<std::string>().ends_with("run3.gpurr"));
+  CHECK(firstDivergence(rep["diff"])["a"]["launchIndex"] == 2);
+  CHECK(rep["runs"][3]["snapshot"] == "2");
+  CHECK(rep["confirmation"]["identical"] == true);  // run 4 is like run 1
+  CHECK(firstDivergence(rep["confirmationOther"])["a"]["launchIndex"] == 2);
+  CHECK(rep["reproduced"] == true);
+  CHECK_THAT(r.out, Catch::Contains("runs 1 and 3 diverge"));
+  CHECK_THAT(r.out, Catch::Contains("run 4 (snapshots of launch #2) diverges from run 3 at the same operation"));
+}
