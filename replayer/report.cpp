@@ -460,6 +460,25 @@ std::string formatStreamOutcome(const StreamPlan& plan, const StreamOutcome& o) 
       line(out, "matching", fmt::format("{} of {} output(s) of this launch", m.outputsChecked - m.outputs.size(),
                                         m.outputsChecked));
     }
+    if (m.inputsChecked && m.inputs.empty()) {
+      line(out, "inputs", fmt::format("equal to the recording ({} range(s), the stream replayed again up to the "
+                                      "launch): same inputs, different outputs: the kernel is nondeterministic on "
+                                      "them, or this GPU and driver compute it differently",
+                                      m.inputRanges));
+    } else if (m.inputsChecked) {
+      for (const DigestMismatch& d : m.inputs) {
+        line(out, "input", fmt::format("#{} {}: recorded {}, replayed {}", d.output, describeRange(d.range),
+                                       hex16(d.recorded), hex16(d.replayed)));
+      }
+      line(out, "inputs", fmt::format("{} of {} differ from the recording before the launch: the state diverged "
+                                      "where no check saw it (memory the program had not written, host writes to "
+                                      "mapped or managed memory, or a launch the recording did not hash)",
+                                      m.inputs.size(), m.inputRanges));
+    } else if (m.rerunDifferedAt) {
+      line(out, "rerun", fmt::format("a second replay up to the launch differed earlier, at #{}: the replayed stream "
+                                     "is not deterministic",
+                                     *m.rerunDifferedAt));
+    }
     if (!o.environment.empty()) {
       for (const std::string& e : o.environment) line(out, "machine", e);
     } else {
@@ -496,6 +515,15 @@ Json streamOutcomeJson(const StreamPlan& plan, const StreamOutcome& o) {
                     {"outputs", outputs},
                     {"comparison", m.comparison ? comparisonJson(*m.comparison) : Json(nullptr)},
                     {"suggestion", m.kind == StreamOpKind::kLaunch ? Json(launchSuggestion(plan, m.seq)) : Json(nullptr)}};
+    Json inputs = Json::array();
+    for (const DigestMismatch& d : m.inputs) {
+      inputs.push_back({{"input", d.output}, {"range", rangeJson(d.range)}, {"recorded", hex16(d.recorded)},
+                        {"replayed", hex16(d.replayed)}});
+    }
+    mismatch["inputsChecked"] = m.inputsChecked;
+    mismatch["inputRanges"] = m.inputRanges;
+    mismatch["differingInputs"] = inputs;
+    mismatch["rerunDifferedAt"] = m.rerunDifferedAt ? Json(*m.rerunDifferedAt) : Json(nullptr);
   }
   return Json{{"trace", plan.tracePath},
               {"mode", "stream"},

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "kernels/device_hasher.h"
 #include "kernels/driver_api.h"
@@ -243,6 +244,59 @@ class StreamRunner {
   uint64_t syncedSeq_ = 0;
 };
 
+// Replays the stream again from zeroed memory up to the mismatching launch
+// and compares its inputs with the recorded input digests, so that the report
+// can say whether the kernel got what it got in the recording.
+void checkMismatchInputs(const TraceReader& reader, const StreamPlan& plan, const StreamReplayOptions& options,
+                         DeviceSession& s, const AddressMap& map, StreamOutcome& out) {
+  StreamMismatch& m = *out.mismatch;
+  std::optional<KernelLaunch> launch;
+  reader.forEach(
+      [&](const Event& e) {
+        if (const auto* k = std::get_if<KernelLaunch>(&e.payload); k && e.seq == m.seq) launch = *k;
+        return false;
+      },
+      m.seq);
+  if (!launch) return;
+  std::vector<kernels::HashRequest> requests;
+  std::vector<size_t> recorded;  // indices into the launch's inputs
+  for (size_t i = 0; i < launch->inputs.size(); ++i) {
+    const RangeDigest& in = launch->inputs[i];
+    if (in.range.size == 0) continue;
+    requests.push_back({map.translate(in.range.address), in.range.size});
+    recorded.push_back(i);
+  }
+  if (requests.empty()) return;
+  s.zeroReserved();
+  s.check(s.api.cuStreamSynchronize(s.stream()), "zeroing the reserved memory");
+  StreamOutcome again;
+  again.relocated = out.relocated;
+  StreamRunner runner(reader, plan, options, s, map, again);
+  reader.forEach(
+      [&](const Event& e) {
+        if (e.seq >= m.seq) return false;
+        const StreamStep step = streamStep(e);
+        return !step.op || runner.run(*step.op);
+      },
+      plan.firstSeq);
+  if (again.mismatch) {
+    m.rerunDifferedAt = again.mismatch->seq;
+    return;
+  }
+  runner.finish();
+  std::vector<kernels::HashResult> hashed;
+  const auto start = Clock::now();
+  s.check(s.hasher().hashNow(s.stream(), requests, hashed, false),
+          fmt::format("hashing the inputs of launch #{}", m.seq));
+  out.hashMs += msSince(start);
+  m.inputsChecked = true;
+  m.inputRanges = requests.size();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const RangeDigest& in = launch->inputs[recorded[i]];
+    if (hashed[i].digest != in.digest) m.inputs.push_back({recorded[i], in.range, in.digest, hashed[i].digest});
+  }
+}
+
 }  // namespace
 
 const char* jsonName(StreamVerdict verdict) {
@@ -305,6 +359,9 @@ StreamOutcome executeStreamReplay(const TraceReader& reader, const StreamPlan& p
         plan.firstSeq);
   }
   if (!out.mismatch) runner.finish();
+  if (out.mismatch && out.mismatch->kind == StreamOpKind::kLaunch) {
+    checkMismatchInputs(reader, plan, options, s, map, out);
+  }
   out.replayMs = msSince(replayStart);
   for (std::string& w : runner.warnings()) out.warnings.push_back(std::move(w));
   out.verdict = out.mismatch ? StreamVerdict::kDifferent : plan.stopSeq ? StreamVerdict::kStopped : StreamVerdict::kEqual;

@@ -33,7 +33,7 @@ struct StreamReplayOptions {
 
 // One output (or a copy's source) whose replayed digest differs from the recording's.
 struct DigestMismatch {
-  size_t output = 0;  // index among the launch's recorded outputs (0 for a copy)
+  size_t output = 0;  // index among the launch's recorded outputs (inputs) (0 for a copy)
   trace::DeviceRange range;
   uint64_t recorded = 0;
   uint64_t replayed = 0;
@@ -50,6 +50,13 @@ struct StreamMismatch {
   // Recording against replay over the differing ranges: chunks where the
   // recording kept chunk digests, elements where it kept a snapshot.
   std::optional<StateComparison> comparison;
+  // A launch's inputs, after the stream was replayed again up to it: equal to
+  // the recorded input digests (the kernel itself gave other outputs) or not
+  // (the state had diverged where no check saw it).
+  bool inputsChecked = false;
+  uint64_t inputRanges = 0;                  // compared
+  std::vector<DigestMismatch> inputs;        // the differing ones
+  std::optional<uint64_t> rerunDifferedAt;   // the second replay differed earlier, here
 };
 
 enum class StreamVerdict : uint8_t {

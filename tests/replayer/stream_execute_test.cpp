@@ -32,6 +32,9 @@ constexpr uint64_t kY = 0x7f1200010000;  // alloc#2, same granule as x
 constexpr uint64_t kZ = 0x7f1200800000;  // alloc#3, another granule
 constexpr uint32_t kN = 3000;
 
+int addCalls = 0;
+int glitchAtCall = 0;  // this call (1-based) adds 1 more to y[0]: a rare race
+
 // fake_add(unsigned n, unsigned* x, unsigned* y, unsigned c): y[i] += x[i] + c.
 CUresult fakeAdd(const CUlaunchConfig&, std::span<const uint8_t> params) {
   if (params.size() != 28) return CUDA_ERROR_INVALID_VALUE;
@@ -45,6 +48,7 @@ CUresult fakeAdd(const CUlaunchConfig&, std::span<const uint8_t> params) {
   auto* ys = reinterpret_cast<uint32_t*>(at(y, n * 4ull));
   if (!xs || !ys) return CUDA_ERROR_ILLEGAL_ADDRESS;
   for (uint32_t i = 0; i < n; ++i) ys[i] += xs[i] + c;
+  if (++addCalls == glitchAtCall) ys[0] += 1;
   return CUDA_SUCCESS;
 }
 
@@ -76,7 +80,10 @@ struct StreamTrace {
   // c had been 40 (a nondeterministic kernel's other result); `unhashed`:
   // launches recorded without digests; `graphAfter`: a graph launch after
   // the second launch.
-  explicit StreamTrace(int wrongLaunch = -1, std::vector<int> unhashed = {}, bool graphAfter = false) {
+  // `wrongInput`: the wrong launch's recorded inputs differ too (the state
+  // had diverged before it).
+  explicit StreamTrace(int wrongLaunch = -1, std::vector<int> unhashed = {}, bool graphAfter = false,
+                       bool wrongInput = false) {
     std::vector<uint32_t> x(kN), y(kN, 7), z(kN, 0);
     for (uint32_t i = 0; i < kN; ++i) x[i] = i * 2654435761u;
     testing::ReplayTraceBuilder b(path, fullHeader());
@@ -119,7 +126,9 @@ struct StreamTrace {
       testing::addPointer(k, inOrdinal, inAddress, 0);
       testing::addPointer(k, 2, kY, 0);
       testing::addScalar(k, c);
-      k.inputs = {b.digest(inOrdinal, inAddress, 0, bytesOf(in), false), b.digest(2, kY, 0, bytesOf(y), false)};
+      std::vector<uint32_t> yBefore = y;
+      if (i == wrongLaunch && wrongInput) yBefore[17] ^= 1;
+      k.inputs = {b.digest(inOrdinal, inAddress, 0, bytesOf(in), false), b.digest(2, kY, 0, bytesOf(yBefore), false)};
       for (uint32_t j = 0; j < kN; ++j) y[j] += in[j] + c;
       std::vector<uint32_t> recorded = y;
       if (i == wrongLaunch) {
@@ -151,8 +160,11 @@ struct Replayed {
   replay::StreamOutcome outcome;
 };
 
-Replayed replayWith(FakeDriver& fake, const StreamTrace& t, replay::StreamReplayOptions options = {}) {
+Replayed replayWith(FakeDriver& fake, const StreamTrace& t, replay::StreamReplayOptions options = {},
+                    int glitch = 0) {
   fake.state.kernels["fake_add"] = fakeAdd;
+  addCalls = 0;
+  glitchAtCall = glitch;
   TraceReader reader(t.path);
   Replayed r;
   r.plan = replay::planStreamReplay(reader);
@@ -228,8 +240,12 @@ TEST_CASE("stream replay: launch 3's output differs: replay stops there and says
   CHECK(m.outputs[0].recorded != m.outputs[0].replayed);
   CHECK(o.matchingLaunches == 3);
   CHECK(o.checkedLaunches == 4);
-  // Nothing after it ran.
-  CHECK(fake.state.launchesOf["fake_add"] == 4);
+  // Nothing after it ran; then launches 0 to 2 again, to check its inputs.
+  CHECK(fake.state.launchesOf["fake_add"] == 4 + 3);
+  CHECK(m.inputsChecked);
+  CHECK(m.inputRanges == 2);
+  CHECK(m.inputs.empty());
+  CHECK_FALSE(m.rerunDifferedAt.has_value());
   CHECK(o.checkedCopiesToHost == 0);
   CHECK(o.lastSeq == t.launchSeqs[3]);
   // The recording kept the output's bytes: every element differs.
@@ -248,6 +264,8 @@ TEST_CASE("stream replay: launch 3's output differs: replay stops there and says
   CHECK_THAT(text, Catch::Contains(fmt::format("output    #1 alloc#2+0x0 (11.7 KiB): recorded {:016x}, replayed {:016x}",
                                                m.outputs[0].recorded, m.outputs[0].replayed)));
   CHECK_THAT(text, Catch::Contains(fmt::format("gpurr replay {} --launch {} --repeat 50", t.path.string(), m.seq)));
+  CHECK_THAT(text, Catch::Contains("inputs    equal to the recording (2 range(s), the stream replayed again up to "
+                                   "the launch): same inputs, different outputs"));
   const auto json = replay::streamOutcomeJson(plan, o);
   CHECK(json["verdict"] == "different");
   CHECK(json["mismatch"]["seq"] == m.seq);
@@ -255,6 +273,46 @@ TEST_CASE("stream replay: launch 3's output differs: replay stops there and says
   CHECK(json["mismatch"]["matchedBefore"] == 3);
   CHECK(json["mismatch"]["outputs"][0]["recorded"] == fmt::format("{:016x}", m.outputs[0].recorded));
   CHECK(json["mismatch"]["comparison"]["differing"] == 1);
+  CHECK(json["mismatch"]["inputsChecked"] == true);
+  CHECK(json["mismatch"]["differingInputs"].empty());
+  fake.checkReleased();
+}
+
+TEST_CASE("stream replay: a mismatch whose inputs already differed says the state diverged unseen",
+          "[replayer][stream][execute]") {
+  FakeDriver fake;
+  StreamTrace t(/*wrongLaunch=*/3, {}, false, /*wrongInput=*/true);
+  const auto [plan, o] = replayWith(fake, t);
+  REQUIRE(o.mismatch.has_value());
+  const replay::StreamMismatch& m = *o.mismatch;
+  CHECK(m.seq == t.launchSeqs[3]);
+  CHECK(m.inputsChecked);
+  REQUIRE(m.inputs.size() == 1);
+  CHECK(m.inputs[0].output == 1);
+  CHECK(m.inputs[0].range.allocation == 2);
+  const std::string text = replay::formatStreamOutcome(plan, o);
+  CHECK_THAT(text, Catch::Contains("inputs    1 of 2 differ from the recording before the launch: the state diverged "
+                                   "where no check saw it"));
+  CHECK_THAT(text, Catch::Contains(fmt::format("input     #1 alloc#2+0x0 (11.7 KiB): recorded {:016x}",
+                                               m.inputs[0].recorded)));
+  CHECK(replay::streamOutcomeJson(plan, o)["mismatch"]["differingInputs"][0]["input"] == 1);
+  fake.checkReleased();
+}
+
+TEST_CASE("stream replay: a second replay that differs earlier says the stream is not deterministic",
+          "[replayer][stream][execute]") {
+  FakeDriver fake;
+  StreamTrace t(/*wrongLaunch=*/3);
+  // Calls 1-4 are the first replay (launches 0-3); call 6 is launch 1 again.
+  const auto [plan, o] = replayWith(fake, t, {}, /*glitch=*/6);
+  REQUIRE(o.mismatch.has_value());
+  CHECK(o.mismatch->seq == t.launchSeqs[3]);
+  CHECK_FALSE(o.mismatch->inputsChecked);
+  REQUIRE(o.mismatch->rerunDifferedAt.has_value());
+  CHECK(*o.mismatch->rerunDifferedAt == t.launchSeqs[1]);
+  CHECK_THAT(replay::formatStreamOutcome(plan, o),
+             Catch::Contains(fmt::format("rerun     a second replay up to the launch differed earlier, at #{}",
+                                         t.launchSeqs[1])));
   fake.checkReleased();
 }
 
