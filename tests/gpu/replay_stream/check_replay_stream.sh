@@ -5,9 +5,10 @@
 # command stream with `gpurr replay --all` and expects every recorded digest
 # to match: verdict "equal", exit status 0, every launch replayed and hashed
 # in the recording (--full hashes them all; at least MIN_LAUNCHES), every
-# checked launch and copy to the host equal. Then replays the first half of the stream (--until) and, with
-# --relocate, the whole stream away from the recorded addresses. Prints one
-# PASS/FAIL line per check; exits 77 (skipped) where there is no GPU.
+# checked launch and copy to the host equal. Then replays the first half of
+# the stream (--until) and, with --relocate, the whole stream away from the
+# recorded addresses. Prints one PASS/FAIL line per check; exits 77
+# (skipped) where there is no GPU.
 set -u
 usage="usage: check_replay_stream.sh BUILD_DIR PROGRAM MIN_LAUNCHES [--relocate]"
 build=$(cd "${1:?$usage}" && pwd)
