@@ -342,6 +342,8 @@ struct RecordOptions {
   std::vector<std::string> command;
 };
 
+constexpr uint64_t kDefaultDeterminismRuns = 10;
+
 void say(const std::string& text) { std::fprintf(stderr, "gpurr: %s\n", text.c_str()); }
 
 int usageError(const std::string& text) {
@@ -525,9 +527,13 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->add_option("--snapshot-memory", opts->snapshotMemoryMb,
                   "Host memory for snapshots on their way to disk, in MiB (default 2048); the program "
                   "waits for the trace writer when it is full");
-  cmd->add_flag("--check-determinism{10}", opts->checkDeterminism,
-                "Re-run each launch selected by --launches/--kernels N times (default 10) from the same "
-                "state, in the process, and record how many distinct results they gave");
+  // A flag that takes an optional =N: an option with an optional value would
+  // swallow the -- before the command.
+  CLI::Option* determinism =
+      cmd->add_flag("--check-determinism", opts->checkDeterminism,
+                    "Re-run each launch selected by --launches/--kernels N times (default 10) from the same "
+                    "state, in the process, and record how many distinct results they gave")
+          ->option_text("[=N]");
   cmd->add_flag("--force", opts->force, "Replace OUT if it already exists");
   // After "--" everything belongs to the command, options included.
   cmd->add_option("command", opts->command,
@@ -542,7 +548,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   // Unknown options are collected rather than rejected by the parser, so
   // that the error can say how to pass options to the command.
   cmd->allow_extras();
-  cmd->callback([opts, cmd, &chosen] {
+  cmd->callback([opts, cmd, determinism, &chosen] {
+    // Alone, the flag reads "true" (counted as 1): the default count.
+    if (determinism->results() == std::vector<std::string>{"true"}) opts->checkDeterminism = kDefaultDeterminismRuns;
     opts->launchesGiven = cmd->count("--launches") > 0;
     opts->kernelsGiven = cmd->count("--kernels") > 0;
     opts->snapshotGiven = cmd->count("--snapshot") > 0;
