@@ -318,9 +318,11 @@ table.tl td.none{color:var(--muted);font-style:italic}
 .meter>span{display:block;height:100%;background:var(--bad)}
 .cols{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px}
 .cols .chip,dd .chip{white-space:normal}
+.cols .mono{overflow-wrap:anywhere}
 table.tl .anns{line-height:1.35}
 table.tl .anns .chip{max-width:100%;overflow:hidden;text-overflow:ellipsis;vertical-align:bottom}
 .ok{color:var(--ok)}.bad{color:var(--bad)}
+pre{font-family:var(--mono);font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-height:360px;overflow:auto;margin:0}
 footer{margin-top:36px;color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding-top:10px}
 )css";
 
@@ -390,11 +392,15 @@ Headline headline(const json& report) {
     return {"bad", s};
   }
   if (verdict == "notReproduced") {
-    string s = "Not reproduced: the divergence did not recur";
+    string s = "Not reproduced: a further run did not diverge at the same operation";
     if (first) s += " (first seen at " + divergenceWhere(*first) + ")";
     return {"warn", s};
   }
-  if (verdict == "failed") return {"warn", "Failed: the runs could not be recorded or compared"};
+  if (verdict == "failed") {
+    string why = textOr(report, "error");
+    why = why.substr(0, why.find('\n'));
+    return {"bad", "Failed: " + (why.empty() ? string("the runs could not be recorded or compared") : why)};
+  }
   if (verdict.empty()) return {"warn", "No verdict: the report holds no comparison"};
   return {"warn", "Verdict: " + verdict};
 }
@@ -415,6 +421,12 @@ void renderHeader(Page& page, const json& report, bool bisect) {
   if (command && command->is_string()) cmd = command->get<string>();
   for (const string& part : strings(command)) cmd += (cmd.empty() ? "" : " ") + part;
   if (!cmd.empty()) page.addf("<div class=\"small\"><span class=\"muted\">command</span> <code>{}</code></div>\n", e(cmd));
+  if (auto dir = text(report, "directory")) {
+    page.addf("<div class=\"small\"><span class=\"muted\">written to</span> <code>{}</code></div>\n", e(*dir));
+  }
+  if (auto error = text(report, "error"); error && !error->empty() && textOr(report, "verdict") != "failed") {
+    page.addf("<div class=\"small\"><b>warning:</b> {}</div>\n", e(*error));
+  }
   if (diff && !bisect) {
     page.addf("<div class=\"small\"><span class=\"muted\">compared</span> <code>{}</code> <span class=\"muted\">and</span> <code>{}</code></div>\n",
               e(textOr(diff, "a", "?")), e(textOr(diff, "b", "?")));
@@ -427,7 +439,7 @@ void renderHeader(Page& page, const json& report, bool bisect) {
     links.push_back({"timeline", "Timeline"});
   }
   if (firstDifferingProcess(diff)) links.push_back({"blast", "Blast radius"});
-  if (diff) links.push_back({"environment", "Environment"});
+  if (diff || object(report, "compared")) links.push_back({"environment", "Environment"});
   if (links.size() > 1) {
     page.add("<nav>");
     for (const auto& [id, label] : links) page.addf("<a href=\"#{}\">{}</a>", id, label);
@@ -454,13 +466,27 @@ void renderRuns(Page& page, const json& report) {
     const json* exitCode = get(run, "exitCode");
     string exit = exitCode && exitCode->is_number_integer() ? exitCode->dump() : "?";
     const bool failed = exit != "0" && exit != "?";
+    string label = std::to_string(i);
+    if (auto snap = text(run, "snapshot"); snap && !snap->empty()) {
+      label += " <span class=\"chip\" title=\"recorded with --snapshot " + e(*snap) + "\">snapshots " + e(*snap) + "</span>";
+    }
     page.addf("<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td class=\"{}\">{}</td><td>{}</td><td>{}</td></tr>\n",
-              i, e(textOr(run, "trace", "-")), e(textOr(run, "log", "-")), failed ? "bad" : "", e(exit),
+              label, e(textOr(run, "trace", "(not traced)")), e(textOr(run, "log", "-")), failed ? "bad" : "", e(exit),
               number(run, "seconds") ? fmt::format("{:.1f} s", *number(run, "seconds")) : "-",
               count(run, "launches") ? withCommas(*count(run, "launches")) : "-");
   }
   page.add("</tbody></table>\n");
   if (auto s = number(report, "seconds")) page.addf("<p class=\"muted small\">{:.1f} s in all.</p>\n", *s);
+  if (const json* c = object(report, "compared")) {
+    page.addf("<p>Compared: {} runs, each {}, {} launches ({} hashed), {} copies, {} memsets, {} hashed.</p>\n",
+              count(c, "runs").value_or(runs->size()), plural(count(c, "processes").value_or(0), "process", "processes"),
+              withCommas(count(c, "launches").value_or(0)), withCommas(count(c, "hashedLaunches").value_or(0)),
+              withCommas(count(c, "copies").value_or(0)), withCommas(count(c, "memsets").value_or(0)),
+              humanBytes(count(c, "bytesHashed").value_or(0)));
+  }
+  for (const string& failure : strings(array(report, "failures"))) {
+    page.addf("<div class=\"box warnbox\"><pre>{}</pre></div>\n", e(failure));
+  }
   page.add("</section>\n");
 }
 
@@ -763,29 +789,44 @@ void renderReplay(Page& page, const json& report, bool bisect) {
   const json* confirmation = object(report, "confirmation");
   const auto reproduced = flag(report, "reproduced");
   if (!replay && !error && !confirmation && !reproduced && !(bisect && report.contains("replay"))) return;
+  // Identical or failed runs have nothing to replay.
+  const string verdict = textOr(report, "verdict");
+  if (!replay && !error && !confirmation && !reproduced && (verdict == "identical" || verdict == "failed")) return;
   page.add("<section id=\"replay\"><h2>Replay</h2>\n");
   if (confirmation || reproduced) {
     page.add("<dl class=\"facts\">");
+    string run = "the run with snapshots";
+    if (auto k = count(report, "snapshotLaunch")) run += fmt::format(" (of launch #{})", *k);
     string what;
     if (reproduced) {
-      what = *reproduced ? "the run with snapshots diverged from run 1 again" : "the run with snapshots did not diverge from run 1";
+      what = *reproduced ? run + " diverges at the same operation: reproduced"
+                         : run + " does not diverge at the same operation: not reproduced";
     } else {
-      what = "a run with snapshots was compared with run 1";
+      what = run + " was compared with run 1";
     }
-    page.addf("<dt>confirmation</dt><dd class=\"{}\">{}", reproduced ? (*reproduced ? "bad" : "warn") : "", e(what));
-    if (const json* p = firstDifferingProcess(confirmation)) {
-      if (const json* f = object(p, "firstDivergence")) {
-        page.addf("<div class=\"small muted\">{}: {}</div>", e(divergenceWhere(*f)), e(textOr(f, "summary")));
+    page.addf("<dt>confirmation</dt><dd><span class=\"{}\">{}</span>", reproduced && !*reproduced ? "bad" : "", e(what));
+    for (const char* key : {"confirmation", "confirmationOther"}) {
+      const json* c = object(report, key);
+      if (!c) continue;
+      const char* against = key == string("confirmation") ? "against run 1" : "against the other run of the pair";
+      if (const json* p = firstDifferingProcess(c)) {
+        const json* f = object(p, "firstDivergence");
+        page.addf("<div class=\"small muted\">{}: first divergence at {}: {}</div>", against, e(divergenceWhere(*f)),
+                  e(textOr(f, "summary")));
+      } else if (flag(c, "identical").value_or(false)) {
+        page.addf("<div class=\"small muted\">{}: identical</div>", against);
       }
     }
     page.add("</dd></dl>\n");
   }
   if (replay) {
-    const string verdict = textOr(replay, "verdict");
+    const string replayVerdict = textOr(replay, "verdict");
     const uint64_t runs = count(replay, "runs").value_or(0), distinct = count(replay, "distinctResults").value_or(0);
-    const char* cls = verdict == "equal" || verdict == "unrecorded" ? "ok" : "bad";
+    const char* cls = replayVerdict == "equal" || replayVerdict == "unrecorded" ? "ok" : "bad";
     page.add("<dl class=\"facts\">\n");
-    page.addf("<dt>verdict</dt><dd class=\"{}\"><b>{}</b></dd>\n", cls, e(verdict.empty() ? "?" : verdict));
+    page.addf("<dt>verdict</dt><dd class=\"{}\"><b>{}</b>{}</dd>\n", cls, e(replayVerdict.empty() ? "?" : replayVerdict),
+              replayVerdict == "nondeterministic" ? " &rarr; the kernel is intrinsically nondeterministic on these inputs" : "");
+    if (auto trace = text(replay, "trace")) page.addf("<dt>trace</dt><dd><code>{}</code></dd>\n", e(*trace));
     if (auto s = text(replay, "summary")) page.addf("<dt>summary</dt><dd>{}</dd>\n", e(*s));
     if (auto seq = count(replay, "seq")) {
       page.addf("<dt>launch</dt><dd>event #{} <code>{}</code></dd>\n", *seq,
@@ -876,6 +917,17 @@ string timelineCell(const json* op, bool divergent, bool stretchRow, bool hasOth
   return s;
 }
 
+// A trace path as a column heading: its last two components (the run and
+// the process), the whole path as the tooltip.
+string traceLabel(const json* side) {
+  const string path = textOr(side, "trace");
+  if (path.empty()) return "";
+  size_t cut = path.find_last_of('/');
+  if (cut != string::npos && cut > 0) cut = path.find_last_of('/', cut - 1);
+  const string tail = cut == string::npos ? path : "..." + path.substr(cut);
+  return fmt::format("<span class=\"muted\" style=\"text-transform:none\" title=\"{}\">{}</span>", e(path), e(tail));
+}
+
 void renderTimeline(Page& page, const json& report) {
   const json* t = object(report, "timeline");
   if (!t) return;
@@ -892,8 +944,8 @@ void renderTimeline(Page& page, const json& report) {
             "the other run, <span class=\"dg same\">green</span> is equal. Hover a name for the full kernel.</p>\n",
             flag(t, "path").value_or(false) ? " (a stretch taken by one run alone is shaded)" : "");
   page.add("<table class=\"tl\"><colgroup><col class=\"off\"><col><col></colgroup>\n");
-  page.addf("<thead><tr><th>&Delta;</th><th>run A <span class=\"muted\" style=\"text-transform:none\">{}</span></th><th>run B <span class=\"muted\" style=\"text-transform:none\">{}</span></th></tr></thead><tbody>\n",
-            e(textOr(ta, "trace")), e(textOr(tb, "trace")));
+  page.addf("<thead><tr><th>&Delta;</th><th>run A {}</th><th>run B {}</th></tr></thead><tbody>\n", traceLabel(ta),
+            traceLabel(tb));
   for (const json* row : rows) {
     const bool divergent = flag(row, "divergent").value_or(false);
     const bool stretch = flag(row, "stretch").value_or(false);
@@ -971,6 +1023,26 @@ void renderBlast(Page& page, const json& report) {
 
 void renderEnvironment(Page& page, const json& report) {
   const json* diff = object(report, "diff");
+  const json* compared = object(report, "compared");
+  if (!diff && compared) {
+    const auto env = objects(array(compared, "environmentDifferences"));
+    page.add("<section id=\"environment\"><h2>Environment</h2>\n");
+    if (env.empty()) {
+      page.add("<p class=\"ok\">No difference in the recorded environment.</p>\n</section>\n");
+      return;
+    }
+    page.add("<p class=\"small\">These differ between the runs, without changing their results:</p>\n"
+             "<table><thead><tr><th>field</th><th>run 1</th><th>other run</th></tr></thead><tbody>\n");
+    for (const json* d : env) {
+      string field = textOr(d, "field", "?");
+      if (!textOr(d, "process").empty()) field = textOr(d, "process") + ": " + field;
+      const string other = count(d, "run") ? fmt::format("run {}: ", *count(d, "run")) : "";
+      page.addf("<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}<code>{}</code></td></tr>\n", e(field),
+                e(textOr(d, "a", "(unset)")), e(other), e(textOr(d, "b", "(unset)")));
+    }
+    page.add("</tbody></table>\n</section>\n");
+    return;
+  }
   if (!diff) return;
   page.add("<section id=\"environment\"><h2>Environment</h2>\n");
   bool any = false;

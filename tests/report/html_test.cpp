@@ -93,7 +93,9 @@ TEST_CASE("a diverged bisect report with replay: every section, the divergent la
   CHECK(has(html, "31 distinct results in 50 runs"));
   CHECK(has(html, "<dt>runs per result</dt><dd>5, 4, 3, 3, 2, 2, 2, 2, 2, 1, 1, 1, ...</dd>"));
   CHECK(has(html, "2 of 50 equal to the recorded outputs"));
-  CHECK(has(html, "the run with snapshots diverged from run 1 again"));
+  CHECK(has(html, "the run with snapshots (of launch #3) diverges at the same operation: reproduced"));
+  CHECK(has(html, "<td>3 <span class=\"chip\" title=\"recorded with --snapshot 3\">snapshots 3</span></td>"));
+  CHECK(has(html, "<span class=\"muted\">written to</span> <code>gpurr-bisect</code>"));
   // Timeline: one divergent row, with the differing output digest marked.
   CHECK(has(html, "id=\"divergent-row\""));
   CHECK(html.find("id=\"divergent-row\"") == html.rfind("id=\"divergent-row\""));
@@ -172,24 +174,49 @@ TEST_CASE("a report that was not reproduced") {
   const std::string html = report::renderHtml(report);
   requireSelfContained(html);
   CHECK(has(html, "<header class=\"verdict v-warn\""));
-  CHECK(has(html, "Not reproduced: the divergence did not recur (first seen at launch #3"));
-  CHECK(has(html, "the run with snapshots did not diverge from run 1"));
+  CHECK(has(html, "Not reproduced: a further run did not diverge at the same operation (first seen at launch #3"));
+  CHECK(has(html, "the run with snapshots does not diverge at the same operation: not reproduced"));
+  CHECK(has(html, "against run 1: identical"));
   CHECK(has(html, "Replay was not attempted."));
 }
 
 TEST_CASE("identical runs: the verdict, and no cause, timeline rows or blast radius") {
-  const std::string html = report::renderHtml(reportFor("identical", "bisect_identical.json"));
+  // gpurr bisect writes no diff and no timeline for identical runs, and
+  // what it compared instead.
+  json report = testutil::loadJson(testutil::fixture("bisect_identical.json"));
+  report["diff"] = nullptr;
+  report["timeline"] = nullptr;
+  const std::string html = report::renderHtml(report);
   requireSelfContained(html);
   CHECK(has(html, "<header class=\"verdict v-ok\""));
   CHECK(has(html, "Identical: 2 runs produced the same bits"));
   CHECK_FALSE(hasSection(html, "cause"));
   CHECK_FALSE(hasSection(html, "blast"));
-  CHECK_FALSE(has(html, "divergent-row"));
-  CHECK(has(html, "No divergence: nothing to show."));
+  CHECK_FALSE(hasSection(html, "timeline"));
+  CHECK_FALSE(hasSection(html, "replay"));
   CHECK(hasSection(html, "runs"));
-  // Diff only, identical.
+  CHECK(has(html, "Compared: 2 runs, each 1 process, 5 launches (5 hashed), 3 copies, 1 memsets, 44.0 KiB hashed."));
+  CHECK(has(html, "<td><code>command line</code></td><td><code>python train.py</code></td><td>run 2: <code>python train.py --seed=1</code></td>"));
+  // A diff-only report of identical traces: an empty timeline.
   const std::string diffOnly = report::renderHtml(reportFor("identical"));
+  requireSelfContained(diffOnly);
   CHECK(has(diffOnly, "Identical: the runs produced the same bits"));
+  CHECK_FALSE(hasSection(diffOnly, "cause"));
+  CHECK_FALSE(has(diffOnly, "divergent-row"));
+  CHECK(has(diffOnly, "No divergence: nothing to show."));
+  CHECK(has(diffOnly, "No difference in the recorded environment"));
+}
+
+TEST_CASE("a failed bisect: why, and the end of the failed run's log") {
+  const std::string html = report::renderHtml(testutil::loadJson(testutil::fixture("bisect_failed.json")));
+  requireSelfContained(html);
+  CHECK(has(html, "<header class=\"verdict v-bad\""));
+  CHECK(has(html, "<h1>Failed: run 1: the command exited with status 1 (gpurr-bisect/run1.log)</h1>"));
+  CHECK(has(html, "<pre>run 1 exited with status 1; the end of gpurr-bisect/run1.log:\n  File &quot;train.py&quot;, line 3\n    import torch &lt;&amp; broken"));
+  CHECK(has(html, "(not traced)"));
+  CHECK_FALSE(hasSection(html, "cause"));
+  CHECK_FALSE(hasSection(html, "replay"));
+  CHECK_FALSE(hasSection(html, "timeline"));
 }
 
 TEST_CASE("text from the traces is escaped: a kernel named <script>") {
