@@ -177,20 +177,23 @@ struct Outcome {
   std::string verdict = "failed";
   std::string error;  // why the verdict is "failed", or why a step went wrong
   std::vector<std::string> failures;  // each failed run, with its log's end
-  // The comparisons of run 1 with every other run.
+  // The run the others are compared with: run 1, or with --keep-going the
+  // first run that left a trace.
+  uint32_t base = 1;
+  // The comparisons of the base run with every other run.
   std::vector<std::pair<uint32_t, RunComparison>> comparisons;
   std::optional<size_t> chosen;  // index into comparisons
   std::optional<DivergencePoint> point;
   std::optional<uint64_t> snapshotLaunch;
   std::string noSnapshotWhy;
-  std::optional<RunComparison> confirmation;       // run 1 vs the confirmation run
+  std::optional<RunComparison> confirmation;       // the base run vs the confirmation run
   std::optional<RunComparison> confirmationOther;  // run B of the pair vs the confirmation run
   std::optional<bool> reproduced;
   std::optional<Json> replay;
   std::optional<std::string> replayError;
   std::optional<uint64_t> replaySeq;
   Json timeline = nullptr;
-  RunTally tally;  // run 1, when the runs are identical
+  RunTally tally;  // the base run, when the runs are identical
   double seconds = 0;
   int interruptedBy = 0;  // the signal that stopped the bisect, 0 when none
 
@@ -251,7 +254,7 @@ class Bisect {
     if (!compare(traced)) return;
     if (!out_.chosen) {
       out_.verdict = "identical";
-      progress_.phase("reading run 1 to summarise what was compared");
+      progress_.phase(fmt::format("reading run {} to summarise what was compared", out_.base));
       out_.tally = tallyRun(traced.front()->trace);
       return;
     }
@@ -299,6 +302,13 @@ class Bisect {
     return out_.runs.back();
   }
 
+  const RunRecord& runNumbered(uint32_t number) const {
+    for (const RunRecord& r : out_.runs) {
+      if (r.number == number) return r;
+    }
+    throw std::logic_error(fmt::format("no run {}", number));
+  }
+
   void noteFailure(const RunRecord& r) {
     std::string text;
     if (r.failed()) {
@@ -319,9 +329,11 @@ class Bisect {
     out_.failures.push_back(text);
   }
 
-  // Compares run 1 with each other run; chooses the pair that diverges first.
+  // Compares the first traced run with each other one; chooses the pair that
+  // diverges first.
   bool compare(const std::vector<const RunRecord*>& traced) {
     const RunRecord& first = *traced.front();
+    out_.base = first.number;
     std::optional<uint64_t> best;
     for (size_t i = 1; i < traced.size(); ++i) {
       const RunRecord& other = *traced[i];
@@ -367,14 +379,10 @@ class Bisect {
       return;
     }
     const uint32_t other = out_.chosenRun();
-    progress_.phase(fmt::format("comparing run {} with runs 1 and {}", number, other));
+    progress_.phase(fmt::format("comparing run {} with runs {} and {}", number, out_.base, other));
     try {
-      out_.confirmation = compareRuns(out_.runs.front().trace, r.trace, false, culprits_);
-      const RunRecord* b = nullptr;
-      for (const RunRecord& x : out_.runs) {
-        if (x.number == other) b = &x;
-      }
-      out_.confirmationOther = compareRuns(b->trace, r.trace, false, culprits_);
+      out_.confirmation = compareRuns(runNumbered(out_.base).trace, r.trace, false, culprits_);
+      out_.confirmationOther = compareRuns(runNumbered(other).trace, r.trace, false, culprits_);
     } catch (const std::exception& e) {
       out_.error = fmt::format("comparing the confirmation run {}: {}", number, e.what());
       return;
@@ -516,7 +524,7 @@ std::string renderText(const Outcome& o, const Style& st) {
     for (const auto& [number, c] : o.comparisons) {
       for (const ProcessDiff& p : c.processes) {
         for (const diff::EnvDifference& e : p.environment) {
-          const std::string line = fmt::format("{}: run 1 {}, run {} {}{}", e.field, e.a ? *e.a : "(unset)", number,
+          const std::string line = fmt::format("{}: run {} {}, run {} {}{}", e.field, o.base, e.a ? *e.a : "(unset)", number,
                                                e.b ? *e.b : "(unset)", e.affectsResults ? "" : " (context)");
           if (std::find(env.begin(), env.end(), line) == env.end()) env.push_back(line);
         }
@@ -534,14 +542,14 @@ std::string renderText(const Outcome& o, const Style& st) {
     for (const auto& [number, c] : o.comparisons) {
       for (const ProcessDiff& p : c.processes) {
         for (const std::string& w : p.warnings) {
-          os << st.yellow(fmt::format("warning: runs 1 and {}{}: {}", number,
+          os << st.yellow(fmt::format("warning: runs {} and {}{}: {}", o.base, number,
                                       p.name.empty() ? "" : " (" + p.name + ")", w))
              << '\n';
         }
       }
     }
   } else if (const ProcessDiff* p = o.chosenProcess()) {
-    os << st.bold(fmt::format("runs 1 and {} diverge", o.chosenRun()));
+    os << st.bold(fmt::format("runs {} and {} diverge", o.base, o.chosenRun()));
     if (!p->name.empty()) os << st.bold(fmt::format(" in process {}", p->name));
     os << '\n';
     printProcess(os, st, *p, replayRows(o));
@@ -555,10 +563,10 @@ std::string renderText(const Outcome& o, const Style& st) {
       if (*o.reproduced) {
         const bool vsFirst = divergesAt(*o.confirmation, p->name, o.point->indexA);
         os << fmt::format("  {:<8} run {}{} diverges from run {} at the same operation: {}\n", "confirm", c->number,
-                          what, vsFirst ? 1 : o.chosenRun(), st.green("reproduced"));
+                          what, vsFirst ? o.base : o.chosenRun(), st.green("reproduced"));
       } else {
-        os << fmt::format("  {:<8} {}: run {}{} against run 1: {}; against run {}: {}\n", "confirm",
-                          st.yellow("not reproduced at the same place"), c->number, what,
+        os << fmt::format("  {:<8} {}: run {}{} against run {}: {}; against run {}: {}\n", "confirm",
+                          st.yellow("not reproduced at the same place"), c->number, what, o.base,
                           firstDivergenceText(*o.confirmation), o.chosenRun(),
                           firstDivergenceText(*o.confirmationOther));
       }
@@ -567,8 +575,8 @@ std::string renderText(const Outcome& o, const Style& st) {
                         st.yellow(fmt::format("run {} failed: the divergence is not confirmed", c->number)));
     }
   } else if (const RunComparison* c = o.chosenComparison()) {
-    os << st.bold(fmt::format("runs 1 and {} diverge: different processes ran", o.chosenRun())) << '\n';
-    for (const std::string& n : c->onlyA) os << fmt::format("  process {} only in run 1\n", n);
+    os << st.bold(fmt::format("runs {} and {} diverge: different processes ran", o.base, o.chosenRun())) << '\n';
+    for (const std::string& n : c->onlyA) os << fmt::format("  process {} only in run {}\n", n, o.base);
     for (const std::string& n : c->onlyB) os << fmt::format("  process {} only in run {}\n", n, o.chosenRun());
   }
   if (!o.error.empty() && o.verdict != "failed") os << st.yellow("warning: " + o.error) << '\n';
@@ -614,6 +622,7 @@ Json reportJson(const Outcome& o) {
          {"command", o.command},
          {"directory", o.dir.string()},
          {"runs", runs},
+         {"baseRun", o.base},
          {"diff", chosen ? comparisonJson(*chosen) : Json(nullptr)},
          {"confirmation", o.confirmation ? comparisonJson(*o.confirmation) : Json(nullptr)},
          {"confirmationOther", o.confirmationOther ? comparisonJson(*o.confirmationOther) : Json(nullptr)},

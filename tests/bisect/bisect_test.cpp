@@ -513,3 +513,26 @@ TEST_CASE("bisect: with more runs the pair that diverges earliest is reported an
   CHECK_THAT(r.out, Catch::Contains("runs 1 and 3 diverge"));
   CHECK_THAT(r.out, Catch::Contains("run 4 (snapshots of launch #2) diverges from run 3 at the same operation"));
 }
+
+TEST_CASE("bisect: with --keep-going a run that left no trace is skipped and the others are compared") {
+  Sandbox s;
+  const Result r = s.bisect("first_fails", {"--runs", "3", "--keep-going"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "identical");
+  CHECK(rep["baseRun"] == 2);
+  CHECK(rep["runs"][0]["exitCode"] == 4);
+  CHECK(rep["runs"][0]["trace"].is_null());
+  REQUIRE(rep["failures"].size() == 1);
+  CHECK_THAT(rep["failures"][0].get<std::string>(), Catch::Contains("run 1 failed: exit code 4") &&
+                                                        Catch::Contains("No module named 'torch'"));
+  CHECK_THAT(r.out, Catch::Contains("identical: the 2 runs are bitwise identical"));
+
+  Sandbox stop;
+  const Result stopped = stop.bisect("first_fails");
+  CHECK(stopped.code == 2);
+  CHECK(stop.report()["verdict"] == "failed");
+  CHECK(stop.report()["runs"].size() == 1);
+  CHECK_THAT(stopped.out, Catch::Contains("add --keep-going"));
+}

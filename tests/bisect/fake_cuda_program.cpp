@@ -16,6 +16,7 @@
 //   host_input        the batch copied to the GPU differs in every run
 //   flaky             run 2 differs at launch 5, run 3 at launch 2 only
 //   crash             runs after the first die at launch 7 with exit code 3
+//   first_fails       run 1 exits with code 4 before any CUDA work (no trace)
 //   ranks             two processes (rank0.gpurr, rank1.gpurr); rank 1 as
 //                     nondeterministic, rank 0 identical
 #include <sys/wait.h>
@@ -212,6 +213,10 @@ int main(int argc, char** argv) {
   std::printf("fake training (%s), run %d\n", scenario.c_str(), run);
   std::fflush(stdout);
 
+  if (scenario == "first_fails" && run == 1) {
+    std::fprintf(stderr, "ModuleNotFoundError: No module named 'torch'\n");
+    return 4;
+  }
   std::vector<std::string> problems;
   recorder::RecorderOptions opts = recorder::parseOptions(std::getenv, problems);
   pid_t second = -1;
