@@ -435,7 +435,9 @@ std::unique_ptr<PendingCopy> CudaDevice::copyToHost(uint64_t context, uint64_t s
       error = "the context is being destroyed";
       return nullptr;
     }
-    if (auto it = cs->freeStaging.lower_bound(size); it != cs->freeStaging.end() && it->first <= 2 * stagingCapacity(size)) {
+    // The smallest free buffer that fits, unless it would waste more than half.
+    if (auto it = cs->freeStaging.lower_bound(size);
+        it != cs->freeStaging.end() && it->first <= 2 * stagingCapacity(size)) {
       capacity = it->first;
       host = it->second;
       cs->freeStagingBytes -= capacity;

@@ -65,14 +65,15 @@ std::optional<LaunchSelection> parseLaunchSelection(std::string_view text, std::
   size_t start = 0;
   for (;;) {
     const size_t comma = text.find(',', start);
-    const std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos
-                                                                                      : comma - start);
+    const size_t length = comma == std::string_view::npos ? std::string_view::npos : comma - start;
+    const std::string_view item = text.substr(start, length);
     if (item.empty()) {
       error = "empty item in '" + std::string(text) + "' (two commas in a row, or one at an end)";
       return std::nullopt;
     }
-    const bool numeric = std::all_of(item.begin(), item.end(), [](char c) { return (c >= '0' && c <= '9') || c == ':'; }) &&
-                         std::count(item.begin(), item.end(), ':') <= 1;
+    const bool numeric =
+        std::all_of(item.begin(), item.end(), [](char c) { return (c >= '0' && c <= '9') || c == ':'; }) &&
+        std::count(item.begin(), item.end(), ':') <= 1;
     if (numeric) {
       if (item.find(':') == std::string_view::npos) {
         const std::optional<uint64_t> k = parseU64(item);

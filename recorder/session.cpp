@@ -91,8 +91,8 @@ struct RecordSession::PendingLaunch {
 
 RecordSession::RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink,
                              WarnFn warn)
-    : options_(std::move(options)), snapshotBudget_(options_.snapshotMemoryBytes), device_(std::move(device)), openSink_(std::move(openSink)),
-      warn_(std::move(warn)) {}
+    : options_(std::move(options)), snapshotBudget_(options_.snapshotMemoryBytes), device_(std::move(device)),
+      openSink_(std::move(openSink)), warn_(std::move(warn)) {}
 
 RecordSession::~RecordSession() { finish(); }
 
@@ -443,7 +443,8 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
   k.hashed = selected || snapshot;
   if (k.hashed && !ranges.empty() && !device_->canEnqueue(pending->stream)) {
     k.hashed = false;
-    k.annotations.emplace_back(std::in_place_type<trace::Note>, "stream is being captured into a CUDA graph: not hashed");
+    k.annotations.emplace_back(std::in_place_type<trace::Note>,
+                               "stream is being captured into a CUDA graph: not hashed");
   }
   if (k.hashed && selected && options_.checkDeterminism > 0 && !ranges.empty()) {
     // Before anything of ours is enqueued: the re-runs start from the state
