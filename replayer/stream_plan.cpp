@@ -159,15 +159,6 @@ class Planner {
     const std::string what = fmt::format("{}: event #{}", plan_.tracePath, e.seq);
     switch (op.kind) {
       case StreamOpKind::kCopyToDevice:
-        if (!op.data) {
-          throw ReplayError(fmt::format(
-              "{} copies {} from the host to {}, but the trace holds no copy of those bytes. Whole-stream replay "
-              "needs every host-to-device byte: record with `gpurr record --full -- {}`. (A --full recording "
-              "lacks them only for 2D and 3D copies, whose row layout it does not keep: `--until {}` replays "
-              "everything before this one.)",
-              what, humanBytes(op.dst.size), describeRange(op.dst), commandLineOf(plan_.header),
-              e.seq == 0 ? 0 : e.seq - 1));
-        }
         if (op.data->size != op.dst.size) {
           throw ReplayError(fmt::format("{}: the recorded bytes of the copy to {} hold {}, not {} (trace damaged?)",
                                         what, describeRange(op.dst), humanBytes(op.data->size),
@@ -284,6 +275,15 @@ StreamStep streamStep(const Event& e) {
     if (m->size == 0) return step;
     switch (m->kind) {
       case MemcpyKind::kHostToDevice:
+        // A --full recording keeps the bytes of every contiguous copy; a 2D
+        // or 3D one (rows with pitches) it records by extent only.
+        if (!m->data) {
+          step.stop = fmt::format(
+              "event #{} copies {} from the host to {}, but the trace holds no copy of those bytes (a 2D or 3D copy, "
+              "whose rows and pitches the recorder does not keep, or a recording made without --full)",
+              e.seq, humanBytes(m->size), describeRange(m->dst));
+          break;
+        }
         op.kind = StreamOpKind::kCopyToDevice;
         op.dst = m->dst;
         op.dst.size = m->size;

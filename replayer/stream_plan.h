@@ -99,8 +99,8 @@ struct StreamPlan {
 
 // Plans the whole-stream replay of `reader`'s trace. Throws ReplayError when
 // the trace was not recorded with --full (the message says how to record
-// one), a host-to-device copy's bytes or a launched image are missing, the
-// trace used several GPUs, or it contradicts itself.
+// one), the blob of a host-to-device copy's bytes or of a launched image is
+// missing, the trace used several GPUs, or it contradicts itself.
 StreamPlan planStreamReplay(const trace::TraceReader& reader, const StreamPlanOptions& options = {});
 
 // The same from events in memory (`events` in seq order; `hasBlob` says

@@ -217,18 +217,22 @@ TEST_CASE("stream plan: a trace recorded without --full is refused, saying how t
                         Catch::Contains("--launch K"));
 }
 
-TEST_CASE("stream plan: a copy to the device without its bytes, or with its blob missing", "[replayer][stream]") {
+TEST_CASE("stream plan: a copy to the device without its bytes stops the replay; a missing blob is an error",
+          "[replayer][stream]") {
   const Header header = fullHeader();
   std::vector<Event> events;
   events.push_back({0, 0, 0, Allocation{1, kX, 4096, AllocationKind::kDevice, 0, 0}});
   Memcpy up = copy(MemcpyKind::kHostToDevice, {kX, 4096, 1, 0}, {0x5000, 4096, 0, 0}, 4096);
   events.push_back({1, 0, 0, up});
   auto all = [](const BlobId&) { return true; };
-  CHECK_THROWS_WITH(replay::planStreamReplay(events, header, "t.gpurr", {}, all),
-                    Catch::Contains("t.gpurr: event #1 copies 4.0 KiB from the host to alloc#1+0x0 (4.0 KiB), but the "
-                                    "trace holds no copy of those bytes") &&
-                        Catch::Contains("`gpurr record --full -- python train.py --lr 0.1`") &&
-                        Catch::Contains("`--until 0`"));
+  // A --full recording keeps the bytes of every copy but 2D and 3D ones.
+  const replay::StreamPlan stopped = replay::planStreamReplay(events, header, "t.gpurr", {}, all);
+  REQUIRE(stopped.stopSeq.has_value());
+  CHECK(*stopped.stopSeq == 1);
+  CHECK_THAT(stopped.stopReason, Catch::Contains("event #1 copies 4.0 KiB from the host to alloc#1+0x0 (4.0 KiB), "
+                                                 "but the trace holds no copy of those bytes (a 2D or 3D copy") &&
+                                     Catch::Contains("or a recording made without --full"));
+  CHECK(stopped.copiesToDevice == 0);
 
   const std::vector<uint8_t> bytes = testing::patternBytes(5, 4096);
   up.data = BlobRef{blobIdOf(bytes), 4096, BlobEncoding::kRaw};
