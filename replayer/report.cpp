@@ -409,6 +409,11 @@ Json streamPlanJson(const StreamPlan& plan) {
 std::string streamVerdictLine(const StreamPlan& plan, const StreamOutcome& o) {
   switch (o.verdict) {
     case StreamVerdict::kEqual:
+      if (o.checkedLaunches == 0) {
+        return fmt::format("equal, but nothing was checked: none of the {} replayed launch(es) has recorded output "
+                           "digests",
+                           count(o.launches));
+      }
       return fmt::format("equal: all {} checked launch(es) match the recording ({} replayed)", count(o.checkedLaunches),
                          count(o.launches));
     case StreamVerdict::kDifferent: {
