@@ -313,6 +313,7 @@ table.tl tr.after td.op{opacity:.92}
 table.tl td.none{color:var(--muted);font-style:italic}
 .tag{font-size:11px;font-weight:700;color:#fff;background:var(--bad);border-radius:3px;padding:0 5px;margin-right:6px;vertical-align:1px}
 .tag.path{background:var(--warn)}
+.tag.also{background:#8250df}
 .s{display:inline-block;min-width:22px;text-align:center;border-radius:3px;font-size:11px;font-weight:600;padding:0 4px;margin-right:6px;color:#fff}
 .meter{height:10px;background:var(--soft);border:1px solid var(--line);border-radius:5px;overflow:hidden;max-width:420px}
 .meter>span{display:block;height:100%;background:var(--bad)}
@@ -886,11 +887,18 @@ string streamChip(const json& op) {
                      streamColor(handle >> 4), handle, handle & 0xfff);
 }
 
-string timelineCell(const json* op, bool divergent, bool stretchRow, bool hasOther) {
+// How a row relates to the divergences the diff found.
+enum class Mark { kNone, kFirst, kIndependent };
+
+string timelineCell(const json* op, Mark mark, bool stretchRow) {
   if (!op) return stretchRow ? "<td class=\"op none\">&mdash; (not in this run)</td>" : "<td class=\"op none\"></td>";
   string s = "<td class=\"op\">";
   s += "<div class=\"name\" title=\"" + e(kernelFull(*op)) + "\">";
-  if (divergent) s += stretchRow ? "<span class=\"tag path\">PATH</span>" : "<span class=\"tag\">DIVERGES</span>";
+  if (mark == Mark::kFirst) s += stretchRow ? "<span class=\"tag path\">PATH</span>" : "<span class=\"tag\">DIVERGES</span>";
+  if (mark == Mark::kIndependent) {
+    s += "<span class=\"tag also\" title=\"an independent divergence: its outputs differ but it reads no data derived "
+         "from the first\">ALSO</span>";
+  }
   s += streamChip(*op);
   s += fmt::format("<span class=\"muted\">#{}</span> ", count(op, "seq").value_or(0));
   s += e(textOr(*op, "kind") == "launch" ? kernelShort(*op) : textOr(*op, "name", "?")) + "</div>";
@@ -912,7 +920,6 @@ string timelineCell(const json* op, bool divergent, bool stretchRow, bool hasOth
   }
   const string in = digestChips(array(op, "inputs"), "in"), out = digestChips(array(op, "outputs"), "out");
   if (!in.empty() || !out.empty()) s += "<div class=\"meta\">" + in + (in.empty() || out.empty() ? "" : " &nbsp; ") + out + "</div>";
-  (void)hasOther;
   s += "</td>";
   return s;
 }
@@ -946,6 +953,22 @@ void renderTimeline(Page& page, const json& report) {
   page.add("<table class=\"tl\"><colgroup><col class=\"off\"><col><col></colgroup>\n");
   page.addf("<thead><tr><th>&Delta;</th><th>run A {}</th><th>run B {}</th></tr></thead><tbody>\n", traceLabel(ta),
             traceLabel(tb));
+  // The diff's independent divergences, by event number on each side.
+  std::vector<uint64_t> independentA, independentB;
+  const string process = textOr(t, "process");
+  for (const json* p : objects(array(object(report, "diff"), "processes"))) {
+    if (textOr(p, "name") != process) continue;
+    for (const json* i : objects(array(object(p, "blastRadius"), "independent"))) {
+      if (auto seq = count(object(i, "a"), "seq")) independentA.push_back(*seq);
+      if (auto seq = count(object(i, "b"), "seq")) independentB.push_back(*seq);
+    }
+  }
+  auto markOf = [&](const json* row, const char* side) {
+    if (flag(row, "divergent").value_or(false)) return Mark::kFirst;
+    const auto seq = count(object(row, side), "seq");
+    const auto& list = side[0] == 'a' ? independentA : independentB;
+    return seq && std::find(list.begin(), list.end(), *seq) != list.end() ? Mark::kIndependent : Mark::kNone;
+  };
   for (const json* row : rows) {
     const bool divergent = flag(row, "divergent").value_or(false);
     const bool stretch = flag(row, "stretch").value_or(false);
@@ -959,8 +982,8 @@ void renderTimeline(Page& page, const json& report) {
     string cls = divergent ? "div" : stretch ? "stretch" : (offset && *offset > 0 ? "after" : "");
     if (divergent && stretch) cls += " stretch";
     page.addf("<tr class=\"{}\"{}><td class=\"off\">{}</td>{}{}</tr>\n", cls, divergent ? " id=\"divergent-row\"" : "",
-              divergent ? "0" : off, timelineCell(object(row, "a"), divergent, stretch, object(row, "b") != nullptr),
-              timelineCell(object(row, "b"), divergent, stretch, object(row, "a") != nullptr));
+              divergent ? "0" : off, timelineCell(object(row, "a"), markOf(row, "a"), stretch),
+              timelineCell(object(row, "b"), markOf(row, "b"), stretch));
   }
   page.add("</tbody></table>\n</section>\n");
 }

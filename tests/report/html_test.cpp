@@ -158,6 +158,10 @@ TEST_CASE("parameters and environment differences") {
   const std::string two = report::renderHtml(reportFor("two_independent"));
   CHECK(has(two, "<b>1 independent divergence</b> not explained by the first:"));
   CHECK(has(two, "at::cuda::kernelHistogram1D&lt;float&gt;"));
+  // The independent divergence is marked in the timeline, on both sides.
+  size_t also = 0;
+  for (size_t at = two.find("class=\"tag also\""); at != std::string::npos; at = two.find("class=\"tag also\"", at + 1)) ++also;
+  CHECK(also == 2);
 }
 
 TEST_CASE("several processes: one cause section per process") {
