@@ -6,11 +6,13 @@
 // against the recorded digests, stopping at the first mismatch. The driver
 // is resolved at run time (dlopen), so `gpurr` itself starts on machines
 // without one; replay then fails with a clear message.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "trace_format/trace.h"
@@ -50,16 +52,14 @@ int fail(const std::string& message) {
 // several processes ran) is not a trace: say which ones it holds.
 std::string traceHint(const std::string& path) {
   std::error_code ec;
-  std::string names;
-  size_t n = 0;
+  std::vector<std::string> traces;
   for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
-    if (entry.is_directory(ec) && entry.path().extension() == ".gpurr") {
-      if (n++ < 3) names += (names.empty() ? "" : ", ") + entry.path().string();
-    }
+    if (entry.is_directory(ec) && entry.path().extension() == ".gpurr") traces.push_back(entry.path().string());
   }
-  if (n == 0) return "";
-  return " (it is a directory of " + std::to_string(n) + " traces, one per process: replay one of them, e.g. " +
-         names.substr(0, names.find(',')) + ")";
+  if (traces.empty()) return "";
+  std::sort(traces.begin(), traces.end());
+  return " (it is a directory of " + std::to_string(traces.size()) +
+         " traces, one per process: replay one of them, e.g. " + traces.front() + ")";
 }
 
 int usage(const std::string& message) {

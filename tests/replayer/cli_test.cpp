@@ -233,3 +233,18 @@ TEST_CASE("gpurr replay --all: without a GPU, a clear error and exit 2", "[repla
     CHECK_THAT(r.output, Catch::Contains("gpurr replay: error:"));
   }
 }
+
+TEST_CASE("gpurr replay: a directory of traces names one to replay", "[replayer][cli][stream]") {
+  testing::TempDir dir;
+  std::filesystem::create_directory(dir / "run.gpurr");
+  {
+    testing::ReplayTraceBuilder a(dir / "run.gpurr" / "proc1.gpurr");
+    a.close();
+    testing::ReplayTraceBuilder b(dir / "run.gpurr" / "proc0.gpurr");
+    b.close();
+  }
+  const Result r = runGpurr("replay " + (dir / "run.gpurr").string() + " --all");
+  CHECK(r.code == 2);
+  CHECK_THAT(r.output, Catch::Contains("it is a directory of 2 traces, one per process: replay one of them, e.g. " +
+                                       (dir / "run.gpurr" / "proc0.gpurr").string()));
+}
