@@ -275,11 +275,20 @@ RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces
       t.launches = reader.launchCount();
       reader.forEach([&](const trace::Event& e) {
         auto add = [&](const std::vector<trace::RangeDigest>& ranges) {
-          for (const trace::RangeDigest& r : ranges) t.bytesHashed += r.range.size;
+          for (const trace::RangeDigest& r : ranges) {
+            t.bytesHashed += r.range.size;
+            if (r.snapshot) t.snapshotBytes += r.range.size;
+          }
         };
         if (const auto* k = std::get_if<trace::KernelLaunch>(&e.payload)) {
           add(k->inputs);
           add(k->outputs);
+          for (const trace::Annotation& a : k->annotations) {
+            if (const auto* d = std::get_if<trace::DeterminismCheck>(&a)) {
+              ++t.determinismChecked;
+              if (d->distinctResults > 1) ++t.nondeterministic;
+            }
+          }
         } else if (const auto* g = std::get_if<trace::GraphLaunch>(&e.payload)) {
           add(g->inputs);
           add(g->outputs);
@@ -300,10 +309,14 @@ RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces
 }
 
 std::string summaryLine(const RecordSummary& summary) {
-  uint64_t launches = 0, hashed = 0, incomplete = 0, unreadable = 0;
+  uint64_t launches = 0, hashed = 0, snapshots = 0, checked = 0, nondeterministic = 0, incomplete = 0,
+           unreadable = 0;
   for (const TraceSummary& t : summary.traces) {
     launches += t.launches;
     hashed += t.bytesHashed;
+    snapshots += t.snapshotBytes;
+    checked += t.determinismChecked;
+    nondeterministic += t.nondeterministic;
     if (!t.readable) {
       ++unreadable;
     } else if (!t.damage.empty()) {
@@ -314,6 +327,11 @@ std::string summaryLine(const RecordSummary& summary) {
                                  plural(summary.traces.size(), "process", "processes"),
                                  plural(launches, "launch", "launches"), humanBytes(hashed),
                                  humanBytes(summary.diskBytes));
+  if (snapshots) line += fmt::format(", {} in snapshots", humanBytes(snapshots));
+  if (checked) {
+    line += fmt::format(", {} checked for determinism ({} nondeterministic)",
+                        plural(checked, "launch", "launches"), withCommas(nondeterministic));
+  }
   if (incomplete) line += fmt::format(", {} incomplete", incomplete);
   if (unreadable) line += fmt::format(", {} unreadable", unreadable);
   return line;

@@ -78,6 +78,9 @@ struct TraceSummary {
   bool readable = false;
   uint64_t launches = 0;
   uint64_t bytesHashed = 0;  // input and output ranges of launches and graphs
+  uint64_t snapshotBytes = 0;  // ranges whose bytes were kept (--snapshot)
+  uint64_t determinismChecked = 0;  // launches re-run by --check-determinism
+  uint64_t nondeterministic = 0;    // ... whose re-runs gave different results
   std::string damage;  // the reader's note on an unclosed trace, else empty
   std::string error;   // why it cannot be read, when !readable
 };
@@ -92,7 +95,9 @@ struct RecordSummary {
 RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces);
 
 // "2 processes, 1,234 launches, 3.5 GiB hashed, 12.0 MiB on disk", with
-// ", 1 incomplete" / ", 1 unreadable" added when some traces are damaged.
+// ", 2.0 MiB in snapshots" and ", 3 launches checked for determinism (1
+// nondeterministic)" when there are any, and ", 1 incomplete" / ", 1
+// unreadable" when some traces are damaged.
 std::string summaryLine(const RecordSummary& summary);
 
 }  // namespace gpurr::cli::record

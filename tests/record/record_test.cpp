@@ -730,3 +730,39 @@ TEST_CASE("snapshot selections and determinism counts are checked") {
   CHECK_FALSE(checkDeterminismOptions(1001, true, true).empty());
   CHECK_FALSE(checkDeterminismOptions(10, false, false).empty());
 }
+
+TEST_CASE("the summary counts snapshot bytes and the launches checked for determinism") {
+  TempDir tmp;
+  const fs::path out = tmp / "out.gpurr";
+  {
+    trace::TraceWriter w(out, trace::Header{});
+    const std::vector<uint8_t> bytes(100, 1);
+    const trace::BlobRef blob = w.putBlob(bytes);
+    uint64_t seq = 0;
+    for (uint32_t distinct : {1u, 3u, 0u}) {
+      trace::KernelLaunch k;
+      k.function = "_Z1kv";
+      trace::RangeDigest r;
+      r.range = {0x1000, 100, 1, 0};
+      r.snapshot = blob;
+      k.inputs.push_back(r);
+      k.outputs.push_back(r);
+      k.outputs.push_back(trace::RangeDigest{{0x2000, 50, 2, 0}, 0, {}, std::nullopt});
+      if (distinct) k.annotations.push_back(trace::DeterminismCheck{10, distinct});
+      w.append(trace::Event{seq++, seq, 0, k});
+    }
+    w.close();
+  }
+  const RecordSummary s = summarise(out, {out});
+  REQUIRE(s.traces.size() == 1);
+  CHECK(s.traces[0].snapshotBytes == 600);
+  CHECK(s.traces[0].determinismChecked == 2);
+  CHECK(s.traces[0].nondeterministic == 1);
+  CHECK_THAT(summaryLine(s), Catch::Contains(", 600 B in snapshots, 2 launches checked for determinism "
+                                             "(1 nondeterministic)"));
+  // Nothing of the kind: nothing said.
+  makeTrace(tmp / "plain.gpurr", 2, 1000);
+  const std::string plain = summaryLine(summarise(tmp / "plain.gpurr", {tmp / "plain.gpurr"}));
+  CHECK_THAT(plain, !Catch::Contains("snapshots"));
+  CHECK_THAT(plain, !Catch::Contains("determinism"));
+}
