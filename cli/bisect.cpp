@@ -427,11 +427,7 @@ class Bisect {
     if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     const std::vector<std::string> err = lastLines(log, 20);
     std::optional<Json> parsed;
-    if (step.exit.started && (step.exit.code == 0 || step.exit.code == 1)) {
-      std::ifstream in(json);
-      parsed = Json::parse(in, nullptr, false);
-      if (parsed->is_discarded() || !parsed->is_object()) parsed.reset();
-    }
+    if (step.exit.started && (step.exit.code == 0 || step.exit.code == 1)) parsed = readReplayJson(json);
     std::error_code ec;
     if (parsed) {
       out_.replay = std::move(parsed);
@@ -490,12 +486,8 @@ std::string firstDivergenceText(const RunComparison& c) {
 
 std::vector<std::string> replayRows(const Outcome& o) {
   if (o.replay) {
-    const Json& j = *o.replay;
-    const std::string verdict = j.value("verdict", "");
     const RunRecord* c = o.confirmationRun();
-    return {fmt::format("{} re-executions of run {} #{} from its recorded inputs: {}{}", j.value("runs", 0),
-                        c ? c->number : 0, j.value("seq", uint64_t{0}), j.value("summary", verdict),
-                        verdict == "nondeterministic" ? " -> intrinsic" : "")};
+    return {replaySummary(*o.replay, c ? c->number : 0)};
   }
   if (o.replayError) return {*o.replayError};
   return {};

@@ -88,6 +88,15 @@ struct LaunchLocation {
 // Nothing when the trace has fewer launches. Throws trace::TraceError.
 std::optional<LaunchLocation> findLaunch(const fs::path& trace, uint64_t launchIndex);
 
+// What `gpurr replay --json` wrote to `file`: an object with a verdict, or
+// nothing when the file is missing, empty or not such an object.
+std::optional<Json> readReplayJson(const fs::path& file);
+
+// The report's replay row for that object, from run `run`: "50
+// re-executions of run 3 #18 from its recorded inputs: nondeterministic: 31
+// distinct results in 50 runs (...) -> intrinsic".
+std::string replaySummary(const Json& replay, uint32_t run);
+
 // The message of a failed `gpurr replay`: its last stderr line without the
 // "gpurr replay: error: " prefix; `fallback` when stderr said nothing.
 std::string replayFailure(const std::vector<std::string>& stderrLines, const std::string& fallback);

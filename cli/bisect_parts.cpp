@@ -200,6 +200,30 @@ std::optional<LaunchLocation> findLaunch(const fs::path& trace, uint64_t launchI
   return found;
 }
 
+std::optional<Json> readReplayJson(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  Json j = Json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("verdict") || !j["verdict"].is_string()) return std::nullopt;
+  return j;
+}
+
+std::string replaySummary(const Json& replay, uint32_t run) {
+  auto number = [&](const char* key) -> uint64_t {
+    const auto it = replay.find(key);
+    return it != replay.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+  };
+  auto text = [&](const char* key) -> std::string {
+    const auto it = replay.find(key);
+    return it != replay.end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  const std::string verdict = text("verdict");
+  const std::string summary = text("summary");
+  return fmt::format("{} re-execution{} of run {} #{} from its recorded inputs: {}{}", number("runs"),
+                     number("runs") == 1 ? "" : "s", run, number("seq"), summary.empty() ? verdict : summary,
+                     verdict == "nondeterministic" ? " -> intrinsic" : "");
+}
+
 std::string replayFailure(const std::vector<std::string>& stderrLines, const std::string& fallback) {
   for (auto it = stderrLines.rbegin(); it != stderrLines.rend(); ++it) {
     std::string line = *it;

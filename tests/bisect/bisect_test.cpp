@@ -536,3 +536,26 @@ TEST_CASE("bisect: with --keep-going a run that left no trace is skipped and the
   CHECK(stop.report()["runs"].size() == 1);
   CHECK_THAT(stopped.out, Catch::Contains("add --keep-going"));
 }
+
+TEST_CASE("bisect helpers: the replay row from what gpurr replay --json prints") {
+  TempDir tmp;
+  // The keys of replayer/report.cpp's outcomeJson that the row uses.
+  writeText(tmp / "replay.json", R"J({"trace": "run3.gpurr", "seq": 18, "function": "_Z1kv",
+    "verdict": "nondeterministic", "summary": "nondeterministic: 31 distinct results in 50 runs (0 equal to the recording)",
+    "runs": 50, "distinctResults": 31})J");
+  const auto j = cli::bisect::readReplayJson(tmp / "replay.json");
+  REQUIRE(j);
+  CHECK(cli::bisect::replaySummary(*j, 3) ==
+        "50 re-executions of run 3 #18 from its recorded inputs: nondeterministic: 31 distinct results in 50 runs "
+        "(0 equal to the recording) -> intrinsic");
+  writeText(tmp / "equal.json", R"J({"seq": 7, "verdict": "equal", "runs": 1,
+    "summary": "deterministic and equal to the recording: 1 of 1 run(s) identical"})J");
+  CHECK(cli::bisect::replaySummary(*cli::bisect::readReplayJson(tmp / "equal.json"), 4) ==
+        "1 re-execution of run 4 #7 from its recorded inputs: deterministic and equal to the recording: 1 of 1 "
+        "run(s) identical");
+  writeText(tmp / "empty.json", "");
+  CHECK_FALSE(cli::bisect::readReplayJson(tmp / "empty.json"));
+  writeText(tmp / "other.json", "[1, 2]");
+  CHECK_FALSE(cli::bisect::readReplayJson(tmp / "other.json"));
+  CHECK_FALSE(cli::bisect::readReplayJson(tmp / "missing.json"));
+}
