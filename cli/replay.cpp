@@ -159,15 +159,15 @@ int run(const ReplayCliOptions&) {
 void addReplayCommand(CLI::App& app, Action& chosen) {
   auto opts = std::make_shared<ReplayCliOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "replay",
-      "Re-execute recorded kernels, bitwise, without the original program.\n"
+      "replay", "Re-execute recorded kernels, bitwise, without the original program: one launch, or the whole stream.");
+  cmd->footer(
       "--launch K: restores the launch's input snapshots at their recorded addresses, launches the recorded\n"
       "image with the recorded parameters N times and compares the outputs with the recording and with each\n"
       "other. Exit status: 0 deterministic and equal to the recording, 1 nondeterministic or different, 2 trouble.\n"
       "--all: re-runs the whole recorded GPU command stream of a `gpurr record --full` trace (copies from the\n"
       "recorded host bytes, sets, copies and launches, in recorded order) and checks every launch's outputs\n"
       "against the recorded digests, stopping at the first mismatch. Exit status: 0 every check equal, 1 a\n"
-      "mismatch, 2 trouble or stopped early (at a CUDA graph launch, say).");
+      "mismatch, 2 trouble or stopped early (at a CUDA graph launch, say). Details: replayer/README.md.");
   cmd->add_option("trace", opts->trace, "Trace directory (from gpurr record)")->required();
   cmd->add_option("--launch,-l", opts->launch, "Event number of the launch (as `gpurr dump` shows it)");
   cmd->add_flag("--all", opts->all, "Replay the whole recorded stream (a --full trace) and check every launch");
