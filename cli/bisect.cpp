@@ -374,7 +374,7 @@ class Bisect {
     if (out_.interruptedBy != 0) return;
     if (!r.started || r.failed() || !r.traced) {
       noteFailure(r);
-      out_.replayError = fmt::format("not run: the confirmation run failed ({})",
+      out_.replayError = fmt::format("the confirmation run failed ({})",
                                      r.started ? fmt::format("exit code {}", r.exitCode) : r.startError);
       return;
     }
@@ -391,7 +391,7 @@ class Bisect {
                       divergesAt(*out_.confirmationOther, p->name, out_.point->indexB);
     if (!*out_.reproduced) out_.verdict = "notReproduced";
     if (!out_.snapshotLaunch) {
-      out_.replayError = "not run: " + out_.noSnapshotWhy;
+      out_.replayError = out_.noSnapshotWhy;
       return;
     }
     replay(r, *p);
@@ -403,18 +403,18 @@ class Bisect {
     try {
       at = findLaunch(trace, *out_.snapshotLaunch);
     } catch (const std::exception& e) {
-      out_.replayError = fmt::format("not run: {}", e.what());
+      out_.replayError = e.what();
       return;
     }
     if (!at) {
-      out_.replayError = fmt::format("not run: {} has no launch #{} (the confirmation run launched fewer kernels)",
+      out_.replayError = fmt::format("{} has no launch #{} (the confirmation run launched fewer kernels)",
                                      trace.string(), *out_.snapshotLaunch);
       return;
     }
     out_.replaySeq = at->seq;
     if (at->snapshots == 0) {
       out_.replayError = fmt::format(
-          "not run: {} holds no snapshot of launch #{} (event #{}): the recorder did not store its buffers",
+          "{} holds no snapshot of launch #{} (event #{}): the recorder did not store its buffers",
           trace.string(), *out_.snapshotLaunch, at->seq);
       return;
     }
@@ -433,7 +433,7 @@ class Bisect {
       out_.replay = std::move(parsed);
     } else {
       fs::remove(json, ec);
-      out_.replayError = "not run: " + (step.exit.started ? replayFailure(err, fmt::format("gpurr replay exited with "
+      out_.replayError = (step.exit.started ? replayFailure(err, fmt::format("gpurr replay exited with "
                                                                                           "code {}", step.exit.code))
                                                           : step.exit.error);
     }
@@ -489,7 +489,7 @@ std::vector<std::string> replayRows(const Outcome& o) {
     const RunRecord* c = o.confirmationRun();
     return {replaySummary(*o.replay, c ? c->number : 0)};
   }
-  if (o.replayError) return {*o.replayError};
+  if (o.replayError) return {"not run: " + *o.replayError};
   return {};
 }
 
