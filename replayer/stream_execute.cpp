@@ -57,10 +57,12 @@ class StreamRunner {
     std::vector<std::string> w = launchWarnings_;
     if (storedPointerCopies_ > 0) {
       w.push_back(fmt::format(
-          "{} copies to the device hold words that point into relocated memory (first: event #{}, {}, {} word(s), "
+          "{} {} to the device {} words that point into relocated memory (first: event #{}, {}, {} word(s), "
           "first at +{:#x}): pointers stored in device memory cannot be rewritten, so kernels may use the recorded "
           "addresses",
-          storedPointerCopies_, firstStoredPointers_.first, describeRange(firstStoredPointers_.second.range),
+          storedPointerCopies_, storedPointerCopies_ == 1 ? "copy" : "copies",
+          storedPointerCopies_ == 1 ? "holds" : "hold", firstStoredPointers_.first,
+          describeRange(firstStoredPointers_.second.range),
           firstStoredPointers_.second.count, firstStoredPointers_.second.firstOffset));
     }
     return w;

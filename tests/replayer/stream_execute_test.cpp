@@ -82,10 +82,13 @@ struct StreamTrace {
   // the second launch.
   // `wrongInput`: the wrong launch's recorded inputs differ too (the state
   // had diverged before it).
+  // `pointerInX`: x's bytes from the host hold y's address at +0x10, as a
+  // pointer stored in device memory.
   explicit StreamTrace(int wrongLaunch = -1, std::vector<int> unhashed = {}, bool graphAfter = false,
-                       bool wrongInput = false) {
+                       bool wrongInput = false, bool pointerInX = false) {
     std::vector<uint32_t> x(kN), y(kN, 7), z(kN, 0);
     for (uint32_t i = 0; i < kN; ++i) x[i] = i * 2654435761u;
+    if (pointerInX) std::memcpy(&x[4], &kY, 8);
     testing::ReplayTraceBuilder b(path, fullHeader());
     b.alloc(1, kX, kN * 4);
     b.alloc(2, kY, kN * 4);
@@ -333,13 +336,16 @@ TEST_CASE("stream replay: relocated memory still matches (pointer parameters rew
   fake.checkReleased();
 
   FakeDriver forced;
-  StreamTrace t2;
+  StreamTrace t2(-1, {}, false, false, /*pointerInX=*/true);
   replay::StreamReplayOptions options;
   options.forceRelocate = true;
   const auto [plan2, f] = replayWith(forced, t2, options);
   CHECK(f.placements[0].newStart != kX);
   CHECK(f.placements[1].newStart != kZ);
   CHECK(f.verdict == replay::StreamVerdict::kEqual);
+  CHECK_THAT(joined(f.warnings), Catch::Contains("(--relocate)"));
+  CHECK_THAT(joined(f.warnings), Catch::Contains("1 copy to the device holds words that point into relocated memory "
+                                                 "(first: event #4, alloc#1+0x0 (11.7 KiB), 1 word(s), first at +0x10)"));
   forced.checkReleased();
 }
 
