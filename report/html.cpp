@@ -438,6 +438,7 @@ void renderHeader(Page& page, const json& report, bool bisect) {
   if (get(report, "replay") || get(report, "replayError") || report.contains("replay")) links.push_back({"replay", "Replay"});
   if (const json* t = object(report, "timeline"); t && array(t, "rows") && !array(t, "rows")->empty()) {
     links.push_back({"timeline", "Timeline"});
+    links.push_back({"divergent-row", "Divergent launch"});
   }
   if (firstDifferingProcess(diff)) links.push_back({"blast", "Blast radius"});
   if (diff || object(report, "compared")) links.push_back({"environment", "Environment"});
@@ -784,6 +785,32 @@ void renderCause(Page& page, const json& report) {
 
 // ------------------------------------------------------------ replay
 
+// The outputs that differ between two states of a replay (docs: replayer/README.md).
+void renderReplayComparison(Page& page, const json* c, const string& title) {
+  if (!c || flag(c, "matches").value_or(true)) return;
+  page.addf("<h3>{}</h3>\n<table class=\"small\"><thead><tr><th>output</th><th>size</th><th>chunks differing</th>"
+            "<th>elements differing</th><th>max |d|</th><th>max ulp</th></tr></thead><tbody>\n", e(title));
+  for (const json* r : objects(array(c, "ranges"))) {
+    if (flag(r, "equal").value_or(false)) continue;
+    const json* range = object(r, "range");
+    const json* el = object(r, "elements");
+    string elements = "-", maxd = "-", ulp = "-";
+    if (el) {
+      elements = fmt::format("{} of {} {}{}", withCommas(count(el, "differing").value_or(0)),
+                             withCommas(count(el, "elements").value_or(0)), textOr(el, "type", "?"),
+                             flag(el, "assumed").value_or(false) ? " (assumed)" : "");
+      if (auto m = number(el, "maxAbsDiff")) maxd = fmt::format("{:.3g}", *m);
+      if (auto u = number(el, "maxUlp")) ulp = fmt::format("{:.0f}", *u);
+    }
+    const string chunks = count(r, "chunks") ? fmt::format("{} of {}", withCommas(count(r, "differingChunks").value_or(0)),
+                                                           withCommas(*count(r, "chunks")))
+                                             : "-";
+    page.addf("<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", e(rangeWhere(range)),
+              humanBytes(count(range, "size").value_or(0)), e(chunks), e(elements), e(maxd), e(ulp));
+  }
+  page.add("</tbody></table>\n");
+}
+
 void renderReplay(Page& page, const json& report, bool bisect) {
   const json* replay = object(report, "replay");
   const auto error = text(report, "replayError");
@@ -827,14 +854,17 @@ void renderReplay(Page& page, const json& report, bool bisect) {
     page.add("<dl class=\"facts\">\n");
     page.addf("<dt>verdict</dt><dd class=\"{}\"><b>{}</b>{}</dd>\n", cls, e(replayVerdict.empty() ? "?" : replayVerdict),
               replayVerdict == "nondeterministic" ? " &rarr; the kernel is intrinsically nondeterministic on these inputs" : "");
-    if (auto trace = text(replay, "trace")) page.addf("<dt>trace</dt><dd><code>{}</code></dd>\n", e(*trace));
-    if (auto s = text(replay, "summary")) page.addf("<dt>summary</dt><dd>{}</dd>\n", e(*s));
     if (auto seq = count(replay, "seq")) {
-      page.addf("<dt>launch</dt><dd>event #{} <code>{}</code></dd>\n", *seq,
-                e(shortKernelName(textOr(replay, "function", "?"), 100)));
+      const auto trace = text(replay, "trace");
+      page.addf("<dt>launch</dt><dd>event #{} <code>{}</code>{}</dd>\n", *seq,
+                e(shortKernelName(textOr(replay, "function", "?"), 100)),
+                trace ? " <span class=\"muted\">of</span> <code>" + e(*trace) + "</code>" : "");
     }
-    page.addf("<dt>results</dt><dd>{} in {}</dd>\n", plural(distinct, "distinct result", "distinct results"),
-              plural(runs, "run", "runs"));
+    page.addf("<dt>results</dt><dd>{} in {} re-executions from the recorded inputs</dd>\n",
+              plural(distinct, "distinct result", "distinct results"), withCommas(runs));
+    if (auto s = text(replay, "summary"); s && !count(replay, "runsMatchingRecording")) {
+      page.addf("<dt>summary</dt><dd>{}</dd>\n", e(*s));
+    }
     if (const json* per = array(replay, "runsPerResult"); per && !per->empty()) {
       std::vector<uint64_t> counts;
       for (const json& c : *per) {
@@ -852,6 +882,11 @@ void renderReplay(Page& page, const json& report, bool bisect) {
       page.addf("<dt>vs recording</dt><dd>{}</dd>\n", flag(vs, "matches").value_or(false) ? "equal" : "different");
     }
     if (const json* gpu = object(replay, "gpu")) page.addf("<dt>GPU</dt><dd>{}</dd>\n", e(textOr(gpu, "name", "?")));
+    page.add("</dl>\n");
+    renderReplayComparison(page, object(replay, "acrossRuns"),
+                           fmt::format("Run 1 against run {}, the first that differed", count(replay, "acrossRunsOther").value_or(0) + 1));
+    renderReplayComparison(page, object(replay, "vsRecording"), "Run 1 against the recording");
+    page.add("<dl class=\"facts\">\n");
     for (const string& w : strings(array(replay, "warnings"))) page.addf("<dt>warning</dt><dd>{}</dd>\n", e(w));
     page.add("</dl>\n");
   } else if (error) {

@@ -90,9 +90,13 @@ TEST_CASE("a diverged bisect report with replay: every section, the divergent la
   CHECK(has(html, "<b>Fix:</b> torch.use_deterministic_algorithms(True)"));
   // Replay.
   CHECK(has(html, "<b>nondeterministic</b>"));
-  CHECK(has(html, "31 distinct results in 50 runs"));
+  CHECK(has(html, "31 distinct results in 50 re-executions from the recorded inputs"));
+  CHECK(has(html, "<a href=\"#divergent-row\">"));
   CHECK(has(html, "<dt>runs per result</dt><dd>5, 4, 3, 3, 2, 2, 2, 2, 2, 1, 1, 1, ...</dd>"));
   CHECK(has(html, "2 of 50 equal to the recorded outputs"));
+  CHECK(has(html, "<h3>Run 1 against run 8, the first that differed</h3>"));
+  CHECK(has(html, "<td><code>alloc#4+0x0</code></td><td>4.0 KiB</td><td>2 of 4</td><td>3 of 1,024 f32 (assumed)</td><td>5.96e-08</td><td>1</td>"));
+  CHECK_FALSE(has(html, "Run 1 against the recording"));
   CHECK(has(html, "the run with snapshots (of launch #3) diverges at the same operation: reproduced"));
   CHECK(has(html, "<td>3 <span class=\"chip\" title=\"recorded with --snapshot 3\">snapshots 3</span></td>"));
   CHECK(has(html, "<span class=\"muted\">written to</span> <code>gpurr-bisect</code>"));
