@@ -191,7 +191,6 @@ struct Outcome {
   std::optional<bool> reproduced;
   std::optional<Json> replay;
   std::optional<std::string> replayError;
-  std::optional<uint64_t> replaySeq;
   Json timeline = nullptr;
   RunTally tally;  // the base run, when the runs are identical
   double seconds = 0;
@@ -411,7 +410,6 @@ class Bisect {
                                      trace.string(), *out_.snapshotLaunch);
       return;
     }
-    out_.replaySeq = at->seq;
     if (at->snapshots == 0) {
       out_.replayError = fmt::format(
           "{} holds no snapshot of launch #{} (event #{}): the recorder did not store its buffers",
