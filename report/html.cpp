@@ -974,7 +974,9 @@ void renderTimeline(Page& page, const json& report) {
   const json* t = object(report, "timeline");
   if (!t) return;
   const auto rows = objects(array(t, "rows"));
-  page.add("<section id=\"timeline\"><h2>Timeline around the first divergence</h2>\n");
+  const string processName = textOr(t, "process");
+  page.addf("<section id=\"timeline\"><h2>Timeline around the first divergence{}</h2>\n",
+            processName.empty() ? "" : " in process <code>" + e(processName) + "</code>");
   if (rows.empty()) {
     page.add("<p class=\"muted\">No divergence: nothing to show.</p></section>\n");
     return;
@@ -990,7 +992,7 @@ void renderTimeline(Page& page, const json& report) {
             traceLabel(tb));
   // The diff's independent divergences, by event number on each side.
   std::vector<uint64_t> independentA, independentB;
-  const string process = textOr(t, "process");
+  const string& process = processName;
   for (const json* p : objects(array(object(report, "diff"), "processes"))) {
     if (textOr(p, "name") != process) continue;
     for (const json* i : objects(array(object(p, "blastRadius"), "independent"))) {
@@ -1030,7 +1032,8 @@ void renderBlast(Page& page, const json& report) {
   const json* p = firstDifferingProcess(diff);
   if (!p) return;
   const json* b = object(p, "blastRadius");
-  page.add("<section id=\"blast\"><h2>Blast radius</h2>\n");
+  const string name = textOr(p, "name");
+  page.addf("<section id=\"blast\"><h2>Blast radius{}</h2>\n", name.empty() ? "" : " in process <code>" + e(name) + "</code>");
   if (!b) {
     page.add("<p class=\"muted\">Not reported.</p></section>\n");
     return;

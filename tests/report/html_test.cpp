@@ -174,6 +174,8 @@ TEST_CASE("several processes: one cause section per process") {
   CHECK(has(html, "<h3>process <code>rank0.gpurr</code></h3>"));
   CHECK(has(html, "<h3>process <code>rank1.gpurr</code></h3>"));
   CHECK(has(html, "identical: 9 operations match"));
+  CHECK(has(html, "<h2>Timeline around the first divergence in process <code>rank1.gpurr</code></h2>"));
+  CHECK(has(html, "<h2>Blast radius in process <code>rank1.gpurr</code></h2>"));
 }
 
 TEST_CASE("a report that was not reproduced") {

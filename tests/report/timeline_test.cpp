@@ -226,6 +226,22 @@ TEST_CASE("timeline of long runs in many blocks over two streams") {
   CHECK(otherStream > 0);
   CHECK(rows[12].at("a").at("launchIndex") == 200);
   CHECK(rows[12].at("inputsEqual") == true);
+
+  // Only the blocks around the window are decoded: a block far before it
+  // may be corrupt without the timeline noticing.
+  {
+    const trace::TraceReader r(tmp.path / "a.gpurr");
+    const auto& blocks = r.blocks();
+    REQUIRE(r.blockOf(rows[0].at("a").at("seq").get<uint64_t>()) > 3);
+    const uint64_t at = blocks[3].fileOffset - blocks[2].compressedSize / 2;  // inside block 2's frame
+    std::fstream f(tmp.path / "a.gpurr" / "events", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    const char byte = static_cast<char>(f.get() ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(byte);
+  }
+  CHECK_THROWS_AS(trace::TraceReader(tmp.path / "a.gpurr").readAll(), trace::TraceError);
+  CHECK(report::timelineAround(tmp.path / "a.gpurr", tmp.path / "b.gpurr", p) == t);
 }
 
 TEST_CASE("timeline of a run that inserted operations: the empty side is found by counting") {
