@@ -324,6 +324,13 @@ table.tl .anns{line-height:1.35}
 table.tl .anns .chip{max-width:100%;overflow:hidden;text-overflow:ellipsis;vertical-align:bottom}
 .ok{color:var(--ok)}.bad{color:var(--bad)}
 pre{font-family:var(--mono);font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-height:360px;overflow:auto;margin:0}
+table.lanes{width:auto;border-collapse:separate;border-spacing:3px 4px;margin:4px 0 0}
+table.lanes th{font-size:12px;text-transform:none;letter-spacing:0;padding:0 10px 0 0;border:0;white-space:nowrap;color:var(--muted)}
+.c{display:inline-block;width:18px;height:16px;padding:0;border-radius:3px;border:0;vertical-align:middle}
+table.lanes td.c{display:table-cell;border-bottom:0;font-size:11px;text-align:center;color:var(--muted);line-height:1}
+.c.eq{background:#9fd5b0}.c.ne{background:var(--bad)}.c.path{background:#e3b341}.c.unk{background:#c9d1d9}
+.c.d{box-shadow:0 0 0 2px #fff,0 0 0 4px var(--fg)}
+.legend .c{margin:0 4px 0 12px}.legend .c:first-child{margin-left:0}
 footer{margin-top:36px;color:var(--muted);font-size:12px;border-top:1px solid var(--line);padding-top:10px}
 )css";
 
@@ -922,6 +929,59 @@ string streamChip(const json& op) {
                      streamColor(handle >> 4), handle, handle & 0xfff);
 }
 
+// The stream an operation ran on, as the lanes and chips name it.
+string streamLabel(const json& op) {
+  if (auto ord = count(op, "streamOrdinal")) return fmt::format("s{}", *ord);
+  return fmt::format("{:x}", count(op, "stream").value_or(0) & 0xfff);
+}
+
+// The timeline at a glance: one lane per run and stream, one cell per row,
+// coloured by whether the operation's outputs equal the other run's.
+void renderLanes(Page& page, const std::vector<const json*>& rows) {
+  struct Lane {
+    char side;
+    string stream;
+  };
+  std::vector<Lane> lanes;
+  for (const char* side : {"a", "b"}) {
+    for (const json* row : rows) {
+      const json* op = object(row, side);
+      if (!op) continue;
+      const string label = streamLabel(*op);
+      if (std::none_of(lanes.begin(), lanes.end(), [&](const Lane& l) { return l.side == side[0] && l.stream == label; })) {
+        lanes.push_back({side[0], label});
+      }
+    }
+  }
+  if (lanes.empty()) return;
+  page.add("<table class=\"lanes\" aria-label=\"lanes\"><tbody>\n");
+  for (const Lane& lane : lanes) {
+    page.addf("<tr><th>run {} &middot; {}</th>", lane.side == 'a' ? 'A' : 'B', e(lane.stream));
+    const char side[2] = {lane.side, 0};
+    for (const json* row : rows) {
+      const bool divergent = flag(row, "divergent").value_or(false);
+      const string edge = divergent ? " d" : "";
+      if (object(row, "elided")) {
+        page.addf("<td class=\"c gap{}\" title=\"more of the stretch\">&hellip;</td>", edge);
+        continue;
+      }
+      const json* op = object(row, side);
+      if (!op || streamLabel(*op) != lane.stream) {
+        page.addf("<td class=\"c{}\"></td>", edge);
+        continue;
+      }
+      const auto equal = flag(row, "outputsEqual");
+      const char* cls = equal ? (*equal ? "eq" : "ne") : flag(row, "stretch").value_or(false) ? "path" : "unk";
+      page.addf("<td class=\"c {}{}\" title=\"#{} {}\"></td>", cls, edge, count(op, "seq").value_or(0),
+                e(textOr(*op, "kind") == "launch" ? kernelShort(*op) : textOr(*op, "name", "?")));
+    }
+    page.add("</tr>\n");
+  }
+  page.add("</tbody></table>\n<p class=\"small muted legend\"><span class=\"c eq\"></span> outputs equal in both runs "
+           "<span class=\"c ne\"></span> outputs differ <span class=\"c path\"></span> one run's path only "
+           "<span class=\"c d\"></span> the first divergence</p>\n");
+}
+
 // How a row relates to the divergences the diff found.
 enum class Mark { kNone, kFirst, kIndependent };
 
@@ -987,6 +1047,7 @@ void renderTimeline(Page& page, const json& report) {
             "relative to the divergence{}. Digests are the first 8 hex digits; <span class=\"dg diff\">red</span> differs from "
             "the other run, <span class=\"dg same\">green</span> is equal. Hover a name for the full kernel.</p>\n",
             flag(t, "path").value_or(false) ? " (a stretch taken by one run alone is shaded)" : "");
+  renderLanes(page, rows);
   page.add("<table class=\"tl\"><colgroup><col class=\"off\"><col><col></colgroup>\n");
   page.addf("<thead><tr><th>&Delta;</th><th>run A {}</th><th>run B {}</th></tr></thead><tbody>\n", traceLabel(ta),
             traceLabel(tb));

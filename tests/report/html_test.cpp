@@ -137,6 +137,7 @@ TEST_CASE("a path divergence: both stretches with their algorithm choices") {
   CHECK(has(html, "cudnn_fft_cgemm_batched_kernel"));
   CHECK(has(html, "<span class=\"tag path\">PATH</span>"));
   CHECK(has(html, "(not in this run)"));
+  CHECK(has(html, "<td class=\"c path d\" title=\"#10 cudnn_fft_r2c_nhwc_input_transform_kernel\"></td>"));
   CHECK(has(html, "source: docs.pytorch.org/docs/stable/notes/randomness.html"));
   // A diff-only report has no runs and no replay.
   CHECK(has(html, "gpurr diff report"));
@@ -166,6 +167,10 @@ TEST_CASE("parameters and environment differences") {
   size_t also = 0;
   for (size_t at = two.find("class=\"tag also\""); at != std::string::npos; at = two.find("class=\"tag also\"", at + 1)) ++also;
   CHECK(also == 2);
+  // The lanes: one per run and stream, the divergent column outlined.
+  CHECK(has(two, "<tr><th>run A &middot; s1</th><td class=\"c eq\" title=\"#7 fill_kernel\"></td>"));
+  CHECK(has(two, "<td class=\"c ne d\" title=\"#13 at::native::indexFuncLargeIndex&lt;float&gt;\"></td>"));
+  CHECK_FALSE(has(two, "run A &middot; s2"));
 }
 
 TEST_CASE("several processes: one cause section per process") {
