@@ -6,6 +6,9 @@
 // does the recording. Replay needs a GPU, so here it must say why it did not
 // run.
 #include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include <thread>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -560,4 +564,92 @@ TEST_CASE("bisect helpers: the replay row from what gpurr replay --json prints")
   writeText(tmp / "other.json", "[1, 2]");
   CHECK_FALSE(cli::bisect::readReplayJson(tmp / "other.json"));
   CHECK_FALSE(cli::bisect::readReplayJson(tmp / "missing.json"));
+}
+
+namespace {
+
+// Runs bin/gpurr with `args` on a new terminal (120 columns) in `s.work`;
+// `whenStarted` is called once `s.out()/run1.log` holds `marker`. Returns
+// the exit status and everything written to the terminal.
+std::pair<int, std::string> onTerminal(Sandbox& s, const std::vector<std::string>& args, const std::string& marker,
+                                       const std::function<void(int master)>& whenStarted) {
+  winsize ws{};
+  ws.ws_col = 120;
+  ws.ws_row = 40;
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, &ws);
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv("GPURR_RECORDER_LIB", s.lib.c_str(), 1);
+    ::unsetenv("NO_COLOR");
+    if (::chdir(s.work.c_str()) != 0) ::_exit(99);
+    std::vector<char*> argv{const_cast<char*>(kGpurr.c_str())};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(kGpurr.c_str(), argv.data());
+    ::_exit(98);
+  }
+  std::string screen;
+  bool started = false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0) {
+      char buf[4096];
+      const ssize_t n = ::read(master, buf, sizeof buf);
+      if (n <= 0) break;  // EIO: every process of the terminal has gone
+      screen.append(buf, static_cast<size_t>(n));
+    }
+    if (!started && readText(s.out() / "run1.log").find(marker) != std::string::npos) {
+      started = true;
+      whenStarted(master);
+    }
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status), screen};
+}
+
+}  // namespace
+
+TEST_CASE("bisect on a terminal: one progress line rewritten in place with a running clock") {
+  Sandbox s;
+  const std::string script = "echo begun; sleep 1.3; exec " + kFake.string() + " identical " + s.state.string();
+  const auto [code, screen] = onTerminal(s, {"bisect", "-o", "out", "--", "sh", "-c", script}, "begun", [](int) {});
+  INFO(screen);
+  CHECK(code == 0);
+  CHECK_THAT(screen, Catch::Contains("\r\033[Krun 1/2: recording sh -c"));
+  CHECK_THAT(screen, Catch::Contains("  0:01"));  // the clock ran while the command did
+  CHECK_THAT(screen, Catch::Contains("\r\033[Krun 2/2: recording"));
+  CHECK_THAT(screen, Catch::Contains("identical: the 2 runs are bitwise identical"));
+  // Every rewritten line fits the terminal, so that \r returns to its start.
+  size_t from = 0, rewritten = 0;
+  while ((from = screen.find("\r\033[K", from)) != std::string::npos) {
+    from += 4;
+    const size_t end = screen.find_first_of("\r\n", from);
+    // A line that stays ends in a newline (the terminal turns it into \r\n).
+    if (end != std::string::npos && (screen[end] == '\n' || screen.compare(end, 2, "\r\n") == 0)) continue;
+    CHECK(screen.substr(from, end - from).size() < 120);
+    ++rewritten;
+  }
+  CHECK(rewritten >= 4);
+}
+
+TEST_CASE("bisect on a terminal: Ctrl-C stops the recording and the bisect and says where the results are") {
+  Sandbox s;
+  const auto [code, screen] =
+      onTerminal(s, {"bisect", "-o", "out", "--", "sh", "-c", "echo begun; sleep 30"}, "begun", [](int master) {
+        const char ctrlC = 0x03;
+        CHECK(::write(master, &ctrlC, 1) == 1);
+      });
+  INFO(screen);
+  CHECK(code == 128 + SIGINT);
+  CHECK_THAT(screen, Catch::Contains("interrupted") && Catch::Contains("is in out/"));
+  CHECK(fs::exists(s.out() / "run1.log"));
+  CHECK_FALSE(fs::exists(s.out() / "run2.log"));
 }
