@@ -49,7 +49,20 @@ struct BisectOptions {
   bool force = false;
   std::string color = "auto";
   std::string culprits;
+  // Passed on to every `gpurr record`.
+  std::string launches, kernels;
+  bool sync = false;
+  bool captureHostData = false;
   std::vector<std::string> command;
+
+  std::vector<std::string> recordOptions() const {
+    std::vector<std::string> out;
+    if (!launches.empty()) out.insert(out.end(), {"--launches", launches});
+    if (!kernels.empty()) out.insert(out.end(), {"--kernels", kernels});
+    if (sync) out.push_back("--sync");
+    if (captureHostData) out.push_back("--capture-host-data");
+    return out;
+  }
 };
 
 double secondsSince(Clock::time_point start) {
@@ -172,6 +185,7 @@ struct RunRecord {
 // Everything a bisect found, for the text and JSON reports.
 struct Outcome {
   std::vector<std::string> command;
+  std::vector<std::string> recordOptions;  // passed to every gpurr record
   fs::path dir;
   std::vector<RunRecord> runs;  // the N runs, then the confirmation run
   std::string verdict = "failed";
@@ -212,6 +226,7 @@ class Bisect {
       : opts_(opts), exe_(std::move(exe)), dir_(std::move(dir)), shown_(std::move(shown)),
         culprits_(culprits), progress_(::isatty(STDERR_FILENO) == 1) {
     out_.command = opts.command;
+    out_.recordOptions = opts.recordOptions();
     out_.dir = shown_;
   }
 
@@ -271,6 +286,8 @@ class Bisect {
     r.log = shown_ / fmt::format("run{}.log", number);
     r.snapshot = snapshot;
     std::vector<std::string> argv{exe_.string(), "record", "-o", (dir_ / r.trace.filename()).string()};
+    const std::vector<std::string> passed = opts_.recordOptions();
+    argv.insert(argv.end(), passed.begin(), passed.end());
     if (!snapshot.empty()) argv.insert(argv.end(), {"--snapshot", snapshot});
     argv.push_back("--");
     argv.insert(argv.end(), opts_.command.begin(), opts_.command.end());
@@ -493,7 +510,9 @@ std::vector<std::string> replayRows(const Outcome& o) {
 
 std::string renderText(const Outcome& o, const Style& st) {
   std::ostringstream os;
-  os << st.dim(fmt::format("gpurr bisect -- {}", joinedCommand(o.command))) << '\n';
+  std::string options = joinedCommand(o.recordOptions);
+  os << st.dim(fmt::format("gpurr bisect {}{}-- {}", options, options.empty() ? "" : " ", joinedCommand(o.command)))
+     << '\n';
   for (const RunRecord& r : o.runs) os << "  " << runLine(r) << '\n';
   for (const std::string& f : o.failures) os << st.yellow(f) << '\n';
   if (o.verdict == "failed") {
@@ -610,6 +629,7 @@ Json reportJson(const Outcome& o) {
   Json j{{"gpurrBisect", 1},
          {"verdict", o.verdict},
          {"command", o.command},
+         {"recordOptions", o.recordOptions},
          {"directory", o.dir.string()},
          {"runs", runs},
          {"baseRun", o.base},
@@ -650,6 +670,12 @@ int usageError(const std::string& text) {
 int run(const BisectOptions& opts) {
   if (opts.command.empty()) {
     return usageError("no command given after --; usage: gpurr bisect [-o DIR] [--runs N] -- CMD [ARGS...]");
+  }
+  if (!opts.launches.empty()) {
+    if (std::string e = record::checkLaunchRange(opts.launches); !e.empty()) return usageError(e);
+  }
+  if (!opts.kernels.empty()) {
+    if (std::string e = record::checkKernelRegex(opts.kernels); !e.empty()) return usageError(e);
   }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -730,6 +756,13 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
       ->check(CLI::IsMember({"auto", "always", "never"}));
   cmd->add_option("--culprits", opts->culprits,
                   "Known-culprits table (default: share/gpurr/known_culprits.json beside the binary)");
+  cmd->add_option("--launches", opts->launches,
+                  "Passed to gpurr record: hash only launches A up to (not including) B ('A:', ':B')");
+  cmd->add_option("--kernels", opts->kernels,
+                  "Passed to gpurr record: hash only launches of kernels matching this regular expression");
+  cmd->add_flag("--sync", opts->sync, "Passed to gpurr record: synchronise around every launch");
+  cmd->add_flag("--capture-host-data", opts->captureHostData,
+                "Passed to gpurr record: keep the bytes of every host-to-device copy (shows where host inputs differ)");
   cmd->add_option("command", opts->command, "The command to record and its arguments, after --")->expected(-1);
   cmd->footer(
       "Put -- before the command: gpurr bisect -- python train.py --lr 0.1\n"
