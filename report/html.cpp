@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -920,24 +921,63 @@ string digestChips(const json* ranges, const char* label) {
   return s;
 }
 
-string streamChip(const json& op) {
-  if (auto ord = count(op, "streamOrdinal")) {
-    return fmt::format("<span class=\"s\" style=\"background:{}\" title=\"stream {}\">s{}</span>", streamColor(*ord), *ord, *ord);
+// Names of the streams in the timeline: "s2" where the diff numbers the
+// stream; otherwise "x1", "x2"..., one name for the two runs' streams of the
+// same matched operations, so that lanes line up across runs.
+class StreamNames {
+ public:
+  explicit StreamNames(const std::vector<const json*>& rows) {
+    for (const json* row : rows) {
+      const json* a = object(row, "a");
+      const json* b = object(row, "b");
+      if (a && b && flag(row, "sameOperation").value_or(false) && !count(a, "streamOrdinal") &&
+          !count(b, "streamOrdinal")) {
+        const auto ha = handle(*a), hb = handle(*b);
+        auto ia = names_.find({'a', ha}), ib = names_.find({'b', hb});
+        if (ia != names_.end() && ib == names_.end()) names_[{'b', hb}] = ia->second;
+        if (ib != names_.end() && ia == names_.end()) names_[{'a', ha}] = ib->second;
+        if (ia == names_.end() && ib == names_.end()) names_[{'a', ha}] = names_[{'b', hb}] = next();
+      }
+    }
+    for (const json* row : rows) {
+      for (const char* side : {"a", "b"}) {
+        const json* op = object(row, side);
+        if (op && !count(op, "streamOrdinal") && !names_.count({side[0], handle(*op)})) {
+          names_[{side[0], handle(*op)}] = next();
+        }
+      }
+    }
   }
-  const uint64_t handle = count(op, "stream").value_or(0);
-  return fmt::format("<span class=\"s\" style=\"background:{}\" title=\"stream handle {:#x}\">{:x}</span>",
-                     streamColor(handle >> 4), handle, handle & 0xfff);
-}
 
-// The stream an operation ran on, as the lanes and chips name it.
-string streamLabel(const json& op) {
-  if (auto ord = count(op, "streamOrdinal")) return fmt::format("s{}", *ord);
-  return fmt::format("{:x}", count(op, "stream").value_or(0) & 0xfff);
-}
+  string name(const json& op, char side) const {
+    if (auto ord = count(op, "streamOrdinal")) return fmt::format("s{}", *ord);
+    auto it = names_.find({side, handle(op)});
+    return it == names_.end() ? "?" : it->second;
+  }
+
+  string chip(const json& op, char side) const {
+    const string n = name(op, side);
+    const auto ord = count(op, "streamOrdinal");
+    const string title = ord ? fmt::format("stream {} (handle {:#x})", *ord, handle(op))
+                             : fmt::format("a stream the diff does not number (handle {:#x})", handle(op));
+    uint64_t colour = ord ? *ord : 0;
+    if (!ord) {
+      for (char c : n) colour = colour * 31 + static_cast<unsigned char>(c);
+    }
+    return fmt::format("<span class=\"s\" style=\"background:{}\" title=\"{}\">{}</span>", streamColor(colour),
+                       e(title), e(n));
+  }
+
+ private:
+  static uint64_t handle(const json& op) { return count(op, "stream").value_or(0); }
+  string next() { return fmt::format("x{}", ++unnumbered_); }
+  std::map<std::pair<char, uint64_t>, string> names_;
+  int unnumbered_ = 0;
+};
 
 // The timeline at a glance: one lane per run and stream, one cell per row,
 // coloured by whether the operation's outputs equal the other run's.
-void renderLanes(Page& page, const std::vector<const json*>& rows) {
+void renderLanes(Page& page, const std::vector<const json*>& rows, const StreamNames& streams) {
   struct Lane {
     char side;
     string stream;
@@ -947,7 +987,7 @@ void renderLanes(Page& page, const std::vector<const json*>& rows) {
     for (const json* row : rows) {
       const json* op = object(row, side);
       if (!op) continue;
-      const string label = streamLabel(*op);
+      const string label = streams.name(*op, side[0]);
       if (std::none_of(lanes.begin(), lanes.end(), [&](const Lane& l) { return l.side == side[0] && l.stream == label; })) {
         lanes.push_back({side[0], label});
       }
@@ -966,7 +1006,7 @@ void renderLanes(Page& page, const std::vector<const json*>& rows) {
         continue;
       }
       const json* op = object(row, side);
-      if (!op || streamLabel(*op) != lane.stream) {
+      if (!op || streams.name(*op, lane.side) != lane.stream) {
         page.addf("<td class=\"c{}\"></td>", edge);
         continue;
       }
@@ -985,7 +1025,7 @@ void renderLanes(Page& page, const std::vector<const json*>& rows) {
 // How a row relates to the divergences the diff found.
 enum class Mark { kNone, kFirst, kIndependent };
 
-string timelineCell(const json* op, Mark mark, bool stretchRow) {
+string timelineCell(const json* op, char side, Mark mark, bool stretchRow, const StreamNames& streams) {
   if (!op) return stretchRow ? "<td class=\"op none\">&mdash; (not in this run)</td>" : "<td class=\"op none\"></td>";
   string s = "<td class=\"op\">";
   s += "<div class=\"name\" title=\"" + e(kernelFull(*op)) + "\">";
@@ -994,7 +1034,7 @@ string timelineCell(const json* op, Mark mark, bool stretchRow) {
     s += "<span class=\"tag also\" title=\"an independent divergence: its outputs differ but it reads no data derived "
          "from the first\">ALSO</span>";
   }
-  s += streamChip(*op);
+  s += streams.chip(*op, side);
   s += fmt::format("<span class=\"muted\">#{}</span> ", count(op, "seq").value_or(0));
   s += e(textOr(*op, "kind") == "launch" ? kernelShort(*op) : textOr(*op, "name", "?")) + "</div>";
   string meta;
@@ -1047,7 +1087,8 @@ void renderTimeline(Page& page, const json& report) {
             "relative to the divergence{}. Digests are the first 8 hex digits; <span class=\"dg diff\">red</span> differs from "
             "the other run, <span class=\"dg same\">green</span> is equal. Hover a name for the full kernel.</p>\n",
             flag(t, "path").value_or(false) ? " (a stretch taken by one run alone is shaded)" : "");
-  renderLanes(page, rows);
+  const StreamNames streams(rows);
+  renderLanes(page, rows, streams);
   page.add("<table class=\"tl\"><colgroup><col class=\"off\"><col><col></colgroup>\n");
   page.addf("<thead><tr><th>&Delta;</th><th>run A {}</th><th>run B {}</th></tr></thead><tbody>\n", traceLabel(ta),
             traceLabel(tb));
@@ -1080,8 +1121,8 @@ void renderTimeline(Page& page, const json& report) {
     string cls = divergent ? "div" : stretch ? "stretch" : (offset && *offset > 0 ? "after" : "");
     if (divergent && stretch) cls += " stretch";
     page.addf("<tr class=\"{}\"{}><td class=\"off\">{}</td>{}{}</tr>\n", cls, divergent ? " id=\"divergent-row\"" : "",
-              divergent ? "0" : off, timelineCell(object(row, "a"), markOf(row, "a"), stretch),
-              timelineCell(object(row, "b"), markOf(row, "b"), stretch));
+              divergent ? "0" : off, timelineCell(object(row, "a"), 'a', markOf(row, "a"), stretch, streams),
+              timelineCell(object(row, "b"), 'b', markOf(row, "b"), stretch, streams));
   }
   page.add("</tbody></table>\n</section>\n");
 }

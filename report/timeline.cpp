@@ -393,6 +393,29 @@ bool markSame(json& mine, json& theirs) {
   return all;
 }
 
+// Up to the first divergence both runs issued the same operations in the same
+// order, so a stream has the same ordinal (order of first use) in both: a
+// number known on one side holds for the other side's stream of the same row.
+void shareStreamOrdinals(json& rows) {
+  std::unordered_map<uint64_t, json> byHandle[2];
+  for (const json& row : rows) {
+    const bool before = row["offset"].get<int64_t>() < 0 || (row["divergent"].get<bool>() && !row["stretch"].get<bool>());
+    if (!before || row["a"].is_null() || row["b"].is_null()) continue;
+    const json& oa = row["a"]["streamOrdinal"];
+    const json& ob = row["b"]["streamOrdinal"];
+    if (oa.is_null() && !ob.is_null()) byHandle[0].emplace(row["a"]["stream"].get<uint64_t>(), ob);
+    if (ob.is_null() && !oa.is_null()) byHandle[1].emplace(row["b"]["stream"].get<uint64_t>(), oa);
+  }
+  for (json& row : rows) {
+    for (int side = 0; side < 2; ++side) {
+      json& op = row[side == 0 ? "a" : "b"];
+      if (op.is_null() || !op["streamOrdinal"].is_null()) continue;
+      auto it = byHandle[side].find(op["stream"].get<uint64_t>());
+      if (it != byHandle[side].end()) op["streamOrdinal"] = it->second;
+    }
+  }
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ names
@@ -579,6 +602,7 @@ json timelineAround(const fs::path& traceA, const fs::path& traceB, const json& 
     if (list[i]["divergent"].get<bool>()) divergentRow = static_cast<int64_t>(i);
   }
   for (size_t i = 0; i < list.size(); ++i) list[i]["offset"] = static_cast<int64_t>(i) - divergentRow;
+  shareStreamOrdinals(list);
   out["rows"] = std::move(list);
   return out;
 }

@@ -45,8 +45,9 @@ namespace gpurr::report {
 //       "memcpy HtoD"...), demangled, short (demangled without return type
 //       and parameter list, long template arguments elided), grid, block
 //       (arrays of 3; launches only), stream (the recorded handle),
-//       streamOrdinal (the diff's stream number where the diff names it,
-//       0 for the default stream, else null), hashed, inputs, outputs
+//       streamOrdinal (the diff's stream number where the diff names an
+//       operation on that stream, on either side before the divergence;
+//       0 for the default stream; else null), hashed, inputs, outputs
 //       (arrays of {address, allocation, offset, size, digest (16 hex
 //       digits), same}:
 //       `same` is whether the other side's range at the same position has

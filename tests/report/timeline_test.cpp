@@ -262,6 +262,14 @@ TEST_CASE("timeline of a run that inserted operations: the empty side is found b
   CHECK(rows[4].at("a").is_null());
   CHECK(rows[5].at("a").is_null());
   CHECK(rows[4].at("b").at("name") == "extra_kernel");
+  // The diff numbers the stream of run B's stretch; before the divergence
+  // run A's matching stream has the same number.
+  size_t numbered = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(rows[i].at("a").at("streamOrdinal") == rows[i].at("b").at("streamOrdinal"));
+    numbered += !rows[i].at("a").at("streamOrdinal").is_null();
+  }
+  CHECK(numbered > 0);
   for (size_t i : {0u, 1u, 2u, 3u, 6u, 7u, 8u, 9u}) {
     CHECK(rows[i].at("sameOperation") == true);
     CHECK(rows[i].at("outputsEqual") == true);
