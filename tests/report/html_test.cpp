@@ -278,35 +278,46 @@ void pointers(const json& j, const std::string& at, std::vector<std::string>& ou
 }  // namespace
 
 TEST_CASE("missing, null and mistyped keys never break the page") {
-  for (const char* name : {"nondeterministic_kernel", "algorithm_choice", "two_independent", "uninitialised_memory"}) {
+  for (const char* name : {"nondeterministic_kernel", "algorithm_choice", "two_independent"}) {
     json full = reportFor(name, "bisect_replayed.json");
     full["confirmation"] = full["diff"];
     std::vector<std::string> paths;
     pointers(full, "", paths);
-    const std::vector<json> replacements = {nullptr, "x<y>", 7, -1, 1.5, json::array(), json::object(), true,
-                                            json::array({1, "a", nullptr})};
+    // One of each other type: null, string, negative and fractional numbers,
+    // array, object, bool.
+    const std::vector<json> replacements = {nullptr, "x<y>", -1, 1.5, json::array({1, "a", nullptr}),
+                                            json::object(), true};
     size_t renders = 0;
+    // Each change is made in place and undone, so that no render sees two.
     for (const std::string& p : paths) {
       if (p.empty()) continue;
       const json::json_pointer ptr(p);
-      json removed = full;
-      const json::json_pointer parent = ptr.parent_pointer();
-      if (removed.at(parent).is_object()) {
-        removed.at(parent).erase(ptr.back());
-      } else {
-        removed.at(parent).erase(std::stoul(ptr.back()));
+      const json::json_pointer parentPtr = ptr.parent_pointer();
+      json& parent = full.at(parentPtr);
+      const json saved = full.at(ptr);
+      {
+        INFO(name << " without " << p);
+        if (parent.is_object()) {
+          parent.erase(ptr.back());
+        } else {
+          parent.erase(std::stoul(ptr.back()));
+        }
+        std::string html;
+        REQUIRE_NOTHROW(html = report::renderHtml(full));
+        CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+        if (parent.is_object()) {
+          parent[ptr.back()] = saved;
+        } else {
+          parent.insert(parent.begin() + static_cast<std::ptrdiff_t>(std::stoul(ptr.back())), saved);
+        }
       }
-      INFO(name << " without " << p);
-      std::string html;
-      REQUIRE_NOTHROW(html = report::renderHtml(removed));
-      CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
       for (const json& r : replacements) {
-        json changed = full;
-        changed.at(ptr) = r;
+        full.at(ptr) = r;
         INFO(name << " with " << p << " = " << r.dump());
-        REQUIRE_NOTHROW(report::renderHtml(changed));
+        REQUIRE_NOTHROW(report::renderHtml(full));
         ++renders;
       }
+      full.at(ptr) = saved;
     }
     CHECK(renders > 1000);
   }
