@@ -414,6 +414,15 @@ Headline headline(const json& report) {
   return {"warn", "Verdict: " + verdict};
 }
 
+// Whether renderReplay writes a section (the header links to it).
+bool hasReplaySection(const json& report, bool bisect) {
+  const bool any = object(report, "replay") || text(report, "replayError") || object(report, "confirmation") ||
+                   flag(report, "reproduced");
+  if (any) return true;
+  const string verdict = textOr(report, "verdict");
+  return bisect && report.contains("replay") && verdict != "identical" && verdict != "failed";
+}
+
 void renderHeader(Page& page, const json& report, bool bisect) {
   const Headline h = headline(report);
   page.addf("<header class=\"verdict v-{}\" id=\"verdict\">\n", h.cls);
@@ -443,7 +452,7 @@ void renderHeader(Page& page, const json& report, bool bisect) {
   std::vector<std::pair<string, string>> links;
   if (array(report, "runs")) links.push_back({"runs", "Runs"});
   if (firstDifferingProcess(diff)) links.push_back({"cause", "Cause"});
-  if (get(report, "replay") || get(report, "replayError") || report.contains("replay")) links.push_back({"replay", "Replay"});
+  if (hasReplaySection(report, bisect)) links.push_back({"replay", "Replay"});
   if (const json* t = object(report, "timeline"); t && array(t, "rows") && !array(t, "rows")->empty()) {
     links.push_back({"timeline", "Timeline"});
     links.push_back({"divergent-row", "Divergent launch"});
@@ -824,10 +833,7 @@ void renderReplay(Page& page, const json& report, bool bisect) {
   const auto error = text(report, "replayError");
   const json* confirmation = object(report, "confirmation");
   const auto reproduced = flag(report, "reproduced");
-  if (!replay && !error && !confirmation && !reproduced && !(bisect && report.contains("replay"))) return;
-  // Identical or failed runs have nothing to replay.
-  const string verdict = textOr(report, "verdict");
-  if (!replay && !error && !confirmation && !reproduced && (verdict == "identical" || verdict == "failed")) return;
+  if (!hasReplaySection(report, bisect)) return;
   page.add("<section id=\"replay\"><h2>Replay</h2>\n");
   if (confirmation || reproduced) {
     page.add("<dl class=\"facts\">");

@@ -63,6 +63,12 @@ void requireSelfContained(const std::string& html) {
   }
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
   CHECK(has(html, "</html>"));
+  // Every in-page link has its target.
+  const std::regex link(R"re(href="#([^"]*)")re");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), link); it != std::sregex_iterator(); ++it) {
+    INFO((*it)[0].str());
+    CHECK(has(html, "id=\"" + (*it)[1].str() + "\""));
+  }
 }
 
 }  // namespace
