@@ -439,6 +439,12 @@ void renderHeader(Page& page, const json& report, bool bisect) {
   if (command && command->is_string()) cmd = command->get<string>();
   for (const string& part : strings(command)) cmd += (cmd.empty() ? "" : " ") + part;
   if (!cmd.empty()) page.addf("<div class=\"small\"><span class=\"muted\">command</span> <code>{}</code></div>\n", e(cmd));
+  string options;
+  for (const string& o : strings(array(report, "recordOptions"))) options += (options.empty() ? "" : " ") + o;
+  if (!options.empty()) {
+    page.addf("<div class=\"small\"><span class=\"muted\">recorded with</span> <code>gpurr record {}</code></div>\n",
+              e(options));
+  }
   if (auto dir = text(report, "directory")) {
     page.addf("<div class=\"small\"><span class=\"muted\">written to</span> <code>{}</code></div>\n", e(*dir));
   }

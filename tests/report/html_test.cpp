@@ -83,6 +83,7 @@ TEST_CASE("a diverged bisect report with replay: every section, the divergent la
   CHECK(has(html, "gpurr bisect report"));
   CHECK(has(html, "<h1>Diverged at launch #3 at::native::indexFuncLargeIndex&lt;float&gt; \u2014 nondeterministic kernel</h1>"));
   CHECK(has(html, "<code>python train.py --steps 1</code>"));
+  CHECK(has(html, "<code>gpurr record --kernels index.* --sync</code>"));
   CHECK(has(html, "gpurr-bisect/run3.log"));
   // Cause and evidence.
   CHECK(has(html, "nondeterministic kernel: same inputs and parameters, different outputs"));
