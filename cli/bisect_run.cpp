@@ -16,25 +16,6 @@ extern char** environ;
 namespace gpurr::cli::bisect {
 namespace {
 
-class SignalBlock {
- public:
-  SignalBlock() {
-    sigemptyset(&set_);
-    for (int s : forwardedSignals()) sigaddset(&set_, s);
-    sigaddset(&set_, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &set_, &previous_);
-  }
-  ~SignalBlock() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
-  SignalBlock(const SignalBlock&) = delete;
-  SignalBlock& operator=(const SignalBlock&) = delete;
-  const sigset_t& set() const { return set_; }
-  const sigset_t& previous() const { return previous_; }
-
- private:
-  sigset_t set_;
-  sigset_t previous_;
-};
-
 ChildExit notStarted(int code, std::string why) {
   ChildExit out;
   out.started = false;

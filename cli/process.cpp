@@ -40,27 +40,6 @@ std::vector<std::string> applyEnv(const std::vector<std::string>& base,
 
 namespace {
 
-// Blocks the forwarded signals and SIGCHLD for the lifetime of the object,
-// so that they wait for sigwaitinfo.
-class SignalBlock {
- public:
-  SignalBlock() {
-    sigemptyset(&set_);
-    for (int s : forwardedSignals()) sigaddset(&set_, s);
-    sigaddset(&set_, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &set_, &previous_);
-  }
-  ~SignalBlock() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
-  SignalBlock(const SignalBlock&) = delete;
-  SignalBlock& operator=(const SignalBlock&) = delete;
-  const sigset_t& set() const { return set_; }
-  const sigset_t& previous() const { return previous_; }
-
- private:
-  sigset_t set_;
-  sigset_t previous_;
-};
-
 ChildExit fromStatus(int status) {
   ChildExit out;
   if (WIFSIGNALED(status)) {

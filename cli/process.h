@@ -3,6 +3,8 @@
 // passed back, and termination signals sent to gpurr forwarded to it.
 #pragma once
 
+#include <pthread.h>
+
 #include <csignal>
 #include <string>
 #include <vector>
@@ -34,6 +36,28 @@ const std::vector<int>& forwardedSignals();
 // again would deliver it twice. One sent with kill() by another process
 // targets gpurr alone and is passed on.
 bool shouldForward(const siginfo_t& info, pid_t child);
+
+// Blocks the forwarded signals and SIGCHLD for the lifetime of the object,
+// so that they wait for sigwaitinfo (in the child's parent, which waits for
+// both at once).
+class SignalBlock {
+ public:
+  SignalBlock() {
+    sigemptyset(&set_);
+    for (int s : forwardedSignals()) sigaddset(&set_, s);
+    sigaddset(&set_, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set_, &previous_);
+  }
+  ~SignalBlock() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  SignalBlock(const SignalBlock&) = delete;
+  SignalBlock& operator=(const SignalBlock&) = delete;
+  const sigset_t& set() const { return set_; }
+  const sigset_t& previous() const { return previous_; }
+
+ private:
+  sigset_t set_;
+  sigset_t previous_;
+};
 
 // Environment `base` (NAME=VALUE strings) with `changes` applied, in order.
 std::vector<std::string> applyEnv(const std::vector<std::string>& base,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -25,6 +26,14 @@ namespace fs = std::filesystem;
 namespace schema = capnp_schema;
 
 namespace {
+
+// Blobs from this size on are compressed by several threads (putBlob).
+constexpr size_t kParallelBlobBytes = size_t{4} << 20;
+
+int blobWorkers() {
+  const unsigned cores = std::thread::hardware_concurrency();
+  return static_cast<int>(std::clamp(cores, 1u, 8u));
+}
 
 // kj output stream appending to a byte vector.
 class ByteSink final : public kj::OutputStream {
@@ -343,6 +352,13 @@ BlobRef TraceWriter::putBlob(std::span<const uint8_t> bytes, BlobEncoding encodi
     ZSTD_CCtx* cctx = ZSTD_createCCtx();
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, w.options.zstdLevel);
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    // A large blob (a snapshot of a big tensor) is compressed by several zstd
+    // workers: one thread compresses far slower than a pinned device-to-host
+    // copy delivers. Same frame format; the output does not depend on the
+    // number of workers, and a libzstd without threads ignores the setting.
+    if (stored.size() >= kParallelBlobBytes) {
+      ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, blobWorkers());
+    }
     const size_t n = ZSTD_compress2(cctx, compressed.data(), compressed.size(), stored.data(),
                                     stored.size());
     ZSTD_freeCCtx(cctx);

@@ -8,8 +8,8 @@
 //
 //   fake_cuda_program SCENARIO STATE_DIR
 //
-// STATE_DIR/counter counts the runs (1, 2, 3...); the scenario decides what
-// differs in which run:
+// STATE_DIR/counter counts the runs (1, 2, 3...; STATE_DIR is made when
+// missing); the scenario decides what differs in which run:
 //   identical         nothing
 //   nondeterministic  launch 5 (index_add) adds in another order in every run
 //   seed              launch 3 (dropout) takes an unseeded Philox seed
@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -49,6 +50,8 @@ constexpr uint64_t kBase = 0x7f3a00000000;
 constexpr uint64_t kStream = 0x5601d0;
 
 int bumpCounter(const std::string& stateDir) {
+  std::error_code ec;
+  std::filesystem::create_directories(stateDir, ec);  // a failure shows when the counter is read
   const std::string file = stateDir + "/counter";
   int n = 0;
   {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "test_util.h"
+#include "trace_format/container.h"
 #include "trace_format/trace.h"
 
 using namespace gpurr::trace;
@@ -179,6 +180,31 @@ TEST_CASE("blobs are content-addressed, deduplicated and verified") {
   CHECK(decodeBlob(encodeBlob(floats, BlobEncoding::kBytePlanes2), BlobEncoding::kBytePlanes2) == floats);
   CHECK(BlobId::fromHex(a.id.hex()) == a.id);
   CHECK_FALSE(BlobId::fromHex("xyz").has_value());
+}
+
+TEST_CASE("a large blob, compressed by several threads, reads back and is written the same every time") {
+  TempDir tmp;
+  // 6 MiB of float-like bytes: above the size from which putBlob compresses
+  // in parallel, with a varying low byte so that it does not compress away.
+  std::vector<uint8_t> bytes(6 << 20);
+  uint64_t x = 88172645463325252ULL;
+  for (size_t i = 0; i < bytes.size(); i += 4) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    bytes[i] = static_cast<uint8_t>(x);
+    bytes[i + 1] = static_cast<uint8_t>(x >> 8 & 0x0f);
+    bytes[i + 2] = 0x80;
+    bytes[i + 3] = 0x3f;
+  }
+  BlobRef refs[2];
+  for (int i = 0; i < 2; ++i) {
+    TraceWriter w(tmp / (i == 0 ? "a.gpurr" : "b.gpurr"), sampleHeader());
+    refs[i] = w.putBlob(bytes, BlobEncoding::kBytePlanes4);
+  }
+  REQUIRE(refs[0] == refs[1]);
+  CHECK(TraceReader(tmp / "a.gpurr").readBlob(refs[0]) == bytes);
+  const fs::path rel = fs::relative(container::blobPath(tmp / "a.gpurr", refs[0].id), tmp / "a.gpurr");
+  CHECK(readFile(tmp / "a.gpurr" / rel) == readFile(tmp / "b.gpurr" / rel));
+  CHECK(fs::file_size(tmp / "a.gpurr" / rel) < bytes.size() * 3 / 4);
 }
 
 TEST_CASE("writing the same events twice gives identical bytes") {
