@@ -1,30 +1,48 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh BUILD_DIR: the whole GPU suite against an existing build
-# (it builds nothing), on a machine with a GPU, python3 and PyTorch:
-#   1. each program of expectations.txt recorded twice with
+# tests/gpu/run.sh BUILD_DIR [PART...]: the GPU suite against an existing
+# build (it builds nothing), on a machine with a GPU, python3 and PyTorch.
+# PARTs (default: all, in this order):
+#   1. programs: each program of expectations.txt recorded twice with
 #      BUILD_DIR/bin/gpurr record and the traces compared launch by launch;
-#   2. the PyTorch training script: output unchanged by recording, two
+#   2. pytorch: the PyTorch training script: output unchanged by recording, two
 #      recordings identical, launch count equal to torch.profiler's;
-#   2b. the library annotations (annotations/check_annotations.sh);
-#   2c. gpurr bisect on PyTorch scripts (bisect/check_bisect.py);
-#   3. the device hash against the CPU hash (hash_match), when built;
-#   4. every other ctest test labelled gpu.
+#   2b. annotations: the library annotations (annotations/check_annotations.sh);
+#   2c. bisect: gpurr bisect on PyTorch scripts (bisect/check_bisect.py);
+#   3. hash: the device hash against the CPU hash (hash_match), when built;
+#   4. ctest: every other ctest test labelled gpu.
 # Prints one line per check and a summary; exits non-zero when a check fails.
+# Each check is stopped after GPURR_CHECK_TIMEOUT seconds (default 900);
+# logs go to GPURR_GPU_LOGS (default a new folder under TMPDIR).
 # The build folder may have been copied from another machine: its binaries
 # find their libraries through their RPATH (BUILD_DIR/lib), not the
 # environment.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-if [ $# -ne 1 ] || [ ! -d "$1" ]; then
-  echo "usage: tests/gpu/run.sh BUILD_DIR" >&2
+all_parts="programs pytorch annotations bisect hash ctest"
+if [ $# -lt 1 ] || [ ! -d "$1" ]; then
+  echo "usage: tests/gpu/run.sh BUILD_DIR [PART...]   (parts: $all_parts)" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd -P)
+shift
+parts=${*:-$all_parts}
+for p in $parts; do
+  case " $all_parts " in
+    *" $p "*) ;;
+    *) echo "tests/gpu/run.sh: unknown part '$p' (parts: $all_parts)" >&2; exit 2 ;;
+  esac
+done
+wanted() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 passed=0
 failed=0
 skipped=0
 failures=()
-log=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-run-XXXXXX")
+if [ -n "${GPURR_GPU_LOGS:-}" ]; then
+  log=$GPURR_GPU_LOGS
+  mkdir -p "$log"
+else
+  log=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-run-XXXXXX")
+fi
 
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1"; failed=$((failed + 1)); failures+=("$1"); }
@@ -37,8 +55,9 @@ check() {
   local name=$1
   shift
   local out=$log/${name// /_}.log
-  "$@" >"$out" 2>&1
+  timeout "${GPURR_CHECK_TIMEOUT:-900}" "$@" >"$out" 2>&1
   local rc=$?
+  [ $rc -eq 124 ] && echo "stopped after ${GPURR_CHECK_TIMEOUT:-900} s (GPURR_CHECK_TIMEOUT)" >>"$out"
   grep -v '^PASS \|^FAIL ' "$out" | sed 's/^/    /'
   if [ $rc -eq 77 ]; then
     skip "$name"
@@ -123,39 +142,43 @@ if grep -q "not found" <<<"$deps"; then
 fi
 
 # 1. The CUDA programs, each recorded twice.
-while read -r program options; do
-  case $program in '' | '#'*) continue ;; esac
-  binary=$build/tests/gpu/programs/$program
-  if [ ! -x "$binary" ]; then
-    fail "record $program: $binary is not built"
-    continue
-  fi
-  if [ -n "$extra" ] && ldd "$binary" | grep -q "not found"; then
-    export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$extra
-  fi
-  # shellcheck disable=SC2086  # options are words by design
-  check "record $program" "$here/check_program.sh" "$build" "$binary" $options
-done <"$here/expectations.txt"
+if wanted programs; then
+  while read -r program options; do
+    case $program in '' | '#'*) continue ;; esac
+    binary=$build/tests/gpu/programs/$program
+    if [ ! -x "$binary" ]; then
+      fail "record $program: $binary is not built"
+      continue
+    fi
+    if [ -n "$extra" ] && ldd "$binary" | grep -q "not found"; then
+      export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$extra
+    fi
+    # shellcheck disable=SC2086  # options are words by design
+    check "record $program" "$here/check_program.sh" "$build" "$binary" $options
+  done <"$here/expectations.txt"
+fi
 
 # 2. PyTorch.
-check "pytorch train_cnn.py" "$here/check_pytorch.sh" "$build"
+wanted pytorch && check "pytorch train_cnn.py" "$here/check_pytorch.sh" "$build"
 
 # 2b. The algorithm choices and RNG state of library calls.
-check "library annotations" "$here/annotations/check_annotations.sh" "$build"
+wanted annotations && check "library annotations" "$here/annotations/check_annotations.sh" "$build"
 
 # 2c. gpurr bisect on unmodified PyTorch scripts (bisect/expectations.txt).
-check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build"
+wanted bisect && check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build"
 
 # 3. The device hash against the CPU reference.
-ran_by_name=()
-for hm in "$build/tests/gpu/hash_match/hash_match" "$build/tests/gpu/hash_match"; do
-  if [ -f "$hm" ] && [ -x "$hm" ]; then
-    check "hash_match" "$hm"
-    ran_by_name+=(hash_match)
-    break
-  fi
-done
-[ ${#ran_by_name[@]} -eq 0 ] && echo "(no hash_match in this build)"
+if wanted hash; then
+  ran_by_name=()
+  for hm in "$build/tests/gpu/hash_match/hash_match" "$build/tests/gpu/hash_match"; do
+    if [ -f "$hm" ] && [ -x "$hm" ]; then
+      check "hash_match" "$hm"
+      ran_by_name+=(hash_match)
+      break
+    fi
+  done
+  [ ${#ran_by_name[@]} -eq 0 ] && echo "(no hash_match in this build)"
+fi
 
 # 4. The other GPU tests registered with ctest. A build folder copied from
 # another machine names that machine's paths in its test files: point them
@@ -170,7 +193,9 @@ if [ -n "$configured" ] && [ -n "$configured_source" ] &&
     xargs -0 -r sed -i -e "s#$configured#@GPURR_BUILD@#g" -e "s#$configured_source#@GPURR_SOURCE@#g" \
       -e "s#@GPURR_BUILD@#$build#g" -e "s#@GPURR_SOURCE@#$source#g"
 fi
-if [ ! -f "$build/CTestTestfile.cmake" ]; then
+if ! wanted ctest; then
+  :
+elif [ ! -f "$build/CTestTestfile.cmake" ]; then
   skip "ctest -L gpu (no ctest files in $build)"
 elif ! command -v ctest >/dev/null; then
   skip "ctest -L gpu (no ctest on this machine)"
