@@ -8,7 +8,7 @@
 # checked launch and copy to the host equal. Then replays the first half of
 # the stream (--until) and, with --relocate, the whole stream away from the
 # recorded addresses. Prints one PASS/FAIL line per check; exits 77
-# (skipped) where there is no GPU.
+# (skipped) where there is no GPU, or when PROGRAM exits 77 itself.
 set -u
 usage="usage: check_replay_stream.sh BUILD_DIR PROGRAM MIN_LAUNCHES [--relocate]"
 build=$(cd "${1:?$usage}" && pwd)
@@ -27,8 +27,13 @@ cleanup() { [ $keep -eq 1 ] && echo "  (trace and replay output kept in $work)" 
 trap cleanup EXIT
 
 trace=$work/$name.gpurr
-if ! "$gpurr" record --full --force -o "$trace" -- "$program" >"$work/record.out" 2>"$work/record.err" ||
-    [ ! -d "$trace" ]; then
+"$gpurr" record --full --force -o "$trace" -- "$program" >"$work/record.out" 2>"$work/record.err"
+recorded=$?
+if [ $recorded -eq 77 ]; then
+  sed 's/^/  /' "$work/record.out" | tail -3
+  exit 77  # the program skipped itself (a PyTorch script without PyTorch)
+fi
+if [ $recorded -ne 0 ] || [ ! -d "$trace" ]; then
   echo "  recording $name with --full failed:"
   sed 's/^/  /' "$work/record.err" | tail -20
   keep=1

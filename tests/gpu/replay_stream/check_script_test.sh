@@ -9,14 +9,16 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-replay-stream-script-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/build/bin" "$work/build/tests/gpu"
 printf '#!/bin/sh\necho "1 GPU"\n' >"$work/build/tests/gpu/gpu_probe"
-printf '#!/bin/sh\nexit 0\n' >"$work/program"
+printf '#!/bin/sh\nexit ${STUB_PROGRAM_EXIT:-0}\n' >"$work/program"
 cat >"$work/build/bin/gpurr" <<'STUB'
 #!/usr/bin/env bash
 # record --full --force -o TRACE -- PROGRAM | replay TRACE --all --json [--until K] [--relocate]
 if [ "$1" = record ]; then
   [ "$2" = --full ] || { echo "record without --full" >&2; exit 2; }
+  "$7"
+  rc=$?
   mkdir -p "$5"
-  exit 0
+  exit $rc
 fi
 verdict=equal mismatch=null checked=20 matching=20 unhashed=0 stop=null last=40 code=0
 case $STUB_RESULT in
@@ -63,6 +65,22 @@ expect unhashed 19 1 "8 of 20 launches were not hashed in the recording"
 expect unchecked 19 1 "20 launches replayed, none checked"
 expect stopped 19 1 "stopped before #30: graph"
 expect past-until 19 1 "replayed up to #40, past --until 20"
+# A program that skips itself (exit 77: a PyTorch script without PyTorch)
+# skips the check rather than failing it.
+out=$(STUB_PROGRAM_EXIT=77 STUB_RESULT=equal "$here/check_replay_stream.sh" "$work/build" "$work/program" 19 2>&1)
+rc=$?
+if [ $rc -ne 77 ]; then
+  echo "check_replay_stream.sh with a program that exits 77: exit $rc (expected 77), output:"
+  echo "$out" | sed 's/^/  | /'
+  failures=$((failures + 1))
+fi
+out=$(STUB_PROGRAM_EXIT=3 STUB_RESULT=equal "$here/check_replay_stream.sh" "$work/build" "$work/program" 19 2>&1)
+rc=$?
+if [ $rc -ne 1 ] || ! grep -q "FAIL replay_stream program (record --full)" <<<"$out"; then
+  echo "check_replay_stream.sh with a program that fails: exit $rc (expected 1), output:"
+  echo "$out" | sed 's/^/  | /'
+  failures=$((failures + 1))
+fi
 if [ $failures -ne 0 ]; then
   echo "FAIL check_replay_stream.sh ($failures case(s))"
   exit 1
