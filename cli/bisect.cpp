@@ -251,8 +251,12 @@ class Bisect {
       if (r.failed() || !r.traced) {
         noteFailure(r);
         if (!opts_.keepGoing) {
-          out_.error = fmt::format("run {} failed; add --keep-going to compare the runs that leave a trace anyway",
-                                   r.number);
+          // A clean exit without a trace: no CUDA process ran, and going on
+          // would only run it again.
+          out_.error = !r.failed() ? fmt::format("run {} recorded nothing to compare", r.number)
+                                   : fmt::format("run {} failed; add --keep-going to compare the runs that leave a "
+                                                 "trace anyway",
+                                                 r.number);
           return;
         }
       }

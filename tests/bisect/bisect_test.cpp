@@ -543,6 +543,18 @@ TEST_CASE("bisect: with --keep-going a run that left no trace is skipped and the
   CHECK_THAT(stopped.out, Catch::Contains("add --keep-going"));
 }
 
+TEST_CASE("bisect: a command that runs no CUDA process stops after its first run, without suggesting --keep-going") {
+  Sandbox s;
+  const Result r = s.run({"bisect", "-o", "out", "--", "true"});
+  INFO(r.out << r.err);
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("run 1 wrote no trace: the command ran no CUDA process") &&
+                        Catch::Contains("run 1 recorded nothing to compare") && !Catch::Contains("--keep-going"));
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "failed");
+  CHECK(rep["runs"].size() == 1);
+}
+
 TEST_CASE("bisect helpers: the replay row from what gpurr replay --json prints") {
   TempDir tmp;
   // The keys of replayer/report.cpp's outcomeJson that the row uses.
