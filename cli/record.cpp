@@ -134,14 +134,14 @@ std::string checkSnapshotSelection(const std::string& selection) {
   }
 }
 
-std::string checkDeterminismOptions(uint64_t runs, bool launchesGiven, bool kernelsGiven) {
+std::string checkDeterminismOptions(uint64_t runs, bool launchesGiven, bool kernelsGiven, bool snapshotGiven) {
   if (runs < 2 || runs > 1000) {
     return fmt::format("--check-determinism={}: give the number of re-runs, from 2 to 1000 (default 10)", runs);
   }
-  if (!launchesGiven && !kernelsGiven) {
+  if (!launchesGiven && !kernelsGiven && !snapshotGiven) {
     return "--check-determinism re-runs each selected launch in the recorded process; select them with "
-           "--launches A:B or --kernels REGEX (checking every launch would run the whole program again "
-           "that many times)";
+           "--launches A:B, --kernels REGEX or --snapshot SEL (checking every launch would run the whole "
+           "program again that many times)";
   }
   return "";
 }
@@ -394,7 +394,8 @@ int run(const RecordOptions& opts) {
                                   opts.snapshotMemoryMb));
   }
   if (opts.checkDeterminism != 0) {
-    if (std::string e = checkDeterminismOptions(opts.checkDeterminism, opts.launchesGiven, opts.kernelsGiven);
+    if (std::string e = checkDeterminismOptions(opts.checkDeterminism, opts.launchesGiven, opts.kernelsGiven,
+                                                    opts.snapshotGiven);
         !e.empty())
       return usageError(e);
   }
@@ -549,8 +550,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   // swallow the -- before the command.
   CLI::Option* determinism =
       cmd->add_flag("--check-determinism", opts->checkDeterminism,
-                    "Re-run each launch selected by --launches/--kernels N times (default 10) from the same "
-                    "state, in the process, and record how many distinct results they gave")
+                    "Re-run each launch selected by --launches/--kernels (or, without them, by --snapshot) N "
+                    "times (default 10) from the same state, in the process, and record how many distinct "
+                    "results they gave")
           ->option_text("[=N]");
   cmd->add_flag("--force", opts->force, "Replace OUT if it already exists");
   // After "--" everything belongs to the command, options included.

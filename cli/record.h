@@ -28,8 +28,9 @@ std::string checkKernelRegex(const std::string& regex);
 std::string checkSnapshotSelection(const std::string& selection);
 
 // Empty when `runs` is a valid --check-determinism count (2 to 1000) and a
-// --launches or --kernels selection limits the launches re-run.
-std::string checkDeterminismOptions(uint64_t runs, bool launchesGiven, bool kernelsGiven);
+// --launches, --kernels or (without those) --snapshot selection limits the
+// launches re-run.
+std::string checkDeterminismOptions(uint64_t runs, bool launchesGiven, bool kernelsGiven, bool snapshotGiven);
 
 // "<command>-YYYYmmdd-HHMMSS.gpurr" in `dir` (local time), with "-2", "-3"...
 // added when that name is taken. `command` is the recorded argv.

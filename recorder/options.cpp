@@ -174,9 +174,10 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
     if (!n || *n == 1 || *n > kMaxDeterminismRuns) {
       problems.push_back(std::string("GPURR_CHECK_DETERMINISM=") + v + " is not a number of re-runs from 2 to " +
                          std::to_string(kMaxDeterminismRuns) + "; determinism is not checked");
-    } else if (*n > 0 && o.launchesText.empty() && o.kernelsText.empty()) {
-      problems.push_back("GPURR_CHECK_DETERMINISM needs GPURR_LAUNCHES or GPURR_KERNELS (checking every launch would "
-                         "run the whole program " + std::to_string(*n) + " more times); determinism is not checked");
+    } else if (*n > 0 && o.launchesText.empty() && o.kernelsText.empty() && o.snapshot.empty()) {
+      problems.push_back("GPURR_CHECK_DETERMINISM needs GPURR_LAUNCHES, GPURR_KERNELS or GPURR_SNAPSHOT (checking "
+                         "every launch would run the whole program " + std::to_string(*n) +
+                         " more times); determinism is not checked");
     } else {
       o.checkDeterminism = static_cast<uint32_t>(*n);
     }

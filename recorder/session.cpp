@@ -446,7 +446,10 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
                                "stream is being captured into a CUDA graph: not hashed");
   }
-  if (k.hashed && selected && options_.checkDeterminism > 0 && !ranges.empty()) {
+  // The determinism check follows --launches/--kernels, or --snapshot when
+  // neither is given ("keep this launch's bytes and re-run it").
+  const bool checked = options_.launchesText.empty() && options_.kernelsText.empty() ? snapshot : selected;
+  if (k.hashed && checked && options_.checkDeterminism > 0 && !ranges.empty()) {
     // Before anything of ours is enqueued: the re-runs start from the state
     // the program's launch will see, and leave it so.
     Relaunch r;

@@ -685,7 +685,7 @@ TEST_CASE("snapshot and determinism and full recording options are checked befor
   CHECK_THAT(r.err, Catch::Contains("--snapshot-memory 0"));
   r = s.record("out.gpurr", "touch ran", {"--check-determinism"});
   CHECK(r.code == 2);
-  CHECK_THAT(r.err, Catch::Contains("select them with --launches A:B or --kernels REGEX"));
+  CHECK_THAT(r.err, Catch::Contains("select them with --launches A:B, --kernels REGEX or --snapshot SEL"));
   r = s.record("out.gpurr", "touch ran", {"--kernels", "gemm", "--check-determinism=1"});
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("from 2 to 1000"));
@@ -703,6 +703,11 @@ TEST_CASE("snapshot and determinism and full recording options reach the recorde
   CHECK_THAT(env, Catch::Contains("GPURR_CHECK_DETERMINISM=10\n"));
   CHECK_THAT(env, !Catch::Contains("GPURR_SNAPSHOT"));
   CHECK_THAT(env, !Catch::Contains("GPURR_FULL"));
+
+  r = s.record("out.gpurr", dump, {"--snapshot", "12", "--check-determinism=3"});
+  CHECK(r.code == 0);
+  env = readText(s.tmp / "env");
+  CHECK_THAT(env, Catch::Contains("GPURR_CHECK_DETERMINISM=3\n") && Catch::Contains("GPURR_SNAPSHOT=12\n"));
 
   r = s.record("out.gpurr", dump,
                {"--kernels", "gemm", "--check-determinism=4", "--snapshot", "7,100:200,gemm", "--snapshot-memory",
@@ -724,11 +729,12 @@ TEST_CASE("snapshot selections and determinism counts are checked") {
   CHECK_THAT(checkSnapshotSelection("5:5"), Catch::Contains("'5:5' is not a launch range"));
   CHECK_THAT(checkSnapshotSelection("99999999999999999999"), Catch::Contains("too large"));
   CHECK_THAT(checkSnapshotSelection("[abc"), Catch::Contains("valid regular expression"));
-  CHECK(checkDeterminismOptions(10, true, false).empty());
-  CHECK(checkDeterminismOptions(2, false, true).empty());
-  CHECK_FALSE(checkDeterminismOptions(1, true, true).empty());
-  CHECK_FALSE(checkDeterminismOptions(1001, true, true).empty());
-  CHECK_FALSE(checkDeterminismOptions(10, false, false).empty());
+  CHECK(checkDeterminismOptions(10, true, false, false).empty());
+  CHECK(checkDeterminismOptions(2, false, true, false).empty());
+  CHECK(checkDeterminismOptions(5, false, false, true).empty());
+  CHECK_FALSE(checkDeterminismOptions(1, true, true, false).empty());
+  CHECK_FALSE(checkDeterminismOptions(1001, true, true, false).empty());
+  CHECK_FALSE(checkDeterminismOptions(10, false, false, false).empty());
 }
 
 TEST_CASE("the summary counts snapshot bytes and the launches checked for determinism") {

@@ -238,6 +238,12 @@ TEST_CASE("GPURR_SNAPSHOT, GPURR_SNAPSHOT_MEMORY_MB, GPURR_CHECK_DETERMINISM and
   problems.clear();
   RecorderOptions unselected = parseOptions(envOf({{"GPURR_CHECK_DETERMINISM", "10"}}), problems);
   REQUIRE(problems.size() == 1);
-  CHECK_THAT(problems[0], Catch::Contains("needs GPURR_LAUNCHES or GPURR_KERNELS"));
+  CHECK_THAT(problems[0], Catch::Contains("needs GPURR_LAUNCHES, GPURR_KERNELS or GPURR_SNAPSHOT"));
   CHECK(unselected.checkDeterminism == 0);
+  // A snapshot selection is enough.
+  problems.clear();
+  RecorderOptions bySnapshot =
+      parseOptions(envOf({{"GPURR_CHECK_DETERMINISM", "4"}, {"GPURR_SNAPSHOT", "12"}}), problems);
+  CHECK(problems.empty());
+  CHECK(bySnapshot.checkDeterminism == 4);
 }

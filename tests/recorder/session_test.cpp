@@ -978,6 +978,35 @@ TEST_CASE("determinism check: a deterministic kernel gives one result", "[record
   CHECK(found);
 }
 
+TEST_CASE("determinism check: without --launches or --kernels it follows the snapshot selection",
+          "[recorder][session][determinism]") {
+  Harness h({{"GPURR_SNAPSHOT", "1"}, {"GPURR_CHECK_DETERMINISM", "4"}});
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> y = randomBytes(4096, 18);
+  h.memAlloc(y);
+  uint64_t py = addr(y.data());
+  float a = 2.0f;
+  int n = 3;
+  void* args[] = {&py, &py, &a, &n};
+  h.device->rerunKernel = [&](uint32_t run) { y[9] = static_cast<uint8_t>(run); };
+  for (int i = 0; i < 3; ++i) h.launch(kAxpy, args, 0x7);
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 3);
+  REQUIRE(h.device->reruns.size() == 1);
+  for (size_t i = 0; i < launches.size(); ++i) {
+    std::optional<trace::DeterminismCheck> check;
+    for (const auto& an : launches[i].annotations)
+      if (auto* d = std::get_if<trace::DeterminismCheck>(&an)) check = *d;
+    INFO("launch " << i);
+    if (i == 1) {
+      REQUIRE(check);
+      CHECK(*check == trace::DeterminismCheck{4, 4});
+    } else {
+      CHECK_FALSE(check);
+    }
+  }
+}
+
 TEST_CASE("determinism check: a checkpoint that cannot be saved warns once and recording goes on",
           "[recorder][session][determinism]") {
   Harness h({{"GPURR_LAUNCHES", "0:2"}, {"GPURR_CHECK_DETERMINISM", "10"}});
