@@ -27,40 +27,17 @@
 #include <vector>
 
 #include "cli/bisect.h"
+#include "tests/unit/test_util.h"
 #include "trace_format/trace.h"
 
 namespace fs = std::filesystem;
+using gpurr::testing::TempDir;
+using gpurr::testing::readText;
+using gpurr::testing::writeText;
 using namespace gpurr;
 using Json = nlohmann::json;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gpurr-bisect-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-std::string readText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void writeText(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-}
 
 const fs::path kGpurr = fs::path(GPURR_BINARY_DIR) / "bin" / "gpurr";
 const fs::path kFake = FAKE_CUDA_PROGRAM;

@@ -13,28 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/test_util.h"
 #include "trace_format/trace.h"
 
 namespace fs = std::filesystem;
+using gpurr::testing::TempDir;
 using namespace gpurr::trace;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gpurr-compare-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 struct Launch {
   std::string function = "_Z6reducePKfPf";

@@ -26,40 +26,17 @@
 #include "cli/process.h"
 #include "cli/record.h"
 #include "cli/text.h"
+#include "tests/unit/test_util.h"
 #include "trace_format/trace.h"
 
 namespace fs = std::filesystem;
+using gpurr::testing::TempDir;
+using gpurr::testing::readText;
+using gpurr::testing::writeText;
 using namespace gpurr;
 using namespace gpurr::cli::record;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gpurr-record-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-std::string readText(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void writeText(const fs::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-}
 
 // Single quotes for sh.
 std::string quoted(const std::string& s) {

@@ -1,4 +1,5 @@
-// Helpers shared by the trace_format unit tests.
+// Helpers shared by the tests: a temporary directory, whole-file reads and
+// writes.
 #pragma once
 
 #include <unistd.h>
@@ -42,5 +43,12 @@ inline void writeFile(const std::filesystem::path& p, const std::vector<uint8_t>
 inline void writeFile(const std::filesystem::path& p, const std::string& text) {
   writeFile(p, std::vector<uint8_t>(text.begin(), text.end()));
 }
+
+inline std::string readText(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline void writeText(const std::filesystem::path& p, const std::string& text) { writeFile(p, text); }
 
 }  // namespace gpurr::testing
