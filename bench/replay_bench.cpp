@@ -109,6 +109,45 @@ trace::Header benchHeader(CUdevice device) {
   return h;
 }
 
+// The bench kernel's parameter buffer as the kernel receives it (x, y, a
+// padded to 8 bytes, n), and the `extra` array that passes it to
+// cuLaunchKernel. Not copyable: `extra` points into it.
+struct AxpyParams {
+  std::vector<uint8_t> bytes = std::vector<uint8_t>(32, 0);
+  size_t size = 32;
+  void* extra[5];
+  AxpyParams(CUdeviceptr x, CUdeviceptr y, float a, unsigned long long n)
+      : extra{CU_LAUNCH_PARAM_BUFFER_POINTER, bytes.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END} {
+    std::memcpy(bytes.data(), &x, 8);
+    std::memcpy(bytes.data() + 8, &y, 8);
+    std::memcpy(bytes.data() + 16, &a, 4);
+    std::memcpy(bytes.data() + 24, &n, 8);
+  }
+  AxpyParams(const AxpyParams&) = delete;
+  AxpyParams& operator=(const AxpyParams&) = delete;
+};
+
+// Eight blocks of 256 threads per SM: enough to fill the GPU.
+unsigned axpyGrid(CUdevice device) {
+  int sms = 0;
+  api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  return static_cast<unsigned>(sms) * 8;
+}
+
+// A launch of the bench kernel (module 1; x in allocation 1, y in 2) as the
+// recorder writes it, before its digests.
+trace::KernelLaunch axpyLaunch(const AxpyParams& p, unsigned grid) {
+  trace::KernelLaunch k;
+  k.module = 1;
+  k.function = "bench_axpy";
+  k.grid = {grid, 1, 1};
+  k.block = {256, 1, 1};
+  k.params = p.bytes;
+  k.paramLayout = {{0, 8}, {8, 8}, {16, 4}, {24, 8}};
+  k.pointers = {{0, 1, 0}, {8, 2, 0}};
+  return k;
+}
+
 // The whole-stream case: copies x and y up, runs the axpy `steps` times
 // (timed end to end on the host, as a program's GPU part), records the same
 // as a --full trace with each launch's output digest from the device hash
@@ -127,23 +166,15 @@ void wholeStream(CUdevice device, uint64_t bytes, int steps) {
   CUdeviceptr x = 0, y = 0;
   CHECK_CU(api.cuMemAlloc(&x, bytes));
   CHECK_CU(api.cuMemAlloc(&y, bytes));
-  std::vector<uint8_t> params(32, 0);
-  const float a = 0.25f;
-  std::memcpy(params.data(), &x, 8);
-  std::memcpy(params.data() + 8, &y, 8);
-  std::memcpy(params.data() + 16, &a, 4);
-  std::memcpy(params.data() + 24, &n, 8);
-  size_t paramSize = params.size();
-  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &paramSize,
-                   CU_LAUNCH_PARAM_END};
-  int sms = 0;
-  api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
-  const unsigned grid = static_cast<unsigned>(sms) * 8;
+  const AxpyParams params(x, y, 0.25f, n);
+  const unsigned grid = axpyGrid(device);
   auto upload = [&] {
     CHECK_CU(api.cuMemcpyHtoD(x, hx.data(), bytes));
     CHECK_CU(api.cuMemcpyHtoD(y, hy.data(), bytes));
   };
-  auto step = [&] { CHECK_CU(api.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, nullptr, nullptr, extra)); };
+  auto step = [&] {
+    CHECK_CU(api.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, nullptr, nullptr, const_cast<void**>(params.extra)));
+  };
 
   const auto start = std::chrono::steady_clock::now();
   upload();
@@ -186,14 +217,7 @@ void wholeStream(CUdevice device, uint64_t bytes, int steps) {
     for (int i = 0; i < steps; ++i) {
       step();
       CHECK_CU(hasher->hashNow(nullptr, std::vector<kernels::HashRequest>{{y, bytes}}, hashed, false));
-      trace::KernelLaunch k;
-      k.module = 1;
-      k.function = "bench_axpy";
-      k.grid = {grid, 1, 1};
-      k.block = {256, 1, 1};
-      k.params = params;
-      k.paramLayout = {{0, 8}, {8, 8}, {16, 4}, {24, 8}};
-      k.pointers = {{0, 1, 0}, {8, 2, 0}};
+      trace::KernelLaunch k = axpyLaunch(params, grid);
       trace::RangeDigest out;
       out.range = {y, bytes, 2, 0};
       out.digest = hashed[0].digest;
@@ -252,20 +276,11 @@ int main(int argc, char** argv) {
   for (float& v : host) v = unit(rng);
   CHECK_CU(api.cuMemcpyHtoD(y, host.data(), bytes));
 
-  // Parameters as the kernel receives them: x, y, a (padded), n.
-  std::vector<uint8_t> params(32, 0);
-  const float a = 0.5f;
-  std::memcpy(params.data(), &x, 8);
-  std::memcpy(params.data() + 8, &y, 8);
-  std::memcpy(params.data() + 16, &a, 4);
-  std::memcpy(params.data() + 24, &n, 8);
-  size_t paramSize = params.size();
-  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, &paramSize,
-                   CU_LAUNCH_PARAM_END};
-  int sms = 0;
-  api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, gpu.device);
-  const unsigned grid = static_cast<unsigned>(sms) * 8;
-  auto launch = [&] { CHECK_CU(api.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, nullptr, nullptr, extra)); };
+  const AxpyParams params(x, y, 0.5f, n);
+  const unsigned grid = axpyGrid(gpu.device);
+  auto launch = [&] {
+    CHECK_CU(api.cuLaunchKernel(f, grid, 1, 1, 256, 1, 1, 0, nullptr, nullptr, const_cast<void**>(params.extra)));
+  };
 
   // The recording: inputs as the kernel saw them, outputs after one launch.
   std::vector<uint8_t> xBytes(bytes), yBefore(bytes), yAfter(bytes);
@@ -285,29 +300,12 @@ int main(int argc, char** argv) {
   const fs::path dir = fs::path(mkdtemp(tmpl)) / "bench.gpurr";
   uint64_t launchSeq = 0;
   {
-    trace::Header h;
-    h.toolVersion = "replay_bench";
-    char name[256] = {};
-    api.cuDeviceGetName(name, sizeof(name), gpu.device);
-    int major = 0, minor = 0, driver = 0;
-    api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, gpu.device);
-    api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, gpu.device);
-    api.cuDriverGetVersion(&driver);
-    h.gpus = {{0, name, "", static_cast<uint32_t>(sms), static_cast<uint32_t>(major), static_cast<uint32_t>(minor),
-               0, ""}};
-    h.driverVersion = driver;
+    const trace::Header h = benchHeader(gpu.device);
     trace::TraceWriter w(dir, h);
     w.append({0, 0, 0, trace::Allocation{1, x, bytes, trace::AllocationKind::kDevice, 0, 0}});
     w.append({1, 0, 0, trace::Allocation{2, y, bytes, trace::AllocationKind::kDevice, 0, 0}});
-    w.append({2, 0, 0, trace::ModuleLoad{1, w.putBlob(replayBenchImage()), static_cast<uint32_t>(major * 10 + minor)}});
-    trace::KernelLaunch k;
-    k.module = 1;
-    k.function = "bench_axpy";
-    k.grid = {grid, 1, 1};
-    k.block = {256, 1, 1};
-    k.params = params;
-    k.paramLayout = {{0, 8}, {8, 8}, {16, 4}, {24, 8}};
-    k.pointers = {{0, 1, 0}, {8, 2, 0}};
+    w.append({2, 0, 0, trace::ModuleLoad{1, w.putBlob(replayBenchImage()), h.gpus[0].ccMajor * 10 + h.gpus[0].ccMinor}});
+    trace::KernelLaunch k = axpyLaunch(params, grid);
     k.inputs = {digestOf(1, x, xBytes, w), digestOf(2, y, yBefore, w)};
     trace::RangeDigest out;
     out.range = {y, bytes, 2, 0};
