@@ -10,28 +10,6 @@
 namespace gpurr::cli {
 using namespace gpurr::trace;
 
-std::string humanBytes(uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes) / 1024;
-  size_t unit = 0;
-  while (v >= 1024 && unit + 1 < std::size(kUnits)) {
-    v /= 1024;
-    ++unit;
-  }
-  return fmt::format("{:.1f} {}", v, kUnits[unit]);
-}
-
-std::string withCommas(uint64_t n) {
-  std::string digits = std::to_string(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 const std::string& demangle(const std::string& mangled) {
   static thread_local std::unordered_map<std::string, std::string> cache;
   auto it = cache.find(mangled);

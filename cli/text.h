@@ -5,15 +5,13 @@
 #include <string>
 #include <string_view>
 
+#include "common/text.h"
 #include "trace_format/events.h"
 
 namespace gpurr::cli {
 
-// "48 B", "1.5 KiB", "4.0 MiB".
-std::string humanBytes(uint64_t bytes);
-
-// "1,234,567".
-std::string withCommas(uint64_t n);
+using text::humanBytes;
+using text::withCommas;
 
 // Demangled C++ name, or the name itself when it is not mangled. Cached.
 const std::string& demangle(const std::string& mangled);

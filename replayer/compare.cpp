@@ -53,15 +53,7 @@ double bf16ToDouble(uint16_t h) {
   return f;
 }
 
-std::string withCommas(uint64_t n) {
-  std::string digits = std::to_string(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
+using text::withCommas;
 
 // Folds one differing pair of floating-point values into `d`.
 void addFloatPair(ElementDiff& d, double a, double b, uint64_t ulp) {

@@ -504,18 +504,6 @@ bool replayableAttribute(uint32_t id) {
   return id != kAttrProgrammaticEvent && id != kAttrLaunchCompletionEvent && id != kAttrDeviceUpdatableKernelNode;
 }
 
-std::string humanBytes(uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes) / 1024;
-  size_t u = 0;
-  while (v >= 1024 && u + 1 < std::size(units)) {
-    v /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", v, units[u]);
-}
-
 std::string describeRange(const DeviceRange& range) {
   if (range.allocation == 0) return fmt::format("{:#x} ({})", range.address, humanBytes(range.size));
   return fmt::format("alloc#{}+{:#x} ({})", range.allocation, range.offset, humanBytes(range.size));

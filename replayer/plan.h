@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/text.h"
 #include "trace_format/events.h"
 
 namespace gpurr::trace {
@@ -176,6 +177,6 @@ uint32_t recordedArchOf(const std::optional<trace::GpuInfo>& gpu, uint32_t image
 
 // "alloc#3+0x40 (4.0 MiB)" for messages.
 std::string describeRange(const trace::DeviceRange& range);
-std::string humanBytes(uint64_t bytes);
+using text::humanBytes;
 
 }  // namespace gpurr::replay

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "report/timeline.h"
 
 namespace gpurr::report {
@@ -109,26 +110,8 @@ using std::string;
 
 string e(std::string_view s) { return escapeHtml(s); }
 
-string withCommas(uint64_t n) {
-  string digits = std::to_string(n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
-string humanBytes(uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes) / 1024;
-  size_t u = 0;
-  while (v >= 1024 && u + 1 < std::size(units)) {
-    v /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", v, units[u]);
-}
+using text::humanBytes;
+using text::withCommas;
 
 string plural(uint64_t n, const char* one, const char* many) {
   return fmt::format("{} {}", withCommas(n), n == 1 ? one : many);
