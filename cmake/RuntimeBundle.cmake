@@ -2,8 +2,9 @@
 # machine has the CUDA toolkit, cuDNN and glibc, but not the other shared
 # libraries gpurr links (Cap'n Proto, kj, zstd, xxhash, fmt).
 #
-# - Binaries find libraries in $ORIGIN/../lib, libraries next to themselves
-#   ($ORIGIN), before the system's.
+# - Binaries find libraries in lib/ relative to where they are ($ORIGIN/../lib
+#   for bin/, $ORIGIN/../../../lib for tests/gpu/programs/), libraries next to
+#   themselves ($ORIGIN), before the system's.
 # - Shared libraries (the recorder) are built into ${PROJECT_BINARY_DIR}/lib,
 #   where `gpurr record` looks for libgpurr_recorder.so.
 # - The `gpurr_runtime` target (part of `all`) copies into that lib/ folder
@@ -41,6 +42,16 @@ function(_gpurr_add_runtime_bundle)
   foreach(t IN LISTS all_targets)
     get_target_property(type ${t} TYPE)
     get_target_property(out_dir ${t} RUNTIME_OUTPUT_DIRECTORY)
+    # Test programs and benchmarks live deeper than bin/: point their RPATH at
+    # lib/ from where they are, so that they too run from a copied build
+    # folder or a GPU bundle (scripts/gpu_bundle.sh keeps the layout).
+    if(type STREQUAL "EXECUTABLE")
+      if(NOT out_dir)
+        get_target_property(out_dir ${t} BINARY_DIR)
+      endif()
+      file(RELATIVE_PATH to_lib ${out_dir} ${PROJECT_BINARY_DIR}/lib)
+      set_target_properties(${t} PROPERTIES BUILD_RPATH "\$ORIGIN/${to_lib};\$ORIGIN")
+    endif()
     if((type STREQUAL "EXECUTABLE" AND out_dir STREQUAL "${PROJECT_BINARY_DIR}/bin")
        OR type STREQUAL "SHARED_LIBRARY" OR type STREQUAL "MODULE_LIBRARY")
       list(APPEND files "$<TARGET_FILE:${t}>")

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh BUILD_DIR [PART...]: the GPU suite against an existing
 # build (it builds nothing), on a machine with a GPU, python3 and PyTorch.
+# BUILD_DIR is a build folder or a bundle made from one by
+# scripts/gpu_bundle.sh (the same layout, stripped, for a GPU machine).
 # PARTs (default: all, in this order):
 #   1. programs: each program of expectations.txt recorded twice with
 #      BUILD_DIR/bin/gpurr record and the traces compared launch by launch;
@@ -20,7 +22,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 all_parts="programs pytorch annotations bisect hash ctest"
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
-  echo "usage: tests/gpu/run.sh BUILD_DIR [PART...]   (parts: $all_parts)" >&2
+  echo "usage: tests/gpu/run.sh BUILD_DIR|BUNDLE [PART...]   (parts: $all_parts)" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd -P)
@@ -85,6 +87,7 @@ for f in "$build/bin/gpurr" "$build/lib/libgpurr_recorder.so" "$build/tests/gpu/
 done
 if ! probe=$("$build/tests/gpu/gpu_probe"); then
   echo "no GPU on this machine ($probe): nothing to run"
+  for p in $parts; do skip "$p (no GPU)"; done
   exit 77
 fi
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
