@@ -3,7 +3,9 @@
 # recorded by the preloaded wrappers of libgpurr_recorder.so:
 #   - cuRAND with two seeds: gpurr diff says RNG state and names both seeds;
 #   - a cuBLASLt GEMM: its launches carry the decoded algorithm;
-#   - PyTorch, cudnn.benchmark=True: the conv launches carry cuDNN engines;
+#   - PyTorch, cudnn.benchmark=True: the conv launches carry cuDNN engines,
+#     the Linear layer's the cuBLAS call (a wrapper that failed to reach
+#     the real library would make the script raise: recording fails);
 #   - PyTorch dropout with two seeds: RNG state, both seeds named.
 # Prints one PASS or FAIL line per check; exits 77 (skipped) without a GPU.
 # The PyTorch checks are skipped (SKIP line) without PyTorch.
@@ -90,6 +92,14 @@ else
     else
       fail "no launch of the conv net carries a cuDNN engine:"
       grep -i "cudnn" "$work/conv.dump" | head -10 | sed 's/^/  /'
+    fi
+    # The Linear layer's GEMM goes through cuBLAS or cuBLASLt, which PyTorch
+    # loads RTLD_LOCAL: the wrappers must reach the real library.
+    if grep -qE "algo cublas(Lt)? cublas" "$work/conv.dump"; then
+      pass "the Linear layer's GEMM launches carry the cuBLAS call ($(grep -oE 'algo cublas(Lt)? cublas[A-Za-z_0-9]*' "$work/conv.dump" | sort -u | tr '\n' ' '))"
+    else
+      fail "no launch of the conv net carries a cuBLAS or cuBLASLt annotation:"
+      grep -i "gemm\|cublas" "$work/conv.dump" | head -10 | sed 's/^/  /'
     fi
   fi
   if record dropout-1 "$python" "$here/torch_annotations.py" dropout 1 &&
