@@ -149,6 +149,42 @@ const Table& table() {
 
 }  // namespace
 
+namespace {
+
+struct RuntimeRow {
+  CUpti_CallbackId cbid;
+  RuntimeLaunch launch;
+  bool perThread;
+};
+
+constexpr RuntimeRow kRuntimeRows[] = {
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, RuntimeLaunch::kLaunchKernel, false},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000, RuntimeLaunch::kLaunchKernel, true},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, RuntimeLaunch::kLaunchKernelExC, false},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060, RuntimeLaunch::kLaunchKernelExC, true},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000, RuntimeLaunch::kLaunchCooperative, false},
+    {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000, RuntimeLaunch::kLaunchCooperative, true},
+    {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, RuntimeLaunch::kLaunchKernelHandle, false},
+    {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000, RuntimeLaunch::kLaunchKernelHandle, true},
+};
+
+}  // namespace
+
+RuntimeEntry runtimeHandler(CUpti_CallbackId cbid) {
+  for (const RuntimeRow& r : kRuntimeRows)
+    if (r.cbid == cbid) return {r.launch, r.perThread};
+  return {};
+}
+
+std::span<const CUpti_CallbackId> subscribedRuntimeCallbacks() {
+  static const std::vector<CUpti_CallbackId> ids = [] {
+    std::vector<CUpti_CallbackId> v;
+    for (const RuntimeRow& r : kRuntimeRows) v.push_back(r.cbid);
+    return v;
+  }();
+  return ids;
+}
+
 HandlerEntry driverHandler(CUpti_CallbackId cbid) {
   return cbid < CUPTI_DRIVER_TRACE_CBID_SIZE ? table().byId[cbid] : HandlerEntry{};
 }

@@ -35,6 +35,30 @@ struct HandlerEntry {
   bool perThread = false;  // a _ptsz / _ptds variant
 };
 
+// The runtime API's launch calls. The runtime launches through the driver,
+// but no header promises that the driver's launch callbacks fire for its
+// internal launches (profilers subscribe to both domains), so these are
+// subscribed too; a driver launch callback nested in one of them on the same
+// thread is the same launch and is recorded once (session.cpp).
+enum class RuntimeLaunch : uint8_t {
+  kNone = 0,
+  kLaunchKernel,       // cudaLaunchKernel(const void* func, dim3, dim3, void**, size_t, cudaStream_t)
+  kLaunchKernelExC,    // cudaLaunchKernelExC(const cudaLaunchConfig_t*, const void* func, void**)
+  kLaunchCooperative,  // cudaLaunchCooperativeKernel(same as cudaLaunchKernel)
+  kLaunchKernelHandle, // __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t): nvcc's <<<>>>
+};
+
+struct RuntimeEntry {
+  RuntimeLaunch launch = RuntimeLaunch::kNone;
+  bool perThread = false;  // a _ptsz variant
+};
+
+// The handler of a runtime API callback id (kNone for ids not subscribed).
+RuntimeEntry runtimeHandler(CUpti_CallbackId cbid);
+
+// Every runtime callback id with a handler, to enable one by one.
+std::span<const CUpti_CallbackId> subscribedRuntimeCallbacks();
+
 // The handler of a driver API callback id (kNone for ids not subscribed).
 HandlerEntry driverHandler(CUpti_CallbackId cbid);
 

@@ -85,6 +85,10 @@ struct CudaDevice::ContextState {
   std::condition_variable slotFreed;
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<Slot*> freeSlots;
+  // Slots whose enqueue failed part-way: work already on the stream still
+  // reads or writes their buffers, so each is reused only once the stream has
+  // passed its event.
+  std::vector<Slot*> retiring;
   std::set<PendingCuda*> inFlight;
   // Snapshot staging: free pinned buffers by capacity, spare events, copies
   // in flight (detached when the context goes away).
@@ -144,7 +148,10 @@ class PendingCuda : public PendingHashes {
     if (!done_) {
       CUevent ev = slot_->done;
       lock.unlock();
-      // No context needed: the event knows its own.
+      // No context needed: the event knows its own. Relaxed: this runs on
+      // the trace thread while the program's threads may capture graphs in
+      // global mode, which forbids such calls on other threads.
+      RelaxedCaptureMode relaxed(*cs_->api);
       const CUresult r = cs_->api->cuEventSynchronize(ev);
       lock.lock();
       if (!done_) finishLocked(r == CUDA_SUCCESS, r == CUDA_SUCCESS ? "" : cs_->api->errorText(r));
@@ -185,6 +192,7 @@ class PendingCudaCopy : public PendingCopy {
       cs_->freeStagingBytes += capacity_;
     } else {
       // Freeing pinned memory may need the context current on this thread.
+      RelaxedCaptureMode relaxed(*cs_->api);
       const bool pushed = cs_->api->cuCtxPushCurrent(cs_->ctx) == CUDA_SUCCESS;
       cs_->api->cuMemFreeHost(host_);
       CUcontext popped;
@@ -197,6 +205,7 @@ class PendingCudaCopy : public PendingCopy {
     if (!done_) {
       CUevent ev = event_;
       lock.unlock();
+      RelaxedCaptureMode relaxed(*cs_->api);  // as in PendingCuda::wait
       const CUresult r = cs_->api->cuEventSynchronize(ev);
       lock.lock();
       if (!done_) {
@@ -306,6 +315,23 @@ bool CudaDevice::describeFunction(uint64_t function, FunctionInfo& out) {
   return !out.name.empty();
 }
 
+uint64_t CudaDevice::runtimeFunction(uint64_t hostFunction) {
+  // cudaError_t cudaGetFuncBySymbol(cudaFunction_t*, const void*): a
+  // cudaFunction_t is a CUfunction. PyTorch loads libcudart RTLD_LOCAL, so
+  // it is looked up in the loaded library, not in the global scope alone.
+  using GetFuncBySymbol = int (*)(CUfunction*, const void*);
+  void* sym = nullptr;
+  if (void* rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD)) {
+    sym = dlsym(rt, "cudaGetFuncBySymbol");
+    dlclose(rt);  // only drops the reference NOLOAD took
+  }
+  if (sym == nullptr) sym = dlsym(RTLD_DEFAULT, "cudaGetFuncBySymbol");
+  CUfunction f = nullptr;
+  if (sym == nullptr || reinterpret_cast<GetFuncBySymbol>(sym)(&f, reinterpret_cast<const void*>(hostFunction)) != 0)
+    return 0;
+  return reinterpret_cast<uint64_t>(f);
+}
+
 bool CudaDevice::canEnqueue(uint64_t stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   // An error (e.g. the legacy stream while another stream captures in global
@@ -357,6 +383,11 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
       error = "the context is being destroyed";
       return nullptr;
     }
+    std::erase_if(cs->retiring, [&](Slot* r) {
+      if (api_.cuEventQuery(r->done) != CUDA_SUCCESS) return false;
+      cs->freeSlots.push_back(r);
+      return true;
+    });
     if (cs->freeSlots.empty() && cs->slots.size() >= kMaxSlots)
       cs->slotFreed.wait_for(lock, std::chrono::seconds(1), [&] { return !cs->freeSlots.empty(); });
     if (cs->freeSlots.empty()) {
@@ -366,10 +397,16 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
     slot = cs->freeSlots.back();
     cs->freeSlots.pop_back();
   }
+  bool queued = false;  // some of this slot's work is on the program's stream
   auto giveBack = [&](CUresult r, const char* what) {
     error = std::string(what) + ": " + api_.errorText(r);
+    // Work already queued still reads the slot's buffers: mark where it ends
+    // and reuse the slot after that. Without an event to tell, the slot is
+    // never reused (its memory is given up rather than raced on).
+    const bool marked = queued && api_.cuEventRecord(slot->done, s) == CUDA_SUCCESS;
     std::lock_guard lock(cs->mu);
-    cs->freeSlots.push_back(slot);
+    if (!queued) cs->freeSlots.push_back(slot);
+    else if (marked) cs->retiring.push_back(slot);
     return nullptr;
   };
 
@@ -400,6 +437,7 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
   std::memcpy(slot->hostRanges, plan.ranges.data(), tableBytes);
   if (CUresult r = api_.cuMemcpyHtoDAsync(slot->rangesDev, slot->hostRanges, tableBytes, s); r != CUDA_SUCCESS)
     return giveBack(r, "uploading the hash table");
+  queued = true;
   if (CUresult r = cs->hasher->enqueue(s, slot->rangesDev, static_cast<uint32_t>(plan.ranges.size()),
                                        plan.totalSlots, slot->digestsDev);
       r != CUDA_SUCCESS)
@@ -491,7 +529,7 @@ std::unique_ptr<PendingCopy> CudaDevice::copyToHost(uint64_t context, uint64_t s
 bool CudaDevice::rerunLaunch(uint64_t context, const Relaunch& launch, std::span<const kernels::HashRequest> outputs,
                              uint32_t runs, std::vector<std::vector<uint64_t>>& digests, std::string& error) {
   if (!checkpoint_.save || !checkpoint_.restore || !checkpoint_.free) {
-    error = "the loaded libcupti lacks the checkpoint API (cuptiCheckpointSave)";
+    error = "no libcheckpoint.so (the CUPTI checkpoint API) beside the libcupti in use or on the loader's path";
     return false;
   }
   if (!launchKernelEx_) {

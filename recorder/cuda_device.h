@@ -6,26 +6,16 @@
 // and returns at once; the trace thread waits on the event and folds.
 #pragma once
 
-#include <cupti_checkpoint.h>
-
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "kernels/driver_api.h"
+#include "recorder/cupti_library.h"
 #include "recorder/device.h"
 
 namespace gpurr::recorder {
-
-// The CUPTI checkpoint entry points (--check-determinism), resolved from the
-// libcupti the recorder uses; null when it lacks them.
-struct CheckpointApi {
-  decltype(&NV::Cupti::Checkpoint::cuptiCheckpointSave) save = nullptr;
-  decltype(&NV::Cupti::Checkpoint::cuptiCheckpointRestore) restore = nullptr;
-  decltype(&NV::Cupti::Checkpoint::cuptiCheckpointFree) free = nullptr;
-  decltype(&::cuptiGetResultString) resultString = nullptr;
-};
 
 class CudaDevice : public Device {
  public:
@@ -36,6 +26,7 @@ class CudaDevice : public Device {
   ~CudaDevice() override;
 
   bool describeFunction(uint64_t function, FunctionInfo& out) override;
+  uint64_t runtimeFunction(uint64_t hostFunction) override;
   bool canEnqueue(uint64_t stream) override;
   std::unique_ptr<PendingHashes> hash(uint64_t context, uint64_t stream,
                                       std::span<const kernels::HashRequest> requests, bool synchronous,

@@ -65,6 +65,14 @@ class Device {
   // or a CUkernel cast to one). False when the driver knows nothing of it.
   virtual bool describeFunction(uint64_t function, FunctionInfo& out) = 0;
 
+  // The CUfunction of a runtime entry function (the host function a
+  // cudaLaunchKernel names), through the process's CUDA runtime; 0 when it
+  // cannot be resolved (a program linked with the static runtime).
+  virtual uint64_t runtimeFunction(uint64_t hostFunction) {
+    (void)hostFunction;
+    return 0;
+  }
+
   // Whether work may be enqueued on `stream` now: false while it (or, for
   // the legacy stream, any blocking stream) is being captured into a graph.
   virtual bool canEnqueue(uint64_t stream) = 0;

@@ -4,7 +4,6 @@
 // RecordSession. Nothing here may stop the program: every failure is one
 // warning, and the program runs on unrecorded.
 #include <cupti.h>
-#include <dlfcn.h>
 #include <pthread.h>
 
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <mutex>
 
 #include "recorder/cuda_device.h"
+#include "recorder/cupti_library.h"
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/session.h"
@@ -53,48 +53,6 @@ std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace
   }
 }
 
-// CUPTI, resolved at run time: a program that already loaded a libcupti
-// (PyTorch ships its own) must not get a second copy, and a missing libcupti
-// must cost a warning, not the program's cuInit.
-struct Cupti {
-  decltype(&::cuptiSubscribe_v2) subscribe = nullptr;
-  decltype(&::cuptiEnableDomain) enableDomain = nullptr;
-  decltype(&::cuptiEnableCallback) enableCallback = nullptr;
-  decltype(&::cuptiGetResultString) resultString = nullptr;
-  CheckpointApi checkpoint;  // optional: only --check-determinism needs it
-
-  bool load(std::string& error) {
-    std::vector<std::string> candidates = {"libcupti.so.13"};
-    for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-      if (const char* root = std::getenv(var)) {
-        candidates.push_back(std::string(root) + "/lib64/libcupti.so.13");
-        candidates.push_back(std::string(root) + "/extras/CUPTI/lib64/libcupti.so.13");
-      }
-    }
-    candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
-    candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
-    void* lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
-    for (size_t i = 0; lib == nullptr && i < candidates.size(); ++i) lib = dlopen(candidates[i].c_str(), RTLD_NOW);
-    if (lib == nullptr) {
-      error = "cannot load libcupti.so.13 (add the CUDA toolkit's CUPTI library folder to LD_LIBRARY_PATH)";
-      return false;
-    }
-    subscribe = reinterpret_cast<decltype(subscribe)>(dlsym(lib, "cuptiSubscribe_v2"));
-    enableDomain = reinterpret_cast<decltype(enableDomain)>(dlsym(lib, "cuptiEnableDomain"));
-    enableCallback = reinterpret_cast<decltype(enableCallback)>(dlsym(lib, "cuptiEnableCallback"));
-    resultString = reinterpret_cast<decltype(resultString)>(dlsym(lib, "cuptiGetResultString"));
-    checkpoint.save = reinterpret_cast<decltype(checkpoint.save)>(dlsym(lib, "cuptiCheckpointSave"));
-    checkpoint.restore = reinterpret_cast<decltype(checkpoint.restore)>(dlsym(lib, "cuptiCheckpointRestore"));
-    checkpoint.free = reinterpret_cast<decltype(checkpoint.free)>(dlsym(lib, "cuptiCheckpointFree"));
-    checkpoint.resultString = resultString;
-    if (!subscribe || !enableDomain || !enableCallback || !resultString) {
-      error = "the loaded libcupti lacks cuptiSubscribe_v2 (CUPTI 13 or newer is needed)";
-      return false;
-    }
-    return true;
-  }
-};
-
 int initialize() {
   ReentrancyGuard guard;
   std::vector<std::string> problems;
@@ -105,11 +63,12 @@ int initialize() {
     return 1;
   }
   std::string error;
-  Cupti cupti;
-  if (!cupti.load(error)) {
+  const std::optional<CuptiLibrary> loaded = loadCupti([](const char* name) { return std::getenv(name); }, error);
+  if (!loaded) {
     warnToStderr(error + "; nothing is recorded");
     return 1;
   }
+  const CuptiLibrary& cupti = *loaded;
   std::unique_ptr<CudaDevice> device = CudaDevice::create(error);
   if (!device) {
     warnToStderr(error + "; nothing is recorded");
@@ -148,6 +107,8 @@ int initialize() {
     // Ids this driver does not know fail harmlessly.
     cupti.enableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
   }
+  for (CUpti_CallbackId cbid : subscribedRuntimeCallbacks())
+    cupti.enableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
   gSession = session.release();
   setLibraryRecordingActive(true);
   std::atexit(finishAtExit);

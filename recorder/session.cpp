@@ -2,13 +2,16 @@
 #include "recorder/session.h"
 
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 #include <limits.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <utility>
 
 #include "recorder/cubin_symbols.h"
 #include "recorder/library_call.h"
@@ -27,6 +30,34 @@ using trace::AllocationKind;
 // The module ordinal announced by the last MODULE_LOADED callback on this
 // thread: it arrives inside the cuModuleLoad* call that made the module.
 thread_local uint32_t tlsLastModule = 0;
+
+// The runtime launch callback this thread is inside, if any: a driver launch
+// callback nested in it is the same launch (callback_table.h).
+struct RuntimeLaunchFrame {
+  bool active = false;
+  bool recorded = false;    // the runtime callback resolved the function and records the launch
+  bool driverSeen = false;  // a driver launch callback came inside it
+};
+thread_local RuntimeLaunchFrame tlsRuntimeLaunch;
+
+// __cudaLaunchKernel's parameters (the launch nvcc's <<<>>> emits in CUDA
+// 13), in the order crt/device_functions.h declares them;
+// generated_cuda_runtime_api_meta.h has no struct for it. cudaKernel_t is a
+// CUkernel (both are CUkern_st*).
+struct CudaLaunchKernelHandleParams {
+  cudaKernel_t kernel;
+  dim3 gridDim;
+  dim3 blockDim;
+  void** args;
+  size_t sharedMem;
+  cudaStream_t stream;
+};
+
+// cudaLaunchKernelExC's attributes are the driver's, field for field.
+static_assert(sizeof(cudaLaunchAttribute) == sizeof(CUlaunchAttribute));
+static_assert(offsetof(cudaLaunchAttribute, val) == offsetof(CUlaunchAttribute, value));
+static_assert(static_cast<int>(cudaLaunchAttributeClusterDimension) ==
+              static_cast<int>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
 
 struct ThreadNumber {
   const void* session = nullptr;
@@ -131,6 +162,8 @@ void RecordSession::ensureStarted() {
                                             .count());
   h.options = toRecordingOptions(options_);
   device_->describeSystem(h);
+  for (const trace::KeyValue& lib : h.libraries)
+    if (lib.key == "pytorch") torchVersion_ = lib.value;
   sink_ = openSink_(h);
   startedFast_.store(true, std::memory_order_release);
 }
@@ -141,6 +174,8 @@ void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbi
   try {
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
       onDriver(cbid, *static_cast<const CUpti_CallbackData*>(cbdata));
+    } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+      onRuntime(cbid, *static_cast<const CUpti_CallbackData*>(cbdata));
     } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
       onResource(cbid, cbdata);
     }
@@ -178,9 +213,14 @@ void RecordSession::onResource(CUpti_CallbackId cbid, const void* cbdata) {
 void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
   const HandlerEntry e = driverHandler(cbid);
   if (e.handler == Handler::kNone) return;
+  const bool enter = cb.callbackSite == CUPTI_API_ENTER;
+  const bool launch = e.handler == Handler::kLaunchKernel || e.handler == Handler::kLaunchKernelEx ||
+                      e.handler == Handler::kLaunchCooperative || e.handler == Handler::kGraphLaunch;
+  // EXIT takes a pending launch from correlationData, which CUPTI does not
+  // promise to zero: clear it before anything here can return or throw.
+  if (launch && enter && cb.correlationData != nullptr) *cb.correlationData = 0;
   ensureStarted();
   if (!sink_) return;  // recording is off (warned when the trace could not be opened)
-  const bool enter = cb.callbackSite == CUPTI_API_ENTER;
   switch (e.handler) {
     case Handler::kLaunchKernel:
     case Handler::kLaunchKernelEx:
@@ -225,6 +265,109 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
       allocationExit(e.handler, cb);
       return;
   }
+}
+
+void RecordSession::onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
+  const RuntimeEntry e = runtimeHandler(cbid);
+  if (e.launch == RuntimeLaunch::kNone) return;
+  if (cb.callbackSite == CUPTI_API_EXIT) {
+    const RuntimeLaunchFrame frame = std::exchange(tlsRuntimeLaunch, RuntimeLaunchFrame{});
+    const bool ok = cb.functionReturnValue != nullptr &&
+                    *static_cast<const cudaError_t*>(cb.functionReturnValue) == cudaSuccess;
+    if (cb.correlationData != nullptr && *cb.correlationData != 0) {
+      std::unique_ptr<PendingLaunch> pending(reinterpret_cast<PendingLaunch*>(*cb.correlationData));
+      *cb.correlationData = 0;
+      if (ok) finishLaunch(std::move(pending));
+    } else if (ok && !frame.driverSeen && sink_) {
+      // Neither domain could describe the function (a program linked with
+      // the static runtime, say): the launch is still counted, bare.
+      LaunchCall call = runtimeLaunchCall(e, cb);
+      call.launch.api = launchApi(call.handler, e.perThread);
+      call.launch.context = u64(cb.context);
+      call.launch.function = cb.symbolName != nullptr ? cb.symbolName : "";
+      call.launch.hashed = false;
+      call.launch.annotations.emplace_back(
+          std::in_place_type<trace::Note>,
+          "reported by the runtime alone and its function could not be resolved: parameters and buffers not "
+          "captured");
+      {
+        std::lock_guard lock(mu_);
+        ++nextLaunch_;
+      }
+      SinkEntry entry;
+      entry.event = newEvent(std::move(call.launch));
+      emit(std::move(entry));
+    }
+    return;
+  }
+  // ENTER. Before anything can return or throw: EXIT reads both.
+  tlsRuntimeLaunch = RuntimeLaunchFrame{true, false, false};
+  if (cb.correlationData != nullptr) *cb.correlationData = 0;
+  ensureStarted();
+  if (!sink_) return;
+  LaunchCall call = runtimeLaunchCall(e, cb);
+  if (call.function == 0) return;  // left to the driver callback, if one comes
+  tlsRuntimeLaunch.recorded = true;
+  std::unique_ptr<PendingLaunch> pending = startLaunch(std::move(call), cb);
+  if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
+}
+
+RecordSession::LaunchCall RecordSession::runtimeLaunchCall(const RuntimeEntry& e, const CUpti_CallbackData& cb) {
+  LaunchCall call;
+  call.perThread = e.perThread;
+  trace::KernelLaunch& k = call.launch;
+  auto plain = [&](const void* func, dim3 grid, dim3 block, void** args, size_t shm, cudaStream_t stream) {
+    call.function = func != nullptr ? runtimeFunction(u64(func)) : 0;
+    k.grid = {grid.x, grid.y, grid.z};
+    k.block = {block.x, block.y, block.z};
+    k.sharedMemBytes = static_cast<uint32_t>(shm);
+    k.stream = u64(stream);
+    call.kernelParams = args;
+  };
+  switch (e.launch) {
+    case RuntimeLaunch::kLaunchKernel: {
+      const auto& p = params<cudaLaunchKernel_v7000_params>(cb);
+      call.handler = Handler::kLaunchKernel;
+      plain(p.func, p.gridDim, p.blockDim, p.args, p.sharedMem, p.stream);
+      break;
+    }
+    case RuntimeLaunch::kLaunchCooperative: {
+      const auto& p = params<cudaLaunchCooperativeKernel_v9000_params>(cb);
+      call.handler = Handler::kLaunchCooperative;
+      plain(p.func, p.gridDim, p.blockDim, p.args, p.sharedMem, p.stream);
+      break;
+    }
+    case RuntimeLaunch::kLaunchKernelHandle: {
+      const auto& p = params<CudaLaunchKernelHandleParams>(cb);
+      call.handler = Handler::kLaunchKernel;
+      plain(nullptr, p.gridDim, p.blockDim, p.args, p.sharedMem, p.stream);
+      call.function = u64(p.kernel);  // a CUkernel, described as the driver's are
+      break;
+    }
+    case RuntimeLaunch::kLaunchKernelExC: {
+      const auto& p = params<cudaLaunchKernelExC_v11060_params>(cb);
+      call.handler = Handler::kLaunchKernelEx;
+      if (p.config == nullptr) break;
+      const cudaLaunchConfig_t& c = *p.config;
+      plain(p.func, c.gridDim, c.blockDim, p.args, c.dynamicSmemBytes, c.stream);
+      call.setAttributes(reinterpret_cast<const CUlaunchAttribute*>(c.attrs), c.numAttrs);
+      break;
+    }
+    case RuntimeLaunch::kNone:
+      break;
+  }
+  return call;
+}
+
+uint64_t RecordSession::runtimeFunction(uint64_t hostFunction) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = functionByHostStub_.find(hostFunction); it != functionByHostStub_.end()) return it->second;
+  }
+  const uint64_t f = device_->runtimeFunction(hostFunction);  // unlocked: calls the runtime
+  std::lock_guard lock(mu_);
+  functionByHostStub_[hostFunction] = f;  // a miss too: the runtime that launched it is loaded already
+  return f;
 }
 
 // ------------------------------------------------------------------ events
@@ -282,7 +425,7 @@ std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo
     if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
     fresh->selectedByName = kernelSelected(options_, fresh->info.name);
     fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
-    fresh->philoxOffsets = philoxParamOffsets(fresh->info.name, fresh->info.layout);
+    fresh->philox = philoxParams(fresh->info.name, fresh->info.layout, torchVersion_);
     cached = fresh;
     std::lock_guard lock(mu_);
     functions_.emplace(function, cached);
@@ -356,53 +499,72 @@ void RecordSession::checkDeterminism(uint64_t context, const Relaunch& launch,
 }
 
 void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackData& cb) {
-  trace::KernelLaunch k;
-  uint64_t function = 0;
-  void** kernelParams = nullptr;
-  void** extra = nullptr;
-  const CUlaunchAttribute* attrs = nullptr;
-  uint32_t numAttrs = 0;
+  // Inside a runtime launch callback on this thread: the same launch, which
+  // the runtime callback records when it could resolve the function.
+  if (tlsRuntimeLaunch.active) {
+    tlsRuntimeLaunch.driverSeen = true;
+    if (tlsRuntimeLaunch.recorded) return;
+  }
+  LaunchCall call;
+  call.handler = h;
+  call.perThread = perThread;
+  trace::KernelLaunch& k = call.launch;
   if (h == Handler::kLaunchKernelEx) {
     const auto& p = params<cuLaunchKernelEx_params>(cb);
     if (p.config == nullptr) return;
     const CUlaunchConfig& c = *p.config;
-    function = u64(p.f);
+    call.function = u64(p.f);
     k.grid = {c.gridDimX, c.gridDimY, c.gridDimZ};
     k.block = {c.blockDimX, c.blockDimY, c.blockDimZ};
     k.sharedMemBytes = c.sharedMemBytes;
     k.stream = u64(c.hStream);
-    for (unsigned i = 0; c.attrs != nullptr && i < c.numAttrs; ++i) {
-      const CUlaunchAttribute& a = c.attrs[i];
-      trace::LaunchAttribute la;
-      la.id = static_cast<uint32_t>(a.id);
-      const auto* v = reinterpret_cast<const uint8_t*>(&a.value);
-      la.value.assign(v, v + sizeof(a.value));
-      k.attributes.push_back(std::move(la));
-      if (a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
-        k.cluster = {a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z};
-    }
-    kernelParams = p.kernelParams;
-    extra = p.extra;
-    attrs = c.attrs;
-    numAttrs = c.attrs != nullptr ? c.numAttrs : 0;
+    call.setAttributes(c.attrs, c.numAttrs);
+    call.kernelParams = p.kernelParams;
+    call.extra = p.extra;
   } else if (h == Handler::kLaunchCooperative) {
     const auto& p = params<cuLaunchCooperativeKernel_params>(cb);
-    function = u64(p.f);
+    call.function = u64(p.f);
     k.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
     k.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
     k.sharedMemBytes = p.sharedMemBytes;
     k.stream = u64(p.hStream);
-    kernelParams = p.kernelParams;
+    call.kernelParams = p.kernelParams;
   } else {
     const auto& p = params<cuLaunchKernel_params>(cb);
-    function = u64(p.f);
+    call.function = u64(p.f);
     k.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
     k.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
     k.sharedMemBytes = p.sharedMemBytes;
     k.stream = u64(p.hStream);
-    kernelParams = p.kernelParams;
-    extra = p.extra;
+    call.kernelParams = p.kernelParams;
+    call.extra = p.extra;
   }
+  std::unique_ptr<PendingLaunch> pending = startLaunch(std::move(call), cb);
+  if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
+}
+
+void RecordSession::LaunchCall::setAttributes(const CUlaunchAttribute* a, unsigned n) {
+  attrs = a;
+  numAttrs = a != nullptr ? n : 0;
+  for (unsigned i = 0; i < numAttrs; ++i) {
+    trace::LaunchAttribute la;
+    la.id = static_cast<uint32_t>(a[i].id);
+    const auto* v = reinterpret_cast<const uint8_t*>(&a[i].value);
+    la.value.assign(v, v + sizeof(a[i].value));
+    launch.attributes.push_back(std::move(la));
+    if (a[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+      launch.cluster = {a[i].value.clusterDim.x, a[i].value.clusterDim.y, a[i].value.clusterDim.z};
+  }
+}
+
+std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchCall call,
+                                                                         const CUpti_CallbackData& cb) {
+  const Handler h = call.handler;
+  const bool perThread = call.perThread;
+  const uint64_t function = call.function;
+  void** const kernelParams = call.kernelParams;
+  void** const extra = call.extra;
+  trace::KernelLaunch k = std::move(call.launch);
   k.api = launchApi(h, perThread);
   k.context = u64(cb.context);
 
@@ -420,7 +582,7 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
                                "parameter layout unknown (driver lacks cuFuncGetParamInfo): parameters not captured");
   }
 
-  for (trace::RngState& r : decodePhilox(k.params, fn->philoxOffsets)) k.annotations.push_back(std::move(r));
+  for (trace::RngState& r : decodePhilox(k.params, fn->philox)) k.annotations.push_back(std::move(r));
   appendLibraryCallAnnotations(k.annotations);
 
   std::vector<ScannedPointer> scanned;
@@ -456,7 +618,7 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
     r.function = function;
     r.grid = k.grid, r.block = k.block, r.sharedMemBytes = k.sharedMemBytes;
     r.stream = pending->stream;
-    r.attributes = attrs, r.attributeCount = numAttrs;
+    r.attributes = call.attrs, r.attributeCount = call.numAttrs;
     r.cooperative = h == Handler::kLaunchCooperative;
     r.kernelParams = kernelParams, r.extra = extra;
     checkDeterminism(pending->context, r, ranges, k.annotations);
@@ -469,16 +631,18 @@ void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackD
     pending->snapshot = snapshot;
   }
   pending->entry.event = newEvent(std::move(k));
-  if (cb.correlationData != nullptr) {
-    *cb.correlationData = u64(pending.release());
-  }
+  return pending;
 }
 
 void RecordSession::launchExit(const CUpti_CallbackData& cb) {
   if (cb.correlationData == nullptr || *cb.correlationData == 0) return;
   std::unique_ptr<PendingLaunch> pending(reinterpret_cast<PendingLaunch*>(*cb.correlationData));
   *cb.correlationData = 0;
-  if (!succeeded(cb)) return;  // nothing ran; the input ticket is released with it
+  if (succeeded(cb)) finishLaunch(std::move(pending));
+  // else nothing ran; the input ticket is released with it
+}
+
+void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
   if (pending->hashOutputs) {
     std::vector<trace::DeviceRange> ranges = std::move(pending->entry.after.ranges);
     if (pending->snapshot)

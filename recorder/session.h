@@ -26,6 +26,7 @@
 #include "recorder/device.h"
 #include "recorder/options.h"
 #include "recorder/params.h"
+#include "recorder/rng_params.h"
 #include "recorder/snapshot.h"
 #include "recorder/trace_sink.h"
 #include "recorder/warn.h"
@@ -64,10 +65,30 @@ class RecordSession {
   struct PendingLaunch;
 
   void onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
+  void onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onResource(CUpti_CallbackId cbid, const void* cbdata);
+
+  // A kernel launch as one callback (driver or runtime) describes it.
+  struct LaunchCall {
+    Handler handler = Handler::kLaunchKernel;  // the driver call it amounts to
+    bool perThread = false;
+    uint64_t function = 0;  // CUfunction or CUkernel; 0 when unknown
+    trace::KernelLaunch launch;  // grid, block, shared memory, stream, attributes
+    void** kernelParams = nullptr;
+    void** extra = nullptr;
+    const CUlaunchAttribute* attrs = nullptr;
+    uint32_t numAttrs = 0;
+    void setAttributes(const CUlaunchAttribute* attrs, unsigned count);
+  };
 
   void launchEnter(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void launchExit(const CUpti_CallbackData& cb);
+  // Records the launch up to the kernel (parameters, input digests); the
+  // rest is done by finishLaunch once the launch call has returned.
+  std::unique_ptr<PendingLaunch> startLaunch(LaunchCall call, const CUpti_CallbackData& cb);
+  void finishLaunch(std::unique_ptr<PendingLaunch> pending);
+  LaunchCall runtimeLaunchCall(const RuntimeEntry& e, const CUpti_CallbackData& cb);
+  uint64_t runtimeFunction(uint64_t hostFunction);  // cached Device::runtimeFunction
   void graphLaunch(bool perThread, const CUpti_CallbackData& cb);
   void allocationExit(Handler h, const CUpti_CallbackData& cb);
   void copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
@@ -85,7 +106,7 @@ class RecordSession {
     FunctionInfo info;
     bool selectedByName = true;  // GPURR_KERNELS matches
     bool snapshotByName = false; // a GPURR_SNAPSHOT pattern matches
-    std::vector<uint32_t> philoxOffsets;  // PhiloxCudaState parameters
+    std::vector<PhiloxParam> philox;  // PhiloxCudaState parameters
   };
   // Function name / layout, cached per handle; `module` gets its ordinal.
   std::shared_ptr<const CachedFunction> functionInfo(uint64_t function, const char* symbolName, uint32_t& module);
@@ -125,10 +146,12 @@ class RecordSession {
   std::atomic<bool> startedFast_{false};  // started_, readable without the lock
   std::atomic<bool> finished_{false};
   std::unique_ptr<TraceSink> sink_;  // set once under startMu_, then read-only
+  std::optional<std::string> torchVersion_;  // PyTorch loaded at the start; likewise
 
   std::mutex mu_;  // guards everything below
   AllocationMap allocations_;
   std::unordered_map<uint64_t, std::shared_ptr<const CachedFunction>> functions_;
+  std::unordered_map<uint64_t, uint64_t> functionByHostStub_;  // runtime entry function -> CUfunction (0: none)
   std::unordered_map<uint64_t, uint32_t> moduleByHandle_;   // CUmodule -> ordinal
   std::unordered_map<std::string, uint32_t> moduleByName_;
   std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // kernel name -> ordinal (latest)

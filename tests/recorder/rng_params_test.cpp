@@ -21,19 +21,22 @@ TEST_CASE("top-level parameters of demangled names", "[recorder][rng]") {
 }
 
 TEST_CASE("Philox state is located and decoded", "[recorder][rng]") {
+  // PyTorch before 2.10: 24 bytes, captured_ at byte 20.
+  const std::optional<std::string> v29 = "2.9.1+cu128";
   const std::vector<trace::ParamInfo> layout = {{0, 8}, {8, 24}, {32, 8}};
-  const auto offsets = philoxParamOffsets("_ZN2at6native6kernelIfEEvlNS_15PhiloxCudaStateEPf", layout);
-  REQUIRE(offsets == std::vector<uint32_t>{8});
+  const auto found = philoxParams("_ZN2at6native6kernelIfEEvlNS_15PhiloxCudaStateEPf", layout, v29);
+  REQUIRE(found == std::vector<PhiloxParam>{{8, {24, 4, 20}}});
   // Not Philox, or a layout that does not fit the parameter list: nothing.
-  CHECK(philoxParamOffsets("_Z1fPfi", std::vector<trace::ParamInfo>{{0, 8}, {8, 4}}).empty());
-  CHECK(philoxParamOffsets("_ZN2at6native6kernelIfEEvlNS_15PhiloxCudaStateEPf", std::vector<trace::ParamInfo>{{0, 8}}).empty());
-  CHECK(philoxParamOffsets("_ZN2at6native6kernelIfEEvlNS_15PhiloxCudaStateEPf", std::vector<trace::ParamInfo>{{0, 8}, {8, 16}, {24, 8}}).empty());
+  CHECK(philoxParams("_Z1fPfi", std::vector<trace::ParamInfo>{{0, 8}, {8, 4}}, v29).empty());
+  CHECK(philoxParams("_ZN2at6native6kernelIfEEvlNS_15PhiloxCudaStateEPf", std::vector<trace::ParamInfo>{{0, 8}}, v29).empty());
+  CHECK(philoxParams("_ZN2at6native6kernelIfEEvlNS_15PhiloxCudaStateEPf",
+                     std::vector<trace::ParamInfo>{{0, 8}, {8, 16}, {24, 8}}, v29).empty());
 
   std::vector<uint8_t> params(40, 0);
   const uint64_t seed = 42, offset = 1234;
   std::memcpy(params.data() + 8, &seed, 8);
   std::memcpy(params.data() + 16, &offset, 8);
-  auto states = decodePhilox(params, offsets);
+  auto states = decodePhilox(params, found);
   REQUIRE(states.size() == 1);
   CHECK(states[0].source == "philox");
   CHECK(states[0].seed == 42);
@@ -42,8 +45,26 @@ TEST_CASE("Philox state is located and decoded", "[recorder][rng]") {
   CHECK(states[0].generator.empty());
 
   params[8 + 20] = 1;  // captured_: seed and offset are device pointers
-  states = decodePhilox(params, offsets);
+  states = decodePhilox(params, found);
   REQUIRE(states.size() == 1);
   CHECK(states[0].generator.find("captured") != std::string::npos);
-  CHECK(decodePhilox(std::span(params).first(20), offsets).empty());  // too short: no read past the end
+  CHECK(decodePhilox(std::span(params).first(20), found).empty());  // too short: no read past the end
+}
+
+TEST_CASE("the Philox layout follows the PyTorch version, its size checked", "[recorder][rng]") {
+  const PhiloxLayout before{24, 4, 20}, since{32, 8, 24};
+  CHECK(philoxLayout("2.9.1+cu128", 24) == before);
+  CHECK(philoxLayout("1.13.1", 24) == before);
+  CHECK(philoxLayout("2.10.0", 32) == since);
+  CHECK(philoxLayout("2.11.0+cu130", 32) == since);
+  CHECK(philoxLayout("2.12.0a0+git1234", 32) == since);
+  CHECK(philoxLayout("3.0.0", 32) == since);
+  // A size the version does not have: not decoded rather than misread.
+  CHECK_FALSE(philoxLayout("2.11.0+cu130", 24));
+  CHECK_FALSE(philoxLayout("2.9.1", 32));
+  // No PyTorch version known (a program that loads libtorch from elsewhere): by size.
+  CHECK(philoxLayout(std::nullopt, 24) == before);
+  CHECK(philoxLayout(std::nullopt, 32) == since);
+  CHECK(philoxLayout("not a version", 32) == since);
+  CHECK_FALSE(philoxLayout(std::nullopt, 16));
 }

@@ -2,6 +2,7 @@
 // deliver it, against a fake device whose "device memory" is host memory.
 // The trace is written for real and read back with TraceReader.
 #include <catch2/catch.hpp>
+#include <cuda_runtime_api.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,8 +145,15 @@ class FakeDevice : public Device {
   std::mutex mu;
 
   uint32_t currentDevice() override { return device; }
+  bool throwOnDescribe = false;
 
+  std::map<uint64_t, uint64_t> runtimeStubs;  // host entry function -> CUfunction
+  uint64_t runtimeFunction(uint64_t stub) override {
+    auto it = runtimeStubs.find(stub);
+    return it == runtimeStubs.end() ? 0 : it->second;
+  }
   bool describeFunction(uint64_t f, FunctionInfo& out) override {
+    if (throwOnDescribe) throw std::runtime_error("describeFunction failed");
     auto it = functions.find(f);
     if (it == functions.end()) return false;
     out = it->second;
@@ -279,6 +287,34 @@ struct Harness {
     p.hStream = reinterpret_cast<CUstream>(stream);
     p.kernelParams = args;
     return call(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, result, "fallback_name", kernel);
+  }
+
+  // cudaLaunchKernel of the host function `stub` as the runtime reports it:
+  // its callbacks around `inside` (nothing, or the driver's own launch
+  // callbacks when the runtime launches through the driver).
+  void runtimeLaunch(uint64_t stub, void** args, const std::function<void()>& inside = {},
+                     CUpti_CallbackId cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+    cudaLaunchKernel_v7000_params p{};
+    p.func = reinterpret_cast<const void*>(stub);
+    p.gridDim = dim3(4, 1, 1);
+    p.blockDim = dim3(128, 1, 1);
+    p.args = args;
+    p.sharedMem = 256;
+    p.stream = reinterpret_cast<cudaStream_t>(0x5);
+    uint64_t correlation = 0x5151;  // not zeroed by CUPTI
+    cudaError_t ret = cudaSuccess;
+    CUpti_CallbackData cb{};
+    cb.functionName = "cudaLaunchKernel";
+    cb.functionParams = &p;
+    cb.functionReturnValue = &ret;
+    cb.symbolName = "runtime_symbol";
+    cb.context = ctx;
+    cb.correlationData = &correlation;
+    cb.callbackSite = CUPTI_API_ENTER;
+    session->onCallback(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
+    if (inside) inside();
+    cb.callbackSite = CUPTI_API_EXIT;
+    session->onCallback(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
   }
 
   std::vector<trace::Event> finishAndRead(trace::Header* header = nullptr) {
@@ -669,6 +705,105 @@ TEST_CASE("a forked child records nothing and leaves the parent's trace alone", 
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(eventsOf<trace::Allocation>(h.finishAndRead()).size() == 1);
+}
+
+TEST_CASE("a launch is recorded once whichever domain reports it: runtime, driver, or both nested",
+          "[recorder][session]") {
+  constexpr uint64_t kStub = 0x4000, kUnknownStub = 0x4001;
+  auto setUp = [&](Harness& h, std::vector<uint8_t>& y) {
+    h.device->functions[kAxpy] = axpyInfo(0);
+    h.device->runtimeStubs[kStub] = kAxpy;
+    h.memAlloc(y);
+  };
+  auto checkFull = [](const trace::KernelLaunch& k, const std::vector<uint8_t>& y) {
+    CHECK(k.function == "_Z4axpyPfS_fi");
+    CHECK(k.grid == trace::Dim3{4, 1, 1});
+    CHECK(k.stream == 0x5);
+    CHECK(k.hashed);
+    REQUIRE(k.params.size() == 24);
+    REQUIRE(k.outputs.size() == 1);
+    CHECK(k.outputs[0].digest == hash::hashBuffer(y));
+  };
+  std::vector<uint8_t> y = randomBytes(5000, 3);
+  uint64_t py = addr(y.data()), px = 0;
+  float a = 1.0f;
+  int n = 10;
+  void* args[] = {&px, &py, &a, &n};
+
+  SECTION("runtime alone") {
+    Harness h;
+    setUp(h, y);
+    h.runtimeLaunch(kStub, args);
+    const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+    REQUIRE(launches.size() == 1);
+    checkFull(launches[0], y);
+  }
+  SECTION("the driver's callbacks nested in the runtime's") {
+    Harness h;
+    setUp(h, y);
+    h.runtimeLaunch(kStub, args, [&] { h.launch(kAxpy, args, 0x5, CUDA_SUCCESS, [&] { y[3] ^= 1; }); });
+    h.launch(kAxpy, args, 0x5);  // then a launch the driver alone reports
+    const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+    REQUIRE(launches.size() == 2);
+    checkFull(launches[0], y);
+  }
+  SECTION("nested, and the runtime cannot resolve its function: the driver's callback records it") {
+    Harness h;
+    setUp(h, y);
+    h.runtimeLaunch(kUnknownStub, args, [&] { h.launch(kAxpy, args, 0x5); });
+    const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+    REQUIRE(launches.size() == 1);
+    checkFull(launches[0], y);
+  }
+  SECTION("runtime alone, function unresolved: counted, bare, with a note") {
+    Harness h;
+    setUp(h, y);
+    h.runtimeLaunch(kUnknownStub, args);
+    h.runtimeLaunch(kStub, args);
+    const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+    REQUIRE(launches.size() == 2);
+    CHECK(launches[0].function == "runtime_symbol");
+    CHECK_FALSE(launches[0].hashed);
+    REQUIRE(launches[0].annotations.size() == 1);
+    CHECK(std::get<trace::Note>(launches[0].annotations[0]).text.find("runtime alone") != std::string::npos);
+    checkFull(launches[1], y);
+  }
+  SECTION("__cudaLaunchKernel names a CUkernel, used as it is") {
+    Harness h;
+    setUp(h, y);
+    h.runtimeLaunch(kAxpy, args, {}, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+    const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+    REQUIRE(launches.size() == 1);
+    checkFull(launches[0], y);
+  }
+}
+
+TEST_CASE("a launch ENTER that records nothing leaves no stale pointer for its EXIT", "[recorder][session]") {
+  Harness h;
+  h.session->ensureStarted();
+  // CUPTI does not promise a zeroed correlationData: EXIT must not take
+  // whatever was there for a pending launch when ENTER returned early.
+  for (CUpti_CallbackId cbid : {CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel}) {
+    uint64_t correlation = 0xdeadbeefcafe;
+    CUresult ret = CUDA_SUCCESS;
+    cuLaunchKernelEx_params ex{};  // no config: nothing to record
+    cuLaunchKernel_params plain{};
+    plain.f = reinterpret_cast<CUfunction>(0xF0F);
+    h.device->throwOnDescribe = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;  // fails part-way
+    CUpti_CallbackData cb{};
+    cb.functionName = "cuTest";
+    cb.functionParams = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ? static_cast<const void*>(&ex) : &plain;
+    cb.functionReturnValue = &ret;
+    cb.context = h.ctx;
+    cb.correlationData = &correlation;
+    cb.callbackSite = CUPTI_API_ENTER;
+    h.session->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
+    CHECK(correlation == 0);
+    cb.callbackSite = CUPTI_API_EXIT;
+    h.session->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);  // would free 0xdeadbeefcafe
+  }
+  h.device->throwOnDescribe = false;
+  CHECK(eventsOf<trace::KernelLaunch>(h.finishAndRead()).empty());
 }
 
 TEST_CASE("a PyTorch Philox state parameter is labelled on the launch", "[recorder][session]") {
