@@ -2,19 +2,21 @@
 // points that choose an algorithm or draw random numbers. `gpurr record`
 // preloads this library (LD_PRELOAD), so a program's calls reach these first;
 // each one describes the call, makes it the thread's current library call for
-// the duration of the real function (found with dlsym(RTLD_NEXT)), and the
-// launch callback attaches that description to every kernel the call
-// launches. Transparent by construction: the real function's result is
-// returned unchanged, and without a recording session the wrappers only
-// forward.
+// the duration of the real function (found in the loaded library, however it
+// was loaded: loaded_symbol.h), and the launch callback attaches that
+// description to every kernel the call launches. Transparent by construction:
+// the real function's result is returned unchanged, and without a recording
+// session, or inside another wrapped call, the wrappers only forward.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
 #include <curand.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,23 +24,70 @@
 
 #include "recorder/library_call.h"
 #include "recorder/library_decode.h"
+#include "recorder/loaded_symbol.h"
+#include "recorder/warn.h"
 
 #define GPURR_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace gpurr::recorder {
 namespace {
 
-// The next definition of `name` after this library: the real library's.
-template <typename Fn>
-Fn nextSymbol(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+// A wrapped entry point reached when no loaded object defines it: only a
+// lookup by name (dlsym(RTLD_DEFAULT)) that found the recorder's export can
+// get here, as a program or library that links the library has it loaded.
+// Without the recorder that name would not have resolved, and the dynamic
+// linker ends a program that calls an undefined function; any status made up
+// here would be one the library never gave, and loading the library here
+// would run a program other than the one recorded. So: say which function,
+// and end the process the way the dynamic linker does (status 127).
+[[noreturn]] void realFunctionMissing(const char* name) {
+  static std::atomic_flag warned = ATOMIC_FLAG_INIT;
+  if (!warned.test_and_set())
+    warnToStderr(fmt::format("{} was called but no loaded library defines it (the call found gpurr's wrapper by "
+                             "name); exiting with status 127, as the dynamic linker does for an undefined function",
+                             name));
+  _exit(127);
 }
 
-// Resolved once per entry point; a static local per wrapper keeps it lazy.
-#define GPURR_REAL(name) static const auto real = nextSymbol<decltype(&::name)>(#name)
+// The real definition of one entry point: looked for on first use, kept once
+// found; a miss is never kept, as the library may be loaded later.
+template <typename Fn>
+class Real {
+ public:
+  constexpr Real(const char* name, WrappedLibrary library) : name_(name), library_(library) {}
+
+  // The function, or nullptr while no loaded library defines it.
+  Fn find() {
+    Fn fn = fn_.load(std::memory_order_acquire);
+    if (fn == nullptr) {
+      fn = reinterpret_cast<Fn>(findLoadedSymbol(name_, library_));
+      if (fn != nullptr) fn_.store(fn, std::memory_order_release);
+    }
+    return fn;
+  }
+
+  // The function a wrapper forwards to; never returns without one.
+  Fn get() {
+    Fn fn = find();
+    if (fn == nullptr) realFunctionMissing(name_);
+    return fn;
+  }
+
+ private:
+  std::atomic<Fn> fn_{nullptr};
+  const char* name_;
+  WrappedLibrary library_;
+};
+
+// The wrapper's `real`: the library's own `name`, of the same type.
+#define GPURR_REAL(name, library)                                               \
+  static Real<decltype(&::name)> realOf_##name{#name, WrappedLibrary::library}; \
+  const auto real = realOf_##name.get()
 
 std::optional<unsigned> mathMode(cublasHandle_t handle) {
-  static const auto get = nextSymbol<cublasStatus_t (*)(cublasHandle_t, cublasMath_t*)>("cublasGetMathMode");
+  static Real<cublasStatus_t (*)(cublasHandle_t, cublasMath_t*)> getMathMode{"cublasGetMathMode",
+                                                                              WrappedLibrary::Cublas};
+  const auto get = getMathMode.find();
   cublasMath_t mode{};
   if (get == nullptr || get(handle, &mode) != CUBLAS_STATUS_SUCCESS) return std::nullopt;
   return static_cast<unsigned>(mode);
@@ -51,8 +100,10 @@ std::vector<trace::Annotation> one(trace::Annotation a) {
 }
 
 // ---- cuBLASLt: the candidates the last heuristic query offered per matmul
-// descriptor, attached to the matmul that follows. Bounded: a program that
-// creates descriptors without end keeps only the latest ones.
+// descriptor, attached to the matmuls that follow. An entry goes when the
+// descriptor is destroyed (its address may be reused); queries made inside
+// another library's call (cuBLAS's own descriptors) are not kept. Bounded: a
+// program that creates descriptors without end keeps only the latest ones.
 struct HeuristicCache {
   std::mutex mu;
   std::map<const void*, std::vector<trace::AlgorithmCandidate>> byDesc;
@@ -62,6 +113,11 @@ HeuristicCache& heuristics() {
   return *c;
 }
 constexpr size_t kMaxHeuristicDescs = 4096;
+
+LtAlgoGetAttributeFn ltAlgoConfigGetAttribute() {
+  static Real<LtAlgoGetAttributeFn> get{"cublasLtMatmulAlgoConfigGetAttribute", WrappedLibrary::CublasLt};
+  return get.find();
+}
 
 template <typename T>
 std::optional<T> ltAttr(cublasStatus_t (*get)(const void*, int, void*, size_t, size_t*), const void* desc, int attr) {
@@ -76,8 +132,10 @@ std::optional<T> ltAttr(cublasStatus_t (*get)(const void*, int, void*, size_t, s
 void addLtShapes(trace::AlgorithmChoice& a, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t A,
                  cublasLtMatrixLayout_t B, cublasLtMatrixLayout_t D) {
   using Get = cublasStatus_t (*)(const void*, int, void*, size_t, size_t*);
-  static const auto descGet = nextSymbol<Get>("cublasLtMatmulDescGetAttribute");
-  static const auto layoutGet = nextSymbol<Get>("cublasLtMatrixLayoutGetAttribute");
+  static Real<Get> descGetAttribute{"cublasLtMatmulDescGetAttribute", WrappedLibrary::CublasLt};
+  static Real<Get> layoutGetAttribute{"cublasLtMatrixLayoutGetAttribute", WrappedLibrary::CublasLt};
+  const auto descGet = descGetAttribute.find();
+  const auto layoutGet = layoutGetAttribute.find();
   if (auto ct = ltAttr<int32_t>(descGet, op, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE))
     a.attributes.push_back({"computeType", cublasComputeTypeName(*ct)});
   if (auto ta = ltAttr<int32_t>(descGet, op, CUBLASLT_MATMUL_DESC_TRANSA))
@@ -162,10 +220,10 @@ trace::AlgorithmChoice cudnnPlanAnnotation(cudnnBackendDescriptor_t plan) {
     std::lock_guard lock(c.mu);
     if (auto it = c.plans.find(plan); it != c.plans.end()) return it->second;
   }
-  static const CudnnBackendApi api{
-      nextSymbol<CudnnGetAttributeFn>("cudnnBackendGetAttribute"),
-      nextSymbol<CudnnCreateDescriptorFn>("cudnnBackendCreateDescriptor"),
-      nextSymbol<CudnnDestroyDescriptorFn>("cudnnBackendDestroyDescriptor")};
+  static Real<CudnnGetAttributeFn> getAttribute{"cudnnBackendGetAttribute", WrappedLibrary::Cudnn};
+  static Real<CudnnCreateDescriptorFn> createDescriptor{"cudnnBackendCreateDescriptor", WrappedLibrary::Cudnn};
+  static Real<CudnnDestroyDescriptorFn> destroyDescriptor{"cudnnBackendDestroyDescriptor", WrappedLibrary::Cudnn};
+  const CudnnBackendApi api{getAttribute.find(), createDescriptor.find(), destroyDescriptor.find()};
   trace::AlgorithmChoice choice = cudnnExecuteAnnotation(queryCudnnPlan(api, plan));
   std::lock_guard lock(c.mu);
   return c.plans.try_emplace(plan, std::move(choice)).first->second;
@@ -175,9 +233,8 @@ trace::AlgorithmChoice cudnnPlanAnnotation(cudnnBackendDescriptor_t plan) {
 
 GPURR_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
                                                cudnnBackendDescriptor_t variantPack) {
-  GPURR_REAL(cudnnBackendExecute);
-  if (real == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
-  if (!libraryRecordingActive()) return real(handle, plan, variantPack);
+  GPURR_REAL(cudnnBackendExecute, Cudnn);
+  if (!libraryRecordingActive() || libraryCallInProgress()) return real(handle, plan, variantPack);
   LibraryCallScope scope(one(cudnnPlanAnnotation(plan)));
   return real(handle, plan, variantPack);
 }
@@ -185,8 +242,7 @@ GPURR_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBacken
 // Plans are executed many times: forget a plan's decoding only when the
 // program destroys the descriptor (its address may then be reused).
 GPURR_EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor) {
-  GPURR_REAL(cudnnBackendDestroyDescriptor);
-  if (real == nullptr) return CUDNN_STATUS_NOT_INITIALIZED;
+  GPURR_REAL(cudnnBackendDestroyDescriptor, Cudnn);
   {
     PlanCache& c = planCache();
     std::lock_guard lock(c.mu);
@@ -201,12 +257,12 @@ GPURR_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     cublasLtHandle_t handle, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
     cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D, cublasLtMatmulPreference_t preference, int requested,
     cublasLtMatmulHeuristicResult_t results[], int* returned) {
-  GPURR_REAL(cublasLtMatmulAlgoGetHeuristic);
-  if (real == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  GPURR_REAL(cublasLtMatmulAlgoGetHeuristic, CublasLt);
   const cublasStatus_t r = real(handle, op, A, B, C, D, preference, requested, results, returned);
-  if (!libraryRecordingActive() || r != CUBLAS_STATUS_SUCCESS || returned == nullptr || results == nullptr)
+  if (!libraryRecordingActive() || libraryCallInProgress() || r != CUBLAS_STATUS_SUCCESS || returned == nullptr ||
+      results == nullptr)
     return r;
-  static const auto get = nextSymbol<LtAlgoGetAttributeFn>("cublasLtMatmulAlgoConfigGetAttribute");
+  const auto get = ltAlgoConfigGetAttribute();
   std::vector<trace::AlgorithmCandidate> candidates;
   for (int i = 0; i < *returned && i < requested; ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
@@ -227,12 +283,11 @@ GPURR_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatm
                                            cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
                                            const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspaceSize,
                                            cudaStream_t stream) {
-  GPURR_REAL(cublasLtMatmul);
-  if (real == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!libraryRecordingActive())
+  GPURR_REAL(cublasLtMatmul, CublasLt);
+  if (!libraryRecordingActive() || libraryCallInProgress())
     return real(handle, op, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace, workspaceSize,
                 stream);
-  static const auto get = nextSymbol<LtAlgoGetAttributeFn>("cublasLtMatmulAlgoConfigGetAttribute");
+  const auto get = ltAlgoConfigGetAttribute();
   std::optional<LtAlgoConfig> config;
   if (algo != nullptr) config = queryLtAlgo(get, *algo);
   std::vector<trace::AlgorithmCandidate> candidates;
@@ -246,6 +301,16 @@ GPURR_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatm
   LibraryCallScope scope(one(std::move(choice)));
   return real(handle, op, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace, workspaceSize,
               stream);
+}
+
+GPURR_EXPORT cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
+  GPURR_REAL(cublasLtMatmulDescDestroy, CublasLt);
+  {
+    HeuristicCache& h = heuristics();
+    std::lock_guard lock(h.mu);
+    h.byDesc.erase(matmulDesc);
+  }
+  return real(matmulDesc);
 }
 
 // ---------------------------------------------------------------- cuBLAS
@@ -277,7 +342,7 @@ GemmCall gemmExCall(const char* name, int ta, int tb, int64_t m, int64_t n, int6
 
 template <typename Call>
 cublasStatus_t gemm(cublasHandle_t handle, GemmCall call, Call real) {
-  if (!libraryRecordingActive()) return real();
+  if (!libraryRecordingActive() || libraryCallInProgress()) return real();
   call.mathMode = mathMode(handle);
   LibraryCallScope scope(one(cublasGemmAnnotation(call)));
   return real();
@@ -288,8 +353,7 @@ cublasStatus_t gemm(cublasHandle_t handle, GemmCall call, Call real) {
 GPURR_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
                                            int n, int k, const float* alpha, const float* A, int lda, const float* B,
                                            int ldb, const float* beta, float* C, int ldc) {
-  GPURR_REAL(cublasSgemm_v2);
-  if (real == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  GPURR_REAL(cublasSgemm_v2, Cublas);
   GemmCall c = gemmCall("cublasSgemm_v2", ta, tb, m, n, k);
   return gemm(handle, c, [&] { return real(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); });
 }
@@ -297,8 +361,7 @@ GPURR_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperatio
 GPURR_EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
                                            int n, int k, const double* alpha, const double* A, int lda,
                                            const double* B, int ldb, const double* beta, double* C, int ldc) {
-  GPURR_REAL(cublasDgemm_v2);
-  if (real == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  GPURR_REAL(cublasDgemm_v2, Cublas);
   GemmCall c = gemmCall("cublasDgemm_v2", ta, tb, m, n, k);
   return gemm(handle, c, [&] { return real(handle, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc); });
 }
@@ -308,11 +371,11 @@ GPURR_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_
                                          const void* B, cudaDataType Btype, int ldb, const void* beta, void* C,
                                          cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                                          cublasGemmAlgo_t algo) {
-  static const auto real = nextSymbol<cublasStatus_t (*)(
+  static Real<cublasStatus_t (*)(
       cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*, cudaDataType,
       int, const void*, cudaDataType, int, const void*, void*, cudaDataType, int, cublasComputeType_t,
-      cublasGemmAlgo_t)>("cublasGemmEx");
-  if (real == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+      cublasGemmAlgo_t)> realOf_cublasGemmEx{"cublasGemmEx", WrappedLibrary::Cublas};
+  const auto real = realOf_cublasGemmEx.get();
   GemmCall c = gemmExCall("cublasGemmEx", ta, tb, m, n, k, 1, Atype, Btype, Ctype, computeType, algo);
   return gemm(handle, c, [&] {
     return real(handle, ta, tb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
@@ -324,8 +387,7 @@ GPURR_EXPORT cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cub
                                                       const float* A, int lda, long long strideA, const float* B,
                                                       int ldb, long long strideB, const float* beta, float* C,
                                                       int ldc, long long strideC, int batch) {
-  GPURR_REAL(cublasSgemmStridedBatched);
-  if (real == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  GPURR_REAL(cublasSgemmStridedBatched, Cublas);
   GemmCall c = gemmCall("cublasSgemmStridedBatched", ta, tb, m, n, k, batch);
   return gemm(handle, c, [&] {
     return real(handle, ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch);
@@ -337,8 +399,7 @@ GPURR_EXPORT cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cub
                                                       const double* A, int lda, long long strideA, const double* B,
                                                       int ldb, long long strideB, const double* beta, double* C,
                                                       int ldc, long long strideC, int batch) {
-  GPURR_REAL(cublasDgemmStridedBatched);
-  if (real == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  GPURR_REAL(cublasDgemmStridedBatched, Cublas);
   GemmCall c = gemmCall("cublasDgemmStridedBatched", ta, tb, m, n, k, batch);
   return gemm(handle, c, [&] {
     return real(handle, ta, tb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batch);
@@ -351,11 +412,12 @@ GPURR_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
     long long strideB, const void* beta, void* C, cudaDataType Ctype, int ldc, long long strideC, int batch,
     cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
   // Overloaded in C++ (an older computeType form): name the C signature.
-  static const auto real = nextSymbol<cublasStatus_t (*)(
+  static Real<cublasStatus_t (*)(
       cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*, cudaDataType,
       int, long long, const void*, cudaDataType, int, long long, const void*, void*, cudaDataType, int, long long,
-      int, cublasComputeType_t, cublasGemmAlgo_t)>("cublasGemmStridedBatchedEx");
-  if (real == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+      int, cublasComputeType_t, cublasGemmAlgo_t)>
+      realOf_cublasGemmStridedBatchedEx{"cublasGemmStridedBatchedEx", WrappedLibrary::Cublas};
+  const auto real = realOf_cublasGemmStridedBatchedEx.get();
   GemmCall c =
       gemmExCall("cublasGemmStridedBatchedEx", ta, tb, m, n, k, batch, Atype, Btype, Ctype, computeType, algo);
   return gemm(handle, c, [&] {
@@ -367,8 +429,7 @@ GPURR_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
 // ---------------------------------------------------------------- cuRAND
 
 GPURR_EXPORT curandStatus_t curandCreateGenerator(curandGenerator_t* gen, curandRngType_t type) {
-  GPURR_REAL(curandCreateGenerator);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandCreateGenerator, Curand);
   const curandStatus_t r = real(gen, type);
   if (r == CURAND_STATUS_SUCCESS && gen != nullptr) {
     updateGenerator(*gen, [&](CurandGeneratorState& s) { s = CurandGeneratorState{static_cast<int>(type)}; });
@@ -377,8 +438,7 @@ GPURR_EXPORT curandStatus_t curandCreateGenerator(curandGenerator_t* gen, curand
 }
 
 GPURR_EXPORT curandStatus_t curandDestroyGenerator(curandGenerator_t gen) {
-  GPURR_REAL(curandDestroyGenerator);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandDestroyGenerator, Curand);
   const curandStatus_t r = real(gen);
   if (r == CURAND_STATUS_SUCCESS) {
     Generators& g = generators();
@@ -389,8 +449,7 @@ GPURR_EXPORT curandStatus_t curandDestroyGenerator(curandGenerator_t gen) {
 }
 
 GPURR_EXPORT curandStatus_t curandSetPseudoRandomGeneratorSeed(curandGenerator_t gen, unsigned long long seed) {
-  GPURR_REAL(curandSetPseudoRandomGeneratorSeed);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandSetPseudoRandomGeneratorSeed, Curand);
   const curandStatus_t r = real(gen, seed);
   // Setting the seed restarts the sequence at the generator's offset.
   if (r == CURAND_STATUS_SUCCESS) updateGenerator(gen, [&](CurandGeneratorState& s) { s.seed = seed; });
@@ -398,16 +457,14 @@ GPURR_EXPORT curandStatus_t curandSetPseudoRandomGeneratorSeed(curandGenerator_t
 }
 
 GPURR_EXPORT curandStatus_t curandSetGeneratorOffset(curandGenerator_t gen, unsigned long long offset) {
-  GPURR_REAL(curandSetGeneratorOffset);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandSetGeneratorOffset, Curand);
   const curandStatus_t r = real(gen, offset);
   if (r == CURAND_STATUS_SUCCESS) updateGenerator(gen, [&](CurandGeneratorState& s) { s.offset = offset; });
   return r;
 }
 
 GPURR_EXPORT curandStatus_t curandSetGeneratorOrdering(curandGenerator_t gen, curandOrdering_t order) {
-  GPURR_REAL(curandSetGeneratorOrdering);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandSetGeneratorOrdering, Curand);
   const curandStatus_t r = real(gen, order);
   if (r == CURAND_STATUS_SUCCESS)
     updateGenerator(gen, [&](CurandGeneratorState& s) { s.ordering = static_cast<int>(order); });
@@ -415,59 +472,50 @@ GPURR_EXPORT curandStatus_t curandSetGeneratorOrdering(curandGenerator_t gen, cu
 }
 
 GPURR_EXPORT curandStatus_t curandGenerate(curandGenerator_t gen, unsigned int* out, size_t n) {
-  GPURR_REAL(curandGenerate);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandGenerate, Curand);
   return generate(gen, n, [&] { return real(gen, out, n); });
 }
 
 GPURR_EXPORT curandStatus_t curandGenerateLongLong(curandGenerator_t gen, unsigned long long* out, size_t n) {
-  GPURR_REAL(curandGenerateLongLong);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandGenerateLongLong, Curand);
   return generate(gen, n, [&] { return real(gen, out, n); });
 }
 
 GPURR_EXPORT curandStatus_t curandGenerateUniform(curandGenerator_t gen, float* out, size_t n) {
-  GPURR_REAL(curandGenerateUniform);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandGenerateUniform, Curand);
   return generate(gen, n, [&] { return real(gen, out, n); });
 }
 
 GPURR_EXPORT curandStatus_t curandGenerateUniformDouble(curandGenerator_t gen, double* out, size_t n) {
-  GPURR_REAL(curandGenerateUniformDouble);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandGenerateUniformDouble, Curand);
   return generate(gen, n, [&] { return real(gen, out, n); });
 }
 
 GPURR_EXPORT curandStatus_t curandGenerateNormal(curandGenerator_t gen, float* out, size_t n, float mean,
                                                  float stddev) {
-  GPURR_REAL(curandGenerateNormal);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandGenerateNormal, Curand);
   return generate(gen, n, [&] { return real(gen, out, n, mean, stddev); });
 }
 
 GPURR_EXPORT curandStatus_t curandGenerateNormalDouble(curandGenerator_t gen, double* out, size_t n, double mean,
                                                        double stddev) {
-  GPURR_REAL(curandGenerateNormalDouble);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandGenerateNormalDouble, Curand);
   return generate(gen, n, [&] { return real(gen, out, n, mean, stddev); });
 }
 
 GPURR_EXPORT curandStatus_t curandGenerateLogNormal(curandGenerator_t gen, float* out, size_t n, float mean,
                                                     float stddev) {
-  GPURR_REAL(curandGenerateLogNormal);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandGenerateLogNormal, Curand);
   return generate(gen, n, [&] { return real(gen, out, n, mean, stddev); });
 }
 
 GPURR_EXPORT curandStatus_t curandGenerateLogNormalDouble(curandGenerator_t gen, double* out, size_t n, double mean,
                                                           double stddev) {
-  GPURR_REAL(curandGenerateLogNormalDouble);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandGenerateLogNormalDouble, Curand);
   return generate(gen, n, [&] { return real(gen, out, n, mean, stddev); });
 }
 
 GPURR_EXPORT curandStatus_t curandGeneratePoisson(curandGenerator_t gen, unsigned int* out, size_t n, double lambda) {
-  GPURR_REAL(curandGeneratePoisson);
-  if (real == nullptr) return CURAND_STATUS_INITIALIZATION_FAILED;
+  GPURR_REAL(curandGeneratePoisson, Curand);
   return generate(gen, n, [&] { return real(gen, out, n, lambda); });
 }

@@ -18,8 +18,14 @@ namespace gpurr::recorder {
 bool libraryRecordingActive();
 void setLibraryRecordingActive(bool active);
 
-// One frame per wrapper on the thread's stack of calls; a library calling
-// another wrapped entry point (cuBLAS calling cuBLASLt) pushes a second one.
+// Whether a wrapped library call is in progress on this thread. A wrapper
+// reached from inside another one (cuBLAS calling cublasLtMatmul, cuSOLVER
+// calling cublasGemmEx) only forwards: the program's own call describes the
+// launches, once.
+bool libraryCallInProgress();
+
+// The thread's current library call for its lifetime. Only the outermost
+// scope counts: one made while another is in progress adds nothing.
 class LibraryCallScope {
  public:
   explicit LibraryCallScope(std::vector<trace::Annotation> annotations);
@@ -29,12 +35,12 @@ class LibraryCallScope {
 
  private:
   std::vector<trace::Annotation> annotations_;
-  const LibraryCallScope* outer_;
+  bool outermost_;
   friend void appendLibraryCallAnnotations(std::vector<trace::Annotation>& out);
 };
 
-// Appends the annotations of every call in progress on this thread, outermost
-// first; nothing when none is.
+// Appends the annotations of the call in progress on this thread; nothing
+// when none is.
 void appendLibraryCallAnnotations(std::vector<trace::Annotation>& out);
 
 }  // namespace gpurr::recorder

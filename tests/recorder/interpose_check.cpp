@@ -1,16 +1,24 @@
 // Run with the recorder preloaded (LD_PRELOAD): library calls reach its
 // wrappers first, which must forward them unchanged to the library linked
 // here (the stand-ins of interpose_fake_libs.cpp) and return its status.
-// With "absent" as argument, asks the wrappers for entry points that no
-// loaded library defines: they must fail cleanly, not crash.
+// With "absent LIBCURAND" as arguments, calls wrappers whose library is not
+// loaded: the process must end as the dynamic linker ends a program calling
+// an undefined function (a warning naming the function, status 127), never
+// with a status the library did not give; once the library is loaded
+// (RTLD_LOCAL), the same wrapper must find it.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
 #include <curand.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <tuple>
+#include <utility>
 
 extern "C" unsigned long long gFakeLastSeed;
 extern "C" size_t gFakeLastCount;
@@ -22,11 +30,73 @@ namespace {
 
 int failures = 0;
 
-void check(bool ok, const char* what) {
+void check(bool ok, const std::string& what) {
   if (!ok) {
-    std::fprintf(stderr, "FAILED: %s\n", what);
+    std::fprintf(stderr, "FAILED: %s\n", what.c_str());
     ++failures;
   }
+}
+
+// Runs `call` in a child process; its exit status (-1 when it did not exit)
+// and what it wrote to stderr.
+template <typename Call>
+std::pair<int, std::string> inChild(Call call) {
+  int fds[2];
+  if (pipe(fds) != 0) return {-1, ""};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    call();
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string err;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) err.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, err};
+}
+
+using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                    const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                    cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+using SetOffsetFn = curandStatus_t (*)(curandGenerator_t, unsigned long long);
+
+int absent(const char* libcurand) {
+  // Entry points of libraries this program does not load: found by name,
+  // only the recorder's exports answer.
+  auto gemmEx = reinterpret_cast<GemmExFn>(dlsym(RTLD_DEFAULT, "cublasGemmEx"));
+  auto setOffset = reinterpret_cast<SetOffsetFn>(dlsym(RTLD_DEFAULT, "curandSetGeneratorOffset"));
+  check(gemmEx != nullptr && setOffset != nullptr, "the recorder exports cublasGemmEx and curandSetGeneratorOffset");
+  if (gemmEx == nullptr || setOffset == nullptr) return 1;
+
+  auto [status, err] = inChild([&] {
+    gemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, nullptr, nullptr, CUDA_R_32F, 1, nullptr, CUDA_R_32F, 1, nullptr,
+           nullptr, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  });
+  std::fprintf(stderr, "cublasGemmEx without cuBLAS: status %d, stderr: %s", status, err.c_str());
+  check(status == 127, "cublasGemmEx without cuBLAS ends the process with status 127");
+  check(err.find("gpurr: warning: cublasGemmEx") != std::string::npos, "the warning names cublasGemmEx");
+  std::tie(status, err) = inChild([&] { setOffset(nullptr, 1); });
+  check(status == 127 && err.find("curandSetGeneratorOffset") != std::string::npos,
+        "curandSetGeneratorOffset without cuRAND ends the process with status 127, naming it");
+
+  // Loaded later, as Python loads it (RTLD_LOCAL): the wrapper finds it and
+  // returns its status.
+  void* curand = dlopen(libcurand, RTLD_NOW | RTLD_LOCAL);
+  check(curand != nullptr, std::string("dlopen ") + libcurand);
+  if (curand == nullptr) return 1;
+  auto realSetOffset = reinterpret_cast<SetOffsetFn>(dlsym(curand, "curandSetGeneratorOffset"));
+  check(realSetOffset != nullptr && realSetOffset != setOffset, "cuRAND defines curandSetGeneratorOffset");
+  if (realSetOffset == nullptr) return 1;
+  const curandStatus_t expected = realSetOffset(nullptr, 1);
+  std::tie(status, err) = inChild([&] { _exit(setOffset(nullptr, 1) == expected ? 0 : 1); });
+  check(status == 0 && err.empty(),
+        "curandSetGeneratorOffset, once cuRAND is loaded RTLD_LOCAL, returns cuRAND's own status");
+  return failures == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -39,25 +109,7 @@ int main(int argc, char** argv) {
             std::strstr(info.dli_fname, "libgpurr_recorder") != nullptr,
         "curandGenerateUniform resolves to the recorder's wrapper (is it preloaded?)");
 
-  if (argc > 1 && std::strcmp(argv[1], "absent") == 0) {
-    // Entry points of libraries this program does not load: RTLD_NEXT finds none.
-    auto gemmEx = reinterpret_cast<cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                                      int, const void*, const void*, cudaDataType, int, const void*,
-                                                      cudaDataType, int, const void*, void*, cudaDataType, int,
-                                                      cublasComputeType_t, cublasGemmAlgo_t)>(
-        dlsym(RTLD_DEFAULT, "cublasGemmEx"));
-    check(gemmEx != nullptr, "the recorder exports cublasGemmEx");
-    if (gemmEx != nullptr)
-      check(gemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, nullptr, nullptr, CUDA_R_32F, 1, nullptr, CUDA_R_32F, 1,
-                   nullptr, nullptr, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) ==
-                CUBLAS_STATUS_NOT_INITIALIZED,
-            "cublasGemmEx without cuBLAS fails with NOT_INITIALIZED");
-    auto seed = reinterpret_cast<curandStatus_t (*)(curandGenerator_t, unsigned long long)>(
-        dlsym(RTLD_DEFAULT, "curandSetGeneratorOffset"));
-    check(seed != nullptr && seed(nullptr, 1) == CURAND_STATUS_INITIALIZATION_FAILED,
-          "curandSetGeneratorOffset without cuRAND fails with INITIALIZATION_FAILED");
-    return failures == 0 ? 0 : 1;
-  }
+  if (argc > 2 && std::strcmp(argv[1], "absent") == 0) return absent(argv[2]);
 
   curandGenerator_t gen = nullptr;
   check(curandCreateGenerator(&gen, CURAND_RNG_PSEUDO_PHILOX4_32_10) == CURAND_STATUS_SUCCESS && gen != nullptr,

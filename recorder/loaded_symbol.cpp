@@ -1,0 +1,78 @@
+// Finding the real definition of a wrapped entry point (see loaded_symbol.h).
+#include "recorder/loaded_symbol.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <string>
+#include <vector>
+
+namespace gpurr::recorder {
+namespace {
+
+// The object this code is in (the recorder, or a test program): its own
+// exports are the wrappers, never the real function.
+const void* ownBase() {
+  static const void* base = [] {
+    Dl_info info{};
+    return dladdr(reinterpret_cast<const void*>(&findLoadedSymbol), &info) != 0 ? info.dli_fbase : nullptr;
+  }();
+  return base;
+}
+
+bool definedElsewhere(const void* fn) {
+  if (fn == nullptr) return false;
+  Dl_info info{};
+  return dladdr(fn, &info) == 0 || info.dli_fbase != ownBase();
+}
+
+// `name` in an object already loaded under `file` (and its dependencies), or
+// nullptr. RTLD_NOLOAD never loads anything, and without RTLD_GLOBAL or
+// RTLD_NOW it changes nothing about how the object was loaded.
+void* findIn(const char* file, const char* name) {
+  void* handle = dlopen(file, RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  void* fn = dlsym(handle, name);
+  dlclose(handle);  // drops the reference RTLD_NOLOAD took
+  return definedElsewhere(fn) ? fn : nullptr;
+}
+
+std::vector<const char*> sonames(WrappedLibrary library) {
+  switch (library) {
+    case WrappedLibrary::Cudnn:
+      return {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so.10"};
+    case WrappedLibrary::Cublas:
+      return {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so.14"};
+    case WrappedLibrary::CublasLt:
+      return {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so.14"};
+    case WrappedLibrary::Curand:
+      return {"libcurand.so.10", "libcurand.so.11"};
+  }
+  return {};
+}
+
+int collectName(dl_phdr_info* info, size_t, void* data) {
+  // The program itself (empty name) comes before the recorder in the global
+  // scope: calls it could bind to its own definition never reach a wrapper.
+  if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0')
+    static_cast<std::vector<std::string>*>(data)->emplace_back(info->dlpi_name);
+  return 0;
+}
+
+}  // namespace
+
+void* findLoadedSymbol(const char* name, WrappedLibrary library) {
+  if (void* fn = dlsym(RTLD_NEXT, name); definedElsewhere(fn)) return fn;
+  for (const char* soname : sonames(library)) {
+    if (void* fn = findIn(soname, name)) return fn;
+  }
+  // dlopen is not called under dl_iterate_phdr's lock: names first.
+  std::vector<std::string> loaded;
+  dl_iterate_phdr(collectName, &loaded);
+  for (const std::string& file : loaded) {
+    if (void* fn = findIn(file.c_str(), name)) return fn;
+  }
+  return nullptr;
+}
+
+}  // namespace gpurr::recorder
