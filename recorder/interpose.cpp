@@ -35,18 +35,29 @@ namespace {
 // A wrapped entry point reached when no loaded object defines it: only a
 // lookup by name (dlsym(RTLD_DEFAULT)) that found the recorder's export can
 // get here, as a program or library that links the library has it loaded.
-// Without the recorder that name would not have resolved, and the dynamic
-// linker ends a program that calls an undefined function; any status made up
-// here would be one the library never gave, and loading the library here
-// would run a program other than the one recorded. So: say which function,
-// and end the process the way the dynamic linker does (status 127).
-[[noreturn]] void realFunctionMissing(const char* name) {
+// Without the recorder that name would not have resolved. A status made up
+// here would be one the library never gave, so the library is loaded (its
+// usual soname, RTLD_LOCAL) and answers the call itself, with a warning that
+// the program now runs differently from how it runs without gpurr; if it
+// cannot be loaded either, the process ends as the dynamic linker ends a
+// program that calls an undefined function (status 127).
+void* loadMissing(const char* name, WrappedLibrary library) {
   static std::atomic_flag warned = ATOMIC_FLAG_INIT;
-  if (!warned.test_and_set())
-    warnToStderr(fmt::format("{} was called but no loaded library defines it (the call found gpurr's wrapper by "
-                             "name); exiting with status 127, as the dynamic linker does for an undefined function",
-                             name));
-  _exit(127);
+  const char* soname = librarySonames(library).front();
+  void* lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  void* fn = lib != nullptr ? dlsym(lib, name) : nullptr;
+  if (!warned.test_and_set()) {
+    warnToStderr(fn != nullptr
+                     ? fmt::format("{} was called but no loaded library defined it (the call found gpurr's wrapper "
+                                   "by name); gpurr loaded {} to answer it, which the program does not do by itself",
+                                   name, soname)
+                     : fmt::format("{} was called but no loaded library defines it (the call found gpurr's wrapper "
+                                   "by name) and {} cannot be loaded; exiting with status 127, as the dynamic linker "
+                                   "does for an undefined function",
+                                   name, soname));
+  }
+  if (fn == nullptr) _exit(127);
+  return fn;
 }
 
 // The real definition of one entry point: looked for on first use, kept once
@@ -69,7 +80,10 @@ class Real {
   // The function a wrapper forwards to; never returns without one.
   Fn get() {
     Fn fn = find();
-    if (fn == nullptr) realFunctionMissing(name_);
+    if (fn == nullptr) {
+      fn = reinterpret_cast<Fn>(loadMissing(name_, library_));
+      fn_.store(fn, std::memory_order_release);
+    }
     return fn;
   }
 

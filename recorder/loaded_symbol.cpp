@@ -37,20 +37,6 @@ void* findIn(const char* file, const char* name) {
   return definedElsewhere(fn) ? fn : nullptr;
 }
 
-std::vector<const char*> sonames(WrappedLibrary library) {
-  switch (library) {
-    case WrappedLibrary::Cudnn:
-      return {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so.10"};
-    case WrappedLibrary::Cublas:
-      return {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so.14"};
-    case WrappedLibrary::CublasLt:
-      return {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so.14"};
-    case WrappedLibrary::Curand:
-      return {"libcurand.so.10", "libcurand.so.11"};
-  }
-  return {};
-}
-
 int collectName(dl_phdr_info* info, size_t, void* data) {
   // The program itself (empty name) comes before the recorder in the global
   // scope: calls it could bind to its own definition never reach a wrapper.
@@ -61,9 +47,25 @@ int collectName(dl_phdr_info* info, size_t, void* data) {
 
 }  // namespace
 
+const std::vector<const char*>& librarySonames(WrappedLibrary library) {
+  static const std::vector<const char*> cudnn = {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so.10"};
+  static const std::vector<const char*> cublas = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11",
+                                                  "libcublas.so.14"};
+  static const std::vector<const char*> cublasLt = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11",
+                                                    "libcublasLt.so.14"};
+  static const std::vector<const char*> curand = {"libcurand.so.10", "libcurand.so.11"};
+  switch (library) {
+    case WrappedLibrary::Cudnn: return cudnn;
+    case WrappedLibrary::Cublas: return cublas;
+    case WrappedLibrary::CublasLt: return cublasLt;
+    case WrappedLibrary::Curand: return curand;
+  }
+  return curand;
+}
+
 void* findLoadedSymbol(const char* name, WrappedLibrary library) {
   if (void* fn = dlsym(RTLD_NEXT, name); definedElsewhere(fn)) return fn;
-  for (const char* soname : sonames(library)) {
+  for (const char* soname : librarySonames(library)) {
     if (void* fn = findIn(soname, name)) return fn;
   }
   // dlopen is not called under dl_iterate_phdr's lock: names first.

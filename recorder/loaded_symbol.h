@@ -2,11 +2,16 @@
 // also exports (interpose.cpp), wherever and however the library was loaded.
 #pragma once
 
+#include <vector>
+
 namespace gpurr::recorder {
 
 // The libraries the wrappers stand in front of; each is looked for under its
 // usual sonames first.
 enum class WrappedLibrary { Cudnn, Cublas, CublasLt, Curand };
+
+// The sonames `library` is looked for under, the current one first.
+const std::vector<const char*>& librarySonames(WrappedLibrary library);
 
 // The address of `name` as defined by a loaded object other than the one
 // holding this code, or nullptr when no loaded object defines it (yet).
