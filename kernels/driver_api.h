@@ -37,6 +37,7 @@ namespace gpurr::kernels {
   X(cuLaunchKernel)               \
   X(cuMemAlloc)                   \
   X(cuMemFree)                    \
+  X(cuMemGetAddressRange)         \
   X(cuMemAllocHost)               \
   X(cuMemFreeHost)                \
   X(cuMemcpyHtoD)                 \

@@ -18,7 +18,8 @@ enum class Handler : uint8_t {
   // allocations
   kMemAlloc, kMemAllocPitch, kMemAllocAsync, kMemAllocFromPoolAsync, kMemAllocManaged, kMemFree, kMemFreeAsync,
   kMemHostAlloc, kMemAllocHost, kMemHostRegister, kMemHostUnregister, kMemFreeHost, kAddressReserve,
-  kAddressFree, kMemMap, kMemUnmap, kModuleGetGlobal, kLibraryGetGlobal, kModuleLoad,
+  kAddressFree, kMemMap, kMemUnmap, kMemSetAccess, kIpcOpenMemHandle, kIpcCloseMemHandle, kMemPoolImportPointer,
+  kModuleGetGlobal, kLibraryGetGlobal, kModuleLoad,
   // copies and sets
   kMemcpyHtoD, kMemcpyHtoDAsync, kMemcpyDtoH, kMemcpyDtoHAsync, kMemcpyDtoD, kMemcpyDtoDAsync, kMemcpy,
   kMemcpyAsync, kMemcpyPeer, kMemcpyPeerAsync, kMemcpy2D, kMemcpy2DAsync, kMemcpy3D, kMemcpy3DAsync,

@@ -639,6 +639,15 @@ uint32_t CudaDevice::currentDevice() {
   return api_.cuCtxGetDevice(&dev) == CUDA_SUCCESS ? static_cast<uint32_t>(dev) : 0;
 }
 
+bool CudaDevice::addressRange(uint64_t address, uint64_t& base, uint64_t& size) {
+  if (api_.cuMemGetAddressRange == nullptr) return false;
+  CUdeviceptr b = 0;
+  size_t s = 0;
+  if (api_.cuMemGetAddressRange(&b, &s, address) != CUDA_SUCCESS) return false;
+  base = b, size = s;
+  return true;
+}
+
 void CudaDevice::describeSystem(trace::Header& h) {
   int version = 0;
   if (api_.cuDriverGetVersion(&version) == CUDA_SUCCESS) h.driverVersion = static_cast<uint32_t>(version);

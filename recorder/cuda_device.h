@@ -36,6 +36,7 @@ class CudaDevice : public Device {
   bool rerunLaunch(uint64_t context, const Relaunch& launch, std::span<const kernels::HashRequest> outputs,
                    uint32_t runs, std::vector<std::vector<uint64_t>>& digests, std::string& error) override;
   uint32_t currentDevice() override;
+  bool addressRange(uint64_t address, uint64_t& base, uint64_t& size) override;
 
   void setCheckpointApi(const CheckpointApi& api) { checkpoint_ = api; }
   // cuLaunchKernelEx, which the driver table does not hold (null in tests

@@ -111,6 +111,14 @@ class Device {
   // Ordinal of the device of the current context (0 when unknown).
   virtual uint32_t currentDevice() { return 0; }
 
+  // The start and size of the allocation containing `address`
+  // (cuMemGetAddressRange), for memory whose size the call that made it does
+  // not give (IPC handles, imported pool allocations). False when unknown.
+  virtual bool addressRange(uint64_t address, uint64_t& base, uint64_t& size) {
+    (void)address, (void)base, (void)size;
+    return false;
+  }
+
   // GPUs, driver and library versions for the trace header.
   virtual void describeSystem(trace::Header& header) = 0;
 

@@ -37,18 +37,21 @@ std::optional<std::vector<uint8_t>> paramsFromExtra(void* const* extra) {
   return std::vector<uint8_t>(buffer, buffer + size);
 }
 
-std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const AllocationMap& map) {
+std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const AllocationMap& map,
+                                         uint32_t device) {
   std::vector<ScannedPointer> out;
   for (size_t off = 0; off + 8 <= params.size(); off += 8) {
     uint64_t word;
     std::memcpy(&word, params.data() + off, 8);
     if (word == 0) continue;
-    const std::optional<Resolved> r = map.resolve(word);
+    const std::optional<Resolved> r = map.resolveFrom(word, device);
     if (!r) continue;
     ScannedPointer p;
     p.param = {static_cast<uint32_t>(off), r->ordinal, r->offset};
     p.address = word;
     p.readableBytes = r->readableBytes;
+    p.kind = r->kind;
+    p.allocationDevice = r->device;
     out.push_back(p);
   }
   return out;
@@ -56,7 +59,8 @@ std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const 
 
 std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers) {
   std::vector<const ScannedPointer*> sorted;
-  for (const ScannedPointer& p : pointers) sorted.push_back(&p);
+  for (const ScannedPointer& p : pointers)
+    if (p.readableBytes > 0) sorted.push_back(&p);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->address < b->address; });
   std::vector<trace::DeviceRange> out;
   for (const ScannedPointer* p : sorted) {

@@ -24,17 +24,25 @@ std::optional<std::vector<uint8_t>> paramsFromExtra(void* const* extra);
 struct ScannedPointer {
   trace::PointerParam param;
   uint64_t address = 0;
-  uint64_t readableBytes = 0;  // from `address` to the end of its readable extent
+  // From `address` to the end of what the launch's device can read there;
+  // 0 when it cannot read it (host memory, another device's memory, a VMM
+  // mapping without read access for it): such a pointer is not hashed.
+  uint64_t readableBytes = 0;
+  trace::AllocationKind kind = trace::AllocationKind::kDevice;
+  uint32_t allocationDevice = 0;
 };
 
 // Every 8-byte-aligned word of `params` that points into a live allocation
-// (so pointers inside by-value structs are found too). Words that are not
+// (so pointers inside by-value structs are found too), with what a kernel on
+// `device` can read from it (AllocationMap::resolveFrom). Words that are not
 // 8-byte aligned are never read as pointers.
-std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const AllocationMap& map);
+std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const AllocationMap& map,
+                                         uint32_t device);
 
 // The ranges a launch with these pointers can read or write: for each
-// allocation, from the lowest pointer into it to the end of its readable
-// extent (further pointers already inside such a range add nothing).
+// allocation, from the lowest readable pointer into it to the end of its
+// readable extent (further pointers already inside such a range add
+// nothing). Pointers the device cannot read through give no range.
 std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers);
 
 }  // namespace gpurr::recorder

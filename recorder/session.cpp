@@ -108,6 +108,33 @@ const T& params(const CUpti_CallbackData& cb) {
   return *static_cast<const T*>(cb.functionParams);
 }
 
+// The note on a hashed launch whose pointer parameters point into memory its
+// device cannot read (so no range of theirs is hashed), one entry per
+// allocation; empty when there is none.
+std::string unreadableOperands(const std::vector<ScannedPointer>& scanned, uint32_t device) {
+  std::string out;
+  std::set<uint32_t> seen;
+  for (const ScannedPointer& p : scanned) {
+    if (p.readableBytes > 0 || !seen.insert(p.param.allocation).second) continue;
+    std::string why;
+    switch (p.kind) {
+      case AllocationKind::kHostMapped:
+        why = "host memory";
+        break;
+      case AllocationKind::kVmm:
+        why = "VMM mapping without read access for device " + std::to_string(device);
+        break;
+      default:
+        why = "memory of device " + std::to_string(p.allocationDevice);
+        break;
+    }
+    out += (out.empty() ? "" : ", ") + std::string("allocation ") + std::to_string(p.param.allocation) + " (" +
+           why + ")";
+  }
+  if (out.empty()) return out;
+  return "not hashed, not readable from device " + std::to_string(device) + ": " + out;
+}
+
 }  // namespace
 
 // State carried from a launch's ENTER callback to its EXIT (through
@@ -585,15 +612,18 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchC
   for (trace::RngState& r : decodePhilox(k.params, fn->philox)) k.annotations.push_back(std::move(r));
   appendLibraryCallAnnotations(k.annotations);
 
+  // Only what the launch's device is known to be able to read is hashed.
+  const uint32_t device = deviceOf(k.context);
   std::vector<ScannedPointer> scanned;
   uint64_t index;
   {
     std::lock_guard lock(mu_);
     index = nextLaunch_++;
-    scanned = scanPointers(k.params, allocations_);
+    scanned = scanPointers(k.params, allocations_, device);
   }
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
   std::vector<trace::DeviceRange> ranges = referencedRanges(scanned);
+  const std::string unreadable = unreadableOperands(scanned, device);
 
   auto pending = std::make_unique<PendingLaunch>();
   pending->context = k.context;
@@ -623,6 +653,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchC
     r.kernelParams = kernelParams, r.extra = extra;
     checkDeterminism(pending->context, r, ranges, k.annotations);
   }
+  if (k.hashed && !unreadable.empty()) k.annotations.emplace_back(std::in_place_type<trace::Note>, unreadable);
   if (k.hashed) {
     pending->entry.before = hashRanges(pending->context, pending->stream, ranges);
     if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
@@ -661,21 +692,15 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   pending->context = u64(cb.context);
   pending->stream = enqueueStream(g.stream, perThread);
   // No per-node information: the graph may touch any live device memory, so
-  // its pre and post state is every readable device allocation.
+  // its pre and post state is every device allocation its device can read.
+  const uint32_t device = deviceOf(pending->context);
   std::vector<trace::DeviceRange> ranges;
   {
     std::lock_guard lock(mu_);
     allocations_.forEach([&](const trace::Allocation& a) {
       if (a.kind == AllocationKind::kHostMapped || a.kind == AllocationKind::kManaged) return;
-      for (uint64_t at = a.address; at < a.address + a.size;) {
-        const std::optional<Resolved> r = allocations_.resolve(at);
-        if (!r) {
-          at += 64 * 1024;  // unmapped part of a VMM reservation (granularity >= 64 KiB)
-          continue;
-        }
-        ranges.push_back({at, r->readableBytes, a.ordinal, at - a.address});
-        at += r->readableBytes;
-      }
+      for (const auto& [at, size] : allocations_.readableParts(a, device))
+        ranges.push_back({at, size, a.ordinal, at - a.address});
     });
   }
   if (!ranges.empty() && device_->canEnqueue(pending->stream)) {
@@ -715,6 +740,16 @@ void RecordSession::addAllocation(uint64_t address, uint64_t size, AllocationKin
 void RecordSession::removeAllocation(uint64_t address) {
   std::lock_guard lock(mu_);
   if (std::optional<trace::Allocation> a = allocations_.remove(address)) emitEvent(trace::Free{a->ordinal, address});
+}
+
+void RecordSession::addImported(uint64_t address, uint64_t context, const char* call) {
+  uint64_t base = 0, size = 0;
+  if (!device_->addressRange(address, base, size) || address < base || address - base >= size) {
+    warnOnce(std::string("size:") + call, std::string("cannot find the size of memory opened with ") + call +
+                                              "; launches are not hashed in it");
+    return;
+  }
+  addAllocation(address, base + size - address, AllocationKind::kOther, 0, context);
 }
 
 void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
@@ -795,6 +830,56 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
       allocations_.unmap(p.ptr, p.size);
       break;
     }
+    case Handler::kMemSetAccess: {
+      // A mapping is accessible only where cuMemSetAccess allowed it, per
+      // location; only device locations matter to the device hash.
+      const auto& p = params<cuMemSetAccess_params>(cb);
+      if (p.desc == nullptr) break;
+      std::lock_guard lock(mu_);
+      for (size_t i = 0; i < p.count; ++i) {
+        const CUmemAccessDesc& d = p.desc[i];
+        if (d.location.type != CU_MEM_LOCATION_TYPE_DEVICE || d.location.id < 0) continue;
+        allocations_.setAccess(p.ptr, p.size, static_cast<uint32_t>(d.location.id),
+                               (d.flags & CU_MEM_ACCESS_FLAGS_PROT_READ) != 0);
+      }
+      break;
+    }
+    case Handler::kIpcOpenMemHandle: {
+      // cuIpcOpenMemHandle and _v2 have the same parameters; the driver
+      // returns the same pointer for a handle opened again (counted).
+      const auto& p = params<cuIpcOpenMemHandle_v2_params>(cb);
+      if (p.pdptr == nullptr || *p.pdptr == 0) break;
+      {
+        std::lock_guard lock(mu_);
+        auto it = ipcOpens_.find(*p.pdptr);
+        if (it != ipcOpens_.end() && allocations_.at(*p.pdptr) != nullptr) {
+          ++it->second;
+          break;
+        }
+        ipcOpens_.erase(*p.pdptr);
+      }
+      addImported(*p.pdptr, u64(cb.context), "cuIpcOpenMemHandle");
+      std::lock_guard lock(mu_);
+      if (allocations_.at(*p.pdptr) != nullptr) ipcOpens_[*p.pdptr] = 1;
+      break;
+    }
+    case Handler::kIpcCloseMemHandle: {
+      const uint64_t dptr = params<cuIpcCloseMemHandle_params>(cb).dptr;
+      {
+        std::lock_guard lock(mu_);
+        auto it = ipcOpens_.find(dptr);
+        if (it != ipcOpens_.end() && --it->second > 0) break;  // still open
+        ipcOpens_.erase(dptr);
+      }
+      removeAllocation(dptr);
+      break;
+    }
+    case Handler::kMemPoolImportPointer: {
+      // Freed with cuMemFree / cuMemFreeAsync, as the exporter's allocation.
+      const auto& p = params<cuMemPoolImportPointer_params>(cb);
+      if (p.ptr_out != nullptr && *p.ptr_out != 0) addImported(*p.ptr_out, u64(cb.context), "cuMemPoolImportPointer");
+      break;
+    }
     case Handler::kModuleGetGlobal:
     case Handler::kLibraryGetGlobal: {
       // Both parameter structs start with (CUdeviceptr* dptr, size_t* bytes).
@@ -831,6 +916,12 @@ trace::DeviceRange RecordSession::deviceRange(uint64_t address, uint64_t size) {
     r.offset = res->offset;
   }
   return r;
+}
+
+bool RecordSession::readableIn(uint64_t context, const trace::DeviceRange& range) {
+  const uint32_t device = deviceOf(context);
+  std::lock_guard lock(mu_);
+  return allocations_.readableFrom(range.address, range.size, device);
 }
 
 bool RecordSession::isDevicePointer(uint64_t address) {
@@ -972,7 +1063,8 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   const uint64_t stream = enqueueStream(m.stream, perThread);
   if (dstDevice || srcDevice) {
     const trace::DeviceRange written = dstDevice ? m.dst : m.src;
-    if (m.size > 0 && device_->canEnqueue(stream)) entry.after = hashRanges(u64(cb.context), stream, {written});
+    if (m.size > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), written))
+      entry.after = hashRanges(u64(cb.context), stream, {written});
   } else if (!m.async) {
     m.digest = hash::hashBuffer({reinterpret_cast<const uint8_t*>(dst), m.size});
   }
@@ -1023,7 +1115,7 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
   SinkEntry entry;
   const uint64_t stream = enqueueStream(s.stream, perThread);
   // A 2D set leaves the gaps between rows alone: no single-range digest.
-  if (contiguous && bytes > 0 && device_->canEnqueue(stream))
+  if (contiguous && bytes > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), s.dst))
     entry.after = hashRanges(u64(cb.context), stream, {s.dst});
   entry.event = newEvent(std::move(s));
   emit(std::move(entry));

@@ -125,6 +125,12 @@ class RecordSession {
                                                   std::vector<trace::Annotation>& annotations);
   trace::DeviceRange deviceRange(uint64_t address, uint64_t size);  // resolved against the map (locked)
   bool isDevicePointer(uint64_t address);
+  // Whether a kernel in `context` can read all of `range` (only such ranges
+  // are hashed: reading memory the device cannot reach faults).
+  bool readableIn(uint64_t context, const trace::DeviceRange& range);
+  // Memory that another process allocated (IPC handle, imported pool
+  // allocation), at `address`: its size is asked of the device.
+  void addImported(uint64_t address, uint64_t context, const char* call);
 
   void emit(SinkEntry&& entry);
   void emitEvent(trace::Payload payload);
@@ -155,6 +161,7 @@ class RecordSession {
   std::unordered_map<uint64_t, uint32_t> moduleByHandle_;   // CUmodule -> ordinal
   std::unordered_map<std::string, uint32_t> moduleByName_;
   std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // kernel name -> ordinal (latest)
+  std::unordered_map<uint64_t, uint32_t> ipcOpens_;         // IPC-opened address -> open count
   uint32_t nextModule_ = 1;
   uint64_t nextLaunch_ = 0;
   std::map<std::string, bool> warned_;

@@ -135,7 +135,7 @@ enum class AllocationKind : uint8_t {
   kManaged = 3,      // cuMemAllocManaged
   kHostMapped = 4,   // cuMemHostAlloc(DEVICEMAP) / registered host memory
   kModuleGlobal = 5, // __device__ variables of a loaded module
-  kOther = 6,
+  kOther = 6,        // another process's memory: IPC handle opened, pool allocation imported
 };
 
 struct Allocation {

@@ -76,3 +76,70 @@ TEST_CASE("VMM reservations are readable only where mapped", "[recorder][allocma
   m.add(base, 8 << 20, AllocationKind::kVmm, 0, 0);
   CHECK_FALSE(m.resolve(base + (6 << 20)));
 }
+
+TEST_CASE("a VMM mapping is readable by a device only once cuMemSetAccess allows it", "[recorder][allocmap]") {
+  AllocationMap m;
+  const uint64_t base = 0x7f0000000000;
+  m.add(base, 8 << 20, AllocationKind::kVmm, 0, 0);
+  m.map(base, 4 << 20);
+  m.map(base + (6 << 20), 2 << 20);
+  // Mapped: it resolves (the pointer is known), but no device may read it.
+  REQUIRE(m.resolve(base + 100));
+  REQUIRE(m.resolveFrom(base + 100, 0));
+  CHECK(m.resolveFrom(base + 100, 0)->readableBytes == 0);
+  CHECK(m.readableParts(*m.at(base), 0).empty());
+  CHECK_FALSE(m.readableFrom(base, 1, 0));
+
+  m.setAccess(base + (1 << 20), 2 << 20, 0, true);   // the middle of the first mapping
+  m.setAccess(base + (6 << 20), 2 << 20, 1, true);   // the second mapping, device 1 only
+  CHECK(m.resolveFrom(base, 0)->readableBytes == 0);
+  CHECK(m.resolveFrom(base + (1 << 20) + 8, 0)->readableBytes == (2u << 20) - 8);
+  CHECK(m.resolveFrom(base + (1 << 20), 1)->readableBytes == 0);
+  CHECK(m.resolveFrom(base + (6 << 20), 1)->readableBytes == 2u << 20);
+  CHECK(m.resolveFrom(base + (6 << 20), 0)->readableBytes == 0);
+  // The mapped extent itself is unchanged by access flags.
+  CHECK(m.resolve(base)->readableBytes == 4u << 20);
+  CHECK(m.readableFrom(base + (1 << 20), 2 << 20, 0));
+  CHECK_FALSE(m.readableFrom(base + (1 << 20), (2 << 20) + 1, 0));
+  using Parts = std::vector<std::pair<uint64_t, uint64_t>>;
+  CHECK(m.readableParts(*m.at(base), 0) == Parts{{base + (1 << 20), 2 << 20}});
+  CHECK(m.readableParts(*m.at(base), 1) == Parts{{base + (6 << 20), 2 << 20}});
+
+  // Read-only for both, adjacent parts join; PROT_NONE takes it back.
+  m.setAccess(base, 4 << 20, 1, true);
+  m.setAccess(base, 1 << 20, 0, true);
+  CHECK(m.resolveFrom(base, 0)->readableBytes == 3u << 20);
+  CHECK(m.resolveFrom(base, 1)->readableBytes == 4u << 20);
+  m.setAccess(base + (2 << 20), 1 << 20, 0, false);
+  CHECK(m.resolveFrom(base, 0)->readableBytes == 2u << 20);
+  CHECK(m.readableParts(*m.at(base), 0) == Parts{{base, 2 << 20}});
+
+  // Unmapped and mapped again: no access.
+  m.unmap(base, 4 << 20);
+  m.map(base, 4 << 20);
+  CHECK(m.resolveFrom(base, 1)->readableBytes == 0);
+  // Device ordinals from 64 on are never readers.
+  m.setAccess(base, 4 << 20, 64, true);
+  CHECK(m.resolveFrom(base, 64)->readableBytes == 0);
+}
+
+TEST_CASE("host memory is readable by no device; other memory only by its own device", "[recorder][allocmap]") {
+  AllocationMap m;
+  m.add(0x1000, 0x100, AllocationKind::kDevice, 0, 0);
+  m.add(0x2000, 0x100, AllocationKind::kHostMapped, 0, 0);
+  m.add(0x3000, 0x100, AllocationKind::kAsync, 1, 7);
+  m.add(0x4000, 0x100, AllocationKind::kOther, 1, 0);
+  m.add(0x5000, 0x100, AllocationKind::kManaged, 1, 0);
+  CHECK(m.resolveFrom(0x1010, 0)->readableBytes == 0xf0);
+  CHECK(m.resolveFrom(0x1010, 1)->readableBytes == 0);
+  CHECK(m.resolveFrom(0x2000, 0)->readableBytes == 0);
+  CHECK(m.resolveFrom(0x2000, 0)->ordinal == 2);  // still a known pointer
+  CHECK(m.resolve(0x2000)->readableBytes == 0x100);
+  CHECK(m.resolveFrom(0x3000, 0)->readableBytes == 0);
+  CHECK(m.resolveFrom(0x3000, 1)->readableBytes == 0x100);
+  CHECK(m.resolveFrom(0x4000, 1)->readableBytes == 0x100);
+  CHECK(m.resolveFrom(0x4000, 0)->device == 1);
+  CHECK(m.resolveFrom(0x5000, 0)->readableBytes == 0x100);
+  CHECK(m.readableParts(*m.at(0x2000), 0).empty());
+  CHECK(m.readableParts(*m.at(0x3000), 1).size() == 1);
+}

@@ -17,6 +17,11 @@ TEST_CASE("launch variants share a handler; ptsz variants are per-thread", "[rec
   CHECK(driverHandler(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2_ptsz).handler == Handler::kMemcpyHtoDAsync);
   CHECK(driverHandler(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2).handler == Handler::kMemAlloc);
   CHECK(driverHandler(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch).handler == Handler::kGraphLaunch);
+  CHECK(driverHandler(CUPTI_DRIVER_TRACE_CBID_cuMemSetAccess).handler == Handler::kMemSetAccess);
+  CHECK(driverHandler(CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2).handler == Handler::kIpcOpenMemHandle);
+  CHECK(driverHandler(CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle).handler == Handler::kIpcOpenMemHandle);
+  CHECK(driverHandler(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle).handler == Handler::kIpcCloseMemHandle);
+  CHECK(driverHandler(CUPTI_DRIVER_TRACE_CBID_cuMemPoolImportPointer).handler == Handler::kMemPoolImportPointer);
   CHECK(driverHandler(CUPTI_DRIVER_TRACE_CBID_cuDeviceGetName).handler == Handler::kNone);
   CHECK(driverHandler(0x7fffffff).handler == Handler::kNone);
 }

@@ -70,7 +70,7 @@ TEST_CASE("pointers are found in aligned words, also inside by-value structs", "
   put<uint64_t>(params, 44, 0x30000);  // unaligned: not a pointer word
   put<uint32_t>(params, 52, 0);
   put<uint64_t>(params, 56, 0x40000);  // no allocation there
-  const std::vector<ScannedPointer> found = scanPointers(params, map);
+  const std::vector<ScannedPointer> found = scanPointers(params, map, 0);
   REQUIRE(found.size() == 3);
   CHECK(found[0].param == trace::PointerParam{0, 1, 0x10});
   CHECK(found[1].param == trace::PointerParam{16, 2, 0});
@@ -89,11 +89,11 @@ TEST_CASE("pointers into freed memory are not pointers", "[recorder][params]") {
   map.add(0x10000, 0x1000, AllocationKind::kDevice, 0, 0);
   std::vector<uint8_t> params;
   put<uint64_t>(params, 0, 0x10000);
-  CHECK(scanPointers(params, map).size() == 1);
+  CHECK(scanPointers(params, map, 0).size() == 1);
   map.remove(0x10000);
-  CHECK(scanPointers(params, map).empty());
+  CHECK(scanPointers(params, map, 0).empty());
   // A short trailing word is never read past the buffer.
-  CHECK(scanPointers(std::vector<uint8_t>(7, 0xff), map).empty());
+  CHECK(scanPointers(std::vector<uint8_t>(7, 0xff), map, 0).empty());
 }
 
 TEST_CASE("pointers into separate VMM mappings give separate ranges", "[recorder][params]") {
@@ -101,11 +101,13 @@ TEST_CASE("pointers into separate VMM mappings give separate ranges", "[recorder
   map.add(0x100000, 0x400000, AllocationKind::kVmm, 0, 0);
   map.map(0x100000, 0x100000);
   map.map(0x300000, 0x100000);
+  map.setAccess(0x100000, 0x100000, 0, true);
+  map.setAccess(0x300000, 0x100000, 0, true);
   std::vector<uint8_t> params;
   put<uint64_t>(params, 0, 0x300010);
   put<uint64_t>(params, 8, 0x100020);
   put<uint64_t>(params, 16, 0x250000);  // unmapped hole: not readable, ignored
-  const auto found = scanPointers(params, map);
+  const auto found = scanPointers(params, map, 0);
   REQUIRE(found.size() == 2);
   const auto ranges = referencedRanges(found);
   REQUIRE(ranges.size() == 2);

@@ -152,6 +152,19 @@ class FakeDevice : public Device {
     auto it = runtimeStubs.find(stub);
     return it == runtimeStubs.end() ? 0 : it->second;
   }
+  // What cuMemGetAddressRange knows: (base, size) of memory made outside the
+  // recorder's view (IPC handles, imported pool allocations).
+  std::vector<std::pair<uint64_t, uint64_t>> driverRanges;
+  bool addressRange(uint64_t address, uint64_t& base, uint64_t& size) override {
+    for (const auto& [b, n] : driverRanges) {
+      if (address >= b && address < b + n) {
+        base = b, size = n;
+        return true;
+      }
+    }
+    return false;
+  }
+
   bool describeFunction(uint64_t f, FunctionInfo& out) override {
     if (throwOnDescribe) throw std::runtime_error("describeFunction failed");
     auto it = functions.find(f);
@@ -199,7 +212,7 @@ struct Harness {
   std::vector<HashCall> calls;
   FakeDevice* device = nullptr;
   std::unique_ptr<RecordSession> session;
-  const CUcontext ctx = reinterpret_cast<CUcontext>(0xC0);
+  CUcontext ctx = reinterpret_cast<CUcontext>(0xC0);  // the calls' current context
 
   explicit Harness(std::map<std::string, std::string> env = {}, bool failOpen = false) {
     root = std::filesystem::temp_directory_path() /
@@ -631,6 +644,11 @@ TEST_CASE("VMM mappings bound the hashed range; module names come from the cubin
     cuMemMap_params p{base, 3 << 16, 0, 0, 0};
     h.call(CUPTI_DRIVER_TRACE_CBID_cuMemMap, &p);
   }
+  {
+    CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    cuMemSetAccess_params p{base, 3 << 16, &access, 1};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemSetAccess, &p);
+  }
   uint64_t ptr = base + 1000;
   void* args[] = {&ptr};
   h.launch(0xF02, args);
@@ -643,6 +661,295 @@ TEST_CASE("VMM mappings bound the hashed range; module names come from the cubin
   CHECK(launches[0].module == 2);
   REQUIRE(launches[0].inputs.size() == 1);
   CHECK(launches[0].inputs[0].range.size == (3u << 16) - 1000);
+}
+
+// Memory the launch's device cannot read is never given to the device hash:
+// reading it would fault and kill the program.
+namespace {
+
+constexpr uint64_t kRead4 = 0xF10;
+FunctionInfo read4Info() { return {"_Z5read4PfS_S_S_", 0, {{0, 8}, {8, 8}, {16, 8}, {24, 8}}, true}; }
+
+void setAccess(Harness& h, uint64_t ptr, size_t size, std::vector<CUmemAccessDesc> access) {
+  cuMemSetAccess_params p{ptr, size, access.data(), access.size()};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuMemSetAccess, &p);
+}
+
+CUmemAccessDesc deviceAccess(int device, CUmemAccess_flags flags) {
+  return {{CU_MEM_LOCATION_TYPE_DEVICE, device}, flags};
+}
+
+std::string notes(const trace::KernelLaunch& k) {
+  std::string out;
+  for (const auto& a : k.annotations)
+    if (const auto* n = std::get_if<trace::Note>(&a)) out += n->text + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a VMM mapping is hashed only where cuMemSetAccess lets the launch's device read it",
+          "[recorder][session][readable]") {
+  Harness h;
+  h.device->functions[kRead4] = read4Info();
+  std::vector<uint8_t> arena = randomBytes(8 << 16, 30);  // 8 x 64 KiB "pages"
+  CUdeviceptr base = addr(arena.data());
+  {
+    cuMemAddressReserve_params p{&base, arena.size(), 0, 0, 0};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &p);
+  }
+  for (uint64_t page : {0, 4}) {  // two mappings of 2 pages, with a hole between
+    cuMemMap_params p{base + (page << 16), 2 << 16, 0, 0, 0};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemMap, &p);
+  }
+  uint64_t low = base + 100, high = base + (4 << 16) + 200, none = 0;
+  void* args[] = {&low, &high, &none, &none};
+  h.launch(kRead4, args);  // 0: mapped, but no access set yet
+  setAccess(h, base, 2 << 16, {deviceAccess(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)});
+  setAccess(h, base + (4 << 16), 2 << 16, {deviceAccess(1, CU_MEM_ACCESS_FLAGS_PROT_READ)});
+  h.launch(kRead4, args);  // 1: the low mapping for device 0; the high one for device 1 only
+  setAccess(h, base + (4 << 16), 2 << 16,
+            {deviceAccess(1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), deviceAccess(0, CU_MEM_ACCESS_FLAGS_PROT_READ)});
+  setAccess(h, base, 2 << 16, {deviceAccess(0, CU_MEM_ACCESS_FLAGS_PROT_NONE)});
+  h.launch(kRead4, args);  // 2: access swapped
+  {
+    // Unmapped and mapped again: a new mapping has no access.
+    cuMemUnmap_params u{base + (4 << 16), 2 << 16};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &u);
+    cuMemMap_params m{base + (4 << 16), 2 << 16, 0, 0, 0};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemMap, &m);
+  }
+  h.launch(kRead4, args);  // 3: nothing readable
+
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 4);
+  for (const auto& k : launches) {
+    CHECK(k.hashed);
+    REQUIRE(k.pointers.size() == 2);  // both still resolve to the reservation
+    CHECK(k.pointers[0] == trace::PointerParam{0, 1, 100});
+    CHECK(k.pointers[1] == trace::PointerParam{8, 1, (4u << 16) + 200});
+  }
+  CHECK(launches[0].inputs.empty());
+  CHECK(launches[0].outputs.empty());
+  CHECK_THAT(notes(launches[0]), Catch::Contains("allocation 1 (VMM mapping without read access for device 0)"));
+  REQUIRE(launches[1].inputs.size() == 1);
+  CHECK(launches[1].inputs[0].range == trace::DeviceRange{low, (2u << 16) - 100, 1, 100});
+  CHECK(launches[1].inputs[0].digest == hash::hashBuffer({arena.data() + 100, (2u << 16) - 100}));
+  REQUIRE(launches[2].inputs.size() == 1);
+  CHECK(launches[2].inputs[0].range == trace::DeviceRange{high, (2u << 16) - 200, 1, (4u << 16) + 200});
+  CHECK(launches[3].inputs.empty());
+  // Launches 0..3 hashed only what they could read: calls for 1 and 2 only.
+  REQUIRE(h.calls.size() == 4);
+  for (const auto& c : h.calls) {
+    REQUIRE(c.requests.size() == 1);
+    CHECK(c.requests[0].address != base + (2 << 16));
+  }
+}
+
+TEST_CASE("host memory a launch points into is not hashed by the device; the launch says so",
+          "[recorder][session][readable]") {
+  Harness h;
+  h.device->functions[kRead4] = read4Info();
+  std::vector<uint8_t> dev = randomBytes(4096, 31), alloced = randomBytes(4096, 32), allocHost = randomBytes(4096, 33),
+                       registered = randomBytes(4096, 34);
+  h.memAlloc(dev);
+  {
+    void* p = alloced.data();
+    cuMemHostAlloc_params params{&p, alloced.size(), CU_MEMHOSTALLOC_DEVICEMAP};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, &params);
+  }
+  {
+    void* p = allocHost.data();
+    cuMemAllocHost_v2_params params{&p, allocHost.size()};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, &params);
+  }
+  {
+    cuMemHostRegister_v2_params params{registered.data(), registered.size(), CU_MEMHOSTREGISTER_DEVICEMAP};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2, &params);
+  }
+  uint64_t a = addr(alloced.data()) + 8, b = addr(allocHost.data()), c = addr(registered.data()), d = addr(dev.data());
+  void* args[] = {&a, &b, &c, &d};
+  h.launch(kRead4, args);
+  {
+    // A copy from device memory into pinned memory: the source is hashed,
+    // never the host destination.
+    cuMemcpyAsync_params p{addr(alloced.data()), addr(dev.data()), 64, reinterpret_cast<CUstream>(0x4)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, &p);
+  }
+  {
+    cuGraphLaunch_params p{reinterpret_cast<CUgraphExec>(0x6), reinterpret_cast<CUstream>(0x4)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &p);
+  }
+
+  const auto events = h.finishAndRead();
+  const auto allocs = eventsOf<trace::Allocation>(events);
+  REQUIRE(allocs.size() == 4);
+  for (size_t i = 1; i < 4; ++i) CHECK(allocs[i].kind == trace::AllocationKind::kHostMapped);
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  REQUIRE(launches.size() == 1);
+  const trace::KernelLaunch& k = launches[0];
+  CHECK(k.hashed);
+  // Every pointer keeps its allocation ordinal (the diff compares them as
+  // pointers, not as raw addresses); only the device buffer is hashed.
+  REQUIRE(k.pointers.size() == 4);
+  CHECK(k.pointers[0] == trace::PointerParam{0, 2, 8});
+  CHECK(k.pointers[1] == trace::PointerParam{8, 3, 0});
+  CHECK(k.pointers[2] == trace::PointerParam{16, 4, 0});
+  CHECK(k.pointers[3] == trace::PointerParam{24, 1, 0});
+  REQUIRE(k.inputs.size() == 1);
+  CHECK(k.inputs[0].range.allocation == 1);
+  REQUIRE(k.outputs.size() == 1);
+  CHECK(k.outputs[0].range.allocation == 1);
+  CHECK_THAT(notes(k), Catch::Contains("not hashed, not readable from device 0: allocation 2 (host memory), "
+                                       "allocation 3 (host memory), allocation 4 (host memory)"));
+  const auto graphs = eventsOf<trace::GraphLaunch>(events);
+  REQUIRE(graphs.size() == 1);
+  REQUIRE(graphs[0].inputs.size() == 1);
+  CHECK(graphs[0].inputs[0].range.allocation == 1);
+  for (const auto& call : h.calls)
+    for (const auto& r : call.requests) CHECK((r.address >= d && r.address < d + dev.size()));
+}
+
+TEST_CASE("another device's memory is not hashed by a launch, copy or set on this device",
+          "[recorder][session][readable]") {
+  Harness h;
+  h.device->functions[kRead4] = read4Info();
+  std::vector<uint8_t> mine = randomBytes(4096, 35), peer = randomBytes(4096, 36);
+  h.memAlloc(mine);  // context 0xC0, device 0
+  h.ctx = reinterpret_cast<CUcontext>(0xC1);
+  h.device->device = 1;
+  h.memAlloc(peer);  // context 0xC1, device 1
+  h.ctx = reinterpret_cast<CUcontext>(0xC0);
+  h.device->device = 0;  // (0xC0 is known to be on device 0 already)
+
+  uint64_t a = addr(mine.data()), b = addr(peer.data()), none = 0;
+  void* args[] = {&a, &b, &none, &none};
+  h.launch(kRead4, args);
+  {
+    cuMemsetD8_v2_params p{addr(peer.data()), 1, 64};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, &p);
+  }
+  {
+    cuMemcpyDtoD_v2_params p{addr(peer.data()), addr(mine.data()), 64};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2, &p);
+  }
+  {
+    cuMemsetD8_v2_params p{addr(mine.data()), 1, 64};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, &p);
+  }
+
+  const auto events = h.finishAndRead();
+  const auto allocs = eventsOf<trace::Allocation>(events);
+  REQUIRE(allocs.size() == 2);
+  CHECK(allocs[1].device == 1);
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  REQUIRE(launches.size() == 1);
+  REQUIRE(launches[0].pointers.size() == 2);
+  CHECK(launches[0].pointers[1] == trace::PointerParam{8, 2, 0});
+  REQUIRE(launches[0].inputs.size() == 1);
+  CHECK(launches[0].inputs[0].range.allocation == 1);
+  CHECK_THAT(notes(launches[0]), Catch::Contains("allocation 2 (memory of device 1)"));
+  const auto sets = eventsOf<trace::Memset>(events);
+  REQUIRE(sets.size() == 2);
+  CHECK(sets[0].dst.allocation == 2);
+  CHECK(sets[0].digest == 0);  // no digest: recorded, not hashed
+  CHECK(sets[1].digest == hash::hashBuffer({mine.data(), 64}));
+  const auto copies = eventsOf<trace::Memcpy>(events);
+  REQUIRE(copies.size() == 1);
+  CHECK(copies[0].dst.allocation == 2);
+  CHECK(copies[0].digest == 0);
+  for (const auto& call : h.calls)
+    for (const auto& r : call.requests) CHECK((r.address >= a && r.address < a + mine.size()));
+}
+
+TEST_CASE("IPC-opened memory is a known allocation and hashed until its last close",
+          "[recorder][session][readable]") {
+  Harness h;
+  h.device->functions[kRead4] = read4Info();
+  std::vector<uint8_t> shared = randomBytes(8192, 37);
+  const uint64_t base = addr(shared.data());
+  h.device->driverRanges.push_back({base, shared.size()});
+  auto open = [&] {
+    CUdeviceptr p = 0;
+    cuIpcOpenMemHandle_v2_params params{&p, CUipcMemHandle{}, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2, &params, CUDA_SUCCESS, nullptr, [&] { p = base; });
+  };
+  auto close = [&] {
+    cuIpcCloseMemHandle_params params{base};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle, &params);
+  };
+  uint64_t p = base + 16, none = 0;
+  void* args[] = {&p, &none, &none, &none};
+  open();
+  h.launch(kRead4, args);  // 0: hashed
+  open();                  // the same handle again: the same pointer, counted
+  close();
+  h.launch(kRead4, args);  // 1: still open once
+  close();
+  h.launch(kRead4, args);  // 2: closed, not a pointer any more
+
+  const auto events = h.finishAndRead();
+  const auto allocs = eventsOf<trace::Allocation>(events);
+  REQUIRE(allocs.size() == 1);
+  CHECK(allocs[0].kind == trace::AllocationKind::kOther);
+  CHECK(allocs[0].address == base);
+  CHECK(allocs[0].size == shared.size());
+  const auto frees = eventsOf<trace::Free>(events);
+  REQUIRE(frees.size() == 1);
+  CHECK(frees[0].ordinal == 1);
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  REQUIRE(launches.size() == 3);
+  for (int i : {0, 1}) {
+    REQUIRE(launches[i].pointers.size() == 1);
+    CHECK(launches[i].pointers[0] == trace::PointerParam{0, 1, 16});
+    REQUIRE(launches[i].inputs.size() == 1);
+    CHECK(launches[i].inputs[0].range == trace::DeviceRange{p, shared.size() - 16, 1, 16});
+    CHECK(launches[i].inputs[0].digest == hash::hashBuffer({shared.data() + 16, shared.size() - 16}));
+  }
+  CHECK(launches[2].pointers.empty());
+  CHECK(launches[2].inputs.empty());
+  CHECK(h.warnings.empty());
+}
+
+TEST_CASE("a pool-imported pointer is a known allocation and hashed until it is freed",
+          "[recorder][session][readable]") {
+  Harness h;
+  h.device->functions[kRead4] = read4Info();
+  std::vector<uint8_t> imported = randomBytes(4096, 38), unknown = randomBytes(256, 39);
+  const uint64_t base = addr(imported.data());
+  h.device->driverRanges.push_back({base, imported.size()});
+  auto importPointer = [&](uint64_t address) {
+    CUdeviceptr p = 0;
+    CUmemPoolPtrExportData data{};
+    cuMemPoolImportPointer_params params{&p, reinterpret_cast<CUmemoryPool>(0x9), &data};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemPoolImportPointer, &params, CUDA_SUCCESS, nullptr, [&] { p = address; });
+  };
+  importPointer(base);
+  importPointer(addr(unknown.data()));  // the driver cannot say its size: not an allocation, warned
+  uint64_t p = base, q = addr(unknown.data()), none = 0;
+  void* args[] = {&p, &q, &none, &none};
+  h.launch(kRead4, args);
+  {
+    cuMemFreeAsync_params params{base, reinterpret_cast<CUstream>(0x3)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, &params);
+  }
+  h.launch(kRead4, args);
+
+  const auto events = h.finishAndRead();
+  const auto allocs = eventsOf<trace::Allocation>(events);
+  REQUIRE(allocs.size() == 1);
+  CHECK(allocs[0].kind == trace::AllocationKind::kOther);
+  CHECK(allocs[0].size == imported.size());
+  REQUIRE(eventsOf<trace::Free>(events).size() == 1);
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  REQUIRE(launches.size() == 2);
+  REQUIRE(launches[0].pointers.size() == 1);
+  REQUIRE(launches[0].inputs.size() == 1);
+  CHECK(launches[0].inputs[0].range == trace::DeviceRange{base, imported.size(), 1, 0});
+  CHECK(launches[1].pointers.empty());
+  CHECK(launches[1].inputs.empty());
+  REQUIRE(h.warnings.size() == 1);
+  CHECK_THAT(h.warnings[0], Catch::Contains("cannot find the size of memory opened with cuMemPoolImportPointer"));
 }
 
 TEST_CASE("the recorder's own calls are not recorded", "[recorder][session]") {
