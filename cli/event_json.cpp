@@ -66,6 +66,8 @@ Json launch(const KernelLaunch& k) {
               {"paramLayout", params},
               {"pointers", pointers},
               {"hashed", k.hashed},
+              {"captured", k.captured},
+              {"captureId", k.captureId},
               {"inputs", rangeList(k.inputs)},
               {"outputs", rangeList(k.outputs)},
               {"annotations", annotations}};

@@ -65,7 +65,9 @@ std::string launchLine(const KernelLaunch& k) {
   out += fmt::format(" stream={:#x} params={} ptrs={}", k.stream, humanBytes(k.params.size()),
                      k.pointers.size());
   if (k.api != LaunchApi::kLaunchKernel) out += fmt::format(" api={}", toString(k.api));
-  if (!k.hashed) {
+  if (k.captured) {
+    out += fmt::format(" captured-into-graph capture={}", k.captureId);  // runs with the graph's launch
+  } else if (!k.hashed) {
     out += " not-hashed";
   } else {
     out += fmt::format(" in={} out={}", ranges(k.inputs), ranges(k.outputs));

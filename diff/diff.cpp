@@ -207,6 +207,7 @@ void summarise(Run& run) {
   std::vector<uint64_t> functionHashes;
   size_t functionBlock = SIZE_MAX;
   scanEvents(*run.reader, [&](const ScanEvent& e) {
+    if (e.kind == 0 && e.captured) return true;  // not run then: its graph's launch is the operation
     Op op{e.seq, 0, 0, 0, 0, 0, OpKind::kLaunch, true};
     key.clear();
     in.clear();

@@ -14,7 +14,8 @@ namespace {
 // Functions introduced after CUDA 12.0 that gpurr can live without.
 bool optional(std::string_view name) {
   return name == "cuFuncGetName" || name == "cuFuncGetParamInfo" || name == "cuKernelGetName" ||
-         name == "cuKernelGetParamInfo" || name == "cuKernelGetFunction" || name == "cuFuncGetModule";
+         name == "cuKernelGetParamInfo" || name == "cuKernelGetFunction" || name == "cuFuncGetModule" ||
+         name == "cuStreamGetCaptureInfo";
 }
 }  // namespace
 

@@ -48,6 +48,7 @@ namespace gpurr::kernels {
   X(cuMemsetD8)                   \
   X(cuStreamSynchronize)          \
   X(cuStreamIsCapturing)          \
+  X(cuStreamGetCaptureInfo)       \
   X(cuStreamGetCtx)               \
   X(cuThreadExchangeStreamCaptureMode) \
   X(cuEventCreate)                \

@@ -332,6 +332,20 @@ uint64_t CudaDevice::runtimeFunction(uint64_t hostFunction) {
   return reinterpret_cast<uint64_t>(f);
 }
 
+std::optional<uint64_t> CudaDevice::captureOf(uint64_t stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  if (api_.cuStreamGetCaptureInfo != nullptr) {
+    if (api_.cuStreamGetCaptureInfo(reinterpret_cast<CUstream>(stream), &status, &id, nullptr, nullptr, nullptr,
+                                    nullptr) != CUDA_SUCCESS)
+      return std::nullopt;
+  } else if (api_.cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS) {
+    return std::nullopt;
+  }
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return std::nullopt;
+  return id;
+}
+
 bool CudaDevice::canEnqueue(uint64_t stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   // An error (e.g. the legacy stream while another stream captures in global

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,6 +72,13 @@ class Device {
   virtual uint64_t runtimeFunction(uint64_t hostFunction) {
     (void)hostFunction;
     return 0;
+  }
+
+  // The id of the graph capture `stream` is part of (cuStreamGetCaptureInfo),
+  // when it is being captured: work enqueued there is captured, not run.
+  virtual std::optional<uint64_t> captureOf(uint64_t stream) {
+    (void)stream;
+    return std::nullopt;
   }
 
   // Whether work may be enqueued on `stream` now: false while it (or, for

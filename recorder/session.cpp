@@ -614,6 +614,24 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchC
 
   // Only what the launch's device is known to be able to read is hashed.
   const uint32_t device = deviceOf(k.context);
+  auto pending = std::make_unique<PendingLaunch>();
+  pending->context = k.context;
+  pending->stream = enqueueStream(k.stream, perThread);
+  // Enqueued on a stream being captured into a graph: the kernel does not run
+  // now (the graph's launch runs it), so it takes no launch number and
+  // nothing is hashed, copied or re-run for it.
+  if (const std::optional<uint64_t> capture = device_->captureOf(pending->stream)) {
+    k.captured = true;
+    k.captureId = *capture;
+    k.hashed = false;
+    std::lock_guard lock(mu_);
+    for (const ScannedPointer& p : scanPointers(k.params, allocations_, device)) k.pointers.push_back(p.param);
+  }
+  if (k.captured) {
+    pending->entry.event = newEvent(std::move(k));
+    return pending;
+  }
+
   std::vector<ScannedPointer> scanned;
   uint64_t index;
   {
@@ -625,18 +643,17 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchC
   std::vector<trace::DeviceRange> ranges = referencedRanges(scanned);
   const std::string unreadable = unreadableOperands(scanned, device);
 
-  auto pending = std::make_unique<PendingLaunch>();
-  pending->context = k.context;
-  pending->stream = enqueueStream(k.stream, perThread);
   const bool selected = launchInRange(options_, index) && fn->selectedByName;
   // A snapshot is only useful next to the digests it explains.
   const bool snapshot = !options_.snapshot.empty() &&
                         (fn->snapshotByName || launchNumberSelected(options_.snapshot, index));
   k.hashed = selected || snapshot;
   if (k.hashed && !ranges.empty() && !device_->canEnqueue(pending->stream)) {
+    // The legacy stream while another stream captures in global mode: the
+    // launch itself will fail; nothing may be enqueued around it.
     k.hashed = false;
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
-                               "stream is being captured into a CUDA graph: not hashed");
+                               "stream cannot take work now (a graph capture elsewhere): not hashed");
   }
   // The determinism check follows --launches/--kernels, or --snapshot when
   // neither is given ("keep this launch's bytes and re-run it").

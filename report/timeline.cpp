@@ -42,12 +42,6 @@ std::optional<uint64_t> unsignedField(const json& j, const char* key) {
   return std::nullopt;
 }
 
-bool isOp(const Payload& p) {
-  return std::holds_alternative<KernelLaunch>(p) || std::holds_alternative<Memcpy>(p) ||
-         std::holds_alternative<Memset>(p) || std::holds_alternative<GraphLaunch>(p);
-}
-
-bool isOpKind(size_t kind) { return kind == 0 || kind == 1 || kind == 2 || kind == 7; }
 
 struct Stretch {
   uint64_t aBegin = 0, aCount = 0, bBegin = 0, bCount = 0;
@@ -215,7 +209,7 @@ uint64_t seqBefore(const TraceReader& reader, const Side& side, uint64_t target)
     events.clear();
     reader.readBlock(b, events);
     for (auto it = events.rbegin(); it != events.rend(); ++it) {
-      if (it->seq >= *side.anchorSeq || !isOp(it->payload)) continue;
+      if (it->seq >= *side.anchorSeq || !isOperation(it->payload)) continue;
       if (++counted == need) return it->seq;
     }
   }
@@ -231,7 +225,7 @@ std::optional<uint64_t> seqByCount(const TraceReader& reader, uint64_t target) {
   std::optional<uint64_t> found;
   uint64_t count = 0;
   scanEvents(reader, [&](const ScanEvent& e) {
-    if (!isOpKind(e.kind)) return true;
+    if (!isOperation(e)) return true;
     if (count++ == target) {
       found = e.seq;
       return false;
@@ -275,7 +269,7 @@ void readSide(Side& side, const std::vector<uint64_t>& wanted) {
   size_t next = 0;  // position in `wanted`
   reader.forEach(
       [&](const Event& e) {
-        if (!isOp(e.payload)) return true;
+        if (!isOperation(e.payload)) return true;
         if (side.anchorSeq && index == side.anchorIndex && e.seq != *side.anchorSeq) {
           throw std::invalid_argument(fmt::format(
               "{}: the diff places event #{} at operation {}, but operation {} is event #{}: the diff "

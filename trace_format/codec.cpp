@@ -211,6 +211,8 @@ void encodeLaunch(const KernelLaunch& in, uint32_t functionId, schema::KernelLau
     for (size_t i = 0; i < in.annotations.size(); ++i) encodeAnnotation(in.annotations[i], ann[i]);
   }
   out.setNotHashed(!in.hashed);
+  out.setCaptured(in.captured);
+  out.setCaptureId(in.captureId);
 }
 
 void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEntry>& functions,
@@ -256,6 +258,8 @@ void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEnt
   requireElementData(annotations);
   for (auto a : annotations) out.annotations.push_back(decodeAnnotation(a));
   out.hashed = !in.getNotHashed();
+  out.captured = in.getCaptured();
+  out.captureId = in.getCaptureId();
 }
 
 // Makes `payload` hold a T, keeping the existing one (and its storage) when

@@ -19,7 +19,7 @@ namespace gpurr::trace {
 inline constexpr uint32_t kFormatVersion = 1;
 // Forward-compatibility number: bumped when a change lets old readers still
 // read new traces (new fields with defaults). Reported, never rejected.
-inline constexpr uint32_t kCompatVersion = 1;
+inline constexpr uint32_t kCompatVersion = 2;  // 2: KernelLaunch.captured, captureId
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -251,6 +251,10 @@ struct KernelLaunch {
   std::vector<RangeDigest> outputs;    // digests taken after it
   std::vector<Annotation> annotations;
   bool hashed = true;                  // false when selection skipped hashing
+  // Enqueued on a stream being captured into a CUDA graph: the kernel did
+  // not run then (the graph's launch runs it), so nothing was hashed.
+  bool captured = false;
+  uint64_t captureId = 0;  // cuStreamGetCaptureInfo's id of that capture
   bool operator==(const KernelLaunch&) const = default;
 };
 
@@ -338,6 +342,13 @@ inline constexpr const char* kEventKindNames[] = {"launch", "memcpy", "memset", 
                                                   "free",   "module", "sync",   "graph"};
 static_assert(std::size(kEventKindNames) == std::variant_size_v<Payload>);
 inline const char* kindName(const Payload& payload) { return kEventKindNames[payload.index()]; }
+
+// As isOperation(ScanEvent) (scan.h), for a decoded event.
+inline bool isOperation(const Payload& p) {
+  if (const auto* k = std::get_if<KernelLaunch>(&p)) return !k->captured;
+  return std::holds_alternative<Memcpy>(p) || std::holds_alternative<Memset>(p) ||
+         std::holds_alternative<GraphLaunch>(p);
+}
 const char* toString(AllocationKind kind);
 const char* toString(LaunchApi api);
 const char* toString(MemcpyKind kind);

@@ -280,6 +280,7 @@ void decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       digests(l.getInputs(), s.inputs);
       digests(l.getOutputs(), s.outputs);
       e.hashed = !l.getNotHashed();
+      e.captured = l.getCaptured();
       e.hasAnnotations = l.hasAnnotations();
       break;
     }
@@ -450,7 +451,7 @@ Read bytesAt(const Segment& seg, const uint64_t* p, std::span<const uint8_t>& ou
 namespace frame { constexpr size_t kWhich = 0; constexpr uint16_t kEvent = 0; }
 namespace event { constexpr size_t kSeq = 0, kWhich = 20; constexpr uint16_t kLaunch = 0; }
 namespace launch {
-constexpr size_t kFunction = 4, kStream = 16, kSharedMem = 24, kNotHashedBit = 16;
+constexpr size_t kFunction = 4, kStream = 16, kSharedMem = 24, kNotHashedBit = 16, kCapturedBit = 17;
 constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6, kInputs = 7,
                  kOutputs = 8, kAnnotations = 9;
 }  // namespace launch
@@ -540,6 +541,7 @@ bool fastLaunch(kj::ArrayPtr<const capnp::word> message, size_t headerWords, Scr
   e.params = params;
   e.pointers = s.pointers;
   e.hashed = !l.bit(f::kNotHashedBit);
+  e.captured = l.bit(f::kCapturedBit);
   const uint64_t* annotations = l.pointer(f::kAnnotations);
   e.hasAnnotations = annotations != nullptr && *annotations != 0;
   e.inputs = s.inputs;

@@ -40,6 +40,7 @@ struct ScanEvent {
   std::span<const uint8_t> params;
   std::span<const PointerParam> pointers;
   bool hashed = true;
+  bool captured = false;  // into a CUDA graph: did not run (KernelLaunch::captured)
   bool hasAnnotations = false;
   // Launch and graph: digests before and after; memcpy and memset: `outputs`
   // holds the written range with its digest, memcpy's `inputs` its source.
@@ -56,6 +57,13 @@ struct ScanEvent {
   // Graph.
   uint32_t nodeCount = 0;
 };
+
+// An operation of the device's command stream that ran when recorded: a
+// launch (not one captured into a graph), copy, set or graph launch. The
+// diff aligns these; the report numbers them alike.
+inline bool isOperation(const ScanEvent& e) {
+  return (e.kind == 0 && !e.captured) || e.kind == 1 || e.kind == 2 || e.kind == 7;
+}
 
 // Calls `visit` for every event with seq >= `fromSeq`, in order; stops when
 // it returns false. Throws TraceError on a corrupt block, as forEach does.

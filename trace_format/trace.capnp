@@ -254,6 +254,8 @@ struct KernelLaunch {
   outputs @13 :List(RangeDigest);
   annotations @14 :List(Annotation);
   notHashed @15 :Bool;         # selection skipped hashing this launch
+  captured @16 :Bool;          # enqueued on a stream being captured into a CUDA graph: not run now (compatVersion 2)
+  captureId @17 :UInt64;       # the capture's id (cuStreamGetCaptureInfo), when captured
 }
 
 enum MemcpyKind {

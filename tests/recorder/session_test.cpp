@@ -173,6 +173,10 @@ class FakeDevice : public Device {
     return true;
   }
   bool canEnqueue(uint64_t stream) override { return capturing.count(stream) == 0; }
+  std::optional<uint64_t> captureOf(uint64_t stream) override {
+    if (capturing.count(stream) == 0) return std::nullopt;
+    return 40 + stream;  // the capture's id
+  }
   std::unique_ptr<PendingHashes> hash(uint64_t, uint64_t stream, std::span<const kernels::HashRequest> requests,
                                       bool synchronous, std::string&) override {
     if (calls) {
@@ -575,14 +579,42 @@ TEST_CASE("nothing is enqueued on a stream being captured", "[recorder][session]
     cuMemsetD8Async_params p{px, 0, 10, reinterpret_cast<CUstream>(0x77)};
     h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, &p);
   }
+  h.launch(kAxpy, args, 0x5);  // an ordinary launch: the first to run
   const auto events = h.finishAndRead();
-  CHECK(h.calls.empty());
+  CHECK(h.calls.size() == 2);  // before and after the ordinary launch only
   const auto launches = eventsOf<trace::KernelLaunch>(events);
-  REQUIRE(launches.size() == 1);
+  REQUIRE(launches.size() == 2);
+  // Captured into the graph, not run: marked so, with its capture, its
+  // pointers resolved, nothing hashed.
+  CHECK(launches[0].captured);
+  CHECK(launches[0].captureId == 40 + 0x77);
   CHECK_FALSE(launches[0].hashed);
-  REQUIRE(launches[0].annotations.size() == 1);
-  CHECK(std::get<trace::Note>(launches[0].annotations[0]).text.find("captured") != std::string::npos);
+  CHECK(launches[0].pointers.size() == 2);
+  CHECK(launches[0].inputs.empty());
+  CHECK_FALSE(launches[1].captured);
+  CHECK(launches[1].hashed);
   CHECK(eventsOf<trace::Memset>(events).at(0).digest == 0);
+}
+
+TEST_CASE("captured launches take no launch number: --launches counts the launches that run",
+          "[recorder][session]") {
+  Harness h(std::map<std::string, std::string>{{"GPURR_LAUNCHES", "0:1"}});
+  h.device->functions[kAxpy] = axpyInfo(0);
+  h.device->capturing.insert(0x77);
+  std::vector<uint8_t> x = randomBytes(1000, 6);
+  h.memAlloc(x);
+  uint64_t px = addr(x.data());
+  float a = 1;
+  int n = 1;
+  void* args[] = {&px, &px, &a, &n};
+  h.launch(kAxpy, args, 0x77);
+  h.launch(kAxpy, args, 0x5);  // launch 0: selected
+  h.launch(kAxpy, args, 0x5);  // launch 1: not
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 3);
+  CHECK(launches[0].captured);
+  CHECK(launches[1].hashed);
+  CHECK_FALSE(launches[2].hashed);
 }
 
 TEST_CASE("cuLaunchKernelEx: extra parameter buffer, attributes and cluster dims", "[recorder][session]") {

@@ -282,6 +282,18 @@ TEST_CASE("stream plan: sets and copies the trace describes only by their extent
   CHECK(plan.operations == 1);
   CHECK(plan.hostFunctions == 1);
   CHECK(plan.events == 4);
+
+  // A launch captured into a graph did not run: nothing to load or run (not
+  // even a module: it names none).
+  KernelLaunch captured;
+  captured.function = "_Z4stepPf";
+  captured.captured = true;
+  captured.captureId = 5;
+  events.push_back({4, 0, 0, captured});
+  plan = replay::planStreamReplay(events, header, "t.gpurr", {}, all);
+  CHECK_FALSE(plan.stopSeq.has_value());
+  CHECK(plan.launches == 0);
+  CHECK(plan.operations == 1);
 }
 
 TEST_CASE("stream plan: VMM reservations get the parts the stream touches", "[replayer][stream]") {

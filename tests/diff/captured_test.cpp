@@ -1,0 +1,71 @@
+// Launches captured into a CUDA graph did not run when recorded: the diff
+// aligns the operations that ran, so a capture in one run only (a CUDA graph
+// built lazily, say) is no divergence of its own.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "diff/diff.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr;
+using namespace gpurr::trace;
+
+namespace {
+
+// alloc, [a captured launch], a launch that ran, a graph launch.
+std::filesystem::path writeRun(const std::filesystem::path& dir, bool withCapture) {
+  std::filesystem::remove_all(dir);
+  TraceWriter w(dir, Header{});
+  uint64_t seq = 0;
+  Allocation a;
+  a.ordinal = 1;
+  a.address = 0x7f0000000000;
+  a.size = 1 << 20;
+  w.append(Event{seq++, 0, 0, a});
+  auto launch = [&](uint64_t digest) {
+    KernelLaunch k;
+    k.function = "_Z4stepPf";
+    k.grid = {4, 1, 1};
+    k.block = {128, 1, 1};
+    appendPointerParam(k, a.address, 1, 0);
+    k.outputs = {{{a.address, 4096, 1, 0}, digest, {}}};
+    return k;
+  };
+  if (withCapture) {
+    KernelLaunch c = launch(0);
+    c.captured = true;
+    c.captureId = 3;
+    c.hashed = false;
+    c.outputs.clear();
+    w.append(Event{seq++, seq, 0, c});
+  }
+  w.append(Event{seq++, seq, 0, launch(0x1234)});
+  GraphLaunch g;
+  g.graphExec = 0x99;
+  g.outputs = {{{a.address, 4096, 1, 0}, 0x5678, {}}};
+  w.append(Event{seq++, seq, 0, g});
+  w.close();
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("a launch captured into a graph is not an operation: one run's capture is no divergence") {
+  const auto root = std::filesystem::temp_directory_path() / ("gpurr-captured-" + std::to_string(getpid()));
+  const auto a = writeRun(root / "a.gpurr", false);
+  const auto b = writeRun(root / "b.gpurr", true);
+  TraceReader ra(a), rb(b);
+  const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+  CHECK(d.identical);
+  CHECK(d.opsA == 2);
+  CHECK(d.opsB == 2);
+  CHECK(d.pathDivergenceCount == 0);
+  // And it reads back as what it is.
+  const auto events = rb.readAll();
+  const auto* c = std::get_if<KernelLaunch>(&events.at(1).payload);
+  REQUIRE(c != nullptr);
+  CHECK(c->captured);
+  CHECK(c->captureId == 3);
+  std::filesystem::remove_all(root);
+}
