@@ -5,9 +5,23 @@
 
 namespace gpurr::kernels {
 
+namespace {
+thread_local bool tlsLoadingHashModule = false;
+
+struct LoadingHashModule {
+  LoadingHashModule() { tlsLoadingHashModule = true; }
+  ~LoadingHashModule() { tlsLoadingHashModule = false; }
+};
+}  // namespace
+
+bool loadingHashModule() { return tlsLoadingHashModule; }
+
 std::unique_ptr<DeviceHasher> DeviceHasher::create(const DriverApi& api, std::string& error) {
   std::unique_ptr<DeviceHasher> h(new DeviceHasher(api));
   const std::span<const unsigned char> image = hashKernelFatbin();
+  // Loaded in full here, not lazily at its first launch, so that the module's
+  // load happens where loadingHashModule() says so.
+  const LoadingHashModule loading;
   CUresult r = api.cuModuleLoadData(&h->module_, image.data());
   if (r != CUDA_SUCCESS) {
     error = "cannot load the hash kernel into this context: " + api.errorText(r);
@@ -19,6 +33,7 @@ std::unique_ptr<DeviceHasher> DeviceHasher::create(const DriverApi& api, std::st
     error = std::string("cannot find ") + kHashKernelName + " in the hash module: " + api.errorText(r);
     return nullptr;
   }
+  if (api.cuFuncLoad != nullptr) api.cuFuncLoad(h->function_);  // CUDA_MODULE_LOADING=LAZY defers it otherwise
   CUdevice dev = 0;
   int sms = 0;
   if (api.cuCtxGetDevice(&dev) == CUDA_SUCCESS &&

@@ -26,6 +26,11 @@ struct HashResult {
 
 // The hash kernel loaded in one context. Create and use it with that context
 // current; it owns the module and its scratch buffers.
+// Whether this thread is loading the hash kernel's module now: a CUPTI
+// client that ignores its own calls still sees the program's modules loaded
+// inside them (lazy loading), and this tells the hash module apart.
+bool loadingHashModule();
+
 class DeviceHasher {
  public:
   // Loads the module into the current context. Returns null with a reason in

@@ -15,7 +15,7 @@ namespace {
 bool optional(std::string_view name) {
   return name == "cuFuncGetName" || name == "cuFuncGetParamInfo" || name == "cuKernelGetName" ||
          name == "cuKernelGetParamInfo" || name == "cuKernelGetFunction" || name == "cuFuncGetModule" ||
-         name == "cuStreamGetCaptureInfo";
+         name == "cuStreamGetCaptureInfo" || name == "cuFuncLoad";
 }
 }  // namespace
 

@@ -62,7 +62,8 @@ namespace gpurr::kernels {
   X(cuFuncGetParamInfo)           \
   X(cuKernelGetName)              \
   X(cuKernelGetFunction)          \
-  X(cuKernelGetParamInfo)
+  X(cuKernelGetParamInfo)         \
+  X(cuFuncLoad)
 
 // The CUDA driver library (libcuda.so.1), the process's own copy when it is
 // already loaded; null with `error` set when there is none.

@@ -134,6 +134,15 @@ constexpr Row kRows[] = {
     ROW(cuEventSynchronize, kEventSynchronize),
     ROW(cuStreamWaitEvent, kStreamWaitEvent),
     ROW_PT(cuStreamWaitEvent_ptsz, kStreamWaitEvent),
+
+    ROW(cuStreamBeginCapture, kCaptureBegin),
+    ROW_PT(cuStreamBeginCapture_ptsz, kCaptureBegin),
+    ROW(cuStreamBeginCapture_v2, kCaptureBegin),
+    ROW_PT(cuStreamBeginCapture_v2_ptsz, kCaptureBegin),
+    ROW(cuStreamBeginCaptureToGraph, kCaptureBegin),
+    ROW_PT(cuStreamBeginCaptureToGraph_ptsz, kCaptureBegin),
+    ROW(cuStreamEndCapture, kCaptureEnd),
+    ROW_PT(cuStreamEndCapture_ptsz, kCaptureEnd),
 };
 
 struct Table {

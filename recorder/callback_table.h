@@ -27,6 +27,8 @@ enum class Handler : uint8_t {
   kMemsetD2D8, kMemsetD2D16, kMemsetD2D32, kMemsetD2D8Async, kMemsetD2D16Async, kMemsetD2D32Async,
   // synchronisation
   kCtxSynchronize, kStreamSynchronize, kEventRecord, kEventRecordWithFlags, kEventSynchronize, kStreamWaitEvent,
+  // graph capture begins and ends (the determinism check must not sync then)
+  kCaptureBegin, kCaptureEnd,
   // calls the recorder cannot follow yet: warned about once
   kUnsupported,
 };

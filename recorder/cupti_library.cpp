@@ -44,7 +44,8 @@ std::optional<CuptiLibrary> loadCupti(const std::function<const char*(const char
     error = "cannot load libcupti.so.13 (looked in the loaded libraries, the loader's path";
     for (size_t i = 1; i < candidates.size(); ++i)
       error += ", " + std::filesystem::path(candidates[i]).parent_path().string();
-    error += "; add the CUDA toolkit's CUPTI folder to LD_LIBRARY_PATH or set CUDA_HOME)";
+    // Not LD_LIBRARY_PATH: a toolkit copy put before PyTorch's own breaks torch's imports.
+    error += "; set CUDA_HOME to a CUDA 13 toolkit that has CUPTI)";
     return std::nullopt;
   }
   CuptiLibrary c;

@@ -13,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "kernels/device_hasher.h"
 #include "recorder/cubin_symbols.h"
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
@@ -196,7 +197,14 @@ void RecordSession::ensureStarted() {
 }
 
 void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
-  if (inRecorder() || finished_.load(std::memory_order_relaxed) || cbdata == nullptr) return;
+  if (finished_.load(std::memory_order_relaxed) || cbdata == nullptr) return;
+  // The recorder's own calls are not recorded. But the driver may load one of
+  // the program's modules inside them (lazily, from the recorder's
+  // cuKernelGetFunction): that module is the program's, and its load will
+  // not be announced again.
+  if (inRecorder() && (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED ||
+                       kernels::loadingHashModule()))
+    return;
   ReentrancyGuard guard;
   try {
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
@@ -269,6 +277,14 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
     default:
       break;
   }
+  if (!enter && e.handler == Handler::kCaptureEnd) {
+    // The capture is over, also when it was invalidated (the call then fails
+    // with STREAM_CAPTURE_INVALIDATED); other failures ended nothing.
+    const CUresult r = *static_cast<const CUresult*>(cb.functionReturnValue);
+    if ((r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) && activeCaptures_.load() > 0)
+      activeCaptures_.fetch_sub(1);
+    return;
+  }
   if (enter || !succeeded(cb)) return;
   switch (e.handler) {
     case Handler::kMemcpyHtoD: case Handler::kMemcpyHtoDAsync: case Handler::kMemcpyDtoH:
@@ -283,6 +299,9 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
     case Handler::kMemsetD2D8: case Handler::kMemsetD2D16: case Handler::kMemsetD2D32:
     case Handler::kMemsetD2D8Async: case Handler::kMemsetD2D16Async: case Handler::kMemsetD2D32Async:
       setExit(e.handler, e.perThread, cb);
+      return;
+    case Handler::kCaptureBegin:
+      activeCaptures_.fetch_add(1);
       return;
     case Handler::kCtxSynchronize: case Handler::kStreamSynchronize: case Handler::kEventRecord:
     case Handler::kEventRecordWithFlags: case Handler::kEventSynchronize: case Handler::kStreamWaitEvent:
@@ -508,6 +527,12 @@ std::vector<SnapshotCopy> RecordSession::snapshotRanges(uint64_t context, uint64
 void RecordSession::checkDeterminism(uint64_t context, const Relaunch& launch,
                                      const std::vector<trace::DeviceRange>& outputs,
                                      std::vector<trace::Annotation>& annotations) {
+  if (activeCaptures_.load() > 0) {
+    // The check synchronises the context, which would invalidate the capture.
+    annotations.emplace_back(std::in_place_type<trace::Note>,
+                             "determinism check skipped: a CUDA graph was being captured in the process");
+    return;
+  }
   std::vector<kernels::HashRequest> requests;
   requests.reserve(outputs.size());
   for (const trace::DeviceRange& r : outputs) requests.push_back({r.address, r.size});

@@ -151,6 +151,7 @@ class RecordSession {
   bool started_ = false;
   std::atomic<bool> startedFast_{false};  // started_, readable without the lock
   std::atomic<bool> finished_{false};
+  std::atomic<int> activeCaptures_{0};  // graph captures begun and not ended, in any thread
   std::unique_ptr<TraceSink> sink_;  // set once under startMu_, then read-only
   std::optional<std::string> torchVersion_;  // PyTorch loaded at the start; likewise
 

@@ -1117,6 +1117,29 @@ TEST_CASE("a launch is recorded once whichever domain reports it: runtime, drive
   }
 }
 
+TEST_CASE("a program module loaded inside the recorder's own driver call is recorded", "[recorder][session]") {
+  // Lazy loading: the recorder's cuKernelGetFunction (describing a launched
+  // function) can be what loads the program's module; the driver announces
+  // that load once, inside the recorder's call.
+  Harness h;
+  h.session->ensureStarted();
+  const std::vector<uint8_t> image = {9, 8, 7, 6};
+  CUpti_ModuleResourceData m{3, image.size(), reinterpret_cast<const char*>(image.data())};
+  CUpti_ResourceData r{h.ctx, {nullptr}, &m};
+  {
+    ReentrancyGuard recorderCall;
+    h.session->onCallback(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED, &r);
+    // Its own calls are still not recorded.
+    std::vector<uint8_t> x = randomBytes(64, 1);
+    h.memAlloc(x);
+  }
+  const auto events = h.finishAndRead();
+  const auto modules = eventsOf<trace::ModuleLoad>(events);
+  REQUIRE(modules.size() == 1);
+  CHECK(modules[0].cubin.size == 4);
+  CHECK(eventsOf<trace::Allocation>(events).empty());
+}
+
 TEST_CASE("a launch ENTER that records nothing leaves no stale pointer for its EXIT", "[recorder][session]") {
   Harness h;
   h.session->ensureStarted();
@@ -1450,6 +1473,37 @@ TEST_CASE("determinism check: a deterministic kernel gives one result", "[record
       CHECK(*d == trace::DeterminismCheck{3, 1});
     }
   CHECK(found);
+}
+
+TEST_CASE("determinism check: skipped while a graph is being captured, since it synchronises the context",
+          "[recorder][session][determinism]") {
+  Harness h(std::map<std::string, std::string>{{"GPURR_KERNELS", "axpy"}, {"GPURR_CHECK_DETERMINISM", "3"}});
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> y = randomBytes(4096, 18);
+  h.memAlloc(y);
+  uint64_t py = addr(y.data());
+  float a = 3.0f;
+  int n = 7;
+  void* args[] = {&py, &py, &a, &n};
+  CUstream captureStream = reinterpret_cast<CUstream>(0x9);
+  cuStreamBeginCapture_v2_params begin{captureStream, CU_STREAM_CAPTURE_MODE_GLOBAL};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, &begin);
+  h.launch(kAxpy, args, 0x7);  // on another stream, while the capture is open
+  CUgraph graph = nullptr;
+  cuStreamEndCapture_params end{captureStream, &graph};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture, &end, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  h.launch(kAxpy, args, 0x7);  // the capture is over (invalidated, but over)
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 2);
+  CHECK(h.device->reruns.size() == 1);
+  auto has = [](const trace::KernelLaunch& k, auto pred) {
+    return std::any_of(k.annotations.begin(), k.annotations.end(), pred);
+  };
+  CHECK(has(launches[0], [](const trace::Annotation& an) {
+    const auto* note = std::get_if<trace::Note>(&an);
+    return note != nullptr && note->text.find("graph was being captured") != std::string::npos;
+  }));
+  CHECK(has(launches[1], [](const trace::Annotation& an) { return std::holds_alternative<trace::DeterminismCheck>(an); }));
 }
 
 TEST_CASE("determinism check: without --launches or --kernels it follows the snapshot selection",
