@@ -24,6 +24,7 @@
 #include "cli/bisect.h"
 #include "cli/bisect_run.h"
 #include "cli/commands.h"
+#include "cli/cuda_driver.h"
 #include "cli/diff_report.h"
 #include "cli/record.h"
 #include "cli/text.h"
@@ -253,7 +254,8 @@ class Bisect {
         if (!opts_.keepGoing) {
           // A clean exit without a trace: no CUDA process ran, and going on
           // would only run it again.
-          out_.error = !r.failed() ? fmt::format("run {} recorded nothing to compare", r.number)
+          out_.error = !r.failed() ? fmt::format("run {} recorded nothing to compare{}", r.number,
+                                                 noDriver_ ? ": " + *noDriver_ : "")
                                    : fmt::format("run {} failed; add --keep-going to compare the runs that leave a "
                                                  "trace anyway",
                                                  r.number);
@@ -337,6 +339,8 @@ class Bisect {
                                   : fmt::format("exit code {}", r.exitCode),
                          clockTime(r.seconds));
       text += r.traced ? fmt::format("; its trace is kept in {}", r.trace.string()) : "; no trace written";
+    } else if (noDriver_) {
+      text = fmt::format("run {} wrote no trace: {}, so the recorder cannot start", r.number, *noDriver_);
     } else {
       text = fmt::format("run {} wrote no trace: the command ran no CUDA process (or the recorder could "
                          "not start)",
@@ -478,6 +482,9 @@ class Bisect {
   const Culprits* culprits_;
   Progress progress_;
   Outcome out_;
+  // Why runs cannot record, when this machine has no CUDA driver (a stand-in
+  // program that writes its own traces records anyway).
+  const std::optional<std::string> noDriver_ = missingCudaDriver();
 };
 
 // ------------------------------------------------------------ reports

@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <exception>
 
+#include <fmt/format.h>
+
 #include "cli/commands.h"
 #include "trace_format/trace.h"
 
@@ -12,7 +14,9 @@ int main(int argc, char** argv) {
       "Finds the first kernel launch whose output differs between two runs, and why."};
   app.name("gpurr");
   app.require_subcommand(1);
-  app.set_version_flag("--version", GPURR_VERSION);
+  app.set_version_flag("--version", fmt::format("gpurr {} (commit {}, built with {}, trace format {}, compat {})",
+                                                GPURR_VERSION, GPURR_COMMIT, GPURR_BUILT_WITH,
+                                                gpurr::trace::kFormatVersion, gpurr::trace::kCompatVersion));
   Action chosen;
   addInfoCommand(app, chosen);
   addDumpCommand(app, chosen);

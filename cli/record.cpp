@@ -21,6 +21,7 @@
 #include <stdexcept>
 
 #include "cli/commands.h"
+#include "cli/cuda_driver.h"
 #include "cli/process.h"
 #include "cli/text.h"
 #include "trace_format/trace.h"
@@ -426,6 +427,10 @@ int run(const RecordOptions& opts) {
     return usageError(fmt::format("cannot write {}: directory {} does not exist", out.string(),
                                   out.parent_path().string()));
   }
+  // Said up front: without a driver no CUDA call succeeds, so the recorder
+  // never starts; the program still runs, and its exit code passes through.
+  const std::optional<std::string> noDriver = missingCudaDriver();
+  if (noDriver) say(*noDriver + ": nothing will be recorded; the program runs as usual");
   if (opts.output.empty()) say(fmt::format("recording to {}", out.string()));
 
   // Next to OUT, so that moving the traces into place is a rename.
@@ -493,7 +498,7 @@ int run(const RecordOptions& opts) {
                     staging.string()));
   }
   if (placed.traces.empty()) {
-    say("no CUDA process ran (no trace written)");
+    if (!noDriver) say("no CUDA process ran (no trace written)");
     return exit.code;
   }
   if (placed.directoryOfTraces) {

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/cuda_driver.h"
 #include "cli/process.h"
 #include "cli/record.h"
 #include "cli/text.h"
@@ -172,7 +174,8 @@ TEST_CASE("record passes the command's exit code through") {
   for (int code : {0, 3, 42}) {
     const Result r = s.record("out.gpurr", "exit " + std::to_string(code));
     CHECK(r.code == code);
-    CHECK_THAT(r.err, Catch::Contains("no CUDA process ran (no trace written)"));
+    // Without a driver the up-front line says why instead (test below).
+    if (!gpurr::cli::missingCudaDriver()) CHECK_THAT(r.err, Catch::Contains("no CUDA process ran (no trace written)"));
     CHECK_FALSE(fs::exists(s.work / "out.gpurr"));
   }
 }
@@ -243,7 +246,29 @@ TEST_CASE("stdin, stdout and stderr pass through untouched") {
                          "line one\nline two\n");
   CHECK(r.code == 0);
   CHECK(r.out == "line one\nline two\nno newline");  // gpurr adds nothing to stdout
-  CHECK_THAT(r.err, Catch::StartsWith("to-stderr\n"));
+  // gpurr's own lines come after the command's output, except the one that
+  // says, before it starts, that this machine has no CUDA driver.
+  std::string err = r.err;
+  if (gpurr::cli::missingCudaDriver()) {
+    REQUIRE_THAT(err, Catch::StartsWith("gpurr: no CUDA driver on this machine"));
+    err.erase(0, err.find('\n') + 1);
+  }
+  CHECK_THAT(err, Catch::StartsWith("to-stderr\n"));
+}
+
+TEST_CASE("without a CUDA driver, record says so up front in one line, runs the command and passes its exit code") {
+  if (!gpurr::cli::missingCudaDriver()) {
+    WARN("this machine has a CUDA driver: nothing to check");
+    return;
+  }
+  Sandbox s;
+  const Result r = s.run({"record", "-o", "out.gpurr", "--", "sh", "-c", "echo ran; exit 7"});
+  CHECK(r.code == 7);
+  CHECK(r.out == "ran\n");
+  CHECK_THAT(r.err, Catch::StartsWith("gpurr: no CUDA driver on this machine (libcuda.so.1: ") &&
+                        Catch::Contains("nothing will be recorded") && !Catch::Contains("no CUDA process ran"));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // that line alone
+  CHECK_FALSE(fs::exists(s.work / "out.gpurr"));
 }
 
 TEST_CASE("everything after -- reaches the command unchanged (options and -- included)") {
