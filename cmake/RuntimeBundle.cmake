@@ -70,3 +70,9 @@ function(_gpurr_add_runtime_bundle)
     VERBATIM)
 endfunction()
 cmake_language(DEFER DIRECTORY ${PROJECT_SOURCE_DIR} CALL _gpurr_add_runtime_bundle)
+
+# `cmake --install BUILD --prefix P`: P/bin/gpurr, P/lib/ (the recorder and
+# the libraries lib/ carries), P/share/gpurr/; binaries find lib/ through
+# their $ORIGIN-relative RPATH, so P can be moved anywhere.
+install(DIRECTORY ${PROJECT_BINARY_DIR}/lib/ DESTINATION lib
+        FILES_MATCHING PATTERN "lib*.so*" PATTERN "libgpurr_recorder.so" EXCLUDE)
