@@ -318,17 +318,25 @@ bool CudaDevice::describeFunction(uint64_t function, FunctionInfo& out) {
 uint64_t CudaDevice::runtimeFunction(uint64_t hostFunction) {
   // cudaError_t cudaGetFuncBySymbol(cudaFunction_t*, const void*): a
   // cudaFunction_t is a CUfunction. PyTorch loads libcudart RTLD_LOCAL, so
-  // it is looked up in the loaded library, not in the global scope alone.
+  // it is looked up in the loaded library, not in the global scope alone. A
+  // program linked with the static runtime exports none of it: 0.
   using GetFuncBySymbol = int (*)(CUfunction*, const void*);
-  void* sym = nullptr;
-  if (void* rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD)) {
-    sym = dlsym(rt, "cudaGetFuncBySymbol");
-    dlclose(rt);  // only drops the reference NOLOAD took
-  }
-  if (sym == nullptr) sym = dlsym(RTLD_DEFAULT, "cudaGetFuncBySymbol");
+  using LastError = int (*)();
+  void* rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+  auto find = [&](const char* name) { return rt != nullptr ? dlsym(rt, name) : dlsym(RTLD_DEFAULT, name); };
+  const auto get = reinterpret_cast<GetFuncBySymbol>(find("cudaGetFuncBySymbol"));
+  const auto peek = reinterpret_cast<LastError>(find("cudaPeekAtLastError"));
+  const auto clear = reinterpret_cast<LastError>(find("cudaGetLastError"));
+  if (rt != nullptr) dlclose(rt);  // only drops the reference NOLOAD took
+  // A failed lookup sets the thread's last runtime error, which the program
+  // reads after its launch (PyTorch checks every launch): look up only while
+  // that state holds no error of the program's, and clear ours.
+  if (get == nullptr || peek == nullptr || clear == nullptr || peek() != 0) return 0;
   CUfunction f = nullptr;
-  if (sym == nullptr || reinterpret_cast<GetFuncBySymbol>(sym)(&f, reinterpret_cast<const void*>(hostFunction)) != 0)
+  if (get(&f, reinterpret_cast<const void*>(hostFunction)) != 0) {
+    clear();
     return 0;
+  }
   return reinterpret_cast<uint64_t>(f);
 }
 

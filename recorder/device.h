@@ -68,7 +68,8 @@ class Device {
 
   // The CUfunction of a runtime entry function (the host function a
   // cudaLaunchKernel names), through the process's CUDA runtime; 0 when it
-  // cannot be resolved (a program linked with the static runtime).
+  // cannot be resolved (a program linked with the static runtime). Leaves
+  // the runtime's last-error state as the program left it.
   virtual uint64_t runtimeFunction(uint64_t hostFunction) {
     (void)hostFunction;
     return 0;
