@@ -26,7 +26,8 @@ size=$(du -sb "$bundle" | cut -f1)
 [ "$size" -le $((limit_mib * 1024 * 1024)) ] ||
   fail "the bundle holds $((size / 1024 / 1024)) MiB, over $limit_mib MiB"
 for f in bin/gpurr lib/libgpurr_recorder.so tests/gpu/gpu_probe tests/gpu/programs/atomic_reduce \
-         tests/gpu/hash_match/hash_match share/gpurr/known_culprits.json CTestTestfile.cmake; do
+         tests/gpu/hash_match/hash_match tests/gpu/probe/cupti_probe tests/gpu/probe/libprobe_subscriber.so \
+         tests/gpu/probe/libprobe_kernels.so share/gpurr/known_culprits.json CTestTestfile.cmake; do
   [ -e "$bundle/$f" ] || fail "the bundle lacks $f"
 done
 grep -q 'add_test(\[==\[replay_atomic_nondeterministic\]==\]' "$bundle/CTestTestfile.cmake" ||
@@ -90,7 +91,7 @@ if [ $rc -ne 77 ]; then
   fail "tests/gpu/run.sh BUNDLE without a GPU exited $rc, expected 77 (skipped):"
   sed 's/^/    /' "$work/run.log"
 else
-  for part in programs pytorch annotations bisect hash ctest; do
+  for part in probe programs pytorch annotations bisect hash ctest; do
     grep -q "^SKIP $part" "$work/run.log" || fail "run.sh did not report part '$part' skipped: $(cat "$work/run.log")"
   done
 fi

@@ -4,6 +4,9 @@
 # BUILD_DIR is a build folder or a bundle made from one by
 # scripts/gpu_bundle.sh (the same layout, stripped, for a GPU machine).
 # PARTs (default: all, in this order):
+#   0. probe: the GPU probes (probe/run_probes.sh): answers to the questions
+#      about CUDA 13, CUPTI and PyTorch that only a GPU gives; its report is
+#      saved as probes.txt in the logs folder;
 #   1. programs: each program of expectations.txt recorded twice with
 #      BUILD_DIR/bin/gpurr record and the traces compared launch by launch;
 #   2. pytorch: the PyTorch training script: output unchanged by recording, two
@@ -20,7 +23,7 @@
 # environment.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-all_parts="programs pytorch annotations bisect hash ctest"
+all_parts="probe programs pytorch annotations bisect hash ctest"
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
   echo "usage: tests/gpu/run.sh BUILD_DIR|BUNDLE [PART...]   (parts: $all_parts)" >&2
   exit 2
@@ -141,6 +144,26 @@ if grep -q "not found" <<<"$deps"; then
     export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$extra
   else
     fail "libraries not found: $(grep "not found" <<<"$deps" | tr -s ' \t\n' ' ')"
+  fi
+fi
+
+# 0. The probes: one report; a probe that fails to answer is a failed check.
+if wanted probe; then
+  if [ -x "$build/tests/gpu/probe/cupti_probe" ]; then
+    timeout "${GPURR_CHECK_TIMEOUT:-900}" "$here/probe/run_probes.sh" "$build" >"$log/probes.txt" 2>&1
+    rc=$?
+    sed -n '/^== summary/,$p' "$log/probes.txt" | sed 's/^/    /'
+    if [ $rc -eq 77 ]; then
+      skip "probes"
+    elif [ $rc -ne 0 ]; then
+      fail "probes (exit status $rc; report in $log/probes.txt)"
+    elif grep -q '^PROBE [^ ]* \(stopped-after\|exited-\)' "$log/probes.txt"; then
+      fail "probes: $(grep -c '^PROBE [^ ]* \(stopped-after\|exited-\)' "$log/probes.txt") probe program(s) stopped or crashed (report in $log/probes.txt)"
+    else
+      pass "probes answered ($(grep -c '^PROBE ' "$log/probes.txt") answers in $log/probes.txt)"
+    fi
+  else
+    skip "probes ($build/tests/gpu/probe/cupti_probe is not built)"
   fi
 fi
 
