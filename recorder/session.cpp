@@ -449,9 +449,17 @@ void RecordSession::moduleLoaded(const CUpti_ModuleResourceData& module) {
   const CubinInfo cubin = readCubin(entry.blob);
   trace::ModuleLoad load;
   load.arch = cubin.arch;
+  const uint64_t digest = hash::hashBuffer(entry.blob);
   std::lock_guard lock(mu_);  // ordinals and emission in the same order
   load.ordinal = nextModule_++;
-  for (const std::string& name : cubin.functions) moduleByName_[name] = load.ordinal;
+  moduleDigest_[load.ordinal] = digest;
+  for (const std::string& name : cubin.functions) {
+    // A name that another image (other code) defines too cannot tell which
+    // module a launch of it ran: 0, ambiguous. The same image loaded again
+    // (another context) is the same code.
+    auto [it, fresh] = moduleByName_.try_emplace(name, load.ordinal);
+    if (!fresh) it->second = it->second != 0 && moduleDigest_[it->second] == digest ? load.ordinal : 0;
+  }
   tlsLastModule = load.ordinal;
   entry.event = newEvent(load);
   emit(std::move(entry));
@@ -459,7 +467,8 @@ void RecordSession::moduleLoaded(const CUpti_ModuleResourceData& module) {
 
 std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo(uint64_t function,
                                                                                  const char* symbolName,
-                                                                                 uint32_t& module) {
+                                                                                 uint32_t& module,
+                                                                                 bool& ambiguousModule) {
   std::shared_ptr<const CachedFunction> cached;
   {
     std::lock_guard lock(mu_);
@@ -467,7 +476,16 @@ std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo
   }
   if (!cached) {
     auto fresh = std::make_shared<CachedFunction>();
+    // Lazy loading: the driver may load the function's module inside this
+    // call (cuKernelGetFunction), announcing it here; that ties the module
+    // handle the description names to its ordinal.
+    tlsLastModule = 0;
     device_->describeFunction(function, fresh->info);  // unlocked: calls the driver
+    if (tlsLastModule != 0 && fresh->info.module != 0) {
+      std::lock_guard lock(mu_);
+      moduleByHandle_[fresh->info.module] = tlsLastModule;
+    }
+    tlsLastModule = 0;
     if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
     fresh->selectedByName = kernelSelected(options_, fresh->info.name);
     fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
@@ -481,8 +499,12 @@ std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo
   if (cached->info.module != 0) {
     if (auto it = moduleByHandle_.find(cached->info.module); it != moduleByHandle_.end()) module = it->second;
   }
+  ambiguousModule = false;
   if (module == 0) {
-    if (auto it = moduleByName_.find(cached->info.name); it != moduleByName_.end()) module = it->second;
+    if (auto it = moduleByName_.find(cached->info.name); it != moduleByName_.end()) {
+      module = it->second;
+      ambiguousModule = module == 0;
+    }
   }
   return cached;
 }
@@ -621,9 +643,13 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchC
   k.context = u64(cb.context);
 
   uint32_t module = 0;
-  const std::shared_ptr<const CachedFunction> fn = functionInfo(function, cb.symbolName, module);
+  bool ambiguousModule = false;
+  const std::shared_ptr<const CachedFunction> fn = functionInfo(function, cb.symbolName, module, ambiguousModule);
   k.function = fn->info.name;
   k.module = module;
+  if (ambiguousModule)
+    k.annotations.emplace_back(std::in_place_type<trace::Note>,
+                               "module unknown: several loaded images with different code define this kernel name");
   k.paramLayout = fn->info.layout;
   if (auto fromExtra = paramsFromExtra(extra)) {
     k.params = std::move(*fromExtra);

@@ -109,7 +109,10 @@ class RecordSession {
     std::vector<PhiloxParam> philox;  // PhiloxCudaState parameters
   };
   // Function name / layout, cached per handle; `module` gets its ordinal.
-  std::shared_ptr<const CachedFunction> functionInfo(uint64_t function, const char* symbolName, uint32_t& module);
+  // `ambiguousModule`: the handle named no module and several images with
+  // different code define the name, so `module` is 0.
+  std::shared_ptr<const CachedFunction> functionInfo(uint64_t function, const char* symbolName, uint32_t& module,
+                                                     bool& ambiguousModule);
 
   // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise.
   HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges);
@@ -160,8 +163,9 @@ class RecordSession {
   std::unordered_map<uint64_t, std::shared_ptr<const CachedFunction>> functions_;
   std::unordered_map<uint64_t, uint64_t> functionByHostStub_;  // runtime entry function -> CUfunction (0: none)
   std::unordered_map<uint64_t, uint32_t> moduleByHandle_;   // CUmodule -> ordinal
-  std::unordered_map<std::string, uint32_t> moduleByName_;
-  std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // kernel name -> ordinal (latest)
+  std::unordered_map<std::string, uint32_t> moduleByName_;  // kernel name -> ordinal; 0: ambiguous
+  std::unordered_map<uint32_t, uint64_t> moduleDigest_;     // ordinal -> digest of its image
+  std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // context -> device ordinal
   std::unordered_map<uint64_t, uint32_t> ipcOpens_;         // IPC-opened address -> open count
   uint32_t nextModule_ = 1;
   uint64_t nextLaunch_ = 0;

@@ -146,6 +146,7 @@ class FakeDevice : public Device {
 
   uint32_t currentDevice() override { return device; }
   bool throwOnDescribe = false;
+  std::function<void()> onDescribe;  // what the driver does inside the description (a lazy module load)
 
   std::map<uint64_t, uint64_t> runtimeStubs;  // host entry function -> CUfunction
   uint64_t runtimeFunction(uint64_t stub) override {
@@ -167,6 +168,7 @@ class FakeDevice : public Device {
 
   bool describeFunction(uint64_t f, FunctionInfo& out) override {
     if (throwOnDescribe) throw std::runtime_error("describeFunction failed");
+    if (onDescribe) onDescribe();
     auto it = functions.find(f);
     if (it == functions.end()) return false;
     out = it->second;
@@ -1115,6 +1117,59 @@ TEST_CASE("a launch is recorded once whichever domain reports it: runtime, drive
     REQUIRE(launches.size() == 1);
     checkFull(launches[0], y);
   }
+}
+
+TEST_CASE("a module loaded lazily while the recorder describes a launch is that launch's module",
+          "[recorder][session]") {
+  // cuKernelGetFunction in the launch's ENTER loads the library's module and
+  // names its handle: the MODULE_LOADED inside ties the two.
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0xAB);  // its module handle, not loaded by cuModuleLoad*
+  const std::vector<uint8_t> image = {4, 4, 4, 4};
+  h.device->onDescribe = [&] {
+    ReentrancyGuard recorderCall;
+    CUpti_ModuleResourceData m{5, image.size(), reinterpret_cast<const char*>(image.data())};
+    CUpti_ResourceData r{h.ctx, {nullptr}, &m};
+    h.session->onCallback(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED, &r);
+  };
+  std::vector<uint8_t> y = randomBytes(256, 2);
+  h.memAlloc(y);
+  uint64_t py = addr(y.data());
+  float a = 1;
+  int n = 1;
+  void* args[] = {&py, &py, &a, &n};
+  h.moduleLoad({1, 2, 3}, 0xCD);  // another module first: ordinal 1
+  h.launch(kAxpy, args);
+  h.device->onDescribe = {};
+  h.device->functions[0xF77] = {"_Z5otherPf", 0xAB, {{0, 8}}, true};  // a second kernel of that module
+  h.launch(0xF77, args);
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 2);
+  CHECK(launches[0].module == 2);
+  CHECK(launches[1].module == 2);
+}
+
+TEST_CASE("a kernel name that two images with different code define gets no module, and says so",
+          "[recorder][session]") {
+  Harness h;
+  std::ifstream self("/proc/self/exe", std::ios::binary);
+  std::vector<uint8_t> image((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
+  h.device->functions[0xF02] = {"main", 0, {{0, 8}}, true};  // no module handle: found by name
+  h.moduleLoad(image, 0x1);
+  h.moduleLoad(image, 0x2);  // the same code again (another context): still known
+  uint64_t zero = 0;
+  void* args[] = {&zero};
+  h.launch(0xF02, args);
+  image.push_back(0);  // other code defining the same names
+  h.moduleLoad(image, 0x3);
+  h.launch(0xF02, args);
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 2);
+  CHECK(launches[0].module == 2);
+  CHECK(launches[0].annotations.empty());
+  CHECK(launches[1].module == 0);
+  REQUIRE(launches[1].annotations.size() == 1);
+  CHECK(std::get<trace::Note>(launches[1].annotations[0]).text.find("several loaded images") != std::string::npos);
 }
 
 TEST_CASE("a program module loaded inside the recorder's own driver call is recorded", "[recorder][session]") {
