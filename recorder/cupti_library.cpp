@@ -29,7 +29,9 @@ std::vector<std::string> cuptiCandidates(const std::function<const char*(const c
     if (const char* root = getenv(var); root != nullptr && *root != '\0') roots.emplace_back(root);
   }
   roots.emplace_back("/usr/local/cuda");
-  std::vector<std::string> out = {"libcupti.so.13"};
+  std::vector<std::string> out;
+  if (const char* chosen = getenv("GPURR_CUPTI"); chosen != nullptr && *chosen != '\0') out.emplace_back(chosen);
+  out.emplace_back("libcupti.so.13");
   for (const std::string& root : roots) {
     for (const char* sub : {"/lib64/", "/lib/", "/extras/CUPTI/lib64/"}) out.push_back(root + sub + "libcupti.so.13");
   }
@@ -42,10 +44,10 @@ std::optional<CuptiLibrary> loadCupti(const std::function<const char*(const char
   for (size_t i = 0; lib == nullptr && i < candidates.size(); ++i) lib = dlopen(candidates[i].c_str(), RTLD_NOW);
   if (lib == nullptr) {
     error = "cannot load libcupti.so.13 (looked in the loaded libraries, the loader's path";
-    for (size_t i = 1; i < candidates.size(); ++i)
-      error += ", " + std::filesystem::path(candidates[i]).parent_path().string();
+    for (const std::string& c : candidates)
+      if (c != "libcupti.so.13") error += ", " + c;
     // Not LD_LIBRARY_PATH: a toolkit copy put before PyTorch's own breaks torch's imports.
-    error += "; set CUDA_HOME to a CUDA 13 toolkit that has CUPTI)";
+    error += "; set GPURR_CUPTI to a libcupti.so.13, or CUDA_HOME to a CUDA 13 toolkit that has CUPTI)";
     return std::nullopt;
   }
   CuptiLibrary c;

@@ -34,9 +34,10 @@ struct CuptiLibrary {
 };
 
 // Where libcupti.so.13 is looked for, in order, after the copy the process
-// has already loaded: the loader's own search (LD_LIBRARY_PATH, the cache),
-// then $CUDA_HOME and $CUDA_PATH, then /usr/local/cuda, each in lib64/, lib/
-// and extras/CUPTI/lib64/.
+// has already loaded (PyTorch's own, when torch was imported before cuInit):
+// $GPURR_CUPTI (a file), the loader's own search (LD_LIBRARY_PATH, the
+// cache), then $CUDA_HOME and $CUDA_PATH, then /usr/local/cuda, each in
+// lib64/, lib/ and extras/CUPTI/lib64/.
 std::vector<std::string> cuptiCandidates(const std::function<const char*(const char*)>& getenv);
 
 // Loads CUPTI and the checkpoint library beside it. nullopt with `error`

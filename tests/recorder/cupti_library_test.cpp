@@ -33,15 +33,18 @@ TEST_CASE("CUPTI and the checkpoint API are found in the CUDA toolkit", "[record
                                     std::filesystem::path(c->path).parent_path()));
 }
 
-TEST_CASE("the CUPTI search order: the loader's path, then each CUDA root's folders", "[recorder][cupti]") {
+TEST_CASE("the CUPTI search order: GPURR_CUPTI, the loader's path, then each CUDA root's folders",
+          "[recorder][cupti]") {
   auto getenv = [](const char* name) -> const char* {
+    if (std::string(name) == "GPURR_CUPTI") return "/venv/nvidia/cu13/lib/libcupti.so.13";
     return std::string(name) == "CUDA_HOME" ? "/opt/cuda-x" : nullptr;
   };
   const std::vector<std::string> c = cuptiCandidates(getenv);
-  REQUIRE(c.size() == 7);
-  CHECK(c[0] == "libcupti.so.13");
-  CHECK(c[1] == "/opt/cuda-x/lib64/libcupti.so.13");
-  CHECK(c[2] == "/opt/cuda-x/lib/libcupti.so.13");
-  CHECK(c[3] == "/opt/cuda-x/extras/CUPTI/lib64/libcupti.so.13");
-  CHECK(c[4] == "/usr/local/cuda/lib64/libcupti.so.13");
+  REQUIRE(c.size() == 8);
+  CHECK(c[0] == "/venv/nvidia/cu13/lib/libcupti.so.13");
+  CHECK(c[1] == "libcupti.so.13");
+  CHECK(c[2] == "/opt/cuda-x/lib64/libcupti.so.13");
+  CHECK(c[3] == "/opt/cuda-x/lib/libcupti.so.13");
+  CHECK(c[4] == "/opt/cuda-x/extras/CUPTI/lib64/libcupti.so.13");
+  CHECK(c[5] == "/usr/local/cuda/lib64/libcupti.so.13");
 }
