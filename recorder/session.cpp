@@ -280,7 +280,8 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
   if (!enter && e.handler == Handler::kCaptureEnd) {
     // The capture is over, also when it was invalidated (the call then fails
     // with STREAM_CAPTURE_INVALIDATED); other failures ended nothing.
-    const CUresult r = *static_cast<const CUresult*>(cb.functionReturnValue);
+    const CUresult r = cb.functionReturnValue != nullptr ? *static_cast<const CUresult*>(cb.functionReturnValue)
+                                                         : CUDA_ERROR_UNKNOWN;
     if ((r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) && activeCaptures_.load() > 0)
       activeCaptures_.fetch_sub(1);
     return;
