@@ -439,12 +439,9 @@ int run(const RecordOptions& opts) {
     return usageError(fmt::format("cannot create a staging directory in {}: {}",
                                   out.parent_path().string(), std::strerror(errno)));
   }
+  // mkdtemp makes it private (0700), and it stays so: a single trace or the
+  // directory of traces becomes OUT, and traces can hold training data.
   const fs::path staging = templ;
-  // mkdtemp makes it private; a single trace or the directory of traces
-  // becomes OUT, which should get the permissions any new directory gets.
-  const mode_t mask = umask(0);
-  umask(mask);
-  chmod(staging.c_str(), 0777 & ~mask);
 
   std::vector<EnvChange> changes{
       {"CUDA_INJECTION64_PATH", library.string()},

@@ -233,7 +233,12 @@ std::optional<std::filesystem::path> claimTraceDirectory(const std::filesystem::
                                                          std::optional<int32_t> rank, std::string& error) {
   auto tryClaim = [&](const std::string& name, bool& taken) -> std::optional<std::filesystem::path> {
     const std::filesystem::path dir = output / name;
-    if (::mkdir(dir.c_str(), 0777) == 0) return dir;
+    // Private (0700, whatever the umask): a trace can hold training data.
+    if (::mkdir(dir.c_str(), 0700) == 0) {
+      if (::chmod(dir.c_str(), 0700) == 0) return dir;
+      error = "cannot set the mode of " + dir.string() + ": " + std::strerror(errno);
+      return std::nullopt;
+    }
     taken = errno == EEXIST;
     if (!taken) error = "cannot create " + dir.string() + ": " + std::strerror(errno);
     return std::nullopt;

@@ -4,6 +4,7 @@
 #include <capnp/serialize.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -88,13 +89,44 @@ void writeAll(int fd, const uint8_t* data, size_t size, const fs::path& file) {
   }
 }
 
+// A trace can hold training data and module images: its files are readable
+// by their owner only (0600) and its directories 0700, whatever the umask.
+constexpr mode_t kFileMode = 0600;
+constexpr mode_t kDirMode = 0700;
+
+// Creates `file` for writing with mode kFileMode exactly. Throws TraceError.
+int createPrivate(const fs::path& file, int flags) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, kFileMode);
+  if (fd < 0) {
+    throw TraceError(fmt::format("{}: cannot create: {}", file.string(), std::strerror(errno)));
+  }
+  // The umask may have taken bits from the owner's; an existing file keeps
+  // the mode it had. Either way, set it.
+  if (::fchmod(fd, kFileMode) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw TraceError(fmt::format("{}: cannot set its mode: {}", file.string(), std::strerror(err)));
+  }
+  return fd;
+}
+
+// Creates directory `dir` (its parents as any directory) and gives it mode
+// kDirMode. An existing directory is made private too.
+void createPrivateDirectory(const fs::path& dir) {
+  std::error_code ec;
+  if (dir.has_parent_path()) fs::create_directories(dir.parent_path(), ec);
+  if (::mkdir(dir.c_str(), kDirMode) != 0 && errno != EEXIST) {
+    throw TraceError(fmt::format("{}: cannot create: {}", dir.string(), std::strerror(errno)));
+  }
+  if (::chmod(dir.c_str(), kDirMode) != 0) {
+    throw TraceError(fmt::format("{}: cannot set its mode: {}", dir.string(), std::strerror(errno)));
+  }
+}
+
 // Writes `bytes` to `file` atomically (temporary file, then rename).
 void writeFileAtomic(const fs::path& file, std::span<const uint8_t> bytes) {
   const fs::path tmp = file.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw TraceError(fmt::format("{}: cannot create: {}", tmp.string(), std::strerror(errno)));
-  }
+  const int fd = createPrivate(tmp, O_TRUNC);
   try {
     writeAll(fd, bytes.data(), bytes.size(), tmp);
   } catch (...) {
@@ -287,8 +319,8 @@ TraceWriter::TraceWriter(const fs::path& dir, const Header& header, WriterOption
     throw TraceError(fmt::format("{}: already exists; choose another output or remove it",
                                  dir.string()));
   }
-  fs::create_directories(dir / container::kBlobDir, ec);
-  if (ec) throw TraceError(fmt::format("{}: cannot create: {}", dir.string(), ec.message()));
+  createPrivateDirectory(dir);
+  createPrivateDirectory(dir / container::kBlobDir);
 
   const std::string version = fmt::format("{}{}\n", container::kVersionPrefix, kFormatVersion);
   writeFileAtomic(dir / container::kVersionFile,
@@ -306,10 +338,7 @@ TraceWriter::TraceWriter(const fs::path& dir, const Header& header, WriterOption
     w.bytesWritten += bytes.size() + version.size();
   }
   const fs::path events = dir / container::kEventsFile;
-  w.eventsFd = ::open(events.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (w.eventsFd < 0) {
-    throw TraceError(fmt::format("{}: cannot create: {}", events.string(), std::strerror(errno)));
-  }
+  w.eventsFd = createPrivate(events, O_TRUNC | O_APPEND);
   w.cctx = ZSTD_createCCtx();
   ZSTD_CCtx_setParameter(w.cctx, ZSTD_c_compressionLevel, options.zstdLevel);
   ZSTD_CCtx_setParameter(w.cctx, ZSTD_c_checksumFlag, 1);
@@ -345,8 +374,7 @@ BlobRef TraceWriter::putBlob(std::span<const uint8_t> bytes, BlobEncoding encodi
   const fs::path file = container::blobPath(w.dir, ref.id);
   std::error_code ec;
   if (!fs::exists(file, ec)) {
-    fs::create_directories(file.parent_path(), ec);
-    if (ec) throw TraceError(fmt::format("{}: cannot create: {}", file.parent_path().string(), ec.message()));
+    createPrivateDirectory(file.parent_path());
     const std::vector<uint8_t> stored = encodeBlob(bytes, encoding);
     std::vector<uint8_t> compressed(ZSTD_compressBound(stored.size()));
     ZSTD_CCtx* cctx = ZSTD_createCCtx();

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <fstream>
@@ -73,4 +74,42 @@ TEST_CASE("a block header is 64 bytes laid out as FORMAT.md says") {
   CHECK(events[67] == 0xfd);
   const auto version = gpurr::testing::readFile(tmp / "t.gpurr/version");
   CHECK(std::string(version.begin(), version.end()) == "gpurr-trace 1\n");
+}
+
+TEST_CASE("trace files are created 0600 and its folders 0700, whatever the umask") {
+  for (const mode_t mask : {mode_t{0}, mode_t{022}, mode_t{0277}}) {
+    gpurr::testing::TempDir tmp;
+    const fs::path dir = tmp / "t.gpurr";
+    const mode_t old = ::umask(mask);
+    {
+      trace::TraceWriter w(dir, trace::Header{});
+      const std::vector<uint8_t> bytes(100, 7);
+      w.putBlob(bytes);
+      w.append(trace::Event{0, 1, 0, trace::Sync{}});
+      w.close();
+    }
+    ::umask(old);
+    INFO("umask " << std::oct << mask);
+    size_t files = 0, dirs = 0;
+    auto mode = [](const fs::path& p) {
+      struct stat st {};
+      REQUIRE(::stat(p.c_str(), &st) == 0);
+      return st.st_mode & 07777;
+    };
+    CHECK(mode(dir) == 0700);
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      INFO(e.path().string());
+      if (e.is_directory()) {
+        CHECK(mode(e.path()) == 0700);
+        ++dirs;
+      } else {
+        CHECK(mode(e.path()) == 0600);
+        ++files;
+      }
+    }
+    CHECK(dirs == 2);    // blobs/ and blobs/<xx>/
+    CHECK(files == 5);   // version, header, events, index, one blob
+    trace::TraceReader r(dir);
+    CHECK(r.eventCount() == 1);
+  }
 }

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "recorder/options.h"
@@ -134,6 +135,21 @@ TEST_CASE("trace directories are claimed atomically", "[recorder][options]") {
 
   CHECK_FALSE(claimTraceDirectory(dir / "missing", std::nullopt, error));
   CHECK(error.find("cannot create") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("trace directories are claimed private (0700), whatever the umask", "[recorder][options]") {
+  const auto dir = freshDir("claim-mode");
+  std::string error;
+  for (const mode_t mask : {mode_t{0}, mode_t{0277}}) {
+    const mode_t old = ::umask(mask);
+    const auto claimed = claimTraceDirectory(dir, std::nullopt, error);
+    ::umask(old);
+    REQUIRE(claimed);
+    struct stat st {};
+    REQUIRE(::stat(claimed->c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0700);
+  }
   std::filesystem::remove_all(dir);
 }
 
