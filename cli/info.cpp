@@ -87,6 +87,7 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"events", reader.eventCount()},
            {"launches", reader.launchCount()},
            {"eventsByKind", kinds},
+           {"eventsOfUnknownKind", reader.unknownEventsSkipped()},
            {"distinctKernels", s.kernels.size()},
            {"launchesNotHashed", s.notHashed},
            {"bytesHashed", s.bytesHashed},
@@ -156,6 +157,11 @@ int printText(const TraceReader& reader, const Stats& s) {
                              count(s.byKind[2], "memset", ""), count(s.byKind[3], "allocation"),
                              count(s.byKind[4], "free"), count(s.byKind[5], "module load"),
                              count(s.byKind[6], "sync", ""), count(s.byKind[7], "graph launch", "es")));
+  if (const uint64_t unknown = reader.unknownEventsSkipped(); unknown > 0) {
+    line("", fmt::format("{} of kinds this gpurr does not know, skipped (trace compatibility {}, "
+                         "this gpurr {})",
+                         count(unknown, "event"), h.compatVersion, kCompatVersion));
+  }
   line("hashed", fmt::format("{} in launch inputs and outputs{}", humanBytes(s.bytesHashed),
                              s.notHashed ? fmt::format(" ({} launches not hashed)", s.notHashed)
                                          : ""));

@@ -410,14 +410,14 @@ void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder ou
       in.payload);
 }
 
-void decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& functions, Event& out) {
+bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& functions, Event& out) {
   out.seq = in.getSeq();
   out.timeNs = in.getTimeNs();
   out.thread = in.getThread();
   switch (in.which()) {
     case schema::Event::LAUNCH:
       decodeLaunch(in.getLaunch(), functions, emplace<KernelLaunch>(out.payload));
-      return;
+      return true;
     case schema::Event::MEMCPY: {
       auto m = in.getMemcpy();
       Memcpy& o = emplace<Memcpy>(out.payload);
@@ -429,34 +429,34 @@ void decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
       o.src = decodeRange(m.getSrc());
       o.digest = m.getDigest();
       o.data = m.hasData() ? std::optional<BlobRef>(decodeBlob(m.getData())) : std::nullopt;
-      return;
+      return true;
     }
     case schema::Event::MEMSET: {
       auto m = in.getMemset();
       out.payload = Memset{m.getStream(), m.getAsync(),       decodeRange(m.getDst()),
                            m.getValue(),  m.getElementSize(), m.getDigest()};
-      return;
+      return true;
     }
     case schema::Event::ALLOC: {
       auto a = in.getAlloc();
       out.payload = Allocation{a.getOrdinal(), a.getAddress(), a.getSize(),
                                castEnum<AllocationKind>(a.getKind()), a.getDevice(), a.getStream()};
-      return;
+      return true;
     }
     case schema::Event::FREE: {
       auto f = in.getFree();
       out.payload = Free{f.getOrdinal(), f.getAddress()};
-      return;
+      return true;
     }
     case schema::Event::MODULE: {
       auto m = in.getModule();
       out.payload = ModuleLoad{m.getOrdinal(), decodeBlob(m.getCubin()), m.getArch()};
-      return;
+      return true;
     }
     case schema::Event::SYNC: {
       auto s = in.getSync();
       out.payload = Sync{castEnum<SyncKind>(s.getKind()), s.getStream(), s.getEvent()};
-      return;
+      return true;
     }
     case schema::Event::GRAPH: {
       auto g = in.getGraph();
@@ -466,12 +466,11 @@ void decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
       o.nodeCount = g.getNodeCount();
       decodeDigests(g.getInputs(), o.inputs);
       decodeDigests(g.getOutputs(), o.outputs);
-      return;
+      return true;
     }
   }
-  throw TraceError(fmt::format("event #{} is of a kind this gpurr does not know ({}); "
-                               "it was written by a newer gpurr",
-                               out.seq, static_cast<unsigned>(in.which())));
+  // A kind added by a newer gpurr (compatVersion): the caller skips it.
+  return false;
 }
 
 }  // namespace gpurr::trace::codec

@@ -42,7 +42,9 @@ Header decodeHeader(schema::Header::Reader in);
 void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder out);
 
 // Decodes into `out`, reusing its storage. Throws TraceError on a launch that
-// names an undeclared function id.
-void decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& functions, Event& out);
+// names an undeclared function id. Returns false, with only `out`'s seq,
+// timeNs and thread set, for an event of a kind this gpurr does not know (a
+// union member added by a newer gpurr: FORMAT.md §9), which callers skip.
+bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& functions, Event& out);
 
 }  // namespace gpurr::trace::codec

@@ -11,10 +11,13 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
@@ -111,6 +114,25 @@ auto guarded(const fs::path& file, std::string_view what, Body&& body) {
   }
 }
 
+std::mutex& sinkMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+WarningSink& sink() {
+  static WarningSink s;
+  return s;
+}
+
+void warn(const std::string& message) {
+  std::lock_guard lock(sinkMutex());
+  if (sink()) {
+    sink()(message);
+  } else {
+    std::fprintf(stderr, "gpurr: warning: %s\n", message.c_str());
+  }
+}
+
 capnp::ReaderOptions readerOptions(size_t words) {
   capnp::ReaderOptions options;
   // Every word may be visited a few times (shared list elements); more means
@@ -131,6 +153,10 @@ struct TraceReader::Impl {
   uint64_t eventCount = 0;
   uint64_t launchCount = 0;
   uint64_t uncompressedBytes = 0;
+  // Events of unknown kinds per block (set when a block is decoded to its
+  // end), and whether the warning about them was given.
+  mutable std::unique_ptr<std::atomic<uint32_t>[]> unknownPerBlock;
+  mutable std::atomic<bool> warnedUnknown{false};
 
   void readVersion() {
     File file(dir / container::kVersionFile);
@@ -308,6 +334,22 @@ struct TraceReader::Impl {
     }
   }
 
+  void noteUnknown(size_t block, uint32_t count, uint64_t firstSeq, unsigned kind) const {
+    if (block < blocks.size() && unknownPerBlock) unknownPerBlock[block].store(count, std::memory_order_relaxed);
+    if (count == 0 || warnedUnknown.exchange(true)) return;
+    const uint32_t theirs = header.compatVersion;
+    warn(fmt::format(
+        "{}: skipped events of a kind this gpurr does not know (the first is event #{}, of kind "
+        "{}): {}; this gpurr reads compatibility {}",
+        dir.string(), firstSeq, kind,
+        theirs > kCompatVersion
+            ? fmt::format("the trace was written by a newer gpurr (compatibility {}), whose "
+                          "additions older readers skip",
+                          theirs)
+            : fmt::format("the trace says compatibility {}, which should not hold them", theirs),
+        kCompatVersion));
+  }
+
   // Decompresses block `i` into `words`; returns the number of bytes.
   size_t decompress(size_t i, std::vector<capnp::word>& words) const {
     const BlockInfo& b = blocks[i];
@@ -348,8 +390,9 @@ struct TraceReader::Impl {
     return guarded(events.path(), fmt::format("block at offset {}", b.fileOffset), [&] {
       std::vector<codec::FunctionEntry> functions;
       kj::ArrayPtr<const capnp::word> rest(words.data(), words.size());
-      uint32_t seen = 0;
-      uint64_t nextSeq = b.firstSeq;
+      uint32_t seen = 0, unknown = 0;
+      uint64_t nextSeq = b.firstSeq, firstUnknown = 0;
+      unsigned unknownKind = 0;
       while (rest.size() > 0) {
         capnp::FlatArrayMessageReader message(rest, readerOptions(rest.size()));
         auto frame = message.getRoot<schema::Frame>();
@@ -361,13 +404,22 @@ struct TraceReader::Impl {
           auto name = f.getName();
           functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
         } else if (frame.isEvent()) {
-          codec::decodeEvent(frame.getEvent(), functions, event);
+          auto in = frame.getEvent();
+          const bool known = codec::decodeEvent(in, functions, event);
           if (++seen > b.eventCount || event.seq < nextSeq) {
             throw TraceError(fmt::format("event seq {} out of order or beyond the block's {} events",
                                          event.seq, b.eventCount));
           }
           nextSeq = event.seq + 1;
-          if (!visit(event)) return false;
+          if (!known) {
+            // Added by a newer gpurr: skipped (FORMAT.md §9).
+            if (unknown++ == 0) {
+              firstUnknown = event.seq;
+              unknownKind = static_cast<unsigned>(in.which());
+            }
+          } else if (!visit(event)) {
+            return false;
+          }
         } else {
           throw TraceError("frame of unknown kind");
         }
@@ -376,6 +428,7 @@ struct TraceReader::Impl {
       if (seen != b.eventCount) {
         throw TraceError(fmt::format("holds {} events, its header says {}", seen, b.eventCount));
       }
+      noteUnknown(i, unknown, firstUnknown, unknownKind);
       return true;
     });
   }
@@ -413,6 +466,8 @@ TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) 
     }
   }
   r.checkSequence();
+  r.unknownPerBlock = std::make_unique<std::atomic<uint32_t>[]>(r.blocks.size());
+  for (size_t i = 0; i < r.blocks.size(); ++i) r.unknownPerBlock[i].store(0);
 }
 
 TraceReader::~TraceReader() = default;
@@ -462,6 +517,22 @@ size_t TraceReader::blockOf(uint64_t seq) const {
                              [](uint64_t s, const BlockInfo& b) { return s < b.firstSeq; });
   if (it == blocks.begin()) return 0;
   return static_cast<size_t>(std::prev(it) - blocks.begin());
+}
+
+uint64_t TraceReader::unknownEventsSkipped() const {
+  uint64_t n = 0;
+  for (size_t i = 0; i < impl_->blocks.size(); ++i) n += impl_->unknownPerBlock[i].load();
+  return n;
+}
+
+void TraceReader::noteUnknownEvents(size_t block, uint32_t count, uint64_t firstSeq,
+                                    unsigned kind) const {
+  impl_->noteUnknown(block, count, firstSeq, kind);
+}
+
+WarningSink setWarningSink(WarningSink s) {
+  std::lock_guard lock(sinkMutex());
+  return std::exchange(sink(), std::move(s));
 }
 
 bool TraceReader::hasBlob(const BlobId& id) const {

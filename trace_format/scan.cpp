@@ -255,7 +255,9 @@ struct Scratch {
   std::vector<Function> functions;
 };
 
-void decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
+// False for an event of a kind this gpurr does not know (only `e.seq` is
+// set): the caller skips it.
+bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.seq = in.getSeq();
   switch (in.which()) {
     case schema::Event::LAUNCH: {
@@ -336,14 +338,13 @@ void decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       break;
     }
     default:
-      throw TraceError(fmt::format("event #{} is of a kind this gpurr does not know ({}); "
-                                   "it was written by a newer gpurr",
-                                   e.seq, static_cast<unsigned>(in.which())));
+      return false;  // added by a newer gpurr (FORMAT.md §9)
   }
   // The schema's union order is Payload's alternative order.
   e.kind = static_cast<size_t>(in.which());
   e.inputs = s.inputs;
   e.outputs = s.outputs;
+  return true;
 }
 
 // ------------------------------------------------------------ launch fast path
@@ -568,7 +569,9 @@ void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEv
     const size_t total = blocks[i].uncompressedSize / 8;
     size_t available = source.start(i), pos = 0;
     scratch.functions.clear();
-    uint32_t seen = 0;
+    uint32_t seen = 0, unknown = 0;
+    uint64_t firstUnknown = 0;
+    unsigned unknownKind = 0;
     try {
       // Each frame is a message: a segment table, then its segments.
       auto need = [&](size_t words) {
@@ -606,7 +609,14 @@ void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEv
         } else if (frame.isEvent()) {
           ++seen;
           event.blockIndex = i;
-          decode(frame.getEvent(), scratch, event);
+          auto in = frame.getEvent();
+          if (!decode(in, scratch, event)) {
+            if (unknown++ == 0) {
+              firstUnknown = event.seq;
+              unknownKind = static_cast<unsigned>(in.which());
+            }
+            continue;
+          }
           if (event.seq >= fromSeq && !visit(event)) return;
         } else {
           throw TraceError("frame of unknown kind");
@@ -624,6 +634,7 @@ void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEv
                                    source.path().string(), blocks[i].fileOffset, seen,
                                    blocks[i].eventCount));
     }
+    reader.noteUnknownEvents(i, unknown, firstUnknown, unknownKind);
   }
 }
 

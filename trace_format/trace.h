@@ -124,10 +124,28 @@ class TraceReader {
   std::vector<uint8_t> readBlob(const BlobRef& ref, uint64_t maxBytes = uint64_t{16} << 30) const;
   bool hasBlob(const BlobId& id) const;
 
+  // Events of a kind this gpurr does not know (union members a newer gpurr
+  // added, FORMAT.md §9) are skipped by every read path (forEach, readBlock,
+  // scanEvents): the first one met makes one warning per trace, naming the
+  // trace's compatVersion and this reader's (kCompatVersion). This counts
+  // those skipped in the blocks decoded to their end so far: all of them
+  // once a pass has read the whole trace.
+  uint64_t unknownEventsSkipped() const;
+  // Used by the read paths: block `block` holds `count` events of unknown
+  // kinds, the first being event `firstSeq` of kind `kind` (its union
+  // discriminant).
+  void noteUnknownEvents(size_t block, uint32_t count, uint64_t firstSeq, unsigned kind) const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Where the readers' warnings go (a trace with events of unknown kinds, once
+// per trace): by default to stderr as "gpurr: warning: ...". An empty sink
+// restores the default. Returns the previous sink.
+using WarningSink = std::function<void(const std::string&)>;
+WarningSink setWarningSink(WarningSink sink);
 
 // Content address of `bytes` (XXH3-128).
 BlobId blobIdOf(std::span<const uint8_t> bytes);

@@ -80,12 +80,30 @@ def blob_claims_10gib():
     return bytes([9]) + record(5, block) + record(4, bytes([0]) + lying)
 
 
+def unknown_event_kind():
+    """A block whose middle event is of a union member this gpurr does not
+    know (Event's discriminant 11, as a newer gpurr would add): the reader
+    once refused the whole trace as corrupt; it skips the event."""
+    sync = bytearray(encode_frame(
+        '(event = (seq = 1, timeNs = 2, thread = 1515870810, sync = (kind = streamSynchronize)))'))
+    # Event's data section: seq, timeNs, thread (0x5a5a5a5a), then the union
+    # discriminant (2 bytes).
+    at = sync.index(struct.pack('<I', 1515870810)) + 4
+    sync[at:at + 2] = struct.pack('<H', 11)
+    frames = (encode_frame('(event = (seq = 0, alloc = (ordinal = 1, address = 4096, size = 64)))') +
+              bytes(sync) +
+              encode_frame('(event = (seq = 2, free = (ordinal = 1, address = 4096)))'))
+    # Mode kBlockFrames: 3 events, no launch, first seq 0.
+    return bytes([5]) + struct.pack('<IIQQQ', 3, 0, 0, 0, 0) + frames
+
+
 def main():
     corpus = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, 'corpus')
     inputs = {
         'regress-fifo-version': bytes([7, 5, 2]),  # `version` is a fifo (mode kOddEntry)
         'regress-amplified-list': amplified_list(),
         'regress-blob-claims-10gib': blob_claims_10gib(),
+        'regress-unknown-event-kind': unknown_event_kind(),
     }
     for name, data in inputs.items():
         with open(os.path.join(corpus, name), 'wb') as f:

@@ -97,6 +97,8 @@ Base& base() {
     if (!out.files.count("events") || out.blobs.empty()) {
       throw std::runtime_error(dir.string() + ": base trace needs events and at least one blob");
     }
+    // Warnings (events of unknown kinds) are expected answers: keep quiet.
+    setWarningSink([](const std::string&) {});
     // The base trace must read cleanly, blobs included, or every input would
     // test only error paths.
     TraceReader reader(dir);
@@ -274,9 +276,11 @@ void exercise(const fs::path& dir) {
   } catch (const TraceError&) {
     complete = false;
   }
-  if (complete && visited != reader.eventCount()) {
-    std::fprintf(stderr, "forEach visited %llu events, the reader counts %llu\n",
+  // Events of kinds this gpurr does not know are skipped, and counted.
+  if (complete && visited + reader.unknownEventsSkipped() != reader.eventCount()) {
+    std::fprintf(stderr, "forEach visited %llu events and skipped %llu, the reader counts %llu\n",
                  static_cast<unsigned long long>(visited),
+                 static_cast<unsigned long long>(reader.unknownEventsSkipped()),
                  static_cast<unsigned long long>(reader.eventCount()));
     std::abort();
   }
@@ -304,7 +308,7 @@ void exercise(const fs::path& dir) {
     try {
       std::vector<Event> events;
       reader.readBlock(i, events);
-      if (events.size() != blocks[i].eventCount) std::abort();
+      if (events.size() > blocks[i].eventCount) std::abort();
       if (!events.empty()) sink = sink + reader.blockOf(events.back().seq);
     } catch (const TraceError&) {
     }
