@@ -123,6 +123,7 @@ class OrdinalMap {
 struct Op {
   uint64_t seq;
   uint64_t key;      // identity, for the alignment
+  uint64_t shape;    // the identity without where pointer parameters point
   uint64_t params;   // normalised parameter bytes (and memset value)
   uint64_t inputs;   // input ranges and digests
   uint64_t outputs;  // output ranges and digests
@@ -208,7 +209,8 @@ void summarise(Run& run) {
   size_t functionBlock = SIZE_MAX;
   scanEvents(*run.reader, [&](const ScanEvent& e) {
     if (e.kind == 0 && e.captured) return true;  // not run then: its graph's launch is the operation
-    Op op{e.seq, 0, 0, 0, 0, 0, OpKind::kLaunch, true};
+    Op op{e.seq, 0, 0, 0, 0, 0, 0, OpKind::kLaunch, true};
+    bool pointerTargets = false;
     key.clear();
     in.clear();
     out.clear();
@@ -225,9 +227,13 @@ void summarise(Run& run) {
         key.add(uint64_t{0}).add(fh);
         key.add(e.grid).add(e.block).add(e.cluster);
         key.add(e.sharedMemBytes).add(e.params.size()).add(e.pointers.size());
-        for (const PointerParam& p : e.pointers) {
-          key.add(p.byteOffset).add(run.ordinals(p.allocation)).add(p.offset);
-        }
+        for (const PointerParam& p : e.pointers) key.add(p.byteOffset);
+        // The identity adds where each pointer points, to the shape.
+        op.shape = key.hash();
+        key.clear();
+        key.add(op.shape);
+        for (const PointerParam& p : e.pointers) key.add(run.ordinals(p.allocation)).add(p.offset);
+        pointerTargets = true;
         normalisedParams(e.params, e.pointers, run.ordinals, scratch);
         op.params = XXH3_64bits(scratch.data(), scratch.size());
         op.hashed = e.hashed;
@@ -270,6 +276,7 @@ void summarise(Run& run) {
     }
     hashRanges(out, e.outputs, run.ordinals);
     op.key = key.hash();
+    if (!pointerTargets) op.shape = op.key;
     op.inputs = in.hash();
     op.outputs = out.hash();
     op.stream = streamOrdinal(run, e.stream);
@@ -697,6 +704,85 @@ std::string envSummary(const std::vector<EnvDifference>& env) {
   return out;
 }
 
+// "alloc#3 (4.0 KiB)" of `run`, with its size when the run allocated it.
+std::string allocationText(const Run& run, uint32_t ordinal) {
+  for (const AllocInfo& a : run.allocs) {
+    if (a.ordinal == ordinal) return fmt::format("alloc#{} ({} bytes)", ordinal, a.size);
+  }
+  return fmt::format("alloc#{}", ordinal);
+}
+
+// Where a pointer parameter points in each run, and how the two relate.
+std::string pointerEvidence(const Context& ctx, const KernelLaunch& ka, const KernelLaunch& kb,
+                            const ParamDifference& p) {
+  auto find = [&](const KernelLaunch& k) -> const PointerParam* {
+    for (const PointerParam& q : k.pointers) {
+      if (q.byteOffset == p.offset) return &q;
+    }
+    return nullptr;
+  };
+  const PointerParam* pa = find(ka);
+  const PointerParam* pb = find(kb);
+  auto side = [&](const Run& run, const PointerParam* q) {
+    if (!q) return std::string("not a pointer");
+    if (q->allocation == 0) return fmt::format("{:#x}, outside every known allocation", q->offset);
+    return fmt::format("offset {:#x} of {}", q->offset, allocationText(run, q->allocation));
+  };
+  std::string relation;
+  if (pa && pb && pa->allocation != 0 && pb->allocation != 0) {
+    const uint32_t oa = ctx.a.ordinals(pa->allocation), ob = ctx.b.ordinals(pb->allocation);
+    if (oa == ob) {
+      const uint64_t delta = pa->offset > pb->offset ? pa->offset - pb->offset : pb->offset - pa->offset;
+      relation = fmt::format("the same allocation, {} byte{} {} in run B", delta, delta == 1 ? "" : "s",
+                             pb->offset > pa->offset ? "further" : "earlier");
+    } else if ((ob & OrdinalMap::kUnmatched) != 0) {
+      relation = fmt::format("another allocation: run B's alloc#{} has no counterpart in run A",
+                             pb->allocation);
+    } else {
+      relation = fmt::format("another allocation: run B's alloc#{} corresponds to run A's alloc#{}",
+                             pb->allocation, ob);
+    }
+  } else if (pa && pb) {
+    relation = "one of them lies outside every known allocation";
+  } else {
+    relation = fmt::format("a pointer in run {} only", pa ? 'A' : 'B');
+  }
+  return fmt::format("{} (bytes {:#x}-{:#x}): run A {}; run B {}: {}",
+                     p.param >= 0 ? fmt::format("pointer parameter {}", p.param) : "pointer",
+                     p.offset, p.offset + p.size, side(ctx.a, pa), side(ctx.b, pb), relation);
+}
+
+// Same kernel and launch configuration; a pointer parameter points elsewhere.
+// Filed under scalar parameters (docs/DIFF.md), with evidence of its own.
+void classifyPointers(const Context& ctx, const KernelLaunch& ka, const KernelLaunch& kb,
+                      FirstDivergence& d) {
+  d.cause = Cause::kScalarParameters;
+  d.mechanism = d.cause;
+  std::vector<const ParamDifference*> pointers, scalars;
+  for (const ParamDifference& p : d.params) (p.meaning == "pointer" ? pointers : scalars).push_back(&p);
+  const ParamDifference& first = *pointers.front();
+  d.summary = fmt::format(
+      "scalar parameters: same kernel and launch configuration; {}",
+      pointers.size() == 1
+          ? fmt::format("{} points elsewhere",
+                        first.param >= 0 ? fmt::format("pointer parameter {}", first.param)
+                                         : fmt::format("the pointer at bytes {:#x}", first.offset))
+          : fmt::format("{} point elsewhere", plural(pointers.size(), "pointer parameter")));
+  for (const ParamDifference* p : pointers) d.evidence.push_back(pointerEvidence(ctx, ka, kb, *p));
+  for (const ParamDifference* q : scalars) {
+    d.evidence.push_back(fmt::format("also {} (bytes {:#x}-{:#x}{}): run A {}, run B {}",
+                                     q->param >= 0 ? fmt::format("parameter {}", q->param) : "bytes",
+                                     q->offset, q->offset + q->size,
+                                     q->meaning.empty() ? "" : ", " + q->meaning, q->a, q->b));
+  }
+  if (!d.inputsIdentical) {
+    d.evidence.push_back("the inputs differ with it: a launch's input ranges are recorded from "
+                         "its pointers");
+  }
+  d.evidence.push_back("the program passed another address: a view or slice at another offset, "
+                       "another buffer or workspace, or a tensor placed elsewhere");
+}
+
 void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) {
   const Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq);
   const Event eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq);
@@ -719,6 +805,14 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
       d.params.push_back({0, va.memset->elementSize, -1, fmt::format("{:#x}", va.memset->value),
                           fmt::format("{:#x}", vb.memset->value), "memset value"});
     }
+  }
+
+  // A pointer parameter that points elsewhere (a pair matchSameShape made).
+  if (va.launch && vb.launch &&
+      std::any_of(d.params.begin(), d.params.end(),
+                  [](const ParamDifference& p) { return p.meaning == "pointer"; })) {
+    classifyPointers(ctx, *va.launch, *vb.launch, d);
+    return;
   }
 
   // Host input: a host-to-device copy wrote different bytes.
@@ -965,6 +1059,43 @@ TailRanges tailRanges(const Run& run, uint64_t firstOp) {
   return t;
 }
 
+// The identity includes where pointer parameters point, so a launch whose
+// pointer points elsewhere (into another allocation, or at another offset)
+// is no match for its counterpart: the alignment makes a stretch of it. Pairs
+// of launches at the start (or the end) of a stretch that have the same shape
+// (kernel, launch configuration, parameter size, pointer positions) are the
+// same operation with its pointers moved: they are matched here, so that the
+// diff compares their parameters instead of reporting a different path.
+void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
+  std::vector<AlignedRun> out;
+  out.reserve(alignment.runs.size());
+  auto same = [&](uint64_t i, uint64_t j) {
+    const Op& x = a.ops[i];
+    const Op& y = b.ops[j];
+    return x.kind == OpKind::kLaunch && y.kind == OpKind::kLaunch && x.shape == y.shape;
+  };
+  for (const AlignedRun& r : alignment.runs) {
+    if (r.match) {
+      out.push_back(r);
+      continue;
+    }
+    uint64_t head = 0, tail = 0;
+    while (head < r.aCount && head < r.bCount && same(r.aBegin + head, r.bBegin + head)) ++head;
+    while (tail < r.aCount - head && tail < r.bCount - head &&
+           same(r.aBegin + r.aCount - 1 - tail, r.bBegin + r.bCount - 1 - tail)) {
+      ++tail;
+    }
+    if (head > 0) out.push_back({true, r.aBegin, r.bBegin, head, head});
+    const uint64_t restA = r.aCount - head - tail, restB = r.bCount - head - tail;
+    if (restA > 0 || restB > 0) out.push_back({false, r.aBegin + head, r.bBegin + head, restA, restB});
+    if (tail > 0) {
+      out.push_back({true, r.aBegin + r.aCount - tail, r.bBegin + r.bCount - tail, tail, tail});
+    }
+    alignment.matched += head + tail;
+  }
+  alignment.runs = std::move(out);
+}
+
 class Taint {
  public:
   // Smallest label among the op's inputs, if any is tainted.
@@ -1054,6 +1185,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.opsA = a.ops.size();
   out.opsB = b.ops.size();
   Alignment alignment = align(a.keys, b.keys, options.align);
+  matchSameShape(alignment, a, b);
   out.matched = alignment.matched;
   out.alignmentBounded = alignment.bounded;
   if (alignment.bounded) {
@@ -1089,7 +1221,9 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     for (uint64_t k = 0; k < run.aCount; ++k) {
       const Op& oa = a.ops[run.aBegin + k];
       const Op& ob = b.ops[run.bBegin + k];
-      if (oa.hashed && ob.hashed && oa.outputs != ob.outputs) {
+      // A pointer that points elsewhere (matchSameShape) diverges whatever
+      // the outputs.
+      if ((oa.hashed && ob.hashed && oa.outputs != ob.outputs) || oa.key != ob.key) {
         firstRun = r;
         firstOffset = k;
         break;

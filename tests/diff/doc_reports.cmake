@@ -1,7 +1,7 @@
 # Checks that the reports quoted in docs/DIFF.md are, verbatim, the expected
 # output of their golden cases.
 file(READ ${DOC} doc)
-foreach(case nondeterministic_kernel two_independent environment algorithm_choice)
+foreach(case nondeterministic_kernel two_independent environment algorithm_choice pointer_parameter)
   file(READ ${CASES}/${case}/expected.txt report)
   string(FIND "${doc}" "${report}" at)
   if(at EQUAL -1)

@@ -89,9 +89,11 @@ class Run {
     add(Allocation{b.ordinal, address(b), b.size, AllocationKind::kDevice, 0, 0});
   }
 
-  RangeDigest digest(const Buffer& b, const std::vector<uint8_t>& bytes, bool snapshot = false) {
+  // `bytes` are those of `b` from `offset` to its end.
+  RangeDigest digest(const Buffer& b, const std::vector<uint8_t>& bytes, bool snapshot = false,
+                     uint64_t offset = 0) {
     RangeDigest r;
-    r.range = {address(b), b.size, b.ordinal, 0};
+    r.range = {address(b) + offset, b.size - offset, b.ordinal, offset};
     for (uint64_t c = 0; c * kChunk < bytes.size(); ++c) {
       const size_t n = std::min<size_t>(kChunk, bytes.size() - c * kChunk);
       r.chunkDigests.push_back(gpurr::hash::hashChunk({bytes.data() + c * kChunk, n}, c));
@@ -437,6 +439,49 @@ void scalarParameters(const fs::path& dir) {
   });
 }
 
+// A pointer parameter that points elsewhere: run B adds the bias from a
+// slice of the weights 32 floats (128 bytes) further in, same kernel, same
+// launch configuration.
+void pointerParameter(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    prologue(r, s);
+    r.add(gemm(r, s));
+    const uint64_t at = second ? 0x80 : 0;
+    KernelLaunch k;
+    k.context = 0x5581a0c0;
+    k.stream = r.stream();
+    k.function = kBias;
+    k.grid = {16, 1, 1};
+    k.block = {256, 1, 1};
+    appendPointerParam(k, r.address(kHidden), kHidden.ordinal, 0);
+    appendPointerParam(k, r.address(kWeights) + at, kWeights.ordinal, at);
+    const uint32_t n = 1024;
+    appendParam(k, &n, 4, 4);
+    // Input ranges run from each pointer to its allocation's end.
+    const RangeDigest bias =
+        r.digest(kWeights, std::vector<uint8_t>(s.weights.begin() + at, s.weights.end()), false, at);
+    const auto biased = second ? floatsOf(111, kHidden.size) : floatsOf(110, kHidden.size);
+    k.inputs = {r.digest(kHidden, s.hidden), bias};
+    k.outputs = {r.digest(kHidden, biased)};
+    k.annotations = {FrameworkOp{"aten::add_"}};
+    r.add(k);
+    KernelLaunch act = relu(r, s);
+    const auto activated = second ? floatsOf(113, kHidden.size) : floatsOf(112, kHidden.size);
+    act.inputs = {r.digest(kHidden, biased)};
+    act.outputs = {r.digest(kHidden, activated)};
+    r.add(act);
+    const std::vector<uint8_t> loss = lossOf(activated);
+    KernelLaunch total = r.kernel(kSum, {&kLoss, &kHidden}, {1024, 0}, {1, 1, 1}, {512, 1, 1});
+    total.inputs = {r.digest(kHidden, activated)};
+    total.outputs = {r.digest(kLoss, loss)};
+    total.annotations = {FrameworkOp{"aten::sum"}};
+    r.add(total);
+    r.copyOut(kLoss, loss);
+    r.sync();
+  });
+}
+
 void algorithmChoice(const fs::path& dir) {
   writePair(dir, [](Run& r, bool second) {
     const Step s;
@@ -605,6 +650,7 @@ int main(int argc, char** argv) {
     rngState(out / "rng_state");
     curandState(out / "curand_state");
     scalarParameters(out / "scalar_parameters");
+    pointerParameter(out / "pointer_parameter");
     algorithmChoice(out / "algorithm_choice");
     nondeterministicKernel(out / "nondeterministic_kernel");
     uninitialisedMemory(out / "uninitialised_memory");
