@@ -17,6 +17,7 @@ void addRecordCommand(CLI::App& app, Action& chosen);
 void addReplayCommand(CLI::App& app, Action& chosen);
 void addDiffCommand(CLI::App& app, Action& chosen);
 void addBisectCommand(CLI::App& app, Action& chosen);
+void addVerifyCommand(CLI::App& app, Action& chosen);
 
 // Exit codes shared by every command.
 inline constexpr int kExitOk = 0;

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   Action chosen;
   addInfoCommand(app, chosen);
   addDumpCommand(app, chosen);
+  addVerifyCommand(app, chosen);
   addRecordCommand(app, chosen);
   addReplayCommand(app, chosen);
   addDiffCommand(app, chosen);

@@ -1,0 +1,343 @@
+// gpurr verify TRACE: checks a trace's integrity end to end. The reader checks
+// what it reads when it reads it; this reads everything: the index against
+// the blocks, every block decoded, every blob re-hashed against its content
+// address, every snapshot re-hashed against the digest recorded with it.
+#include <fmt/format.h>
+#include <zstd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/event_json.h"
+#include "cli/text.h"
+#include "trace_format/hash.h"
+#include "trace_format/hash_primitives.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::cli {
+namespace {
+using namespace gpurr::trace;
+namespace fs = std::filesystem;
+
+struct VerifyOptions {
+  std::string trace;
+  bool json = false;
+};
+
+struct Report {
+  std::vector<std::string> problems;
+  std::vector<std::string> notes;
+  uint64_t blocks = 0, events = 0, unknownEvents = 0;
+  uint64_t blobs = 0, blobBytes = 0, unreferencedBlobs = 0;
+  uint64_t snapshots = 0;
+};
+
+// The buffer hash of FORMAT.md §8, with the chunk size the trace declares
+// (65536, §8's, in every trace gpurr records).
+struct Digests {
+  uint64_t digest = 0;
+  std::vector<uint64_t> chunks;
+};
+
+Digests digestsOf(std::span<const uint8_t> bytes, uint64_t chunkBytes) {
+  Digests d;
+  if (chunkBytes == 0) chunkBytes = hash::kChunkBytes;
+  for (uint64_t off = 0, c = 0; off < bytes.size(); off += chunkBytes, ++c) {
+    d.chunks.push_back(hash::hashChunk(bytes.subspan(off, std::min<uint64_t>(chunkBytes, bytes.size() - off)), c));
+  }
+  d.digest = hash::foldChunks(d.chunks, bytes.size());
+  return d;
+}
+
+// A snapshot and where it was recorded.
+struct Snapshot {
+  RangeDigest range;
+  uint64_t seq;
+  std::string what;  // "input 0 of launch"
+};
+
+struct Refs {
+  std::map<BlobId, std::vector<BlobRef>> blobs;  // distinct references per id
+  std::vector<Snapshot> snapshots;
+};
+
+void addBlob(Refs& refs, const BlobRef& ref) {
+  auto& v = refs.blobs[ref.id];
+  if (std::find(v.begin(), v.end(), ref) == v.end()) v.push_back(ref);
+}
+
+void addRanges(Refs& refs, const std::vector<RangeDigest>& ranges, uint64_t seq, const char* kind,
+               const char* event) {
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (!ranges[i].snapshot) continue;
+    addBlob(refs, *ranges[i].snapshot);
+    refs.snapshots.push_back({ranges[i], seq, fmt::format("{} {} of the {}", kind, i, event)});
+  }
+}
+
+// Every block decoded on its own, so that one bad block does not hide the
+// others; the block's header fields checked against what it holds.
+void checkBlocks(const TraceReader& reader, Report& report, Refs& refs) {
+  const auto& blocks = reader.blocks();
+  report.blocks = blocks.size();
+  std::vector<Event> events;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockInfo& b = blocks[i];
+    events.clear();
+    try {
+      reader.readBlock(i, events);
+    } catch (const TraceError& e) {
+      report.problems.push_back(fmt::format("block {}: {}", i, e.what()));
+      continue;
+    }
+    report.events += events.size();
+    const std::string where = fmt::format("events: block {} at offset {}", i, b.fileOffset);
+    uint32_t launches = 0;
+    for (const Event& e : events) {
+      if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
+        ++launches;
+        addRanges(refs, k->inputs, e.seq, "input", "launch");
+        addRanges(refs, k->outputs, e.seq, "output", "launch");
+      } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
+        addRanges(refs, g->inputs, e.seq, "input", "graph launch");
+        addRanges(refs, g->outputs, e.seq, "output", "graph launch");
+      } else if (const auto* m = std::get_if<ModuleLoad>(&e.payload)) {
+        addBlob(refs, m->cubin);
+      } else if (const auto* c = std::get_if<Memcpy>(&e.payload)) {
+        if (c->data) addBlob(refs, *c->data);
+      }
+    }
+    // Events of kinds this gpurr does not know are skipped (counted apart).
+    if (!events.empty() && events.front().seq == b.firstSeq) {
+      if (events.front().timeNs != b.firstTimeNs) {
+        report.problems.push_back(fmt::format("{}: its header says the first event is at {} ns, "
+                                              "the event says {}",
+                                              where, b.firstTimeNs, events.front().timeNs));
+      }
+    } else if (!events.empty() && events.size() == b.eventCount) {
+      report.problems.push_back(fmt::format("{}: its header says the first event is #{}, it is #{}",
+                                            where, b.firstSeq, events.front().seq));
+    }
+    if (events.size() == b.eventCount && !events.empty() && events.back().timeNs != b.lastTimeNs) {
+      report.problems.push_back(fmt::format("{}: its header says the last event is at {} ns, "
+                                            "the event says {}",
+                                            where, b.lastTimeNs, events.back().timeNs));
+    }
+    if (events.size() == b.eventCount && launches != b.launchCount) {
+      report.problems.push_back(fmt::format("{}: its header counts {} launches, it holds {}", where,
+                                            b.launchCount, launches));
+    }
+  }
+  report.unknownEvents = reader.unknownEventsSkipped();
+}
+
+// A blob file no event refers to: its encoding is unknown, so each one is
+// tried; it is sound when one of them gives bytes with the file's name.
+bool unreferencedBlobMatches(const TraceReader& reader, const BlobId& id, const fs::path& file,
+                             std::string& error) {
+  std::vector<uint8_t> head(32);  // a zstd frame header is at most 18 bytes
+  {
+    std::ifstream in(file, std::ios::binary);
+    in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+  }
+  const unsigned long long size = ZSTD_getFrameContentSize(head.data(), head.size());
+  if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) {
+    error = "not a zstd frame with its content size";
+    return false;
+  }
+  for (BlobEncoding e : {BlobEncoding::kRaw, BlobEncoding::kBytePlanes4, BlobEncoding::kBytePlanes2}) {
+    try {
+      reader.readBlob(BlobRef{id, size, e});
+      return true;
+    } catch (const TraceError& ex) {
+      error = ex.what();
+    }
+  }
+  if (error.find("does not match its name") != std::string::npos) {
+    error = "its content does not match its name (in any encoding)";
+  }
+  return false;
+}
+
+void checkBlobs(const TraceReader& reader, Report& report, const Refs& refs) {
+  const fs::path root = reader.path() / "blobs";
+  std::set<BlobId> present;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    report.problems.push_back("blobs/: missing");
+  } else {
+    for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      const fs::path rel = fs::relative(it->path(), reader.path(), ec);
+      const std::string name = it->path().filename().string();
+      if (it->is_directory(ec)) {
+        if (it.depth() != 0 || name.size() != 2 || !BlobId::fromHex(name + std::string(30, '0'))) {
+          report.problems.push_back(fmt::format("{}: a directory the blob store does not have", rel.string()));
+          it.disable_recursion_pending();
+        }
+        continue;
+      }
+      const auto id = BlobId::fromHex(name);
+      if (!it->is_regular_file(ec) || it.depth() != 1 || !id || id->hex() != name ||
+          it->path().parent_path().filename() != name.substr(0, 2)) {
+        report.problems.push_back(fmt::format(
+            "{}: not a blob{}", rel.string(),
+            name.ends_with(".tmp") ? " (a blob write that did not finish)" : ""));
+        continue;
+      }
+      present.insert(*id);
+      ++report.blobs;
+      report.blobBytes += it->file_size(ec);
+      if (refs.blobs.count(*id) != 0) continue;  // checked below, as referenced
+      ++report.unreferencedBlobs;
+      std::string error;
+      if (!unreferencedBlobMatches(reader, *id, it->path(), error)) {
+        // The reader's messages name the file already.
+        report.problems.push_back(error.find(it->path().string()) != std::string::npos
+                                      ? error
+                                      : fmt::format("{}: {}", rel.string(), error));
+      }
+    }
+    if (ec) report.problems.push_back(fmt::format("blobs/: cannot list: {}", ec.message()));
+  }
+  for (const auto& [id, list] : refs.blobs) {
+    const std::string rel = fmt::format("blobs/{}/{}", id.hex().substr(0, 2), id.hex());
+    if (present.count(id) == 0) {
+      report.problems.push_back(fmt::format("{}: missing (an event refers to it)", rel));
+      continue;
+    }
+    for (const BlobRef& ref : list) {
+      try {
+        reader.readBlob(ref);  // checks the size and the content address
+      } catch (const TraceError& e) {
+        report.problems.push_back(e.what());
+      }
+    }
+  }
+}
+
+void checkSnapshots(const TraceReader& reader, Report& report, const Refs& refs) {
+  const uint64_t chunkBytes = reader.header().options.hashChunkBytes;
+  for (const Snapshot& s : refs.snapshots) {
+    std::vector<uint8_t> bytes;
+    try {
+      bytes = reader.readBlob(*s.range.snapshot);
+    } catch (const TraceError&) {
+      continue;  // reported with the blobs
+    }
+    ++report.snapshots;
+    const std::string where = fmt::format("event #{}: snapshot of {} ({})", s.seq, s.what,
+                                          s.range.snapshot->id.hex());
+    if (bytes.size() != s.range.range.size) {
+      report.problems.push_back(fmt::format("{}: holds {} bytes, the range {}", where, bytes.size(),
+                                            s.range.range.size));
+      continue;
+    }
+    const Digests d = digestsOf(bytes, chunkBytes);
+    if (s.range.digest != 0 && d.digest != s.range.digest) {
+      report.problems.push_back(fmt::format("{}: hashes to {}, the recorded digest is {}", where,
+                                            hex16(d.digest), hex16(s.range.digest)));
+    }
+    if (!s.range.chunkDigests.empty() && s.range.chunkDigests != d.chunks) {
+      size_t bad = 0;
+      for (size_t c = 0; c < std::min(d.chunks.size(), s.range.chunkDigests.size()); ++c) {
+        bad += d.chunks[c] != s.range.chunkDigests[c];
+      }
+      report.problems.push_back(fmt::format(
+          "{}: {} of its {} chunk digests differ from the recorded ones{}", where, bad,
+          d.chunks.size(),
+          d.chunks.size() != s.range.chunkDigests.size()
+              ? fmt::format(" (the range has {} recorded)", s.range.chunkDigests.size())
+              : ""));
+    }
+  }
+}
+
+Report verify(const TraceReader& reader) {
+  Report report;
+  if (reader.damage().unclosed) {
+    report.problems.push_back(fmt::format("index: {}", reader.damage().detail));
+  }
+  Refs refs;
+  checkBlocks(reader, report, refs);
+  checkBlobs(reader, report, refs);
+  checkSnapshots(reader, report, refs);
+  if (report.unknownEvents > 0) {
+    report.notes.push_back(fmt::format(
+        "{} of kinds this gpurr does not know (trace compatibility {}, this gpurr {}): skipped",
+        withCommas(report.unknownEvents) + (report.unknownEvents == 1 ? " event" : " events"),
+        reader.header().compatVersion, kCompatVersion));
+  }
+  if (report.unreferencedBlobs > 0) {
+    report.notes.push_back(fmt::format("{} blob{} no event refers to", report.unreferencedBlobs,
+                                       report.unreferencedBlobs == 1 ? "" : "s"));
+  }
+  return report;
+}
+
+int run(const VerifyOptions& opts) {
+  std::unique_ptr<TraceReader> reader;
+  try {
+    reader = std::make_unique<TraceReader>(opts.trace);
+  } catch (const TraceError& e) {
+    if (opts.json) {
+      std::cout << Json{{"trace", opts.trace}, {"readable", false}, {"ok", false},
+                        {"error", e.what()}}
+                       .dump(2)
+                << '\n';
+    }
+    std::fprintf(stderr, "gpurr verify: %s\n", e.what());
+    return kExitTrouble;
+  }
+  const Report r = verify(*reader);
+  if (opts.json) {
+    Json out{{"trace", opts.trace},
+             {"readable", true},
+             {"ok", r.problems.empty()},
+             {"blocks", r.blocks},
+             {"events", r.events},
+             {"eventsOfUnknownKind", r.unknownEvents},
+             {"blobs", r.blobs},
+             {"unreferencedBlobs", r.unreferencedBlobs},
+             {"snapshots", r.snapshots},
+             {"problems", r.problems},
+             {"notes", r.notes}};
+    std::cout << out.dump(2) << '\n';
+  } else {
+    for (const std::string& p : r.problems) std::cout << fmt::format("{}: {}\n", opts.trace, p);
+    for (const std::string& n : r.notes) std::cout << fmt::format("{}: note: {}\n", opts.trace, n);
+    auto count = [](uint64_t n, std::string_view what) {
+      return fmt::format("{} {}{}", withCommas(n), what, n == 1 ? "" : "s");
+    };
+    std::cout << fmt::format("{}: {}: {}, {}, {} ({}), {} checked\n", opts.trace,
+                             r.problems.empty() ? "ok" : count(r.problems.size(), "problem"),
+                             count(r.blocks, "block"), count(r.events, "event"),
+                             count(r.blobs, "blob"), humanBytes(r.blobBytes),
+                             count(r.snapshots, "snapshot"));
+  }
+  return r.problems.empty() ? kExitOk : kExitDifferent;
+}
+
+}  // namespace
+
+void addVerifyCommand(CLI::App& app, Action& chosen) {
+  auto opts = std::make_shared<VerifyOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "verify",
+      "Check a trace's integrity: the index against the blocks, every block decoded, every\n"
+      "blob re-hashed against its content address (XXH3-128), every snapshot re-hashed\n"
+      "against the digest recorded with it. Prints one problem per line. Exit status 0: no\n"
+      "problem, 1: problems found, 2: usage error or a trace that cannot be opened.");
+  cmd->add_option("trace", opts->trace, "Trace directory")->required();
+  cmd->add_flag("--json", opts->json, "Print one JSON object (keys documented in docs/JSON.md)");
+  cmd->callback([opts, &chosen] { chosen = [opts] { return run(*opts); }; });
+}
+
+}  // namespace gpurr::cli

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# gpurr verify on good traces (exit 0) and on damaged copies (exit 1, one
+# problem per line naming what is wrong), and on what is no trace (exit 2).
+#
+#   verify_test.sh GPURR SOURCE_DIR
+set -euo pipefail
+g=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() { echo "FAIL: $*"; exit 1; }
+# expect CODE TEXT TRACE: gpurr verify TRACE exits CODE and prints TEXT
+expect() {
+  local code=$1 text=$2 rc=0
+  "$g" verify "$3" > "$tmp/out" 2>&1 || rc=$?
+  [ "$rc" = "$code" ] || { cat "$tmp/out"; fail "verify $3 exited $rc, expected $code"; }
+  grep -qF -- "$text" "$tmp/out" || { cat "$tmp/out"; fail "verify $3 does not say: $text"; }
+}
+
+# Good traces: the example, every golden diff trace but the one cut short.
+expect 0 ": ok: 3 blocks, 19 events" "$src/examples/synthetic.gpurr"
+for t in "$src"/tests/diff/cases/*/?.gpurr "$src"/tests/diff/cases/processes/?/*.gpurr \
+         "$src"/tests/format/compat/*.gpurr; do
+  [ "$t" = "$src/tests/diff/cases/truncated/b.gpurr" ] && continue
+  expect 0 ": ok:" "$t"
+done
+# A snapshot is re-hashed: nondeterministic_kernel's run A has one.
+expect 0 "1 snapshot checked" "$src/tests/diff/cases/nondeterministic_kernel/a.gpurr"
+# A recording that did not end cleanly.
+expect 1 "index: the recording did not end cleanly" "$src/tests/diff/cases/truncated/b.gpurr"
+
+fresh() { rm -rf "$tmp/t.gpurr"; cp -r "$src/tests/diff/cases/nondeterministic_kernel/a.gpurr" "$tmp/t.gpurr"; chmod -R u+w "$tmp/t.gpurr"; }
+flip() {  # flip the byte at offset $2 of file $1
+  python3 -c "import sys; p, o = sys.argv[1], int(sys.argv[2]); b = bytearray(open(p, 'rb').read()); b[o] ^= 0x40; open(p, 'wb').write(b)" "$1" "$2"
+}
+
+# A byte flipped in a blob file (zstd's checksum or the frame catches it).
+fresh
+blob=$(find "$tmp/t.gpurr/blobs" -type f | sort | head -1)
+flip "$blob" 20
+expect 1 "corrupt blob" "$tmp/t.gpurr"
+expect 1 "$(basename "$blob")" "$tmp/t.gpurr"
+
+# A blob whose frame is sound but whose bytes are not those of its name.
+fresh
+blob=$(find "$tmp/t.gpurr/blobs" -type f | sort | head -1)
+zstd -q -d -c "$blob" > "$tmp/content"
+flip "$tmp/content" 0
+zstd -q -f -c "$tmp/content" > "$blob"
+expect 1 "content does not match its name" "$tmp/t.gpurr"
+
+# The index cut short: ignored, and reported.
+fresh
+truncate -s 20 "$tmp/t.gpurr/index"
+expect 1 "ignored the index and scanned the blocks instead" "$tmp/t.gpurr"
+
+# A block's frame damaged (checksum).
+fresh
+flip "$tmp/t.gpurr/events" 80
+expect 1 "block 0:" "$tmp/t.gpurr"
+
+# A blob write that did not finish, and a blob no event refers to.
+fresh
+d=$(dirname "$(find "$tmp/t.gpurr/blobs" -type f | head -1)")
+echo partial > "$d/$(basename "$(find "$d" -type f | head -1)").tmp"
+expect 1 "a blob write that did not finish" "$tmp/t.gpurr"
+
+# A snapshot whose digest and chunk digests are not its bytes'.
+rm -rf "$tmp/snap.gpurr"
+bash "$src/tests/format/write_trace_with_cli.sh" "$src/trace_format/trace.capnp" "$tmp/snap.gpurr" \
+  "$src/tests/verify/events.txt" > /dev/null
+expect 1 "event #1: snapshot of output 0 of the launch" "$tmp/snap.gpurr"
+expect 1 "the recorded digest is 00000000000004d2" "$tmp/snap.gpurr"
+expect 1 "1 of its 1 chunk digests differ from the recorded ones" "$tmp/snap.gpurr"
+
+# JSON: the same problems.
+"$g" verify --json "$tmp/snap.gpurr" > "$tmp/json" || [ $? = 1 ] || fail "verify --json exit status"
+python3 - "$tmp/json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["ok"] is False and j["readable"] is True, j
+assert len(j["problems"]) == 2 and j["snapshots"] == 1, j
+PY
+
+# Not a trace: usage trouble.
+expect 2 "no such trace" "$tmp/does-not-exist.gpurr"
+mkdir -p "$tmp/empty.gpurr"
+expect 2 "not a gpurr trace" "$tmp/empty.gpurr"
+"$g" verify > /dev/null 2>&1 && fail "verify without a trace succeeded"
+rc=0; "$g" verify > /dev/null 2>&1 || rc=$?
+[ "$rc" = 2 ] || fail "verify without a trace exited $rc, expected 2"
+"$g" verify --help | grep -q "re-hashed" || fail "verify --help"
+echo "verify: all checks passed"
