@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "tests/unit/test_util.h"
@@ -112,4 +113,43 @@ TEST_CASE("trace files are created 0600 and its folders 0700, whatever the umask
     trace::TraceReader r(dir);
     CHECK(r.eventCount() == 1);
   }
+}
+
+TEST_CASE("FORMAT.md's hash vectors with a partial word and a partial chunk are the code's") {
+  auto pattern = [](size_t n) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 31 + 7 + (i >> 8));
+    return v;
+  };
+  // Rows "| n | what | `chunk` `chunk` | `digest` |" of §8's table.
+  const std::string spec = formatMd();
+  const std::regex row(R"(\n\| (\d+) \| [^|]+ \| ((?:`[0-9a-f]{16}` ?)+) \| `([0-9a-f]{16})` \|)");
+  size_t rows = 0;
+  bool partialWord = false, partialChunk = false;
+  for (auto it = std::sregex_iterator(spec.begin(), spec.end(), row); it != std::sregex_iterator(); ++it) {
+    const size_t n = std::stoul((*it)[1].str());
+    INFO("n = " << n);
+    const auto bytes = pattern(n);
+    std::string chunks;
+    for (uint64_t c : hash::chunkDigests(bytes)) chunks += fmt::format("`{:016x}` ", c);
+    CHECK((*it)[2].str() + " " == chunks);
+    CHECK((*it)[3].str() == fmt::format("{:016x}", hash::hashBuffer(bytes)));
+    partialWord = partialWord || n % hash::kWordBytes != 0;
+    partialChunk = partialChunk || (n > hash::kChunkBytes && n % hash::kChunkBytes != 0);
+    ++rows;
+  }
+  CHECK(rows >= 3);
+  CHECK(partialWord);
+  CHECK(partialChunk);
+}
+
+TEST_CASE("FORMAT.md lists the compatVersions up to the code's") {
+  const std::string all = formatMd();
+  const size_t table = all.find("| compatVersion | added |");
+  REQUIRE(table != std::string::npos);
+  const std::string spec = all.substr(table, all.find("\n\n", table) - table);
+  for (uint32_t v = 1; v <= trace::kCompatVersion; ++v) {
+    CHECK_THAT(spec, Catch::Contains(fmt::format("\n| {} | ", v)));
+  }
+  CHECK_THAT(spec, !Catch::Contains(fmt::format("\n| {} | ", trace::kCompatVersion + 1)));
 }
