@@ -100,25 +100,7 @@ echo "python3: $(python3 -c 'import sys, torch; print(sys.version.split()[0], "t
 # CUDA libraries (CUPTI for the recorder; cuBLAS, cuDNN, cuRAND for the test
 # programs) may live in PyTorch's wheels rather than the system: where the
 # system lacks them, they are looked up there.
-extra=$(python3 - 2>/dev/null <<'EOF'
-import glob, os
-try:
-    import nvidia
-    roots = list(nvidia.__path__)
-except ImportError:
-    roots = []
-try:
-    import torch
-    roots.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
-except ImportError:
-    pass
-dirs = set()
-for root in roots:
-    for lib in glob.glob(os.path.join(root, "**", "lib*.so*"), recursive=True):
-        dirs.add(os.path.dirname(lib))
-print(":".join(sorted(dirs)))
-EOF
-)
+extra=$(python3 "$here/wheel_lib_dirs.py" 2>/dev/null)
 
 # The bundled libraries must resolve from BUILD_DIR/lib by RPATH alone; CUDA's
 # from the system, else from PyTorch's wheels.

@@ -35,26 +35,7 @@ echo "python: $($python -c 'import sys, torch; print(sys.version.split()[0], "to
 
 # CUDA libraries the system may lack (libcudart for libprobe_kernels.so,
 # cuBLAS) are looked up in PyTorch's wheels, as tests/gpu/run.sh does.
-wheels=$($python - 2>/dev/null <<'PY'
-import glob, os
-roots = []
-try:
-    import nvidia
-    roots += list(nvidia.__path__)
-except ImportError:
-    pass
-try:
-    import torch
-    roots.append(os.path.join(os.path.dirname(torch.__file__), "lib"))
-except ImportError:
-    pass
-dirs = set()
-for root in roots:
-    for lib in glob.glob(os.path.join(root, "**", "lib*.so*"), recursive=True):
-        dirs.add(os.path.dirname(lib))
-print(":".join(sorted(dirs)))
-PY
-)
+wheels=$($python "$(dirname "$0")/../wheel_lib_dirs.py" 2>/dev/null)
 export PROBE_WHEEL_LIBS=$wheels
 echo "LD_LIBRARY_PATH: ${LD_LIBRARY_PATH:-(unset)}"
 echo "toolkit libcupti: $(ls /usr/local/cuda/lib64/libcupti.so.13 /usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13 2>/dev/null | tr '\n' ' ')"
