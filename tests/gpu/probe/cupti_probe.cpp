@@ -197,6 +197,14 @@ CUfunction get(CUmodule m, const char* name) {
   return f;
 }
 
+// The probe's own kernels, loaded through the driver into the current context.
+CUmodule loadProbeModule() {
+  const auto image = probeModuleImage();
+  CUmodule m = nullptr;
+  check(drv.cuModuleLoadData(&m, image.data()), "cuModuleLoadData");
+  return m;
+}
+
 CUresult launchAddOne(CUfunction f, CUdeviceptr d, unsigned n, CUstream s = nullptr) {
   void* args[] = {&d, &n};
   return drv.cuLaunchKernel(f, (n + 255) / 256, 1, 1, 256, 1, 1, 0, s, args, nullptr);
@@ -694,9 +702,7 @@ int modeReserve() {
 int modeCallbacks() {
   loadSubscriber();
   makeContext();
-  const auto image = probeModuleImage();
-  CUmodule m = nullptr;
-  check(drv.cuModuleLoadData(&m, image.data()), "cuModuleLoadData");
+  CUmodule m = loadProbeModule();
   CUfunction f = get(m, "add_one");
   sub.setFunction(f);
   const int threads = 4;
@@ -760,9 +766,7 @@ int modeCallbacks() {
 int modeCheckpoint() {
   loadSubscriber();
   makeContext();
-  const auto image = probeModuleImage();
-  CUmodule m = nullptr;
-  check(drv.cuModuleLoadData(&m, image.data()), "cuModuleLoadData");
+  CUmodule m = loadProbeModule();
   CUfunction f = get(m, "add_one");
   constexpr unsigned n = 1 << 18;
   CUdeviceptr d = 0;
@@ -810,9 +814,7 @@ int modeCheckpoint() {
 int modeLazyLoad() {
   makeContext();
   const char* mode = std::getenv("CUDA_MODULE_LOADING");
-  const auto image = probeModuleImage();
-  CUmodule m = nullptr;
-  check(drv.cuModuleLoadData(&m, image.data()), "cuModuleLoadData");
+  CUmodule m = loadProbeModule();
   CUfunction spin = get(m, "spin_wait"), set = get(m, "set_flag"), fa = get(m, "fresh_a"), fb = get(m, "fresh_b");
   CUstream a = nullptr, b = nullptr, c = nullptr;
   for (CUstream* s : {&a, &b, &c}) check(drv.cuStreamCreate(s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
