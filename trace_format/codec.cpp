@@ -348,10 +348,38 @@ Header decodeHeader(schema::Header::Reader in) {
   return h;
 }
 
+void encodeOrigin(const Origin& in, schema::Origin::Builder out) {
+  out.setOp(text(in.op));
+  auto stack = out.initOpStack(static_cast<unsigned>(in.opStack.size()));
+  for (unsigned i = 0; i < in.opStack.size(); ++i) stack.set(i, text(in.opStack[i]));
+  out.setPhase(castEnum<schema::Phase>(in.phase));
+  out.setForwardOp(text(in.forwardOp));
+  out.setModule(text(in.module));
+  out.setFile(text(in.file));
+  out.setLine(in.line);
+  out.setStep(in.step);
+  out.setStepLaunch(in.stepLaunch);
+}
+
+Origin decodeOrigin(schema::Origin::Reader in) {
+  Origin o;
+  o.op = str(in.getOp());
+  for (auto t : in.getOpStack()) o.opStack.push_back(str(t));
+  o.phase = in.getPhase() <= schema::Phase::BACKWARD ? castEnum<Phase>(in.getPhase()) : Phase::kUnknown;
+  o.forwardOp = str(in.getForwardOp());
+  o.module = str(in.getModule());
+  o.file = str(in.getFile());
+  o.line = in.getLine();
+  o.step = in.getStep();
+  o.stepLaunch = in.getStepLaunch();
+  return o;
+}
+
 void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder out) {
   out.setSeq(in.seq);
   out.setTimeNs(in.timeNs);
   out.setThread(in.thread);
+  if (in.origin) encodeOrigin(*in.origin, out.initOrigin());
   std::visit(
       [&](const auto& p) {
         using T = std::decay_t<decltype(p)>;
@@ -414,6 +442,7 @@ bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
   out.seq = in.getSeq();
   out.timeNs = in.getTimeNs();
   out.thread = in.getThread();
+  out.origin = in.hasOrigin() ? std::optional<Origin>(decodeOrigin(in.getOrigin())) : std::nullopt;
   switch (in.which()) {
     case schema::Event::LAUNCH:
       decodeLaunch(in.getLaunch(), functions, emplace<KernelLaunch>(out.payload));

@@ -131,6 +131,41 @@ const char* toString(MemcpyKind kind) {
   return "unknown";
 }
 
+const char* toString(Phase phase) {
+  switch (phase) {
+    case Phase::kUnknown: return "unknown";
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+  }
+  return "unknown";
+}
+
+std::string frameworkOpOf(const Event& event) {
+  if (event.origin && !event.origin->op.empty()) return event.origin->op;
+  if (const auto* k = std::get_if<KernelLaunch>(&event.payload)) {
+    for (const Annotation& a : k->annotations) {
+      if (const auto* f = std::get_if<FrameworkOp>(&a)) return f->name;
+    }
+  }
+  return {};
+}
+
+std::string describe(const Origin& o) {
+  std::string out = o.op.empty() ? "(no op)" : o.op;
+  if (o.phase == Phase::kBackward) {
+    out += o.forwardOp.empty() ? " (backward)" : fmt::format(" (backward of {})", o.forwardOp);
+  } else if (o.phase == Phase::kForward) {
+    out += " (forward)";
+  }
+  if (!o.module.empty()) out += " in " + o.module;
+  if (!o.file.empty()) {
+    const size_t slash = o.file.rfind('/');
+    out += fmt::format(", {}:{}", slash == std::string::npos ? o.file : o.file.substr(slash + 1), o.line);
+  }
+  if (o.step >= 0) out += fmt::format(", step {} (launch {} of the step)", o.step, o.stepLaunch + 1);
+  return out;
+}
+
 const char* toString(SyncKind kind) {
   switch (kind) {
     case SyncKind::kContextSynchronize: return "ctx-sync";

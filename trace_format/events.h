@@ -19,7 +19,7 @@ namespace gpurr::trace {
 inline constexpr uint32_t kFormatVersion = 1;
 // Forward-compatibility number: bumped when a change lets old readers still
 // read new traces (new fields with defaults). Reported, never rejected.
-inline constexpr uint32_t kCompatVersion = 2;  // 2: KernelLaunch.captured, captureId
+inline constexpr uint32_t kCompatVersion = 3;  // 2: KernelLaunch.captured, captureId; 3: Event.origin
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -329,11 +329,30 @@ struct GraphLaunch {
 using Payload = std::variant<KernelLaunch, Memcpy, Memset, Allocation, Free, ModuleLoad,
                              Sync, GraphLaunch>;
 
+enum class Phase : uint8_t { kUnknown = 0, kForward = 1, kBackward = 2 };
+
+// Where an operation came from in the program's framework (PyTorch, through
+// gpurr's framework layer): the op that issued it, its module, the source
+// line and the training step.
+struct Origin {
+  std::string op;                    // innermost op ("aten::index_add_"), or a user range
+  std::vector<std::string> opStack;  // outermost first, ending with op
+  Phase phase = Phase::kUnknown;
+  std::string forwardOp;             // backward: the forward op it differentiates
+  std::string module;                // "model.encoder.layers.3"; in backward, the forward op's
+  std::string file;                  // the program's line that issued the (forward) op
+  uint32_t line = 0;
+  int64_t step = -1;                 // training steps completed before it; -1 unknown
+  uint64_t stepLaunch = 0;           // kernel launches of the same step before it
+  bool operator==(const Origin&) const = default;
+};
+
 struct Event {
   uint64_t seq = 0;          // global order of the recorded API calls, from 0
   uint64_t timeNs = 0;       // host time of the call, ns since recording began
   uint32_t thread = 0;       // host thread, numbered in order of first call
   Payload payload;
+  std::optional<Origin> origin;  // absent when no framework layer ran
   bool operator==(const Event&) const = default;
 };
 
@@ -349,6 +368,12 @@ inline bool isOperation(const Payload& p) {
   return std::holds_alternative<Memcpy>(p) || std::holds_alternative<Memset>(p) ||
          std::holds_alternative<GraphLaunch>(p);
 }
+// The framework op of an event: its origin's, else a FrameworkOp annotation's
+// (traces written without a framework layer); empty when neither says.
+std::string frameworkOpOf(const Event& event);
+// "aten::index_add_ (backward of aten::index_select) in model.embed, train.py:42, step 3"
+std::string describe(const Origin& origin);
+const char* toString(Phase phase);
 const char* toString(AllocationKind kind);
 const char* toString(LaunchApi api);
 const char* toString(MemcpyKind kind);

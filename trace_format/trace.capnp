@@ -311,10 +311,32 @@ struct GraphLaunch {
   outputs @4 :List(RangeDigest);
 }
 
+# Where a launch, copy or set came from in the program's framework (PyTorch
+# through gpurr's framework layer); absent when no framework layer ran
+# (compatVersion 3).
+enum Phase {
+  unknown @0;
+  forward @1;
+  backward @2;
+}
+
+struct Origin {
+  op @0 :Text;                 # innermost framework op ("aten::index_add_"), or range
+  opStack @1 :List(Text);      # outermost first, ending with op
+  phase @2 :Phase;
+  forwardOp @3 :Text;          # backward: the forward op it differentiates
+  module @4 :Text;             # nn.Module path; in backward, the forward op's
+  file @5 :Text;               # the program's source line that issued the (forward) op
+  line @6 :UInt32;
+  step @7 :Int64 = -1;         # training steps completed before it; -1 unknown
+  stepLaunch @8 :UInt64;       # kernel launches of the same step before it
+}
+
 struct Event {
   seq @0 :UInt64;
   timeNs @1 :UInt64;
   thread @2 :UInt32;
+  origin @11 :Origin;          # null when unknown (compatVersion 3)
   union {
     launch @3 :KernelLaunch;
     memcpy @4 :Memcpy;

@@ -91,6 +91,9 @@ std::vector<Event> everyKind(TraceWriter& w) {
       DeterminismCheck{10, 3}};
   k.hashed = false;
   add(k);
+  out.back().origin = Origin{"aten::index_add_",
+                             {"autograd::engine::evaluate_function: IndexSelectBackward0", "aten::index_add_"},
+                             Phase::kBackward, "aten::index_select", "Net.embed", "/src/train.py", 42, 3, 36};
 
   KernelLaunch plain;  // defaults everywhere, same function: reuses its id
   plain.function = "_Z6kernelPfS_i";
@@ -106,6 +109,7 @@ std::vector<Event> everyKind(TraceWriter& w) {
   m.digest = 0xfeed;
   m.data = w.putBlob(std::vector<uint8_t>(4096, 1));
   add(m);
+  out.back().origin = Origin{"aten::copy_", {"aten::to", "aten::copy_"}, Phase::kForward, "", "", "", 0, 0, 0};
   add(Memcpy{});
   add(Memset{9, true, {0x7000, 64, 1, 0}, 0xff, 4, 0xbeef});
   add(Sync{SyncKind::kStreamWaitEvent, 5, 0xe});
