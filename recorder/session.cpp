@@ -15,6 +15,7 @@
 
 #include "kernels/device_hasher.h"
 #include "recorder/cubin_symbols.h"
+#include "recorder/framework_context.h"
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/rng_params.h"
@@ -425,6 +426,10 @@ trace::Event RecordSession::newEvent(trace::Payload payload) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
   if (tlsThread.session != this) tlsThread = {this, nextThread_.fetch_add(1)};
   ev.thread = tlsThread.id;
+  const bool launch = std::holds_alternative<trace::KernelLaunch>(payload);
+  if (launch || std::holds_alternative<trace::Memcpy>(payload) || std::holds_alternative<trace::Memset>(payload)) {
+    ev.origin = framework::currentOrigin(launch);  // the calling thread's: handlers run on the program's
+  }
   ev.payload = std::move(payload);
   return ev;
 }

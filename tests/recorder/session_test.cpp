@@ -22,6 +22,7 @@
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/session.h"
+#include "recorder/framework_context.h"
 #include "trace_format/hash.h"
 #include "trace_format/trace.h"
 
@@ -435,6 +436,55 @@ TEST_CASE("a launch is recorded with parameters, pointers, module and input/outp
   // Sequence numbers follow the calls.
   for (size_t i = 0; i < events.size(); ++i) CHECK(events[i].seq == i);
   CHECK(h.warnings.empty());
+}
+
+TEST_CASE("launches, copies and sets carry the calling thread's framework origin", "[recorder][session]") {
+  framework::resetForTesting();
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> y = randomBytes(5000, 3), host = randomBytes(100, 4);
+  h.memAlloc(y);
+  uint64_t py = addr(y.data());
+  float a = 1.0f;
+  int n = 10;
+  void* args[] = {&py, &py, &a, &n};
+  h.launch(kAxpy, args, 0x5);  // before the framework layer: no origin
+  static int op;
+  framework::setStep(2);
+  framework::enterModule("Net.fc");
+  framework::openScope(&op, "aten::addmm", framework::ScopeKind::kOp, 3, 1, "/w/train.py", 9);
+  h.launch(kAxpy, args, 0x5);
+  {
+    cuMemcpyHtoD_v2_params p{py, host.data(), host.size()};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2, &p, CUDA_SUCCESS);
+  }
+  {
+    cuMemsetD8_v2_params p{py, 0, 16};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, &p, CUDA_SUCCESS);
+  }
+  h.launch(kAxpy, args, 0x5);
+  framework::closeScope(&op);
+  framework::exitModule();
+
+  const auto events = h.finishAndRead();
+  framework::resetForTesting();
+  std::vector<trace::Event> ops;
+  for (const trace::Event& e : events) {
+    if (trace::isOperation(e.payload)) ops.push_back(e);
+    if (std::holds_alternative<trace::Allocation>(e.payload)) CHECK_FALSE(e.origin);
+  }
+  REQUIRE(ops.size() == 5);
+  CHECK_FALSE(ops[0].origin);
+  for (size_t i = 1; i < 5; ++i) {
+    REQUIRE(ops[i].origin);
+    CHECK(ops[i].origin->op == "aten::addmm");
+    CHECK(ops[i].origin->module == "Net.fc");
+    CHECK(ops[i].origin->file == "/w/train.py");
+    CHECK(ops[i].origin->line == 9);
+    CHECK(ops[i].origin->step == 2);
+  }
+  CHECK(ops[1].origin->stepLaunch == 0);
+  CHECK(ops[4].origin->stepLaunch == 1);  // copies and sets are not launches
 }
 
 TEST_CASE("copies, sets, syncs and frees are recorded with digests of what they wrote", "[recorder][session]") {

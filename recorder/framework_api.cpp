@@ -1,0 +1,25 @@
+// The exported C functions of framework_api.h, forwarding to
+// framework_context (the static core's symbols are not exported).
+#include "recorder/framework_api.h"
+
+#include "recorder/framework_context.h"
+
+namespace fw = gpurr::recorder::framework;
+
+#define GPURR_EXPORT extern "C" __attribute__((visibility("default")))
+
+GPURR_EXPORT int gpurr_framework_api_version(void) { return GPURR_FRAMEWORK_API_VERSION; }
+
+GPURR_EXPORT void gpurr_framework_open_scope(const void* id, const char* name, int kind, int64_t sequence,
+                                             uint64_t sequence_thread, const char* file, uint32_t line) {
+  const auto k = kind == 1 ? fw::ScopeKind::kBackwardNode : kind == 2 ? fw::ScopeKind::kRange : fw::ScopeKind::kOp;
+  fw::openScope(id, name, k, sequence, sequence_thread, file, line);
+}
+
+GPURR_EXPORT void gpurr_framework_close_scope(const void* id) { fw::closeScope(id); }
+
+GPURR_EXPORT void gpurr_framework_enter_module(const char* path) { fw::enterModule(path); }
+
+GPURR_EXPORT void gpurr_framework_exit_module(void) { fw::exitModule(); }
+
+GPURR_EXPORT void gpurr_framework_set_step(int64_t step) { fw::setStep(step); }

@@ -1,0 +1,177 @@
+#include "recorder/framework_context.h"
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gpurr::recorder::framework {
+namespace {
+
+struct Scope {
+  const void* id;
+  const char* name;
+  ScopeKind kind;
+  int64_t sequence;
+  uint64_t sequenceThread;
+};
+
+struct ThreadContext {
+  std::vector<Scope> scopes;          // innermost last
+  std::vector<const char*> modules;   // innermost last
+  const char* file = nullptr;         // of the outermost scope open
+  uint32_t line = 0;
+};
+
+thread_local ThreadContext tls;
+
+// What a backward node's launches are attributed to: its forward op.
+struct ForwardOp {
+  std::string op;
+  std::string module;
+  const char* file = nullptr;
+  uint32_t line = 0;
+};
+
+struct SequenceKey {
+  uint64_t thread;
+  int64_t sequence;
+  bool operator==(const SequenceKey&) const = default;
+};
+struct SequenceKeyHash {
+  size_t operator()(const SequenceKey& k) const {
+    return std::hash<uint64_t>()(k.thread * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(k.sequence));
+  }
+};
+using ForwardTable = std::unordered_map<SequenceKey, ForwardOp, SequenceKeyHash>;
+
+// Forward ops by autograd sequence number, in two generations: when the
+// newer one reaches kGeneration entries it becomes the older one, so memory
+// stays bounded and a backward finds forward ops up to 2 * kGeneration ops old.
+constexpr size_t kGeneration = 1 << 18;
+std::mutex forwardMu;
+ForwardTable forwardNew, forwardOld;
+
+std::atomic<bool> reported{false};
+std::atomic<int64_t> currentStep{-1};
+std::atomic<uint64_t> stepLaunches{0};
+
+void rememberForward(const Scope& s, const ThreadContext& t) {
+  std::lock_guard lock(forwardMu);
+  const SequenceKey key{s.sequenceThread, s.sequence};
+  // The outermost op with the node's number names it (aten::linear rather
+  // than the aten::addmm inside it).
+  if (forwardNew.count(key) || forwardOld.count(key)) return;
+  if (forwardNew.size() >= kGeneration) {
+    forwardOld = std::move(forwardNew);
+    forwardNew.clear();
+  }
+  forwardNew.emplace(key, ForwardOp{s.name, t.modules.empty() ? std::string() : t.modules.back(), t.file, t.line});
+}
+
+std::optional<ForwardOp> forwardOf(const Scope& s) {
+  std::lock_guard lock(forwardMu);
+  const SequenceKey key{s.sequenceThread, s.sequence};
+  if (auto it = forwardNew.find(key); it != forwardNew.end()) return it->second;
+  if (auto it = forwardOld.find(key); it != forwardOld.end()) return it->second;
+  return std::nullopt;
+}
+
+}  // namespace
+
+void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequence, uint64_t sequenceThread,
+               const char* file, uint32_t line) {
+  reported.store(true, std::memory_order_relaxed);
+  ThreadContext& t = tls;
+  if (t.scopes.empty()) {
+    t.file = file;
+    t.line = line;
+  }
+  t.scopes.push_back({id, name == nullptr ? "" : name, kind, sequence, sequenceThread});
+  if (kind == ScopeKind::kOp && sequence >= 0) {
+    // An op inside a backward node belongs to the backward pass: only forward
+    // ops name nodes.
+    bool inBackward = false;
+    for (const Scope& s : t.scopes) inBackward |= s.kind == ScopeKind::kBackwardNode;
+    if (!inBackward) rememberForward(t.scopes.back(), t);
+  }
+}
+
+void closeScope(const void* id) {
+  ThreadContext& t = tls;
+  for (size_t i = t.scopes.size(); i-- > 0;) {
+    if (t.scopes[i].id == id) {
+      t.scopes.resize(i);
+      if (t.scopes.empty()) {
+        t.file = nullptr;
+        t.line = 0;
+      }
+      return;
+    }
+  }
+}
+
+void enterModule(const char* path) {
+  reported.store(true, std::memory_order_relaxed);
+  tls.modules.push_back(path == nullptr ? "" : path);
+}
+
+void exitModule() {
+  if (!tls.modules.empty()) tls.modules.pop_back();
+}
+
+void setStep(int64_t step) {
+  reported.store(true, std::memory_order_relaxed);
+  if (currentStep.exchange(step) != step) stepLaunches.store(0);
+}
+
+bool active() { return reported.load(std::memory_order_relaxed); }
+
+std::optional<trace::Origin> currentOrigin(bool launch) {
+  if (!active()) return std::nullopt;
+  const ThreadContext& t = tls;
+  trace::Origin o;
+  o.step = currentStep.load(std::memory_order_relaxed);
+  o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)
+                        : stepLaunches.load(std::memory_order_relaxed);
+  const Scope* op = nullptr;
+  const Scope* node = nullptr;
+  o.opStack.reserve(t.scopes.size());
+  for (const Scope& s : t.scopes) {
+    o.opStack.emplace_back(s.name);
+    if (s.kind == ScopeKind::kOp) op = &s;
+    if (s.kind == ScopeKind::kBackwardNode) node = &s;
+  }
+  if (op == nullptr && !t.scopes.empty()) op = &t.scopes.back();
+  if (op != nullptr) o.op = op->name;
+  if (node != nullptr) {
+    o.phase = trace::Phase::kBackward;
+    if (node->sequence >= 0) {
+      if (std::optional<ForwardOp> f = forwardOf(*node)) {
+        o.forwardOp = std::move(f->op);
+        o.module = std::move(f->module);
+        if (f->file != nullptr) o.file = f->file;
+        o.line = f->line;
+      }
+    }
+    return o;
+  }
+  if (!t.scopes.empty() || !t.modules.empty()) o.phase = trace::Phase::kForward;
+  if (!t.modules.empty()) o.module = t.modules.back();
+  if (t.file != nullptr) o.file = t.file;
+  o.line = t.line;
+  return o;
+}
+
+void resetForTesting() {
+  tls = ThreadContext{};
+  std::lock_guard lock(forwardMu);
+  forwardNew.clear();
+  forwardOld.clear();
+  reported.store(false);
+  currentStep.store(-1);
+  stepLaunches.store(0);
+}
+
+}  // namespace gpurr::recorder::framework

@@ -1,0 +1,57 @@
+// What the program's framework is doing on each thread: the ops and ranges
+// open (PyTorch's RecordFunction scopes), the nn.Module whose forward runs,
+// the training step. gpurr's framework layer (framework/) reports them through
+// the C functions of framework_api.h; the session reads the calling thread's
+// context into every launch, copy and set it records (trace::Origin).
+//
+// The calls come on the program's own threads, once per op: they only touch
+// the calling thread's state, except the forward ops' table (for backward
+// attribution) and the step counter, which are shared.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "trace_format/events.h"
+
+namespace gpurr::recorder::framework {
+
+enum class ScopeKind : int {
+  kOp = 0,            // an operator (aten::index_add_)
+  kBackwardNode = 1,  // an autograd node running (autograd::engine::evaluate_function: ...)
+  kRange = 2,         // a user range (record_function, a compiled region)
+};
+
+// A scope opens on the calling thread. `id` identifies it for closeScope;
+// `name` stays valid until then. `sequence` and `sequenceThread` are
+// autograd's link between a forward op and its node (sequence -1: none):
+// for an op, the node it creates; for a backward node, the forward op's.
+// `file`/`line` (nullptr/0 when unknown): the program's source line, given
+// for a thread's outermost scope; the pointer stays valid for the process's
+// life.
+void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequence, uint64_t sequenceThread,
+               const char* file, uint32_t line);
+// Closes the scope `id` and any opened after it and not closed; a scope not
+// open on this thread (closed on another one) is ignored.
+void closeScope(const void* id);
+
+// The nn.Module whose forward begins / ends on this thread; `path` stays
+// valid for the process's life.
+void enterModule(const char* path);
+void exitModule();
+
+// Training steps completed so far (0 once the framework layer starts).
+void setStep(int64_t step);
+
+// The calling thread's origin, or nothing when no framework layer has
+// reported anything in this process. `launch`: the operation is a kernel
+// launch, counted in the step's launches.
+std::optional<trace::Origin> currentOrigin(bool launch);
+
+// Whether the framework layer has reported anything (tests, the header).
+bool active();
+
+// Forgets everything (tests).
+void resetForTesting();
+
+}  // namespace gpurr::recorder::framework

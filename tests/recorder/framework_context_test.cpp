@@ -1,0 +1,127 @@
+// The framework context the recorder attaches to operations: scopes, modules,
+// forward/backward linking and steps, driven as the framework layer drives it.
+#include "recorder/framework_context.h"
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+
+namespace fw = gpurr::recorder::framework;
+using gpurr::trace::Origin;
+using gpurr::trace::Phase;
+
+namespace {
+int ids[16];  // scope identities
+}
+
+TEST_CASE("no origin until the framework layer reports", "[recorder][framework]") {
+  fw::resetForTesting();
+  CHECK_FALSE(fw::currentOrigin(true).has_value());
+  fw::setStep(0);
+  const auto o = fw::currentOrigin(true);
+  REQUIRE(o.has_value());
+  CHECK(o->op.empty());
+  CHECK(o->phase == Phase::kUnknown);
+  CHECK(o->step == 0);
+  fw::resetForTesting();
+}
+
+TEST_CASE("a forward op: innermost op, stack, module and the outermost scope's line", "[recorder][framework]") {
+  fw::resetForTesting();
+  fw::setStep(0);
+  fw::enterModule("Net");
+  fw::enterModule("Net.fc");
+  fw::openScope(&ids[0], "aten::linear", fw::ScopeKind::kOp, 7, 1, "/w/train.py", 42);
+  fw::openScope(&ids[1], "aten::addmm", fw::ScopeKind::kOp, 7, 1, nullptr, 0);
+  auto o = fw::currentOrigin(true);
+  REQUIRE(o);
+  CHECK(o->op == "aten::addmm");
+  CHECK(o->opStack == std::vector<std::string>{"aten::linear", "aten::addmm"});
+  CHECK(o->phase == Phase::kForward);
+  CHECK(o->module == "Net.fc");
+  CHECK(o->file == "/w/train.py");
+  CHECK(o->line == 42);
+  CHECK(o->stepLaunch == 0);
+  CHECK(fw::currentOrigin(true)->stepLaunch == 1);
+  CHECK(fw::currentOrigin(false)->stepLaunch == 2);  // a copy is not counted
+  CHECK(fw::currentOrigin(false)->stepLaunch == 2);
+  fw::closeScope(&ids[1]);
+  fw::closeScope(&ids[0]);
+  fw::exitModule();
+  o = fw::currentOrigin(true);
+  CHECK(o->module == "Net");
+  CHECK(o->op.empty());
+  CHECK(o->file.empty());
+  fw::exitModule();
+  CHECK(fw::currentOrigin(true)->phase == Phase::kUnknown);
+
+  fw::setStep(1);  // a new step counts its launches from 0
+  CHECK(fw::currentOrigin(true)->stepLaunch == 0);
+  CHECK(fw::currentOrigin(true)->step == 1);
+  fw::resetForTesting();
+}
+
+TEST_CASE("a backward op is attributed to the forward op of its node, on another thread", "[recorder][framework]") {
+  fw::resetForTesting();
+  fw::setStep(3);
+  fw::enterModule("Net.embed");
+  fw::openScope(&ids[0], "aten::index_select", fw::ScopeKind::kOp, 11, 1, "/w/model.py", 17);
+  fw::closeScope(&ids[0]);
+  fw::exitModule();
+
+  std::optional<Origin> o;
+  std::thread([&] {
+    fw::openScope(&ids[1], "autograd::engine::evaluate_function: IndexSelectBackward0", fw::ScopeKind::kBackwardNode,
+                  11, 1, nullptr, 0);
+    fw::openScope(&ids[2], "aten::index_add_", fw::ScopeKind::kOp, 40, 2, nullptr, 0);
+    o = fw::currentOrigin(true);
+    fw::closeScope(&ids[1]);  // closes what it opened too
+    CHECK(fw::currentOrigin(true)->opStack.empty());
+  }).join();
+  REQUIRE(o);
+  CHECK(o->op == "aten::index_add_");
+  CHECK(o->phase == Phase::kBackward);
+  CHECK(o->forwardOp == "aten::index_select");
+  CHECK(o->module == "Net.embed");
+  CHECK(o->file == "/w/model.py");
+  CHECK(o->line == 17);
+  CHECK(o->step == 3);
+  // The op in backward with its own number did not name a node.
+  std::thread([&] {
+    fw::openScope(&ids[3], "autograd::engine::evaluate_function: X", fw::ScopeKind::kBackwardNode, 40, 2, nullptr, 0);
+    CHECK(fw::currentOrigin(true)->forwardOp.empty());
+    fw::closeScope(&ids[3]);
+  }).join();
+  // The same sequence number on another forward thread is another node.
+  std::thread([&] {
+    fw::openScope(&ids[4], "autograd::engine::evaluate_function: Y", fw::ScopeKind::kBackwardNode, 11, 9, nullptr, 0);
+    CHECK(fw::currentOrigin(true)->forwardOp.empty());
+    fw::closeScope(&ids[4]);
+  }).join();
+  fw::resetForTesting();
+}
+
+TEST_CASE("threads keep their own scopes and modules; a range names launches outside any op",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  fw::setStep(0);
+  fw::enterModule("A");
+  fw::openScope(&ids[0], "aten::mm", fw::ScopeKind::kOp, -1, 1, "/w/a.py", 1);
+  std::thread([&] {
+    CHECK(fw::currentOrigin(true)->module.empty());
+    fw::openScope(&ids[1], "## Call CompiledFxGraph fabc ##", fw::ScopeKind::kRange, -1, 2, "/w/b.py", 2);
+    const auto o = fw::currentOrigin(true);
+    CHECK(o->op == "## Call CompiledFxGraph fabc ##");
+    CHECK(o->phase == Phase::kForward);
+    CHECK(o->file == "/w/b.py");
+    fw::closeScope(&ids[0]);  // not open here: ignored
+    CHECK(fw::currentOrigin(true)->opStack.size() == 1);
+    fw::closeScope(&ids[1]);
+  }).join();
+  CHECK(fw::currentOrigin(true)->op == "aten::mm");
+  CHECK(fw::currentOrigin(true)->module == "A");
+  fw::closeScope(&ids[0]);
+  fw::exitModule();
+  fw::exitModule();  // one too many: ignored
+  fw::resetForTesting();
+}
