@@ -155,11 +155,18 @@ Json toJson(const Header& h) {
               {"pointersResolved", h.pointersResolved}};
 }
 
+Json toJson(const Origin& o) {
+  return Json{{"op", o.op},         {"opStack", o.opStack}, {"phase", toString(o.phase)},
+              {"forwardOp", o.forwardOp}, {"module", o.module}, {"file", o.file},
+              {"line", o.line},     {"step", o.step},       {"stepLaunch", o.stepLaunch}};
+}
+
 Json toJson(const Event& event) {
   Json out{{"seq", event.seq},
            {"timeNs", event.timeNs},
            {"thread", event.thread},
            {"kind", kindName(event.payload)}};
+  if (event.origin) out["origin"] = toJson(*event.origin);
   std::visit(
       [&](const auto& p) {
         using T = std::decay_t<decltype(p)>;

@@ -12,6 +12,7 @@ using Json = nlohmann::ordered_json;
 
 Json toJson(const trace::Header& header);
 Json toJson(const trace::Event& event);
+Json toJson(const trace::Origin& origin);  // "origin" of an event (docs/JSON.md)
 Json toJson(const trace::Annotation& annotation);
 Json toJson(const trace::RangeDigest& range);
 

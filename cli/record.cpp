@@ -168,6 +168,17 @@ fs::path defaultOutput(const std::vector<std::string>& command, std::time_t now,
   return candidate;
 }
 
+std::vector<EnvChange> frameworkEnv(const fs::path& executable, const char* pythonPath) {
+  const fs::path prefix = executable.parent_path() / "..";
+  const fs::path layer = (prefix / "share" / "gpurr" / "python").lexically_normal();
+  std::error_code ec;
+  if (!fs::exists(layer / "sitecustomize.py", ec)) return {};
+  std::string path = layer.string();
+  if (pythonPath != nullptr && *pythonPath != '\0') path += std::string(":") + pythonPath;
+  return {{"PYTHONPATH", path},
+          {"GPURR_TORCH_OBSERVER", (prefix / "lib" / "libgpurr_torch.so").lexically_normal().string()}};
+}
+
 fs::path recorderLibrary(const fs::path& executable, const char* overridePath) {
   fs::path lib;
   if (overridePath != nullptr && *overridePath != '\0') {
@@ -354,6 +365,7 @@ struct RecordOptions {
   uint64_t snapshotMemoryMb = 2048;
   uint64_t checkDeterminism = 0;  // re-runs; 0 = off
   bool force = false;
+  bool noFramework = false;
   bool launchesGiven = false;
   bool kernelsGiven = false;
   bool snapshotGiven = false;
@@ -457,6 +469,9 @@ int run(const RecordOptions& opts) {
       {"GPURR_SNAPSHOT_MEMORY_MB", std::to_string(opts.snapshotMemoryMb), !opts.snapshotMemoryGiven},
       {"GPURR_CHECK_DETERMINISM", std::to_string(opts.checkDeterminism), opts.checkDeterminism == 0},
   };
+  if (!opts.noFramework) {
+    for (EnvChange& c : frameworkEnv(thisExecutable(), std::getenv("PYTHONPATH"))) changes.push_back(std::move(c));
+  }
   // Its cuDNN / cuBLAS / cuRAND wrappers record the algorithms chosen.
   if (isElf(library)) changes.push_back({"LD_PRELOAD", preloadWith(std::getenv("LD_PRELOAD"), library.string())});
   if (const char* previous = std::getenv("CUDA_INJECTION64_PATH");
@@ -556,6 +571,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                     "times (default 10) from the same state, in the process, and record how many distinct "
                     "results they gave")
           ->option_text("[=N]");
+  cmd->add_flag("--no-framework", opts->noFramework,
+                "Leave out the PyTorch layer that attributes each launch to its op, module, source line and "
+                "training step");
   cmd->add_flag("--force", opts->force, "Replace OUT if it already exists");
   // After "--" everything belongs to the command, options included.
   cmd->add_option("command", opts->command,

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/process.h"
+
 namespace gpurr::cli::record {
 
 namespace fs = std::filesystem;
@@ -41,6 +43,12 @@ fs::path defaultOutput(const std::vector<std::string>& command, std::time_t now,
 // else <directory of `executable`>/../lib/libgpurr_recorder.so; made
 // absolute. Throws std::runtime_error, saying what to do, when it is missing.
 fs::path recorderLibrary(const fs::path& executable, const char* overridePath);
+
+// The environment that puts gpurr's PyTorch layer (share/gpurr/python beside
+// `executable`'s bin/) first on a Python program's path, ahead of
+// `pythonPath` (the caller's PYTHONPATH, null or empty when unset), and
+// names its op observer; nothing when the layer is not installed.
+std::vector<EnvChange> frameworkEnv(const fs::path& executable, const char* pythonPath);
 
 // LD_PRELOAD for the recorded command: `library` (whose wrappers record the
 // algorithm choices of cuDNN, cuBLAS and cuRAND calls) after `existing`, the

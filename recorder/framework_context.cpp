@@ -15,6 +15,7 @@ struct Scope {
   ScopeKind kind;
   int64_t sequence;
   uint64_t sequenceThread;
+  uint64_t serial;  // of the thread's scopes, from 1: ids (stack addresses) repeat
 };
 
 struct ThreadContext {
@@ -22,7 +23,11 @@ struct ThreadContext {
   std::vector<const char*> modules;   // innermost last
   const char* file = nullptr;         // of the outermost scope open
   uint32_t line = 0;
+  uint64_t serials = 0;
+  uint64_t thread = 0;                // this context's number, from 1
 };
+
+std::atomic<uint64_t> threads{0};
 
 thread_local ThreadContext tls;
 
@@ -32,6 +37,7 @@ struct ForwardOp {
   std::string module;
   const char* file = nullptr;
   uint32_t line = 0;
+  uint64_t thread = 0, serial = 0;  // the scope `op` names
 };
 
 struct SequenceKey {
@@ -57,17 +63,38 @@ std::atomic<bool> reported{false};
 std::atomic<int64_t> currentStep{-1};
 std::atomic<uint64_t> stepLaunches{0};
 
+// An op that carries sequence number N opens. Autograd numbers the node an
+// op creates with the counter's value when the op began, so every op that
+// begins before the node is made carries N too, including ops that make no
+// node (aten::detach): the node is named by the op that began last with N,
+// or rather by the outermost op open around it (the program's own call:
+// aten::linear rather than the aten::addmm inside it, aten::cross_entropy_loss
+// rather than aten::nll_loss).
 void rememberForward(const Scope& s, const ThreadContext& t) {
+  const Scope* outermost = &s;
+  for (const Scope& open : t.scopes) {
+    if (open.kind == ScopeKind::kOp) {
+      outermost = &open;
+      break;
+    }
+  }
   std::lock_guard lock(forwardMu);
   const SequenceKey key{s.sequenceThread, s.sequence};
-  // The outermost op with the node's number names it (aten::linear rather
-  // than the aten::addmm inside it).
-  if (forwardNew.count(key) || forwardOld.count(key)) return;
-  if (forwardNew.size() >= kGeneration) {
-    forwardOld = std::move(forwardNew);
-    forwardNew.clear();
+  auto it = forwardNew.find(key);
+  if (it == forwardNew.end()) {
+    if (forwardOld.count(key)) return;  // named long ago
+    if (forwardNew.size() >= kGeneration) {
+      forwardOld = std::move(forwardNew);
+      forwardNew.clear();
+    }
+    it = forwardNew.emplace(key, ForwardOp{}).first;
+  } else if (it->second.thread == t.thread) {
+    for (const Scope& open : t.scopes) {
+      if (open.serial == it->second.serial) return;  // named by an op still open around this one
+    }
   }
-  forwardNew.emplace(key, ForwardOp{s.name, t.modules.empty() ? std::string() : t.modules.back(), t.file, t.line});
+  it->second = ForwardOp{outermost->name, t.modules.empty() ? std::string() : t.modules.back(), t.file, t.line,
+                         t.thread, outermost->serial};
 }
 
 std::optional<ForwardOp> forwardOf(const Scope& s) {
@@ -84,11 +111,12 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
                const char* file, uint32_t line) {
   reported.store(true, std::memory_order_relaxed);
   ThreadContext& t = tls;
+  if (t.thread == 0) t.thread = ++threads;
   if (t.scopes.empty()) {
     t.file = file;
     t.line = line;
   }
-  t.scopes.push_back({id, name == nullptr ? "" : name, kind, sequence, sequenceThread});
+  t.scopes.push_back({id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials});
   if (kind == ScopeKind::kOp && sequence >= 0) {
     // An op inside a backward node belongs to the backward pass: only forward
     // ops name nodes.

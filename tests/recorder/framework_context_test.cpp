@@ -86,6 +86,20 @@ TEST_CASE("a backward op is attributed to the forward op of its node, on another
   CHECK(o->file == "/w/model.py");
   CHECK(o->line == 17);
   CHECK(o->step == 3);
+  // An op that made no node (detach) carried the number first; the op that
+  // began last with it, or the outermost op open around that one, names it.
+  fw::openScope(&ids[5], "aten::detach", fw::ScopeKind::kOp, 12, 1, "/w/model.py", 20);
+  fw::closeScope(&ids[5]);
+  fw::openScope(&ids[5], "aten::linear", fw::ScopeKind::kOp, 12, 1, "/w/model.py", 21);
+  fw::openScope(&ids[6], "aten::addmm", fw::ScopeKind::kOp, 12, 1, nullptr, 0);
+  fw::closeScope(&ids[6]);
+  fw::closeScope(&ids[5]);
+  std::thread([&] {
+    fw::openScope(&ids[1], "AddmmBackward0", fw::ScopeKind::kBackwardNode, 12, 1, nullptr, 0);
+    CHECK(fw::currentOrigin(true)->forwardOp == "aten::linear");
+    CHECK(fw::currentOrigin(true)->line == 21);
+    fw::closeScope(&ids[1]);
+  }).join();
   // The op in backward with its own number did not name a node.
   std::thread([&] {
     fw::openScope(&ids[3], "autograd::engine::evaluate_function: X", fw::ScopeKind::kBackwardNode, 40, 2, nullptr, 0);

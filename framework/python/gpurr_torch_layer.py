@@ -1,0 +1,142 @@
+"""gpurr's PyTorch layer: reports to the recorder, for every launch, copy and
+set the program makes, the op that issued it (through libgpurr_torch.so's
+RecordFunction observer), the nn.Module whose forward ran, and the training
+step (optimizer steps). Started by gpurr's sitecustomize once torch is
+imported; does nothing outside `gpurr record`.
+
+Costs: one global RecordFunction callback (C++) per op, a Python forward
+pre/post hook per module call, a post hook per optimizer step. Inside
+torch.compile'd code the hooks do nothing (no graph breaks): compiled regions
+are attributed to the ops and ranges torch runs them in.
+"""
+import ctypes
+import os
+import sys
+import threading
+import weakref
+
+_recorder = None
+_torch_observer = None
+_local = threading.local()
+_paths = weakref.WeakKeyDictionary()  # module -> its path (bytes, kept alive here)
+_lead_optimizer = None
+_step = 0
+
+
+def _warn(text):
+    sys.stderr.write(f"gpurr: warning: {text}\n")
+
+
+def _same_minor(a, b):
+    return a.split("+")[0].split(".")[:2] == b.split("+")[0].split(".")[:2]
+
+
+def _path_of(module, stack):
+    path = _paths.get(module)
+    if path is not None:
+        return path
+    if not stack:
+        # The outermost module running names itself and every module below it
+        # (torch.compile's wrapper by the module it wraps).
+        root = type(getattr(module, "_orig_mod", module)).__name__
+        for name, sub in module.named_modules():
+            if sub not in _paths:
+                _paths[sub] = (root + "." + name if name else root).encode()
+        return _paths[module]
+    # Called inside another module without being its submodule.
+    path = stack[-1][1] + b"." + type(module).__name__.encode()
+    _paths[module] = path
+    return path
+
+
+def _module_enter(module, args):
+    if _is_compiling() or isinstance(module, _GraphModule):
+        return  # a compiled graph is no module of the program's: its ops stay with the caller's
+    stack = getattr(_local, "modules", None)
+    if stack is None:
+        stack = _local.modules = []
+    path = _path_of(module, stack)
+    stack.append((module, path))
+    _recorder.gpurr_framework_enter_module(path)
+
+
+def _module_exit(module, args, output):
+    if _is_compiling():
+        return
+    stack = getattr(_local, "modules", None)
+    if stack and stack[-1][0] is module:
+        stack.pop()
+        _recorder.gpurr_framework_exit_module()
+
+
+def _optimizer_stepped(optimizer, args, kwargs):
+    # Steps are counted on the first optimizer that steps: a program with
+    # several (GANs, per-group optimizers) steps them all once per iteration.
+    global _lead_optimizer, _step
+    lead = _lead_optimizer() if _lead_optimizer is not None else None
+    if lead is None:
+        _lead_optimizer = weakref.ref(optimizer)
+    elif lead is not optimizer:
+        return
+    _step += 1
+    _recorder.gpurr_framework_set_step(_step)
+
+
+def _is_compiling():
+    return False
+
+
+class _GraphModule:
+    pass
+
+
+def install(torch, skipped=()):
+    global _recorder, _torch_observer, _is_compiling, _GraphModule
+    library = os.environ.get("CUDA_INJECTION64_PATH")
+    if not library or not os.environ.get("GPURR_OUTPUT"):
+        return  # not under `gpurr record`
+    _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
+    if _recorder.gpurr_framework_api_version() != 1:
+        _warn("the recorder is of another version than its PyTorch layer: no op attribution")
+        return
+    _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]
+    _recorder.gpurr_framework_exit_module.argtypes = []
+    _recorder.gpurr_framework_set_step.argtypes = [ctypes.c_int64]
+    _recorder.gpurr_framework_set_step(0)
+
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling"):
+        _is_compiling = compiler.is_compiling
+
+    observer = os.environ.get("GPURR_TORCH_OBSERVER") or os.path.join(os.path.dirname(library), "libgpurr_torch.so")
+    if not os.path.exists(observer):
+        _warn(f"{observer} is missing (gpurr was built without PyTorch): launches get modules, lines "
+              "and steps but no op names")
+    else:
+        lib = ctypes.CDLL(observer)
+        lib.gpurr_torch_built_for.restype = ctypes.c_char_p
+        built_for = lib.gpurr_torch_built_for().decode()
+        if not _same_minor(built_for, torch.__version__):
+            _warn(f"gpurr's op observer was built for PyTorch {built_for}, this program runs "
+                  f"{torch.__version__}: launches get modules, lines and steps but no op names")
+        else:
+            lib.gpurr_torch_install.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+            prefixes = [os.path.dirname(os.path.abspath(torch.__file__))] + [os.path.abspath(s) for s in skipped]
+            if lib.gpurr_torch_install(_recorder._handle, "\n".join(p + os.sep for p in prefixes).encode()) != 0:
+                _warn("gpurr's op observer could not reach the recorder: no op names")
+            else:
+                _torch_observer = lib
+
+    import warnings
+
+    from torch.fx import GraphModule
+    from torch.nn.modules import module as nn_module
+
+    _GraphModule = GraphModule
+    # torch.compile warns that global module hooks also fire for its wrapper
+    # module: the layer's do, harmlessly (the wrapper takes its module's name).
+    warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+    nn_module.register_module_forward_pre_hook(_module_enter)
+    nn_module.register_module_forward_hook(_module_exit, always_call=True)
+    from torch.optim import optimizer as optim
+    optim.register_optimizer_step_post_hook(_optimizer_stepped)

@@ -1,0 +1,61 @@
+# gpurr's framework layer, first on PYTHONPATH under `gpurr record` (unless
+# --no-framework): it waits for `import torch`, then gpurr_torch_layer
+# reports PyTorch's ops, modules, source lines and training steps to the
+# recorder. A program that never imports torch sees nothing of it. Any
+# sitecustomize this file hides runs right after it, as it would have.
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _TorchWatcher(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; wraps torch's loader so the layer starts once
+    torch's own initialisation has finished."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _start(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _start(torch):
+    try:
+        import gpurr_torch_layer
+
+        gpurr_torch_layer.install(torch, skipped=[_HERE])
+    except Exception as e:  # never let the layer break the program
+        sys.stderr.write(f"gpurr: warning: the PyTorch layer did not start ({type(e).__name__}: {e}); "
+                         "recording goes on without op, module, line and step attribution\n")
+
+
+def _chain():
+    """Runs the sitecustomize that this one hides, if any."""
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+if "torch" in sys.modules:  # imported by something earlier at start-up
+    _start(sys.modules["torch"])
+else:
+    sys.meta_path.insert(0, _TorchWatcher())
+_chain()

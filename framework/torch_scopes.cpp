@@ -1,0 +1,136 @@
+// libgpurr_torch.so: PyTorch's RecordFunction scopes (ops, autograd nodes,
+// user ranges) reported to the recorder as they open and close, with the
+// program's source line for each thread's outermost scope. Loaded by the
+// framework layer (framework/python/gpurr_torch_layer.py) once torch is
+// imported, and only into the PyTorch version it was built against: it uses
+// RecordFunction's C++ interface, which has no stable ABI.
+//
+// One global callback, so every thread reports (autograd's device threads
+// included) and it coexists with torch.profiler's own callbacks. Per scope:
+// two calls into the recorder; for a thread's outermost scope issued from
+// Python, also the GIL and a walk up the Python frames to the first one
+// outside PyTorch (cached per code object).
+#include <Python.h>
+#include <dlfcn.h>
+#include <frameobject.h>
+
+#include <ATen/record_function.h>
+
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "recorder/framework_api.h"
+
+namespace {
+
+using OpenScope = decltype(&gpurr_framework_open_scope);
+using CloseScope = decltype(&gpurr_framework_close_scope);
+
+OpenScope openScope = nullptr;
+CloseScope closeScope = nullptr;
+at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
+
+// Path prefixes of frames that are not the program's (torch, gpurr's layer).
+std::vector<std::string> skippedPrefixes;
+// Code object -> its file (interned, for the process's life), or nullptr
+// when its frames are skipped. Code objects are kept alive (one reference
+// each) so an address never names two. Guarded by the GIL.
+std::unordered_map<PyObject*, const char*> fileOfCode;
+std::unordered_set<std::string> files;
+
+thread_local int depth = 0;
+
+const char* fileOf(PyCodeObject* code) {
+  PyObject* key = reinterpret_cast<PyObject*>(code);
+  if (auto it = fileOfCode.find(key); it != fileOfCode.end()) return it->second;
+  const char* file = nullptr;
+  if (PyObject* name = PyObject_GetAttrString(key, "co_filename")) {
+    if (const char* utf8 = PyUnicode_AsUTF8(name)) {
+      bool skipped = utf8[0] == '<';  // <frozen importlib._bootstrap>, <string>
+      for (const std::string& p : skippedPrefixes) skipped |= std::strncmp(utf8, p.c_str(), p.size()) == 0;
+      if (!skipped) file = files.insert(utf8).first->c_str();
+    }
+    Py_DecRef(name);
+  }
+  PyErr_Clear();
+  Py_IncRef(key);
+  fileOfCode.emplace(key, file);
+  return file;
+}
+
+// The innermost frame of this thread's Python stack outside PyTorch.
+void sourceLine(const char*& file, uint32_t& line) {
+  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return;  // not a Python thread
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  if (frame != nullptr) Py_IncRef(reinterpret_cast<PyObject*>(frame));
+  for (int hops = 0; frame != nullptr && hops < 64; ++hops) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* f = fileOf(code);
+    Py_DecRef(reinterpret_cast<PyObject*>(code));
+    if (f != nullptr) {
+      file = f;
+      line = static_cast<uint32_t>(PyFrame_GetLineNumber(frame));
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DecRef(reinterpret_cast<PyObject*>(frame));
+    frame = back;
+  }
+  if (frame != nullptr) Py_DecRef(reinterpret_cast<PyObject*>(frame));
+  PyGILState_Release(gil);
+}
+
+std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
+  const at::RecordScope scope = fn.scope();
+  const int kind = scope == at::RecordScope::BACKWARD_FUNCTION ? 1 : scope == at::RecordScope::USER_SCOPE ? 2 : 0;
+  const char* file = nullptr;
+  uint32_t line = 0;
+  if (depth++ == 0 && kind != 1) sourceLine(file, line);
+  openScope(&fn, fn.name(), kind, fn.seqNr(), kind == 1 ? fn.forwardThreadId() : fn.threadId(), file, line);
+  return nullptr;
+}
+
+void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (depth > 0) --depth;
+  closeScope(&fn);
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const char* gpurr_torch_built_for(void) {
+  return GPURR_TORCH_BUILT_VERSION;
+}
+
+// Starts reporting to the recorder `recorder` (a dlopen handle).
+// `skipped` holds the path prefixes of frames that are not the program's,
+// separated by '\n'. Returns 0, or a negative number when the recorder's
+// functions are missing or of another version.
+extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* recorder, const char* skipped) {
+  if (handle != at::INVALID_CALLBACK_HANDLE) return 0;
+  auto version = reinterpret_cast<decltype(&gpurr_framework_api_version)>(dlsym(recorder, "gpurr_framework_api_version"));
+  openScope = reinterpret_cast<OpenScope>(dlsym(recorder, "gpurr_framework_open_scope"));
+  closeScope = reinterpret_cast<CloseScope>(dlsym(recorder, "gpurr_framework_close_scope"));
+  if (version == nullptr || openScope == nullptr || closeScope == nullptr) return -1;
+  if (version() != GPURR_FRAMEWORK_API_VERSION) return -2;
+  for (const char* p = skipped; p != nullptr && *p != '\0';) {
+    const char* end = std::strchr(p, '\n');
+    skippedPrefixes.emplace_back(p, end == nullptr ? std::strlen(p) : static_cast<size_t>(end - p));
+    p = end == nullptr ? nullptr : end + 1;
+  }
+  handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(onStart, onEnd)
+          .needsInputs(false)
+          .needsIds(true)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+  return 0;
+}
+
+extern "C" __attribute__((visibility("default"))) void gpurr_torch_uninstall(void) {
+  if (handle == at::INVALID_CALLBACK_HANDLE) return;
+  at::removeCallback(handle);
+  handle = at::INVALID_CALLBACK_HANDLE;
+}

@@ -1,0 +1,144 @@
+"""Records real PyTorch CPU programs through gpurr's PyTorch layer and checks
+the origins in the trace: ops, op stacks, forward/backward, module paths,
+source lines, steps, a second thread, torch.compile, a program without
+torch, --no-framework, and that the program's output and exit code are
+unchanged."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+p = argparse.ArgumentParser()
+for a in ("--gpurr", "--recorder", "--launcher", "--scripts", "--work"):
+    p.add_argument(a, required=True)
+args = p.parse_args()
+shutil.rmtree(args.work, ignore_errors=True)
+os.makedirs(args.work)
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def env(**extra):
+    e = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher)
+    e.update(extra)
+    return e
+
+
+def record(name, command, *options, **extra):
+    out = os.path.join(args.work, name + ".gpurr")
+    r = subprocess.run([args.gpurr, "record", "-o", out, *options, "--", *command],
+                       env=env(**extra), capture_output=True, text=True, timeout=300)
+    return r, out
+
+
+def events(trace):
+    r = subprocess.run([args.gpurr, "dump", "--json", trace], capture_output=True, text=True, check=True)
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
+def marked(script, mark):
+    with open(script) as f:
+        for n, line in enumerate(f, 1):
+            if f"# at:{mark}" in line:
+                return n
+    raise KeyError(mark)
+
+
+def kernel(e):
+    return e["launch"]["function"] if e["kind"] == "launch" else ""
+
+
+train = os.path.join(args.scripts, "train_attributed.py")
+plain = subprocess.run([sys.executable, train], capture_output=True, text=True, timeout=300)
+r, trace = record("train", [sys.executable, train])
+print(r.stderr, end="")
+check(r.returncode == 3, f"exit code passed through (got {r.returncode})")
+check(r.stdout == plain.stdout, f"output unchanged: {plain.stdout!r} vs {r.stdout!r}")
+check("gpurr: warning" not in r.stderr, "no warning from the layer")
+launches = [e for e in events(trace) if e["kind"] == "launch"]
+check(all("origin" in e for e in launches), "every launch has an origin")
+by_kernel = {}
+for e in launches:
+    by_kernel.setdefault(kernel(e), []).append(e["origin"])
+
+select = by_kernel.get("aten::index_select_kernel", [])
+check(len(select) == 2, f"index_select launched once per step ({len(select)})")
+if select:
+    o = select[0]
+    check(o["op"] == "aten::index_select", f"forward op {o['op']}")
+    check(o["phase"] == "forward", f"forward phase {o['phase']}")
+    check(o["module"] == "Net.embed", f"forward module {o['module']}")
+    check(o["file"] == train and o["line"] == marked(train, "embed"), f"forward line {o['file']}:{o['line']}")
+    check([s["step"] for s in [select[0], select[-1]]] == [0, 1], f"steps {[s['step'] for s in select]}")
+
+add = by_kernel.get("aten::index_add__kernel", [])
+check(len(add) == 2, f"index_add_ in each backward ({len(add)})")
+if add:
+    o = add[0]
+    check(o["op"] == "aten::index_add_", f"backward op {o['op']}")
+    check(o["phase"] == "backward", f"backward phase {o['phase']}")
+    check(o["forwardOp"] == "aten::index_select", f"forward op of the backward: {o['forwardOp']}")
+    check(o["module"] == "Net.embed", f"backward module {o['module']}")
+    check(o["line"] == marked(train, "embed"), f"backward line {o['line']}")
+    check(any("IndexSelectBackward0" in s for s in o["opStack"]), f"backward stack {o['opStack']}")
+    check(o["step"] == 0, f"backward step {o['step']}")
+
+addmm = by_kernel.get("aten::addmm_kernel", [])
+check(len(addmm) == 2, f"addmm once per forward ({len(addmm)})")
+if addmm:
+    o = addmm[0]
+    check(o["opStack"][-2:] == ["aten::linear", "aten::addmm"], f"linear > addmm: {o['opStack']}")
+    check(o["module"] == "Net.fc", f"Linear's module {o['module']}")
+    # Inside torch.nn.Linear, the program's innermost line is Net.forward's call.
+    check(o["line"] == marked(train, "relu") + 1, f"Linear's line {o['line']}")
+
+relu = by_kernel.get("aten::relu_kernel", [])
+check(relu and relu[0]["module"] == "Net" and relu[0]["line"] == marked(train, "relu"), f"relu {relu[:1]}")
+mm = by_kernel.get("aten::mm_kernel", [])
+check(mm and all(o["phase"] == "backward" and o["forwardOp"] == "aten::linear" for o in mm),
+      f"mm in backward of linear: {[(o['phase'], o['forwardOp']) for o in mm]}")
+side = [o for o in by_kernel.get("aten::mul_kernel", []) if o["module"] == "Side"]
+check(len(side) == 1 and side[0]["line"] == marked(train, "side"), f"the second thread's module and line: {side}")
+steps = [e["origin"]["step"] for e in launches]
+check(steps == sorted(steps), "steps never go back")
+for step in set(steps):
+    counts = [e["origin"]["stepLaunch"] for e in launches if e["origin"]["step"] == step]
+    check(counts == list(range(len(counts))), f"launches of step {step} counted from 0: {counts}")
+
+# --no-framework: no origins.
+r, trace = record("off", [sys.executable, train], "--no-framework")
+check(r.returncode == 3 and r.stdout == plain.stdout, "--no-framework run")
+check(all("origin" not in e for e in events(trace)), "--no-framework: no origins")
+
+# A program without torch sees nothing; a sitecustomize of its own still runs.
+own = os.path.join(args.work, "own")
+os.makedirs(own)
+with open(os.path.join(own, "sitecustomize.py"), "w") as f:
+    f.write("print('own sitecustomize')\n")
+command = [sys.executable, "-c", "import sys; print('no torch', 'torch' in sys.modules); sys.exit(5)"]
+r, _ = record("notorch", command, PYTHONPATH=own)
+check(r.returncode == 5, f"no-torch exit code {r.returncode}")
+check(r.stdout == "own sitecustomize\nno torch False\n", f"no-torch output {r.stdout!r}")
+
+# torch.compile: no graph breaks from the layer; compiled regions attributed.
+compiled = os.path.join(args.scripts, "compiled_attributed.py")
+plain = subprocess.run([sys.executable, compiled], capture_output=True, text=True, timeout=300)
+r, trace = record("compiled", [sys.executable, compiled])
+print(r.stderr[-2000:], end="")
+check(r.returncode == 0, f"compiled exit code {r.returncode}")
+check(r.stdout == plain.stdout and "breaks 0" in r.stdout, f"graph breaks: {plain.stdout!r} vs {r.stdout!r}")
+compiled_launches = [e["origin"] for e in events(trace) if e["kind"] == "launch"]
+for o in compiled_launches:
+    print("compiled:", o["phase"], o["op"], "|", " > ".join(o["opStack"]), "|", o["module"], o["line"])
+check(any(o["op"] == "aten::addmm" and o["line"] == marked(compiled, "compiled") for o in compiled_launches),
+      "compiled forward launches carry their op and the line that called the compiled model")
+
+print(f"{len(failures)} failures" if failures else "all attribution checks passed")
+sys.exit(1 if failures else 0)

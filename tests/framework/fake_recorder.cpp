@@ -1,0 +1,100 @@
+// libgpurr_fake_recorder.so: the recorder as `gpurr record` injects it, with
+// a device that needs no GPU, so a real PyTorch CPU program can be recorded
+// through the framework layer. It exports what libgpurr_recorder.so exports
+// for the framework layer, and gpurr_test_launch(kernel): one kernel launch,
+// made through the same RecordSession callbacks a real launch takes, on the
+// calling thread (so it carries that thread's framework origin).
+#include <cupti.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "recorder/options.h"
+#include "recorder/session.h"
+#include "recorder/warn.h"
+#include "trace_format/trace.h"
+
+namespace {
+using namespace gpurr::recorder;
+
+class CpuDevice : public Device {
+ public:
+  std::mutex mu;
+  std::unordered_map<uint64_t, std::string> names;
+  bool describeFunction(uint64_t f, FunctionInfo& out) override {
+    std::lock_guard lock(mu);
+    auto it = names.find(f);
+    if (it == names.end()) return false;
+    out = FunctionInfo{};
+    out.name = it->second;
+    out.layoutKnown = true;  // no parameters
+    return true;
+  }
+  bool canEnqueue(uint64_t) override { return true; }
+  std::unique_ptr<PendingHashes> hash(uint64_t, uint64_t, std::span<const gpurr::kernels::HashRequest>, bool,
+                                      std::string& error) override {
+    error = "no device";
+    return nullptr;
+  }
+  void describeSystem(gpurr::trace::Header&) override {}
+  void contextDestroying(uint64_t) override {}
+};
+
+std::mutex sessionMu;
+RecordSession* session = nullptr;
+CpuDevice* device = nullptr;
+
+RecordSession* theSession() {
+  std::lock_guard lock(sessionMu);
+  if (session != nullptr) return session;
+  std::vector<std::string> problems;
+  RecorderOptions options = parseOptions(std::getenv, problems);
+  if (!options.output) return nullptr;
+  auto dev = std::make_unique<CpuDevice>();
+  device = dev.get();
+  session = new RecordSession(
+      options, std::move(dev),
+      [options](const gpurr::trace::Header& h) -> std::unique_ptr<TraceSink> {
+        std::string error;
+        auto dir = claimTraceDirectory(*options.output, options.rank, error);
+        if (!dir) return nullptr;
+        return std::make_unique<TraceSink>(std::make_unique<gpurr::trace::TraceWriter>(*dir, h), warnToStderr);
+      },
+      warnToStderr);
+  std::atexit([] { session->finish(); });
+  return session;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void gpurr_test_launch(const char* kernel) {
+  RecordSession* s = theSession();
+  if (s == nullptr) return;
+  const uint64_t function = 0x1000 + std::hash<std::string>()(kernel) % 0xffff * 16;
+  {
+    std::lock_guard lock(device->mu);
+    device->names[function] = kernel;
+  }
+  cuLaunchKernel_params p{};
+  p.f = reinterpret_cast<CUfunction>(function);
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+  void* none[] = {nullptr};
+  p.kernelParams = none;
+  uint64_t correlation = 0;
+  CUresult ret = CUDA_SUCCESS;
+  CUpti_CallbackData cb{};
+  cb.functionName = "cuLaunchKernel";
+  cb.functionParams = &p;
+  cb.functionReturnValue = &ret;
+  cb.symbolName = kernel;
+  cb.context = reinterpret_cast<CUcontext>(0xC0);
+  cb.correlationData = &correlation;
+  cb.callbackSite = CUPTI_API_ENTER;
+  s->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &cb);
+  cb.callbackSite = CUPTI_API_EXIT;
+  s->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &cb);
+}

@@ -1,0 +1,62 @@
+# A small CPU training loop for gpurr's PyTorch layer: an embedding read with
+# index_select (whose backward is an index_add_), a Linear, two optimizer
+# steps, and a second thread running another module. Lines the checker
+# looks for are marked "# at:<name>". Prints the losses (compared with a run
+# without gpurr).
+import ctypes
+import os
+import sys
+import threading
+
+import torch
+from torch import nn
+
+if os.environ.get("GPURR_TEST_LAUNCHER"):
+    # Under the test's fake recorder: "launch a kernel" inside these ops.
+    recorder = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+    launcher = ctypes.CDLL(os.environ["GPURR_TEST_LAUNCHER"])
+    launcher.gpurr_test_launch_on_ops.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    ops = b"aten::index_select,aten::index_add_,aten::addmm,aten::relu,aten::mm,aten::mul"
+    assert launcher.gpurr_test_launch_on_ops(recorder._handle, ops) == 0
+
+
+class Embed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(50, 8))
+
+    def forward(self, idx):
+        return self.weight.index_select(0, idx)  # at:embed
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = Embed()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, idx):
+        h = torch.relu(self.embed(idx))  # at:relu
+        return self.fc(h)
+
+
+class Side(nn.Module):
+    def forward(self, x):
+        return x * 2.0  # at:side
+
+
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+idx = torch.randint(0, 50, (16,))
+for step in range(2):
+    opt.zero_grad()
+    loss = model(idx).square().mean()  # at:model
+    loss.backward()  # at:backward
+    opt.step()
+    print(f"step {step} loss {loss.item():.6f}")
+
+thread = threading.Thread(target=lambda: Side()(torch.ones(3)))
+thread.start()
+thread.join()
+sys.exit(3)  # the exit code gpurr record must pass through
