@@ -506,7 +506,8 @@ std::string firstDivergenceText(const RunComparison& c) {
   const ProcessDiff& d = c.processes[p->process];
   const FirstDivergence& f = *d.firstDivergence;
   const diff::OpInfo& op = f.path && f.stretch && f.stretch->aOps.empty() ? f.b : f.a;
-  return fmt::format("first divergence at {}{}{}", f.path ? "a path divergence at " : "", opTitle(op),
+  return fmt::format("first divergence at {}{}{}{}", f.path ? "a path divergence at " : "", opTitle(op),
+                     op.origin ? fmt::format(" ({})", originWhere(*op.origin)) : std::string(),
                      d.name.empty() ? "" : " in " + d.name);
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <map>
 
 #include "cli/text.h"
@@ -116,7 +117,38 @@ std::string opLine(const OpInfo& o) {
       s += fmt::format(" {{{}}}", describe(a));
     }
   }
+  if (o.origin) s += fmt::format(" {{op {}}}", describeOrigin(*o.origin, o.kind == OpKind::kLaunch));
   return s;
+}
+
+// The "op" rows of a matched pair: where each run's operation came from in
+// the program (its recorded origin), one row when both runs say the same,
+// else one per run. Without origins, the launch's FrameworkOp annotations, or
+// the operation's name for a copy or memset.
+void opRows(const std::function<void(const std::string&, const std::string&)>& row, const OpInfo& a,
+            const OpInfo& b) {
+  const bool launch = a.kind == OpKind::kLaunch;
+  if (a.origin || b.origin) {
+    const std::string ta = a.origin ? describeOrigin(*a.origin, launch) : "(not recorded)";
+    const std::string tb = b.origin ? describeOrigin(*b.origin, launch) : "(not recorded)";
+    if (ta == tb) {
+      row("op", launch ? ta : fmt::format("{} from {}", a.name, ta));
+      return;
+    }
+    if (!launch) row("op", a.name);
+    row(launch ? "op" : "", "run A: " + ta);
+    row("", "run B: " + tb);
+    return;
+  }
+  if (launch) {
+    std::string ops;
+    for (const Annotation& x : a.annotations) {
+      if (const auto* f = std::get_if<FrameworkOp>(&x)) ops += (ops.empty() ? "" : ", ") + f->name;
+    }
+    if (!ops.empty()) row("op", ops);
+  } else {
+    row("op", a.name);
+  }
 }
 
 std::string spansText(const RangeDifference& r) {
@@ -176,14 +208,8 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
        << fmt::format("  (run A #{}, run B #{})\n", d.a.seq, d.b.seq);
     if (d.a.kind == OpKind::kLaunch) {
       row("kernel", fmt::format("{}   grid {} block {}", shortName(d.a.name), dim(d.a.grid), dim(d.a.block)));
-      std::string ops;
-      for (const Annotation& a : d.a.annotations) {
-        if (const auto* f = std::get_if<FrameworkOp>(&a)) ops += (ops.empty() ? "" : ", ") + f->name;
-      }
-      if (!ops.empty()) row("op", ops);
-    } else {
-      row("op", d.a.name);
     }
+    opRows(row, d.a, d.b);
     if (d.inputsIdentical) {
       row("inputs", d.inputCount == 0 ? "none recorded"
                                        : fmt::format("identical ({} buffer{}, {} hashed)", d.inputCount,
@@ -229,6 +255,7 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
   for (size_t i = 0; i < d.known.size(); ++i) {
     const CulpritMatch& k = d.known[i];
     row(i == 0 ? "known" : "", fmt::format("{}: {}", k.op, k.why));
+    if (!k.matched.empty()) row("", fmt::format("matched by {}: {}", k.matchedBy, k.matched));
     row("", fmt::format("fix: {}", k.fix));
   }
 }
@@ -247,6 +274,7 @@ Json opJson(const OpInfo& o) {
     j["block"] = Json::array({o.block.x, o.block.y, o.block.z});
   }
   j["annotations"] = annotations;
+  j["origin"] = o.origin ? toJson(*o.origin) : Json(nullptr);
   return j;
 }
 
@@ -297,7 +325,7 @@ Json firstJson(const FirstDivergence& d) {
   }
   for (const CulpritMatch& k : d.known) {
     known.push_back({{"id", k.id}, {"op", k.op}, {"why", k.why}, {"fix", k.fix},
-                     {"source", k.source}, {"matchedBy", k.matchedBy}});
+                     {"source", k.source}, {"matchedBy", k.matchedBy}, {"matched", k.matched}});
   }
   Json j{{"path", d.path},
          {"a", d.path && d.stretch && d.stretch->aOps.empty() ? Json(nullptr) : opJson(d.a)},
@@ -374,9 +402,10 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
                             withCommas(b.independentCount), b.independentCount == 1 ? "" : "s"));
     for (const IndependentDivergence& i : b.independent) {
       const OpInfo& o = i.a.name.empty() ? i.b : i.a;
-      row("", fmt::format("{} {} (run A #{}, run B #{}): {}", opTitle(o),
-                          o.kind == OpKind::kLaunch ? shortName(o.name, 60) : o.name, i.a.seq, i.b.seq,
-                          i.reason));
+      row("", fmt::format("{} {}{} (run A #{}, run B #{}): {}", opTitle(o),
+                          o.kind == OpKind::kLaunch ? shortName(o.name, 60) : o.name,
+                          o.origin ? fmt::format(" [{}]", originWhere(*o.origin)) : std::string(), i.a.seq,
+                          i.b.seq, i.reason));
     }
   }
   if (p.pathDivergenceCount > (p.firstDivergence->path ? 1u : 0u)) {

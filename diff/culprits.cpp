@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -67,6 +68,7 @@ Culprits Culprits::load(const fs::path& file) {
     entry.id = text("id");
     entry.kernelPattern = text("kernel");
     entry.frameworkOpPattern = text("frameworkOp");
+    entry.forwardOpPattern = text("forwardOp");
     entry.library = text("library");
     entry.environment = text("environment");
     entry.op = text("op");
@@ -76,16 +78,19 @@ Culprits Culprits::load(const fs::path& file) {
     if (entry.id.empty() || entry.op.empty() || entry.fix.empty()) {
       throw where("\"id\", \"op\" and \"fix\" are required");
     }
-    if (entry.kernelPattern.empty() && entry.frameworkOpPattern.empty() && entry.library.empty() &&
-        entry.environment.empty()) {
-      throw where(fmt::format("{}: needs one of \"kernel\", \"frameworkOp\", \"library\", "
-                              "\"environment\" to match on",
+    if (entry.kernelPattern.empty() && entry.frameworkOpPattern.empty() && entry.forwardOpPattern.empty() &&
+        entry.library.empty() && entry.environment.empty()) {
+      throw where(fmt::format("{}: needs one of \"kernel\", \"frameworkOp\", \"forwardOp\", "
+                              "\"library\", \"environment\" to match on",
                               entry.id));
     }
     try {
       if (!entry.kernelPattern.empty()) entry.kernel.emplace(entry.kernelPattern, std::regex::ECMAScript);
       if (!entry.frameworkOpPattern.empty()) {
         entry.frameworkOp.emplace(entry.frameworkOpPattern, std::regex::ECMAScript);
+      }
+      if (!entry.forwardOpPattern.empty()) {
+        entry.forwardOp.emplace(entry.forwardOpPattern, std::regex::ECMAScript);
       }
     } catch (const std::regex_error& err) {
       throw where(fmt::format("{}: invalid regular expression: {}", entry.id, err.what()));
@@ -110,6 +115,49 @@ fs::path Culprits::defaultPath() {
   return exe.parent_path().parent_path() / "share" / "gpurr" / "known_culprits.json";
 }
 
+namespace {
+
+// "train.py:17", or "" when no source line was recorded.
+std::string sourceLine(const trace::Origin& o) {
+  if (o.file.empty()) return "";
+  const size_t slash = o.file.rfind('/');
+  return fmt::format("{}:{}", slash == std::string::npos ? o.file : o.file.substr(slash + 1), o.line);
+}
+
+// Where a match was found, in the program's terms:
+// "aten::index_add_, backward of aten::index_select at train.py:17" (by its
+// op), "backward of aten::index_select at train.py:17 (aten::index_add_)"
+// (by its forward op).
+std::string matchedText(const trace::Origin& o, bool byForwardOp) {
+  const bool backward = o.phase == trace::Phase::kBackward && !o.forwardOp.empty();
+  std::string s = byForwardOp ? "backward of " + o.forwardOp
+                              : o.op + (backward ? ", backward of " + o.forwardOp : std::string());
+  if (const std::string at = sourceLine(o); !at.empty()) s += " at " + at;
+  if (byForwardOp && !o.op.empty()) s += " (" + o.op + ")";
+  return s;
+}
+
+// The framework op of an operation: its origin's, else a FrameworkOp
+// annotation's (as trace::frameworkOpOf for an event).
+std::string frameworkOpOf(const OpInfo& op) {
+  if (op.origin && !op.origin->op.empty()) return op.origin->op;
+  for (const trace::Annotation& a : op.annotations) {
+    if (const auto* f = std::get_if<trace::FrameworkOp>(&a)) return f->name;
+  }
+  return {};
+}
+
+// How strong a match is: by what the program called first.
+int strength(const std::string& by) {
+  for (int i = 0; const char* name : {"framework op", "forward op", "kernel", "library", "environment"}) {
+    if (by == name) return i;
+    ++i;
+  }
+  return 5;
+}
+
+}  // namespace
+
 std::vector<CulpritMatch> Culprits::match(const FirstDivergence& d,
                                           const std::vector<EnvDifference>& environment) const {
   std::vector<CulpritMatch> out;
@@ -118,26 +166,53 @@ std::vector<CulpritMatch> Culprits::match(const FirstDivergence& d,
     for (const OpInfo& o : d.stretch->aOps) ops.push_back(&o);
     for (const OpInfo& o : d.stretch->bOps) ops.push_back(&o);
   }
+  std::erase_if(ops, [](const OpInfo* op) { return op->name.empty(); });
   for (const Entry& e : entries_) {
     if (!e.causes.empty()) {
       bool applies = false;
       for (Cause c : e.causes) applies = applies || c == d.cause || c == d.mechanism;
       if (!applies) continue;
     }
-    std::string by;
+    std::string by, matched;
+    // The framework op: the origin's, else (traces without one) a FrameworkOp
+    // annotation's.
     for (const OpInfo* op : ops) {
-      if (!by.empty()) break;
-      if (op->name.empty()) continue;
-      if (e.kernel && op->kind == OpKind::kLaunch && std::regex_search(demangled(op->name), *e.kernel)) {
-        by = "kernel";
+      if (!by.empty() || !e.frameworkOp) break;
+      if (op->origin && !op->origin->op.empty()) {
+        if (std::regex_search(op->origin->op, *e.frameworkOp)) {
+          by = "framework op";
+          matched = matchedText(*op->origin, false);
+        }
+        continue;
       }
       for (const trace::Annotation& a : op->annotations) {
-        if (!by.empty()) break;
-        if (const auto* f = std::get_if<trace::FrameworkOp>(&a)) {
-          if (e.frameworkOp && std::regex_search(f->name, *e.frameworkOp)) by = "framework op";
-        } else if (const auto* g = std::get_if<trace::AlgorithmChoice>(&a)) {
-          if (!e.library.empty() && g->library == e.library) by = "library";
-        }
+        const auto* f = std::get_if<trace::FrameworkOp>(&a);
+        if (f && by.empty() && std::regex_search(f->name, *e.frameworkOp)) by = "framework op";
+      }
+    }
+    // In backward, the forward op whose gradient it computes.
+    for (const OpInfo* op : ops) {
+      if (!by.empty() || !e.forwardOp) break;
+      const auto& o = op->origin;
+      if (o && o->phase == trace::Phase::kBackward && !o->forwardOp.empty() &&
+          std::regex_search(o->forwardOp, *e.forwardOp)) {
+        by = "forward op";
+        matched = matchedText(*o, true);
+      }
+    }
+    // The kernel name stands for the op: for an entry that names ops, only
+    // where the framework op is unknown (a kernel can serve several ops).
+    const bool namesOps = e.frameworkOp || e.forwardOp;
+    for (const OpInfo* op : ops) {
+      if (!by.empty() || !e.kernel) break;
+      if (namesOps && !frameworkOpOf(*op).empty()) continue;
+      if (op->kind == OpKind::kLaunch && std::regex_search(demangled(op->name), *e.kernel)) by = "kernel";
+    }
+    for (const OpInfo* op : ops) {
+      if (!by.empty() || e.library.empty()) break;
+      for (const trace::Annotation& a : op->annotations) {
+        const auto* g = std::get_if<trace::AlgorithmChoice>(&a);
+        if (g && g->library == e.library) by = "library";
       }
     }
     if (by.empty() && !e.environment.empty()) {
@@ -146,8 +221,11 @@ std::vector<CulpritMatch> Culprits::match(const FirstDivergence& d,
       }
     }
     if (by.empty()) continue;
-    out.push_back({e.id, e.op, e.why, e.fix, e.source, by});
+    out.push_back({e.id, e.op, e.why, e.fix, e.source, by, matched});
   }
+  std::stable_sort(out.begin(), out.end(), [](const CulpritMatch& x, const CulpritMatch& y) {
+    return strength(x.matchedBy) < strength(y.matchedBy);
+  });
   return out;
 }
 

@@ -17,8 +17,11 @@ class Culprits {
  public:
   struct Entry {
     std::string id;
-    std::string kernelPattern, frameworkOpPattern;  // ECMAScript regex, "" = none
-    std::optional<std::regex> kernel, frameworkOp;
+    // ECMAScript regexes, "" = none: the demangled kernel name, the framework
+    // op (an origin's op, else a FrameworkOp annotation), and for a launch in
+    // backward the forward op it differentiates (an origin's forwardOp).
+    std::string kernelPattern, frameworkOpPattern, forwardOpPattern;
+    std::optional<std::regex> kernel, frameworkOp, forwardOp;
     std::string library;      // matches an AlgorithmChoice's library
     std::string environment;  // matches a differing environment variable
     std::vector<Cause> causes;  // the verdicts it can explain (empty = any)
@@ -35,6 +38,11 @@ class Culprits {
   static std::filesystem::path defaultPath();
 
   // Entries that explain `d`, given the header differences; each at most once.
+  // Each entry is tried on the divergent operations' framework op first, then
+  // (in backward) their forward op, then the kernel name (for an entry that
+  // names ops, only on operations whose framework op is unknown), the library
+  // and the environment; the matches come strongest first (by framework op,
+  // forward op, kernel, library, environment), in table order within each.
   std::vector<CulpritMatch> match(const FirstDivergence& d,
                                   const std::vector<EnvDifference>& environment) const;
 

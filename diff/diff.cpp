@@ -365,6 +365,7 @@ OpInfo info(const Run& run, uint64_t index, const Event& e) {
   out.stream = op.stream;
   out.kind = op.kind;
   out.name = opName(e);
+  out.origin = e.origin;
   if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
     out.grid = k->grid;
     out.block = k->block;

@@ -46,6 +46,7 @@ struct OpInfo {
   std::string name;          // mangled kernel name, or "memcpy HtoD"...
   trace::Dim3 grid, block;
   std::vector<trace::Annotation> annotations;
+  std::optional<trace::Origin> origin;  // the framework op behind it, when recorded
 };
 
 // Where one buffer differs.
@@ -94,7 +95,10 @@ struct CulpritMatch {
   std::string why;   // what makes it nondeterministic
   std::string fix;
   std::string source;
-  std::string matchedBy;  // "kernel", "framework op", "library", "environment"
+  std::string matchedBy;  // "framework op", "forward op", "kernel", "library", "environment"
+  // Where the match was found in the program, when an origin was recorded:
+  // "aten::index_add_, backward of aten::index_select at train.py:17".
+  std::string matched;
 };
 
 struct FirstDivergence {

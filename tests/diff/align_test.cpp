@@ -153,7 +153,7 @@ TEST_CASE("interval labels: assign, overwrite, clear, query") {
   REQUIRE(m.empty());
 }
 
-TEST_CASE("the culprits file loads, matches, and rejects bad entries") {
+TEST_CASE("the culprits file loads and matches") {
   const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
   REQUIRE(c.entries().size() > 10);
   FirstDivergence d;
@@ -170,6 +170,71 @@ TEST_CASE("the culprits file loads, matches, and rejects bad entries") {
   d.mechanism = d.cause;
   REQUIRE(c.match(d, {}).empty());
 
+}
+
+TEST_CASE("known culprits are matched by op first, then by the forward op of a backward launch, then by kernel") {
+  const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
+  FirstDivergence d;
+  d.cause = d.mechanism = Cause::kNondeterministicKernel;
+  d.a.kind = OpKind::kLaunch;
+  d.a.name = "_ZN2at6native19indexFuncLargeIndexIfEEvPfPKfPKll";
+  // index_add_ run by the backward of an index_select at train.py:17.
+  d.a.origin = gpurr::trace::Origin{"aten::index_add_",
+                                    {"autograd::engine::evaluate_function: IndexSelectBackward0", "aten::index_add_"},
+                                    gpurr::trace::Phase::kBackward, "aten::index_select", "net.embed",
+                                    "/home/user/train.py", 17, 0, 3};
+  d.b = d.a;
+  auto matches = c.match(d, {});
+  REQUIRE(matches.size() == 1);
+  CHECK(matches[0].id == "torch-index-add");
+  CHECK(matches[0].matchedBy == "framework op");
+  CHECK(matches[0].matched == "aten::index_add_, backward of aten::index_select at train.py:17");
+
+  // An op the entry does not name, in the backward of index_select: the
+  // forward op matches.
+  d.a.origin->op = d.b.origin->op = "aten::zero_";
+  matches = c.match(d, {});
+  REQUIRE(matches.size() == 1);
+  CHECK(matches[0].matchedBy == "forward op");
+  CHECK(matches[0].matched == "backward of aten::index_select at train.py:17 (aten::zero_)");
+
+  // In forward, an op the entry does not name: the kernel name does not
+  // stand in for a known op.
+  d.a.origin->phase = d.b.origin->phase = gpurr::trace::Phase::kForward;
+  d.a.origin->forwardOp = d.b.origin->forwardOp = "";
+  CHECK(c.match(d, {}).empty());
+
+  // No origin, no annotation: the kernel name.
+  d.a.origin.reset();
+  d.b.origin.reset();
+  matches = c.match(d, {});
+  REQUIRE(matches.size() == 1);
+  CHECK(matches[0].matchedBy == "kernel");
+  CHECK(matches[0].matched.empty());
+
+  // A FrameworkOp annotation (traces without origins) is the op.
+  d.a.annotations = {gpurr::trace::FrameworkOp{"aten::index_add_"}};
+  matches = c.match(d, {});
+  REQUIRE(matches.size() == 1);
+  CHECK(matches[0].matchedBy == "framework op");
+  CHECK(matches[0].matched.empty());
+
+  // Entries that name no op still match by kernel name when the op is known,
+  // after those matched by op.
+  d.cause = d.mechanism = Cause::kEnvironment;
+  d.a.name = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x128x32_splitK_kernel__5x_cublas";
+  d.a.annotations.clear();
+  d.a.origin = gpurr::trace::Origin{"aten::mm", {"aten::mm"}, gpurr::trace::Phase::kForward, "", "net.fc", "", 0, 0, 1};
+  d.b = d.a;
+  matches = c.match(d, {{"env PYTHONHASHSEED", "0", std::nullopt, true}});
+  REQUIRE(matches.size() == 2);
+  CHECK(matches[0].id == "cublas-workspace");
+  CHECK(matches[0].matchedBy == "kernel");
+  CHECK(matches[1].id == "python-hash-seed");
+  CHECK(matches[1].matchedBy == "environment");
+}
+
+TEST_CASE("a culprits file with bad entries is refused") {
   const auto bad = std::filesystem::path(GPURR_BINARY_DIR) / "bad_culprits.json";
   std::ofstream(bad) << R"({"entries": [{"id": "x", "op": "y", "fix": "z", "kernel": "(unclosed"}]})";
   REQUIRE_THROWS_WITH(Culprits::load(bad), Catch::Contains("invalid regular expression"));

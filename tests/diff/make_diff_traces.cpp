@@ -4,11 +4,18 @@
 // so the output is the same bytes on every run; a test regenerates the pairs
 // and compares them with the checked-in copies.
 //
+// Most cases carry the origin that gpurr's framework layer records in a
+// PyTorch program (op, module, source line of train.py, training step) on
+// their launches, copies and sets; uninitialised_memory, pointer_parameter
+// and algorithm_choice keep the FrameworkOp annotations of traces written
+// without one.
+//
 //   make_diff_traces OUTPUT_DIR
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,8 +87,22 @@ class Run {
   }
   uint64_t stream() const { return second_ ? 0x5603a0 : 0x55c120; }
 
-  void add(Payload p) {
-    writer_.append(Event{seq_, 1000 + seq_ * 125000, 0, std::move(p)});
+  // Training steps completed, for the origins of what follows.
+  int64_t step = 0;
+
+  // `origin`: the op behind a launch, copy or set, when the case records
+  // one; its step and the launches of the step before it are filled in
+  // here. Such a launch has no FrameworkOp annotation (the origin says it).
+  void add(Payload p, std::optional<Origin> origin = std::nullopt) {
+    if (origin) {
+      origin->step = step;
+      origin->stepLaunch = launches_;
+      if (auto* k = std::get_if<KernelLaunch>(&p)) {
+        std::erase_if(k->annotations, [](const Annotation& a) { return std::holds_alternative<FrameworkOp>(a); });
+      }
+    }
+    if (std::holds_alternative<KernelLaunch>(p)) ++launches_;
+    writer_.append(Event{seq_, 1000 + seq_ * 125000, 0, std::move(p), std::move(origin)});
     ++seq_;
   }
 
@@ -118,7 +139,7 @@ class Run {
     return k;
   }
 
-  void copyIn(const Buffer& b, const std::vector<uint8_t>& bytes) {
+  void copyIn(const Buffer& b, const std::vector<uint8_t>& bytes, std::optional<Origin> origin = std::nullopt) {
     Memcpy m;
     m.kind = MemcpyKind::kHostToDevice;
     m.stream = stream();
@@ -128,10 +149,10 @@ class Run {
     m.src = {second_ ? 0x55d0c1de0000ULL : 0x55d0c0de0000ULL, b.size, 0, 0};
     m.digest = gpurr::hash::hashBuffer(bytes);
     m.data = writer_.putBlob(bytes, BlobEncoding::kBytePlanes4);
-    add(m);
+    add(m, std::move(origin));
   }
 
-  void copyOut(const Buffer& b, const std::vector<uint8_t>& bytes) {
+  void copyOut(const Buffer& b, const std::vector<uint8_t>& bytes, std::optional<Origin> origin = std::nullopt) {
     Memcpy m;
     m.kind = MemcpyKind::kDeviceToHost;
     m.stream = stream();
@@ -139,17 +160,17 @@ class Run {
     m.dst = {second_ ? 0x55d0c1df0000ULL : 0x55d0c0df0000ULL, b.size, 0, 0};
     m.src = {address(b), b.size, b.ordinal, 0};
     m.digest = gpurr::hash::hashBuffer(bytes);
-    add(m);
+    add(m, std::move(origin));
   }
 
-  void zero(const Buffer& b) {
+  void zero(const Buffer& b, std::optional<Origin> origin = std::nullopt) {
     Memset s;
     s.stream = stream();
     s.async = true;
     s.dst = {address(b), b.size, b.ordinal, 0};
     s.elementSize = 4;
     s.digest = gpurr::hash::hashBuffer(std::vector<uint8_t>(b.size, 0));
-    add(s);
+    add(s, std::move(origin));
   }
 
   void sync() { add(Sync{SyncKind::kStreamSynchronize, stream(), 0}); }
@@ -160,6 +181,7 @@ class Run {
   bool second_;
   TraceWriter writer_;
   uint64_t seq_ = 0;
+  uint64_t launches_ = 0;  // one step per trace: the step's launches
 };
 
 Header header(bool second) {
@@ -209,6 +231,61 @@ const std::string kConvFftOut = "cudnn_fft_c2r_nhwc_output_transform_kernel";
 const Buffer kWeights{1, 4096}, kBatch{2, 4096}, kHidden{3, 4096}, kOut{4, 4096},
     kIndex{5, 1024}, kWorkspace{6, 4096}, kLoss{7, 1024};
 
+// Where each operation comes from in the recorded program, train.py:
+//
+//   11        self.fc = torch.nn.Linear(64, 64, bias=False)
+//   12        torch.nn.init.constant_(self.fc.weight, 0.01)
+//   15    def forward(self, batch, index):
+//   16        hidden = self.drop(torch.relu_(self.fc(batch)))
+//   17        return self.embed(hidden, index)          # an index_select
+//   24    batch = batch.to("cuda", non_blocking=True)
+//   25    index = index.to("cuda", non_blocking=True)
+//   27    optimizer.step()
+//   28    print(model.embed.weight.grad.sum().item())
+//   30    histogram = model.fc.weight.histc(100)
+//
+// The backward of line 17's index_select zeroes the gradient and adds into
+// it with index_add_; a backward op carries its forward op's module and line.
+namespace origin {
+
+constexpr const char* kFile = "/home/user/project/train.py";
+
+Origin forward(std::string op, std::vector<std::string> stack, std::string module, uint32_t line) {
+  return Origin{std::move(op), std::move(stack), Phase::kForward, "", std::move(module), kFile, line, 0, 0};
+}
+
+Origin backward(std::string op, std::vector<std::string> stack, std::string forwardOp, std::string module,
+                uint32_t line) {
+  return Origin{std::move(op), std::move(stack), Phase::kBackward, std::move(forwardOp), std::move(module),
+                kFile, line, 0, 0};
+}
+
+const std::vector<std::string> kIndexSelectBackward = {
+    "autograd::engine::evaluate_function: IndexSelectBackward0", "IndexSelectBackward0",
+    "aten::index_select_backward"};
+
+std::vector<std::string> under(std::vector<std::string> outer, std::vector<std::string> inner) {
+  outer.insert(outer.end(), inner.begin(), inner.end());
+  return outer;
+}
+
+const Origin kFill = forward("aten::fill_", {"aten::fill_"}, "", 12);
+const Origin kBatchIn = forward("aten::copy_", {"aten::to", "aten::_to_copy", "aten::copy_"}, "", 24);
+const Origin kIndexIn = forward("aten::copy_", {"aten::to", "aten::_to_copy", "aten::copy_"}, "", 25);
+const Origin kGemm = forward("aten::mm", {"aten::linear", "aten::matmul", "aten::mm"}, "net.fc", 16);
+const Origin kRelu = forward("aten::relu_", {"aten::relu_"}, "net", 16);
+const Origin kDropout = forward("aten::native_dropout", {"aten::dropout", "aten::native_dropout"}, "net.drop", 16);
+const Origin kZeroGrad = backward("aten::zero_", under(kIndexSelectBackward, {"aten::zeros", "aten::zero_"}),
+                                  "aten::index_select", "net.embed", 17);
+const Origin kIndexAdd = backward("aten::index_add_", under(kIndexSelectBackward, {"aten::index_add_"}),
+                                  "aten::index_select", "net.embed", 17);
+const Origin kAdam = forward("aten::_fused_adam_", {"Optimizer.step#Adam.step", "aten::_fused_adam_"}, "", 27);
+const Origin kSum = forward("aten::sum", {"aten::sum"}, "", 28);
+const Origin kItem = forward("aten::_local_scalar_dense", {"aten::item", "aten::_local_scalar_dense"}, "", 28);
+const Origin kHistc = forward("aten::histc", {"aten::histc"}, "", 30);
+
+}  // namespace origin
+
 // The common training step: what both runs do unless a case changes it.
 // `vary` lets a case change one value per stage in run B.
 struct Step {
@@ -226,14 +303,16 @@ void allocations(Run& r, bool withLoss = true) {
   if (withLoss) r.alloc(kLoss);
 }
 
-// fill weights, copy the batch and the index, gemm: hidden = batch x weights.
-void prologue(Run& r, const Step& s, bool withLoss = true) {
+// fill weights, copy the batch and the index; with `origins`, each with its
+// origin in train.py.
+void prologue(Run& r, const Step& s, bool withLoss = true, bool origins = false) {
+  auto from = [&](const Origin& o) { return origins ? std::optional<Origin>(o) : std::nullopt; };
   allocations(r, withLoss);
   KernelLaunch fill = r.kernel("_Z11fill_kernelPfmf", {&kWeights}, {1024, 0x3c23d70a}, {16, 1, 1}, {256, 1, 1});
   fill.outputs = {r.digest(kWeights, s.weights)};
-  r.add(fill);
-  r.copyIn(kBatch, s.batch);
-  r.copyIn(kIndex, s.index);
+  r.add(fill, from(origin::kFill));
+  r.copyIn(kBatch, s.batch, from(origin::kBatchIn));
+  r.copyIn(kIndex, s.index, from(origin::kIndexIn));
 }
 
 KernelLaunch gemm(Run& r, const Step& s) {
@@ -293,16 +372,18 @@ void writePair(const fs::path& dir, const Case& body,
   }
 }
 
-// The whole step, with the index_add result of run B given.
+// The whole step, with the index_add result of run B given: the forward of
+// train.py's model, the backward of its index_select, and the gradient's sum
+// copied back, each with its origin.
 void standardStep(Run& r, const Step& s, const std::vector<uint8_t>& indexAddOut, bool check) {
-  prologue(r, s);
-  r.add(gemm(r, s));
-  r.add(relu(r, s));
-  r.zero(kOut);
-  r.add(indexAdd(r, s, indexAddOut, check));
+  prologue(r, s, true, true);
+  r.add(gemm(r, s), origin::kGemm);
+  r.add(relu(r, s), origin::kRelu);
+  r.zero(kOut, origin::kZeroGrad);
+  r.add(indexAdd(r, s, indexAddOut, check), origin::kIndexAdd);
   const std::vector<uint8_t> loss = lossOf(indexAddOut);
-  r.add(sum(r, indexAddOut, loss));
-  r.copyOut(kLoss, loss);
+  r.add(sum(r, indexAddOut, loss), origin::kSum);
+  r.copyOut(kLoss, loss, origin::kItem);
   r.sync();
 }
 
@@ -328,7 +409,7 @@ void environment(const fs::path& dir) {
       dir,
       [](Run& r, bool second) {
         const Step s;
-        prologue(r, s);
+        prologue(r, s, true, true);
         KernelLaunch g = gemm(r, s);
         if (second) {
           // Without a fixed workspace, cuBLAS reduced the split-K partial sums
@@ -339,13 +420,13 @@ void environment(const fs::path& dir) {
           g.function = kGemmSplitK;
         }
         std::get<AlgorithmChoice>(g.annotations[0]).algorithm = "algo=6 tile=64x128x32 splitK=4";
-        r.add(g);
+        r.add(g, origin::kGemm);
         KernelLaunch k = relu(r, s);
         if (second) {
           k.inputs = {g.outputs[0]};
           k.outputs = {r.digest(kHidden, perturbed(s.activated, {7, 300, 600, 1000}))};
         }
-        r.add(k);
+        r.add(k, origin::kRelu);
         r.sync();
       },
       [](Header& h, bool second) {
@@ -373,8 +454,8 @@ void hostInput(const fs::path& dir) {
 void rngState(const fs::path& dir) {
   writePair(dir, [](Run& r, bool second) {
     const Step s;
-    prologue(r, s);
-    r.add(gemm(r, s));
+    prologue(r, s, true, true);
+    r.add(gemm(r, s), origin::kGemm);
     // Dropout: PyTorch passes PhiloxCudaState (seed, offset) by value.
     KernelLaunch k = r.kernel(kDropout, {&kHidden, &kOut, &kWorkspace}, {}, {16, 1, 1}, {256, 1, 1});
     const uint64_t n = 1024, seed = second ? 2718281828ULL : 1234ULL, offset = 8;
@@ -388,12 +469,12 @@ void rngState(const fs::path& dir) {
     k.inputs = {r.digest(kHidden, s.hidden)};
     k.outputs = {r.digest(kOut, second ? floatsOf(61, kOut.size) : s.out),
                  r.digest(kWorkspace, second ? bytesOf(62, kWorkspace.size) : bytesOf(12, kWorkspace.size))};
-    k.annotations = {RngState{"philox", "cuda:0", seed, offset, philoxAt}, FrameworkOp{"aten::native_dropout"}};
-    r.add(k);
+    k.annotations = {RngState{"philox", "cuda:0", seed, offset, philoxAt}};
+    r.add(k, origin::kDropout);
     const auto out = second ? floatsOf(61, kOut.size) : s.out;
     const std::vector<uint8_t> loss = lossOf(out);
-    r.add(sum(r, out, loss));
-    r.copyOut(kLoss, loss);
+    r.add(sum(r, out, loss), origin::kSum);
+    r.copyOut(kLoss, loss, origin::kItem);
     r.sync();
   });
 }
@@ -419,9 +500,11 @@ void curandState(const fs::path& dir) {
 void scalarParameters(const fs::path& dir) {
   writePair(dir, [](Run& r, bool second) {
     const Step s;
-    prologue(r, s);
-    r.add(gemm(r, s));
-    // Adam: run B's step counter was restored from a checkpoint one step off.
+    // Adam: run B's step counter was restored from a checkpoint one step off
+    // (its origins say so too).
+    r.step = second ? 101 : 100;
+    prologue(r, s, true, true);
+    r.add(gemm(r, s), origin::kGemm);
     const float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
     uint32_t f[4];
     std::memcpy(&f[0], &lr, 4);
@@ -433,8 +516,7 @@ void scalarParameters(const fs::path& dir) {
                               {f[0], f[1], f[2], f[3], step}, {16, 1, 1}, {256, 1, 1});
     k.inputs = {r.digest(kWeights, s.weights), r.digest(kHidden, s.hidden)};
     k.outputs = {r.digest(kWeights, second ? floatsOf(71, kWeights.size) : floatsOf(70, kWeights.size))};
-    k.annotations = {FrameworkOp{"aten::_fused_adam_"}};
-    r.add(k);
+    r.add(k, origin::kAdam);
     r.sync();
   });
 }
@@ -571,8 +653,7 @@ void twoIndependent(const fs::path& dir) {
     KernelLaunch h = r.kernel(kHist, {&kWorkspace, &kWeights}, {100, 0, 0, 0}, {64, 1, 1}, {256, 1, 1});
     h.inputs = {r.digest(kWeights, s.weights)};
     h.outputs = {r.digest(kWorkspace, second ? floatsOf(101, kWorkspace.size) : floatsOf(100, kWorkspace.size))};
-    h.annotations = {FrameworkOp{"aten::histc"}};
-    r.add(h);
+    r.add(h, origin::kHistc);
     r.sync();
   });
 }
@@ -601,7 +682,7 @@ void truncated(const fs::path& dir) {
     const auto out = second ? perturbed(s.out, {3}) : s.out;
     standardStep(r, s, out, false);
     for (int i = 0; i < 12; ++i) {
-      r.add(relu(r, s));
+      r.add(relu(r, s), origin::kRelu);
     }
     r.sync();
   });
@@ -619,15 +700,15 @@ void gpuMismatch(const fs::path& dir) {
         // On the A100, cuBLAS runs an Ampere kernel: another sum order.
         if (second) s.hidden = perturbed(s.hidden, {1, 2, 3});
         if (second) s.activated = perturbed(s.activated, {1, 2, 3});
-        prologue(r, s);
+        prologue(r, s, true, true);
         KernelLaunch g = gemm(r, s);
         if (second) {
           g.function = "ampere_sgemm_128x64_nn";
           g.api = LaunchApi::kLaunchKernel;
           std::get<AlgorithmChoice>(g.annotations[0]).algorithm = "algo=1 tile=128x64 splitK=1";
         }
-        r.add(g);
-        r.add(relu(r, s));
+        r.add(g, origin::kGemm);
+        r.add(relu(r, s), origin::kRelu);
         r.sync();
       },
       [](Header& h, bool second) {
