@@ -52,6 +52,16 @@ TEST_CASE("a trace written with the capnp and zstd command-line tools reads back
   CHECK(k.outputs[0].digest == 0x0123456789abcdefULL);
   CHECK(k.outputs[0].chunkDigests == std::vector<uint64_t>{42});
   CHECK(k.annotations == std::vector<Annotation>{FrameworkOp{"aten::mul"}});
+  REQUIRE(events[4].origin);
+  CHECK(*events[4].origin == Origin{"aten::mul",
+                                    {"autograd::engine::evaluate_function: MulBackward0", "MulBackward0", "aten::mul"},
+                                    Phase::kBackward, "aten::mul", "model.scale", "/src/train.py", 42, 3, 36});
+  CHECK(describe(*events[4].origin) ==
+        "aten::mul (backward of aten::mul) in model.scale, train.py:42, step 3 (launch 37 of the step)");
+  // Fields left out take the schema's defaults: step -1 (unknown), phase unknown.
+  REQUIRE(events[3].origin);
+  CHECK(*events[3].origin == Origin{"aten::copy_", {}, Phase::kUnknown, "", "", "", 0, -1, 0});
+  CHECK_FALSE(events[5].origin);
 
   CHECK(std::get<Memset>(events[5].payload).elementSize == 4);
   CHECK(std::get<Sync>(events[6].payload).kind == SyncKind::kStreamSynchronize);
