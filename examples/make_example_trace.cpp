@@ -1,13 +1,16 @@
 // Writes examples/synthetic.gpurr: a small, synthetic trace of one training
 // step (allocations, a module load, a host-to-device copy with its data, a
 // memset, kernel launches with digests computed by the CPU buffer hash,
-// algorithm and RNG annotations, a graph launch, synchronisation and frees).
+// algorithm and RNG annotations, a graph launch, synchronisation and frees),
+// each launch, copy and memset with the origin gpurr's framework layer
+// records in a PyTorch program: its op, module, line of train.py and step.
 // Everything is fixed, so the output is the same bytes on every run; a test
 // regenerates it and compares it with the checked-in copy.
 //
 //   make_example_trace OUTPUT_DIR
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,8 +88,30 @@ int main(int argc, char** argv) {
   WriterOptions options;
   options.blockBytes = 2048;  // several blocks even for a small trace
   TraceWriter w(argv[1], h, options);
-  uint64_t seq = 0;
-  auto add = [&](Payload p) { w.append(Event{seq, 1000 + seq * 250000, 0, std::move(p)}); ++seq; };
+  uint64_t seq = 0, launches = 0;
+  // `origin`: where the operation came from in train.py, one training step
+  // (step 0), the launches before it counted here.
+  auto add = [&](Payload p, std::optional<Origin> origin = std::nullopt) {
+    if (origin) {
+      origin->step = 0;
+      origin->stepLaunch = launches;
+    }
+    if (std::holds_alternative<KernelLaunch>(p)) ++launches;
+    w.append(Event{seq, 1000 + seq * 250000, 0, std::move(p), std::move(origin)});
+    ++seq;
+  };
+  // train.py:
+  //   12        torch.nn.init.constant_(self.proj.weight, 0.01)
+  //   16        hidden = self.proj(batch)
+  //   17        hidden = self.drop(hidden)
+  //   18        return self.embed(hidden)        # an index_select
+  //   22    optimizer.zero_grad(set_to_none=False)
+  //   24    batch = batch.to("cuda", non_blocking=True)
+  //   27    grad = model.embed.weight.grad.cpu()
+  const std::string file = "/home/user/project/train.py";
+  auto forward = [&](std::string op, std::vector<std::string> stack, std::string module, uint32_t line) {
+    return Origin{std::move(op), std::move(stack), Phase::kForward, "", std::move(module), file, line, 0, 0};
+  };
 
   const Buffer weights{1, 0x7f1200000000, 256 * 1024};
   const Buffer batch{2, 0x7f1200040000, 16 * 1024};
@@ -103,7 +128,7 @@ int main(int argc, char** argv) {
   fill.grid = {256, 1, 1};
   fill.block = {256, 1, 1};
   fill.outputs = {digestOf(weights, 1)};
-  add(fill);
+  add(fill, forward("aten::fill_", {"aten::fill_"}, "", 12));
 
   const std::vector<uint8_t> batchBytes = bytesOf(2, batch.size);
   Memcpy copy;
@@ -115,14 +140,14 @@ int main(int argc, char** argv) {
   copy.src = {0x55d0c0de0000, batch.size, 0, 0};
   copy.digest = gpurr::hash::hashBuffer(batchBytes);
   copy.data = w.putBlob(batchBytes, BlobEncoding::kBytePlanes4);
-  add(copy);
+  add(copy, forward("aten::copy_", {"aten::to", "aten::_to_copy", "aten::copy_"}, "", 24));
 
   Memset zero;
   zero.stream = 0x7;
   zero.async = true;
   zero.dst = {out.address, out.size, out.ordinal, 0};
   zero.digest = gpurr::hash::hashBuffer(std::vector<uint8_t>(out.size, 0));
-  add(zero);
+  add(zero, forward("aten::zero_", {"Optimizer.zero_grad#SGD.zero_grad", "aten::zero_"}, "", 22));
 
   KernelLaunch gemm = kernel(
       "sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x128x32_warpgroupsize1x1x1_execute_"
@@ -140,9 +165,8 @@ int main(int argc, char** argv) {
                                       "reduction=none stages=4",
                                       {{"m", "256"}, {"n", "512"}, {"k", "128"}, {"type", "f32"},
                                        {"math", "tf32"}, {"workspace", "4194304"}},
-                                      {}},
-                      FrameworkOp{"aten::mm"}};
-  add(gemm);
+                                      {}}};
+  add(gemm, forward("aten::mm", {"aten::linear", "aten::matmul", "aten::mm"}, "model.proj", 16));
 
   // Dropout: PyTorch passes its Philox seed and offset by value.
   KernelLaunch dropout = kernel("_Z14dropout_kernelPKfPfmyy", {&hidden, &hidden}, {32768});
@@ -150,16 +174,19 @@ int main(int argc, char** argv) {
   dropout.block = {256, 1, 1};
   dropout.inputs = {digestOf(hidden, 3)};
   dropout.outputs = {digestOf(hidden, 4)};
-  dropout.annotations = {RngState{"philox", "cuda:0", 1234, 8, 24}, FrameworkOp{"aten::dropout"}};
-  add(dropout);
+  dropout.annotations = {RngState{"philox", "cuda:0", 1234, 8, 24}};
+  add(dropout, forward("aten::native_dropout", {"aten::dropout", "aten::native_dropout"}, "model.drop", 17));
 
   KernelLaunch reduce = kernel("_Z13reduce_atomicPKfPfm", {&hidden, &out}, {32768});
   reduce.grid = {64, 1, 1};
   reduce.block = {512, 1, 1};
   reduce.inputs = {digestOf(hidden, 4), digestOf(out, 0)};
   reduce.outputs = {digestOf(out, 5)};
-  reduce.annotations = {FrameworkOp{"aten::index_add_"}};
-  add(reduce);
+  // The backward of line 18's index_select accumulates into the gradient.
+  add(reduce, Origin{"aten::index_add_",
+                     {"autograd::engine::evaluate_function: IndexSelectBackward0", "IndexSelectBackward0",
+                      "aten::index_select_backward", "aten::index_add_"},
+                     Phase::kBackward, "aten::index_select", "model.embed", file, 18, 0, 0});
 
   add(Sync{SyncKind::kEventRecord, 0x7, 0xe1});
   GraphLaunch graph;
@@ -177,7 +204,7 @@ int main(int argc, char** argv) {
   back.dst = {0x55d0c0df0000, out.size, 0, 0};
   back.src = {out.address, out.size, out.ordinal, 0};
   back.digest = digestOf(out, 6).digest;
-  add(back);
+  add(back, forward("aten::copy_", {"aten::to", "aten::_to_copy", "aten::copy_"}, "", 27));
   add(Sync{SyncKind::kStreamSynchronize, 0x7, 0});
   for (const Buffer* b : {&out, &hidden, &batch, &weights}) add(Free{b->ordinal, b->address});
   w.close();
