@@ -41,12 +41,15 @@ REPORT_FILES = ("report.json", "report.txt", "report.html")
 class Expectation:
     """What one script's bisect must report; empty sets are not checked."""
 
-    def __init__(self, script, verdicts, causes=(), culprit=None, replay=()):
+    def __init__(self, script, verdicts, causes=(), culprit=None, replay=(), origin=None):
         self.script = script
         self.verdicts = frozenset(verdicts)
         self.causes = frozenset(causes)
         self.culprit = culprit
         self.replay = frozenset(replay)
+        # op / module / step / line of the first divergence's origin: a list
+        # of accepted values each (line: a text the script's line contains).
+        self.origin = dict(origin or {})
 
     def __repr__(self):
         return (f"Expectation({self.script!r}, verdicts={sorted(self.verdicts)}, "
@@ -77,7 +80,7 @@ def parse_expectations(text):
             if key in values:
                 raise ValueError(f"{where}: {key} given twice")
             values[key] = value.split("|")
-        unknown = set(values) - {"verdict", "cause", "culprit", "replay"}
+        unknown = set(values) - {"verdict", "cause", "culprit", "replay", "op", "module", "step", "line"}
         if unknown:
             raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r}")
         verdicts = values.get("verdict")
@@ -99,7 +102,11 @@ def parse_expectations(text):
         for r in replay:
             if r not in REPLAY_VERDICTS:
                 raise ValueError(f"{where}: unknown replay verdict {r!r} (one of {', '.join(REPLAY_VERDICTS)})")
-        out.append(Expectation(script, verdicts, causes, culprit[0] if culprit else None, replay))
+        origin = {k: values[k] for k in ("op", "module", "step", "line") if k in values}
+        for v in origin.get("step", []):
+            if not v.isdigit():
+                raise ValueError(f"{where}: step= takes step numbers, got {v!r}")
+        out.append(Expectation(script, verdicts, causes, culprit[0] if culprit else None, replay, origin))
     return out
 
 
@@ -115,7 +122,36 @@ def first_divergences(diff):
     return out
 
 
-def evaluate(expect, report, exit_status, present):
+def check_origin(expect, origin, script_lines):
+    """Problems of a first divergence's origin (its op's "origin" object, or
+    None) against expect.origin; script_lines: the script's text by line."""
+    if not expect.origin:
+        return []
+    if not isinstance(origin, dict):
+        return ["the first divergence has no origin (op, module, line, step)"]
+    problems = []
+    ops = expect.origin.get("op")
+    if ops:
+        named = {origin.get("op"), origin.get("forwardOp")} | set(origin.get("opStack") or [])
+        if not named & set(ops):
+            problems.append(f"op {origin.get('op')!r} (stack {origin.get('opStack')}), expected {' or '.join(ops)}")
+    modules = expect.origin.get("module")
+    if modules and origin.get("module") not in modules:
+        problems.append(f"module {origin.get('module')!r}, expected {' or '.join(modules)}")
+    steps = expect.origin.get("step")
+    if steps and str(origin.get("step")) not in steps:
+        problems.append(f"step {origin.get('step')!r}, expected {' or '.join(steps)}")
+    for text in expect.origin.get("line", []):
+        lines = [n for n, line in enumerate(script_lines, 1) if text in line]
+        where = f"{os.path.basename(str(origin.get('file')))}:{origin.get('line')}"
+        if not lines:
+            problems.append(f"line= text {text!r} is not in {expect.script}")
+        elif os.path.basename(str(origin.get("file"))) != expect.script or origin.get("line") != lines[0]:
+            problems.append(f"source {where}, expected {expect.script}:{lines[0]}")
+    return problems
+
+
+def evaluate(expect, report, exit_status, present, script_lines=()):
     """Checks one bisect against its expectation.
 
     report: the parsed report.json (None when missing or unreadable);
@@ -170,6 +206,11 @@ def evaluate(expect, report, exit_status, present):
                 evidence = "; ".join(str(e) for e in (fd.get("evidence") or [])[:2])
                 problems.append(f"cause {cause!r}, expected {' or '.join(sorted(expect.causes))}"
                                 + (f" ({fd.get('summary')}; {evidence})" if fd.get("summary") else ""))
+            origin = op.get("origin") if isinstance(op, dict) else None
+            if isinstance(origin, dict):
+                facts.append(f"op {origin.get('op')} in {origin.get('module') or '?'} at "
+                             f"{os.path.basename(str(origin.get('file')))}:{origin.get('line')}, step {origin.get('step')}")
+            problems += check_origin(expect, origin, script_lines)
             if expect.culprit:
                 ids = [k.get("id") for k in fd.get("known") or [] if isinstance(k, dict)]
                 if expect.culprit in ids:
@@ -260,7 +301,9 @@ def check_script(expect, gpurr, python, work, timeout):
     if os.path.isdir(out_dir):
         present = {n for n in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, n))
                    and os.path.getsize(os.path.join(out_dir, n)) > 0}
-    found, summary = evaluate(expect, report, code, present)
+    with open(os.path.join(HERE, expect.script)) as f:
+        script_lines = f.read().splitlines()
+    found, summary = evaluate(expect, report, code, present, script_lines)
     problems += [f"{p}: {report_error}" if report_error and p.startswith("no readable report.json") else p
                  for p in found]
     if problems:

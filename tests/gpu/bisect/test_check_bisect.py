@@ -77,12 +77,48 @@ def without_known(diff):
     return diff
 
 
+def script_lines(script):
+    with open(os.path.join(os.path.dirname(os.path.abspath(cb.__file__)), script)) as f:
+        return f.read().splitlines()
+
+
+def line_of(script, text):
+    return next(n for n, line in enumerate(script_lines(script), 1) if text in line)
+
+
+# What the recorder's PyTorch layer gives the first divergence of each script.
+ORIGINS = {
+    "index_add.py": {"op": "aten::index_add_", "opStack": ["aten::index_add_"], "phase": "forward",
+                     "forwardOp": "", "module": "MessagePassing", "file": "/w/index_add.py",
+                     "line": line_of("index_add.py", "zeros_like(x).index_add_"), "step": 0, "stepLaunch": 40},
+    "dropout_unseeded.py": {"op": "aten::native_dropout", "opStack": ["aten::dropout", "aten::native_dropout"],
+                            "phase": "forward", "forwardOp": "", "module": "Sequential.2",
+                            "file": "/w/dropout_unseeded.py",
+                            "line": line_of("dropout_unseeded.py", "cross_entropy(model(inputs)"), "step": 0,
+                            "stepLaunch": 4},
+}
+
+
+def with_origin(diff, origin):
+    diff = copy.deepcopy(diff)
+    for p in diff["processes"]:
+        if p.get("firstDivergence"):
+            for side in ("a", "b"):
+                if isinstance(p["firstDivergence"].get(side), dict):
+                    p["firstDivergence"][side]["origin"] = copy.deepcopy(origin)
+    return diff
+
+
+def golden_with_origin(case, script):
+    return with_origin(golden_diff(case), ORIGINS[script])
+
+
 class Evaluate(unittest.TestCase):
     def setUp(self):
         self.expect = expectations()
 
     def check(self, script, rep, status, files=ALL_FILES):
-        return cb.evaluate(self.expect[script], rep, status, set(files))
+        return cb.evaluate(self.expect[script], rep, status, set(files), script_lines(script))
 
     def assertPasses(self, script, rep, status, files=ALL_FILES):
         problems, summary = self.check(script, rep, status, files)
@@ -97,11 +133,30 @@ class Evaluate(unittest.TestCase):
 
     # index_add.py: diverged, nondeterministic kernel, torch-index-add, replay nondeterministic.
     def test_index_add_correct_report_passes(self):
-        summary = self.assertPasses("index_add.py", report("diverged", golden_diff("nondeterministic_kernel"),
+        summary = self.assertPasses("index_add.py", report("diverged", golden_with_origin("nondeterministic_kernel",
+                                                                                          "index_add.py"),
                                                            replay()), 1)
         self.assertIn("nondeterministicKernel", summary)
         self.assertIn("torch-index-add", summary)
         self.assertIn("31 distinct", summary)
+        self.assertIn("op aten::index_add_ in MessagePassing at index_add.py:", summary)
+
+    def test_origin_is_checked(self):
+        good = ORIGINS["dropout_unseeded.py"]
+        self.assertPasses("dropout_unseeded.py", report("diverged", golden_with_origin("rng_state",
+                                                                                         "dropout_unseeded.py")), 1)
+        for key, value, needle in (("module", "Sequential.5", "module 'Sequential.5'"),
+                                   ("op", "aten::relu", "op 'aten::relu'"),
+                                   ("step", 2, "step 2"),
+                                   ("line", 3, "source dropout_unseeded.py:3"),
+                                   ("file", "/w/other.py", "source other.py:")):
+            bad = dict(good, **{key: value})
+            if key == "op":
+                bad["opStack"] = ["aten::relu"]
+            rep = report("diverged", with_origin(golden_diff("rng_state"), bad))
+            self.assertFails("dropout_unseeded.py", rep, 1, needle)
+        rep = report("diverged", with_origin(golden_diff("rng_state"), None))
+        self.assertFails("dropout_unseeded.py", rep, 1, "has no origin")
 
     def test_wrong_cause_fails(self):
         diff = with_cause(golden_diff("nondeterministic_kernel"), "scalarParameters")
@@ -153,13 +208,15 @@ class Evaluate(unittest.TestCase):
     def test_the_other_scripts_pass_their_causes(self):
         self.assertPasses("cudnn_benchmark.py", report("identical", None), 0)
         self.assertPasses("cudnn_benchmark.py", report("diverged", golden_diff("algorithm_choice")), 1)
-        self.assertPasses("dropout_unseeded.py", report("diverged", golden_diff("rng_state")), 1)
+        self.assertPasses("dropout_unseeded.py", report("diverged", golden_with_origin("rng_state",
+                                                                                         "dropout_unseeded.py")), 1)
         self.assertPasses("dataloader_shuffle.py", report("diverged", golden_diff("host_input")), 1)
         self.assertPasses("empty_read.py", report("diverged", golden_diff("uninitialised_memory")), 1)
         self.assertPasses("empty_read.py", report("notReproduced", golden_diff("uninitialised_memory")), 1)
 
     def test_first_divergence_is_found_in_a_later_process(self):
-        summary = self.assertPasses("index_add.py", report("diverged", golden_diff("processes"), replay()), 1)
+        diff = with_origin(golden_diff("processes"), ORIGINS["index_add.py"])
+        summary = self.assertPasses("index_add.py", report("diverged", diff, replay()), 1)
         self.assertIn("rank1.gpurr", summary)
 
     def test_divergent_verdict_without_first_divergence_fails(self):
