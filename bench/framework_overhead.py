@@ -10,7 +10,8 @@ Variants, each in its own process, run in alternation for --rounds rounds:
             and optimizer hooks
   nvtx      torch.autograd.profiler.emit_nvtx(): the NVTX channel (PyTorch
             formats a range name per op and pushes it; no NVTX tool attached,
-            so what a tool would add comes on top)
+            so what a tool would add comes on top). It initialises CUDA, so
+            it is reported unavailable on a machine without a GPU
   dispatch  a TorchDispatchMode that reports each aten op through ctypes: the
             pure-Python channel
 Prints the median step time of each, the ops per step (RecordFunction scopes
@@ -90,12 +91,17 @@ def main():
     plain_env.pop("PYTHONPATH", None)
     variants = {"plain": plain_env, "layer": layer_env, "nvtx": plain_env, "dispatch": plain_env}
     medians = {v: [] for v in variants}
+    unavailable = {}
     ops = None
     for _ in range(a.rounds):
         for v, env in variants.items():
-            out = subprocess.run([sys.executable, "-c", LOOP, v, str(a.steps)], env=env, capture_output=True,
-                                 text=True, check=True).stdout
-            for line in out.splitlines():
+            if v in unavailable:
+                continue
+            r = subprocess.run([sys.executable, "-c", LOOP, v, str(a.steps)], env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                unavailable[v] = (r.stderr.strip().splitlines() or ["failed"])[-1]
+                continue
+            for line in r.stdout.splitlines():
                 key, value = line.split()
                 if key == "ops":
                     ops = int(value)
@@ -105,6 +111,9 @@ def main():
     print(f"ops per step (RecordFunction scopes): {ops}")
     print(f"{'variant':10} {'step ms':>9} {'ratio':>7} {'added us/op':>12}")
     for v, m in medians.items():
+        if v in unavailable:
+            print(f"{v:10} unavailable: {unavailable[v]}")
+            continue
         t = statistics.median(m)
         print(f"{v:10} {t * 1e3:9.3f} {t / plain:7.3f} {(t - plain) / ops * 1e6:12.2f}")
 
