@@ -15,6 +15,7 @@
 
 #include "common/text.h"
 #include "report/timeline.h"
+#include "trace_format/events.h"
 
 namespace gpurr::report {
 namespace {
@@ -238,6 +239,51 @@ const char* annotationLabel(const string& kind) {
   if (kind == "frameworkOp") return "op";
   if (kind == "determinism") return "re-run";
   return "note";
+}
+
+// An operation's `origin` (docs/JSON.md), when it has one with an op or a
+// source line.
+std::optional<trace::Origin> originOf(const json* op) {
+  const json* o = object(op, "origin");
+  if (!o) return std::nullopt;
+  trace::Origin r;
+  r.op = textOr(o, "op");
+  r.opStack = strings(array(o, "opStack"));
+  const string phase = textOr(o, "phase");
+  r.phase = phase == "forward" ? trace::Phase::kForward : phase == "backward" ? trace::Phase::kBackward : trace::Phase::kUnknown;
+  r.forwardOp = textOr(o, "forwardOp");
+  r.module = textOr(o, "module");
+  r.file = textOr(o, "file");
+  r.line = static_cast<uint32_t>(std::min<uint64_t>(count(o, "line").value_or(0), UINT32_MAX));
+  const json* step = get(o, "step");
+  r.step = step && step->is_number_integer() ? step->get<int64_t>() : -1;
+  r.stepLaunch = count(o, "stepLaunch").value_or(0);
+  if (r.op.empty() && r.file.empty()) return std::nullopt;
+  return r;
+}
+
+// "aten::index_add_ (backward of aten::index_select) in net.embed,
+// train.py:17, step 0 (launch 4 of the step)", as gpurr diff says it; for a
+// copy or memset the step's launches before it.
+string originText(const trace::Origin& o, bool launch) {
+  if (launch || o.step < 0) return trace::describe(o);
+  trace::Origin without = o;
+  without.step = -1;
+  return fmt::format("{}, step {} ({} of the step)", trace::describe(without), o.step,
+                     o.stepLaunch == 0 ? string("before its first launch")
+                                       : fmt::format("after {} launch{}", o.stepLaunch, o.stepLaunch == 1 ? "" : "es"));
+}
+
+string originText(const json& op) {
+  const auto o = originOf(&op);
+  return o ? originText(*o, textOr(op, "kind") == "launch") : "";
+}
+
+// The origin's op stack, outermost first, for a tooltip.
+string opStackText(const trace::Origin& o) {
+  string s;
+  for (const string& x : o.opStack) s += (s.empty() ? "" : " > ") + x;
+  return s;
 }
 
 // ------------------------------------------------------------ page pieces
@@ -583,6 +629,21 @@ void renderOpFacts(Page& page, const json& op, const char* label) {
   page.add("</dd>\n");
 }
 
+// Where the divergent operation came from in the program: one row when both
+// runs say the same, else one line per run.
+void renderOrigins(Page& page, const json* a, const json* b) {
+  const string ta = a ? originText(*a) : "", tb = b ? originText(*b) : "";
+  if (ta.empty() && tb.empty()) return;
+  const auto stack = originOf(a ? a : b);
+  const string title = stack ? opStackText(*stack) : "";
+  if (ta == tb) {
+    page.addf("<dt>op</dt><dd class=\"origin\" title=\"{}\">{}</dd>\n", e(title), e(ta));
+    return;
+  }
+  page.addf("<dt>op</dt><dd class=\"origin\"><div>run A: {}</div><div>run B: {}</div></dd>\n",
+            e(ta.empty() ? "(not recorded)" : ta), e(tb.empty() ? "(not recorded)" : tb));
+}
+
 void renderStretch(Page& page, const json& stretch) {
   page.add("<div class=\"cols\">\n");
   for (const char* side : {"a", "b"}) {
@@ -592,10 +653,11 @@ void renderStretch(Page& page, const json& stretch) {
               n == 0 ? string("nothing") : plural(n, "operation", "operations"));
     const auto ops = objects(array(s, "ops"));
     for (const json* op : ops) {
+      const string from = originText(*op);
       page.addf("<div class=\"mono small\">#{} {}</div><div class=\"small muted\">{}{}</div>", count(op, "seq").value_or(0),
                 e(textOr(op, "kind") == "launch" ? kernelShort(*op) : textOr(op, "name", "?")),
                 textOr(op, "kind") == "launch" ? "grid " + e(dims(get(op, "grid"))) + " block " + e(dims(get(op, "block"))) : "",
-                "");
+                from.empty() ? "" : "<div class=\"origin\">op " + e(from) + "</div>");
       if (const json* ann = array(op, "annotations"); ann && !ann->empty()) {
         page.add("<div>");
         renderAnnotations(page, ann, true);
@@ -633,6 +695,7 @@ void renderFirst(Page& page, const json& first) {
   }
   if (!path && a) {
     renderOpFacts(page, *a, textOr(a, "kind") == "launch" ? "kernel" : "operation");
+    renderOrigins(page, a, b);
   }
   if (!path) {
     const json* inputs = object(first, "inputs");
@@ -739,7 +802,10 @@ void renderKnown(Page& page, const json& first) {
   for (const json* k : known) {
     page.add("<div class=\"box fix\">\n");
     page.addf("<div><b>{}</b>", e(textOr(k, "op", textOr(k, "id", "?"))));
-    if (auto by = text(k, "matchedBy")) page.addf(" <span class=\"muted small\">(matched by {})</span>", e(*by));
+    if (auto by = text(k, "matchedBy")) {
+      const string where = textOr(k, "matched");
+      page.addf(" <span class=\"muted small\">(matched by {}{})</span>", e(*by), where.empty() ? "" : ": " + e(where));
+    }
     page.add("</div>\n");
     if (auto why = text(k, "why")) page.addf("<p class=\"small\" style=\"margin:6px 0\">{}</p>\n", e(*why));
     if (auto fix = text(k, "fix")) page.addf("<div><b>Fix:</b> {}</div>\n", e(*fix));
@@ -1007,8 +1073,10 @@ void renderLanes(Page& page, const std::vector<const json*>& rows, const StreamN
       }
       const auto equal = flag(row, "outputsEqual");
       const char* cls = equal ? (*equal ? "eq" : "ne") : flag(row, "stretch").value_or(false) ? "path" : "unk";
-      page.addf("<td class=\"c {}{}\" title=\"#{} {}\"></td>", cls, edge, count(op, "seq").value_or(0),
-                e(textOr(*op, "kind") == "launch" ? kernelShort(*op) : textOr(*op, "name", "?")));
+      const string from = originText(*op);
+      page.addf("<td class=\"c {}{}\" title=\"#{} {}{}\"></td>", cls, edge, count(op, "seq").value_or(0),
+                e(textOr(*op, "kind") == "launch" ? kernelShort(*op) : textOr(*op, "name", "?")),
+                from.empty() ? "" : e("\n" + from));
     }
     page.add("</tr>\n");
   }
@@ -1039,6 +1107,22 @@ string timelineCell(const json* op, char side, Mark mark, bool stretchRow, const
   }
   if (flag(op, "hashed") == false) meta += " &middot; not hashed";
   if (!meta.empty()) s += "<div class=\"meta\">" + meta + "</div>";
+  // Where it came from: the op, its module and line, the step; the whole
+  // origin and the op stack as the tooltip.
+  if (const auto o = originOf(op)) {
+    string where;
+    if (o->phase == trace::Phase::kBackward) where += o->forwardOp.empty() ? " backward" : " backward of " + e(o->forwardOp);
+    if (!o->module.empty()) where += " &middot; " + e(o->module);
+    if (!o->file.empty()) {
+      const size_t slash = o->file.rfind('/');
+      where += " &middot; " + e(fmt::format("{}:{}", slash == string::npos ? o->file : o->file.substr(slash + 1), o->line));
+    }
+    if (o->step >= 0) where += fmt::format(" &middot; step {}", o->step);
+    const string title = originText(*o, textOr(*op, "kind") == "launch") +
+                         (o->opStack.empty() ? "" : "\n" + opStackText(*o));
+    s += fmt::format("<div class=\"meta origin\" title=\"{}\"><span class=\"chip op\">{}</span>{}</div>", e(title),
+                     e(o->op.empty() ? "(no op)" : o->op), where);
+  }
   if (const auto anns = objects(array(op, "annotations")); !anns.empty()) {
     s += "<div class=\"anns\">";
     for (const json* a : anns) {

@@ -121,6 +121,13 @@ json annotationJson(const Annotation& annotation) {
       annotation);
 }
 
+// As `gpurr dump --json` writes an event's origin (docs/JSON.md).
+json originJson(const Origin& o) {
+  return json{{"op", o.op},         {"opStack", o.opStack}, {"phase", toString(o.phase)},
+              {"forwardOp", o.forwardOp}, {"module", o.module}, {"file", o.file},
+              {"line", o.line},     {"step", o.step},       {"stepLaunch", o.stepLaunch}};
+}
+
 const char* memcpyName(MemcpyKind kind) {
   switch (kind) {
     case MemcpyKind::kHostToDevice: return "memcpy HtoD";
@@ -183,6 +190,7 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
   j["inputs"] = std::move(inputs);
   j["outputs"] = std::move(outputs);
   j["annotations"] = std::move(annotations);
+  j["origin"] = e.origin ? originJson(*e.origin) : json(nullptr);
   return j;
 }
 

@@ -53,7 +53,9 @@ namespace gpurr::report {
 //       `same` is whether the other side's range at the same position has
 //       the same digest, null when unpaired or in a stretch), annotations (as in
 //       `gpurr dump --json`: kind algorithm, rng, frameworkOp, note,
-//       determinism).
+//       determinism), origin (where it came from in the program, as
+//       `gpurr dump --json` writes it: op, opStack, phase, forwardOp,
+//       module, file, line, step, stepLaunch; null when not recorded).
 nlohmann::json timelineAround(const std::filesystem::path& traceA,
                               const std::filesystem::path& traceB,
                               const nlohmann::json& diffProcess, size_t window = 12);

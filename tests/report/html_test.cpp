@@ -118,6 +118,15 @@ TEST_CASE("a diverged bisect report with replay: every section, the divergent la
   CHECK(has(divergent, "class=\"dg diff\""));
   CHECK(has(divergent, "class=\"dg same\""));
   CHECK(has(divergent, "re-run 50 times in process: 31 distinct results"));
+  // Where it came from: the op row, the culprit's match, the timeline's
+  // label (the op stack in its tooltip).
+  CHECK(has(html, "<dt>op</dt><dd class=\"origin\" title=\"autograd::engine::evaluate_function: IndexSelectBackward0 "
+                  "&gt; IndexSelectBackward0 &gt; aten::index_select_backward &gt; aten::index_add_\">aten::index_add_ "
+                  "(backward of aten::index_select) in net.embed, train.py:17, step 0 (launch 4 of the step)</dd>"));
+  CHECK(has(html, "(matched by framework op: aten::index_add_, backward of aten::index_select at train.py:17)"));
+  CHECK(has(divergent, "<span class=\"chip op\">aten::index_add_</span> backward of aten::index_select &middot; "
+                       "net.embed &middot; train.py:17 &middot; step 0</div>"));
+  CHECK(has(html, "<span class=\"chip op\">aten::mm</span> &middot; net.fc &middot; train.py:16 &middot; step 0</div>"));
   // Blast radius.
   CHECK(has(html, "<b>2 of 2</b> later operations (1 of 1 launches) read data derived from the divergent output."));
   CHECK(has(html, "No independent divergence: all 2 later divergent operations read data derived from it."));
@@ -160,6 +169,13 @@ TEST_CASE("parameters and environment differences") {
   CHECK(has(rng, "philox seed/offset"));
   CHECK(has(rng, "philox generator cuda:0 seed 2718281828 offset 8"));
   CHECK(has(rng, "<h3>Algorithm and RNG annotations</h3>"));
+  CHECK(has(rng, ">aten::native_dropout (forward) in net.drop, train.py:16, step 0 (launch 3 of the step)</dd>"));
+  // Origins that differ between the runs: one line per run.
+  const std::string adam = report::renderHtml(reportFor("scalar_parameters"));
+  requireSelfContained(adam);
+  CHECK(has(adam, "<dt>op</dt><dd class=\"origin\"><div>run A: aten::_fused_adam_ (forward), train.py:27, step 100 "
+                  "(launch 3 of the step)</div><div>run B: aten::_fused_adam_ (forward), train.py:27, step 101 (launch 3 "
+                  "of the step)</div></dd>"));
   const std::string env = report::renderHtml(reportFor("environment"));
   requireSelfContained(env);
   CHECK(has(env, "<code>env CUBLAS_WORKSPACE_CONFIG</code></td><td><code>:4096:8</code></td><td><span class=\"muted\">(unset)</span>"));
@@ -175,8 +191,10 @@ TEST_CASE("parameters and environment differences") {
   for (size_t at = two.find("class=\"tag also\""); at != std::string::npos; at = two.find("class=\"tag also\"", at + 1)) ++also;
   CHECK(also == 2);
   // The lanes: one per run and stream, the divergent column outlined.
-  CHECK(has(two, "<tr><th>run A &middot; s1</th><td class=\"c eq\" title=\"#7 fill_kernel\"></td>"));
-  CHECK(has(two, "<td class=\"c ne d\" title=\"#13 at::native::indexFuncLargeIndex&lt;float&gt;\"></td>"));
+  CHECK(has(two, "<tr><th>run A &middot; s1</th><td class=\"c eq\" title=\"#7 fill_kernel\naten::fill_ (forward), "
+                 "train.py:12, step 0 (launch 1 of the step)\"></td>"));
+  CHECK(has(two, "<td class=\"c ne d\" title=\"#13 at::native::indexFuncLargeIndex&lt;float&gt;\naten::index_add_ "
+                 "(backward of aten::index_select) in net.embed, train.py:17, step 0 (launch 4 of the step)\"></td>"));
   CHECK_FALSE(has(two, "run A &middot; s2"));
 }
 

@@ -63,8 +63,22 @@ TEST_CASE("timeline of a nondeterministic kernel: the steps before it and what r
   CHECK(d.at("a").at("outputs").at(0).at("digest") != d.at("b").at("outputs").at(0).at("digest"));
   CHECK(d.at("a").at("outputs").at(0).at("allocation") == 4);
   CHECK(d.at("a").at("inputs").size() == 3);
-  CHECK(d.at("b").at("annotations").at(1).at("kind") == "determinism");
-  CHECK(d.at("b").at("annotations").at(1).at("distinctResults") == 31);
+  CHECK(d.at("b").at("annotations").at(0).at("kind") == "determinism");
+  CHECK(d.at("b").at("annotations").at(0).at("distinctResults") == 31);
+  // Where each operation came from in train.py: index_add_ in the backward
+  // of line 17's index_select, as the trace records it.
+  const json& origin = d.at("a").at("origin");
+  CHECK(origin.at("op") == "aten::index_add_");
+  CHECK(origin.at("opStack").size() == 4);
+  CHECK(origin.at("phase") == "backward");
+  CHECK(origin.at("forwardOp") == "aten::index_select");
+  CHECK(origin.at("module") == "net.embed");
+  CHECK(origin.at("file") == "/home/user/project/train.py");
+  CHECK(origin.at("line") == 17);
+  CHECK(origin.at("step") == 0);
+  CHECK(origin.at("stepLaunch") == 3);
+  CHECK(d.at("b").at("origin") == origin);
+  CHECK(rows[8].at("a").at("origin").at("op") == "aten::_local_scalar_dense");
   // Before it everything is equal; the sum reads its output, the copy out
   // carries the different loss.
   for (size_t i = 0; i < 6; ++i) CHECK(rows[i].at("outputsEqual") == true);
@@ -106,6 +120,9 @@ TEST_CASE("timeline of a path divergence: each run's stretch, then the runs side
   CHECK(d.at("a").at("annotations").at(0).at("algorithm") == "engine=3 (implicit GEMM)");
   CHECK(d.at("b").at("annotations").at(0).at("algorithm") == "engine=12 (FFT)");
   CHECK(d.at("b").at("name") == "cudnn_fft_r2c_nhwc_input_transform_kernel");
+  // This trace has FrameworkOp annotations and no origins.
+  CHECK(d.at("a").at("origin").is_null());
+  CHECK(d.at("a").at("annotations").at(1).at("kind") == "frameworkOp");
   // A stretch pairs different operations: no digest comparison.
   CHECK(d.at("outputsEqual").is_null());
   CHECK(d.at("a").at("outputs").at(0).at("same").is_null());
