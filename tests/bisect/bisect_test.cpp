@@ -278,6 +278,36 @@ TEST_CASE("bisect: a nondeterministic kernel is found and snapshotted and confir
   CHECK_THAT(r.out, Catch::Contains("cause    nondeterministic kernel"));
   CHECK_THAT(r.out, Catch::Contains("first divergence: launch #5"));
   CHECK_THAT(r.out, Catch::Contains("reproduced"));
+  // Where it came from in train.py, and the known culprit matched by its op.
+  CHECK_THAT(r.out, Catch::Contains("  op       aten::index_add_ (forward) in net, train.py:19, step 0 (launch 6 of "
+                                    "the step)\n"));
+  CHECK_THAT(r.out, Catch::Contains("matched by framework op: aten::index_add_ at train.py:19"));
+  const Json& origin = d["a"]["origin"];
+  CHECK(origin["op"] == "aten::index_add_");
+  CHECK(origin["phase"] == "forward");
+  CHECK(origin["module"] == "net");
+  CHECK(origin["file"] == "/work/train.py");
+  CHECK(origin["line"] == 19);
+  CHECK(origin["step"] == 0);
+  CHECK(origin["stepLaunch"] == 5);
+  REQUIRE(d["known"].size() == 1);
+  CHECK(d["known"][0]["id"] == "torch-index-add");
+  CHECK(d["known"][0]["matchedBy"] == "framework op");
+  // The timeline's operations carry their origins, and so does the page.
+  bool anyOrigin = false;
+  for (const Json& row : rep["timeline"]["rows"]) {
+    anyOrigin = anyOrigin || (row["a"].is_object() && row["a"]["origin"].is_object());
+  }
+  CHECK(anyOrigin);
+  const std::string page = readText(s.out() / "report.html");
+  CHECK_THAT(page, Catch::Contains("aten::index_add_") && Catch::Contains("train.py:19") &&
+                       Catch::Contains("net.drop"));
+  // The trace's later steps: what follows the optimizer step is step 1.
+  const auto events = trace::TraceReader(s.out() / "run1.gpurr").readAll();
+  REQUIRE(events.back().origin);
+  CHECK(events.back().origin->op == "aten::_local_scalar_dense");
+  CHECK(events.back().origin->step == 1);
+  CHECK(events.back().origin->stepLaunch == 1);
   CHECK_FALSE(fs::exists(s.out() / "replay.json"));
   CHECK(rep["timeline"].is_object());
   CHECK(rep["timeline"]["rows"].size() > 0);
@@ -297,6 +327,8 @@ TEST_CASE("bisect: an unseeded RNG is named at its launch") {
   CHECK(snapshotLaunches(s.out() / "run3.gpurr") == std::vector<uint64_t>{3});
   CHECK(rep["reproduced"] == true);
   CHECK_THAT(r.out, Catch::Contains("cause    RNG state") || Catch::Contains("cause    rng state"));
+  CHECK_THAT(r.out, Catch::Contains("  op       aten::native_dropout (forward) in net.drop, train.py:18, step 0"));
+  CHECK_THAT(r.out, Catch::Contains("matched by framework op: aten::native_dropout at train.py:18"));
 }
 
 TEST_CASE("bisect: a host-input difference is a copy with no snapshot and no replay") {
@@ -329,7 +361,7 @@ TEST_CASE("bisect: a divergence that the third run does not repeat is reported a
   CHECK(rep["runs"][2]["snapshot"] == "5");
   CHECK(firstDivergence(rep["confirmation"])["a"]["launchIndex"] == 2);
   CHECK_THAT(r.out, Catch::Contains("not reproduced at the same place"));
-  CHECK_THAT(r.out, Catch::Contains("launch #2"));
+  CHECK_THAT(r.out, Catch::Contains("first divergence at launch #2 (aten::relu (forward) in net, train.py:17)"));
   CHECK(rep["diff"].is_object());  // everything known is still reported
   CHECK(rep["timeline"].is_object());
 }

@@ -4,7 +4,9 @@
 // GPURR_SNAPSHOT...), claims $GPURR_OUTPUT/proc<N>.gpurr as the recorder
 // does, and writes the trace of a small training step computed on the CPU:
 // real buffer contents, real digests (the CPU buffer hash), and snapshot
-// blobs for the launches GPURR_SNAPSHOT selects.
+// blobs for the launches GPURR_SNAPSHOT selects. Every launch and copy has
+// the origin gpurr's framework layer records in a PyTorch program: the op,
+// module, line of the train.py below and training step.
 //
 //   fake_cuda_program SCENARIO STATE_DIR
 //
@@ -31,6 +33,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "recorder/options.h"
@@ -76,9 +80,48 @@ std::vector<uint8_t> bytesOf(const std::vector<float>& f) {
   return b;
 }
 
+// The program this one stands for, /work/train.py:
+//
+//   15    def forward(self, x, segments):
+//   16        h = self.embed(x)
+//   17        h = torch.relu(self.fc1(h))
+//   18        h = self.fc2(self.drop(h))
+//   19        return h.new_zeros(h.shape).index_add_(0, segments, h)
+//   ...
+//   33 x = batch.cuda(non_blocking=True)
+//   34 model = Net().cuda()
+//   ...
+//   41 loss = F.mse_loss(model(x, segments), x)
+//   42 loss.backward()
+//   43 optimizer.step()
+//   44 print(f"step 1: loss {loss.sum().item():.4f}")
+constexpr const char* kTrainPy = "/work/train.py";
+
+Origin forward(std::string op, std::vector<std::string> stack, std::string module, uint32_t line) {
+  return Origin{std::move(op), std::move(stack), Phase::kForward, "", std::move(module), kTrainPy, line, 0, 0};
+}
+
+const std::vector<std::string> kToCuda = {"aten::to", "aten::_to_copy", "aten::copy_"};
+const std::vector<std::string> kLinear = {"aten::linear", "aten::addmm"};
+
 class Program {
  public:
   Program(TraceWriter& w, const recorder::RecorderOptions& opts) : w_(w), opts_(opts) {}
+
+  // The origin of the next launch or copy; its step and the launches of the
+  // step before it are filled in here.
+  Program& from(Origin origin) {
+    origin.step = step_;
+    origin.stepLaunch = launches_ - stepBegan_;
+    next_ = std::move(origin);
+    return *this;
+  }
+
+  // An optimizer step completed: what follows belongs to the next step.
+  void stepDone() {
+    ++step_;
+    stepBegan_ = launches_;
+  }
 
   void alloc(uint32_t ordinal) {
     Allocation a;
@@ -126,8 +169,7 @@ class Program {
   // One kernel launch: out = f(inputs), computed here; `perturb` moves a few
   // output values by a rounding error, as unordered atomics do.
   void launch(const std::string& name, std::vector<uint32_t> inputs, uint32_t output, float scale,
-              int perturb = 0, std::optional<uint64_t> philoxSeed = std::nullopt,
-              const std::string& frameworkOp = "") {
+              int perturb = 0, std::optional<uint64_t> philoxSeed = std::nullopt) {
     KernelLaunch k;
     k.api = LaunchApi::kLaunchKernel;
     k.context = 0x1;
@@ -151,7 +193,6 @@ class Program {
       rng.paramOffset = at;
       k.annotations.push_back(rng);
     }
-    if (!frameworkOp.empty()) k.annotations.push_back(FrameworkOp{frameworkOp});
     const bool snapshot = recorder::launchSelected(opts_.snapshot, launches_, name);
     for (uint32_t in : inputs) k.inputs.push_back(digest(in, snapshot));
 
@@ -193,7 +234,9 @@ class Program {
 
   template <class T>
   void append(const T& payload) {
-    w_.append(Event{seq_, 1000 * (seq_ + 1), 0, payload});
+    std::optional<Origin> origin;
+    if constexpr (std::is_same_v<T, KernelLaunch> || std::is_same_v<T, Memcpy>) origin = std::exchange(next_, {});
+    w_.append(Event{seq_, 1000 * (seq_ + 1), 0, payload, std::move(origin)});
     ++seq_;
   }
 
@@ -202,6 +245,9 @@ class Program {
   std::map<uint32_t, std::vector<uint8_t>> memory_;
   uint64_t seq_ = 0;
   uint64_t launches_ = 0;
+  std::optional<Origin> next_;
+  int64_t step_ = 0;
+  uint64_t stepBegan_ = 0;  // launches before the current step
 };
 
 }  // namespace
@@ -270,17 +316,21 @@ int main(int argc, char** argv) {
     batch[i] = static_cast<float>(std::sin(0.01 * i + (hostInput ? run : 0)));
     weights[i] = static_cast<float>(std::cos(0.003 * i));
   }
-  p.copyIn(1, batch);
-  p.copyIn(2, weights);
-  p.launch("_Z11embed_batchPfPKfi", {1}, 3, 1.0f);
-  p.launch("_Z6linearPfPKfS1_i", {3, 2}, 4, 0.5f);
-  p.launch("_Z4reluPfPKfi", {4}, 4, 1.0f, flaky && run == 3 ? 3 : 0);
-  p.launch("_ZN2at6native20fused_dropout_kernelIfEEvPKfPfPhiNS_15PhiloxCudaStateE", {4}, 5, 1.1f, 0,
-           seed ? 1000 + run : 1000, "aten::native_dropout");
-  p.launch("_Z6linearPfPKfS1_i", {5, 2}, 6, 0.5f);
-  p.launch("_ZN2at6native19indexFuncLargeIndexIfEEvPfPKfPKll", {6}, 7, 1.0f,
-           nondeterministic ? run : (flaky && run == 2 ? 4 : 0), std::nullopt, "aten::index_add_");
-  p.launch("_Z8mse_lossPfPKfS1_i", {7, 1}, 8, 1.0f);
+  p.from(forward("aten::copy_", kToCuda, "", 33)).copyIn(1, batch);
+  p.from(forward("aten::copy_", kToCuda, "", 34)).copyIn(2, weights);
+  p.from(forward("aten::index_select", {"aten::embedding", "aten::index_select"}, "net.embed", 16))
+      .launch("_Z11embed_batchPfPKfi", {1}, 3, 1.0f);
+  p.from(forward("aten::addmm", kLinear, "net.fc1", 17)).launch("_Z6linearPfPKfS1_i", {3, 2}, 4, 0.5f);
+  p.from(forward("aten::relu", {"aten::relu"}, "net", 17))
+      .launch("_Z4reluPfPKfi", {4}, 4, 1.0f, flaky && run == 3 ? 3 : 0);
+  p.from(forward("aten::native_dropout", {"aten::dropout", "aten::native_dropout"}, "net.drop", 18))
+      .launch("_ZN2at6native20fused_dropout_kernelIfEEvPKfPfPhiNS_15PhiloxCudaStateE", {4}, 5, 1.1f, 0,
+              seed ? 1000 + run : 1000);
+  p.from(forward("aten::addmm", kLinear, "net.fc2", 18)).launch("_Z6linearPfPKfS1_i", {5, 2}, 6, 0.5f);
+  p.from(forward("aten::index_add_", {"aten::index_add_"}, "net", 19))
+      .launch("_ZN2at6native19indexFuncLargeIndexIfEEvPfPKfPKll", {6}, 7, 1.0f,
+              nondeterministic ? run : (flaky && run == 2 ? 4 : 0));
+  p.from(forward("aten::mse_loss", {"aten::mse_loss"}, "", 41)).launch("_Z8mse_lossPfPKfS1_i", {7, 1}, 8, 1.0f);
   if (crash) {
     p.flush();  // what a recorder killed here leaves: the blocks written so far
     std::printf("step 1: loss 0.4217\n");
@@ -289,10 +339,17 @@ int main(int argc, char** argv) {
     std::fflush(nullptr);
     std::_Exit(3);
   }
-  p.launch("_Z13loss_backwardPfPKfi", {8}, 9, -0.1f);
-  p.launch("_Z10sgd_updatePfPKfS1_i", {9, 2}, 2, 1.0f);
-  p.launch("_Z7sum_allPfPKfi", {8}, 10, 1.0f);
-  p.copyOut(10);
+  // loss.backward() at line 42: the backward of line 41's mse_loss.
+  p.from(Origin{"aten::mse_loss_backward",
+                {"autograd::engine::evaluate_function: MseLossBackward0", "MseLossBackward0",
+                 "aten::mse_loss_backward"},
+                Phase::kBackward, "aten::mse_loss", "", kTrainPy, 41, 0, 0})
+      .launch("_Z13loss_backwardPfPKfi", {8}, 9, -0.1f);
+  p.from(forward("aten::_foreach_add_", {"Optimizer.step#SGD.step", "aten::_foreach_add_"}, "", 43))
+      .launch("_Z10sgd_updatePfPKfS1_i", {9, 2}, 2, 1.0f);
+  p.stepDone();
+  p.from(forward("aten::sum", {"aten::sum"}, "", 44)).launch("_Z7sum_allPfPKfi", {8}, 10, 1.0f);
+  p.from(forward("aten::_local_scalar_dense", {"aten::item", "aten::_local_scalar_dense"}, "", 44)).copyOut(10);
   w.close();
   std::printf("step 1: loss 0.4217\n");
   if (second > 0) {
