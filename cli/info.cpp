@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "cli/commands.h"
@@ -30,6 +31,11 @@ struct Stats {
   uint64_t notHashed = 0;
   uint64_t allocatedBytes = 0;
   uint64_t annotations = 0;
+  // Launches (not captured), copies and memsets; those with an origin, its
+  // steps and modules.
+  uint64_t operations = 0, withOrigin = 0;
+  std::optional<int64_t> firstStep, lastStep;
+  std::set<std::string> modules;
   uint64_t firstTimeNs = 0, lastTimeNs = 0;
   uint64_t blobCount = 0, blobBytes = 0;
 };
@@ -46,6 +52,17 @@ Stats collect(const TraceReader& reader) {
     if (first) s.firstTimeNs = e.timeNs;
     first = false;
     s.lastTimeNs = e.timeNs;
+    if (isOperation(e.payload) && !std::holds_alternative<GraphLaunch>(e.payload)) {
+      ++s.operations;
+      if (e.origin) {
+        ++s.withOrigin;
+        if (e.origin->step >= 0) {
+          s.firstStep = std::min(s.firstStep.value_or(e.origin->step), e.origin->step);
+          s.lastStep = std::max(s.lastStep.value_or(e.origin->step), e.origin->step);
+        }
+        if (!e.origin->module.empty() && s.modules.size() < 100'000) s.modules.insert(e.origin->module);
+      }
+    }
     if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
       if (s.kernels.size() < 1'000'000) s.kernels.insert(k->function);
       addRanges(s, k->inputs);
@@ -92,6 +109,11 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"launchesNotHashed", s.notHashed},
            {"bytesHashed", s.bytesHashed},
            {"annotations", s.annotations},
+           {"origins", {{"operations", s.operations},
+                        {"withOrigin", s.withOrigin},
+                        {"firstStep", s.firstStep ? Json(*s.firstStep) : Json(nullptr)},
+                        {"lastStep", s.lastStep ? Json(*s.lastStep) : Json(nullptr)},
+                        {"modules", s.modules.size()}}},
            {"timeSpanNs", s.lastTimeNs - s.firstTimeNs},
            {"blocks", reader.blocks().size()},
            {"eventsCompressedBytes", reader.eventsFileBytes()},
@@ -165,6 +187,18 @@ int printText(const TraceReader& reader, const Stats& s) {
   line("hashed", fmt::format("{} in launch inputs and outputs{}", humanBytes(s.bytesHashed),
                              s.notHashed ? fmt::format(" ({} launches not hashed)", s.notHashed)
                                          : ""));
+  if (s.withOrigin == 0) {
+    line("origins", "none recorded (no framework layer ran: ops, modules and source lines are unknown)");
+  } else {
+    std::string steps;
+    if (s.firstStep) {
+      steps = *s.firstStep == *s.lastStep ? fmt::format(", step {}", *s.firstStep)
+                                          : fmt::format(", steps {} to {}", *s.firstStep, *s.lastStep);
+    }
+    line("origins", fmt::format("{} of {} launches, copies and memsets (op, module, source line, step){}, {}",
+                                withCommas(s.withOrigin), withCommas(s.operations), steps,
+                                count(s.modules.size(), "module")));
+  }
   line("time span", fmt::format("{:.3f} s", static_cast<double>(s.lastTimeNs - s.firstTimeNs) / 1e9));
   line("size", fmt::format("events {} in {} blocks ({} uncompressed, {:.1f}x), blobs {} in {} files",
                            humanBytes(reader.eventsFileBytes()), reader.blocks().size(),
