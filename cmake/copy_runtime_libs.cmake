@@ -22,7 +22,9 @@ set(system_libraries
 set(cuda_libraries
   "^libcuda\\.so" "^libcudart\\.so" "^libcupti\\.so" "^libcublas(Lt)?\\.so" "^libcudnn"
   "^libcurand\\.so" "^libcufft" "^libcusparse" "^libcusolver" "^libnvrtc" "^libnvJitLink"
-  "^libnvidia-" "^libnccl" "^libnvperf" "^libnvToolsExt" "^libcheckpoint")
+  "^libnvidia-" "^libnccl" "^libnvperf" "^libnvToolsExt" "^libcheckpoint"
+  # PyTorch's, for the libraries loaded into a process that has imported torch
+  "^libc10" "^libtorch")
 
 file(GET_RUNTIME_DEPENDENCIES
   EXECUTABLES ${executables}

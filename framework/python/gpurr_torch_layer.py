@@ -21,6 +21,7 @@ _local = threading.local()
 _paths = weakref.WeakKeyDictionary()  # module -> its path (bytes, kept alive here)
 _lead_optimizer = None
 _step = 0
+_enabled = False  # set once every hook is in place
 
 
 def _warn(text):
@@ -50,7 +51,7 @@ def _path_of(module, stack):
 
 
 def _module_enter(module, args):
-    if _is_compiling() or isinstance(module, _GraphModule):
+    if not _enabled or _is_compiling() or isinstance(module, _GraphModule):
         return  # a compiled graph is no module of the program's: its ops stay with the caller's
     stack = getattr(_local, "modules", None)
     if stack is None:
@@ -61,7 +62,7 @@ def _module_enter(module, args):
 
 
 def _module_exit(module, args, output):
-    if _is_compiling():
+    if not _enabled or _is_compiling():
         return
     stack = getattr(_local, "modules", None)
     if stack and stack[-1][0] is module:
@@ -73,6 +74,8 @@ def _optimizer_stepped(optimizer, args, kwargs):
     # Steps are counted on the first optimizer that steps: a program with
     # several (GANs, per-group optimizers) steps them all once per iteration.
     global _lead_optimizer, _step
+    if not _enabled:
+        return
     lead = _lead_optimizer() if _lead_optimizer is not None else None
     if lead is None:
         _lead_optimizer = weakref.ref(optimizer)
@@ -91,7 +94,7 @@ class _GraphModule:
 
 
 def install(torch, skipped=()):
-    global _recorder, _torch_observer, _is_compiling, _GraphModule
+    global _recorder, _torch_observer, _is_compiling, _GraphModule, _enabled
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -102,11 +105,25 @@ def install(torch, skipped=()):
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]
     _recorder.gpurr_framework_exit_module.argtypes = []
     _recorder.gpurr_framework_set_step.argtypes = [ctypes.c_int64]
-    _recorder.gpurr_framework_set_step(0)
+
+    # The hooks first: an API that moved raises here, before anything is
+    # reported (sitecustomize then warns once and the program runs on).
+    import warnings
+
+    from torch.fx import GraphModule
+    from torch.nn.modules import module as nn_module
+    from torch.optim import optimizer as optim
 
     compiler = getattr(torch, "compiler", None)
     if compiler is not None and hasattr(compiler, "is_compiling"):
         _is_compiling = compiler.is_compiling
+    _GraphModule = GraphModule
+    # torch.compile warns that global module hooks also fire for its wrapper
+    # module: the layer's do, harmlessly (the wrapper takes its module's name).
+    warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+    nn_module.register_module_forward_hook(_module_exit, always_call=True)
+    nn_module.register_module_forward_pre_hook(_module_enter)
+    optim.register_optimizer_step_post_hook(_optimizer_stepped)
 
     observer = os.environ.get("GPURR_TORCH_OBSERVER") or os.path.join(os.path.dirname(library), "libgpurr_torch.so")
     if not os.path.exists(observer):
@@ -126,17 +143,5 @@ def install(torch, skipped=()):
                 _warn("gpurr's op observer could not reach the recorder: no op names")
             else:
                 _torch_observer = lib
-
-    import warnings
-
-    from torch.fx import GraphModule
-    from torch.nn.modules import module as nn_module
-
-    _GraphModule = GraphModule
-    # torch.compile warns that global module hooks also fire for its wrapper
-    # module: the layer's do, harmlessly (the wrapper takes its module's name).
-    warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
-    nn_module.register_module_forward_pre_hook(_module_enter)
-    nn_module.register_module_forward_hook(_module_exit, always_call=True)
-    from torch.optim import optimizer as optim
-    optim.register_optimizer_step_post_hook(_optimizer_stepped)
+    _recorder.gpurr_framework_set_step(0)
+    _enabled = True

@@ -127,6 +127,18 @@ r, _ = record("notorch", command, PYTHONPATH=own)
 check(r.returncode == 5, f"no-torch exit code {r.returncode}")
 check(r.stdout == "own sitecustomize\nno torch False\n", f"no-torch output {r.stdout!r}")
 
+# A torch the layer does not know (its hook APIs missing): one warning, and
+# the program runs as before.
+fake = os.path.join(args.work, "faketorch", "torch")
+os.makedirs(fake)
+with open(os.path.join(fake, "__init__.py"), "w") as f:
+    f.write("__version__ = '9.9.0'\n")
+command = [sys.executable, "-c", "import torch; print('fake', torch.__version__)"]
+r, _ = record("faketorch", command, PYTHONPATH=os.path.dirname(fake))
+check(r.returncode == 0 and r.stdout == "fake 9.9.0\n", f"fake torch run: {r.returncode} {r.stdout!r}")
+warnings = [line for line in r.stderr.splitlines() if line.startswith("gpurr: warning:")]
+check(len(warnings) == 1 and "PyTorch layer did not start" in warnings[0], f"one warning: {warnings}")
+
 # torch.compile: no graph breaks from the layer; compiled regions attributed.
 compiled = os.path.join(args.scripts, "compiled_attributed.py")
 plain = subprocess.run([sys.executable, compiled], capture_output=True, text=True, timeout=300)

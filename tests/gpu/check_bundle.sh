@@ -62,10 +62,11 @@ rc=0
 while IFS= read -r -d '' f; do
   [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
   # gpurr's copies of capnp, kj, zstd, xxhash and fmt are found through the
-  # RPATH of the binary that loads them, not their own.
+  # RPATH of the binary that loads them, not their own; PyTorch's libraries
+  # are the process's (libgpurr_torch.so is loaded after `import torch`).
   case ${f#"$bundle"/} in lib/libcapnp* | lib/libkj* | lib/libzstd* | lib/libxxhash* | lib/libfmt*) continue ;; esac
   missing=$(env -u LD_LIBRARY_PATH ldd "$f" 2>&1 | grep 'not found' |
-            grep -vE 'lib(cuda|cudart|cublas|cublasLt|cudnn|curand|cupti|nvrtc)[^ ]*\.so' | tr -d '\t')
+            grep -vE 'lib(cuda|cudart|cublas|cublasLt|cudnn|curand|cupti|nvrtc|c10|torch_cpu)[^ ]*\.so' | tr -d '\t')
   [ -n "$missing" ] && { echo "FAIL: ${f#"$bundle"/} cannot load: $missing"; rc=1; }
 done < <(find "$bundle" -type f -print0)
 env -u LD_LIBRARY_PATH "$bundle/bin/gpurr" --version >/dev/null || { echo "FAIL: bin/gpurr --version does not run"; rc=1; }
