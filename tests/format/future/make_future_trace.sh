@@ -2,7 +2,7 @@
 # Writes a trace as a newer gpurr would: its schema (trace_format/trace.capnp
 # with additions made by the rules of FORMAT.md §9) has a new kind of event
 # (Event.checkpoint, a union member this gpurr does not know) and new fields
-# in Header, KernelLaunch and Memcpy; its header says compatVersion 3. Old
+# in Header, KernelLaunch and Memcpy; its header says compatVersion 4. Old
 # readers must skip the new events (one warning) and ignore the new fields.
 #
 #   make_future_trace.sh SOURCE_DIR OUT_DIR
@@ -19,7 +19,7 @@ def add(after, text):
     global schema
     assert after in schema, after
     schema = schema.replace(after, after + text, 1)
-add("    graph @10 :GraphLaunch;\n", "    checkpoint @11 :Checkpoint;   # added: a new kind of event\n")
+add("    graph @10 :GraphLaunch;\n", "    checkpoint @12 :Checkpoint;   # added: a new kind of event\n")
 add("  captureId @17 :UInt64;", "\n  priority @18 :Int32;         # added\n  label @19 :Text;             # added")
 add("  data @7 :BlobRef;            # null when not captured", "\n  bandwidth @8 :Float64;       # added")
 add("  pointersResolved @17 :Bool = true;", "\n  futureQuirk @18 :Bool;       # added")
