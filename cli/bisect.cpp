@@ -54,6 +54,7 @@ struct BisectOptions {
   std::string launches, kernels;
   bool sync = false;
   bool captureHostData = false;
+  bool noFramework = false;
   std::vector<std::string> command;
 
   std::vector<std::string> recordOptions() const {
@@ -62,6 +63,7 @@ struct BisectOptions {
     if (!kernels.empty()) out.insert(out.end(), {"--kernels", kernels});
     if (sync) out.push_back("--sync");
     if (captureHostData) out.push_back("--capture-host-data");
+    if (noFramework) out.push_back("--no-framework");
     return out;
   }
 };
@@ -773,6 +775,8 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
   cmd->add_option("--kernels", opts->kernels,
                   "Passed to gpurr record: hash only launches of kernels matching this regular expression");
   cmd->add_flag("--sync", opts->sync, "Passed to gpurr record: synchronise around every launch");
+  cmd->add_flag("--no-framework", opts->noFramework,
+                "Passed to gpurr record: leave out the PyTorch layer (op, module, line and step of each launch)");
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Passed to gpurr record: keep the bytes of every host-to-device copy (shows where host inputs differ)");
   cmd->add_option("command", opts->command, "The command to record and its arguments, after --")->expected(-1);

@@ -685,11 +685,11 @@ TEST_CASE("bisect on a terminal: Ctrl-C stops the recording and the bisect and s
 
 TEST_CASE("bisect: recording options reach every gpurr record") {
   Sandbox s;
-  const Result r = s.bisect("host_input", {"--capture-host-data", "--launches", "0:8", "--sync"});
+  const Result r = s.bisect("host_input", {"--capture-host-data", "--launches", "0:8", "--sync", "--no-framework"});
   INFO(r.out << r.err);
   REQUIRE(r.code == 1);
   const Json rep = s.report();
-  CHECK(rep["recordOptions"] == Json::array({"--launches", "0:8", "--sync", "--capture-host-data"}));
+  CHECK(rep["recordOptions"] == Json::array({"--launches", "0:8", "--sync", "--capture-host-data", "--no-framework"}));
   REQUIRE(rep["runs"].size() == 3);
   for (const char* run : {"run1.gpurr", "run2.gpurr", "run3.gpurr"}) {
     const trace::RecordingOptions o = trace::TraceReader(s.out() / run).header().options;
@@ -698,7 +698,7 @@ TEST_CASE("bisect: recording options reach every gpurr record") {
     CHECK(o.launchRange == "0:8");
   }
   CHECK(firstDivergence(rep["diff"])["cause"] == "hostInput");
-  CHECK_THAT(r.out, Catch::StartsWith("gpurr bisect --launches 0:8 --sync --capture-host-data -- "));
+  CHECK_THAT(r.out, Catch::StartsWith("gpurr bisect --launches 0:8 --sync --capture-host-data --no-framework -- "));
 
   const Result bad = s.run({"bisect", "--launches", "9:3", "--", kFake.string(), "identical", s.state.string()});
   CHECK(bad.code == 2);
