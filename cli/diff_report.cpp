@@ -163,6 +163,11 @@ std::string spansText(const RangeDifference& r) {
 
 std::string rangeLine(const char* what, const RangeDifference& r) {
   std::string s = fmt::format("{} {} {} ({})", what, r.index, where(r.a), humanBytes(r.a.size));
+  if (r.boundsDiffer) {
+    return s + fmt::format(": bounded differently, to the {}'s end in run A and the {}'s end in run B ({}): "
+                           "not comparable",
+                           toString(r.a.bound), toString(r.b.bound), humanBytes(r.b.size));
+  }
   if (r.chunkBytes > 0) {
     s += fmt::format(": {} of {} chunks differ", r.differingChunks, r.chunks);
   }
@@ -279,7 +284,9 @@ Json opJson(const OpInfo& o) {
 }
 
 Json rangeJson(const DeviceRange& r) {
-  return Json{{"allocation", r.allocation}, {"offset", r.offset}, {"size", r.size}};
+  Json j{{"allocation", r.allocation}, {"offset", r.offset}, {"size", r.size}};
+  if (r.bound == RangeBound::kBlock) j["bound"] = "block";  // absent: the allocation's end
+  return j;
 }
 
 Json rangeDiffJson(const RangeDifference& r) {
@@ -293,7 +300,8 @@ Json rangeDiffJson(const RangeDifference& r) {
          {"chunkBytes", r.chunkBytes},
          {"chunks", r.chunks},
          {"differingChunks", r.differingChunks},
-         {"differingSpans", spans}};
+         {"differingSpans", spans},
+         {"boundsDiffer", r.boundsDiffer}};
   if (r.values) {
     j["values"] = Json{{"differingBytes", r.values->differingBytes},
                        {"float32Values", r.values->floats},

@@ -77,6 +77,7 @@ Json launch(const KernelLaunch& k) {
 
 Json toJson(const RangeDigest& r) {
   Json out = range(r.range);
+  if (r.range.bound == RangeBound::kBlock) out["bound"] = "block";  // absent: the allocation's end
   out["digest"] = hex16(r.digest);
   if (!r.chunkDigests.empty()) {
     Json chunks = Json::array();

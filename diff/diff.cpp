@@ -450,6 +450,10 @@ RangeDifference compareRange(const Context& ctx, size_t index, const RangeDigest
   d.b = rb.range;
   d.digestA = ra.digest;
   d.digestB = rb.digest;
+  if (ra.range.bound != rb.range.bound) {
+    d.boundsDiffer = true;  // different bytes by construction: nothing to locate
+    return d;
+  }
   const uint64_t size = std::min(ra.range.size, rb.range.size);
   if (!ra.chunkDigests.empty() && ra.chunkDigests.size() == rb.chunkDigests.size() &&
       ctx.chunkBytes > 0) {

@@ -70,6 +70,10 @@ struct RangeDifference {
   // operation wrote before this one, in run A and run B.
   uint64_t unwrittenA = 0, unwrittenB = 0;
   bool writtenChecked = false;
+  // The runs ended the range by different rules (RangeBound: a tensor's
+  // block in one, the allocation's end in the other): its bytes are not
+  // compared, and no span is given.
+  bool boundsDiffer = false;
 };
 
 // A parameter byte range that differs after pointers are normalised.

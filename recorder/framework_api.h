@@ -24,6 +24,8 @@ void gpurr_framework_close_scope(const void* id);
 void gpurr_framework_enter_module(const char* path);
 void gpurr_framework_exit_module(void);
 void gpurr_framework_set_step(int64_t step);
+/* allocated: 1 for a block handed out, 0 for one taken back (size ignored). */
+void gpurr_framework_block(uint64_t address, uint64_t size, int allocated);
 
 #ifdef __cplusplus
 }

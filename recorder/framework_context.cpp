@@ -1,7 +1,9 @@
 #include "recorder/framework_context.h"
 
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +60,9 @@ using ForwardTable = std::unordered_map<SequenceKey, ForwardOp, SequenceKeyHash>
 constexpr size_t kGeneration = 1 << 18;
 std::mutex forwardMu;
 ForwardTable forwardNew, forwardOld;
+
+std::shared_mutex blocksMu;
+std::map<uint64_t, uint64_t> blocks;  // base -> size
 
 std::atomic<bool> reported{false};
 std::atomic<int64_t> currentStep{-1};
@@ -149,6 +154,29 @@ void exitModule() {
   if (!tls.modules.empty()) tls.modules.pop_back();
 }
 
+void blockEvent(uint64_t address, uint64_t size, bool allocated) {
+  std::unique_lock lock(blocksMu);
+  if (!allocated) {
+    blocks.erase(address);
+    return;
+  }
+  if (size == 0) return;
+  // A block handed out again over stale ones (a free the layer missed).
+  auto it = blocks.lower_bound(address);
+  if (it != blocks.begin() && std::prev(it)->first + std::prev(it)->second > address) --it;
+  while (it != blocks.end() && it->first < address + size) it = blocks.erase(it);
+  blocks.emplace(address, size);
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) {
+  std::shared_lock lock(blocksMu);
+  auto it = blocks.upper_bound(address);
+  if (it == blocks.begin()) return std::nullopt;
+  --it;
+  if (address - it->first >= it->second) return std::nullopt;
+  return *it;
+}
+
 void setStep(int64_t step) {
   reported.store(true, std::memory_order_relaxed);
   if (currentStep.exchange(step) != step) stepLaunches.store(0);
@@ -194,6 +222,10 @@ std::optional<trace::Origin> currentOrigin(bool launch) {
 
 void resetForTesting() {
   tls = ThreadContext{};
+  {
+    std::unique_lock lock(blocksMu);
+    blocks.clear();
+  }
   std::lock_guard lock(forwardMu);
   forwardNew.clear();
   forwardOld.clear();

@@ -57,7 +57,8 @@ std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const 
   return out;
 }
 
-std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers) {
+std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers,
+                                                 const BlockLookup& blockAt) {
   std::vector<const ScannedPointer*> sorted;
   for (const ScannedPointer& p : pointers)
     if (p.readableBytes > 0) sorted.push_back(&p);
@@ -68,7 +69,14 @@ std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer>
       const trace::DeviceRange& last = out.back();
       if (last.allocation == p->param.allocation && p->address < last.address + last.size) continue;
     }
-    out.push_back({p->address, p->readableBytes, p->param.allocation, p->param.offset});
+    trace::DeviceRange r{p->address, p->readableBytes, p->param.allocation, p->param.offset};
+    if (blockAt) {
+      if (const auto block = blockAt(p->address)) {
+        r.size = std::min(r.size, block->first + block->second - p->address);
+        r.bound = trace::RangeBound::kBlock;
+      }
+    }
+    out.push_back(r);
   }
   return out;
 }

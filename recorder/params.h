@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -39,10 +40,16 @@ struct ScannedPointer {
 std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const AllocationMap& map,
                                          uint32_t device);
 
-// The ranges a launch with these pointers can read or write: for each
+// The block of the framework's allocator that holds an address: (base, size).
+using BlockLookup = std::function<std::optional<std::pair<uint64_t, uint64_t>>(uint64_t address)>;
+
+// The ranges a launch with these pointers can read or write (FORMAT.md):
+// for a pointer into a block `blockAt` knows, from the lowest pointer into
+// the block to the block's end (RangeBound::kBlock); otherwise, for each
 // allocation, from the lowest readable pointer into it to the end of its
-// readable extent (further pointers already inside such a range add
-// nothing). Pointers the device cannot read through give no range.
-std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers);
+// readable extent. Further pointers already inside a range add nothing;
+// pointers the device cannot read through give no range.
+std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers,
+                                                 const BlockLookup& blockAt = {});
 
 }  // namespace gpurr::recorder

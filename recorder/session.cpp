@@ -697,7 +697,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchC
     scanned = scanPointers(k.params, allocations_, device);
   }
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
-  std::vector<trace::DeviceRange> ranges = referencedRanges(scanned);
+  std::vector<trace::DeviceRange> ranges = referencedRanges(scanned, framework::blockAt);
   const std::string unreadable = unreadableOperands(scanned, device);
 
   const bool selected = launchInRange(options_, index) && fn->selectedByName;

@@ -74,6 +74,11 @@ DeviceRange decodeRange(schema::DeviceRange::Reader in) {
   return {in.getAddress(), in.getSize(), in.getAllocation(), in.getOffset()};
 }
 
+// A bound a newer gpurr added reads as the allocation's: the widest.
+RangeBound boundOf(schema::RangeBound b) {
+  return b == schema::RangeBound::BLOCK ? RangeBound::kBlock : RangeBound::kAllocation;
+}
+
 void encodeDigests(const std::vector<RangeDigest>& in,
                    capnp::List<schema::RangeDigest>::Builder out) {
   for (size_t i = 0; i < in.size(); ++i) {
@@ -83,6 +88,7 @@ void encodeDigests(const std::vector<RangeDigest>& in,
     o.setSize(r.range.size);
     o.setAllocation(r.range.allocation);
     o.setOffset(r.range.offset);
+    o.setBound(castEnum<schema::RangeBound>(r.range.bound));
     o.setDigest(r.digest);
     if (!r.chunkDigests.empty()) {
       auto chunks = o.initChunkDigests(r.chunkDigests.size());
@@ -98,7 +104,7 @@ void decodeDigests(capnp::List<schema::RangeDigest>::Reader in, std::vector<Rang
   for (size_t i = 0; i < in.size(); ++i) {
     auto r = in[i];
     RangeDigest& o = out[i];
-    o.range = {r.getAddress(), r.getSize(), r.getAllocation(), r.getOffset()};
+    o.range = {r.getAddress(), r.getSize(), r.getAllocation(), r.getOffset(), boundOf(r.getBound())};
     o.digest = r.getDigest();
     auto chunks = r.getChunkDigests();
     o.chunkDigests.resize(chunks.size());

@@ -131,6 +131,10 @@ const char* toString(MemcpyKind kind) {
   return "unknown";
 }
 
+const char* toString(RangeBound bound) {
+  return bound == RangeBound::kBlock ? "block" : "allocation";
+}
+
 const char* toString(Phase phase) {
   switch (phase) {
     case Phase::kUnknown: return "unknown";

@@ -112,11 +112,17 @@ struct Header {
 // A device byte range, with the allocation it lies in. Ordinals are assigned
 // by the recorder in allocation order and are comparable between two runs of
 // the same program, unlike addresses.
+// What ended a launch's range: the allocation's (readable) end, or the end of
+// the block PyTorch's caching allocator gave the tensor (one allocation holds
+// many blocks).
+enum class RangeBound : uint8_t { kAllocation = 0, kBlock = 1 };
+
 struct DeviceRange {
   uint64_t address = 0;
   uint64_t size = 0;
   uint32_t allocation = 0;  // ordinal; 0 = not inside a known allocation
   uint64_t offset = 0;      // from the allocation's start
+  RangeBound bound = RangeBound::kAllocation;  // a launch's ranges only
   bool operator==(const DeviceRange&) const = default;
 };
 
@@ -374,6 +380,7 @@ std::string frameworkOpOf(const Event& event);
 // "aten::index_add_ (backward of aten::index_select) in model.embed, train.py:42, step 3"
 std::string describe(const Origin& origin);
 const char* toString(Phase phase);
+const char* toString(RangeBound bound);
 const char* toString(AllocationKind kind);
 const char* toString(LaunchApi api);
 const char* toString(MemcpyKind kind);

@@ -189,16 +189,20 @@ bool inPlace(List list, InPlace& out) {
   return true;
 }
 
+// RangeDigest.bound as stored; a value a newer gpurr added reads as the
+// allocation's (the widest).
+RangeBound bound(uint16_t stored) { return stored == 1 ? RangeBound::kBlock : RangeBound::kAllocation; }
+
 void digests(capnp::List<schema::RangeDigest>::Reader in, std::vector<ScanRange>& out) {
   codec::requireElementData(in);
   out.resize(in.size());
   InPlace raw;
   if (inPlace(in, raw)) {
     // RangeDigest: address @0 (byte 0), size @1 (8), allocation @2 (16),
-    // offset @3 (24), digest @4 (32); chunkDigests is pointer 0.
+    // bound @7 (20), offset @3 (24), digest @4 (32); chunkDigests is pointer 0.
     auto read = [&](size_t i, ScanRange& o) {
       o.range = {raw.get<uint64_t>(i, 0), raw.get<uint64_t>(i, 8), raw.get<uint32_t>(i, 16),
-                 raw.get<uint64_t>(i, 24)};
+                 raw.get<uint64_t>(i, 24), bound(raw.get<uint16_t>(i, 20))};
       o.digest = raw.get<uint64_t>(i, 32);
       o.hasChunkDigests = raw.hasPointer(i, 0);
     };
@@ -207,6 +211,7 @@ void digests(capnp::List<schema::RangeDigest>::Reader in, std::vector<ScanRange>
     const ScanRange& f = out[0];
     if (f.range.address == r.getAddress() && f.range.size == r.getSize() &&
         f.range.allocation == r.getAllocation() && f.range.offset == r.getOffset() &&
+        f.range.bound == bound(static_cast<uint16_t>(r.getBound())) &&
         f.digest == r.getDigest() && f.hasChunkDigests == r.hasChunkDigests()) {
       for (size_t i = 1; i < in.size(); ++i) read(i, out[i]);
       return;
@@ -214,7 +219,8 @@ void digests(capnp::List<schema::RangeDigest>::Reader in, std::vector<ScanRange>
   }
   for (size_t i = 0; i < in.size(); ++i) {
     auto r = in[i];
-    out[i].range = {r.getAddress(), r.getSize(), r.getAllocation(), r.getOffset()};
+    out[i].range = {r.getAddress(), r.getSize(), r.getAllocation(), r.getOffset(),
+                    bound(static_cast<uint16_t>(r.getBound()))};
     out[i].digest = r.getDigest();
     out[i].hasChunkDigests = r.hasChunkDigests();
   }
@@ -476,9 +482,10 @@ bool ranges(const Segment& seg, const uint64_t* p, std::vector<ScanRange>& out) 
   out.resize(list.count);
   for (size_t i = 0; i < list.count; ++i) {
     const Struct r = list.at(i);
-    // RangeDigest: address (byte 0), size (8), allocation (16), offset (24),
-    // digest (32); chunkDigests is pointer 0.
-    out[i].range = {r.get<uint64_t>(0), r.get<uint64_t>(8), r.get<uint32_t>(16), r.get<uint64_t>(24)};
+    // RangeDigest: address (byte 0), size (8), allocation (16), bound (20),
+    // offset (24), digest (32); chunkDigests is pointer 0.
+    out[i].range = {r.get<uint64_t>(0), r.get<uint64_t>(8), r.get<uint32_t>(16), r.get<uint64_t>(24),
+                    bound(r.get<uint16_t>(20))};
     out[i].digest = r.get<uint64_t>(32);
     const uint64_t* chunks = r.pointer(0);
     out[i].hasChunkDigests = chunks != nullptr && *chunks != 0;

@@ -142,6 +142,13 @@ struct RangeDigest {
   digest @4 :UInt64;
   chunkDigests @5 :List(UInt64);
   snapshot @6 :BlobRef;        # null when absent
+  bound @7 :RangeBound;        # what ends the range (compatVersion 3)
+}
+
+# What ended a launch's range (FORMAT.md, launch inputs/outputs).
+enum RangeBound {
+  allocation @0;               # the allocation's (readable) end: older recorders
+  block @1;                    # the end of the framework allocator's block (a tensor's storage)
 }
 
 struct DeviceRange {

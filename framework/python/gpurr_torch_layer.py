@@ -93,6 +93,21 @@ class _GraphModule:
     pass
 
 
+def _watch_cuda_blocks(torch, path):
+    """Once CUDA starts, reports the caching allocator's blocks to the
+    recorder (exact launch ranges). Needs a CUDA build of the same PyTorch."""
+    if getattr(torch.version, "cuda", None) is None or not os.path.exists(path):
+        return
+
+    def attach():
+        lib = ctypes.CDLL(path)
+        lib.gpurr_torch_cuda_install.argtypes = [ctypes.c_void_p]
+        if lib.gpurr_torch_cuda_install(_recorder._handle) == -1:
+            _warn("the recorder takes no allocator blocks: launch ranges run to their allocation's end")
+
+    torch.cuda._lazy_call(attach)
+
+
 def install(torch, skipped=()):
     global _recorder, _torch_observer, _is_compiling, _GraphModule, _enabled
     library = os.environ.get("CUDA_INJECTION64_PATH")
@@ -143,5 +158,6 @@ def install(torch, skipped=()):
                 _warn("gpurr's op observer could not reach the recorder: no op names")
             else:
                 _torch_observer = lib
+                _watch_cuda_blocks(torch, os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so"))
     _recorder.gpurr_framework_set_step(0)
     _enabled = True

@@ -146,3 +146,36 @@ TEST_CASE("a moved pointer at the start of a longer stretch is matched, the rest
   CHECK_FALSE(d.firstDivergence->path);
   CHECK(d.firstDivergence->cause == diff::Cause::kScalarParameters);
 }
+
+TEST_CASE("a range one run ended with its tensor's block and the other with the allocation is not compared") {
+  Pair p;
+  TraceReader ra(writeRun(p.root / "a.gpurr", {Launch{}, Launch{}}));
+  // Run B: the same launches, the second one's output range ended by its
+  // block (the first 1 KiB), so its digest differs by construction.
+  const fs::path dirB = p.root / "b.gpurr";
+  {
+    TraceReader source(writeRun(p.root / "b-source.gpurr", {Launch{}, Launch{}}));
+    fs::remove_all(dirB);
+    TraceWriter w(dirB, Header{});
+    source.forEach([&](const Event& e) {
+      Event copy = e;
+      if (auto* k = std::get_if<KernelLaunch>(&copy.payload); k != nullptr && e.seq == 4) {
+        k->outputs[0].range.size = 1024;
+        k->outputs[0].range.bound = RangeBound::kBlock;
+        k->outputs[0].digest = 0x4444;
+      }
+      w.append(copy);
+      return true;
+    });
+    w.close();
+  }
+  TraceReader rb(dirB);
+  const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+  REQUIRE(d.firstDivergence);
+  REQUIRE(d.firstDivergence->outputs.size() == 1);
+  const diff::RangeDifference& r = d.firstDivergence->outputs[0];
+  CHECK(r.boundsDiffer);
+  CHECK(r.a.bound == RangeBound::kAllocation);
+  CHECK(r.b.bound == RangeBound::kBlock);
+  CHECK(r.spans.empty());  // nothing located in bytes that are not the same bytes
+}

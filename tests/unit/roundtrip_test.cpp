@@ -79,6 +79,7 @@ std::vector<Event> everyKind(TraceWriter& w) {
   k.pointers = {{0, 1, 0x10}, {8, 1, 0x20}};
   k.inputs = {range(0x7010, 1, 11), range(0x7020, 1, 12)};
   k.inputs[0].chunkDigests = {1, 2, 3};
+  k.inputs[0].range.bound = RangeBound::kBlock;
   k.inputs[1].snapshot = w.putBlob(std::vector<uint8_t>(4096, 9), BlobEncoding::kBytePlanes4);
   k.outputs = {range(0x7020, 1, 13)};
   k.annotations = {
