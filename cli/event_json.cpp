@@ -150,6 +150,7 @@ Json toJson(const Header& h) {
                 {"full", o.full},
                 {"hashChunkBytes", o.hashChunkBytes},
                 {"launchRange", o.launchRange},
+                {"steps", o.steps},
                 {"kernelRegex", o.kernelRegex},
                 {"snapshot", o.snapshot},
                 {"checkDeterminism", o.checkDeterminism}}},

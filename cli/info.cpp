@@ -166,6 +166,7 @@ int printText(const TraceReader& reader, const Stats& s) {
   if (o.captureHostData) opts += ", host data";
   if (o.full) opts += ", full";
   if (!o.launchRange.empty()) opts += ", launches " + o.launchRange;
+  if (!o.steps.empty()) opts += ", steps " + o.steps;
   if (!o.kernelRegex.empty()) opts += ", kernels /" + o.kernelRegex + "/";
   if (!o.snapshot.empty()) opts += ", snapshot " + o.snapshot;
   if (o.checkDeterminism) opts += fmt::format(", check-determinism={}", o.checkDeterminism);

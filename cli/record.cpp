@@ -366,6 +366,7 @@ struct RecordOptions {
   uint64_t checkDeterminism = 0;  // re-runs; 0 = off
   bool force = false;
   bool noFramework = false;
+  std::string steps;
   bool launchesGiven = false;
   bool kernelsGiven = false;
   bool snapshotGiven = false;
@@ -392,6 +393,19 @@ int run(const RecordOptions& opts) {
   const std::vector<std::string>& command = opts.command;
   if (command.empty()) {
     return usageError("no command given after --; usage: gpurr record [-o OUT] [options] -- CMD [ARGS...]");
+  }
+  if (!opts.steps.empty()) {
+    // A Python slice of step numbers; the recorder reads it (GPURR_STEPS).
+    static const std::regex kSlice(R"((\d{0,18}):(\d{0,18})(:(\d{0,18}))?)");
+    std::smatch m;
+    const bool ok = std::regex_match(opts.steps, m, kSlice) &&
+                    (m[1].str().empty() || m[2].str().empty() || std::stoull(m[1].str()) < std::stoull(m[2].str())) &&
+                    (m[4].str().empty() || std::stoull(m[4].str()) > 0);
+    if (!ok) {
+      return usageError(fmt::format("--steps: '{}' is not A:B or A:B:N (steps A up to, not including, B, every "
+                                    "N-th; either end may be left out: 10:12, 100:, ::50)",
+                                    opts.steps));
+    }
   }
   if (opts.launchesGiven) {
     if (std::string e = checkLaunchRange(opts.launches); !e.empty()) return usageError(e);
@@ -462,6 +476,7 @@ int run(const RecordOptions& opts) {
       // Only the options given here apply, whatever the environment holds.
       {"GPURR_LAUNCHES", opts.launches, opts.launches.empty()},
       {"GPURR_KERNELS", opts.kernels, opts.kernels.empty()},
+      {"GPURR_STEPS", opts.steps, opts.steps.empty()},
       {"GPURR_SYNC", "1", !opts.sync},
       {"GPURR_CAPTURE_HOST_DATA", "1", !opts.captureHostData},
       {"GPURR_FULL", "1", !opts.full},
@@ -548,6 +563,10 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->add_option("--kernels", opts->kernels,
                   "Hash only launches of kernels whose name (mangled or demangled) matches "
                   "this regular expression (ECMAScript)");
+  cmd->add_option("--steps", opts->steps,
+                  "Hash only launches of these training steps of a PyTorch program, as a Python slice of step "
+                  "numbers counted from 0 (optimizer steps completed): 10:12, 100:, ::50 (every 50th). Other "
+                  "launches are still recorded.");
   cmd->add_flag("--sync", opts->sync,
                 "Synchronise around every launch: slower, but hashes see each launch in "
                 "isolation");

@@ -65,7 +65,7 @@ std::shared_mutex blocksMu;
 std::map<uint64_t, uint64_t> blocks;  // base -> size
 
 std::atomic<bool> reported{false};
-std::atomic<int64_t> currentStep{-1};
+std::atomic<int64_t> currentStep_{-1};
 std::atomic<uint64_t> stepLaunches{0};
 
 // An op that carries sequence number N opens. Autograd numbers the node an
@@ -179,16 +179,18 @@ std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) {
 
 void setStep(int64_t step) {
   reported.store(true, std::memory_order_relaxed);
-  if (currentStep.exchange(step) != step) stepLaunches.store(0);
+  if (currentStep_.exchange(step) != step) stepLaunches.store(0);
 }
 
 bool active() { return reported.load(std::memory_order_relaxed); }
+
+int64_t currentStep() { return currentStep_.load(std::memory_order_relaxed); }
 
 std::optional<trace::Origin> currentOrigin(bool launch) {
   if (!active()) return std::nullopt;
   const ThreadContext& t = tls;
   trace::Origin o;
-  o.step = currentStep.load(std::memory_order_relaxed);
+  o.step = currentStep_.load(std::memory_order_relaxed);
   o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)
                         : stepLaunches.load(std::memory_order_relaxed);
   const Scope* op = nullptr;
@@ -230,7 +232,7 @@ void resetForTesting() {
   forwardNew.clear();
   forwardOld.clear();
   reported.store(false);
-  currentStep.store(-1);
+  currentStep_.store(-1);
   stepLaunches.store(0);
 }
 

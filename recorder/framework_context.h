@@ -51,6 +51,8 @@ std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address);
 
 // Training steps completed so far (0 once the framework layer starts).
 void setStep(int64_t step);
+// The current step; -1 before the framework layer reports one.
+int64_t currentStep();
 
 // The calling thread's origin, or nothing when no framework layer has
 // reported anything in this process. `launch`: the operation is a kernel

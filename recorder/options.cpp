@@ -55,6 +55,25 @@ std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view t
   return r;
 }
 
+std::optional<StepSelection> parseStepSelection(std::string_view text) {
+  const size_t second = text.find(':', text.find(':') + 1);
+  StepSelection sel;
+  if (second != std::string_view::npos && text.find(':') != std::string_view::npos) {
+    const std::string_view every = text.substr(second + 1);
+    if (!every.empty()) {
+      auto n = parseU64(every);
+      if (!n || *n == 0) return std::nullopt;
+      sel.every = *n;
+    }
+    text = text.substr(0, second);
+  }
+  const auto range = parseLaunchRange(text);
+  if (!range) return std::nullopt;
+  sel.begin = range->first;
+  sel.end = range->second;
+  return sel;
+}
+
 std::optional<LaunchSelection> parseLaunchSelection(std::string_view text, std::string& error) {
   LaunchSelection sel;
   sel.text = std::string(text);
@@ -139,6 +158,16 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
                          " is not a launch range A:B (A included, B excluded); every launch is hashed");
     }
   }
+  if (const char* v = getenv("GPURR_STEPS"); v != nullptr && *v != '\0') {
+    if (auto sel = parseStepSelection(v)) {
+      o.steps = sel;
+      o.stepsText = v;
+    } else {
+      problems.push_back(std::string("GPURR_STEPS=") + v +
+                         " is not a step selection A:B or A:B:N (A included, B excluded, every N-th); every "
+                         "step is hashed");
+    }
+  }
   if (const char* v = getenv("GPURR_KERNELS"); v != nullptr && *v != '\0') {
     try {
       o.kernels.emplace(v, std::regex::ECMAScript | std::regex::optimize);
@@ -195,6 +224,14 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
 
 bool launchInRange(const RecorderOptions& options, uint64_t index) {
   return index >= options.launchBegin && index < options.launchEnd;
+}
+
+bool stepSelected(const RecorderOptions& options, int64_t step) {
+  if (!options.steps) return true;
+  if (step < 0) return false;
+  const uint64_t s = static_cast<uint64_t>(step);
+  const StepSelection& sel = *options.steps;
+  return s >= sel.begin && s < sel.end && (s - sel.begin) % sel.every == 0;
 }
 
 bool kernelSelected(const RecorderOptions& options, std::string_view mangledName) {
@@ -264,6 +301,7 @@ trace::RecordingOptions toRecordingOptions(const RecorderOptions& options) {
   r.sync = options.sync;
   r.captureHostData = options.captureHostData;
   r.launchRange = options.launchesText;
+  r.steps = options.stepsText;
   r.kernelRegex = options.kernelsText;
   r.full = options.full;
   r.snapshot = options.snapshot.text;

@@ -24,6 +24,14 @@ struct LaunchSelection {
   bool empty() const { return launches.empty() && kernels.empty(); }
 };
 
+// Training steps whose launches are hashed (the PyTorch layer's step count):
+// steps begin, begin + every, ... below end.
+struct StepSelection {
+  uint64_t begin = 0;
+  uint64_t end = UINT64_MAX;
+  uint64_t every = 1;
+};
+
 struct RecorderOptions {
   std::optional<std::filesystem::path> output;  // GPURR_OUTPUT; none = record nothing
   uint64_t launchBegin = 0;                     // GPURR_LAUNCHES=A:B, A included
@@ -37,6 +45,8 @@ struct RecorderOptions {
   LaunchSelection snapshot;                     // GPURR_SNAPSHOT
   uint64_t snapshotMemoryBytes = uint64_t{2048} << 20;  // GPURR_SNAPSHOT_MEMORY_MB
   uint32_t checkDeterminism = 0;                // GPURR_CHECK_DETERMINISM=N re-runs (0 = off)
+  std::optional<StepSelection> steps;           // GPURR_STEPS=A:B[:N]
+  std::string stepsText;                        // as given
   std::string toolVersion;                      // GPURR_TOOL_VERSION
   std::optional<int32_t> rank;                  // RANK
 };
@@ -49,6 +59,10 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
 
 // Parses "A:B", "A:" or ":B" (decimal). Nothing when malformed or A > B.
 std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view text);
+// Parses a step selection as a Python slice of step numbers: "A:B", "A:B:N"
+// (either end may be left out; N >= 1): "10:12", "::100". Nothing when
+// malformed, A > B or N = 0.
+std::optional<StepSelection> parseStepSelection(std::string_view text);
 
 // Parses a --snapshot / GPURR_SNAPSHOT value: comma-separated items; an item
 // of digits with at most one ':' is a launch number K or a range A:B, A:, :B
@@ -70,6 +84,9 @@ constexpr uint32_t kMaxDeterminismRuns = 1000;
 
 // Whether launch `index` falls in the GPURR_LAUNCHES range.
 bool launchInRange(const RecorderOptions& options, uint64_t index);
+// Whether a launch in training step `step` (-1: unknown) is hashed under
+// GPURR_STEPS; always without it.
+bool stepSelected(const RecorderOptions& options, int64_t step);
 // Whether a kernel name (mangled, or its demangled form) matches GPURR_KERNELS.
 bool kernelSelected(const RecorderOptions& options, std::string_view mangledName);
 

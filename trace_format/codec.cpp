@@ -319,6 +319,7 @@ void encodeHeader(const Header& in, schema::Header::Builder out) {
   o.setKernelRegex(text(opt.kernelRegex));
   o.setSnapshot(text(opt.snapshot));
   o.setCheckDeterminism(opt.checkDeterminism);
+  if (!opt.steps.empty()) o.setSteps(text(opt.steps));  // absent: all (older headers keep their bytes)
   out.setPointersResolved(in.pointersResolved);
 }
 
@@ -349,7 +350,7 @@ Header decodeHeader(schema::Header::Reader in) {
   h.options = {o.getHashInputs(),      o.getHashOutputs(),     o.getSync(),
                o.getCaptureHostData(), o.getFull(),            o.getHashChunkBytes(),
                str(o.getLaunchRange()), str(o.getKernelRegex()), str(o.getSnapshot()),
-               o.getCheckDeterminism()};
+               o.getCheckDeterminism(),     str(o.getSteps())};
   h.pointersResolved = in.getPointersResolved();
   return h;
 }

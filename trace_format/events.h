@@ -81,6 +81,7 @@ struct RecordingOptions {
   std::string kernelRegex;         // --kernels, as given ("" = all)
   std::string snapshot;            // --snapshot selection ("" = none)
   uint32_t checkDeterminism = 0;   // re-runs per selected launch (0 = off)
+  std::string steps;               // --steps, as given ("" = all)
   bool operator==(const RecordingOptions&) const = default;
 };
 

@@ -89,6 +89,7 @@ struct RecordingOptions {
   kernelRegex @7 :Text;
   snapshot @8 :Text;
   checkDeterminism @9 :UInt32;
+  steps @10 :Text;             # training steps hashed, A:B[:N] (compatVersion 3)
 }
 
 struct Header {

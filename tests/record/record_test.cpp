@@ -339,6 +339,11 @@ TEST_CASE("bad options are usage errors found before the command starts") {
   r = s.record("out.gpurr", "touch ran", {"--launches", "10:5"});
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("--launches"));
+  for (const char* steps : {"9:3", "1:2:0", "7", "x:", "99999999999999999999:"}) {
+    r = s.record("out.gpurr", "touch ran", {"--steps", steps});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--steps: '" + std::string(steps) + "' is not A:B or A:B:N"));
+  }
   r = s.record("out.gpurr", "touch ran", {"--no-such-flag"});
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("unknown option '--no-such-flag'"));
@@ -382,8 +387,9 @@ TEST_CASE("the command sees the injection and option variables, and only the opt
   CHECK(fs::exists(s.tmp / "staging-exists"));
   CHECK(fs::is_empty(s.work));  // the empty staging directory is gone
 
-  r = s.record("out.gpurr", dump, {"--sync", "--kernels", "^_Z4gemm"});
+  r = s.record("out.gpurr", dump, {"--sync", "--kernels", "^_Z4gemm", "--steps", "::50"});
   env = readText(s.tmp / "env");
+  CHECK_THAT(env, Catch::Contains("GPURR_STEPS=::50\n"));
   CHECK_THAT(env, Catch::Contains("GPURR_SYNC=1\n"));
   CHECK_THAT(env, Catch::Contains("GPURR_KERNELS=^_Z4gemm\n"));
   CHECK_THAT(env, !Catch::Contains("GPURR_LAUNCHES"));

@@ -263,3 +263,38 @@ TEST_CASE("GPURR_SNAPSHOT, GPURR_SNAPSHOT_MEMORY_MB, GPURR_CHECK_DETERMINISM and
   CHECK(problems.empty());
   CHECK(bySnapshot.checkDeterminism == 4);
 }
+
+TEST_CASE("GPURR_STEPS: a Python slice of training steps", "[recorder][options]") {
+  auto sel = parseStepSelection("10:12");
+  REQUIRE(sel);
+  CHECK((sel->begin == 10 && sel->end == 12 && sel->every == 1));
+  sel = parseStepSelection("::50");
+  REQUIRE(sel);
+  CHECK((sel->begin == 0 && sel->end == UINT64_MAX && sel->every == 50));
+  sel = parseStepSelection("5:");
+  REQUIRE(sel);
+  CHECK((sel->begin == 5 && sel->every == 1));
+  CHECK((parseStepSelection("3:9:")->every == 1));
+  for (const char* bad : {"", "7", "9:3", "1:2:0", "a:b", "1:2:x"}) {
+    INFO(bad);
+    CHECK_FALSE(parseStepSelection(bad));
+  }
+
+  std::vector<std::string> problems;
+  auto opts = [&](const char* steps) {
+    problems.clear();
+    return parseOptions([steps](const char* n) { return std::string(n) == "GPURR_STEPS" ? steps : nullptr; },
+                        problems);
+  };
+  RecorderOptions o = opts("2:10:3");
+  CHECK(problems.empty());
+  CHECK(o.stepsText == "2:10:3");
+  CHECK(toRecordingOptions(o).steps == "2:10:3");
+  std::vector<int64_t> hashed;
+  for (int64_t s = -1; s < 12; ++s)
+    if (stepSelected(o, s)) hashed.push_back(s);
+  CHECK(hashed == std::vector<int64_t>{2, 5, 8});
+  o = opts("bad");
+  CHECK(problems.size() == 1);
+  CHECK(stepSelected(o, -1));  // ignored: every launch
+}

@@ -487,6 +487,34 @@ TEST_CASE("launches, copies and sets carry the calling thread's framework origin
   CHECK(ops[4].origin->stepLaunch == 1);  // copies and sets are not launches
 }
 
+TEST_CASE("GPURR_STEPS hashes the launches of the selected training steps only", "[recorder][session]") {
+  framework::resetForTesting();
+  Harness h(std::map<std::string, std::string>{{"GPURR_STEPS", "1:3"}});
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> y = randomBytes(5000, 3);
+  h.memAlloc(y);
+  uint64_t py = addr(y.data());
+  float a = 1.0f;
+  int n = 10;
+  void* args[] = {&py, &py, &a, &n};
+  h.launch(kAxpy, args, 0x5);  // no step known yet: not hashed, one warning
+  for (int64_t step = 0; step < 4; ++step) {
+    framework::setStep(step);
+    h.launch(kAxpy, args, 0x5);
+  }
+  trace::Header header;
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead(&header));
+  framework::resetForTesting();
+  REQUIRE(launches.size() == 5);
+  std::vector<bool> hashed;
+  for (const auto& k : launches) hashed.push_back(k.hashed);
+  CHECK(hashed == std::vector<bool>{false, false, true, true, false});
+  CHECK(launches[2].outputs.size() == 1);
+  CHECK(header.options.steps == "1:3");
+  REQUIRE(h.warnings.size() == 1);
+  CHECK_THAT(h.warnings[0], Catch::Contains("--steps"));
+}
+
 TEST_CASE("copies, sets, syncs and frees are recorded with digests of what they wrote", "[recorder][session]") {
   Harness h({{"GPURR_CAPTURE_HOST_DATA", "1"}, {"GPURR_SYNC", "1"}});
   std::vector<uint8_t> dev = randomBytes(4096, 3), host = randomBytes(1000, 4), out(512);
