@@ -2,10 +2,12 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -36,12 +38,40 @@ struct Stats {
   uint64_t operations = 0, withOrigin = 0;
   std::optional<int64_t> firstStep, lastStep;
   std::set<std::string> modules;
+  // Per training step (origins with a step): launches and bytes hashed.
+  std::map<int64_t, std::pair<uint64_t, uint64_t>> steps;
   uint64_t firstTimeNs = 0, lastTimeNs = 0;
   uint64_t blobCount = 0, blobBytes = 0;
 };
 
-void addRanges(Stats& s, const std::vector<RangeDigest>& ranges) {
-  for (const RangeDigest& r : ranges) s.bytesHashed += r.range.size;
+uint64_t addRanges(Stats& s, const std::vector<RangeDigest>& ranges) {
+  uint64_t bytes = 0;
+  for (const RangeDigest& r : ranges) bytes += r.range.size;
+  s.bytesHashed += bytes;
+  return bytes;
+}
+
+// Launches and bytes hashed in the median step, and the most bytes of a step.
+struct PerStep {
+  size_t steps = 0;
+  uint64_t medianLaunches = 0, medianBytes = 0, maxBytes = 0;
+};
+
+PerStep perStep(const Stats& s) {
+  PerStep p;
+  p.steps = s.steps.size();
+  if (p.steps == 0) return p;
+  std::vector<uint64_t> launches, bytes;
+  for (const auto& [step, v] : s.steps) {
+    launches.push_back(v.first);
+    bytes.push_back(v.second);
+  }
+  std::sort(launches.begin(), launches.end());
+  std::sort(bytes.begin(), bytes.end());
+  p.medianLaunches = launches[launches.size() / 2];
+  p.medianBytes = bytes[bytes.size() / 2];
+  p.maxBytes = bytes.back();
+  return p;
 }
 
 Stats collect(const TraceReader& reader) {
@@ -65,8 +95,12 @@ Stats collect(const TraceReader& reader) {
     }
     if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
       if (s.kernels.size() < 1'000'000) s.kernels.insert(k->function);
-      addRanges(s, k->inputs);
-      addRanges(s, k->outputs);
+      const uint64_t bytes = addRanges(s, k->inputs) + addRanges(s, k->outputs);
+      if (e.origin && e.origin->step >= 0 && !k->captured && s.steps.size() < 1'000'000) {
+        auto& step = s.steps[e.origin->step];
+        ++step.first;
+        step.second += bytes;
+      }
       if (!k->hashed) ++s.notHashed;
       s.annotations += k->annotations.size();
     } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
@@ -96,6 +130,15 @@ std::string startTime(uint64_t ns) {
   return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", t);
 }
 
+Json perStepJson(const Stats& s) {
+  const PerStep p = perStep(s);
+  if (p.steps == 0) return nullptr;
+  return Json{{"steps", p.steps},
+              {"medianLaunches", p.medianLaunches},
+              {"medianBytesHashed", p.medianBytes},
+              {"maxBytesHashed", p.maxBytes}};
+}
+
 int printJson(const TraceReader& reader, const Stats& s) {
   Json kinds = Json::object();
   for (size_t i = 0; i < s.byKind.size(); ++i) kinds[kEventKindNames[i]] = s.byKind[i];
@@ -108,6 +151,8 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"distinctKernels", s.kernels.size()},
            {"launchesNotHashed", s.notHashed},
            {"bytesHashed", s.bytesHashed},
+           {"bytesHashedPerLaunch", reader.launchCount() ? s.bytesHashed / reader.launchCount() : 0},
+           {"perStep", perStepJson(s)},
            {"annotations", s.annotations},
            {"origins", {{"operations", s.operations},
                         {"withOrigin", s.withOrigin},
@@ -185,9 +230,16 @@ int printText(const TraceReader& reader, const Stats& s) {
                          "this gpurr {})",
                          count(unknown, "event"), h.compatVersion, kCompatVersion));
   }
-  line("hashed", fmt::format("{} in launch inputs and outputs{}", humanBytes(s.bytesHashed),
-                             s.notHashed ? fmt::format(" ({} launches not hashed)", s.notHashed)
-                                         : ""));
+  line("hashed", fmt::format("{} in launch inputs and outputs{}{}", humanBytes(s.bytesHashed),
+                             s.notHashed ? fmt::format(" ({} launches not hashed)", s.notHashed) : "",
+                             reader.launchCount()
+                                 ? fmt::format(", {} per launch", humanBytes(s.bytesHashed / reader.launchCount()))
+                                 : ""));
+  if (const PerStep p = perStep(s); p.steps > 0) {
+    line("", fmt::format("per training step (median of {}): {} in {}; the largest step {}",
+                         count(p.steps, "step"), humanBytes(p.medianBytes), count(p.medianLaunches, "launch", "es"),
+                         humanBytes(p.maxBytes)));
+  }
   if (s.withOrigin == 0) {
     line("origins", "none recorded (no framework layer ran: ops, modules and source lines are unknown)");
   } else {
