@@ -87,10 +87,13 @@ void sourceLine(const char*& file, uint32_t& line) {
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   const at::RecordScope scope = fn.scope();
   const int kind = scope == at::RecordScope::BACKWARD_FUNCTION ? 1 : scope == at::RecordScope::USER_SCOPE ? 2 : 0;
+  const char* name = fn.name();
   const char* file = nullptr;
   uint32_t line = 0;
-  if (depth++ == 0 && kind != 1) sourceLine(file, line);
-  openScope(&fn, fn.name(), kind, fn.seqNr(), kind == 1 ? fn.forwardThreadId() : fn.threadId(), file, line);
+  // The outermost scope's line; not for autograd's work, which takes its
+  // forward op's (and would take the GIL once per node).
+  if (depth++ == 0 && kind != 1 && std::strncmp(name, "autograd::engine::", 18) != 0) sourceLine(file, line);
+  openScope(&fn, name, kind, fn.seqNr(), kind == 1 ? fn.forwardThreadId() : fn.threadId(), file, line);
   return nullptr;
 }
 

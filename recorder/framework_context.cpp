@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -13,11 +14,15 @@ namespace {
 
 struct Scope {
   const void* id;
-  const char* name;
+  const char* name;  // the caller's; a range's points into `rangeName`
   ScopeKind kind;
   int64_t sequence;
   uint64_t sequenceThread;
   uint64_t serial;  // of the thread's scopes, from 1: ids (stack addresses) repeat
+  // A user range may end on another thread (async ranges), and its name then
+  // dies while the scope is still listed here: ranges keep a copy. Ops' and
+  // nodes' names live as long as their (synchronous) scope.
+  std::shared_ptr<const std::string> rangeName;
 };
 
 struct ThreadContext {
@@ -57,7 +62,7 @@ using ForwardTable = std::unordered_map<SequenceKey, ForwardOp, SequenceKeyHash>
 // Forward ops by autograd sequence number, in two generations: when the
 // newer one reaches kGeneration entries it becomes the older one, so memory
 // stays bounded and a backward finds forward ops up to 2 * kGeneration ops old.
-constexpr size_t kGeneration = 1 << 18;
+constexpr size_t kGeneration = 1 << 17;
 std::mutex forwardMu;
 ForwardTable forwardNew, forwardOld;
 
@@ -121,7 +126,12 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
     t.file = file;
     t.line = line;
   }
-  t.scopes.push_back({id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials});
+  Scope scope{id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials, nullptr};
+  if (kind == ScopeKind::kRange) {
+    scope.rangeName = std::make_shared<const std::string>(scope.name);
+    scope.name = scope.rangeName->c_str();
+  }
+  t.scopes.push_back(std::move(scope));
   if (kind == ScopeKind::kOp && sequence >= 0) {
     // An op inside a backward node belongs to the backward pass: only forward
     // ops name nodes.

@@ -13,19 +13,30 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class _TorchWatcher(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps torch's loader so the layer starts once
-    torch's own initialisation has finished."""
+    """Finds torch through the other finders and wraps its loader, so the layer
+    starts once torch's own initialisation has finished. It stays in place
+    until torch is executed: a find_spec("torch") that only checks whether
+    torch is installed (as many libraries do) imports nothing."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "torch":
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         run = spec.loader.exec_module
+        watcher = self
 
         def exec_module(module):
+            if watcher in sys.meta_path:
+                sys.meta_path.remove(watcher)
             run(module)
             _start(module)
 

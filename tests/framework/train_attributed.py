@@ -4,12 +4,15 @@
 # looks for are marked "# at:<name>". Prints the losses (compared with a run
 # without gpurr).
 import ctypes
+import importlib.util
 import os
 import sys
 import threading
 
-import torch
-from torch import nn
+# Libraries check whether torch is installed before importing it.
+assert importlib.util.find_spec("torch") is not None
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 if os.environ.get("GPURR_TEST_LAUNCHER"):
     # Under the test's fake recorder: "launch a kernel" inside these ops.
