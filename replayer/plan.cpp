@@ -118,6 +118,7 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
   plan.seq = seq;
   plan.launchIndex = h.launchesBefore;
   plan.launch = launch;
+  plan.origin = event.origin;
   plan.header = header;
 
   // The image.

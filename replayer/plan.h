@@ -73,6 +73,7 @@ struct ReplayPlan {
   uint64_t seq = 0;          // the launch's event number
   uint64_t launchIndex = 0;  // its position among the trace's launches, from 0
   trace::KernelLaunch launch;  // as recorded (params hold the recorded addresses)
+  std::optional<trace::Origin> origin;  // the framework op behind it, when recorded
   ModuleImage module;
   std::vector<ReservedRange> ranges;  // sorted by address, non-overlapping allocations
   std::vector<InputRestore> inputs;   // in recorded order (later ones win on overlap)

@@ -85,6 +85,7 @@ std::string formatPlan(const ReplayPlan& plan) {
                                 plan.tracePath, plan.launchIndex);
   const KernelLaunch& k = plan.launch;
   line(out, "kernel", k.function);
+  if (plan.origin) line(out, "op", describe(*plan.origin));
   line(out, "shape", fmt::format("grid {} block {}{} dynamic shared {}", dim(k.grid), dim(k.block),
                                  k.cluster.x ? " cluster " + dim(k.cluster) : "", humanBytes(k.sharedMemBytes)));
   line(out, "params", fmt::format("{} in {} parameter(s), {} pointer word(s), {} launch attribute(s)",
@@ -172,6 +173,7 @@ std::string formatOutcome(const ReplayPlan& plan, const ReplayOutcome& o) {
   std::string out = fmt::format("replay of launch #{} from {}\n", plan.seq, plan.tracePath);
   const KernelLaunch& k = plan.launch;
   line(out, "kernel", fmt::format("{}  grid {} block {}", k.function, dim(k.grid), dim(k.block)));
+  if (plan.origin) line(out, "op", describe(*plan.origin));
   line(out, "GPU", fmt::format("{} {} (sm_{}{}), driver CUDA {}", o.machine.ordinal, o.machine.name, o.machine.ccMajor,
                                o.machine.ccMinor, driverVersionText(o.machine.driverVersion)));
   line(out, "memory", regionsText(o.placements));

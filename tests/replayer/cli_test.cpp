@@ -59,7 +59,7 @@ std::filesystem::path writeTrace(const testing::TempDir& dir) {
   testing::addScalar(k, 1024);
   k.inputs = {b.digest(1, 0x7f1200000000, 0, testing::patternBytes(1, 4096), true)};
   k.outputs = {b.digest(2, 0x7f1200001000, 0, testing::patternBytes(2, 4096), false)};
-  b.add(k);
+  b.add(k, trace::Origin{"aten::mul", {"aten::mul"}, trace::Phase::kForward, "", "Net.scale", "/w/train.py", 12, 0, 0});
   b.close();
   return path;
 }
@@ -144,6 +144,7 @@ TEST_CASE("gpurr replay: --plan needs no GPU", "[replayer][cli]") {
   CHECK_THAT(text.output, Catch::Contains("reserve   alloc#1 0x7f1200000000 4.0 KiB"));
   CHECK_THAT(text.output, Catch::Contains("reserve   alloc#2 0x7f1200001000 4.0 KiB (zero-filled)"));
   CHECK_THAT(text.output, Catch::Contains("restore   alloc#1+0x0 (4.0 KiB)"));
+  CHECK_THAT(text.output, Catch::Contains("aten::mul (forward) in Net.scale, train.py:12, step 0"));
   const Result json = runGpurr("replay " + trace + " --launch 3 --plan --json");
   CHECK(json.code == 0);
   const auto j = nlohmann::json::parse(json.output);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,8 @@ class ReplayTraceBuilder {
   trace::TraceWriter& writer() { return writer_; }
   uint64_t nextSeq() const { return seq_; }
 
-  uint64_t add(trace::Payload payload) {
-    writer_.append(trace::Event{seq_, 1000 * seq_, 0, std::move(payload)});
+  uint64_t add(trace::Payload payload, std::optional<trace::Origin> origin = std::nullopt) {
+    writer_.append(trace::Event{seq_, 1000 * seq_, 0, std::move(payload), std::move(origin)});
     return seq_++;
   }
 
