@@ -509,7 +509,7 @@ std::string firstDivergenceText(const RunComparison& c) {
   const FirstDivergence& f = *d.firstDivergence;
   const diff::OpInfo& op = f.path && f.stretch && f.stretch->aOps.empty() ? f.b : f.a;
   return fmt::format("first divergence at {}{}{}{}", f.path ? "a path divergence at " : "", opTitle(op),
-                     op.origin ? fmt::format(" ({})", originWhere(*op.origin)) : std::string(),
+                     op.origin ? fmt::format(" ({})", trace::describe(*op.origin, trace::OriginStep::kNone)) : std::string(),
                      d.name.empty() ? "" : " in " + d.name);
 }
 

@@ -117,7 +117,7 @@ std::string opLine(const OpInfo& o) {
       s += fmt::format(" {{{}}}", describe(a));
     }
   }
-  if (o.origin) s += fmt::format(" {{op {}}}", describeOrigin(*o.origin, o.kind == OpKind::kLaunch));
+  if (o.origin) s += fmt::format(" {{op {}}}", describe(*o.origin, o.kind == OpKind::kLaunch ? OriginStep::kLaunch : OriginStep::kOperation));
   return s;
 }
 
@@ -129,8 +129,9 @@ void opRows(const std::function<void(const std::string&, const std::string&)>& r
             const OpInfo& b) {
   const bool launch = a.kind == OpKind::kLaunch;
   if (a.origin || b.origin) {
-    const std::string ta = a.origin ? describeOrigin(*a.origin, launch) : "(not recorded)";
-    const std::string tb = b.origin ? describeOrigin(*b.origin, launch) : "(not recorded)";
+    const OriginStep step = launch ? OriginStep::kLaunch : OriginStep::kOperation;
+    const std::string ta = a.origin ? describe(*a.origin, step) : "(not recorded)";
+    const std::string tb = b.origin ? describe(*b.origin, step) : "(not recorded)";
     if (ta == tb) {
       row("op", launch ? ta : fmt::format("{} from {}", a.name, ta));
       return;
@@ -412,7 +413,7 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
       const OpInfo& o = i.a.name.empty() ? i.b : i.a;
       row("", fmt::format("{} {}{} (run A #{}, run B #{}): {}", opTitle(o),
                           o.kind == OpKind::kLaunch ? shortName(o.name, 60) : o.name,
-                          o.origin ? fmt::format(" [{}]", originWhere(*o.origin)) : std::string(), i.a.seq,
+                          o.origin ? fmt::format(" [{}]", describe(*o.origin, OriginStep::kNone)) : std::string(), i.a.seq,
                           i.b.seq, i.reason));
     }
   }

@@ -97,27 +97,14 @@ std::string describe(const Annotation& annotation) {
       annotation);
 }
 
-std::string describeOrigin(const Origin& origin, bool launch) {
-  if (launch || origin.step < 0) return trace::describe(origin);
-  return fmt::format("{}, step {} ({} of the step)", originWhere(origin), origin.step,
-                     origin.stepLaunch == 0 ? std::string("before its first launch")
-                                            : fmt::format("after {} launch{}", origin.stepLaunch,
-                                                          origin.stepLaunch == 1 ? "" : "es"));
-}
-
-std::string originWhere(const Origin& origin) {
-  Origin o = origin;
-  o.step = -1;
-  return trace::describe(o);
-}
-
 std::string describe(const Event& event) {
   std::string head = fmt::format("#{:<7} {:>12.6f}s t{} ", event.seq,
                                  static_cast<double>(event.timeNs) / 1e9, event.thread);
   std::string tail;
   if (event.origin) {
-    tail = fmt::format(" {{origin {}}}", describeOrigin(*event.origin,
-                                                        std::holds_alternative<KernelLaunch>(event.payload)));
+    tail = fmt::format(" {{origin {}}}", trace::describe(*event.origin, std::holds_alternative<KernelLaunch>(event.payload)
+                                                                            ? OriginStep::kLaunch
+                                                                            : OriginStep::kOperation));
   }
   return head + std::visit(
                     [](const auto& p) -> std::string {

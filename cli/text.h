@@ -36,14 +36,4 @@ std::string describe(const trace::Event& event);
 // An annotation in a few words: "algo cudnn engine=12", "rng philox seed=..".
 std::string describe(const trace::Annotation& annotation);
 
-// Where an operation came from, as trace::describe says it: "aten::index_add_
-// (backward of aten::index_select) in net.embed, train.py:17, step 0 (launch 4
-// of the step)". For a copy or memset (`launch` false) the step's launches
-// are counted as "after 3 launches of the step".
-std::string describeOrigin(const trace::Origin& origin, bool launch = true);
-
-// The same without the step: "aten::index_add_ (backward of
-// aten::index_select) in net.embed, train.py:17".
-std::string originWhere(const trace::Origin& origin);
-
 }  // namespace gpurr::cli

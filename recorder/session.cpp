@@ -700,11 +700,14 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchC
   std::vector<trace::DeviceRange> ranges = referencedRanges(scanned, framework::blockAt);
   const std::string unreadable = unreadableOperands(scanned, device);
 
-  const bool selected =
-      launchInRange(options_, index) && fn->selectedByName && stepSelected(options_, framework::currentStep());
-  if (options_.steps && framework::currentStep() < 0) {
-    warnOnce("steps", "--steps selects by the PyTorch layer's training step, and this process has reported none: "
-                      "its launches are listed but not hashed");
+  bool selected = launchInRange(options_, index) && fn->selectedByName;
+  if (selected && options_.steps) {
+    const int64_t step = framework::currentStep();
+    selected = stepSelected(options_, step);
+    if (step < 0) {
+      warnOnce("steps", "--steps selects by the PyTorch layer's training step, and this process has reported "
+                        "none: its launches are listed but not hashed");
+    }
   }
   // A snapshot is only useful next to the digests it explains.
   const bool snapshot = !options_.snapshot.empty() &&

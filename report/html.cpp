@@ -262,21 +262,11 @@ std::optional<trace::Origin> originOf(const json* op) {
   return r;
 }
 
-// "aten::index_add_ (backward of aten::index_select) in net.embed,
-// train.py:17, step 0 (launch 4 of the step)", as gpurr diff says it; for a
-// copy or memset the step's launches before it.
-string originText(const trace::Origin& o, bool launch) {
-  if (launch || o.step < 0) return trace::describe(o);
-  trace::Origin without = o;
-  without.step = -1;
-  return fmt::format("{}, step {} ({} of the step)", trace::describe(without), o.step,
-                     o.stepLaunch == 0 ? string("before its first launch")
-                                       : fmt::format("after {} launch{}", o.stepLaunch, o.stepLaunch == 1 ? "" : "es"));
-}
-
 string originText(const json& op) {
   const auto o = originOf(&op);
-  return o ? originText(*o, textOr(op, "kind") == "launch") : "";
+  return o ? trace::describe(*o, textOr(op, "kind") == "launch" ? trace::OriginStep::kLaunch
+                                                                : trace::OriginStep::kOperation)
+           : "";
 }
 
 // The origin's op stack, outermost first, for a tooltip.
@@ -1118,7 +1108,7 @@ string timelineCell(const json* op, char side, Mark mark, bool stretchRow, const
       where += " &middot; " + e(fmt::format("{}:{}", slash == string::npos ? o->file : o->file.substr(slash + 1), o->line));
     }
     if (o->step >= 0) where += fmt::format(" &middot; step {}", o->step);
-    const string title = originText(*o, textOr(*op, "kind") == "launch") +
+    const string title = originText(*op) +
                          (o->opStack.empty() ? "" : "\n" + opStackText(*o));
     s += fmt::format("<div class=\"meta origin\" title=\"{}\"><span class=\"chip op\">{}</span>{}</div>", e(title),
                      e(o->op.empty() ? "(no op)" : o->op), where);

@@ -154,7 +154,7 @@ std::string frameworkOpOf(const Event& event) {
   return {};
 }
 
-std::string describe(const Origin& o) {
+std::string describe(const Origin& o, OriginStep step) {
   std::string out = o.op.empty() ? "(no op)" : o.op;
   if (o.phase == Phase::kBackward) {
     out += o.forwardOp.empty() ? " (backward)" : fmt::format(" (backward of {})", o.forwardOp);
@@ -166,8 +166,11 @@ std::string describe(const Origin& o) {
     const size_t slash = o.file.rfind('/');
     out += fmt::format(", {}:{}", slash == std::string::npos ? o.file : o.file.substr(slash + 1), o.line);
   }
-  if (o.step >= 0) out += fmt::format(", step {} (launch {} of the step)", o.step, o.stepLaunch + 1);
-  return out;
+  if (o.step < 0 || step == OriginStep::kNone) return out;
+  if (step == OriginStep::kLaunch) return out + fmt::format(", step {} (launch {} of the step)", o.step, o.stepLaunch + 1);
+  if (o.stepLaunch == 0) return out + fmt::format(", step {} (before its first launch of the step)", o.step);
+  return out + fmt::format(", step {} (after {} launch{} of the step)", o.step, o.stepLaunch,
+                           o.stepLaunch == 1 ? "" : "es");
 }
 
 const char* toString(SyncKind kind) {

@@ -378,8 +378,12 @@ inline bool isOperation(const Payload& p) {
 // The framework op of an event: its origin's, else a FrameworkOp annotation's
 // (traces written without a framework layer); empty when neither says.
 std::string frameworkOpOf(const Event& event);
-// "aten::index_add_ (backward of aten::index_select) in model.embed, train.py:42, step 3"
-std::string describe(const Origin& origin);
+// How describe() places an operation in its step: a launch by its number
+// ("step 0 (launch 4 of the step)"), a copy or memset by the launches before
+// it ("step 0 (after 3 launches of the step)"), or not at all.
+enum class OriginStep : uint8_t { kLaunch, kOperation, kNone };
+// "aten::index_add_ (backward of aten::index_select) in model.embed, train.py:42, step 3 (launch 37 of the step)"
+std::string describe(const Origin& origin, OriginStep step = OriginStep::kLaunch);
 const char* toString(Phase phase);
 const char* toString(RangeBound bound);
 const char* toString(AllocationKind kind);

@@ -16,7 +16,6 @@ import threading
 import weakref
 
 _recorder = None
-_torch_observer = None
 _local = threading.local()
 _paths = weakref.WeakKeyDictionary()  # module -> its path (bytes, kept alive here)
 _lead_optimizer = None
@@ -109,7 +108,7 @@ def _watch_cuda_blocks(torch, path):
 
 
 def install(torch, skipped=()):
-    global _recorder, _torch_observer, _is_compiling, _GraphModule, _enabled
+    global _recorder, _is_compiling, _GraphModule, _enabled
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -157,7 +156,6 @@ def install(torch, skipped=()):
             if lib.gpurr_torch_install(_recorder._handle, "\n".join(p + os.sep for p in prefixes).encode()) != 0:
                 _warn("gpurr's op observer could not reach the recorder: no op names")
             else:
-                _torch_observer = lib
                 _watch_cuda_blocks(torch, os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so"))
     _recorder.gpurr_framework_set_step(0)
     _enabled = True
