@@ -53,6 +53,7 @@ struct BisectOptions {
   // Passed on to every `gpurr record`.
   std::string launches, kernels;
   bool sync = false;
+  bool hashInputs = false;
   bool captureHostData = false;
   bool noFramework = false;
   std::vector<std::string> command;
@@ -62,6 +63,7 @@ struct BisectOptions {
     if (!launches.empty()) out.insert(out.end(), {"--launches", launches});
     if (!kernels.empty()) out.insert(out.end(), {"--kernels", kernels});
     if (sync) out.push_back("--sync");
+    if (hashInputs) out.push_back("--hash-inputs");
     if (captureHostData) out.push_back("--capture-host-data");
     if (noFramework) out.push_back("--no-framework");
     return out;
@@ -775,6 +777,8 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
   cmd->add_option("--kernels", opts->kernels,
                   "Passed to gpurr record: hash only launches of kernels matching this regular expression");
   cmd->add_flag("--sync", opts->sync, "Passed to gpurr record: synchronise around every launch");
+  cmd->add_flag("--hash-inputs", opts->hashInputs,
+                "Passed to gpurr record: hash every launch's buffers before it runs too");
   cmd->add_flag("--no-framework", opts->noFramework,
                 "Passed to gpurr record: leave out the PyTorch layer (op, module, line and step of each launch)");
   cmd->add_flag("--capture-host-data", opts->captureHostData,

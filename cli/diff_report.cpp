@@ -216,7 +216,13 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
       row("kernel", fmt::format("{}   grid {} block {}", shortName(d.a.name), dim(d.a.grid), dim(d.a.block)));
     }
     opRows(row, d.a, d.b);
-    if (d.inputsIdentical) {
+    if (d.inputsIdentical && d.inputsVouched > 0) {
+      auto buffers = [](size_t n) { return fmt::format("{} buffer{}", n, n == 1 ? "" : "s"); };
+      row("inputs", fmt::format("identical: {}{} by the write history",
+                                d.inputCount == 0 ? "" : fmt::format("{} hashed at first use ({}), ",
+                                                                     buffers(d.inputCount), humanBytes(d.inputBytes)),
+                                buffers(d.inputsVouched)));
+    } else if (d.inputsIdentical) {
       row("inputs", d.inputCount == 0 ? "none recorded"
                                        : fmt::format("identical ({} buffer{}, {} hashed)", d.inputCount,
                                                      d.inputCount == 1 ? "" : "s", humanBytes(d.inputBytes)));
@@ -344,7 +350,7 @@ Json firstJson(const FirstDivergence& d) {
          {"summary", d.summary},
          {"evidence", d.evidence},
          {"inputs", {{"identical", d.inputsIdentical}, {"count", d.inputCount},
-                     {"bytes", d.inputBytes}, {"differing", inputs}}},
+                     {"bytes", d.inputBytes}, {"vouched", d.inputsVouched}, {"differing", inputs}}},
          {"params", {{"identical", d.paramsIdentical}, {"differing", params}}},
          {"outputs", {{"count", d.outputCount}, {"differing", outputs}}},
          {"known", known}};

@@ -359,6 +359,7 @@ struct RecordOptions {
   std::string launches;
   std::string kernels;
   bool sync = false;
+  bool hashInputs = false;
   bool captureHostData = false;
   bool full = false;
   std::string snapshot;
@@ -478,6 +479,7 @@ int run(const RecordOptions& opts) {
       {"GPURR_KERNELS", opts.kernels, opts.kernels.empty()},
       {"GPURR_STEPS", opts.steps, opts.steps.empty()},
       {"GPURR_SYNC", "1", !opts.sync},
+      {"GPURR_HASH_INPUTS", "1", !opts.hashInputs},
       {"GPURR_CAPTURE_HOST_DATA", "1", !opts.captureHostData},
       {"GPURR_FULL", "1", !opts.full},
       {"GPURR_SNAPSHOT", opts.snapshot, !opts.snapshotGiven},
@@ -570,6 +572,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->add_flag("--sync", opts->sync,
                 "Synchronise around every launch: slower, but hashes see each launch in "
                 "isolation");
+  cmd->add_flag("--hash-inputs", opts->hashInputs,
+                "Hash every launch's buffers before it runs too, not only those holding bytes no recorded "
+                "operation has touched yet (costs about as much again as hashing the outputs)");
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Keep the bytes of every host-to-device copy in the trace");
   cmd->add_flag("--full", opts->full,

@@ -788,16 +788,50 @@ void classifyPointers(const Context& ctx, const KernelLaunch& ka, const KernelLa
                        "another buffer or workspace, or a tensor placed elsewhere");
 }
 
+// Whether either run hashed a launch's ranges before it ran only where their
+// bytes had not been touched by a recorded operation (FORMAT.md, hashInputs).
+bool firstUseInputs(const Context& ctx) {
+  return !ctx.a.reader->header().options.hashInputs || !ctx.b.reader->header().options.hashInputs;
+}
+
+// A launch of first-use traces: the inputs both runs hashed are compared, by
+// range; every other range the launch touches (its outputs) held bytes that
+// earlier recorded operations last touched, and all of those gave identical
+// outputs, since this is the first divergence: the write history vouches for
+// them.
+void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& vb, FirstDivergence& d) {
+  std::vector<RangeDigest> a, b;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < va.inputs.size(); ++i) {
+    for (const RangeDigest& rb : vb.inputs) {
+      if (!sameRange(ctx, va.inputs[i].range, rb.range)) continue;
+      a.push_back(va.inputs[i]);
+      b.push_back(rb);
+      index.push_back(i);
+      d.inputBytes += rb.range.size;
+      break;
+    }
+  }
+  d.inputCount = a.size();
+  d.inputsIdentical = compareRanges(ctx, a, b, d.inputs);
+  for (RangeDifference& r : d.inputs) r.index = index[r.index];
+  d.inputsVouched = va.outputs.size() > a.size() ? va.outputs.size() - a.size() : 0;
+}
+
 void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) {
   const Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq);
   const Event eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq);
   d.a = info(ctx.a, ia, ea);
   d.b = info(ctx.b, ib, eb);
   const OpView va = view(ea), vb = view(eb);
-  d.inputCount = va.inputs.size();
-  for (const RangeDigest& r : va.inputs) d.inputBytes += r.range.size;
   d.outputCount = va.outputs.size();
-  d.inputsIdentical = compareRanges(ctx, va.inputs, vb.inputs, d.inputs);
+  if ((va.launch || std::holds_alternative<GraphLaunch>(ea.payload)) && firstUseInputs(ctx)) {
+    compareFirstUseInputs(ctx, va, vb, d);
+  } else {
+    d.inputCount = va.inputs.size();
+    for (const RangeDigest& r : va.inputs) d.inputBytes += r.range.size;
+    d.inputsIdentical = compareRanges(ctx, va.inputs, vb.inputs, d.inputs);
+  }
   compareRanges(ctx, va.outputs, vb.outputs, d.outputs);
   if (va.launch && vb.launch) {
     d.params = compareParams(ctx, *va.launch, *vb.launch);
@@ -955,9 +989,19 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
   d.cause = Cause::kNondeterministicKernel;
   d.mechanism = d.cause;
   d.summary = "nondeterministic kernel: same inputs and parameters, different outputs";
-  d.evidence.push_back(fmt::format("{} identical (digests equal), parameters identical after "
+  std::string inputs;
+  if (d.inputsVouched == 0) {
+    inputs = d.inputCount == 1 ? "the input is identical (digests equal)"
+                               : fmt::format("all {} inputs are identical (digests equal)", d.inputCount);
+  } else {
+    inputs = fmt::format("inputs identical: {}{} vouched for by the write history (the earlier operations that "
+                         "touched them gave identical outputs)",
+                         d.inputCount == 0 ? "" : plural(d.inputCount, "input") + " hashed at first use, ",
+                         plural(d.inputsVouched, "input"));
+  }
+  d.evidence.push_back(fmt::format("{}, parameters identical after "
                                    "pointer normalisation; {} of {} output{} differ{}",
-                                   d.inputCount == 1 ? "the input is" : fmt::format("all {} inputs are", d.inputCount),
+                                   inputs,
                                    d.outputs.size(), d.outputCount, d.outputCount == 1 ? "" : "s",
                                    d.outputs.size() == 1 ? "s" : ""));
   d.evidence.push_back("the kernel itself gives different results from identical state: "
@@ -1055,6 +1099,9 @@ TailRanges tailRanges(const Run& run, uint64_t firstOp) {
     const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
                                             e.memcpyKind == MemcpyKind::kHostToHost);
     if (!hostSource) add(e.inputs);
+    // A launch reads what it touches: the ranges of its outputs, also where
+    // the trace hashed its inputs at first use only.
+    if (e.kind == 0 || e.kind == 7) add(e.outputs);
     t.outBegin.push_back(static_cast<uint32_t>(t.ranges.size()));
     if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) add(e.outputs);
     t.end.push_back(static_cast<uint32_t>(t.ranges.size()));

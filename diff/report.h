@@ -110,8 +110,11 @@ struct FirstDivergence {
   OpInfo a, b;        // the operations (for a path divergence, each side's first)
   std::optional<PathDivergence> stretch;
   bool inputsIdentical = true;
-  size_t inputCount = 0;
+  size_t inputCount = 0;   // inputs compared (hashed in both runs)
   uint64_t inputBytes = 0;
+  // Ranges not hashed before the launch (traces that hash inputs at first
+  // use only): identical by the write history.
+  size_t inputsVouched = 0;
   bool paramsIdentical = true;
   std::vector<RangeDifference> inputs, outputs;  // differing ones only
   size_t outputCount = 0;

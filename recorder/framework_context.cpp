@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "recorder/write_history.h"
+
 namespace gpurr::recorder::framework {
 namespace {
 
@@ -167,10 +169,14 @@ void exitModule() {
 void blockEvent(uint64_t address, uint64_t size, bool allocated) {
   std::unique_lock lock(blocksMu);
   if (!allocated) {
-    blocks.erase(address);
+    if (auto it = blocks.find(address); it != blocks.end()) {
+      writeHistory().forget(address, address + it->second);
+      blocks.erase(it);
+    }
     return;
   }
   if (size == 0) return;
+  writeHistory().forget(address, address + size);  // the previous owner's bytes
   // A block handed out again over stale ones (a free the layer missed).
   auto it = blocks.lower_bound(address);
   if (it != blocks.begin() && std::prev(it)->first + std::prev(it)->second > address) --it;

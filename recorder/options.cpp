@@ -178,6 +178,7 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
     }
   }
   o.sync = flagSet(getenv("GPURR_SYNC"));
+  o.hashInputs = flagSet(getenv("GPURR_HASH_INPUTS"));
   o.captureHostData = flagSet(getenv("GPURR_CAPTURE_HOST_DATA"));
   // A whole-stream replay needs every byte the host gave the device.
   o.full = flagSet(getenv("GPURR_FULL"));
@@ -232,6 +233,10 @@ bool stepSelected(const RecorderOptions& options, int64_t step) {
   const uint64_t s = static_cast<uint64_t>(step);
   const StepSelection& sel = *options.steps;
   return s >= sel.begin && s < sel.end && (s - sel.begin) % sel.every == 0;
+}
+
+bool hashesAllInputs(const RecorderOptions& options) {
+  return options.hashInputs || !options.launchesText.empty() || options.kernels || options.steps;
 }
 
 bool kernelSelected(const RecorderOptions& options, std::string_view mangledName) {
@@ -299,6 +304,7 @@ std::optional<std::filesystem::path> claimTraceDirectory(const std::filesystem::
 trace::RecordingOptions toRecordingOptions(const RecorderOptions& options) {
   trace::RecordingOptions r;
   r.sync = options.sync;
+  r.hashInputs = hashesAllInputs(options);
   r.captureHostData = options.captureHostData;
   r.launchRange = options.launchesText;
   r.steps = options.stepsText;

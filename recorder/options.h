@@ -40,6 +40,7 @@ struct RecorderOptions {
   std::optional<std::regex> kernels;            // GPURR_KERNELS
   std::string kernelsText;
   bool sync = false;                            // GPURR_SYNC=1
+  bool hashInputs = false;                      // GPURR_HASH_INPUTS=1
   bool captureHostData = false;                 // GPURR_CAPTURE_HOST_DATA=1 (or GPURR_FULL=1)
   bool full = false;                            // GPURR_FULL=1
   LaunchSelection snapshot;                     // GPURR_SNAPSHOT
@@ -87,6 +88,11 @@ bool launchInRange(const RecorderOptions& options, uint64_t index);
 // Whether a launch in training step `step` (-1: unknown) is hashed under
 // GPURR_STEPS; always without it.
 bool stepSelected(const RecorderOptions& options, int64_t step);
+// Whether a hashed launch hashes all its ranges before it runs: with
+// GPURR_HASH_INPUTS, or when a selection (launches, kernels, steps) leaves
+// launches unhashed, whose writes no digest then vouches for. Otherwise only
+// the ranges holding bytes no recorded operation has touched (WriteHistory).
+bool hashesAllInputs(const RecorderOptions& options);
 // Whether a kernel name (mangled, or its demangled form) matches GPURR_KERNELS.
 bool kernelSelected(const RecorderOptions& options, std::string_view mangledName);
 

@@ -532,6 +532,20 @@ HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vec
   return t;
 }
 
+std::vector<trace::DeviceRange> RecordSession::inputsToHash(const std::vector<trace::DeviceRange>& ranges) {
+  if (allInputs_) return ranges;
+  std::vector<trace::DeviceRange> fresh;
+  for (const trace::DeviceRange& r : ranges) {
+    if (writeHistory().touch(r.address, r.address + r.size)) fresh.push_back(r);
+  }
+  return fresh;
+}
+
+void RecordSession::touched(const HashTicket& written) {
+  if (allInputs_ || !written.pending) return;
+  for (const trace::DeviceRange& r : written.ranges) writeHistory().touch(r.address, r.address + r.size);
+}
+
 std::vector<SnapshotCopy> RecordSession::snapshotRanges(uint64_t context, uint64_t stream,
                                                         const std::vector<trace::DeviceRange>& ranges) {
   std::vector<SnapshotCopy> out;
@@ -737,7 +751,8 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchC
   }
   if (k.hashed && !unreadable.empty()) k.annotations.emplace_back(std::in_place_type<trace::Note>, unreadable);
   if (k.hashed) {
-    pending->entry.before = hashRanges(pending->context, pending->stream, ranges);
+    pending->entry.before =
+        hashRanges(pending->context, pending->stream, snapshot ? ranges : inputsToHash(ranges));
     if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
     pending->entry.after.ranges = std::move(ranges);  // hashed again at EXIT
     pending->hashOutputs = true;
@@ -786,7 +801,7 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
     });
   }
   if (!ranges.empty() && device_->canEnqueue(pending->stream)) {
-    pending->entry.before = hashRanges(pending->context, pending->stream, ranges);
+    pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges));
     pending->entry.after.ranges = std::move(ranges);
     pending->hashOutputs = true;
   }
@@ -813,6 +828,7 @@ void RecordSession::addAllocation(uint64_t address, uint64_t size, AllocationKin
   std::lock_guard lock(mu_);  // ordinals and emission in the same order
   std::vector<trace::Free> replaced;
   const uint32_t ordinal = allocations_.add(address, size, kind, device, stream, &replaced);
+  writeHistory().forget(address, address + size);
   for (const trace::Free& f : replaced) emitEvent(f);
   trace::Allocation a = *allocations_.at(address);
   a.ordinal = ordinal;
@@ -821,7 +837,10 @@ void RecordSession::addAllocation(uint64_t address, uint64_t size, AllocationKin
 
 void RecordSession::removeAllocation(uint64_t address) {
   std::lock_guard lock(mu_);
-  if (std::optional<trace::Allocation> a = allocations_.remove(address)) emitEvent(trace::Free{a->ordinal, address});
+  if (std::optional<trace::Allocation> a = allocations_.remove(address)) {
+    writeHistory().forget(a->address, a->address + a->size);
+    emitEvent(trace::Free{a->ordinal, address});
+  }
 }
 
 void RecordSession::addImported(uint64_t address, uint64_t context, const char* call) {
@@ -1145,8 +1164,10 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   const uint64_t stream = enqueueStream(m.stream, perThread);
   if (dstDevice || srcDevice) {
     const trace::DeviceRange written = dstDevice ? m.dst : m.src;
-    if (m.size > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), written))
+    if (m.size > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), written)) {
       entry.after = hashRanges(u64(cb.context), stream, {written});
+      if (dstDevice) touched(entry.after);
+    }
   } else if (!m.async) {
     m.digest = hash::hashBuffer({reinterpret_cast<const uint8_t*>(dst), m.size});
   }
@@ -1197,8 +1218,10 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
   SinkEntry entry;
   const uint64_t stream = enqueueStream(s.stream, perThread);
   // A 2D set leaves the gaps between rows alone: no single-range digest.
-  if (contiguous && bytes > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), s.dst))
+  if (contiguous && bytes > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), s.dst)) {
     entry.after = hashRanges(u64(cb.context), stream, {s.dst});
+    touched(entry.after);
+  }
   entry.event = newEvent(std::move(s));
   emit(std::move(entry));
 }

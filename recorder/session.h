@@ -30,6 +30,7 @@
 #include "recorder/snapshot.h"
 #include "recorder/trace_sink.h"
 #include "recorder/warn.h"
+#include "recorder/write_history.h"
 
 namespace gpurr::recorder {
 
@@ -116,6 +117,12 @@ class RecordSession {
 
   // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise.
   HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges);
+  // The ranges a launch hashes before it runs: all of them with
+  // hashesAllInputs, else those holding bytes no recorded operation has
+  // touched (marking them touched).
+  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges);
+  // A copy or set wrote these hashed ranges.
+  void touched(const HashTicket& written);
   // Copies the full bytes of `ranges` to the host on `stream` (--snapshot),
   // waiting for the trace thread when the snapshot memory bound is reached.
   std::vector<SnapshotCopy> snapshotRanges(uint64_t context, uint64_t stream,
@@ -144,6 +151,7 @@ class RecordSession {
   void warnNotReplayable(const std::string& what, const std::string& missing);
 
   RecorderOptions options_;
+  const bool allInputs_ = hashesAllInputs(options_);
   SnapshotBudget snapshotBudget_;
   std::unique_ptr<Device> device_;
   OpenSink openSink_;

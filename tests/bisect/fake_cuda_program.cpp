@@ -4,7 +4,10 @@
 // GPURR_SNAPSHOT...), claims $GPURR_OUTPUT/proc<N>.gpurr as the recorder
 // does, and writes the trace of a small training step computed on the CPU:
 // real buffer contents, real digests (the CPU buffer hash), and snapshot
-// blobs for the launches GPURR_SNAPSHOT selects. Every launch and copy has
+// blobs for the launches GPURR_SNAPSHOT selects. Like the recorder, it lists
+// every buffer a launch touches among its outputs and, unless
+// GPURR_HASH_INPUTS or a selection asks for all, hashes before the launch
+// only the buffers nothing recorded touched yet. Every launch and copy has
 // the origin gpurr's framework layer records in a PyTorch program: the op,
 // module, line of the train.py below and training step.
 //
@@ -24,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +42,7 @@
 #include <vector>
 
 #include "recorder/options.h"
+#include "recorder/write_history.h"
 #include "trace_format/hash.h"
 #include "trace_format/trace.h"
 
@@ -130,6 +135,7 @@ class Program {
     a.size = kBytes;
     append(a);
     memory_[ordinal] = std::vector<uint8_t>(kBytes, 0);
+    history_.forget(a.address, a.address + kBytes);
   }
 
   void module() {
@@ -151,6 +157,7 @@ class Program {
     c.dst = range(ordinal);
     c.src = DeviceRange{0x55d0c0de0000, kBytes, 0, 0};
     c.digest = hashBuffer(memory_[ordinal]);
+    history_.touch(address(ordinal), address(ordinal) + kBytes);
     if (opts_.captureHostData) c.data = w_.putBlob(memory_[ordinal]);
     append(c);
   }
@@ -194,7 +201,14 @@ class Program {
       k.annotations.push_back(rng);
     }
     const bool snapshot = recorder::launchSelected(opts_.snapshot, launches_, name);
-    for (uint32_t in : inputs) k.inputs.push_back(digest(in, snapshot));
+    std::vector<uint32_t> touched = inputs;  // in address order, as the recorder's ranges
+    touched.push_back(output);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (uint32_t t : touched) {
+      const bool fresh = history_.touch(address(t), address(t) + kBytes);
+      if (fresh || snapshot || recorder::hashesAllInputs(opts_)) k.inputs.push_back(digest(t, snapshot));
+    }
 
     std::vector<float> out(kBytes / 4, 0.0f);
     for (size_t j = 0; j < inputs.size(); ++j) {
@@ -211,7 +225,7 @@ class Program {
       out[i] = std::nextafter(out[i], 1e30f);
     }
     memory_[output] = bytesOf(out);
-    k.outputs.push_back(digest(output, snapshot));
+    for (uint32_t t : touched) k.outputs.push_back(digest(t, snapshot));
     append(k);
     ++launches_;
   }
@@ -243,6 +257,7 @@ class Program {
   TraceWriter& w_;
   const recorder::RecorderOptions& opts_;
   std::map<uint32_t, std::vector<uint8_t>> memory_;
+  recorder::WriteHistory history_;
   uint64_t seq_ = 0;
   uint64_t launches_ = 0;
   std::optional<Origin> next_;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the golden diff cases: the trace pairs (make_diff_traces, and
-# cli_written/make.sh with the capnp and zstd tools), then each case's expected
+# make_cli_case.sh with the capnp and zstd tools for the cases with a.txt), then each case's expected
 # report. Review `git diff tests/diff/cases` before committing the result.
 #
 #   tests/diff/update_expected.sh BUILD_DIR
@@ -13,12 +13,14 @@ gpurr=$build/bin/gpurr
 # Trace pairs.
 for dir in "$cases"/*/; do
   name=$(basename "$dir")
-  [ "$name" = cli_written ] && continue
+  [ -f "$dir/a.txt" ] && continue
   [ -f "$dir/traces" ] && continue
   rm -rf "$dir"a.gpurr "$dir"b.gpurr "$dir"a "$dir"b
 done
 "$build/tests/diff/make_diff_traces" "$cases"
-bash "$cases/cli_written/make.sh" "$cases/cli_written"
+for dir in "$cases"/*/; do
+  if [ -f "$dir/a.txt" ]; then bash "$here/make_cli_case.sh" "$dir" "$dir"; fi
+done
 
 # Expected reports.
 for dir in "$cases"/*/; do

@@ -1014,13 +1014,70 @@ TEST_CASE("IPC-opened memory is a known allocation and hashed until its last clo
   for (int i : {0, 1}) {
     REQUIRE(launches[i].pointers.size() == 1);
     CHECK(launches[i].pointers[0] == trace::PointerParam{0, 1, 16});
-    REQUIRE(launches[i].inputs.size() == 1);
-    CHECK(launches[i].inputs[0].range == trace::DeviceRange{p, shared.size() - 16, 1, 16});
-    CHECK(launches[i].inputs[0].digest == hash::hashBuffer({shared.data() + 16, shared.size() - 16}));
+    REQUIRE(launches[i].outputs.size() == 1);
+    CHECK(launches[i].outputs[0].range == trace::DeviceRange{p, shared.size() - 16, 1, 16});
+    CHECK(launches[i].outputs[0].digest == hash::hashBuffer({shared.data() + 16, shared.size() - 16}));
   }
+  CHECK(launches[0].inputs.size() == 1);  // the bytes' first use
+  CHECK(launches[1].inputs.empty());
   CHECK(launches[2].pointers.empty());
-  CHECK(launches[2].inputs.empty());
+  CHECK(launches[2].outputs.empty());
   CHECK(h.warnings.empty());
+}
+
+TEST_CASE("a launch hashes before it runs only the ranges holding bytes nothing recorded touched yet",
+          "[recorder][session][first-use]") {
+  auto run = [](std::map<std::string, std::string> env) {
+    Harness h(env);
+    h.device->functions[kAxpy] = axpyInfo(0);
+    std::vector<uint8_t> x = randomBytes(8192, 61), y = randomBytes(8192, 62);
+    h.memAlloc(x);
+    h.memAlloc(y);
+    uint64_t px = addr(x.data()), py = addr(y.data()), pyTail = py + 4096;
+    float a = 1.0f;
+    int n = 16;
+    void* args[] = {&px, &py, &a, &n};
+    void* tailArgs[] = {&px, &pyTail, &a, &n};
+    {  // 0: y set in full first, x never written
+      cuMemsetD8_v2_params p{py, 0, y.size()};
+      h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, &p, CUDA_SUCCESS, nullptr, [&] { std::fill(y.begin(), y.end(), 0); });
+    }
+    h.launch(kAxpy, args, 0x5);      // x: first use, hashed; y: set before
+    h.launch(kAxpy, args, 0x5);      // both touched by launch 0
+    h.launch(kAxpy, tailArgs, 0x5);  // inside what launch 0 touched
+    {  // y freed and allocated again: its bytes are the previous owner's
+      cuMemFree_v2_params f{py};
+      h.call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &f);
+      h.memAlloc(y);
+    }
+    h.launch(kAxpy, args, 0x5);
+    trace::Header header;
+    const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead(&header));
+    REQUIRE(launches.size() == 4);
+    for (const auto& k : launches) CHECK(k.outputs.size() == 2);
+    std::vector<std::vector<uint64_t>> hashedBefore;
+    for (const auto& k : launches) {
+      hashedBefore.emplace_back();
+      for (const auto& r : k.inputs) hashedBefore.back().push_back(r.range.address);
+    }
+    return std::make_pair(header.options.hashInputs, hashedBefore);
+  };
+  SECTION("by default: first use only") {
+    const auto [all, before] = run({});
+    CHECK_FALSE(all);
+    CHECK(before[0].size() == 1);
+    CHECK(before[1].empty());
+    CHECK(before[2].empty());
+    CHECK(before[3].size() == 1);  // y again, allocated afresh
+  }
+  SECTION("GPURR_HASH_INPUTS=1, or a selection of launches: every range") {
+    for (auto env : {std::map<std::string, std::string>{{"GPURR_HASH_INPUTS", "1"}},
+                     std::map<std::string, std::string>{{"GPURR_LAUNCHES", "0:"}}}) {
+      const auto [all, before] = run(env);
+      CHECK(all);
+      for (const auto& b : before) CHECK(b.size() == 2);
+    }
+  }
 }
 
 TEST_CASE("a pool-imported pointer is a known allocation and hashed until it is freed",
