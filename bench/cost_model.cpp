@@ -11,12 +11,17 @@
 // grows, and the recorder sees its mapped extent as one range.
 //
 // The rules, for a pointer p into a segment:
-//   tail      from p to the end of the segment (what the recorder does today);
+//   tail      from p to the end of the segment (close to the recorder's
+//             allocation rule, without the PyTorch layer);
 //   next      from p to the next pointer the same launch passes into that
 //             segment, or to the segment's end (needs no framework help);
 //   exact     the tensor's own block (needs the allocator's block events).
-// Each launch hashes its ranges before and after it runs; "outputs" hashes
-// only the range a launch writes, after it, with exact ranges.
+// tail, next and exact hash each launch's ranges before and after it runs
+// (--hash-inputs). "first-use" is the recorder's rule (recorder/
+// write_history.h): exact ranges, all hashed after each launch, and before it
+// only those holding bytes no launch has touched since the allocator handed
+// their block out. "outputs" hashes only the range a launch writes, after
+// it, with exact ranges: the floor under every rule here.
 //
 // A model, not a measurement: launches are conv / norm / activation /
 // linear / attention with their real tensor sizes but fewer, fused launches
@@ -30,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -136,7 +142,9 @@ class Allocator {
 
 struct Totals {
   uint64_t launches = 0, tail = 0, next = 0, exact = 0;
-  uint64_t outputsOnly = 0;  // exact, the written operand alone, after the launch
+  uint64_t firstUse = 0;        // exact, all after the launch, untouched ones before it
+  uint64_t firstUseBefore = 0;  // of which before the launch
+  uint64_t outputsOnly = 0;     // exact, the written operand alone, after the launch
 };
 
 // Runs `build(emit)` where emit(kind, ids, bytes) feeds the allocator and
@@ -146,7 +154,15 @@ Totals run(bool expandable, Build build) {
   Allocator a(expandable);
   std::map<int, uint64_t> addr;
   Totals t;
-  auto alloc = [&](int id, uint64_t bytes) { addr[id] = a.alloc(bytes); };
+  // Blocks a launch has touched since the allocator handed them out. A
+  // launch's exact range is a whole live block and an allocation makes a
+  // whole block untouched, so a block is touched entirely or not at all: one
+  // flag per block is the recorder's byte-level history.
+  std::set<uint64_t> touched;
+  auto alloc = [&](int id, uint64_t bytes) {
+    addr[id] = a.alloc(bytes);
+    touched.erase(addr[id]);
+  };
   auto release = [&](int id) {
     a.free(addr.at(id));
     addr.erase(id);
@@ -159,6 +175,11 @@ Totals run(bool expandable, Build build) {
     for (size_t i = 0; i < blocks.size(); ++i) {
       const auto& b = blocks[i];
       t.exact += b.size;
+      t.firstUse += b.size;                    // after the launch
+      if (touched.insert(b.address).second) {  // first use: before it too
+        t.firstUse += b.size;
+        t.firstUseBefore += b.size;
+      }
       t.tail += b.segmentEnd - b.address;
       uint64_t end = b.segmentEnd;
       if (i + 1 < blocks.size() && blocks[i + 1].address < b.segmentEnd) end = blocks[i + 1].address;
@@ -169,6 +190,10 @@ Totals run(bool expandable, Build build) {
   build(alloc, release, launch);
   // Before and after each launch.
   t.tail *= 2, t.next *= 2, t.exact *= 2;
+  if (t.outputsOnly > t.firstUse || t.firstUse > t.exact) {
+    std::fprintf(stderr, "cost_model: first-use bytes outside [outputs, exact]\n");
+    std::exit(1);
+  }
   return t;
 }
 
@@ -291,6 +316,11 @@ void report(const char* name, double stepMs, double hashTBps, const Totals& t) {
   std::printf("  %-7s %10.1f GB hashed per step  -> %.2fx step time\n", "tail", t.tail / 1e9, ratio(t.tail));
   std::printf("  %-7s %10.1f GB hashed per step  -> %.2fx step time\n", "next", t.next / 1e9, ratio(t.next));
   std::printf("  %-7s %10.1f GB hashed per step  -> %.2fx step time\n", "exact", t.exact / 1e9, ratio(t.exact));
+  std::printf("  %-9s %8.1f GB hashed per step  -> %.2fx step time (the recorder's rule: exact ranges,\n"
+              "          all after each launch, %.1f GB, and before it only a block's first use since the\n"
+              "          allocator handed it out, %.1f GB)\n",
+              "first-use", t.firstUse / 1e9, ratio(t.firstUse), (t.firstUse - t.firstUseBefore) / 1e9,
+              t.firstUseBefore / 1e9);
   std::printf("  %-7s %10.1f GB hashed per step  -> %.2fx step time (exact ranges, outputs only: inputs\n"
               "          are known equal from the write history)\n",
               "outputs", t.outputsOnly / 1e9, ratio(t.outputsOnly));

@@ -53,10 +53,11 @@ DeviceHasher::~DeviceHasher() {
 }
 
 CUresult DeviceHasher::enqueue(CUstream stream, CUdeviceptr ranges, uint32_t rangeCount, uint64_t totalSlots,
-                               CUdeviceptr digests) const {
+                               CUdeviceptr digests, CUdeviceptr blocksDone, CUdeviceptr doneWord,
+                               uint64_t ticket) const {
   if (totalSlots == 0) return CUDA_SUCCESS;
   const unsigned blocks = static_cast<unsigned>(std::min<uint64_t>(totalSlots, maxBlocks_));
-  void* args[] = {&ranges, &rangeCount, &totalSlots, &digests};
+  void* args[] = {&ranges, &rangeCount, &totalSlots, &digests, &blocksDone, &doneWord, &ticket};
   return api_.cuLaunchKernel(function_, blocks, 1, 1, kHashBlockThreads, 1, 1, 0, stream, args, nullptr);
 }
 

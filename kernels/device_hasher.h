@@ -40,11 +40,14 @@ class DeviceHasher {
   DeviceHasher(const DeviceHasher&) = delete;
   DeviceHasher& operator=(const DeviceHasher&) = delete;
 
-  // Enqueues the kernel on `stream`: `ranges` (device memory, `rangeCount`
-  // DeviceHashRange entries) -> `digests` (device memory, `totalSlots`
-  // uint64 chunk digests). Nothing is waited for.
+  // Enqueues the kernel on `stream`: `ranges` (`rangeCount` DeviceHashRange
+  // entries) -> `digests` (`totalSlots` uint64 chunk digests), both device
+  // addresses (device memory, or mapped pinned host memory). With
+  // `doneWord`, the kernel writes `ticket` there once every digest is
+  // written, using the zeroed counter at `blocksDone`. Nothing is waited for.
   CUresult enqueue(CUstream stream, CUdeviceptr ranges, uint32_t rangeCount, uint64_t totalSlots,
-                   CUdeviceptr digests) const;
+                   CUdeviceptr digests, CUdeviceptr blocksDone = 0, CUdeviceptr doneWord = 0,
+                   uint64_t ticket = 0) const;
 
   // Hashes the buffers synchronously on `stream` (uploads the plan, launches,
   // downloads and folds). Fills `out` (one per request) and returns

@@ -39,6 +39,8 @@ namespace gpurr::kernels {
   X(cuMemFree)                    \
   X(cuMemGetAddressRange)         \
   X(cuMemAllocHost)               \
+  X(cuMemHostAlloc)               \
+  X(cuMemHostGetDevicePointer)    \
   X(cuMemFreeHost)                \
   X(cuMemcpyHtoD)                 \
   X(cuMemcpyDtoH)                 \
@@ -47,6 +49,7 @@ namespace gpurr::kernels {
   X(cuMemcpyDtoHAsync)            \
   X(cuMemsetD8)                   \
   X(cuStreamSynchronize)          \
+  X(cuStreamQuery)                \
   X(cuStreamIsCapturing)          \
   X(cuStreamGetCaptureInfo)       \
   X(cuStreamGetCtx)               \

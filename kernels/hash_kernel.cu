@@ -46,9 +46,14 @@ __device__ void loadBytes(const uint8_t* p, uint64_t len, uint32_t w, uint64_t& 
 
 }  // namespace
 
+// With `doneWord` (null: nothing is signalled), the last block to finish
+// resets `blocksDone` (device memory, zero on entry) for the next batch and
+// writes `ticket` to `doneWord` (pinned host memory): the host reads the
+// digests once it sees the ticket, with no event and no copy.
 extern "C" __global__ void __launch_bounds__(256)
 gpurr_hash_chunks(const DeviceHashRange* __restrict__ ranges, uint32_t rangeCount,
-                  uint64_t totalSlots, uint64_t* __restrict__ chunkDigests) {
+                  uint64_t totalSlots, uint64_t* __restrict__ chunkDigests,
+                  uint32_t* blocksDone, uint64_t* doneWord, uint64_t ticket) {
   __shared__ uint64_t warpRoots[h::kLanes / 32];
   const uint32_t lane = threadIdx.x;
 
@@ -114,5 +119,16 @@ gpurr_hash_chunks(const DeviceHashRange* __restrict__ ranges, uint32_t rangeCoun
       if (lane == 0) chunkDigests[slot] = h::finishChunk(t, len);
     }
     __syncthreads();  // warpRoots is reused by the next chunk
+  }
+
+  // Thread 0 wrote this block's chunk digests: they reach the host before
+  // the count that tells the last block, which then raises the ticket.
+  if (doneWord != nullptr && threadIdx.x == 0) {
+    __threadfence_system();
+    if (atomicAdd(blocksDone, 1u) == gridDim.x - 1) {
+      *blocksDone = 0;
+      __threadfence_system();
+      *reinterpret_cast<volatile uint64_t*>(doneWord) = ticket;
+    }
   }
 }

@@ -20,7 +20,9 @@ static_assert(sizeof(DeviceHashRange) == 24);
 
 // Name of the kernel in the embedded fatbin (extern "C", so unmangled):
 //   hashChunks(const DeviceHashRange* ranges, uint32_t rangeCount,
-//              uint64_t totalSlots, uint64_t* chunkDigests)
+//              uint64_t totalSlots, uint64_t* chunkDigests,
+//              uint32_t* blocksDone, uint64_t* doneWord, uint64_t ticket)
+// (doneWord null: no completion signal; see hash_kernel.cu)
 inline constexpr const char* kHashKernelName = "gpurr_hash_chunks";
 inline constexpr unsigned kHashBlockThreads = 256;  // = hash::kLanes
 

@@ -7,17 +7,34 @@
 #include <condition_variable>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
+#include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kernels/device_hasher.h"
+#include "recorder/hash_ring.h"
+#include "trace_format/hash_primitives.h"
 #include "recorder/torch_version.h"
 
 namespace gpurr::recorder {
 
 namespace {
 
-constexpr size_t kMaxSlots = 64;  // in-flight hash batches per context before callers wait
+// Each context's hash ring (HashRing): descriptors and chunk digests of the
+// batches in flight, in pinned host memory the GPU reads and writes directly.
+// 32 MiB of digests cover 256 GiB of hashed bytes in flight; a batch that
+// finds no room waits up to kRingWait for the trace thread, then is dropped.
+constexpr uint64_t kRingRanges = 64 * 1024;
+constexpr uint64_t kRingDigests = 4 * 1024 * 1024;
+constexpr uint64_t kRingBatches = 8192;
+constexpr auto kRingWait = std::chrono::seconds(2);
+// A batch whose completion word stays unwritten this long (its kernel
+// faulted or never ran) is given up, and so is every later one of its context.
+constexpr auto kHashWaitLimit = std::chrono::seconds(120);
+
 // Pinned snapshot staging kept for reuse per context once given back; the
 // snapshot memory bound (SnapshotBudget) limits what is in use.
 constexpr size_t kStagingCacheBytes = size_t{256} << 20;
@@ -31,15 +48,6 @@ size_t stagingCapacity(size_t size) {
   while (c < size) c *= 2;
   return c;
 }
-
-// One in-flight batch's buffers. Reused; grown on demand.
-struct Slot {
-  CUdeviceptr rangesDev = 0, digestsDev = 0;
-  void* hostRanges = nullptr;
-  uint64_t* hostDigests = nullptr;
-  size_t rangesCap = 0, digestsCap = 0;  // bytes, host and device alike
-  CUevent done = nullptr;
-};
 
 // A symbol from a library the program may have loaded (any scope).
 void* loadedSymbol(std::initializer_list<const char*> libraries, const char* symbol) {
@@ -82,13 +90,20 @@ struct CudaDevice::ContextState {
   CUcontext ctx = nullptr;
   std::unique_ptr<kernels::DeviceHasher> hasher;
   std::mutex mu;
-  std::condition_variable slotFreed;
-  std::vector<std::unique_ptr<Slot>> slots;
-  std::vector<Slot*> freeSlots;
-  // Slots whose enqueue failed part-way: work already on the stream still
-  // reads or writes their buffers, so each is reused only once the stream has
-  // passed its event.
-  std::vector<Slot*> retiring;
+  std::condition_variable ringFreed;
+  // The ring: one pinned, device-mapped host allocation holding the
+  // descriptors, the chunk digests and a completion word per batch place;
+  // one counter per batch place in device memory (zero between batches).
+  HashRing ring{kRingRanges, kRingDigests, kRingBatches};
+  void* ringHost = nullptr;
+  CUdeviceptr ringDev = 0, counters = 0;
+  kernels::DeviceHashRange* ranges() const { return static_cast<kernels::DeviceHashRange*>(ringHost); }
+  uint64_t* digests() const { return reinterpret_cast<uint64_t*>(ranges() + kRingRanges); }
+  uint64_t* doneWords() const { return digests() + kRingDigests; }
+  static constexpr size_t kRingBytes = kRingRanges * sizeof(kernels::DeviceHashRange) +
+                                       (kRingDigests + kRingBatches) * sizeof(uint64_t);
+  bool broken = false;     // a batch never completed: later ones are not waited for
+  uint64_t dropped = 0;    // batches refused for want of room
   std::set<PendingCuda*> inFlight;
   // Snapshot staging: free pinned buffers by capacity, spare events, copies
   // in flight (detached when the context goes away).
@@ -98,42 +113,58 @@ struct CudaDevice::ContextState {
   std::set<PendingCudaCopy*> copiesInFlight;
   bool dead = false;
 
+  // Allocates the ring (once, with the context current). False with `error`.
+  bool createRing(std::string& error);
   void releaseResources();
 };
 
 class PendingCuda : public PendingHashes {
  public:
-  PendingCuda(std::shared_ptr<CudaDevice::ContextState> cs, std::span<const kernels::HashRequest> requests)
-      : cs_(std::move(cs)), requests_(requests.begin(), requests.end()), plan_(kernels::planHashBatch(requests_)) {}
+  PendingCuda(std::shared_ptr<CudaDevice::ContextState> cs, std::span<const kernels::HashRequest> requests,
+              uint64_t stream)
+      : cs_(std::move(cs)), requests_(requests.begin(), requests.end()), plan_(kernels::planHashBatch(requests_)),
+        stream_(stream) {}
   ~PendingCuda() override {
     std::vector<kernels::HashResult> ignored;
     std::string error;
-    if (slot_ != nullptr) wait(ignored, error);
+    if (batch_) wait(ignored, error);
   }
 
   const kernels::HashPlan& plan() const { return plan_; }
-  void setSlot(Slot* s) { slot_ = s; }
+  // Holds cs_->mu.
+  void setBatch(const HashRing::Batch& b) {
+    batch_ = b;
+    cs_->inFlight.insert(this);
+  }
+  uint64_t ticket() const { return batch_->sequence + 1; }  // never 0, the words' initial value
+  uint64_t* doneWord() const { return cs_->doneWords() + batch_->sequence % kRingBatches; }
+  bool completed() const { return __atomic_load_n(doneWord(), __ATOMIC_ACQUIRE) == ticket(); }
 
-  // Folds the digests from the slot's host mirror and gives the slot back.
-  // Caller holds cs_->mu; the slot's event has completed.
-  void finishLocked(bool ok, const std::string& error) {
-    if (ok) {
-      std::span<const uint64_t> chunks(slot_ ? slot_->hostDigests : nullptr, slot_ ? plan_.totalSlots : 0);
+  // Folds the digests from the ring and gives the batch's room back. Caller
+  // holds cs_->mu; `ok`: the batch completed.
+  void finishLocked(bool ok, const std::string& error, bool roomFree = false) {
+    if (ok && batch_) {
+      std::span<const uint64_t> chunks(cs_->digests() + batch_->firstDigest, plan_.totalSlots);
       results_.resize(requests_.size());
       for (size_t i = 0; i < requests_.size(); ++i) {
         results_[i].digest = kernels::foldRequest(plan_, requests_, i, chunks);
         const uint64_t first = plan_.firstSlot[i], n = kernels::chunkCount(requests_[i].length);
         results_[i].chunkDigests.assign(chunks.begin() + first, chunks.begin() + first + n);
       }
+    } else if (ok) {
+      results_.resize(requests_.size());
+      for (size_t i = 0; i < requests_.size(); ++i) results_[i].digest = kernels::foldRequest(plan_, requests_, i, {});
     } else {
       failed_ = true;
       error_ = error;
     }
-    if (slot_ != nullptr) {
-      cs_->freeSlots.push_back(slot_);
+    if (batch_) {
+      // Room given back only when the GPU is done with it: a batch given up
+      // while its kernel may still run keeps its room for good.
+      if (ok || roomFree) cs_->ring.giveBack(batch_->sequence);
       cs_->inFlight.erase(this);
-      cs_->slotFreed.notify_one();
-      slot_ = nullptr;
+      cs_->ringFreed.notify_all();
+      batch_.reset();
     }
     done_ = true;
   }
@@ -146,15 +177,12 @@ class PendingCuda : public PendingHashes {
   bool wait(std::vector<kernels::HashResult>& out, std::string& error) override {
     std::unique_lock lock(cs_->mu);
     if (!done_) {
-      CUevent ev = slot_->done;
       lock.unlock();
-      // No context needed: the event knows its own. Relaxed: this runs on
-      // the trace thread while the program's threads may capture graphs in
-      // global mode, which forbids such calls on other threads.
-      RelaxedCaptureMode relaxed(*cs_->api);
-      const CUresult r = cs_->api->cuEventSynchronize(ev);
+      std::string why;
+      bool idle = false;
+      const bool ok = waitForTicket(why, idle);
       lock.lock();
-      if (!done_) finishLocked(r == CUDA_SUCCESS, r == CUDA_SUCCESS ? "" : cs_->api->errorText(r));
+      if (!done_) finishLocked(ok, why, idle);
     }
     if (failed_) {
       error = error_;
@@ -165,10 +193,58 @@ class PendingCuda : public PendingHashes {
   }
 
  private:
+  // Polls the batch's completion word (no driver call while the GPU keeps
+  // up); now and then asks whether the stream still has work, so that a
+  // kernel that never ran is not waited for without end. The per-thread
+  // default stream of another thread cannot be asked about: there only the
+  // time limit applies.
+  // `idle`: the stream had no work left, so the kernel will not run later.
+  bool waitForTicket(std::string& why, bool& idle) {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    auto nextQuery = start + std::chrono::milliseconds(10);
+    const bool queryable = stream_ != reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD);
+    bool pushed = false;
+    auto pop = [&] {
+      CUcontext popped;
+      if (pushed) cs_->api->cuCtxPopCurrent(&popped);
+    };
+    for (uint32_t polls = 0;; ++polls) {
+      if (completed()) return pop(), true;
+      if (cs_->broken) {
+        why = "an earlier hash of this context never completed";
+        return pop(), false;
+      }
+      const auto now = Clock::now();
+      if (queryable && now >= nextQuery) {
+        nextQuery = now + std::chrono::milliseconds(10);
+        RelaxedCaptureMode relaxed(*cs_->api);  // as for every call of the trace thread
+        if (!pushed) pushed = cs_->api->cuCtxPushCurrent(cs_->ctx) == CUDA_SUCCESS;
+        const CUresult r = cs_->api->cuStreamQuery(reinterpret_cast<CUstream>(stream_));
+        if (completed()) return pop(), true;
+        if (r != CUDA_ERROR_NOT_READY) {
+          why = r == CUDA_SUCCESS ? "the hash kernel finished without signalling (it did not run)"
+                                  : "waiting for the hash kernel: " + cs_->api->errorText(r);
+          cs_->broken = r != CUDA_SUCCESS;
+          idle = r == CUDA_SUCCESS;
+          return pop(), false;
+        }
+      }
+      if (now - start > kHashWaitLimit) {
+        why = "the hash kernel did not complete within 120 s";
+        cs_->broken = true;
+        return pop(), false;
+      }
+      if (polls < 64) continue;
+      std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
+    }
+  }
+
   std::shared_ptr<CudaDevice::ContextState> cs_;
   std::vector<kernels::HashRequest> requests_;
   kernels::HashPlan plan_;
-  Slot* slot_ = nullptr;
+  uint64_t stream_;
+  std::optional<HashRing::Batch> batch_;
   bool done_ = false, failed_ = false;
   std::string error_;
   std::vector<kernels::HashResult> results_;
@@ -245,20 +321,38 @@ class PendingCudaCopy : public PendingCopy {
   std::vector<uint8_t> owned_;
 };
 
+bool CudaDevice::ContextState::createRing(std::string& error) {
+  auto fail = [&](const char* what, CUresult r) {
+    error = std::string(what) + ": " + api->errorText(r);
+    return false;
+  };
+  if (CUresult r = api->cuMemHostAlloc(&ringHost, kRingBytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+      r != CUDA_SUCCESS) {
+    ringHost = nullptr;
+    return fail("allocating the hash ring (cuMemHostAlloc)", r);
+  }
+  std::memset(ringHost, 0, kRingBytes);
+  if (CUresult r = api->cuMemHostGetDevicePointer(&ringDev, ringHost, 0); r != CUDA_SUCCESS)
+    return fail("mapping the hash ring (cuMemHostGetDevicePointer)", r);
+  if (CUresult r = api->cuMemAlloc(&counters, kRingBatches * sizeof(uint32_t)); r != CUDA_SUCCESS) {
+    counters = 0;
+    return fail("allocating the hash ring's counters (cuMemAlloc)", r);
+  }
+  if (CUresult r = api->cuMemsetD8(counters, 0, kRingBatches * sizeof(uint32_t)); r != CUDA_SUCCESS)
+    return fail("clearing the hash ring's counters (cuMemsetD8)", r);
+  return true;
+}
+
 void CudaDevice::ContextState::releaseResources() {
   for (auto& [capacity, host] : freeStaging) api->cuMemFreeHost(host);
   freeStaging.clear();
   freeStagingBytes = 0;
   for (CUevent e : freeEvents) api->cuEventDestroy(e);
   freeEvents.clear();
-  for (auto& s : slots) {
-    if (s->rangesDev) api->cuMemFree(s->rangesDev);
-    if (s->digestsDev) api->cuMemFree(s->digestsDev);
-    if (s->hostRanges) api->cuMemFreeHost(s->hostRanges);
-    if (s->hostDigests) api->cuMemFreeHost(s->hostDigests);
-    if (s->done) api->cuEventDestroy(s->done);
-    *s = Slot{};
-  }
+  if (ringHost != nullptr) api->cuMemFreeHost(ringHost);
+  if (counters != 0) api->cuMemFree(counters);
+  ringHost = nullptr;
+  ringDev = counters = 0;
   hasher.reset();
 }
 
@@ -368,8 +462,13 @@ std::shared_ptr<CudaDevice::ContextState> CudaDevice::stateFor(uint64_t context,
   auto cs = std::make_shared<ContextState>();
   cs->api = &api_;
   cs->ctx = reinterpret_cast<CUcontext>(context);
-  cs->hasher = kernels::DeviceHasher::create(api_, error);  // in the current context = `context`
+  // In the current context = `context`; once per context, on its first hash.
+  cs->hasher = kernels::DeviceHasher::create(api_, error);
   if (!cs->hasher) return nullptr;
+  if (!cs->createRing(error)) {
+    cs->releaseResources();
+    return nullptr;
+  }
   contexts_.emplace(context, cs);
   return cs;
 }
@@ -380,7 +479,7 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
   RelaxedCaptureMode relaxed(api_);
   std::shared_ptr<ContextState> cs = stateFor(context, error);
   if (!cs) return nullptr;
-  auto pending = std::make_unique<PendingCuda>(cs, requests);
+  auto pending = std::make_unique<PendingCuda>(cs, requests, stream);
   const kernels::HashPlan& plan = pending->plan();
   if (plan.totalSlots == 0) {
     pending->finishEmpty();
@@ -390,89 +489,69 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
   if (synchronous) {
     // The stream, not the context: other streams may be capturing graphs,
     // and a context synchronisation would break their capture.
+    ++countOnThisThread().syncCalls;
     if (CUresult r = api_.cuStreamSynchronize(s); r != CUDA_SUCCESS) {
       error = "cuStreamSynchronize: " + api_.errorText(r);
       return nullptr;
     }
   }
 
-  // Take a free slot; wait a little for one, then grow the pool rather than
-  // risk waiting on work that waits on this thread.
-  Slot* slot = nullptr;
+  // Room in the ring: the trace thread gives it back as it reads digests.
+  // When the GPU runs far behind, wait a little, then drop the batch rather
+  // than stall the program without end.
+  HashRing::Batch batch;
   {
     std::unique_lock lock(cs->mu);
     if (cs->dead) {
       error = "the context is being destroyed";
       return nullptr;
     }
-    std::erase_if(cs->retiring, [&](Slot* r) {
-      if (api_.cuEventQuery(r->done) != CUDA_SUCCESS) return false;
-      cs->freeSlots.push_back(r);
-      return true;
-    });
-    if (cs->freeSlots.empty() && cs->slots.size() >= kMaxSlots)
-      cs->slotFreed.wait_for(lock, std::chrono::seconds(1), [&] { return !cs->freeSlots.empty(); });
-    if (cs->freeSlots.empty()) {
-      cs->slots.push_back(std::make_unique<Slot>());
-      cs->freeSlots.push_back(cs->slots.back().get());
+    const uint64_t rangeCount = plan.ranges.size();
+    if (!cs->ring.fits(rangeCount, plan.totalSlots)) {
+      ++cs->dropped;
+      error = fmt::format("{} GiB of buffers in one launch exceed what the hash ring holds ({} GiB)",
+                          (plan.totalSlots * hash::kChunkBytes) >> 30, (kRingDigests * hash::kChunkBytes) >> 30);
+      return nullptr;
     }
-    slot = cs->freeSlots.back();
-    cs->freeSlots.pop_back();
+    std::optional<HashRing::Batch> b = cs->ring.take(rangeCount, plan.totalSlots);
+    if (!b) {
+      cs->ringFreed.wait_for(lock, kRingWait, [&] { return (b = cs->ring.take(rangeCount, plan.totalSlots)).has_value(); });
+    }
+    if (!b) {
+      ++cs->dropped;
+      error = fmt::format("the hash ring is full: the GPU runs more than {} s of hashing behind the program "
+                          "(dropped so far: {})",
+                          std::chrono::duration_cast<std::chrono::seconds>(kRingWait).count(), cs->dropped);
+      return nullptr;
+    }
+    batch = *b;
   }
-  bool queued = false;  // some of this slot's work is on the program's stream
-  auto giveBack = [&](CUresult r, const char* what) {
-    error = std::string(what) + ": " + api_.errorText(r);
-    // Work already queued still reads the slot's buffers: mark where it ends
-    // and reuse the slot after that. Without an event to tell, the slot is
-    // never reused (its memory is given up rather than raced on).
-    const bool marked = queued && api_.cuEventRecord(slot->done, s) == CUDA_SUCCESS;
+  // The descriptors, with slots relative to the batch's first digest.
+  std::memcpy(cs->ranges() + batch.firstRange, plan.ranges.data(),
+              plan.ranges.size() * sizeof(kernels::DeviceHashRange));
+  const uint64_t place = batch.sequence % kRingBatches;
+  const CUdeviceptr hostBase = reinterpret_cast<CUdeviceptr>(cs->ringHost);
+  auto onDevice = [&](const void* p) { return cs->ringDev + (reinterpret_cast<CUdeviceptr>(p) - hostBase); };
+  if (CUresult r = cs->hasher->enqueue(s, onDevice(cs->ranges() + batch.firstRange),
+                                       static_cast<uint32_t>(plan.ranges.size()), plan.totalSlots,
+                                       onDevice(cs->digests() + batch.firstDigest),
+                                       cs->counters + place * sizeof(uint32_t), onDevice(cs->doneWords() + place),
+                                       batch.sequence + 1);
+      r != CUDA_SUCCESS) {
+    error = "launching the hash kernel: " + api_.errorText(r);
     std::lock_guard lock(cs->mu);
-    if (!queued) cs->freeSlots.push_back(slot);
-    else if (marked) cs->retiring.push_back(slot);
+    cs->ring.giveBack(batch.sequence);  // nothing was enqueued
+    cs->ringFreed.notify_all();
     return nullptr;
-  };
-
-  const size_t tableBytes = plan.ranges.size() * sizeof(kernels::DeviceHashRange);
-  const size_t digestBytes = plan.totalSlots * sizeof(uint64_t);
-  const size_t need = std::max(tableBytes, digestBytes);
-  if (slot->done == nullptr) {
-    if (CUresult r = api_.cuEventCreate(&slot->done, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS)
-      return giveBack(r, "cuEventCreate");
   }
-  if (need > slot->rangesCap) {
-    // Grown together: one capacity for the table and the digests, both ways.
-    const size_t cap = std::max<size_t>(need * 2, 64 * 1024);
-    if (slot->rangesDev) api_.cuMemFree(slot->rangesDev);
-    if (slot->digestsDev) api_.cuMemFree(slot->digestsDev);
-    if (slot->hostRanges) api_.cuMemFreeHost(slot->hostRanges);
-    if (slot->hostDigests) api_.cuMemFreeHost(slot->hostDigests);
-    *slot = Slot{0, 0, nullptr, nullptr, 0, 0, slot->done};
-    void* hd = nullptr;
-    if (CUresult r = api_.cuMemAlloc(&slot->rangesDev, cap); r != CUDA_SUCCESS) return giveBack(r, "cuMemAlloc");
-    if (CUresult r = api_.cuMemAlloc(&slot->digestsDev, cap); r != CUDA_SUCCESS) return giveBack(r, "cuMemAlloc");
-    if (CUresult r = api_.cuMemAllocHost(&slot->hostRanges, cap); r != CUDA_SUCCESS)
-      return giveBack(r, "cuMemAllocHost");
-    if (CUresult r = api_.cuMemAllocHost(&hd, cap); r != CUDA_SUCCESS) return giveBack(r, "cuMemAllocHost");
-    slot->hostDigests = static_cast<uint64_t*>(hd);
-    slot->rangesCap = slot->digestsCap = cap;
-  }
-  std::memcpy(slot->hostRanges, plan.ranges.data(), tableBytes);
-  if (CUresult r = api_.cuMemcpyHtoDAsync(slot->rangesDev, slot->hostRanges, tableBytes, s); r != CUDA_SUCCESS)
-    return giveBack(r, "uploading the hash table");
-  queued = true;
-  if (CUresult r = cs->hasher->enqueue(s, slot->rangesDev, static_cast<uint32_t>(plan.ranges.size()),
-                                       plan.totalSlots, slot->digestsDev);
-      r != CUDA_SUCCESS)
-    return giveBack(r, "launching the hash kernel");
-  if (CUresult r = api_.cuMemcpyDtoHAsync(slot->hostDigests, slot->digestsDev, digestBytes, s); r != CUDA_SUCCESS)
-    return giveBack(r, "downloading digests");
-  if (CUresult r = api_.cuEventRecord(slot->done, s); r != CUDA_SUCCESS) return giveBack(r, "cuEventRecord");
+  ++countOnThisThread().enqueued;
   {
     std::lock_guard lock(cs->mu);
-    pending->setSlot(slot);
-    cs->inFlight.insert(pending.get());
+    pending->setBatch(batch);
   }
   if (synchronous) {
+    ++countOnThisThread().syncCalls;
+    api_.cuStreamSynchronize(s);
     std::vector<kernels::HashResult> ignored;
     std::string waitError;
     pending->wait(ignored, waitError);  // results stay in `pending`
@@ -535,6 +614,7 @@ std::unique_ptr<PendingCopy> CudaDevice::copyToHost(uint64_t context, uint64_t s
   if (CUresult r = api_.cuMemcpyDtoHAsync(host, address, size, s); r != CUDA_SUCCESS)
     return giveBack(r, "cuMemcpyDtoHAsync");
   if (CUresult r = api_.cuEventRecord(ev, s); r != CUDA_SUCCESS) return giveBack(r, "cuEventRecord");
+  countOnThisThread().enqueued += 2;
   auto copy = std::make_unique<PendingCudaCopy>(cs, host, capacity, size, ev);
   {
     std::lock_guard lock(cs->mu);
@@ -643,7 +723,11 @@ void CudaDevice::contextDestroying(uint64_t context) {
   {
     std::lock_guard lock(cs->mu);
     std::set<PendingCuda*> inFlight = cs->inFlight;
-    for (PendingCuda* p : inFlight) p->finishLocked(r == CUDA_SUCCESS, "the context was destroyed");
+    for (PendingCuda* p : inFlight) {
+      p->finishLocked(r == CUDA_SUCCESS && p->completed(),
+                      r == CUDA_SUCCESS ? "the hash kernel did not run before the context was destroyed"
+                                        : "the context was destroyed: " + api_.errorText(r));
+    }
     std::set<PendingCudaCopy*> copies = cs->copiesInFlight;
     for (PendingCudaCopy* c : copies) c->detachLocked(r == CUDA_SUCCESS);
     cs->copiesInFlight.clear();

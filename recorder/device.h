@@ -58,6 +58,19 @@ struct Relaunch {
   void** extra = nullptr;
 };
 
+// What the recorder did on the calling thread, for the cost of each launch
+// (the session reads it around the launch's callbacks): GPU operations it
+// enqueued on the program's streams, and driver calls that wait for the GPU
+// (stream, event or context synchronisation). Devices count what they do.
+struct ThreadCounts {
+  uint64_t enqueued = 0;
+  uint64_t syncCalls = 0;
+};
+inline ThreadCounts& countOnThisThread() {
+  thread_local ThreadCounts counts;
+  return counts;
+}
+
 class Device {
  public:
   virtual ~Device() = default;

@@ -1,10 +1,12 @@
 // CudaDevice's hashing pipeline against a fake driver table: "device memory"
-// is host memory and every stream operation is deferred until an event or
-// context synchronisation, as on a GPU that runs behind the host. This checks
-// the slot pool, the stream ordering of upload / kernel / download, the
+// is host memory and every stream operation is deferred until an event,
+// stream or context synchronisation or a stream query, as on a GPU that runs
+// behind the host. This checks the hash ring (one kernel launch per batch,
+// digests and completion through mapped host memory, bounded room), the
 // folding, the capture check, function descriptions and context teardown.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -24,7 +26,8 @@ namespace {
 struct FakeGpu {
   std::deque<std::function<void()>> queue;  // enqueued work, in stream order
   std::map<CUevent, bool> events;           // recorded -> completed
-  int allocs = 0, frees = 0, launches = 0, ctxSyncs = 0, streamSyncs = 0, modeExchanges = 0;
+  int allocs = 0, frees = 0, launches = 0, ctxSyncs = 0, streamSyncs = 0, modeExchanges = 0, queries = 0;
+  bool kernelsVanish = false;  // launches succeed but never run (a lost kernel)
   CUstreamCaptureMode captureMode = CU_STREAM_CAPTURE_MODE_GLOBAL;  // of the calling thread
   std::vector<CUstreamCaptureMode> waitModes;  // the thread's mode at each cuEventSynchronize
   CUresult launchResult = CUDA_SUCCESS;
@@ -63,6 +66,25 @@ CUresult fMemAllocHost(void** p, size_t n) {
   *p = std::calloc(n, 1);
   return CUDA_SUCCESS;
 }
+CUresult fMemHostAlloc(void** p, size_t n, unsigned) {
+  ++gpu->allocs;
+  *p = std::calloc(n, 1);
+  return CUDA_SUCCESS;
+}
+CUresult fMemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned) {
+  *d = reinterpret_cast<CUdeviceptr>(p);  // unified addressing: the same address
+  return CUDA_SUCCESS;
+}
+CUresult fMemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
+  std::memset(reinterpret_cast<void*>(p), v, n);
+  return CUDA_SUCCESS;
+}
+CUresult fStreamQuery(CUstream) {
+  ++gpu->queries;
+  gpu->waitModes.push_back(gpu->captureMode);
+  gpu->runAll();
+  return CUDA_SUCCESS;
+}
 CUresult fMemFreeHost(void* p) {
   ++gpu->frees;
   std::free(p);
@@ -86,6 +108,10 @@ CUresult fLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned block,
   const auto count = *static_cast<uint32_t*>(args[1]);
   const auto slots = *static_cast<uint64_t*>(args[2]);
   const auto out = *static_cast<CUdeviceptr*>(args[3]);
+  const auto counter = *static_cast<CUdeviceptr*>(args[4]);
+  const auto doneWord = *static_cast<CUdeviceptr*>(args[5]);
+  const auto ticket = *static_cast<uint64_t*>(args[6]);
+  if (gpu->kernelsVanish) return CUDA_SUCCESS;
   gpu->queue.push_back([=] {
     const auto* ranges = reinterpret_cast<const kernels::DeviceHashRange*>(table);
     auto* digests = reinterpret_cast<uint64_t*>(out);
@@ -97,6 +123,10 @@ CUresult fLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned block,
         digests[ranges[r].firstSlot + c] =
             hash::hashChunk({reinterpret_cast<const uint8_t*>(ranges[r].address + start), len}, c);
       }
+    }
+    if (doneWord != 0) {  // the last block: counter back to 0, ticket raised
+      REQUIRE(*reinterpret_cast<uint32_t*>(counter) == 0);
+      __atomic_store_n(reinterpret_cast<uint64_t*>(doneWord), ticket, __ATOMIC_RELEASE);
     }
   });
   return CUDA_SUCCESS;
@@ -191,6 +221,10 @@ kernels::DriverApi fakeApi() {
   a.cuMemFree = fMemFree;
   a.cuMemAllocHost = fMemAllocHost;
   a.cuMemFreeHost = fMemFreeHost;
+  a.cuMemHostAlloc = fMemHostAlloc;
+  a.cuMemHostGetDevicePointer = fMemHostGetDevicePointer;
+  a.cuMemsetD8 = fMemsetD8;
+  a.cuStreamQuery = fStreamQuery;
   a.cuMemcpyHtoDAsync = fMemcpyHtoDAsync;
   a.cuMemcpyDtoHAsync = fMemcpyDtoHAsync;
   a.cuLaunchKernel = fLaunchKernel;
@@ -245,7 +279,7 @@ TEST_CASE("hashes are enqueued and read back only after the GPU ran them", "[rec
   // The thread's capture mode was relaxed for the recorder's calls, then restored.
   CHECK(gpu->modeExchanges == 2);
   CHECK(gpu->captureMode == CU_STREAM_CAPTURE_MODE_GLOBAL);
-  auto p2 = device->hash(0xC0, 0x5, std::span(req).subspan(2), false, error);  // a second slot
+  auto p2 = device->hash(0xC0, 0x5, std::span(req).subspan(2), false, error);  // a second batch
   REQUIRE(p2);
   std::vector<kernels::HashResult> r1, r2;
   REQUIRE(p2->wait(r2, error));
@@ -259,11 +293,14 @@ TEST_CASE("hashes are enqueued and read back only after the GPU ran them", "[rec
   CHECK(r2[0].digest == hash::hashBuffer(b));
   CHECK(gpu->launches == 2);
 
-  // Slots are reused, and grown for a larger batch.
+  // A large batch takes room in the ring: nothing is allocated after the
+  // context's first hash.
+  const int allocsBefore = gpu->allocs;
   const auto big = randomBytes(3 << 20, 3);
   const kernels::HashRequest bigReq{reinterpret_cast<uint64_t>(big.data()), big.size()};
-  std::vector<kernels::HashRequest> many(300, bigReq);  // 300 x 48 chunks: table and digests grow
+  std::vector<kernels::HashRequest> many(300, bigReq);  // 300 x 48 chunks
   auto p3 = device->hash(0xC0, 0x5, many, false, error);
+  CHECK(gpu->allocs == allocsBefore);
   REQUIRE(p3);
   std::vector<kernels::HashResult> r3;
   REQUIRE(p3->wait(r3, error));
@@ -284,7 +321,7 @@ TEST_CASE("synchronous mode synchronises before and has the digests on return", 
   std::string error;
   auto p = device->hash(0xC0, 0, std::span(&req, 1), true, error);
   REQUIRE(p);
-  CHECK(gpu->streamSyncs == 1);
+  CHECK(gpu->streamSyncs == 2);  // before and after the hash
   CHECK(gpu->ctxSyncs == 0);  // never the whole context: other streams may be capturing
   CHECK(gpu->queue.empty());  // already waited for
   std::vector<kernels::HashResult> r;
@@ -335,37 +372,80 @@ TEST_CASE("a failing launch gives no pending hash and frees its slot", "[recorde
   CHECK(gpu->allocs == gpu->frees);
 }
 
-TEST_CASE("a hash that fails after its upload was queued reuses its slot only once the stream has passed it",
-          "[recorder][cudadevice]") {
+TEST_CASE("a hash is one kernel launch: no upload, no download, no event, no wait on the program's thread",
+          "[recorder][cudadevice][ring]") {
   Fixture fx;
   auto device = CudaDevice::create(fakeApi());
-  const auto a = randomBytes(100, 7), b = randomBytes(300, 8);
-  const kernels::HashRequest reqA{reinterpret_cast<uint64_t>(a.data()), a.size()};
-  const kernels::HashRequest reqB{reinterpret_cast<uint64_t>(b.data()), b.size()};
+  const auto a = randomBytes(300000, 7);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
   std::string error;
-  gpu->launchResult = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
-  CHECK_FALSE(device->hash(0xC0, 0, std::span(&reqA, 1), false, error));
-  REQUIRE_FALSE(gpu->queue.empty());  // the table upload is still on the stream
-  gpu->launchResult = CUDA_SUCCESS;
-  // The stream has not run yet: the failed slot's table must not be
-  // overwritten under the pending upload, so another slot is taken.
-  const int allocsBefore = gpu->allocs;
-  auto pb = device->hash(0xC0, 0, std::span(&reqB, 1), false, error);
-  REQUIRE(pb);
-  CHECK(gpu->allocs > allocsBefore);
-  // Once the stream has passed the failed work, its slot is reused.
-  gpu->runAll();
-  const int allocsAfter = gpu->allocs;
-  auto pa = device->hash(0xC0, 0, std::span(&reqA, 1), false, error);
-  REQUIRE(pa);
-  CHECK(gpu->allocs == allocsAfter);
+  REQUIRE(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));  // the ring is made here, once
+  const ThreadCounts before = countOnThisThread();
+  const size_t queued = gpu->queue.size();
+  const int allocs = gpu->allocs, waits = gpu->streamSyncs + gpu->ctxSyncs + gpu->queries;
+  std::vector<std::unique_ptr<PendingHashes>> pending;
+  for (int i = 0; i < 100; ++i) pending.push_back(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));
+  CHECK(gpu->queue.size() - queued == 100);  // one stream operation each
+  CHECK(countOnThisThread().enqueued - before.enqueued == 100);
+  CHECK(countOnThisThread().syncCalls == before.syncCalls);
+  CHECK(gpu->allocs == allocs);
+  CHECK(gpu->streamSyncs + gpu->ctxSyncs + gpu->queries == waits);
   std::vector<kernels::HashResult> r;
-  REQUIRE(pa->wait(r, error));
-  CHECK(r.at(0).digest == hash::hashBuffer(a));
-  REQUIRE(pb->wait(r, error));
-  CHECK(r.at(0).digest == hash::hashBuffer(b));
+  for (auto& p : pending) {
+    REQUIRE(p);
+    REQUIRE(p->wait(r, error));
+    CHECK(r.at(0).digest == hash::hashBuffer(a));
+  }
   device->contextDestroying(0xC0);
   CHECK(gpu->allocs == gpu->frees);
+}
+
+TEST_CASE("a full hash ring makes the program wait a bounded time, then drops the batch and says so",
+          "[recorder][cudadevice][ring]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(100, 8);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  std::vector<std::unique_ptr<PendingHashes>> pending;
+  for (int i = 0; i < 8192; ++i) {  // every batch place taken, none read back
+    pending.push_back(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));
+    REQUIRE(pending.back());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::seconds(2));
+  CHECK(error.find("the hash ring is full") != std::string::npos);
+  CHECK(error.find("dropped so far: 1") != std::string::npos);
+  std::vector<kernels::HashResult> r;
+  REQUIRE(pending.front()->wait(r, error));  // the trace thread reads the oldest: room again
+  CHECK(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));
+  // A batch larger than the ring is refused at once.
+  const kernels::HashRequest huge{reinterpret_cast<uint64_t>(a.data()), uint64_t{1} << 40};
+  CHECK_FALSE(device->hash(0xC0, 0x5, std::span(&huge, 1), false, error));
+  CHECK(error.find("exceed what the hash ring holds") != std::string::npos);
+  pending.clear();
+  device->contextDestroying(0xC0);
+}
+
+TEST_CASE("a hash kernel that never runs is not waited for without end", "[recorder][cudadevice][ring]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(100, 10);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  gpu->kernelsVanish = true;
+  auto p = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  REQUIRE(p);
+  std::vector<kernels::HashResult> r;
+  CHECK_FALSE(p->wait(r, error));  // the stream went idle without the ticket
+  CHECK(error.find("did not run") != std::string::npos);
+  gpu->kernelsVanish = false;
+  auto q = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  REQUIRE(q);
+  REQUIRE(q->wait(r, error));
+  CHECK(r.at(0).digest == hash::hashBuffer(a));
+  device->contextDestroying(0xC0);
 }
 
 TEST_CASE("the trace thread waits for hashes and snapshots in relaxed capture mode", "[recorder][cudadevice]") {

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <atomic>
 #include <barrier>
 #include <cstdint>
 #include <memory>
@@ -48,6 +49,8 @@ struct uint4 {
 };
 
 inline uint4 __ldcs(const uint4* p) { return *p; }
+inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline void __syncthreads() { emu::block->block.arrive_and_wait(); }
 inline uint64_t __shfl_down_sync(unsigned, uint64_t v, unsigned delta) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -72,20 +75,30 @@ inline uint64_t __shfl_down_sync(unsigned, uint64_t v, unsigned delta) {
 
 namespace {
 
-// Runs the kernel over `plan` with `blocks` blocks, one block after another.
-std::vector<uint64_t> runKernel(const gpurr::kernels::HashPlan& plan, unsigned blocks) {
+// Runs the kernel over `plan` with `blocks` blocks, one block after another;
+// with `done`, the completion signal of the recorder's ring too.
+struct Completion {
+  uint32_t blocksDone = 0;
+  uint64_t word = 0;
+  uint64_t ticket = 0;
+  uint64_t wordWhenLastBlockStarted = ~uint64_t{0};
+};
+std::vector<uint64_t> runKernel(const gpurr::kernels::HashPlan& plan, unsigned blocks,
+                                Completion* done = nullptr) {
   std::vector<uint64_t> digests(plan.totalSlots, 0);
   emu::gridDim = {blocks, 1, 1};
   for (unsigned b = 0; b < blocks; ++b) {
     emu::BlockState state;
     emu::block = &state;
     emu::blockIdx = {b, 0, 0};
+    if (done && b + 1 == blocks) done->wordWhenLastBlockStarted = done->word;
     std::vector<std::thread> threads;
     for (unsigned t = 0; t < 256; ++t) {
       threads.emplace_back([&, t] {
         threadIdx = {t, 0, 0};
         gpurr_hash_chunks(plan.ranges.data(), static_cast<uint32_t>(plan.ranges.size()), plan.totalSlots,
-                          digests.data());
+                          digests.data(), done ? &done->blocksDone : nullptr, done ? &done->word : nullptr,
+                          done ? done->ticket : 0);
       });
     }
     for (auto& th : threads) th.join();
@@ -117,5 +130,21 @@ TEST_CASE("the kernel source computes the CPU hash (emulated execution)", "[kern
       const auto chunks = gpurr::hash::chunkDigests(bytes);
       for (size_t c = 0; c < chunks.size(); ++c) CHECK(digests[plan.firstSlot[i] + c] == chunks[c]);
     }
+  }
+}
+
+TEST_CASE("the kernel raises its ticket once, when its last block is done, and leaves the counter at 0",
+          "[kernels][emulation][ring]") {
+  std::vector<uint8_t> data(5 * 65536 + 100, 7);
+  const std::vector<gpurr::kernels::HashRequest> requests = {{reinterpret_cast<uint64_t>(data.data()), data.size()}};
+  const auto plan = gpurr::kernels::planHashBatch(requests);
+  for (unsigned blocks : {1u, 3u, 6u}) {
+    Completion done;
+    done.ticket = 41 + blocks;
+    const std::vector<uint64_t> digests = runKernel(plan, blocks, &done);
+    CHECK(done.wordWhenLastBlockStarted == 0);  // not raised before every block finished
+    CHECK(done.word == done.ticket);
+    CHECK(done.blocksDone == 0);                // ready for the next batch in this place
+    CHECK(digests == runKernel(plan, blocks));  // the signal changes no digest
   }
 }
