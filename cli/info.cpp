@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/event_json.h"
+#include "cli/recorder_cost.h"
 #include "cli/text.h"
 #include "trace_format/trace.h"
 
@@ -42,6 +43,7 @@ struct Stats {
   std::map<int64_t, std::pair<uint64_t, uint64_t>> steps;
   uint64_t firstTimeNs = 0, lastTimeNs = 0;
   uint64_t blobCount = 0, blobBytes = 0;
+  RecorderCost cost;
 };
 
 uint64_t addRanges(Stats& s, const std::vector<RangeDigest>& ranges) {
@@ -102,6 +104,7 @@ Stats collect(const TraceReader& reader) {
         step.second += bytes;
       }
       if (!k->hashed) ++s.notHashed;
+      s.cost.add(*k);
       s.annotations += k->annotations.size();
     } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
       addRanges(s, g->inputs);
@@ -153,6 +156,7 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"bytesHashed", s.bytesHashed},
            {"bytesHashedPerLaunch", reader.launchCount() ? s.bytesHashed / reader.launchCount() : 0},
            {"perStep", perStepJson(s)},
+           {"recorderCost", s.cost.json()},
            {"annotations", s.annotations},
            {"origins", {{"operations", s.operations},
                         {"withOrigin", s.withOrigin},
@@ -240,6 +244,7 @@ int printText(const TraceReader& reader, const Stats& s) {
                          count(p.steps, "step"), humanBytes(p.medianBytes), count(p.medianLaunches, "launch", "es"),
                          humanBytes(p.maxBytes)));
   }
+  line("recorder", s.cost.line());
   if (s.withOrigin == 0) {
     line("origins", "none recorded (no framework layer ran: ops, modules and source lines are unknown)");
   } else {

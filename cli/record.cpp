@@ -295,6 +295,7 @@ RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces
         if (const auto* k = std::get_if<trace::KernelLaunch>(&e.payload)) {
           add(k->inputs);
           add(k->outputs);
+          t.cost.add(*k);
           for (const trace::Annotation& a : k->annotations) {
             if (const auto* d = std::get_if<trace::DeterminismCheck>(&a)) {
               ++t.determinismChecked;
@@ -360,6 +361,7 @@ struct RecordOptions {
   std::string kernels;
   bool sync = false;
   bool hashInputs = false;
+  bool verbose = false;
   bool captureHostData = false;
   bool full = false;
   std::string snapshot;
@@ -548,6 +550,11 @@ int run(const RecordOptions& opts) {
     }
   }
   say(summaryLine(summary));
+  if (opts.verbose) {
+    for (const TraceSummary& t : summary.traces) {
+      if (t.readable) say(fmt::format("{}: recorder {}", t.path.filename().string(), t.cost.line()));
+    }
+  }
   return exit.code;
 }
 
@@ -575,6 +582,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->add_flag("--hash-inputs", opts->hashInputs,
                 "Hash every launch's buffers before it runs too, not only those holding bytes no recorded "
                 "operation has touched yet (costs about as much again as hashing the outputs)");
+  cmd->add_flag("-v,--verbose", opts->verbose,
+                "After the run, also say what recording cost the program, per process: time its threads spent "
+                "in the recorder per launch, and the GPU operations the recorder enqueued per launch");
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Keep the bytes of every host-to-device copy in the trace");
   cmd->add_flag("--full", opts->full,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/process.h"
+#include "cli/recorder_cost.h"
 
 namespace gpurr::cli::record {
 
@@ -90,6 +91,7 @@ struct TraceSummary {
   uint64_t snapshotBytes = 0;  // ranges whose bytes were kept (--snapshot)
   uint64_t determinismChecked = 0;  // launches re-run by --check-determinism
   uint64_t nondeterministic = 0;    // ... whose re-runs gave different results
+  RecorderCost cost;                // what recording cost the program (record --verbose)
   std::string damage;  // the reader's note on an unclosed trace, else empty
   std::string error;   // why it cannot be read, when !readable
 };

@@ -147,6 +147,10 @@ struct RecordSession::PendingLaunch {
   uint64_t stream = 0;  // to enqueue on
   bool hashOutputs = false;
   bool snapshot = false;  // copy the outputs' bytes at EXIT too
+  // The recorder's cost so far: time in its callbacks, and the thread's
+  // count of enqueued operations when the launch's ENTER began.
+  std::chrono::nanoseconds spent{0};
+  uint64_t opsBefore = 0;
 };
 
 RecordSession::RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink,
@@ -526,7 +530,9 @@ HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vec
   std::string error;
   t.pending = device_->hash(context, stream, requests, options_.sync, error);
   if (!t.pending) {
-    warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests");
+    warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests, "
+                     "each with a note saying why");
+    t.error = error;
   }
   t.ranges = std::move(ranges);
   return t;
@@ -653,6 +659,16 @@ void RecordSession::LaunchCall::setAttributes(const CUlaunchAttribute* a, unsign
 
 std::unique_ptr<RecordSession::PendingLaunch> RecordSession::startLaunch(LaunchCall call,
                                                                          const CUpti_CallbackData& cb) {
+  const auto began = std::chrono::steady_clock::now();
+  const uint64_t opsBefore = countOnThisThread().enqueued;
+  std::unique_ptr<PendingLaunch> pending = describeLaunch(std::move(call), cb);
+  pending->spent = std::chrono::steady_clock::now() - began;
+  pending->opsBefore = opsBefore;
+  return pending;
+}
+
+std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(LaunchCall call,
+                                                                            const CUpti_CallbackData& cb) {
   const Handler h = call.handler;
   const bool perThread = call.perThread;
   const uint64_t function = call.function;
@@ -771,11 +787,22 @@ void RecordSession::launchExit(const CUpti_CallbackData& cb) {
 }
 
 void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
+  const auto began = std::chrono::steady_clock::now();
   if (pending->hashOutputs) {
     std::vector<trace::DeviceRange> ranges = std::move(pending->entry.after.ranges);
     if (pending->snapshot)
       pending->entry.afterSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
     pending->entry.after = hashRanges(pending->context, pending->stream, std::move(ranges));
+  }
+  if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
+    for (const HashTicket* t : {&pending->entry.before, &pending->entry.after}) {
+      if (!t->ranges.empty() && !t->pending)
+        k->annotations.emplace_back(std::in_place_type<trace::Note>, "not hashed: " + t->error);
+    }
+    const auto spent = pending->spent + (std::chrono::steady_clock::now() - began);
+    k->recorderNs = static_cast<uint32_t>(std::min<int64_t>(spent.count(), UINT32_MAX));
+    k->recorderOps =
+        static_cast<uint16_t>(std::min<uint64_t>(countOnThisThread().enqueued - pending->opsBefore, UINT16_MAX));
   }
   emit(std::move(pending->entry));
 }

@@ -87,6 +87,7 @@ class RecordSession {
   // Records the launch up to the kernel (parameters, input digests); the
   // rest is done by finishLaunch once the launch call has returned.
   std::unique_ptr<PendingLaunch> startLaunch(LaunchCall call, const CUpti_CallbackData& cb);
+  std::unique_ptr<PendingLaunch> describeLaunch(LaunchCall call, const CUpti_CallbackData& cb);
   void finishLaunch(std::unique_ptr<PendingLaunch> pending);
   LaunchCall runtimeLaunchCall(const RuntimeEntry& e, const CUpti_CallbackData& cb);
   uint64_t runtimeFunction(uint64_t hostFunction);  // cached Device::runtimeFunction

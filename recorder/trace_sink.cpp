@@ -116,18 +116,20 @@ void TraceSink::run() {
 }
 
 void TraceSink::complete(SinkEntry& entry) {
+  // The digests of a ticket; nothing when its ranges could not be hashed
+  // (then none is recorded: a range without its digest would compare as 0).
   auto resolve = [&](HashTicket& t) -> std::vector<trace::RangeDigest> {
+    if (!t.pending) return {};
     std::vector<kernels::HashResult> results;
-    if (t.pending) {
-      std::string error;
-      if (!t.pending->wait(results, error)) {
-        if (!digestWarned_) {
-          digestWarned_ = true;
-          warn_("cannot read back buffer digests (" + error + "); the affected events carry no digests");
-        }
-        results.clear();
+    std::string error;
+    const bool ok = t.pending->wait(results, error);
+    t.pending.reset();
+    if (!ok) {
+      if (!digestWarned_) {
+        digestWarned_ = true;
+        warn_("cannot read back buffer digests (" + error + "); the affected events carry no digests");
       }
-      t.pending.reset();
+      return {};
     }
     return toRangeDigests(t.ranges, results);
   };
@@ -155,8 +157,10 @@ void TraceSink::complete(SinkEntry& entry) {
     store(entry.afterSnapshots, after);
     trace::Event& ev = entry.event;
     if (auto* k = std::get_if<trace::KernelLaunch>(&ev.payload)) {
-      if (!entry.before.ranges.empty()) k->inputs = std::move(before);
-      if (!entry.after.ranges.empty()) k->outputs = std::move(after);
+      k->inputs = std::move(before);
+      k->outputs = std::move(after);
+      // Outputs that could not be hashed: the launch is not compared.
+      if (!entry.after.ranges.empty() && k->outputs.empty()) k->hashed = false;
     } else if (auto* g = std::get_if<trace::GraphLaunch>(&ev.payload)) {
       g->inputs = std::move(before);
       g->outputs = std::move(after);

@@ -22,6 +22,7 @@ namespace gpurr::recorder {
 struct HashTicket {
   std::unique_ptr<PendingHashes> pending;   // null: nothing was hashed
   std::vector<trace::DeviceRange> ranges;   // one per request, in order
+  std::string error;                        // why `ranges` could not be hashed (pending null)
 };
 
 // The full bytes of one range of a ticket, on their way to the blob store.

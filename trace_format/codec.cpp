@@ -219,6 +219,8 @@ void encodeLaunch(const KernelLaunch& in, uint32_t functionId, schema::KernelLau
   out.setNotHashed(!in.hashed);
   out.setCaptured(in.captured);
   out.setCaptureId(in.captureId);
+  out.setRecorderNs(in.recorderNs);
+  out.setRecorderOps(in.recorderOps);
 }
 
 void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEntry>& functions,
@@ -266,6 +268,8 @@ void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEnt
   out.hashed = !in.getNotHashed();
   out.captured = in.getCaptured();
   out.captureId = in.getCaptureId();
+  out.recorderNs = in.getRecorderNs();
+  out.recorderOps = in.getRecorderOps();
 }
 
 // Makes `payload` hold a T, keeping the existing one (and its storage) when

@@ -262,6 +262,10 @@ struct KernelLaunch {
   // not run then (the graph's launch runs it), so nothing was hashed.
   bool captured = false;
   uint64_t captureId = 0;  // cuStreamGetCaptureInfo's id of that capture
+  // The recorder's cost for this launch: time the program's thread spent in
+  // its callbacks (ns; 0 = not measured) and GPU operations it enqueued.
+  uint32_t recorderNs = 0;
+  uint16_t recorderOps = 0;
   bool operator==(const KernelLaunch&) const = default;
 };
 

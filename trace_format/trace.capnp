@@ -264,6 +264,8 @@ struct KernelLaunch {
   notHashed @15 :Bool;         # selection skipped hashing this launch
   captured @16 :Bool;          # enqueued on a stream being captured into a CUDA graph: not run now (compatVersion 2)
   captureId @17 :UInt64;       # the capture's id (cuStreamGetCaptureInfo), when captured
+  recorderNs @18 :UInt32;      # time the program's thread spent in the recorder for it (0 = not measured)
+  recorderOps @19 :UInt16;     # GPU operations the recorder enqueued for it
 }
 
 enum MemcpyKind {

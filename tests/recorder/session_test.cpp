@@ -1054,7 +1054,10 @@ TEST_CASE("a launch hashes before it runs only the ranges holding bytes nothing 
     trace::Header header;
     const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead(&header));
     REQUIRE(launches.size() == 4);
-    for (const auto& k : launches) CHECK(k.outputs.size() == 2);
+    for (const auto& k : launches) {
+      CHECK(k.outputs.size() == 2);
+      CHECK(k.recorderNs > 0);  // the callbacks' own time, measured per launch
+    }
     std::vector<std::vector<uint64_t>> hashedBefore;
     for (const auto& k : launches) {
       hashedBefore.emplace_back();

@@ -20,7 +20,7 @@ def add(after, text):
     assert after in schema, after
     schema = schema.replace(after, after + text, 1)
 add("    graph @10 :GraphLaunch;\n", "    checkpoint @12 :Checkpoint;   # added: a new kind of event\n")
-add("  captureId @17 :UInt64;", "\n  priority @18 :Int32;         # added\n  label @19 :Text;             # added")
+add("  recorderOps @19 :UInt16;", "\n  priority @20 :Int32;         # added\n  label @21 :Text;             # added")
 add("  data @7 :BlobRef;            # null when not captured", "\n  bandwidth @8 :Float64;       # added")
 add("  pointersResolved @17 :Bool = true;", "\n  futureQuirk @18 :Bool;       # added")
 schema += "\nstruct Checkpoint {\n  step @0 :UInt64;\n  path @1 :Text;\n}\n"
