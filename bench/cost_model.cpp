@@ -20,7 +20,10 @@
 // (--hash-inputs). "first-use" is the recorder's rule (recorder/
 // write_history.h): exact ranges, all hashed after each launch, and before it
 // only those holding bytes no launch has touched since the allocator handed
-// their block out. "outputs" hashes only the range a launch writes, after
+// their block out. "write-sets" is the recorder's rule in a PyTorch program
+// (FORMAT.md, KernelLaunch.reads): as first-use, but after each launch only
+// the blocks its op's schema lets it write (every block but its read-only
+// tensor arguments). "outputs" hashes only the range a launch writes, after
 // it, with exact ranges: the floor under every rule here.
 //
 // A model, not a measurement: launches are conv / norm / activation /
@@ -145,6 +148,8 @@ struct Totals {
   uint64_t firstUse = 0;        // exact, all after the launch, untouched ones before it
   uint64_t firstUseBefore = 0;  // of which before the launch
   uint64_t outputsOnly = 0;     // exact, the written operand alone, after the launch
+  // exact, the written operand after the launch, untouched ones before it
+  uint64_t writeSets() const { return outputsOnly + firstUseBefore; }
 };
 
 // Runs `build(emit)` where emit(kind, ids, bytes) feeds the allocator and
@@ -316,11 +321,14 @@ void report(const char* name, double stepMs, double hashTBps, const Totals& t) {
   std::printf("  %-7s %10.1f GB hashed per step  -> %.2fx step time\n", "tail", t.tail / 1e9, ratio(t.tail));
   std::printf("  %-7s %10.1f GB hashed per step  -> %.2fx step time\n", "next", t.next / 1e9, ratio(t.next));
   std::printf("  %-7s %10.1f GB hashed per step  -> %.2fx step time\n", "exact", t.exact / 1e9, ratio(t.exact));
-  std::printf("  %-9s %8.1f GB hashed per step  -> %.2fx step time (the recorder's rule: exact ranges,\n"
-              "          all after each launch, %.1f GB, and before it only a block's first use since the\n"
-              "          allocator handed it out, %.1f GB)\n",
+  std::printf("  %-9s %8.1f GB hashed per step  -> %.2fx step time (the recorder's rule without op\n"
+              "          schemas: exact ranges, all after each launch, %.1f GB, and before it only a\n"
+              "          block's first use since the allocator handed it out, %.1f GB)\n",
               "first-use", t.firstUse / 1e9, ratio(t.firstUse), (t.firstUse - t.firstUseBefore) / 1e9,
               t.firstUseBefore / 1e9);
+  std::printf("  %-10s %7.1f GB hashed per step  -> %.2fx step time (the recorder's rule in a PyTorch\n"
+              "          program: as first-use, but after each launch only what its op writes, %.1f GB)\n",
+              "write-sets", t.writeSets() / 1e9, ratio(t.writeSets()), t.outputsOnly / 1e9);
   std::printf("  %-7s %10.1f GB hashed per step  -> %.2fx step time (exact ranges, outputs only: inputs\n"
               "          are known equal from the write history)\n",
               "outputs", t.outputsOnly / 1e9, ratio(t.outputsOnly));

@@ -33,6 +33,12 @@ Json rangeList(const std::vector<RangeDigest>& rs) {
 }
 
 Json launch(const KernelLaunch& k) {
+  Json reads = Json::array();
+  for (const RangeDigest& r : k.reads) {
+    Json j = range(r.range);
+    if (r.range.bound == RangeBound::kBlock) j["bound"] = "block";
+    reads.push_back(std::move(j));
+  }
   Json params = Json::array();
   for (const ParamInfo& p : k.paramLayout) params.push_back({{"offset", p.offset}, {"size", p.size}});
   Json pointers = Json::array();
@@ -70,6 +76,7 @@ Json launch(const KernelLaunch& k) {
               {"captureId", k.captureId},
               {"inputs", rangeList(k.inputs)},
               {"outputs", rangeList(k.outputs)},
+              {"reads", reads},
               {"annotations", annotations}};
 }
 

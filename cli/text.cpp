@@ -71,6 +71,12 @@ std::string launchLine(const KernelLaunch& k) {
     out += " not-hashed";
   } else {
     out += fmt::format(" in={} out={}", ranges(k.inputs), ranges(k.outputs));
+    if (!k.reads.empty()) {
+      out += " reads=[";
+      for (size_t i = 0; i < k.reads.size(); ++i)
+        out += fmt::format("{}{}:{}", i ? " " : "", where(k.reads[i].range), humanBytes(k.reads[i].range.size));
+      out += "]";
+    }
   }
   for (const Annotation& a : k.annotations) out += fmt::format(" {{{}}}", describe(a));
   return out;

@@ -306,6 +306,7 @@ Event eventAt(const TraceReader& reader, uint64_t seq) {
 // Inputs, outputs and annotations of an operation, whatever its kind.
 struct OpView {
   std::vector<RangeDigest> inputs, outputs;
+  size_t reads = 0;  // ranges a launch only reads, not in `outputs`
   const KernelLaunch* launch = nullptr;
   const Memcpy* memcpy = nullptr;
   const Memset* memset = nullptr;
@@ -317,6 +318,7 @@ OpView view(const Event& e) {
     v.launch = k;
     v.inputs = k->inputs;
     v.outputs = k->outputs;
+    v.reads = k->reads.size();
   } else if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
     v.memcpy = m;
     v.outputs = {{m->dst, m->digest, {}, {}}};
@@ -795,7 +797,7 @@ bool firstUseInputs(const Context& ctx) {
 }
 
 // A launch of first-use traces: the inputs both runs hashed are compared, by
-// range; every other range the launch touches (its outputs) held bytes that
+// range; every other range the launch touches (its outputs and reads) held bytes that
 // earlier recorded operations last touched, and all of those gave identical
 // outputs, since this is the first divergence: the write history vouches for
 // them.
@@ -815,7 +817,8 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
   d.inputCount = a.size();
   d.inputsIdentical = compareRanges(ctx, a, b, d.inputs);
   for (RangeDifference& r : d.inputs) r.index = index[r.index];
-  d.inputsVouched = va.outputs.size() > a.size() ? va.outputs.size() - a.size() : 0;
+  const size_t touched = va.outputs.size() + va.reads;
+  d.inputsVouched = touched > a.size() ? touched - a.size() : 0;
 }
 
 void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) {
@@ -1099,9 +1102,10 @@ TailRanges tailRanges(const Run& run, uint64_t firstOp) {
     const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
                                             e.memcpyKind == MemcpyKind::kHostToHost);
     if (!hostSource) add(e.inputs);
-    // A launch reads what it touches: the ranges of its outputs, also where
-    // the trace hashed its inputs at first use only.
+    // A launch reads what it touches: the ranges of its outputs and reads,
+    // also where the trace hashed its inputs at first use only.
     if (e.kind == 0 || e.kind == 7) add(e.outputs);
+    if (e.kind == 0) add(e.reads);
     t.outBegin.push_back(static_cast<uint32_t>(t.ranges.size()));
     if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) add(e.outputs);
     t.end.push_back(static_cast<uint32_t>(t.ranges.size()));

@@ -9,13 +9,20 @@
 // included) and it coexists with torch.profiler's own callbacks. Per scope:
 // two calls into the recorder; for a thread's outermost scope issued from
 // Python, also the GIL and a walk up the Python frames to the first one
-// outside PyTorch (cached per code object).
+// outside PyTorch (cached per code object). Per op: its device tensor
+// arguments, each marked with whether the op's schema writes it
+// (Tensor(a!)), so that the recorder hashes after the op's launches only what
+// they may write. The callback asks for the op's inputs: the dispatcher then
+// boxes every op's arguments.
 #include <Python.h>
 #include <dlfcn.h>
 #include <frameobject.h>
 
+#include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -28,9 +35,11 @@ namespace {
 
 using OpenScope = decltype(&gpurr_framework_open_scope);
 using CloseScope = decltype(&gpurr_framework_close_scope);
+using OpOperands = decltype(&gpurr_framework_op_operands);
 
 OpenScope openScope = nullptr;
 CloseScope closeScope = nullptr;
+OpOperands opOperands = nullptr;
 at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
 
 // Path prefixes of frames that are not the program's (torch, gpurr's layer).
@@ -42,6 +51,10 @@ std::unordered_map<PyObject*, const char*> fileOfCode;
 std::unordered_set<std::string> files;
 
 thread_local int depth = 0;
+
+// Tests only (GPURR_TEST_CPU_OPERANDS): CPU tensors count as device tensors,
+// so a CPU program's ops report operands.
+bool cpuOperands = false;
 
 const char* fileOf(PyCodeObject* code) {
   PyObject* key = reinterpret_cast<PyObject*>(code);
@@ -84,6 +97,71 @@ void sourceLine(const char*& file, uint32_t& line) {
   PyGILState_Release(gil);
 }
 
+// Which arguments an op's schema writes, cached per thread by the name
+// pointer (a dispatcher op's name lives in its schema; a scope named by a
+// string has a new pointer each time and no schema, so the names are
+// checked too).
+struct OpSchema {
+  std::string name, overload;
+  bool known = false;        // the op has a schema
+  std::vector<bool> writes;  // per argument
+};
+
+const OpSchema& schemaOf(const at::RecordFunction& fn) {
+  thread_local std::unordered_map<const char*, OpSchema> cache;
+  const char* name = fn.name();
+  const char* overload = fn.overload_name();
+  if (auto it = cache.find(name); it != cache.end() && it->second.name == name && it->second.overload == overload)
+    return it->second;
+  if (cache.size() >= 4096) cache.clear();
+  OpSchema& s = cache[name];
+  s = OpSchema{name, overload, false, {}};
+  if (std::optional<c10::FunctionSchema> schema = fn.operator_schema()) {
+    s.known = true;
+    for (const c10::Argument& a : schema->arguments()) s.writes.push_back(a.alias_info() && a.alias_info()->isWrite());
+  }
+  return s;
+}
+
+// Reports the device tensors among an op's arguments, unless one argument
+// could hide a tensor from this walk (an object, a tuple, a dict) or has no
+// storage to point at.
+void reportOperands(const at::RecordFunction& fn) {
+  const OpSchema& schema = schemaOf(fn);
+  const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
+  if (!schema.known || inputs.size() != schema.writes.size()) return;
+  thread_local std::vector<uint64_t> addresses;
+  thread_local std::vector<uint8_t> written;
+  addresses.clear();
+  written.clear();
+  auto add = [&](const c10::IValue& v, bool writes) {
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined() || !(t.is_cuda() || (cpuOperands && t.is_cpu()))) return true;
+      if (!t.has_storage()) return false;
+      const void* data = t.storage().data();  // the storage's start: a view's block too
+      if (data == nullptr) return true;
+      addresses.push_back(reinterpret_cast<uint64_t>(data));
+      written.push_back(writes ? 1 : 0);
+      return true;
+    }
+    return !(v.isObject() || v.isTuple() || v.isGenericDict() || v.isCapsule() || v.isPyObject());
+  };
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].isList()) {
+        for (const c10::IValue& e : inputs[i].toListRef())
+          if (!add(e, schema.writes[i])) return;
+      } else if (!add(inputs[i], schema.writes[i])) {
+        return;
+      }
+    }
+  } catch (const std::exception&) {
+    return;  // a storage without data to read (fake tensors): unknown
+  }
+  opOperands(&fn, addresses.data(), written.data(), static_cast<uint32_t>(addresses.size()));
+}
+
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   const at::RecordScope scope = fn.scope();
   const int kind = scope == at::RecordScope::BACKWARD_FUNCTION ? 1 : scope == at::RecordScope::USER_SCOPE ? 2 : 0;
@@ -94,6 +172,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   // forward op's (and would take the GIL once per node).
   if (depth++ == 0 && kind != 1 && std::strncmp(name, "autograd::engine::", 18) != 0) sourceLine(file, line);
   openScope(&fn, name, kind, fn.seqNr(), kind == 1 ? fn.forwardThreadId() : fn.threadId(), file, line);
+  if (kind == 0) reportOperands(fn);
   return nullptr;
 }
 
@@ -117,8 +196,10 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
   auto version = reinterpret_cast<decltype(&gpurr_framework_api_version)>(dlsym(recorder, "gpurr_framework_api_version"));
   openScope = reinterpret_cast<OpenScope>(dlsym(recorder, "gpurr_framework_open_scope"));
   closeScope = reinterpret_cast<CloseScope>(dlsym(recorder, "gpurr_framework_close_scope"));
-  if (version == nullptr || openScope == nullptr || closeScope == nullptr) return -1;
+  opOperands = reinterpret_cast<OpOperands>(dlsym(recorder, "gpurr_framework_op_operands"));
+  if (version == nullptr || openScope == nullptr || closeScope == nullptr || opOperands == nullptr) return -1;
   if (version() != GPURR_FRAMEWORK_API_VERSION) return -2;
+  cpuOperands = std::getenv("GPURR_TEST_CPU_OPERANDS") != nullptr;
   for (const char* p = skipped; p != nullptr && *p != '\0';) {
     const char* end = std::strchr(p, '\n');
     skippedPrefixes.emplace_back(p, end == nullptr ? std::strlen(p) : static_cast<size_t>(end - p));
@@ -126,7 +207,7 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
   }
   handle = at::addGlobalCallback(
       at::RecordFunctionCallback(onStart, onEnd)
-          .needsInputs(false)
+          .needsInputs(true)
           .needsIds(true)
           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
   return 0;

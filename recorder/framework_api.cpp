@@ -2,6 +2,8 @@
 // framework_context (the static core's symbols are not exported).
 #include "recorder/framework_api.h"
 
+#include <vector>
+
 #include "recorder/framework_context.h"
 
 namespace fw = gpurr::recorder::framework;
@@ -17,6 +19,14 @@ GPURR_EXPORT void gpurr_framework_open_scope(const void* id, const char* name, i
 }
 
 GPURR_EXPORT void gpurr_framework_close_scope(const void* id) { fw::closeScope(id); }
+
+GPURR_EXPORT void gpurr_framework_op_operands(const void* id, const uint64_t* addresses, const uint8_t* written,
+                                              uint32_t count) {
+  thread_local std::vector<fw::Operand> operands;
+  operands.resize(count);
+  for (uint32_t i = 0; i < count; ++i) operands[i] = {addresses[i], written[i] != 0};
+  fw::opOperands(id, operands);
+}
 
 GPURR_EXPORT void gpurr_framework_enter_module(const char* path) { fw::enterModule(path); }
 

@@ -14,13 +14,20 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 1
+#define GPURR_FRAMEWORK_API_VERSION 2
 int gpurr_framework_api_version(void);
 
 /* kind: 0 op, 1 autograd backward node, 2 user range. */
 void gpurr_framework_open_scope(const void* id, const char* name, int kind, int64_t sequence,
                                 uint64_t sequence_thread, const char* file, uint32_t line);
 void gpurr_framework_close_scope(const void* id);
+/* The device tensor arguments of the op (kind 0) whose scope `id` opened just
+ * now on this thread, given when all of them are known: for each, its
+ * storage's address and whether the op's schema says the op writes it
+ * (written: 1 for Tensor(a!)). The op's launches then hash after them only
+ * the ranges they may write (FORMAT.md, KernelLaunch.reads). */
+void gpurr_framework_op_operands(const void* id, const uint64_t* addresses, const uint8_t* written,
+                                 uint32_t count);
 void gpurr_framework_enter_module(const char* path);
 void gpurr_framework_exit_module(void);
 void gpurr_framework_set_step(int64_t step);

@@ -25,10 +25,15 @@ struct Scope {
   // dies while the scope is still listed here: ranges keep a copy. Ops' and
   // nodes' names live as long as their (synchronous) scope.
   std::shared_ptr<const std::string> rangeName;
+  // Its operands in the thread's `operands` from this index; `operandsKnown`
+  // once reported (ops only).
+  size_t operandsBegin = 0;
+  bool operandsKnown = false;
 };
 
 struct ThreadContext {
   std::vector<Scope> scopes;          // innermost last
+  std::vector<Operand> operands;      // the open scopes', outermost first
   std::vector<const char*> modules;   // innermost last
   const char* file = nullptr;         // of the outermost scope open
   uint32_t line = 0;
@@ -128,7 +133,8 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
     t.file = file;
     t.line = line;
   }
-  Scope scope{id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials, nullptr};
+  Scope scope{id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials, nullptr,
+              t.operands.size(), false};
   if (kind == ScopeKind::kRange) {
     scope.rangeName = std::make_shared<const std::string>(scope.name);
     scope.name = scope.rangeName->c_str();
@@ -147,6 +153,7 @@ void closeScope(const void* id) {
   ThreadContext& t = tls;
   for (size_t i = t.scopes.size(); i-- > 0;) {
     if (t.scopes[i].id == id) {
+      t.operands.resize(t.scopes[i].operandsBegin);
       t.scopes.resize(i);
       if (t.scopes.empty()) {
         t.file = nullptr;
@@ -155,6 +162,21 @@ void closeScope(const void* id) {
       return;
     }
   }
+}
+
+void opOperands(const void* id, std::span<const Operand> operands) {
+  ThreadContext& t = tls;
+  if (t.scopes.empty() || t.scopes.back().id != id || t.scopes.back().kind != ScopeKind::kOp) return;
+  Scope& s = t.scopes.back();
+  t.operands.resize(s.operandsBegin);
+  t.operands.insert(t.operands.end(), operands.begin(), operands.end());
+  s.operandsKnown = true;
+}
+
+std::optional<std::span<const Operand>> innermostOpOperands() {
+  const ThreadContext& t = tls;
+  if (t.scopes.empty() || !t.scopes.back().operandsKnown) return std::nullopt;
+  return std::span<const Operand>(t.operands).subspan(t.scopes.back().operandsBegin);
 }
 
 void enterModule(const char* path) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "trace_format/events.h"
 
@@ -34,6 +35,23 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
 // Closes the scope `id` and any opened after it and not closed; a scope not
 // open on this thread (closed on another one) is ignored.
 void closeScope(const void* id);
+
+// A tensor argument of an op: the address of its storage (a view's too) and
+// whether the op's schema says the op writes it (Tensor(a!)).
+struct Operand {
+  uint64_t address = 0;
+  bool written = false;
+};
+
+// The device tensor arguments of the op whose scope `id` opened last on this
+// thread, reported when all of them are known. Ignored when `id` is not the
+// innermost scope.
+void opOperands(const void* id, std::span<const Operand> operands);
+// The operands of the innermost scope open on this thread, when it is an op
+// whose operands were reported; nothing otherwise (no framework layer, no
+// scope, a user range or autograd node with no op inside, an op with an
+// argument the layer could not see into). Valid until the scope closes.
+std::optional<std::span<const Operand>> innermostOpOperands();
 
 // The nn.Module whose forward begins / ends on this thread; `path` stays
 // valid for the process's life.

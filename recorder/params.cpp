@@ -81,4 +81,21 @@ std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer>
   return out;
 }
 
+std::vector<bool> readOnlyRanges(std::span<const trace::DeviceRange> ranges,
+                                 std::span<const framework::Operand> operands, const TensorExtent& extentOf) {
+  std::vector<bool> out(ranges.size(), false);
+  if (operands.empty()) return out;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const auto extent = extentOf(ranges[i]);
+    if (!extent) continue;
+    bool read = false, written = false;
+    for (const framework::Operand& o : operands) {
+      if (o.address - extent->first >= extent->second) continue;
+      (o.written ? written : read) = true;
+    }
+    out[i] = read && !written;
+  }
+  return out;
+}
+
 }  // namespace gpurr::recorder

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "recorder/allocation_map.h"
+#include "recorder/framework_context.h"
 #include "trace_format/events.h"
 
 namespace gpurr::recorder {
@@ -51,5 +52,17 @@ using BlockLookup = std::function<std::optional<std::pair<uint64_t, uint64_t>>(u
 // pointers the device cannot read through give no range.
 std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers,
                                                  const BlockLookup& blockAt = {});
+
+// The extent of the one tensor a range lies in: the framework allocator's
+// block, or an allocation that holds a single tensor; nothing when the range
+// may hold several tensors.
+using TensorExtent = std::function<std::optional<std::pair<uint64_t, uint64_t>>(const trace::DeviceRange& range)>;
+
+// Which of a launch's `ranges` it only reads, by its op's `operands`: a range
+// is read-only when its tensor extent holds an operand the op reads and none
+// it writes. Any other range (no extent, no operand, a written operand) may
+// be written.
+std::vector<bool> readOnlyRanges(std::span<const trace::DeviceRange> ranges,
+                                 std::span<const framework::Operand> operands, const TensorExtent& extentOf);
 
 }  // namespace gpurr::recorder

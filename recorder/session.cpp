@@ -552,6 +552,19 @@ void RecordSession::touched(const HashTicket& written) {
   for (const trace::DeviceRange& r : written.ranges) writeHistory().touch(r.address, r.address + r.size);
 }
 
+std::vector<bool> RecordSession::readOnlyOf(const std::vector<trace::DeviceRange>& ranges) {
+  const auto operands = framework::innermostOpOperands();
+  if (!operands || ranges.empty()) return {};
+  std::lock_guard lock(mu_);
+  return readOnlyRanges(ranges, *operands, [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
+    if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
+    // PyTorch's cudaMallocAsync backend: one allocation per tensor.
+    const trace::Allocation* a = allocations_.at(r.address - r.offset);
+    if (a != nullptr && a->kind == AllocationKind::kAsync) return std::pair{a->address, a->size};
+    return std::nullopt;
+  });
+}
+
 std::vector<SnapshotCopy> RecordSession::snapshotRanges(uint64_t context, uint64_t stream,
                                                         const std::vector<trace::DeviceRange>& ranges) {
   std::vector<SnapshotCopy> out;
@@ -729,6 +742,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
   std::vector<trace::DeviceRange> ranges = referencedRanges(scanned, framework::blockAt);
   const std::string unreadable = unreadableOperands(scanned, device);
+  const std::vector<bool> readOnly = readOnlyOf(ranges);
 
   bool selected = launchInRange(options_, index) && fn->selectedByName;
   if (selected && options_.steps) {
@@ -770,6 +784,19 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     pending->entry.before =
         hashRanges(pending->context, pending->stream, snapshot ? ranges : inputsToHash(ranges));
     if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
+    if (!snapshot && !readOnly.empty()) {
+      // What the launch only reads is not hashed after it: unchanged, and
+      // vouched for by its last writer.
+      std::vector<trace::DeviceRange> written;
+      for (size_t i = 0; i < ranges.size(); ++i) {
+        if (readOnly[i]) {
+          k.reads.push_back({ranges[i], 0, {}, {}});
+        } else {
+          written.push_back(ranges[i]);
+        }
+      }
+      ranges = std::move(written);
+    }
     pending->entry.after.ranges = std::move(ranges);  // hashed again at EXIT
     pending->hashOutputs = true;
     pending->snapshot = snapshot;

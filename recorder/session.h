@@ -122,6 +122,9 @@ class RecordSession {
   // hashesAllInputs, else those holding bytes no recorded operation has
   // touched (marking them touched).
   std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges);
+  // Which of a launch's ranges it only reads, by the operands of the
+  // framework op it runs in (readOnlyRanges); empty when no op reported them.
+  std::vector<bool> readOnlyOf(const std::vector<trace::DeviceRange>& ranges);
   // A copy or set wrote these hashed ranges.
   void touched(const HashTicket& written);
   // Copies the full bytes of `ranges` to the host on `stream` (--snapshot),

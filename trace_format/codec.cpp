@@ -212,6 +212,7 @@ void encodeLaunch(const KernelLaunch& in, uint32_t functionId, schema::KernelLau
   }
   encodeDigests(in.inputs, out.initInputs(in.inputs.size()));
   encodeDigests(in.outputs, out.initOutputs(in.outputs.size()));
+  if (!in.reads.empty()) encodeDigests(in.reads, out.initReads(in.reads.size()));
   if (!in.annotations.empty()) {
     auto ann = out.initAnnotations(in.annotations.size());
     for (size_t i = 0; i < in.annotations.size(); ++i) encodeAnnotation(in.annotations[i], ann[i]);
@@ -261,6 +262,7 @@ void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEnt
   }
   decodeDigests(in.getInputs(), out.inputs);
   decodeDigests(in.getOutputs(), out.outputs);
+  decodeDigests(in.getReads(), out.reads);
   out.annotations.clear();
   auto annotations = in.getAnnotations();
   requireElementData(annotations);

@@ -19,7 +19,7 @@ namespace gpurr::trace {
 inline constexpr uint32_t kFormatVersion = 1;
 // Forward-compatibility number: bumped when a change lets old readers still
 // read new traces (new fields with defaults). Reported, never rejected.
-inline constexpr uint32_t kCompatVersion = 3;  // 2: KernelLaunch.captured, captureId; 3: Event.origin
+inline constexpr uint32_t kCompatVersion = 4;  // 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -256,6 +256,9 @@ struct KernelLaunch {
   std::vector<PointerParam> pointers;
   std::vector<RangeDigest> inputs;     // digests taken before the launch
   std::vector<RangeDigest> outputs;    // digests taken after it
+  // Ranges the launch only reads (its framework op's schema says so): not in
+  // `outputs`, never hashed after it; `digest` is 0.
+  std::vector<RangeDigest> reads;
   std::vector<Annotation> annotations;
   bool hashed = true;                  // false when selection skipped hashing
   // Enqueued on a stream being captured into a CUDA graph: the kernel did

@@ -256,7 +256,7 @@ struct Function {
 
 // Scratch storage behind one ScanEvent's spans.
 struct Scratch {
-  std::vector<ScanRange> inputs, outputs;
+  std::vector<ScanRange> inputs, outputs, reads;
   std::vector<PointerParam> pointers;
   std::vector<Function> functions;
 };
@@ -265,6 +265,7 @@ struct Scratch {
 // set): the caller skips it.
 bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.seq = in.getSeq();
+  s.reads.clear();
   switch (in.which()) {
     case schema::Event::LAUNCH: {
       auto l = in.getLaunch();
@@ -287,6 +288,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       e.pointers = s.pointers;
       digests(l.getInputs(), s.inputs);
       digests(l.getOutputs(), s.outputs);
+      digests(l.getReads(), s.reads);
       e.hashed = !l.getNotHashed();
       e.captured = l.getCaptured();
       e.hasAnnotations = l.hasAnnotations();
@@ -350,6 +352,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.kind = static_cast<size_t>(in.which());
   e.inputs = s.inputs;
   e.outputs = s.outputs;
+  e.reads = s.reads;
   return true;
 }
 
@@ -460,7 +463,7 @@ namespace event { constexpr size_t kSeq = 0, kWhich = 20; constexpr uint16_t kLa
 namespace launch {
 constexpr size_t kFunction = 4, kStream = 16, kSharedMem = 24, kNotHashedBit = 16, kCapturedBit = 17;
 constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6, kInputs = 7,
-                 kOutputs = 8, kAnnotations = 9;
+                 kOutputs = 8, kAnnotations = 9, kReads = 10;
 }  // namespace launch
 
 bool dim(const Segment& seg, const uint64_t* p, Dim3& out, bool nullIsZero) {
@@ -522,7 +525,8 @@ bool fastLaunch(kj::ArrayPtr<const capnp::word> message, size_t headerWords, Scr
   wire::StructList ptrs;
   if (wire::structListAt(seg, l.pointer(f::kPointers), ptrs) == wire::Read::kOther) return false;
   if (!wire::ranges(seg, l.pointer(f::kInputs), s.inputs) ||
-      !wire::ranges(seg, l.pointer(f::kOutputs), s.outputs)) {
+      !wire::ranges(seg, l.pointer(f::kOutputs), s.outputs) ||
+      !wire::ranges(seg, l.pointer(f::kReads), s.reads)) {
     return false;
   }
   s.pointers.resize(ptrs.count);
@@ -554,6 +558,7 @@ bool fastLaunch(kj::ArrayPtr<const capnp::word> message, size_t headerWords, Scr
   e.hasAnnotations = annotations != nullptr && *annotations != 0;
   e.inputs = s.inputs;
   e.outputs = s.outputs;
+  e.reads = s.reads;
   return true;
 }
 

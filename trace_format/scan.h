@@ -45,6 +45,8 @@ struct ScanEvent {
   // Launch and graph: digests before and after; memcpy and memset: `outputs`
   // holds the written range with its digest, memcpy's `inputs` its source.
   std::span<const ScanRange> inputs, outputs;
+  // Launch: the ranges it only reads (KernelLaunch::reads; digest 0).
+  std::span<const ScanRange> reads;
   // Memcpy.
   MemcpyKind memcpyKind = MemcpyKind::kUnknown;
   bool hasData = false;

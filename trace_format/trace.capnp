@@ -266,6 +266,7 @@ struct KernelLaunch {
   captureId @17 :UInt64;       # the capture's id (cuStreamGetCaptureInfo), when captured
   recorderNs @18 :UInt32;      # time the program's thread spent in the recorder for it (0 = not measured)
   recorderOps @19 :UInt16;     # GPU operations the recorder enqueued for it
+  reads @20 :List(RangeDigest); # ranges it only reads, by its framework op's schema: never hashed after it, digest 0 (compatVersion 4)
 }
 
 enum MemcpyKind {

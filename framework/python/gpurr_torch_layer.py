@@ -113,7 +113,7 @@ def install(torch, skipped=()):
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
-    if _recorder.gpurr_framework_api_version() != 1:
+    if _recorder.gpurr_framework_api_version() != 2:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")
         return
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]

@@ -4,8 +4,9 @@
 // GPURR_SNAPSHOT...), claims $GPURR_OUTPUT/proc<N>.gpurr as the recorder
 // does, and writes the trace of a small training step computed on the CPU:
 // real buffer contents, real digests (the CPU buffer hash), and snapshot
-// blobs for the launches GPURR_SNAPSHOT selects. Like the recorder, it lists
-// every buffer a launch touches among its outputs and, unless
+// blobs for the launches GPURR_SNAPSHOT selects. Like the recorder in a
+// PyTorch program, it hashes after a launch the buffer its op writes (every
+// buffer for snapshots), lists the others among its reads and, unless
 // GPURR_HASH_INPUTS or a selection asks for all, hashes before the launch
 // only the buffers nothing recorded touched yet. Every launch and copy has
 // the origin gpurr's framework layer records in a PyTorch program: the op,
@@ -225,7 +226,15 @@ class Program {
       out[i] = std::nextafter(out[i], 1e30f);
     }
     memory_[output] = bytesOf(out);
-    for (uint32_t t : touched) k.outputs.push_back(digest(t, snapshot));
+    // The op's schema says what it writes: the rest is only read, and not
+    // hashed after the launch (but for snapshots, which keep every range).
+    for (uint32_t t : touched) {
+      if (t == output || snapshot) {
+        k.outputs.push_back(digest(t, snapshot));
+      } else {
+        k.reads.push_back(RangeDigest{range(t), 0, {}, {}});
+      }
+    }
     append(k);
     ++launches_;
   }

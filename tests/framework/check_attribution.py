@@ -112,6 +112,30 @@ for step in set(steps):
     counts = [e["origin"]["stepLaunch"] for e in launches if e["origin"]["step"] == step]
     check(counts == list(range(len(counts))), f"launches of step {step} counted from 0: {counts}")
 
+# Each op's tensor arguments, with what its schema writes (GPURR_TEST_CPU_OPERANDS
+# makes the layer report CPU tensors): index_select reads the embedding's
+# weight and the indices; index_add_ writes its self and reads the rest;
+# addmm and mm read all theirs.
+log = os.path.join(args.work, "operands.log")
+r, _ = record("operands", [sys.executable, train], GPURR_TEST_CPU_OPERANDS="1", GPURR_TEST_OPERANDS_LOG=log)
+check(r.returncode == 3 and r.stdout == plain.stdout, "operands run")
+weight = [line.split()[-1] for line in r.stderr.splitlines() if line.startswith("weight storage ")]
+operands = {}
+with open(log) as f:
+    for line in f:
+        name, *rest = line.split()
+        operands.setdefault(name, []).append(rest)
+kinds = lambda ops: sorted(o.split(":")[1] for o in ops)  # noqa: E731
+select = operands.get("aten::index_select_kernel", [])
+check(len(select) == 2 and all(kinds(o) == ["r", "r"] for o in select), f"index_select operands {select}")
+check(weight and all(weight[0] + ":r" in o for o in select), f"index_select reads the weight {weight}")
+add = operands.get("aten::index_add__kernel", [])
+check(len(add) == 2 and all(kinds(o) == ["r", "r", "w"] for o in add), f"index_add_ operands {add}")
+addmm = operands.get("aten::addmm_kernel", [])
+check(len(addmm) == 2 and all(kinds(o) == ["r", "r", "r"] for o in addmm), f"addmm operands {addmm}")
+mm = operands.get("aten::mm_kernel", [])
+check(mm and all(kinds(o) == ["r", "r"] for o in mm), f"mm operands {mm}")
+
 # --no-framework: no origins.
 r, trace = record("off", [sys.executable, train], "--no-framework")
 check(r.returncode == 3 and r.stdout == plain.stdout, "--no-framework run")

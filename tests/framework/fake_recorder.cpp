@@ -3,15 +3,20 @@
 // through the framework layer. It exports what libgpurr_recorder.so exports
 // for the framework layer, and gpurr_test_launch(kernel): one kernel launch,
 // made through the same RecordSession callbacks a real launch takes, on the
-// calling thread (so it carries that thread's framework origin).
+// calling thread (so it carries that thread's framework origin). With
+// GPURR_TEST_OPERANDS_LOG set, each launch also appends to that file the
+// operands the framework layer reported for the op it runs in:
+// "KERNEL ADDRESS:r|w ...", or "KERNEL unknown".
 #include <cupti.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "recorder/framework_context.h"
 #include "recorder/options.h"
 #include "recorder/session.h"
 #include "recorder/warn.h"
@@ -84,6 +89,17 @@ extern "C" __attribute__((visibility("default"))) void gpurr_test_launch(const c
   p.blockDimX = p.blockDimY = p.blockDimZ = 1;
   void* none[] = {nullptr};
   p.kernelParams = none;
+  if (const char* log = std::getenv("GPURR_TEST_OPERANDS_LOG")) {
+    std::string line = kernel;
+    if (const auto operands = framework::innermostOpOperands()) {
+      for (const framework::Operand& o : *operands)
+        line += " " + std::to_string(o.address) + (o.written ? ":w" : ":r");
+    } else {
+      line += " unknown";
+    }
+    std::lock_guard lock(device->mu);
+    std::ofstream(log, std::ios::app) << line << "\n";
+  }
   uint64_t correlation = 0;
   CUresult ret = CUDA_SUCCESS;
   CUpti_CallbackData cb{};

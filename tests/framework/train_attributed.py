@@ -50,6 +50,9 @@ class Side(nn.Module):
 
 torch.manual_seed(0)
 model = Net()
+if os.environ.get("GPURR_TEST_CPU_OPERANDS"):
+    # The checker finds this tensor among index_select's operands.
+    print(f"weight storage {model.embed.weight.untyped_storage().data_ptr()}", file=sys.stderr)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 idx = torch.randint(0, 50, (16,))
 for step in range(2):

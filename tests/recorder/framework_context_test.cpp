@@ -139,3 +139,37 @@ TEST_CASE("threads keep their own scopes and modules; a range names launches out
   fw::exitModule();  // one too many: ignored
   fw::resetForTesting();
 }
+
+TEST_CASE("an op's operands are the innermost op's, until it closes", "[recorder][framework]") {
+  fw::resetForTesting();
+  using Ops = std::vector<fw::Operand>;
+  auto addresses = []() {
+    std::vector<uint64_t> out;
+    if (const auto ops = fw::innermostOpOperands())
+      for (const fw::Operand& o : *ops) out.push_back(o.address * 2 + (o.written ? 1 : 0));
+    return out;
+  };
+  CHECK_FALSE(fw::innermostOpOperands());
+  fw::openScope(&ids[0], "aten::linear", fw::ScopeKind::kOp, -1, 0, nullptr, 0);
+  CHECK_FALSE(fw::innermostOpOperands());  // not reported (yet)
+  fw::opOperands(&ids[0], Ops{{0x100, false}, {0x200, false}});
+  CHECK(addresses() == std::vector<uint64_t>{0x200, 0x400});
+  fw::openScope(&ids[1], "aten::addmm", fw::ScopeKind::kOp, -1, 0, nullptr, 0);
+  CHECK_FALSE(fw::innermostOpOperands());  // the inner op's are unknown: not the outer op's
+  fw::opOperands(&ids[0], Ops{{0x900, true}});  // not the innermost scope: ignored
+  fw::opOperands(&ids[1], Ops{{0x300, true}});
+  CHECK(addresses() == std::vector<uint64_t>{0x601});
+  fw::closeScope(&ids[1]);
+  CHECK(addresses() == std::vector<uint64_t>{0x200, 0x400});
+  fw::openScope(&ids[2], "my_range", fw::ScopeKind::kRange, -1, 0, nullptr, 0);
+  fw::opOperands(&ids[2], Ops{{0x500, false}});  // a range has no operands
+  CHECK_FALSE(fw::innermostOpOperands());
+  fw::closeScope(&ids[0]);  // closes the range inside too
+  CHECK_FALSE(fw::innermostOpOperands());
+  fw::openScope(&ids[3], "aten::mul", fw::ScopeKind::kOp, -1, 0, nullptr, 0);
+  fw::opOperands(&ids[3], Ops{});
+  REQUIRE(fw::innermostOpOperands());  // known: no device tensor
+  CHECK(fw::innermostOpOperands()->empty());
+  fw::closeScope(&ids[3]);
+  fw::resetForTesting();
+}

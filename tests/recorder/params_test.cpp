@@ -114,3 +114,29 @@ TEST_CASE("pointers into separate VMM mappings give separate ranges", "[recorder
   CHECK(ranges[0] == trace::DeviceRange{0x100020, 0xfffe0, 1, 0x20});
   CHECK(ranges[1] == trace::DeviceRange{0x300010, 0xffff0, 1, 0x200010});
 }
+
+TEST_CASE("a range is read-only when its tensor holds an operand the op reads and none it writes",
+          "[recorder][params]") {
+  using framework::Operand;
+  // Three tensors of one segment, and a range with no known tensor extent.
+  const std::vector<trace::DeviceRange> ranges = {
+      {0x10100, 0x0f00, 1, 0x100, trace::RangeBound::kBlock},  // a view into [0x10000, 0x11000)
+      {0x11000, 0x1000, 1, 0x1000, trace::RangeBound::kBlock},
+      {0x12000, 0x1000, 1, 0x2000, trace::RangeBound::kBlock},
+      {0x20000, 0x8000, 2, 0, trace::RangeBound::kAllocation},
+  };
+  const TensorExtent extent = [](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
+    if (r.bound != trace::RangeBound::kBlock) return std::nullopt;
+    return std::pair<uint64_t, uint64_t>{r.address & ~uint64_t{0xfff}, 0x1000};
+  };
+  auto readOnly = [&](std::vector<Operand> ops) { return readOnlyRanges(ranges, ops, extent); };
+  CHECK(readOnly({{0x10000, false}, {0x11000, true}}) == std::vector<bool>{true, false, false, false});
+  // A written operand wins over a read one in the same tensor (an out= argument that is also an input).
+  CHECK(readOnly({{0x10000, false}, {0x10000, true}, {0x12000, false}}) ==
+        std::vector<bool>{false, false, true, false});
+  // A range whose tensor is no operand (a workspace, an output made inside the op) may be written.
+  CHECK(readOnly({{0x10000, false}}) == std::vector<bool>{true, false, false, false});
+  // An operand in a range without a tensor extent says nothing about it.
+  CHECK(readOnly({{0x20000, false}}) == std::vector<bool>{false, false, false, false});
+  CHECK(readOnly({}) == std::vector<bool>{false, false, false, false});
+}

@@ -1083,6 +1083,65 @@ TEST_CASE("a launch hashes before it runs only the ranges holding bytes nothing 
   }
 }
 
+TEST_CASE("a launch inside a framework op hashes after it only what the op's schema lets it write",
+          "[recorder][session][first-use]") {
+  framework::resetForTesting();
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> x = randomBytes(8192, 71), y = randomBytes(8192, 72), z = randomBytes(8192, 73);
+  h.memAlloc(x);
+  h.memAlloc(y);
+  h.memAlloc(z);
+  uint64_t px = addr(x.data()), py = addr(y.data()), pz = addr(z.data());
+  // x and y are blocks of the framework's allocator; z is not.
+  framework::blockEvent(px, x.size(), true);
+  framework::blockEvent(py, y.size(), true);
+  float a = 1.0f;
+  int n = 16;
+  uint64_t pxView = px + 256;  // the kernel gets a view into x's storage
+  void* args[] = {&pxView, &py, &a, &n};
+  void* zArgs[] = {&pz, &py, &a, &n};
+  auto inOp = [&](std::vector<framework::Operand> operands, void** launchArgs) {
+    const int op = 0;
+    framework::openScope(&op, "aten::add", framework::ScopeKind::kOp, -1, 0, nullptr, 0);
+    framework::opOperands(&op, operands);
+    h.launch(kAxpy, launchArgs, 0x5);
+    framework::closeScope(&op);
+  };
+  inOp({{px, false}, {py, true}}, args);   // 0: x read, y written
+  inOp({{px, true}, {py, true}}, args);    // 1: both written
+  inOp({{px, false}, {px, true}, {py, true}}, args);  // 2: x read through one argument, written through another
+  h.launch(kAxpy, args, 0x5);              // 3: no op
+  inOp({{pz, false}, {py, true}}, zArgs);  // 4: z is no block: it may hold other tensors
+  {
+    const int op = 0, range = 1;          // 5: a user range inside the op
+    framework::openScope(&op, "aten::add", framework::ScopeKind::kOp, -1, 0, nullptr, 0);
+    framework::opOperands(&op, std::vector<framework::Operand>{{px, false}, {py, true}});
+    framework::openScope(&range, "my_range", framework::ScopeKind::kRange, -1, 0, nullptr, 0);
+    h.launch(kAxpy, args, 0x5);
+    framework::closeScope(&op);
+  }
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 6);
+  auto addresses = [](const std::vector<trace::RangeDigest>& rs) {
+    std::vector<uint64_t> out;
+    for (const auto& r : rs) out.push_back(r.range.address);
+    return out;
+  };
+  CHECK(addresses(launches[0].reads) == std::vector<uint64_t>{pxView});
+  CHECK(addresses(launches[0].outputs) == std::vector<uint64_t>{py});
+  CHECK(launches[0].reads[0].range.bound == trace::RangeBound::kBlock);
+  CHECK(launches[0].inputs.size() == 2);  // both at their first use, before the launch
+  for (size_t i : {1, 2, 3, 5}) {
+    INFO("launch " << i);
+    CHECK(launches[i].reads.empty());
+    CHECK(launches[i].outputs.size() == 2);
+  }
+  CHECK(launches[4].reads.empty());
+  CHECK(launches[4].outputs.size() == 2);
+  framework::resetForTesting();
+}
+
 TEST_CASE("a pool-imported pointer is a known allocation and hashed until it is freed",
           "[recorder][session][readable]") {
   Harness h;

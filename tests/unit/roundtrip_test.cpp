@@ -7,6 +7,7 @@
 
 #include "test_util.h"
 #include "trace_format/container.h"
+#include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
 using namespace gpurr::trace;
@@ -82,6 +83,8 @@ std::vector<Event> everyKind(TraceWriter& w) {
   k.inputs[0].range.bound = RangeBound::kBlock;
   k.inputs[1].snapshot = w.putBlob(std::vector<uint8_t>(4096, 9), BlobEncoding::kBytePlanes4);
   k.outputs = {range(0x7020, 1, 13)};
+  k.reads = {range(0x7010, 1, 0)};
+  k.reads[0].range.bound = RangeBound::kBlock;
   k.annotations = {
       AlgorithmChoice{"cudnn", "cudnnBackendExecute", "engine=12",
                       {{"knob.split_k", "4"}, {"shape", "8x3x224x224"}},
@@ -159,6 +162,18 @@ TEST_CASE("every event kind survives a write and a read") {
     INFO("event " << i << " (" << kindName(events[i].payload) << ")");
     CHECK(back[i] == events[i]);
   }
+  // The summary pass (its launch fast path included) sees the same ranges.
+  size_t i = 0;
+  scanEvents(r, [&](const ScanEvent& e) {
+    if (const auto* k = std::get_if<KernelLaunch>(&events[i++].payload)) {
+      INFO("launch " << e.seq);
+      REQUIRE(e.reads.size() == k->reads.size());
+      for (size_t j = 0; j < e.reads.size(); ++j) CHECK(e.reads[j].range == k->reads[j].range);
+      CHECK(e.outputs.size() == k->outputs.size());
+    }
+    return true;
+  });
+  CHECK(i == events.size());
 }
 
 TEST_CASE("blobs are content-addressed, deduplicated and verified") {
