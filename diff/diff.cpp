@@ -2,9 +2,10 @@
 //
 // 1. Summary pass (trace_format/scan.h) over each run: one compact record per
 //    operation with hashes of its identity, its normalised parameters, its
-//    inputs and its outputs. Allocation ordinals of run B are mapped onto run
-//    A's as allocations happen (same size and kind, in order), so that an
-//    extra allocation in one run does not shift every later pointer.
+//    inputs and its outputs, with allocations named by their identity
+//    (AllocationIds: size, kind and first use), so that an extra allocation
+//    in one run does not shift every later pointer. Run B's ordinals are
+//    then mapped onto run A's by identity.
 // 2. Alignment of the identities (align.h).
 // 3. The first divergence: the earliest stretch of different operations, or
 //    matched pair with different outputs. Both events are then decoded in
@@ -17,6 +18,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -81,41 +83,78 @@ struct AllocInfo {
   AllocationKind kind;
 };
 
-// Run B's allocation ordinals in run A's numbering.
+// What an allocation is, by what the program did with it rather than by when
+// the allocator handed it out: its size and kind, the operation that first
+// used it (that operation's shape: kernel, launch configuration and pointer
+// positions, or the copy's or set's kind and size) and the operand it was
+// there, and how many allocations before it were all of that. Each run
+// computes its own as it goes, and equal identities are the same allocation
+// in both runs: an extra allocation in one run (the caching allocator's
+// one more segment, a workspace of a common size) takes an identity of its
+// own, or none while unused, and leaves the others' alone.
+class AllocationIds {
+ public:
+  void allocate(uint32_t ordinal, uint64_t size, AllocationKind kind) {
+    if (ordinal >= byOrdinal_.size()) byOrdinal_.resize(ordinal + 1);
+    byOrdinal_[ordinal] = {size, kind, 0};
+  }
+
+  // The identity of `ordinal` (0: no allocation), given at its first use, by
+  // operation `user` at operand `operand`.
+  uint64_t use(uint32_t ordinal, uint64_t user, uint64_t operand) {
+    if (ordinal == 0) return 0;
+    if (ordinal >= byOrdinal_.size()) byOrdinal_.resize(ordinal + 1);
+    Entry& e = byOrdinal_[ordinal];
+    if (e.id == 0) {
+      const uint64_t cls = XXH3_64bits(std::array<uint64_t, 4>{e.size, static_cast<uint64_t>(e.kind), user, operand}.data(),
+                                       4 * sizeof(uint64_t));
+      e.id = fmix(cls + 0x9e3779b97f4a7c15ull * ++seen_[cls]) | 1;
+    }
+    return e.id;
+  }
+
+  // The identity of `ordinal`, or 0 when nothing used it.
+  uint64_t operator()(uint32_t ordinal) const { return ordinal < byOrdinal_.size() ? byOrdinal_[ordinal].id : 0; }
+  size_t size() const { return byOrdinal_.size(); }
+
+ private:
+  struct Entry {
+    uint64_t size = 0;
+    AllocationKind kind = AllocationKind::kDevice;
+    uint64_t id = 0;
+  };
+  std::vector<Entry> byOrdinal_;
+  std::unordered_map<uint64_t, uint32_t> seen_;  // allocations per class so far
+};
+
+// Run B's allocation ordinals in run A's numbering: the ordinal of run A's
+// allocation with the same identity; unmatched ones (kUnmatched set) keep
+// their own.
 class OrdinalMap {
  public:
   static constexpr uint32_t kUnmatched = 0x80000000u;
 
   // Identity mapping (run A).
   OrdinalMap() = default;
-  explicit OrdinalMap(const std::vector<AllocInfo>* a) : a_(a) {}
-
-  // Run B allocated `ordinal`: match it with the next allocation of A with the
-  // same size and kind, looking a little ahead past allocations B skipped.
-  void allocate(uint32_t ordinal, uint64_t size, AllocationKind kind) {
-    if (!a_) return;
-    if (ordinal >= map_.size()) map_.resize(ordinal + 1, 0);
-    for (size_t i = cursor_; i < a_->size() && i < cursor_ + kLookahead; ++i) {
-      if ((*a_)[i].size == size && (*a_)[i].kind == kind) {
-        map_[ordinal] = (*a_)[i].ordinal;
-        cursor_ = i + 1;
-        return;
-      }
+  OrdinalMap(const AllocationIds& a, const AllocationIds& b) : mapped_(true) {
+    std::unordered_map<uint64_t, uint32_t> ordinalOf;
+    for (uint32_t o = 1; o < a.size(); ++o)
+      if (a(o) != 0) ordinalOf.emplace(a(o), o);
+    map_.resize(b.size(), 0);
+    for (uint32_t o = 1; o < b.size(); ++o) {
+      if (auto it = ordinalOf.find(b(o)); b(o) != 0 && it != ordinalOf.end()) map_[o] = it->second;
     }
-    map_[ordinal] = kUnmatched | ordinal;
   }
 
   uint32_t operator()(uint32_t ordinal) const {
-    if (!a_ || ordinal == 0) return ordinal;
+    if (!mapped_ || ordinal == 0) return ordinal;
     if (ordinal < map_.size() && map_[ordinal] != 0) return map_[ordinal];
     return kUnmatched | ordinal;
   }
 
  private:
-  static constexpr size_t kLookahead = 64;
-  const std::vector<AllocInfo>* a_ = nullptr;
+  bool mapped_ = false;
   std::vector<uint32_t> map_;
-  size_t cursor_ = 0;
 };
 
 // ------------------------------------------------------------ summary pass
@@ -137,7 +176,8 @@ struct Run {
   std::vector<Op> ops;
   std::vector<uint64_t> keys;
   std::vector<AllocInfo> allocs;
-  OrdinalMap ordinals;
+  AllocationIds ids;     // identities, for the summary's hashes
+  OrdinalMap ordinals;   // in run A's numbering, once both runs are summarised
   std::unordered_map<uint64_t, uint32_t> streams;
   uint64_t lastStream = 0;
   uint32_t lastStreamOrdinal = 0;
@@ -175,11 +215,13 @@ class Words {
   size_t n_ = 0;
 };
 
-void hashRanges(Words& h, std::span<const ScanRange> ranges, const OrdinalMap& map) {
+// Ranges by allocation identity, offset, size and digest; an allocation a
+// range is the first use of takes `user`'s identity.
+void hashRanges(Words& h, std::span<const ScanRange> ranges, AllocationIds& ids, uint64_t user, uint64_t operand) {
   h.add(ranges.size());
   for (const ScanRange& r : ranges) {
     if (r.range.allocation != 0) {
-      h.add(map(r.range.allocation)).add(r.range.offset);
+      h.add(ids.use(r.range.allocation, user, operand)).add(r.range.offset);
     } else {
       h.add(uint64_t{0});
     }
@@ -187,14 +229,14 @@ void hashRanges(Words& h, std::span<const ScanRange> ranges, const OrdinalMap& m
   }
 }
 
-// The parameter bytes with every pointer word replaced by its (allocation,
-// offset) in run A's numbering.
+// The parameter bytes with every pointer word replaced by its allocation's
+// identity and offset.
 void normalisedParams(std::span<const uint8_t> params, std::span<const PointerParam> pointers,
-                      const OrdinalMap& map, std::vector<uint8_t>& out) {
+                      const AllocationIds& ids, std::vector<uint8_t>& out) {
   out.assign(params.begin(), params.end());
   for (const PointerParam& p : pointers) {
     if (p.allocation == 0 || p.byteOffset > out.size() || out.size() - p.byteOffset < 8) continue;
-    const uint64_t word = fmix(uint64_t{map(p.allocation)} << 1 | 1) ^ p.offset;
+    const uint64_t word = fmix(ids(p.allocation)) ^ p.offset;
     std::memcpy(out.data() + p.byteOffset, &word, 8);
   }
 }
@@ -232,9 +274,12 @@ void summarise(Run& run) {
         op.shape = key.hash();
         key.clear();
         key.add(op.shape);
-        for (const PointerParam& p : e.pointers) key.add(run.ordinals(p.allocation)).add(p.offset);
+        for (size_t i = 0; i < e.pointers.size(); ++i) {
+          const PointerParam& p = e.pointers[i];
+          key.add(run.ids.use(p.allocation, op.shape, i)).add(p.offset);
+        }
         pointerTargets = true;
-        normalisedParams(e.params, e.pointers, run.ordinals, scratch);
+        normalisedParams(e.params, e.pointers, run.ids, scratch);
         op.params = XXH3_64bits(scratch.data(), scratch.size());
         op.hashed = e.hashed;
         break;
@@ -242,25 +287,29 @@ void summarise(Run& run) {
       case 1:  // memcpy
         op.kind = OpKind::kMemcpy;
         key.add(uint64_t{1}).add(static_cast<uint64_t>(e.memcpyKind)).add(e.size);
-        for (const ScanRange* r : {&e.outputs[0], &e.inputs[0]}) {
-          if (r->range.allocation != 0) key.add(run.ordinals(r->range.allocation)).add(r->range.offset);
+        op.shape = key.hash();
+        for (uint64_t i : {0, 1}) {
+          const ScanRange& r = i == 0 ? e.outputs[0] : e.inputs[0];
+          if (r.range.allocation != 0) key.add(run.ids.use(r.range.allocation, op.shape, i)).add(r.range.offset);
         }
         break;
       case 2:  // memset
         op.kind = OpKind::kMemset;
         key.add(uint64_t{2}).add(e.outputs[0].range.size).add(e.elementSize);
+        op.shape = key.hash();
         if (e.outputs[0].range.allocation != 0) {
-          key.add(run.ordinals(e.outputs[0].range.allocation)).add(e.outputs[0].range.offset);
+          key.add(run.ids.use(e.outputs[0].range.allocation, op.shape, 0)).add(e.outputs[0].range.offset);
         }
         op.params = fmix(e.value);
         break;
       case 3:  // allocation
         run.allocs.push_back({e.ordinal, e.size, e.allocationKind});
-        run.ordinals.allocate(e.ordinal, e.size, e.allocationKind);
+        run.ids.allocate(e.ordinal, e.size, e.allocationKind);
         return true;
       case 7:  // graph launch
         op.kind = OpKind::kGraph;
         key.add(uint64_t{7}).add(e.nodeCount);
+        op.shape = key.hash();
         break;
       default:
         return true;
@@ -270,11 +319,13 @@ void summarise(Run& run) {
       const bool deviceSource = e.memcpyKind == MemcpyKind::kDeviceToDevice ||
                                 e.memcpyKind == MemcpyKind::kPeer ||
                                 e.memcpyKind == MemcpyKind::kDeviceToHost;
-      hashRanges(in, deviceSource ? e.inputs : std::span<const ScanRange>(), run.ordinals);
+      hashRanges(in, deviceSource ? e.inputs : std::span<const ScanRange>(), run.ids, op.shape, 0);
     } else {
-      hashRanges(in, e.inputs, run.ordinals);
+      // A graph launch's ranges are every allocation, in address order: as
+      // one operand, told apart by the order of their first use.
+      hashRanges(in, e.inputs, run.ids, op.shape, 0);
     }
-    hashRanges(out, e.outputs, run.ordinals);
+    hashRanges(out, e.outputs, run.ids, op.shape, 0);
     op.key = key.hash();
     if (!pointerTargets) op.shape = op.key;
     op.inputs = in.hash();
@@ -1236,8 +1287,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   a.reader = &ta;
   b.reader = &tb;
   summarise(a);
-  b.ordinals = OrdinalMap(&a.allocs);
   summarise(b);
+  b.ordinals = OrdinalMap(a.ids, b.ids);
   out.opsA = a.ops.size();
   out.opsB = b.ops.size();
   Alignment alignment = align(a.keys, b.keys, options.align);

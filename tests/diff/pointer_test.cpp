@@ -100,15 +100,29 @@ TEST_CASE("a pointer 128 bytes further into the same allocation is a pointer par
 
 TEST_CASE("a pointer into another allocation is a pointer parameter difference") {
   Pair p;
-  Launch b;
+  // Allocation 3 is a buffer of its own in both runs: the first launch reads
+  // it. Run B's second launch reads it again instead of allocation 2.
+  Launch first, b;
+  first.inAlloc = 3;
   b.inAlloc = 3;
   b.outDigest = 0x3333;
-  const diff::ProcessDiff d = p.diff({Launch{}}, {b});
+  const diff::ProcessDiff d = p.diff({first, Launch{}}, {first, b});
   REQUIRE(d.firstDivergence);
   const diff::FirstDivergence& f = *d.firstDivergence;
   CHECK_FALSE(f.path);
   CHECK(f.cause == diff::Cause::kScalarParameters);
   CHECK_THAT(evidence(f), Catch::Contains("another allocation: run B's alloc#3 corresponds to run A's alloc#3"));
+}
+
+TEST_CASE("an allocation one run first uses where the other run used another is the same buffer") {
+  // Run B uses allocation 3 where run A used allocation 2, and never uses
+  // allocation 2: an allocator that handed out another segment. Both are
+  // the buffer this launch first reads.
+  Pair p;
+  Launch b;
+  b.inAlloc = 3;
+  const diff::ProcessDiff d = p.diff({Launch{}, Launch{}}, {b, b});
+  CHECK(d.identical);
 }
 
 TEST_CASE("a pointer that points elsewhere is a divergence even when the outputs agree") {
