@@ -21,6 +21,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <queue>
 #include <unordered_map>
 
 #include "diff/intervals.h"
@@ -87,7 +89,9 @@ struct AllocInfo {
 // the allocator handed it out: its size and kind, the operation that first
 // used it (that operation's shape: kernel, launch configuration and pointer
 // positions, or the copy's or set's kind and size) and the operand it was
-// there, and how many allocations before it were all of that. Each run
+// there, its host thread, and how many allocations before it were all of
+// that (counted per thread, so that threads interleaving their calls
+// otherwise in the other run change no identity). Each run
 // computes its own as it goes, and equal identities are the same allocation
 // in both runs: an extra allocation in one run (the caching allocator's
 // one more segment, a workspace of a common size) takes an identity of its
@@ -100,14 +104,14 @@ class AllocationIds {
   }
 
   // The identity of `ordinal` (0: no allocation), given at its first use, by
-  // operation `user` at operand `operand`.
-  uint64_t use(uint32_t ordinal, uint64_t user, uint64_t operand) {
+  // operation `user` of host thread `thread` at operand `operand`.
+  uint64_t use(uint32_t ordinal, uint64_t user, uint64_t operand, uint32_t thread) {
     if (ordinal == 0) return 0;
     if (ordinal >= byOrdinal_.size()) byOrdinal_.resize(ordinal + 1);
     Entry& e = byOrdinal_[ordinal];
     if (e.id == 0) {
-      const uint64_t cls = XXH3_64bits(std::array<uint64_t, 4>{e.size, static_cast<uint64_t>(e.kind), user, operand}.data(),
-                                       4 * sizeof(uint64_t));
+      const std::array<uint64_t, 5> what{e.size, static_cast<uint64_t>(e.kind), user, operand, thread};
+      const uint64_t cls = XXH3_64bits(what.data(), sizeof what);
       e.id = fmix(cls + 0x9e3779b97f4a7c15ull * ++seen_[cls]) | 1;
     }
     return e.id;
@@ -169,6 +173,17 @@ struct Op {
   uint32_t stream;   // ordinal
   OpKind kind;
   bool hashed;       // outputs were hashed: `outputs` means something
+  uint32_t thread = 0;  // host thread (Event::thread)
+};
+
+// An operation or a synchronisation, with what orders it against the
+// others (canonicalOrder).
+struct Waypoint {
+  static constexpr uint64_t kSync = UINT64_MAX;
+  uint64_t op;  // index into Run::ops, or kSync
+  uint32_t thread, stream;
+  uint64_t event;  // a synchronisation's CUDA event, 0 if none
+  uint64_t seq;    // a synchronisation's event number
 };
 
 struct Run {
@@ -179,6 +194,9 @@ struct Run {
   AllocationIds ids;     // identities, for the summary's hashes
   OrdinalMap ordinals;   // in run A's numbering, once both runs are summarised
   std::unordered_map<uint64_t, uint32_t> streams;
+  std::vector<Waypoint> syncs;      // in trace order
+  uint32_t firstThread = 0;
+  bool threads = false;             // more than one host thread
   uint64_t lastStream = 0;
   uint32_t lastStreamOrdinal = 0;
 };
@@ -217,11 +235,12 @@ class Words {
 
 // Ranges by allocation identity, offset, size and digest; an allocation a
 // range is the first use of takes `user`'s identity.
-void hashRanges(Words& h, std::span<const ScanRange> ranges, AllocationIds& ids, uint64_t user, uint64_t operand) {
+void hashRanges(Words& h, std::span<const ScanRange> ranges, AllocationIds& ids, uint64_t user, uint64_t operand,
+                uint32_t thread) {
   h.add(ranges.size());
   for (const ScanRange& r : ranges) {
     if (r.range.allocation != 0) {
-      h.add(ids.use(r.range.allocation, user, operand)).add(r.range.offset);
+      h.add(ids.use(r.range.allocation, user, operand, thread)).add(r.range.offset);
     } else {
       h.add(uint64_t{0});
     }
@@ -249,9 +268,12 @@ void summarise(Run& run) {
   // Hash of each function name of the current block, by block-local id.
   std::vector<uint64_t> functionHashes;
   size_t functionBlock = SIZE_MAX;
+  bool first = true;
   scanEvents(*run.reader, [&](const ScanEvent& e) {
     if (e.kind == 0 && e.captured) return true;  // not run then: its graph's launch is the operation
-    Op op{e.seq, 0, 0, 0, 0, 0, 0, OpKind::kLaunch, true};
+    if (first) run.firstThread = e.thread, first = false;
+    run.threads |= e.thread != run.firstThread;
+    Op op{e.seq, 0, 0, 0, 0, 0, 0, OpKind::kLaunch, true, e.thread};
     bool pointerTargets = false;
     key.clear();
     in.clear();
@@ -276,7 +298,7 @@ void summarise(Run& run) {
         key.add(op.shape);
         for (size_t i = 0; i < e.pointers.size(); ++i) {
           const PointerParam& p = e.pointers[i];
-          key.add(run.ids.use(p.allocation, op.shape, i)).add(p.offset);
+          key.add(run.ids.use(p.allocation, op.shape, i, e.thread)).add(p.offset);
         }
         pointerTargets = true;
         normalisedParams(e.params, e.pointers, run.ids, scratch);
@@ -290,7 +312,7 @@ void summarise(Run& run) {
         op.shape = key.hash();
         for (uint64_t i : {0, 1}) {
           const ScanRange& r = i == 0 ? e.outputs[0] : e.inputs[0];
-          if (r.range.allocation != 0) key.add(run.ids.use(r.range.allocation, op.shape, i)).add(r.range.offset);
+          if (r.range.allocation != 0) key.add(run.ids.use(r.range.allocation, op.shape, i, e.thread)).add(r.range.offset);
         }
         break;
       case 2:  // memset
@@ -298,13 +320,16 @@ void summarise(Run& run) {
         key.add(uint64_t{2}).add(e.outputs[0].range.size).add(e.elementSize);
         op.shape = key.hash();
         if (e.outputs[0].range.allocation != 0) {
-          key.add(run.ids.use(e.outputs[0].range.allocation, op.shape, 0)).add(e.outputs[0].range.offset);
+          key.add(run.ids.use(e.outputs[0].range.allocation, op.shape, 0, e.thread)).add(e.outputs[0].range.offset);
         }
         op.params = fmix(e.value);
         break;
       case 3:  // allocation
         run.allocs.push_back({e.ordinal, e.size, e.allocationKind});
         run.ids.allocate(e.ordinal, e.size, e.allocationKind);
+        return true;
+      case 6:  // synchronisation: orders the operations around it (canonicalOrder)
+        run.syncs.push_back({Waypoint::kSync, e.thread, streamOrdinal(run, e.stream), e.syncEvent, e.seq});
         return true;
       case 7:  // graph launch
         op.kind = OpKind::kGraph;
@@ -319,13 +344,13 @@ void summarise(Run& run) {
       const bool deviceSource = e.memcpyKind == MemcpyKind::kDeviceToDevice ||
                                 e.memcpyKind == MemcpyKind::kPeer ||
                                 e.memcpyKind == MemcpyKind::kDeviceToHost;
-      hashRanges(in, deviceSource ? e.inputs : std::span<const ScanRange>(), run.ids, op.shape, 0);
+      hashRanges(in, deviceSource ? e.inputs : std::span<const ScanRange>(), run.ids, op.shape, 0, e.thread);
     } else {
       // A graph launch's ranges are every allocation, in address order: as
       // one operand, told apart by the order of their first use.
-      hashRanges(in, e.inputs, run.ids, op.shape, 0);
+      hashRanges(in, e.inputs, run.ids, op.shape, 0, e.thread);
     }
-    hashRanges(out, e.outputs, run.ids, op.shape, 0);
+    hashRanges(out, e.outputs, run.ids, op.shape, 0, e.thread);
     op.key = key.hash();
     if (!pointerTargets) op.shape = op.key;
     op.inputs = in.hash();
@@ -335,6 +360,83 @@ void summarise(Run& run) {
     run.keys.push_back(op.key);
     return true;
   });
+}
+
+// Host threads race: two threads that enqueue work on different streams
+// interleave their calls in any order, and the trace's order says which
+// thread came first, not what the program did. The diff compares each run
+// in the canonical order of its interleavings (the lexicographic normal form
+// of a Mazurkiewicz trace): operations of one host thread keep their order,
+// and so do operations on one stream (the GPU runs them in that order);
+// a synchronisation keeps its place among its thread's and its stream's
+// operations, and an event's record, waits and queries keep theirs (a wait
+// orders its stream after the recording stream's work); of the operations
+// free to go next, the one with the smallest identity goes first. Two runs
+// whose operations differ only in such an interleaving then have the same
+// sequence. A program of one host thread keeps the trace's order.
+void canonicalOrder(Run& run) {
+  if (!run.threads) {
+    run.syncs = {};
+    return;
+  }
+  // The operations and synchronisations in trace order.
+  std::vector<Waypoint> w;
+  w.reserve(run.ops.size() + run.syncs.size());
+  for (size_t o = 0, y = 0; o < run.ops.size() || y < run.syncs.size();) {
+    if (y < run.syncs.size() && (o == run.ops.size() || run.syncs[y].seq < run.ops[o].seq)) {
+      w.push_back(run.syncs[y++]);
+    } else {
+      w.push_back({o, run.ops[o].thread, run.ops[o].stream, 0, run.ops[o].seq});
+      ++o;
+    }
+  }
+  run.syncs = {};
+  // Lanes: a thread, a stream, a CUDA event; each waypoint waits for the
+  // earlier waypoints of its lanes.
+  std::unordered_map<uint64_t, std::vector<size_t>> lanes[3];
+  auto laneKeys = [&](const Waypoint& p) {
+    return std::array<uint64_t, 3>{p.thread, p.stream, p.event};
+  };
+  for (size_t i = 0; i < w.size(); ++i) {
+    const auto keys = laneKeys(w[i]);
+    for (int l = 0; l < 3; ++l)
+      if (l < 2 || keys[l] != 0) lanes[l][keys[l]].push_back(i);
+  }
+  std::unordered_map<uint64_t, size_t> head[3];
+  auto isHead = [&](size_t i) {
+    const auto keys = laneKeys(w[i]);
+    for (int l = 0; l < 3; ++l) {
+      if (l == 2 && keys[l] == 0) continue;
+      const std::vector<size_t>& lane = lanes[l][keys[l]];
+      if (lane[head[l][keys[l]]] != i) return false;
+    }
+    return true;
+  };
+  using Ready = std::pair<uint64_t, size_t>;  // identity (0 for a synchronisation), waypoint
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
+  std::vector<bool> queued(w.size(), false);
+  auto offer = [&](size_t i) {
+    if (queued[i] || !isHead(i)) return;
+    queued[i] = true;
+    ready.push({w[i].op == Waypoint::kSync ? 0 : run.ops[w[i].op].key, i});
+  };
+  for (size_t i = 0; i < w.size(); ++i) offer(i);
+  std::vector<Op> ops;
+  ops.reserve(run.ops.size());
+  while (!ready.empty()) {
+    const size_t i = ready.top().second;
+    ready.pop();
+    if (w[i].op != Waypoint::kSync) ops.push_back(run.ops[w[i].op]);
+    const auto keys = laneKeys(w[i]);
+    for (int l = 0; l < 3; ++l) {
+      if (l == 2 && keys[l] == 0) continue;
+      const std::vector<size_t>& lane = lanes[l][keys[l]];
+      const size_t h = ++head[l][keys[l]];
+      if (h < lane.size()) offer(lane[h]);
+    }
+  }
+  run.ops = std::move(ops);
+  for (size_t i = 0; i < run.ops.size(); ++i) run.keys[i] = run.ops[i].key;
 }
 
 // ------------------------------------------------------------ full events
@@ -1062,6 +1164,16 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
                        "floating-point atomics, split-K or other unordered reductions, races");
 }
 
+// The positions [begin, end) of `run.ops` in the order the trace holds
+// them (the canonical order may differ), for a pass over the trace.
+std::vector<uint64_t> inTraceOrder(const Run& run, uint64_t begin, uint64_t end) {
+  std::vector<uint64_t> positions(end - begin);
+  for (uint64_t i = begin; i < end; ++i) positions[i - begin] = i;
+  std::sort(positions.begin(), positions.end(),
+            [&](uint64_t x, uint64_t y) { return run.ops[x].seq < run.ops[y].seq; });
+  return positions;
+}
+
 PathDivergence stretchOf(const Context& ctx, const AlignedRun& run) {
   PathDivergence p;
   p.aBegin = run.aBegin;
@@ -1073,12 +1185,13 @@ PathDivergence stretchOf(const Context& ctx, const AlignedRun& run) {
   auto collect = [&](const Run& r, uint64_t begin, uint64_t count, std::vector<OpInfo>& out) {
     if (count == 0) return;
     const uint64_t shown = std::min<uint64_t>(count, n);
-    uint64_t next = begin;
+    std::vector<uint64_t> positions = inTraceOrder(r, begin, begin + shown);
+    size_t next = 0;
     r.reader->forEach([&](const Event& e) {
-      if (next >= begin + shown) return false;
-      if (e.seq == r.ops[next].seq) out.push_back(info(r, next++, e));
-      return next < begin + shown;
-    }, r.ops[begin].seq);
+      if (e.seq == r.ops[positions[next]].seq) out.push_back(info(r, positions[next++], e));
+      return next < positions.size();
+    }, r.ops[positions[0]].seq);
+    std::sort(out.begin(), out.end(), [](const OpInfo& x, const OpInfo& y) { return x.index < y.index; });
   };
   collect(ctx.a, p.aBegin, p.aCount, p.aOps);
   collect(ctx.b, p.bBegin, p.bCount, p.bOps);
@@ -1138,7 +1251,12 @@ TailRanges tailRanges(const Run& run, uint64_t firstOp) {
   TailRanges t;
   t.first = firstOp;
   if (firstOp >= run.ops.size()) return t;
-  uint64_t next = firstOp;
+  const uint64_t count = run.ops.size() - firstOp;
+  t.inBegin.resize(count);
+  t.outBegin.resize(count);
+  t.end.resize(count);
+  const std::vector<uint64_t> positions = inTraceOrder(run, firstOp, run.ops.size());
+  size_t next = 0;
   auto add = [&](std::span<const ScanRange> rs) {
     for (const ScanRange& r : rs) {
       if (r.range.allocation == 0) continue;
@@ -1147,9 +1265,10 @@ TailRanges tailRanges(const Run& run, uint64_t firstOp) {
     }
   };
   scanEvents(*run.reader, [&](const ScanEvent& e) {
-    if (next >= run.ops.size()) return false;
-    if (e.seq != run.ops[next].seq) return true;
-    t.inBegin.push_back(static_cast<uint32_t>(t.ranges.size()));
+    if (next >= positions.size()) return false;
+    if (e.seq != run.ops[positions[next]].seq) return true;
+    const uint64_t k = positions[next] - firstOp;
+    t.inBegin[k] = static_cast<uint32_t>(t.ranges.size());
     const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
                                             e.memcpyKind == MemcpyKind::kHostToHost);
     if (!hostSource) add(e.inputs);
@@ -1157,12 +1276,12 @@ TailRanges tailRanges(const Run& run, uint64_t firstOp) {
     // also where the trace hashed its inputs at first use only.
     if (e.kind == 0 || e.kind == 7) add(e.outputs);
     if (e.kind == 0) add(e.reads);
-    t.outBegin.push_back(static_cast<uint32_t>(t.ranges.size()));
+    t.outBegin[k] = static_cast<uint32_t>(t.ranges.size());
     if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) add(e.outputs);
-    t.end.push_back(static_cast<uint32_t>(t.ranges.size()));
+    t.end[k] = static_cast<uint32_t>(t.ranges.size());
     ++next;
     return true;
-  }, run.ops[firstOp].seq);
+  }, run.ops[positions[0]].seq);
   return t;
 }
 
@@ -1289,6 +1408,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   summarise(a);
   summarise(b);
   b.ordinals = OrdinalMap(a.ids, b.ids);
+  canonicalOrder(a);
+  canonicalOrder(b);
   out.opsA = a.ops.size();
   out.opsB = b.ops.size();
   Alignment alignment = align(a.keys, b.keys, options.align);

@@ -265,6 +265,7 @@ struct Scratch {
 // set): the caller skips it.
 bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.seq = in.getSeq();
+  e.thread = in.getThread();
   s.reads.clear();
   switch (in.which()) {
     case schema::Event::LAUNCH: {
@@ -336,6 +337,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       break;
     case schema::Event::SYNC:
       e.stream = in.getSync().getStream();
+      e.syncEvent = in.getSync().getEvent();
       break;
     case schema::Event::GRAPH: {
       auto g = in.getGraph();
@@ -459,7 +461,7 @@ Read bytesAt(const Segment& seg, const uint64_t* p, std::span<const uint8_t>& ou
 
 // Field offsets in bytes (bits for booleans), from trace.capnp's layout.
 namespace frame { constexpr size_t kWhich = 0; constexpr uint16_t kEvent = 0; }
-namespace event { constexpr size_t kSeq = 0, kWhich = 20; constexpr uint16_t kLaunch = 0; }
+namespace event { constexpr size_t kSeq = 0, kThread = 16, kWhich = 20; constexpr uint16_t kLaunch = 0; }
 namespace launch {
 constexpr size_t kFunction = 4, kStream = 16, kSharedMem = 24, kNotHashedBit = 16, kCapturedBit = 17;
 constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6, kInputs = 7,
@@ -541,6 +543,7 @@ bool fastLaunch(kj::ArrayPtr<const capnp::word> message, size_t headerWords, Scr
                                  s.functions.size()));
   }
   e.seq = ev.get<uint64_t>(wire::event::kSeq);
+  e.thread = ev.get<uint32_t>(wire::event::kThread);
   e.kind = 0;
   e.function = s.functions[id].name;
   e.functionId = id;

@@ -27,6 +27,7 @@ struct ScanRange {
 struct ScanEvent {
   uint64_t seq = 0;
   size_t kind = 0;
+  uint32_t thread = 0;  // Event::thread
   uint64_t stream = 0;  // launch, memcpy, memset, sync, graph
   // Launch.
   std::string_view function;  // mangled name
@@ -52,6 +53,8 @@ struct ScanEvent {
   bool hasData = false;
   // Memset.
   uint32_t value = 0, elementSize = 1;
+  // Sync: the CUDA event recorded, waited for or queried (0: none).
+  uint64_t syncEvent = 0;
   // Allocation and free.
   uint32_t ordinal = 0;
   uint64_t address = 0, size = 0;

@@ -1,0 +1,150 @@
+// Host threads that enqueue work on their own streams interleave their calls
+// in any order: property tests on random interleavings of the same program.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "diff/diff.h"
+#include "trace_format/hash_primitives.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr;
+using namespace gpurr::trace;
+namespace fs = std::filesystem;
+
+namespace {
+
+// One launch of a thread's program: kernel, the buffers it reads and the
+// one it writes (each thread has buffers of its own).
+struct Launch {
+  uint32_t thread;
+  int kernel;
+  int input, output;
+  bool perturb = false;
+  bool sync = false;  // a stream synchronisation follows it
+};
+
+constexpr uint32_t kThreads = 3;
+constexpr int kBuffers = 4;  // per thread
+
+// Each thread's launches in its own order.
+std::vector<std::vector<Launch>> randomThreads(std::mt19937_64& rng, size_t perThread) {
+  std::vector<std::vector<Launch>> out(kThreads);
+  for (uint32_t t = 0; t < kThreads; ++t) {
+    for (size_t i = 0; i < perThread; ++i) {
+      out[t].push_back(Launch{t, static_cast<int>(rng() % 3), static_cast<int>(rng() % kBuffers),
+                              static_cast<int>(rng() % kBuffers)});
+    }
+  }
+  return out;
+}
+
+// A random interleaving that keeps each thread's order.
+std::vector<Launch> interleave(const std::vector<std::vector<Launch>>& threads, std::mt19937_64& rng) {
+  std::vector<Launch> out;
+  std::vector<size_t> next(threads.size(), 0);
+  for (;;) {
+    std::vector<uint32_t> open;
+    for (uint32_t t = 0; t < threads.size(); ++t)
+      if (next[t] < threads[t].size()) open.push_back(t);
+    if (open.empty()) return out;
+    const uint32_t t = open[rng() % open.size()];
+    out.push_back(threads[t][next[t]++]);
+  }
+}
+
+fs::path write(const fs::path& dir, const std::vector<Launch>& launches) {
+  fs::remove_all(dir);
+  TraceWriter w(dir, Header{});
+  uint64_t seq = 0;
+  std::map<uint32_t, uint64_t> content;  // ordinal -> digest
+  auto ordinal = [](uint32_t thread, int buffer) { return thread * kBuffers + static_cast<uint32_t>(buffer) + 1; };
+  auto address = [](uint32_t o) { return 0x7f0000000000 + uint64_t{o} * 0x100000; };
+  for (uint32_t o = 1; o <= kThreads * kBuffers; ++o) {
+    w.append(Event{seq++, seq, 0, Allocation{o, address(o), 4096, AllocationKind::kDevice, 0, 0}});
+    content[o] = hash::fmix(o);
+  }
+  const char* kernels[] = {"_Z4convPfPKf", "_Z4reluPfPKf", "_Z6linearPfPKf"};
+  for (const Launch& l : launches) {
+    const uint32_t in = ordinal(l.thread, l.input), out = ordinal(l.thread, l.output);
+    KernelLaunch k;
+    k.function = kernels[l.kernel];
+    k.stream = 0x100 + l.thread;  // each thread's own stream
+    k.grid = {8, 1, 1};
+    k.block = {128, 1, 1};
+    appendPointerParam(k, address(out), out, 0);
+    appendPointerParam(k, address(in), in, 0);
+    k.inputs.push_back({{address(in), 4096, in, 0}, content[in], {}});
+    content[out] = hash::fmix(content[in] + static_cast<uint64_t>(l.kernel)) ^ (l.perturb ? 1 : 0);
+    k.outputs.push_back({{address(out), 4096, out, 0}, content[out], {}});
+    w.append(Event{seq++, seq, 1 + l.thread, k});
+    if (l.sync) w.append(Event{seq++, seq, 1 + l.thread, Sync{SyncKind::kStreamSynchronize, k.stream, 0}});
+  }
+  w.close();
+  return dir;
+}
+
+struct Runs {
+  fs::path root = fs::temp_directory_path() / ("gpurr-concurrency-" + std::to_string(getpid()));
+  ~Runs() { fs::remove_all(root); }
+  diff::ProcessDiff diff(const std::vector<Launch>& a, const std::vector<Launch>& b) {
+    TraceReader ra(write(root / "a.gpurr", a)), rb(write(root / "b.gpurr", b));
+    return diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("threads on their own streams, interleaved otherwise in each run: identical", "[diff][property]") {
+  Runs runs;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto threads = randomThreads(rng, 30);
+    if (seed % 2 == 0) threads[0][10].sync = true;  // a synchronisation in the middle: two epochs
+    INFO("seed " << seed);
+    const diff::ProcessDiff d = runs.diff(interleave(threads, rng), interleave(threads, rng));
+    CHECK(d.identical);
+    CHECK(d.pathDivergenceCount == 0);
+  }
+}
+
+TEST_CASE("in shuffled runs, a launch with another output is still the first divergence, alone",
+          "[diff][property]") {
+  Runs runs;
+  for (uint64_t seed = 50; seed < 80; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto threads = randomThreads(rng, 30);
+    const std::vector<Launch> a = interleave(threads, rng);
+    threads[1][20].perturb = true;
+    const std::vector<Launch> b = interleave(threads, rng);
+    INFO("seed " << seed);
+    const diff::ProcessDiff d = runs.diff(a, b);
+    CHECK(d.pathDivergenceCount == 0);
+    REQUIRE(d.firstDivergence.has_value());
+    CHECK_FALSE(d.firstDivergence->path);
+    CHECK(d.firstDivergence->cause == diff::Cause::kNondeterministicKernel);
+    CHECK(d.blast.independentCount == 0);
+  }
+}
+
+TEST_CASE("a thread's own launches in another order are still a divergence", "[diff][property]") {
+  Runs runs;
+  for (uint64_t seed = 90; seed < 110; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto threads = randomThreads(rng, 30);
+    const std::vector<Launch> a = interleave(threads, rng);
+    // Two neighbouring launches of thread 0 that differ, swapped.
+    size_t i = 0;
+    while (i + 1 < threads[0].size() && threads[0][i].kernel == threads[0][i + 1].kernel) ++i;
+    REQUIRE(i + 1 < threads[0].size());
+    std::swap(threads[0][i], threads[0][i + 1]);
+    INFO("seed " << seed);
+    const diff::ProcessDiff d = runs.diff(a, interleave(threads, rng));
+    CHECK_FALSE(d.identical);
+  }
+}
