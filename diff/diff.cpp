@@ -183,7 +183,7 @@ struct Waypoint {
   uint64_t op;  // index into Run::ops, or kSync
   uint32_t thread, stream;
   uint64_t event;  // a synchronisation's CUDA event, 0 if none
-  uint64_t seq;    // a synchronisation's event number
+  uint64_t seq;    // event number in the trace
 };
 
 struct Run {
@@ -195,7 +195,6 @@ struct Run {
   OrdinalMap ordinals;   // in run A's numbering, once both runs are summarised
   std::unordered_map<uint64_t, uint32_t> streams;
   std::vector<Waypoint> syncs;      // in trace order
-  uint32_t firstThread = 0;
   bool threads = false;             // more than one host thread
   uint64_t lastStream = 0;
   uint32_t lastStreamOrdinal = 0;
@@ -268,11 +267,11 @@ void summarise(Run& run) {
   // Hash of each function name of the current block, by block-local id.
   std::vector<uint64_t> functionHashes;
   size_t functionBlock = SIZE_MAX;
-  bool first = true;
+  std::optional<uint32_t> firstThread;
   scanEvents(*run.reader, [&](const ScanEvent& e) {
     if (e.kind == 0 && e.captured) return true;  // not run then: its graph's launch is the operation
-    if (first) run.firstThread = e.thread, first = false;
-    run.threads |= e.thread != run.firstThread;
+    if (!firstThread) firstThread = e.thread;
+    run.threads |= e.thread != *firstThread;
     Op op{e.seq, 0, 0, 0, 0, 0, 0, OpKind::kLaunch, true, e.thread};
     bool pointerTargets = false;
     key.clear();
@@ -391,26 +390,23 @@ void canonicalOrder(Run& run) {
     }
   }
   run.syncs = {};
-  // Lanes: a thread, a stream, a CUDA event; each waypoint waits for the
-  // earlier waypoints of its lanes.
-  std::unordered_map<uint64_t, std::vector<size_t>> lanes[3];
-  auto laneKeys = [&](const Waypoint& p) {
-    return std::array<uint64_t, 3>{p.thread, p.stream, p.event};
+  // Lanes: a thread, a stream, a CUDA event (when it has one); each waypoint
+  // waits for the earlier waypoints of its lanes.
+  struct Lane {
+    std::vector<size_t> waypoints;
+    size_t head = 0;  // the next one to go
   };
-  for (size_t i = 0; i < w.size(); ++i) {
-    const auto keys = laneKeys(w[i]);
-    for (int l = 0; l < 3; ++l)
-      if (l < 2 || keys[l] != 0) lanes[l][keys[l]].push_back(i);
-  }
-  std::unordered_map<uint64_t, size_t> head[3];
+  std::unordered_map<uint64_t, Lane> lanes[3];
+  auto forLanes = [&](const Waypoint& p, auto f) {
+    f(lanes[0][p.thread]);
+    f(lanes[1][p.stream]);
+    if (p.event != 0) f(lanes[2][p.event]);
+  };
+  for (size_t i = 0; i < w.size(); ++i) forLanes(w[i], [&](Lane& l) { l.waypoints.push_back(i); });
   auto isHead = [&](size_t i) {
-    const auto keys = laneKeys(w[i]);
-    for (int l = 0; l < 3; ++l) {
-      if (l == 2 && keys[l] == 0) continue;
-      const std::vector<size_t>& lane = lanes[l][keys[l]];
-      if (lane[head[l][keys[l]]] != i) return false;
-    }
-    return true;
+    bool head = true;
+    forLanes(w[i], [&](Lane& l) { head &= l.waypoints[l.head] == i; });
+    return head;
   };
   using Ready = std::pair<uint64_t, size_t>;  // identity (0 for a synchronisation), waypoint
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
@@ -427,13 +423,9 @@ void canonicalOrder(Run& run) {
     const size_t i = ready.top().second;
     ready.pop();
     if (w[i].op != Waypoint::kSync) ops.push_back(run.ops[w[i].op]);
-    const auto keys = laneKeys(w[i]);
-    for (int l = 0; l < 3; ++l) {
-      if (l == 2 && keys[l] == 0) continue;
-      const std::vector<size_t>& lane = lanes[l][keys[l]];
-      const size_t h = ++head[l][keys[l]];
-      if (h < lane.size()) offer(lane[h]);
-    }
+    forLanes(w[i], [&](Lane& l) {
+      if (++l.head < l.waypoints.size()) offer(l.waypoints[l.head]);
+    });
   }
   run.ops = std::move(ops);
   for (size_t i = 0; i < run.ops.size(); ++i) run.keys[i] = run.ops[i].key;

@@ -742,7 +742,6 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
   std::vector<trace::DeviceRange> ranges = referencedRanges(scanned, framework::blockAt);
   const std::string unreadable = unreadableOperands(scanned, device);
-  const std::vector<bool> readOnly = readOnlyOf(ranges);
 
   bool selected = launchInRange(options_, index) && fn->selectedByName;
   if (selected && options_.steps) {
@@ -784,7 +783,8 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     pending->entry.before =
         hashRanges(pending->context, pending->stream, snapshot ? ranges : inputsToHash(ranges));
     if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
-    if (!snapshot && !readOnly.empty()) {
+    const std::vector<bool> readOnly = snapshot ? std::vector<bool>() : readOnlyOf(ranges);
+    if (!readOnly.empty()) {
       // What the launch only reads is not hashed after it: unchanged, and
       // vouched for by its last writer.
       std::vector<trace::DeviceRange> written;
