@@ -94,7 +94,7 @@ std::vector<Launch> program() {
 
 }  // namespace
 
-TEST_CASE("identical recordings pass; addresses may differ, allocations may not") {
+TEST_CASE("identical recordings pass, addresses may differ, allocations may not") {
   TempDir tmp;
   makeTrace(tmp / "a.gpurr", program(), 0x7f0000000000);
   makeTrace(tmp / "b.gpurr", program(), 0x7e5500000000);  // another run, another address

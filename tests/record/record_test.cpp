@@ -634,7 +634,7 @@ TEST_CASE("the summary counts processes, launches, bytes hashed and size on disk
 
 // ---------------------------------------------------------------- processes
 
-TEST_CASE("terminal signals are not forwarded twice; kill() from elsewhere is") {
+TEST_CASE("terminal signals are not forwarded twice, kill() from elsewhere is") {
   siginfo_t info{};
   info.si_code = SI_KERNEL;  // Ctrl-C, Ctrl-\, hangup: the whole group has it
   CHECK_FALSE(cli::shouldForward(info, 1234));

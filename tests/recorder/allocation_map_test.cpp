@@ -123,7 +123,7 @@ TEST_CASE("a VMM mapping is readable by a device only once cuMemSetAccess allows
   CHECK(m.resolveFrom(base, 64)->readableBytes == 0);
 }
 
-TEST_CASE("host memory is readable by no device; other memory only by its own device", "[recorder][allocmap]") {
+TEST_CASE("host memory is readable by no device, other memory only by its own device", "[recorder][allocmap]") {
   AllocationMap m;
   m.add(0x1000, 0x100, AllocationKind::kDevice, 0, 0);
   m.add(0x2000, 0x100, AllocationKind::kHostMapped, 0, 0);

@@ -5,7 +5,7 @@
 
 using namespace gpurr::recorder;
 
-TEST_CASE("launch variants share a handler; ptsz variants are per-thread", "[recorder][table]") {
+TEST_CASE("launch variants share a handler, ptsz variants are per-thread", "[recorder][table]") {
   auto e = driverHandler(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
   CHECK(e.handler == Handler::kLaunchKernel);
   CHECK_FALSE(e.perThread);

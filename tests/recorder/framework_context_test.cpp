@@ -115,7 +115,7 @@ TEST_CASE("a backward op is attributed to the forward op of its node, on another
   fw::resetForTesting();
 }
 
-TEST_CASE("threads keep their own scopes and modules; a range names launches outside any op",
+TEST_CASE("threads keep their own scopes and modules, a range names launches outside any op",
           "[recorder][framework]") {
   fw::resetForTesting();
   fw::setStep(0);

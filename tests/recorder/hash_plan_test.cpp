@@ -44,7 +44,7 @@ TEST_CASE("chunk counts", "[kernels][plan]") {
   CHECK(chunkCount(uint64_t{1} << 30) == 16384);
 }
 
-TEST_CASE("requests get consecutive chunk slots; empty ones get none", "[kernels][plan]") {
+TEST_CASE("requests get consecutive chunk slots, empty ones get none", "[kernels][plan]") {
   const std::vector<HashRequest> requests = {{0x1000, 100}, {0x9000, 0}, {0x20000, 200000}, {0x90000, 65536}};
   const HashPlan plan = planHashBatch(requests);
   CHECK(plan.totalSlots == 1 + 0 + 4 + 1);

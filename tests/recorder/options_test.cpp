@@ -41,7 +41,7 @@ TEST_CASE("launch ranges", "[recorder][options]") {
   CHECK_FALSE(parseLaunchRange("1:2x"));
 }
 
-TEST_CASE("options come from the environment; bad values warn and are ignored", "[recorder][options]") {
+TEST_CASE("options come from the environment, bad values warn and are ignored", "[recorder][options]") {
   std::vector<std::string> problems;
   RecorderOptions o = parseOptions(envOf({{"GPURR_OUTPUT", "/tmp/x"},
                                           {"GPURR_LAUNCHES", "2:4"},

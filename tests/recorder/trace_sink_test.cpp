@@ -56,7 +56,7 @@ SinkEntry memsetEntry(uint64_t address, std::unique_ptr<PendingHashes> pending) 
 
 }  // namespace
 
-TEST_CASE("the program never waits for digests; events keep their order", "[recorder][sink]") {
+TEST_CASE("the program never waits for digests, events keep their order", "[recorder][sink]") {
   const auto dir = freshTrace("order");
   std::vector<std::string> warnings;
   {

@@ -121,7 +121,7 @@ TEST_CASE("compare: element types are parsed and guessed", "[replayer][compare]"
   CHECK(guessElementType(6, trace::BlobEncoding::kBytePlanes4) == ElementType::kBytes);
 }
 
-TEST_CASE("compare: states match on digests; the report locates chunks and elements", "[replayer][compare]") {
+TEST_CASE("compare: states match on digests, the report locates chunks and elements", "[replayer][compare]") {
   const std::vector<float> va = {1.0f, 2.0f, 3.0f, 4.0f};
   const std::vector<float> vb = {1.0f, 2.0f, 3.0f, 4.5f};
   RangeState a0{{0x1000, 16, 3, 0}, 0xaaaa, {1, 2, 3}, bytesOf(va)};

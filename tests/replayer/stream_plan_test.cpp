@@ -217,7 +217,7 @@ TEST_CASE("stream plan: a trace recorded without --full is refused, saying how t
                         Catch::Contains("--launch K"));
 }
 
-TEST_CASE("stream plan: a copy to the device without its bytes stops the replay; a missing blob is an error",
+TEST_CASE("stream plan: a copy to the device without its bytes stops the replay, a missing blob is an error",
           "[replayer][stream]") {
   const Header header = fullHeader();
   std::vector<Event> events;
