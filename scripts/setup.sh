@@ -47,6 +47,13 @@ if ! "$venv/bin/python3" -c "import sys, torch; sys.exit(torch.__version__.split
   "$venv/bin/python3" -m pip install -q --disable-pip-version-check "torch==$torch_version" numpy
 fi
 
+# Cap'n Proto and zstd for Python: the trace writer of tests/outside_writer,
+# written from trace_format/FORMAT.md alone.
+if ! "$venv/bin/python3" -c "import capnp, zstandard, numpy" >/dev/null 2>&1; then
+  echo "setup: installing pycapnp and zstandard into $venv"
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check "pycapnp==2.2.4" "zstandard==0.25.0" numpy
+fi
+
 if [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: warning: no CUDA toolkit at /usr/local/cuda; configure with -DGPURR_CUDA=OFF to build without the GPU parts" >&2
 fi
