@@ -202,6 +202,72 @@ fs::path recorderLibrary(const fs::path& executable, const char* overridePath) {
   return lib;
 }
 
+namespace {
+
+// libcupti.so.13 in a site-packages folder, where a CUDA 13 wheel puts it.
+std::string cuptiIn(const fs::path& sitePackages) {
+  std::error_code ec;
+  for (const char* sub : {"nvidia/cu13/lib/libcupti.so.13", "nvidia/cuda_cupti/lib/libcupti.so.13"}) {
+    const fs::path candidate = sitePackages / sub;
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+  }
+  return {};
+}
+
+// libcupti.so.13 in the environment at `prefix` (lib/python3.*/site-packages).
+std::string cuptiInEnvironment(const fs::path& prefix) {
+  std::error_code ec;
+  std::vector<fs::path> libs;
+  for (const auto& entry : fs::directory_iterator(prefix / "lib", ec)) {
+    if (entry.path().filename().string().rfind("python3", 0) == 0) libs.push_back(entry.path());
+  }
+  std::sort(libs.begin(), libs.end());
+  for (const fs::path& lib : libs) {
+    for (const char* packages : {"site-packages", "dist-packages"}) {
+      if (std::string found = cuptiIn(lib / packages); !found.empty()) return found;
+    }
+  }
+  return {};
+}
+
+// Where `program` runs from: itself when it names a folder, else the first
+// match in `path` (a PATH list). Not resolved through links: a virtual
+// environment's python is a link to the base interpreter.
+fs::path findProgram(const std::string& program, const char* path) {
+  if (program.find('/') != std::string::npos) return fs::absolute(program);
+  const std::string dirs = path != nullptr ? path : "";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', start), dirs.size());
+    const fs::path candidate = fs::path(end > start ? dirs.substr(start, end - start) : ".") / program;
+    if (access(candidate.c_str(), X_OK) == 0) return fs::absolute(candidate);
+    start = end + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string pythonCupti(const std::vector<std::string>& command, const fs::path& executable,
+                        const std::function<const char*(const char*)>& getenv) {
+  std::vector<fs::path> prefixes;
+  if (!command.empty()) {
+    if (const fs::path program = findProgram(command[0], getenv("PATH")); !program.empty()) {
+      prefixes.push_back(program.parent_path().parent_path());
+    }
+  }
+  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
+    if (const char* v = getenv(var); v != nullptr && *v != '\0') prefixes.emplace_back(v);
+  }
+  for (const fs::path& prefix : prefixes) {
+    if (std::string found = cuptiInEnvironment(prefix); !found.empty()) return found;
+  }
+  // pip installs gpurr as site-packages/gpurr/bin/gpurr.
+  const fs::path ownPackages = executable.parent_path().parent_path().parent_path();
+  if (executable.parent_path().parent_path().filename() == "gpurr") return cuptiIn(ownPackages);
+  return {};
+}
+
 std::string preloadWith(const char* existing, const std::string& library) {
   if (existing == nullptr || *existing == '\0') return library;
   const std::string list = existing;
@@ -487,7 +553,19 @@ int run(const RecordOptions& opts) {
       {"GPURR_SNAPSHOT", opts.snapshot, !opts.snapshotGiven},
       {"GPURR_SNAPSHOT_MEMORY_MB", std::to_string(opts.snapshotMemoryMb), !opts.snapshotMemoryGiven},
       {"GPURR_CHECK_DETERMINISM", std::to_string(opts.checkDeterminism), opts.checkDeterminism == 0},
+      {"GPURR_VERBOSE", "1", !opts.verbose},
   };
+  // The CUPTI the recorder loads when the process has none yet (see
+  // recorder/cupti_library.h): the program's Python environment's first.
+  const std::string envCupti = pythonCupti(command, thisExecutable(), [](const char* n) { return std::getenv(n); });
+  changes.push_back({"GPURR_PYTHON_CUPTI", envCupti, envCupti.empty()});
+  if (opts.verbose) {
+    const char* chosen = std::getenv("GPURR_CUPTI");
+    say(fmt::format("CUPTI search order: the copy the program has loaded, {}{}the CUDA toolkit (CUDA_HOME, "
+                    "CUDA_PATH, /usr/local/cuda), the system's library path",
+                    chosen != nullptr && *chosen != '\0' ? fmt::format("GPURR_CUPTI={}, ", chosen) : "",
+                    envCupti.empty() ? "" : fmt::format("the program's Python environment ({}), ", envCupti)));
+  }
   if (!opts.noFramework) {
     for (EnvChange& c : frameworkEnv(thisExecutable(), std::getenv("PYTHONPATH"))) changes.push_back(std::move(c));
   }
@@ -583,8 +661,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                 "Hash every launch's buffers before it runs too, not only those holding bytes no recorded "
                 "operation has touched yet (costs about as much again as hashing the outputs)");
   cmd->add_flag("-v,--verbose", opts->verbose,
-                "After the run, also say what recording cost the program, per process: time its threads spent "
-                "in the recorder per launch, and the GPU operations the recorder enqueued per launch");
+                "Say where CUPTI is looked for and which copy each process loaded; after the run, also say what "
+                "recording cost the program, per process: time its threads spent in the recorder per launch, and "
+                "the GPU operations the recorder enqueued per launch");
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Keep the bytes of every host-to-device copy in the trace");
   cmd->add_flag("--full", opts->full,

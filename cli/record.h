@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,18 @@ fs::path recorderLibrary(const fs::path& executable, const char* overridePath);
 // `pythonPath` (the caller's PYTHONPATH, null or empty when unset), and
 // names its op observer; nothing when the layer is not installed.
 std::vector<EnvChange> frameworkEnv(const fs::path& executable, const char* pythonPath);
+
+// The nvidia-cuda-cupti copy of libcupti.so.13 (nvidia/cu13/lib/, or
+// nvidia/cuda_cupti/lib/ for older wheels) in the Python environment the
+// recorded command runs in, so that the recorder loads the copy PyTorch will
+// load and a process never holds two. Environments, in order: the one whose
+// bin/ holds `command`'s program (looked up in `path`, the caller's PATH,
+// when it names no folder: python, torchrun, accelerate...), $VIRTUAL_ENV,
+// $CONDA_PREFIX (from `getenv`), then the one gpurr itself is installed in
+// (`executable` in site-packages/gpurr/bin/, as pip installs it). Empty when
+// none has one.
+std::string pythonCupti(const std::vector<std::string>& command, const fs::path& executable,
+                        const std::function<const char*(const char*)>& getenv);
 
 // LD_PRELOAD for the recorded command: `library` (whose wrappers record the
 // algorithm choices of cuDNN, cuBLAS and cuRAND calls) after `existing`, the

@@ -73,6 +73,8 @@ cmake_language(DEFER DIRECTORY ${PROJECT_SOURCE_DIR} CALL _gpurr_add_runtime_bun
 
 # `cmake --install BUILD --prefix P`: P/bin/gpurr, P/lib/ (the recorder and
 # the libraries lib/ carries), P/share/gpurr/; binaries find lib/ through
-# their $ORIGIN-relative RPATH, so P can be moved anywhere.
+# their $ORIGIN-relative RPATH, so P can be moved anywhere. gpurr's own
+# libraries are installed by their targets (stripped with --strip); with
+# GPURR_STATIC_DEPS lib/ carries nothing else.
 install(DIRECTORY ${PROJECT_BINARY_DIR}/lib/ DESTINATION lib
-        FILES_MATCHING PATTERN "lib*.so*" PATTERN "libgpurr_recorder.so" EXCLUDE)
+        FILES_MATCHING PATTERN "lib*.so*" PATTERN "libgpurr_*" EXCLUDE)

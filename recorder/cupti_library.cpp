@@ -23,29 +23,39 @@ std::string fileOf(void* symbol) {
 
 }  // namespace
 
-std::vector<std::string> cuptiCandidates(const std::function<const char*(const char*)>& getenv) {
-  std::vector<std::string> roots;
+std::vector<CuptiCandidate> cuptiCandidates(const std::function<const char*(const char*)>& getenv) {
+  auto set = [&](const char* var) -> const char* {
+    const char* v = getenv(var);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+  };
+  std::vector<CuptiCandidate> out;
+  if (const char* chosen = set("GPURR_CUPTI")) out.push_back({chosen, "GPURR_CUPTI"});
+  if (const char* python = set("GPURR_PYTHON_CUPTI")) out.push_back({python, "the program's Python environment"});
+  std::vector<std::pair<std::string, std::string>> roots;
   for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* root = getenv(var); root != nullptr && *root != '\0') roots.emplace_back(root);
+    if (const char* root = set(var)) roots.emplace_back(root, std::string("the CUDA toolkit (") + var + ")");
   }
-  roots.emplace_back("/usr/local/cuda");
-  std::vector<std::string> out;
-  if (const char* chosen = getenv("GPURR_CUPTI"); chosen != nullptr && *chosen != '\0') out.emplace_back(chosen);
-  out.emplace_back("libcupti.so.13");
-  for (const std::string& root : roots) {
-    for (const char* sub : {"/lib64/", "/lib/", "/extras/CUPTI/lib64/"}) out.push_back(root + sub + "libcupti.so.13");
+  roots.emplace_back("/usr/local/cuda", "the CUDA toolkit");
+  for (const auto& [root, where] : roots) {
+    for (const char* sub : {"/lib64/", "/lib/", "/extras/CUPTI/lib64/"}) {
+      out.push_back({root + sub + "libcupti.so.13", where});
+    }
   }
+  out.push_back({"libcupti.so.13", "the system's library path"});
   return out;
 }
 
 std::optional<CuptiLibrary> loadCupti(const std::function<const char*(const char*)>& getenv, std::string& error) {
-  const std::vector<std::string> candidates = cuptiCandidates(getenv);
+  const std::vector<CuptiCandidate> candidates = cuptiCandidates(getenv);
+  std::string where = "the program's own copy";
   void* lib = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);  // the process's own copy first
-  for (size_t i = 0; lib == nullptr && i < candidates.size(); ++i) lib = dlopen(candidates[i].c_str(), RTLD_NOW);
+  for (size_t i = 0; lib == nullptr && i < candidates.size(); ++i) {
+    lib = dlopen(candidates[i].path.c_str(), RTLD_NOW);
+    where = candidates[i].where;
+  }
   if (lib == nullptr) {
-    error = "cannot load libcupti.so.13 (looked in the loaded libraries, the loader's path";
-    for (const std::string& c : candidates)
-      if (c != "libcupti.so.13") error += ", " + c;
+    error = "cannot load libcupti.so.13 (looked in the loaded libraries";
+    for (const CuptiCandidate& c : candidates) error += ", " + (c.path == "libcupti.so.13" ? c.where : c.path);
     // Not LD_LIBRARY_PATH: a toolkit copy put before PyTorch's own breaks torch's imports.
     error += "; set GPURR_CUPTI to a libcupti.so.13, or CUDA_HOME to a CUDA 13 toolkit that has CUPTI)";
     return std::nullopt;
@@ -56,6 +66,7 @@ std::optional<CuptiLibrary> loadCupti(const std::function<const char*(const char
   resolve(lib, "cuptiEnableCallback", c.enableCallback);
   resolve(lib, "cuptiGetResultString", c.resultString);
   c.path = fileOf(reinterpret_cast<void*>(c.resultString));
+  c.where = where;
   if (!c.subscribe || !c.enableDomain || !c.enableCallback || !c.resultString) {
     error = "the libcupti at " + (c.path.empty() ? std::string("?") : c.path) +
             " lacks cuptiSubscribe_v2 (CUPTI 13 or newer is needed)";

@@ -69,6 +69,11 @@ int initialize() {
     return 1;
   }
   const CuptiLibrary& cupti = *loaded;
+  if (const char* v = std::getenv("GPURR_VERBOSE"); v != nullptr && std::string(v) == "1") {
+    sayToStderr("CUPTI " + cupti.path + " (" + cupti.where + ")" +
+                (cupti.checkpointPath.empty() ? ", no libcheckpoint.so (--check-determinism unavailable)"
+                                              : ", checkpoint API " + cupti.checkpointPath));
+  }
   std::unique_ptr<CudaDevice> device = CudaDevice::create(error);
   if (!device) {
     warnToStderr(error + "; nothing is recorded");

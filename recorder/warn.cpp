@@ -5,8 +5,9 @@
 
 namespace gpurr::recorder {
 
-void warnToStderr(const std::string& message) {
-  const std::string line = "gpurr: warning: " + message + "\n";
+namespace {
+
+void writeLine(const std::string& line) {
   size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(2, line.data() + done, line.size() - done);
@@ -14,5 +15,11 @@ void warnToStderr(const std::string& message) {
     done += static_cast<size_t>(n);
   }
 }
+
+}  // namespace
+
+void warnToStderr(const std::string& message) { writeLine("gpurr: warning: " + message + "\n"); }
+
+void sayToStderr(const std::string& message) { writeLine("gpurr: " + message + "\n"); }
 
 }  // namespace gpurr::recorder

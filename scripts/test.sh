@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# gpurr's test command: installs what is missing, builds, runs every test this
+# gpurr's test command: installs what is missing, builds, builds the wheel
+# (dist/, which the `wheel` test installs and uses), runs every test this
 # machine can run (GPU tests only where a GPU is present), then a short fuzz
 # run of the trace reader.
 #
@@ -10,6 +11,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 cmake -S . -B build -G Ninja
 cmake --build build
+./scripts/build_wheel.sh dist
 
 if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
   labels=()

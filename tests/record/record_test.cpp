@@ -780,3 +780,43 @@ TEST_CASE("the summary counts snapshot bytes and the launches checked for determ
   CHECK_THAT(plain, !Catch::Contains("snapshots"));
   CHECK_THAT(plain, !Catch::Contains("determinism"));
 }
+
+TEST_CASE("the program's Python environment's CUPTI: its bin/ on PATH, VIRTUAL_ENV, CONDA_PREFIX, gpurr's own",
+          "[record][cupti]") {
+  TempDir dir;
+  // env/bin/python3 and env/lib/python3.12/site-packages/nvidia/<sub>/libcupti.so.13
+  auto makeEnv = [&](const std::string& name, const std::string& sub) {
+    const fs::path env = dir / name;
+    fs::create_directories(env / "bin");
+    writeText(env / "bin" / "python3", "#!/bin/sh\n");
+    fs::permissions(env / "bin" / "python3", fs::perms::owner_all);
+    const fs::path lib = env / "lib" / "python3.12" / "site-packages" / "nvidia" / sub / "lib";
+    fs::create_directories(lib);
+    writeText(lib / "libcupti.so.13", "");
+    return (lib / "libcupti.so.13").string();
+  };
+  const std::string venv = makeEnv("venv", "cu13");
+  const std::string conda = makeEnv("conda", "cuda_cupti");  // the older wheels' folder
+  fs::create_directories(dir / "bare" / "bin");
+  std::map<std::string, std::string> env;
+  auto getenv = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  const fs::path gpurr = dir / "elsewhere" / "bin" / "gpurr";
+
+  env["PATH"] = (dir / "bare" / "bin").string() + ":" + (dir / "venv" / "bin").string();
+  CHECK(pythonCupti({"python3", "train.py"}, gpurr, getenv) == venv);
+  CHECK(pythonCupti({(dir / "conda" / "bin" / "python3").string()}, gpurr, getenv) == conda);
+  env["PATH"] = (dir / "bare" / "bin").string();
+  CHECK(pythonCupti({"python3"}, gpurr, getenv).empty());
+  env["CONDA_PREFIX"] = (dir / "conda").string();
+  CHECK(pythonCupti({"python3"}, gpurr, getenv) == conda);
+  env["VIRTUAL_ENV"] = (dir / "venv").string();
+  CHECK(pythonCupti({"python3"}, gpurr, getenv) == venv);
+  // gpurr installed by pip: site-packages/gpurr/bin/gpurr, the wheel's CUPTI beside it.
+  env.clear();
+  const fs::path site = dir / "venv" / "lib" / "python3.12" / "site-packages";
+  CHECK(pythonCupti({"./a.out"}, site / "gpurr" / "bin" / "gpurr", getenv) == venv);
+  CHECK(pythonCupti({"./a.out"}, gpurr, getenv).empty());
+}

@@ -33,18 +33,49 @@ TEST_CASE("CUPTI and the checkpoint API are found in the CUDA toolkit", "[record
                                     std::filesystem::path(c->path).parent_path()));
 }
 
-TEST_CASE("the CUPTI search order: GPURR_CUPTI, the loader's path, then each CUDA root's folders",
+TEST_CASE("the CUPTI search order: GPURR_CUPTI, the program's Python environment, each CUDA root, the system",
           "[recorder][cupti]") {
   auto getenv = [](const char* name) -> const char* {
-    if (std::string(name) == "GPURR_CUPTI") return "/venv/nvidia/cu13/lib/libcupti.so.13";
-    return std::string(name) == "CUDA_HOME" ? "/opt/cuda-x" : nullptr;
+    const std::string n = name;
+    if (n == "GPURR_CUPTI") return "/chosen/libcupti.so.13";
+    if (n == "GPURR_PYTHON_CUPTI") return "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13";
+    return n == "CUDA_HOME" ? "/opt/cuda-x" : nullptr;
   };
-  const std::vector<std::string> c = cuptiCandidates(getenv);
-  REQUIRE(c.size() == 8);
-  CHECK(c[0] == "/venv/nvidia/cu13/lib/libcupti.so.13");
-  CHECK(c[1] == "libcupti.so.13");
-  CHECK(c[2] == "/opt/cuda-x/lib64/libcupti.so.13");
-  CHECK(c[3] == "/opt/cuda-x/lib/libcupti.so.13");
-  CHECK(c[4] == "/opt/cuda-x/extras/CUPTI/lib64/libcupti.so.13");
-  CHECK(c[5] == "/usr/local/cuda/lib64/libcupti.so.13");
+  const std::vector<CuptiCandidate> c = cuptiCandidates(getenv);
+  REQUIRE(c.size() == 9);
+  CHECK(c[0].path == "/chosen/libcupti.so.13");
+  CHECK(c[0].where == "GPURR_CUPTI");
+  CHECK(c[1].path == "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13");
+  CHECK(c[1].where == "the program's Python environment");
+  CHECK(c[2].path == "/opt/cuda-x/lib64/libcupti.so.13");
+  CHECK(c[2].where == "the CUDA toolkit (CUDA_HOME)");
+  CHECK(c[3].path == "/opt/cuda-x/lib/libcupti.so.13");
+  CHECK(c[4].path == "/opt/cuda-x/extras/CUPTI/lib64/libcupti.so.13");
+  CHECK(c[5].path == "/usr/local/cuda/lib64/libcupti.so.13");
+  CHECK(c[8].path == "libcupti.so.13");
+  CHECK(c[8].where == "the system's library path");
+}
+
+TEST_CASE("CUPTI from the program's Python environment comes before the toolkit's", "[recorder][cupti]") {
+  // The nvidia-cuda-cupti wheel that PyTorch 2.11 (cu130) installs.
+  const std::string wheel = GPURR_TEST_VENV_CUPTI;
+  INFO("scripts/setup.sh installs PyTorch with its nvidia-cuda-cupti wheel");
+  REQUIRE(std::filesystem::exists(wheel));
+  const std::map<std::string, std::string> env = {{"GPURR_PYTHON_CUPTI", wheel}, {"CUDA_HOME", GPURR_CUDA_ROOT}};
+  auto getenv = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  std::string error;
+  const std::optional<CuptiLibrary> c = loadCupti(getenv, error);
+  INFO(error);
+  REQUIRE(c);
+  // ctest runs each test case in a process of its own, which holds no
+  // libcupti yet; run together with the case above, the toolkit's is loaded.
+  if (c->where == "the program's own copy") {
+    WARN("this process had loaded a libcupti already: run this case alone");
+    return;
+  }
+  CHECK(std::filesystem::equivalent(c->path, wheel));
+  CHECK(c->where == "the program's Python environment");
 }
