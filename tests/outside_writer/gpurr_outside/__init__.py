@@ -1,0 +1,6 @@
+"""A gpurr trace writer written from trace_format/FORMAT.md and trace.capnp alone.
+
+It shares no code with gpurr: the buffer hash (FORMAT.md section 8), the
+directory, block and index layout, and the simulated training program that
+the tests record are all implemented here, from the specification.
+"""

@@ -1,0 +1,430 @@
+"""A simulated CUDA process as gpurr's recorder would see it: host threads,
+streams, a caching allocator over driver allocations, kernel launches whose
+memory contents are modelled byte for byte, and the events FORMAT.md says the
+recorder writes for them."""
+import random
+import struct
+
+import numpy as np
+
+from . import bufhash
+
+SMALL_SEGMENT = 2 << 20        # the caching allocator's segment for blocks up to 1 MiB
+LARGE_SEGMENT = 20 << 20       # ... for blocks of 1 to 10 MiB; larger ones get a segment of their own
+SMALL_LIMIT = 1 << 20
+ROUND = 512
+
+
+class Alloc:
+    """A driver allocation: one `alloc` event."""
+
+    def __init__(self, prog, ordinal, address, size, kind, stream=0):
+        self.prog, self.ordinal, self.address, self.size, self.kind = prog, ordinal, address, size, kind
+        self.stream = stream
+        self.blocks = []           # live caching-allocator blocks in it
+        self.free_blocks = [(0, size)] if kind in ('device', 'vmm') else []
+        self.pool = None
+        self.live = True
+        self._data = None
+
+    @property
+    def data(self):
+        if self._data is None:
+            # Fresh memory holds whatever was there: different in every run.
+            g = np.random.default_rng([self.prog.seed, self.ordinal, 7])
+            self._data = g.integers(0, 256, self.size, dtype=np.uint8)
+        return self._data
+
+
+class Buf:
+    """A tensor's storage: a caching-allocator block (bound `block`) or a
+    whole driver allocation (bound `allocation`)."""
+
+    def __init__(self, alloc, offset, size, bound, stream=None):
+        self.alloc, self.offset, self.size, self.bound, self.stream = alloc, offset, size, bound, stream
+        self.touched = np.zeros(size, dtype=bool)
+        self.live = True
+
+    @property
+    def address(self):
+        return self.alloc.address + self.offset
+
+    def bytes(self, start=0, end=None):
+        end = self.size if end is None else end
+        return self.alloc.data[self.offset + start:self.offset + end]
+
+    def f32(self):
+        return self.bytes()[:self.size // 4 * 4].view(np.float32)
+
+    def i64(self):
+        return self.bytes()[:self.size // 8 * 8].view(np.int64)
+
+    def put(self, arr, start=0):
+        b = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+        assert start + b.size <= self.size
+        self.alloc.data[self.offset + start:self.offset + start + b.size] = b
+
+
+class Ptr:
+    """A pointer parameter: a buffer, a byte offset into it, and what the
+    launch's framework op does with the tensor (`r`, `w` or `rw`)."""
+
+    def __init__(self, buf, role='rw', offset=0):
+        self.buf, self.role, self.offset = buf, role, offset
+
+
+def _origin(o):
+    return None if o is None else dict(o)
+
+
+class Program:
+    """One recorded process. `seed` decides everything that differs between
+    two runs of the same program without changing its results: addresses,
+    stream and event handles, time, what fresh memory holds."""
+
+    def __init__(self, seed, hash_inputs=False, expandable=False, chunk_bytes=65536):
+        self.seed = seed
+        self.rng = random.Random(seed * 7919 + 13)
+        self.hash_inputs = hash_inputs
+        self.expandable = expandable
+        self.chunk_bytes = chunk_bytes
+        self.events = []
+        self.allocs = []
+        self.seq = 0
+        self.time = 1000 + self.rng.randrange(1000)
+        self.next_address = 0x7f0000000000 + self.rng.randrange(1, 64) * (1 << 30)
+        self.vmm_next = 0x7e0000000000 + self.rng.randrange(1, 64) * (1 << 30)
+        self.pools = {}             # (stream, large) -> [Alloc]
+        self.modules = []
+        self.launch_count = 0
+        self.step_launches = {}
+        self.hooks = []             # called before every event: f(program, thread)
+
+    # ------------------------------------------------------------ events
+    def emit(self, thread, kind, body, origin=None):
+        for h in list(self.hooks):
+            h(self, thread)
+        self.seq += 1
+        self.time += 200 + self.rng.randrange(300)
+        ev = {'seq': self.seq, 'timeNs': self.time, 'thread': thread, kind: body}
+        if origin is not None and kind != 'launch':
+            origin = dict(origin, stepLaunch=self.step_launches.get(origin.get('step', -1), 0))
+        if origin is not None:
+            ev['origin'] = _origin(origin)
+        self.events.append(ev)
+        if kind == 'alloc':
+            self.seq += 1           # seq may skip numbers (FORMAT.md section 4)
+        return ev
+
+    def handle(self):
+        return 0x5500000000 + self.rng.randrange(1 << 24) * 16
+
+    def module(self, thread, image, arch=90):
+        ordinal = len(self.modules) + 1
+        self.modules.append(image)
+        self.emit(thread, 'module', {'ordinal': ordinal, 'cubin': ('blob', image), 'arch': arch})
+        return ordinal
+
+    # ------------------------------------------------------------ memory
+    def driver_alloc(self, thread, size, kind='device', stream=0):
+        ordinal = len(self.allocs) + 1
+        if kind == 'vmm':
+            address = self.vmm_next
+            self.vmm_next += size
+        else:
+            self.next_address += (1 << 21) * (1 + self.rng.randrange(3))
+            address = self.next_address
+            self.next_address += (size + (1 << 21) - 1) // (1 << 21) * (1 << 21)
+        a = Alloc(self, ordinal, address, size, kind, stream)
+        self.allocs.append(a)
+        self.emit(thread, 'alloc', {'ordinal': ordinal, 'address': address, 'size': size,
+                                    'kind': kind, 'device': 0, 'stream': stream})
+        return a
+
+    def driver_free(self, thread, a):
+        a.live = False
+        self.emit(thread, 'free', {'ordinal': a.ordinal, 'address': a.address})
+
+    def cuda_malloc(self, thread, size):
+        """Memory outside the caching allocator (a library's own workspace)."""
+        a = self.driver_alloc(thread, size)
+        a.free_blocks = []
+        return Buf(a, 0, size, 'allocation')
+
+    def empty(self, thread, stream, nbytes):
+        """The caching allocator: per-stream pools, best fit at the lowest
+        address, blocks split from 2 MiB (small) or 20 MiB (large) segments,
+        or from an expandable segment that maps 2 MiB pieces as it grows."""
+        size = (nbytes + ROUND - 1) // ROUND * ROUND
+        large = size > SMALL_LIMIT
+        pool = self.pools.setdefault((stream, large), [])
+        best = None
+        for seg in pool:
+            for (off, n) in seg.free_blocks:
+                if n >= size and (best is None or (n, seg.address + off) < (best[2], best[0].address + best[1])):
+                    best = (seg, off, n)
+        if best is None:
+            if size > 10 * SMALL_LIMIT and not self.expandable:
+                seg = self.driver_alloc(thread, (size + SMALL_SEGMENT - 1) // SMALL_SEGMENT * SMALL_SEGMENT)
+            elif self.expandable:
+                seg = self.driver_alloc(thread, max(SMALL_SEGMENT, (size + SMALL_SEGMENT - 1) // SMALL_SEGMENT * SMALL_SEGMENT), 'vmm')
+            else:
+                seg = self.driver_alloc(thread, LARGE_SEGMENT if large else SMALL_SEGMENT)
+            pool.append(seg)
+            best = (seg, 0, seg.size)
+        seg, off, n = best
+        seg.free_blocks.remove((off, n))
+        if n > size:
+            seg.free_blocks.append((off + size, n - size))
+        b = Buf(seg, off, nbytes, 'block', stream)
+        b.rounded = size
+        seg.blocks.append(b)
+        return b
+
+    def release(self, b):
+        """A tensor freed: its block goes back to its segment's free list."""
+        assert b.live and b.bound == 'block'
+        b.live = False
+        seg = b.alloc
+        seg.blocks.remove(b)
+        free = sorted(seg.free_blocks + [(b.offset, b.rounded)])
+        merged = []
+        for off, n in free:
+            if merged and merged[-1][0] + merged[-1][1] == off:
+                merged[-1] = (merged[-1][0], merged[-1][1] + n)
+            else:
+                merged.append((off, n))
+        seg.free_blocks = merged
+
+    def _locate(self, address):
+        """(alloc, block or None) that a device pointer points into."""
+        for a in self.allocs:
+            if a.live and a.address <= address < a.address + a.size:
+                for b in a.blocks:
+                    if b.live and b.address <= address < b.address + b.size:
+                        return a, b
+                return a, None
+        return None, None
+
+    # ------------------------------------------------------------ hashing
+    def _range(self, key, start):
+        """A RangeDigest without digests for the range of `key` from `start`."""
+        a, b = key
+        end = (b.address + b.size) if b is not None else (a.address + a.size)
+        r = {'address': start, 'size': end - start, 'allocation': a.ordinal,
+             'offset': start - a.address}
+        if b is not None:
+            r['bound'] = 'block'
+        return r
+
+    def _bytes(self, key, r):
+        a = key[0]
+        return a.data[r['offset']:r['offset'] + r['size']]
+
+    def _digest(self, data, r):
+        chunks = bufhash.chunk_digests(data, self.chunk_bytes)
+        r['digest'] = bufhash.fold(chunks, len(data))
+        if 2 <= len(chunks) <= 256:
+            r['chunkDigests'] = chunks
+
+    def _touch(self, key, r, mark=True):
+        """Whether bytes of the range were untouched since handed out."""
+        a, b = key
+        if b is not None:
+            lo = r['address'] - b.address
+            mask = b.touched[lo:lo + r['size']]
+        else:
+            buf = self._whole.get(a.ordinal)
+            if buf is None:
+                buf = self._whole[a.ordinal] = np.zeros(a.size, dtype=bool)
+            mask = buf[r['offset']:r['offset'] + r['size']]
+        fresh = not mask.all()
+        if mark:
+            mask[:] = True
+        return fresh
+
+    _whole = None
+
+    def _mark_written(self, buf, start, n):
+        if buf.bound == 'block':
+            buf.touched[start:start + n] = True
+        else:
+            if self._whole is None:
+                self._whole = {}
+            m = self._whole.setdefault(buf.alloc.ordinal, np.zeros(buf.alloc.size, dtype=bool))
+            m[buf.offset + start:buf.offset + start + n] = True
+
+    # ------------------------------------------------------------ operations
+    def launch(self, thread, stream, module, name, grid, block, params, compute,
+               annotations=(), origin=None, shared=0, hashed=True, in_op=True):
+        """params: list of Ptr, or (format, value) scalars packed with
+        struct, or ('philox', seed, offset) (PyTorch's PhiloxCudaState by
+        value: seed, offset, then a 32-bit intragraph offset and a flag)."""
+        if self._whole is None:
+            self._whole = {}
+        buf = bytearray()
+        layout = []
+        roles = {}
+        annotations = [dict(x) for x in annotations]
+        for p in params:
+            if isinstance(p, Ptr):
+                fmt, value, align = '<Q', p.buf.address + p.offset, 8
+            elif p[0] == 'philox':
+                fmt, value, align = '<QQIB', None, 8
+            else:
+                fmt, value = '<' + p[0], p[1]
+                align = struct.calcsize(fmt)
+            while len(buf) % align:
+                buf.append(0)
+            off = len(buf)
+            if value is None:
+                buf += struct.pack(fmt, p[1], p[2], 0, 0)
+                while len(buf) % 8:
+                    buf.append(0)
+                for an in annotations:
+                    if 'rng' in an:
+                        an['rng']['paramOffset'] = off
+            else:
+                buf += struct.pack(fmt, value)
+            layout.append({'offset': off, 'size': len(buf) - off})
+            if isinstance(p, Ptr):
+                roles.setdefault(('ptr', off), p.role)
+        while len(buf) % 8:
+            buf.append(0)
+        # Every aligned 8-byte word that points into a live allocation.
+        pointers, keys = [], {}
+        for off in range(0, len(buf) - 7, 8):
+            (v,) = struct.unpack_from('<Q', buf, off)
+            a, b = self._locate(v)
+            if a is None:
+                continue
+            pointers.append({'byteOffset': off, 'allocation': a.ordinal, 'offset': v - a.address})
+            key = (a, b)
+            role = roles.get(('ptr', off), 'rw')
+            lo, rs = keys.get(key, (v, set()))
+            rs.add(role)
+            keys[key] = (min(lo, v), rs)
+        ranges = []
+        for key, (lo, rs) in keys.items():
+            r = self._range(key, lo)
+            read_only = in_op and origin is not None and key[1] is not None and rs == {'r'}
+            ranges.append((r['address'], key, r, read_only))
+        ranges.sort(key=lambda x: x[0])
+        inputs, outputs, reads = [], [], []
+        if hashed:
+            for _, key, r, read_only in ranges:
+                fresh = self._touch(key, r)
+                if self.hash_inputs or fresh:
+                    ri = dict(r)
+                    self._digest(self._bytes(key, r), ri)
+                    inputs.append(ri)
+        compute()
+        if hashed:
+            for _, key, r, read_only in ranges:
+                if read_only:
+                    reads.append(dict(r, digest=0))
+                else:
+                    ro = dict(r)
+                    self._digest(self._bytes(key, r), ro)
+                    outputs.append(ro)
+        body = {'api': 'launchKernel', 'context': 0x1000, 'stream': stream,
+                'function': (module, name),
+                'grid': dict(zip('xyz', grid)), 'block': dict(zip('xyz', block)),
+                'sharedMemBytes': shared, 'params': bytes(buf), 'paramLayout': layout,
+                'pointers': pointers, 'inputs': inputs, 'outputs': outputs, 'reads': reads,
+                'annotations': annotations, 'notHashed': not hashed}
+        if origin is not None:
+            # kernel launches recorded since the origin's step began
+            step = origin.get('step', -1)
+            n = self.step_launches.get(step, 0)
+            self.step_launches[step] = n + 1
+            origin = dict(origin, stepLaunch=n)
+        self.launch_count += 1
+        return self.emit(thread, 'launch', body, origin)
+
+    def _drange(self, buf, start=0, n=None):
+        n = buf.size - start if n is None else n
+        return {'address': buf.address + start, 'size': n, 'allocation': buf.alloc.ordinal,
+                'offset': buf.offset + start}
+
+    def h2d(self, thread, stream, buf, data, origin=None, capture=False):
+        data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        buf.put(data)
+        self._mark_written(buf, 0, data.size)
+        host = 0x600000000000 + self.rng.randrange(1 << 30) * 64
+        body = {'kind': 'hostToDevice', 'stream': stream, 'async': True, 'size': int(data.size),
+                'dst': self._drange(buf, 0, data.size),
+                'src': {'address': host, 'size': int(data.size)},
+                'digest': bufhash.digest(data)}
+        if capture:
+            body['data'] = ('blob', bytes(data))
+        return self.emit(thread, 'memcpy', body, origin)
+
+    def d2h(self, thread, stream, buf, origin=None):
+        host = 0x600000000000 + self.rng.randrange(1 << 30) * 64
+        body = {'kind': 'deviceToHost', 'stream': stream, 'async': False, 'size': buf.size,
+                'dst': {'address': host, 'size': buf.size}, 'src': self._drange(buf),
+                'digest': bufhash.digest(buf.bytes())}
+        return self.emit(thread, 'memcpy', body, origin)
+
+    def d2d(self, thread, stream, dst, src, origin=None):
+        dst.put(src.bytes().copy())
+        self._mark_written(dst, 0, src.size)
+        body = {'kind': 'deviceToDevice', 'stream': stream, 'async': True, 'size': src.size,
+                'dst': self._drange(dst, 0, src.size), 'src': self._drange(src),
+                'digest': bufhash.digest(dst.bytes(0, src.size))}
+        return self.emit(thread, 'memcpy', body, origin)
+
+    def memset(self, thread, stream, buf, value=0, origin=None):
+        buf.bytes()[:] = value
+        self._mark_written(buf, 0, buf.size)
+        body = {'stream': stream, 'async': True, 'dst': self._drange(buf), 'value': value,
+                'elementSize': 1, 'digest': bufhash.digest(buf.bytes())}
+        return self.emit(thread, 'memset', body, origin)
+
+    def sync(self, thread, kind, stream=0, event=0):
+        return self.emit(thread, 'sync', {'kind': kind, 'stream': stream, 'event': event})
+
+    # ------------------------------------------------------------ output
+    def header(self, env=None, command=('python3', 'train.py')):
+        env = dict(env or {})
+        return {
+            'toolVersion': 'outside-writer 1',
+            'commandLine': list(command),
+            'workingDirectory': '/home/user/project',
+            'environment': [{'key': k, 'value': env[k]} for k in sorted(env)],
+            'hostname': 'trainer-%d' % (self.seed % 3),
+            'pid': 4000 + self.seed % 1000,
+            'startTimeNs': 1764000000000000000 + self.seed * 1000000,
+            'gpus': [{'ordinal': 0, 'name': 'NVIDIA H100 80GB HBM3', 'uuid': 'GPU-1b2c3d4e-0000-1111-2222-333344445555',
+                      'smCount': 132, 'ccMajor': 9, 'ccMinor': 0, 'memoryBytes': 85045477376,
+                      'pciBusId': '0000:19:00.0'}],
+            'driverVersion': 13000, 'cudaRuntimeVersion': 13000,
+            'cudnnVersion': 91400, 'cublasVersion': 130100,
+            'libraries': [{'key': 'torch', 'value': '2.11.0'}],
+            'options': {'hashInputs': self.hash_inputs, 'hashChunkBytes': self.chunk_bytes},
+        }
+
+    def write(self, path, env=None, events_per_block=48, compat_version=None, schema_module=None,
+              extra_events=(), write_index=True, command=('python3', 'train.py')):
+        from .trace import TraceWriter, COMPAT_VERSION
+        w = TraceWriter(path, self.header(env, command), events_per_block=events_per_block,
+                        compat_version=compat_version or COMPAT_VERSION, schema_module=schema_module)
+        extra = sorted(extra_events, key=lambda e: e[0])
+        for ev in self.events:
+            while extra and extra[0][0] <= ev['seq']:
+                w.add(extra.pop(0)[1])
+            ev = dict(ev)
+            for kind in ('module', 'memcpy'):
+                if kind in ev:
+                    body = dict(ev[kind])
+                    for field in ('cubin', 'data'):
+                        if isinstance(body.get(field), tuple):
+                            body[field] = w.blob(body[field][1],
+                                                 'raw' if field == 'cubin' else 'bytePlanes4')
+                    ev[kind] = body
+            w.add(ev)
+        for e in extra:
+            w.add(e[1])
+        w.close(write_index)
+        return path

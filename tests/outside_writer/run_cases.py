@@ -1,0 +1,483 @@
+#!/usr/bin/env python3
+"""Cases for `gpurr diff` on traces written by the outside writer.
+
+usage: run_cases.py GPURR CASE [CASE...]   (or --list)
+
+Each case records two simulated training runs that differ in one way, checks
+that `gpurr verify` finds both traces sound, and checks `gpurr diff --json`'s
+verdict and exit status. A case prints what it checked and exits 1 at the
+first expectation that does not hold."""
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpurr_outside import bufhash, trace, training  # noqa: E402
+from gpurr_outside.training import Variant  # noqa: E402
+
+GPURR = None
+TMP = None
+CASES = {}
+
+
+class Failure(Exception):
+    pass
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def expect(cond, what, detail=None):
+    if not cond:
+        raise Failure(what + ('' if detail is None else ': ' + json.dumps(detail, indent=1)[:3000]))
+    print('  ok  ' + what)
+
+
+_count = [0]
+
+
+def record(variant, name=None, **write):
+    _count[0] += 1
+    path = os.path.join(TMP, '%s-%d.gpurr' % (name or 'run', _count[0]))
+    prog = training.Training(variant).run()
+    env = {'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}
+    if variant.expandable:
+        env['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'
+    if variant.env is not None:
+        env = variant.env
+    prog.write(path, env=env, **write)
+    verify(path)
+    return path, prog
+
+
+def verify(path, want_ok=True):
+    r = subprocess.run([GPURR, 'verify', '--json', path], capture_output=True, text=True)
+    j = json.loads(r.stdout) if r.stdout.strip() else {}
+    if want_ok:
+        if r.returncode != 0 or not j.get('ok'):
+            raise Failure('gpurr verify %s: exit %d %s %s' % (path, r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+    return r.returncode, j
+
+
+def diff(a, b):
+    r = subprocess.run([GPURR, 'diff', '--json', a, b], capture_output=True, text=True)
+    try:
+        j = json.loads(r.stdout)
+    except ValueError:
+        j = None
+    return r.returncode, j, r.stderr
+
+
+def process(j):
+    expect(j is not None and len(j['processes']) == 1, 'one process compared', j)
+    return j['processes'][0]
+
+
+def first(j):
+    return process(j)['firstDivergence']
+
+
+def text_report(a, b):
+    return subprocess.run([GPURR, 'diff', a, b], capture_output=True, text=True).stdout
+
+
+def expect_identical(a, b, what):
+    rc, j, err = diff(a, b)
+    if rc != 0:
+        print(text_report(a, b))
+    expect(rc == 0 and j['identical'] and first(j) is None, what + ': identical, exit 0',
+           None if rc == 0 else {'rc': rc, 'stderr': err, 'first': first(j) if j else None})
+    return j
+
+
+def expect_cause(a, b, cause, what):
+    rc, j, err = diff(a, b)
+    fd = first(j) if j else None
+    if fd is None or fd['cause'] != cause:
+        print(text_report(a, b))
+    expect(rc == 1 and not j['identical'], what + ': different, exit 1', {'rc': rc, 'stderr': err})
+    expect(fd is not None and fd['cause'] == cause, what + ': cause ' + cause,
+           fd and {k: fd[k] for k in ('cause', 'summary', 'evidence')})
+    return j, fd
+
+
+def seq_of(prog, name_part, step=None, nth=0):
+    """The trace's seq of the nth launch whose kernel name contains name_part."""
+    hits = [e['seq'] for e in prog.events if 'launch' in e and name_part in e['launch']['function'][1]
+            and (step is None or e.get('origin', {}).get('step') == step)]
+    return hits[nth]
+
+
+# ------------------------------------------------------------ the hash
+@case
+def buffer_hash():
+    """FORMAT.md section 8 in Python gives the spec's test vectors."""
+    table = {0: (None, 0x73f5497ae8b637b3), 65536: (None, 0xe5d04da685dd9331),
+             1: ([0xa2dbe620570f2589], 0x27d8ef0eafc13743),
+             17: ([0xcde635d9afe7d779], 0xdd60fbf716c31599),
+             65537: ([0xaf86ad5257d9885e, 0xa71b5e0145ba6b7e], 0x2bc97a596cfa8b7c),
+             70001: ([0xaf86ad5257d9885e, 0x591806f91e474e9c], 0x0e660e0323131a20)}
+    for n, (chunks, d) in table.items():
+        buf = bufhash.pattern(n)
+        expect(bufhash.digest(buf) == d, 'FORMAT.md vector n=%d' % n)
+        if chunks:
+            expect(bufhash.chunk_digests(buf) == chunks, 'FORMAT.md chunk digests n=%d' % n)
+    inc = os.path.join(os.path.dirname(__file__), '..', 'unit', 'hash_vectors.inc')
+    vectors = re.findall(r'\{(\d+), 0x([0-9a-f]+)ULL\}', open(inc).read())
+    bad = [n for n, d in vectors if bufhash.digest(bufhash.pattern(int(n))) != int(d, 16)]
+    expect(len(vectors) > 10 and not bad, '%d vectors of tests/unit/hash_vectors.inc' % len(vectors), bad)
+
+
+# ------------------------------------------------------------ no false alarms
+@case
+def identical_runs():
+    """Two runs of the same program: other addresses, handles, fresh memory, time."""
+    a, pa = record(Variant(seed=1))
+    b, pb = record(Variant(seed=2))
+    expect(pa.launch_count >= 200, 'a few hundred launches (%d)' % pa.launch_count)
+    expect(len([x for x in pa.allocs if x.size == 2 << 20]) >= 3 and
+           len([x for x in pa.allocs if x.size == 20 << 20]) >= 2, 'several 2 MiB and 20 MiB segments',
+           [(x.size, x.kind) for x in pa.allocs])
+    j = expect_identical(a, b, 'same program, other seed')
+    ops = process(j)['operations']
+    expect(ops['a'] == ops['b'] == ops['matched'] and ops['a'] > 250, 'every operation matched', ops)
+    # the same with every input hashed, with expandable segments
+    a, _ = record(Variant(seed=3, hash_inputs=True))
+    b, _ = record(Variant(seed=4, hash_inputs=True))
+    expect_identical(a, b, 'all inputs hashed')
+    a, _ = record(Variant(seed=5, expandable=True))
+    b, _ = record(Variant(seed=6, expandable=True))
+    expect_identical(a, b, 'expandable segments')
+
+
+@case
+def extra_allocation():
+    """Run B (or A) makes one extra allocation of a common size and kind that
+    nothing uses, at a random place: the report must be identical."""
+    for s in range(6):
+        r = random.Random(s)
+        expandable = s % 3 == 2
+        size = (2 << 20) if expandable or r.random() < 0.5 else (20 << 20)
+        kind = 'vmm' if expandable else 'device'
+        at = r.randrange(4, 300)
+        extra = Variant(seed=100 + s, expandable=expandable, hash_inputs=s % 2 == 1, extra_alloc=(at, size, kind))
+        plain = Variant(seed=200 + s, expandable=expandable, hash_inputs=s % 2 == 1)
+        a, pa = record(plain)
+        b, pb = record(extra)
+        same = len([x for x in pa.allocs if x.size == size and x.kind == kind])
+        expect(len(pb.allocs) == len(pa.allocs) + 1 and same >= 2,
+               'seed %d: run B has one more %d MiB %s allocation (at event %d) than the %d of run A'
+               % (s, size >> 20, kind, at, same))
+        if s % 2:
+            a, b = b, a
+        expect_identical(a, b, 'seed %d' % s)
+
+
+@case
+def interleaving():
+    """Autograd's thread and the main thread interleave at random in every
+    run (the metrics stream, the next batch's copies): identical."""
+    a, pa = record(Variant(seed=1, schedule_seed=0))
+    for s in range(1, 6):
+        b, pb = record(Variant(seed=1 + s, schedule_seed=s, expandable=False))
+        order_a = [(e['thread'], sorted(k for k in e if k not in ('seq', 'timeNs', 'thread', 'origin'))[0]) for e in pa.events]
+        order_b = [(e['thread'], sorted(k for k in e if k not in ('seq', 'timeNs', 'thread', 'origin'))[0]) for e in pb.events]
+        expect(order_a != order_b, 'schedule %d interleaves the threads otherwise' % s)
+        expect_identical(a, b, 'schedule %d' % s)
+
+
+@case
+def benign_race():
+    """The metrics launch of the main thread reaches the driver two places
+    later, among autograd's launches: no data difference, identical."""
+    a, pa = record(Variant(seed=1))
+    b, pb = record(Variant(seed=2, metrics_later=2))
+    name = 'CUDAFunctor_add'
+
+    def position(prog):
+        """autograd's operations before step 1's metrics launch"""
+        ops = [e for e in prog.events if 'launch' in e or 'memcpy' in e or 'memset' in e]
+        metric = [e for e in ops if e.get('origin', {}).get('op') == 'aten::add_' and e['origin']['step'] == 1][0]
+        return len([e for e in ops if e['thread'] == 1 and e['seq'] < metric['seq']])
+    expect(position(pb) == position(pa) + 2, 'the metrics launch comes two operations later in run B (after %d, %d of autograd\'s)'
+           % (position(pa), position(pb)))
+    expect_identical(a, b, 'metrics launch two places later')
+
+
+@case
+def data_race():
+    """A reordering that changes data: the main thread zeroes a gradient norm
+    on the compute stream before, in run B after, autograd's thread adds to it."""
+    a, _ = record(Variant(seed=1, race_step=2))
+    b, _ = record(Variant(seed=2, race_step=2, race_late=True))
+    rc, j, err = diff(a, b)
+    expect(rc == 1 and not j['identical'] and first(j) is not None, 'found: exit 1', {'rc': rc, 'err': err})
+    print('  (cause %s: %s)' % (first(j)['cause'], first(j)['summary']))
+
+
+# ------------------------------------------------------------ the divergence named right
+@case
+def extra_kernel_workspace():
+    """Run B runs one extra kernel with a 2 MiB workspace of its own (a common
+    size: the caching allocator's small segments are 2 MiB too): one path
+    divergence there, nothing tainted after it."""
+    a, pa = record(Variant(seed=1))
+    b, pb = record(Variant(seed=2, extra_kernel_step=3))
+    j, fd = expect_cause(a, b, 'algorithmChoice', 'extra kernel')
+    p = process(j)
+    st = fd['stretch']
+    expect(fd['path'] and fd['a'] is None and st['a']['count'] == 0 and st['b']['count'] == 1,
+           'a stretch of nothing in run A and one operation in run B', st)
+    expect(fd['b']['seq'] == seq_of(pb, 'splitKreduce') and 'splitKreduce' in fd['b']['name'],
+           'run B\'s stretch is the extra kernel (#%d)' % fd['b']['seq'], fd['b'])
+    expect(p['pathDivergences']['count'] == 1, '1 path divergence', p['pathDivergences'])
+    br = p['blastRadius']
+    expect(br['taintedOperations'] == 0 and br['laterDivergentOperations'] == 0 and br['independentCount'] == 0,
+           'no later operation tainted or divergent', br)
+
+
+@case
+def pointer_parameter():
+    """Same kernel and shape, one pointer 128 bytes earlier (a slice at
+    another offset), or into another allocation: scalar parameters, with the
+    operand and both sides' allocation and offset."""
+    a, pa = record(Variant(seed=1))
+    for target, words in (('slice', ['128 bytes earlier in run B', 'the same allocation']),
+                          ('other', ['another allocation'])):
+        b, pb = record(Variant(seed=2, pointer_step=2, pointer_target=target))
+        j, fd = expect_cause(a, b, 'scalarParameters', 'pointer (%s)' % target)
+        expect(not fd['path'] and fd['a']['seq'] == seq_of(pa, 'CUDAFunctor_add', step=2),
+               'the add of step 2, matched one to one', fd['a'])
+        ptr = [d for d in fd['params']['differing'] if d['meaning'] == 'pointer']
+        expect(len(ptr) == 1 and ptr[0]['param'] == 3 and ptr[0]['offset'] == 0x18,
+               'parameter 3 (bytes 0x18-0x20) differs as a pointer', fd['params'])
+        ev = ' '.join(fd['evidence'])
+        m = re.search(r'run A offset (0x[0-9a-f]+) of alloc#(\d+).*run B offset (0x[0-9a-f]+) of alloc#(\d+)', ev)
+        expect(m is not None, 'evidence names allocation and offset on each side', fd['evidence'])
+        ea = [e for e in pa.events if e['seq'] == fd['a']['seq']][0]['launch']['pointers']
+        eb = [e for e in pb.events if e['seq'] == fd['b']['seq']][0]['launch']['pointers']
+        pa3 = [x for x in ea if x['byteOffset'] == 0x18][0]
+        expect(int(m.group(1), 16) == pa3['offset'] and int(m.group(2)) == pa3['allocation'],
+               'run A side: alloc#%d+0x%x as written' % (pa3['allocation'], pa3['offset']))
+        pb3 = [x for x in eb if x['byteOffset'] == 0x18][0]
+        expect(int(m.group(3), 16) == pb3['offset'], 'run B side: offset 0x%x as written' % pb3['offset'])
+        for w in words:
+            expect(w in ev, 'evidence says "%s"' % w, fd['evidence'])
+        expect(process(j)['pathDivergences']['count'] == 0, 'no path divergence', process(j)['pathDivergences'])
+
+
+@case
+def nondeterministic_kernel():
+    """index_add's atomics add in another order in run B."""
+    for hash_inputs in (False, True):
+        a, pa = record(Variant(seed=1, hash_inputs=hash_inputs))
+        b, _ = record(Variant(seed=2, hash_inputs=hash_inputs, atomics_step=2))
+        j, fd = expect_cause(a, b, 'nondeterministicKernel', 'atomics (hash inputs %s)' % hash_inputs)
+        expect(fd['a']['seq'] == seq_of(pa, 'indexFuncLargeIndex', step=2), 'the index_add of step 2', fd['a'])
+        expect(fd['inputs']['identical'] and fd['params']['identical'], 'inputs and parameters identical')
+        expect(any(k['matchedBy'] == 'framework op' and 'index_add' in k['op'] for k in fd['known']),
+               'known culprit: index_add, by its framework op', fd['known'])
+        out = fd['outputs']['differing']
+        expect(len(out) == 1 and out[0]['chunks'] == 20 and 1 <= out[0]['differingChunks'] < 20,
+               'the embedding gradient differs in some of its 20 chunks', out)
+        p = process(j)
+        expect(p['pathDivergences']['count'] == 0 and p['blastRadius']['independentCount'] == 0,
+               'no path divergence, no independent divergence', p['blastRadius'])
+
+
+@case
+def rng_state():
+    """Dropout's Philox seed, then its offset, differ."""
+    a, pa = record(Variant(seed=1))
+    b, _ = record(Variant(seed=2, philox_seed=0xbad5eed))
+    j, fd = expect_cause(a, b, 'rngState', 'Philox seed')
+    expect(fd['a']['seq'] == seq_of(pa, 'fused_dropout', step=0), 'the first dropout', fd['a'])
+    expect(any(d['meaning'] == 'philox seed/offset' for d in fd['params']['differing']),
+           'the differing parameter is the Philox state', fd['params'])
+    b, _ = record(Variant(seed=2, philox_offset_step=3))
+    j, fd = expect_cause(a, b, 'rngState', 'Philox offset')
+    expect(fd['a']['seq'] == seq_of(pa, 'fused_dropout', step=3), 'the dropout of step 3', fd['a'])
+
+
+@case
+def host_input():
+    """One pixel of step 3's batch differs."""
+    for capture in (False, True):
+        a, pa = record(Variant(seed=1, capture_host_data=capture))
+        b, pb = record(Variant(seed=2, capture_host_data=capture, host_input_step=3))
+        j, fd = expect_cause(a, b, 'hostInput', 'host input (captured %s)' % capture)
+        copies = [e['seq'] for e in pa.events if 'memcpy' in e and e['memcpy']['kind'] == 'hostToDevice'
+                  and e['memcpy']['size'] == training.N * training.C_IN * training.HW * training.HW * 4]
+        expect(fd['a']['kind'] == 'memcpy' and fd['a']['seq'] == copies[3], 'the copy of step 3\'s images', fd['a'])
+        if capture:
+            expect(any('123' in e or '0x1ec' in e for e in fd['evidence']), 'evidence locates the byte (float 123)',
+                   fd['evidence'])
+
+
+@case
+def algorithm_choice():
+    """cuDNN picks an FFT engine (three kernels) at step 2."""
+    a, pa = record(Variant(seed=1))
+    b, pb = record(Variant(seed=2, algo_step=2))
+    j, fd = expect_cause(a, b, 'algorithmChoice', 'FFT engine')
+    st = fd['stretch']
+    expect(st['a']['count'] == 1 and st['b']['count'] == 3, 'one kernel in run A, three in run B', st)
+    expect(fd['a']['seq'] == seq_of(pa, 'fprop_implicit_gemm', step=2) and 'fft_r2c' in fd['b']['name'],
+           'at step 2\'s convolution', fd)
+    expect(any('engine=12' in e for e in fd['evidence']) and any('engine=3' in e for e in fd['evidence']),
+           'evidence shows both engines', fd['evidence'])
+
+
+@case
+def uninitialised_memory():
+    """The mean kernel reads a torch.empty buffer nothing wrote (both runs)."""
+    a, pa = record(Variant(seed=1, uninit_step=2))
+    b, _ = record(Variant(seed=2, uninit_step=2))
+    j, fd = expect_cause(a, b, 'uninitialisedMemory', 'torch.empty read')
+    expect(fd['a']['seq'] == seq_of(pa, 'reduce_kernel', step=2), 'the mean of step 2', fd['a'])
+    d = [x for x in fd['inputs']['differing'] if x.get('unwrittenBytes')]
+    expect(len(d) == 1 and d[0]['a']['size'] == 12 << 20, 'the 12 MiB buffer, never written', fd['inputs'])
+
+
+@case
+def environment():
+    """CUBLAS_WORKSPACE_CONFIG unset in run B, where cuBLAS splits K at step 1;
+    and an environment difference alone, with equal data."""
+    env_b = {'PYTHONHASHSEED': '0'}
+    a, pa = record(Variant(seed=1))
+    b, _ = record(Variant(seed=2, split_k_step=1, env=env_b))
+    j, fd = expect_cause(a, b, 'environment', 'split-K without CUBLAS_WORKSPACE_CONFIG')
+    expect(fd['mechanism'] == 'nondeterministicKernel', 'mechanism: nondeterministic kernel', fd['mechanism'])
+    expect(fd['a']['seq'] == seq_of(pa, 'tn_n_tilesize128x64x32', step=1), 'the linear layer of step 1', fd['a'])
+    envs = process(j)['environment']
+    expect(any(e['field'] == 'env CUBLAS_WORKSPACE_CONFIG' and e['a'] == ':4096:8' and e['b'] is None for e in envs),
+           'environment lists CUBLAS_WORKSPACE_CONFIG', envs)
+    b, _ = record(Variant(seed=2, env=env_b))
+    j = expect_identical(a, b, 'environment difference alone')
+    expect(len(process(j)['environment']) >= 1, 'the difference is still shown', process(j)['environment'])
+
+
+# ------------------------------------------------------------ what old and broken traces do
+FUTURE_MEMBER = 'memoryPressure @12 :MemoryPressure;'
+
+
+def future_schema():
+    """trace.capnp as a newer gpurr might have it: a new kind of event."""
+    text = open(trace.SCHEMA_PATH).read()
+    text = re.sub(r'@0x[0-9a-f]+;', '@0xc1a4aa4f6da9b517;', text, count=1)
+    i = text.rindex('    graph @10 :GraphLaunch;')
+    text = text[:i] + '    graph @10 :GraphLaunch;\n    ' + FUTURE_MEMBER + '\n' + text[i + len('    graph @10 :GraphLaunch;\n'):]
+    text += '\nstruct MemoryPressure {\n  freeBytes @0 :UInt64;\n  device @1 :UInt32;\n  note @2 :Text;\n}\n'
+    path = os.path.join(TMP, 'future.capnp')
+    open(path, 'w').write(text)
+    return trace.load_schema(path)
+
+
+@case
+def unknown_event_kind():
+    """A newer writer (compatVersion 5) adds a kind of event: gpurr skips it
+    with one warning naming the trace's version, and compares the rest."""
+    s = future_schema()
+    a, pa = record(Variant(seed=1))
+    prog = training.Training(Variant(seed=2)).run()
+    allocs = [e['seq'] for e in prog.events if 'alloc' in e]
+    extra = [(q + 1, {'seq': q + 1, 'timeNs': [e for e in prog.events if e['seq'] == q][0]['timeNs'], 'thread': 0,
+                      'memoryPressure': {'freeBytes': 1 << 30, 'device': 0, 'note': 'low'}}) for q in allocs]
+    b = os.path.join(TMP, 'future.gpurr')
+    prog.write(b, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, compat_version=5,
+               schema_module=s, extra_events=extra)
+    rc, j = verify(b)
+    expect(j['eventsOfUnknownKind'] == len(extra), 'verify: sound, %d events of an unknown kind' % len(extra), j)
+    for x, y in ((a, b), (b, a)):
+        rc, j, err = diff(x, y)
+        expect(rc == 0 and j['identical'], 'diff %s: identical, exit 0' % ('A B' if x == a else 'B A'), {'rc': rc, 'err': err})
+        warn = [l for l in err.splitlines() if 'skipped' in l]
+        expect(len(warn) == 1 and '5' in warn[0], 'one warning, naming compatibility 5', err)
+    info = json.loads(subprocess.run([GPURR, 'info', '--json', b], capture_output=True, text=True).stdout)
+    expect(info['eventsOfUnknownKind'] == len(extra) and info['header']['compatVersion'] == 5,
+           'info counts them', {k: info.get(k) for k in ('eventsOfUnknownKind', 'events')})
+
+
+@case
+def damaged_traces():
+    """A recording killed mid-block (no index, a partial last block) compares up
+    to what it kept; a corrupt block or frame is trouble (exit 2)."""
+    a, pa = record(Variant(seed=1))
+    b, pb = record(Variant(seed=2))
+    t = os.path.join(TMP, 'truncated.gpurr')
+    shutil.copytree(b, t)
+    os.remove(os.path.join(t, 'index'))
+    ev = os.path.join(t, 'events')
+    size = os.path.getsize(ev)
+    with open(ev, 'r+b') as f:
+        f.truncate(size - 300)
+    rc, j, err = diff(a, t)
+    expect(rc == 0 and j['identical'], 'truncated run B: identical up to where it stops, exit 0', {'rc': rc, 'err': err})
+    expect(any('lost' in w or 'complete' in w or 'cleanly' in w for w in process(j)['warnings']),
+           'a warning says what was lost', process(j)['warnings'])
+    expect(process(j)['operations']['b'] < process(j)['operations']['a'], 'run B has fewer operations',
+           process(j)['operations'])
+    # truncated and diverging after the cut: still identical; before: found
+    rc, j = verify(t, want_ok=False)
+    print('  (verify on the truncated trace: exit %d, %s)' % (rc, j.get('problems') or j.get('notes')))
+    expect(rc in (0, 1) and j.get('readable'), 'verify reads the truncated trace', j)
+
+    def corrupt(name, offset_fn, data):
+        c = os.path.join(TMP, name)
+        shutil.copytree(b, c)
+        with open(os.path.join(c, 'events'), 'r+b') as f:
+            f.seek(offset_fn(c))
+            f.write(data)
+        return c
+    idx = trace.schema().Index
+    with open(os.path.join(b, 'index'), 'rb') as f:
+        with idx.from_bytes(f.read()) as index:
+            third = index.blocks[2].fileOffset
+    c = corrupt('badmagic.gpurr', lambda c: third + 16, b'XXXXXXXX')
+    rc, j, err = diff(a, c)
+    expect(rc == 2, 'bad magic in the third block: exit 2', {'rc': rc, 'err': err})
+    rc, j = verify(c, want_ok=False)
+    expect(rc in (1, 2) and not j.get('ok'), 'verify finds it (exit %d)' % rc, j)
+    c = corrupt('badframe.gpurr', lambda c: third + 64 + 40, b'\xff\x00\xff\x00')
+    rc, j, err = diff(a, c)
+    expect(rc == 2 and err.strip(), 'damaged zstd frame: exit 2 with a message', {'rc': rc, 'err': err})
+    rc, j = verify(c, want_ok=False)
+    expect(rc in (1, 2) and not j.get('ok'), 'verify finds it (exit %d)' % rc, j)
+
+
+def main():
+    global GPURR, TMP
+    if sys.argv[1:2] == ['--list']:
+        print('\n'.join(CASES))
+        return 0
+    GPURR = os.path.abspath(sys.argv[1])
+    names = sys.argv[2:] or list(CASES)
+    failed = []
+    for name in names:
+        TMP = tempfile.mkdtemp(prefix='gpurr-outside-')
+        t0 = time.time()
+        print('== %s: %s' % (name, (CASES[name].__doc__ or '').split('\n')[0]))
+        try:
+            CASES[name]()
+            print('== %s passed (%.1f s)' % (name, time.time() - t0))
+        except Failure as e:
+            print('FAIL %s: %s' % (name, e))
+            failed.append(name)
+        finally:
+            if not os.environ.get('GPURR_KEEP'):
+                shutil.rmtree(TMP, ignore_errors=True)
+            else:
+                print('   traces kept in ' + TMP)
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
