@@ -966,6 +966,41 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
   d.inputsVouched = touched > a.size() ? touched - a.size() : 0;
 }
 
+// Whether every input that differs is an output buffer's old contents: it
+// differs only in bytes no recorded operation wrote, in a range the launch
+// also writes (hashed before the launch at its first use, FORMAT.md
+// hashInputs, though the kernel may overwrite it unread), while the
+// parameters or the RNG state differ and explain the outputs. Then the
+// classification goes on with the parameters, and the evidence says why.
+bool oldOutputContents(const OpView& va, const OpView& vb, FirstDivergence& d) {
+  if (!va.launch || !vb.launch) return false;
+  const auto rngA = rngStates(*va.launch), rngB = rngStates(*vb.launch);
+  bool rngDiffers = rngA.size() != rngB.size();
+  for (size_t i = 0; !rngDiffers && i < rngA.size(); ++i) {
+    rngDiffers = rngA[i]->seed != rngB[i]->seed || rngA[i]->offset != rngB[i]->offset;
+  }
+  if (d.params.empty() && !rngDiffers) return false;
+  std::string which;
+  for (const RangeDifference& r : d.inputs) {
+    uint64_t differing = 0;
+    for (const auto& [begin, end] : r.spans) differing += end - begin;
+    const bool written = std::any_of(va.outputs.begin(), va.outputs.end(), [&](const RangeDigest& o) {
+      return o.range.allocation == r.a.allocation && o.range.offset == r.a.offset &&
+             o.range.size == r.a.size;
+    });
+    if (!written || !r.writtenChecked || r.boundsDiffer || r.unwrittenA != differing ||
+        r.unwrittenB != differing) {
+      return false;
+    }
+    which += fmt::format("{}{}", which.empty() ? "" : ", ", r.index);
+  }
+  d.evidence.push_back(fmt::format(
+      "input{} {} differ{} only in bytes no recorded operation wrote, in ranges the launch also "
+      "writes: an output buffer's old contents, hashed at its first use, not what the kernel read",
+      d.inputs.size() == 1 ? "" : "s", which, d.inputs.size() == 1 ? "s" : ""));
+  return true;
+}
+
 void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) {
   const Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq);
   const Event eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq);
@@ -1038,6 +1073,8 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
   if (!d.inputsIdentical) {
     checkWritten(ctx.a, d.a.seq, d.inputs, true);
     checkWritten(ctx.b, d.b.seq, d.inputs, false);
+  }
+  if (!d.inputsIdentical && !oldOutputContents(va, vb, d)) {
     const RangeDifference* unwritten = nullptr;
     for (const RangeDifference& r : d.inputs) {
       if (r.writtenChecked && (r.unwrittenA > 0 || r.unwrittenB > 0)) {
