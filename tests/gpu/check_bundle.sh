@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# check_bundle.sh BUILD_DIR: scripts/gpu_bundle.sh makes a bundle that fits
+# check_bundle.sh BUILD_DIR [WHEEL_DIR]: scripts/gpu_bundle.sh makes a bundle
+# (with the wheel in WHEEL_DIR, when there is one: gpurr as users install it,
+# plus the GPU tests) that fits
 # the GPU machine's carry limit (40 MiB, leaving room for wheels and logs),
 # whose every binary loads gpurr's libraries from inside the bundle even with
 # this machine's copies of them hidden, and which tests/gpu/run.sh accepts:
@@ -7,7 +9,9 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 source=$(cd "$here/../.." && pwd)
-build=$(cd "${1:?usage: check_bundle.sh BUILD_DIR}" && pwd -P)
+build=$(cd "${1:?usage: check_bundle.sh BUILD_DIR [WHEEL_DIR]}" && pwd -P)
+wheel=""
+[ -n "${2:-}" ] && wheel=$(ls "$2"/gpurr-*.whl 2>/dev/null | head -1)
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-bundle-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 status=0
@@ -15,7 +19,7 @@ fail() { echo "FAIL: $*"; status=1; }
 limit_mib=40
 
 bundle=$work/bundle
-if ! "$source/scripts/gpu_bundle.sh" "$build" "$bundle" >"$work/bundle.log" 2>&1; then
+if ! "$source/scripts/gpu_bundle.sh" "$build" "$bundle" $wheel >"$work/bundle.log" 2>&1; then
   cat "$work/bundle.log"
   echo "FAIL: scripts/gpu_bundle.sh failed"
   exit 1
@@ -30,6 +34,14 @@ for f in bin/gpurr lib/libgpurr_recorder.so tests/gpu/gpu_probe tests/gpu/progra
          tests/gpu/probe/libprobe_kernels.so share/gpurr/known_culprits.json CTestTestfile.cmake; do
   [ -e "$bundle/$f" ] || fail "the bundle lacks $f"
 done
+if [ -n "$wheel" ]; then
+  echo "with the wheel $(basename "$wheel")"
+  [ -f "$bundle/wheel/$(basename "$wheel")" ] || fail "the bundle lacks wheel/$(basename "$wheel")"
+  for f in bin/gpurr lib/libgpurr_recorder.so share/gpurr/known_culprits.json; do
+    python3 -c "import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read('gpurr/' + sys.argv[2]))" \
+      "$wheel" "$f" | cmp -s - "$bundle/$f" || fail "the bundle's $f is not the wheel's"
+  done
+fi
 grep -q 'add_test(\[==\[replay_atomic_nondeterministic\]==\]' "$bundle/CTestTestfile.cmake" ||
   fail "the bundle's CTestTestfile.cmake lacks the replay GPU tests"
 if grep -q 'recorder_test\|gpu_suite_harness' "$bundle/CTestTestfile.cmake"; then
@@ -92,7 +104,7 @@ if [ $rc -ne 77 ]; then
   fail "tests/gpu/run.sh BUNDLE without a GPU exited $rc, expected 77 (skipped):"
   sed 's/^/    /' "$work/run.log"
 else
-  for part in probe programs pytorch annotations bisect hash ctest; do
+  for part in probe programs pytorch annotations bisect wheel hash ctest; do
     grep -q "^SKIP $part" "$work/run.log" || fail "run.sh did not report part '$part' skipped: $(cat "$work/run.log")"
   done
 fi

@@ -13,6 +13,8 @@
 #      recordings identical, launch count equal to torch.profiler's;
 #   2b. annotations: the library annotations (annotations/check_annotations.sh);
 #   2c. bisect: gpurr bisect on PyTorch scripts (bisect/check_bisect.py);
+#   2d. wheel: the wheel a bundle carries, pip-installed into a fresh
+#       environment, records train_cnn.py (check_wheel_gpu.sh);
 #   3. hash: the device hash against the CPU hash (hash_match), when built;
 #   4. ctest: every other ctest test labelled gpu.
 # Prints one line per check and a summary; exits non-zero when a check fails.
@@ -23,7 +25,7 @@
 # environment.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-all_parts="probe programs pytorch annotations bisect hash ctest"
+all_parts="probe programs pytorch annotations bisect wheel hash ctest"
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
   echo "usage: tests/gpu/run.sh BUILD_DIR|BUNDLE [PART...]   (parts: $all_parts)" >&2
   exit 2
@@ -174,6 +176,9 @@ wanted annotations && check "library annotations" "$here/annotations/check_annot
 
 # 2c. gpurr bisect on unmodified PyTorch scripts (bisect/expectations.txt).
 wanted bisect && check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build"
+
+# 2d. The pip route: the bundle's wheel installed and used.
+wanted wheel && check "wheel" "$here/check_wheel_gpu.sh" "$build"
 
 # 3. The device hash against the CPU reference.
 if wanted hash; then

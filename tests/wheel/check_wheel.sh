@@ -11,7 +11,8 @@
 #   bisects the CPU demo; `import gpurr` works; on this machine, which has
 #   no CUDA driver, `gpurr record -- true` says so in one line and exits 0,
 #   and `gpurr bisect -- true` exits 2 naming the missing driver;
-# - `pip uninstall gpurr` leaves no file behind.
+# - `pip uninstall gpurr` leaves no file behind;
+# - the Debian package made beside it holds the same programs, and they run.
 # Prints the wheel's size and the time `pip install` took (figures, not
 # checks: see the README).
 set -u
@@ -157,6 +158,20 @@ grep -q 'op       aten::index_add_' "$work/bisect.txt" || fail "gpurr bisect nam
 left=$(comm -13 "$work/before.txt" "$work/after.txt" | grep -v '__pycache__')
 [ -z "$left" ] || fail "pip uninstall gpurr left: $left"
 [ -e "$venv/bin/gpurr" ] && fail "pip uninstall gpurr left bin/gpurr"
+
+# The Debian package made from the same build: its files, unpacked, run.
+deb=$dist/gpurr_${version}_amd64.deb
+if [ -f "$deb" ]; then
+  dpkg-deb -x "$deb" "$work/deb" || fail "dpkg-deb cannot unpack $(basename "$deb")"
+  for f in usr/bin/gpurr usr/lib/libgpurr_recorder.so usr/share/gpurr/known_culprits.json \
+           usr/share/gpurr/python/sitecustomize.py; do
+    [ -e "$work/deb/$f" ] || fail "$(basename "$deb") lacks /$f"
+  done
+  "$work/deb/usr/bin/gpurr" info "$work/synthetic.gpurr" >/dev/null 2>&1 || fail "gpurr from $(basename "$deb") does not run"
+  echo "deb: $(basename "$deb"), $(($(stat -c %s "$deb") / 1024)) KiB, depends on: $(dpkg-deb -f "$deb" Depends)"
+else
+  fail "no $(basename "$deb") in $dist: run scripts/build_wheel.sh"
+fi
 
 [ $status -eq 0 ] && echo "the wheel installs, runs without this machine's libraries, and uninstalls cleanly"
 exit $status
