@@ -15,6 +15,9 @@
 #include "diff/diff.h"
 
 #include <fmt/format.h>
+// Inline: the summary hashes a few dozen bytes several times per operation,
+// where a call into the library costs as much as the hashing.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <algorithm>
@@ -22,7 +25,9 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <memory>
 #include <queue>
+#include <thread>
 #include <unordered_map>
 
 #include "diff/intervals.h"
@@ -176,6 +181,57 @@ struct Op {
   uint32_t thread = 0;  // host thread (Event::thread)
 };
 
+// The operations of a run, in fixed-size chunks, of which a prefix can be
+// given up: where both runs agree up to a point (same identities, same
+// outputs), nothing before it is looked at again, and its chunks are reused
+// for the operations that follow, so two long runs that agree for most of
+// their length are compared in little memory (summariseBoth).
+class OpStore {
+ public:
+  static constexpr unsigned kShift = 13;  // 8,192 operations a chunk
+  static constexpr uint64_t kChunk = uint64_t{1} << kShift;
+
+  uint64_t size() const { return size_; }
+  // The first operation still held: those before it were dropped.
+  uint64_t firstHeld() const { return dropped_ << kShift; }
+  const Op& operator[](uint64_t i) const { return chunks_[i >> kShift][i & (kChunk - 1)]; }
+
+  void push_back(const Op& op) {
+    if ((size_ & (kChunk - 1)) == 0) {
+      if (spare_.empty()) {
+        chunks_.push_back(std::make_unique_for_overwrite<Op[]>(kChunk));
+      } else {
+        chunks_.push_back(std::move(spare_.back()));
+        spare_.pop_back();
+      }
+    }
+    chunks_.back()[size_ & (kChunk - 1)] = op;
+    ++size_;
+  }
+
+  // Gives up the chunks wholly before operation `end`; `count(op)` is called
+  // on each operation given up.
+  template <typename F>
+  void dropBefore(uint64_t end, F&& count) {
+    while (((dropped_ + 1) << kShift) <= end && ((dropped_ + 1) << kShift) <= size_) {
+      std::unique_ptr<Op[]>& c = chunks_[dropped_++];
+      for (uint64_t k = 0; k < kChunk; ++k) count(c[k]);
+      spare_.push_back(std::move(c));
+    }
+  }
+
+  void clear() {
+    chunks_.clear();
+    spare_.clear();
+    size_ = dropped_ = 0;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Op[]>> chunks_;  // null once dropped
+  std::vector<std::unique_ptr<Op[]>> spare_;
+  uint64_t size_ = 0, dropped_ = 0;
+};
+
 // An operation or a synchronisation, with what orders it against the
 // others (canonicalOrder).
 struct Waypoint {
@@ -188,14 +244,16 @@ struct Waypoint {
 
 struct Run {
   const TraceReader* reader = nullptr;
-  std::vector<Op> ops;
-  std::vector<uint64_t> keys;
+  OpStore ops;
+  uint64_t droppedLaunches = 0;  // launches among the operations ops dropped
+  std::vector<uint64_t> keys;    // identities of ops from ops.firstHeld(), once summarised
   std::vector<AllocInfo> allocs;
   AllocationIds ids;     // identities, for the summary's hashes
   OrdinalMap ordinals;   // in run A's numbering, once both runs are summarised
   std::unordered_map<uint64_t, uint32_t> streams;
   std::vector<Waypoint> syncs;      // in trace order
   bool threads = false;             // more than one host thread
+  unsigned decoders = 0;            // threads decoding its blocks in a one-trace pass
   uint64_t lastStream = 0;
   uint32_t lastStreamOrdinal = 0;
 };
@@ -210,7 +268,10 @@ uint32_t streamOrdinal(Run& run, uint64_t stream) {
 }
 
 // Words to be hashed in one go: cheaper than mixing each value in. Fixed
-// capacity on the stack; what does not fit is folded in by hashing.
+// capacity on the stack; what does not fit is folded in by hashing. The
+// hash is wyhash's (public domain): two words per 64x64->128-bit multiply,
+// inline, a few nanoseconds for the handful of words an operation has,
+// where a general-purpose hash spends as much again choosing its path.
 class Words {
  public:
   void clear() { n_ = 0; }
@@ -220,13 +281,53 @@ class Words {
     return *this;
   }
   Words& add(const Dim3& d) { return add(uint64_t{d.x} << 32 | d.y).add(d.z); }
-  uint64_t hash() const { return XXH3_64bits(w_, n_ * sizeof(uint64_t)); }
+  // Bytes, as little-endian words (the last one zero-padded), then their count.
+  Words& addBytes(const uint8_t* p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t v;
+      std::memcpy(&v, p + i, 8);
+      add(v);
+    }
+    if (i < n) {
+      uint64_t v = 0;
+      std::memcpy(&v, p + i, n - i);
+      add(v);
+    }
+    return add(n);
+  }
+  // Two lanes of two words each per step, so that the multiplies overlap.
+  [[gnu::always_inline]] uint64_t hash() const {
+    uint64_t s0 = kP0 ^ n_, s1 = kP3 ^ n_;
+    size_t i = 0;
+    for (; i + 4 <= n_; i += 4) {
+      s0 = mum(w_[i] ^ kP1, w_[i + 1] ^ s0);
+      s1 = mum(w_[i + 2] ^ kP2, w_[i + 3] ^ s1);
+    }
+    uint64_t a = 0, b = 0, c = 0;
+    switch (n_ - i) {
+      case 3: c = w_[i + 2]; [[fallthrough]];
+      case 2: b = w_[i + 1]; [[fallthrough]];
+      case 1: a = w_[i]; break;
+      default: break;
+    }
+    s0 = mum(a ^ kP1, b ^ s0);
+    s1 = mum(c ^ kP2, s1 ^ kP3);
+    return mum(s0 ^ kP1, s1 ^ kP0);
+  }
 
  private:
   [[gnu::noinline]] void fold() {
     w_[0] = hash();
     n_ = 1;
   }
+  static uint64_t mum(uint64_t a, uint64_t b) {
+    const unsigned __int128 r = static_cast<unsigned __int128>(a) * b;
+    return static_cast<uint64_t>(r) ^ static_cast<uint64_t>(r >> 64);
+  }
+  // wyhash's secret.
+  static constexpr uint64_t kP0 = 0xa0761d6478bd642full, kP1 = 0xe7037ed1a0b428dbull,
+                            kP2 = 0x8ebc6af09c88c6e3ull, kP3 = 0x589965cc75374cc3ull;
   static constexpr size_t kCapacity = 64;
   uint64_t w_[kCapacity];
   size_t n_ = 0;
@@ -247,118 +348,170 @@ void hashRanges(Words& h, std::span<const ScanRange> ranges, AllocationIds& ids,
   }
 }
 
-// The parameter bytes with every pointer word replaced by its allocation's
-// identity and offset.
-void normalisedParams(std::span<const uint8_t> params, std::span<const PointerParam> pointers,
-                      const AllocationIds& ids, std::vector<uint8_t>& out) {
-  out.assign(params.begin(), params.end());
-  for (const PointerParam& p : pointers) {
-    if (p.allocation == 0 || p.byteOffset > out.size() || out.size() - p.byteOffset < 8) continue;
-    const uint64_t word = fmix(ids(p.allocation)) ^ p.offset;
-    std::memcpy(out.data() + p.byteOffset, &word, 8);
+// The parameter bytes' hash, with every pointer word replaced by its
+// allocation's identity and offset.
+uint64_t normalisedParamsHash(std::span<const uint8_t> params, std::span<const PointerParam> pointers,
+                              const AllocationIds& ids, std::vector<uint8_t>& scratch, Words& h) {
+  uint8_t local[512];
+  uint8_t* out = local;
+  if (params.size() > sizeof local) {
+    scratch.resize(params.size());
+    out = scratch.data();
   }
+  if (!params.empty()) std::memcpy(out, params.data(), params.size());
+  for (const PointerParam& p : pointers) {
+    if (p.allocation == 0 || p.byteOffset > params.size() || params.size() - p.byteOffset < 8) continue;
+    const uint64_t word = fmix(ids(p.allocation)) ^ p.offset;
+    std::memcpy(out + p.byteOffset, &word, 8);
+  }
+  h.clear();
+  return h.addBytes(out, params.size()).hash();
 }
 
-void summarise(Run& run) {
-  std::vector<uint8_t> scratch;
-  Words key, in, out;
-  run.ops.reserve(run.reader->eventCount());
-  run.keys.reserve(run.reader->eventCount());
-  // Hash of each function name of the current block, by block-local id.
-  std::vector<uint64_t> functionHashes;
-  size_t functionBlock = SIZE_MAX;
-  std::optional<uint32_t> firstThread;
-  scanEvents(*run.reader, [&](const ScanEvent& e) {
-    if (e.kind == 0 && e.captured) return true;  // not run then: its graph's launch is the operation
-    if (!firstThread) firstThread = e.thread;
-    run.threads |= e.thread != *firstThread;
+// Builds a run's summary one event at a time, in trace order.
+class Summariser {
+ public:
+  explicit Summariser(Run& run) : run_(run) {}
+
+  void add(const ScanEvent& e) {
+    Run& run = run_;
+    if (e.kind == 0 && e.captured) return;  // not run then: its graph's launch is the operation
+    if (!firstThread_) firstThread_ = e.thread;
+    run.threads |= e.thread != *firstThread_;
     Op op{e.seq, 0, 0, 0, 0, 0, 0, OpKind::kLaunch, true, e.thread};
     bool pointerTargets = false;
-    key.clear();
-    in.clear();
-    out.clear();
+    key_.clear();
+    in_.clear();
+    out_.clear();
     switch (e.kind) {
       case 0: {  // launch
         op.kind = OpKind::kLaunch;
-        if (e.blockIndex != functionBlock) {
-          functionHashes.clear();
-          functionBlock = e.blockIndex;
+        if (e.blockIndex != functionBlock_) {
+          functionHashes_.clear();
+          functionBlock_ = e.blockIndex;
         }
-        if (e.functionId >= functionHashes.size()) functionHashes.resize(e.functionId + 1, 0);
-        uint64_t& fh = functionHashes[e.functionId];
+        if (e.functionId >= functionHashes_.size()) functionHashes_.resize(e.functionId + 1, 0);
+        uint64_t& fh = functionHashes_[e.functionId];
         if (fh == 0) fh = XXH3_64bits(e.function.data(), e.function.size()) | 1;
-        key.add(uint64_t{0}).add(fh);
-        key.add(e.grid).add(e.block).add(e.cluster);
-        key.add(e.sharedMemBytes).add(e.params.size()).add(e.pointers.size());
-        for (const PointerParam& p : e.pointers) key.add(p.byteOffset);
+        key_.add(uint64_t{0}).add(fh);
+        key_.add(e.grid).add(e.block).add(e.cluster);
+        key_.add(e.sharedMemBytes).add(e.params.size()).add(e.pointers.size());
+        for (const PointerParam& p : e.pointers) key_.add(p.byteOffset);
         // The identity adds where each pointer points, to the shape.
-        op.shape = key.hash();
-        key.clear();
-        key.add(op.shape);
+        op.shape = key_.hash();
+        key_.clear();
+        key_.add(op.shape);
         for (size_t i = 0; i < e.pointers.size(); ++i) {
           const PointerParam& p = e.pointers[i];
-          key.add(run.ids.use(p.allocation, op.shape, i, e.thread)).add(p.offset);
+          key_.add(run.ids.use(p.allocation, op.shape, i, e.thread)).add(p.offset);
         }
         pointerTargets = true;
-        normalisedParams(e.params, e.pointers, run.ids, scratch);
-        op.params = XXH3_64bits(scratch.data(), scratch.size());
+        op.params = normalisedParamsHash(e.params, e.pointers, run.ids, scratch_, params_);
         op.hashed = e.hashed;
         break;
       }
       case 1:  // memcpy
         op.kind = OpKind::kMemcpy;
-        key.add(uint64_t{1}).add(static_cast<uint64_t>(e.memcpyKind)).add(e.size);
-        op.shape = key.hash();
+        key_.add(uint64_t{1}).add(static_cast<uint64_t>(e.memcpyKind)).add(e.size);
+        op.shape = key_.hash();
         for (uint64_t i : {0, 1}) {
           const ScanRange& r = i == 0 ? e.outputs[0] : e.inputs[0];
-          if (r.range.allocation != 0) key.add(run.ids.use(r.range.allocation, op.shape, i, e.thread)).add(r.range.offset);
+          if (r.range.allocation != 0) key_.add(run.ids.use(r.range.allocation, op.shape, i, e.thread)).add(r.range.offset);
         }
         break;
       case 2:  // memset
         op.kind = OpKind::kMemset;
-        key.add(uint64_t{2}).add(e.outputs[0].range.size).add(e.elementSize);
-        op.shape = key.hash();
+        key_.add(uint64_t{2}).add(e.outputs[0].range.size).add(e.elementSize);
+        op.shape = key_.hash();
         if (e.outputs[0].range.allocation != 0) {
-          key.add(run.ids.use(e.outputs[0].range.allocation, op.shape, 0, e.thread)).add(e.outputs[0].range.offset);
+          key_.add(run.ids.use(e.outputs[0].range.allocation, op.shape, 0, e.thread)).add(e.outputs[0].range.offset);
         }
         op.params = fmix(e.value);
         break;
       case 3:  // allocation
         run.allocs.push_back({e.ordinal, e.size, e.allocationKind});
         run.ids.allocate(e.ordinal, e.size, e.allocationKind);
-        return true;
+        return;
       case 6:  // synchronisation: orders the operations around it (canonicalOrder)
         run.syncs.push_back({Waypoint::kSync, e.thread, streamOrdinal(run, e.stream), e.syncEvent, e.seq});
-        return true;
+        return;
       case 7:  // graph launch
         op.kind = OpKind::kGraph;
-        key.add(uint64_t{7}).add(e.nodeCount);
-        op.shape = key.hash();
+        key_.add(uint64_t{7}).add(e.nodeCount);
+        op.shape = key_.hash();
         break;
       default:
-        return true;
+        return;
     }
     if (op.kind == OpKind::kMemcpy) {
       // Host-to-device copies read host memory: nothing of the device.
       const bool deviceSource = e.memcpyKind == MemcpyKind::kDeviceToDevice ||
                                 e.memcpyKind == MemcpyKind::kPeer ||
                                 e.memcpyKind == MemcpyKind::kDeviceToHost;
-      hashRanges(in, deviceSource ? e.inputs : std::span<const ScanRange>(), run.ids, op.shape, 0, e.thread);
+      hashRanges(in_, deviceSource ? e.inputs : std::span<const ScanRange>(), run.ids, op.shape, 0, e.thread);
     } else {
       // A graph launch's ranges are every allocation, in address order: as
       // one operand, told apart by the order of their first use.
-      hashRanges(in, e.inputs, run.ids, op.shape, 0, e.thread);
+      hashRanges(in_, e.inputs, run.ids, op.shape, 0, e.thread);
     }
-    hashRanges(out, e.outputs, run.ids, op.shape, 0, e.thread);
-    op.key = key.hash();
+    hashRanges(out_, e.outputs, run.ids, op.shape, 0, e.thread);
+    op.key = key_.hash();
     if (!pointerTargets) op.shape = op.key;
-    op.inputs = in.hash();
-    op.outputs = out.hash();
+    op.inputs = in_.hash();
+    op.outputs = out_.hash();
     op.stream = streamOrdinal(run, e.stream);
     run.ops.push_back(op);
-    run.keys.push_back(op.key);
-    return true;
-  });
+  }
+
+ private:
+  Run& run_;
+  std::vector<uint8_t> scratch_;
+  Words key_, in_, out_, params_;
+  // Hash of each function name of the current block, by block-local id.
+  std::vector<uint64_t> functionHashes_;
+  size_t functionBlock_ = SIZE_MAX;
+  std::optional<uint32_t> firstThread_;
+};
+
+// Where two runs agree at one position: the same identity, and the same
+// outputs where both hashed them. A prefix of such pairs holds no divergence
+// and starts the alignment (align's common prefix).
+bool agree(const Op& a, const Op& b) {
+  return a.key == b.key && !(a.hashed && b.hashed && a.outputs != b.outputs);
+}
+
+// Summarises both runs, block by block in turn, with `threads` decoding
+// threads shared between the two traces (1: none, the calling thread
+// decodes); the calling thread summarises. While neither run has shown a second host thread, the
+// operations both runs agree on from the start are dropped as the summary
+// goes (a run of one host thread is compared in trace order, so they are
+// the alignment's common prefix and hold no divergence); false when a run
+// showed a second thread after some were dropped (its canonical order needs
+// them all): summarise again with `drop` false.
+bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
+  const unsigned each = threads <= 1 ? 0 : std::max(1u, threads / 2);
+  EventScanner sa(*a.reader, 0, each), sb(*b.reader, 0, each);
+  Summariser ca(a), cb(b);
+  const std::function<bool(const ScanEvent&)> va = [&](const ScanEvent& e) { ca.add(e); return true; };
+  const std::function<bool(const ScanEvent&)> vb = [&](const ScanEvent& e) { cb.add(e); return true; };
+  uint64_t agreed = 0;
+  bool moreA = true, moreB = true;
+  while (moreA || moreB) {
+    if (moreA) moreA = sa.next(va);
+    if (moreB) moreB = sb.next(vb);
+    if (!drop) continue;
+    if (a.threads || b.threads) {
+      if (a.ops.firstHeld() > 0) return false;
+      drop = false;
+      continue;
+    }
+    const uint64_t n = std::min(a.ops.size(), b.ops.size());
+    while (agreed < n && agree(a.ops[agreed], b.ops[agreed])) ++agreed;
+    if (agreed < n) drop = false;  // they differ here: everything from here on is kept
+    a.ops.dropBefore(agreed, [&](const Op& op) { a.droppedLaunches += op.kind == OpKind::kLaunch; });
+    b.ops.dropBefore(agreed, [&](const Op& op) { b.droppedLaunches += op.kind == OpKind::kLaunch; });
+  }
+  return true;
 }
 
 // Host threads race: two threads that enqueue work on different streams
@@ -376,8 +529,13 @@ void summarise(Run& run) {
 void canonicalOrder(Run& run) {
   if (!run.threads) {
     run.syncs = {};
+    run.keys.resize(run.ops.size() - run.ops.firstHeld());
+    for (uint64_t i = run.ops.firstHeld(); i < run.ops.size(); ++i) {
+      run.keys[i - run.ops.firstHeld()] = run.ops[i].key;
+    }
     return;
   }
+  // Nothing was dropped from a run of several threads (summariseBoth).
   // The operations and synchronisations in trace order.
   std::vector<Waypoint> w;
   w.reserve(run.ops.size() + run.syncs.size());
@@ -417,8 +575,7 @@ void canonicalOrder(Run& run) {
     ready.push({w[i].op == Waypoint::kSync ? 0 : run.ops[w[i].op].key, i});
   };
   for (size_t i = 0; i < w.size(); ++i) offer(i);
-  std::vector<Op> ops;
-  ops.reserve(run.ops.size());
+  OpStore ops;
   while (!ready.empty()) {
     const size_t i = ready.top().second;
     ready.pop();
@@ -428,6 +585,7 @@ void canonicalOrder(Run& run) {
     });
   }
   run.ops = std::move(ops);
+  run.keys.resize(run.ops.size());
   for (size_t i = 0; i < run.ops.size(); ++i) run.keys[i] = run.ops[i].key;
 }
 
@@ -506,9 +664,10 @@ OpInfo info(const Run& run, uint64_t index, const Event& e) {
   out.seq = op.seq;
   out.index = index;
   // Launches before this one: counted when asked, which is rare.
-  out.launchIndex = static_cast<uint64_t>(std::count_if(
-      run.ops.begin(), run.ops.begin() + static_cast<ptrdiff_t>(index),
-      [](const Op& o) { return o.kind == OpKind::kLaunch; }));
+  out.launchIndex = run.droppedLaunches;
+  for (uint64_t i = run.ops.firstHeld(); i < index; ++i) {
+    out.launchIndex += run.ops[i].kind == OpKind::kLaunch;
+  }
   out.stream = op.stream;
   out.kind = op.kind;
   out.name = opName(e);
@@ -818,7 +977,7 @@ void checkWritten(const Run& run, uint64_t beforeSeq, std::vector<RangeDifferenc
       written.assign(e.ordinal, 0, UINT64_MAX, -1);
     }
     return true;
-  });
+  }, 0, run.decoders);
   for (RangeDifference& d : diffs) {
     const DeviceRange& r = sideA ? d.a : d.b;
     if (r.allocation == 0) continue;
@@ -1310,7 +1469,7 @@ TailRanges tailRanges(const Run& run, uint64_t firstOp) {
     t.end[k] = static_cast<uint32_t>(t.ranges.size());
     ++next;
     return true;
-  }, run.ops[positions[0]].seq);
+  }, run.ops[positions[0]].seq, run.decoders);
   return t;
 }
 
@@ -1432,16 +1591,41 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   }
 
   Run a, b;
-  a.reader = &ta;
-  b.reader = &tb;
-  summarise(a);
-  summarise(b);
+  const unsigned threads = scanThreads(options.threads);
+  for (bool drop : {true, false}) {
+    a = Run{};
+    b = Run{};
+    a.reader = &ta;
+    b.reader = &tb;
+    a.decoders = b.decoders = threads <= 1 ? 0 : threads;
+    if (summariseBoth(a, b, threads, drop)) break;
+  }
   b.ordinals = OrdinalMap(a.ids, b.ids);
   canonicalOrder(a);
   canonicalOrder(b);
   out.opsA = a.ops.size();
   out.opsB = b.ops.size();
+  // The operations both runs agreed on from the start, if dropped, are the
+  // start of the alignment's common prefix: the rest is aligned and shifted.
+  const uint64_t held = a.ops.firstHeld();
   Alignment alignment = align(a.keys, b.keys, options.align);
+  if (held > 0) {
+    for (AlignedRun& r : alignment.runs) {
+      r.aBegin += held;
+      r.bBegin += held;
+    }
+    if (!alignment.runs.empty() && alignment.runs.front().match && alignment.runs.front().aBegin == held &&
+        alignment.runs.front().bBegin == held) {
+      alignment.runs.front().aBegin = alignment.runs.front().bBegin = 0;
+      alignment.runs.front().aCount += held;
+      alignment.runs.front().bCount += held;
+    } else {
+      alignment.runs.insert(alignment.runs.begin(), AlignedRun{true, 0, 0, held, held});
+    }
+    alignment.matched += held;
+  }
+  a.keys = {};
+  b.keys = {};
   matchSameShape(alignment, a, b);
   out.matched = alignment.matched;
   out.alignmentBounded = alignment.bounded;
@@ -1475,7 +1659,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       firstRun = r;
       break;
     }
-    for (uint64_t k = 0; k < run.aCount; ++k) {
+    // Operations dropped as agreed hold no divergence.
+    for (uint64_t k = run.aBegin < held ? held - run.aBegin : 0; k < run.aCount; ++k) {
       const Op& oa = a.ops[run.aBegin + k];
       const Op& ob = b.ops[run.bBegin + k];
       // A pointer that points elsewhere (matchSameShape) diverges whatever

@@ -18,6 +18,9 @@ struct DiffOptions {
   size_t maxIndependent = 5;      // independent divergences listed (all are counted)
   size_t maxPathDivergences = 8;  // path divergences listed
   size_t maxStretchOps = 6;       // operations shown per side of a stretch
+  // Threads that decompress and decode the traces' blocks (0: one per core;
+  // 1: none besides the caller's). The result is the same for any number.
+  unsigned threads = 0;
 };
 
 // The header fields that differ: environment variables, GPUs, driver, CUDA,

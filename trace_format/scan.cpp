@@ -13,9 +13,15 @@
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_d_stableOutBuffer
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
@@ -113,6 +119,8 @@ class BlockSource {
   }
 
   const capnp::word* words() const { return words_.data(); }
+  // Hands the frames decoded last to `other`, taking its buffer for the next.
+  void swapWords(std::vector<capnp::word>& other) { words_.swap(other); }
 
  private:
   void readCompressed(const BlockInfo& b) {
@@ -397,9 +405,9 @@ struct Struct {
 
 enum class Read { kOk, kNull, kOther };
 
-int64_t offsetOf(uint64_t w) { return static_cast<int32_t>(static_cast<uint32_t>(w)) >> 2; }
+[[gnu::always_inline]] inline int64_t offsetOf(uint64_t w) { return static_cast<int32_t>(static_cast<uint32_t>(w)) >> 2; }
 
-Read structAt(const Segment& seg, const uint64_t* p, Struct& out) {
+[[gnu::always_inline]] inline Read structAt(const Segment& seg, const uint64_t* p, Struct& out) {
   out = {};
   if (p == nullptr || *p == 0) return Read::kNull;
   const uint64_t w = *p;
@@ -423,7 +431,7 @@ struct StructList {
   }
 };
 
-Read structListAt(const Segment& seg, const uint64_t* p, StructList& out) {
+[[gnu::always_inline]] inline Read structListAt(const Segment& seg, const uint64_t* p, StructList& out) {
   out = {};
   if (p == nullptr || *p == 0) return Read::kNull;
   const uint64_t w = *p;
@@ -444,7 +452,7 @@ Read structListAt(const Segment& seg, const uint64_t* p, StructList& out) {
   return Read::kOk;
 }
 
-Read bytesAt(const Segment& seg, const uint64_t* p, std::span<const uint8_t>& out) {
+[[gnu::always_inline]] inline Read bytesAt(const Segment& seg, const uint64_t* p, std::span<const uint8_t>& out) {
   out = {};
   if (p == nullptr || *p == 0) return Read::kNull;
   const uint64_t w = *p;
@@ -468,7 +476,7 @@ constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6
                  kOutputs = 8, kAnnotations = 9, kReads = 10;
 }  // namespace launch
 
-bool dim(const Segment& seg, const uint64_t* p, Dim3& out, bool nullIsZero) {
+[[gnu::always_inline]] inline bool dim(const Segment& seg, const uint64_t* p, Dim3& out, bool nullIsZero) {
   Struct d;
   const Read r = structAt(seg, p, d);
   if (r == Read::kOther) return false;
@@ -481,7 +489,7 @@ bool dim(const Segment& seg, const uint64_t* p, Dim3& out, bool nullIsZero) {
   return true;
 }
 
-bool ranges(const Segment& seg, const uint64_t* p, std::vector<ScanRange>& out) {
+[[gnu::always_inline]] inline bool ranges(const Segment& seg, const uint64_t* p, std::vector<ScanRange>& out) {
   StructList list;
   if (structListAt(seg, p, list) == Read::kOther) return false;
   out.resize(list.count);
@@ -502,7 +510,7 @@ bool ranges(const Segment& seg, const uint64_t* p, std::vector<ScanRange>& out) 
 
 // Decodes a launch frame without Cap'n Proto; false when the frame is not a
 // launch this path reads (the caller then decodes it the ordinary way).
-bool fastLaunch(kj::ArrayPtr<const capnp::word> message, size_t headerWords, Scratch& s,
+[[gnu::always_inline]] inline bool fastLaunch(kj::ArrayPtr<const capnp::word> message, size_t headerWords, Scratch& s,
                 ScanEvent& e) {
   const auto* words = reinterpret_cast<const uint64_t*>(message.begin());
   const wire::Segment seg{words + headerWords, words + message.size()};
@@ -572,84 +580,296 @@ capnp::ReaderOptions options(size_t words) {
   return o;
 }
 
-}  // namespace
+// What a block held besides the events it emitted.
+struct BlockStats {
+  uint32_t unknown = 0;  // events of kinds this gpurr does not know
+  uint64_t firstUnknown = 0;
+  unsigned unknownKind = 0;
+};
 
-void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEvent&)>& visit,
-                uint64_t fromSeq) {
-  BlockSource source(reader);
-  Scratch scratch;
-  ScanEvent event;
-  const auto& blocks = reader.blocks();
-  for (size_t i = blocks.empty() ? 0 : reader.blockOf(fromSeq); i < blocks.size(); ++i) {
-    const size_t total = blocks[i].uncompressedSize / 8;
-    size_t available = source.start(i), pos = 0;
-    scratch.functions.clear();
-    uint32_t seen = 0, unknown = 0;
-    uint64_t firstUnknown = 0;
-    unsigned unknownKind = 0;
-    try {
-      // Each frame is a message: a segment table, then its segments.
-      auto need = [&](size_t words) {
-        if (words > total - pos) throw TraceError("a frame runs past the end of its block");
-        while (available - pos < words) available = source.feed();
-      };
-      while (pos < total) {
-        need(1);
-        const uint32_t* table = reinterpret_cast<const uint32_t*>(source.words() + pos);
-        const uint64_t segments = uint64_t{table[0]} + 1;
-        if (segments > 512) throw TraceError("a frame declares too many segments");
-        const size_t headerWords = static_cast<size_t>((segments + 2) / 2);
-        need(headerWords);
-        table = reinterpret_cast<const uint32_t*>(source.words() + pos);
-        uint64_t words = headerWords;
-        for (uint64_t k = 0; k < segments; ++k) words += table[1 + k];
-        need(words);
-        const auto frameWords = kj::arrayPtr(source.words() + pos, words);
-        pos += words;
-        if (segments == 1 && fastLaunch(frameWords, headerWords, scratch, event)) {
-          ++seen;
-          event.blockIndex = i;
-          if (event.seq >= fromSeq && !visit(event)) return;
+// Decodes block `i` with `source`, calling `emit` for each event with seq >=
+// `fromSeq`; false when `emit` returned false (the block was not finished).
+// Throws TraceError, naming the block, on anything corrupt; the events before
+// it were emitted. The serial scan and the decoding threads share it, so
+// both see the same events and fail alike.
+template <typename Emit>
+bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size_t i,
+                 uint64_t fromSeq, Scratch& scratch, ScanEvent& event, BlockStats& stats,
+                 Emit&& emit) {
+  const size_t total = blocks[i].uncompressedSize / 8;
+  size_t available = source.start(i), pos = 0;
+  scratch.functions.clear();
+  uint32_t seen = 0;
+  stats = {};
+  try {
+    // Each frame is a message: a segment table, then its segments.
+    auto need = [&](size_t words) {
+      if (words > total - pos) throw TraceError("a frame runs past the end of its block");
+      while (available - pos < words) available = source.feed();
+    };
+    while (pos < total) {
+      need(1);
+      const uint32_t* table = reinterpret_cast<const uint32_t*>(source.words() + pos);
+      const uint64_t segments = uint64_t{table[0]} + 1;
+      if (segments > 512) throw TraceError("a frame declares too many segments");
+      const size_t headerWords = static_cast<size_t>((segments + 2) / 2);
+      need(headerWords);
+      table = reinterpret_cast<const uint32_t*>(source.words() + pos);
+      uint64_t words = headerWords;
+      for (uint64_t k = 0; k < segments; ++k) words += table[1 + k];
+      need(words);
+      const auto frameWords = kj::arrayPtr(source.words() + pos, words);
+      pos += words;
+      if (segments == 1 && fastLaunch(frameWords, headerWords, scratch, event)) {
+        ++seen;
+        event.blockIndex = i;
+        if (event.seq >= fromSeq && !emit(event)) return false;
+        continue;
+      }
+      capnp::FlatArrayMessageReader message(frameWords, options(words));
+      auto frame = message.getRoot<schema::Frame>();
+      if (frame.isFunction()) {
+        auto f = frame.getFunction();
+        if (f.getId() != scratch.functions.size()) {
+          throw TraceError(fmt::format("function #{} declared out of order", f.getId()));
+        }
+        auto name = f.getName();
+        scratch.functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
+      } else if (frame.isEvent()) {
+        ++seen;
+        event.blockIndex = i;
+        auto in = frame.getEvent();
+        if (!decode(in, scratch, event)) {
+          if (stats.unknown++ == 0) {
+            stats.firstUnknown = event.seq;
+            stats.unknownKind = static_cast<unsigned>(in.which());
+          }
           continue;
         }
-        capnp::FlatArrayMessageReader message(frameWords, options(words));
-        auto frame = message.getRoot<schema::Frame>();
-        if (frame.isFunction()) {
-          auto f = frame.getFunction();
-          if (f.getId() != scratch.functions.size()) {
-            throw TraceError(fmt::format("function #{} declared out of order", f.getId()));
-          }
-          auto name = f.getName();
-          scratch.functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
-        } else if (frame.isEvent()) {
-          ++seen;
-          event.blockIndex = i;
-          auto in = frame.getEvent();
-          if (!decode(in, scratch, event)) {
-            if (unknown++ == 0) {
-              firstUnknown = event.seq;
-              unknownKind = static_cast<unsigned>(in.which());
-            }
-            continue;
-          }
-          if (event.seq >= fromSeq && !visit(event)) return;
-        } else {
-          throw TraceError("frame of unknown kind");
-        }
+        if (event.seq >= fromSeq && !emit(event)) return false;
+      } else {
+        throw TraceError("frame of unknown kind");
       }
-    } catch (const kj::Exception& e) {
-      throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
-                                   blocks[i].fileOffset, e.getDescription().cStr()));
-    } catch (const TraceError& e) {
-      throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
-                                   blocks[i].fileOffset, e.what()));
     }
-    if (seen != blocks[i].eventCount) {
-      throw TraceError(fmt::format("{}: block at offset {} holds {} events, its header says {}",
-                                   source.path().string(), blocks[i].fileOffset, seen,
-                                   blocks[i].eventCount));
+  } catch (const kj::Exception& e) {
+    throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
+                                 blocks[i].fileOffset, e.getDescription().cStr()));
+  } catch (const TraceError& e) {
+    throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
+                                 blocks[i].fileOffset, e.what()));
+  }
+  if (seen != blocks[i].eventCount) {
+    throw TraceError(fmt::format("{}: block at offset {} holds {} events, its header says {}",
+                                 source.path().string(), blocks[i].fileOffset, seen,
+                                 blocks[i].eventCount));
+  }
+  return true;
+}
+
+// One block decoded by a decoding thread: its events, with the storage
+// their views point into (the frames, the function names, the ranges and
+// pointer parameters), and the error that ended it, if any.
+struct DecodedBlock {
+  size_t index = SIZE_MAX;
+  bool ready = false;
+  std::vector<capnp::word> words;
+  std::vector<Function> functions;
+  std::vector<ScanEvent> events;
+  std::vector<ScanRange> ranges;
+  std::vector<PointerParam> pointers;
+  // Where each event's ranges start in `ranges`, set while decoding (the
+  // vectors grow) and turned into views at the end.
+  struct Offsets {
+    uint32_t inputs, outputs, reads, pointers;
+  };
+  std::vector<Offsets> offsets;
+  BlockStats stats;
+  std::exception_ptr error;
+
+  void clear() {
+    events.clear();
+    ranges.clear();
+    pointers.clear();
+    offsets.clear();
+    error = nullptr;
+  }
+
+  void add(const ScanEvent& e) {
+    events.push_back(e);
+    ScanEvent& c = events.back();
+    if (c.kind != 0) {  // views a launch sets and other kinds leave as they were
+      c.function = {};
+      c.params = {};
+      c.pointers = {};
     }
-    reader.noteUnknownEvents(i, unknown, firstUnknown, unknownKind);
+    Offsets o;
+    o.inputs = static_cast<uint32_t>(ranges.size());
+    ranges.insert(ranges.end(), c.inputs.begin(), c.inputs.end());
+    o.outputs = static_cast<uint32_t>(ranges.size());
+    ranges.insert(ranges.end(), c.outputs.begin(), c.outputs.end());
+    o.reads = static_cast<uint32_t>(ranges.size());
+    ranges.insert(ranges.end(), c.reads.begin(), c.reads.end());
+    o.pointers = static_cast<uint32_t>(pointers.size());
+    pointers.insert(pointers.end(), c.pointers.begin(), c.pointers.end());
+    offsets.push_back(o);
+  }
+
+  void finish() {
+    for (size_t k = 0; k < events.size(); ++k) {
+      ScanEvent& e = events[k];
+      const Offsets& o = offsets[k];
+      e.inputs = {ranges.data() + o.inputs, e.inputs.size()};
+      e.outputs = {ranges.data() + o.outputs, e.outputs.size()};
+      e.reads = {ranges.data() + o.reads, e.reads.size()};
+      e.pointers = {pointers.data() + o.pointers, e.pointers.size()};
+      if (e.kind == 0) e.function = functions[e.functionId].name;
+    }
+  }
+};
+
+}  // namespace
+
+unsigned scanThreads(unsigned requested) {
+  if (requested != 0) return requested;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+struct EventScanner::Impl {
+  const TraceReader& reader;
+  const uint64_t fromSeq;
+  size_t next = 0;  // the block the caller visits next
+  size_t end = 0;
+  bool stopped = false;
+
+  // Without decoding threads: the caller's thread decodes as it visits.
+  std::unique_ptr<BlockSource> source;
+  Scratch scratch;
+  ScanEvent event;
+
+  // With them: block i is decoded into slots[i % slots.size()] by whichever
+  // thread claimed it, at most slots.size() blocks ahead of the caller.
+  std::vector<std::thread> workers;
+  std::vector<std::unique_ptr<DecodedBlock>> slots;
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t claimed = 0;
+  bool quit = false;
+
+  Impl(const TraceReader& r, uint64_t from) : reader(r), fromSeq(from) {}
+
+  void work() {
+    std::optional<BlockSource> src;
+    Scratch s;
+    ScanEvent ev;
+    std::exception_ptr openError;
+    try {
+      src.emplace(reader);
+    } catch (...) {
+      openError = std::current_exception();
+    }
+    for (;;) {
+      size_t i;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return quit || claimed >= end || claimed < next + slots.size(); });
+        if (quit || claimed >= end) return;
+        i = claimed++;
+      }
+      DecodedBlock& d = *slots[i % slots.size()];
+      d.clear();
+      try {
+        if (openError) std::rethrow_exception(openError);
+        decodeBlock(*src, reader.blocks(), i, fromSeq, s, ev, d.stats, [&](const ScanEvent& e) {
+          d.add(e);
+          return true;
+        });
+      } catch (...) {
+        d.error = std::current_exception();
+      }
+      if (src) src->swapWords(d.words);
+      std::swap(d.functions, s.functions);
+      d.finish();
+      {
+        std::lock_guard lock(mu);
+        d.index = i;
+        d.ready = true;
+      }
+      cv.notify_all();
+    }
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard lock(mu);
+      quit = true;
+    }
+    cv.notify_all();
+    for (std::thread& t : workers) t.join();
+  }
+};
+
+EventScanner::EventScanner(const TraceReader& reader, uint64_t fromSeq, unsigned decoders)
+    : impl_(std::make_unique<Impl>(reader, fromSeq)) {
+  Impl& m = *impl_;
+  const auto& blocks = reader.blocks();
+  m.next = blocks.empty() ? 0 : reader.blockOf(fromSeq);
+  m.end = blocks.size();
+  m.claimed = m.next;
+  decoders = static_cast<unsigned>(std::min<size_t>(decoders, m.end - m.next));
+  if (decoders == 0) {
+    m.source = std::make_unique<BlockSource>(reader);
+    return;
+  }
+  m.slots.resize(2 * decoders + 2);
+  for (auto& s : m.slots) s = std::make_unique<DecodedBlock>();
+  for (unsigned t = 0; t < decoders; ++t) m.workers.emplace_back([&m] { m.work(); });
+}
+
+EventScanner::~EventScanner() = default;
+
+bool EventScanner::next(const std::function<bool(const ScanEvent&)>& visit) {
+  Impl& m = *impl_;
+  if (m.stopped || m.next >= m.end) return false;
+  const size_t i = m.next;
+  if (m.source) {
+    BlockStats stats;
+    if (!decodeBlock(*m.source, m.reader.blocks(), i, m.fromSeq, m.scratch, m.event, stats, visit)) {
+      m.stopped = true;
+      return false;
+    }
+    m.reader.noteUnknownEvents(i, stats.unknown, stats.firstUnknown, stats.unknownKind);
+    ++m.next;
+    return true;
+  }
+  DecodedBlock& d = *m.slots[i % m.slots.size()];
+  {
+    std::unique_lock lock(m.mu);
+    m.cv.wait(lock, [&] { return d.ready && d.index == i; });
+  }
+  for (const ScanEvent& e : d.events) {
+    if (!visit(e)) {
+      m.stopped = true;
+      return false;
+    }
+  }
+  if (d.error) {
+    m.stopped = true;
+    std::rethrow_exception(d.error);
+  }
+  m.reader.noteUnknownEvents(i, d.stats.unknown, d.stats.firstUnknown, d.stats.unknownKind);
+  {
+    std::lock_guard lock(m.mu);
+    d.ready = false;
+    ++m.next;
+  }
+  m.cv.notify_all();
+  return true;
+}
+
+void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEvent&)>& visit,
+                uint64_t fromSeq, unsigned decoders) {
+  EventScanner scanner(reader, fromSeq, decoders);
+  while (scanner.next(visit)) {
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -70,10 +71,41 @@ inline bool isOperation(const ScanEvent& e) {
   return (e.kind == 0 && !e.captured) || e.kind == 1 || e.kind == 2 || e.kind == 7;
 }
 
+// `requested`, or when it is 0 the number of cores
+// (std::thread::hardware_concurrency).
+unsigned scanThreads(unsigned requested);
+
+// The events of a trace block by block, in order, from the block holding
+// `fromSeq` (events before `fromSeq` are skipped). With `decoders` > 0 that
+// many threads decompress and decode the next blocks (FORMAT.md §4: each
+// block stands alone) while the caller visits the current one, with no more
+// than 2 * decoders + 2 blocks ahead; with 0 the caller's thread decodes
+// each block as it visits it. The caller sees the same events in the same
+// order, and the same errors at the same point, either way. A view stays
+// valid during its callback only.
+class EventScanner {
+ public:
+  explicit EventScanner(const TraceReader& reader, uint64_t fromSeq = 0, unsigned decoders = 0);
+  ~EventScanner();
+  EventScanner(const EventScanner&) = delete;
+  EventScanner& operator=(const EventScanner&) = delete;
+
+  // Visits the events of the next block; false when every block has been
+  // visited (nothing was visited then) or `visit` returned false. Throws
+  // TraceError on a corrupt block, after visiting the events before the
+  // damage.
+  bool next(const std::function<bool(const ScanEvent&)>& visit);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Calls `visit` for every event with seq >= `fromSeq`, in order; stops when
 // it returns false. Throws TraceError on a corrupt block, as forEach does.
+// `decoders` as EventScanner's.
 void scanEvents(const TraceReader& reader, const std::function<bool(const ScanEvent&)>& visit,
-                uint64_t fromSeq = 0);
+                uint64_t fromSeq = 0, unsigned decoders = 0);
 
 // Decompresses every block of the events file and discards the result;
 // returns the number of bytes produced. A yardstick for benchmarks: no pass
