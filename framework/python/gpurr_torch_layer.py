@@ -144,9 +144,12 @@ def install(torch, skipped=()):
         _warn(f"{observer} is missing (gpurr was built without PyTorch): launches get modules, lines "
               "and steps but no op names")
     else:
-        lib = ctypes.CDLL(observer)
-        lib.gpurr_torch_built_for.restype = ctypes.c_char_p
-        built_for = lib.gpurr_torch_built_for().decode()
+        try:
+            lib = ctypes.CDLL(observer)
+            lib.gpurr_torch_built_for.restype = ctypes.c_char_p
+            built_for = lib.gpurr_torch_built_for().decode()
+        except OSError as e:  # built against another PyTorch, whose C++ symbols differ
+            lib, built_for = None, f"another version ({e})"
         if not _same_minor(built_for, torch.__version__):
             _warn(f"gpurr's op observer was built for PyTorch {built_for}, this program runs "
                   f"{torch.__version__}: launches get modules, lines and steps but no op names")
