@@ -8,7 +8,8 @@
 #   own libraries too for the PyTorch layer, loaded only after `import
 #   torch`): libcuda and CUPTI are reached through dlopen;
 # - the installed `gpurr` runs --version, info, diff --json and verify, and
-#   bisects the CPU demo; `import gpurr` works; on this machine, which has
+#   bisects the CPU demo; `import gpurr` works; its recorder, started as the
+#   driver starts it, loads the CUPTI of PyTorch's environment; on this machine, which has
 #   no CUDA driver, `gpurr record -- true` says so in one line and exits 0,
 #   and `gpurr bisect -- true` exits 2 naming the missing driver;
 # - `pip uninstall gpurr` leaves no file behind;
@@ -112,6 +113,21 @@ env -u LD_LIBRARY_PATH "$g" diff --json "$work/synthetic.gpurr" "$work/synthetic
 "$venv/bin/python3" -c "import gpurr, os, sys; sys.exit(not (gpurr.__version__ == sys.argv[1] and os.access(gpurr.executable(), os.X_OK)))" \
   "$version" || bad "import gpurr: no version $version or no executable"
 "$venv/bin/python3" -m gpurr --version >/dev/null || bad "python -m gpurr --version failed"
+# The recorder as the CUDA driver starts it (InitializeInjection), in a
+# process that has no libcupti yet: it loads the Python environment's CUPTI
+# that `gpurr record` names, says so (--verbose), then stops at the missing
+# driver, in one warning.
+cupti=$(ls "${GPURR_TEST_VENV:-/opt/gpurr-venv}"/lib/python3*/site-packages/nvidia/cu13/lib/libcupti.so.13 2>/dev/null | head -1)
+[ -n "$cupti" ] || bad "no nvidia-cuda-cupti in ${GPURR_TEST_VENV:-/opt/gpurr-venv} (scripts/setup.sh installs PyTorch with it)"
+if [ -n "$cupti" ] && ! ldconfig -p | grep -q 'libcuda\.so\.1 '; then
+  GPURR_OUTPUT=$work/injected GPURR_VERBOSE=1 GPURR_PYTHON_CUPTI=$cupti "$venv/bin/python3" -c \
+    "import ctypes, gpurr; print('InitializeInjection', ctypes.CDLL(gpurr.recorder_library()).InitializeInjection())" \
+    >"$work/inject.txt" 2>&1
+  grep -q "^gpurr: CUPTI $cupti (the program's Python environment), checkpoint API " "$work/inject.txt" &&
+    grep -q "cannot load the CUDA driver (libcuda.so.1).*nothing is recorded" "$work/inject.txt" &&
+    grep -q "InitializeInjection 1" "$work/inject.txt" ||
+    bad "the recorder, started without a driver: $(cat "$work/inject.txt")"
+fi
 if ! ldconfig -p | grep -q 'libcuda\.so\.1 '; then
   (cd "$work" && env -u LD_LIBRARY_PATH "$g" record -o "$work/true.gpurr" -- true >"$work/record.txt" 2>&1)
   r=$?
