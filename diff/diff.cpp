@@ -1592,7 +1592,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
 
   Run a, b;
   const unsigned threads = scanThreads(options.threads);
-  for (bool drop : {true, false}) {
+  for (bool drop : {options.dropAgreed, false}) {
     a = Run{};
     b = Run{};
     a.reader = &ta;

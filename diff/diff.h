@@ -21,6 +21,11 @@ struct DiffOptions {
   // Threads that decompress and decode the traces' blocks (0: one per core;
   // 1: none besides the caller's). The result is the same for any number.
   unsigned threads = 0;
+  // Give up the operations both runs agree on from the start as the summary
+  // goes (memory: two long runs that agree up to a late divergence are
+  // compared without holding every operation). The result is the same
+  // either way; false keeps them all.
+  bool dropAgreed = true;
 };
 
 // The header fields that differ: environment variables, GPUs, driver, CUDA,
