@@ -51,25 +51,16 @@ while IFS= read -r -d '' f; do
   readelf -S "$f" 2>/dev/null | grep -q '\.debug_info' && fail "${f#"$bundle"/} keeps its debug information"
 done < <(find "$bundle" -type f -print0)
 
-# Hide this machine's copies of the libraries the bundle carries (a private
-# mount namespace with /dev/null over each), as on the GPU machine, then load
-# every binary. Without the right to make a mount namespace, the same check
-# runs with the copies in place: RPATH entries come before the system's
-# folders, so a binary that loads them from the bundle here does so there.
-hidden=()
-for lib in libcapnp-0.9.2.so libkj-0.9.2.so libzstd.so.1 libxxhash.so.0 libfmt.so.9; do
-  for dir in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/local/lib; do
-    [ -e "$dir/$lib" ] && hidden+=("$(readlink -f "$dir/$lib")")
-  done
-done
-mapfile -t hidden < <(printf '%s\n' "${hidden[@]}" | sort -u)
+# Every binary loads, with this machine's copies of the libraries the bundle
+# carries hidden, as on the GPU machine (tests/without_system_libs.sh).
+# Where no private mount namespace can be made, the same check runs with the
+# copies in place: RPATH entries come before the system's folders, so a
+# binary that loads them from the bundle here does so there.
 cat >"$work/load_all.sh" <<'EOF'
 #!/usr/bin/env bash
-# In the (maybe private) namespace: every ELF file of the bundle resolves
-# every library it needs but CUDA's, and gpurr runs.
+# Every ELF file of the bundle resolves every library it needs but CUDA's,
+# and gpurr runs.
 bundle=$1
-shift
-for f in "$@"; do mount --bind /dev/null "$f" || exit 3; done
 rc=0
 while IFS= read -r -d '' f; do
   [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
@@ -88,13 +79,7 @@ exit $rc
 EOF
 chmod +x "$work/load_all.sh"
 cp -r "$source/examples/synthetic.gpurr" "$work/synthetic.gpurr"
-if unshare -m --propagation private true 2>/dev/null; then
-  echo "hiding this machine's copies: ${hidden[*]}"
-  unshare -m --propagation private "$work/load_all.sh" "$bundle" "${hidden[@]}" || status=1
-else
-  echo "no private mount namespace here: loading with this machine's copies in place"
-  "$work/load_all.sh" "$bundle" || status=1
-fi
+"$source/tests/without_system_libs.sh" "$work/load_all.sh" "$bundle" || status=1
 
 # run.sh takes the bundle as its build folder; here, with no GPU, it skips
 # every part and says so.

@@ -9,14 +9,22 @@
 
 using namespace gpurr::recorder;
 
-TEST_CASE("CUPTI and the checkpoint API are found in the CUDA toolkit", "[recorder][cupti]") {
-  const std::map<std::string, std::string> env = {{"CUDA_HOME", GPURR_CUDA_ROOT}};
-  auto getenv = [&](const char* name) -> const char* {
+namespace {
+
+// A getenv that reads `env` (kept alive by the caller).
+auto getenvOf(const std::map<std::string, std::string>& env) {
+  return [&env](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   };
+}
+
+}  // namespace
+
+TEST_CASE("CUPTI and the checkpoint API are found in the CUDA toolkit", "[recorder][cupti]") {
+  const std::map<std::string, std::string> env = {{"CUDA_HOME", GPURR_CUDA_ROOT}};
   std::string error;
-  const std::optional<CuptiLibrary> c = loadCupti(getenv, error);
+  const std::optional<CuptiLibrary> c = loadCupti(getenvOf(env), error);
   INFO(error);
   REQUIRE(c);
   CHECK(c->subscribe != nullptr);
@@ -35,13 +43,11 @@ TEST_CASE("CUPTI and the checkpoint API are found in the CUDA toolkit", "[record
 
 TEST_CASE("the CUPTI search order: GPURR_CUPTI, the program's Python environment, each CUDA root, the system",
           "[recorder][cupti]") {
-  auto getenv = [](const char* name) -> const char* {
-    const std::string n = name;
-    if (n == "GPURR_CUPTI") return "/chosen/libcupti.so.13";
-    if (n == "GPURR_PYTHON_CUPTI") return "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13";
-    return n == "CUDA_HOME" ? "/opt/cuda-x" : nullptr;
-  };
-  const std::vector<CuptiCandidate> c = cuptiCandidates(getenv);
+  const std::map<std::string, std::string> env = {
+      {"GPURR_CUPTI", "/chosen/libcupti.so.13"},
+      {"GPURR_PYTHON_CUPTI", "/venv/lib/python3.12/site-packages/nvidia/cu13/lib/libcupti.so.13"},
+      {"CUDA_HOME", "/opt/cuda-x"}};
+  const std::vector<CuptiCandidate> c = cuptiCandidates(getenvOf(env));
   REQUIRE(c.size() == 9);
   CHECK(c[0].path == "/chosen/libcupti.so.13");
   CHECK(c[0].where == "GPURR_CUPTI");
@@ -62,12 +68,8 @@ TEST_CASE("CUPTI from the program's Python environment comes before the toolkit'
   INFO("scripts/setup.sh installs PyTorch with its nvidia-cuda-cupti wheel");
   REQUIRE(std::filesystem::exists(wheel));
   const std::map<std::string, std::string> env = {{"GPURR_PYTHON_CUPTI", wheel}, {"CUDA_HOME", GPURR_CUDA_ROOT}};
-  auto getenv = [&](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
   std::string error;
-  const std::optional<CuptiLibrary> c = loadCupti(getenv, error);
+  const std::optional<CuptiLibrary> c = loadCupti(getenvOf(env), error);
   INFO(error);
   REQUIRE(c);
   // ctest runs each test case in a process of its own, which holds no

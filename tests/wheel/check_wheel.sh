@@ -90,14 +90,12 @@ nm -D --defined-only "$pkg/lib/libgpurr_recorder.so" | grep -qi 'capnp\|zstd\|XX
   fail "libgpurr_recorder.so exports Cap'n Proto, zstd or xxhash symbols"
 
 # The installed gpurr, run with this machine's copies of the libraries it
-# once linked hidden (a private mount namespace, /dev/null over each).
+# once linked hidden (tests/without_system_libs.sh).
 cp -r "$source/examples/synthetic.gpurr" "$work/synthetic.gpurr"
 cat >"$work/use.sh" <<'USE'
 #!/usr/bin/env bash
 set -u
 venv=$1 work=$2 build=$3 version=$4
-shift 4
-for f in "$@"; do mount --bind /dev/null "$f" || exit 3; done
 g=$venv/bin/gpurr
 rc=0
 bad() { echo "FAIL: $*"; rc=1; }
@@ -143,20 +141,7 @@ fi
 exit $rc
 USE
 chmod +x "$work/use.sh"
-hidden=()
-for lib in libcapnp-0.9.2.so libkj-0.9.2.so libzstd.so.1 libxxhash.so.0 libfmt.so.9; do
-  for dir in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/local/lib; do
-    [ -e "$dir/$lib" ] && hidden+=("$(readlink -f "$dir/$lib")")
-  done
-done
-mapfile -t hidden < <(printf '%s\n' "${hidden[@]}" | sort -u)
-if unshare -m --propagation private true 2>/dev/null; then
-  echo "hiding this machine's copies: ${hidden[*]}"
-  unshare -m --propagation private "$work/use.sh" "$venv" "$work" "$build" "$version" "${hidden[@]}" || status=1
-else
-  echo "no private mount namespace here: running with this machine's copies in place (readelf showed none is needed)"
-  "$work/use.sh" "$venv" "$work" "$build" "$version" || status=1
-fi
+"$source/tests/without_system_libs.sh" "$work/use.sh" "$venv" "$work" "$build" "$version" || status=1
 
 # The CPU demo, bisected by the installed gpurr: the stand-in program is
 # the project's build, which links this machine's libraries, so it runs
