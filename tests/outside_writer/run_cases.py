@@ -294,6 +294,31 @@ def nondeterministic_kernel():
 
 
 @case
+def snapshots_and_chunks():
+    """Chunks of 1 KiB (hashChunkBytes) and snapshots of some of step 2's
+    launches: gpurr verify re-hashes every snapshot against the Python hash;
+    the diff locates the atomics' difference by chunk and by value."""
+    a, pa = record(Variant(seed=1, chunk_bytes=1024, snapshot_step=2))
+    b, _ = record(Variant(seed=2, chunk_bytes=1024, snapshot_step=2, atomics_step=2))
+    for t in (a, b):
+        rc, j = verify(t)
+        expect(j['snapshots'] >= 8, 'verify re-hashed %d snapshots of %s' % (j['snapshots'], os.path.basename(t)), j)
+    j, fd = expect_cause(a, b, 'nondeterministicKernel', 'atomics, with snapshots')
+    expect(fd['a']['seq'] == seq_of(pa, 'indexFuncLargeIndex', step=2), 'the index_add of step 2', fd['a'])
+    out = [d for d in fd['outputs']['differing'] if d['a']['size'] == training.VOCAB * training.DIM * 4]
+    expect(len(out) == 1, 'the embedding gradient differs', fd['outputs'])
+    d = out[0]
+    expect(d['chunkBytes'] == 0, 'no chunk digests for a range of 1250 chunks (FORMAT.md: 2 to 256)',
+           {k: d[k] for k in ('chunkBytes', 'chunks', 'differingChunks')})
+    v = d.get('values') or {}
+    spans = d['differingSpans']
+    expect(spans and all(e - b <= 8 for b, e in spans[:5]), 'differing spans at byte granularity: %s' % spans[:3], spans[:5])
+    expect(v.get('differingBytes', 0) > 0 and v.get('differingFloat32', 0) >= 1 and v.get('maxAbsDiff', 1) < 1e-3,
+           'from the snapshots: %s bytes, %s float32 values differ, max |d| %s'
+           % (v.get('differingBytes'), v.get('differingFloat32'), v.get('maxAbsDiff')), d)
+
+
+@case
 def rng_state():
     """Dropout's Philox seed, then its offset, differ."""
     a, pa = record(Variant(seed=1))

@@ -97,8 +97,11 @@ class Program:
         self.pools = {}             # (stream, large) -> [Alloc]
         self.modules = []
         self.launch_count = 0
+        self.capture_host_data = False
         self.step_launches = {}
         self.hooks = []             # called before every event: f(program, thread)
+        self.snapshot = None        # f(kernel name, origin): keep the launch's bytes (--snapshot)
+        self.snapshot_text = ''
 
     # ------------------------------------------------------------ events
     def emit(self, thread, kind, body, origin=None):
@@ -311,17 +314,26 @@ class Program:
             ranges.append((r['address'], key, r, read_only))
         ranges.sort(key=lambda x: x[0])
         inputs, outputs, reads = [], [], []
+        # --snapshot: every range hashed before, kept in outputs, with its bytes
+        snap = hashed and self.snapshot is not None and self.snapshot(name, origin)
         if hashed:
             for _, key, r, read_only in ranges:
                 fresh = self._touch(key, r)
-                if self.hash_inputs or fresh:
+                if self.hash_inputs or fresh or snap:
                     ri = dict(r)
                     self._digest(self._bytes(key, r), ri)
+                    if snap:
+                        ri['snapshot'] = ('blob', self._bytes(key, r).tobytes())
                     inputs.append(ri)
         compute()
         if hashed:
             for _, key, r, read_only in ranges:
-                if read_only:
+                if snap:
+                    ro = dict(r)
+                    self._digest(self._bytes(key, r), ro)
+                    ro['snapshot'] = ('blob', self._bytes(key, r).tobytes())
+                    outputs.append(ro)
+                elif read_only:
                     reads.append(dict(r, digest=0))
                 else:
                     ro = dict(r)
@@ -402,7 +414,8 @@ class Program:
             'driverVersion': 13000, 'cudaRuntimeVersion': 13000,
             'cudnnVersion': 91400, 'cublasVersion': 130100,
             'libraries': [{'key': 'torch', 'value': '2.11.0'}],
-            'options': {'hashInputs': self.hash_inputs, 'hashChunkBytes': self.chunk_bytes},
+            'options': {'hashInputs': self.hash_inputs, 'hashChunkBytes': self.chunk_bytes,
+                        'snapshot': self.snapshot_text, 'captureHostData': self.capture_host_data},
         }
 
     def write(self, path, env=None, events_per_block=48, compat_version=None, schema_module=None,
@@ -423,6 +436,12 @@ class Program:
                             body[field] = w.blob(body[field][1],
                                                  'raw' if field == 'cubin' else 'bytePlanes4')
                     ev[kind] = body
+            if 'launch' in ev and any('snapshot' in r for r in ev['launch']['inputs'] + ev['launch']['outputs']):
+                body = dict(ev['launch'])
+                for field in ('inputs', 'outputs'):
+                    body[field] = [dict(r, snapshot=w.blob(r['snapshot'][1], 'bytePlanes4' if i % 2 else 'raw'))
+                                   if 'snapshot' in r else r for i, r in enumerate(body[field])]
+                ev['launch'] = body
             w.add(ev)
         for e in extra:
             w.add(e[1])

@@ -63,6 +63,7 @@ class TraceWriter:
         self.index = []
         self.offset = 0
         self.last_seq = None
+        self.encodings = {}
         os.makedirs(path, mode=0o700, exist_ok=False)
         os.chmod(path, 0o700)
         os.makedirs(os.path.join(path, 'blobs'), mode=0o700)
@@ -88,6 +89,9 @@ class TraceWriter:
         d = os.path.join(self.path, 'blobs', ident[:2])
         os.makedirs(d, mode=0o700, exist_ok=True)
         f = os.path.join(d, ident)
+        # The same bytes are stored once, in the encoding they were first
+        # stored in: every reference to them names that encoding.
+        encoding = self.encodings.setdefault(ident, encoding)
         if not os.path.exists(f):
             stored = {'raw': data, 'bytePlanes4': byte_planes(data, 4),
                       'bytePlanes2': byte_planes(data, 2)}[encoding]

@@ -51,6 +51,7 @@ class Variant:
     race_step: int = None          # the main thread zeroes the gradient norm that autograd's thread adds to...
     race_late: bool = False        # ... after it instead of before it
     env: dict = None
+    snapshot_step: int = None      # keep the bytes of that step's launches (gpurr record --snapshot)
 
 
 def _origin(op, step, module='', line=0, phase='forward', forward_op='', stack=None):
@@ -94,6 +95,12 @@ class Training:
                          chunk_bytes=v.chunk_bytes)
         p = self.p
         self.S, self.CP, self.M = p.handle(), p.handle(), p.handle()  # compute, copy, metrics
+        p.capture_host_data = v.capture_host_data
+        if v.snapshot_step is not None:
+            kernels = ('indexFuncLargeIndex', 'SoftMax', 'nll_loss', 'batch_norm_update_running_stats')
+            p.snapshot = lambda name, origin: (origin is not None and origin.get('step') == v.snapshot_step
+                                               and any(k in name for k in kernels))
+            p.snapshot_text = 'steps %d' % v.snapshot_step
         self.events = 0
         if v.extra_alloc:
             at, size, kind = v.extra_alloc
