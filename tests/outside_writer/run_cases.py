@@ -161,14 +161,17 @@ def identical_runs():
 @case
 def extra_allocation():
     """Run B (or A) makes one extra allocation of a common size and kind that
-    nothing uses, at a random place: the report must be identical."""
+    nothing uses, at a random place, and its threads interleave otherwise:
+    the report must be identical."""
     for s in range(6):
         r = random.Random(s)
         expandable = s % 3 == 2
         size = (2 << 20) if expandable or r.random() < 0.5 else (20 << 20)
         kind = 'vmm' if expandable else 'device'
         at = r.randrange(4, 300)
-        extra = Variant(seed=100 + s, expandable=expandable, hash_inputs=s % 2 == 1, extra_alloc=(at, size, kind))
+        # and autograd's thread interleaves otherwise in the run with the extra allocation
+        extra = Variant(seed=100 + s, expandable=expandable, hash_inputs=s % 2 == 1, extra_alloc=(at, size, kind),
+                        schedule_seed=s)
         plain = Variant(seed=200 + s, expandable=expandable, hash_inputs=s % 2 == 1)
         a, pa = record(plain)
         b, pb = record(extra)
@@ -215,12 +218,31 @@ def benign_race():
 @case
 def data_race():
     """A reordering that changes data: the main thread zeroes a gradient norm
-    on the compute stream before, in run B after, autograd's thread adds to it."""
-    a, _ = record(Variant(seed=1, race_step=2))
+    before, in run B after, autograd's thread adds to it; on the same stream
+    (the stream's order differs), then on another stream without
+    synchronisation (a race the canonical order cannot hide)."""
+    a, pa = record(Variant(seed=1, race_step=2))
     b, _ = record(Variant(seed=2, race_step=2, race_late=True))
     rc, j, err = diff(a, b)
-    expect(rc == 1 and not j['identical'] and first(j) is not None, 'found: exit 1', {'rc': rc, 'err': err})
-    print('  (cause %s: %s)' % (first(j)['cause'], first(j)['summary']))
+    expect(rc == 1 and not j['identical'] and first(j) is not None, 'same stream: found, exit 1', {'rc': rc, 'err': err})
+    fd, p = first(j), process(j)
+    memset = [e['seq'] for e in pa.events if 'memset' in e and e['origin']['step'] == 2 and e['origin']['line'] == 34]
+    expect(fd['path'] and fd['a'] is not None and fd['a']['seq'] == memset[0], 'at the memset of step 2, moved', fd['a'])
+    expect(p['pathDivergences']['count'] == 2, 'two path divergences: where it was, where it went', p['pathDivergences'])
+    a, pa = record(Variant(seed=1, race_step=2, race_stream='side'))
+    b, _ = record(Variant(seed=2, race_step=2, race_stream='side', race_late=True))
+    rc, j, err = diff(a, b)
+    if rc != 1:
+        print(text_report(a, b))
+    expect(rc == 1 and not j['identical'] and first(j) is not None, 'across streams: found, exit 1', {'rc': rc, 'err': err})
+    print('  (across streams: %s: %s)' % (first(j)['cause'], first(j)['summary']))
+    expect(first(j)['a']['seq'] == seq_of(pa, 'NormOps', step=2), 'at the norm of step 2', first(j)['a'])
+    # every input hashed: the norm's input differs though its writers agree
+    a, pa = record(Variant(seed=1, race_step=2, race_stream='side', hash_inputs=True))
+    b, _ = record(Variant(seed=2, race_step=2, race_stream='side', race_late=True, hash_inputs=True))
+    j, fd = expect_cause(a, b, 'unknown', 'across streams, all inputs hashed')
+    expect(fd['a']['seq'] == seq_of(pa, 'NormOps', step=2) and any('race between streams' in e for e in fd['evidence']),
+           'at the norm of step 2, a race between streams named', fd['evidence'])
 
 
 # ------------------------------------------------------------ the divergence named right

@@ -50,6 +50,8 @@ class Variant:
     split_k_step: int = None       # cuBLAS splits K and sums in another order
     race_step: int = None          # the main thread zeroes the gradient norm that autograd's thread adds to...
     race_late: bool = False        # ... after it instead of before it
+    race_stream: str = 'compute'   # the stream of that memset: 'compute', or 'side' (a stream of its own,
+                                   # no synchronisation: only the threads' interleaving orders the two)
     env: dict = None
     snapshot_step: int = None      # keep the bytes of that step's launches (gpurr record --snapshot)
 
@@ -95,6 +97,7 @@ class Training:
                          chunk_bytes=v.chunk_bytes)
         p = self.p
         self.S, self.CP, self.M = p.handle(), p.handle(), p.handle()  # compute, copy, metrics
+        self.SIDE = p.handle()
         p.capture_host_data = v.capture_host_data
         if v.snapshot_step is not None:
             kernels = ('indexFuncLargeIndex', 'SoftMax', 'nll_loss', 'batch_norm_update_running_stats')
@@ -179,10 +182,14 @@ class Training:
             nxt = {}
             if step + 1 < v.steps:
                 main_ops.append(lambda: nxt.update(zip(('batch', 'ev'), self.copy_batch(MAIN, step + 1))))
-            if v.race_step == step and not v.race_late:
+            side = v.race_step == step and v.race_stream == 'side'
+            if side:
+                # the main thread's first call, before or after all of autograd's
+                main_ops.insert(0, lambda: self.zero_norm(step))
+            if v.race_step == step and not v.race_late and not side:
                 self.zero_norm(step)
-            self.interleave(step, backward, main_ops)
-            if v.race_step == step and v.race_late:
+            self.interleave(step, backward, main_ops, (0 if not v.race_late else len(backward)) if side else None)
+            if v.race_step == step and v.race_late and not side:
                 self.zero_norm(step)
             p.release(loss)
             for b in batch:                      # the batch's tensors are freed
@@ -196,12 +203,14 @@ class Training:
         p.sync(MAIN, 'contextSynchronize')
         return p
 
-    def interleave(self, step, backward, main_ops):
+    def interleave(self, step, backward, main_ops, main_at=None):
         """Autograd's thread runs `backward` while the main thread runs
         `main_ops`: the scheduler decides the order in which they reach the
         driver. Each thread keeps its own order."""
         r = random.Random(self.v.schedule_seed * 1000 + step)
         slots = sorted(r.sample(range(len(backward) + len(main_ops)), len(main_ops)))
+        if main_at is not None:       # the main thread's calls all at once, after main_at of autograd's
+            slots = [main_at + i for i in range(len(main_ops))]
         order, mi = [], 0
         for i, op in enumerate(backward):
             while mi < len(main_ops) and slots[mi] <= len(order):
@@ -385,7 +394,8 @@ class Training:
         return [wait, metric]
 
     def zero_norm(self, step):
-        self.p.memset(MAIN, self.S, self.gnorm, 0, origin=_origin('aten::zero_', step, '', 34))
+        stream = self.S if self.v.race_stream == 'compute' else self.SIDE
+        self.p.memset(MAIN, stream, self.gnorm, 0, origin=_origin('aten::zero_', step, '', 34))
 
     def backward_ops(self, step, a):
         """Autograd's thread: the backward pass, one closure per driver call."""
