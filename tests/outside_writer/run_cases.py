@@ -18,7 +18,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpurr_outside import bufhash, trace, training  # noqa: E402
+from gpurr_outside import bufhash, model, trace, training  # noqa: E402
 from gpurr_outside.training import Variant  # noqa: E402
 
 GPURR = None
@@ -166,7 +166,7 @@ def extra_allocation():
     for s in range(6):
         r = random.Random(s)
         expandable = s % 3 == 2
-        size = (2 << 20) if expandable or r.random() < 0.5 else (20 << 20)
+        size = model.VMM_RESERVE if expandable else (2 << 20) if r.random() < 0.5 else (20 << 20)
         kind = 'vmm' if expandable else 'device'
         at = r.randrange(4, 300)
         # and autograd's thread interleaves otherwise in the run with the extra allocation

@@ -12,6 +12,8 @@ from . import bufhash
 SMALL_SEGMENT = 2 << 20        # the caching allocator's segment for blocks up to 1 MiB
 LARGE_SEGMENT = 20 << 20       # ... for blocks of 1 to 10 MiB; larger ones get a segment of their own
 SMALL_LIMIT = 1 << 20
+VMM_RESERVE = 1 << 30          # an expandable segment's reserved address space
+VMM_PAGE = 2 << 20             # ... mapped 2 MiB at a time as it grows
 ROUND = 512
 
 
@@ -22,13 +24,17 @@ class Alloc:
         self.prog, self.ordinal, self.address, self.size, self.kind = prog, ordinal, address, size, kind
         self.stream = stream
         self.blocks = []           # live caching-allocator blocks in it
-        self.free_blocks = [(0, size)] if kind in ('device', 'vmm') else []
+        self.free_blocks = [(0, size)] if kind == 'device' else []
+        self.mapped = 0            # vmm: bytes mapped from the start of the reservation
         self.pool = None
         self.live = True
         self._data = None
 
     @property
     def data(self):
+        if self._data is None and self.kind == 'vmm':
+            # Reserved address space: pages exist where mapped (grow fills them).
+            self._data = np.zeros(self.size, dtype=np.uint8)
         if self._data is None:
             # Fresh memory holds whatever was there: different in every run.
             g = np.random.default_rng([self.prog.seed, self.ordinal, 7])
@@ -157,7 +163,9 @@ class Program:
     def empty(self, thread, stream, nbytes):
         """The caching allocator: per-stream pools, best fit at the lowest
         address, blocks split from 2 MiB (small) or 20 MiB (large) segments,
-        or from an expandable segment that maps 2 MiB pieces as it grows."""
+        or from an expandable segment: one reservation of address space
+        (one `vmm` allocation, FORMAT.md) per pool, into which the allocator
+        maps 2 MiB pages as the pool grows (mappings make no event)."""
         size = (nbytes + ROUND - 1) // ROUND * ROUND
         large = size > SMALL_LIMIT
         pool = self.pools.setdefault((stream, large), [])
@@ -166,11 +174,24 @@ class Program:
             for (off, n) in seg.free_blocks:
                 if n >= size and (best is None or (n, seg.address + off) < (best[2], best[0].address + best[1])):
                     best = (seg, off, n)
+        if best is None and self.expandable:
+            if not pool:
+                pool.append(self.driver_alloc(thread, VMM_RESERVE, 'vmm'))
+            seg = pool[0]
+            tail = [(o, n) for (o, n) in seg.free_blocks if o + n == seg.mapped]
+            start = tail[0][0] if tail else seg.mapped
+            grow = (start + size - seg.mapped + VMM_PAGE - 1) // VMM_PAGE * VMM_PAGE
+            assert seg.mapped + grow <= seg.size, 'expandable segment full'
+            g = np.random.default_rng([self.seed, seg.ordinal, seg.mapped, 7])
+            seg.data[seg.mapped:seg.mapped + grow] = g.integers(0, 256, grow, dtype=np.uint8)
+            if tail:
+                seg.free_blocks.remove(tail[0])
+            seg.mapped += grow
+            seg.free_blocks.append((start, seg.mapped - start))
+            best = (seg, start, seg.mapped - start)
         if best is None:
-            if size > 10 * SMALL_LIMIT and not self.expandable:
+            if size > 10 * SMALL_LIMIT:
                 seg = self.driver_alloc(thread, (size + SMALL_SEGMENT - 1) // SMALL_SEGMENT * SMALL_SEGMENT)
-            elif self.expandable:
-                seg = self.driver_alloc(thread, max(SMALL_SEGMENT, (size + SMALL_SEGMENT - 1) // SMALL_SEGMENT * SMALL_SEGMENT), 'vmm')
             else:
                 seg = self.driver_alloc(thread, LARGE_SEGMENT if large else SMALL_SEGMENT)
             pool.append(seg)
