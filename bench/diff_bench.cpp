@@ -178,6 +178,7 @@ int main(int argc, char** argv) {
   uint64_t launches = 1'000'000;
   fs::path keep;
   bool diffOnly = false;
+  int scanOnly = -1;
   int rounds = 5;
   unsigned threads = 0;
   for (int i = 1; i < argc; ++i) {
@@ -187,6 +188,8 @@ int main(int argc, char** argv) {
       rounds = std::max(1, std::stoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = static_cast<unsigned>(std::stoul(argv[++i]));
+    } else if (std::strcmp(argv[i], "--scan-only") == 0 && i + 1 < argc) {
+      scanOnly = std::stoi(argv[++i]);  // for profiling: one trace scanned with N decoding threads, ten times
     } else if (std::strcmp(argv[i], "--diff-only") == 0) {
       diffOnly = true;  // for profiling: just the diff on one thread, ten times
     } else if (std::strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
@@ -234,6 +237,13 @@ int main(int argc, char** argv) {
       std::exit(1);
     }
   };
+  if (scanOnly >= 0) {
+    for (int round = 0; round < 10; ++round) {
+      uint64_t n = 0;
+      scanEvents(ra, [&](const ScanEvent&) { ++n; return true; }, 0, static_cast<unsigned>(scanOnly));
+    }
+    return 0;
+  }
   if (diffOnly) {
     for (int round = 0; round < 10; ++round) runDiff(1);
     return 0;

@@ -188,7 +188,7 @@ struct Op {
 // their length are compared in little memory (summariseBoth).
 class OpStore {
  public:
-  static constexpr unsigned kShift = 13;  // 8,192 operations a chunk
+  static constexpr unsigned kShift = 10;  // 1,024 operations (64 KiB) a chunk: reused, they stay in cache
   static constexpr uint64_t kChunk = uint64_t{1} << kShift;
 
   uint64_t size() const { return size_; }
@@ -196,7 +196,8 @@ class OpStore {
   uint64_t firstHeld() const { return dropped_ << kShift; }
   const Op& operator[](uint64_t i) const { return chunks_[i >> kShift][i & (kChunk - 1)]; }
 
-  void push_back(const Op& op) {
+  // A new operation at the end, to be filled in.
+  Op& emplace() {
     if ((size_ & (kChunk - 1)) == 0) {
       if (spare_.empty()) {
         chunks_.push_back(std::make_unique_for_overwrite<Op[]>(kChunk));
@@ -205,9 +206,9 @@ class OpStore {
         spare_.pop_back();
       }
     }
-    chunks_.back()[size_ & (kChunk - 1)] = op;
-    ++size_;
+    return chunks_.back()[size_++ & (kChunk - 1)];
   }
+  void push_back(const Op& op) { emplace() = op; }
 
   // Gives up the chunks wholly before operation `end`; `count(op)` is called
   // on each operation given up.
@@ -328,9 +329,9 @@ class Words {
   // wyhash's secret.
   static constexpr uint64_t kP0 = 0xa0761d6478bd642full, kP1 = 0xe7037ed1a0b428dbull,
                             kP2 = 0x8ebc6af09c88c6e3ull, kP3 = 0x589965cc75374cc3ull;
-  static constexpr size_t kCapacity = 64;
+  static constexpr uint32_t kCapacity = 64;
   uint64_t w_[kCapacity];
-  size_t n_ = 0;
+  uint32_t n_ = 0;  // not a uint64_t: a store into w_ cannot change it
 };
 
 // Ranges by allocation identity, offset, size and digest; an allocation a
@@ -352,6 +353,40 @@ void hashRanges(Words& h, std::span<const ScanRange> ranges, AllocationIds& ids,
 // allocation's identity and offset.
 uint64_t normalisedParamsHash(std::span<const uint8_t> params, std::span<const PointerParam> pointers,
                               const AllocationIds& ids, std::vector<uint8_t>& scratch, Words& h) {
+  const size_t n = params.size();
+  h.clear();
+  // The common case, without copying: pointers at whole words of at most 64
+  // words of parameters. The same words as below, so the same hash.
+  uint64_t pointerWords = 0;
+  bool aligned = n >= 8 && n <= 64 * 8;
+  for (const PointerParam& p : pointers) {
+    if (p.allocation == 0 || p.byteOffset > n || n - p.byteOffset < 8) continue;
+    if (p.byteOffset % 8 != 0) aligned = false;
+    pointerWords |= uint64_t{1} << ((p.byteOffset / 8) & 63);
+  }
+  if (aligned) {
+    const uint8_t* in = params.data();
+    size_t k = 0;
+    for (; (k + 1) * 8 <= n; ++k) {
+      uint64_t v;
+      if ((pointerWords >> k) & 1) {
+        const PointerParam* q = nullptr;
+        for (const PointerParam& p : pointers) {
+          if (p.allocation != 0 && p.byteOffset == k * 8) q = &p;  // the last one, as below
+        }
+        v = fmix(ids(q->allocation)) ^ q->offset;
+      } else {
+        std::memcpy(&v, in + k * 8, 8);
+      }
+      h.add(v);
+    }
+    if (const size_t rest = n - k * 8; rest > 0) {
+      uint64_t v;
+      std::memcpy(&v, in + n - 8, 8);  // the last 8 bytes, of which the last `rest` are the tail
+      h.add(v >> (8 * (8 - rest)));
+    }
+    return h.add(n).hash();
+  }
   uint8_t local[512];
   uint8_t* out = local;
   if (params.size() > sizeof local) {
@@ -364,7 +399,6 @@ uint64_t normalisedParamsHash(std::span<const uint8_t> params, std::span<const P
     const uint64_t word = fmix(ids(p.allocation)) ^ p.offset;
     std::memcpy(out + p.byteOffset, &word, 8);
   }
-  h.clear();
   return h.addBytes(out, params.size()).hash();
 }
 
@@ -378,7 +412,23 @@ class Summariser {
     if (e.kind == 0 && e.captured) return;  // not run then: its graph's launch is the operation
     if (!firstThread_) firstThread_ = e.thread;
     run.threads |= e.thread != *firstThread_;
-    Op op{e.seq, 0, 0, 0, 0, 0, 0, OpKind::kLaunch, true, e.thread};
+    switch (e.kind) {
+      case 0: case 1: case 2: case 7:
+        break;  // an operation
+      case 3:  // allocation
+        run.allocs.push_back({e.ordinal, e.size, e.allocationKind});
+        run.ids.allocate(e.ordinal, e.size, e.allocationKind);
+        return;
+      case 6:  // synchronisation: orders the operations around it (canonicalOrder)
+        run.syncs.push_back({Waypoint::kSync, e.thread, streamOrdinal(run, e.stream), e.syncEvent, e.seq});
+        return;
+      default:
+        return;
+    }
+    // Filled in where it is kept: a copy from the stack would read back
+    // narrow stores with wide loads.
+    Op& op = run.ops.emplace();
+    op = Op{e.seq, 0, 0, 0, 0, 0, 0, OpKind::kLaunch, true, e.thread};
     bool pointerTargets = false;
     key_.clear();
     in_.clear();
@@ -428,20 +478,11 @@ class Summariser {
         }
         op.params = fmix(e.value);
         break;
-      case 3:  // allocation
-        run.allocs.push_back({e.ordinal, e.size, e.allocationKind});
-        run.ids.allocate(e.ordinal, e.size, e.allocationKind);
-        return;
-      case 6:  // synchronisation: orders the operations around it (canonicalOrder)
-        run.syncs.push_back({Waypoint::kSync, e.thread, streamOrdinal(run, e.stream), e.syncEvent, e.seq});
-        return;
       case 7:  // graph launch
         op.kind = OpKind::kGraph;
         key_.add(uint64_t{7}).add(e.nodeCount);
         op.shape = key_.hash();
         break;
-      default:
-        return;
     }
     if (op.kind == OpKind::kMemcpy) {
       // Host-to-device copies read host memory: nothing of the device.
@@ -460,7 +501,6 @@ class Summariser {
     op.inputs = in_.hash();
     op.outputs = out_.hash();
     op.stream = streamOrdinal(run, e.stream);
-    run.ops.push_back(op);
   }
 
  private:
