@@ -17,9 +17,13 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpurr_outside import bufhash, model, trace, training  # noqa: E402
-from gpurr_outside.training import Variant  # noqa: E402
+try:
+    from gpurr_outside import bufhash, model, trace, training  # noqa: E402
+    from gpurr_outside.training import Variant  # noqa: E402
+except ImportError as e:
+    sys.exit('run_cases.py: %s (scripts/setup.sh installs pycapnp, zstandard and numpy into the test environment)' % e)
 
 GPURR = None
 TMP = None
