@@ -110,15 +110,11 @@ class AllocationIds {
 
   // The identity of `ordinal` (0: no allocation), given at its first use, by
   // operation `user` of host thread `thread` at operand `operand`.
-  uint64_t use(uint32_t ordinal, uint64_t user, uint64_t operand, uint32_t thread) {
+  [[gnu::always_inline]] uint64_t use(uint32_t ordinal, uint64_t user, uint64_t operand, uint32_t thread) {
     if (ordinal == 0) return 0;
-    if (ordinal >= byOrdinal_.size()) byOrdinal_.resize(ordinal + 1);
+    if (ordinal >= byOrdinal_.size()) [[unlikely]] byOrdinal_.resize(ordinal + 1);
     Entry& e = byOrdinal_[ordinal];
-    if (e.id == 0) {
-      const std::array<uint64_t, 5> what{e.size, static_cast<uint64_t>(e.kind), user, operand, thread};
-      const uint64_t cls = XXH3_64bits(what.data(), sizeof what);
-      e.id = fmix(cls + 0x9e3779b97f4a7c15ull * ++seen_[cls]) | 1;
-    }
+    if (e.id == 0) [[unlikely]] return first(e, user, operand, thread);
     return e.id;
   }
 
@@ -132,6 +128,14 @@ class AllocationIds {
     AllocationKind kind = AllocationKind::kDevice;
     uint64_t id = 0;
   };
+
+  [[gnu::noinline]] uint64_t first(Entry& e, uint64_t user, uint64_t operand, uint32_t thread) {
+    const std::array<uint64_t, 5> what{e.size, static_cast<uint64_t>(e.kind), user, operand, thread};
+    const uint64_t cls = XXH3_64bits(what.data(), sizeof what);
+    e.id = fmix(cls + 0x9e3779b97f4a7c15ull * ++seen_[cls]) | 1;
+    return e.id;
+  }
+
   std::vector<Entry> byOrdinal_;
   std::unordered_map<uint64_t, uint32_t> seen_;  // allocations per class so far
 };
@@ -282,6 +286,9 @@ class Words {
     return *this;
   }
   Words& add(const Dim3& d) { return add(uint64_t{d.x} << 32 | d.y).add(d.z); }
+  // The words so far (none folded in yet while size() < the capacity).
+  const uint64_t* data() const { return w_; }
+  uint32_t size() const { return n_; }
   // Bytes, as little-endian words (the last one zero-padded), then their count.
   Words& addBytes(const uint8_t* p, size_t n) {
     size_t i = 0;
@@ -440,15 +447,29 @@ class Summariser {
           functionHashes_.clear();
           functionBlock_ = e.blockIndex;
         }
-        if (e.functionId >= functionHashes_.size()) functionHashes_.resize(e.functionId + 1, 0);
-        uint64_t& fh = functionHashes_[e.functionId];
-        if (fh == 0) fh = XXH3_64bits(e.function.data(), e.function.size()) | 1;
-        key_.add(uint64_t{0}).add(fh);
+        if (e.functionId >= functionHashes_.size()) functionHashes_.resize(e.functionId + 1);
+        Function& f = functionHashes_[e.functionId];
+        if (f.name == 0) f.name = XXH3_64bits(e.function.data(), e.function.size()) | 1;
+        key_.add(uint64_t{0}).add(f.name);
         key_.add(e.grid).add(e.block).add(e.cluster);
         key_.add(e.sharedMemBytes).add(e.params.size()).add(e.pointers.size());
         for (const PointerParam& p : e.pointers) key_.add(p.byteOffset);
+        // A function is launched the same way again and again: the shape of
+        // its last launch is kept, and its words compared.
+        if (key_.size() <= Function::kWords) {
+          const size_t bytes = key_.size() * sizeof(uint64_t);
+          if (f.words == key_.size() && std::memcmp(f.shapeWords, key_.data(), bytes) == 0) {
+            op.shape = f.shape;
+          } else {
+            op.shape = key_.hash();
+            f.words = key_.size();
+            std::memcpy(f.shapeWords, key_.data(), bytes);
+            f.shape = op.shape;
+          }
+        } else {
+          op.shape = key_.hash();
+        }
         // The identity adds where each pointer points, to the shape.
-        op.shape = key_.hash();
         key_.clear();
         key_.add(op.shape);
         for (size_t i = 0; i < e.pointers.size(); ++i) {
@@ -507,8 +528,16 @@ class Summariser {
   Run& run_;
   std::vector<uint8_t> scratch_;
   Words key_, in_, out_, params_;
-  // Hash of each function name of the current block, by block-local id.
-  std::vector<uint64_t> functionHashes_;
+  // Each function of the current block, by block-local id: the hash of its
+  // name, and the words and hash of its last launch's shape.
+  struct Function {
+    static constexpr uint32_t kWords = 24;
+    uint64_t name = 0;
+    uint32_t words = 0;
+    uint64_t shape = 0;
+    uint64_t shapeWords[kWords];
+  };
+  std::vector<Function> functionHashes_;
   size_t functionBlock_ = SIZE_MAX;
   std::optional<uint32_t> firstThread_;
 };
