@@ -70,9 +70,19 @@ std::string gpuModels(const Header& h) {
   return s;
 }
 
-// Refuses comparisons whose answer would be nonsense, unless forced.
+// Refuses comparisons whose answer would be nonsense: digests of different
+// chunk sizes always, other GPU models or command lines unless forced.
 void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
                      std::vector<std::string>& warnings) {
+  // Range digests fold chunk digests of the header's chunk size (FORMAT.md
+  // §3): hashed in chunks of two sizes, equal bytes give different digests.
+  const uint64_t chunkA = a.header().options.hashChunkBytes, chunkB = b.header().options.hashChunkBytes;
+  if (chunkA != chunkB) {
+    throw UsageError(fmt::format(
+        "{} hashed its ranges in chunks of {} bytes and {} in chunks of {} (hashChunkBytes): "
+        "their digests cannot be compared",
+        a.path().string(), chunkA, b.path().string(), chunkB));
+  }
   const std::string ga = gpuModels(a.header()), gb = gpuModels(b.header());
   if (ga != gb && !ga.empty() && !gb.empty()) {
     const std::string text = fmt::format(

@@ -504,6 +504,30 @@ def damaged_traces():
     expect(rc in (1, 2) and not j.get('ok'), 'verify finds it (exit %d)' % rc, j)
 
 
+@case
+def incomparable_traces():
+    """Range digests of different chunk sizes cannot be compared: refused
+    (exit 2), forced or not. Another command line: refused unless forced."""
+    a, _ = record(Variant(seed=1))
+    b, _ = record(Variant(seed=2, chunk_bytes=1024))
+    for force in ([], ['--force']):
+        r = subprocess.run([GPURR, 'diff', '--json'] + force + [a, b], capture_output=True, text=True)
+        expect(r.returncode == 2 and 'chunks of 65536 bytes' in r.stderr and 'chunks of 1024' in r.stderr,
+               'chunks of 65536 and 1024 bytes%s: exit 2, saying why' % (' (--force)' if force else ''),
+               {'rc': r.returncode, 'stderr': r.stderr})
+    _count[0] += 1
+    c = os.path.join(TMP, 'other-command.gpurr')
+    training.Training(Variant(seed=2)).run().write(
+        c, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, command=('python3', 'train.py', '--lr', '0.1'))
+    verify(c)
+    rc, j, err = diff(a, c)
+    expect(rc == 2 and 'different programs' in err, 'another command line: exit 2', {'rc': rc, 'err': err})
+    r = subprocess.run([GPURR, 'diff', '--json', '--force', a, c], capture_output=True, text=True)
+    j = json.loads(r.stdout)
+    expect(r.returncode == 0 and j['forced'] and process(j)['warnings'], 'with --force: identical, with a warning',
+           {'rc': r.returncode, 'warnings': process(j)['warnings']})
+
+
 def main():
     global GPURR, TMP
     if sys.argv[1:2] == ['--list']:
