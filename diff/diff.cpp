@@ -27,6 +27,8 @@
 #include <optional>
 #include <memory>
 #include <queue>
+#include <exception>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -224,6 +226,10 @@ class OpStore {
       spare_.push_back(std::move(c));
     }
   }
+
+  // Room for the chunks of `ops` operations, so that the chunk table does
+  // not move while they are appended.
+  void reserveFor(uint64_t ops) { chunks_.reserve(ops / kChunk + 1); }
 
   void clear() {
     chunks_.clear();
@@ -456,14 +462,15 @@ class Summariser {
         for (const PointerParam& p : e.pointers) key_.add(p.byteOffset);
         // A function is launched the same way again and again: the shape of
         // its last launch is kept, and its words compared.
-        if (key_.size() <= Function::kWords) {
-          const size_t bytes = key_.size() * sizeof(uint64_t);
-          if (f.words == key_.size() && std::memcmp(f.shapeWords, key_.data(), bytes) == 0) {
+        if (const uint32_t n = key_.size(); n <= Function::kWords) {
+          uint64_t differ = f.words ^ n;
+          for (uint32_t k = 0; k < n; ++k) differ |= f.shapeWords[k] ^ key_.data()[k];
+          if (differ == 0) {
             op.shape = f.shape;
           } else {
             op.shape = key_.hash();
-            f.words = key_.size();
-            std::memcpy(f.shapeWords, key_.data(), bytes);
+            f.words = n;
+            std::memcpy(f.shapeWords, key_.data(), n * sizeof(uint64_t));
             f.shape = op.shape;
           }
         } else {
@@ -549,36 +556,120 @@ bool agree(const Op& a, const Op& b) {
   return a.key == b.key && !(a.hashed && b.hashed && a.outputs != b.outputs);
 }
 
-// Summarises both runs, block by block in turn, with `threads` decoding
-// threads shared between the two traces (1: none, the calling thread
-// decodes); the calling thread summarises. While neither run has shown a second host thread, the
-// operations both runs agree on from the start are dropped as the summary
-// goes (a run of one host thread is compared in trace order, so they are
-// the alignment's common prefix and hold no divergence); false when a run
-// showed a second thread after some were dropped (its canonical order needs
-// them all): summarise again with `drop` false.
+// Summarises both runs. While neither run has shown a second host thread,
+// the operations both runs agree on from the start are dropped as the
+// summary goes (a run of one host thread is compared in trace order, so
+// they are the alignment's common prefix and hold no divergence); false
+// when a run showed a second thread after some were dropped (its canonical
+// order needs them all): summarise again with `drop` false.
+//
+// With `threads` 1, on the calling thread, a block of run A then one of run
+// B. With more, each run is summarised on a thread of its own, with
+// (threads - 2) / 2 more threads decoding its blocks ahead; the two meet
+// after each block to advance the agreed start, and each gives up its own
+// chunks. The result is the same: only how much is dropped, and when,
+// depends on the timing, and dropping changes no result.
 bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
-  const unsigned each = threads <= 1 ? 0 : std::max(1u, threads / 2);
-  EventScanner sa(*a.reader, 0, each), sb(*b.reader, 0, each);
-  Summariser ca(a), cb(b);
-  const std::function<bool(const ScanEvent&)> va = [&](const ScanEvent& e) { ca.add(e); return true; };
-  const std::function<bool(const ScanEvent&)> vb = [&](const ScanEvent& e) { cb.add(e); return true; };
-  uint64_t agreed = 0;
-  bool moreA = true, moreB = true;
-  while (moreA || moreB) {
-    if (moreA) moreA = sa.next(va);
-    if (moreB) moreB = sb.next(vb);
-    if (!drop) continue;
-    if (a.threads || b.threads) {
-      if (a.ops.firstHeld() > 0) return false;
-      drop = false;
-      continue;
+  if (threads <= 1) {
+    EventScanner sa(*a.reader, 0, 0), sb(*b.reader, 0, 0);
+    Summariser ca(a), cb(b);
+    const std::function<bool(const ScanEvent&)> va = [&](const ScanEvent& e) { ca.add(e); return true; };
+    const std::function<bool(const ScanEvent&)> vb = [&](const ScanEvent& e) { cb.add(e); return true; };
+    uint64_t agreed = 0;
+    bool moreA = true, moreB = true;
+    while (moreA || moreB) {
+      if (moreA) moreA = sa.next(va);
+      if (moreB) moreB = sb.next(vb);
+      if (!drop) continue;
+      if (a.threads || b.threads) {
+        if (a.ops.firstHeld() > 0) return false;
+        drop = false;
+        continue;
+      }
+      const uint64_t n = std::min(a.ops.size(), b.ops.size());
+      while (agreed < n && agree(a.ops[agreed], b.ops[agreed])) ++agreed;
+      if (agreed < n) drop = false;  // they differ here: everything from here on is kept
+      a.ops.dropBefore(agreed, [&](const Op& op) { a.droppedLaunches += op.kind == OpKind::kLaunch; });
+      b.ops.dropBefore(agreed, [&](const Op& op) { b.droppedLaunches += op.kind == OpKind::kLaunch; });
     }
-    const uint64_t n = std::min(a.ops.size(), b.ops.size());
-    while (agreed < n && agree(a.ops[agreed], b.ops[agreed])) ++agreed;
-    if (agreed < n) drop = false;  // they differ here: everything from here on is kept
-    a.ops.dropBefore(agreed, [&](const Op& op) { a.droppedLaunches += op.kind == OpKind::kLaunch; });
-    b.ops.dropBefore(agreed, [&](const Op& op) { b.droppedLaunches += op.kind == OpKind::kLaunch; });
+    return true;
+  }
+
+  const unsigned decoders = threads >= 4 ? (threads - 2) / 2 : 0;
+  // Each run's chunk table never moves: the other thread reads the
+  // operations this one has published while it appends more. A frame takes
+  // at least 16 bytes (its segment table and root pointer), so no block,
+  // even a corrupt one, yields more events than this.
+  a.ops.reserveFor(a.reader->uncompressedBytes() / 16 + 1);
+  b.ops.reserveFor(b.reader->uncompressedBytes() / 16 + 1);
+  struct Shared {
+    std::mutex mu;
+    uint64_t published[2] = {0, 0};  // operations each run has summarised, readable by the other
+    bool multi[2] = {false, false};  // ... and whether they came from more than one host thread
+    uint64_t agreed = 0;
+    bool dropping = true, restart = false;
+    // The first failure as the one-thread path meets them: by block (-1:
+    // opening the trace), run A's first.
+    std::exception_ptr error;
+    int64_t errorBlock = INT64_MAX;
+    int errorSide = 2;
+  } sh;
+  sh.dropping = drop;
+  Run* runs[2] = {&a, &b};
+  auto body = [&](int side) {
+    Run& run = *runs[side];
+    int64_t block = -1;
+    auto stopped = [&] {  // under the lock
+      return sh.restart || (sh.error && (block > sh.errorBlock || (block == sh.errorBlock && side > sh.errorSide)));
+    };
+    try {
+      EventScanner scanner(*run.reader, 0, decoders);
+      Summariser c(run);
+      const std::function<bool(const ScanEvent&)> visit = [&](const ScanEvent& e) { c.add(e); return true; };
+      for (block = 0;; ++block) {
+        const bool more = scanner.next(visit);
+        uint64_t upTo = 0;
+        {
+          std::lock_guard lock(sh.mu);
+          if (stopped()) return;
+          sh.published[side] = run.ops.size();
+          sh.multi[side] = run.threads;
+          if (sh.dropping) {
+            if (sh.multi[0] || sh.multi[1]) {
+              if (sh.agreed >= OpStore::kChunk) {
+                sh.restart = true;
+                return;
+              }
+              sh.dropping = false;
+            } else {
+              const uint64_t n = std::min(sh.published[0], sh.published[1]);
+              while (sh.agreed < n && agree(a.ops[sh.agreed], b.ops[sh.agreed])) ++sh.agreed;
+              if (sh.agreed < n) sh.dropping = false;
+            }
+          }
+          upTo = sh.agreed;
+        }
+        run.ops.dropBefore(upTo, [&](const Op& op) { run.droppedLaunches += op.kind == OpKind::kLaunch; });
+        if (!more) return;
+      }
+    } catch (...) {
+      std::lock_guard lock(sh.mu);
+      if (block < sh.errorBlock || (block == sh.errorBlock && side < sh.errorSide)) {
+        sh.error = std::current_exception();
+        sh.errorBlock = block;
+        sh.errorSide = side;
+      }
+    }
+  };
+  std::thread other([&] { body(1); });
+  body(0);
+  other.join();
+  if (sh.error) std::rethrow_exception(sh.error);
+  if (sh.restart) return false;
+  // Both runs give up the same start (each dropped up to the agreed point
+  // it last saw).
+  for (Run* r : runs) {
+    r->ops.dropBefore(sh.agreed, [&](const Op& op) { r->droppedLaunches += op.kind == OpKind::kLaunch; });
   }
   return true;
 }
