@@ -349,3 +349,44 @@ TEST_CASE("decoding threads and giving up the agreed start change no diff", "[di
     if (std::string(c.name) == "late output") CHECK(expected.find("nondeterministicKernel") != std::string::npos);
   }
 }
+
+TEST_CASE("a diff of a corrupt trace fails alike on one thread and on several", "[diff][parallel]") {
+  Dir dir;
+  Variation va, vb;
+  vb.runB = true;
+  const fs::path a = writeProgram(dir.root / "a.gpurr", 20000, va, 12);
+  const fs::path b = writeProgram(dir.root / "b.gpurr", 20000, vb, 12);
+  // Damage one run, then both (run A's damage comes later in the trace).
+  auto damage = [](const fs::path& t, double where) {
+    const TraceReader r(t);
+    const BlockInfo& blk = r.blocks()[static_cast<size_t>(static_cast<double>(r.blocks().size()) * where)];
+    const uint64_t offset = blk.fileOffset + blk.compressedSize / 2 + 64;
+    const fs::path events = t / "events";
+    const int fd = ::open(events.c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    uint8_t byte = 0;
+    REQUIRE(::pread(fd, &byte, 1, static_cast<off_t>(offset)) == 1);
+    byte ^= 0xff;
+    REQUIRE(::pwrite(fd, &byte, 1, static_cast<off_t>(offset)) == 1);
+    ::close(fd);
+  };
+  auto error = [&](unsigned threads) {
+    const TraceReader ra(a), rb(b);
+    diff::DiffOptions o;
+    o.threads = threads;
+    try {
+      diff::diffTraces(ra, rb, o, nullptr);
+    } catch (const TraceError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  damage(b, 0.5);
+  const std::string one = error(1);
+  CHECK(one.find("b.gpurr") != std::string::npos);
+  for (unsigned threads : {2u, 4u}) CHECK(error(threads) == one);
+  damage(a, 0.8);
+  const std::string both = error(1);
+  CHECK(both == one);  // run B's damage comes first
+  for (unsigned threads : {2u, 4u}) CHECK(error(threads) == both);
+}
