@@ -371,27 +371,25 @@ uint64_t normalisedParamsHash(std::span<const uint8_t> params, std::span<const P
   // The common case, without copying: pointers at whole words of at most 64
   // words of parameters. The same words as below, so the same hash.
   uint64_t pointerWords = 0;
+  uint64_t replaced[64];
   bool aligned = n >= 8 && n <= 64 * 8;
   for (const PointerParam& p : pointers) {
     if (p.allocation == 0 || p.byteOffset > n || n - p.byteOffset < 8) continue;
-    if (p.byteOffset % 8 != 0) aligned = false;
-    pointerWords |= uint64_t{1} << ((p.byteOffset / 8) & 63);
+    if (p.byteOffset % 8 != 0) {
+      aligned = false;
+      break;
+    }
+    const size_t k = (p.byteOffset / 8) & 63;
+    pointerWords |= uint64_t{1} << k;
+    replaced[k] = fmix(ids(p.allocation)) ^ p.offset;  // a later pointer at the same word wins, as below
   }
   if (aligned) {
     const uint8_t* in = params.data();
     size_t k = 0;
     for (; (k + 1) * 8 <= n; ++k) {
       uint64_t v;
-      if ((pointerWords >> k) & 1) {
-        const PointerParam* q = nullptr;
-        for (const PointerParam& p : pointers) {
-          if (p.allocation != 0 && p.byteOffset == k * 8) q = &p;  // the last one, as below
-        }
-        v = fmix(ids(q->allocation)) ^ q->offset;
-      } else {
-        std::memcpy(&v, in + k * 8, 8);
-      }
-      h.add(v);
+      std::memcpy(&v, in + k * 8, 8);
+      h.add((pointerWords >> k) & 1 ? replaced[k] : v);
     }
     if (const size_t rest = n - k * 8; rest > 0) {
       uint64_t v;
