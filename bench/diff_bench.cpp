@@ -169,22 +169,22 @@ struct CpuClock {
   }
 };
 
-// How many of `threads` cores this process gets now: the same busy loop on
-// one thread, then on `threads` at once.
+// How many cores this process gets now: `threads` busy threads for 0.3 s,
+// the CPU time they were given over the wall time.
 double coresAvailable(unsigned threads) {
-  auto spin = [] {
-    volatile uint64_t x = 0;
-    for (uint64_t i = 0; i < 200'000'000; ++i) x = x + i;
-  };
-  auto t0 = std::chrono::steady_clock::now();
-  spin();
-  const double one = seconds(std::chrono::steady_clock::now() - t0);
-  t0 = std::chrono::steady_clock::now();
+  const auto c0 = CpuClock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> ts;
-  for (unsigned t = 0; t < threads; ++t) ts.emplace_back(spin);
+  for (unsigned t = 0; t < threads; ++t) {
+    ts.emplace_back([t0] {
+      volatile uint64_t x = 0;
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300)) {
+        for (int i = 0; i < 10000; ++i) x = x + 1;
+      }
+    });
+  }
   for (std::thread& t : ts) t.join();
-  const double all = seconds(std::chrono::steady_clock::now() - t0);
-  return threads * one / all;
+  return seconds(CpuClock::now() - c0) / seconds(std::chrono::steady_clock::now() - t0);
 }
 
 // Peak resident memory of this process so far, in MiB.
@@ -332,9 +332,9 @@ int main(int argc, char** argv) {
     fmt::print("{:<42} {:7.3f} s  {:7.3f} s   {:5.2f}x    {:5.2f}x\n", what, b.cpu, b.wall, b.cpu / d,
                b.wall / d);
   };
-  fmt::print("{} cores ({:.1f} free for this process while it ran: the machine is shared); best of {} "
-             "rounds;\nratios to the CPU time of decompressing both\n",
-             cores, std::min(available, availableBefore), rounds);
+  fmt::print("{} cores, of which this process got {:.1f} before the rounds and {:.1f} after (a shared "
+             "machine);\nbest of {} rounds; ratios to the CPU time of decompressing both\n",
+             cores, availableBefore, available, rounds);
   fmt::print("{:<42} {:>9}  {:>9}   {:>6}    {:>6}\n", "", "CPU", "wall", "CPU", "wall");
   row("decompress both (1 thread)", decompress);
   if (small) row("TraceReader::forEach both (1 thread)", forEach);
