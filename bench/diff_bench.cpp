@@ -8,7 +8,7 @@
 // (the traces are written by a child process). The target: the diff on one
 // thread within 1.3x the decompression.
 //
-//   diff_bench [--launches N] [--rounds N] [--threads N] [--keep DIR]
+//   diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] [--keep DIR]
 //   diff_bench --launches 10000000 --rounds 1     # an hour of training: memory
 #include <fmt/format.h>
 
@@ -202,10 +202,13 @@ int main(int argc, char** argv) {
   bool diffOnly = false;
   int scanOnly = -1;
   int rounds = 5;
+  double divergeFraction = 0.99;  // of the way in
   unsigned threads = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--launches") == 0 && i + 1 < argc) {
       launches = std::stoull(argv[++i]);
+    } else if (std::strcmp(argv[i], "--diverge-at") == 0 && i + 1 < argc) {
+      divergeFraction = std::clamp(std::stod(argv[++i]), 0.0, 0.999999);
     } else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
       rounds = std::max(1, std::stoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
@@ -217,13 +220,14 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
       keep = argv[++i];
     } else {
-      fmt::print(stderr, "usage: diff_bench [--launches N] [--rounds N] [--threads N] [--keep DIR] [--diff-only]\n");
+      fmt::print(stderr, "usage: diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] "
+                         "[--keep DIR] [--diff-only] [--scan-only DECODERS]\n");
       return 2;
     }
   }
   const fs::path dir = keep.empty() ? fs::temp_directory_path() / fmt::format("gpurr-diff-bench-{}", ::getpid()) : keep;
   const fs::path a = dir / "a.gpurr", b = dir / "b.gpurr";
-  const uint64_t divergeAt = launches - launches / 100;  // 99% of the way in
+  const uint64_t divergeAt = static_cast<uint64_t>(static_cast<double>(launches) * divergeFraction);
   if (!fs::exists(a) || !fs::exists(b)) {
     fs::remove_all(dir);
     fs::create_directories(dir);
