@@ -1581,55 +1581,119 @@ void classifyPath(const Context& ctx, const AlignedRun& run, FirstDivergence& d)
 
 // ------------------------------------------------------------ blast radius
 
-struct TailRanges {
-  // Per operation from `first`: [begin, end) into `ranges`, inputs then outputs.
-  uint64_t first = 0;
-  std::vector<uint32_t> inBegin, outBegin, end;
+// The ranges (in run A's ordinal numbering) of every operation of a run from
+// `firstOp` on, inputs then outputs, for the blast radius. In a run compared
+// in trace order they are read as the blast radius walks forward, block by
+// block, and those it has passed are given up: a first divergence early in a
+// long run does not hold every range of the run at once. A run of several
+// host threads, walked in canonical order, has them all read at the start.
+class TailRanges {
+ public:
   struct R {
     uint32_t allocation;
     uint64_t begin, end;
   };
-  std::vector<R> ranges;
-};
 
-// Ranges (in run A's ordinal numbering) of every operation from `firstOp` on.
-TailRanges tailRanges(const Run& run, uint64_t firstOp) {
-  TailRanges t;
-  t.first = firstOp;
-  if (firstOp >= run.ops.size()) return t;
-  const uint64_t count = run.ops.size() - firstOp;
-  t.inBegin.resize(count);
-  t.outBegin.resize(count);
-  t.end.resize(count);
-  const std::vector<uint64_t> positions = inTraceOrder(run, firstOp, run.ops.size());
-  size_t next = 0;
-  auto add = [&](std::span<const ScanRange> rs) {
-    for (const ScanRange& r : rs) {
-      if (r.range.allocation == 0) continue;
-      t.ranges.push_back({run.ordinals(r.range.allocation), r.range.offset,
-                          r.range.offset + r.range.size});
+  TailRanges(const Run& run, uint64_t firstOp) : run_(run), first_(firstOp), next_(firstOp) {
+    if (firstOp >= run.ops.size()) return;
+    if (!run.threads) {
+      scanner_ = std::make_unique<EventScanner>(*run.reader, run.ops[firstOp].seq, run.decoders);
+      visit_ = [this](const ScanEvent& e) {
+        if (next_ >= run_.ops.size()) return false;
+        if (e.seq == run_.ops[next_].seq) {
+          add(e, entries_.emplace_back());
+          ++next_;
+        }
+        return true;
+      };
+      return;
     }
+    const std::vector<uint64_t> positions = inTraceOrder(run, firstOp, run.ops.size());
+    std::vector<Entry> byPosition;
+    byPosition.reserve(positions.size());
+    size_t k = 0;
+    scanEvents(*run.reader, [&](const ScanEvent& e) {
+      if (k >= positions.size()) return false;
+      if (e.seq != run.ops[positions[k]].seq) return true;
+      add(e, byPosition.emplace_back());
+      ++k;
+      return true;
+    }, run.ops[positions[0]].seq, run.decoders);
+    if (k != positions.size()) vanished();
+    entries_.resize(positions.size());
+    for (size_t i = 0; i < positions.size(); ++i) entries_[positions[i] - firstOp] = byPosition[i];
+    next_ = run.ops.size();
+  }
+
+  std::span<const R> inputs(uint64_t op) {
+    const Entry& e = at(op);
+    return {ranges_.data() + (e.begin - rangeBase_), e.inputs};
+  }
+  std::span<const R> outputs(uint64_t op) {
+    const Entry& e = at(op);
+    return {ranges_.data() + (e.begin - rangeBase_) + e.inputs, e.outputs};
+  }
+
+  // Nothing before operation `op` will be asked for again.
+  void release(uint64_t op) {
+    if (!scanner_ || op <= first_) return;
+    const uint64_t drop = std::min<uint64_t>(op - first_, entries_.size());
+    if (drop < 4096 || drop * 2 < entries_.size()) return;  // in bulk: a move of what is left
+    const uint64_t keepFrom = drop < entries_.size() ? entries_[drop].begin : rangeBase_ + ranges_.size();
+    ranges_.erase(ranges_.begin(), ranges_.begin() + static_cast<ptrdiff_t>(keepFrom - rangeBase_));
+    rangeBase_ = keepFrom;
+    entries_.erase(entries_.begin(), entries_.begin() + static_cast<ptrdiff_t>(drop));
+    first_ += drop;
+  }
+
+ private:
+  struct Entry {
+    uint64_t begin = 0;  // index of its first range, counted from the first ever read
+    uint32_t inputs = 0, outputs = 0;
   };
-  scanEvents(*run.reader, [&](const ScanEvent& e) {
-    if (next >= positions.size()) return false;
-    if (e.seq != run.ops[positions[next]].seq) return true;
-    const uint64_t k = positions[next] - firstOp;
-    t.inBegin[k] = static_cast<uint32_t>(t.ranges.size());
+
+  void add(const ScanEvent& e, Entry& entry) {
+    entry.begin = rangeBase_ + ranges_.size();
+    auto add = [&](std::span<const ScanRange> rs) {
+      uint32_t n = 0;
+      for (const ScanRange& r : rs) {
+        if (r.range.allocation == 0) continue;
+        ranges_.push_back({run_.ordinals(r.range.allocation), r.range.offset, r.range.offset + r.range.size});
+        ++n;
+      }
+      return n;
+    };
     const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
                                             e.memcpyKind == MemcpyKind::kHostToHost);
-    if (!hostSource) add(e.inputs);
+    if (!hostSource) entry.inputs += add(e.inputs);
     // A launch reads what it touches: the ranges of its outputs and reads,
     // also where the trace hashed its inputs at first use only.
-    if (e.kind == 0 || e.kind == 7) add(e.outputs);
-    if (e.kind == 0) add(e.reads);
-    t.outBegin[k] = static_cast<uint32_t>(t.ranges.size());
-    if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) add(e.outputs);
-    t.end[k] = static_cast<uint32_t>(t.ranges.size());
-    ++next;
-    return true;
-  }, run.ops[positions[0]].seq, run.decoders);
-  return t;
-}
+    if (e.kind == 0 || e.kind == 7) entry.inputs += add(e.outputs);
+    if (e.kind == 0) entry.inputs += add(e.reads);
+    if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) entry.outputs += add(e.outputs);
+  }
+
+  const Entry& at(uint64_t op) {
+    while (op >= first_ + entries_.size()) {
+      // false at the end, or once the last operation was read
+      if ((!scanner_ || !scanner_->next(visit_)) && op >= first_ + entries_.size()) vanished();
+    }
+    return entries_[op - first_];
+  }
+
+  [[noreturn]] void vanished() const {
+    throw TraceError(fmt::format("{}: operations vanished between two reads", run_.reader->path().string()));
+  }
+
+  const Run& run_;
+  uint64_t first_;  // the operation entries_[0] is
+  uint64_t next_;   // the next operation to read
+  std::vector<Entry> entries_;
+  std::vector<R> ranges_;
+  uint64_t rangeBase_ = 0;  // ranges given up
+  std::unique_ptr<EventScanner> scanner_;
+  std::function<bool(const ScanEvent&)> visit_;
+};
 
 // The identity includes where pointer parameters point, so a launch whose
 // pointer points elsewhere (into another allocation, or at another offset)
@@ -1671,22 +1735,16 @@ void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
 class Taint {
  public:
   // Smallest label among the op's inputs, if any is tainted.
-  std::optional<int> reads(const TailRanges& t, uint64_t op) const {
-    const uint64_t i = op - t.first;
+  std::optional<int> reads(TailRanges& t, uint64_t op) const {
     std::optional<int> out;
-    for (uint32_t r = t.inBegin[i]; r < t.outBegin[i]; ++r) {
-      const auto& x = t.ranges[r];
+    for (const TailRanges::R& x : t.inputs(op)) {
       const auto l = labels_.minLabel(x.allocation, x.begin, x.end);
       if (l && (!out || *l < *out)) out = l;
     }
     return out;
   }
-  void writes(const TailRanges& t, uint64_t op, int label) {
-    const uint64_t i = op - t.first;
-    for (uint32_t r = t.outBegin[i]; r < t.end[i]; ++r) {
-      const auto& x = t.ranges[r];
-      labels_.assign(x.allocation, x.begin, x.end, label);
-    }
+  void writes(TailRanges& t, uint64_t op, int label) {
+    for (const TailRanges::R& x : t.outputs(op)) labels_.assign(x.allocation, x.begin, x.end, label);
   }
 
  private:
@@ -1863,8 +1921,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   // Blast radius and later divergences, over the rest of the alignment.
   const uint64_t startA = first.aBegin + (first.match ? firstOffset : 0);
   const uint64_t startB = first.bBegin + (first.match ? firstOffset : 0);
-  const TailRanges tailA = tailRanges(a, startA);
-  const TailRanges tailB = tailRanges(b, startB);
+  TailRanges tailA(a, startA);
+  TailRanges tailB(b, startB);
   Taint taint;
   int nextLabel = 1;
   BlastRadius& blast = out.blast;
@@ -1915,6 +1973,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       }
       for (uint64_t k = 0; k < run.aCount; ++k) taint.writes(tailA, run.aBegin + k, label);
       for (uint64_t k = 0; k < run.bCount; ++k) taint.writes(tailB, run.bBegin + k, label);
+      tailA.release(run.aBegin + run.aCount);
+      tailB.release(run.bBegin + run.bCount);
       continue;
     }
     const uint64_t from = r == firstRun ? firstOffset : 0;
@@ -1959,6 +2019,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       } else if (reads) {
         taint.writes(tailA, ia, *reads);  // not hashed: assume the worst
       }
+      tailA.release(ia + 1);
+      tailB.release(ib + 1);
     }
   }
   out.firstDivergence = std::move(d);
