@@ -5,13 +5,16 @@
 //    inputs and its outputs, with allocations named by their identity
 //    (AllocationIds: size, kind and first use), so that an extra allocation
 //    in one run does not shift every later pointer. Run B's ordinals are
-//    then mapped onto run A's by identity.
+//    then mapped onto run A's by identity. Both runs are summarised at once,
+//    each on a thread of its own (summariseBoth), and the operations both
+//    agree on from the start are given up as they go.
 // 2. Alignment of the identities (align.h).
 // 3. The first divergence: the earliest stretch of different operations, or
 //    matched pair with different outputs. Both events are then decoded in
 //    full and classified (DESIGN.md §2).
 // 4. Blast radius: taint propagated through allocations from the first
-//    divergence over the rest of the alignment.
+//    divergence over the rest of the alignment, each run's ranges read as
+//    it goes (TailRanges).
 #include "diff/diff.h"
 
 #include <fmt/format.h>
