@@ -263,9 +263,8 @@ std::string pythonCupti(const std::vector<std::string>& command, const fs::path&
     if (std::string found = cuptiInEnvironment(prefix); !found.empty()) return found;
   }
   // pip installs gpurr as site-packages/gpurr/bin/gpurr.
-  const fs::path ownPackages = executable.parent_path().parent_path().parent_path();
-  if (executable.parent_path().parent_path().filename() == "gpurr") return cuptiIn(ownPackages);
-  return {};
+  const fs::path package = executable.parent_path().parent_path();
+  return package.filename() == "gpurr" ? cuptiIn(package.parent_path()) : std::string();
 }
 
 std::string preloadWith(const char* existing, const std::string& library) {
