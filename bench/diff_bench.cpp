@@ -8,7 +8,7 @@
 // (the traces are written by a child process). The target: the diff on one
 // thread within 1.3x the decompression.
 //
-//   diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] [--keep DIR]
+//   diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] [--host-threads N] [--keep DIR]
 //   diff_bench --launches 10000000 --rounds 1     # an hour of training: memory
 #include <fmt/format.h>
 
@@ -84,8 +84,10 @@ std::vector<Kernel> kernels() {
 
 // A training loop: a step of `kStepKernels` launches over a pool of buffers.
 // `divergeAt` (launch index) makes run B's output differ there, as a
-// nondeterministic kernel would.
-void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool runB) {
+// nondeterministic kernel would. With `hostThreads` > 1, runs of 16 launches
+// take turns on that many host threads, on the one stream (as autograd's
+// thread launches the backward pass on the forward's stream in PyTorch).
+void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool runB, uint32_t hostThreads) {
   Header h;
   h.toolVersion = "0.1.0";
   h.commandLine = {"python", "train.py"};
@@ -147,7 +149,8 @@ void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool
       const uint32_t v = static_cast<uint32_t>(i % 1024 + s);
       appendParam(k, &v, 4, 4);
     }
-    w.append({seq, seq * 1000, 0, k});
+    const uint32_t thread = static_cast<uint32_t>((i / 16) % hostThreads);
+    w.append({seq, seq * 1000, thread, k});
     ++seq;
   }
   w.close();
@@ -204,6 +207,7 @@ int main(int argc, char** argv) {
   int rounds = 5;
   double divergeFraction = 0.99;  // of the way in
   unsigned threads = 0;
+  uint32_t hostThreads = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--launches") == 0 && i + 1 < argc) {
       launches = std::stoull(argv[++i]);
@@ -213,6 +217,8 @@ int main(int argc, char** argv) {
       rounds = std::max(1, std::stoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
       threads = static_cast<unsigned>(std::stoul(argv[++i]));
+    } else if (std::strcmp(argv[i], "--host-threads") == 0 && i + 1 < argc) {
+      hostThreads = std::max(1u, static_cast<uint32_t>(std::stoul(argv[++i])));
     } else if (std::strcmp(argv[i], "--scan-only") == 0 && i + 1 < argc) {
       scanOnly = std::stoi(argv[++i]);  // for profiling: one trace scanned with N decoding threads, ten times
     } else if (std::strcmp(argv[i], "--diff-only") == 0) {
@@ -221,7 +227,7 @@ int main(int argc, char** argv) {
       keep = argv[++i];
     } else {
       fmt::print(stderr, "usage: diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] "
-                         "[--keep DIR] [--diff-only] [--scan-only DECODERS]\n");
+                         "[--host-threads N] [--keep DIR] [--diff-only] [--scan-only DECODERS]\n");
       return 2;
     }
   }
@@ -235,8 +241,8 @@ int main(int argc, char** argv) {
     // In a child process, so that the peak memory reported is the diff's.
     const pid_t child = ::fork();
     if (child == 0) {
-      writeTrace(a, launches, divergeAt, false);
-      writeTrace(b, launches, divergeAt, true);
+      writeTrace(a, launches, divergeAt, false, hostThreads);
+      writeTrace(b, launches, divergeAt, true, hostThreads);
       std::_Exit(0);
     }
     int status = 0;
