@@ -494,9 +494,10 @@ int run(const RecordOptions& opts) {
         !e.empty())
       return usageError(e);
   }
+  const fs::path executable = thisExecutable();
   fs::path library;
   try {
-    library = recorderLibrary(thisExecutable(), std::getenv("GPURR_RECORDER_LIB"));
+    library = recorderLibrary(executable, std::getenv("GPURR_RECORDER_LIB"));
   } catch (const std::runtime_error& e) {
     return usageError(e.what());
   }
@@ -556,7 +557,7 @@ int run(const RecordOptions& opts) {
   };
   // The CUPTI the recorder loads when the process has none yet (see
   // recorder/cupti_library.h): the program's Python environment's first.
-  const std::string envCupti = pythonCupti(command, thisExecutable(), [](const char* n) { return std::getenv(n); });
+  const std::string envCupti = pythonCupti(command, executable, [](const char* n) { return std::getenv(n); });
   changes.push_back({"GPURR_PYTHON_CUPTI", envCupti, envCupti.empty()});
   if (opts.verbose) {
     const char* chosen = std::getenv("GPURR_CUPTI");
@@ -566,7 +567,7 @@ int run(const RecordOptions& opts) {
                     envCupti.empty() ? "" : fmt::format("the program's Python environment ({}), ", envCupti)));
   }
   if (!opts.noFramework) {
-    for (EnvChange& c : frameworkEnv(thisExecutable(), std::getenv("PYTHONPATH"))) changes.push_back(std::move(c));
+    for (EnvChange& c : frameworkEnv(executable, std::getenv("PYTHONPATH"))) changes.push_back(std::move(c));
   }
   // Its cuDNN / cuBLAS / cuRAND wrappers record the algorithms chosen.
   if (isElf(library)) changes.push_back({"LD_PRELOAD", preloadWith(std::getenv("LD_PRELOAD"), library.string())});
