@@ -33,7 +33,7 @@ void push(Alignment& out, bool match, uint64_t aBegin, uint64_t bBegin, uint64_t
 
 // Shortest edit script from a to b, in order; false when the edit distance
 // exceeds maxEdits.
-bool myers(std::span<const uint64_t> a, std::span<const uint64_t> b, uint64_t maxEdits,
+bool myers(const Keys& a, const Keys& b, uint64_t maxEdits,
            std::vector<StepKind>& script) {
   const int64_t n = static_cast<int64_t>(a.size()), m = static_cast<int64_t>(b.size());
   const int64_t maxD = std::min<int64_t>(n + m, static_cast<int64_t>(maxEdits));
@@ -83,8 +83,7 @@ bool myers(std::span<const uint64_t> a, std::span<const uint64_t> b, uint64_t ma
 
 }  // namespace
 
-Alignment align(std::span<const uint64_t> a, std::span<const uint64_t> b,
-                const AlignOptions& options) {
+Alignment align(Keys a, Keys b, const AlignOptions& options) {
   Alignment out;
   uint64_t prefix = 0;
   while (prefix < a.size() && prefix < b.size() && a[prefix] == b[prefix]) ++prefix;

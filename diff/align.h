@@ -34,8 +34,39 @@ struct Alignment {
   bool bounded = false;  // some window hit maxEdits: a stretch may be coarser than minimal
 };
 
+// Operation identities, by position: a contiguous array, or a word every
+// `stride` in chunks of 2^shift positions (the diff's store of operations,
+// read in place).
+class Keys {
+ public:
+  Keys() = default;
+  Keys(std::span<const uint64_t> keys) : data_(keys.data()), size_(keys.size()) {}
+  Keys(const std::vector<uint64_t>& keys) : Keys(std::span<const uint64_t>(keys)) {}
+  // Positions [begin, begin + size) of the chunked store `chunks`.
+  Keys(const uint64_t* const* chunks, unsigned shift, uint64_t stride, uint64_t begin, uint64_t size)
+      : chunks_(chunks), shift_(shift), stride_(stride), begin_(begin), size_(size) {}
+
+  uint64_t size() const { return size_; }
+  uint64_t operator[](uint64_t i) const {
+    if (chunks_ == nullptr) return data_[begin_ + i];
+    const uint64_t p = begin_ + i;
+    return chunks_[p >> shift_][(p & ((uint64_t{1} << shift_) - 1)) * stride_];
+  }
+  Keys subspan(uint64_t offset, uint64_t count) const {
+    Keys k = *this;
+    k.begin_ += offset;
+    k.size_ = count;
+    return k;
+  }
+
+ private:
+  const uint64_t* data_ = nullptr;
+  const uint64_t* const* chunks_ = nullptr;
+  unsigned shift_ = 0;
+  uint64_t stride_ = 1, begin_ = 0, size_ = 0;
+};
+
 // Aligns `a` and `b` (operation identities). Adjacent stretches are merged.
-Alignment align(std::span<const uint64_t> a, std::span<const uint64_t> b,
-                const AlignOptions& options = {});
+Alignment align(Keys a, Keys b, const AlignOptions& options = {});
 
 }  // namespace gpurr::diff

@@ -33,7 +33,9 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "diff/intervals.h"
 #include "trace_format/hash_primitives.h"
@@ -177,18 +179,27 @@ class OrdinalMap {
 
 // ------------------------------------------------------------ summary pass
 
+// What the comparison keeps of an operation: 32 bytes, so that two runs of
+// ten million launches each fit in well under a gigabyte. The rest (its
+// parameters, its inputs) is read again from the trace for the few
+// operations a report shows.
 struct Op {
-  uint64_t seq;
   uint64_t key;      // identity, for the alignment
-  uint64_t shape;    // the identity without where pointer parameters point
-  uint64_t params;   // normalised parameter bytes (and memset value)
-  uint64_t inputs;   // input ranges and digests
   uint64_t outputs;  // output ranges and digests
-  uint32_t stream;   // ordinal
-  OpKind kind;
-  bool hashed;       // outputs were hashed: `outputs` means something
-  uint32_t thread = 0;  // host thread (Event::thread)
+  uint64_t word;     // seq << 3 | hashed << 2 | kind
+  uint32_t shape;    // the identity without where pointer parameters point (matchSameShape)
+  // Host thread and stream ordinal, folded into 16 bits: they only order
+  // the operations of a run of several threads (canonicalOrder), where two
+  // folded together cost only a reordering not undone.
+  uint16_t thread, stream;
+
+  uint64_t seq() const { return word >> 3; }
+  OpKind kind() const { return static_cast<OpKind>(word & 3); }
+  bool hashed() const { return (word >> 2 & 1) != 0; }
 };
+static_assert(sizeof(Op) == 32);
+
+uint16_t fold16(uint32_t v) { return static_cast<uint16_t>(v ^ v >> 16); }
 
 // The operations of a run, in fixed-size chunks, of which a prefix can be
 // given up: where both runs agree up to a point (same identities, same
@@ -197,13 +208,22 @@ struct Op {
 // their length are compared in little memory (summariseBoth).
 class OpStore {
  public:
-  static constexpr unsigned kShift = 10;  // 1,024 operations (64 KiB) a chunk: reused, they stay in cache
+  static constexpr unsigned kShift = 10;  // 1,024 operations (32 KiB) a chunk: reused, they stay in cache
   static constexpr uint64_t kChunk = uint64_t{1} << kShift;
 
   uint64_t size() const { return size_; }
   // The first operation still held: those before it were dropped.
   uint64_t firstHeld() const { return dropped_ << kShift; }
   const Op& operator[](uint64_t i) const { return chunks_[i >> kShift][i & (kChunk - 1)]; }
+  Op& operator[](uint64_t i) { return chunks_[i >> kShift][i & (kChunk - 1)]; }
+
+  // The identities of the operations held, for the alignment; `chunks`
+  // holds the table it reads and lives as long as it.
+  Keys keys(std::vector<const uint64_t*>& chunks) const {
+    chunks.assign(chunks_.size(), nullptr);
+    for (size_t c = dropped_; c < chunks_.size(); ++c) chunks[c] = &chunks_[c][0].key;
+    return Keys(chunks.data(), kShift, sizeof(Op) / sizeof(uint64_t), firstHeld(), size_ - firstHeld());
+  }
 
   // A new operation at the end, to be filled in.
   Op& emplace() {
@@ -246,31 +266,33 @@ class OpStore {
   uint64_t size_ = 0, dropped_ = 0;
 };
 
-// An operation or a synchronisation, with what orders it against the
-// others (canonicalOrder).
-struct Waypoint {
-  static constexpr uint64_t kSync = UINT64_MAX;
-  uint64_t op;  // index into Run::ops, or kSync
-  uint32_t thread, stream;
-  uint64_t event;  // a synchronisation's CUDA event, 0 if none
-  uint64_t seq;    // event number in the trace
+// A synchronisation: it orders the operations around it (canonicalOrder).
+struct Sync {
+  uint16_t thread, stream;  // folded as Op's
+  uint64_t event;           // the CUDA event recorded, waited for or queried; 0 if none
+  uint64_t seq;             // event number in the trace
 };
 
 struct Run {
   const TraceReader* reader = nullptr;
   OpStore ops;
   uint64_t droppedLaunches = 0;  // launches among the operations ops dropped
-  std::vector<uint64_t> keys;    // identities of ops from ops.firstHeld(), once summarised
   std::vector<AllocInfo> allocs;
   AllocationIds ids;     // identities, for the summary's hashes
   OrdinalMap ordinals;   // in run A's numbering, once both runs are summarised
   std::unordered_map<uint64_t, uint32_t> streams;
-  std::vector<Waypoint> syncs;      // in trace order
+  std::vector<Sync> syncs;          // in trace order
   bool threads = false;             // more than one host thread
   unsigned decoders = 0;            // threads decoding its blocks in a one-trace pass
   uint64_t lastStream = 0;
   uint32_t lastStreamOrdinal = 0;
 };
+
+// The ordinal of a stream the summary saw.
+uint32_t knownStreamOrdinal(const Run& run, uint64_t stream) {
+  const auto it = run.streams.find(stream);
+  return it == run.streams.end() ? 0 : it->second;
+}
 
 uint32_t streamOrdinal(Run& run, uint64_t stream) {
   if (stream == 0) return 0;
@@ -365,55 +387,12 @@ void hashRanges(Words& h, std::span<const ScanRange> ranges, AllocationIds& ids,
   }
 }
 
-// The parameter bytes' hash, with every pointer word replaced by its
-// allocation's identity and offset.
-uint64_t normalisedParamsHash(std::span<const uint8_t> params, std::span<const PointerParam> pointers,
-                              const AllocationIds& ids, std::vector<uint8_t>& scratch, Words& h) {
-  const size_t n = params.size();
-  h.clear();
-  // The common case, without copying: pointers at whole words of at most 64
-  // words of parameters. The same words as below, so the same hash.
-  uint64_t pointerWords = 0;
-  uint64_t replaced[64];
-  bool aligned = n >= 8 && n <= 64 * 8;
-  for (const PointerParam& p : pointers) {
-    if (p.allocation == 0 || p.byteOffset > n || n - p.byteOffset < 8) continue;
-    if (p.byteOffset % 8 != 0) {
-      aligned = false;
-      break;
-    }
-    const size_t k = (p.byteOffset / 8) & 63;
-    pointerWords |= uint64_t{1} << k;
-    replaced[k] = fmix(ids(p.allocation)) ^ p.offset;  // a later pointer at the same word wins, as below
+// The allocations of ranges an operation reads take their identities, as
+// hashRanges's do.
+void useRanges(std::span<const ScanRange> ranges, AllocationIds& ids, uint64_t user, uint32_t thread) {
+  for (const ScanRange& r : ranges) {
+    if (r.range.allocation != 0) ids.use(r.range.allocation, user, 0, thread);
   }
-  if (aligned) {
-    const uint8_t* in = params.data();
-    size_t k = 0;
-    for (; (k + 1) * 8 <= n; ++k) {
-      uint64_t v;
-      std::memcpy(&v, in + k * 8, 8);
-      h.add((pointerWords >> k) & 1 ? replaced[k] : v);
-    }
-    if (const size_t rest = n - k * 8; rest > 0) {
-      uint64_t v;
-      std::memcpy(&v, in + n - 8, 8);  // the last 8 bytes, of which the last `rest` are the tail
-      h.add(v >> (8 * (8 - rest)));
-    }
-    return h.add(n).hash();
-  }
-  uint8_t local[512];
-  uint8_t* out = local;
-  if (params.size() > sizeof local) {
-    scratch.resize(params.size());
-    out = scratch.data();
-  }
-  if (!params.empty()) std::memcpy(out, params.data(), params.size());
-  for (const PointerParam& p : pointers) {
-    if (p.allocation == 0 || p.byteOffset > params.size() || params.size() - p.byteOffset < 8) continue;
-    const uint64_t word = fmix(ids(p.allocation)) ^ p.offset;
-    std::memcpy(out + p.byteOffset, &word, 8);
-  }
-  return h.addBytes(out, params.size()).hash();
 }
 
 // Builds a run's summary one event at a time, in trace order.
@@ -434,22 +413,19 @@ class Summariser {
         run.ids.allocate(e.ordinal, e.size, e.allocationKind);
         return;
       case 6:  // synchronisation: orders the operations around it (canonicalOrder)
-        run.syncs.push_back({Waypoint::kSync, e.thread, streamOrdinal(run, e.stream), e.syncEvent, e.seq});
+        run.syncs.push_back({fold16(e.thread), fold16(streamOrdinal(run, e.stream)), e.syncEvent, e.seq});
         return;
       default:
         return;
     }
-    // Filled in where it is kept: a copy from the stack would read back
-    // narrow stores with wide loads.
-    Op& op = run.ops.emplace();
-    op = Op{e.seq, 0, 0, 0, 0, 0, 0, OpKind::kLaunch, true, e.thread};
+    OpKind kind = OpKind::kLaunch;
+    uint64_t shape = 0;
+    bool hashed = true;
     bool pointerTargets = false;
     key_.clear();
-    in_.clear();
     out_.clear();
     switch (e.kind) {
       case 0: {  // launch
-        op.kind = OpKind::kLaunch;
         if (e.blockIndex != functionBlock_) {
           functionHashes_.clear();
           functionBlock_ = e.blockIndex;
@@ -467,75 +443,79 @@ class Summariser {
           uint64_t differ = f.words ^ n;
           for (uint32_t k = 0; k < n; ++k) differ |= f.shapeWords[k] ^ key_.data()[k];
           if (differ == 0) {
-            op.shape = f.shape;
+            shape = f.shape;
           } else {
-            op.shape = key_.hash();
+            shape = key_.hash();
             f.words = n;
             std::memcpy(f.shapeWords, key_.data(), n * sizeof(uint64_t));
-            f.shape = op.shape;
+            f.shape = shape;
           }
         } else {
-          op.shape = key_.hash();
+          shape = key_.hash();
         }
         // The identity adds where each pointer points, to the shape.
         key_.clear();
-        key_.add(op.shape);
+        key_.add(shape);
         for (size_t i = 0; i < e.pointers.size(); ++i) {
           const PointerParam& p = e.pointers[i];
-          key_.add(run.ids.use(p.allocation, op.shape, i, e.thread)).add(p.offset);
+          key_.add(run.ids.use(p.allocation, shape, i, e.thread)).add(p.offset);
         }
         pointerTargets = true;
-        op.params = normalisedParamsHash(e.params, e.pointers, run.ids, scratch_, params_);
-        op.hashed = e.hashed;
+        hashed = e.hashed;
         break;
       }
       case 1:  // memcpy
-        op.kind = OpKind::kMemcpy;
+        kind = OpKind::kMemcpy;
         key_.add(uint64_t{1}).add(static_cast<uint64_t>(e.memcpyKind)).add(e.size);
-        op.shape = key_.hash();
+        shape = key_.hash();
         for (uint64_t i : {0, 1}) {
           const ScanRange& r = i == 0 ? e.outputs[0] : e.inputs[0];
-          if (r.range.allocation != 0) key_.add(run.ids.use(r.range.allocation, op.shape, i, e.thread)).add(r.range.offset);
+          if (r.range.allocation != 0) key_.add(run.ids.use(r.range.allocation, shape, i, e.thread)).add(r.range.offset);
         }
         break;
       case 2:  // memset
-        op.kind = OpKind::kMemset;
+        kind = OpKind::kMemset;
         key_.add(uint64_t{2}).add(e.outputs[0].range.size).add(e.elementSize);
-        op.shape = key_.hash();
+        shape = key_.hash();
         if (e.outputs[0].range.allocation != 0) {
-          key_.add(run.ids.use(e.outputs[0].range.allocation, op.shape, 0, e.thread)).add(e.outputs[0].range.offset);
+          key_.add(run.ids.use(e.outputs[0].range.allocation, shape, 0, e.thread)).add(e.outputs[0].range.offset);
         }
-        op.params = fmix(e.value);
         break;
       case 7:  // graph launch
-        op.kind = OpKind::kGraph;
+        kind = OpKind::kGraph;
         key_.add(uint64_t{7}).add(e.nodeCount);
-        op.shape = key_.hash();
+        shape = key_.hash();
         break;
     }
-    if (op.kind == OpKind::kMemcpy) {
+    // The inputs' allocations take their identities at their first use;
+    // their digests are compared only where a report shows them.
+    if (kind == OpKind::kMemcpy) {
       // Host-to-device copies read host memory: nothing of the device.
       const bool deviceSource = e.memcpyKind == MemcpyKind::kDeviceToDevice ||
                                 e.memcpyKind == MemcpyKind::kPeer ||
                                 e.memcpyKind == MemcpyKind::kDeviceToHost;
-      hashRanges(in_, deviceSource ? e.inputs : std::span<const ScanRange>(), run.ids, op.shape, 0, e.thread);
+      if (deviceSource) useRanges(e.inputs, run.ids, shape, e.thread);
     } else {
       // A graph launch's ranges are every allocation, in address order: as
       // one operand, told apart by the order of their first use.
-      hashRanges(in_, e.inputs, run.ids, op.shape, 0, e.thread);
+      useRanges(e.inputs, run.ids, shape, e.thread);
     }
-    hashRanges(out_, e.outputs, run.ids, op.shape, 0, e.thread);
+    hashRanges(out_, e.outputs, run.ids, shape, 0, e.thread);
+    // Filled in where it is kept: a copy from the stack would read back
+    // narrow stores with wide loads.
+    Op& op = run.ops.emplace();
     op.key = key_.hash();
-    if (!pointerTargets) op.shape = op.key;
-    op.inputs = in_.hash();
     op.outputs = out_.hash();
-    op.stream = streamOrdinal(run, e.stream);
+    op.word = e.seq << 3 | uint64_t{hashed} << 2 | static_cast<uint64_t>(kind);
+    if (!pointerTargets) shape = op.key;
+    op.shape = static_cast<uint32_t>(shape ^ shape >> 32);
+    op.thread = fold16(e.thread);
+    op.stream = fold16(streamOrdinal(run, e.stream));
   }
 
  private:
   Run& run_;
-  std::vector<uint8_t> scratch_;
-  Words key_, in_, out_, params_;
+  Words key_, out_;
   // Each function of the current block, by block-local id: the hash of its
   // name, and the words and hash of its last launch's shape.
   struct Function {
@@ -554,7 +534,7 @@ class Summariser {
 // outputs where both hashed them. A prefix of such pairs holds no divergence
 // and starts the alignment (align's common prefix).
 bool agree(const Op& a, const Op& b) {
-  return a.key == b.key && !(a.hashed && b.hashed && a.outputs != b.outputs);
+  return a.key == b.key && !(a.hashed() && b.hashed() && a.outputs != b.outputs);
 }
 
 // Summarises both runs. While neither run has shown a second host thread,
@@ -590,8 +570,8 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
       const uint64_t n = std::min(a.ops.size(), b.ops.size());
       while (agreed < n && agree(a.ops[agreed], b.ops[agreed])) ++agreed;
       if (agreed < n) drop = false;  // they differ here: everything from here on is kept
-      a.ops.dropBefore(agreed, [&](const Op& op) { a.droppedLaunches += op.kind == OpKind::kLaunch; });
-      b.ops.dropBefore(agreed, [&](const Op& op) { b.droppedLaunches += op.kind == OpKind::kLaunch; });
+      a.ops.dropBefore(agreed, [&](const Op& op) { a.droppedLaunches += op.kind() == OpKind::kLaunch; });
+      b.ops.dropBefore(agreed, [&](const Op& op) { b.droppedLaunches += op.kind() == OpKind::kLaunch; });
     }
     return true;
   }
@@ -650,7 +630,7 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
           }
           upTo = sh.agreed;
         }
-        run.ops.dropBefore(upTo, [&](const Op& op) { run.droppedLaunches += op.kind == OpKind::kLaunch; });
+        run.ops.dropBefore(upTo, [&](const Op& op) { run.droppedLaunches += op.kind() == OpKind::kLaunch; });
         if (!more) return;
       }
     } catch (...) {
@@ -670,7 +650,7 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
   // Both runs give up the same start (each dropped up to the agreed point
   // it last saw).
   for (Run* r : runs) {
-    r->ops.dropBefore(sh.agreed, [&](const Op& op) { r->droppedLaunches += op.kind == OpKind::kLaunch; });
+    r->ops.dropBefore(sh.agreed, [&](const Op& op) { r->droppedLaunches += op.kind() == OpKind::kLaunch; });
   }
   return true;
 }
@@ -687,67 +667,94 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
 // free to go next, the one with the smallest identity goes first. Two runs
 // whose operations differ only in such an interleaving then have the same
 // sequence. A program of one host thread keeps the trace's order.
+//
+// Kahn's algorithm over the lanes (a thread, a stream, a CUDA event): each
+// operation or synchronisation waits for the one before it in each of its
+// lanes. It holds 13 bytes per operation besides the operations, which are
+// then put in that order in place.
 void canonicalOrder(Run& run) {
   if (!run.threads) {
     run.syncs = {};
-    run.keys.resize(run.ops.size() - run.ops.firstHeld());
-    for (uint64_t i = run.ops.firstHeld(); i < run.ops.size(); ++i) {
-      run.keys[i - run.ops.firstHeld()] = run.ops[i].key;
-    }
     return;
   }
   // Nothing was dropped from a run of several threads (summariseBoth).
-  // The operations and synchronisations in trace order.
-  std::vector<Waypoint> w;
-  w.reserve(run.ops.size() + run.syncs.size());
-  for (size_t o = 0, y = 0; o < run.ops.size() || y < run.syncs.size();) {
-    if (y < run.syncs.size() && (o == run.ops.size() || run.syncs[y].seq < run.ops[o].seq)) {
-      w.push_back(run.syncs[y++]);
-    } else {
-      w.push_back({o, run.ops[o].thread, run.ops[o].stream, 0, run.ops[o].seq});
-      ++o;
+  const uint64_t n = run.ops.size(), m = run.syncs.size();
+  if (n + m >= UINT32_MAX) {
+    throw TraceError(fmt::format("{}: too many operations to compare ({})", run.reader->path().string(), n));
+  }
+  // Waypoints: operation i is i, synchronisation j is n + j.
+  constexpr uint32_t kNone = UINT32_MAX;
+  std::vector<uint32_t> nextOnThread(n + m, kNone), nextOnStream(n + m, kNone), nextOnEvent(m, kNone);
+  std::vector<uint8_t> waiting(n + m, 0);  // lanes in which the waypoint before it has not gone yet
+  {
+    std::unordered_map<uint64_t, uint32_t> last[3];  // the last waypoint of each lane so far
+    auto link = [&](std::unordered_map<uint64_t, uint32_t>& lane, uint64_t id, uint32_t w,
+                    std::vector<uint32_t>& next, uint32_t base) {
+      auto [it, fresh] = lane.try_emplace(id, w);
+      if (fresh) return;
+      next[it->second - base] = w;
+      ++waiting[w];
+      it->second = w;
+    };
+    // In trace order: the operations and synchronisations merged by seq.
+    for (uint64_t o = 0, y = 0; o < n || y < m;) {
+      if (y < m && (o == n || run.syncs[y].seq < run.ops[o].seq())) {
+        const Sync& s = run.syncs[y];
+        const auto w = static_cast<uint32_t>(n + y++);
+        link(last[0], s.thread, w, nextOnThread, 0);
+        link(last[1], s.stream, w, nextOnStream, 0);
+        if (s.event != 0) link(last[2], s.event, w, nextOnEvent, static_cast<uint32_t>(n));
+      } else {
+        const Op& op = run.ops[o];
+        const auto w = static_cast<uint32_t>(o++);
+        link(last[0], op.thread, w, nextOnThread, 0);
+        link(last[1], op.stream, w, nextOnStream, 0);
+      }
     }
   }
-  run.syncs = {};
-  // Lanes: a thread, a stream, a CUDA event (when it has one); each waypoint
-  // waits for the earlier waypoints of its lanes.
-  struct Lane {
-    std::vector<size_t> waypoints;
-    size_t head = 0;  // the next one to go
-  };
-  std::unordered_map<uint64_t, Lane> lanes[3];
-  auto forLanes = [&](const Waypoint& p, auto f) {
-    f(lanes[0][p.thread]);
-    f(lanes[1][p.stream]);
-    if (p.event != 0) f(lanes[2][p.event]);
-  };
-  for (size_t i = 0; i < w.size(); ++i) forLanes(w[i], [&](Lane& l) { l.waypoints.push_back(i); });
-  auto isHead = [&](size_t i) {
-    bool head = true;
-    forLanes(w[i], [&](Lane& l) { head &= l.waypoints[l.head] == i; });
-    return head;
-  };
-  using Ready = std::pair<uint64_t, size_t>;  // identity (0 for a synchronisation), waypoint
+  // Of the waypoints free to go, the smallest identity (0 for a
+  // synchronisation) first, then the earliest in the trace.
+  using Ready = std::tuple<uint64_t, uint64_t, uint32_t>;  // identity, seq, waypoint
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
-  std::vector<bool> queued(w.size(), false);
-  auto offer = [&](size_t i) {
-    if (queued[i] || !isHead(i)) return;
-    queued[i] = true;
-    ready.push({w[i].op == Waypoint::kSync ? 0 : run.ops[w[i].op].key, i});
+  auto offer = [&](uint32_t w) {
+    if (w < n) {
+      ready.emplace(run.ops[w].key, run.ops[w].seq(), w);
+    } else {
+      ready.emplace(0, run.syncs[w - n].seq, w);
+    }
   };
-  for (size_t i = 0; i < w.size(); ++i) offer(i);
-  OpStore ops;
-  while (!ready.empty()) {
-    const size_t i = ready.top().second;
-    ready.pop();
-    if (w[i].op != Waypoint::kSync) ops.push_back(run.ops[w[i].op]);
-    forLanes(w[i], [&](Lane& l) {
-      if (++l.head < l.waypoints.size()) offer(l.waypoints[l.head]);
-    });
+  for (uint64_t w = 0; w < n + m; ++w) {
+    if (waiting[w] == 0) offer(static_cast<uint32_t>(w));
   }
-  run.ops = std::move(ops);
-  run.keys.resize(run.ops.size());
-  for (size_t i = 0; i < run.ops.size(); ++i) run.keys[i] = run.ops[i].key;
+  std::vector<uint32_t> order;  // operations, by their position in the trace
+  order.reserve(n);
+  while (!ready.empty()) {
+    const uint32_t w = std::get<2>(ready.top());
+    ready.pop();
+    if (w < n) order.push_back(w);
+    for (const uint32_t next : {nextOnThread[w], nextOnStream[w], w >= n ? nextOnEvent[w - n] : kNone}) {
+      if (next != kNone && --waiting[next] == 0) offer(next);
+    }
+  }
+  nextOnThread = {};
+  nextOnStream = {};
+  nextOnEvent = {};
+  waiting = {};
+  run.syncs = {};
+  // ops[k] = old ops[order[k]], cycle by cycle.
+  std::vector<bool> placed(n, false);
+  for (uint64_t k = 0; k < n; ++k) {
+    if (placed[k] || order[k] == k) continue;
+    const Op first = run.ops[k];
+    uint64_t j = k;
+    while (order[j] != k) {
+      run.ops[j] = run.ops[order[j]];
+      placed[j] = true;
+      j = order[j];
+    }
+    run.ops[j] = first;
+    placed[j] = true;
+  }
 }
 
 // ------------------------------------------------------------ full events
@@ -819,19 +826,27 @@ std::string opName(const Event& e) {
   return trace::kindName(e.payload);
 }
 
+uint64_t streamOf(const Event& e) {
+  if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) return k->stream;
+  if (const auto* m = std::get_if<Memcpy>(&e.payload)) return m->stream;
+  if (const auto* s = std::get_if<Memset>(&e.payload)) return s->stream;
+  if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) return g->stream;
+  return 0;
+}
+
 OpInfo info(const Run& run, uint64_t index, const Event& e) {
   const Op& op = run.ops[index];
   OpInfo out;
-  out.seq = op.seq;
+  out.seq = op.seq();
   out.index = index;
   // Launches before this one: counted when asked, which is rare.
   out.launchIndex = run.droppedLaunches;
   for (uint64_t i = run.ops.firstHeld(); i < index; ++i) {
-    out.launchIndex += run.ops[i].kind == OpKind::kLaunch;
+    out.launchIndex += run.ops[i].kind() == OpKind::kLaunch;
   }
-  out.stream = op.stream;
-  out.kind = op.kind;
+  out.kind = op.kind();
   out.name = opName(e);
+  out.stream = knownStreamOrdinal(run, streamOf(e));
   out.origin = e.origin;
   if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
     out.grid = k->grid;
@@ -842,7 +857,7 @@ OpInfo info(const Run& run, uint64_t index, const Event& e) {
 }
 
 OpInfo info(const Run& run, uint64_t index) {
-  return info(run, index, eventAt(*run.reader, run.ops[index].seq));
+  return info(run, index, eventAt(*run.reader, run.ops[index].seq()));
 }
 
 // ------------------------------------------------------------ headers
@@ -1078,6 +1093,24 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
   std::sort(out.begin(), out.end(),
             [](const ParamDifference& x, const ParamDifference& y) { return x.offset < y.offset; });
   return out;
+}
+
+// Whether two corresponding operations read the same device bytes, by
+// position, allocation identity and digest.
+bool sameInputs(const Context& ctx, const Event& a, const Event& b) {
+  std::vector<RangeDifference> differences;
+  return compareRanges(ctx, view(a).inputs, view(b).inputs, differences);
+}
+
+// Whether their parameters agree once pointers are compared by allocation
+// identity and offset (a set's value, for sets).
+bool sameParameters(const Context& ctx, const Event& a, const Event& b) {
+  const auto* ka = std::get_if<KernelLaunch>(&a.payload);
+  const auto* kb = std::get_if<KernelLaunch>(&b.payload);
+  if (ka && kb) return compareParams(ctx, *ka, *kb).empty();
+  const auto* sa = std::get_if<Memset>(&a.payload);
+  const auto* sb = std::get_if<Memset>(&b.payload);
+  return !(sa && sb) || sa->value == sb->value;
 }
 
 std::vector<const RngState*> rngStates(const KernelLaunch& k) {
@@ -1322,8 +1355,8 @@ bool oldOutputContents(const OpView& va, const OpView& vb, FirstDivergence& d) {
 }
 
 void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) {
-  const Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq);
-  const Event eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq);
+  const Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq());
+  const Event eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq());
   d.a = info(ctx.a, ia, ea);
   d.b = info(ctx.b, ib, eb);
   const OpView va = view(ea), vb = view(eb);
@@ -1519,7 +1552,7 @@ std::vector<uint64_t> inTraceOrder(const Run& run, uint64_t begin, uint64_t end)
   std::vector<uint64_t> positions(end - begin);
   for (uint64_t i = begin; i < end; ++i) positions[i - begin] = i;
   std::sort(positions.begin(), positions.end(),
-            [&](uint64_t x, uint64_t y) { return run.ops[x].seq < run.ops[y].seq; });
+            [&](uint64_t x, uint64_t y) { return run.ops[x].seq() < run.ops[y].seq(); });
   return positions;
 }
 
@@ -1537,9 +1570,9 @@ PathDivergence stretchOf(const Context& ctx, const AlignedRun& run) {
     std::vector<uint64_t> positions = inTraceOrder(r, begin, begin + shown);
     size_t next = 0;
     r.reader->forEach([&](const Event& e) {
-      if (e.seq == r.ops[positions[next]].seq) out.push_back(info(r, positions[next++], e));
+      if (e.seq == r.ops[positions[next]].seq()) out.push_back(info(r, positions[next++], e));
       return next < positions.size();
-    }, r.ops[positions[0]].seq);
+    }, r.ops[positions[0]].seq());
     std::sort(out.begin(), out.end(), [](const OpInfo& x, const OpInfo& y) { return x.index < y.index; });
   };
   collect(ctx.a, p.aBegin, p.aCount, p.aOps);
@@ -1585,11 +1618,13 @@ void classifyPath(const Context& ctx, const AlignedRun& run, FirstDivergence& d)
 // ------------------------------------------------------------ blast radius
 
 // The ranges (in run A's ordinal numbering) of every operation of a run from
-// `firstOp` on, inputs then outputs, for the blast radius. In a run compared
-// in trace order they are read as the blast radius walks forward, block by
-// block, and those it has passed are given up: a first divergence early in a
-// long run does not hold every range of the run at once. A run of several
-// host threads, walked in canonical order, has them all read at the start.
+// `firstOp` on, inputs then outputs, for the blast radius. They are read as
+// the blast radius walks forward, block by block, and those it has passed
+// are given up: a first divergence early in a long run does not hold every
+// range of the run at once. A run of several host threads is walked in
+// canonical order, which moves operations only among concurrent ones: its
+// ranges are held in trace order, found by seq, and given up once every
+// operation before them in the trace has been passed.
 class TailRanges {
  public:
   struct R {
@@ -1597,65 +1632,65 @@ class TailRanges {
     uint64_t begin, end;
   };
 
-  TailRanges(const Run& run, uint64_t firstOp) : run_(run), first_(firstOp), next_(firstOp) {
+  TailRanges(const Run& run, uint64_t firstOp)
+      : run_(run), first_(firstOp), released_(firstOp), toRead_(run.ops.size() - std::min(firstOp, run.ops.size())) {
     if (firstOp >= run.ops.size()) return;
-    if (!run.threads) {
-      scanner_ = std::make_unique<EventScanner>(*run.reader, run.ops[firstOp].seq, run.decoders);
-      visit_ = [this](const ScanEvent& e) {
-        if (next_ >= run_.ops.size()) return false;
-        if (e.seq == run_.ops[next_].seq) {
-          add(e, entries_.emplace_back());
-          ++next_;
-        }
-        return true;
-      };
-      return;
+    uint64_t from = run.ops[firstOp].seq();
+    if (run.threads) {
+      for (uint64_t i = firstOp; i < run.ops.size(); ++i) from = std::min(from, run.ops[i].seq());
+      // Operations before `firstOp` that the trace holds after `from`: never asked for.
+      for (uint64_t i = 0; i < firstOp; ++i) {
+        if (run.ops[i].seq() > from) skip_.insert(run.ops[i].seq());
+      }
     }
-    const std::vector<uint64_t> positions = inTraceOrder(run, firstOp, run.ops.size());
-    std::vector<Entry> byPosition;
-    byPosition.reserve(positions.size());
-    size_t k = 0;
-    scanEvents(*run.reader, [&](const ScanEvent& e) {
-      if (k >= positions.size()) return false;
-      if (e.seq != run.ops[positions[k]].seq) return true;
-      add(e, byPosition.emplace_back());
-      ++k;
-      return true;
-    }, run.ops[positions[0]].seq, run.decoders);
-    if (k != positions.size()) vanished();
-    entries_.resize(positions.size());
-    for (size_t i = 0; i < positions.size(); ++i) entries_[positions[i] - firstOp] = byPosition[i];
-    next_ = run.ops.size();
+    scanner_ = std::make_unique<EventScanner>(*run.reader, from, run.decoders);
+    visit_ = [this](const ScanEvent& e) {
+      if (!isOperation(e) || (!skip_.empty() && skip_.erase(e.seq) != 0)) return true;
+      add(e, entries_.emplace_back());
+      return ++read_ < toRead_;
+    };
   }
 
   std::span<const R> inputs(uint64_t op) {
-    const Entry& e = at(op);
+    const Entry& e = entries_[index(op)];
     return {ranges_.data() + (e.begin - rangeBase_), e.inputs};
   }
   std::span<const R> outputs(uint64_t op) {
-    const Entry& e = at(op);
+    const Entry& e = entries_[index(op)];
     return {ranges_.data() + (e.begin - rangeBase_) + e.inputs, e.outputs};
   }
 
   // Nothing before operation `op` will be asked for again.
   void release(uint64_t op) {
-    if (!scanner_ || op <= first_) return;
-    const uint64_t drop = std::min<uint64_t>(op - first_, entries_.size());
+    if (!scanner_ || op <= released_) return;
+    uint64_t drop = 0;  // entries at the front that will not be asked for again
+    if (!run_.threads) {
+      drop = std::min<uint64_t>(op - first_, entries_.size());
+      released_ = op;
+    } else {
+      for (; released_ < op; ++released_) entries_[index(released_)].passed = true;
+      while (passed_ < entries_.size() && entries_[passed_].passed) ++passed_;
+      drop = passed_;
+    }
     if (drop < 4096 || drop * 2 < entries_.size()) return;  // in bulk: a move of what is left
     const uint64_t keepFrom = drop < entries_.size() ? entries_[drop].begin : rangeBase_ + ranges_.size();
     ranges_.erase(ranges_.begin(), ranges_.begin() + static_cast<ptrdiff_t>(keepFrom - rangeBase_));
     rangeBase_ = keepFrom;
     entries_.erase(entries_.begin(), entries_.begin() + static_cast<ptrdiff_t>(drop));
     first_ += drop;
+    passed_ -= run_.threads ? drop : 0;
   }
 
  private:
   struct Entry {
+    uint64_t seq = 0;
     uint64_t begin = 0;  // index of its first range, counted from the first ever read
     uint32_t inputs = 0, outputs = 0;
+    bool passed = false;  // the blast radius is past it (runs of several threads)
   };
 
   void add(const ScanEvent& e, Entry& entry) {
+    entry.seq = e.seq;
     entry.begin = rangeBase_ + ranges_.size();
     auto add = [&](std::span<const ScanRange> rs) {
       uint32_t n = 0;
@@ -1676,12 +1711,28 @@ class TailRanges {
     if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) entry.outputs += add(e.outputs);
   }
 
-  const Entry& at(uint64_t op) {
-    while (op >= first_ + entries_.size()) {
-      // false at the end, or once the last operation was read
-      if ((!scanner_ || !scanner_->next(visit_)) && op >= first_ + entries_.size()) vanished();
+  // Where operation `op`'s ranges are in entries_, read on as far as needed.
+  size_t index(uint64_t op) {
+    if (!run_.threads) {
+      while (op >= first_ + entries_.size()) readMore();
+      return op - first_;
     }
-    return entries_[op - first_];
+    const uint64_t seq = run_.ops[op].seq();
+    while (entries_.empty() || entries_.back().seq < seq) readMore();
+    const auto it = std::lower_bound(entries_.begin(), entries_.end(), seq,
+                                     [](const Entry& x, uint64_t s) { return x.seq < s; });
+    if (it == entries_.end() || it->seq != seq) vanished();
+    return static_cast<size_t>(it - entries_.begin());
+  }
+
+  void readMore() {
+    const size_t before = entries_.size();
+    // false at the end, or once the last operation was read
+    while (entries_.size() == before) {
+      if (!scanner_ || !scanner_->next(visit_)) {
+        if (entries_.size() == before) vanished();
+      }
+    }
   }
 
   [[noreturn]] void vanished() const {
@@ -1689,11 +1740,15 @@ class TailRanges {
   }
 
   const Run& run_;
-  uint64_t first_;  // the operation entries_[0] is
-  uint64_t next_;   // the next operation to read
+  uint64_t first_;     // trace order: the operation entries_[0] is (one host thread)
+  uint64_t released_;  // operations before it were released
+  const uint64_t toRead_;  // operations from `firstOp` on
+  uint64_t read_ = 0;      // ... read so far
+  size_t passed_ = 0;  // entries at the front the blast radius is past (several threads)
   std::vector<Entry> entries_;
   std::vector<R> ranges_;
   uint64_t rangeBase_ = 0;  // ranges given up
+  std::unordered_set<uint64_t> skip_;
   std::unique_ptr<EventScanner> scanner_;
   std::function<bool(const ScanEvent&)> visit_;
 };
@@ -1711,7 +1766,7 @@ void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
   auto same = [&](uint64_t i, uint64_t j) {
     const Op& x = a.ops[i];
     const Op& y = b.ops[j];
-    return x.kind == OpKind::kLaunch && y.kind == OpKind::kLaunch && x.shape == y.shape;
+    return x.kind() == OpKind::kLaunch && y.kind() == OpKind::kLaunch && x.shape == y.shape;
   };
   for (const AlignedRun& r : alignment.runs) {
     if (r.match) {
@@ -1827,7 +1882,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   // The operations both runs agreed on from the start, if dropped, are the
   // start of the alignment's common prefix: the rest is aligned and shifted.
   const uint64_t held = a.ops.firstHeld();
-  Alignment alignment = align(a.keys, b.keys, options.align);
+  std::vector<const uint64_t*> chunksA, chunksB;
+  Alignment alignment = align(a.ops.keys(chunksA), b.ops.keys(chunksB), options.align);
   if (held > 0) {
     for (AlignedRun& r : alignment.runs) {
       r.aBegin += held;
@@ -1843,8 +1899,6 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     }
     alignment.matched += held;
   }
-  a.keys = {};
-  b.keys = {};
   matchSameShape(alignment, a, b);
   out.matched = alignment.matched;
   out.alignmentBounded = alignment.bounded;
@@ -1884,7 +1938,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       const Op& ob = b.ops[run.bBegin + k];
       // A pointer that points elsewhere (matchSameShape) diverges whatever
       // the outputs.
-      if ((oa.hashed && ob.hashed && oa.outputs != ob.outputs) || oa.key != ob.key) {
+      if ((oa.hashed() && ob.hashed() && oa.outputs != ob.outputs) || oa.key != ob.key) {
         firstRun = r;
         firstOffset = k;
         break;
@@ -1931,7 +1985,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   BlastRadius& blast = out.blast;
   auto countA = [&](uint64_t ia, bool tainted0) {
     ++blast.laterOps;
-    const bool launch = a.ops[ia].kind == OpKind::kLaunch;
+    const bool launch = a.ops[ia].kind() == OpKind::kLaunch;
     if (launch) ++blast.laterLaunches;
     if (tainted0) {
       ++blast.taintedOps;
@@ -1992,7 +2046,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       }
       const auto reads = taint.reads(tailA, ia);
       countA(ia, reads && *reads == 0);
-      const bool comparable = oa.hashed && ob.hashed;
+      const bool comparable = oa.hashed() && ob.hashed();
       const bool differs = comparable && oa.outputs != ob.outputs;
       if (differs) {
         ++blast.divergentOps;
@@ -2004,10 +2058,11 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
           ++blast.independentCount;
           const int label = nextLabel++;
           if (blast.independent.size() < options.maxIndependent) {
+            const Event ea = eventAt(ta, oa.seq()), eb = eventAt(tb, ob.seq());
             IndependentDivergence ind;
-            ind.a = info(a, ia);
-            ind.b = info(b, ib);
-            const bool sameIn = oa.inputs == ob.inputs, sameParams = oa.params == ob.params;
+            ind.a = info(a, ia, ea);
+            ind.b = info(b, ib, eb);
+            const bool sameIn = sameInputs(ctx, ea, eb), sameParams = sameParameters(ctx, ea, eb);
             ind.reason = fmt::format(
                 "outputs differ; reads no data derived from an earlier divergence ({}{})",
                 sameIn ? "inputs identical" : "inputs differ",
