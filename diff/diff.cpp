@@ -687,28 +687,30 @@ void canonicalOrder(Run& run) {
   std::vector<uint32_t> nextOnThread(n + m, kNone), nextOnStream(n + m, kNone), nextOnEvent(m, kNone);
   std::vector<uint8_t> waiting(n + m, 0);  // lanes in which the waypoint before it has not gone yet
   {
-    std::unordered_map<uint64_t, uint32_t> last[3];  // the last waypoint of each lane so far
-    auto link = [&](std::unordered_map<uint64_t, uint32_t>& lane, uint64_t id, uint32_t w,
-                    std::vector<uint32_t>& next, uint32_t base) {
-      auto [it, fresh] = lane.try_emplace(id, w);
-      if (fresh) return;
-      next[it->second - base] = w;
-      ++waiting[w];
-      it->second = w;
+    // The last waypoint of each lane so far: threads and streams (16 bits),
+    // CUDA events.
+    std::vector<uint32_t> lastOnThread(uint32_t{1} << 16, kNone), lastOnStream(uint32_t{1} << 16, kNone);
+    std::unordered_map<uint64_t, uint32_t> lastOnEvent;
+    auto link = [&](uint32_t& last, uint32_t w, std::vector<uint32_t>& next, uint32_t base) {
+      if (last != kNone) {
+        next[last - base] = w;
+        ++waiting[w];
+      }
+      last = w;
     };
     // In trace order: the operations and synchronisations merged by seq.
     for (uint64_t o = 0, y = 0; o < n || y < m;) {
       if (y < m && (o == n || run.syncs[y].seq < run.ops[o].seq())) {
         const Sync& s = run.syncs[y];
         const auto w = static_cast<uint32_t>(n + y++);
-        link(last[0], s.thread, w, nextOnThread, 0);
-        link(last[1], s.stream, w, nextOnStream, 0);
-        if (s.event != 0) link(last[2], s.event, w, nextOnEvent, static_cast<uint32_t>(n));
+        link(lastOnThread[s.thread], w, nextOnThread, 0);
+        link(lastOnStream[s.stream], w, nextOnStream, 0);
+        if (s.event != 0) link(lastOnEvent.try_emplace(s.event, kNone).first->second, w, nextOnEvent, static_cast<uint32_t>(n));
       } else {
         const Op& op = run.ops[o];
         const auto w = static_cast<uint32_t>(o++);
-        link(last[0], op.thread, w, nextOnThread, 0);
-        link(last[1], op.stream, w, nextOnStream, 0);
+        link(lastOnThread[op.thread], w, nextOnThread, 0);
+        link(lastOnStream[op.stream], w, nextOnStream, 0);
       }
     }
   }
@@ -1678,7 +1680,10 @@ class TailRanges {
     rangeBase_ = keepFrom;
     entries_.erase(entries_.begin(), entries_.begin() + static_cast<ptrdiff_t>(drop));
     first_ += drop;
-    passed_ -= run_.threads ? drop : 0;
+    if (run_.threads) {
+      passed_ -= drop;
+      hint_ = hint_ >= drop ? hint_ - drop : 0;
+    }
   }
 
  private:
@@ -1719,10 +1724,16 @@ class TailRanges {
     }
     const uint64_t seq = run_.ops[op].seq();
     while (entries_.empty() || entries_.back().seq < seq) readMore();
+    // Mostly the entry after the last one found: canonical order is close
+    // to the trace's.
+    for (const size_t k : {hint_, hint_ + 1}) {
+      if (k < entries_.size() && entries_[k].seq == seq) return hint_ = k;
+    }
     const auto it = std::lower_bound(entries_.begin(), entries_.end(), seq,
                                      [](const Entry& x, uint64_t s) { return x.seq < s; });
     if (it == entries_.end() || it->seq != seq) vanished();
-    return static_cast<size_t>(it - entries_.begin());
+    hint_ = static_cast<size_t>(it - entries_.begin());
+    return hint_;
   }
 
   void readMore() {
@@ -1745,6 +1756,7 @@ class TailRanges {
   const uint64_t toRead_;  // operations from `firstOp` on
   uint64_t read_ = 0;      // ... read so far
   size_t passed_ = 0;  // entries at the front the blast radius is past (several threads)
+  size_t hint_ = 0;    // where the last operation was found (several threads)
   std::vector<Entry> entries_;
   std::vector<R> ranges_;
   uint64_t rangeBase_ = 0;  // ranges given up
