@@ -110,40 +110,49 @@ struct AllocInfo {
 // own, or none while unused, and leaves the others' alone.
 class AllocationIds {
  public:
+  AllocationIds() : ids_(1, 0), allocations_(1) {}
+
   void allocate(uint32_t ordinal, uint64_t size, AllocationKind kind) {
-    if (ordinal >= byOrdinal_.size()) byOrdinal_.resize(ordinal + 1);
-    byOrdinal_[ordinal] = {size, kind, 0};
+    grow(ordinal);
+    allocations_[ordinal] = {size, kind};
+    ids_[ordinal] = 0;
   }
 
   // The identity of `ordinal` (0: no allocation), given at its first use, by
   // operation `user` of host thread `thread` at operand `operand`.
   [[gnu::always_inline]] uint64_t use(uint32_t ordinal, uint64_t user, uint64_t operand, uint32_t thread) {
-    if (ordinal == 0) return 0;
-    if (ordinal >= byOrdinal_.size()) [[unlikely]] byOrdinal_.resize(ordinal + 1);
-    Entry& e = byOrdinal_[ordinal];
-    if (e.id == 0) [[unlikely]] return first(e, user, operand, thread);
-    return e.id;
+    if (ordinal < ids_.size() && ids_[ordinal] != 0) [[likely]] return ids_[ordinal];
+    return first(ordinal, user, operand, thread);
   }
 
   // The identity of `ordinal`, or 0 when nothing used it.
-  uint64_t operator()(uint32_t ordinal) const { return ordinal < byOrdinal_.size() ? byOrdinal_[ordinal].id : 0; }
-  size_t size() const { return byOrdinal_.size(); }
+  uint64_t operator()(uint32_t ordinal) const { return ordinal < ids_.size() ? ids_[ordinal] : 0; }
+  size_t size() const { return ids_.size(); }
 
  private:
-  struct Entry {
+  struct Allocation {
     uint64_t size = 0;
     AllocationKind kind = AllocationKind::kDevice;
-    uint64_t id = 0;
   };
 
-  [[gnu::noinline]] uint64_t first(Entry& e, uint64_t user, uint64_t operand, uint32_t thread) {
-    const std::array<uint64_t, 5> what{e.size, static_cast<uint64_t>(e.kind), user, operand, thread};
-    const uint64_t cls = XXH3_64bits(what.data(), sizeof what);
-    e.id = fmix(cls + 0x9e3779b97f4a7c15ull * ++seen_[cls]) | 1;
-    return e.id;
+  void grow(uint32_t ordinal) {
+    if (ordinal < ids_.size()) return;
+    ids_.resize(ordinal + 1, 0);
+    allocations_.resize(ordinal + 1);
   }
 
-  std::vector<Entry> byOrdinal_;
+  [[gnu::noinline]] uint64_t first(uint32_t ordinal, uint64_t user, uint64_t operand, uint32_t thread) {
+    if (ordinal == 0) return 0;
+    grow(ordinal);
+    const Allocation& a = allocations_[ordinal];
+    const std::array<uint64_t, 5> what{a.size, static_cast<uint64_t>(a.kind), user, operand, thread};
+    const uint64_t cls = XXH3_64bits(what.data(), sizeof what);
+    ids_[ordinal] = fmix(cls + 0x9e3779b97f4a7c15ull * ++seen_[cls]) | 1;
+    return ids_[ordinal];
+  }
+
+  std::vector<uint64_t> ids_;  // by ordinal; 0 until first used (ordinal 0: none, never used)
+  std::vector<Allocation> allocations_;
   std::unordered_map<uint64_t, uint32_t> seen_;  // allocations per class so far
 };
 
@@ -432,26 +441,18 @@ class Summariser {
         }
         if (e.functionId >= functionHashes_.size()) functionHashes_.resize(e.functionId + 1);
         Function& f = functionHashes_[e.functionId];
-        if (f.name == 0) f.name = XXH3_64bits(e.function.data(), e.function.size()) | 1;
-        key_.add(uint64_t{0}).add(f.name);
-        key_.add(e.grid).add(e.block).add(e.cluster);
-        key_.add(e.sharedMemBytes).add(e.params.size()).add(e.pointers.size());
-        for (const PointerParam& p : e.pointers) key_.add(p.byteOffset);
-        // A function is launched the same way again and again: the shape of
-        // its last launch is kept, and its words compared.
-        if (const uint32_t n = key_.size(); n <= Function::kWords) {
-          uint64_t differ = f.words ^ n;
-          for (uint32_t k = 0; k < n; ++k) differ |= f.shapeWords[k] ^ key_.data()[k];
-          if (differ == 0) {
-            shape = f.shape;
-          } else {
-            shape = key_.hash();
-            f.words = n;
-            std::memcpy(f.shapeWords, key_.data(), n * sizeof(uint64_t));
-            f.shape = shape;
-          }
+        // A function is launched the same way again and again: its last
+        // launch's shape is kept, and compared field by field.
+        if (f.shape != 0 && f.sameShape(e)) {
+          shape = f.shape;
         } else {
+          if (f.name == 0) f.name = XXH3_64bits(e.function.data(), e.function.size()) | 1;
+          key_.add(uint64_t{0}).add(f.name);
+          key_.add(e.grid).add(e.block).add(e.cluster);
+          key_.add(e.sharedMemBytes).add(e.params.size()).add(e.pointers.size());
+          for (const PointerParam& p : e.pointers) key_.add(p.byteOffset);
           shape = key_.hash();
+          f.keep(e, shape);
         }
         // The identity adds where each pointer points, to the shape.
         key_.clear();
@@ -519,11 +520,31 @@ class Summariser {
   // Each function of the current block, by block-local id: the hash of its
   // name, and the words and hash of its last launch's shape.
   struct Function {
-    static constexpr uint32_t kWords = 24;
+    static constexpr uint32_t kPointers = 16;
     uint64_t name = 0;
-    uint32_t words = 0;
-    uint64_t shape = 0;
-    uint64_t shapeWords[kWords];
+    uint64_t shape = 0;  // 0: none kept
+    Dim3 grid, block, cluster;
+    uint32_t sharedMemBytes = 0, paramBytes = 0, pointers = 0;
+    uint32_t byteOffsets[kPointers];
+
+    bool sameShape(const ScanEvent& e) const {
+      bool same = e.grid == grid && e.block == block && e.cluster == cluster && e.sharedMemBytes == sharedMemBytes &&
+                  e.params.size() == paramBytes && e.pointers.size() == pointers;
+      if (!same) return false;
+      uint32_t differ = 0;
+      for (uint32_t k = 0; k < pointers; ++k) differ |= e.pointers[k].byteOffset ^ byteOffsets[k];
+      return differ == 0;
+    }
+    void keep(const ScanEvent& e, uint64_t s) {
+      shape = 0;
+      if (e.pointers.size() > kPointers) return;
+      shape = s;
+      grid = e.grid, block = e.block, cluster = e.cluster;
+      sharedMemBytes = e.sharedMemBytes;
+      paramBytes = static_cast<uint32_t>(e.params.size());
+      pointers = static_cast<uint32_t>(e.pointers.size());
+      for (uint32_t k = 0; k < pointers; ++k) byteOffsets[k] = e.pointers[k].byteOffset;
+    }
   };
   std::vector<Function> functionHashes_;
   size_t functionBlock_ = SIZE_MAX;
