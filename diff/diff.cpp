@@ -1,8 +1,8 @@
 // diffTraces: the comparison behind `gpurr diff`.
 //
 // 1. Summary pass (trace_format/scan.h) over each run: one compact record per
-//    operation with hashes of its identity, its normalised parameters, its
-//    inputs and its outputs, with allocations named by their identity
+//    operation (Op) with hashes of its identity and its outputs, with
+//    allocations named by their identity
 //    (AllocationIds: size, kind and first use), so that an extra allocation
 //    in one run does not shift every later pointer. Run B's ordinals are
 //    then mapped onto run A's by identity. Both runs are summarised at once,
@@ -326,24 +326,6 @@ class Words {
     return *this;
   }
   Words& add(const Dim3& d) { return add(uint64_t{d.x} << 32 | d.y).add(d.z); }
-  // The words so far (none folded in yet while size() < the capacity).
-  const uint64_t* data() const { return w_; }
-  uint32_t size() const { return n_; }
-  // Bytes, as little-endian words (the last one zero-padded), then their count.
-  Words& addBytes(const uint8_t* p, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t v;
-      std::memcpy(&v, p + i, 8);
-      add(v);
-    }
-    if (i < n) {
-      uint64_t v = 0;
-      std::memcpy(&v, p + i, n - i);
-      add(v);
-    }
-    return add(n);
-  }
   // Two lanes of two words each per step, so that the multiplies overlap.
   [[gnu::always_inline]] uint64_t hash() const {
     uint64_t s0 = kP0 ^ n_, s1 = kP3 ^ n_;
