@@ -27,7 +27,9 @@ struct FakeLaunch {
   uint64_t in = 0, out = 0;  // digests of its input and output range
 };
 
-void writeTrace(const std::filesystem::path& dir, const std::vector<FakeLaunch>& launches) {
+// `graph`: a CUDA graph launch at the end, as torch.compile's
+// reduce-overhead mode makes.
+void writeTrace(const std::filesystem::path& dir, const std::vector<FakeLaunch>& launches, bool graph) {
   TraceWriter w(dir, Header{});
   uint64_t seq = 0;
   Allocation a;
@@ -53,6 +55,7 @@ void writeTrace(const std::filesystem::path& dir, const std::vector<FakeLaunch>&
     k.outputs = {r};
     w.append(Event{seq++, seq, 0, k});
   }
+  if (graph) w.append(Event{seq++, seq, 0, GraphLaunch{0x900, 0, static_cast<uint32_t>(launches.size()), {}, {}}});
   w.close();
 }
 
@@ -73,11 +76,13 @@ int main(int argc, char** argv) {
     launches = {{"_Z8scribblePjij", static_cast<uint32_t>(run), 0, 200 + run},
                 {"_Z11read_uninitPKjPji", 0, 300 + run, 400 + run},
                 {"_Z18deterministic_tailPji", 0, 5, 6}};
+  } else if (name == "framework") {  // tests/gpu/frameworks: Triton's kernels, then a graph
+    for (uint32_t i = 0; i < 5; ++i) launches.push_back({"triton_poi_fused_add_0", i, i, i + 1});
   } else {
     for (uint32_t i = 0; i < 20; ++i) launches.push_back({"_Z6kernelPfj", i, i, i + 1});
   }
   if (const char* out = std::getenv("GPURR_OUTPUT"); out != nullptr && *out != '\0') {
-    writeTrace(std::filesystem::path(out) / "proc0.gpurr", launches);
+    writeTrace(std::filesystem::path(out) / "proc0.gpurr", launches, name == "framework");
   }
   std::printf("%s: fake output\n", name.c_str());
   return 0;

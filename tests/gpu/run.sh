@@ -15,6 +15,8 @@
 #   2c. bisect: gpurr bisect on PyTorch scripts (bisect/check_bisect.py);
 #   2d. wheel: the wheel a bundle carries, pip-installed into a fresh
 #       environment, records train_cnn.py (check_wheel_gpu.sh);
+#   2e. frameworks: torch.compile, CUDA graphs, torchrun, JAX and
+#       torch.profiler programs recorded (frameworks/check_frameworks.sh);
 #   3. hash: the device hash against the CPU hash (hash_match), when built;
 #   4. ctest: every other ctest test labelled gpu.
 # Prints one line per check and a summary; exits non-zero when a check fails.
@@ -25,7 +27,7 @@
 # environment.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-all_parts="probe programs pytorch annotations bisect wheel hash ctest"
+all_parts="probe programs pytorch annotations bisect wheel frameworks hash ctest"
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
   echo "usage: tests/gpu/run.sh BUILD_DIR|BUNDLE [PART...]   (parts: $all_parts)" >&2
   exit 2
@@ -179,6 +181,9 @@ wanted bisect && check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$b
 
 # 2d. The pip route: the bundle's wheel installed and used.
 wanted wheel && check "wheel" "$here/check_wheel_gpu.sh" "$build"
+
+# 2e. Programs of other shapes: compiled, graphed, distributed, JAX, profiled.
+wanted frameworks && check "frameworks" "$here/frameworks/check_frameworks.sh" "$build"
 
 # 3. The device hash against the CPU reference.
 if wanted hash; then

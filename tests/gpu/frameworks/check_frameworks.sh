@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# check_frameworks.sh BUILD_DIR [NAME...]: programs of other shapes than
+# train_cnn.py under `gpurr record`, each run plainly once and recorded twice
+# (README.md in this folder says what each must do, and why):
+#   compile_step    torch.compile: Triton kernels through cuLaunchKernelEx
+#   compile_graphs  torch.compile(mode="reduce-overhead"): CUDA graphs
+#   ddp_gloo        two processes under torchrun, gloo: a trace per rank
+#   jax_step        a JAX training step: nothing PyTorch-specific
+#   with_profiler   a program that holds CUPTI itself, through torch.profiler
+# For each: the program's output and exit status unchanged by recording,
+# launches recorded, what the case adds (below), and the two recordings
+# identical by `gpurr diff`. Prints one PASS or FAIL line per check; exits 77
+# (skipped) without a GPU. Files of a failed case are kept.
+# GPURR_FRAMEWORKS_ARGS: more arguments for every program (the harness test
+# runs them with "--device cpu" against a stand-in recorder).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: check_frameworks.sh BUILD_DIR [NAME...]}" && pwd)
+shift
+names=${*:-compile_step compile_graphs ddp_gloo jax_step with_profiler}
+gpurr=$build/bin/gpurr
+python=${PYTHON:-python3}
+read -r -a extra <<<"${GPURR_FRAMEWORKS_ARGS:-}"
+"$build/tests/gpu/gpu_probe" >/dev/null || { echo "no GPU: skipped"; exit 77; }
+"$python" -c "" 2>/dev/null || { echo "no $python: skipped"; exit 77; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-frameworks-XXXXXX")
+keep=0
+cleanup() { [ $keep -eq 1 ] && echo "  (files kept in $work)" || rm -rf "$work"; }
+trap cleanup EXIT
+status=0
+name=
+pass() { echo "PASS $name: $*"; }
+fail() { echo "FAIL $name: $*"; status=1; keep=1; }
+indent() { sed 's/^/    /'; }
+
+# Launches of a trace, or of every trace of a directory of them (a trace
+# is a directory too: one of traces holds *.gpurr).
+launches() {
+  local total=0 t n traces
+  traces=("$1"/*.gpurr)
+  [ -e "${traces[0]}" ] || traces=("$1")
+  for t in "${traces[@]}"; do
+    n=$("$gpurr" info --json "$t" | "$python" -c "import json, sys; print(json.load(sys.stdin)['launches'])") || return 1
+    total=$((total + n))
+  done
+  echo $total
+}
+
+# run_case NAME HOW [VAR=VALUE...] -- COMMAND...: the plain run, two
+# recordings, their outputs, launches and diff. HOW: "sorted" compares the
+# outputs' lines sorted (processes interleave them); "unrecorded-ok" accepts
+# a run the recorder could not record (another CUPTI client came first), as
+# long as it says so; "-" neither. Returns 77 when the plain run skips.
+run_case() {
+  name=$1
+  local how=$2
+  shift 2
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local w=$work/$name
+  mkdir -p "$w"
+  local order=cat
+  [ "$how" = sorted ] && order="sort"
+  (cd "$here" && env "${envs[@]}" "$@") >"$w/plain.raw" 2>"$w/plain.err"
+  local rc=$?
+  if [ $rc -eq 77 ]; then
+    echo "  $name: skipped ($(tail -1 "$w/plain.raw"))"
+    return 77
+  fi
+  $order "$w/plain.raw" >"$w/plain.out"
+  if [ $rc -ne 0 ]; then
+    fail "fails without recording (exit status $rc)"
+    tail -20 "$w/plain.err" | indent
+    return 1
+  fi
+  local run rrc
+  for run in a b; do
+    (cd "$here" && env "${envs[@]}" "$gpurr" record --force -o "$w/$run.gpurr" -- "$@") \
+      >"$w/$run.raw" 2>"$w/$run.err"
+    rrc=$?
+    $order "$w/$run.raw" >"$w/$run.out"
+    grep -h "^gpurr: " "$w/$run.err" | sed "s/^/  $name $run: /"
+    if [ $rrc -ne $rc ]; then
+      fail "recorded run $run exits $rrc, the plain run $rc"
+      tail -20 "$w/$run.err" | indent
+      return 1
+    fi
+  done
+  if cmp -s "$w/plain.out" "$w/a.out" && cmp -s "$w/plain.out" "$w/b.out"; then
+    pass "output unchanged by recording ($(wc -l <"$w/plain.out") lines, last: $(tail -1 "$w/plain.out"))"
+  else
+    fail "recording changed the output"
+    diff "$w/plain.out" "$w/a.out" | indent
+  fi
+  local n
+  if [ "$how" = unrecorded-ok ] && [ ! -e "$w/a.gpurr" ] && grep -q "^gpurr: .*cannot record" "$w/a.err"; then
+    pass "not recorded, and gpurr says why: $(grep -h "^gpurr: .*cannot record" "$w/a.err" | head -1)"
+    return 0
+  fi
+  if n=$(launches "$w/a.gpurr") && [ "$n" -gt 0 ]; then
+    pass "$n launches recorded"
+  else
+    fail "no launches recorded (gpurr info: ${n:-failed})"
+  fi
+  "$gpurr" diff "$w/a.gpurr" "$w/b.gpurr" >"$w/diff.txt" 2>&1
+  case $? in
+    0) pass "two recordings identical (gpurr diff)" ;;
+    1) fail "two recordings differ:"; head -30 "$w/diff.txt" | indent ;;
+    *) fail "gpurr diff failed:"; tail -10 "$w/diff.txt" | indent ;;
+  esac
+  return 0
+}
+
+for case_name in $names; do
+  case $case_name in
+    compile_step)
+      run_case compile_step - -- "$python" compile_step.py "${extra[@]}" || continue
+      n=$("$gpurr" dump "$work/$name/a.gpurr" | grep -c " launch triton_")
+      if [ "$n" -gt 0 ]; then pass "$n launches of Triton kernels"; else fail "no launch of a triton_* kernel"; fi
+      ;;
+    compile_graphs)
+      run_case compile_graphs - -- "$python" compile_graphs.py "${extra[@]}" || continue
+      n=$("$gpurr" info --json "$work/$name/a.gpurr" |
+        "$python" -c "import json, sys; print(json.load(sys.stdin)['eventsByKind'].get('graph', 0))")
+      if [ "$n" -gt 0 ]; then pass "$n graph launches recorded"; else fail "no graph launch recorded"; fi
+      ;;
+    ddp_gloo)
+      run_case ddp_gloo sorted -- "$python" -m torch.distributed.run --nproc_per_node 2 ddp_gloo.py "${extra[@]}" || continue
+      if [ -d "$work/$name/a.gpurr/rank0.gpurr" ] && [ -d "$work/$name/a.gpurr/rank1.gpurr" ]; then
+        pass "a trace per rank: $(ls "$work/$name/a.gpurr" | tr '\n' ' ')"
+      else
+        fail "expected rank0.gpurr and rank1.gpurr in $work/$name/a.gpurr: $(ls "$work/$name/a.gpurr" 2>&1 | tr '\n' ' ')"
+      fi
+      ;;
+    jax_step)
+      # XLA's platform allocator: a buffer is an allocation of its own, as
+      # the recorder's ranges want (with the default pool, a launch's range
+      # is the rest of the pool).
+      run_case jax_step - XLA_FLAGS=--xla_gpu_deterministic_ops=true XLA_PYTHON_CLIENT_ALLOCATOR=platform \
+        -- "$python" jax_step.py "${extra[@]}" || continue
+      ;;
+    with_profiler)
+      run_case with_profiler unrecorded-ok -- "$python" with_profiler.py "${extra[@]}" || continue
+      # What the profiler saw, recorded or not: it may lose the GPU's events.
+      for run in plain a; do
+        echo "  with_profiler $run: $(grep -h '^profiler: ' "$work/$name/$run.err")"
+      done
+      n=$(grep -c "^gpurr: .*\(warning\|cannot\|CUPTI\)" "$work/$name/a.err")
+      if [ "$n" -le 1 ]; then
+        pass "$n warning(s) from gpurr about CUPTI (at most one)"
+      else
+        fail "$n warnings from gpurr (at most one expected):"
+        grep "^gpurr: " "$work/$name/a.err" | indent
+      fi
+      ;;
+    *)
+      echo "check_frameworks.sh: unknown case '$case_name'" >&2
+      exit 2
+      ;;
+  esac
+done
+exit $status

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# check_harness.sh BUILD_DIR FAKE_PROGRAM PYTHON: check_frameworks.sh on the
+# CPU. A fake build folder whose GPU probe says yes, and whose gpurr runs
+# `record`'s command as it is and then writes the trace a recorder would
+# (FAKE_PROGRAM framework: Triton's kernels and a graph launch; a trace per
+# rank under torchrun); the programs run with --device cpu. The cases that
+# finish in seconds on a CPU (torchrun, the profiler, JAX) must pass; a
+# recorder that changes the program's output (FAKE_CHATTY=1) must make them
+# fail. The compiled cases take a minute of compiling on a CPU: the smoke
+# test (run_cpu.sh) runs those scripts.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: check_harness.sh BUILD_DIR FAKE_PROGRAM PYTHON}" && pwd -P)
+fake_program=${2:?usage: check_harness.sh BUILD_DIR FAKE_PROGRAM PYTHON}
+python=${3:?usage: check_harness.sh BUILD_DIR FAKE_PROGRAM PYTHON}
+fake=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-frameworks-harness-XXXXXX")
+trap 'rm -rf "$fake"' EXIT
+export TMPDIR=$fake
+status=0
+
+mkdir -p "$fake/bin" "$fake/tests/gpu"
+printf '#!/bin/sh\necho "1 GPU (a stand-in)"\n' >"$fake/tests/gpu/gpu_probe"
+cat >"$fake/bin/gpurr" <<STANDIN
+#!/usr/bin/env bash
+# gpurr, with record's recorder replaced: the command runs as it is, then the
+# trace is written as the recorder would write it.
+if [ "\$1" != record ]; then exec "$build/bin/gpurr" "\$@"; fi
+[ "\$2 \$3 \$5" = "--force -o --" ] || { echo "stand-in: unexpected record arguments: \$*" >&2; exit 2; }
+out=\$4
+shift 5
+if [ -n "\${FAKE_CHATTY:-}" ]; then "\$@" | sed '\$a one more line'; rc=\${PIPESTATUS[0]}; else "\$@"; rc=\$?; fi
+rm -rf "\$out" "\$out.tmp"
+mkdir -p "\$out.tmp"
+GPURR_OUTPUT=\$out.tmp FAKE_BROKEN=1 "$fake_program" framework >/dev/null
+case " \$* " in
+  *" torch.distributed.run "*)
+    mkdir "\$out" && cp -r "\$out.tmp/proc0.gpurr" "\$out/rank0.gpurr" && mv "\$out.tmp/proc0.gpurr" "\$out/rank1.gpurr" ;;
+  *) mv "\$out.tmp/proc0.gpurr" "\$out" ;;
+esac
+rm -rf "\$out.tmp"
+echo "gpurr: trace written to \$out" >&2
+exit \$rc
+STANDIN
+chmod +x "$fake/bin/gpurr" "$fake/tests/gpu/gpu_probe"
+
+cases="ddp_gloo with_profiler jax_step"
+export PYTHON=$python GPURR_FRAMEWORKS_ARGS="--device cpu --steps 2"
+"$here/check_frameworks.sh" "$fake" $cases >"$fake/good.log" 2>&1
+rc=$?
+# ddp_gloo: output, launches, diff, a trace per rank; with_profiler: output,
+# launches, diff, warnings; jax_step: skipped without JAX, else output,
+# launches, diff.
+want=8
+grep -q "jax_step: skipped" "$fake/good.log" || want=11
+if [ $rc -ne 0 ] || [ "$(grep -c '^PASS ' "$fake/good.log")" -ne $want ] || grep -q '^FAIL ' "$fake/good.log"; then
+  echo "FAIL: check_frameworks.sh on a faithful stand-in (exit $rc, $want checks expected to pass):"
+  cat "$fake/good.log"
+  status=1
+fi
+
+FAKE_CHATTY=1 "$here/check_frameworks.sh" "$fake" $cases >"$fake/chatty.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ] || ! grep -q "^FAIL ddp_gloo: recording changed the output" "$fake/chatty.log" ||
+   ! grep -q "^FAIL with_profiler: recording changed the output" "$fake/chatty.log"; then
+  echo "FAIL: check_frameworks.sh did not catch a recorder that changes the output (exit $rc):"
+  cat "$fake/chatty.log"
+  status=1
+fi
+[ $status -eq 0 ] && echo "check_frameworks.sh: a faithful stand-in passes $want checks, one that changes the output fails"
+exit $status

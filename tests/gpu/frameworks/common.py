@@ -1,0 +1,36 @@
+"""What the framework scripts share: the device to run on, and a result
+printed to the last bit, so that a recorded run's output can be compared
+with a plain run's byte for byte."""
+import argparse
+import os
+import struct
+import sys
+
+# Before cuBLAS starts: deterministic GEMMs.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+def arguments(description, default_steps=5):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                   help="cpu: a smoke test of the script itself, without a GPU")
+    p.add_argument("--steps", type=int, default=default_steps)
+    return p.parse_args()
+
+
+def torch_or_skip(device):
+    """PyTorch, or exit 77 (skipped) where it or the device is missing."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"no PyTorch ({e}): skipped")
+        sys.exit(77)
+    if device == "cuda" and not torch.cuda.is_available():
+        print("PyTorch sees no GPU: skipped")
+        sys.exit(77)
+    return torch
+
+
+def bits(x):
+    """A float as its exact bits and its value."""
+    return f"{struct.unpack('<I', struct.pack('<f', float(x)))[0]:08x} ({float(x):.9g})"
