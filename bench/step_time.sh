@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench/step_time.sh BUILD_DIR [ROUNDS]: what recording costs a training
+# step, on whatever GPU is present. For each workload of bench/step_time.py
+# (cnn: tests/gpu/train_cnn.py's network; mlp: a launch-bound small MLP),
+# ROUNDS (default 3) rounds of one plain run and one run under `gpurr
+# record` (hash mode, the default), side by side; each run reports its
+# median step time after warm-up. Prints, per workload, the medians over the
+# rounds, recorded / plain (goal <= 1.25), the launches per step and the
+# trace's bytes per launch (events compressed, then with blobs).
+# PYTHON names the interpreter. Exits 77 (skipped) without a GPU or PyTorch.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+[ $# -ge 1 ] && [ -d "$1" ] || { echo "usage: bench/step_time.sh BUILD_DIR [ROUNDS]" >&2; exit 2; }
+build=$(cd "$1" && pwd)
+rounds=${2:-3}
+gpurr=$build/bin/gpurr
+python=${PYTHON:-python3}
+"$python" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 77)" 2>/dev/null ||
+  { echo "no GPU for PyTorch ($python): skipped"; exit 77; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-step-time-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+steps=200
+warmup=20
+
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+field() { "$python" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+
+printf '%-5s %12s %12s %9s %14s %16s\n' workload "plain ms" "recorded ms" ratio "launches/step" "trace B/launch"
+status=0
+for w in cnn mlp; do
+  : >"$work/$w.plain"
+  : >"$work/$w.recorded"
+  for ((r = 0; r < rounds; r++)); do
+    if ! out=$("$python" "$here/step_time.py" "$w" --steps $steps --warmup $warmup 2>"$work/err"); then
+      echo "$w: the plain run failed:"; tail -5 "$work/err"; status=1; continue 2
+    fi
+    field median_ms <<<"$out" >>"$work/$w.plain"
+    if ! out=$("$gpurr" record --force -o "$work/$w.gpurr" -- "$python" "$here/step_time.py" "$w" \
+        --steps $steps --warmup $warmup 2>"$work/err"); then
+      echo "$w: the recorded run failed:"; tail -5 "$work/err"; status=1; continue 2
+    fi
+    field median_ms <<<"$out" >>"$work/$w.recorded"
+  done
+  plain=$(median <"$work/$w.plain")
+  recorded=$(median <"$work/$w.recorded")
+  info=$("$gpurr" info --json "$work/$w.gpurr")
+  read -r per_step per_launch per_launch_all < <("$python" -c "
+import json, sys
+d = json.loads(sys.stdin.read())
+n = max(d['launches'], 1)
+print(round(d['launches'] / ($steps + $warmup), 1), round(d['eventsCompressedBytes'] / n, 1),
+      round((d['eventsCompressedBytes'] + d['blobBytes']) / n, 1))" <<<"$info")
+  printf '%-5s %12.3f %12.3f %8.2fx %14s %7s / %-7s\n' "$w" "$plain" "$recorded" \
+    "$(awk -v a="$recorded" -v b="$plain" 'BEGIN {print a / b}')" "$per_step" "$per_launch" "$per_launch_all"
+done
+echo "(medians of $rounds rounds of $steps steps after $warmup of warm-up; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+exit $status
