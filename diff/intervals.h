@@ -18,6 +18,16 @@ class IntervalLabels {
     if (begin >= end) return;
     auto& m = map_[allocation];
     auto it = m.lower_bound(begin);
+    // The common case: a buffer written again whole (spans never overlap,
+    // so this one is all there is of [begin, end)).
+    if (it != m.end() && it->first == begin && it->second.end == end) {
+      if (label >= 0) {
+        it->second.label = label;
+      } else {
+        m.erase(it);
+      }
+      return;
+    }
     if (it != m.begin()) {
       auto prev = std::prev(it);
       if (prev->second.end > begin) {
