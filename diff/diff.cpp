@@ -246,7 +246,6 @@ class OpStore {
     }
     return chunks_.back()[size_++ & (kChunk - 1)];
   }
-  void push_back(const Op& op) { emplace() = op; }
 
   // Gives up the chunks wholly before operation `end`; `count(op)` is called
   // on each operation given up.
@@ -259,20 +258,31 @@ class OpStore {
     }
   }
 
+  // Launches among the operations held before `index`: counted chunk by
+  // chunk by countLaunches(), once they are all in place.
+  void countLaunches() {
+    launchesBefore_.assign(chunks_.size() + 1, 0);
+    for (size_t c = dropped_; c < chunks_.size(); ++c) {
+      uint64_t n = 0;
+      for (uint64_t i = c << kShift; i < std::min(size_, (c + 1) << kShift); ++i) n += (*this)[i].kind() == OpKind::kLaunch;
+      launchesBefore_[c + 1] = launchesBefore_[c] + n;
+    }
+  }
+  uint64_t launchesBefore(uint64_t index) const {
+    uint64_t n = launchesBefore_.at(index >> kShift);
+    for (uint64_t i = index & ~(kChunk - 1); i < index; ++i) n += (*this)[i].kind() == OpKind::kLaunch;
+    return n;
+  }
+
   // Room for the chunks of `ops` operations, so that the chunk table does
   // not move while they are appended.
   void reserveFor(uint64_t ops) { chunks_.reserve(ops / kChunk + 1); }
-
-  void clear() {
-    chunks_.clear();
-    spare_.clear();
-    size_ = dropped_ = 0;
-  }
 
  private:
   std::vector<std::unique_ptr<Op[]>> chunks_;  // null once dropped
   std::vector<std::unique_ptr<Op[]>> spare_;
   uint64_t size_ = 0, dropped_ = 0;
+  std::vector<uint64_t> launchesBefore_;  // by chunk (countLaunches)
 };
 
 // A synchronisation: it orders the operations around it (canonicalOrder).
@@ -844,11 +854,7 @@ OpInfo info(const Run& run, uint64_t index, const Event& e) {
   OpInfo out;
   out.seq = op.seq();
   out.index = index;
-  // Launches before this one: counted when asked, which is rare.
-  out.launchIndex = run.droppedLaunches;
-  for (uint64_t i = run.ops.firstHeld(); i < index; ++i) {
-    out.launchIndex += run.ops[i].kind() == OpKind::kLaunch;
-  }
+  out.launchIndex = run.droppedLaunches + run.ops.launchesBefore(index);
   out.kind = op.kind();
   out.name = opName(e);
   out.stream = knownStreamOrdinal(run, streamOf(e));
@@ -1892,6 +1898,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   b.ordinals = OrdinalMap(a.ids, b.ids);
   canonicalOrder(a);
   canonicalOrder(b);
+  a.ops.countLaunches();
+  b.ops.countLaunches();
   out.opsA = a.ops.size();
   out.opsB = b.ops.size();
   // The operations both runs agreed on from the start, if dropped, are the
