@@ -264,7 +264,9 @@ class OpStore {
     launchesBefore_.assign(chunks_.size() + 1, 0);
     for (size_t c = dropped_; c < chunks_.size(); ++c) {
       uint64_t n = 0;
-      for (uint64_t i = c << kShift; i < std::min(size_, (c + 1) << kShift); ++i) n += (*this)[i].kind() == OpKind::kLaunch;
+      for (uint64_t i = c << kShift; i < std::min(size_, (c + 1) << kShift); ++i) {
+        n += (*this)[i].kind() == OpKind::kLaunch;
+      }
       launchesBefore_[c + 1] = launchesBefore_[c] + n;
     }
   }
@@ -463,7 +465,9 @@ class Summariser {
         shape = key_.hash();
         for (uint64_t i : {0, 1}) {
           const ScanRange& r = i == 0 ? e.outputs[0] : e.inputs[0];
-          if (r.range.allocation != 0) key_.add(run.ids.use(r.range.allocation, shape, i, e.thread)).add(r.range.offset);
+          if (r.range.allocation != 0) {
+            key_.add(run.ids.use(r.range.allocation, shape, i, e.thread)).add(r.range.offset);
+          }
         }
         break;
       case 2:  // memset
@@ -510,7 +514,7 @@ class Summariser {
   Run& run_;
   Words key_, out_;
   // Each function of the current block, by block-local id: the hash of its
-  // name, and the words and hash of its last launch's shape.
+  // name, and its last launch's shape with that shape's hash.
   struct Function {
     static constexpr uint32_t kPointers = 16;
     uint64_t name = 0;
@@ -520,9 +524,10 @@ class Summariser {
     uint32_t byteOffsets[kPointers];
 
     bool sameShape(const ScanEvent& e) const {
-      bool same = e.grid == grid && e.block == block && e.cluster == cluster && e.sharedMemBytes == sharedMemBytes &&
-                  e.params.size() == paramBytes && e.pointers.size() == pointers;
-      if (!same) return false;
+      if (!(e.grid == grid && e.block == block && e.cluster == cluster && e.sharedMemBytes == sharedMemBytes &&
+            e.params.size() == paramBytes && e.pointers.size() == pointers)) {
+        return false;
+      }
       uint32_t differ = 0;
       for (uint32_t k = 0; k < pointers; ++k) differ |= e.pointers[k].byteOffset ^ byteOffsets[k];
       return differ == 0;
@@ -718,7 +723,9 @@ void canonicalOrder(Run& run) {
         const auto w = static_cast<uint32_t>(n + y++);
         link(lastOnThread[s.thread], w, nextOnThread, 0);
         link(lastOnStream[s.stream], w, nextOnStream, 0);
-        if (s.event != 0) link(lastOnEvent.try_emplace(s.event, kNone).first->second, w, nextOnEvent, static_cast<uint32_t>(n));
+        if (s.event != 0) {
+          link(lastOnEvent.try_emplace(s.event, kNone).first->second, w, nextOnEvent, static_cast<uint32_t>(n));
+        }
       } else {
         const Op& op = run.ops[o];
         const auto w = static_cast<uint32_t>(o++);
