@@ -489,24 +489,20 @@ constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6
   return true;
 }
 
-// Into `buffer`, grown as needed; `out` views the ranges read.
-[[gnu::always_inline]] inline bool ranges(const Segment& seg, const uint64_t* p, std::vector<ScanRange>& buffer,
-                                          std::span<const ScanRange>& out) {
+[[gnu::always_inline]] inline bool ranges(const Segment& seg, const uint64_t* p, std::vector<ScanRange>& out) {
   StructList list;
   if (structListAt(seg, p, list) == Read::kOther) return false;
-  if (buffer.size() < list.count) buffer.resize(list.count);
-  ScanRange* o = buffer.data();
+  out.resize(list.count);
   for (size_t i = 0; i < list.count; ++i) {
     const Struct r = list.at(i);
     // RangeDigest: address (byte 0), size (8), allocation (16), bound (20),
     // offset (24), digest (32); chunkDigests is pointer 0.
-    o[i].range = {r.get<uint64_t>(0), r.get<uint64_t>(8), r.get<uint32_t>(16), r.get<uint64_t>(24),
-                  bound(r.get<uint16_t>(20))};
-    o[i].digest = r.get<uint64_t>(32);
+    out[i].range = {r.get<uint64_t>(0), r.get<uint64_t>(8), r.get<uint32_t>(16), r.get<uint64_t>(24),
+                    bound(r.get<uint16_t>(20))};
+    out[i].digest = r.get<uint64_t>(32);
     const uint64_t* chunks = r.pointer(0);
-    o[i].hasChunkDigests = chunks != nullptr && *chunks != 0;
+    out[i].hasChunkDigests = chunks != nullptr && *chunks != 0;
   }
-  out = {o, list.count};
   return true;
 }
 
@@ -538,13 +534,12 @@ constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6
   }
   wire::StructList ptrs;
   if (wire::structListAt(seg, l.pointer(f::kPointers), ptrs) == wire::Read::kOther) return false;
-  std::span<const ScanRange> inputs, outputs, reads;
-  if (!wire::ranges(seg, l.pointer(f::kInputs), s.inputs, inputs) ||
-      !wire::ranges(seg, l.pointer(f::kOutputs), s.outputs, outputs) ||
-      !wire::ranges(seg, l.pointer(f::kReads), s.reads, reads)) {
+  if (!wire::ranges(seg, l.pointer(f::kInputs), s.inputs) ||
+      !wire::ranges(seg, l.pointer(f::kOutputs), s.outputs) ||
+      !wire::ranges(seg, l.pointer(f::kReads), s.reads)) {
     return false;
   }
-  if (s.pointers.size() < ptrs.count) s.pointers.resize(ptrs.count);
+  s.pointers.resize(ptrs.count);
   for (size_t i = 0; i < ptrs.count; ++i) {
     // PointerParam: byteOffset (byte 0), allocation (4), offset (8).
     const wire::Struct p = ptrs.at(i);
@@ -567,14 +562,14 @@ constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6
   e.cluster = cluster;
   e.sharedMemBytes = l.get<uint32_t>(f::kSharedMem);
   e.params = params;
-  e.pointers = {s.pointers.data(), ptrs.count};
+  e.pointers = s.pointers;
   e.hashed = !l.bit(f::kNotHashedBit);
   e.captured = l.bit(f::kCapturedBit);
   const uint64_t* annotations = l.pointer(f::kAnnotations);
   e.hasAnnotations = annotations != nullptr && *annotations != 0;
-  e.inputs = inputs;
-  e.outputs = outputs;
-  e.reads = reads;
+  e.inputs = s.inputs;
+  e.outputs = s.outputs;
+  e.reads = s.reads;
   return true;
 }
 
