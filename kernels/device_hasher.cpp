@@ -88,11 +88,13 @@ CUresult DeviceHasher::hashNow(CUstream stream, std::span<const HashRequest> req
   if (plan.totalSlots > 0) {
     const size_t rangeBytes = plan.ranges.size() * sizeof(DeviceHashRange);
     if (CUresult r = reserve(rangeBytes, plan.totalSlots * 8); r != CUDA_SUCCESS) return r;
-    // The table is reused between calls and a synchronous copy is not ordered
-    // with `stream`: drain it first, so that no earlier hash still reads it and
-    // the hash sees everything enqueued before it.
+    // The table is reused between calls: drain the stream first, so that no
+    // earlier hash still reads it. The upload goes on `stream` itself: a
+    // synchronous copy from pageable memory may still be in flight when it
+    // returns, and is not ordered with a non-blocking stream.
     if (CUresult r = api_.cuStreamSynchronize(stream); r != CUDA_SUCCESS) return r;
-    if (CUresult r = api_.cuMemcpyHtoD(rangesDev_, plan.ranges.data(), rangeBytes); r != CUDA_SUCCESS) return r;
+    if (CUresult r = api_.cuMemcpyHtoDAsync(rangesDev_, plan.ranges.data(), rangeBytes, stream); r != CUDA_SUCCESS)
+      return r;
     if (CUresult r = enqueue(stream, rangesDev_, static_cast<uint32_t>(plan.ranges.size()), plan.totalSlots,
                              digestsDev_);
         r != CUDA_SUCCESS)

@@ -48,6 +48,9 @@ namespace gpurr::kernels {
   X(cuMemcpyHtoDAsync)            \
   X(cuMemcpyDtoHAsync)            \
   X(cuMemsetD8)                   \
+  X(cuMemsetD8Async)              \
+  X(cuStreamCreate)               \
+  X(cuStreamDestroy)              \
   X(cuStreamSynchronize)          \
   X(cuStreamQuery)                \
   X(cuStreamIsCapturing)          \

@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -31,9 +32,9 @@ constexpr uint64_t kRingRanges = 64 * 1024;
 constexpr uint64_t kRingDigests = 4 * 1024 * 1024;
 constexpr uint64_t kRingBatches = 8192;
 constexpr auto kRingWait = std::chrono::seconds(2);
-// A batch whose completion word stays unwritten this long (its kernel
-// faulted or never ran) is given up, and so is every later one of its context.
-constexpr auto kHashWaitLimit = std::chrono::seconds(120);
+// How often the trace thread, waiting for a batch, asks whether the context
+// has failed (CudaDevice::hashWaitLimit_ bounds the wait itself).
+constexpr auto kHealthInterval = std::chrono::milliseconds(10);
 
 // Pinned snapshot staging kept for reuse per context once given back; the
 // snapshot memory bound (SnapshotBudget) limits what is in use.
@@ -102,9 +103,20 @@ struct CudaDevice::ContextState {
   uint64_t* doneWords() const { return digests() + kRingDigests; }
   static constexpr size_t kRingBytes = kRingRanges * sizeof(kernels::DeviceHashRange) +
                                        (kRingDigests + kRingBatches) * sizeof(uint64_t);
-  bool broken = false;     // a batch never completed: later ones are not waited for
-  uint64_t dropped = 0;    // batches refused for want of room
+  // The recorder's own stream in the context: clears the counters, and a
+  // query of it shows whether the context has failed. The program's streams
+  // are never queried: a query of a stream being captured invalidates the
+  // program's capture.
+  CUstream watch = nullptr;
+  std::chrono::milliseconds waitLimit{0};
+  std::atomic<bool> broken{false};  // the context failed (a sticky error): no kernel of it runs again
+  std::string brokenWhy;            // under mu
+  uint64_t dropped = 0;             // batches refused for want of room
   std::set<PendingCuda*> inFlight;
+  // Batches given up while their kernel may still run (the stream blocked
+  // past the wait limit): (sequence, ticket). Their room comes back once
+  // their ticket shows.
+  std::vector<std::pair<uint64_t, uint64_t>> abandoned;
   // Snapshot staging: free pinned buffers by capacity, spare events, copies
   // in flight (detached when the context goes away).
   std::multimap<size_t, void*> freeStaging;
@@ -116,6 +128,10 @@ struct CudaDevice::ContextState {
   // Allocates the ring (once, with the context current). False with `error`.
   bool createRing(std::string& error);
   void releaseResources();
+  // Gives back the room of abandoned batches whose kernel has run since.
+  void reclaimAbandonedLocked();
+  // False with the reason once the context has failed.
+  bool healthy(std::string& why);
 };
 
 class PendingCuda : public PendingHashes {
@@ -141,8 +157,9 @@ class PendingCuda : public PendingHashes {
   bool completed() const { return __atomic_load_n(doneWord(), __ATOMIC_ACQUIRE) == ticket(); }
 
   // Folds the digests from the ring and gives the batch's room back. Caller
-  // holds cs_->mu; `ok`: the batch completed.
-  void finishLocked(bool ok, const std::string& error, bool roomFree = false) {
+  // holds cs_->mu; `ok`: the batch completed; `abandoned`: given up while its
+  // kernel may still run.
+  void finishLocked(bool ok, const std::string& error, bool abandoned = false) {
     if (ok && batch_) {
       std::span<const uint64_t> chunks(cs_->digests() + batch_->firstDigest, plan_.totalSlots);
       results_.resize(requests_.size());
@@ -159,10 +176,16 @@ class PendingCuda : public PendingHashes {
       error_ = error;
     }
     if (batch_) {
-      // Room given back only when the GPU is done with it: a batch given up
-      // while its kernel may still run keeps its room for good.
-      if (ok || roomFree) cs_->ring.giveBack(batch_->sequence);
+      // Room is given back only when the GPU is done with it: a batch given
+      // up while its kernel may still run keeps its room until its ticket
+      // shows; one of a failed context keeps it for good.
+      if (ok) {
+        cs_->ring.giveBack(batch_->sequence);
+      } else if (abandoned) {
+        cs_->abandoned.emplace_back(batch_->sequence, ticket());
+      }
       cs_->inFlight.erase(this);
+      cs_->reclaimAbandonedLocked();
       cs_->ringFreed.notify_all();
       batch_.reset();
     }
@@ -179,10 +202,10 @@ class PendingCuda : public PendingHashes {
     if (!done_) {
       lock.unlock();
       std::string why;
-      bool idle = false;
-      const bool ok = waitForTicket(why, idle);
+      bool abandoned = false;
+      const bool ok = waitForTicket(why, abandoned);
       lock.lock();
-      if (!done_) finishLocked(ok, why, idle);
+      if (!done_) finishLocked(ok, why, abandoned);
     }
     if (failed_) {
       error = error_;
@@ -194,46 +217,31 @@ class PendingCuda : public PendingHashes {
 
  private:
   // Polls the batch's completion word (no driver call while the GPU keeps
-  // up); now and then asks whether the stream still has work, so that a
-  // kernel that never ran is not waited for without end. The per-thread
-  // default stream of another thread cannot be asked about: there only the
-  // time limit applies.
-  // `idle`: the stream had no work left, so the kernel will not run later.
-  bool waitForTicket(std::string& why, bool& idle) {
+  // up), under the context's lock: the context's teardown frees the ring and
+  // finishes the batch itself. Now and then asks whether the context has
+  // failed, so that a kernel that will never run is not waited for; a stream
+  // that stays blocked past the wait limit (a collective waiting for another
+  // process, a debugger) abandons the batch, not the context.
+  bool waitForTicket(std::string& why, bool& abandoned) {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
-    auto nextQuery = start + std::chrono::milliseconds(10);
-    const bool queryable = stream_ != reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD);
-    bool pushed = false;
-    auto pop = [&] {
-      CUcontext popped;
-      if (pushed) cs_->api->cuCtxPopCurrent(&popped);
-    };
+    auto nextCheck = start + kHealthInterval;
     for (uint32_t polls = 0;; ++polls) {
-      if (completed()) return pop(), true;
-      if (cs_->broken) {
-        why = "an earlier hash of this context never completed";
-        return pop(), false;
+      {
+        std::lock_guard lock(cs_->mu);
+        if (done_ || cs_->dead) return false;  // finished by the teardown
+        if (completed()) return true;
       }
       const auto now = Clock::now();
-      if (queryable && now >= nextQuery) {
-        nextQuery = now + std::chrono::milliseconds(10);
-        RelaxedCaptureMode relaxed(*cs_->api);  // as for every call of the trace thread
-        if (!pushed) pushed = cs_->api->cuCtxPushCurrent(cs_->ctx) == CUDA_SUCCESS;
-        const CUresult r = cs_->api->cuStreamQuery(reinterpret_cast<CUstream>(stream_));
-        if (completed()) return pop(), true;
-        if (r != CUDA_ERROR_NOT_READY) {
-          why = r == CUDA_SUCCESS ? "the hash kernel finished without signalling (it did not run)"
-                                  : "waiting for the hash kernel: " + cs_->api->errorText(r);
-          cs_->broken = r != CUDA_SUCCESS;
-          idle = r == CUDA_SUCCESS;
-          return pop(), false;
-        }
+      if (now >= nextCheck) {
+        nextCheck = now + kHealthInterval;
+        if (!cs_->healthy(why)) return false;
       }
-      if (now - start > kHashWaitLimit) {
-        why = "the hash kernel did not complete within 120 s";
-        cs_->broken = true;
-        return pop(), false;
+      if (now - start > cs_->waitLimit) {
+        why = fmt::format("the hash kernel did not complete within {} s: its stream stayed blocked",
+                          std::chrono::duration_cast<std::chrono::seconds>(cs_->waitLimit).count());
+        abandoned = true;
+        return false;
       }
       if (polls < 64) continue;
       std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
@@ -338,9 +346,51 @@ bool CudaDevice::ContextState::createRing(std::string& error) {
     counters = 0;
     return fail("allocating the hash ring's counters (cuMemAlloc)", r);
   }
-  if (CUresult r = api->cuMemsetD8(counters, 0, kRingBatches * sizeof(uint32_t)); r != CUDA_SUCCESS)
-    return fail("clearing the hash ring's counters (cuMemsetD8)", r);
+  if (CUresult r = api->cuStreamCreate(&watch, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) {
+    watch = nullptr;
+    return fail("creating the recorder's stream (cuStreamCreate)", r);
+  }
+  // On the recorder's stream, waited for: the legacy stream is not ordered
+  // with the program's non-blocking streams, where the first hashes run.
+  if (CUresult r = api->cuMemsetD8Async(counters, 0, kRingBatches * sizeof(uint32_t), watch); r != CUDA_SUCCESS)
+    return fail("clearing the hash ring's counters (cuMemsetD8Async)", r);
+  if (CUresult r = api->cuStreamSynchronize(watch); r != CUDA_SUCCESS)
+    return fail("clearing the hash ring's counters (cuStreamSynchronize)", r);
   return true;
+}
+
+void CudaDevice::ContextState::reclaimAbandonedLocked() {
+  std::erase_if(abandoned, [&](const std::pair<uint64_t, uint64_t>& b) {
+    if (__atomic_load_n(doneWords() + b.first % kRingBatches, __ATOMIC_ACQUIRE) != b.second) return false;
+    ring.giveBack(b.first);
+    return true;
+  });
+}
+
+bool CudaDevice::ContextState::healthy(std::string& why) {
+  if (broken) {
+    std::lock_guard lock(mu);
+    why = brokenWhy;
+    return false;
+  }
+  {
+    std::lock_guard lock(mu);
+    if (dead) return true;  // the teardown finishes every batch
+  }
+  RelaxedCaptureMode relaxed(*api);  // as for every call of the trace thread
+  const bool pushed = api->cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+  const CUresult r = api->cuStreamQuery(watch);  // empty: success, or the context's sticky error
+  if (pushed) {
+    CUcontext popped;
+    api->cuCtxPopCurrent(&popped);
+  }
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) return true;
+  std::lock_guard lock(mu);
+  if (dead) return true;
+  brokenWhy = "the context failed: " + api->errorText(r);
+  broken = true;
+  why = brokenWhy;
+  return false;
 }
 
 void CudaDevice::ContextState::releaseResources() {
@@ -462,6 +512,7 @@ std::shared_ptr<CudaDevice::ContextState> CudaDevice::stateFor(uint64_t context,
   auto cs = std::make_shared<ContextState>();
   cs->api = &api_;
   cs->ctx = reinterpret_cast<CUcontext>(context);
+  cs->waitLimit = hashWaitLimit_;
   // In the current context = `context`; once per context, on its first hash.
   cs->hasher = kernels::DeviceHasher::create(api_, error);
   if (!cs->hasher) return nullptr;
@@ -506,6 +557,10 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
       error = "the context is being destroyed";
       return nullptr;
     }
+    if (cs->broken) {
+      error = cs->brokenWhy;
+      return nullptr;
+    }
     const uint64_t rangeCount = plan.ranges.size();
     if (!cs->ring.fits(rangeCount, plan.totalSlots)) {
       ++cs->dropped;
@@ -514,8 +569,15 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
       return nullptr;
     }
     std::optional<HashRing::Batch> b = cs->ring.take(rangeCount, plan.totalSlots);
-    if (!b) {
-      cs->ringFreed.wait_for(lock, kRingWait, [&] { return (b = cs->ring.take(rangeCount, plan.totalSlots)).has_value(); });
+    // Abandoned batches that completed since give their room back without
+    // a notification: look again now and then.
+    for (auto waited = std::chrono::milliseconds(0); !b && waited < kRingWait; waited += kHealthInterval) {
+      cs->reclaimAbandonedLocked();
+      b = cs->ring.take(rangeCount, plan.totalSlots);
+      if (!b) {
+        cs->ringFreed.wait_for(lock, kHealthInterval,
+                               [&] { return (b = cs->ring.take(rangeCount, plan.totalSlots)).has_value(); });
+      }
     }
     if (!b) {
       ++cs->dropped;

@@ -1,11 +1,13 @@
 // Device implemented with the CUDA driver (resolved at run time): function
 // descriptions, capture checks, system description, and the asynchronous
-// hashing pipeline. Each context gets the hash kernel and a pool of slots
-// (device table + digest buffers, pinned host mirrors, an event); a hash
-// enqueues upload, kernel, download and event record on the program's stream
-// and returns at once; the trace thread waits on the event and folds.
+// hashing pipeline. Each context gets the hash kernel and a hash ring
+// (pinned, device-mapped host memory): a hash is one kernel launch on the
+// program's stream that reads its descriptors from the ring, writes its
+// digests there and raises a completion word; the trace thread polls that
+// word and folds.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +47,9 @@ class CudaDevice : public Device {
   void setLaunchKernelEx(decltype(&::cuLaunchKernelEx) f) { launchKernelEx_ = f; }
   void describeSystem(trace::Header& header) override;
   void contextDestroying(uint64_t context) override;
+  // How long the trace thread waits for one hash before leaving its digests
+  // out (120 s; tests shorten it).
+  void setHashWaitLimit(std::chrono::milliseconds limit) { hashWaitLimit_ = limit; }
 
   struct ContextState;
 
@@ -55,6 +60,7 @@ class CudaDevice : public Device {
   kernels::DriverApi api_;
   CheckpointApi checkpoint_;
   decltype(&::cuLaunchKernelEx) launchKernelEx_ = nullptr;
+  std::chrono::milliseconds hashWaitLimit_{std::chrono::seconds(120)};
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<ContextState>> contexts_;
 };

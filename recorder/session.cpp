@@ -521,14 +521,15 @@ std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo
 
 // ------------------------------------------------------------------ launches
 
-HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges) {
+HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
+                                     bool wait) {
   HashTicket t;
   if (ranges.empty()) return t;
   std::vector<kernels::HashRequest> requests;
   requests.reserve(ranges.size());
   for (const trace::DeviceRange& r : ranges) requests.push_back({r.address, r.size});
   std::string error;
-  t.pending = device_->hash(context, stream, requests, options_.sync, error);
+  t.pending = device_->hash(context, stream, requests, options_.sync || wait, error);
   if (!t.pending) {
     warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests, "
                      "each with a note saying why");
@@ -1214,12 +1215,14 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
     entry.blob.assign(b, b + m.size);
   }
   // The written bytes, after the copy in stream order: at the destination
-  // when it is device memory, else (device to host) still at the source.
+  // when it is device memory, else (device to host) still at the source. A
+  // synchronous copy is complete when it returns, and the program may then
+  // change those bytes from any stream: its hash is waited for here.
   const uint64_t stream = enqueueStream(m.stream, perThread);
   if (dstDevice || srcDevice) {
     const trace::DeviceRange written = dstDevice ? m.dst : m.src;
     if (m.size > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), written)) {
-      entry.after = hashRanges(u64(cb.context), stream, {written});
+      entry.after = hashRanges(u64(cb.context), stream, {written}, !m.async);
       if (dstDevice) touched(entry.after);
     }
   } else if (!m.async) {

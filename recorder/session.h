@@ -117,7 +117,9 @@ class RecordSession {
                                                      bool& ambiguousModule);
 
   // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise.
-  HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges);
+  // `wait`: the hash is complete on return (as with --sync).
+  HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
+                        bool wait = false);
   // The ranges a launch hashes before it runs: all of them with
   // hashesAllInputs, else those holding bytes no recorded operation has
   // touched (marking them touched).

@@ -12,7 +12,10 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 
 #include "recorder/cuda_device.h"
 #include "trace_format/hash.h"
@@ -24,17 +27,22 @@ using namespace gpurr::recorder;
 namespace {
 
 struct FakeGpu {
+  std::recursive_mutex mu;                  // the trace thread and the program's threads call in
   std::deque<std::function<void()>> queue;  // enqueued work, in stream order
   std::map<CUevent, bool> events;           // recorded -> completed
   int allocs = 0, frees = 0, launches = 0, ctxSyncs = 0, streamSyncs = 0, modeExchanges = 0, queries = 0;
   bool kernelsVanish = false;  // launches succeed but never run (a lost kernel)
+  bool blocked = false;        // the program's stream is stuck: nothing enqueued runs
+  CUresult sticky = CUDA_SUCCESS;  // the context failed: every call returns this
+  std::set<uint64_t> ownStreams, queried;  // streams the recorder created; streams queried
   CUstreamCaptureMode captureMode = CU_STREAM_CAPTURE_MODE_GLOBAL;  // of the calling thread
   std::vector<CUstreamCaptureMode> waitModes;  // the thread's mode at each cuEventSynchronize
   CUresult launchResult = CUDA_SUCCESS;
   std::map<uint64_t, CUstreamCaptureStatus> capture;
 
   void runAll() {
-    while (!queue.empty()) {
+    std::lock_guard lock(mu);
+    while (!blocked && !queue.empty()) {
       auto op = std::move(queue.front());
       queue.pop_front();
       op();
@@ -79,9 +87,28 @@ CUresult fMemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
   std::memset(reinterpret_cast<void*>(p), v, n);
   return CUDA_SUCCESS;
 }
-CUresult fStreamQuery(CUstream) {
+CUresult fMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream) {
+  std::lock_guard lock(gpu->mu);
+  gpu->queue.push_back([=] { std::memset(reinterpret_cast<void*>(p), v, n); });
+  return CUDA_SUCCESS;
+}
+CUresult fStreamCreate(CUstream* s, unsigned flags) {
+  REQUIRE(flags == CU_STREAM_NON_BLOCKING);
+  std::lock_guard lock(gpu->mu);
+  *s = reinterpret_cast<CUstream>(0xEE00 + gpu->ownStreams.size());
+  gpu->ownStreams.insert(reinterpret_cast<uint64_t>(*s));
+  return CUDA_SUCCESS;
+}
+CUresult fStreamDestroy(CUstream s) {
+  std::lock_guard lock(gpu->mu);
+  return gpu->ownStreams.erase(reinterpret_cast<uint64_t>(s)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+CUresult fStreamQuery(CUstream s) {
+  std::lock_guard lock(gpu->mu);
   ++gpu->queries;
+  gpu->queried.insert(reinterpret_cast<uint64_t>(s));
   gpu->waitModes.push_back(gpu->captureMode);
+  if (gpu->sticky != CUDA_SUCCESS) return gpu->sticky;
   gpu->runAll();
   return CUDA_SUCCESS;
 }
@@ -112,6 +139,7 @@ CUresult fLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned block,
   const auto doneWord = *static_cast<CUdeviceptr*>(args[5]);
   const auto ticket = *static_cast<uint64_t*>(args[6]);
   if (gpu->kernelsVanish) return CUDA_SUCCESS;
+  std::lock_guard lock(gpu->mu);
   gpu->queue.push_back([=] {
     const auto* ranges = reinterpret_cast<const kernels::DeviceHashRange*>(table);
     auto* digests = reinterpret_cast<uint64_t*>(out);
@@ -161,12 +189,14 @@ CUresult fEventQuery(CUevent e) {
   return gpu->events[e] ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult fCtxSynchronize() {
+  std::lock_guard lock(gpu->mu);
   ++gpu->ctxSyncs;
   gpu->runAll();
   return CUDA_SUCCESS;
 }
-CUresult fStreamSynchronize(CUstream) {
-  ++gpu->streamSyncs;
+CUresult fStreamSynchronize(CUstream s) {
+  std::lock_guard lock(gpu->mu);
+  if (!gpu->ownStreams.count(reinterpret_cast<uint64_t>(s))) ++gpu->streamSyncs;  // the program's streams
   gpu->runAll();
   return CUDA_SUCCESS;
 }
@@ -224,6 +254,9 @@ kernels::DriverApi fakeApi() {
   a.cuMemHostAlloc = fMemHostAlloc;
   a.cuMemHostGetDevicePointer = fMemHostGetDevicePointer;
   a.cuMemsetD8 = fMemsetD8;
+  a.cuMemsetD8Async = fMemsetD8Async;
+  a.cuStreamCreate = fStreamCreate;
+  a.cuStreamDestroy = fStreamDestroy;
   a.cuStreamQuery = fStreamQuery;
   a.cuMemcpyHtoDAsync = fMemcpyHtoDAsync;
   a.cuMemcpyDtoHAsync = fMemcpyDtoHAsync;
@@ -428,7 +461,8 @@ TEST_CASE("a full hash ring makes the program wait a bounded time, then drops th
   device->contextDestroying(0xC0);
 }
 
-TEST_CASE("a hash kernel that never runs is not waited for without end", "[recorder][cudadevice][ring]") {
+TEST_CASE("a hash kernel of a failed context is not waited for, and the context takes no more",
+          "[recorder][cudadevice][ring]") {
   Fixture fx;
   auto device = CudaDevice::create(fakeApi());
   const auto a = randomBytes(100, 10);
@@ -437,15 +471,106 @@ TEST_CASE("a hash kernel that never runs is not waited for without end", "[recor
   gpu->kernelsVanish = true;
   auto p = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
   REQUIRE(p);
+  gpu->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;  // the program's kernel faulted
+  const auto start = std::chrono::steady_clock::now();
   std::vector<kernels::HashResult> r;
-  CHECK_FALSE(p->wait(r, error));  // the stream went idle without the ticket
-  CHECK(error.find("did not run") != std::string::npos);
-  gpu->kernelsVanish = false;
-  auto q = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
-  REQUIRE(q);
-  REQUIRE(q->wait(r, error));
-  CHECK(r.at(0).digest == hash::hashBuffer(a));
+  CHECK_FALSE(p->wait(r, error));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  CHECK(error.find("the context failed: CUDA error 700 (fake error)") != std::string::npos);
+  CHECK_FALSE(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));  // refused at once
+  CHECK(error.find("the context failed") != std::string::npos);
+  gpu->sticky = CUDA_SUCCESS;
   device->contextDestroying(0xC0);
+}
+
+TEST_CASE("waiting for a hash never queries the program's stream, which may be capturing by then",
+          "[recorder][cudadevice][ring]") {
+  // A query of a stream being captured invalidates the program's capture
+  // (torch.cuda.graphs, torch.compile's reduce-overhead): the trace thread
+  // asks the recorder's own stream whether the context is still alive.
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(100, 12);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  std::vector<kernels::HashResult> r;
+  for (uint64_t stream : {uint64_t{0x5}, uint64_t{0}}) {
+    auto p = device->hash(0xC0, stream, std::span(&req, 1), false, error);
+    REQUIRE(p);
+    REQUIRE(p->wait(r, error));  // the fake GPU runs only when asked: a query was made
+    CHECK(r.at(0).digest == hash::hashBuffer(a));
+  }
+  REQUIRE(gpu->queries > 0);
+  for (uint64_t s : gpu->queried) CHECK(gpu->ownStreams.count(s) == 1);
+  device->contextDestroying(0xC0);
+}
+
+TEST_CASE("a stream blocked past the wait limit abandons that batch, not the context",
+          "[recorder][cudadevice][ring]") {
+  // A collective waiting minutes for another process, a debugger: the
+  // kernel runs later, and its room comes back then.
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  device->setHashWaitLimit(std::chrono::milliseconds(50));
+  const auto a = randomBytes(100, 11);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  REQUIRE(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));  // the ring is made
+  gpu->blocked = true;
+  auto stuck = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  REQUIRE(stuck);
+  std::vector<kernels::HashResult> r;
+  CHECK_FALSE(stuck->wait(r, error));
+  CHECK(error.find("did not complete within 0 s: its stream stayed blocked") != std::string::npos);
+  // Every other batch place taken: only the abandoned batch's room is left to come back.
+  std::vector<std::unique_ptr<PendingHashes>> pending;
+  for (int i = 0; i < 8191; ++i) {
+    pending.push_back(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));
+    REQUIRE(pending.back());
+  }
+  gpu->blocked = false;
+  for (size_t i = 0; i < 2; ++i) {  // the GPU catches up with the first two kernels only
+    std::lock_guard lock(gpu->mu);
+    auto op = std::move(gpu->queue.front());
+    gpu->queue.pop_front();
+    op();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto next = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  CHECK(next);  // the abandoned batch's room, given back since its ticket showed
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  pending.push_back(std::move(next));
+  for (auto& p : pending) {
+    REQUIRE(p);
+    REQUIRE(p->wait(r, error));
+    CHECK(r.at(0).digest == hash::hashBuffer(a));
+  }
+  device->contextDestroying(0xC0);
+}
+
+TEST_CASE("a context destroyed while the trace thread waits ends the wait without touching the freed ring",
+          "[recorder][cudadevice][ring]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(100, 13);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  gpu->blocked = true;
+  auto p = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  REQUIRE(p);
+  bool ok = true;
+  std::string waitError;
+  std::thread traceThread([&] {
+    std::vector<kernels::HashResult> r;
+    ok = p->wait(r, waitError);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the trace thread polls
+  device->contextDestroying(0xC0);
+  traceThread.join();
+  CHECK_FALSE(ok);
+  CHECK(waitError.find("did not run before the context was destroyed") != std::string::npos);
+  CHECK(gpu->allocs == gpu->frees);
+  gpu->blocked = false;
 }
 
 TEST_CASE("the trace thread waits for hashes and snapshots in relaxed capture mode", "[recorder][cudadevice]") {

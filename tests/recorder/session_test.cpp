@@ -583,6 +583,29 @@ TEST_CASE("copies, sets, syncs and frees are recorded with digests of what they 
   CHECK(frees[0].ordinal == 1);
 }
 
+TEST_CASE("a synchronous copy's hash is complete when the copy returns; an asynchronous one's is not waited for",
+          "[recorder][session]") {
+  // After a synchronous copy the program may change the bytes it copied from
+  // any stream at once: a hash left in the copy's stream would race with it.
+  Harness h;
+  std::vector<uint8_t> dev = randomBytes(4096, 5), out(512);
+  h.memAlloc(dev);
+  {
+    cuMemcpyDtoH_v2_params p{out.data(), addr(dev.data()), out.size()};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, &p, CUDA_SUCCESS, nullptr,
+           [&] { std::memcpy(out.data(), dev.data(), out.size()); });
+  }
+  {
+    cuMemcpyDtoHAsync_v2_params p{out.data(), addr(dev.data()), out.size(), reinterpret_cast<CUstream>(0x9)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2, &p, CUDA_SUCCESS, nullptr,
+           [&] { std::memcpy(out.data(), dev.data(), out.size()); });
+  }
+  h.finishAndRead();
+  REQUIRE(h.calls.size() == 2);
+  CHECK(h.calls[0].synchronous);
+  CHECK_FALSE(h.calls[1].synchronous);
+}
+
 TEST_CASE("unified copies take their direction from the memory map, pinned host memory is host", "[recorder][session]") {
   Harness h(std::map<std::string, std::string>{{"GPURR_CAPTURE_HOST_DATA", "1"}});
   std::vector<uint8_t> dev = randomBytes(256, 11), pinned = randomBytes(256, 12), pageable = randomBytes(256, 13);

@@ -211,6 +211,8 @@ inline CUresult fMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUstrea
   gpu->calls.push_back("restore");
   return fMemcpyHtoD(d, s, n);
 }
+// The hash kernel's descriptor upload (not a restore of recorded bytes).
+inline CUresult fHashTableUpload(CUdeviceptr d, const void* s, size_t n, CUstream) { return fMemcpyHtoD(d, s, n); }
 inline CUresult fMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream) {
   uint8_t* to = at(d, n);
   const uint8_t* from = at(s, n);
@@ -370,6 +372,7 @@ struct FakeDriver {
     api.cuMemAlloc = fMemAlloc;
     api.cuMemFree = fMemFree;
     api.cuMemcpyHtoD = fMemcpyHtoD;
+    api.cuMemcpyHtoDAsync = fHashTableUpload;
     api.cuMemcpyDtoH = fMemcpyDtoH;
     api.cuStreamSynchronize = fStreamSynchronize;
     api.cuEventCreate = fEventCreate;
