@@ -22,9 +22,11 @@
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -40,6 +42,10 @@ using OpOperands = decltype(&gpurr_framework_op_operands);
 OpenScope openScope = nullptr;
 CloseScope closeScope = nullptr;
 OpOperands opOperands = nullptr;
+// libgpurr_torch_cuda.so's gpurr_torch_cuda_try_install, asked at each op
+// until the caching allocator has started and it has answered (not 1).
+std::atomic<int (*)(void*)> attachBlocks{nullptr};
+void* recorderHandle = nullptr;
 at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
 
 // Path prefixes of frames that are not the program's (torch, gpurr's layer).
@@ -59,6 +65,10 @@ bool cpuOperands = false;
 const char* fileOf(PyCodeObject* code) {
   PyObject* key = reinterpret_cast<PyObject*>(code);
   if (auto it = fileOfCode.find(key); it != fileOfCode.end()) return it->second;
+  // The op may be dispatched while an exception is set (a Python error being
+  // handled): it is the program's, and stays as it was.
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);  // in every Python 3; 3.12 adds PyErr_GetRaisedException
   const char* file = nullptr;
   if (PyObject* name = PyObject_GetAttrString(key, "co_filename")) {
     if (const char* utf8 = PyUnicode_AsUTF8(name)) {
@@ -69,6 +79,7 @@ const char* fileOf(PyCodeObject* code) {
     Py_DecRef(name);
   }
   PyErr_Clear();
+  PyErr_Restore(type, value, traceback);
   Py_IncRef(key);
   fileOfCode.emplace(key, file);
   return file;
@@ -107,6 +118,26 @@ struct OpSchema {
   std::vector<bool> writes;  // per argument
 };
 
+// Ops whose schemas do not declare every argument they write: batch norm
+// updates its running statistics in place (`Tensor? running_mean`, no `(a!)`;
+// torch/_decomp/decompositions.py says so), cuDNN's RNN its dropout state.
+// Every tensor argument of theirs counts as written.
+bool writesUndeclared(std::string_view name) {
+  static const std::unordered_set<std::string_view> ops = {
+      "aten::batch_norm",
+      "aten::_batch_norm_impl_index",
+      "aten::native_batch_norm",
+      "aten::cudnn_batch_norm",
+      "aten::miopen_batch_norm",
+      "aten::batch_norm_update_stats",
+      "aten::batch_norm_gather_stats",
+      "aten::batch_norm_gather_stats_with_counts",
+      "aten::instance_norm",
+      "aten::_cudnn_rnn",
+  };
+  return ops.count(name) > 0;
+}
+
 const OpSchema& schemaOf(const at::RecordFunction& fn) {
   thread_local std::unordered_map<const char*, OpSchema> cache;
   const char* name = fn.name();
@@ -118,7 +149,9 @@ const OpSchema& schemaOf(const at::RecordFunction& fn) {
   s = OpSchema{name, overload, false, {}};
   if (std::optional<c10::FunctionSchema> schema = fn.operator_schema()) {
     s.known = true;
-    for (const c10::Argument& a : schema->arguments()) s.writes.push_back(a.alias_info() && a.alias_info()->isWrite());
+    const bool all = writesUndeclared(name);
+    for (const c10::Argument& a : schema->arguments())
+      s.writes.push_back(all || (a.alias_info() && a.alias_info()->isWrite()));
   }
   return s;
 }
@@ -172,12 +205,16 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   // forward op's (and would take the GIL once per node).
   if (depth++ == 0 && kind != 1 && std::strncmp(name, "autograd::engine::", 18) != 0) sourceLine(file, line);
   openScope(&fn, name, kind, fn.seqNr(), kind == 1 ? fn.forwardThreadId() : fn.threadId(), file, line);
+  if (auto attach = attachBlocks.load(std::memory_order_relaxed); attach != nullptr && attach(recorderHandle) != 1)
+    attachBlocks = nullptr;
   if (kind == 0) reportOperands(fn);
   return nullptr;
 }
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (depth > 0) --depth;
+  // An async scope may end on another thread (RecordFunction::threadId):
+  // only the thread that opened it counts it.
+  if (depth > 0 && fn.threadId() == at::RecordFunction::currentThreadId()) --depth;
   closeScope(&fn);
 }
 
@@ -199,6 +236,7 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
   opOperands = reinterpret_cast<OpOperands>(dlsym(recorder, "gpurr_framework_op_operands"));
   if (version == nullptr || openScope == nullptr || closeScope == nullptr || opOperands == nullptr) return -1;
   if (version() != GPURR_FRAMEWORK_API_VERSION) return -2;
+  recorderHandle = recorder;
   cpuOperands = std::getenv("GPURR_TEST_CPU_OPERANDS") != nullptr;
   for (const char* p = skipped; p != nullptr && *p != '\0';) {
     const char* end = std::strchr(p, '\n');
@@ -211,6 +249,12 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
           .needsIds(true)
           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
   return 0;
+}
+
+// From now on each op first asks `tryInstall` (gpurr_torch_cuda_try_install)
+// to attach the allocator's block tracker, until it has answered.
+extern "C" __attribute__((visibility("default"))) void gpurr_torch_watch_blocks(void* tryInstall) {
+  attachBlocks = reinterpret_cast<int (*)(void*)>(tryInstall);
 }
 
 extern "C" __attribute__((visibility("default"))) void gpurr_torch_uninstall(void) {

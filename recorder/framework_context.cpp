@@ -70,11 +70,20 @@ using ForwardTable = std::unordered_map<SequenceKey, ForwardOp, SequenceKeyHash>
 // newer one reaches kGeneration entries it becomes the older one, so memory
 // stays bounded and a backward finds forward ops up to 2 * kGeneration ops old.
 constexpr size_t kGeneration = 1 << 17;
-std::mutex forwardMu;
-ForwardTable forwardNew, forwardOld;
-
-std::shared_mutex blocksMu;
-std::map<uint64_t, uint64_t> blocks;  // base -> size
+// Never destroyed: PyTorch's caching allocator, which is not destroyed
+// either, calls the block tracker until the process ends, after this
+// library's statics would have been.
+struct Tables {
+  std::mutex forwardMu;
+  ForwardTable forwardNew, forwardOld;
+  std::shared_mutex blocksMu;
+  std::map<uint64_t, uint64_t> blocks;  // base -> size
+};
+Tables& tables = *new Tables;
+std::mutex& forwardMu = tables.forwardMu;
+ForwardTable &forwardNew = tables.forwardNew, &forwardOld = tables.forwardOld;
+std::shared_mutex& blocksMu = tables.blocksMu;
+std::map<uint64_t, uint64_t>& blocks = tables.blocks;
 
 std::atomic<bool> reported{false};
 std::atomic<int64_t> currentStep_{-1};

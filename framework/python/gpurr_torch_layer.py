@@ -92,18 +92,42 @@ class _GraphModule:
     pass
 
 
-def _watch_cuda_blocks(torch, path):
+def _forked(torch, observer):
+    """A child forked after the parent started CUDA (a DataLoader worker)
+    cannot use CUDA: nothing to attribute, so no cost per op either."""
+    global _enabled
+    if not torch.cuda._is_in_bad_fork():
+        return
+    _enabled = False
+    if observer is not None:
+        observer.gpurr_torch_uninstall()
+
+
+def _watch_cuda_blocks(torch, observer, path):
     """Once CUDA starts, reports the caching allocator's blocks to the
-    recorder (exact launch ranges). Needs a CUDA build of the same PyTorch."""
+    recorder (exact launch ranges). Needs a CUDA build of the same PyTorch.
+    Attached when Python starts CUDA (torch.cuda._lazy_call runs it after the
+    allocator has started) or, when CUDA is started from C++ alone, by the op
+    observer at the next op."""
     if getattr(torch.version, "cuda", None) is None or not os.path.exists(path):
         return
+    try:
+        lib = ctypes.CDLL(path)  # makes no CUDA call
+    except OSError as e:
+        _warn(f"{path} does not load ({e}): launch ranges run to their allocation's end")
+        return
+    try_install = lib.gpurr_torch_cuda_try_install
+    try_install.argtypes = [ctypes.c_void_p]
 
     def attach():
-        lib = ctypes.CDLL(path)
-        lib.gpurr_torch_cuda_install.argtypes = [ctypes.c_void_p]
-        if lib.gpurr_torch_cuda_install(_recorder._handle) == -1:
-            _warn("the recorder takes no allocator blocks: launch ranges run to their allocation's end")
+        try:  # an exception here would fail the program's CUDA start
+            if try_install(_recorder._handle) == -1:
+                _warn("the recorder takes no allocator blocks: launch ranges run to their allocation's end")
+        except Exception as e:  # noqa: BLE001
+            _warn(f"the allocator's blocks are not reported ({e}): launch ranges run to their allocation's end")
 
+    observer.gpurr_torch_watch_blocks.argtypes = [ctypes.c_void_p]
+    observer.gpurr_torch_watch_blocks(ctypes.cast(try_install, ctypes.c_void_p))
     torch.cuda._lazy_call(attach)
 
 
@@ -140,6 +164,7 @@ def install(torch, skipped=()):
     optim.register_optimizer_step_post_hook(_optimizer_stepped)
 
     observer = os.environ.get("GPURR_TORCH_OBSERVER") or os.path.join(os.path.dirname(library), "libgpurr_torch.so")
+    observing = None  # the op observer's library, once installed
     if not os.path.exists(observer):
         _warn(f"{observer} is missing (gpurr was built without PyTorch): launches get modules, lines "
               "and steps but no op names")
@@ -159,6 +184,8 @@ def install(torch, skipped=()):
             if lib.gpurr_torch_install(_recorder._handle, "\n".join(p + os.sep for p in prefixes).encode()) != 0:
                 _warn("gpurr's op observer could not reach the recorder: no op names")
             else:
-                _watch_cuda_blocks(torch, os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so"))
+                observing = lib
+                _watch_cuda_blocks(torch, lib, os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so"))
     _recorder.gpurr_framework_set_step(0)
     _enabled = True
+    os.register_at_fork(after_in_child=lambda: _forked(torch, observing))

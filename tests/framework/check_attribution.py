@@ -115,7 +115,7 @@ for step in set(steps):
 # Each op's tensor arguments, with what its schema writes (GPURR_TEST_CPU_OPERANDS
 # makes the layer report CPU tensors): index_select reads the embedding's
 # weight and the indices; index_add_ writes its self and reads the rest;
-# addmm and mm read all theirs.
+# addmm and mm read all theirs; batch norm writes its running statistics.
 log = os.path.join(args.work, "operands.log")
 r, _ = record("operands", [sys.executable, train], GPURR_TEST_CPU_OPERANDS="1", GPURR_TEST_OPERANDS_LOG=log)
 check(r.returncode == 3 and r.stdout == plain.stdout, "operands run")
@@ -135,6 +135,10 @@ addmm = operands.get("aten::addmm_kernel", [])
 check(len(addmm) == 2 and all(kinds(o) == ["r", "r", "r"] for o in addmm), f"addmm operands {addmm}")
 mm = operands.get("aten::mm_kernel", [])
 check(mm and all(kinds(o) == ["r", "r"] for o in mm), f"mm operands {mm}")
+# Batch norm writes its running statistics, which its schema does not declare.
+running = [line.split()[-1] for line in r.stderr.splitlines() if line.startswith("running_mean storage ")]
+norm = operands.get("aten::native_batch_norm_kernel", [])
+check(len(norm) == 1 and running and running[0] + ":w" in norm[0], f"batch norm writes running_mean {norm} {running}")
 
 # --no-framework: no origins.
 r, trace = record("off", [sys.executable, train], "--no-framework")
