@@ -274,10 +274,12 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
       if (enter) tlsLastModule = 0; else allocationExit(e.handler, cb);
       return;
     case Handler::kUnsupported:
-      if (enter)
+      if (enter) {
         warnOnce(cb.functionName ? cb.functionName : "?",
                  std::string(cb.functionName ? cb.functionName : "a driver call") +
                      " is not recorded yet; what it writes is not in the trace");
+        writeHistory().clear();  // whatever it writes: every range is a first use again
+      }
       return;
     default:
       break;
@@ -539,18 +541,44 @@ HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vec
   return t;
 }
 
-std::vector<trace::DeviceRange> RecordSession::inputsToHash(const std::vector<trace::DeviceRange>& ranges) {
+namespace {
+// The write history's stream: the per-thread default stream is one per host thread.
+uint64_t historyStream(uint64_t stream) {
+  if (stream != u64(CU_STREAM_PER_THREAD)) return stream;
+  static std::atomic<uint64_t> threads{0};
+  thread_local const uint64_t thread = ++threads;
+  return stream ^ thread << 32;
+}
+}  // namespace
+
+bool RecordSession::historyBlind(const trace::DeviceRange& r) {
+  std::lock_guard lock(mu_);
+  const std::optional<Resolved> res = allocations_.resolve(r.address);
+  if (!res) return false;
+  const trace::Allocation* a = allocations_.at(res->allocationAddress);
+  return a != nullptr && (a->kind == AllocationKind::kManaged || a->kind == AllocationKind::kOther ||
+                          a->kind == AllocationKind::kModuleGlobal);
+}
+
+std::vector<trace::DeviceRange> RecordSession::inputsToHash(const std::vector<trace::DeviceRange>& ranges,
+                                                            uint64_t stream) {
   if (allInputs_) return ranges;
   std::vector<trace::DeviceRange> fresh;
   for (const trace::DeviceRange& r : ranges) {
-    if (writeHistory().touch(r.address, r.address + r.size)) fresh.push_back(r);
+    if (historyBlind(r) || writeHistory().touch(r.address, r.address + r.size, historyStream(stream)))
+      fresh.push_back(r);
   }
   return fresh;
 }
 
-void RecordSession::touched(const HashTicket& written) {
+void RecordSession::touched(const HashTicket& written, uint64_t stream) {
   if (allInputs_ || !written.pending) return;
-  for (const trace::DeviceRange& r : written.ranges) writeHistory().touch(r.address, r.address + r.size);
+  for (const trace::DeviceRange& r : written.ranges)
+    writeHistory().touch(r.address, r.address + r.size, historyStream(stream));
+}
+
+void RecordSession::forgotten(const std::vector<trace::DeviceRange>& ranges) {
+  for (const trace::DeviceRange& r : ranges) writeHistory().forget(r.address, r.address + r.size);
 }
 
 std::vector<bool> RecordSession::readOnlyOf(const std::vector<trace::DeviceRange>& ranges) {
@@ -782,7 +810,9 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   if (k.hashed && !unreadable.empty()) k.annotations.emplace_back(std::in_place_type<trace::Note>, unreadable);
   if (k.hashed) {
     pending->entry.before =
-        hashRanges(pending->context, pending->stream, snapshot ? ranges : inputsToHash(ranges));
+        hashRanges(pending->context, pending->stream, snapshot ? ranges : inputsToHash(ranges, pending->stream));
+    // First uses that could not be hashed: the next reader hashes them.
+    if (!pending->entry.before.pending) forgotten(pending->entry.before.ranges);
     if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
     const std::vector<bool> readOnly = snapshot ? std::vector<bool>() : readOnlyOf(ranges);
     if (!readOnly.empty()) {
@@ -810,8 +840,13 @@ void RecordSession::launchExit(const CUpti_CallbackData& cb) {
   if (cb.correlationData == nullptr || *cb.correlationData == 0) return;
   std::unique_ptr<PendingLaunch> pending(reinterpret_cast<PendingLaunch*>(*cb.correlationData));
   *cb.correlationData = 0;
-  if (succeeded(cb)) finishLaunch(std::move(pending));
-  // else nothing ran; the input ticket is released with it
+  if (succeeded(cb)) {
+    finishLaunch(std::move(pending));
+  } else {
+    // Nothing ran and nothing is recorded: the first uses it hashed are
+    // first uses still.
+    forgotten(pending->entry.before.ranges);
+  }
 }
 
 void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
@@ -821,6 +856,8 @@ void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
     if (pending->snapshot)
       pending->entry.afterSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
     pending->entry.after = hashRanges(pending->context, pending->stream, std::move(ranges));
+    // What it wrote has no digest: never vouched for.
+    if (!pending->entry.after.pending) forgotten(pending->entry.after.ranges);
   }
   if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
     for (const HashTicket* t : {&pending->entry.before, &pending->entry.after}) {
@@ -856,9 +893,12 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
     });
   }
   if (!ranges.empty() && device_->canEnqueue(pending->stream)) {
-    pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges));
+    pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges, pending->stream));
+    if (!pending->entry.before.pending) forgotten(pending->entry.before.ranges);
     pending->entry.after.ranges = std::move(ranges);
     pending->hashOutputs = true;
+  } else {
+    writeHistory().clear();  // it may write anything, unhashed
   }
   pending->entry.event = newEvent(std::move(g));
   if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
@@ -978,12 +1018,14 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
       const auto& p = params<cuMemMap_params>(cb);
       std::lock_guard lock(mu_);
       allocations_.map(p.ptr, p.size);
+      writeHistory().forget(p.ptr, p.ptr + p.size);  // other physical memory there now
       break;
     }
     case Handler::kMemUnmap: {
       const auto& p = params<cuMemUnmap_params>(cb);
       std::lock_guard lock(mu_);
       allocations_.unmap(p.ptr, p.size);
+      writeHistory().forget(p.ptr, p.ptr + p.size);
       break;
     }
     case Handler::kMemSetAccess: {
@@ -1161,6 +1203,7 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
       m.kind = trace::MemcpyKind::kPeer;
       m.dst = deviceRange(dst, m.size);
       m.src = deviceRange(src, m.size);
+      writeHistory().forget(dst, dst + m.size);  // written without a digest
       if (options_.full) warnNotReplayable("peer copies", "what they write on the other device");
       emitEvent(std::move(m));
       return;
@@ -1170,12 +1213,14 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
       // one contiguous range, so no digest.
       const CUmemorytype* dstType = nullptr;
       const CUmemorytype* srcType = nullptr;
+      uint64_t extent = 0;  // from `dst` past the last byte written
       if (h == Handler::kMemcpy2D || h == Handler::kMemcpy2DAsync) {
         const CUDA_MEMCPY2D* c = h == Handler::kMemcpy2D ? params<cuMemcpy2D_v2_params>(cb).pCopy
                                                           : params<cuMemcpy2DAsync_v2_params>(cb).pCopy;
         if (c == nullptr) return;
         if (h == Handler::kMemcpy2DAsync) m.stream = u64(params<cuMemcpy2DAsync_v2_params>(cb).hStream), m.async = true;
         m.size = uint64_t{c->WidthInBytes} * c->Height;
+        extent = (uint64_t{c->dstY} + c->Height) * c->dstPitch + c->dstXInBytes + c->WidthInBytes;
         dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? u64(c->dstHost) : c->dstDevice;
         src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? u64(c->srcHost) : c->srcDevice;
         dstType = &c->dstMemoryType, srcType = &c->srcMemoryType;
@@ -1185,6 +1230,8 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
         if (c == nullptr) return;
         if (h == Handler::kMemcpy3DAsync) m.stream = u64(params<cuMemcpy3DAsync_v2_params>(cb).hStream), m.async = true;
         m.size = uint64_t{c->WidthInBytes} * c->Height * c->Depth;
+        extent = ((uint64_t{c->dstZ} + c->Depth) * c->dstHeight + c->dstY + c->Height) * c->dstPitch +
+                 c->dstXInBytes + c->WidthInBytes;
         dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? u64(c->dstHost) : c->dstDevice;
         src = c->srcMemoryType == CU_MEMORYTYPE_HOST ? u64(c->srcHost) : c->srcDevice;
         dstType = &c->dstMemoryType, srcType = &c->srcMemoryType;
@@ -1200,6 +1247,7 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
       m.dst = dstDevice ? deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
       m.src = srcDevice ? deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
       if (options_.full && dstDevice) warnNotReplayable("2D and 3D copies to device memory", "the bytes they write");
+      if (dstDevice) writeHistory().forget(dst, dst + extent);  // written without a digest
       emitEvent(std::move(m));
       return;
     }
@@ -1223,8 +1271,9 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
     const trace::DeviceRange written = dstDevice ? m.dst : m.src;
     if (m.size > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), written)) {
       entry.after = hashRanges(u64(cb.context), stream, {written}, !m.async);
-      if (dstDevice) touched(entry.after);
+      if (dstDevice) touched(entry.after, stream);
     }
+    if (dstDevice && !entry.after.pending) forgotten({m.dst});  // written without a digest
   } else if (!m.async) {
     m.digest = hash::hashBuffer({reinterpret_cast<const uint8_t*>(dst), m.size});
   }
@@ -1277,8 +1326,9 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
   // A 2D set leaves the gaps between rows alone: no single-range digest.
   if (contiguous && bytes > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), s.dst)) {
     entry.after = hashRanges(u64(cb.context), stream, {s.dst});
-    touched(entry.after);
+    touched(entry.after, stream);
   }
+  if (!entry.after.pending) forgotten({s.dst});  // written without a digest
   entry.event = newEvent(std::move(s));
   emit(std::move(entry));
 }

@@ -122,13 +122,21 @@ class RecordSession {
                         bool wait = false);
   // The ranges a launch hashes before it runs: all of them with
   // hashesAllInputs, else those holding bytes no recorded operation has
-  // touched (marking them touched).
-  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges);
+  // touched, or last touched on another stream (marking them touched on
+  // `stream`), and those in memory no write history sees (historyBlind).
+  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges, uint64_t stream);
+  // Whether `r` lies in memory that writers other than the recorded device
+  // operations reach: the CPU (managed memory), another process (IPC,
+  // imported pools), a kernel by its symbol (module globals).
+  bool historyBlind(const trace::DeviceRange& r);
   // Which of a launch's ranges it only reads, by the operands of the
   // framework op it runs in (readOnlyRanges); empty when no op reported them.
   std::vector<bool> readOnlyOf(const std::vector<trace::DeviceRange>& ranges);
-  // A copy or set wrote these hashed ranges.
-  void touched(const HashTicket& written);
+  // A copy or set wrote these hashed ranges on `stream`.
+  void touched(const HashTicket& written, uint64_t stream);
+  // These ranges were written without a digest, or their first use was not
+  // recorded: the next reader hashes them.
+  void forgotten(const std::vector<trace::DeviceRange>& ranges);
   // Copies the full bytes of `ranges` to the host on `stream` (--snapshot),
   // waiting for the trace thread when the snapshot memory bound is reached.
   std::vector<SnapshotCopy> snapshotRanges(uint64_t context, uint64_t stream,

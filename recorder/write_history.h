@@ -1,12 +1,17 @@
 // Which device bytes recorded operations have touched since their memory was
-// handed out: a launch's ranges (read or written, the recorder cannot tell),
-// a copy's or a set's destination. Without --hash-inputs a launch hashes
-// before it runs only the ranges holding bytes nothing recorded has touched
-// yet (FORMAT.md, `hashInputs`): every other byte it reads was last touched by
-// an earlier recorded operation, whose outputs vouch for it in the diff.
+// handed out, and on which stream: a launch's ranges (read or written, the
+// recorder cannot tell), a copy's or a set's destination, each once its
+// digest is on its way. Without --hash-inputs a launch hashes before it runs
+// only the ranges holding bytes it cannot take on trust (FORMAT.md,
+// `hashInputs`): bytes nothing recorded has touched yet, and bytes last
+// touched on another stream (which only the program's synchronisation, if
+// any, orders before the launch). Every other byte it reads was last touched
+// on its own stream by an earlier recorded operation, whose digests vouch for
+// it in the diff.
 //
 // Memory handed out again (an allocation, a block of PyTorch's caching
-// allocator) starts untouched: its stale bytes are the previous owner's.
+// allocator) starts untouched: its stale bytes are the previous owner's. So
+// do bytes written without a digest: the history must never vouch for them.
 #pragma once
 
 #include <cstdint>
@@ -17,18 +22,25 @@ namespace gpurr::recorder {
 
 class WriteHistory {
  public:
-  // Marks [begin, end) touched; true when some of it was not touched before.
-  bool touch(uint64_t begin, uint64_t end);
-  // [begin, end) starts untouched again (handed out afresh, or freed).
+  // Marks [begin, end) touched on `stream`; true when some of it was not
+  // touched before, or was last touched on another stream.
+  bool touch(uint64_t begin, uint64_t end, uint64_t stream);
+  // [begin, end) starts untouched again (handed out afresh, freed, remapped,
+  // or written without a digest).
   void forget(uint64_t begin, uint64_t end);
+  // Everything starts untouched again (a write whose ranges are unknown).
+  void clear();
   // Disjoint touched intervals kept (tests, memory accounting).
   size_t intervals() const;
 
  private:
+  struct Touched {
+    uint64_t end, stream;
+  };
   void cut(uint64_t begin, uint64_t end);  // caller holds mu_
 
   mutable std::mutex mu_;
-  std::map<uint64_t, uint64_t> touched_;  // begin -> end, disjoint, not adjacent
+  std::map<uint64_t, Touched> touched_;  // begin -> end and stream, disjoint; neighbours differ in stream or abut not
 };
 
 // The process's history: the session and the framework layer's block events

@@ -158,7 +158,7 @@ class Program {
     c.dst = range(ordinal);
     c.src = DeviceRange{0x55d0c0de0000, kBytes, 0, 0};
     c.digest = hashBuffer(memory_[ordinal]);
-    history_.touch(address(ordinal), address(ordinal) + kBytes);
+    history_.touch(address(ordinal), address(ordinal) + kBytes, 0);
     if (opts_.captureHostData) c.data = w_.putBlob(memory_[ordinal]);
     append(c);
   }
@@ -207,7 +207,7 @@ class Program {
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (uint32_t t : touched) {
-      const bool fresh = history_.touch(address(t), address(t) + kBytes);
+      const bool fresh = history_.touch(address(t), address(t) + kBytes, 0);
       if (fresh || snapshot || recorder::hashesAllInputs(opts_)) k.inputs.push_back(digest(t, snapshot));
     }
 

@@ -180,8 +180,14 @@ class FakeDevice : public Device {
     if (capturing.count(stream) == 0) return std::nullopt;
     return 40 + stream;  // the capture's id
   }
+  int refuseHashes = 0;  // the next this many hashes fail to enqueue
   std::unique_ptr<PendingHashes> hash(uint64_t, uint64_t stream, std::span<const kernels::HashRequest> requests,
-                                      bool synchronous, std::string&) override {
+                                      bool synchronous, std::string& error) override {
+    if (refuseHashes > 0) {
+      --refuseHashes;
+      error = "refused";
+      return nullptr;
+    }
     if (calls) {
       std::lock_guard lock(mu);  // callbacks come from many threads
       calls->push_back({stream, {requests.begin(), requests.end()}, synchronous});
@@ -912,7 +918,7 @@ TEST_CASE("host memory a launch points into is not hashed by the device, the lau
     h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, &p);
   }
   {
-    cuGraphLaunch_params p{reinterpret_cast<CUgraphExec>(0x6), reinterpret_cast<CUstream>(0x4)};
+    cuGraphLaunch_params p{reinterpret_cast<CUgraphExec>(0x6), nullptr};  // the launch's stream
     h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &p);
   }
 
@@ -1044,8 +1050,10 @@ TEST_CASE("IPC-opened memory is a known allocation and hashed until its last clo
     CHECK(launches[i].outputs[0].range == trace::DeviceRange{p, shared.size() - 16, 1, 16});
     CHECK(launches[i].outputs[0].digest == hash::hashBuffer({shared.data() + 16, shared.size() - 16}));
   }
-  CHECK(launches[0].inputs.size() == 1);  // the bytes' first use
-  CHECK(launches[1].inputs.empty());
+  // Another process may write it between any two launches: no write
+  // history vouches for it, so it is hashed before every launch.
+  CHECK(launches[0].inputs.size() == 1);
+  CHECK(launches[1].inputs.size() == 1);
   CHECK(launches[2].pointers.empty());
   CHECK(launches[2].outputs.empty());
   CHECK(h.warnings.empty());
@@ -1064,9 +1072,10 @@ TEST_CASE("a launch hashes before it runs only the ranges holding bytes nothing 
     int n = 16;
     void* args[] = {&px, &py, &a, &n};
     void* tailArgs[] = {&px, &pyTail, &a, &n};
-    {  // 0: y set in full first, x never written
-      cuMemsetD8_v2_params p{py, 0, y.size()};
-      h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2, &p, CUDA_SUCCESS, nullptr, [&] { std::fill(y.begin(), y.end(), 0); });
+    {  // 0: y set in full first, on the launches' stream; x never written
+      cuMemsetD8Async_params p{py, 0, y.size(), reinterpret_cast<CUstream>(0x5)};
+      h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, &p, CUDA_SUCCESS, nullptr,
+             [&] { std::fill(y.begin(), y.end(), 0); });
     }
     h.launch(kAxpy, args, 0x5);      // x: first use, hashed; y: set before
     h.launch(kAxpy, args, 0x5);      // both touched by launch 0
@@ -1077,9 +1086,11 @@ TEST_CASE("a launch hashes before it runs only the ranges holding bytes nothing 
       h.memAlloc(y);
     }
     h.launch(kAxpy, args, 0x5);
+    h.launch(kAxpy, args, 0x6);  // another stream: what 0x5 wrote is not taken on trust
+    h.launch(kAxpy, args, 0x6);
     trace::Header header;
     const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead(&header));
-    REQUIRE(launches.size() == 4);
+    REQUIRE(launches.size() == 6);
     for (const auto& k : launches) {
       CHECK(k.outputs.size() == 2);
       CHECK(k.recorderNs > 0);  // the callbacks' own time, measured per launch
@@ -1098,6 +1109,8 @@ TEST_CASE("a launch hashes before it runs only the ranges holding bytes nothing 
     CHECK(before[1].empty());
     CHECK(before[2].empty());
     CHECK(before[3].size() == 1);  // y again, allocated afresh
+    CHECK(before[4].size() == 2);  // both last touched on stream 0x5
+    CHECK(before[5].empty());
   }
   SECTION("GPURR_HASH_INPUTS=1, or a selection of launches: every range") {
     for (auto env : {std::map<std::string, std::string>{{"GPURR_HASH_INPUTS", "1"}},
@@ -1107,6 +1120,86 @@ TEST_CASE("a launch hashes before it runs only the ranges holding bytes nothing 
       for (const auto& b : before) CHECK(b.size() == 2);
     }
   }
+}
+
+TEST_CASE("bytes written without a digest, and first uses left unrecorded, are hashed by their next reader",
+          "[recorder][session][first-use]") {
+  // The diff takes a range no launch hashed before it on trust only when
+  // every byte was last written, with a digest, by a recorded operation.
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> x = randomBytes(8192, 81), y = randomBytes(8192, 82);
+  h.memAlloc(x);
+  h.memAlloc(y);
+  uint64_t px = addr(x.data()), py = addr(y.data());
+  float a = 1.0f;
+  int n = 16;
+  void* args[] = {&px, &py, &a, &n};
+  auto hashedBefore = [&] {
+    std::vector<size_t> counts;
+    for (const auto& k : eventsOf<trace::KernelLaunch>(h.finishAndRead())) counts.push_back(k.inputs.size());
+    return counts;
+  };
+  SECTION("a launch whose outputs could not be hashed") {
+    h.launch(kAxpy, args, 0x5);  // first uses
+    h.device->refuseHashes = 1;  // its after-hash (nothing is hashed before it)
+    h.launch(kAxpy, args, 0x5);
+    h.launch(kAxpy, args, 0x5);
+    CHECK(hashedBefore() == std::vector<size_t>{2, 0, 2});
+  }
+  SECTION("a launch whose first uses could not be hashed") {
+    h.device->refuseHashes = 1;
+    h.launch(kAxpy, args, 0x5);
+    h.launch(kAxpy, args, 0x5);
+    CHECK(hashedBefore() == std::vector<size_t>{0, 2});
+  }
+  SECTION("a launch that failed") {
+    h.launch(kAxpy, args, 0x5, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);  // not in the trace
+    h.launch(kAxpy, args, 0x5);
+    CHECK(hashedBefore() == std::vector<size_t>{2});
+  }
+  SECTION("a 2D copy into device memory") {
+    h.launch(kAxpy, args, 0);
+    CUDA_MEMCPY2D c{};
+    c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = x.data(), c.srcPitch = 64;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = py, c.dstPitch = 128, c.dstY = 2;
+    c.WidthInBytes = 64, c.Height = 4;
+    cuMemcpy2D_v2_params p{&c};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2, &p);
+    h.launch(kAxpy, args, 0);
+    CHECK(hashedBefore() == std::vector<size_t>{2, 1});
+  }
+  SECTION("a driver call gpurr does not record") {
+    h.launch(kAxpy, args, 0x5);
+    cuMemcpyBatchAsync_params p{};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyBatchAsync, &p);
+    h.launch(kAxpy, args, 0x5);
+    CHECK(hashedBefore() == std::vector<size_t>{2, 2});
+  }
+}
+
+TEST_CASE("managed memory, which the CPU writes unrecorded, is hashed before every launch",
+          "[recorder][session][first-use]") {
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> x = randomBytes(8192, 83), y = randomBytes(8192, 84);
+  h.memAlloc(y);
+  CUdeviceptr px = addr(x.data());
+  cuMemAllocManaged_params m{&px, x.size(), CU_MEM_ATTACH_GLOBAL};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, &m);
+  uint64_t pxArg = px, py = addr(y.data());
+  float a = 1.0f;
+  int n = 16;
+  void* args[] = {&pxArg, &py, &a, &n};
+  h.launch(kAxpy, args, 0x5);
+  h.launch(kAxpy, args, 0x5);
+  std::vector<std::vector<uint64_t>> before;
+  for (const auto& k : eventsOf<trace::KernelLaunch>(h.finishAndRead())) {
+    before.emplace_back();
+    for (const auto& r : k.inputs) before.back().push_back(r.range.address);
+    std::sort(before.back().begin(), before.back().end());
+  }
+  CHECK(before == std::vector<std::vector<uint64_t>>{{std::min<uint64_t>(px, py), std::max<uint64_t>(px, py)}, {px}});
 }
 
 TEST_CASE("a launch inside a framework op hashes after it only what the op's schema lets it write",

@@ -13,35 +13,59 @@ using gpurr::recorder::WriteHistory;
 TEST_CASE("WriteHistory says whether a range holds bytes not touched since they were handed out",
           "[recorder][first-use]") {
   WriteHistory h;
-  CHECK(h.touch(100, 200));
-  CHECK_FALSE(h.touch(100, 200));
-  CHECK_FALSE(h.touch(120, 180));
-  CHECK(h.touch(150, 250));   // 200-250 new
-  CHECK(h.touch(300, 400));
-  CHECK(h.touch(100, 400));   // the gap 250-300
+  CHECK(h.touch(100, 200, 1));
+  CHECK_FALSE(h.touch(100, 200, 1));
+  CHECK_FALSE(h.touch(120, 180, 1));
+  CHECK(h.touch(150, 250, 1));   // 200-250 new
+  CHECK(h.touch(300, 400, 1));
+  CHECK(h.touch(100, 400, 1));   // the gap 250-300
   CHECK(h.intervals() == 1);
   h.forget(180, 220);
   CHECK(h.intervals() == 2);
-  CHECK_FALSE(h.touch(100, 180));
-  CHECK_FALSE(h.touch(220, 400));
-  CHECK(h.touch(170, 190));
-  CHECK_FALSE(h.touch(0, 0));
+  CHECK_FALSE(h.touch(100, 180, 1));
+  CHECK_FALSE(h.touch(220, 400, 1));
+  CHECK(h.touch(170, 190, 1));
+  CHECK_FALSE(h.touch(0, 0, 1));
+  h.clear();
+  CHECK(h.intervals() == 0);
+  CHECK(h.touch(100, 200, 1));
 
-  // Against a model of every byte, with random touches and forgets.
+  // Against a model of every byte (0: untouched, else the stream that last
+  // touched it), with random touches on three streams, forgets and clears.
   WriteHistory r;
-  std::vector<bool> model(4096, false);
+  std::vector<uint64_t> model(4096, 0);
   std::mt19937_64 rng(7);
   for (int i = 0; i < 20000; ++i) {
     const uint64_t b = rng() % 4096, e = b + 1 + rng() % std::min<uint64_t>(256, 4096 - b);
-    if (rng() % 4 == 0) {
-      r.forget(b, e);
-      for (uint64_t x = b; x < e; ++x) model[x] = false;
+    if (rng() % 500 == 0) {
+      r.clear();
+      std::fill(model.begin(), model.end(), 0);
       continue;
     }
+    if (rng() % 4 == 0) {
+      r.forget(b, e);
+      for (uint64_t x = b; x < e; ++x) model[x] = 0;
+      continue;
+    }
+    const uint64_t stream = 1 + rng() % 3;
     bool fresh = false;
-    for (uint64_t x = b; x < e; ++x) fresh = fresh || !model[x], model[x] = true;
-    REQUIRE(r.touch(b, e) == fresh);
+    for (uint64_t x = b; x < e; ++x) fresh = fresh || model[x] != stream, model[x] = stream;
+    REQUIRE(r.touch(b, e, stream) == fresh);
   }
+  CHECK(r.intervals() <= 4096);
+}
+
+TEST_CASE("bytes last touched on another stream are not taken on trust", "[recorder][first-use]") {
+  // Only the program's synchronisation, if any, orders another stream's
+  // write before this stream's read: the reader hashes them itself.
+  WriteHistory h;
+  CHECK(h.touch(0, 100, 1));
+  CHECK_FALSE(h.touch(0, 100, 1));
+  CHECK(h.touch(50, 60, 2));        // stream 2 reads what stream 1 wrote
+  CHECK_FALSE(h.touch(50, 60, 2));
+  CHECK(h.touch(0, 100, 1));        // and back
+  CHECK_FALSE(h.touch(0, 100, 1));
+  CHECK(h.intervals() == 1);        // joined again
 }
 
 TEST_CASE("a block the caching allocator hands out, or takes back, starts untouched", "[recorder][first-use]") {
@@ -50,12 +74,12 @@ TEST_CASE("a block the caching allocator hands out, or takes back, starts untouc
   fw::resetForTesting();
   const uint64_t segment = 0x7f0000000000;
   writeHistory().forget(segment, segment + (2 << 20));
-  CHECK(writeHistory().touch(segment, segment + 4096));
+  CHECK(writeHistory().touch(segment, segment + 4096, 1));
   fw::blockEvent(segment + 1024, 1024, true);  // a tensor over a freed one's bytes
-  CHECK(writeHistory().touch(segment + 1024, segment + 2048));
-  CHECK_FALSE(writeHistory().touch(segment, segment + 1024));
+  CHECK(writeHistory().touch(segment + 1024, segment + 2048, 1));
+  CHECK_FALSE(writeHistory().touch(segment, segment + 1024, 1));
   fw::blockEvent(segment + 1024, 0, false);  // freed
-  CHECK(writeHistory().touch(segment + 1024, segment + 1536));
+  CHECK(writeHistory().touch(segment + 1024, segment + 1536, 1));
   fw::resetForTesting();
   writeHistory().forget(segment, segment + (2 << 20));
 }
