@@ -226,8 +226,13 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
       row("kernel", fmt::format("{}   grid {} block {}", shortName(d.a.name), dim(d.a.grid), dim(d.a.block)));
     }
     opRows(row, d.a, d.b);
-    if (d.inputsIdentical && d.inputsVouched > 0) {
-      auto buffers = [](size_t n) { return fmt::format("{} buffer{}", n, n == 1 ? "" : "s"); };
+    auto buffers = [](size_t n) { return fmt::format("{} buffer{}", n, n == 1 ? "" : "s"); };
+    if (d.inputsIdentical && d.inputsUncompared > 0) {
+      row("inputs", fmt::format("not known: {} not comparable{}", buffers(d.inputsUncompared),
+                                d.inputCount == 0 ? ""
+                                                  : fmt::format(", {} identical ({})", buffers(d.inputCount),
+                                                                humanBytes(d.inputBytes))));
+    } else if (d.inputsIdentical && d.inputsVouched > 0) {
       row("inputs", fmt::format("identical: {}{} by the write history",
                                 d.inputCount == 0 ? "" : fmt::format("{} hashed at first use ({}), ",
                                                                      buffers(d.inputCount), humanBytes(d.inputBytes)),
@@ -360,7 +365,8 @@ Json firstJson(const FirstDivergence& d) {
          {"summary", d.summary},
          {"evidence", d.evidence},
          {"inputs", {{"identical", d.inputsIdentical}, {"count", d.inputCount},
-                     {"bytes", d.inputBytes}, {"vouched", d.inputsVouched}, {"differing", inputs}}},
+                     {"bytes", d.inputBytes}, {"vouched", d.inputsVouched}, {"uncompared", d.inputsUncompared},
+                     {"differing", inputs}}},
          {"params", {{"identical", d.paramsIdentical}, {"differing", params}}},
          {"outputs", {{"count", d.outputCount}, {"differing", outputs}}},
          {"known", known}};

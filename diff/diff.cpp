@@ -307,6 +307,15 @@ struct Run {
   unsigned decoders = 0;            // threads decoding its blocks in a one-trace pass
   uint64_t lastStream = 0;
   uint32_t lastStreamOrdinal = 0;
+  // Operations of a first-use trace (FORMAT.md, hashInputs) that may have
+  // written device bytes without a digest: no write history vouches for
+  // them. In trace order; rare (a failed hash, a 2D copy or set, a peer copy).
+  struct UndigestedWrite {
+    uint64_t seq;
+    uint32_t allocation;  // 0: any (a graph launch)
+    uint64_t begin, end;  // offsets in the allocation
+  };
+  std::vector<UndigestedWrite> undigested;
 };
 
 // The ordinal of a stream the summary saw.
@@ -401,7 +410,7 @@ void useRanges(std::span<const ScanRange> ranges, AllocationIds& ids, uint64_t u
 // Builds a run's summary one event at a time, in trace order.
 class Summariser {
  public:
-  explicit Summariser(Run& run) : run_(run) {}
+  explicit Summariser(Run& run) : run_(run), firstUse_(!run.reader->header().options.hashInputs) {}
 
   void add(const ScanEvent& e) {
     Run& run = run_;
@@ -498,6 +507,25 @@ class Summariser {
       useRanges(e.inputs, run.ids, shape, e.thread);
     }
     hashRanges(out_, e.outputs, run.ids, shape, 0, e.thread);
+    // A range the launch only reads, hashed before it (at its first use):
+    // the launch leaves it as it found it, so it is compared as what the
+    // launch leaves behind. Two runs that read different bytes there (memory
+    // nothing wrote) diverge at that launch, though its outputs agree.
+    if (kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) {
+      for (const ScanRange& r : e.reads) {
+        for (const ScanRange& in : e.inputs) {
+          if (in.range.allocation != r.range.allocation || in.range.offset != r.range.offset ||
+              in.range.size != r.range.size)
+            continue;
+          out_.add(in.range.allocation == 0 ? 0 : run.ids.use(in.range.allocation, shape, 0, e.thread))
+              .add(in.range.offset)
+              .add(in.range.size)
+              .add(in.digest);
+          break;
+        }
+      }
+    }
+    if (firstUse_) noteUndigested(e);
     // Filled in where it is kept: a copy from the stack would read back
     // narrow stores with wide loads.
     Op& op = run.ops.emplace();
@@ -511,7 +539,38 @@ class Summariser {
   }
 
  private:
+  // Writes a first-use trace recorded without a digest (Run::undigested).
+  void noteUndigested(const ScanEvent& e) {
+    auto note = [&](uint32_t allocation, uint64_t begin, uint64_t end) {
+      run_.undigested.push_back({e.seq, allocation, begin, end});
+    };
+    auto written = [&] {  // a copy's or set's destination, without a digest
+      const ScanRange& r = e.outputs[0];
+      if (r.digest == 0 && r.range.size > 0 && r.range.allocation != 0)
+        note(r.range.allocation, r.range.offset, r.range.offset + r.range.size);
+    };
+    switch (e.kind) {
+      case 0:  // a launch not hashed: from each pointer on (its ranges are not recorded)
+        if (!e.hashed) {
+          for (const PointerParam& p : e.pointers) note(p.allocation, p.offset, UINT64_MAX);
+        }
+        break;
+      case 1:
+        if (e.memcpyKind != MemcpyKind::kDeviceToHost && e.memcpyKind != MemcpyKind::kHostToHost &&
+            !e.outputs.empty())
+          written();
+        break;
+      case 2:
+        if (!e.outputs.empty()) written();
+        break;
+      case 7:  // a graph launch not hashed: anything
+        if (e.outputs.empty()) note(0, 0, UINT64_MAX);
+        break;
+    }
+  }
+
   Run& run_;
+  const bool firstUse_;
   Words key_, out_;
   // Each function of the current block, by block-local id: the hash of its
   // name, and its last launch's shape with that shape's hash.
@@ -1312,29 +1371,106 @@ bool firstUseInputs(const Context& ctx) {
   return !ctx.a.reader->header().options.hashInputs || !ctx.b.reader->header().options.hashInputs;
 }
 
+// Which of `ranges` an operation of `run` before `seq` may have written
+// without a digest (Run::undigested), and the last such operation.
+const Run::UndigestedWrite* undigestedWriter(const Run& run, uint64_t seq, const std::vector<DeviceRange>& ranges,
+                                             size_t& written) {
+  const Run::UndigestedWrite* last = nullptr;
+  std::vector<bool> hit(ranges.size(), false);
+  for (const Run::UndigestedWrite& w : run.undigested) {
+    if (w.seq >= seq) break;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      const DeviceRange& r = ranges[i];
+      if (w.allocation == 0 ||
+          (w.allocation == r.allocation && w.begin < r.offset + r.size && r.offset < w.end)) {
+        hit[i] = true;
+        last = &w;
+      }
+    }
+  }
+  written = std::count(hit.begin(), hit.end(), true);
+  return last;
+}
+
+// A launch's ranges its run did not hash before it: vouched for by the
+// run's write history, if anything.
+std::vector<DeviceRange> unhashedRanges(const OpView& v) {
+  std::vector<DeviceRange> out;
+  auto hashed = [&](const DeviceRange& r) {
+    return std::any_of(v.inputs.begin(), v.inputs.end(), [&](const RangeDigest& in) {
+      return in.range.allocation == r.allocation && in.range.offset == r.offset && in.range.size == r.size;
+    });
+  };
+  for (const RangeDigest& o : v.outputs) {
+    if (!hashed(o.range)) out.push_back(o.range);
+  }
+  if (v.launch) {
+    for (const RangeDigest& r : v.launch->reads) {
+      if (!hashed(r.range)) out.push_back(r.range);
+    }
+  }
+  return out;
+}
+
 // A launch of first-use traces: the inputs both runs hashed are compared, by
-// range; every other range the launch touches (its outputs and reads) held bytes that
-// earlier recorded operations last touched, and all of those gave identical
-// outputs, since this is the first divergence: the write history vouches for
-// them.
+// range; every other range the launch touches (its outputs and reads) held
+// bytes that earlier recorded operations last touched, and all of those gave
+// identical outputs, since this is the first divergence: the write history
+// vouches for them. Except:
+// - a range one first-use run hashed and the other did not: their histories
+//   disagree (a hash dropped, bytes another stream wrote first in one run);
+// - a range whose run wrote its allocation earlier without a digest.
+// Those are not compared, and nothing vouches for them.
 void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& vb, FirstDivergence& d) {
   std::vector<RangeDigest> a, b;
   std::vector<size_t> index;
+  std::vector<bool> matchedB(vb.inputs.size(), false);
   for (size_t i = 0; i < va.inputs.size(); ++i) {
-    for (const RangeDigest& rb : vb.inputs) {
-      if (!sameRange(ctx, va.inputs[i].range, rb.range)) continue;
+    for (size_t j = 0; j < vb.inputs.size(); ++j) {
+      if (matchedB[j] || !sameRange(ctx, va.inputs[i].range, vb.inputs[j].range)) continue;
+      matchedB[j] = true;
       a.push_back(va.inputs[i]);
-      b.push_back(rb);
+      b.push_back(vb.inputs[j]);
       index.push_back(i);
-      d.inputBytes += rb.range.size;
+      d.inputBytes += vb.inputs[j].range.size;
       break;
     }
   }
   d.inputCount = a.size();
   d.inputsIdentical = compareRanges(ctx, a, b, d.inputs);
   for (RangeDifference& r : d.inputs) r.index = index[r.index];
+
+  // A run that hashes every range (hashInputs) has no history to disagree with.
+  const bool firstUseA = !ctx.a.reader->header().options.hashInputs;
+  const bool firstUseB = !ctx.b.reader->header().options.hashInputs;
+  size_t oneSided = 0;
+  if (firstUseA) oneSided += va.inputs.size() - a.size();
+  if (firstUseB) oneSided += std::count(matchedB.begin(), matchedB.end(), false);
+  if (oneSided > 0) {
+    d.evidence.push_back(fmt::format(
+        "{} hashed before the launch in one run only: the runs' histories of those bytes differ (a hash "
+        "dropped, or another stream wrote them first in one run: a race between streams), so they are not "
+        "compared and nothing vouches for them",
+        plural(oneSided, "range")));
+  }
+  size_t undigested = 0;
+  for (const auto* side : {&ctx.a, &ctx.b}) {
+    const bool isA = side == &ctx.a;
+    if (!(isA ? firstUseA : firstUseB)) continue;
+    size_t written = 0;
+    if (const Run::UndigestedWrite* w = undigestedWriter(*side, isA ? d.a.seq : d.b.seq, unhashedRanges(isA ? va : vb),
+                                                         written)) {
+      undigested += written;
+      d.evidence.push_back(fmt::format(
+          "run {} event #{} may have written {} without a digest: no write history vouches for the launch's "
+          "ranges there",
+          isA ? "A" : "B", w->seq, w->allocation == 0 ? std::string("any buffer") : fmt::format("alloc#{}", w->allocation)));
+      break;
+    }
+  }
+  d.inputsUncompared = oneSided + undigested;
   const size_t touched = va.outputs.size() + va.reads;
-  d.inputsVouched = touched > a.size() ? touched - a.size() : 0;
+  d.inputsVouched = touched > a.size() + d.inputsUncompared ? touched - a.size() - d.inputsUncompared : 0;
 }
 
 // Whether every input that differs is an output buffer's old contents: it
@@ -1474,6 +1610,16 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
                            "or a race between streams changed the input");
     }
     d.mechanism = d.cause;
+    return;
+  }
+
+  // Inputs nothing vouches for: no claim about the kernel can rest on them.
+  if (d.inputsUncompared > 0) {
+    d.cause = Cause::kUnknown;
+    d.mechanism = d.cause;
+    d.summary = fmt::format("unknown: the outputs differ, and {} of the launch could not be compared",
+                            plural(d.inputsUncompared, "input"));
+    d.evidence.push_back("record with --hash-inputs to hash every input before every launch");
     return;
   }
 

@@ -115,6 +115,10 @@ struct FirstDivergence {
   // Ranges not hashed before the launch (traces that hash inputs at first
   // use only): identical by the write history.
   size_t inputsVouched = 0;
+  // Ranges of such traces that nothing vouches for and that were not hashed
+  // in both runs: a hash in one run only, or an earlier write without a
+  // digest. The inputs are then not known to be identical.
+  size_t inputsUncompared = 0;
   bool paramsIdentical = true;
   std::vector<RangeDifference> inputs, outputs;  // differing ones only
   size_t outputCount = 0;

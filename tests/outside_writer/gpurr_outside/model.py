@@ -48,7 +48,7 @@ class Buf:
 
     def __init__(self, alloc, offset, size, bound, stream=None):
         self.alloc, self.offset, self.size, self.bound, self.stream = alloc, offset, size, bound, stream
-        self.touched = np.zeros(size, dtype=bool)
+        self.touched = np.zeros(size, dtype=np.int64)  # 0: untouched, else 1 + the stream that last touched it
         self.live = True
 
     @property
@@ -251,8 +251,9 @@ class Program:
         if 2 <= len(chunks) <= 256:
             r['chunkDigests'] = chunks
 
-    def _touch(self, key, r, mark=True):
-        """Whether bytes of the range were untouched since handed out."""
+    def _touch(self, key, r, stream, mark=True):
+        """Whether bytes of the range were untouched since handed out, or
+        last touched on another stream (FORMAT.md, hashInputs)."""
         a, b = key
         if b is not None:
             lo = r['address'] - b.address
@@ -260,23 +261,23 @@ class Program:
         else:
             buf = self._whole.get(a.ordinal)
             if buf is None:
-                buf = self._whole[a.ordinal] = np.zeros(a.size, dtype=bool)
+                buf = self._whole[a.ordinal] = np.zeros(a.size, dtype=np.int64)
             mask = buf[r['offset']:r['offset'] + r['size']]
-        fresh = not mask.all()
+        fresh = not (mask == stream + 1).all()
         if mark:
-            mask[:] = True
+            mask[:] = stream + 1
         return fresh
 
     _whole = None
 
-    def _mark_written(self, buf, start, n):
+    def _mark_written(self, buf, start, n, stream):
         if buf.bound == 'block':
-            buf.touched[start:start + n] = True
+            buf.touched[start:start + n] = stream + 1
         else:
             if self._whole is None:
                 self._whole = {}
-            m = self._whole.setdefault(buf.alloc.ordinal, np.zeros(buf.alloc.size, dtype=bool))
-            m[buf.offset + start:buf.offset + start + n] = True
+            m = self._whole.setdefault(buf.alloc.ordinal, np.zeros(buf.alloc.size, dtype=np.int64))
+            m[buf.offset + start:buf.offset + start + n] = stream + 1
 
     # ------------------------------------------------------------ operations
     def launch(self, thread, stream, module, name, grid, block, params, compute,
@@ -339,7 +340,7 @@ class Program:
         snap = hashed and self.snapshot is not None and self.snapshot(name, origin)
         if hashed:
             for _, key, r, read_only in ranges:
-                fresh = self._touch(key, r)
+                fresh = self._touch(key, r, stream)
                 if self.hash_inputs or fresh or snap:
                     ri = dict(r)
                     self._digest(self._bytes(key, r), ri)
@@ -383,7 +384,7 @@ class Program:
     def h2d(self, thread, stream, buf, data, origin=None, capture=False):
         data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         buf.put(data)
-        self._mark_written(buf, 0, data.size)
+        self._mark_written(buf, 0, data.size, stream)
         host = 0x600000000000 + self.rng.randrange(1 << 30) * 64
         body = {'kind': 'hostToDevice', 'stream': stream, 'async': True, 'size': int(data.size),
                 'dst': self._drange(buf, 0, data.size),
@@ -402,7 +403,7 @@ class Program:
 
     def d2d(self, thread, stream, dst, src, origin=None):
         dst.put(src.bytes().copy())
-        self._mark_written(dst, 0, src.size)
+        self._mark_written(dst, 0, src.size, stream)
         body = {'kind': 'deviceToDevice', 'stream': stream, 'async': True, 'size': src.size,
                 'dst': self._drange(dst, 0, src.size), 'src': self._drange(src),
                 'digest': bufhash.digest(dst.bytes(0, src.size))}
@@ -410,7 +411,7 @@ class Program:
 
     def memset(self, thread, stream, buf, value=0, origin=None):
         buf.bytes()[:] = value
-        self._mark_written(buf, 0, buf.size)
+        self._mark_written(buf, 0, buf.size, stream)
         body = {'stream': stream, 'async': True, 'dst': self._drange(buf), 'value': value,
                 'elementSize': 1, 'digest': bufhash.digest(buf.bytes())}
         return self.emit(thread, 'memset', body, origin)
