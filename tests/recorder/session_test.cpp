@@ -589,7 +589,7 @@ TEST_CASE("copies, sets, syncs and frees are recorded with digests of what they 
   CHECK(frees[0].ordinal == 1);
 }
 
-TEST_CASE("a synchronous copy's hash is complete when the copy returns; an asynchronous one's is not waited for",
+TEST_CASE("a synchronous copy's hash is complete when the copy returns, an asynchronous one's is not waited for",
           "[recorder][session]") {
   // After a synchronous copy the program may change the bytes it copied from
   // any stream at once: a hash left in the copy's stream would race with it.
