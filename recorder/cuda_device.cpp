@@ -2,6 +2,7 @@
 #include "recorder/cuda_device.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -728,11 +729,22 @@ bool CudaDevice::rerunLaunch(uint64_t context, const Relaunch& launch, std::span
   CUpti_Checkpoint cp{};
   cp.structSize = CUpti_Checkpoint_STRUCT_SIZE;
   cp.ctx = reinterpret_cast<CUcontext>(context);
+  // PyTorch's allocator holds most of the device, so the checkpoint spills
+  // to host memory: a quarter of it stays free for the program (the save
+  // fails instead, and the launch is recorded without the check).
+  const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && pageSize > 0) cp.reserveHostMB = static_cast<size_t>(pages) / 4 * pageSize >> 20;
   if (CUptiResult r = checkpoint_.save(&cp); r != CUPTI_SUCCESS) {
     error = cuptiText("cuptiCheckpointSave", r);
     return false;
   }
   std::vector<CUlaunchAttribute> attributes(launch.attributes, launch.attributes + launch.attributeCount);
+  for (CUlaunchAttribute& a : attributes) {
+    // The program's events are recorded by its own launch, not by a re-run
+    // that other streams or threads waiting on them would take for it.
+    if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT || a.id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
+      a.id = CU_LAUNCH_ATTRIBUTE_IGNORE;
+  }
   if (launch.cooperative) {
     CUlaunchAttribute a{};
     a.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
@@ -765,6 +777,11 @@ bool CudaDevice::rerunLaunch(uint64_t context, const Relaunch& launch, std::span
     }
   }
   checkpoint_.free(&cp);
+  // The restored memory is in place before the program's own launch.
+  if (CUresult r = api_.cuCtxSynchronize(); r != CUDA_SUCCESS && ok) {
+    error = "cuCtxSynchronize after the restore: " + api_.errorText(r);
+    ok = false;
+  }
   return ok;
 }
 

@@ -137,6 +137,27 @@ std::string unreadableOperands(const std::vector<ScannedPointer>& scanned, uint3
   return "not hashed, not readable from device " + std::to_string(device) + ": " + out;
 }
 
+// Why re-running a launch inside the program would not be the same launch
+// again, or would change what the program computes: empty when it can be.
+std::string unrepeatableLaunch(const std::string& kernel, const std::vector<ScannedPointer>& scanned,
+                               uint32_t device) {
+  if (kernel.find("nccl") != std::string::npos)
+    return "a collective's kernel waits for other processes, which do not run it again";
+  for (const ScannedPointer& p : scanned) {
+    const bool elsewhere = p.kind == AllocationKind::kHostMapped || p.kind == AllocationKind::kManaged ||
+                           p.kind == AllocationKind::kOther || p.allocationDevice != device;
+    if (elsewhere) {
+      const char* what = p.kind == AllocationKind::kHostMapped ? "host memory"
+                         : p.kind == AllocationKind::kManaged    ? "managed memory"
+                         : p.kind == AllocationKind::kOther      ? "another process's memory"
+                                                                 : "another device's memory";
+      return "it points into allocation " + std::to_string(p.param.allocation) + " (" + what +
+             "), which the context's checkpoint is not known to restore";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 // State carried from a launch's ENTER callback to its EXIT (through
@@ -795,7 +816,11 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   // The determinism check follows --launches/--kernels, or --snapshot when
   // neither is given ("keep this launch's bytes and re-run it").
   const bool checked = options_.launchesText.empty() && options_.kernelsText.empty() ? snapshot : selected;
-  if (k.hashed && checked && options_.checkDeterminism > 0 && !ranges.empty()) {
+  const std::string unrepeatable =
+      k.hashed && checked && options_.checkDeterminism > 0 ? unrepeatableLaunch(fn->info.name, scanned, device) : "";
+  if (!unrepeatable.empty()) {
+    k.annotations.emplace_back(std::in_place_type<trace::Note>, "determinism check skipped: " + unrepeatable);
+  } else if (k.hashed && checked && options_.checkDeterminism > 0 && !ranges.empty()) {
     // Before anything of ours is enqueued: the re-runs start from the state
     // the program's launch will see, and leave it so.
     Relaunch r;

@@ -1846,6 +1846,44 @@ TEST_CASE("determinism check: a deterministic kernel gives one result", "[record
   CHECK(found);
 }
 
+TEST_CASE("determinism check: skipped for a launch whose re-runs the checkpoint cannot undo",
+          "[recorder][session][determinism]") {
+  // Host memory (the checkpoint restores the device's), or a collective's
+  // kernel, which would wait for other processes that never run it again.
+  Harness h({{"GPURR_KERNELS", "axpy|nccl"}, {"GPURR_CHECK_DETERMINISM", "3"}});
+  h.device->functions[kAxpy] = axpyInfo(0);
+  h.device->functions[kRead4] = read4Info();
+  h.device->functions[kRead4].name = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
+  std::vector<uint8_t> y = randomBytes(4096, 19), pinned = randomBytes(4096, 20);
+  h.memAlloc(y);
+  {
+    void* p = pinned.data();
+    cuMemHostAlloc_params params{&p, pinned.size(), CU_MEMHOSTALLOC_DEVICEMAP};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, &params);
+  }
+  uint64_t py = addr(y.data()), ph = addr(pinned.data()), none = 0;
+  float a = 3.0f;
+  int n = 7;
+  void* hostArgs[] = {&ph, &py, &a, &n};
+  void* deviceArgs[] = {&py, &py, &a, &n};
+  void* ncclArgs[] = {&py, &none, &none, &none};
+  h.launch(kAxpy, hostArgs, 0x7);
+  h.launch(kRead4, ncclArgs, 0x7);
+  h.launch(kAxpy, deviceArgs, 0x7);
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 3);
+  CHECK(h.device->reruns.size() == 1);  // the last one only
+  auto note = [](const trace::KernelLaunch& k) {
+    std::string all;
+    for (const auto& an : k.annotations)
+      if (const auto* n = std::get_if<trace::Note>(&an)) all += n->text + "\n";
+    return all;
+  };
+  CHECK_THAT(note(launches[0]), Catch::Contains("determinism check skipped: it points into allocation 2 (host memory)"));
+  CHECK_THAT(note(launches[1]), Catch::Contains("determinism check skipped: a collective's kernel"));
+  CHECK(std::holds_alternative<trace::DeterminismCheck>(launches[2].annotations.back()));
+}
+
 TEST_CASE("determinism check: skipped while a graph is being captured, since it synchronises the context",
           "[recorder][session][determinism]") {
   Harness h(std::map<std::string, std::string>{{"GPURR_KERNELS", "axpy"}, {"GPURR_CHECK_DETERMINISM", "3"}});
