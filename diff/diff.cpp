@@ -307,15 +307,16 @@ struct Run {
   unsigned decoders = 0;            // threads decoding its blocks in a one-trace pass
   uint64_t lastStream = 0;
   uint32_t lastStreamOrdinal = 0;
-  // Operations of a first-use trace (FORMAT.md, hashInputs) that may have
-  // written device bytes without a digest: no write history vouches for
-  // them. In trace order; rare (a failed hash, a 2D copy or set, a peer copy).
-  struct UndigestedWrite {
+  // Ranges a launch of a first-use trace (FORMAT.md, hashInputs) only
+  // reads and hashed before it, at their first use (or last written on
+  // another stream): in trace order. Few (uninitialised or cross-stream
+  // reads).
+  struct FirstRead {
     uint64_t seq;
-    uint32_t allocation;  // 0: any (a graph launch)
-    uint64_t begin, end;  // offsets in the allocation
+    DeviceRange range;
+    uint64_t digest;
   };
-  std::vector<UndigestedWrite> undigested;
+  std::vector<FirstRead> firstReads;
 };
 
 // The ordinal of a stream the summary saw.
@@ -383,6 +384,11 @@ class Words {
   uint64_t w_[kCapacity];
   uint32_t n_ = 0;  // not a uint64_t: a store into w_ cannot change it
 };
+
+// The same range of one run: allocation, offset and size.
+bool sameExtent(const DeviceRange& a, const DeviceRange& b) {
+  return a.allocation == b.allocation && a.offset == b.offset && a.size == b.size;
+}
 
 // Ranges by allocation identity, offset, size and digest; an allocation a
 // range is the first use of takes `user`'s identity.
@@ -507,25 +513,7 @@ class Summariser {
       useRanges(e.inputs, run.ids, shape, e.thread);
     }
     hashRanges(out_, e.outputs, run.ids, shape, 0, e.thread);
-    // A range the launch only reads, hashed before it (at its first use):
-    // the launch leaves it as it found it, so it is compared as what the
-    // launch leaves behind. Two runs that read different bytes there (memory
-    // nothing wrote) diverge at that launch, though its outputs agree.
-    if (kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) {
-      for (const ScanRange& r : e.reads) {
-        for (const ScanRange& in : e.inputs) {
-          if (in.range.allocation != r.range.allocation || in.range.offset != r.range.offset ||
-              in.range.size != r.range.size)
-            continue;
-          out_.add(in.range.allocation == 0 ? 0 : run.ids.use(in.range.allocation, shape, 0, e.thread))
-              .add(in.range.offset)
-              .add(in.range.size)
-              .add(in.digest);
-          break;
-        }
-      }
-    }
-    if (firstUse_) noteUndigested(e);
+    if (firstUse_ && kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) noteFirstReads(e);
     // Filled in where it is kept: a copy from the stack would read back
     // narrow stores with wide loads.
     Op& op = run.ops.emplace();
@@ -539,33 +527,15 @@ class Summariser {
   }
 
  private:
-  // Writes a first-use trace recorded without a digest (Run::undigested).
-  void noteUndigested(const ScanEvent& e) {
-    auto note = [&](uint32_t allocation, uint64_t begin, uint64_t end) {
-      run_.undigested.push_back({e.seq, allocation, begin, end});
-    };
-    auto written = [&] {  // a copy's or set's destination, without a digest
-      const ScanRange& r = e.outputs[0];
-      if (r.digest == 0 && r.range.size > 0 && r.range.allocation != 0)
-        note(r.range.allocation, r.range.offset, r.range.offset + r.range.size);
-    };
-    switch (e.kind) {
-      case 0:  // a launch not hashed: from each pointer on (its ranges are not recorded)
-        if (!e.hashed) {
-          for (const PointerParam& p : e.pointers) note(p.allocation, p.offset, UINT64_MAX);
+  // A launch's read-only ranges it hashed before it ran (Run::firstReads).
+  void noteFirstReads(const ScanEvent& e) {
+    for (const ScanRange& r : e.reads) {
+      for (const ScanRange& in : e.inputs) {
+        if (sameExtent(in.range, r.range)) {
+          run_.firstReads.push_back({e.seq, in.range, in.digest});
+          break;
         }
-        break;
-      case 1:
-        if (e.memcpyKind != MemcpyKind::kDeviceToHost && e.memcpyKind != MemcpyKind::kHostToHost &&
-            !e.outputs.empty())
-          written();
-        break;
-      case 2:
-        if (!e.outputs.empty()) written();
-        break;
-      case 7:  // a graph launch not hashed: anything
-        if (e.outputs.empty()) note(0, 0, UINT64_MAX);
-        break;
+      }
     }
   }
 
@@ -1371,24 +1341,14 @@ bool firstUseInputs(const Context& ctx) {
   return !ctx.a.reader->header().options.hashInputs || !ctx.b.reader->header().options.hashInputs;
 }
 
-// Which of `ranges` an operation of `run` before `seq` may have written
-// without a digest (Run::undigested), and the last such operation.
-const Run::UndigestedWrite* undigestedWriter(const Run& run, uint64_t seq, const std::vector<DeviceRange>& ranges,
-                                             size_t& written) {
-  const Run::UndigestedWrite* last = nullptr;
-  std::vector<bool> hit(ranges.size(), false);
-  for (const Run::UndigestedWrite& w : run.undigested) {
-    if (w.seq >= seq) break;
-    for (size_t i = 0; i < ranges.size(); ++i) {
-      const DeviceRange& r = ranges[i];
-      if (w.allocation == 0 ||
-          (w.allocation == r.allocation && w.begin < r.offset + r.size && r.offset < w.end)) {
-        hit[i] = true;
-        last = &w;
-      }
-    }
+// The last first-use hash of `range` by a launch of `run` that only read it,
+// before `seq` (Run::firstReads).
+const Run::FirstRead* lastFirstRead(const Run& run, uint64_t seq, const DeviceRange& range) {
+  const Run::FirstRead* last = nullptr;
+  for (const Run::FirstRead& f : run.firstReads) {
+    if (f.seq >= seq) break;
+    if (sameExtent(f.range, range)) last = &f;
   }
-  written = std::count(hit.begin(), hit.end(), true);
   return last;
 }
 
@@ -1397,9 +1357,8 @@ const Run::UndigestedWrite* undigestedWriter(const Run& run, uint64_t seq, const
 std::vector<DeviceRange> unhashedRanges(const OpView& v) {
   std::vector<DeviceRange> out;
   auto hashed = [&](const DeviceRange& r) {
-    return std::any_of(v.inputs.begin(), v.inputs.end(), [&](const RangeDigest& in) {
-      return in.range.allocation == r.allocation && in.range.offset == r.offset && in.range.size == r.size;
-    });
+    return std::any_of(v.inputs.begin(), v.inputs.end(),
+                       [&](const RangeDigest& in) { return sameExtent(in.range, r); });
   };
   for (const RangeDigest& o : v.outputs) {
     if (!hashed(o.range)) out.push_back(o.range);
@@ -1419,7 +1378,8 @@ std::vector<DeviceRange> unhashedRanges(const OpView& v) {
 // vouches for them. Except:
 // - a range one first-use run hashed and the other did not: their histories
 //   disagree (a hash dropped, bytes another stream wrote first in one run);
-// - a range whose run wrote its allocation earlier without a digest.
+// - a range an earlier launch that only read it hashed at its first use with
+//   different bytes in the two runs.
 // Those are not compared, and nothing vouches for them.
 void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& vb, FirstDivergence& d) {
   std::vector<RangeDigest> a, b;
@@ -1453,22 +1413,28 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
         "compared and nothing vouches for them",
         plural(oneSided, "range")));
   }
-  size_t undigested = 0;
-  for (const auto* side : {&ctx.a, &ctx.b}) {
-    const bool isA = side == &ctx.a;
-    if (!(isA ? firstUseA : firstUseB)) continue;
-    size_t written = 0;
-    if (const Run::UndigestedWrite* w = undigestedWriter(*side, isA ? d.a.seq : d.b.seq, unhashedRanges(isA ? va : vb),
-                                                         written)) {
-      undigested += written;
+  // A range the history vouches for in both runs, but which an earlier
+  // launch that only read it hashed at its first use with different bytes:
+  // the runs' memory differed there (nothing had written it) though that
+  // launch's outputs did not show it.
+  size_t readApart = 0;
+  if (firstUseA && firstUseB) {
+    const std::vector<DeviceRange> trustedB = unhashedRanges(vb);
+    for (const DeviceRange& ra : unhashedRanges(va)) {
+      const auto rb = std::find_if(trustedB.begin(), trustedB.end(),
+                                   [&](const DeviceRange& r) { return sameRange(ctx, ra, r); });
+      if (rb == trustedB.end()) continue;
+      const Run::FirstRead* fa = lastFirstRead(ctx.a, d.a.seq, ra);
+      const Run::FirstRead* fb = lastFirstRead(ctx.b, d.b.seq, *rb);
+      if (fa == nullptr || fb == nullptr || fa->digest == fb->digest) continue;
+      ++readApart;
       d.evidence.push_back(fmt::format(
-          "run {} event #{} may have written {} without a digest: no write history vouches for the launch's "
-          "ranges there",
-          isA ? "A" : "B", w->seq, w->allocation == 0 ? std::string("any buffer") : fmt::format("alloc#{}", w->allocation)));
-      break;
+          "{} was read at its first use with different bytes in the two runs (run A event #{}, run B event #{}), "
+          "and those launches' outputs did not show it: nothing vouches for it",
+          rangeText(ra), fa->seq, fb->seq));
     }
   }
-  d.inputsUncompared = oneSided + undigested;
+  d.inputsUncompared = oneSided + readApart;
   const size_t touched = va.outputs.size() + va.reads;
   d.inputsVouched = touched > a.size() + d.inputsUncompared ? touched - a.size() - d.inputsUncompared : 0;
 }
@@ -1613,16 +1579,6 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
     return;
   }
 
-  // Inputs nothing vouches for: no claim about the kernel can rest on them.
-  if (d.inputsUncompared > 0) {
-    d.cause = Cause::kUnknown;
-    d.mechanism = d.cause;
-    d.summary = fmt::format("unknown: the outputs differ, and {} of the launch could not be compared",
-                            plural(d.inputsUncompared, "input"));
-    d.evidence.push_back("record with --hash-inputs to hash every input before every launch");
-    return;
-  }
-
   // Same inputs. Parameters?
   if (va.launch && vb.launch) {
     const auto rngA = rngStates(*va.launch), rngB = rngStates(*vb.launch);
@@ -1686,6 +1642,16 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
     }
     d.evidence.push_back("a value computed on the host differs: a learning rate or step "
                          "count, a size, a clock- or counter-derived value");
+    return;
+  }
+  // Inputs nothing vouches for: no claim about the kernel can rest on them.
+  if (d.inputsUncompared > 0) {
+    d.cause = Cause::kUnknown;
+    d.mechanism = d.cause;
+    d.summary = fmt::format("unknown: same parameters, different outputs, and {} of the launch could not be "
+                            "compared",
+                            plural(d.inputsUncompared, "input"));
+    d.evidence.push_back("record with --hash-inputs to hash every input before every launch");
     return;
   }
   d.cause = Cause::kNondeterministicKernel;

@@ -56,7 +56,12 @@ std::vector<std::string> skippedPrefixes;
 std::unordered_map<PyObject*, const char*> fileOfCode;
 std::unordered_set<std::string> files;
 
-thread_local int depth = 0;
+// Scopes open per thread, by RecordFunction's thread id (small numbers, in
+// order of first use): a scope may end on another thread than the one it
+// began on (async ops, RecordFunction::threadId), and counts for the latter.
+constexpr size_t kThreads = 4096;
+std::atomic<int> depths[kThreads];
+std::atomic<int>& depthOf(uint64_t thread) { return depths[thread % kThreads]; }
 
 // Tests only (GPURR_TEST_CPU_OPERANDS): CPU tensors count as device tensors,
 // so a CPU program's ops report operands.
@@ -203,7 +208,9 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   uint32_t line = 0;
   // The outermost scope's line; not for autograd's work, which takes its
   // forward op's (and would take the GIL once per node).
-  if (depth++ == 0 && kind != 1 && std::strncmp(name, "autograd::engine::", 18) != 0) sourceLine(file, line);
+  if (depthOf(fn.threadId()).fetch_add(1, std::memory_order_relaxed) == 0 && kind != 1 &&
+      std::strncmp(name, "autograd::engine::", 18) != 0)
+    sourceLine(file, line);
   openScope(&fn, name, kind, fn.seqNr(), kind == 1 ? fn.forwardThreadId() : fn.threadId(), file, line);
   if (auto attach = attachBlocks.load(std::memory_order_relaxed); attach != nullptr && attach(recorderHandle) != 1)
     attachBlocks = nullptr;
@@ -212,9 +219,9 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 }
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
-  // An async scope may end on another thread (RecordFunction::threadId):
-  // only the thread that opened it counts it.
-  if (depth > 0 && fn.threadId() == at::RecordFunction::currentThreadId()) --depth;
+  std::atomic<int>& depth = depthOf(fn.threadId());
+  for (int d = depth.load(std::memory_order_relaxed); d > 0 && !depth.compare_exchange_weak(d, d - 1);) {
+  }
   closeScope(&fn);
 }
 

@@ -237,6 +237,17 @@ class PendingCuda : public PendingHashes {
       if (now >= nextCheck) {
         nextCheck = now + kHealthInterval;
         if (!cs_->healthy(why)) return false;
+        std::lock_guard lock(cs_->mu);
+        cs_->reclaimAbandonedLocked();
+        if (!cs_->abandoned.empty()) {
+          // An earlier batch is still stuck: its stream has not moved for the
+          // whole wait limit, so this one is given up at once, not after a
+          // wait limit of its own (a hung collective and a thousand queued
+          // launches would hold the trace thread for a day).
+          why = "an earlier hash kernel of this context did not complete: its stream stayed blocked";
+          abandoned = true;
+          return false;
+        }
       }
       if (now - start > cs_->waitLimit) {
         why = fmt::format("the hash kernel did not complete within {} s: its stream stayed blocked",
@@ -361,6 +372,7 @@ bool CudaDevice::ContextState::createRing(std::string& error) {
 }
 
 void CudaDevice::ContextState::reclaimAbandonedLocked() {
+  if (ringHost == nullptr) return;  // released with the context
   std::erase_if(abandoned, [&](const std::pair<uint64_t, uint64_t>& b) {
     if (__atomic_load_n(doneWords() + b.first % kRingBatches, __ATOMIC_ACQUIRE) != b.second) return false;
     ring.giveBack(b.first);
@@ -369,15 +381,14 @@ void CudaDevice::ContextState::reclaimAbandonedLocked() {
 }
 
 bool CudaDevice::ContextState::healthy(std::string& why) {
+  // Under the lock: the teardown, which takes it too, cannot destroy the
+  // stream or the context meanwhile.
+  std::lock_guard lock(mu);
   if (broken) {
-    std::lock_guard lock(mu);
     why = brokenWhy;
     return false;
   }
-  {
-    std::lock_guard lock(mu);
-    if (dead) return true;  // the teardown finishes every batch
-  }
+  if (dead) return true;  // the teardown finishes every batch
   RelaxedCaptureMode relaxed(*api);  // as for every call of the trace thread
   const bool pushed = api->cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
   const CUresult r = api->cuStreamQuery(watch);  // empty: success, or the context's sticky error
@@ -386,8 +397,6 @@ bool CudaDevice::ContextState::healthy(std::string& why) {
     api->cuCtxPopCurrent(&popped);
   }
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY) return true;
-  std::lock_guard lock(mu);
-  if (dead) return true;
   brokenWhy = "the context failed: " + api->errorText(r);
   broken = true;
   why = brokenWhy;
@@ -402,8 +411,11 @@ void CudaDevice::ContextState::releaseResources() {
   freeEvents.clear();
   if (ringHost != nullptr) api->cuMemFreeHost(ringHost);
   if (counters != 0) api->cuMemFree(counters);
+  if (watch != nullptr) api->cuStreamDestroy(watch);
   ringHost = nullptr;
   ringDev = counters = 0;
+  watch = nullptr;
+  abandoned.clear();
   hasher.reset();
 }
 
@@ -425,6 +437,9 @@ std::unique_ptr<CudaDevice> CudaDevice::create(const kernels::DriverApi& api) {
 CudaDevice::~CudaDevice() = default;  // at exit the driver may be gone: leak, don't call it
 
 bool CudaDevice::describeFunction(uint64_t function, FunctionInfo& out) {
+  // cuKernelGetFunction may load the kernel's module (lazy loading): not a
+  // call that may break a capture this thread runs in global mode.
+  RelaxedCaptureMode relaxed(api_);
   const auto f = reinterpret_cast<CUfunction>(function);
   const auto k = reinterpret_cast<CUkernel>(function);
   const char* name = nullptr;
@@ -477,6 +492,7 @@ uint64_t CudaDevice::runtimeFunction(uint64_t hostFunction) {
   // reads after its launch (PyTorch checks every launch): look up only while
   // that state holds no error of the program's, and clear ours.
   if (get == nullptr || peek == nullptr || clear == nullptr || peek() != 0) return 0;
+  RelaxedCaptureMode relaxed(api_);  // the lookup may load the module, as above
   CUfunction f = nullptr;
   if (get(&f, reinterpret_cast<const void*>(hostFunction)) != 0) {
     clear();
@@ -676,7 +692,12 @@ std::unique_ptr<PendingCopy> CudaDevice::copyToHost(uint64_t context, uint64_t s
   // Stream order: the copy sees exactly what the launch saw (or left).
   if (CUresult r = api_.cuMemcpyDtoHAsync(host, address, size, s); r != CUDA_SUCCESS)
     return giveBack(r, "cuMemcpyDtoHAsync");
-  if (CUresult r = api_.cuEventRecord(ev, s); r != CUDA_SUCCESS) return giveBack(r, "cuEventRecord");
+  if (CUresult r = api_.cuEventRecord(ev, s); r != CUDA_SUCCESS) {
+    // The copy is queued with nothing to tell when it is done: its staging
+    // is not reused (freed with the context).
+    host = nullptr;
+    return giveBack(r, "cuEventRecord");
+  }
   countOnThisThread().enqueued += 2;
   auto copy = std::make_unique<PendingCudaCopy>(cs, host, capacity, size, ev);
   {

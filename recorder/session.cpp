@@ -570,23 +570,29 @@ uint64_t historyStream(uint64_t stream) {
   thread_local const uint64_t thread = ++threads;
   return stream ^ thread << 32;
 }
-}  // namespace
 
-bool RecordSession::historyBlind(const trace::DeviceRange& r) {
-  std::lock_guard lock(mu_);
-  const std::optional<Resolved> res = allocations_.resolve(r.address);
-  if (!res) return false;
-  const trace::Allocation* a = allocations_.at(res->allocationAddress);
-  return a != nullptr && (a->kind == AllocationKind::kManaged || a->kind == AllocationKind::kOther ||
-                          a->kind == AllocationKind::kModuleGlobal);
+// Memory that writers other than the recorded device operations reach: the
+// CPU (managed memory), another process (IPC, imported pools), a kernel by
+// its symbol (module globals). No write history vouches for it.
+bool historyBlind(AllocationKind kind) {
+  return kind == AllocationKind::kManaged || kind == AllocationKind::kOther || kind == AllocationKind::kModuleGlobal;
 }
 
+std::vector<uint32_t> blindAllocations(const std::vector<ScannedPointer>& scanned) {
+  std::vector<uint32_t> out;
+  for (const ScannedPointer& p : scanned)
+    if (historyBlind(p.kind)) out.push_back(p.param.allocation);
+  return out;
+}
+}  // namespace
+
 std::vector<trace::DeviceRange> RecordSession::inputsToHash(const std::vector<trace::DeviceRange>& ranges,
-                                                            uint64_t stream) {
+                                                            uint64_t stream, const std::vector<uint32_t>& blind) {
   if (allInputs_) return ranges;
   std::vector<trace::DeviceRange> fresh;
   for (const trace::DeviceRange& r : ranges) {
-    if (historyBlind(r) || writeHistory().touch(r.address, r.address + r.size, historyStream(stream)))
+    if (std::find(blind.begin(), blind.end(), r.allocation) != blind.end() ||
+        writeHistory().touch(r.address, r.address + r.size, historyStream(stream)))
       fresh.push_back(r);
   }
   return fresh;
@@ -622,7 +628,12 @@ std::vector<SnapshotCopy> RecordSession::snapshotRanges(uint64_t context, uint64
     if (ranges[i].size == 0) continue;
     SnapshotCopy c;
     c.range = i;
+    const uint64_t overruns = snapshotBudget_.overruns();
     c.lease = snapshotBudget_.acquire(ranges[i].size);  // may wait for the trace thread
+    if (snapshotBudget_.overruns() > overruns) {
+      warnOnce("snapshot memory", "snapshots waited 10 s for host memory (GPURR_SNAPSHOT_MEMORY_MB) while the GPU "
+                                  "did not finish earlier copies; their bytes now take more than the limit");
+    }
     std::string error;
     c.copy = device_->copyToHost(context, stream, ranges[i].address, ranges[i].size, options_.sync, error);
     if (!c.copy) {
@@ -812,6 +823,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     k.hashed = false;
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
                                "stream cannot take work now (a graph capture elsewhere): not hashed");
+    forgotten(ranges);  // written without a digest
   }
   // The determinism check follows --launches/--kernels, or --snapshot when
   // neither is given ("keep this launch's bytes and re-run it").
@@ -835,7 +847,8 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   if (k.hashed && !unreadable.empty()) k.annotations.emplace_back(std::in_place_type<trace::Note>, unreadable);
   if (k.hashed) {
     pending->entry.before =
-        hashRanges(pending->context, pending->stream, snapshot ? ranges : inputsToHash(ranges, pending->stream));
+        hashRanges(pending->context, pending->stream,
+                   snapshot ? ranges : inputsToHash(ranges, pending->stream, blindAllocations(scanned)));
     // First uses that could not be hashed: the next reader hashes them.
     if (!pending->entry.before.pending) forgotten(pending->entry.before.ranges);
     if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
@@ -876,6 +889,19 @@ void RecordSession::launchExit(const CUpti_CallbackData& cb) {
 
 void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
   const auto began = std::chrono::steady_clock::now();
+  if (pending->hashOutputs && !device_->canEnqueue(pending->stream)) {
+    // Another thread began a capture since the launch's ENTER (on its stream,
+    // or on a blocking stream while it ran on the legacy one): nothing more
+    // may be enqueued there.
+    pending->hashOutputs = false;
+    forgotten(pending->entry.after.ranges);
+    if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
+      k->hashed = false;
+      k->annotations.emplace_back(std::in_place_type<trace::Note>,
+                                  "stream cannot take work after the launch (a graph capture began): not hashed");
+    }
+    pending->entry.after.ranges.clear();
+  }
   if (pending->hashOutputs) {
     std::vector<trace::DeviceRange> ranges = std::move(pending->entry.after.ranges);
     if (pending->snapshot)
@@ -909,16 +935,18 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   // its pre and post state is every device allocation its device can read.
   const uint32_t device = deviceOf(pending->context);
   std::vector<trace::DeviceRange> ranges;
+  std::vector<uint32_t> blind;
   {
     std::lock_guard lock(mu_);
     allocations_.forEach([&](const trace::Allocation& a) {
       if (a.kind == AllocationKind::kHostMapped || a.kind == AllocationKind::kManaged) return;
+      if (historyBlind(a.kind)) blind.push_back(a.ordinal);
       for (const auto& [at, size] : allocations_.readableParts(a, device))
         ranges.push_back({at, size, a.ordinal, at - a.address});
     });
   }
   if (!ranges.empty() && device_->canEnqueue(pending->stream)) {
-    pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges, pending->stream));
+    pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges, pending->stream, blind));
     if (!pending->entry.before.pending) forgotten(pending->entry.before.ranges);
     pending->entry.after.ranges = std::move(ranges);
     pending->hashOutputs = true;
@@ -1289,13 +1317,16 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   }
   // The written bytes, after the copy in stream order: at the destination
   // when it is device memory, else (device to host) still at the source. A
-  // synchronous copy is complete when it returns, and the program may then
-  // change those bytes from any stream: its hash is waited for here.
+  // synchronous copy between host and device is complete when it returns
+  // (from pinned memory; from pageable memory at least staged), and the
+  // program may then change those bytes from any stream: its hash is waited
+  // for here. A device-to-device one is not synchronous with the host.
   const uint64_t stream = enqueueStream(m.stream, perThread);
   if (dstDevice || srcDevice) {
     const trace::DeviceRange written = dstDevice ? m.dst : m.src;
     if (m.size > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), written)) {
-      entry.after = hashRanges(u64(cb.context), stream, {written}, !m.async);
+      entry.after = hashRanges(u64(cb.context), stream, {written},
+                               !m.async && m.kind != trace::MemcpyKind::kDeviceToDevice);
       if (dstDevice) touched(entry.after, stream);
     }
     if (dstDevice && !entry.after.pending) forgotten({m.dst});  // written without a digest

@@ -123,12 +123,11 @@ class RecordSession {
   // The ranges a launch hashes before it runs: all of them with
   // hashesAllInputs, else those holding bytes no recorded operation has
   // touched, or last touched on another stream (marking them touched on
-  // `stream`), and those in memory no write history sees (historyBlind).
-  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges, uint64_t stream);
-  // Whether `r` lies in memory that writers other than the recorded device
-  // operations reach: the CPU (managed memory), another process (IPC,
-  // imported pools), a kernel by its symbol (module globals).
-  bool historyBlind(const trace::DeviceRange& r);
+  // `stream`).
+  // `blind`: allocations no write history vouches for (historyBlind in
+  // session.cpp), hashed every time.
+  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges, uint64_t stream,
+                                               const std::vector<uint32_t>& blind);
   // Which of a launch's ranges it only reads, by the operands of the
   // framework op it runs in (readOnlyRanges); empty when no op reported them.
   std::vector<bool> readOnlyOf(const std::vector<trace::DeviceRange>& ranges);

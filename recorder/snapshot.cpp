@@ -40,7 +40,7 @@ SnapshotBudget::Lease SnapshotBudget::acquire(uint64_t bytes) {
   auto fits = [&] { return queued_ == 0 || held_ + queued_ + bytes <= limit_; };
   if (!fits()) {
     ++waits_;
-    freed_.wait(lock, fits);
+    if (!freed_.wait_for(lock, waitLimit_, fits)) ++overruns_;
   }
   held_ += bytes;
   peak_ = std::max(peak_, held_ + queued_);
@@ -63,6 +63,11 @@ uint64_t SnapshotBudget::peak() const {
 uint64_t SnapshotBudget::waits() const {
   std::lock_guard lock(mu_);
   return waits_;
+}
+
+uint64_t SnapshotBudget::overruns() const {
+  std::lock_guard lock(mu_);
+  return overruns_;
 }
 
 namespace {

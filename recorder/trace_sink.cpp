@@ -118,6 +118,7 @@ void TraceSink::run() {
 void TraceSink::complete(SinkEntry& entry) {
   // The digests of a ticket; nothing when its ranges could not be hashed
   // (then none is recorded: a range without its digest would compare as 0).
+  std::string failed;  // why a hash enqueued earlier did not complete
   auto resolve = [&](HashTicket& t) -> std::vector<trace::RangeDigest> {
     if (!t.pending) return {};
     std::vector<kernels::HashResult> results;
@@ -129,6 +130,7 @@ void TraceSink::complete(SinkEntry& entry) {
         digestWarned_ = true;
         warn_("cannot read back buffer digests (" + error + "); the affected events carry no digests");
       }
+      failed = error;
       return {};
     }
     return toRangeDigests(t.ranges, results);
@@ -161,6 +163,7 @@ void TraceSink::complete(SinkEntry& entry) {
       k->outputs = std::move(after);
       // Outputs that could not be hashed: the launch is not compared.
       if (!entry.after.ranges.empty() && k->outputs.empty()) k->hashed = false;
+      if (!failed.empty()) k->annotations.emplace_back(std::in_place_type<trace::Note>, "not hashed: " + failed);
     } else if (auto* g = std::get_if<trace::GraphLaunch>(&ev.payload)) {
       g->inputs = std::move(before);
       g->outputs = std::move(after);

@@ -548,6 +548,34 @@ TEST_CASE("a stream blocked past the wait limit abandons that batch, not the con
   device->contextDestroying(0xC0);
 }
 
+TEST_CASE("while a batch stays stuck, later ones are given up without a wait limit of their own",
+          "[recorder][cudadevice][ring]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  device->setHashWaitLimit(std::chrono::milliseconds(500));
+  const auto a = randomBytes(100, 14);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  REQUIRE(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));  // the ring is made
+  gpu->blocked = true;
+  auto first = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  auto second = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  REQUIRE(first);
+  REQUIRE(second);
+  std::vector<kernels::HashResult> r;
+  CHECK_FALSE(first->wait(r, error));
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(second->wait(r, error));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
+  CHECK(error.find("an earlier hash kernel of this context did not complete") != std::string::npos);
+  gpu->blocked = false;
+  auto later = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);  // the stream moves again
+  REQUIRE(later);
+  REQUIRE(later->wait(r, error));
+  CHECK(r.at(0).digest == hash::hashBuffer(a));
+  device->contextDestroying(0xC0);
+}
+
 TEST_CASE("a context destroyed while the trace thread waits ends the wait without touching the freed ring",
           "[recorder][cudadevice][ring]") {
   Fixture fx;

@@ -41,6 +41,19 @@ TEST_CASE("the snapshot budget waits only for queued bytes", "[recorder][snapsho
   CHECK(budget.peak() == 1200);
 }
 
+TEST_CASE("the snapshot budget waits a bounded time, then passes its limit", "[recorder][snapshot]") {
+  // The queued copy may only complete once the program goes on.
+  SnapshotBudget budget(1000, std::chrono::milliseconds(50));
+  SnapshotBudget::Lease a = budget.acquire(900);
+  a.markQueued();
+  const auto start = std::chrono::steady_clock::now();
+  SnapshotBudget::Lease b = budget.acquire(300);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(50));
+  CHECK(budget.waits() == 1);
+  CHECK(budget.overruns() == 1);
+  CHECK(budget.inUse() == 1200);
+}
+
 TEST_CASE("byte planes are chosen for float data, raw for bytes without structure", "[recorder][snapshot]") {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);

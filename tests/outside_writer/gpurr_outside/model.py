@@ -270,6 +270,12 @@ class Program:
 
     _whole = None
 
+    def untouched(self, buf):
+        """The buffer's bytes were written without a digest (a 2D copy, a
+        launch whose hash failed): they count as untouched again
+        (FORMAT.md, hashInputs)."""
+        self._mark_written(buf, 0, buf.size, -1)
+
     def _mark_written(self, buf, start, n, stream):
         if buf.bound == 'block':
             buf.touched[start:start + n] = stream + 1
