@@ -1014,14 +1014,19 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
       if (p.dptr && p.pPitch) addAllocation(*p.dptr, *p.pPitch * p.Height, AllocationKind::kDevice, 0, u64(cb.context));
       break;
     }
+    // Memory allocated on a stream being captured belongs to the graph
+    // (cuda.h, cuMemAllocAsync): mapped only while the graph runs, so never
+    // hashed as live memory; it is left out, and so is its free.
     case Handler::kMemAllocAsync: {
       const auto& p = params<cuMemAllocAsync_params>(cb);
-      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
+      if (p.dptr && !device_->captureOf(u64(p.hStream)))
+        addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
       break;
     }
     case Handler::kMemAllocFromPoolAsync: {
       const auto& p = params<cuMemAllocFromPoolAsync_params>(cb);
-      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
+      if (p.dptr && !device_->captureOf(u64(p.hStream)))
+        addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
       break;
     }
     case Handler::kMemAllocManaged: {

@@ -1178,6 +1178,29 @@ TEST_CASE("bytes written without a digest, and first uses left unrecorded, are h
   }
 }
 
+TEST_CASE("memory allocated on a stream being captured belongs to the graph and is never hashed as live memory",
+          "[recorder][session][capture]") {
+  Harness h;
+  std::vector<uint8_t> owned = randomBytes(4096, 85), live = randomBytes(4096, 86);
+  CUdeviceptr po = addr(owned.data()), pl = addr(live.data());
+  h.device->capturing.insert(0x9);
+  cuMemAllocAsync_params a{&po, owned.size(), reinterpret_cast<CUstream>(0x9)};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, &a);
+  h.device->capturing.erase(0x9);
+  cuMemAllocAsync_params b{&pl, live.size(), reinterpret_cast<CUstream>(0x5)};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, &b);
+  cuGraphLaunch_params g{reinterpret_cast<CUgraphExec>(0x6), reinterpret_cast<CUstream>(0x5)};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &g);
+  const auto events = h.finishAndRead();
+  const auto allocs = eventsOf<trace::Allocation>(events);
+  REQUIRE(allocs.size() == 1);
+  CHECK(allocs[0].address == pl);
+  const auto graphs = eventsOf<trace::GraphLaunch>(events);
+  REQUIRE(graphs.size() == 1);
+  REQUIRE(graphs[0].outputs.size() == 1);
+  CHECK(graphs[0].outputs[0].range.address == pl);
+}
+
 TEST_CASE("managed memory, which the CPU writes unrecorded, is hashed before every launch",
           "[recorder][session][first-use]") {
   Harness h;
