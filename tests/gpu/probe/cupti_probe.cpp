@@ -805,7 +805,9 @@ int modeCheckpoint() {
                      " (save, own launch, restore all in ENTER: " + (works(enterOnly) ? "identical" : "NOT identical or error") +
                      "; save in ENTER, restore in EXIT: " + (works(enterExit) ? "identical" : "NOT identical or error") +
                      "; program launches " + drv.name(r1) + "/" + drv.name(r2) + ", buffer afterwards as expected: " +
-                     (wrong == 0 ? "yes" : "no, " + std::to_string(wrong) + " words differ") + ")");
+                     (wrong == 0 ? "yes" : "no, " + std::to_string(wrong) + " words differ") +
+                     "; pinned host memory the CPU wrote after the save rolled back by the restore: " +
+                     field(enterOnly, "pinned_host_rolled_back") + ")");
   return 0;
 }
 

@@ -290,6 +290,12 @@ void checkpointAction(bool enter) {
     cp->allowOverwrite = 1;
     CUresult s = g_drv.cuCtxSynchronize();
     g_before = readBuffer();
+    // Pinned host memory the CPU writes between save and restore (a
+    // DataLoader's pin_memory thread): does the restore roll it back?
+    static void* pinned = nullptr;
+    if (g_checkpointLaunch == 1 && pinned == nullptr && g_drv.cuMemHostAlloc(&pinned, 4096, 0) != CUDA_SUCCESS)
+      pinned = nullptr;
+    if (pinned != nullptr) std::memset(pinned, 0x11, 4096);
     CUptiResult r = g_cupti.save(cp);
     g_checkpointSaved = r == CUPTI_SUCCESS;
     std::string head = "checkpoint launch=" + std::to_string(g_checkpointLaunch) + " sync=" + g_drv.name(s) +
@@ -300,13 +306,18 @@ void checkpointAction(bool enter) {
       CUresult l = g_drv.cuLaunchKernel(g_hashFn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr);
       g_drv.cuCtxSynchronize();
       bool changed = readBuffer() != g_before;
+      if (pinned != nullptr) std::memset(pinned, 0x22, 4096);  // the CPU, after the save
       CUptiResult rr = g_cupti.restore(cp);
       g_drv.cuCtxSynchronize();
       bool same = readBuffer() == g_before;
       g_cupti.free(cp);
       g_checkpointSaved = false;
+      const char* pinnedAfter = pinned == nullptr                           ? "unknown"
+                                : static_cast<unsigned char*>(pinned)[0] == 0x11 ? "1"
+                                                                                 : "0";
       line(head + " where=enter own_launch=" + g_drv.name(l) + " changed=" + (changed ? "1" : "0") +
-           " restore=" + text(rr) + " identical_after_restore=" + (same ? "1" : "0"));
+           " restore=" + text(rr) + " identical_after_restore=" + (same ? "1" : "0") +
+           " pinned_host_rolled_back=" + pinnedAfter);
     } else {
       line(head + " where=enter");
     }
