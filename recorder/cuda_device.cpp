@@ -230,7 +230,10 @@ class PendingCuda : public PendingHashes {
     for (uint32_t polls = 0;; ++polls) {
       {
         std::lock_guard lock(cs_->mu);
-        if (done_ || cs_->dead) return false;  // finished by the teardown
+        if (done_ || cs_->dead) {  // finished by the teardown, or enqueued as it ran
+          why = "the context was destroyed";
+          return false;
+        }
         if (completed()) return true;
       }
       const auto now = Clock::now();
