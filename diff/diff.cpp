@@ -385,6 +385,12 @@ class Words {
   uint32_t n_ = 0;  // not a uint64_t: a store into w_ cannot change it
 };
 
+// Whether a copy or set carries the digest of what it wrote: 0 is none
+// (FORMAT.md), which is compared with nothing.
+bool recordedDigest(const ScanEvent& e) {
+  return e.outputs.empty() || e.outputs[0].range.size == 0 || e.outputs[0].digest != 0;
+}
+
 // The same range of one run: allocation, offset and size.
 bool sameExtent(const DeviceRange& a, const DeviceRange& b) {
   return a.allocation == b.allocation && a.offset == b.offset && a.size == b.size;
@@ -476,6 +482,7 @@ class Summariser {
       }
       case 1:  // memcpy
         kind = OpKind::kMemcpy;
+        hashed = recordedDigest(e);
         key_.add(uint64_t{1}).add(static_cast<uint64_t>(e.memcpyKind)).add(e.size);
         shape = key_.hash();
         for (uint64_t i : {0, 1}) {
@@ -487,6 +494,7 @@ class Summariser {
         break;
       case 2:  // memset
         kind = OpKind::kMemset;
+        hashed = recordedDigest(e);
         key_.add(uint64_t{2}).add(e.outputs[0].range.size).add(e.elementSize);
         shape = key_.hash();
         if (e.outputs[0].range.allocation != 0) {

@@ -306,12 +306,10 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
       break;
   }
   if (!enter && e.handler == Handler::kCaptureEnd) {
-    // The capture is over, also when it was invalidated (the call then fails
-    // with STREAM_CAPTURE_INVALIDATED); other failures ended nothing.
-    const CUresult r = cb.functionReturnValue != nullptr ? *static_cast<const CUresult*>(cb.functionReturnValue)
-                                                         : CUDA_ERROR_UNKNOWN;
-    if ((r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) && activeCaptures_.load() > 0)
-      activeCaptures_.fetch_sub(1);
+    // The capture is over when its stream captures no more, whatever the call
+    // returned (invalidated, unjoined work, success): the driver says.
+    const uint64_t stream = enqueueStream(u64(params<cuStreamEndCapture_params>(cb).hStream), e.perThread);
+    if (!device_->captureOf(stream) && activeCaptures_.load() > 0) activeCaptures_.fetch_sub(1);
     return;
   }
   if (enter || !succeeded(cb)) return;

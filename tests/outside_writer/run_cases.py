@@ -300,6 +300,12 @@ def write_history_holes():
                        'aten::clone', 2)
             if variant == 1:
                 c['launch']['inputs'] = []
+        elif scenario == 'copy_digest':  # the same upload; in run B its hash failed: no digest
+            c = p.h2d(0, stream, x, np.arange(1024, dtype=np.float32), origin=origin('aten::copy_', 2))
+            if variant == 1:
+                c['memcpy']['digest'] = 0
+                p.untouched(x)
+            launch('_Z1Mv', [model.Ptr(x, 'r'), model.Ptr(z, 'w')], lambda: z.put(x.f32() * 3), 'aten::mul', 3)
         elif scenario == 'read_first_use':  # x holds stale bytes; the first launch's output ignores them
             launch('_Z1Lv', [model.Ptr(x, 'r'), model.Ptr(y, 'w')], lambda: y.put(np.zeros(1024, np.float32)),
                    'aten::where', 2)
@@ -319,6 +325,10 @@ def write_history_holes():
         j, fd = expect_cause(a, b, 'unknown', scenario)
         expect(fd['a']['seq'] == seq_of(pa, reader) and any(evidence in e for e in fd['evidence']),
                scenario + ': at the reader, saying why', fd)
+    # A copy without its digest in one run is compared with nothing.
+    a, _ = program('copy_digest', 1, 0)
+    b, _ = program('copy_digest', 2, 1)
+    expect_identical(a, b, 'a copy whose digest is missing in one run')
     # The same run recorded hashing inputs at first use and hashing them
     # all: identical (a range hashed in one of them only is no difference).
     for scenario in ('read_first_use', 'copy_2d'):

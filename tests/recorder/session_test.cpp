@@ -1925,9 +1925,16 @@ TEST_CASE("determinism check: skipped while a graph is being captured, since it 
   cuStreamEndCapture_params end{captureStream, &graph};
   h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture, &end, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   h.launch(kAxpy, args, 0x7);  // the capture is over (invalidated, but over)
+  // Another capture, whose end fails otherwise (work not joined back): the
+  // stream captures no more all the same.
+  h.device->capturing.insert(0x9);
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, &begin);
+  h.device->capturing.erase(0x9);
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture, &end, CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+  h.launch(kAxpy, args, 0x7);
   const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
-  REQUIRE(launches.size() == 2);
-  CHECK(h.device->reruns.size() == 1);
+  REQUIRE(launches.size() == 3);
+  CHECK(h.device->reruns.size() == 2);
   auto has = [](const trace::KernelLaunch& k, auto pred) {
     return std::any_of(k.annotations.begin(), k.annotations.end(), pred);
   };
