@@ -285,6 +285,7 @@ class PendingCudaCopy : public PendingCopy {
     std::lock_guard lock(cs_->mu);
     cs_->copiesInFlight.erase(this);
     if (host_ == nullptr) return;  // detached: the context's resources are gone
+    if (stillCopying_) return;     // given up while the GPU may still write it: freed with the context
     if (event_ != nullptr) cs_->freeEvents.push_back(event_);
     if (cs_->freeStagingBytes + capacity_ <= kStagingCacheBytes) {
       cs_->freeStaging.emplace(capacity_, host_);
@@ -299,18 +300,32 @@ class PendingCudaCopy : public PendingCopy {
     }
   }
 
+  // Polls the copy's event under the context's lock (the teardown, which
+  // takes it, detaches the copy and destroys the event), up to the wait
+  // limit: a copy behind a stream that does not move is given up.
   bool wait(std::span<const uint8_t>& bytes, std::string& error) override {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
     std::unique_lock lock(cs_->mu);
-    if (!done_) {
-      CUevent ev = event_;
-      lock.unlock();
-      RelaxedCaptureMode relaxed(*cs_->api);  // as in PendingCuda::wait
-      const CUresult r = cs_->api->cuEventSynchronize(ev);
-      lock.lock();
-      if (!done_) {
+    for (uint32_t polls = 0; !done_; ++polls) {
+      CUresult r;
+      {
+        RelaxedCaptureMode relaxed(*cs_->api);  // as in PendingCuda::wait
+        r = cs_->api->cuEventQuery(event_);
+      }
+      if (r != CUDA_ERROR_NOT_READY) {
         done_ = true;
         if (r != CUDA_SUCCESS) failed_ = true, error_ = "copying a snapshot: " + cs_->api->errorText(r);
+        break;
       }
+      if (Clock::now() - start > cs_->waitLimit) {
+        done_ = failed_ = stillCopying_ = true;
+        error_ = "a snapshot copy did not complete within the wait limit: its stream stayed blocked";
+        break;
+      }
+      lock.unlock();
+      if (polls >= 64) std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
+      lock.lock();
     }
     if (failed_) {
       error = error_;
@@ -339,7 +354,7 @@ class PendingCudaCopy : public PendingCopy {
   uint8_t* host_;
   size_t capacity_, size_;
   CUevent event_;
-  bool done_ = false, failed_ = false;
+  bool done_ = false, failed_ = false, stillCopying_ = false;
   std::string error_;
   std::vector<uint8_t> owned_;
 };

@@ -184,8 +184,11 @@ CUresult fEventSynchronize(CUevent e) {
   }
   return CUDA_SUCCESS;
 }
-CUresult fEventQuery(CUevent e) {
+CUresult fEventQuery(CUevent e) {  // the GPU gets on with its work when asked
+  std::lock_guard lock(gpu->mu);
   if (!gpu->events.count(e)) return CUDA_ERROR_INVALID_HANDLE;
+  gpu->waitModes.push_back(gpu->captureMode);
+  if (!gpu->events[e]) gpu->runAll();
   return gpu->events[e] ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult fCtxSynchronize() {
@@ -690,6 +693,31 @@ TEST_CASE("snapshot copies are stream-ordered, asynchronous, and reuse their sta
   device->contextDestroying(0xC0);
   CHECK(gpu->allocs == gpu->frees);
   CHECK(gpu->events.empty());
+}
+
+TEST_CASE("a snapshot copy behind a stream that does not move is given up, and its staging never reused",
+          "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  device->setHashWaitLimit(std::chrono::milliseconds(50));
+  const auto a = randomBytes(5000, 15);
+  std::string error;
+  gpu->blocked = true;
+  auto stuck = device->copyToHost(0xC0, 0x5, reinterpret_cast<uint64_t>(a.data()), a.size(), false, error);
+  REQUIRE(stuck);
+  std::span<const uint8_t> bytes;
+  CHECK_FALSE(stuck->wait(bytes, error));
+  CHECK(error.find("did not complete within the wait limit") != std::string::npos);
+  stuck.reset();
+  gpu->blocked = false;
+  const int allocs = gpu->allocs;
+  auto next = device->copyToHost(0xC0, 0x5, reinterpret_cast<uint64_t>(a.data()), a.size(), false, error);
+  REQUIRE(next);
+  CHECK(gpu->allocs == allocs + 1);  // fresh staging: the GPU may still write the first
+  REQUIRE(next->wait(bytes, error));
+  CHECK(std::vector<uint8_t>(bytes.begin(), bytes.end()) == a);
+  next.reset();
+  device->contextDestroying(0xC0);
 }
 
 TEST_CASE("a context destroyed with a snapshot copy in flight still delivers its bytes", "[recorder][cudadevice]") {
