@@ -132,6 +132,12 @@ CUresult fMemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned) {
   *d = reinterpret_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
 }
+CUresult fStreamCreate(CUstream* s, unsigned) { return *s = reinterpret_cast<CUstream>(0xEE00), CUDA_SUCCESS; }
+CUresult fStreamDestroy(CUstream) { return CUDA_SUCCESS; }
+CUresult fMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream) {
+  std::memset(reinterpret_cast<void*>(p), v, n);  // once, at the ring's creation
+  return CUDA_SUCCESS;
+}
 CUresult fMemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
   std::memset(reinterpret_cast<void*>(p), v, n);
   return CUDA_SUCCESS;
@@ -233,6 +239,9 @@ kernels::DriverApi fakeApi() {
   a.cuMemFreeHost = fMemFreeHost;
   a.cuMemHostGetDevicePointer = fMemHostGetDevicePointer;
   a.cuMemsetD8 = fMemsetD8;
+  a.cuMemsetD8Async = fMemsetD8Async;
+  a.cuStreamCreate = fStreamCreate;
+  a.cuStreamDestroy = fStreamDestroy;
   a.cuMemcpyHtoDAsync = fMemcpyHtoDAsync;
   a.cuMemcpyDtoHAsync = fMemcpyDtoHAsync;
   a.cuLaunchKernel = fLaunchKernel;
