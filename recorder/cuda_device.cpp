@@ -64,6 +64,12 @@ void* loadedSymbol(std::initializer_list<const char*> libraries, const char* sym
   return nullptr;
 }
 
+// Between two polls of what the GPU writes: spin at first, then sleep a
+// little, then longer (the trace thread waits; the program does not).
+void pollPause(uint32_t polls) {
+  if (polls >= 64) std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
+}
+
 // Lets this thread make the recorder's allocating calls while another thread
 // captures a graph in global mode (where they would otherwise fail and
 // invalidate that capture); restores the thread's mode afterwards.
@@ -258,8 +264,7 @@ class PendingCuda : public PendingHashes {
         abandoned = true;
         return false;
       }
-      if (polls < 64) continue;
-      std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
+      pollPause(polls);
     }
   }
 
@@ -324,7 +329,7 @@ class PendingCudaCopy : public PendingCopy {
         break;
       }
       lock.unlock();
-      if (polls >= 64) std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
+      pollPause(polls);
       lock.lock();
     }
     if (failed_) {

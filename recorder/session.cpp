@@ -554,6 +554,7 @@ HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vec
   if (!t.pending) {
     warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests, "
                      "each with a note saying why");
+    forgotten(ranges);  // no digest vouches for them: their next reader hashes them
     t.error = error;
   }
   t.ranges = std::move(ranges);
@@ -847,8 +848,6 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     pending->entry.before =
         hashRanges(pending->context, pending->stream,
                    snapshot ? ranges : inputsToHash(ranges, pending->stream, blindAllocations(scanned)));
-    // First uses that could not be hashed: the next reader hashes them.
-    if (!pending->entry.before.pending) forgotten(pending->entry.before.ranges);
     if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
     const std::vector<bool> readOnly = snapshot ? std::vector<bool>() : readOnlyOf(ranges);
     if (!readOnly.empty()) {
@@ -905,8 +904,6 @@ void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
     if (pending->snapshot)
       pending->entry.afterSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
     pending->entry.after = hashRanges(pending->context, pending->stream, std::move(ranges));
-    // What it wrote has no digest: never vouched for.
-    if (!pending->entry.after.pending) forgotten(pending->entry.after.ranges);
   }
   if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
     for (const HashTicket* t : {&pending->entry.before, &pending->entry.after}) {
@@ -945,7 +942,6 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   }
   if (!ranges.empty() && device_->canEnqueue(pending->stream)) {
     pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges, pending->stream, blind));
-    if (!pending->entry.before.pending) forgotten(pending->entry.before.ranges);
     pending->entry.after.ranges = std::move(ranges);
     pending->hashOutputs = true;
   } else {

@@ -116,8 +116,9 @@ class RecordSession {
   std::shared_ptr<const CachedFunction> functionInfo(uint64_t function, const char* symbolName, uint32_t& module,
                                                      bool& ambiguousModule);
 
-  // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise.
-  // `wait`: the hash is complete on return (as with --sync).
+  // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise,
+  // and the ranges are forgotten by the write history. `wait`: the hash is
+  // complete on return (as with --sync).
   HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
                         bool wait = false);
   // The ranges a launch hashes before it runs: all of them with
