@@ -15,6 +15,7 @@
 //
 //   callback_bench [launches (200000)] [buffer KiB (64)] [all]
 // ("all": as with --hash-inputs, every launch's buffers hashed before it too)
+// Exit status: 0 every goal met, 1 a counted goal missed, 3 the time goal only.
 #include <unistd.h>
 
 #include <algorithm>
@@ -377,6 +378,8 @@ int main(int argc, char** argv) {
   session.reset();
   std::filesystem::remove_all(dir);
   for (CUdeviceptr b : buffers) std::free(reinterpret_cast<void*>(b));
-  const bool met = opsPerLaunch <= 2 && us[us.size() / 2] <= 5 && fake.waits == 0 && fake.allocations == 0;
-  return met ? 0 : 1;
+  // 1: a goal that counts (operations, waits, allocations) is missed; 3: only
+  // the time goal, which a busy machine can miss (the short test run accepts it).
+  if (opsPerLaunch > 2 || fake.waits != 0 || fake.allocations != 0) return 1;
+  return us[us.size() / 2] <= 5 ? 0 : 3;
 }
