@@ -89,7 +89,7 @@ if [ $rc -ne 77 ]; then
   fail "tests/gpu/run.sh BUNDLE without a GPU exited $rc, expected 77 (skipped):"
   sed 's/^/    /' "$work/run.log"
 else
-  for part in probe programs pytorch annotations bisect wheel hash ctest; do
+  for part in probe programs pytorch annotations bisect wheel frameworks hash ctest example bench; do
     grep -q "^SKIP $part" "$work/run.log" || fail "run.sh did not report part '$part' skipped: $(cat "$work/run.log")"
   done
 fi

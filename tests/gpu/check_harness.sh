@@ -4,7 +4,10 @@
 # are FAKE_PROGRAM (traces written as the recorder would), then runs run.sh on
 # it: every program's expectation must be met, and a recorder that makes
 # every run identical (FAKE_BROKEN=1) must make the atomicAdd and
-# uninitialised-memory checks fail, and run.sh with them.
+# uninitialised-memory checks fail, and run.sh with them. Also checks the
+# parts of a machine lent for a fixed time: parts run in the order given,
+# the logs tarred after each check (GPURR_GPU_TAR), and a deadline already
+# past (GPURR_DEADLINE) runs nothing and lists every part as not reached.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: check_harness.sh BUILD_DIR FAKE_PROGRAM}" && pwd -P)
@@ -27,11 +30,37 @@ done <"$here/expectations.txt"
 programs=$(grep -c '^[a-z]' "$here/expectations.txt")
 
 # PyTorch is left out (PYTHON names no interpreter): it needs a real GPU.
-PYTHON=/nonexistent "$here/run.sh" "$fake" >"$fake/good.log" 2>&1
+PYTHON=/nonexistent GPURR_GPU_LOGS=$fake/logs GPURR_GPU_TAR=$fake/logs.tgz \
+  "$here/run.sh" "$fake" >"$fake/good.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ] || ! grep -q "gpurr GPU suite: $((programs + 1)) passed, 0 failed" "$fake/good.log"; then
   echo "FAIL: run.sh on a faithful stand-in (exit $rc):"
   cat "$fake/good.log"
+  status=1
+fi
+logged=$(tar tzf "$fake/logs.tgz" 2>/dev/null | grep -c '^logs/record_.*\.log$')
+if [ "$logged" -ne "$programs" ]; then
+  echo "FAIL: the tarred logs ($fake/logs.tgz) hold $logged program logs, not $programs:"
+  tar tzf "$fake/logs.tgz"
+  status=1
+fi
+
+# Parts run in the order given; a deadline already past runs nothing.
+PYTHON=/nonexistent "$here/run.sh" "$fake" hash programs >"$fake/order.log" 2>&1
+if [ "$(grep '^== ' "$fake/order.log" | cut -d' ' -f2 | tr '\n' ' ')" != "hash programs " ]; then
+  echo "FAIL: run.sh did not run its parts in the order given (hash, programs):"
+  cat "$fake/order.log"
+  status=1
+fi
+PYTHON=/nonexistent GPURR_DEADLINE=$(date +%s) GPURR_GPU_LOGS=$fake/late GPURR_GPU_TAR=$fake/late.tgz \
+  "$here/run.sh" "$fake" programs bisect >"$fake/late.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] || grep -q '^PASS record\|^FAIL record' "$fake/late.log" ||
+   [ "$(cat "$fake/late/not_reached.txt" 2>/dev/null)" != "programs bisect" ] ||
+   ! grep -q "^SKIP bisect (not reached before GPURR_DEADLINE)" "$fake/late.log" ||
+   ! tar tzf "$fake/late.tgz" 2>/dev/null | grep -q '^late/not_reached.txt$'; then
+  echo "FAIL: run.sh with its deadline past (exit $rc) ran a check or did not list the parts not reached:"
+  cat "$fake/late.log"
   status=1
 fi
 

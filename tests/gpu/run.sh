@@ -3,31 +3,42 @@
 # build (it builds nothing), on a machine with a GPU, python3 and PyTorch.
 # BUILD_DIR is a build folder or a bundle made from one by
 # scripts/gpu_bundle.sh (the same layout, stripped, for a GPU machine).
-# PARTs (default: all, in this order):
-#   0. probe: the GPU probes (probe/run_probes.sh): answers to the questions
-#      about CUDA 13, CUPTI and PyTorch that only a GPU gives; its report is
-#      saved as probes.txt in the logs folder;
-#   1. programs: each program of expectations.txt recorded twice with
-#      BUILD_DIR/bin/gpurr record and the traces compared launch by launch;
-#   2. pytorch: the PyTorch training script: output unchanged by recording, two
-#      recordings identical, launch count equal to torch.profiler's;
-#   2b. annotations: the library annotations (annotations/check_annotations.sh);
-#   2c. bisect: gpurr bisect on PyTorch scripts (bisect/check_bisect.py);
-#   2d. wheel: the wheel a bundle carries, pip-installed into a fresh
-#       environment, records train_cnn.py (check_wheel_gpu.sh);
-#   2e. frameworks: torch.compile, CUDA graphs, torchrun, JAX and
-#       torch.profiler programs recorded (frameworks/check_frameworks.sh);
-#   3. hash: the device hash against the CPU hash (hash_match), when built;
-#   4. ctest: every other ctest test labelled gpu.
+# PARTs run in the order given (default: all, in this order):
+#   probe: the GPU probes (probe/run_probes.sh): answers to the questions
+#     about CUDA 13, CUPTI and PyTorch that only a GPU gives; its report is
+#     saved as probes.txt in the logs folder;
+#   programs: each program of expectations.txt recorded twice with
+#     BUILD_DIR/bin/gpurr record and the traces compared launch by launch;
+#   pytorch: the PyTorch training script: output unchanged by recording, two
+#     recordings identical, launch count equal to torch.profiler's;
+#   annotations: the library annotations (annotations/check_annotations.sh);
+#   bisect: gpurr bisect on PyTorch scripts (bisect/check_bisect.py);
+#   wheel: the wheel a bundle carries, pip-installed into a fresh
+#     environment, records train_cnn.py (check_wheel_gpu.sh);
+#   frameworks: torch.compile, CUDA graphs, torchrun, JAX and
+#     torch.profiler programs recorded (frameworks/check_frameworks.sh);
+#   hash: the device hash against the CPU hash (hash_match), when built;
+#   ctest: every other ctest test labelled gpu;
+#   example: the pair of traces for examples/gpu/ (make_example.sh), written
+#     to example/ in the logs folder;
+#   bench: the GPU benchmarks, side by side (bench/step_time.sh,
+#     gpu_hash_bench, snapshot_bench, replay_bench, bench/bisect_time.sh).
 # Prints one line per check and a summary; exits non-zero when a check fails.
 # Each check is stopped after GPURR_CHECK_TIMEOUT seconds (default 900);
 # logs go to GPURR_GPU_LOGS (default a new folder under TMPDIR).
+# For a machine lent for a fixed time:
+#   GPURR_DEADLINE (seconds since 1970): no check runs past it; a part that
+#     would start less than a minute before it is not started, and the parts
+#     not reached are listed (and saved as not_reached.txt in the logs);
+#   GPURR_GPU_TAR (a .tgz path): the logs folder is tarred there after every
+#     check, so that a command stopped at its limit still leaves them
+#     (files over 8 MiB are left out and listed in left_out.txt).
 # The build folder may have been copied from another machine: its binaries
 # find their libraries through their RPATH (BUILD_DIR/lib), not the
 # environment.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-all_parts="probe programs pytorch annotations bisect wheel frameworks hash ctest"
+all_parts="probe programs pytorch annotations bisect wheel frameworks hash ctest example bench"
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
   echo "usage: tests/gpu/run.sh BUILD_DIR|BUNDLE [PART...]   (parts: $all_parts)" >&2
   exit 2
@@ -41,7 +52,10 @@ for p in $parts; do
     *) echo "tests/gpu/run.sh: unknown part '$p' (parts: $all_parts)" >&2; exit 2 ;;
   esac
 done
-wanted() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+deadline=${GPURR_DEADLINE:-}
+case $deadline in
+  '' | *[!0-9]*) [ -n "$deadline" ] && { echo "tests/gpu/run.sh: GPURR_DEADLINE must be seconds since 1970, not '$deadline'" >&2; exit 2; } ;;
+esac
 passed=0
 failed=0
 skipped=0
@@ -52,10 +66,33 @@ if [ -n "${GPURR_GPU_LOGS:-}" ]; then
 else
   log=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-run-XXXXXX")
 fi
+log=$(cd "$log" && pwd -P)
 
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1"; failed=$((failed + 1)); failures+=("$1"); }
 skip() { echo "SKIP $1"; skipped=$((skipped + 1)); }
+
+# The logs folder, tarred where GPURR_GPU_TAR says (written aside, then
+# moved, so that the tarball is whole whenever the command is stopped).
+save_logs() {
+  [ -n "${GPURR_GPU_TAR:-}" ] || return 0
+  (cd "$(dirname "$log")" &&
+    find "$(basename "$log")" -type f -size +8388608c >"$log/left_out.txt" &&
+    find "$(basename "$log")" -type f ! -size +8388608c -print0 |
+      tar czf "$GPURR_GPU_TAR.part" --null -T - &&
+    mv -f "$GPURR_GPU_TAR.part" "$GPURR_GPU_TAR")
+}
+
+# The seconds a check may take: GPURR_CHECK_TIMEOUT, or less where the
+# deadline is nearer (ten seconds kept for the summary and the tarball).
+limit() {
+  local l=${GPURR_CHECK_TIMEOUT:-900}
+  if [ -n "$deadline" ]; then
+    local left=$((deadline - $(date +%s) - 10))
+    [ $left -lt $l ] && l=$left
+  fi
+  echo $l
+}
 
 # Runs a check script. Its PASS/FAIL lines count one check each; a script
 # that prints none counts as one check, `name`, by its exit status (77:
@@ -64,10 +101,18 @@ check() {
   local name=$1
   shift
   local out=$log/${name// /_}.log
-  timeout "${GPURR_CHECK_TIMEOUT:-900}" "$@" >"$out" 2>&1
+  local l
+  l=$(limit)
+  if [ "$l" -lt 1 ]; then
+    echo "not run: GPURR_DEADLINE reached" >"$out"
+    skip "$name (GPURR_DEADLINE reached)"
+    return
+  fi
+  timeout -k 10 "$l" "$@" >"$out" 2>&1
   local rc=$?
-  [ $rc -eq 124 ] && echo "stopped after ${GPURR_CHECK_TIMEOUT:-900} s (GPURR_CHECK_TIMEOUT)" >>"$out"
+  { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && echo "stopped after $l s (GPURR_CHECK_TIMEOUT or GPURR_DEADLINE)" >>"$out"
   grep -v '^PASS \|^FAIL ' "$out" | sed 's/^/    /'
+  save_logs
   if [ $rc -eq 77 ]; then
     skip "$name"
     return
@@ -100,6 +145,7 @@ fi
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 echo "machine: $probe${gpu:+; $gpu}"
 echo "python3: $(python3 -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'no torch')"
+[ -n "$deadline" ] && echo "deadline: $(date -u -d "@$deadline" '+%H:%M:%S UTC'), $((deadline - $(date +%s))) s from now"
 
 # CUDA libraries (CUPTI for the recorder; cuBLAS, cuDNN, cuRAND for the test
 # programs) may live in PyTorch's wheels rather than the system: where the
@@ -133,28 +179,30 @@ if grep -q "not found" <<<"$deps"; then
   fi
 fi
 
-# 0. The probes: one report; a probe that fails to answer is a failed check.
-if wanted probe; then
-  if [ -x "$build/tests/gpu/probe/cupti_probe" ]; then
-    timeout "${GPURR_CHECK_TIMEOUT:-900}" "$here/probe/run_probes.sh" "$build" >"$log/probes.txt" 2>&1
-    rc=$?
-    sed -n '/^== summary/,$p' "$log/probes.txt" | sed 's/^/    /'
-    if [ $rc -eq 77 ]; then
-      skip "probes"
-    elif [ $rc -ne 0 ]; then
-      fail "probes (exit status $rc; report in $log/probes.txt)"
-    elif grep -q '^PROBE [^ ]* \(stopped-after\|exited-\)' "$log/probes.txt"; then
-      fail "probes: $(grep -c '^PROBE [^ ]* \(stopped-after\|exited-\)' "$log/probes.txt") probe program(s) stopped or crashed (report in $log/probes.txt)"
-    else
-      pass "probes answered ($(grep -c '^PROBE ' "$log/probes.txt") answers in $log/probes.txt)"
-    fi
-  else
+# The probes: one report; a probe that fails to answer is a failed check.
+part_probe() {
+  if [ ! -x "$build/tests/gpu/probe/cupti_probe" ]; then
     skip "probes ($build/tests/gpu/probe/cupti_probe is not built)"
+    return
   fi
-fi
+  timeout -k 10 "$(limit)" "$here/probe/run_probes.sh" "$build" >"$log/probes.txt" 2>&1
+  local rc=$?
+  save_logs
+  sed -n '/^== summary/,$p' "$log/probes.txt" | sed 's/^/    /'
+  if [ $rc -eq 77 ]; then
+    skip "probes"
+  elif [ $rc -ne 0 ]; then
+    fail "probes (exit status $rc; report in $log/probes.txt)"
+  elif grep -q '^PROBE [^ ]* \(stopped-after\|exited-\)' "$log/probes.txt"; then
+    fail "probes: $(grep -c '^PROBE [^ ]* \(stopped-after\|exited-\)' "$log/probes.txt") probe program(s) stopped or crashed (report in $log/probes.txt)"
+  else
+    pass "probes answered ($(grep -c '^PROBE ' "$log/probes.txt") answers in $log/probes.txt)"
+  fi
+}
 
-# 1. The CUDA programs, each recorded twice.
-if wanted programs; then
+# The CUDA programs, each recorded twice.
+part_programs() {
+  local program options binary
   while read -r program options; do
     case $program in '' | '#'*) continue ;; esac
     binary=$build/tests/gpu/programs/$program
@@ -168,67 +216,103 @@ if wanted programs; then
     # shellcheck disable=SC2086  # options are words by design
     check "record $program" "$here/check_program.sh" "$build" "$binary" $options
   done <"$here/expectations.txt"
-fi
+}
 
-# 2. PyTorch.
-wanted pytorch && check "pytorch train_cnn.py" "$here/check_pytorch.sh" "$build"
+# PyTorch.
+part_pytorch() { check "pytorch train_cnn.py" "$here/check_pytorch.sh" "$build"; }
 
-# 2b. The algorithm choices and RNG state of library calls.
-wanted annotations && check "library annotations" "$here/annotations/check_annotations.sh" "$build"
+# The algorithm choices and RNG state of library calls.
+part_annotations() { check "library annotations" "$here/annotations/check_annotations.sh" "$build"; }
 
-# 2c. gpurr bisect on unmodified PyTorch scripts (bisect/expectations.txt).
-wanted bisect && check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build"
+# gpurr bisect on unmodified PyTorch scripts (bisect/expectations.txt).
+part_bisect() { check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build"; }
 
-# 2d. The pip route: the bundle's wheel installed and used.
-wanted wheel && check "wheel" "$here/check_wheel_gpu.sh" "$build"
+# The pip route: the bundle's wheel installed and used.
+part_wheel() { check "wheel" "$here/check_wheel_gpu.sh" "$build"; }
 
-# 2e. Programs of other shapes: compiled, graphed, distributed, JAX, profiled.
-wanted frameworks && check "frameworks" "$here/frameworks/check_frameworks.sh" "$build"
+# Programs of other shapes: compiled, graphed, distributed, JAX, profiled.
+part_frameworks() { check "frameworks" "$here/frameworks/check_frameworks.sh" "$build"; }
 
-# 3. The device hash against the CPU reference.
-if wanted hash; then
-  ran_by_name=()
+# The device hash against the CPU reference.
+part_hash() {
+  local hm
   for hm in "$build/tests/gpu/hash_match/hash_match" "$build/tests/gpu/hash_match"; do
     if [ -f "$hm" ] && [ -x "$hm" ]; then
       check "hash_match" "$hm"
-      ran_by_name+=(hash_match)
-      break
+      return
     fi
   done
-  [ ${#ran_by_name[@]} -eq 0 ] && echo "(no hash_match in this build)"
-fi
+  echo "(no hash_match in this build)"
+}
 
-# 4. The other GPU tests registered with ctest. A build folder copied from
+# The other GPU tests registered with ctest. A build folder copied from
 # another machine names that machine's paths in its test files: point them
 # at where the build and the sources are now (the build is a copy anyway).
-configured=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
-configured_source=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
-source=$(cd "$here/../.." && pwd -P)
-if [ -n "$configured" ] && [ -n "$configured_source" ] &&
-   { [ "$configured" != "$build" ] || [ "$configured_source" != "$source" ]; }; then
-  echo "  the build was configured as $configured (sources $configured_source); its test files now name $build (sources $source)"
-  find "$build" \( -name CTestTestfile.cmake -o -name '*_include-*.cmake' -o -name '*_tests-*.cmake' \) -print0 |
-    xargs -0 -r sed -i -e "s#$configured#@GPURR_BUILD@#g" -e "s#$configured_source#@GPURR_SOURCE@#g" \
-      -e "s#@GPURR_BUILD@#$build#g" -e "s#@GPURR_SOURCE@#$source#g"
-fi
-if ! wanted ctest; then
-  :
-elif [ ! -f "$build/CTestTestfile.cmake" ]; then
-  skip "ctest -L gpu (no ctest files in $build)"
-elif ! command -v ctest >/dev/null; then
-  skip "ctest -L gpu (no ctest on this machine)"
-else
-  exclude='^(gpu_record_|gpu_pytorch_|gpu_library_annotations$|gpu_bisect$|hash_match$)'
-  if (cd "$build" && ctest -L gpu -E "$exclude" --output-on-failure) >"$log/ctest.log" 2>&1; then
-    pass "ctest -L gpu, the other GPU tests ($(grep -o '[0-9]*% tests passed.*\|No tests were found' "$log/ctest.log" | head -1))"
-  else
-    sed 's/^/    /' "$log/ctest.log" | tail -40
-    fail "ctest -L gpu, the other GPU tests"
+part_ctest() {
+  local configured configured_source source
+  configured=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
+  configured_source=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
+  source=$(cd "$here/../.." && pwd -P)
+  if [ -n "$configured" ] && [ -n "$configured_source" ] &&
+     { [ "$configured" != "$build" ] || [ "$configured_source" != "$source" ]; }; then
+    echo "  the build was configured as $configured (sources $configured_source); its test files now name $build (sources $source)"
+    find "$build" \( -name CTestTestfile.cmake -o -name '*_include-*.cmake' -o -name '*_tests-*.cmake' \) -print0 |
+      xargs -0 -r sed -i -e "s#$configured#@GPURR_BUILD@#g" -e "s#$configured_source#@GPURR_SOURCE@#g" \
+        -e "s#@GPURR_BUILD@#$build#g" -e "s#@GPURR_SOURCE@#$source#g"
   fi
+  if [ ! -f "$build/CTestTestfile.cmake" ]; then
+    skip "ctest -L gpu (no ctest files in $build)"
+  elif ! command -v ctest >/dev/null; then
+    skip "ctest -L gpu (no ctest on this machine)"
+  else
+    local exclude='^(gpu_record_|gpu_pytorch_|gpu_library_annotations$|gpu_bisect$|hash_match$)'
+    if (cd "$build" && timeout -k 10 "$(limit)" ctest -L gpu -E "$exclude" --output-on-failure) >"$log/ctest.log" 2>&1; then
+      pass "ctest -L gpu, the other GPU tests ($(grep -o '[0-9]*% tests passed.*\|No tests were found' "$log/ctest.log" | head -1))"
+    else
+      sed 's/^/    /' "$log/ctest.log" | tail -40
+      fail "ctest -L gpu, the other GPU tests"
+    fi
+    save_logs
+  fi
+}
+
+# The pair of traces for examples/gpu/ and the README's quick start.
+part_example() { check "example" "$here/make_example.sh" "$build" "$log/example"; }
+
+# The benchmarks: figures, each benchmark a check (a missed goal fails it).
+part_bench() {
+  local bench=$here/../../bench b
+  check "bench step_time" "$bench/step_time.sh" "$build" 3
+  for b in gpu_hash_bench snapshot_bench replay_bench; do
+    if [ -x "$build/bench/$b" ]; then
+      check "bench $b" "$build/bench/$b"
+    else
+      skip "bench $b (not built)"
+    fi
+  done
+  check "bench bisect_time" "$bench/bisect_time.sh" "$build" index_add.py
+}
+
+not_reached=()
+for p in $parts; do
+  # A part started less than a minute before the deadline would leave only
+  # a stopped log: the parts from there on are listed for the next command.
+  if [ -n "$deadline" ] && [ $((deadline - $(date +%s))) -lt 60 ]; then
+    not_reached+=("$p")
+    continue
+  fi
+  echo "== $p ($(date -u '+%H:%M:%S'))"
+  "part_$p"
+done
+if [ ${#not_reached[@]} -gt 0 ]; then
+  echo "${not_reached[*]}" >"$log/not_reached.txt"
+  for p in "${not_reached[@]}"; do skip "$p (not reached before GPURR_DEADLINE)"; done
 fi
+save_logs
 
 echo
 echo "gpurr GPU suite: $passed passed, $failed failed, $skipped skipped"
 for f in "${failures[@]}"; do echo "  failed: $f"; done
+[ ${#not_reached[@]} -gt 0 ] && echo "not reached (next command): tests/gpu/run.sh $build ${not_reached[*]}"
 echo "logs: $log"
 [ $failed -eq 0 ]
