@@ -32,6 +32,13 @@ Json rangeList(const std::vector<RangeDigest>& rs) {
   return out;
 }
 
+// An operation enqueued into a CUDA graph's capture (runs with the graph's launch).
+template <typename T>
+void captured(const T& op, Json& out) {
+  out["captured"] = op.captured;
+  out["captureId"] = op.captureId;
+}
+
 Json launch(const KernelLaunch& k) {
   Json reads = Json::array();
   for (const RangeDigest& r : k.reads) {
@@ -186,10 +193,12 @@ Json toJson(const Event& event) {
                            {"size", p.size},           {"dst", range(p.dst)},  {"src", range(p.src)},
                            {"digest", hex16(p.digest)}};
           if (p.data) out["memcpy"]["data"] = blob(*p.data);
+          captured(p, out["memcpy"]);
         } else if constexpr (std::is_same_v<T, Memset>) {
           out["memset"] = {{"stream", p.stream},    {"async", p.async},
                            {"dst", range(p.dst)},   {"value", p.value},
                            {"elementSize", p.elementSize}, {"digest", hex16(p.digest)}};
+          captured(p, out["memset"]);
         } else if constexpr (std::is_same_v<T, Allocation>) {
           out["alloc"] = {{"ordinal", p.ordinal}, {"address", p.address}, {"size", p.size},
                           {"kind", toString(p.kind)}, {"device", p.device}, {"stream", p.stream}};
@@ -203,6 +212,7 @@ Json toJson(const Event& event) {
           out["graph"] = {{"graphExec", p.graphExec}, {"stream", p.stream},
                           {"nodeCount", p.nodeCount}, {"inputs", rangeList(p.inputs)},
                           {"outputs", rangeList(p.outputs)}};
+          captured(p, out["graph"]);
         }
       },
       event.payload);

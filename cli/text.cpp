@@ -46,6 +46,12 @@ std::string libraryVersion(uint32_t v) {
 
 namespace {
 
+// An operation enqueued into a CUDA graph's capture runs with the graph's launch.
+template <typename T>
+std::string capturedInto(const T& op) {
+  return op.captured ? fmt::format(" captured-into-graph capture={}", op.captureId) : std::string();
+}
+
 std::string ranges(const std::vector<RangeDigest>& rs) {
   std::string out = "[";
   for (size_t i = 0; i < rs.size(); ++i) {
@@ -66,7 +72,7 @@ std::string launchLine(const KernelLaunch& k) {
                      k.pointers.size());
   if (k.api != LaunchApi::kLaunchKernel) out += fmt::format(" api={}", toString(k.api));
   if (k.captured) {
-    out += fmt::format(" captured-into-graph capture={}", k.captureId);  // runs with the graph's launch
+    out += capturedInto(k);
   } else if (!k.hashed) {
     out += " not-hashed";
   } else {
@@ -123,12 +129,13 @@ std::string describe(const Event& event) {
                             humanBytes(p.size), where(p.src), where(p.dst), p.stream,
                             p.async ? " async" : "", hex16(p.digest));
                         if (p.data) s += " +data";
-                        return s;
+                        return s + capturedInto(p);
                       } else if constexpr (std::is_same_v<T, Memset>) {
                         return fmt::format("memset {} {} value={:#x}/{}B stream={:#x}{} digest={}",
                                            where(p.dst), humanBytes(p.dst.size), p.value,
                                            p.elementSize, p.stream, p.async ? " async" : "",
-                                           hex16(p.digest));
+                                           hex16(p.digest)) +
+                               capturedInto(p);
                       } else if constexpr (std::is_same_v<T, Allocation>) {
                         return fmt::format("alloc #{} {} {} at {:#x} device={}", p.ordinal,
                                            toString(p.kind), humanBytes(p.size), p.address,
@@ -144,7 +151,8 @@ std::string describe(const Event& event) {
                       } else {
                         return fmt::format("graph exec={:#x} nodes={} stream={:#x} in={} out={}",
                                            p.graphExec, p.nodeCount, p.stream, ranges(p.inputs),
-                                           ranges(p.outputs));
+                                           ranges(p.outputs)) +
+                               capturedInto(p);
                       }
                     },
                     event.payload) +

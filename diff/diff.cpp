@@ -426,7 +426,7 @@ class Summariser {
 
   void add(const ScanEvent& e) {
     Run& run = run_;
-    if (e.kind == 0 && e.captured) return;  // not run then: its graph's launch is the operation
+    if (e.captured) return;  // not run then: its graph's launch is the operation
     if (!firstThread_) firstThread_ = e.thread;
     run.threads |= e.thread != *firstThread_;
     switch (e.kind) {
@@ -1214,7 +1214,7 @@ void checkWritten(const Run& run, uint64_t beforeSeq, std::vector<RangeDifferenc
   auto want = [&](uint32_t o) { return std::find(ordinals.begin(), ordinals.end(), o) != ordinals.end(); };
   scanEvents(*run.reader, [&](const ScanEvent& e) {
     if (e.seq >= beforeSeq) return false;
-    if (e.kind == 0 || e.kind == 1 || e.kind == 2 || e.kind == 7) {
+    if (isOperation(e)) {
       if (e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost) return true;
       for (const ScanRange& r : e.outputs) {
         if (r.range.allocation != 0 && want(r.range.allocation)) {

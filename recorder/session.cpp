@@ -780,9 +780,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   // Enqueued on a stream being captured into a graph: the kernel does not run
   // now (the graph's launch runs it), so it takes no launch number and
   // nothing is hashed, copied or re-run for it.
-  if (const std::optional<uint64_t> capture = device_->captureOf(pending->stream)) {
-    k.captured = true;
-    k.captureId = *capture;
+  if (markCaptured(k, pending->stream)) {
     k.hashed = false;
     std::lock_guard lock(mu_);
     for (const ScannedPointer& p : scanPointers(k.params, allocations_, device)) k.pointers.push_back(p.param);
@@ -926,6 +924,11 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   auto pending = std::make_unique<PendingLaunch>();
   pending->context = u64(cb.context);
   pending->stream = enqueueStream(g.stream, perThread);
+  if (markCaptured(g, pending->stream)) {
+    pending->entry.event = newEvent(std::move(g));
+    if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
+    return;
+  }
   // No per-node information: the graph may touch any live device memory, so
   // its pre and post state is every device allocation its device can read.
   const uint32_t device = deviceOf(pending->context);
@@ -1192,6 +1195,12 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   uint64_t dst = 0, src = 0;
   bool dstDevice = false, srcDevice = false;
   const void* hostSource = nullptr;
+  // Enqueued into a graph's capture: listed, nothing hashed, kept or forgotten.
+  auto emitIfCaptured = [&] {
+    if (!markCaptured(m, enqueueStream(m.stream, perThread))) return false;
+    emitEvent(std::move(m));
+    return true;
+  };
   switch (h) {
     case Handler::kMemcpyHtoD: {
       const auto& p = params<cuMemcpyHtoD_v2_params>(cb);
@@ -1255,6 +1264,7 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
       m.kind = trace::MemcpyKind::kPeer;
       m.dst = deviceRange(dst, m.size);
       m.src = deviceRange(src, m.size);
+      if (emitIfCaptured()) return;
       writeHistory().forget(dst, dst + m.size);  // written without a digest
       if (options_.full) warnNotReplayable("peer copies", "what they write on the other device");
       emitEvent(std::move(m));
@@ -1298,6 +1308,7 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
                          : (srcDevice ? trace::MemcpyKind::kDeviceToHost : trace::MemcpyKind::kHostToHost);
       m.dst = dstDevice ? deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
       m.src = srcDevice ? deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
+      if (emitIfCaptured()) return;
       if (options_.full && dstDevice) warnNotReplayable("2D and 3D copies to device memory", "the bytes they write");
       if (dstDevice) writeHistory().forget(dst, dst + extent);  // written without a digest
       emitEvent(std::move(m));
@@ -1308,6 +1319,7 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
                      : (srcDevice ? trace::MemcpyKind::kDeviceToHost : trace::MemcpyKind::kHostToHost);
   m.dst = dstDevice ? deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
   m.src = srcDevice ? deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
+  if (emitIfCaptured()) return;
 
   SinkEntry entry;
   if (options_.captureHostData && m.kind == trace::MemcpyKind::kHostToDevice && hostSource != nullptr && m.size > 0) {
@@ -1375,9 +1387,13 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
       return;
   }
   s.dst = deviceRange(dst, bytes);
+  const uint64_t stream = enqueueStream(s.stream, perThread);
+  if (markCaptured(s, stream)) {
+    emitEvent(std::move(s));
+    return;
+  }
   if (options_.full && !contiguous) warnNotReplayable("2D memsets", "their row pitch and width");
   SinkEntry entry;
-  const uint64_t stream = enqueueStream(s.stream, perThread);
   // A 2D set leaves the gaps between rows alone: no single-range digest.
   if (contiguous && bytes > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), s.dst)) {
     entry.after = hashRanges(u64(cb.context), stream, {s.dst});

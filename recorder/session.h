@@ -93,6 +93,17 @@ class RecordSession {
   uint64_t runtimeFunction(uint64_t hostFunction);  // cached Device::runtimeFunction
   void graphLaunch(bool perThread, const CUpti_CallbackData& cb);
   void allocationExit(Handler h, const CUpti_CallbackData& cb);
+  // Marks `op` (a launch, copy, set or graph launch) captured when `stream`
+  // is being captured into a CUDA graph: it does not run now (the graph's
+  // launch runs it), so nothing of it is hashed and it writes nothing yet.
+  template <typename Op>
+  bool markCaptured(Op& op, uint64_t stream) {
+    const std::optional<uint64_t> capture = device_->captureOf(stream);
+    if (!capture) return false;
+    op.captured = true;
+    op.captureId = *capture;
+    return true;
+  }
   void copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void setExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void syncExit(Handler h, bool perThread, const CUpti_CallbackData& cb);

@@ -255,10 +255,11 @@ StreamStep streamStep(const Event& e) {
   StreamStep step;
   StreamOp op;
   op.seq = e.seq;
+  // A launch, copy or set captured into a graph ran only inside the graph's
+  // launch, where replay stops.
+  if (!isOperation(e.payload)) return step;
   if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
-    // A host function runs nothing on the device; a launch captured into a
-    // graph ran only inside the graph's launch, where replay stops.
-    if (k->api == LaunchApi::kLaunchHost || k->captured) return step;
+    if (k->api == LaunchApi::kLaunchHost) return step;  // runs nothing on the device
     if (k->module == 0 || k->function.empty()) {
       step.stop = fmt::format(
           "launch #{} ({}) cannot be re-run: the recorder did not tie its function to a loaded module image, so "

@@ -408,6 +408,8 @@ void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder ou
           encodeRange(p.src, m.initSrc());
           m.setDigest(p.digest);
           if (p.data) encodeBlob(*p.data, m.initData());
+          m.setCaptured(p.captured);
+          m.setCaptureId(p.captureId);
         } else if constexpr (std::is_same_v<T, Memset>) {
           auto m = out.initMemset();
           m.setStream(p.stream);
@@ -416,6 +418,8 @@ void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder ou
           m.setValue(p.value);
           m.setElementSize(p.elementSize);
           m.setDigest(p.digest);
+          m.setCaptured(p.captured);
+          m.setCaptureId(p.captureId);
         } else if constexpr (std::is_same_v<T, Allocation>) {
           auto a = out.initAlloc();
           a.setOrdinal(p.ordinal);
@@ -446,6 +450,8 @@ void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder ou
           g.setNodeCount(p.nodeCount);
           encodeDigests(p.inputs, g.initInputs(p.inputs.size()));
           encodeDigests(p.outputs, g.initOutputs(p.outputs.size()));
+          g.setCaptured(p.captured);
+          g.setCaptureId(p.captureId);
         }
       },
       in.payload);
@@ -471,12 +477,15 @@ bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
       o.src = decodeRange(m.getSrc());
       o.digest = m.getDigest();
       o.data = m.hasData() ? std::optional<BlobRef>(decodeBlob(m.getData())) : std::nullopt;
+      o.captured = m.getCaptured();
+      o.captureId = m.getCaptureId();
       return true;
     }
     case schema::Event::MEMSET: {
       auto m = in.getMemset();
-      out.payload = Memset{m.getStream(), m.getAsync(),       decodeRange(m.getDst()),
-                           m.getValue(),  m.getElementSize(), m.getDigest()};
+      out.payload = Memset{m.getStream(),      m.getAsync(),    decodeRange(m.getDst()),
+                           m.getValue(),       m.getElementSize(), m.getDigest(),
+                           m.getCaptured(),    m.getCaptureId()};
       return true;
     }
     case schema::Event::ALLOC: {
@@ -508,6 +517,8 @@ bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
       o.nodeCount = g.getNodeCount();
       decodeDigests(g.getInputs(), o.inputs);
       decodeDigests(g.getOutputs(), o.outputs);
+      o.captured = g.getCaptured();
+      o.captureId = g.getCaptureId();
       return true;
     }
   }

@@ -19,7 +19,9 @@ namespace gpurr::trace {
 inline constexpr uint32_t kFormatVersion = 1;
 // Forward-compatibility number: bumped when a change lets old readers still
 // read new traces (new fields with defaults). Reported, never rejected.
-inline constexpr uint32_t kCompatVersion = 4;  // 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads
+// 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads;
+// 5: Memcpy, Memset and GraphLaunch .captured, .captureId
+inline constexpr uint32_t kCompatVersion = 5;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -301,6 +303,10 @@ struct Memcpy {
   DeviceRange src;
   uint64_t digest = 0;              // buffer hash of the bytes written
   std::optional<BlobRef> data;      // the bytes, with --capture-host-data
+  // As KernelLaunch::captured: enqueued on a stream being captured into a
+  // CUDA graph, so it did not run then and nothing was hashed.
+  bool captured = false;
+  uint64_t captureId = 0;
   bool operator==(const Memcpy&) const = default;
 };
 
@@ -311,6 +317,8 @@ struct Memset {
   uint32_t value = 0;
   uint32_t elementSize = 1;  // 1, 2 or 4
   uint64_t digest = 0;       // buffer hash of the range after the set
+  bool captured = false;     // as Memcpy::captured
+  uint64_t captureId = 0;
   bool operator==(const Memset&) const = default;
 };
 
@@ -337,6 +345,8 @@ struct GraphLaunch {
   uint32_t nodeCount = 0;
   std::vector<RangeDigest> inputs;
   std::vector<RangeDigest> outputs;
+  bool captured = false;  // as Memcpy::captured: launched into a capture, a node of another graph
+  uint64_t captureId = 0;
   bool operator==(const GraphLaunch&) const = default;
 };
 
@@ -379,8 +389,10 @@ inline const char* kindName(const Payload& payload) { return kEventKindNames[pay
 // As isOperation(ScanEvent) (scan.h), for a decoded event.
 inline bool isOperation(const Payload& p) {
   if (const auto* k = std::get_if<KernelLaunch>(&p)) return !k->captured;
-  return std::holds_alternative<Memcpy>(p) || std::holds_alternative<Memset>(p) ||
-         std::holds_alternative<GraphLaunch>(p);
+  if (const auto* m = std::get_if<Memcpy>(&p)) return !m->captured;
+  if (const auto* m = std::get_if<Memset>(&p)) return !m->captured;
+  if (const auto* g = std::get_if<GraphLaunch>(&p)) return !g->captured;
+  return false;
 }
 // The framework op of an event: its origin's, else a FrameworkOp annotation's
 // (traces written without a framework layer); empty when neither says.

@@ -274,6 +274,7 @@ struct Scratch {
 bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.seq = in.getSeq();
   e.thread = in.getThread();
+  e.captured = false;
   s.reads.clear();
   switch (in.which()) {
     case schema::Event::LAUNCH: {
@@ -309,6 +310,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       e.memcpyKind = static_cast<MemcpyKind>(static_cast<uint16_t>(m.getKind()));
       e.size = m.getSize();
       e.hasData = m.hasData();
+      e.captured = m.getCaptured();
       s.outputs.resize(1);
       s.outputs[0] = {range(m.getDst()), m.getDigest(), false};
       s.inputs.resize(1);
@@ -320,6 +322,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       e.stream = m.getStream();
       e.value = m.getValue();
       e.elementSize = m.getElementSize();
+      e.captured = m.getCaptured();
       s.inputs.clear();
       s.outputs.resize(1);
       s.outputs[0] = {range(m.getDst()), m.getDigest(), false};
@@ -351,6 +354,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       auto g = in.getGraph();
       e.stream = g.getStream();
       e.nodeCount = g.getNodeCount();
+      e.captured = g.getCaptured();
       digests(g.getInputs(), s.inputs);
       digests(g.getOutputs(), s.outputs);
       break;

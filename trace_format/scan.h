@@ -42,7 +42,9 @@ struct ScanEvent {
   std::span<const uint8_t> params;
   std::span<const PointerParam> pointers;
   bool hashed = true;
-  bool captured = false;  // into a CUDA graph: did not run (KernelLaunch::captured)
+  // Launch, memcpy, memset, graph: enqueued into a CUDA graph's capture,
+  // so it did not run then (KernelLaunch::captured).
+  bool captured = false;
   bool hasAnnotations = false;
   // Launch and graph: digests before and after; memcpy and memset: `outputs`
   // holds the written range with its digest, memcpy's `inputs` its source.
@@ -65,10 +67,10 @@ struct ScanEvent {
 };
 
 // An operation of the device's command stream that ran when recorded: a
-// launch (not one captured into a graph), copy, set or graph launch. The
+// launch, copy, set or graph launch, not one captured into a graph. The
 // diff aligns these; the report numbers them alike.
 inline bool isOperation(const ScanEvent& e) {
-  return (e.kind == 0 && !e.captured) || e.kind == 1 || e.kind == 2 || e.kind == 7;
+  return (e.kind == 0 || e.kind == 1 || e.kind == 2 || e.kind == 7) && !e.captured;
 }
 
 // `requested`, or when it is 0 the number of cores

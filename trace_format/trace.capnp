@@ -287,6 +287,8 @@ struct Memcpy {
   src @5 :DeviceRange;
   digest @6 :UInt64;
   data @7 :BlobRef;            # null when not captured
+  captured @8 :Bool;           # enqueued on a stream being captured into a CUDA graph: not run now (compatVersion 5)
+  captureId @9 :UInt64;        # the capture's id, when captured
 }
 
 struct Memset {
@@ -296,6 +298,8 @@ struct Memset {
   value @3 :UInt32;
   elementSize @4 :UInt32 = 1;
   digest @5 :UInt64;
+  captured @6 :Bool;           # as Memcpy.captured (compatVersion 5)
+  captureId @7 :UInt64;
 }
 
 enum SyncKind {
@@ -320,6 +324,8 @@ struct GraphLaunch {
   nodeCount @2 :UInt32;
   inputs @3 :List(RangeDigest);
   outputs @4 :List(RangeDigest);
+  captured @5 :Bool;           # as Memcpy.captured (compatVersion 5)
+  captureId @6 :UInt64;
 }
 
 # Where a launch, copy or set came from in the program's framework (PyTorch

@@ -5,7 +5,8 @@
 # that the pair is small enough to ship (<= 5 MiB together) and that
 # `gpurr diff` names a nondeterministic kernel, then writes OUT_DIR/a.gpurr,
 # OUT_DIR/b.gpurr and OUT_DIR/diff.txt (the report, for the README). Copy
-# OUT_DIR into examples/gpu/ and commit it. Exits 77 without a GPU.
+# OUT_DIR into examples/gpu/ and commit it. Exits 77 without a GPU, or
+# without PyTorch seeing one (PYTHON names the interpreter).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: make_example.sh BUILD_DIR OUT_DIR}" && pwd)
@@ -13,6 +14,8 @@ out=${2:?usage: make_example.sh BUILD_DIR OUT_DIR}
 gpurr=$build/bin/gpurr
 python=${PYTHON:-python3}
 "$build/tests/gpu/gpu_probe" >/dev/null || { echo "no GPU: skipped"; exit 77; }
+"$python" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null ||
+  { echo "no GPU for PyTorch ($python): skipped"; exit 77; }
 mkdir -p "$out"
 for run in a b; do
   if ! (cd "$here/bisect" && "$gpurr" record --force -o "$out/$run.gpurr" -- "$python" index_add.py) \

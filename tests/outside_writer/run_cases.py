@@ -189,6 +189,36 @@ def extra_allocation():
 
 
 @case
+def captured_work():
+    """Copies, sets and graph launches enqueued into a CUDA graph's capture
+    (FORMAT.md: `captured`) did not run: they are no operations, so a capture
+    in one run only, or captures that differ, change nothing, and a later
+    divergence is found at the same operation."""
+    a, pa = record(Variant(seed=1))
+    b, pb = record(Variant(seed=2, capture_step=3))
+    captured = [e for e in pb.events if any(isinstance(e.get(k), dict) and e[k].get('captured')
+                                             for k in ('memcpy', 'memset', 'graph'))]
+    expect(len(captured) == 3, 'run B captures a set, a copy and a graph launch', len(captured))
+    j = expect_identical(a, b, 'a capture in run B only')
+    ops = process(j)['operations']
+    expect(ops['a'] == ops['b'] == ops['matched'], 'the captured work is no operation', ops)
+    c, _ = record(Variant(seed=3, capture_step=3, capture_bytes=8192))
+    expect_identical(b, c, 'captures whose copies differ in size')
+    dump = subprocess.run([GPURR, 'dump', b], capture_output=True, text=True).stdout
+    expect(dump.count('captured-into-graph capture=10') == 3, 'gpurr dump marks the three captured events')
+    # a divergence after the capture: the same operation as without it
+    d, _ = record(Variant(seed=4, atomics_step=5))
+    e, _ = record(Variant(seed=5, atomics_step=5, capture_step=3))
+    _, plain = expect_cause(a, d, 'nondeterministicKernel', 'atomics at step 5')
+    _, with_capture = expect_cause(a, e, 'nondeterministicKernel', 'atomics at step 5, after a capture in run B')
+    same = ('index', 'launchIndex')
+    expect(plain['a']['seq'] == with_capture['a']['seq'] and
+           [plain['b'][k] for k in same] == [with_capture['b'][k] for k in same] and
+           with_capture['b']['seq'] == plain['b']['seq'] + 3,
+           'the same divergent operation, three events later in run B', [plain['b'], with_capture['b']])
+
+
+@case
 def interleaving():
     """Autograd's thread and the main thread interleave at random in every
     run (the metrics stream, the next batch's copies): identical."""
@@ -522,7 +552,7 @@ def future_schema():
 
 @case
 def unknown_event_kind():
-    """A newer writer (compatVersion 5) adds a kind of event: gpurr skips it
+    """A newer writer (compatVersion 6) adds a kind of event: gpurr skips it
     with one warning naming the trace's version, and compares the rest."""
     s = future_schema()
     a, pa = record(Variant(seed=1))
@@ -531,7 +561,7 @@ def unknown_event_kind():
     extra = [(q + 1, {'seq': q + 1, 'timeNs': [e for e in prog.events if e['seq'] == q][0]['timeNs'], 'thread': 0,
                       'memoryPressure': {'freeBytes': 1 << 30, 'device': 0, 'note': 'low'}}) for q in allocs]
     b = os.path.join(TMP, 'future.gpurr')
-    prog.write(b, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, compat_version=5,
+    prog.write(b, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, compat_version=6,
                schema_module=s, extra_events=extra)
     rc, j = verify(b)
     expect(j['eventsOfUnknownKind'] == len(extra), 'verify: sound, %d events of an unknown kind' % len(extra), j)
@@ -539,9 +569,9 @@ def unknown_event_kind():
         rc, j, err = diff(x, y)
         expect(rc == 0 and j['identical'], 'diff %s: identical, exit 0' % ('A B' if x == a else 'B A'), {'rc': rc, 'err': err})
         warn = [l for l in err.splitlines() if 'skipped' in l]
-        expect(len(warn) == 1 and '5' in warn[0], 'one warning, naming compatibility 5', err)
+        expect(len(warn) == 1 and '6' in warn[0], 'one warning, naming compatibility 6', err)
     info = json.loads(subprocess.run([GPURR, 'info', '--json', b], capture_output=True, text=True).stdout)
-    expect(info['eventsOfUnknownKind'] == len(extra) and info['header']['compatVersion'] == 5,
+    expect(info['eventsOfUnknownKind'] == len(extra) and info['header']['compatVersion'] == 6,
            'info counts them', {k: info.get(k) for k in ('eventsOfUnknownKind', 'events')})
 
 

@@ -726,6 +726,73 @@ TEST_CASE("captured launches take no launch number: --launches counts the launch
   CHECK_FALSE(launches[2].hashed);
 }
 
+TEST_CASE("copies, sets and graph launches on a stream being captured are marked captured: nothing hashed, kept or "
+          "forgotten",
+          "[recorder][session][capture]") {
+  Harness h(std::map<std::string, std::string>{{"GPURR_CAPTURE_HOST_DATA", "1"}});
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> x = randomBytes(8192, 93), y = randomBytes(8192, 94), host = randomBytes(64, 95);
+  h.memAlloc(x);
+  h.memAlloc(y);
+  uint64_t px = addr(x.data()), py = addr(y.data());
+  float a = 1.0f;
+  int n = 16;
+  void* args[] = {&px, &py, &a, &n};
+  h.launch(kAxpy, args, 0x5);  // first uses: both hashed before, then touched on stream 5
+  const size_t enqueued = h.calls.size();
+  h.device->capturing.insert(0x77);
+  {
+    cuMemcpyHtoDAsync_v2_params p{px, host.data(), host.size(), reinterpret_cast<CUstream>(0x77)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, &p);
+  }
+  {
+    cuMemcpyDtoDAsync_v2_params p{py + 100, px, 50, reinterpret_cast<CUstream>(0x77)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoDAsync_v2, &p);
+  }
+  {
+    cuMemsetD8Async_params p{py, 1, 10, reinterpret_cast<CUstream>(0x77)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async, &p);
+  }
+  {
+    cuGraphLaunch_params g{reinterpret_cast<CUgraphExec>(0x6), reinterpret_cast<CUstream>(0x77)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &g);
+  }
+  CHECK(h.calls.size() == enqueued);  // nothing enqueued on the capturing stream
+  h.device->capturing.erase(0x77);
+  h.launch(kAxpy, args, 0x5);  // the captured work has not run: x and y are as launch 0 left them
+  const auto events = h.finishAndRead();
+  const auto copies = eventsOf<trace::Memcpy>(events);
+  const auto sets = eventsOf<trace::Memset>(events);
+  const auto graphs = eventsOf<trace::GraphLaunch>(events);
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  REQUIRE(copies.size() == 2);
+  REQUIRE(sets.size() == 1);
+  REQUIRE(graphs.size() == 1);
+  REQUIRE(launches.size() == 2);
+  for (const auto& c : copies) {
+    CHECK(c.captured);
+    CHECK(c.captureId == 40 + 0x77);
+    CHECK(c.digest == 0);
+    CHECK_FALSE(c.data);  // the host bytes are read when the graph runs, not now
+  }
+  CHECK(copies[0].kind == trace::MemcpyKind::kHostToDevice);
+  CHECK(copies[1].dst == trace::DeviceRange{py + 100, 50, 2, 100});
+  CHECK(sets[0].captured);
+  CHECK(sets[0].captureId == 40 + 0x77);
+  CHECK(sets[0].digest == 0);
+  CHECK(graphs[0].captured);
+  CHECK(graphs[0].inputs.empty());
+  CHECK(graphs[0].outputs.empty());
+  for (const auto& e : events) {
+    if (std::holds_alternative<trace::Memcpy>(e.payload) || std::holds_alternative<trace::Memset>(e.payload) ||
+        std::holds_alternative<trace::GraphLaunch>(e.payload)) {
+      CHECK_FALSE(trace::isOperation(e.payload));
+    }
+  }
+  CHECK(launches[0].inputs.size() == 2);
+  CHECK(launches[1].inputs.empty());  // still last written, with a digest, by launch 0
+}
+
 TEST_CASE("cuLaunchKernelEx: extra parameter buffer, attributes and cluster dims", "[recorder][session]") {
   Harness h;
   h.device->functions[kAxpy] = axpyInfo(0);

@@ -1,7 +1,8 @@
 // Whole-stream replay planning on traces written with TraceWriter:
 // allocations over time (a freed range reused), copies with and without their
 // bytes, memsets, launches checked and not, where replay stops (graph
-// launches, 2D sets, copies it cannot repeat), --until, and the refusals
+// launches, 2D sets, copies it cannot repeat; not what was captured into a
+// graph), --until, and the refusals
 // (not --full, several GPUs, missing images).
 #include <catch2/catch.hpp>
 
@@ -294,6 +295,23 @@ TEST_CASE("stream plan: sets and copies the trace describes only by their extent
   CHECK_FALSE(plan.stopSeq.has_value());
   CHECK(plan.launches == 0);
   CHECK(plan.operations == 1);
+
+  // Nor did copies, sets and graph launches captured into a graph, each of
+  // which would stop the replay if it had run (no digest, no bytes, a graph).
+  Memcpy onDevice = copy(MemcpyKind::kDeviceToDevice, {kX + 8192, 4096, 1, 8192}, {kX, 4096, 1, 0}, 4096);
+  Memcpy toDevice = copy(MemcpyKind::kHostToDevice, {kX, 64, 1, 0}, {0x1000, 64, 0, 0}, 64);
+  Memset set{0, true, {kX, 4096, 1, 0}, 0, 1, 0};
+  GraphLaunch graph;
+  graph.nodeCount = 3;
+  onDevice.captured = toDevice.captured = set.captured = graph.captured = true;
+  events.push_back({5, 0, 0, onDevice});
+  events.push_back({6, 0, 0, toDevice});
+  events.push_back({7, 0, 0, set});
+  events.push_back({8, 0, 0, graph});
+  plan = replay::planStreamReplay(events, header, "t.gpurr", {}, all);
+  CHECK_FALSE(plan.stopSeq.has_value());
+  CHECK(plan.operations == 1);
+  CHECK(plan.memsets == 1);
 }
 
 TEST_CASE("stream plan: VMM reservations get the parts the stream touches", "[replayer][stream]") {

@@ -2,7 +2,7 @@
 # Writes a trace as a newer gpurr would: its schema (trace_format/trace.capnp
 # with additions made by the rules of FORMAT.md §9) has a new kind of event
 # (Event.checkpoint, a union member this gpurr does not know) and new fields
-# in Header, KernelLaunch and Memcpy; its header says compatVersion 5. Old
+# in Header, KernelLaunch and Memcpy; its header says compatVersion 6. Old
 # readers must skip the new events (one warning) and ignore the new fields.
 #
 #   make_future_trace.sh SOURCE_DIR OUT_DIR
@@ -21,7 +21,7 @@ def add(after, text):
     schema = schema.replace(after, after + text, 1)
 add("    graph @10 :GraphLaunch;\n", "    checkpoint @12 :Checkpoint;   # added: a new kind of event\n")
 add("  reads @20 :List(RangeDigest);", "\n  priority @21 :Int32;         # added\n  label @22 :Text;             # added")
-add("  data @7 :BlobRef;            # null when not captured", "\n  bandwidth @8 :Float64;       # added")
+add("  captureId @9 :UInt64;        # the capture's id, when captured", "\n  bandwidth @10 :Float64;      # added")
 add("  pointersResolved @17 :Bool = true;", "\n  futureQuirk @18 :Bool;       # added")
 schema += "\nstruct Checkpoint {\n  step @0 :UInt64;\n  path @1 :Text;\n}\n"
 open(sys.argv[2], "w").write(schema)

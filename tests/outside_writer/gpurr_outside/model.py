@@ -422,6 +422,15 @@ class Program:
                 'elementSize': 1, 'digest': bufhash.digest(buf.bytes())}
         return self.emit(thread, 'memset', body, origin)
 
+    def captured(self, thread, stream, capture_id, kind, body, origin=None):
+        """A copy, set or graph launch enqueued on a stream being captured into
+        a CUDA graph (FORMAT.md: `captured`, compatVersion 5): it does not run
+        now, so no byte changes, nothing is hashed and nothing is touched."""
+        body = dict(body, stream=stream, captured=True, captureId=capture_id)
+        if kind in ('memcpy', 'memset'):
+            body['digest'] = 0
+        return self.emit(thread, kind, body, origin)
+
     def sync(self, thread, kind, stream=0, event=0):
         return self.emit(thread, 'sync', {'kind': kind, 'stream': stream, 'event': event})
 

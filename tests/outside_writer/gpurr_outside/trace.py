@@ -16,7 +16,7 @@ _IMPORTS = [os.path.dirname(os.path.dirname(capnp.__file__)), '/usr/include']
 
 MAGIC = 0x4b4c425252555047
 FORMAT_VERSION = 1
-COMPAT_VERSION = 4
+COMPAT_VERSION = 5
 
 
 def load_schema(path=SCHEMA_PATH):

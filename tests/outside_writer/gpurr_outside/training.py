@@ -52,6 +52,8 @@ class Variant:
     race_late: bool = False        # ... after it instead of before it
     race_stream: str = 'compute'   # the stream of that memset: 'compute', or 'side' (a stream of its own,
                                    # no synchronisation: only the threads' interleaving orders the two)
+    capture_step: int = None       # that step also captures a CUDA graph it never launches (a warm-up capture)
+    capture_bytes: int = 4096      # ... whose captured copy moves this many bytes
     env: dict = None
     snapshot_step: int = None      # keep the bytes of that step's launches (gpurr record --snapshot)
 
@@ -176,6 +178,8 @@ class Training:
         batch, ev = self.copy_batch(MAIN, 0)
         for step in range(v.steps):
             p.sync(MAIN, 'streamWaitEvent', self.S, ev)
+            if v.capture_step == step:
+                self.capture_graph(step)
             fwd_done, saved, loss = self.forward(step, batch)
             backward = self.backward_ops(step, saved)
             main_ops = self.main_ops(step, fwd_done, loss)
@@ -202,6 +206,21 @@ class Training:
                 batch, ev = nxt['batch'], nxt['ev']
         p.sync(MAIN, 'contextSynchronize')
         return p
+
+    def capture_graph(self, step):
+        """A graph captured on a stream of its own: a set, a copy and a child
+        graph enqueued into the capture, none of which runs now."""
+        p, cs = self.p, self.p.handle()
+        capture = 7 + step
+        o = _origin('aten::copy_', step, 'model', 88)
+        src, dst = self.params['embed.weight'], self.momentum['embed.weight']
+        n = min(self.v.capture_bytes, src.size)
+        p.captured(MAIN, cs, capture, 'memset', {'async': True, 'dst': p._drange(self.gnorm), 'value': 0,
+                                                 'elementSize': 1}, origin=o)
+        p.captured(MAIN, cs, capture, 'memcpy', {'kind': 'deviceToDevice', 'async': True, 'size': n,
+                                                 'dst': p._drange(dst, 0, n), 'src': p._drange(src, 0, n)},
+                   origin=o)
+        p.captured(MAIN, cs, capture, 'graph', {'graphExec': p.handle(), 'nodeCount': 3})
 
     def interleave(self, step, backward, main_ops, main_at=None):
         """Autograd's thread runs `backward` while the main thread runs
