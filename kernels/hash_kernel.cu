@@ -31,7 +31,7 @@ __device__ uint32_t findRange(const DeviceHashRange* ranges, uint32_t count, uin
 }
 
 // Word `w` of a chunk starting at `p` with `len` bytes, through byte loads:
-// for starts that are not 16-byte aligned and for the last, partial word.
+// for the last, partial word.
 __device__ void loadBytes(const uint8_t* p, uint64_t len, uint32_t w, uint64_t& lo, uint64_t& hi) {
   const uint64_t begin = uint64_t{w} * h::kWordBytes;
   const uint32_t n = static_cast<uint32_t>(minU64(h::kWordBytes, len - begin));
@@ -80,17 +80,26 @@ gpurr_hash_chunks(const DeviceHashRange* __restrict__ ranges, uint32_t rangeCoun
         s = h::step(s, lo, hi);
       }
     } else {
-      const bool aligned = (reinterpret_cast<uintptr_t>(p) % 16) == 0;
+      // A full word of a start that is not 16-byte aligned comes from the two
+      // aligned 16-byte blocks that hold it: each holds bytes of the range,
+      // so neither crosses into a page the range does not touch.
+      const uint32_t shift = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(p) % 16);
+      const uint4* q = reinterpret_cast<const uint4*>(p - shift);
       const uint64_t fullWords = len / h::kWordBytes;
       const uint64_t words = (len + h::kWordBytes - 1) / h::kWordBytes;
       for (uint32_t w = lane; w < words; w += h::kLanes) {
         uint64_t lo, hi;
-        if (aligned && w < fullWords) {
-          const uint4 v = __ldcs(reinterpret_cast<const uint4*>(p) + w);
+        if (w >= fullWords) {
+          loadBytes(p, len, w, lo, hi);
+        } else if (shift == 0) {
+          const uint4 v = __ldcs(q + w);
           lo = (uint64_t{v.y} << 32) | v.x;
           hi = (uint64_t{v.w} << 32) | v.z;
         } else {
-          loadBytes(p, len, w, lo, hi);
+          // Plain loads: the next lane reads the second block again, from L1.
+          const uint4 v = q[w], u = q[w + 1];
+          h::shiftedWord((uint64_t{v.y} << 32) | v.x, (uint64_t{v.w} << 32) | v.z, (uint64_t{u.y} << 32) | u.x,
+                         (uint64_t{u.w} << 32) | u.z, shift, lo, hi);
         }
         s = h::step(s, lo, hi);
       }

@@ -49,6 +49,25 @@ GPURR_HD uint64_t fmix(uint64_t x) {
   return x;
 }
 
+// Bytes [shift, shift + 16) of the 32 little-endian bytes a0 a1 a2 a3, as a
+// word's halves (lo, hi); shift is 0 to 15. The device reads a word of a
+// range that does not start on a 16-byte boundary from the two aligned
+// 16-byte blocks that hold it.
+GPURR_HD void shiftedWord(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3, uint32_t shift, uint64_t& lo,
+                          uint64_t& hi) {
+  if (shift >= 8) {
+    a0 = a1, a1 = a2, a2 = a3;
+    shift -= 8;
+  }
+  if (shift == 0) {
+    lo = a0, hi = a1;
+    return;
+  }
+  const uint32_t r = 8 * shift;
+  lo = (a0 >> r) | (a1 << (64 - r));
+  hi = (a1 >> r) | (a2 << (64 - r));
+}
+
 // Absorbs one 16-byte word (lo, hi) into state s. Not commutative: the order
 // of the words matters, and the rotated state survives a zero product.
 GPURR_HD uint64_t step(uint64_t s, uint64_t lo, uint64_t hi) {

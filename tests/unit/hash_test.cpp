@@ -140,3 +140,16 @@ TEST_CASE("every single-bit flip in a chunk changes its digest") {
   }
   CHECK(seen.size() == 1 + (data.size() * 8 + 6) / 7);
 }
+
+TEST_CASE("a word at any offset from a 16-byte boundary is assembled from the two aligned blocks that hold it") {
+  const std::vector<uint8_t> bytes = pattern(32, 37, 11);
+  uint64_t a[4];
+  std::memcpy(a, bytes.data(), 32);
+  for (uint32_t shift = 0; shift < 16; ++shift) {
+    uint64_t want[2], lo = 0, hi = 0;
+    std::memcpy(want, bytes.data() + shift, 16);
+    shiftedWord(a[0], a[1], a[2], a[3], shift, lo, hi);
+    CHECK(lo == want[0]);
+    CHECK(hi == want[1]);
+  }
+}
