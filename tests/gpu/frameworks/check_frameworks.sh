@@ -127,7 +127,7 @@ for case_name in $names; do
       if [ "$n" -gt 0 ]; then pass "$n graph launches recorded"; else fail "no graph launch recorded"; fi
       ;;
     ddp_gloo)
-      run_case ddp_gloo sorted -- "$python" -m torch.distributed.run --nproc_per_node 2 ddp_gloo.py "${extra[@]}" || continue
+      run_case ddp_gloo sorted -- "$python" -m torch.distributed.run --standalone --nproc_per_node 2 ddp_gloo.py "${extra[@]}" || continue
       if [ -d "$work/$name/a.gpurr/rank0.gpurr" ] && [ -d "$work/$name/a.gpurr/rank1.gpurr" ]; then
         pass "a trace per rank: $(ls "$work/$name/a.gpurr" | tr '\n' ' ')"
       else

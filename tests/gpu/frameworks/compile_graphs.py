@@ -4,8 +4,8 @@ captured into a CUDA graph after warm-up, and each later step is one graph
 launch. Prints the output of each step to the last bit.
 
 Expected under `gpurr record` (README.md): output unchanged; graph launches
-recorded, with the launches captured into them marked captured (not run
-then); two recordings identical."""
+recorded, with the launches, copies and sets captured into them marked
+captured (not run then); two recordings identical."""
 from common import arguments, bits, torch_or_skip
 
 args = arguments(__doc__, default_steps=8)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Data-parallel training of two processes, started by torchrun
-(`torchrun --nproc_per_node 2 ddp_gloo.py`), with the gloo backend: on a GPU
-both ranks train on the one device, and gradients are averaged through the
-host. Each rank prints its loss per step to the last bit.
+(`torchrun --standalone --nproc_per_node 2 ddp_gloo.py`), with the gloo
+backend: on a GPU both ranks train on the one device, and gradients are
+averaged through the host. Each rank prints its loss per step to the last
+bit.
 
 Expected under `gpurr record` (README.md): a directory of two traces,
 rank0.gpurr and rank1.gpurr; output unchanged; two recordings identical

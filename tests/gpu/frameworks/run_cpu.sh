@@ -14,7 +14,7 @@ for case in compile_step compile_graphs ddp_gloo jax_step with_profiler; do
   cmd=("$python" "$case.py")
   lines=3
   if [ "$case" = ddp_gloo ]; then
-    cmd=("$python" -m torch.distributed.run --nproc_per_node 2 "$case.py")
+    cmd=("$python" -m torch.distributed.run --standalone --nproc_per_node 2 "$case.py")
     lines=6
   fi
   for run in 1 2; do
