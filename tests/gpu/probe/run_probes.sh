@@ -85,6 +85,7 @@ if $python -c 'import torch' 2>/dev/null; then
   step 60 "torch allocator, cudaMallocAsync (P4.1)" env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync \
     CUDA_INJECTION64_PATH="$inject" "$python" "$here/torch_probe.py" alloc cudaMallocAsync
   step 60 "cuInit before import torch (P1.7)" env CUDA_INJECTION64_PATH="$inject" "$python" "$here/torch_probe.py" early-init
+  step 120 "torch graphs and the allocator's trace (P4.8)" "$python" "$here/torch_probe.py" graph-blocks
 else
   echo "PROBE torch not-run ($python cannot import torch)" | tee -a "$report"
 fi

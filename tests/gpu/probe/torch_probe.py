@@ -12,6 +12,10 @@ Modes:
   alloc NAME  P4.1 (and P4.4 for NAME=default): the driver calls of PyTorch's
               allocators under the PYTORCH_CUDA_ALLOC_CONF set by the caller
   early-init  P1.7: cuInit before `import torch`, then libcupti copies mapped
+  graph-blocks  P4.8: whether the caching allocator's trace (the events
+              gpurr's PyTorch layer follows) holds, as live blocks, the
+              outputs a CUDA graph writes when replayed (torch.cuda.graph,
+              torch.compile mode="reduce-overhead"); needs no subscriber
 """
 import ctypes
 import os
@@ -239,6 +243,78 @@ def mode_early_init():
                    f"the subscriber loaded {field(before, 'path')} by {field(before, 'how')})")
 
 
+def trace_state(torch):
+    """Live blocks and segments, by replaying the allocator's trace as
+    gpurr's layer does (a free request ends a block); the snapshot's bytes."""
+    snap = torch.cuda.memory._snapshot()
+    blocks, segments = {}, {}
+    for t in (snap.get("device_traces") or [[]])[0]:
+        action, addr, size = t.get("action"), t.get("addr", 0), t.get("size", 0)
+        if action == "alloc":
+            blocks[addr] = size
+        elif action in ("free_requested", "free_completed"):
+            blocks.pop(addr, None)
+        elif action in ("segment_alloc", "segment_map"):
+            segments[addr] = size
+        elif action in ("segment_free", "segment_unmap"):
+            segments.pop(addr, None)
+    reserved = sum(seg.get("total_size", 0) for seg in snap.get("segments", []))
+    return blocks, segments, reserved
+
+
+def inside(spans, pointer):
+    return any(a <= pointer < a + n for a, n in spans.items())
+
+
+def graph_answer(torch, pid, outputs, dead):
+    """outputs: pointers the graph wrote that the program holds; dead: ones
+    it wrote into blocks the program freed (intermediates)."""
+    blocks, segments, reserved = trace_state(torch)
+    live = sum(blocks.values())
+    answer(pid, f"outputs-in-live-blocks={'yes' if all(inside(blocks, p) for p in outputs) else 'no'} "
+                f"outputs-in-traced-segments={'yes' if all(inside(segments, p) for p in outputs) else 'no'} "
+                f"intermediates-in-live-blocks={'yes' if dead and all(inside(blocks, p) for p in dead) else 'no'} "
+                f"(live blocks {live / 2**20:.1f} MiB of {reserved / 2**20:.1f} MiB reserved, {len(blocks)} blocks; "
+                f"{len(outputs)} outputs, {len(dead)} intermediates)")
+
+
+def mode_graph_blocks():
+    import torch
+    torch.cuda.memory._record_memory_history(enabled="all", stacks="python", max_entries=1_000_000)
+    x = torch.randn(1024, 1024, device="cuda")
+    w = torch.randn(1024, 1024, device="cuda")
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                torch.relu(x @ w) + 1
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            mid = x @ w
+            dead = [mid.data_ptr()]
+            out = torch.relu(mid) + 1
+            del mid
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        graph_answer(torch, "P4.8/cuda-graph", [out.data_ptr()], dead)
+    except Exception as e:
+        answer("P4.8/cuda-graph", f"error ({type(e).__name__}: {e})")
+    try:
+        @torch.compile(mode="reduce-overhead")
+        def f(a, b):
+            return torch.relu(a @ b) + 1
+
+        for _ in range(5):  # warm-up, recording, then replays of the graph
+            r = f(x, w)
+        torch.cuda.synchronize()
+        graph_answer(torch, "P4.8/reduce-overhead", [r.data_ptr()], [])
+    except Exception as e:
+        answer("P4.8/reduce-overhead", f"error ({type(e).__name__}: {e})")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -249,6 +325,8 @@ def main():
         mode_alloc(sys.argv[2] if len(sys.argv) > 2 else "default")
     elif mode == "early-init":
         mode_early_init()
+    elif mode == "graph-blocks":
+        mode_graph_blocks()
     else:
         sys.exit(__doc__)
 
