@@ -317,6 +317,10 @@ struct Run {
     uint64_t digest;
   };
   std::vector<FirstRead> firstReads;
+  // The first operation of a first-use trace that wrote device bytes without
+  // their digest (a launch or graph launch whose hash failed or was not
+  // taken, a copy or set with digest 0); UINT64_MAX when none did.
+  uint64_t firstUndigested = UINT64_MAX;
 };
 
 // The ordinal of a stream the summary saw.
@@ -389,6 +393,18 @@ class Words {
 // (FORMAT.md), which is compared with nothing.
 bool recordedDigest(const ScanEvent& e) {
   return e.outputs.empty() || e.outputs[0].range.size == 0 || e.outputs[0].digest != 0;
+}
+
+// Whether operation `e` wrote device bytes without their digest: a launch
+// not hashed, a graph launch without its outputs, a copy or set into device
+// memory with digest 0 (`hashed`: recordedDigest's answer for those).
+bool writesUndigested(const ScanEvent& e, bool hashed) {
+  switch (e.kind) {
+    case 0: return !hashed;
+    case 1: case 2: return !hashed && e.outputs[0].range.allocation != 0;
+    case 7: return e.outputs.empty();
+    default: return false;
+  }
 }
 
 // The same range of one run: allocation, offset and size.
@@ -522,6 +538,7 @@ class Summariser {
     }
     hashRanges(out_, e.outputs, run.ids, shape, 0, e.thread);
     if (firstUse_ && kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) noteFirstReads(e);
+    if (firstUse_ && run.firstUndigested == UINT64_MAX && writesUndigested(e, hashed)) run.firstUndigested = e.seq;
     // Filled in where it is kept: a copy from the stack would read back
     // narrow stores with wide loads.
     Op& op = run.ops.emplace();
@@ -1240,6 +1257,49 @@ void checkWritten(const Run& run, uint64_t beforeSeq, std::vector<RangeDifferenc
   }
 }
 
+// Which of `ranges` (of `run`) hold bytes whose last write before event
+// `beforeSeq` left no digest (writesUndigested): a launch not hashed counts
+// as writing from each pointer to the end of its allocation, a graph launch
+// without outputs as writing everything. Scans the run from its start, only
+// for the first divergence and only when such a write came before it.
+std::vector<bool> writtenUndigested(const Run& run, uint64_t beforeSeq, const std::vector<DeviceRange>& ranges) {
+  std::vector<bool> out(ranges.size(), false);
+  std::vector<uint32_t> ordinals;
+  for (const DeviceRange& r : ranges) {
+    if (r.allocation != 0) ordinals.push_back(r.allocation);
+  }
+  if (run.firstUndigested >= beforeSeq || ordinals.empty()) return out;
+  auto want = [&](uint32_t o) { return std::find(ordinals.begin(), ordinals.end(), o) != ordinals.end(); };
+  IntervalLabels written;  // 0: without a digest, 1: with one
+  scanEvents(*run.reader, [&](const ScanEvent& e) {
+    if (e.seq >= beforeSeq) return false;
+    if (e.kind == 3) {
+      if (want(e.ordinal)) written.assign(e.ordinal, 0, UINT64_MAX, -1);  // fresh: unwritten
+      return true;
+    }
+    if (!isOperation(e) || (e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) return true;
+    if (e.kind == 0 && !e.hashed) {
+      for (const PointerParam& p : e.pointers) {
+        if (want(p.allocation)) written.assign(p.allocation, p.offset, UINT64_MAX, 0);
+      }
+    } else if (e.kind == 7 && e.outputs.empty()) {
+      for (uint32_t o : ordinals) written.assign(o, 0, UINT64_MAX, 0);
+    } else {
+      for (const ScanRange& r : e.outputs) {
+        if (r.range.allocation != 0 && want(r.range.allocation)) {
+          written.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, r.digest != 0);
+        }
+      }
+    }
+    return true;
+  }, 0, run.decoders);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const DeviceRange& r = ranges[i];
+    out[i] = r.allocation != 0 && written.minLabel(r.allocation, r.offset, r.offset + r.size) == 0;
+  }
+  return out;
+}
+
 std::string plural(uint64_t n, const char* word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
@@ -1442,7 +1502,29 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
           rangeText(ra), fa->seq, fb->seq));
     }
   }
-  d.inputsUncompared = oneSided + readApart;
+  // A range the history vouches for in both runs, last written before the
+  // launch without a digest in either (a hash that failed on the GPU, a
+  // graph launch not hashed): nothing vouches for it.
+  size_t undigested = 0;
+  if (firstUseA && firstUseB) {
+    const std::vector<DeviceRange> trustedA = unhashedRanges(va), trustedB = unhashedRanges(vb);
+    const std::vector<bool> inA = writtenUndigested(ctx.a, d.a.seq, trustedA);
+    const std::vector<bool> inB = writtenUndigested(ctx.b, d.b.seq, trustedB);
+    for (size_t i = 0; i < trustedA.size(); ++i) {
+      const size_t j = std::find_if(trustedB.begin(), trustedB.end(),
+                                    [&](const DeviceRange& r) { return sameRange(ctx, trustedA[i], r); }) -
+                       trustedB.begin();
+      if (j < trustedB.size() && (inA[i] || inB[j])) ++undigested;
+    }
+    if (undigested > 0) {
+      d.evidence.push_back(fmt::format(
+          "{} last written before the launch without a digest (a hash that failed, or an operation not "
+          "hashed): nothing vouches for {}",
+          undigested == 1 ? "1 range was" : fmt::format("{} ranges were", undigested),
+          undigested == 1 ? "it" : "them"));
+    }
+  }
+  d.inputsUncompared = oneSided + readApart + undigested;
   const size_t touched = va.outputs.size() + va.reads;
   d.inputsVouched = touched > a.size() + d.inputsUncompared ? touched - a.size() - d.inputsUncompared : 0;
 }

@@ -1,0 +1,90 @@
+// Traces that hash a launch's inputs at their first use only (FORMAT.md,
+// hashInputs) leave the ranges an earlier operation wrote, with a digest, to
+// the write history. Where that write left no digest (a hash that failed on
+// the GPU), nothing vouches for the bytes: the diff must not blame the
+// reader's kernel for outputs that differ.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "diff/diff.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr;
+using namespace gpurr::trace;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kX = 0x7f0000010000, kY = 0x7f0000020000;
+
+// x and y (4 KiB each); `writer` writes x, its digest kept or not; `reader`
+// reads x (its schema says so: not hashed, vouched for) and writes y.
+fs::path writeRun(const fs::path& dir, bool writerHashed, uint64_t readerOutput) {
+  fs::remove_all(dir);
+  Header h;
+  h.options.hashInputs = false;
+  TraceWriter w(dir, h);
+  uint64_t seq = 0;
+  w.append(Event{seq++, seq, 0, Allocation{1, kX, 4096, AllocationKind::kDevice, 0, 0}});
+  w.append(Event{seq++, seq, 0, Allocation{2, kY, 4096, AllocationKind::kDevice, 0, 0}});
+  KernelLaunch writer;
+  writer.function = "_Z4fillPf";
+  writer.grid = {4, 1, 1};
+  writer.block = {128, 1, 1};
+  appendPointerParam(writer, kX, 1, 0);
+  if (writerHashed) {
+    writer.outputs = {{{kX, 4096, 1, 0}, 0xa1, {}}};
+  } else {
+    writer.hashed = false;  // its outputs' hash did not complete
+    writer.annotations.emplace_back(std::in_place_type<Note>, "not hashed: the wait limit passed");
+  }
+  w.append(Event{seq++, seq, 0, writer});
+  KernelLaunch reader;
+  reader.function = "_Z4stepPfPKf";
+  reader.grid = {4, 1, 1};
+  reader.block = {128, 1, 1};
+  appendPointerParam(reader, kY, 2, 0);
+  appendPointerParam(reader, kX, 1, 0);
+  reader.inputs = {{{kY, 4096, 2, 0}, 0xb0, {}}};  // y: its first use
+  reader.reads = {{{kX, 4096, 1, 0}, 0, {}}};
+  reader.outputs = {{{kY, 4096, 2, 0}, readerOutput, {}}};
+  w.append(Event{seq++, seq, 0, reader});
+  w.close();
+  return dir;
+}
+
+diff::FirstDivergence firstDivergence(bool writerHashed) {
+  const fs::path root = fs::temp_directory_path() / ("gpurr-undigested-" + std::to_string(getpid()));
+  TraceReader a(writeRun(root / "a.gpurr", writerHashed, 0xc1)), b(writeRun(root / "b.gpurr", writerHashed, 0xc2));
+  const diff::ProcessDiff d = diff::diffTraces(a, b, diff::DiffOptions{}, nullptr);
+  fs::remove_all(root);
+  REQUIRE(d.firstDivergence.has_value());
+  return *d.firstDivergence;
+}
+
+std::string evidence(const diff::FirstDivergence& d) {
+  std::string out;
+  for (const std::string& e : d.evidence) out += e + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a range last written without a digest is not vouched for: unknown, not the reader's kernel") {
+  SECTION("the writer's digests kept: the history vouches for x, the kernel is to blame") {
+    const diff::FirstDivergence d = firstDivergence(true);
+    CHECK(d.cause == diff::Cause::kNondeterministicKernel);
+    CHECK(d.inputsUncompared == 0);
+    CHECK(d.inputsVouched == 1);
+  }
+  SECTION("the writer's hash lost: nothing vouches for x") {
+    const diff::FirstDivergence d = firstDivergence(false);
+    CHECK(d.cause == diff::Cause::kUnknown);
+    CHECK(d.inputsUncompared == 1);
+    CHECK(d.inputsVouched == 0);
+    CHECK_THAT(evidence(d), Catch::Contains("1 range was last written before the launch without a digest"));
+  }
+}
