@@ -289,7 +289,8 @@ def write_history_holes():
     """Traces hashing inputs at first use, where the write history cannot
     vouch for what a launch read: bytes written without a digest (a launch
     whose hash was dropped, a 2D copy: the writer counts them untouched
-    again, so their next reader hashes them), a range hashed in one run only,
+    again, so their next reader hashes them; a launch whose hash failed later,
+    on the GPU: they stay touched), a range hashed in one run only,
     a first use that a launch only reads and whose outputs do not show it.
     The diff must not blame the kernel."""
     import numpy as np
@@ -308,13 +309,16 @@ def write_history_holes():
         x, y, z = (p.empty(0, stream, 4096) for _ in range(3))
         p.memset(0, stream, y, 0, origin=origin('aten::zero_', 1))
         p.memset(0, stream, z, 0, origin=origin('aten::zero_', 1))
-        if scenario == 'unhashed_writer':  # W's hash was dropped: no outputs, not hashed
+        if scenario in ('unhashed_writer', 'hash_lost_on_gpu'):  # W's hash was dropped: no outputs, not hashed
             p.memset(0, stream, x, 0, origin=origin('aten::zero_', 2))
             w = launch('_Z1Wv', [model.Ptr(x, 'w')], lambda: x.put(np.full(1024, 1.0 + variant * 1e-7, np.float32)),
                        'aten::index_add_', 3)
             w['launch']['outputs'] = []
             w['launch']['notHashed'] = True
-            p.untouched(x)
+            if scenario == 'unhashed_writer':  # known when W was launched: x counts untouched again
+                p.untouched(x)
+            else:  # known only later, on the GPU (FORMAT.md): x stays touched, R does not hash it
+                w['launch']['annotations'] = [{'note': 'not hashed: the wait limit passed'}]
             launch('_Z1Rv', [model.Ptr(x, 'r'), model.Ptr(y, 'w')], lambda: y.put(x.f32() * 2), 'aten::mul', 4)
         elif scenario == 'copy_2d':  # a 2D copy of host data into x: no digest
             p.memset(0, stream, x, 0, origin=origin('aten::zero_', 2))
@@ -347,6 +351,7 @@ def write_history_holes():
         return path, p
 
     for scenario, reader, evidence in (('unhashed_writer', '_Z1Rv', 'write gpurr did not record'),
+                                       ('hash_lost_on_gpu', '_Z1Rv', 'without a digest'),
                                        ('copy_2d', '_Z1Mv', 'write gpurr did not record'),
                                        ('one_sided', '_Z1Cv', 'in one run only'),
                                        ('read_first_use', '_Z1Kv', 'read at its first use with different bytes')):
