@@ -67,6 +67,7 @@ else
   log=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-run-XXXXXX")
 fi
 log=$(cd "$log" && pwd -P)
+case ${GPURR_GPU_TAR:-} in '' | /*) ;; *) GPURR_GPU_TAR=$PWD/$GPURR_GPU_TAR ;; esac
 
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1"; failed=$((failed + 1)); failures+=("$1"); }
