@@ -1482,39 +1482,32 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
         plural(oneSided, "range")));
   }
   // A range the history vouches for in both runs, but which an earlier
-  // launch that only read it hashed at its first use with different bytes:
-  // the runs' memory differed there (nothing had written it) though that
-  // launch's outputs did not show it.
-  size_t readApart = 0;
+  // launch that only read it hashed at its first use with different bytes
+  // (the runs' memory differed there, nothing had written it, though that
+  // launch's outputs did not show it), or whose last write before the launch
+  // left no digest in either run (a hash that failed on the GPU, a graph
+  // launch not hashed): nothing vouches for it.
+  size_t readApart = 0, undigested = 0;
   if (firstUseA && firstUseB) {
-    const std::vector<DeviceRange> trustedB = unhashedRanges(vb);
-    for (const DeviceRange& ra : unhashedRanges(va)) {
+    const std::vector<DeviceRange> trustedA = unhashedRanges(va), trustedB = unhashedRanges(vb);
+    const std::vector<bool> undigestedA = writtenUndigested(ctx.a, d.a.seq, trustedA);
+    const std::vector<bool> undigestedB = writtenUndigested(ctx.b, d.b.seq, trustedB);
+    for (size_t i = 0; i < trustedA.size(); ++i) {
+      const DeviceRange& ra = trustedA[i];
       const auto rb = std::find_if(trustedB.begin(), trustedB.end(),
                                    [&](const DeviceRange& r) { return sameRange(ctx, ra, r); });
       if (rb == trustedB.end()) continue;
       const Run::FirstRead* fa = lastFirstRead(ctx.a, d.a.seq, ra);
       const Run::FirstRead* fb = lastFirstRead(ctx.b, d.b.seq, *rb);
-      if (fa == nullptr || fb == nullptr || fa->digest == fb->digest) continue;
-      ++readApart;
-      d.evidence.push_back(fmt::format(
-          "{} was read at its first use with different bytes in the two runs (run A event #{}, run B event #{}), "
-          "and those launches' outputs did not show it: nothing vouches for it",
-          rangeText(ra), fa->seq, fb->seq));
-    }
-  }
-  // A range the history vouches for in both runs, last written before the
-  // launch without a digest in either (a hash that failed on the GPU, a
-  // graph launch not hashed): nothing vouches for it.
-  size_t undigested = 0;
-  if (firstUseA && firstUseB) {
-    const std::vector<DeviceRange> trustedA = unhashedRanges(va), trustedB = unhashedRanges(vb);
-    const std::vector<bool> inA = writtenUndigested(ctx.a, d.a.seq, trustedA);
-    const std::vector<bool> inB = writtenUndigested(ctx.b, d.b.seq, trustedB);
-    for (size_t i = 0; i < trustedA.size(); ++i) {
-      const size_t j = std::find_if(trustedB.begin(), trustedB.end(),
-                                    [&](const DeviceRange& r) { return sameRange(ctx, trustedA[i], r); }) -
-                       trustedB.begin();
-      if (j < trustedB.size() && (inA[i] || inB[j])) ++undigested;
+      if (fa != nullptr && fb != nullptr && fa->digest != fb->digest) {
+        ++readApart;
+        d.evidence.push_back(fmt::format(
+            "{} was read at its first use with different bytes in the two runs (run A event #{}, run B event "
+            "#{}), and those launches' outputs did not show it: nothing vouches for it",
+            rangeText(ra), fa->seq, fb->seq));
+      } else if (undigestedA[i] || undigestedB[rb - trustedB.begin()]) {
+        ++undigested;
+      }
     }
     if (undigested > 0) {
       d.evidence.push_back(fmt::format(
