@@ -117,7 +117,8 @@ TEST_CASE("the kernel source computes the CPU hash (emulated execution)", "[kern
   const auto* p = reinterpret_cast<const uint8_t*>(base);
   const std::vector<std::pair<uint64_t, uint64_t>> cases = {
       {0, 0},      {0, 1},     {3, 15},     {0, 16},     {5, 17},    {0, 4095},
-      {0, 65535},  {0, 65536}, {1, 65536},  {0, 65537},  {8, 65552}, {0, 3 * 65536 + 40}};
+      {0, 65535},  {0, 65536}, {1, 65536},  {0, 65537},  {8, 65552}, {0, 3 * 65536 + 40},
+      {12, 4100},  {15, 65536}};
   std::vector<gpurr::kernels::HashRequest> requests;
   for (auto [off, len] : cases) requests.push_back({base + off, len});
   const auto plan = gpurr::kernels::planHashBatch(requests);
