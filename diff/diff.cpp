@@ -1216,88 +1216,95 @@ std::optional<T> annotation(const std::vector<Annotation>& annotations) {
   return std::nullopt;
 }
 
-// Bytes of `spans` within `range` that no recorded operation of `run` wrote
-// before event `beforeSeq`. Scans the run from its start (only done for the
-// first divergence, when an input differs).
-void checkWritten(const Run& run, uint64_t beforeSeq, std::vector<RangeDifference>& diffs,
-                  bool sideA) {
-  std::vector<uint32_t> ordinals;
-  for (const RangeDifference& d : diffs) {
-    const DeviceRange& r = sideA ? d.a : d.b;
-    if (r.allocation != 0) ordinals.push_back(r.allocation);
+// One run's write history before its divergent operation: what the run's
+// recorded operations before event `seq` last did to the bytes of the
+// allocations that operation touches. Unlabelled: never written since
+// allocated; 0: written without a digest (writesUndigested: a launch not
+// hashed counts as writing from each pointer to the end of its allocation, a
+// graph launch without outputs as writing everything); 1: written with one.
+// The run is scanned from its start, once, on first need: only for the first
+// divergence.
+class WritesBefore {
+ public:
+  WritesBefore(const Run& run, uint64_t seq, const OpView& v) : run_(run), seq_(seq) {
+    auto add = [&](const std::vector<RangeDigest>& rs) {
+      for (const RangeDigest& r : rs) {
+        if (r.range.allocation != 0) ordinals_.push_back(r.range.allocation);
+      }
+    };
+    add(v.inputs);
+    add(v.outputs);
+    if (v.launch) add(v.launch->reads);
+    std::sort(ordinals_.begin(), ordinals_.end());
+    ordinals_.erase(std::unique(ordinals_.begin(), ordinals_.end()), ordinals_.end());
   }
-  if (ordinals.empty()) return;
-  IntervalLabels written;
-  auto want = [&](uint32_t o) { return std::find(ordinals.begin(), ordinals.end(), o) != ordinals.end(); };
-  scanEvents(*run.reader, [&](const ScanEvent& e) {
-    if (e.seq >= beforeSeq) return false;
-    if (isOperation(e)) {
-      if (e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost) return true;
-      for (const ScanRange& r : e.outputs) {
-        if (r.range.allocation != 0 && want(r.range.allocation)) {
-          written.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, 0);
+
+  // Bytes of [begin, end) of `allocation` that some operation wrote.
+  uint64_t written(uint32_t allocation, uint64_t begin, uint64_t end) {
+    return labels().covered(allocation, begin, end);
+  }
+
+  // Whether the last write of any byte of `r` left no digest.
+  bool undigested(const DeviceRange& r) {
+    if (run_.firstUndigested >= seq_ || r.allocation == 0) return false;  // no such write: nothing to scan
+    return labels().minLabel(r.allocation, r.offset, r.offset + r.size) == 0;
+  }
+
+ private:
+  const IntervalLabels& labels() {
+    if (!labels_) labels_ = scan();
+    return *labels_;
+  }
+
+  IntervalLabels scan() const {
+    IntervalLabels out;
+    if (ordinals_.empty()) return out;
+    auto want = [&](uint32_t o) { return std::binary_search(ordinals_.begin(), ordinals_.end(), o); };
+    scanEvents(*run_.reader, [&](const ScanEvent& e) {
+      if (e.seq >= seq_) return false;
+      if (e.kind == 3) {
+        if (want(e.ordinal)) out.assign(e.ordinal, 0, UINT64_MAX, -1);  // a new allocation starts unwritten
+        return true;
+      }
+      if (!isOperation(e) || (e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) return true;
+      if (e.kind == 0 && !e.hashed) {
+        for (const PointerParam& p : e.pointers) {
+          if (want(p.allocation)) out.assign(p.allocation, p.offset, UINT64_MAX, 0);
+        }
+      } else if (e.kind == 7 && e.outputs.empty()) {
+        for (uint32_t o : ordinals_) out.assign(o, 0, UINT64_MAX, 0);
+      } else {
+        for (const ScanRange& r : e.outputs) {
+          if (r.range.allocation != 0 && want(r.range.allocation)) {
+            out.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, r.digest != 0);
+          }
         }
       }
-    } else if (e.kind == 3 && want(e.ordinal)) {
-      // A new allocation under this ordinal starts unwritten.
-      written.assign(e.ordinal, 0, UINT64_MAX, -1);
-    }
-    return true;
-  }, 0, run.decoders);
+      return true;
+    }, 0, run_.decoders);
+    return out;
+  }
+
+  const Run& run_;
+  uint64_t seq_;
+  std::vector<uint32_t> ordinals_;
+  std::optional<IntervalLabels> labels_;
+};
+
+// Counts the bytes of each difference's spans that no recorded operation of
+// its run wrote before the divergence.
+void checkWritten(WritesBefore& history, std::vector<RangeDifference>& diffs, bool sideA) {
   for (RangeDifference& d : diffs) {
     const DeviceRange& r = sideA ? d.a : d.b;
     if (r.allocation == 0) continue;
     uint64_t unwritten = 0;
     for (const auto& [begin, end] : d.spans) {
       const uint64_t b = r.offset + begin, e = r.offset + end;
-      unwritten += (e - b) - written.covered(r.allocation, b, e);
+      unwritten += (e - b) - history.written(r.allocation, b, e);
     }
     (sideA ? d.unwrittenA : d.unwrittenB) = unwritten;
     d.writtenChecked = true;
   }
-}
-
-// Which of `ranges` (of `run`) hold bytes whose last write before event
-// `beforeSeq` left no digest (writesUndigested): a launch not hashed counts
-// as writing from each pointer to the end of its allocation, a graph launch
-// without outputs as writing everything. Scans the run from its start, only
-// for the first divergence and only when such a write came before it.
-std::vector<bool> writtenUndigested(const Run& run, uint64_t beforeSeq, const std::vector<DeviceRange>& ranges) {
-  std::vector<bool> out(ranges.size(), false);
-  std::vector<uint32_t> ordinals;
-  for (const DeviceRange& r : ranges) {
-    if (r.allocation != 0) ordinals.push_back(r.allocation);
-  }
-  if (run.firstUndigested >= beforeSeq || ordinals.empty()) return out;
-  auto want = [&](uint32_t o) { return std::find(ordinals.begin(), ordinals.end(), o) != ordinals.end(); };
-  IntervalLabels written;  // 0: without a digest, 1: with one
-  scanEvents(*run.reader, [&](const ScanEvent& e) {
-    if (e.seq >= beforeSeq) return false;
-    if (e.kind == 3) {
-      if (want(e.ordinal)) written.assign(e.ordinal, 0, UINT64_MAX, -1);  // fresh: unwritten
-      return true;
-    }
-    if (!isOperation(e) || (e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) return true;
-    if (e.kind == 0 && !e.hashed) {
-      for (const PointerParam& p : e.pointers) {
-        if (want(p.allocation)) written.assign(p.allocation, p.offset, UINT64_MAX, 0);
-      }
-    } else if (e.kind == 7 && e.outputs.empty()) {
-      for (uint32_t o : ordinals) written.assign(o, 0, UINT64_MAX, 0);
-    } else {
-      for (const ScanRange& r : e.outputs) {
-        if (r.range.allocation != 0 && want(r.range.allocation)) {
-          written.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, r.digest != 0);
-        }
-      }
-    }
-    return true;
-  }, 0, run.decoders);
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    const DeviceRange& r = ranges[i];
-    out[i] = r.allocation != 0 && written.minLabel(r.allocation, r.offset, r.offset + r.size) == 0;
-  }
-  return out;
 }
 
 std::string plural(uint64_t n, const char* word) {
@@ -1449,7 +1456,8 @@ std::vector<DeviceRange> unhashedRanges(const OpView& v) {
 // - a range an earlier launch that only read it hashed at its first use with
 //   different bytes in the two runs.
 // Those are not compared, and nothing vouches for them.
-void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& vb, FirstDivergence& d) {
+void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& vb, WritesBefore& historyA,
+                           WritesBefore& historyB, FirstDivergence& d) {
   std::vector<RangeDigest> a, b;
   std::vector<size_t> index;
   std::vector<bool> matchedB(vb.inputs.size(), false);
@@ -1490,8 +1498,6 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
   size_t readApart = 0, undigested = 0;
   if (firstUseA && firstUseB) {
     const std::vector<DeviceRange> trustedA = unhashedRanges(va), trustedB = unhashedRanges(vb);
-    const std::vector<bool> undigestedA = writtenUndigested(ctx.a, d.a.seq, trustedA);
-    const std::vector<bool> undigestedB = writtenUndigested(ctx.b, d.b.seq, trustedB);
     for (size_t i = 0; i < trustedA.size(); ++i) {
       const DeviceRange& ra = trustedA[i];
       const auto rb = std::find_if(trustedB.begin(), trustedB.end(),
@@ -1505,7 +1511,7 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
             "{} was read at its first use with different bytes in the two runs (run A event #{}, run B event "
             "#{}), and those launches' outputs did not show it: nothing vouches for it",
             rangeText(ra), fa->seq, fb->seq));
-      } else if (undigestedA[i] || undigestedB[rb - trustedB.begin()]) {
+      } else if (historyA.undigested(ra) || historyB.undigested(*rb)) {
         ++undigested;
       }
     }
@@ -1563,9 +1569,10 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
   d.a = info(ctx.a, ia, ea);
   d.b = info(ctx.b, ib, eb);
   const OpView va = view(ea), vb = view(eb);
+  WritesBefore historyA(ctx.a, d.a.seq, va), historyB(ctx.b, d.b.seq, vb);
   d.outputCount = va.outputs.size();
   if ((va.launch || std::holds_alternative<GraphLaunch>(ea.payload)) && firstUseInputs(ctx)) {
-    compareFirstUseInputs(ctx, va, vb, d);
+    compareFirstUseInputs(ctx, va, vb, historyA, historyB, d);
   } else {
     d.inputCount = va.inputs.size();
     for (const RangeDigest& r : va.inputs) d.inputBytes += r.range.size;
@@ -1627,8 +1634,8 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
   }
 
   if (!d.inputsIdentical) {
-    checkWritten(ctx.a, d.a.seq, d.inputs, true);
-    checkWritten(ctx.b, d.b.seq, d.inputs, false);
+    checkWritten(historyA, d.inputs, true);
+    checkWritten(historyB, d.inputs, false);
   }
   if (!d.inputsIdentical && !oldOutputContents(va, vb, d)) {
     const RangeDifference* unwritten = nullptr;

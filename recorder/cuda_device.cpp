@@ -524,26 +524,20 @@ uint64_t CudaDevice::runtimeFunction(uint64_t hostFunction) {
   return reinterpret_cast<uint64_t>(f);
 }
 
-std::optional<uint64_t> CudaDevice::captureOf(uint64_t stream) {
+Device::StreamCapture CudaDevice::captureState(uint64_t stream) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
-  if (api_.cuStreamGetCaptureInfo != nullptr) {
-    if (api_.cuStreamGetCaptureInfo(reinterpret_cast<CUstream>(stream), &status, &id, nullptr, nullptr, nullptr,
-                                    nullptr) != CUDA_SUCCESS)
-      return std::nullopt;
-  } else if (api_.cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS) {
-    return std::nullopt;
-  }
-  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return std::nullopt;
-  return id;
-}
-
-bool CudaDevice::canEnqueue(uint64_t stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = api_.cuStreamGetCaptureInfo != nullptr
+                         ? api_.cuStreamGetCaptureInfo(reinterpret_cast<CUstream>(stream), &status, &id, nullptr,
+                                                       nullptr, nullptr, nullptr)
+                         : api_.cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &status);
+  StreamCapture out;
   // An error (e.g. the legacy stream while another stream captures in global
-  // mode) also means: keep off.
-  return api_.cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
-         status == CU_STREAM_CAPTURE_STATUS_NONE;
+  // mode) means: not captured, and keep off.
+  if (r != CUDA_SUCCESS) return out;
+  if (status == CU_STREAM_CAPTURE_STATUS_ACTIVE) out.capture = id;
+  out.canEnqueue = status == CU_STREAM_CAPTURE_STATUS_NONE;
+  return out;
 }
 
 std::shared_ptr<CudaDevice::ContextState> CudaDevice::stateFor(uint64_t context, std::string& error) {

@@ -29,8 +29,7 @@ class CudaDevice : public Device {
 
   bool describeFunction(uint64_t function, FunctionInfo& out) override;
   uint64_t runtimeFunction(uint64_t hostFunction) override;
-  std::optional<uint64_t> captureOf(uint64_t stream) override;
-  bool canEnqueue(uint64_t stream) override;
+  StreamCapture captureState(uint64_t stream) override;
   std::unique_ptr<PendingHashes> hash(uint64_t context, uint64_t stream,
                                       std::span<const kernels::HashRequest> requests, bool synchronous,
                                       std::string& error) override;

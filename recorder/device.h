@@ -88,16 +88,19 @@ class Device {
     return 0;
   }
 
-  // The id of the graph capture `stream` is part of (cuStreamGetCaptureInfo),
-  // when it is being captured: work enqueued there is captured, not run.
-  virtual std::optional<uint64_t> captureOf(uint64_t stream) {
-    (void)stream;
-    return std::nullopt;
-  }
+  // What graph capture means for `stream` now, from one driver query
+  // (cuStreamGetCaptureInfo).
+  struct StreamCapture {
+    // The id of the capture `stream` is part of, when it is being captured:
+    // work enqueued there is captured, not run.
+    std::optional<uint64_t> capture;
+    // Whether work may be enqueued on `stream` now: not while it (or, for
+    // the legacy stream, any blocking stream) is being captured into a graph.
+    bool canEnqueue = false;
+  };
+  virtual StreamCapture captureState(uint64_t stream) = 0;
 
-  // Whether work may be enqueued on `stream` now: false while it (or, for
-  // the legacy stream, any blocking stream) is being captured into a graph.
-  virtual bool canEnqueue(uint64_t stream) = 0;
+  bool canEnqueue(uint64_t stream) { return captureState(stream).canEnqueue; }
 
   // Hashes `requests` on `stream` of `context` (the current context), after
   // all work already enqueued there. With `synchronous`, the device is

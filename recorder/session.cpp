@@ -309,7 +309,7 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
     // The capture is over when its stream captures no more, whatever the call
     // returned (invalidated, unjoined work, success): the driver says.
     const uint64_t stream = enqueueStream(u64(params<cuStreamEndCapture_params>(cb).hStream), e.perThread);
-    if (!device_->captureOf(stream) && activeCaptures_.load() > 0) activeCaptures_.fetch_sub(1);
+    if (!device_->captureState(stream).capture && activeCaptures_.load() > 0) activeCaptures_.fetch_sub(1);
     return;
   }
   if (enter || !succeeded(cb)) return;
@@ -780,12 +780,13 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   // Enqueued on a stream being captured into a graph: the kernel does not run
   // now (the graph's launch runs it), so it takes no launch number and
   // nothing is hashed, copied or re-run for it.
-  if (markCaptured(k, pending->stream)) {
-    k.hashed = false;
-    std::lock_guard lock(mu_);
-    for (const ScannedPointer& p : scanPointers(k.params, allocations_, device)) k.pointers.push_back(p.param);
-  }
+  const bool canEnqueue = markCaptured(k, pending->stream).canEnqueue;
   if (k.captured) {
+    k.hashed = false;
+    {
+      std::lock_guard lock(mu_);
+      for (const ScannedPointer& p : scanPointers(k.params, allocations_, device)) k.pointers.push_back(p.param);
+    }
     pending->entry.event = newEvent(std::move(k));
     return pending;
   }
@@ -814,7 +815,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   const bool snapshot = !options_.snapshot.empty() &&
                         (fn->snapshotByName || launchNumberSelected(options_.snapshot, index));
   k.hashed = selected || snapshot;
-  if (k.hashed && !ranges.empty() && !device_->canEnqueue(pending->stream)) {
+  if (k.hashed && !ranges.empty() && !canEnqueue) {
     // The legacy stream while another stream captures in global mode: the
     // launch itself will fail; nothing may be enqueued around it.
     k.hashed = false;
@@ -924,7 +925,8 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   auto pending = std::make_unique<PendingLaunch>();
   pending->context = u64(cb.context);
   pending->stream = enqueueStream(g.stream, perThread);
-  if (markCaptured(g, pending->stream)) {
+  const bool canEnqueue = markCaptured(g, pending->stream).canEnqueue;
+  if (g.captured) {
     pending->entry.event = newEvent(std::move(g));
     if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
     return;
@@ -943,7 +945,7 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
         ranges.push_back({at, size, a.ordinal, at - a.address});
     });
   }
-  if (!ranges.empty() && device_->canEnqueue(pending->stream)) {
+  if (!ranges.empty() && canEnqueue) {
     pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges, pending->stream, blind));
     pending->entry.after.ranges = std::move(ranges);
     pending->hashOutputs = true;
@@ -1016,13 +1018,13 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
     // hashed as live memory; it is left out, and so is its free.
     case Handler::kMemAllocAsync: {
       const auto& p = params<cuMemAllocAsync_params>(cb);
-      if (p.dptr && !device_->captureOf(u64(p.hStream)))
+      if (p.dptr && !device_->captureState(u64(p.hStream)).capture)
         addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
       break;
     }
     case Handler::kMemAllocFromPoolAsync: {
       const auto& p = params<cuMemAllocFromPoolAsync_params>(cb);
-      if (p.dptr && !device_->captureOf(u64(p.hStream)))
+      if (p.dptr && !device_->captureState(u64(p.hStream)).capture)
         addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
       break;
     }
@@ -1196,8 +1198,10 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   bool dstDevice = false, srcDevice = false;
   const void* hostSource = nullptr;
   // Enqueued into a graph's capture: listed, nothing hashed, kept or forgotten.
+  bool canEnqueue = false;
   auto emitIfCaptured = [&] {
-    if (!markCaptured(m, enqueueStream(m.stream, perThread))) return false;
+    canEnqueue = markCaptured(m, enqueueStream(m.stream, perThread)).canEnqueue;
+    if (!m.captured) return false;
     emitEvent(std::move(m));
     return true;
   };
@@ -1335,7 +1339,7 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   const uint64_t stream = enqueueStream(m.stream, perThread);
   if (dstDevice || srcDevice) {
     const trace::DeviceRange written = dstDevice ? m.dst : m.src;
-    if (m.size > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), written)) {
+    if (m.size > 0 && canEnqueue && readableIn(u64(cb.context), written)) {
       entry.after = hashRanges(u64(cb.context), stream, {written},
                                !m.async && m.kind != trace::MemcpyKind::kDeviceToDevice);
       if (dstDevice) touched(entry.after, stream);
@@ -1388,14 +1392,15 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
   }
   s.dst = deviceRange(dst, bytes);
   const uint64_t stream = enqueueStream(s.stream, perThread);
-  if (markCaptured(s, stream)) {
+  const bool canEnqueue = markCaptured(s, stream).canEnqueue;
+  if (s.captured) {
     emitEvent(std::move(s));
     return;
   }
   if (options_.full && !contiguous) warnNotReplayable("2D memsets", "their row pitch and width");
   SinkEntry entry;
   // A 2D set leaves the gaps between rows alone: no single-range digest.
-  if (contiguous && bytes > 0 && device_->canEnqueue(stream) && readableIn(u64(cb.context), s.dst)) {
+  if (contiguous && bytes > 0 && canEnqueue && readableIn(u64(cb.context), s.dst)) {
     entry.after = hashRanges(u64(cb.context), stream, {s.dst});
     touched(entry.after, stream);
   }

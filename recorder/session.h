@@ -96,13 +96,15 @@ class RecordSession {
   // Marks `op` (a launch, copy, set or graph launch) captured when `stream`
   // is being captured into a CUDA graph: it does not run now (the graph's
   // launch runs it), so nothing of it is hashed and it writes nothing yet.
+  // Returns the stream's capture state, from one driver query.
   template <typename Op>
-  bool markCaptured(Op& op, uint64_t stream) {
-    const std::optional<uint64_t> capture = device_->captureOf(stream);
-    if (!capture) return false;
-    op.captured = true;
-    op.captureId = *capture;
-    return true;
+  Device::StreamCapture markCaptured(Op& op, uint64_t stream) {
+    const Device::StreamCapture state = device_->captureState(stream);
+    if (state.capture) {
+      op.captured = true;
+      op.captureId = *state.capture;
+    }
+    return state;
   }
   void copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void setExit(Handler h, bool perThread, const CUpti_CallbackData& cb);

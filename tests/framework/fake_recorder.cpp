@@ -38,7 +38,7 @@ class CpuDevice : public Device {
     out.layoutKnown = true;  // no parameters
     return true;
   }
-  bool canEnqueue(uint64_t) override { return true; }
+  StreamCapture captureState(uint64_t) override { return {std::nullopt, true}; }
   std::unique_ptr<PendingHashes> hash(uint64_t, uint64_t, std::span<const gpurr::kernels::HashRequest>, bool,
                                       std::string& error) override {
     error = "no device";

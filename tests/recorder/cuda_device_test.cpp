@@ -39,6 +39,7 @@ struct FakeGpu {
   std::vector<CUstreamCaptureMode> waitModes;  // the thread's mode at each cuEventSynchronize
   CUresult launchResult = CUDA_SUCCESS;
   std::map<uint64_t, CUstreamCaptureStatus> capture;
+  int captureQueries = 0;
 
   void runAll() {
     std::lock_guard lock(mu);
@@ -213,6 +214,16 @@ CUresult fCtxPopCurrent(CUcontext* c) { return *c = nullptr, CUDA_SUCCESS; }
 CUresult fStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
   auto it = gpu->capture.find(reinterpret_cast<uint64_t>(s));
   *status = it == gpu->capture.end() ? CU_STREAM_CAPTURE_STATUS_NONE : it->second;
+  return CUDA_SUCCESS;
+}
+// Streams in `capture` report their status and the capture id 0x70 + stream;
+// 0xE is the legacy stream while a blocking stream captures.
+CUresult fStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph*,
+                               const CUgraphNode**, const CUgraphEdgeData**, size_t*) {
+  ++gpu->captureQueries;
+  if (reinterpret_cast<uint64_t>(s) == 0xE) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  fStreamIsCapturing(s, status);
+  if (id != nullptr) *id = 0x70 + reinterpret_cast<uint64_t>(s);
   return CUDA_SUCCESS;
 }
 // Function 0x100 is a CUfunction with params (8 @0, 4 @8); 0x200 is a CUkernel.
@@ -636,6 +647,33 @@ TEST_CASE("capturing streams are refused", "[recorder][cudadevice]") {
   gpu->capture[0x9] = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   CHECK_FALSE(device->canEnqueue(0x9));
   CHECK(device->canEnqueue(0x8));
+  CHECK(device->captureState(0x9).capture == 0u);  // the driver gives no id without cuStreamGetCaptureInfo
+  CHECK_FALSE(device->captureState(0x8).capture);
+}
+
+TEST_CASE("one capture query gives the capture's id and whether work may be enqueued",
+          "[recorder][cudadevice]") {
+  Fixture fx;
+  kernels::DriverApi api = fakeApi();
+  api.cuStreamGetCaptureInfo = fStreamGetCaptureInfo;
+  auto device = CudaDevice::create(api);
+  gpu->capture[0x9] = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  gpu->capture[0xA] = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  const Device::StreamCapture active = device->captureState(0x9);
+  CHECK(active.capture == 0x79u);
+  CHECK_FALSE(active.canEnqueue);
+  CHECK(gpu->captureQueries == 1);
+  const Device::StreamCapture idle = device->captureState(0x8);
+  CHECK_FALSE(idle.capture);
+  CHECK(idle.canEnqueue);
+  // A capture gone wrong: not captured (its work will fail), and keep off.
+  const Device::StreamCapture invalidated = device->captureState(0xA);
+  CHECK_FALSE(invalidated.capture);
+  CHECK_FALSE(invalidated.canEnqueue);
+  // The legacy stream while a blocking stream captures: the query fails.
+  const Device::StreamCapture implicit = device->captureState(0xE);
+  CHECK_FALSE(implicit.capture);
+  CHECK_FALSE(implicit.canEnqueue);
 }
 
 TEST_CASE("functions and CUkernels are described through the driver", "[recorder][cudadevice]") {

@@ -175,10 +175,11 @@ class FakeDevice : public Device {
     out = it->second;
     return true;
   }
-  bool canEnqueue(uint64_t stream) override { return capturing.count(stream) == 0; }
-  std::optional<uint64_t> captureOf(uint64_t stream) override {
-    if (capturing.count(stream) == 0) return std::nullopt;
-    return 40 + stream;  // the capture's id
+  int captureQueries = 0;
+  StreamCapture captureState(uint64_t stream) override {
+    ++captureQueries;
+    if (capturing.count(stream) == 0) return {std::nullopt, true};
+    return {40 + stream, false};  // the capture's id
   }
   int refuseHashes = 0;  // the next this many hashes fail to enqueue
   std::unique_ptr<PendingHashes> hash(uint64_t, uint64_t stream, std::span<const kernels::HashRequest> requests,
@@ -610,6 +611,8 @@ TEST_CASE("a synchronous copy's hash is complete when the copy returns, an async
   REQUIRE(h.calls.size() == 2);
   CHECK(h.calls[0].synchronous);
   CHECK_FALSE(h.calls[1].synchronous);
+  // One capture query per copy answers both "captured?" and "may we enqueue?".
+  CHECK(h.device->captureQueries == 2);
 }
 
 TEST_CASE("unified copies take their direction from the memory map, pinned host memory is host", "[recorder][session]") {
