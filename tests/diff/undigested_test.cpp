@@ -88,3 +88,64 @@ TEST_CASE("a range last written without a digest is not vouched for: unknown, no
     CHECK_THAT(evidence(d), Catch::Contains("1 range was last written before the launch without a digest"));
   }
 }
+
+namespace {
+
+// Traces that hash every input (hashInputs): `reader` reads x, whose bytes
+// differ between the runs (`xDigest`); before it, a launch recorded without
+// hashing may have written x.
+fs::path writeHashedRun(const fs::path& dir, bool unhashedWriter, uint64_t xDigest) {
+  fs::remove_all(dir);
+  Header h;
+  h.options.hashInputs = true;
+  TraceWriter w(dir, h);
+  uint64_t seq = 0;
+  w.append(Event{seq++, seq, 0, Allocation{1, kX, 4096, AllocationKind::kDevice, 0, 0}});
+  w.append(Event{seq++, seq, 0, Allocation{2, kY, 4096, AllocationKind::kDevice, 0, 0}});
+  if (unhashedWriter) {
+    KernelLaunch writer;
+    writer.function = "_Z4fillPf";
+    writer.grid = {4, 1, 1};
+    writer.block = {128, 1, 1};
+    writer.hashed = false;  // outside --launches
+    appendPointerParam(writer, kX, 1, 0);
+    w.append(Event{seq++, seq, 0, writer});
+  }
+  KernelLaunch reader;
+  reader.function = "_Z4stepPfPKf";
+  reader.grid = {4, 1, 1};
+  reader.block = {128, 1, 1};
+  appendPointerParam(reader, kY, 2, 0);
+  appendPointerParam(reader, kX, 1, 0);
+  reader.inputs = {{{kY, 4096, 2, 0}, 0xb0, {}}, {{kX, 4096, 1, 0}, xDigest, {}}};
+  reader.reads = {{{kX, 4096, 1, 0}, 0, {}}};
+  reader.outputs = {{{kY, 4096, 2, 0}, xDigest ^ 0xff, {}}};
+  w.append(Event{seq++, seq, 0, reader});
+  w.close();
+  return dir;
+}
+
+diff::FirstDivergence hashedDivergence(bool unhashedWriter) {
+  const fs::path root = fs::temp_directory_path() / ("gpurr-unhashed-writer-" + std::to_string(getpid()));
+  TraceReader a(writeHashedRun(root / "a.gpurr", unhashedWriter, 0xd1));
+  TraceReader b(writeHashedRun(root / "b.gpurr", unhashedWriter, 0xd2));
+  const diff::ProcessDiff d = diff::diffTraces(a, b, diff::DiffOptions{}, nullptr);
+  fs::remove_all(root);
+  REQUIRE(d.firstDivergence.has_value());
+  return *d.firstDivergence;
+}
+
+}  // namespace
+
+TEST_CASE("bytes a launch recorded without hashing may have written are not called uninitialised") {
+  SECTION("nothing wrote x: uninitialised memory") {
+    CHECK(hashedDivergence(false).cause == diff::Cause::kUninitialisedMemory);
+  }
+  SECTION("a launch not hashed took a pointer into x: unknown") {
+    const diff::FirstDivergence d = hashedDivergence(true);
+    CHECK(d.cause == diff::Cause::kUnknown);
+    REQUIRE(d.inputs.size() == 1);
+    CHECK(d.inputs[0].writtenChecked);
+    CHECK(d.inputs[0].unwrittenA == 0);
+  }
+}
