@@ -532,8 +532,9 @@ class Summariser {
                                 e.memcpyKind == MemcpyKind::kDeviceToHost;
       if (deviceSource) useRanges(e.inputs, run.ids, shape, e.thread);
     } else {
-      // A graph launch's ranges are every allocation, in address order: as
-      // one operand, told apart by the order of their first use.
+      // A graph launch's ranges (its nodes' allocations, or every
+      // allocation), in address order: as one operand, told apart by the
+      // order of their first use.
       useRanges(e.inputs, run.ids, shape, e.thread);
     }
     hashRanges(out_, e.outputs, run.ids, shape, 0, e.thread);

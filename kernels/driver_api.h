@@ -69,7 +69,13 @@ namespace gpurr::kernels {
   X(cuKernelGetName)              \
   X(cuKernelGetFunction)          \
   X(cuKernelGetParamInfo)         \
-  X(cuFuncLoad)
+  X(cuFuncLoad)                   \
+  X(cuGraphGetNodes)              \
+  X(cuGraphNodeGetType)           \
+  X(cuGraphKernelNodeGetParams)   \
+  X(cuGraphMemcpyNodeGetParams)   \
+  X(cuGraphMemsetNodeGetParams)   \
+  X(cuGraphChildGraphNodeGetGraph)
 
 // The CUDA driver library (libcuda.so.1), the process's own copy when it is
 // already loaded; null with `error` set when there is none.

@@ -143,6 +143,25 @@ constexpr Row kRows[] = {
     ROW_PT(cuStreamBeginCaptureToGraph_ptsz, kCaptureBegin),
     ROW(cuStreamEndCapture, kCaptureEnd),
     ROW_PT(cuStreamEndCapture_ptsz, kCaptureEnd),
+
+    // Every instantiation's parameters start with (CUgraphExec*, CUgraph),
+    // every update's with (CUgraphExec, CUgraph), every change's with the
+    // CUgraphExec (session.cpp checks).
+    ROW(cuGraphInstantiate, kGraphInstantiate),
+    ROW(cuGraphInstantiate_v2, kGraphInstantiate),
+    ROW(cuGraphInstantiateWithFlags, kGraphInstantiate),
+    ROW(cuGraphInstantiateWithParams, kGraphInstantiate),
+    ROW_PT(cuGraphInstantiateWithParams_ptsz, kGraphInstantiate),
+    ROW(cuGraphExecUpdate, kGraphExecUpdate),
+    ROW(cuGraphExecUpdate_v2, kGraphExecUpdate),
+    ROW(cuGraphExecKernelNodeSetParams, kGraphExecChanged),
+    ROW(cuGraphExecKernelNodeSetParams_v2, kGraphExecChanged),
+    ROW(cuGraphExecMemcpyNodeSetParams, kGraphExecChanged),
+    ROW(cuGraphExecMemsetNodeSetParams, kGraphExecChanged),
+    ROW(cuGraphExecChildGraphNodeSetParams, kGraphExecChanged),
+    ROW(cuGraphExecBatchMemOpNodeSetParams, kGraphExecChanged),
+    ROW(cuGraphExecNodeSetParams, kGraphExecChanged),
+    ROW(cuGraphExecDestroy, kGraphExecDestroy),
 };
 
 struct Table {

@@ -29,6 +29,8 @@ enum class Handler : uint8_t {
   kCtxSynchronize, kStreamSynchronize, kEventRecord, kEventRecordWithFlags, kEventSynchronize, kStreamWaitEvent,
   // graph capture begins and ends (the determinism check must not sync then)
   kCaptureBegin, kCaptureEnd,
+  // executable graphs made, changed and destroyed (what a graph launch touches)
+  kGraphInstantiate, kGraphExecUpdate, kGraphExecChanged, kGraphExecDestroy,
   // calls the recorder cannot follow yet: warned about once
   kUnsupported,
 };

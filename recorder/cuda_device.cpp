@@ -540,6 +540,80 @@ Device::StreamCapture CudaDevice::captureState(uint64_t stream) {
   return out;
 }
 
+bool CudaDevice::graphNodes(uint64_t graph, GraphNodes& out, std::string& error) {
+  out = {};
+  return addGraphNodes(reinterpret_cast<CUgraph>(graph), out, error, 0);
+}
+
+bool CudaDevice::addGraphNodes(CUgraph graph, GraphNodes& out, std::string& error, int depth) {
+  if (depth > 64) return error = "child graphs nested too deep", false;
+  auto failed = [&](const char* what, CUresult r) {
+    error = fmt::format("{}: {}", what, api_.errorText(r));
+    return false;
+  };
+  size_t n = 0;
+  CUresult r = api_.cuGraphGetNodes(graph, nullptr, &n);
+  if (r != CUDA_SUCCESS) return failed("cuGraphGetNodes", r);
+  std::vector<CUgraphNode> nodes(n);
+  if (n > 0 && (r = api_.cuGraphGetNodes(graph, nodes.data(), &n)) != CUDA_SUCCESS)
+    return failed("cuGraphGetNodes", r);
+  nodes.resize(std::min(n, nodes.size()));
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type;
+    if ((r = api_.cuGraphNodeGetType(node, &type)) != CUDA_SUCCESS) return failed("cuGraphNodeGetType", r);
+    ++out.count;
+    switch (type) {
+      case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS p{};
+        if ((r = api_.cuGraphKernelNodeGetParams(node, &p)) != CUDA_SUCCESS)
+          return failed("cuGraphKernelNodeGetParams", r);
+        const uint64_t function = p.func != nullptr ? reinterpret_cast<uint64_t>(p.func)
+                                                    : reinterpret_cast<uint64_t>(p.kern);
+        out.kernels.push_back({function, p.kernelParams, p.extra});
+        break;
+      }
+      case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        CUDA_MEMCPY3D c{};
+        if ((r = api_.cuGraphMemcpyNodeGetParams(node, &c)) != CUDA_SUCCESS)
+          return failed("cuGraphMemcpyNodeGetParams", r);
+        // Unified addressing: a device or unified side is a device address
+        // (arrays are not memory gpurr hashes; host memory is not hashed).
+        for (const auto& [memory, address] : {std::pair{c.srcMemoryType, c.srcDevice}, {c.dstMemoryType, c.dstDevice}}) {
+          if (memory == CU_MEMORYTYPE_DEVICE || memory == CU_MEMORYTYPE_UNIFIED) out.addresses.push_back(address);
+        }
+        break;
+      }
+      case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS m{};
+        if ((r = api_.cuGraphMemsetNodeGetParams(node, &m)) != CUDA_SUCCESS)
+          return failed("cuGraphMemsetNodeGetParams", r);
+        out.addresses.push_back(m.dst);
+        break;
+      }
+      case CU_GRAPH_NODE_TYPE_GRAPH: {
+        CUgraph child = nullptr;
+        if ((r = api_.cuGraphChildGraphNodeGetGraph(node, &child)) != CUDA_SUCCESS)
+          return failed("cuGraphChildGraphNodeGetGraph", r);
+        if (!addGraphNodes(child, out, error, depth + 1)) return false;
+        break;
+      }
+      // No device memory of the program's: host code (which cannot call
+      // CUDA), ordering, and the graph's own allocations (never hashed).
+      case CU_GRAPH_NODE_TYPE_HOST: case CU_GRAPH_NODE_TYPE_EMPTY: case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+      case CU_GRAPH_NODE_TYPE_EVENT_RECORD: case CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL:
+      case CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT: case CU_GRAPH_NODE_TYPE_MEM_ALLOC: case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        break;
+      case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+        return error = "it holds a batched memory operation node", false;
+      case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return error = "it holds a conditional node", false;
+      default:
+        return error = fmt::format("it holds a node of kind {}", static_cast<int>(type)), false;
+    }
+  }
+  return true;
+}
+
 std::shared_ptr<CudaDevice::ContextState> CudaDevice::stateFor(uint64_t context, std::string& error) {
   std::lock_guard lock(mu_);
   if (auto it = contexts_.find(context); it != contexts_.end()) return it->second;

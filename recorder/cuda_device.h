@@ -30,6 +30,7 @@ class CudaDevice : public Device {
   bool describeFunction(uint64_t function, FunctionInfo& out) override;
   uint64_t runtimeFunction(uint64_t hostFunction) override;
   StreamCapture captureState(uint64_t stream) override;
+  bool graphNodes(uint64_t graph, GraphNodes& out, std::string& error) override;
   std::unique_ptr<PendingHashes> hash(uint64_t context, uint64_t stream,
                                       std::span<const kernels::HashRequest> requests, bool synchronous,
                                       std::string& error) override;
@@ -55,6 +56,7 @@ class CudaDevice : public Device {
  private:
   CudaDevice() = default;
   std::shared_ptr<ContextState> stateFor(uint64_t context, std::string& error);
+  bool addGraphNodes(CUgraph graph, GraphNodes& out, std::string& error, int depth);
 
   kernels::DriverApi api_;
   CheckpointApi checkpoint_;

@@ -102,6 +102,29 @@ class Device {
 
   bool canEnqueue(uint64_t stream) { return captureState(stream).canEnqueue; }
 
+  // The nodes of a graph, its child graphs' included, as far as they can
+  // touch device memory: each kernel node's function and parameters (as a
+  // launch gives them, owned by the node: valid until the graph changes or
+  // is destroyed), and the device addresses of each copy and set.
+  struct GraphNodes {
+    struct Kernel {
+      uint64_t function = 0;  // CUfunction, or a CUkernel cast to one
+      void** kernelParams = nullptr;
+      void** extra = nullptr;
+    };
+    uint32_t count = 0;
+    std::vector<Kernel> kernels;
+    std::vector<uint64_t> addresses;
+  };
+  // False, with why in `error`, when a node may reach memory that neither
+  // says: a node kind gpurr does not follow (batched memory operations,
+  // conditional bodies), or a node the driver does not describe.
+  virtual bool graphNodes(uint64_t graph, GraphNodes& out, std::string& error) {
+    (void)graph, (void)out;
+    error = "this device cannot read graphs";
+    return false;
+  }
+
   // Hashes `requests` on `stream` of `context` (the current context), after
   // all work already enqueued there. With `synchronous`, the device is
   // synchronised before and the digests are ready on return. Null (with

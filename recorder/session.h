@@ -92,6 +92,10 @@ class RecordSession {
   LaunchCall runtimeLaunchCall(const RuntimeEntry& e, const CUpti_CallbackData& cb);
   uint64_t runtimeFunction(uint64_t hostFunction);  // cached Device::runtimeFunction
   void graphLaunch(bool perThread, const CUpti_CallbackData& cb);
+  // Executable graphs instantiated, updated, changed or destroyed: what
+  // their launches can touch (graphExecs_).
+  void graphExecCall(Handler h, const CUpti_CallbackData& cb);
+  void learnGraph(uint64_t exec, uint64_t graph, uint64_t context);
   void allocationExit(Handler h, const CUpti_CallbackData& cb);
   // Marks `op` (a launch, copy, set or graph launch) captured when `stream`
   // is being captured into a CUDA graph: it does not run now (the graph's
@@ -202,6 +206,17 @@ class RecordSession {
   std::unordered_map<uint32_t, uint64_t> moduleDigest_;     // ordinal -> digest of its image
   std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // context -> device ordinal
   std::unordered_map<uint64_t, uint32_t> ipcOpens_;         // IPC-opened address -> open count
+  // What an executable graph's nodes take as device addresses (each kernel
+  // node's 8-byte-aligned parameter words and each copy's and set's
+  // addresses) that lay in an allocation when it was instantiated, sorted,
+  // and its node count. A launch of a graph not here (instantiated before
+  // recording began, changed since, or holding nodes gpurr does not follow)
+  // may touch any allocation.
+  struct GraphExec {
+    uint32_t nodes = 0;
+    std::vector<uint64_t> addresses;
+  };
+  std::unordered_map<uint64_t, GraphExec> graphExecs_;
   uint32_t nextModule_ = 1;
   uint64_t nextLaunch_ = 0;
   std::map<std::string, bool> warned_;

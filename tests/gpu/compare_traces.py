@@ -3,7 +3,7 @@
 `gpurr dump --json`, and checks where they are allowed to differ.
 
     compare_traces.py --gpurr BIN/gpurr A B [--differ REGEX=ASPECTS]...
-                      [--min-launches N]
+                      [--min-launches N] [--graph-ranges N]
 
 A and B are traces, or directories of traces (rank0.gpurr, ...) matched by
 name. Each launch is compared in four aspects:
@@ -14,6 +14,9 @@ name. Each launch is compared in four aspects:
 A launch whose kernel name (mangled or demangled) matches a --differ REGEX
 must differ in exactly the ASPECTS given (comma-separated); every other
 launch must match in all four. Each REGEX must match at least one launch.
+With --graph-ranges N, trace A must hold a graph launch, and each of its
+graph launches (not captured ones) must have been read node by node
+(nodeCount > 0) and hash N ranges after it.
 Exit status: 0 when the recordings are as expected, 1 when not, 2 on
 usage errors or unreadable traces.
 """
@@ -27,8 +30,9 @@ import sys
 ASPECTS = ("config", "params", "inputs", "outputs")
 
 
-def launches(gpurr, trace):
-    """The launches of one trace, in order, as dicts from dump --json."""
+def events(gpurr, trace, kind):
+    """The events of one kind of one trace, in order, as dicts from dump
+    --json, each with its seq."""
     proc = subprocess.run([gpurr, "dump", "--json", trace], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
@@ -36,11 +40,32 @@ def launches(gpurr, trace):
     out = []
     for line in proc.stdout.splitlines():
         event = json.loads(line)
-        if event["kind"] == "launch":
-            launch = event["launch"]
-            launch["seq"] = event["seq"]
-            out.append(launch)
+        if event["kind"] == kind:
+            payload = event[kind]
+            payload["seq"] = event["seq"]
+            out.append(payload)
     return out
+
+
+def launches(gpurr, trace):
+    return events(gpurr, trace, "launch")
+
+
+def graph_problems(gpurr, trace, ranges):
+    """Why the graph launches of `trace` are not each read node by node and
+    hashing `ranges` ranges after it."""
+    graphs = [g for g in events(gpurr, trace, "graph") if not g.get("captured")]
+    if not graphs:
+        return [f"{trace}: no graph launch recorded"]
+    problems = []
+    for g in graphs:
+        if g["nodeCount"] == 0:
+            problems.append(f"graph launch (seq {g['seq']}): its nodes were not read (nodeCount 0), so it "
+                            "hashed every allocation")
+        elif len(g["outputs"]) != ranges:
+            problems.append(f"graph launch (seq {g['seq']}, {g['nodeCount']} nodes): {len(g['outputs'])} "
+                            f"ranges hashed after it, expected {ranges}")
+    return problems
 
 
 def normalised_params(launch):
@@ -167,6 +192,7 @@ def main():
     parser.add_argument("--gpurr", required=True, help="the gpurr executable")
     parser.add_argument("--differ", action="append", default=[], metavar="REGEX=ASPECTS")
     parser.add_argument("--min-launches", type=int, default=1)
+    parser.add_argument("--graph-ranges", type=int, default=None, metavar="N")
     parser.add_argument("a")
     parser.add_argument("b")
     args = parser.parse_args()
@@ -178,6 +204,8 @@ def main():
         found, count = compare(args.gpurr, ta, tb, rules, args.min_launches, used)
         total += count
         problems += found
+        if args.graph_ranges is not None:
+            problems += graph_problems(args.gpurr, ta, args.graph_ranges)
     for spec, _, _ in rules:
         if spec not in used and not problems:
             problems.append(f"--differ {spec}: no launch of a matching kernel was recorded")

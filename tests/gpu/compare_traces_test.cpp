@@ -32,7 +32,8 @@ struct Launch {
 
 // One allocation at `base` (which differs between runs, like real
 // addresses), and launches whose two pointer parameters point into it.
-void makeTrace(const fs::path& dir, const std::vector<Launch>& launches, uint64_t base) {
+void makeTrace(const fs::path& dir, const std::vector<Launch>& launches, uint64_t base,
+               const std::vector<GraphLaunch>& graphs = {}) {
   TraceWriter w(dir, Header{});
   uint64_t seq = 0;
   Allocation a;
@@ -62,6 +63,7 @@ void makeTrace(const fs::path& dir, const std::vector<Launch>& launches, uint64_
     k.outputs = {o};
     w.append(Event{seq++, seq * 10, 0, k});
   }
+  for (const GraphLaunch& g : graphs) w.append(Event{seq++, seq * 10, 0, g});
   w.close();
 }
 
@@ -172,4 +174,34 @@ TEST_CASE("directories of traces are compared process by process") {
   CHECK(r.code == 1);
   CHECK_THAT(r.output, Catch::Contains("1 problem(s)"));
   CHECK(compare(tmp / "a", tmp / "a", "--min-launches 3", tmp).code == 0);
+}
+
+TEST_CASE("graph launches must each be read node by node and hash so many ranges (--graph-ranges)") {
+  TempDir tmp;
+  auto graph = [](uint32_t nodes, size_t ranges) {
+    GraphLaunch g;
+    g.graphExec = 0xE1;
+    g.nodeCount = nodes;
+    for (size_t i = 0; i < ranges; ++i) g.outputs.push_back({{0x7f0000000000 + 4096 * i, 4096, 1, 4096 * i}, 0x44, {}});
+    return g;
+  };
+  GraphLaunch captured = graph(0, 0);
+  captured.captured = true;  // not a launch that ran: not judged
+  auto check = [&](const std::vector<GraphLaunch>& graphs) {
+    fs::remove_all(tmp / "a.gpurr");
+    fs::remove_all(tmp / "b.gpurr");
+    makeTrace(tmp / "a.gpurr", program(), 0x7f0000000000, graphs);
+    makeTrace(tmp / "b.gpurr", program(), 0x7f0000000000, graphs);
+    return compare(tmp / "a.gpurr", tmp / "b.gpurr", "--graph-ranges 1", tmp);
+  };
+  CHECK(check({graph(4, 1), captured}).code == 0);
+  Run r = check({});
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("no graph launch recorded"));
+  r = check({graph(4, 1), graph(0, 3)});
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("its nodes were not read (nodeCount 0), so it hashed every allocation"));
+  r = check({graph(4, 2)});
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("(seq 4, 4 nodes): 2 ranges hashed after it, expected 1"));
 }

@@ -28,7 +28,8 @@ struct FakeLaunch {
 };
 
 // `graph`: a CUDA graph launch at the end, as torch.compile's
-// reduce-overhead mode makes.
+// reduce-overhead mode (and capture_global) makes, its nodes read: it hashes
+// the one allocation they point into.
 void writeTrace(const std::filesystem::path& dir, const std::vector<FakeLaunch>& launches, bool graph) {
   TraceWriter w(dir, Header{});
   uint64_t seq = 0;
@@ -55,7 +56,11 @@ void writeTrace(const std::filesystem::path& dir, const std::vector<FakeLaunch>&
     k.outputs = {r};
     w.append(Event{seq++, seq, 0, k});
   }
-  if (graph) w.append(Event{seq++, seq, 0, GraphLaunch{0x900, 0, static_cast<uint32_t>(launches.size()), {}, {}}});
+  if (graph) {
+    GraphLaunch g{0x900, 0, static_cast<uint32_t>(launches.size()), {}, {}};
+    g.outputs = {{{a.address, a.size, 1, 0}, 0x5151, {}}};
+    w.append(Event{seq++, seq, 0, g});
+  }
   w.close();
 }
 
@@ -82,7 +87,7 @@ int main(int argc, char** argv) {
     for (uint32_t i = 0; i < 20; ++i) launches.push_back({"_Z6kernelPfj", i, i, i + 1});
   }
   if (const char* out = std::getenv("GPURR_OUTPUT"); out != nullptr && *out != '\0') {
-    writeTrace(std::filesystem::path(out) / "proc0.gpurr", launches, name == "framework");
+    writeTrace(std::filesystem::path(out) / "proc0.gpurr", launches, name == "framework" || name == "capture_global");
   }
   std::printf("%s: fake output\n", name.c_str());
   return 0;

@@ -913,3 +913,90 @@ TEST_CASE("re-runs fail cleanly when the checkpoint cannot be saved or restored"
   CHECK(gpu->allocs == gpu->frees);
   rerun = nullptr;
 }
+
+namespace {
+
+// A driver that knows a few graphs: 0x900 holds a kernel (a CUfunction), a
+// device-to-host copy, a set, a child graph (0x901: a kernel given as a
+// CUkernel) and an empty node; 0x902 a conditional node; 0x903 is unknown.
+struct FakeGraphs {
+  static inline void* params[] = {nullptr};
+  static CUresult getNodes(CUgraph g, CUgraphNode* nodes, size_t* n) {
+    static const std::map<uint64_t, std::vector<uint64_t>> graphs = {
+        {0x900, {0xA1, 0xA2, 0xA3, 0xA4, 0xA6}}, {0x901, {0xA5}}, {0x902, {0xA7}}};
+    auto it = graphs.find(reinterpret_cast<uint64_t>(g));
+    if (it == graphs.end()) return CUDA_ERROR_INVALID_VALUE;
+    if (nodes != nullptr) {
+      for (size_t i = 0; i < std::min(*n, it->second.size()); ++i) nodes[i] = reinterpret_cast<CUgraphNode>(it->second[i]);
+    }
+    *n = it->second.size();
+    return CUDA_SUCCESS;
+  }
+  static CUresult type(CUgraphNode node, CUgraphNodeType* t) {
+    switch (reinterpret_cast<uint64_t>(node)) {
+      case 0xA1: case 0xA5: *t = CU_GRAPH_NODE_TYPE_KERNEL; break;
+      case 0xA2: *t = CU_GRAPH_NODE_TYPE_MEMCPY; break;
+      case 0xA3: *t = CU_GRAPH_NODE_TYPE_MEMSET; break;
+      case 0xA4: *t = CU_GRAPH_NODE_TYPE_GRAPH; break;
+      case 0xA6: *t = CU_GRAPH_NODE_TYPE_EMPTY; break;
+      default: *t = CU_GRAPH_NODE_TYPE_CONDITIONAL; break;
+    }
+    return CUDA_SUCCESS;
+  }
+  static CUresult kernel(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* p) {
+    *p = {};
+    if (reinterpret_cast<uint64_t>(node) == 0xA1) {
+      p->func = reinterpret_cast<CUfunction>(0x100);
+    } else {
+      p->kern = reinterpret_cast<CUkernel>(0x200);
+    }
+    p->kernelParams = params;
+    return CUDA_SUCCESS;
+  }
+  static CUresult copy(CUgraphNode, CUDA_MEMCPY3D* c) {
+    *c = {};
+    c->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c->srcDevice = 0x5000;
+    c->dstMemoryType = CU_MEMORYTYPE_HOST;
+    c->dstHost = reinterpret_cast<void*>(0x6000);
+    return CUDA_SUCCESS;
+  }
+  static CUresult set(CUgraphNode, CUDA_MEMSET_NODE_PARAMS* m) {
+    *m = {};
+    m->dst = 0x7000;
+    return CUDA_SUCCESS;
+  }
+  static CUresult child(CUgraphNode, CUgraph* g) {
+    *g = reinterpret_cast<CUgraph>(0x901);
+    return CUDA_SUCCESS;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a graph's nodes are read through the driver, child graphs included", "[recorder][cudadevice]") {
+  Fixture fx;
+  kernels::DriverApi api = fakeApi();
+  api.cuGraphGetNodes = FakeGraphs::getNodes;
+  api.cuGraphNodeGetType = FakeGraphs::type;
+  api.cuGraphKernelNodeGetParams = FakeGraphs::kernel;
+  api.cuGraphMemcpyNodeGetParams = FakeGraphs::copy;
+  api.cuGraphMemsetNodeGetParams = FakeGraphs::set;
+  api.cuGraphChildGraphNodeGetGraph = FakeGraphs::child;
+  auto device = CudaDevice::create(api);
+  Device::GraphNodes nodes;
+  std::string error;
+  REQUIRE(device->graphNodes(0x900, nodes, error));
+  CHECK(nodes.count == 6);  // the child graph's node too
+  REQUIRE(nodes.kernels.size() == 2);
+  CHECK(nodes.kernels[0].function == 0x100);
+  CHECK(nodes.kernels[0].kernelParams == FakeGraphs::params);
+  CHECK(nodes.kernels[1].function == 0x200);  // the CUkernel, where no CUfunction is given
+  // The copy's device source and the set's destination; not the host side.
+  CHECK(nodes.addresses == std::vector<uint64_t>{0x5000, 0x7000});
+
+  CHECK_FALSE(device->graphNodes(0x902, nodes, error));
+  CHECK(error == "it holds a conditional node");
+  CHECK_FALSE(device->graphNodes(0x903, nodes, error));
+  CHECK_THAT(error, Catch::Contains("cuGraphGetNodes"));
+}

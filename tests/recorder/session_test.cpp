@@ -175,6 +175,14 @@ class FakeDevice : public Device {
     out = it->second;
     return true;
   }
+  // Graphs the driver describes, by CUgraph handle.
+  std::map<uint64_t, GraphNodes> graphs;
+  bool graphNodes(uint64_t graph, GraphNodes& out, std::string& error) override {
+    auto it = graphs.find(graph);
+    if (it == graphs.end()) return error = "it holds a conditional node", false;
+    out = it->second;
+    return true;
+  }
   int captureQueries = 0;
   StreamCapture captureState(uint64_t stream) override {
     ++captureQueries;
@@ -2111,4 +2119,114 @@ TEST_CASE("without full recording the same calls are recorded silently", "[recor
   h.call(CUPTI_DRIVER_TRACE_CBID_cuMemsetD2D8_v2, &p);
   CHECK(eventsOf<trace::Memset>(h.finishAndRead()).size() == 1);
   CHECK(h.warnings.empty());
+}
+
+namespace {
+void instantiate(Harness& h, uint64_t graph, uint64_t exec) {
+  CUgraphExec out = reinterpret_cast<CUgraphExec>(exec);
+  cuGraphInstantiateWithFlags_params p{&out, reinterpret_cast<CUgraph>(graph), 0};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags, &p);
+}
+void launchGraph(Harness& h, uint64_t exec) {
+  cuGraphLaunch_params p{reinterpret_cast<CUgraphExec>(exec), reinterpret_cast<CUstream>(0x5)};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &p);
+}
+std::vector<uint32_t> ordinals(const std::vector<trace::RangeDigest>& ranges) {
+  std::vector<uint32_t> out;
+  for (const auto& r : ranges) out.push_back(r.range.allocation);
+  std::sort(out.begin(), out.end());  // ranges come in address order
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a graph launch hashes what its nodes point into, once the graph's nodes are known",
+          "[recorder][session][graph]") {
+  Harness h;
+  h.device->functions[kRead4] = read4Info();
+  std::vector<uint8_t> a = randomBytes(4096, 61), b = randomBytes(4096, 62), c = randomBytes(4096, 63),
+                       d = randomBytes(4096, 64);
+  for (auto* buffer : {&a, &b, &c, &d}) h.memAlloc(*buffer);
+  // Graph 0x60: a kernel taking pointers into a (past its start) and b, and
+  // a number; a set of d; an event node, counted, touching nothing.
+  uint64_t pa = addr(a.data()) + 256, pb = addr(b.data()), number = 7, nothing = 0;
+  void* args[] = {&pa, &pb, &number, &nothing};
+  Device::GraphNodes nodes;
+  nodes.count = 3;
+  nodes.kernels.push_back({kRead4, args, nullptr});
+  nodes.addresses.push_back(addr(d.data()));
+  h.device->graphs[0x60] = nodes;
+  instantiate(h, 0x60, 0xE1);
+  instantiate(h, 0x61, 0xE2);  // a graph the recorder cannot follow
+  launchGraph(h, 0xE1);
+  launchGraph(h, 0xE2);
+  {
+    // A node of 0xE1 changed: from now on it may touch anything.
+    cuGraphExecKernelNodeSetParams_v2_params p{reinterpret_cast<CUgraphExec>(0xE1), nullptr, nullptr};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphExecKernelNodeSetParams_v2, &p);
+  }
+  launchGraph(h, 0xE1);
+  {
+    // Updated from 0x60 again: known again.
+    cuGraphExecUpdate_v2_params p{reinterpret_cast<CUgraphExec>(0xE1), reinterpret_cast<CUgraph>(0x60), nullptr};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphExecUpdate_v2, &p);
+  }
+  launchGraph(h, 0xE1);
+  {
+    cuGraphExecDestroy_params p{reinterpret_cast<CUgraphExec>(0xE1)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy, &p);
+  }
+  launchGraph(h, 0xE1);  // destroyed: the handle may name a graph instantiated unseen
+
+  const auto events = h.finishAndRead();
+  const auto graphs = eventsOf<trace::GraphLaunch>(events);
+  REQUIRE(graphs.size() == 5);
+  // Known: from each pointer to its allocation's end, as a launch's pointers.
+  CHECK(graphs[0].nodeCount == 3);
+  CHECK(ordinals(graphs[0].outputs) == std::vector<uint32_t>{1, 2, 4});
+  const auto inA = std::find_if(graphs[0].outputs.begin(), graphs[0].outputs.end(),
+                                [](const trace::RangeDigest& r) { return r.range.allocation == 1; });
+  REQUIRE(inA != graphs[0].outputs.end());
+  CHECK(inA->range == trace::DeviceRange{pa, 4096 - 256, 1, 256});
+  CHECK(ordinals(graphs[0].inputs) == std::vector<uint32_t>{1, 2, 4});  // first uses
+  // Unknown, changed, destroyed: every allocation, node count 0.
+  for (size_t i : {1, 2, 4}) {
+    CHECK(graphs[i].nodeCount == 0);
+    CHECK(ordinals(graphs[i].outputs) == std::vector<uint32_t>{1, 2, 3, 4});
+  }
+  CHECK(graphs[3].nodeCount == 3);
+  CHECK(ordinals(graphs[3].outputs) == std::vector<uint32_t>{1, 2, 4});
+  std::lock_guard lock(h.warningsMu);
+  REQUIRE(h.warnings.size() == 1);
+  CHECK_THAT(h.warnings[0], Catch::Contains("a CUDA graph's nodes cannot all be followed (it holds a conditional "
+                                            "node): its launches hash every allocation"));
+}
+
+TEST_CASE("a graph launch whose nodes touch nothing of the program's hashes nothing and keeps the history",
+          "[recorder][session][graph]") {
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> x = randomBytes(8192, 65), y = randomBytes(8192, 66);
+  h.memAlloc(x);
+  h.memAlloc(y);
+  uint64_t px = addr(x.data()), py = addr(y.data());
+  float alpha = 1.0f;
+  int n = 16;
+  void* args[] = {&px, &py, &alpha, &n};
+  h.launch(kAxpy, args, 0x5);  // first uses: hashed before
+  Device::GraphNodes empty;
+  empty.count = 2;  // say, a host node and an event record
+  h.device->graphs[0x70] = empty;
+  instantiate(h, 0x70, 0xE3);
+  const size_t enqueued = h.calls.size();
+  launchGraph(h, 0xE3);
+  CHECK(h.calls.size() == enqueued);
+  h.launch(kAxpy, args, 0x5);
+  const auto events = h.finishAndRead();
+  const auto graphs = eventsOf<trace::GraphLaunch>(events);
+  REQUIRE(graphs.size() == 1);
+  CHECK(graphs[0].nodeCount == 2);
+  CHECK(graphs[0].outputs.empty());
+  const auto launches = eventsOf<trace::KernelLaunch>(events);
+  REQUIRE(launches.size() == 2);
+  CHECK(launches[1].inputs.empty());  // still vouched for by launch 0's digests
 }
