@@ -125,6 +125,13 @@ for case_name in $names; do
       n=$("$gpurr" info --json "$work/$name/a.gpurr" |
         "$python" -c "import json, sys; print(json.load(sys.stdin)['eventsByKind'].get('graph', 0))")
       if [ "$n" -gt 0 ]; then pass "$n graph launches recorded"; else fail "no graph launch recorded"; fi
+      # Each graph's nodes read at its instantiation: it hashes what they
+      # point into, not every allocation (nodeCount 0).
+      whole=$("$gpurr" dump --json "$work/$name/a.gpurr" | "$python" -c "import json, sys
+print(sum(1 for l in sys.stdin for e in [json.loads(l)]
+          if e['kind'] == 'graph' and not e['graph']['captured'] and e['graph']['nodeCount'] == 0))")
+      if [ "${whole:-x}" = 0 ]; then pass "every graph launch read node by node"
+      else fail "${whole:-?} graph launches hashed every allocation (their nodes were not read; see the recorder's warning)"; fi
       ;;
     ddp_gloo)
       run_case ddp_gloo sorted -- "$python" -m torch.distributed.run --standalone --nproc_per_node 2 ddp_gloo.py "${extra[@]}" || continue
