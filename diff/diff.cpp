@@ -898,7 +898,7 @@ std::string opName(const Event& e) {
   }
   if (std::holds_alternative<Memset>(e.payload)) return "memset";
   if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
-    return fmt::format("graph launch ({} nodes)", g->nodeCount);
+    return describe(*g);
   }
   return trace::kindName(e.payload);
 }

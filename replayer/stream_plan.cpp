@@ -349,9 +349,9 @@ StreamStep streamStep(const Event& e) {
     step.op = std::move(op);
   } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
     step.stop = fmt::format(
-        "event #{} launches a CUDA graph ({}): the trace keeps no record of its nodes, so whole-stream replay "
+        "event #{} launches a CUDA graph{}: the trace keeps no record of its nodes, so whole-stream replay "
         "cannot run it",
-        e.seq, plural(g->nodeCount, "node", "nodes"));
+        e.seq, g->nodeCount == 0 ? "" : " (" + plural(g->nodeCount, "node", "nodes") + ")");
   }
   return step;
 }

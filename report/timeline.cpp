@@ -179,7 +179,7 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
     outputs.push_back(rangeJson(s->dst, s->digest));
   } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
     j["kind"] = "graph";
-    j["name"] = j["demangled"] = j["short"] = fmt::format("graph launch ({} nodes)", g->nodeCount);
+    j["name"] = j["demangled"] = j["short"] = describe(*g);
     stream = g->stream;
     inputs = rangeList(g->inputs);
     outputs = rangeList(g->outputs);

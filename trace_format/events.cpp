@@ -144,6 +144,11 @@ const char* toString(Phase phase) {
   return "unknown";
 }
 
+std::string describe(const GraphLaunch& g) {
+  if (g.nodeCount == 0) return "graph launch";
+  return fmt::format("graph launch ({} node{})", g.nodeCount, g.nodeCount == 1 ? "" : "s");
+}
+
 std::string frameworkOpOf(const Event& event) {
   if (event.origin && !event.origin->op.empty()) return event.origin->op;
   if (const auto* k = std::get_if<KernelLaunch>(&event.payload)) {

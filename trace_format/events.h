@@ -394,6 +394,9 @@ inline bool isOperation(const Payload& p) {
   if (const auto* g = std::get_if<GraphLaunch>(&p)) return !g->captured;
   return false;
 }
+// "graph launch (12 nodes)"; "graph launch" where the recorder did not read
+// its nodes (nodeCount 0).
+std::string describe(const GraphLaunch& graph);
 // The framework op of an event: its origin's, else a FrameworkOp annotation's
 // (traces written without a framework layer); empty when neither says.
 std::string frameworkOpOf(const Event& event);
