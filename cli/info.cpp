@@ -32,6 +32,7 @@ struct Stats {
   std::set<std::string> kernels;
   uint64_t bytesHashed = 0;
   uint64_t notHashed = 0;
+  uint64_t graphsHashedWhole = 0;  // graph launches whose nodes the recorder did not read
   uint64_t allocatedBytes = 0;
   uint64_t annotations = 0;
   // Launches (not captured), copies and memsets; those with an origin, its
@@ -109,6 +110,7 @@ Stats collect(const TraceReader& reader) {
     } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
       addRanges(s, g->inputs);
       addRanges(s, g->outputs);
+      if (!g->captured && g->nodeCount == 0) ++s.graphsHashedWhole;
     } else if (const auto* a = std::get_if<Allocation>(&e.payload)) {
       s.allocatedBytes += a->size;
     }
@@ -153,6 +155,7 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"eventsOfUnknownKind", reader.unknownEventsSkipped()},
            {"distinctKernels", s.kernels.size()},
            {"launchesNotHashed", s.notHashed},
+           {"graphLaunchesHashedWhole", s.graphsHashedWhole},
            {"bytesHashed", s.bytesHashed},
            {"bytesHashedPerLaunch", reader.launchCount() ? s.bytesHashed / reader.launchCount() : 0},
            {"perStep", perStepJson(s)},
@@ -239,6 +242,10 @@ int printText(const TraceReader& reader, const Stats& s) {
                              reader.launchCount()
                                  ? fmt::format(", {} per launch", humanBytes(s.bytesHashed / reader.launchCount()))
                                  : ""));
+  if (s.graphsHashedWhole > 0) {
+    line("", fmt::format("{} hashed every allocation: their nodes were not read (see the recorder's warning)",
+                         count(s.graphsHashedWhole, "graph launch", "es")));
+  }
   if (const PerStep p = perStep(s); p.steps > 0) {
     line("", fmt::format("per training step (median of {}): {} in {}; the largest step {}",
                          count(p.steps, "step"), humanBytes(p.medianBytes), count(p.medianLaunches, "launch", "es"),

@@ -1311,7 +1311,9 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   uint64_t dst = 0, src = 0;
   bool dstDevice = false, srcDevice = false;
   const void* hostSource = nullptr;
-  // Enqueued into a graph's capture: listed, nothing hashed, kept or forgotten.
+  // Enqueued into a graph's capture: listed, nothing hashed, kept or
+  // forgotten. Every path below asks this once, and learns from the same
+  // query whether the copy's hash may be enqueued.
   bool canEnqueue = false;
   auto emitIfCaptured = [&] {
     canEnqueue = markCaptured(m, enqueueStream(m.stream, perThread)).canEnqueue;

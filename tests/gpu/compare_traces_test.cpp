@@ -205,3 +205,21 @@ TEST_CASE("graph launches must each be read node by node and hash so many ranges
   CHECK(r.code == 1);
   CHECK_THAT(r.output, Catch::Contains("(seq 4, 4 nodes): 2 ranges hashed after it, expected 1"));
 }
+
+TEST_CASE("gpurr info counts the graph launches whose nodes were not read") {
+  TempDir tmp;
+  GraphLaunch read, whole, captured;
+  read.nodeCount = 4;
+  captured.captured = true;
+  makeTrace(tmp / "a.gpurr", program(), 0x7f0000000000, {read, whole, captured});
+  const fs::path out = tmp / "info.out";
+  const std::string info = std::string(GPURR_BINARY_DIR) + "/bin/gpurr info ";
+  REQUIRE(std::system((info + (tmp / "a.gpurr").string() + " > " + out.string()).c_str()) == 0);
+  std::ifstream text(out);
+  CHECK_THAT(std::string(std::istreambuf_iterator<char>(text), std::istreambuf_iterator<char>()),
+             Catch::Contains("1 graph launch hashed every allocation: their nodes were not read"));
+  REQUIRE(std::system((info + "--json " + (tmp / "a.gpurr").string() + " > " + out.string()).c_str()) == 0);
+  std::ifstream json(out);
+  CHECK_THAT(std::string(std::istreambuf_iterator<char>(json), std::istreambuf_iterator<char>()),
+             Catch::Contains("\"graphLaunchesHashedWhole\": 1"));
+}
