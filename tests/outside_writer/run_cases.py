@@ -219,6 +219,40 @@ def captured_work():
 
 
 @case
+def graph_launches():
+    """The optimizer step as one CUDA graph launch whose nodes the recorder
+    read (FORMAT.md `graph`: ranges from each address its nodes take to the
+    allocation's end, nodeCount > 0). Where fresh memory reads the same in
+    every process, two runs are identical, and a graph that adds in another
+    order in run B is the first divergence, with its inputs identical and
+    vouched for. Where it differs, the first graph launch's ranges hold
+    bytes nothing wrote, which differ: reported as uninitialised memory
+    (README Limitations)."""
+    a, _ = record(Variant(seed=1, graph_optimizer=True))
+    b, _ = record(Variant(seed=2, graph_optimizer=True))
+    _, fd = expect_cause(a, b, 'uninitialisedMemory', 'fresh memory differs between the runs')
+    expect(fd['a']['kind'] == 'graph', 'at a graph launch', fd['a'])
+    for hash_inputs in (False, True):
+        a, pa = record(Variant(seed=1, graph_optimizer=True, hash_inputs=hash_inputs, fresh_zeros=True))
+        b, _ = record(Variant(seed=2, graph_optimizer=True, hash_inputs=hash_inputs, schedule_seed=3,
+                              fresh_zeros=True))
+        graphs = [e for e in pa.events if 'graph' in e]
+        allocs = len([e for e in pa.events if 'alloc' in e])
+        expect(len(graphs) == 8 and all(e['graph']['nodeCount'] == 3 and
+                                        0 < len(e['graph']['outputs']) < allocs for e in graphs),
+               'a graph launch a step, read node by node, hashing some of the %d allocations' % allocs,
+               [len(e['graph']['outputs']) for e in graphs])
+        expect_identical(a, b, 'graph launches (hash inputs %s)' % hash_inputs)
+        c, _ = record(Variant(seed=3, graph_optimizer=True, hash_inputs=hash_inputs, graph_atomics_step=4,
+                              fresh_zeros=True))
+        j, fd = expect_cause(a, c, 'nondeterministicKernel', 'the graph adds in another order at step 4 '
+                             '(hash inputs %s)' % hash_inputs)
+        expect(fd['a']['seq'] == graphs[4]['seq'], 'the graph launch of step 4', fd['a'])
+        expect(fd['inputs']['identical'] and fd['inputs']['uncompared'] == 0,
+               'its inputs identical, none left uncompared', fd['inputs'])
+
+
+@case
 def interleaving():
     """Autograd's thread and the main thread interleave at random in every
     run (the metrics stream, the next batch's copies): identical."""

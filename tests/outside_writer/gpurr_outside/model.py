@@ -36,9 +36,13 @@ class Alloc:
             # Reserved address space: pages exist where mapped (grow fills them).
             self._data = np.zeros(self.size, dtype=np.uint8)
         if self._data is None:
-            # Fresh memory holds whatever was there: different in every run.
-            g = np.random.default_rng([self.prog.seed, self.ordinal, 7])
-            self._data = g.integers(0, 256, self.size, dtype=np.uint8)
+            # Fresh memory holds whatever was there: different in every run
+            # (or zeros in every process, where the driver scrubs it).
+            if self.prog.fresh_zeros:
+                self._data = np.zeros(self.size, dtype=np.uint8)
+            else:
+                g = np.random.default_rng([self.prog.seed, self.ordinal, 7])
+                self._data = g.integers(0, 256, self.size, dtype=np.uint8)
         return self._data
 
 
@@ -88,8 +92,9 @@ class Program:
     two runs of the same program without changing its results: addresses,
     stream and event handles, time, what fresh memory holds."""
 
-    def __init__(self, seed, hash_inputs=False, expandable=False, chunk_bytes=65536):
+    def __init__(self, seed, hash_inputs=False, expandable=False, chunk_bytes=65536, fresh_zeros=False):
         self.seed = seed
+        self.fresh_zeros = fresh_zeros
         self.rng = random.Random(seed * 7919 + 13)
         self.hash_inputs = hash_inputs
         self.expandable = expandable
@@ -421,6 +426,44 @@ class Program:
         body = {'stream': stream, 'async': True, 'dst': self._drange(buf), 'value': value,
                 'elementSize': 1, 'digest': bufhash.digest(buf.bytes())}
         return self.emit(thread, 'memset', body, origin)
+
+    def graph_launch(self, thread, stream, addresses, compute, node_count):
+        """A CUDA graph launch whose nodes the recorder read (FORMAT.md
+        `graph`): its ranges run from each device address its nodes take to
+        the end of the allocation, hashed as a launch's are: inputs at their
+        first use (every one with hash_inputs), every range after."""
+        lowest = {}
+        for v in addresses:
+            a, _ = self._locate(v)
+            if a is not None:
+                lowest[a] = min(lowest.get(a, v), v)
+        spans = sorted(((lo, a) for a, lo in lowest.items()), key=lambda x: x[0])
+        inputs, outputs = [], []
+        for lo, a in spans:
+            r = self._range((a, None), lo)
+            if self._touch_span(a, r, stream) or self.hash_inputs:
+                ri = dict(r)
+                self._digest(self._bytes((a, None), r), ri)
+                inputs.append(ri)
+        compute()
+        for lo, a in spans:
+            ro = self._range((a, None), lo)
+            self._digest(self._bytes((a, None), ro), ro)
+            outputs.append(ro)
+        return self.emit(thread, 'graph', {'graphExec': self.handle(), 'stream': stream, 'nodeCount': node_count,
+                                           'inputs': inputs, 'outputs': outputs})
+
+    def _touch_span(self, a, r, stream):
+        """_touch for a range of a whole allocation that may hold blocks:
+        the bytes are one history, whichever way a launch reached them."""
+        fresh = self._touch((a, None), r, stream)
+        lo, hi = r['address'], r['address'] + r['size']
+        for b in a.blocks:
+            if b.live and b.address < hi and lo < b.address + b.size:
+                s, e = max(lo, b.address) - b.address, min(hi, b.address + b.size) - b.address
+                fresh |= not (b.touched[s:e] == stream + 1).all()
+                b.touched[s:e] = stream + 1
+        return fresh
 
     def captured(self, thread, stream, capture_id, kind, body, origin=None):
         """A copy, set or graph launch enqueued on a stream being captured into

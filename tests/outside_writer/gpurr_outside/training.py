@@ -54,6 +54,9 @@ class Variant:
                                    # no synchronisation: only the threads' interleaving orders the two)
     capture_step: int = None       # that step also captures a CUDA graph it never launches (a warm-up capture)
     capture_bytes: int = 4096      # ... whose captured copy moves this many bytes
+    graph_optimizer: bool = False  # the optimizer step is one CUDA graph launch (its nodes read by the recorder)
+    graph_atomics_step: int = None  # ... whose update of one parameter adds in another order at that step
+    fresh_zeros: bool = False      # fresh memory reads zeros in every process (else it differs between runs)
     env: dict = None
     snapshot_step: int = None      # keep the bytes of that step's launches (gpurr record --snapshot)
 
@@ -96,7 +99,7 @@ class Training:
     def __init__(self, v):
         self.v = v
         self.p = Program(v.seed, hash_inputs=v.hash_inputs, expandable=v.expandable,
-                         chunk_bytes=v.chunk_bytes)
+                         chunk_bytes=v.chunk_bytes, fresh_zeros=v.fresh_zeros)
         p = self.p
         self.S, self.CP, self.M = p.handle(), p.handle(), p.handle()  # compute, copy, metrics
         self.SIDE = p.handle()
@@ -547,7 +550,18 @@ class Training:
             for n in names:
                 m = self.momentum[n].f32() * np.float32(0.9) + self.grads[n].f32()
                 self.momentum[n].put(m)
-                self.params[n].put(self.params[n].f32() - np.float32(0.01) * m)
+                updated = self.params[n].f32() - np.float32(0.01) * m
+                if n == names[0] and self.v.graph_atomics_step == step:
+                    updated[::7] = np.nextafter(updated[::7], np.float32(np.inf))  # summed in another order
+                self.params[n].put(updated)
+        if self.v.graph_optimizer:
+            # Captured once, replayed every step: the graph's nodes take the
+            # same pointers the launch would (static buffers).
+            addresses = [x.buf.address + x.offset for x in meta if isinstance(x, Ptr)]
+            p.graph_launch(MAIN, self.S, addresses, sgd, node_count=3)
+            for n in names:
+                p.release(self.grads.pop(n))
+            return
         p.launch(MAIN, self.S, self.torch_mod,
                  '_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_18TensorListMetadataILi3EEENS1_14SGDFunctorIfLi3EEEJffEEEvT_T0_DpT1_',
                  (6, 1, 1), (512, 1, 1), meta + [('f', 0.01), ('f', 0.9)], sgd,
