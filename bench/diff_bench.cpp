@@ -8,7 +8,8 @@
 // (the traces are written by a child process). The target: the diff on one
 // thread within 1.3x the decompression.
 //
-//   diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] [--host-threads N] [--keep DIR]
+//   diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] [--host-threads N]
+//              [--own-streams] [--keep DIR]
 //   diff_bench --launches 10000000 --rounds 1     # an hour of training: memory
 #include <fmt/format.h>
 
@@ -86,8 +87,12 @@ std::vector<Kernel> kernels() {
 // `divergeAt` (launch index) makes run B's output differ there, as a
 // nondeterministic kernel would. With `hostThreads` > 1, runs of 16 launches
 // take turns on that many host threads, on the one stream (as autograd's
-// thread launches the backward pass on the forward's stream in PyTorch).
-void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool runB, uint32_t hostThreads) {
+// thread launches the backward pass on the forward's stream in PyTorch), or
+// with `ownStreams` each on a stream of its own, synchronised after each
+// run: the next thread reads what it wrote (data handed over through the
+// host).
+void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool runB, uint32_t hostThreads,
+                bool ownStreams) {
   Header h;
   h.toolVersion = "0.1.0";
   h.commandLine = {"python", "train.py"};
@@ -150,8 +155,13 @@ void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool
       appendParam(k, &v, 4, 4);
     }
     const uint32_t thread = static_cast<uint32_t>((i / 16) % hostThreads);
+    if (ownStreams) k.stream = (runB ? 0x55 : 0x77) + thread;
     w.append({seq, seq * 1000, thread, k});
     ++seq;
+    if (ownStreams && i % 16 == 15) {
+      w.append({seq, seq * 1000, thread, Sync{SyncKind::kStreamSynchronize, k.stream, 0}});
+      ++seq;
+    }
   }
   w.close();
 }
@@ -208,6 +218,7 @@ int main(int argc, char** argv) {
   double divergeFraction = 0.99;  // of the way in
   unsigned threads = 0;
   uint32_t hostThreads = 1;
+  bool ownStreams = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--launches") == 0 && i + 1 < argc) {
       launches = std::stoull(argv[++i]);
@@ -219,6 +230,8 @@ int main(int argc, char** argv) {
       threads = static_cast<unsigned>(std::stoul(argv[++i]));
     } else if (std::strcmp(argv[i], "--host-threads") == 0 && i + 1 < argc) {
       hostThreads = std::max(1u, static_cast<uint32_t>(std::stoul(argv[++i])));
+    } else if (std::strcmp(argv[i], "--own-streams") == 0) {
+      ownStreams = true;
     } else if (std::strcmp(argv[i], "--scan-only") == 0 && i + 1 < argc) {
       scanOnly = std::stoi(argv[++i]);  // for profiling: one trace scanned with N decoding threads, ten times
     } else if (std::strcmp(argv[i], "--diff-only") == 0) {
@@ -227,7 +240,7 @@ int main(int argc, char** argv) {
       keep = argv[++i];
     } else {
       fmt::print(stderr, "usage: diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] "
-                         "[--host-threads N] [--keep DIR] [--diff-only] [--scan-only DECODERS]\n");
+                         "[--host-threads N] [--own-streams] [--keep DIR] [--diff-only] [--scan-only DECODERS]\n");
       return 2;
     }
   }
@@ -241,8 +254,8 @@ int main(int argc, char** argv) {
     // In a child process, so that the peak memory reported is the diff's.
     const pid_t child = ::fork();
     if (child == 0) {
-      writeTrace(a, launches, divergeAt, false, hostThreads);
-      writeTrace(b, launches, divergeAt, true, hostThreads);
+      writeTrace(a, launches, divergeAt, false, hostThreads, ownStreams);
+      writeTrace(b, launches, divergeAt, true, hostThreads, ownStreams);
       std::_Exit(0);
     }
     int status = 0;
@@ -264,7 +277,8 @@ int main(int argc, char** argv) {
     diff::DiffOptions options;
     options.threads = t;
     const diff::ProcessDiff result = diff::diffTraces(ra, rb, options, nullptr);
-    if (!result.firstDivergence || result.firstDivergence->a.seq != 256 + divergeAt) {
+    const uint64_t syncsBefore = ownStreams ? divergeAt / 16 : 0;
+    if (!result.firstDivergence || result.firstDivergence->a.seq != 256 + divergeAt + syncsBefore) {
       fmt::print(stderr, "diff did not find the divergence at launch {}\n", divergeAt);
       std::exit(1);
     }

@@ -27,6 +27,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <memory>
 #include <queue>
@@ -728,6 +729,130 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
   return true;
 }
 
+// The device ranges an operation reads, then those it writes, as the blast
+// radius and the canonical order see them: a launch reads what it touches
+// (the ranges of its outputs and reads, also where the trace hashed its
+// inputs at first use only); a copy from the host reads no device bytes,
+// one to the host writes none.
+template <typename Read, typename Write>
+void forEachAccess(const ScanEvent& e, Read&& read, Write&& write) {
+  auto each = [](std::span<const ScanRange> rs, auto& f) {
+    for (const ScanRange& r : rs) {
+      if (r.range.allocation != 0) f(r);
+    }
+  };
+  const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
+                                          e.memcpyKind == MemcpyKind::kHostToHost);
+  if (!hostSource) each(e.inputs, read);
+  if (e.kind == 0 || e.kind == 7) each(e.outputs, read);
+  if (e.kind == 0) each(e.reads, read);
+  if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) each(e.outputs, write);
+}
+
+// Whether two operations differ in both host thread and stream: only then
+// can there be data dependencies (not where PyTorch's main and autograd
+// threads share one stream). Each operation shares the thread or the stream
+// of the first, else it is such a pair with it; then one that shares only
+// the thread and one that shares only the stream are such a pair.
+bool threadsOnStreamsOfTheirOwn(const Run& run) {
+  if (run.ops.size() == 0) return false;
+  const Op& first = run.ops[0];
+  bool otherThread = false, otherStream = false;
+  for (uint64_t i = 1; i < run.ops.size(); ++i) {
+    const Op& x = run.ops[i];
+    if (x.thread != first.thread && x.stream != first.stream) return true;
+    otherThread |= x.thread != first.thread;
+    otherStream |= x.stream != first.stream;
+  }
+  return otherThread && otherStream;
+}
+
+// The data dependencies between operations of different host threads and
+// streams (canonicalOrder), as (from, to) by position in the trace, sorted.
+std::vector<std::pair<uint32_t, uint32_t>> dataDependencies(const Run& run) {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  const uint64_t n = run.ops.size();
+  if (n > static_cast<uint64_t>(std::numeric_limits<int>::max()) || !threadsOnStreamsOfTheirOwn(run)) {
+    return out;  // (labels are ints)
+  }
+  // The operation that last wrote the bytes; of each host thread, the one
+  // that last read them since (those before it on its thread come before it).
+  IntervalLabels writer;
+  std::unordered_map<uint16_t, IntervalLabels> readers;
+  // By stream (folded as Op's): the last operation enqueued, and the last
+  // one the host has seen finish (a synchronisation of the stream, the
+  // context, or an event recorded on it), as seqs.
+  std::vector<uint64_t> lastOnStream(uint32_t{1} << 16, 0), finished(uint32_t{1} << 16, 0);
+  std::unordered_map<uint64_t, std::pair<uint16_t, uint64_t>> events;  // event -> stream, last operation before it
+  std::vector<uint32_t> from;
+  uint64_t o = 0;
+  scanEvents(*run.reader, [&](const ScanEvent& e) {
+    if (e.kind == 6) {
+      const uint16_t stream = fold16(knownStreamOrdinal(run, e.stream));
+      switch (e.syncKind) {
+        case SyncKind::kContextSynchronize:
+          finished = lastOnStream;
+          break;
+        case SyncKind::kStreamSynchronize:
+        case SyncKind::kStreamQuery:
+          finished[stream] = lastOnStream[stream];
+          break;
+        case SyncKind::kEventRecord:
+          events[e.syncEvent] = {stream, lastOnStream[stream]};
+          break;
+        case SyncKind::kEventSynchronize:
+        case SyncKind::kEventQuery:
+          if (const auto it = events.find(e.syncEvent); it != events.end()) {
+            finished[it->second.first] = std::max(finished[it->second.first], it->second.second);
+          }
+          break;
+        case SyncKind::kStreamWaitEvent:
+          break;  // orders streams on the GPU: an event's lane
+      }
+      return true;
+    }
+    if (!isOperation(e)) return true;
+    while (o < n && run.ops[o].seq() < e.seq) ++o;
+    if (o == n) return false;
+    if (run.ops[o].seq() != e.seq) return true;
+    const Op& op = run.ops[o];
+    lastOnStream[op.stream] = e.seq;
+    const int self = static_cast<int>(o);
+    from.clear();
+    // Only an operation the host saw finish can have handed its data over.
+    auto other = [&](int label) {
+      const Op& x = run.ops[static_cast<uint64_t>(label)];
+      if (x.thread != op.thread && x.stream != op.stream && x.seq() <= finished[x.stream]) {
+        from.push_back(static_cast<uint32_t>(label));
+      }
+    };
+    auto dependOn = [&](const IntervalLabels& labels, const ScanRange& r) {
+      labels.forEach(r.range.allocation, r.range.offset, r.range.offset + r.range.size, other);
+    };
+    auto label = [](IntervalLabels& labels, const ScanRange& r, int value) {
+      labels.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, value);
+    };
+    // What it depends on, then what it leaves (a launch reads what it writes).
+    forEachAccess(e, [&](const ScanRange& r) { dependOn(writer, r); }, [&](const ScanRange& r) {
+      dependOn(writer, r);
+      for (const auto& [thread, read] : readers) {
+        if (thread != op.thread) dependOn(read, r);
+      }
+    });
+    IntervalLabels& mine = readers[op.thread];
+    forEachAccess(e, [&](const ScanRange& r) { label(mine, r, self); }, [&](const ScanRange& r) {
+      label(writer, r, self);
+      for (auto& [thread, read] : readers) label(read, r, -1);
+    });
+    std::sort(from.begin(), from.end());
+    from.erase(std::unique(from.begin(), from.end()), from.end());
+    for (const uint32_t f : from) out.emplace_back(f, static_cast<uint32_t>(o));
+    return true;
+  }, 0, run.decoders);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // Host threads race: two threads that enqueue work on different streams
 // interleave their calls in any order, and the trace's order says which
 // thread came first, not what the program did. The diff compares each run
@@ -741,10 +866,26 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
 // whose operations differ only in such an interleaving then have the same
 // sequence. A program of one host thread keeps the trace's order.
 //
-// Kahn's algorithm over the lanes (a thread, a stream, a CUDA event): each
-// operation or synchronisation waits for the one before it in each of its
-// lanes. It holds 13 bytes per operation besides the operations, which are
-// then put in that order in place.
+// The data a host thread hands to another orders their operations too:
+// thread 1 fills a buffer on its stream and synchronises it, then (through
+// a queue, a flag: nothing the trace sees) thread 2 reads the buffer on its
+// own stream. An operation therefore also stays after the operation of
+// another thread and stream that last wrote bytes it reads or writes, and
+// after the last ones that read bytes it writes since they were written,
+// where the host saw that operation finish (a synchronisation of its
+// stream or the context, or of an event recorded after it) before: in a
+// program without data races, the trace holds them in that order in every
+// run (dataDependencies). Two threads' operations that nothing orders (a
+// race) stay free: the diff names the race where the data is read. A range
+// that runs to its allocation's end, outside PyTorch's blocks, can make two
+// operations look dependent that are not: they then keep the trace's
+// order, and two runs that interleave them differently show a reordering.
+//
+// Kahn's algorithm over the lanes (a thread, a stream, a CUDA event) and
+// those data dependencies: each operation or synchronisation waits for the
+// one before it in each of its lanes, and for the operations it depends
+// on. It holds 20 bytes per operation and up to 12 per dependency besides
+// the operations, which are then put in that order in place.
 void canonicalOrder(Run& run) {
   if (!run.threads) {
     run.syncs = {};
@@ -758,7 +899,21 @@ void canonicalOrder(Run& run) {
   // Waypoints: operation i is i, synchronisation j is n + j.
   constexpr uint32_t kNone = UINT32_MAX;
   std::vector<uint32_t> nextOnThread(n + m, kNone), nextOnStream(n + m, kNone), nextOnEvent(m, kNone);
-  std::vector<uint8_t> waiting(n + m, 0);  // lanes in which the waypoint before it has not gone yet
+  // Lanes in which the waypoint before it has not gone yet, and operations
+  // it depends on that have not.
+  std::vector<uint32_t> waiting(n + m, 0);
+  // Each operation's dependents: dependents[dependentsAt[o], dependentsAt[o + 1]).
+  std::vector<uint32_t> dependentsAt(n + 1, 0), dependents;
+  {
+    const auto deps = dataDependencies(run);
+    dependents.reserve(deps.size());
+    for (const auto& [from, to] : deps) {
+      ++dependentsAt[from + 1];
+      ++waiting[to];
+      dependents.push_back(to);
+    }
+    for (uint64_t o = 0; o < n; ++o) dependentsAt[o + 1] += dependentsAt[o];
+  }
   {
     // The last waypoint of each lane so far: threads and streams (16 bits),
     // CUDA events.
@@ -808,7 +963,12 @@ void canonicalOrder(Run& run) {
   while (!ready.empty()) {
     const uint32_t w = std::get<2>(ready.top());
     ready.pop();
-    if (w < n) order.push_back(w);
+    if (w < n) {
+      order.push_back(w);
+      for (uint32_t k = dependentsAt[w]; k < dependentsAt[w + 1]; ++k) {
+        if (--waiting[dependents[k]] == 0) offer(dependents[k]);
+      }
+    }
     for (const uint32_t next : {nextOnThread[w], nextOnStream[w], w >= n ? nextOnEvent[w - n] : kNone}) {
       if (next != kNone && --waiting[next] == 0) offer(next);
     }
@@ -817,6 +977,8 @@ void canonicalOrder(Run& run) {
   nextOnStream = {};
   nextOnEvent = {};
   waiting = {};
+  dependentsAt = {};
+  dependents = {};
   run.syncs = {};
   // ops[k] = old ops[order[k]], cycle by cycle.
   std::vector<bool> placed(n, false);
@@ -1916,23 +2078,12 @@ class TailRanges {
   void add(const ScanEvent& e, Entry& entry) {
     entry.seq = e.seq;
     entry.begin = rangeBase_ + ranges_.size();
-    auto add = [&](std::span<const ScanRange> rs) {
-      uint32_t n = 0;
-      for (const ScanRange& r : rs) {
-        if (r.range.allocation == 0) continue;
-        ranges_.push_back({run_.ordinals(r.range.allocation), r.range.offset, r.range.offset + r.range.size});
-        ++n;
-      }
-      return n;
+    auto add = [&](const ScanRange& r, uint32_t& count) {
+      ranges_.push_back({run_.ordinals(r.range.allocation), r.range.offset, r.range.offset + r.range.size});
+      ++count;
     };
-    const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
-                                            e.memcpyKind == MemcpyKind::kHostToHost);
-    if (!hostSource) entry.inputs += add(e.inputs);
-    // A launch reads what it touches: the ranges of its outputs and reads,
-    // also where the trace hashed its inputs at first use only.
-    if (e.kind == 0 || e.kind == 7) entry.inputs += add(e.outputs);
-    if (e.kind == 0) entry.inputs += add(e.reads);
-    if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) entry.outputs += add(e.outputs);
+    forEachAccess(e, [&](const ScanRange& r) { add(r, entry.inputs); },
+                  [&](const ScanRange& r) { add(r, entry.outputs); });
   }
 
   // Where operation `op`'s ranges are in entries_, read on as far as needed.

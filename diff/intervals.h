@@ -1,6 +1,7 @@
 // Labelled byte intervals per allocation: which bytes were written (the
-// uninitialised-memory check) and which hold data derived from a divergence
-// (taint). Ranges are in allocation-ordinal space, comparable between runs.
+// uninitialised-memory check), which hold data derived from a divergence
+// (taint), which operation last wrote or read them (the canonical order).
+// Ranges are in allocation-ordinal space.
 #pragma once
 
 #include <cstdint>
@@ -49,18 +50,25 @@ class IntervalLabels {
     if (label >= 0) m.emplace(begin, Span{end, label});
   }
 
-  // Smallest label among the bytes of [begin, end), if any is labelled.
-  std::optional<int> minLabel(uint32_t allocation, uint64_t begin, uint64_t end) const {
+  // Calls f(label) for each labelled span that holds bytes of [begin, end).
+  template <typename F>
+  void forEach(uint32_t allocation, uint64_t begin, uint64_t end, F&& f) const {
     auto found = map_.find(allocation);
-    if (found == map_.end() || begin >= end) return std::nullopt;
+    if (found == map_.end() || begin >= end) return;
     const auto& m = found->second;
-    std::optional<int> out;
     auto it = m.upper_bound(begin);
     if (it != m.begin()) --it;
     for (; it != m.end() && it->first < end; ++it) {
-      if (it->second.end <= begin) continue;
-      if (!out || it->second.label < *out) out = it->second.label;
+      if (it->second.end > begin) f(it->second.label);
     }
+  }
+
+  // Smallest label among the bytes of [begin, end), if any is labelled.
+  std::optional<int> minLabel(uint32_t allocation, uint64_t begin, uint64_t end) const {
+    std::optional<int> out;
+    forEach(allocation, begin, end, [&](int label) {
+      if (!out || label < *out) out = label;
+    });
     return out;
   }
 

@@ -349,6 +349,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
     case schema::Event::SYNC:
       e.stream = in.getSync().getStream();
       e.syncEvent = in.getSync().getEvent();
+      e.syncKind = static_cast<SyncKind>(static_cast<uint16_t>(in.getSync().getKind()));
       break;
     case schema::Event::GRAPH: {
       auto g = in.getGraph();

@@ -56,7 +56,9 @@ struct ScanEvent {
   bool hasData = false;
   // Memset.
   uint32_t value = 0, elementSize = 1;
-  // Sync: the CUDA event recorded, waited for or queried (0: none).
+  // Sync: what kind, and the CUDA event recorded, waited for or queried
+  // (0: none).
+  SyncKind syncKind = SyncKind::kContextSynchronize;
   uint64_t syncEvent = 0;
   // Allocation and free.
   uint32_t ordinal = 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "diff/diff.h"
@@ -27,6 +28,7 @@ struct Launch {
   int input, output;
   bool perturb = false;
   bool sync = false;  // a stream synchronisation follows it
+  std::optional<uint32_t> inputThread{};  // whose buffer it reads: its own unless set
 };
 
 constexpr uint32_t kThreads = 3;
@@ -73,7 +75,7 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool on
   }
   const char* kernels[] = {"_Z4convPfPKf", "_Z4reluPfPKf", "_Z6linearPfPKf"};
   for (const Launch& l : launches) {
-    const uint32_t in = ordinal(l.thread, l.input), out = ordinal(l.thread, l.output);
+    const uint32_t in = ordinal(l.inputThread.value_or(l.thread), l.input), out = ordinal(l.thread, l.output);
     KernelLaunch k;
     k.function = kernels[l.kernel];
     k.stream = 0x100 + l.thread;  // each thread's own stream
@@ -189,5 +191,61 @@ TEST_CASE("the blast radius of shuffled runs is that of the same runs from one t
       CHECK(d.blast.explainedOps == reference.blast.explainedOps);
       CHECK(d.blast.independentCount == reference.blast.independentCount);
     }
+  }
+}
+
+// A host thread hands data to another, which reads it on a stream of its
+// own: thread 0 fills buffer k % 4 on its stream and synchronises it, then
+// (through the host: a queue, a flag) thread 1 reads it on its stream and
+// synchronises, and thread 0 fills that buffer again only after that. Nothing the
+// trace records orders thread 1's read after thread 0's write but the data:
+// the canonical order must keep it there, or a changed batch would be
+// named at its reader, not where it was written.
+TEST_CASE("a read handed over between host threads stays after its write", "[diff][property]") {
+  constexpr int kBatches = 40;
+  auto program = [](int perturbed) {
+    std::vector<std::vector<Launch>> threads(2);
+    for (int k = 0; k < kBatches; ++k) {
+      Launch load{0, 0, 0, k % kBuffers};
+      load.sync = true;
+      load.perturb = k == perturbed;
+      threads[0].push_back(load);
+      Launch use{1, 1 + k % 2, k % kBuffers, k % kBuffers};
+      use.inputThread = 0;
+      use.sync = true;
+      threads[1].push_back(use);
+    }
+    return threads;
+  };
+  // A random interleaving that keeps the handoff: batch k is read after it
+  // was written, and written again after it was read.
+  auto handoff = [](const std::vector<std::vector<Launch>>& threads, std::mt19937_64& rng) {
+    std::vector<Launch> out;
+    size_t loaded = 0, used = 0;
+    while (used < kBatches) {
+      const bool canLoad = loaded < kBatches && loaded < used + kBuffers, canUse = used < loaded;
+      if (canLoad && (!canUse || rng() % 2 == 0)) {
+        out.push_back(threads[0][loaded++]);
+      } else {
+        out.push_back(threads[1][used++]);
+      }
+    }
+    return out;
+  };
+  Runs runs;
+  for (uint64_t seed = 200; seed < 240; ++seed) {
+    std::mt19937_64 rng(seed);
+    INFO("seed " << seed);
+    const std::vector<Launch> a = handoff(program(-1), rng);
+    CHECK(runs.diff(a, handoff(program(-1), rng)).identical);
+    const diff::ProcessDiff d = runs.diff(a, handoff(program(25), rng));
+    REQUIRE(d.firstDivergence.has_value());
+    CHECK(d.pathDivergenceCount == 0);
+    // Thread 0's 26th launch, its batch's writer, is the first divergence,
+    // and its reader is derived from it.
+    CHECK(d.firstDivergence->cause == diff::Cause::kNondeterministicKernel);
+    CHECK(d.firstDivergence->a.name == "_Z4convPfPKf");
+    CHECK(d.blast.independentCount == 0);
+    CHECK(d.blast.taintedOps > 0);
   }
 }

@@ -171,7 +171,7 @@ std::string text(const ScanEvent& e) {
          << static_cast<int>(e.allocationKind);
       break;
     case 6:
-      os << ' ' << e.syncEvent;
+      os << ' ' << static_cast<int>(e.syncKind) << ' ' << e.syncEvent;
       break;
     default:
       break;

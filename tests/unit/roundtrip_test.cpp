@@ -170,6 +170,10 @@ TEST_CASE("every event kind survives a write and a read") {
       REQUIRE(e.reads.size() == k->reads.size());
       for (size_t j = 0; j < e.reads.size(); ++j) CHECK(e.reads[j].range == k->reads[j].range);
       CHECK(e.outputs.size() == k->outputs.size());
+    } else if (const auto* s = std::get_if<Sync>(&events[i - 1].payload)) {
+      CHECK(e.syncKind == s->kind);
+      CHECK(e.stream == s->stream);
+      CHECK(e.syncEvent == s->event);
     }
     return true;
   });
