@@ -266,6 +266,33 @@ def interleaving():
 
 
 @case
+def loader_thread():
+    """A DataLoader thread of its own copies each batch on the copy stream and
+    waits for the copies; the main thread reads the batch on the compute
+    stream, handed over by the host: no CUDA event orders the two, only the
+    data (and the allocator's record_stream event, queried before a batch's
+    blocks are handed out again). Interleaved otherwise in every run:
+    identical, so the data dependencies between the threads add no order the
+    interleaving changes. One pixel of step 3's batch differs: named at its
+    copy, with every later difference read from it."""
+    a, pa = record(Variant(seed=1, loader_thread=True))
+    expect(all(e['thread'] == training.LOADER for e in pa.events if 'memcpy' in e and
+               e['memcpy']['kind'] == 'hostToDevice' and e.get('origin', {}).get('line') == 55),
+           'the batches are copied by the loader\'s thread')
+    for s in (1, 2, 3):
+        b, _ = record(Variant(seed=1 + s, schedule_seed=s, loader_thread=True))
+        expect_identical(a, b, 'schedule %d' % s)
+    b, _ = record(Variant(seed=5, schedule_seed=4, loader_thread=True, host_input_step=3))
+    j, fd = expect_cause(a, b, 'hostInput', 'one pixel of step 3')
+    copies = [e['seq'] for e in pa.events if 'memcpy' in e and e['memcpy']['kind'] == 'hostToDevice'
+              and e['memcpy']['size'] == training.N * training.C_IN * training.HW * training.HW * 4]
+    expect(fd['a']['kind'] == 'memcpy' and fd['a']['seq'] == copies[3], 'at the copy of step 3\'s images', fd['a'])
+    br = process(j)['blastRadius']
+    expect(br['independentCount'] == 0 and br['taintedOperations'] > 0,
+           'every later difference reads data derived from it', br)
+
+
+@case
 def benign_race():
     """The metrics launch of the main thread reaches the driver two places
     later, among autograd's launches: no data difference, identical."""

@@ -4,7 +4,8 @@ A small network (conv, batch norm, ReLU, dropout, linear; an embedding of
 tokens, averaged, through a second linear; cross-entropy), trained with SGD
 and momentum. The forward pass and the optimizer run on the main host
 thread, the backward pass on autograd's thread; batches are copied on a copy
-stream (the next one while backward runs), the running loss is accumulated on
+stream (the next one while backward runs; by the main thread, or by a
+DataLoader thread of its own), the running loss is accumulated on
 a metrics stream. Memory comes from a caching allocator with per-stream pools
 (2 MiB and 20 MiB segments, or expandable segments), tensors are freed and
 their blocks reused, gradients are re-created every step (zero_grad sets them
@@ -21,7 +22,7 @@ import numpy as np
 
 from .model import Program, Ptr
 
-MAIN, AUTOGRAD = 0, 1
+MAIN, AUTOGRAD, LOADER = 0, 1, 2
 
 N, C_IN, HW, C = 64, 3, 16, 64         # batch, input channels, image side, conv channels
 VOCAB, DIM, TOKENS, CLASSES = 5000, 64, 16, 10
@@ -57,6 +58,8 @@ class Variant:
     graph_optimizer: bool = False  # the optimizer step is one CUDA graph launch (its nodes read by the recorder)
     graph_atomics_step: int = None  # ... whose update of one parameter adds in another order at that step
     fresh_zeros: bool = False      # fresh memory reads zeros in every process (else it differs between runs)
+    loader_thread: bool = False    # batches are copied by a thread of their own, which synchronises the copy
+                                   # stream; the main thread reads them handed over by the host (no CUDA event)
     env: dict = None
     snapshot_step: int = None      # keep the bytes of that step's launches (gpurr record --snapshot)
 
@@ -103,6 +106,7 @@ class Training:
         p = self.p
         self.S, self.CP, self.M = p.handle(), p.handle(), p.handle()  # compute, copy, metrics
         self.SIDE = p.handle()
+        self.freed_events = []  # loader_thread: events recorded where the batches were used
         p.capture_host_data = v.capture_host_data
         if v.snapshot_step is not None:
             kernels = ('indexFuncLargeIndex', 'SoftMax', 'nll_loss', 'batch_norm_update_running_stats')
@@ -162,14 +166,24 @@ class Training:
         labels = g.integers(0, CLASSES, N).astype(np.int64)
         return x, tokens, labels
 
-    def copy_batch(self, thread, step):
-        """The DataLoader's batch, copied on the copy stream."""
+    def copy_batch(self, step):
+        """The DataLoader's batch, copied on the copy stream: by the main
+        thread, which records an event the compute stream waits for, or by
+        the loader's thread, which waits for the copies to finish (the event
+        is then None)."""
         p, CP = self.p, self.CP
+        thread = LOADER if self.v.loader_thread else MAIN
         x, tokens, labels = self.batch(step)
+        for ev in self.freed_events:
+            p.sync(thread, 'eventQuery', 0, ev)
+        self.freed_events = []
         bufs = [p.empty(thread, CP, a.nbytes) for a in (x, tokens, labels)]
         o = _origin('aten::copy_', step - 1 if step else -1, '', 55)
         for b, a in zip(bufs, (x, tokens, labels)):
             p.h2d(thread, CP, b, a, origin=o, capture=self.v.capture_host_data)
+        if self.v.loader_thread:
+            p.sync(thread, 'streamSynchronize', CP)
+            return bufs, None
         ev = p.handle()
         p.sync(thread, 'eventRecord', CP, ev)
         return bufs, ev
@@ -178,9 +192,10 @@ class Training:
     def run(self):
         v, p = self.v, self.p
         self.init_params()
-        batch, ev = self.copy_batch(MAIN, 0)
+        batch, ev = self.copy_batch(0)
         for step in range(v.steps):
-            p.sync(MAIN, 'streamWaitEvent', self.S, ev)
+            if ev is not None:
+                p.sync(MAIN, 'streamWaitEvent', self.S, ev)
             if v.capture_step == step:
                 self.capture_graph(step)
             fwd_done, saved, loss = self.forward(step, batch)
@@ -188,7 +203,7 @@ class Training:
             main_ops = self.main_ops(step, fwd_done, loss)
             nxt = {}
             if step + 1 < v.steps:
-                main_ops.append(lambda: nxt.update(zip(('batch', 'ev'), self.copy_batch(MAIN, step + 1))))
+                main_ops.append(lambda: nxt.update(zip(('batch', 'ev'), self.copy_batch(step + 1))))
             side = v.race_step == step and v.race_stream == 'side'
             if side:
                 # the main thread's first call, before or after all of autograd's
@@ -201,6 +216,13 @@ class Training:
             p.release(loss)
             for b in batch:                      # the batch's tensors are freed
                 p.release(b)
+            if v.loader_thread:
+                # used on the compute stream (record_stream): the allocator
+                # records an event there, and hands the blocks out again once
+                # a query says the stream passed it
+                ev = p.handle()
+                p.sync(MAIN, 'eventRecord', self.S, ev)
+                self.freed_events.append(ev)
             self.optimizer(step)
             if step % 2 == 1:
                 p.sync(MAIN, 'streamSynchronize', self.M)
