@@ -782,7 +782,8 @@ std::vector<std::pair<uint32_t, uint32_t>> dataDependencies(const Run& run) {
   std::unordered_map<uint16_t, IntervalLabels> readers;
   // By stream (folded as Op's): the last operation enqueued, and the last
   // one the host has seen finish (a synchronisation of the stream, the
-  // context, or an event recorded on it), as seqs.
+  // context, or an event recorded on it), as seq + 1 (0: none; an
+  // operation may be event 0).
   std::vector<uint64_t> lastOnStream(uint32_t{1} << 16, 0), finished(uint32_t{1} << 16, 0);
   std::unordered_map<uint64_t, std::pair<uint16_t, uint64_t>> events;  // event -> stream, last operation before it
   std::vector<uint32_t> from;
@@ -817,13 +818,13 @@ std::vector<std::pair<uint32_t, uint32_t>> dataDependencies(const Run& run) {
     if (o == n) return false;
     if (run.ops[o].seq() != e.seq) return true;
     const Op& op = run.ops[o];
-    lastOnStream[op.stream] = e.seq;
+    lastOnStream[op.stream] = e.seq + 1;
     const int self = static_cast<int>(o);
     from.clear();
     // Only an operation the host saw finish can have handed its data over.
     auto other = [&](int label) {
       const Op& x = run.ops[static_cast<uint64_t>(label)];
-      if (x.thread != op.thread && x.stream != op.stream && x.seq() <= finished[x.stream]) {
+      if (x.thread != op.thread && x.stream != op.stream && x.seq() < finished[x.stream]) {
         from.push_back(static_cast<uint32_t>(label));
       }
     };
