@@ -202,22 +202,31 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
   };
   if (d.path) {
     const PathDivergence& s = *d.stretch;
+    // A reordering shows the operations at both ends: the stretch's own
+    // side, and the other end's where the stretch leaves that side empty.
+    const Reordering* m = s.reordered ? &*s.reordered : nullptr;
+    const std::vector<OpInfo>& aOps = m && s.aCount == 0 ? m->otherOps : s.aOps;
+    const std::vector<OpInfo>& bOps = m && s.bCount == 0 ? m->otherOps : s.bOps;
+    const uint64_t aCount = m && s.aCount == 0 ? m->otherCount : s.aCount;
+    const uint64_t bCount = m && s.bCount == 0 ? m->otherCount : s.bCount;
     auto side = [](uint64_t count, const std::vector<OpInfo>& ops) {
       if (count == 0 || ops.empty()) return std::string("nothing");
       return fmt::format("{} from #{}", count == 1 ? "1 operation" : fmt::format("{} operations", count),
                          ops.front().seq);
     };
     const OpInfo& any = s.aOps.empty() ? s.bOps.front() : s.aOps.front();
-    os << st.bold(fmt::format("first divergence: the runs take different paths at {}", opTitle(any)))
-       << fmt::format("  (run A {}, run B {})\n", side(s.aCount, s.aOps), side(s.bCount, s.bOps));
-    for (const auto* side : {&s.aOps, &s.bOps}) {
-      const bool isA = side == &s.aOps;
-      const uint64_t count = isA ? s.aCount : s.bCount;
-      if (side->empty()) row(isA ? "run A" : "run B", "(nothing)");
-      for (size_t i = 0; i < side->size(); ++i) {
-        row(i == 0 ? (isA ? "run A" : "run B") : "", opLine((*side)[i]));
+    os << st.bold(fmt::format("first divergence: {} at {}",
+                              m ? "the runs do the same operations in another order" : "the runs take different paths",
+                              opTitle(any)))
+       << fmt::format("  (run A {}, run B {})\n", side(aCount, aOps), side(bCount, bOps));
+    for (const auto* ops : {&aOps, &bOps}) {
+      const bool isA = ops == &aOps;
+      const uint64_t count = isA ? aCount : bCount;
+      if (ops->empty()) row(isA ? "run A" : "run B", "(nothing)");
+      for (size_t i = 0; i < ops->size(); ++i) {
+        row(i == 0 ? (isA ? "run A" : "run B") : "", opLine((*ops)[i]));
       }
-      if (count > side->size()) row("", fmt::format("... {} more", count - side->size()));
+      if (count > ops->size()) row("", fmt::format("... {} more", count - ops->size()));
     }
   } else {
     os << st.bold(fmt::format("first divergence: {} on stream {}", opTitle(d.a), d.a.stream))
@@ -293,7 +302,7 @@ Json opJson(const OpInfo& o) {
   Json annotations = Json::array();
   for (const Annotation& a : o.annotations) annotations.push_back(toJson(a));
   Json j{{"seq", o.seq}, {"index", o.index}, {"kind", toString(o.kind)}, {"stream", o.stream},
-         {"name", o.name}};
+         {"thread", o.thread}, {"name", o.name}};
   if (o.kind == OpKind::kLaunch) {
     j["launchIndex"] = o.launchIndex;
     j["demangled"] = demangle(o.name);
@@ -340,9 +349,25 @@ Json pathJson(const PathDivergence& p) {
   Json a = Json::array(), b = Json::array();
   for (const OpInfo& o : p.aOps) a.push_back(opJson(o));
   for (const OpInfo& o : p.bOps) b.push_back(opJson(o));
+  Json reordered = nullptr;
+  if (p.reordered) {
+    const Reordering& m = *p.reordered;
+    reordered = {{"a", {{"firstIndex", m.aBegin}, {"endIndex", m.aEnd}}},
+                 {"b", {{"firstIndex", m.bBegin}, {"endIndex", m.bEnd}}},
+                 {"count", m.count},
+                 {"crossed", m.crossed}};
+  }
   return Json{{"a", {{"firstIndex", p.aBegin}, {"count", p.aCount}, {"ops", a}}},
               {"b", {{"firstIndex", p.bBegin}, {"count", p.bCount}, {"ops", b}}},
-              {"readsTaintedData", p.readsTainted}};
+              {"readsTaintedData", p.readsTainted},
+              {"reordered", reordered}};
+}
+
+// A path divergence that holds no operation on run A's side (or B's): a
+// reordering holds them at its other end.
+bool oneSided(const FirstDivergence& d, bool a) {
+  if (!d.path || !d.stretch || d.stretch->reordered) return false;
+  return (a ? d.stretch->aOps : d.stretch->bOps).empty();
 }
 
 Json firstJson(const FirstDivergence& d) {
@@ -358,8 +383,8 @@ Json firstJson(const FirstDivergence& d) {
                      {"source", k.source}, {"matchedBy", k.matchedBy}, {"matched", k.matched}});
   }
   Json j{{"path", d.path},
-         {"a", d.path && d.stretch && d.stretch->aOps.empty() ? Json(nullptr) : opJson(d.a)},
-         {"b", d.path && d.stretch && d.stretch->bOps.empty() ? Json(nullptr) : opJson(d.b)},
+         {"a", oneSided(d, true) ? Json(nullptr) : opJson(d.a)},
+         {"b", oneSided(d, false) ? Json(nullptr) : opJson(d.b)},
          {"cause", jsonName(d.cause)},
          {"mechanism", jsonName(d.mechanism)},
          {"summary", d.summary},

@@ -27,7 +27,7 @@ namespace {
 
 std::optional<Cause> causeNamed(const std::string& name) {
   for (Cause c : {Cause::kEnvironment, Cause::kHostInput, Cause::kRngState,
-                  Cause::kScalarParameters, Cause::kAlgorithmChoice,
+                  Cause::kScalarParameters, Cause::kAlgorithmChoice, Cause::kReordered,
                   Cause::kNondeterministicKernel, Cause::kUninitialisedMemory}) {
     if (name == jsonName(c)) return c;
   }

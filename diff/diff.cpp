@@ -18,6 +18,7 @@
 #include "diff/diff.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 // Inline: the summary hashes a few dozen bytes several times per operation,
 // where a call into the library costs as much as the hashing.
 #define XXH_INLINE_ALL
@@ -29,6 +30,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <map>
 #include <memory>
 #include <queue>
 #include <exception>
@@ -53,6 +55,7 @@ const char* toString(Cause cause) {
     case Cause::kRngState: return "RNG state";
     case Cause::kScalarParameters: return "scalar parameters";
     case Cause::kAlgorithmChoice: return "algorithm choice";
+    case Cause::kReordered: return "reordered";
     case Cause::kNondeterministicKernel: return "nondeterministic kernel";
     case Cause::kUninitialisedMemory: return "uninitialised memory";
     case Cause::kUnknown: return "unknown";
@@ -68,6 +71,7 @@ const char* jsonName(Cause cause) {
     case Cause::kRngState: return "rngState";
     case Cause::kScalarParameters: return "scalarParameters";
     case Cause::kAlgorithmChoice: return "algorithmChoice";
+    case Cause::kReordered: return "reordered";
     case Cause::kNondeterministicKernel: return "nondeterministicKernel";
     case Cause::kUninitialisedMemory: return "uninitialisedMemory";
     case Cause::kUnknown: return "unknown";
@@ -1084,6 +1088,7 @@ OpInfo info(const Run& run, uint64_t index, const Event& e) {
   out.kind = op.kind();
   out.name = opName(e);
   out.stream = knownStreamOrdinal(run, streamOf(e));
+  out.thread = e.thread;
   out.origin = e.origin;
   if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
     out.grid = k->grid;
@@ -1941,36 +1946,282 @@ std::vector<uint64_t> inTraceOrder(const Run& run, uint64_t begin, uint64_t end)
   return positions;
 }
 
-PathDivergence stretchOf(const Context& ctx, const AlignedRun& run) {
+// The first `maxStretchOps` of `count` operations of `r` from `begin`, in one
+// pass over their events.
+std::vector<OpInfo> opsOf(const Context& ctx, const Run& r, uint64_t begin, uint64_t count) {
+  std::vector<OpInfo> out;
+  if (count == 0) return out;
+  const uint64_t shown = std::min<uint64_t>(count, ctx.options.maxStretchOps);
+  std::vector<uint64_t> positions = inTraceOrder(r, begin, begin + shown);
+  size_t next = 0;
+  r.reader->forEach([&](const Event& e) {
+    if (e.seq == r.ops[positions[next]].seq()) out.push_back(info(r, positions[next++], e));
+    return next < positions.size();
+  }, r.ops[positions[0]].seq());
+  std::sort(out.begin(), out.end(), [](const OpInfo& x, const OpInfo& y) { return x.index < y.index; });
+  return out;
+}
+
+// ------------------------------------------------------------ reorderings
+
+// The stretches of a reordering: runs [first, last] of the alignment.
+struct Group {
+  size_t first = SIZE_MAX, last = SIZE_MAX;
+  bool any() const { return first != SIZE_MAX; }
+};
+
+std::vector<uint64_t> sortedKeys(const Run& r, uint64_t begin, uint64_t count, std::vector<uint64_t> keys = {}) {
+  for (uint64_t i = 0; i < count; ++i) keys.push_back(r.ops[begin + i].key);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// Whether the first operations of a two-sided stretch of `g` carry an
+// algorithm choice (cuDNN, cuBLAS).
+bool choseAlgorithm(const Context& ctx, const std::vector<AlignedRun>& runs, Group g) {
+  auto chose = [](const std::vector<OpInfo>& ops) {
+    return std::any_of(ops.begin(), ops.end(), [](const OpInfo& o) {
+      return std::any_of(o.annotations.begin(), o.annotations.end(),
+                         [](const Annotation& x) { return std::holds_alternative<AlgorithmChoice>(x); });
+    });
+  };
+  for (size_t r = g.first; r <= g.last; ++r) {
+    const AlignedRun& s = runs[r];
+    if (s.match || s.aCount == 0 || s.bCount == 0) continue;
+    if (chose(opsOf(ctx, ctx.a, s.aBegin, s.aCount)) || chose(opsOf(ctx, ctx.b, s.bBegin, s.bCount))) return true;
+  }
+  return false;
+}
+
+// Stretches that are a reordering rather than another path: consecutive
+// stretches (with matched runs between them) whose run A sides hold the
+// same operations as their run B sides. A running sum of the identities,
+// run A's added and run B's subtracted, comes back to a value it had: the
+// stretches since then balance. The latest such point is taken, so that an
+// unbalanced stretch (an operation one run alone does) before them is left
+// out, and groups that overlap are merged. Each group's balance is then
+// checked on the identities themselves; groups of more than kMaxReordered
+// operations a side are not looked at. Linear in the number of stretches.
+std::vector<Group> reorderings(const Context& ctx, const std::vector<AlignedRun>& runs) {
+  const Run& a = ctx.a;
+  const Run& b = ctx.b;
+  constexpr uint64_t kMaxReordered = 1 << 16;
+  std::vector<Group> group(runs.size());
+  std::vector<Group> found;  // by their last stretch, increasing; disjoint
+  std::unordered_map<uint64_t, size_t> seen{{0, 0}};  // running sum -> the run after which it was last
+  uint64_t sum = 0;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const AlignedRun& s = runs[r];
+    if (s.match) continue;
+    for (uint64_t i = 0; i < s.aCount; ++i) sum += a.ops[s.aBegin + i].key;
+    for (uint64_t i = 0; i < s.bCount; ++i) sum -= b.ops[s.bBegin + i].key;
+    const auto [it, fresh] = seen.try_emplace(sum, r + 1);
+    if (fresh) continue;
+    Group g{it->second, r};
+    it->second = r + 1;
+    while (!found.empty() && found.back().last >= g.first) {
+      g.first = std::min(g.first, found.back().first);
+      found.pop_back();
+    }
+    found.push_back(g);
+  }
+  for (Group& g : found) {
+    while (runs[g.first].match) ++g.first;  // it starts after a stretch, or at the start
+    uint64_t na = 0, nb = 0;
+    bool twoSided = false;
+    for (size_t r = g.first; r <= g.last; ++r) {
+      if (runs[r].match) continue;
+      na += runs[r].aCount;
+      nb += runs[r].bCount;
+      twoSided |= runs[r].aCount > 0 && runs[r].bCount > 0;
+    }
+    if (na != nb || na > kMaxReordered) continue;
+    // Stretches where each run takes a path of its own and that balance
+    // only together are two swapped operations, unless a library chose
+    // them: an algorithm in one step of run A and in another step of run B
+    // is another path.
+    if (twoSided && g.first != g.last && choseAlgorithm(ctx, runs, g)) continue;
+    std::vector<uint64_t> ka, kb;
+    for (size_t r = g.first; r <= g.last; ++r) {
+      if (runs[r].match) continue;
+      ka = sortedKeys(a, runs[r].aBegin, runs[r].aCount, std::move(ka));
+      kb = sortedKeys(b, runs[r].bBegin, runs[r].bCount, std::move(kb));
+    }
+    std::sort(ka.begin(), ka.end());
+    std::sort(kb.begin(), kb.end());
+    if (ka != kb) continue;
+    for (size_t r = g.first; r <= g.last; ++r) {
+      if (!runs[r].match) group[r] = g;
+    }
+  }
+  return group;
+}
+
+// Stretch `r` of the reordering `g` (reorderings).
+Reordering reorderingOf(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r, Group g) {
+  const AlignedRun& s = runs[r];
+  const AlignedRun& first = runs[g.first];
+  const AlignedRun& last = runs[g.last];
+  Reordering m;
+  m.aBegin = first.aBegin;
+  m.bBegin = first.bBegin;
+  m.aEnd = last.aBegin + last.aCount;
+  m.bEnd = last.bBegin + last.bCount;
+  for (size_t i = g.first; i <= g.last; ++i) m.count += runs[i].match ? 0 : runs[i].aCount;
+  // A move: two one-sided stretches with the same operations in the same order.
+  const AlignedRun* inA = nullptr;  // their place in run A
+  const AlignedRun* inB = nullptr;  // ... and in run B: before run A's inB->aBegin
+  for (size_t i : {g.first, g.last}) {
+    if (runs[i].bCount == 0) inA = &runs[i];
+    if (runs[i].aCount == 0) inB = &runs[i];
+  }
+  size_t stretches = 0;
+  for (size_t i = g.first; i <= g.last; ++i) stretches += runs[i].match ? 0 : 1;
+  if (stretches == 2 && inA && inB) {
+    bool same = true;
+    for (uint64_t i = 0; i < inA->aCount && same; ++i) {
+      same = ctx.a.ops[inA->aBegin + i].key == ctx.b.ops[inB->bBegin + i].key;
+    }
+    if (same) {
+      const uint64_t end = inA->aBegin + inA->aCount;
+      m.crossed = inB->aBegin >= end ? static_cast<int64_t>(inB->aBegin - end)
+                                     : -static_cast<int64_t>(inA->aBegin - inB->aBegin);
+    }
+  }
+  // The other side's first reordered operations, for a one-sided stretch.
+  if (s.aCount == 0 || s.bCount == 0) {
+    const bool wantA = s.aCount == 0;
+    for (size_t i = g.first; i <= g.last && m.otherCount == 0; ++i) {
+      const AlignedRun& o = runs[i];
+      if (o.match || i == r || (wantA ? o.aCount : o.bCount) == 0) continue;
+      m.otherCount = wantA ? o.aCount : o.bCount;
+      m.otherOps = wantA ? opsOf(ctx, ctx.a, o.aBegin, o.aCount) : opsOf(ctx, ctx.b, o.bBegin, o.bCount);
+    }
+  }
+  return m;
+}
+
+// "run B does this operation 20 operations later"
+std::string reorderingText(const Reordering& m) {
+  if (m.crossed == 0) return fmt::format("the same {} in another order", plural(m.count, "operation"));
+  const uint64_t n = static_cast<uint64_t>(m.crossed < 0 ? -m.crossed : m.crossed);
+  return fmt::format("run B does {} {} {}", m.count == 1 ? "this operation" : fmt::format("these {} operations", m.count),
+                     plural(n, "operation"), m.crossed > 0 ? "later" : "earlier");
+}
+
+PathDivergence stretchOf(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r, Group g) {
+  const AlignedRun& run = runs[r];
   PathDivergence p;
   p.aBegin = run.aBegin;
   p.aCount = run.aCount;
   p.bBegin = run.bBegin;
   p.bCount = run.bCount;
-  const size_t n = ctx.options.maxStretchOps;
-  // One pass per side over the stretch's events.
-  auto collect = [&](const Run& r, uint64_t begin, uint64_t count, std::vector<OpInfo>& out) {
-    if (count == 0) return;
-    const uint64_t shown = std::min<uint64_t>(count, n);
-    std::vector<uint64_t> positions = inTraceOrder(r, begin, begin + shown);
-    size_t next = 0;
-    r.reader->forEach([&](const Event& e) {
-      if (e.seq == r.ops[positions[next]].seq()) out.push_back(info(r, positions[next++], e));
-      return next < positions.size();
-    }, r.ops[positions[0]].seq());
-    std::sort(out.begin(), out.end(), [](const OpInfo& x, const OpInfo& y) { return x.index < y.index; });
-  };
-  collect(ctx.a, p.aBegin, p.aCount, p.aOps);
-  collect(ctx.b, p.bBegin, p.bCount, p.bOps);
+  p.aOps = opsOf(ctx, ctx.a, p.aBegin, p.aCount);
+  p.bOps = opsOf(ctx, ctx.b, p.bBegin, p.bCount);
+  if (g.any()) p.reordered = reorderingOf(ctx, runs, r, g);
   return p;
 }
 
-void classifyPath(const Context& ctx, const AlignedRun& run, FirstDivergence& d) {
+// A reordering's first divergence: who issued the operations reordered and
+// those between them that kept their place (threads racing to one stream,
+// or one thread in another order), and, for a move, whether they write the
+// same bytes in both places.
+void classifyReordering(const Context& ctx, const std::vector<AlignedRun>& runs, Group g, FirstDivergence& d) {
+  const PathDivergence& s = *d.stretch;
+  const Reordering& m = *s.reordered;
+  if (s.aOps.empty() && !m.otherOps.empty()) d.a = m.otherOps.front();
+  if (s.bOps.empty() && !m.otherOps.empty()) d.b = m.otherOps.front();
+  d.cause = Cause::kReordered;
+  d.mechanism = d.cause;
+  d.summary = fmt::format("reordered: {}", reorderingText(m));
+  if (m.crossed != 0) d.summary += " (the same operations, in another order)";
+
+  // In run A: the host threads of the operations reordered, and, by host
+  // thread, the operations between them that kept their place.
+  const Run& a = ctx.a;
+  std::vector<uint16_t> moved;
+  std::map<uint16_t, uint64_t> kept;
+  std::optional<uint16_t> stream;
+  bool oneStream = true;
+  uint64_t keptCount = 0;
+  for (size_t r = g.first; r <= g.last; ++r) {
+    const AlignedRun& x = runs[r];
+    for (uint64_t i = x.aBegin; i < x.aBegin + x.aCount; ++i) {
+      const Op& op = a.ops[i];
+      oneStream &= op.stream == stream.value_or(op.stream);
+      stream = op.stream;
+      if (x.match) {
+        ++kept[op.thread];
+        ++keptCount;
+      } else if (std::find(moved.begin(), moved.end(), op.thread) == moved.end()) {
+        moved.push_back(op.thread);
+      }
+    }
+  }
+  std::sort(moved.begin(), moved.end());
+  auto threads = [](const std::vector<uint16_t>& t) {
+    return fmt::format("host thread{} {}", t.size() == 1 ? "" : "s", fmt::join(t, ", "));
+  };
+  const bool ownKept = std::any_of(moved.begin(), moved.end(), [&](uint16_t t) { return kept.count(t) > 0; });
+  std::vector<std::string> parts;
+  for (const auto& [t, n] : kept) {
+    parts.push_back(fmt::format("{} of host thread {}{}", n, t,
+                                std::binary_search(moved.begin(), moved.end(), t) ? " (its own)" : ""));
+  }
+  const char* they = m.count == 1 ? "it" : "they";
+  const std::string onStream = oneStream && stream ? fmt::format(", all on one stream (stream {})", *stream) : "";
+  if (m.crossed != 0) {
+    d.evidence.push_back(fmt::format("{} issued {}; in run B {} crossed {}: {}{}", threads(moved),
+                                     m.count == 1 ? "it" : "them", they, plural(keptCount, "operation"),
+                                     fmt::join(parts, ", "), onStream));
+  } else if (keptCount > 0) {
+    d.evidence.push_back(fmt::format("{} issued them; {} between them kept their place: {}{}", threads(moved),
+                                     plural(keptCount, "operation"), fmt::join(parts, ", "), onStream));
+  } else {
+    d.evidence.push_back(fmt::format("{} issued them{}", threads(moved), onStream));
+  }
+  if (ownKept || (keptCount == 0 && moved.size() == 1)) {
+    d.evidence.push_back(fmt::format("{} issued its own operations in another order: the program's order "
+                                     "changed (iteration over a set or dict, a data-dependent branch, another "
+                                     "data order)",
+                                     threads(moved)));
+  } else {
+    d.evidence.push_back(fmt::format("each host thread kept its own order: nothing in the program orders these "
+                                     "threads' launches{} (a race between host threads; a lock, an event or a "
+                                     "join would fix the order)",
+                                     oneStream ? " onto one stream" : ""));
+  }
+  // A move: whether the operations write the same bytes in both places.
+  if (m.crossed != 0) {
+    const uint64_t inA = m.crossed > 0 ? m.aBegin : m.aEnd - m.count;
+    const uint64_t inB = m.crossed > 0 ? m.bEnd - m.count : m.bBegin;
+    uint64_t compared = 0, differ = 0;
+    for (uint64_t i = 0; i < m.count; ++i) {
+      const Op& x = a.ops[inA + i];
+      const Op& y = ctx.b.ops[inB + i];
+      if (x.key != y.key || !x.hashed() || !y.hashed()) continue;
+      ++compared;
+      differ += x.outputs != y.outputs;
+    }
+    if (compared > 0 && differ == 0) {
+      d.evidence.push_back(fmt::format("{} the same bytes in both places: what differs is what the operations "
+                                       "{} crossed read or write",
+                                       m.count == 1 ? "it writes" : "they write", m.count == 1 ? "it" : "they"));
+    } else if (differ > 0) {
+      d.evidence.push_back(fmt::format("in its new place {} other bytes ({} of {} compared differ): {} other data",
+                                       m.count == 1 ? "it writes" : "they write", differ, compared,
+                                       m.count == 1 ? "it reads" : "they read"));
+    }
+  }
+}
+
+void classifyPath(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r, Group g, FirstDivergence& d) {
   d.path = true;
-  d.stretch = stretchOf(ctx, run);
+  d.stretch = stretchOf(ctx, runs, r, g);
   const PathDivergence& s = *d.stretch;
   if (!s.aOps.empty()) d.a = s.aOps.front();
   if (!s.bOps.empty()) d.b = s.bOps.front();
+  if (s.reordered) return classifyReordering(ctx, runs, g, d);
   d.cause = Cause::kAlgorithmChoice;
   d.mechanism = d.cause;
   d.summary = fmt::format("algorithm choice: the runs take different paths here ({} in run A, "
@@ -2308,6 +2559,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     }
   }
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
+  const std::vector<Group> groups = reorderings(ctx, alignment.runs);
 
   // The first divergence, in alignment order.
   size_t firstRun = alignment.runs.size();
@@ -2347,7 +2599,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   if (first.match) {
     classifyMatched(ctx, first.aBegin + firstOffset, first.bBegin + firstOffset, d);
   } else {
-    classifyPath(ctx, first, d);
+    classifyPath(ctx, alignment.runs, firstRun, groups[firstRun], d);
   }
   if (environmentMatters(out.environment) &&
       (d.cause == Cause::kNondeterministicKernel || d.cause == Cause::kAlgorithmChoice ||
@@ -2368,6 +2620,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   TailRanges tailB(b, startB);
   Taint taint;
   int nextLabel = 1;
+  std::unordered_map<size_t, int> labelOf;  // the first stretch of each reordering: its label
   BlastRadius& blast = out.blast;
   auto countA = [&](uint64_t ia, bool tainted0) {
     ++blast.laterOps;
@@ -2392,28 +2645,42 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
         if (l && (!reads || *l < *reads)) reads = l;
       }
       const bool isFirst = r == firstRun;
-      int label = isFirst ? 0 : (reads ? *reads : nextLabel++);
+      // A later stretch of a reordering: what its first wrote, written elsewhere.
+      const Group group = groups[r];
+      const bool later = group.any() && group.first < r;
+      int label = isFirst ? 0 : later ? labelOf[group.first] : (reads ? *reads : nextLabel++);
+      if (group.any() && group.first == r) labelOf[r] = label;
       if (!isFirst) {
         for (uint64_t k = 0; k < run.aCount; ++k) countA(run.aBegin + k, reads && *reads == 0);
       }
+      std::optional<PathDivergence> listed;
       if (out.pathDivergences.size() < options.maxPathDivergences) {
-        PathDivergence p = isFirst && d.stretch ? *d.stretch : stretchOf(ctx, run);
-        p.readsTainted = reads.has_value();
-        out.pathDivergences.push_back(std::move(p));
+        listed = isFirst && d.stretch ? *d.stretch : stretchOf(ctx, alignment.runs, r, group);
+        listed->readsTainted = reads.has_value() || later;
       }
-      if (!isFirst && !reads) {
+      if (!isFirst && !reads && !later) {
         ++blast.independentCount;
         if (blast.independent.size() < options.maxIndependent) {
           IndependentDivergence ind;
           ind.path = true;
           if (run.aCount > 0) ind.a = info(a, run.aBegin);
           if (run.bCount > 0) ind.b = info(b, run.bBegin);
-          ind.reason = fmt::format("different path ({} in run A, {} in run B) reading no "
-                                   "data derived from an earlier divergence",
-                                   plural(run.aCount, "operation"), plural(run.bCount, "operation"));
+          if (group.any()) {
+            const Reordering m = listed && listed->reordered ? *listed->reordered
+                                                             : reorderingOf(ctx, alignment.runs, r, group);
+            if (run.aCount == 0 && !m.otherOps.empty()) ind.a = m.otherOps.front();
+            if (run.bCount == 0 && !m.otherOps.empty()) ind.b = m.otherOps.front();
+            ind.reason = fmt::format("reordered: {}, reading no data derived from an earlier divergence",
+                                     reorderingText(m));
+          } else {
+            ind.reason = fmt::format("different path ({} in run A, {} in run B) reading no "
+                                     "data derived from an earlier divergence",
+                                     plural(run.aCount, "operation"), plural(run.bCount, "operation"));
+          }
           blast.independent.push_back(std::move(ind));
         }
       }
+      if (listed) out.pathDivergences.push_back(std::move(*listed));
       for (uint64_t k = 0; k < run.aCount; ++k) taint.writes(tailA, run.aBegin + k, label);
       for (uint64_t k = 0; k < run.bCount; ++k) taint.writes(tailB, run.bBegin + k, label);
       tailA.release(run.aBegin + run.aCount);

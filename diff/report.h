@@ -19,6 +19,7 @@ enum class Cause : uint8_t {
   kRngState,                // only an RNG seed/offset differs
   kScalarParameters,        // parameter bytes differ after pointer normalisation
   kAlgorithmChoice,         // a different kernel sequence at this point
+  kReordered,               // the same operations, in another order
   kNondeterministicKernel,  // same kernel, parameters and inputs; different outputs
   kUninitialisedMemory,     // an input differs in bytes no recorded operation wrote
   kUnknown,                 // the traces hold too little to tell (said why)
@@ -42,6 +43,7 @@ struct OpInfo {
   uint64_t index = 0;        // position among the run's operations, from 0
   uint64_t launchIndex = 0;  // position among the run's launches (launches only)
   uint32_t stream = 0;       // stream ordinal, in order of first use (0 = default)
+  uint32_t thread = 0;       // host thread, numbered in order of first use
   OpKind kind = OpKind::kLaunch;
   std::string name;          // mangled kernel name, or "memcpy HtoD"...
   trace::Dim3 grid, block;
@@ -84,12 +86,30 @@ struct ParamDifference {
   std::string meaning;            // "pointer", "philox seed/offset", ""
 };
 
+// Stretches that together hold the same operations on both sides, in
+// another order: a reordering, not another path. One stretch of operations
+// run B does elsewhere (a move), or several around operations that kept
+// their place.
+struct Reordering {
+  uint64_t aBegin = 0, aEnd = 0;  // the region in run A, from its first stretch to the end of its last
+  uint64_t bBegin = 0, bEnd = 0;  // ... and in run B
+  uint64_t count = 0;             // operations reordered (in its stretches, on each side)
+  // A move: the operations of run A it crossed, > 0 when run B does them
+  // later, < 0 earlier; 0 for any other reordering.
+  int64_t crossed = 0;
+  // Where this stretch holds no operation on one side: the first few
+  // reordered operations on that side, and how many there are.
+  std::vector<OpInfo> otherOps;
+  uint64_t otherCount = 0;
+};
+
 // A stretch of operations taken by one run only, or replaced by others.
 struct PathDivergence {
   uint64_t aBegin = 0, aCount = 0;  // operation indices in run A
   uint64_t bBegin = 0, bCount = 0;
   std::vector<OpInfo> aOps, bOps;   // the first few of each side
   bool readsTainted = false;        // explained by an earlier divergence
+  std::optional<Reordering> reordered;
 };
 
 // A known source of nondeterminism (data/known_culprits.json).

@@ -135,6 +135,7 @@ const char* causeName(const string& cause) {
       {"rngState", "RNG state"},
       {"scalarParameters", "scalar parameters"},
       {"algorithmChoice", "algorithm choice"},
+      {"reordered", "reordered"},
       {"nondeterministicKernel", "nondeterministic kernel"},
       {"uninitialisedMemory", "uninitialised memory"},
       {"unknown", "unknown"}};
@@ -413,8 +414,9 @@ Headline headline(const json& report) {
   }
   if (verdict == "diverged") {
     if (!first) return {"bad", "Diverged: the runs produced different bits"};
-    string s = (flag(first, "path").value_or(false) ? "Diverged: the runs take different paths at "
-                                                    : "Diverged at ") +
+    string s = (cause == "reordered"                        ? "Diverged: the runs do the same operations in another order at "
+                : flag(first, "path").value_or(false) ? "Diverged: the runs take different paths at "
+                                                      : "Diverged at ") +
                divergenceWhere(*first);
     if (!cause.empty()) s += " \u2014 " + causeText(cause);
     return {"bad", s};
@@ -635,12 +637,20 @@ void renderOrigins(Page& page, const json* a, const json* b) {
 }
 
 void renderStretch(Page& page, const json& stretch) {
+  // A reordering: the stretch's operations are at another place of the other run.
+  const json* moved = object(stretch, "reordered");
   page.add("<div class=\"cols\">\n");
   for (const char* side : {"a", "b"}) {
     const json* s = object(stretch, side);
     const uint64_t n = count(s, "count").value_or(0);
-    page.addf("<div class=\"box\"><h3 style=\"margin-top:0\">run {} alone: {}</h3>\n", side[0] == 'a' ? 'A' : 'B',
-              n == 0 ? string("nothing") : plural(n, "operation", "operations"));
+    const string elsewhere =
+        moved && n == 0 ? fmt::format("nothing here: the reordered operations are among its operations #{} to #{}",
+                                      count(object(moved, side), "firstIndex").value_or(0),
+                                      count(object(moved, side), "endIndex").value_or(1) - 1)
+                        : "";
+    page.addf("<div class=\"box\"><h3 style=\"margin-top:0\">run {}{}: {}</h3>\n", side[0] == 'a' ? 'A' : 'B',
+              moved ? "" : " alone",
+              !elsewhere.empty() ? elsewhere : n == 0 ? string("nothing") : plural(n, "operation", "operations"));
     const auto ops = objects(array(s, "ops"));
     for (const json* op : ops) {
       const string from = originText(*op);
@@ -676,7 +686,9 @@ void renderFirst(Page& page, const json& first) {
   page.add("<dl class=\"facts\">\n");
   if (path) {
     const json* op = a ? a : b;
-    page.addf("<dt>where</dt><dd>the runs take different paths at {}</dd>\n", op ? e(opTitle(*op)) : "?");
+    page.addf("<dt>where</dt><dd>the runs {} at {}</dd>\n",
+              cause == "reordered" ? "do the same operations in another order" : "take different paths",
+              op ? e(opTitle(*op)) : "?");
   } else if (a) {
     const json* stream = get(a, "stream");
     page.addf("<dt>where</dt><dd>{}{} <span class=\"muted\">(run A event #{}, run B event #{})</span></dd>\n",

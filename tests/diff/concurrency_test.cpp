@@ -28,10 +28,13 @@ struct Launch {
   int input, output;
   bool perturb = false;
   bool sync = false;  // a stream synchronisation follows it
+  bool sharedStream = false;  // on stream 0x100, shared by every thread, rather than its thread's own
+  bool library = false;       // chosen by a library: an AlgorithmChoice annotation
   std::optional<uint32_t> inputThread{};  // whose buffer it reads: its own unless set
 };
 
 constexpr uint32_t kThreads = 3;
+constexpr const char* kKernels[] = {"_Z4convPfPKf", "_Z4reluPfPKf", "_Z6linearPfPKf"};
 constexpr int kBuffers = 4;  // per thread
 
 // Each thread's launches in its own order.
@@ -73,12 +76,11 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool on
     w.append(Event{seq++, seq, 0, Allocation{o, address(o), 4096, AllocationKind::kDevice, 0, 0}});
     content[o] = hash::fmix(o);
   }
-  const char* kernels[] = {"_Z4convPfPKf", "_Z4reluPfPKf", "_Z6linearPfPKf"};
   for (const Launch& l : launches) {
     const uint32_t in = ordinal(l.inputThread.value_or(l.thread), l.input), out = ordinal(l.thread, l.output);
     KernelLaunch k;
-    k.function = kernels[l.kernel];
-    k.stream = 0x100 + l.thread;  // each thread's own stream
+    k.function = kKernels[l.kernel];
+    k.stream = l.sharedStream ? 0x100 : 0x100 + l.thread;  // each thread's own stream
     k.grid = {8, 1, 1};
     k.block = {128, 1, 1};
     appendPointerParam(k, address(out), out, 0);
@@ -86,6 +88,7 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool on
     k.inputs.push_back({{address(in), 4096, in, 0}, content[in], {}});
     content[out] = hash::fmix(content[in] + static_cast<uint64_t>(l.kernel)) ^ (l.perturb ? 1 : 0);
     k.outputs.push_back({{address(out), 4096, out, 0}, content[out], {}});
+    if (l.library) k.annotations.push_back(AlgorithmChoice{"cudnn", "cudnnBackendExecute", kKernels[l.kernel], {}, {}});
     const uint32_t thread = oneThread ? 0 : 1 + l.thread;
     w.append(Event{seq++, seq, thread, k});
     if (l.sync) w.append(Event{seq++, seq, thread, Sync{SyncKind::kStreamSynchronize, k.stream, 0}});
@@ -146,14 +149,110 @@ TEST_CASE("a thread's own launches in another order are still a divergence", "[d
     std::mt19937_64 rng(seed);
     auto threads = randomThreads(rng, 30);
     const std::vector<Launch> a = interleave(threads, rng);
-    // Two neighbouring launches of thread 0 that differ, swapped.
-    size_t i = 0;
+    // Two neighbouring launches of thread 0 that differ, swapped, past the
+    // first use of its buffers (which names them: AllocationIds).
+    size_t i = 15;
     while (i + 1 < threads[0].size() && threads[0][i].kernel == threads[0][i + 1].kernel) ++i;
     REQUIRE(i + 1 < threads[0].size());
     std::swap(threads[0][i], threads[0][i + 1]);
     INFO("seed " << seed);
     const diff::ProcessDiff d = runs.diff(a, interleave(threads, rng));
     CHECK_FALSE(d.identical);
+    // Named as such: the same launches in another order, by thread 0's own
+    // doing, and everything after it explained by it.
+    REQUIRE(d.firstDivergence.has_value());
+    const diff::FirstDivergence& f = *d.firstDivergence;
+    CHECK(f.cause == diff::Cause::kReordered);
+    REQUIRE(f.stretch.has_value());
+    REQUIRE(f.stretch->reordered.has_value());
+    CHECK(f.stretch->reordered->count == 1);
+    CHECK(f.a.thread == 1);  // thread 0 of the program, host thread 1 of the trace
+    CHECK(f.b.thread == 1);
+    CHECK(f.a.name == f.b.name);
+    CHECK(std::any_of(f.evidence.begin(), f.evidence.end(), [](const std::string& e) {
+      return e.find("host thread 1 issued its own operations in another order") != std::string::npos;
+    }));
+    CHECK(d.blast.independentCount == 0);
+    for (const diff::PathDivergence& p : d.pathDivergences) CHECK(p.reordered.has_value());
+  }
+}
+
+// Two launches of one thread far apart, swapped: each run has another
+// operation at both places, and the two places balance. The same operations
+// in another order, unless a library chose them: then another path.
+TEST_CASE("two launches swapped far apart are a reordering, unless a library chose them", "[diff][property]") {
+  Runs runs;
+  for (uint64_t seed = 400; seed < 420; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto threads = randomThreads(rng, 40);
+    std::vector<Launch>& t = threads[0];
+    size_t j = 30;
+    while (j < t.size() && t[j].kernel == t[20].kernel) ++j;
+    REQUIRE(j < t.size());
+    INFO("seed " << seed << ", launches 20 and " << j);
+    for (bool library : {false, true}) {
+      INFO("chosen by a library: " << library);
+      t[20].library = t[j].library = library;
+      std::vector<Launch> swapped = t;
+      std::swap(swapped[20], swapped[j]);
+      const diff::ProcessDiff d = runs.diff(t, swapped, true);
+      REQUIRE(d.firstDivergence.has_value());
+      const diff::FirstDivergence& f = *d.firstDivergence;
+      // Two stretches, or three where a launch between them matches one of
+      // the two (the alignment then takes another of the minimal scripts).
+      CHECK(d.pathDivergenceCount >= 2);
+      CHECK(d.pathDivergenceCount <= 3);
+      if (!library) {
+        CHECK(f.cause == diff::Cause::kReordered);
+        REQUIRE(f.stretch->reordered.has_value());
+        CHECK(f.stretch->reordered->count == 2);
+        CHECK(f.stretch->reordered->crossed == 0);
+        CHECK(f.summary == "reordered: the same 2 operations in another order");
+        CHECK(d.blast.independentCount == 0);
+        for (const diff::PathDivergence& p : d.pathDivergences) CHECK(p.reordered.has_value());
+      } else {
+        CHECK(f.cause == diff::Cause::kAlgorithmChoice);
+        CHECK_FALSE(f.stretch->reordered.has_value());
+      }
+    }
+  }
+}
+
+// Host threads that launch onto one stream: each keeps its own order, and
+// the stream's order is the order in which they reached it. Two launches of
+// different threads swapped are a race between the threads, not another
+// path, whether or not their data depend on each other.
+TEST_CASE("host threads that launch onto one stream in another order race", "[diff][property]") {
+  Runs runs;
+  for (uint64_t seed = 300; seed < 320; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto threads = randomThreads(rng, 20);
+    for (auto& t : threads) {
+      for (Launch& l : t) l.sharedStream = true;
+    }
+    const std::vector<Launch> a = interleave(threads, rng);
+    std::vector<Launch> b = a;
+    // Two neighbours of different threads with different kernels, swapped.
+    size_t i = a.size() / 2;
+    while (i + 1 < a.size() && (a[i].thread == a[i + 1].thread || a[i].kernel == a[i + 1].kernel)) ++i;
+    REQUIRE(i + 1 < a.size());
+    std::swap(b[i], b[i + 1]);
+    INFO("seed " << seed << ", positions " << i << " and " << i + 1);
+    const diff::ProcessDiff d = runs.diff(a, b);
+    REQUIRE(d.firstDivergence.has_value());
+    const diff::FirstDivergence& f = *d.firstDivergence;
+    CHECK(f.cause == diff::Cause::kReordered);
+    REQUIRE(f.stretch.has_value());
+    REQUIRE(f.stretch->reordered.has_value());
+    CHECK(f.stretch->reordered->count == 1);
+    CHECK((f.stretch->reordered->crossed == 1 || f.stretch->reordered->crossed == -1));
+    CHECK(f.a.name == f.b.name);
+    CHECK(f.a.thread == f.b.thread);
+    CHECK(std::any_of(f.evidence.begin(), f.evidence.end(), [](const std::string& e) {
+      return e.find("each host thread kept its own order") != std::string::npos &&
+             e.find("onto one stream") != std::string::npos;
+    }));
+    CHECK(d.blast.independentCount == 0);
   }
 }
 

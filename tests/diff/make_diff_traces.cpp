@@ -175,13 +175,18 @@ class Run {
 
   void sync() { add(Sync{SyncKind::kStreamSynchronize, stream(), 0}); }
 
+  void nextStep() {
+    ++step;
+    launches_ = 0;
+  }
+
   void close() { writer_.close(); }
 
  private:
   bool second_;
   TraceWriter writer_;
   uint64_t seq_ = 0;
-  uint64_t launches_ = 0;  // one step per trace: the step's launches
+  uint64_t launches_ = 0;  // the step's launches
 };
 
 Header header(bool second) {
@@ -401,6 +406,30 @@ void nondeterministicKernel(const fs::path& dir) {
     // in chunks 1, 2 and 3 of the output.
     const auto out = second ? perturbed(s.out, {300, 301, 700, 1000}) : s.out;
     standardStep(r, s, out, second);
+  });
+}
+
+// Step 1 of run B zeroes the gradient after index_add_ instead of before it
+// (the same operations, in another order): index_add_ adds to step 0's
+// gradient, and the sum reads zeros.
+void reordered(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    standardStep(r, s, s.out, false);
+    r.nextStep();
+    r.add(gemm(r, s), origin::kGemm);
+    r.add(relu(r, s), origin::kRelu);
+    if (!second) r.zero(kOut, origin::kZeroGrad);
+    const std::vector<uint8_t> added = second ? floatsOf(67, kOut.size) : s.out;
+    KernelLaunch k = indexAdd(r, s, added, false);
+    if (second) k.inputs[0] = r.digest(kOut, s.out);  // step 0's gradient, not zeroed
+    r.add(k, origin::kIndexAdd);
+    if (second) r.zero(kOut, origin::kZeroGrad);
+    const std::vector<uint8_t> summed = second ? std::vector<uint8_t>(kOut.size, 0) : s.out;
+    const std::vector<uint8_t> loss = lossOf(summed);
+    r.add(sum(r, summed, loss), origin::kSum);
+    r.copyOut(kLoss, loss, origin::kItem);
+    r.sync();
   });
 }
 
@@ -733,6 +762,7 @@ int main(int argc, char** argv) {
     scalarParameters(out / "scalar_parameters");
     pointerParameter(out / "pointer_parameter");
     algorithmChoice(out / "algorithm_choice");
+    reordered(out / "reordered");
     nondeterministicKernel(out / "nondeterministic_kernel");
     uninitialisedMemory(out / "uninitialised_memory");
     twoIndependent(out / "two_independent");

@@ -323,7 +323,18 @@ def data_race():
     fd, p = first(j), process(j)
     memset = [e['seq'] for e in pa.events if 'memset' in e and e['origin']['step'] == 2 and e['origin']['line'] == 34]
     expect(fd['path'] and fd['a'] is not None and fd['a']['seq'] == memset[0], 'at the memset of step 2, moved', fd['a'])
-    expect(p['pathDivergences']['count'] == 2, 'two path divergences: where it was, where it went', p['pathDivergences'])
+    expect(fd['cause'] == 'reordered' and fd['b'] is not None and fd['b']['seq'] > memset[0] and
+           fd['b']['origin']['line'] == 34, 'reordered: the same memset, later in run B', fd)
+    moved = fd['stretch']['reordered']
+    expect(moved is not None and moved['count'] == 1 and moved['crossed'] > 0, 'moved later', moved)
+    expect(any('of host thread 1' in e for e in fd['evidence']) and
+           any('host thread 0 issued its own operations in another order' in e for e in fd['evidence']),
+           'it crossed autograd\'s launches; the main thread changed its own order', fd['evidence'])
+    expect(p['pathDivergences']['count'] == 2 and all(s['reordered'] for s in p['pathDivergences']['listed']) and
+           p['pathDivergences']['listed'][1]['readsTaintedData'],
+           'two path divergences, both ends of the move, the second explained by the first', p['pathDivergences'])
+    expect(p['blastRadius']['independentCount'] == 0 and p['blastRadius']['explainedByTaint'] > 0,
+           'no independent divergence: what differs after it reads what the move changed', p['blastRadius'])
     a, pa = record(Variant(seed=1, race_step=2, race_stream='side'))
     b, _ = record(Variant(seed=2, race_step=2, race_stream='side', race_late=True))
     rc, j, err = diff(a, b)

@@ -162,6 +162,19 @@ TEST_CASE("a path divergence: both stretches with their algorithm choices") {
   CHECK(hasSection(html, "timeline"));
 }
 
+TEST_CASE("a reordering: the same operations in another order, both ends shown") {
+  const std::string html = report::renderHtml(reportFor("reordered"));
+  requireSelfContained(html);
+  CHECK(has(html, "Diverged: the runs do the same operations in another order at memset (operation #11)"));
+  CHECK(has(html, "<span class=\"cause\">reordered</span>"));
+  CHECK(has(html, "reordered: run B does this operation 1 operation later"));
+  CHECK(has(html, "the runs do the same operations in another order at memset"));
+  CHECK(has(html, "run A: 1 operation"));
+  CHECK(has(html, "run B: nothing here: the reordered operations are among its operations #11 to #12"));
+  CHECK(has(html, "host thread 0 issued its own operations in another order"));
+  CHECK_FALSE(has(html, "alone:"));
+}
+
 TEST_CASE("parameters and environment differences") {
   const std::string rng = report::renderHtml(reportFor("rng_state"));
   requireSelfContained(rng);
@@ -303,7 +316,7 @@ void pointers(const json& j, const std::string& at, std::vector<std::string>& ou
 }  // namespace
 
 TEST_CASE("missing, null and mistyped keys never break the page") {
-  for (const char* name : {"nondeterministic_kernel", "algorithm_choice", "two_independent"}) {
+  for (const char* name : {"nondeterministic_kernel", "algorithm_choice", "reordered", "two_independent"}) {
     json full = reportFor(name, "bisect_replayed.json");
     full["confirmation"] = full["diff"];
     std::vector<std::string> paths;

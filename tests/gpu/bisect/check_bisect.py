@@ -31,7 +31,7 @@ VERDICTS = ("identical", "diverged", "notReproduced", "failed")
 # gpurr bisect's exit status for each verdict.
 EXIT_STATUS = {"identical": 0, "diverged": 1, "notReproduced": 1, "failed": 2}
 # docs/DIFF.md, "Causes" (the --json names).
-CAUSES = ("environment", "hostInput", "rngState", "scalarParameters", "algorithmChoice",
+CAUSES = ("environment", "hostInput", "rngState", "scalarParameters", "algorithmChoice", "reordered",
           "nondeterministicKernel", "uninitialisedMemory", "unknown")
 # replayer/README.md, "JSON".
 REPLAY_VERDICTS = ("equal", "different", "nondeterministic", "unrecorded")
