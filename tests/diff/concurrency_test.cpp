@@ -109,6 +109,23 @@ struct Runs {
   }
 };
 
+// The first divergence of `d`, a reordering that moved one operation, with
+// `evidence` among its evidence and everything after it explained by it.
+const diff::FirstDivergence& requireMove(const diff::ProcessDiff& d, const std::string& evidence) {
+  REQUIRE(d.firstDivergence.has_value());
+  const diff::FirstDivergence& f = *d.firstDivergence;
+  CHECK(f.cause == diff::Cause::kReordered);
+  REQUIRE(f.stretch.has_value());
+  REQUIRE(f.stretch->reordered.has_value());
+  CHECK(f.stretch->reordered->count == 1);
+  CHECK(f.a.name == f.b.name);
+  CHECK(f.a.thread == f.b.thread);
+  CHECK(std::any_of(f.evidence.begin(), f.evidence.end(),
+                    [&](const std::string& e) { return e.find(evidence) != std::string::npos; }));
+  CHECK(d.blast.independentCount == 0);
+  return f;
+}
+
 }  // namespace
 
 TEST_CASE("threads on their own streams, interleaved otherwise in each run: identical", "[diff][property]") {
@@ -160,19 +177,8 @@ TEST_CASE("a thread's own launches in another order are still a divergence", "[d
     CHECK_FALSE(d.identical);
     // Named as such: the same launches in another order, by thread 0's own
     // doing, and everything after it explained by it.
-    REQUIRE(d.firstDivergence.has_value());
-    const diff::FirstDivergence& f = *d.firstDivergence;
-    CHECK(f.cause == diff::Cause::kReordered);
-    REQUIRE(f.stretch.has_value());
-    REQUIRE(f.stretch->reordered.has_value());
-    CHECK(f.stretch->reordered->count == 1);
+    const diff::FirstDivergence& f = requireMove(d, "host thread 1 issued its own operations in another order");
     CHECK(f.a.thread == 1);  // thread 0 of the program, host thread 1 of the trace
-    CHECK(f.b.thread == 1);
-    CHECK(f.a.name == f.b.name);
-    CHECK(std::any_of(f.evidence.begin(), f.evidence.end(), [](const std::string& e) {
-      return e.find("host thread 1 issued its own operations in another order") != std::string::npos;
-    }));
-    CHECK(d.blast.independentCount == 0);
     for (const diff::PathDivergence& p : d.pathDivergences) CHECK(p.reordered.has_value());
   }
 }
@@ -239,20 +245,10 @@ TEST_CASE("host threads that launch onto one stream in another order race", "[di
     std::swap(b[i], b[i + 1]);
     INFO("seed " << seed << ", positions " << i << " and " << i + 1);
     const diff::ProcessDiff d = runs.diff(a, b);
-    REQUIRE(d.firstDivergence.has_value());
-    const diff::FirstDivergence& f = *d.firstDivergence;
-    CHECK(f.cause == diff::Cause::kReordered);
-    REQUIRE(f.stretch.has_value());
-    REQUIRE(f.stretch->reordered.has_value());
-    CHECK(f.stretch->reordered->count == 1);
+    const diff::FirstDivergence& f =
+        requireMove(d, "each host thread kept its own order: nothing in the program orders these threads' launches "
+                       "onto one stream");
     CHECK((f.stretch->reordered->crossed == 1 || f.stretch->reordered->crossed == -1));
-    CHECK(f.a.name == f.b.name);
-    CHECK(f.a.thread == f.b.thread);
-    CHECK(std::any_of(f.evidence.begin(), f.evidence.end(), [](const std::string& e) {
-      return e.find("each host thread kept its own order") != std::string::npos &&
-             e.find("onto one stream") != std::string::npos;
-    }));
-    CHECK(d.blast.independentCount == 0);
   }
 }
 
