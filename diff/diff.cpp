@@ -2122,6 +2122,70 @@ PathDivergence stretchOf(const Context& ctx, const std::vector<AlignedRun>& runs
   return p;
 }
 
+// In run A, the operations of reordering `g` that kept their place and
+// touch the data of those reordered (read what they write, or write what
+// they read or write), by position: the first `limit` of them, and how
+// many; nullopt for a region of more than kMaxScanned operations, not
+// looked at.
+std::optional<std::pair<std::vector<uint64_t>, uint64_t>> touching(const Run& a, const std::vector<AlignedRun>& runs,
+                                                                   Group g, size_t limit) {
+  constexpr uint64_t kMaxScanned = 1 << 16;
+  std::unordered_set<uint64_t> moved;           // by seq
+  std::unordered_map<uint64_t, uint64_t> kept;  // seq -> position
+  uint64_t from = UINT64_MAX, to = 0;
+  for (size_t r = g.first; r <= g.last; ++r) {
+    const AlignedRun& x = runs[r];
+    if (x.aCount > kMaxScanned || moved.size() + kept.size() > kMaxScanned) return std::nullopt;
+    for (uint64_t i = x.aBegin; i < x.aBegin + x.aCount; ++i) {
+      const uint64_t seq = a.ops[i].seq();
+      if (x.match) {
+        kept.emplace(seq, i);
+      } else {
+        moved.insert(seq);
+      }
+      from = std::min(from, seq);
+      to = std::max(to, seq);
+    }
+  }
+  IntervalLabels reads, writes;  // of the reordered operations
+  struct Access {
+    uint64_t position;
+    DeviceRange range;
+    bool write;
+  };
+  std::vector<Access> accesses;  // of the others
+  scanEvents(*a.reader, [&](const ScanEvent& e) {
+    if (e.seq > to) return false;
+    if (!isOperation(e)) return true;
+    if (moved.count(e.seq) != 0) {
+      auto mark = [](IntervalLabels& l, const ScanRange& r) {
+        l.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, 1);
+      };
+      forEachAccess(e, [&](const ScanRange& r) { mark(reads, r); }, [&](const ScanRange& r) { mark(writes, r); });
+    } else if (const auto it = kept.find(e.seq); it != kept.end()) {
+      forEachAccess(e, [&](const ScanRange& r) { accesses.push_back({it->second, r.range, false}); },
+                    [&](const ScanRange& r) { accesses.push_back({it->second, r.range, true}); });
+    }
+    return true;
+  }, from, a.decoders);
+  std::stable_sort(accesses.begin(), accesses.end(),
+                   [](const Access& x, const Access& y) { return x.position < y.position; });
+  std::vector<uint64_t> out;
+  uint64_t count = 0;
+  std::optional<uint64_t> counted;  // the last position counted
+  for (const Access& x : accesses) {
+    if (counted == x.position) continue;
+    const uint64_t end = x.range.offset + x.range.size;
+    const bool touches = writes.minLabel(x.range.allocation, x.range.offset, end).has_value() ||
+                         (x.write && reads.minLabel(x.range.allocation, x.range.offset, end).has_value());
+    if (!touches) continue;
+    counted = x.position;
+    ++count;
+    if (out.size() < limit) out.push_back(x.position);
+  }
+  return std::pair{out, count};
+}
+
 // A reordering's first divergence: who issued the operations reordered and
 // those between them that kept their place (threads racing to one stream,
 // or one thread in another order), and, for a move, whether they write the
@@ -2190,6 +2254,31 @@ void classifyReordering(const Context& ctx, const std::vector<AlignedRun>& runs,
                                      "threads' launches{} (a race between host threads; a lock, an event or a "
                                      "join would fix the order)",
                                      oneStream ? " onto one stream" : ""));
+  }
+  // Which of the operations that kept their place touch their data: where
+  // the order matters.
+  const auto touched = keptCount > 0 ? touching(a, runs, g, 3) : std::nullopt;
+  if (touched) {
+    const auto& [shown, count] = *touched;
+    const char* their = m.count == 1 ? "its" : "their";
+    const std::string where = m.crossed != 0 ? fmt::format("{} crossed", they) : std::string("between them");
+    if (count == 0) {
+      d.evidence.push_back(fmt::format("none of the operations {} reads or writes {} data, by the recorded ranges",
+                                       where, their));
+    } else {
+      std::vector<std::string> named;
+      for (const uint64_t p : shown) {
+        const OpInfo o = info(a, p);
+        std::string name = o.kind == OpKind::kLaunch ? demangled(o.name) : o.name;
+        if (name.size() > 60) name = name.substr(0, 57) + "...";
+        named.push_back(fmt::format("#{} {}{} on host thread {}", o.seq, name,
+                                    o.origin ? fmt::format(" {{op {}}}", describe(*o.origin, OriginStep::kNone)) : "",
+                                    o.thread));
+      }
+      d.evidence.push_back(fmt::format("{} of the operations {} {} {} data: {}{}", count, where,
+                                       count == 1 ? "touches" : "touch", their, fmt::join(named, "; "),
+                                       count > shown.size() ? fmt::format("; {} more", count - shown.size()) : ""));
+    }
   }
   // A move: whether the operations write the same bytes in both places.
   if (m.crossed != 0) {
