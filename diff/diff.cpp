@@ -2188,8 +2188,8 @@ std::optional<std::pair<std::vector<uint64_t>, uint64_t>> touching(const Run& a,
 
 // A reordering's first divergence: who issued the operations reordered and
 // those between them that kept their place (threads racing to one stream,
-// or one thread in another order), and, for a move, whether they write the
-// same bytes in both places.
+// or one thread in another order), which of those touch their data, and,
+// for a move, whether they write the same bytes in both places.
 void classifyReordering(const Context& ctx, const std::vector<AlignedRun>& runs, Group g, FirstDivergence& d) {
   const PathDivergence& s = *d.stretch;
   const Reordering& m = *s.reordered;
@@ -2263,7 +2263,7 @@ void classifyReordering(const Context& ctx, const std::vector<AlignedRun>& runs,
     const char* their = m.count == 1 ? "its" : "their";
     const std::string where = m.crossed != 0 ? fmt::format("{} crossed", they) : std::string("between them");
     if (count == 0) {
-      d.evidence.push_back(fmt::format("none of the operations {} reads or writes {} data, by the recorded ranges",
+      d.evidence.push_back(fmt::format("none of the operations {} touches {} bytes, by the recorded ranges",
                                        where, their));
     } else {
       std::vector<std::string> named;
@@ -2275,7 +2275,7 @@ void classifyReordering(const Context& ctx, const std::vector<AlignedRun>& runs,
                                     o.origin ? fmt::format(" {{op {}}}", describe(*o.origin, OriginStep::kNone)) : "",
                                     o.thread));
       }
-      d.evidence.push_back(fmt::format("{} of the operations {} {} {} data: {}{}", count, where,
+      d.evidence.push_back(fmt::format("{} of the operations {} {} {} bytes: {}{}", count, where,
                                        count == 1 ? "touches" : "touch", their, fmt::join(named, "; "),
                                        count > shown.size() ? fmt::format("; {} more", count - shown.size()) : ""));
     }

@@ -330,9 +330,9 @@ def data_race():
     expect(any('of host thread 1' in e for e in fd['evidence']) and
            any('host thread 0 issued its own operations in another order' in e for e in fd['evidence']),
            'it crossed autograd\'s launches; the main thread changed its own order', fd['evidence'])
-    expect(any(e.startswith('1 of the operations it crossed touches its data: #%d ' % seq_of(pa, 'NormOps', step=2))
+    expect(any(e.startswith('1 of the operations it crossed touches its bytes: #%d ' % seq_of(pa, 'NormOps', step=2))
                and 'aten::norm' in e and 'on host thread 1' in e for e in fd['evidence']),
-           'the one it crossed that touches its data: autograd\'s norm of step 2', fd['evidence'])
+           'the one it crossed that touches its bytes: autograd\'s norm of step 2', fd['evidence'])
     expect(p['pathDivergences']['count'] == 2 and all(s['reordered'] for s in p['pathDivergences']['listed']) and
            p['pathDivergences']['listed'][1]['readsTaintedData'],
            'two path divergences, both ends of the move, the second explained by the first', p['pathDivergences'])
