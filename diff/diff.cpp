@@ -1970,10 +1970,8 @@ struct Group {
   bool any() const { return first != SIZE_MAX; }
 };
 
-std::vector<uint64_t> sortedKeys(const Run& r, uint64_t begin, uint64_t count, std::vector<uint64_t> keys = {}) {
+void appendKeys(const Run& r, uint64_t begin, uint64_t count, std::vector<uint64_t>& keys) {
   for (uint64_t i = 0; i < count; ++i) keys.push_back(r.ops[begin + i].key);
-  std::sort(keys.begin(), keys.end());
-  return keys;
 }
 
 // Whether the first operations of a two-sided stretch of `g` carry an
@@ -2044,8 +2042,8 @@ std::vector<Group> reorderings(const Context& ctx, const std::vector<AlignedRun>
     std::vector<uint64_t> ka, kb;
     for (size_t r = g.first; r <= g.last; ++r) {
       if (runs[r].match) continue;
-      ka = sortedKeys(a, runs[r].aBegin, runs[r].aCount, std::move(ka));
-      kb = sortedKeys(b, runs[r].bBegin, runs[r].bCount, std::move(kb));
+      appendKeys(a, runs[r].aBegin, runs[r].aCount, ka);
+      appendKeys(b, runs[r].bBegin, runs[r].bCount, kb);
     }
     std::sort(ka.begin(), ka.end());
     std::sort(kb.begin(), kb.end());
@@ -2067,7 +2065,12 @@ Reordering reorderingOf(const Context& ctx, const std::vector<AlignedRun>& runs,
   m.bBegin = first.bBegin;
   m.aEnd = last.aBegin + last.aCount;
   m.bEnd = last.bBegin + last.bCount;
-  for (size_t i = g.first; i <= g.last; ++i) m.count += runs[i].match ? 0 : runs[i].aCount;
+  size_t stretches = 0;
+  for (size_t i = g.first; i <= g.last; ++i) {
+    if (runs[i].match) continue;
+    m.count += runs[i].aCount;
+    ++stretches;
+  }
   // A move: two one-sided stretches with the same operations in the same order.
   const AlignedRun* inA = nullptr;  // their place in run A
   const AlignedRun* inB = nullptr;  // ... and in run B: before run A's inB->aBegin
@@ -2075,8 +2078,6 @@ Reordering reorderingOf(const Context& ctx, const std::vector<AlignedRun>& runs,
     if (runs[i].bCount == 0) inA = &runs[i];
     if (runs[i].aCount == 0) inB = &runs[i];
   }
-  size_t stretches = 0;
-  for (size_t i = g.first; i <= g.last; ++i) stretches += runs[i].match ? 0 : 1;
   if (stretches == 2 && inA && inB) {
     bool same = true;
     for (uint64_t i = 0; i < inA->aCount && same; ++i) {
@@ -2295,7 +2296,7 @@ void classifyReordering(const Context& ctx, const std::vector<AlignedRun>& runs,
     if (compared > 0 && differ == 0) {
       d.evidence.push_back(fmt::format("{} the same bytes in both places: what differs is what the operations "
                                        "{} crossed read or write",
-                                       m.count == 1 ? "it writes" : "they write", m.count == 1 ? "it" : "they"));
+                                       m.count == 1 ? "it writes" : "they write", they));
     } else if (differ > 0) {
       d.evidence.push_back(fmt::format("in its new place {} other bytes ({} of {} compared differ): {} other data",
                                        m.count == 1 ? "it writes" : "they write", differ, compared,
