@@ -9,6 +9,7 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <sys/personality.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -434,6 +435,7 @@ struct RecordOptions {
   uint64_t checkDeterminism = 0;  // re-runs; 0 = off
   bool force = false;
   bool noFramework = false;
+  bool aslr = false;
   std::string steps;
   bool launchesGiven = false;
   bool kernelsGiven = false;
@@ -443,6 +445,21 @@ struct RecordOptions {
 };
 
 constexpr uint64_t kDefaultDeterminismRuns = 10;
+
+// Turns off address-space randomisation for the processes gpurr starts from
+// now on, as `setarch -R` does: personality flags pass to children across
+// exec. PyTorch passes kernels structs whose unused parts hold whatever its
+// host stack held (addresses), and references to host objects: with a
+// randomised layout those bytes differ between two runs of the same program
+// (docs/GPU_FACTS.md). Empty on success, else why not (a seccomp filter may
+// forbid it).
+std::string fixAddressLayout() {
+  const int current = personality(0xffffffff);
+  if (current == -1 || personality(static_cast<unsigned long>(current) | ADDR_NO_RANDOMIZE) == -1) {
+    return std::strerror(errno);
+  }
+  return {};
+}
 
 void say(const std::string& text) { std::fprintf(stderr, "gpurr: %s\n", text.c_str()); }
 
@@ -577,6 +594,14 @@ int run(const RecordOptions& opts) {
   }
   std::vector<std::string> baseEnv;
   for (char** e = environ; *e != nullptr; ++e) baseEnv.emplace_back(*e);
+  if (!opts.aslr) {
+    const std::string failed = fixAddressLayout();
+    if (!failed.empty()) {
+      say(fmt::format("warning: cannot turn off address-space randomisation ({}): host addresses the "
+                      "program passes to kernels will differ between runs (--aslr leaves it on)",
+                      failed));
+    }
+  }
   std::fflush(stdout);
   std::fflush(stderr);
 
@@ -687,6 +712,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->add_flag("--no-framework", opts->noFramework,
                 "Leave out the PyTorch layer that attributes each launch to its op, module, source line and "
                 "training step");
+  cmd->add_flag("--aslr", opts->aslr,
+                "Leave address-space layout randomisation on for the command (gpurr turns it off, as setarch -R "
+                "does, so that host addresses the program passes to kernels are the same in two runs)");
   cmd->add_flag("--force", opts->force, "Replace OUT if it already exists");
   // After "--" everything belongs to the command, options included.
   cmd->add_option("command", opts->command,

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/personality.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -393,6 +394,25 @@ TEST_CASE("the command sees the injection and option variables, and only the opt
   CHECK_THAT(env, Catch::Contains("GPURR_SYNC=1\n"));
   CHECK_THAT(env, Catch::Contains("GPURR_KERNELS=^_Z4gemm\n"));
   CHECK_THAT(env, !Catch::Contains("GPURR_LAUNCHES"));
+}
+
+TEST_CASE("the command runs with address-space randomisation off, unless --aslr") {
+  Sandbox s;
+  const fs::path file = s.tmp / "personality";
+  const std::string dump = "cat /proc/self/personality > " + quoted(file.string());
+  const auto noRandomize = [&] { return (std::stoul(readText(file), nullptr, 16) & ADDR_NO_RANDOMIZE) != 0; };
+  Result r = s.record("out.gpurr", dump);
+  CHECK(r.code == 0);
+  // Where a seccomp filter forbids it, the run goes on with a warning.
+  const bool refused = r.err.find("cannot turn off address-space randomisation") != std::string::npos;
+  CHECK((noRandomize() || refused));
+  if (noRandomize()) CHECK_THAT(r.err, !Catch::Contains("randomisation"));
+
+  r = s.record("out.gpurr", dump, {"--aslr"});
+  CHECK(r.code == 0);
+  CHECK_THAT(r.err, !Catch::Contains("randomisation"));
+  // Unless this test itself runs without randomisation, which its children inherit.
+  if ((personality(0xffffffff) & ADDR_NO_RANDOMIZE) == 0) CHECK_FALSE(noRandomize());
 }
 
 TEST_CASE("one process's trace becomes OUT, and the summary reads it back") {
