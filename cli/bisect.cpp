@@ -28,6 +28,7 @@
 #include "cli/diff_report.h"
 #include "cli/record.h"
 #include "cli/text.h"
+#include "diff/diff.h"
 #include "report/html.h"
 #include "report/timeline.h"
 #include "trace_format/trace.h"
@@ -458,6 +459,17 @@ class Bisect {
     std::error_code ec;
     if (parsed) {
       out_.replay = std::move(parsed);
+      // The replay's proof outranks what differs between the runs.
+      ProcessDiff& chosen = out_.comparisons[*out_.chosen].second.processes[out_.point->process];
+      const std::string summary = out_.replay->value("summary", std::string());
+      if (out_.replay->value("verdict", std::string()) == "nondeterministic" &&
+          diff::provenNondeterministic(*chosen.firstDivergence,
+                                       fmt::format("re-executed from run {}'s recorded inputs and parameters "
+                                                   "(replay below): {}",
+                                                   r.number, summary)) &&
+          culprits_ != nullptr) {
+        chosen.firstDivergence->known = culprits_->match(*chosen.firstDivergence, chosen.environment);
+      }
     } else {
       fs::remove(json, ec);
       out_.replayError = (step.exit.started ? replayFailure(err, fmt::format("gpurr replay exited with "

@@ -91,6 +91,21 @@ const char* toString(OpKind kind) {
 
 namespace {
 
+// The meaning of a parameter difference whose differing bytes all lie in
+// 8-byte words that hold, in both runs, an address no recorded allocation
+// contains, in the range of host addresses (4 GiB to 128 TiB): uninitialised
+// parts of structs passed by value (PyTorch's TensorInfo beyond its
+// dimensions, padding), references to host objects. Address-space
+// randomisation changes them between runs; a kernel cannot read through
+// them, so they do not count as a difference.
+constexpr const char* kHostAddresses = "host addresses";
+
+bool isHostParameter(const ParamDifference& p) { return p.meaning == kHostAddresses; }
+
+constexpr const char* kIntrinsicHint =
+    "the kernel itself gives different results from identical state: floating-point atomics, split-K or other "
+    "unordered reductions, races";
+
 using hash::fmix;
 
 
@@ -1328,8 +1343,22 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
       }
       return hexBytes(std::span<const uint8_t>(v).subspan(begin, n));
     };
+    // Host addresses on both sides, in every word where the bytes differ?
+    auto word = [](const std::vector<uint8_t>& v, size_t at) -> std::optional<uint64_t> {
+      if (at + 8 > v.size()) return std::nullopt;
+      uint64_t u;
+      std::memcpy(&u, v.data() + at, 8);
+      return u;
+    };
+    auto hostAddress = [](std::optional<uint64_t> u) { return u && *u >= (1ULL << 32) && *u < (1ULL << 47); };
+    bool host = true;
+    for (size_t j = begin; j < end && host; ++j) {
+      if (isPointer[j] || byteAt(a.params, j) == byteAt(b.params, j)) continue;
+      const size_t w = j & ~size_t{7};
+      host = hostAddress(word(a.params, w)) && hostAddress(word(b.params, w));
+    }
     out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p,
-                   slice(a.params), slice(b.params), ""});
+                   slice(a.params), slice(b.params), host ? kHostAddresses : ""});
     i = end;
   }
   std::sort(out.begin(), out.end(),
@@ -1349,7 +1378,7 @@ bool sameInputs(const Context& ctx, const Event& a, const Event& b) {
 bool sameParameters(const Context& ctx, const Event& a, const Event& b) {
   const auto* ka = std::get_if<KernelLaunch>(&a.payload);
   const auto* kb = std::get_if<KernelLaunch>(&b.payload);
-  if (ka && kb) return compareParams(ctx, *ka, *kb).empty();
+  if (ka && kb) return std::ranges::all_of(compareParams(ctx, *ka, *kb), isHostParameter);
   const auto* sa = std::get_if<Memset>(&a.payload);
   const auto* sb = std::get_if<Memset>(&b.payload);
   return !(sa && sb) || sa->value == sb->value;
@@ -1846,8 +1875,9 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
     for (size_t i = 0; !rngDiffers && i < rngA.size(); ++i) {
       rngDiffers = rngA[i]->seed != rngB[i]->seed || rngA[i]->offset != rngB[i]->offset;
     }
-    bool allInRng = !d.params.empty();
+    bool allInRng = !d.params.empty() && !std::ranges::all_of(d.params, isHostParameter);
     for (ParamDifference& p : d.params) {
+      if (isHostParameter(p)) continue;
       bool in = false;
       for (const auto* list : {&rngA, &rngB}) {
         for (const RngState* r : *list) {
@@ -1860,7 +1890,7 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
       }
       allInRng = allInRng && in;
     }
-    if ((allInRng && !d.params.empty()) || (d.params.empty() && rngDiffers)) {
+    if (allInRng || (std::ranges::all_of(d.params, isHostParameter) && rngDiffers)) {
       d.cause = Cause::kRngState;
       d.mechanism = d.cause;
       d.summary = "RNG state: same kernel and inputs; only the random generator's seed/offset differs";
@@ -1884,16 +1914,21 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
       return;
     }
   }
-  if (!d.paramsIdentical) {
+  const size_t hostParams = std::ranges::count_if(d.params, isHostParameter);
+  if (d.params.size() > hostParams) {
     d.cause = Cause::kScalarParameters;
     d.mechanism = d.cause;
-    const ParamDifference& p = d.params.front();
+    std::vector<const ParamDifference*> differing;
+    for (const ParamDifference& q : d.params) {
+      if (!isHostParameter(q)) differing.push_back(&q);
+    }
+    const ParamDifference& p = *differing.front();
     d.summary = fmt::format("scalar parameters: same kernel and inputs; {} differ{}",
-                            d.params.size() == 1
+                            differing.size() == 1
                                 ? (p.param >= 0 ? fmt::format("parameter {}", p.param)
                                                 : fmt::format("parameter bytes {:#x}", p.offset))
-                                : plural(d.params.size(), "parameter"),
-                            d.params.size() == 1 ? "s" : "");
+                                : plural(differing.size(), "parameter"),
+                            differing.size() == 1 ? "s" : "");
     for (const ParamDifference& q : d.params) {
       d.evidence.push_back(fmt::format("{} (bytes {:#x}-{:#x}{}): run A {}, run B {}",
                                        q.param >= 0 ? fmt::format("parameter {}", q.param) : "bytes",
@@ -1928,12 +1963,19 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
                          plural(d.inputsVouched, "input"));
   }
   d.evidence.push_back(fmt::format("{}, parameters identical after "
-                                   "pointer normalisation; {} of {} output{} differ{}",
+                                   "pointer normalisation{}; {} of {} output{} differ{}",
                                    inputs,
+                                   hostParams == 0 ? "" : fmt::format(" but for host addresses in {}",
+                                                                      plural(hostParams, "parameter")),
                                    d.outputs.size(), d.outputCount, d.outputCount == 1 ? "" : "s",
                                    d.outputs.size() == 1 ? "s" : ""));
-  d.evidence.push_back("the kernel itself gives different results from identical state: "
-                       "floating-point atomics, split-K or other unordered reductions, races");
+  if (hostParams > 0) {
+    d.evidence.push_back("the parameter bytes that differ hold, in both runs, host addresses in no recorded "
+                         "allocation: the unused parts of structs passed by value, references to host objects; "
+                         "address-space randomisation changes them from run to run (gpurr record turns it off "
+                         "unless --aslr), and a kernel cannot read through them");
+  }
+  d.evidence.push_back(kIntrinsicHint);
 }
 
 // The positions [begin, end) of `run.ops` in the order the trace holds
@@ -2538,6 +2580,31 @@ class Taint {
 
 // ------------------------------------------------------------ public
 
+bool provenNondeterministic(FirstDivergence& d, const std::string& proof) {
+  const bool byParams = d.cause == Cause::kScalarParameters && !d.params.empty() &&
+                        std::none_of(d.params.begin(), d.params.end(),
+                                     [](const ParamDifference& p) { return p.meaning == "pointer"; });
+  if (d.path || d.a.kind != OpKind::kLaunch || !(byParams || d.cause == Cause::kUnknown)) return false;
+  std::vector<std::string> evidence{proof};
+  if (byParams) {
+    evidence.push_back("the runs' parameters differ too, but every re-execution used the same ones: parameter "
+                       "bytes can hold whatever the host left there (the unused parts of structs passed by "
+                       "value, host addresses)");
+    // The per-parameter lines; not the guess about host-computed values.
+    for (const std::string& e : d.evidence) {
+      if (!e.starts_with("a value computed on the host")) evidence.push_back(e);
+    }
+  } else {
+    evidence.push_back("before the re-executions: " + d.summary);
+  }
+  evidence.push_back(kIntrinsicHint);
+  d.cause = Cause::kNondeterministicKernel;
+  d.mechanism = d.cause;
+  d.summary = "nondeterministic kernel: re-executed from the same recorded state, it gives different results";
+  d.evidence = std::move(evidence);
+  return true;
+}
+
 std::vector<EnvDifference> compareHeaders(const Header& a, const Header& b) {
   std::vector<EnvDifference> out;
   compareKeyValues(a.environment, b.environment, "env ", out);
@@ -2690,6 +2757,14 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     classifyMatched(ctx, first.aBegin + firstOffset, first.bBegin + firstOffset, d);
   } else {
     classifyPath(ctx, alignment.runs, firstRun, groups[firstRun], d);
+  }
+  for (const auto& [check, run] : {std::pair{&d.determinismA, 'A'}, std::pair{&d.determinismB, 'B'}}) {
+    if (*check && (*check)->distinctResults > 1 &&
+        provenNondeterministic(d, fmt::format("the recorder re-ran it {} times from run {}'s state: {} distinct "
+                                              "results",
+                                              (*check)->runs, run, (*check)->distinctResults))) {
+      break;
+    }
   }
   if (environmentMatters(out.environment) &&
       (d.cause == Cause::kNondeterministicKernel || d.cause == Cause::kAlgorithmChoice ||

@@ -38,4 +38,13 @@ std::vector<EnvDifference> compareHeaders(const trace::Header& a, const trace::H
 ProcessDiff diffTraces(const trace::TraceReader& a, const trace::TraceReader& b,
                        const DiffOptions& options, const Culprits* culprits);
 
+// Re-executions of the divergent launch from one run's own recorded state
+// (the recorder's determinism check, or gpurr replay) gave different
+// results: the kernel itself is nondeterministic. A verdict that rested on
+// what differs between the runs' parameter bytes (which can hold
+// uninitialised host bytes: docs/GPU_FACTS.md), or on nothing, becomes
+// nondeterministic kernel; `proof` says what was re-executed, and the
+// earlier evidence follows it. Returns whether the verdict changed.
+bool provenNondeterministic(FirstDivergence& d, const std::string& proof);
+
 }  // namespace gpurr::diff
