@@ -478,13 +478,17 @@ void RecordSession::emitEvent(trace::Payload payload) {
 void RecordSession::moduleLoaded(const CUpti_ModuleResourceData& module) {
   ensureStarted();
   if (!sink_ || module.pCubin == nullptr || module.cubinSize == 0) return;
-  const auto* bytes = reinterpret_cast<const uint8_t*>(module.pCubin);
+  const std::span<const uint8_t> image(reinterpret_cast<const uint8_t*>(module.pCubin), module.cubinSize);
   SinkEntry entry;
-  entry.blob.assign(bytes, bytes + module.cubinSize);  // valid only inside this callback
-  const CubinInfo cubin = readCubin(entry.blob);
+  // The image is what replay loads, and only a trace recorded for replay
+  // (snapshots, or everything) can be replayed: other traces leave it out
+  // (PyTorch's images add megabytes to every trace). Copied now: valid only
+  // inside this callback.
+  if (options_.full || !options_.snapshot.empty()) entry.blob.assign(image.begin(), image.end());
+  const CubinInfo cubin = readCubin(image);
   trace::ModuleLoad load;
   load.arch = cubin.arch;
-  const uint64_t digest = hash::hashBuffer(entry.blob);
+  const uint64_t digest = hash::hashBuffer(image);
   std::lock_guard lock(mu_);  // ordinals and emission in the same order
   load.ordinal = nextModule_++;
   moduleDigest_[load.ordinal] = digest;

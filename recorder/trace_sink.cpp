@@ -173,7 +173,7 @@ void TraceSink::complete(SinkEntry& entry) {
     } else if (auto* s = std::get_if<trace::Memset>(&ev.payload)) {
       if (!after.empty()) s->digest = after[0].digest;
     } else if (auto* m = std::get_if<trace::ModuleLoad>(&ev.payload)) {
-      m->cubin = writer_->putBlob(entry.blob);
+      if (!entry.blob.empty()) m->cubin = writer_->putBlob(entry.blob);
     }
     writer_->append(ev);
   } catch (const std::exception& e) {

@@ -133,7 +133,12 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
     throw ReplayError(fmt::format("{}: it names module #{}, which no event before it loaded (trace damaged?)",
                                   what, launch.module));
   }
-  if (mod->second.cubin.size == 0 || !hasBlob(mod->second.cubin.id)) {
+  if (mod->second.cubin.size == 0) {
+    throw ReplayError(fmt::format("{}: {} holds no image of module #{}: record with --snapshot (or --full) to "
+                                  "keep what replay needs",
+                                  what, tracePath, launch.module));
+  }
+  if (!hasBlob(mod->second.cubin.id)) {
     throw ReplayError(fmt::format("{}: the image of module #{} (blob {}) is missing from {}/blobs", what,
                                   launch.module, mod->second.cubin.id.hex(), tracePath));
   }

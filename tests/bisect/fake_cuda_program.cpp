@@ -143,7 +143,8 @@ class Program {
     const std::vector<uint8_t> image(256, 0x42);
     ModuleLoad m;
     m.ordinal = 1;
-    m.cubin = w_.putBlob(image);
+    // As the recorder does: the image only in traces recorded for replay.
+    if (opts_.full || !opts_.snapshot.empty()) m.cubin = w_.putBlob(image);
     m.arch = 90;
     append(m);
   }

@@ -406,7 +406,8 @@ TEST_CASE("a launch is recorded with parameters, pointers, module and input/outp
   const auto modules = eventsOf<trace::ModuleLoad>(events);
   REQUIRE(modules.size() == 1);
   CHECK(modules[0].ordinal == 1);
-  CHECK(modules[0].cubin.size == 5);
+  // Not recorded for replay: the image is left out.
+  CHECK(modules[0].cubin.size == 0);
 
   const auto launches = eventsOf<trace::KernelLaunch>(events);
   REQUIRE(launches.size() == 1);
@@ -1589,11 +1590,25 @@ TEST_CASE("a kernel name that two images with different code define gets no modu
   CHECK(std::get<trace::Note>(launches[1].annotations[0]).text.find("several loaded images") != std::string::npos);
 }
 
+TEST_CASE("module images are kept in traces recorded for replay alone", "[recorder][session]") {
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"GPURR_FULL", "1"}, {"GPURR_SNAPSHOT", "7"}, {"GPURR_SYNC", "1"}}) {
+    UNSCOPED_INFO(name);
+    Harness h(std::map<std::string, std::string>{{name, value}});
+    h.device->functions[kAxpy] = axpyInfo(0xAB);
+    const std::vector<uint8_t> cubin = {1, 2, 3, 4, 5};
+    h.moduleLoad(cubin, 0xAB);
+    const auto modules = eventsOf<trace::ModuleLoad>(h.finishAndRead());
+    REQUIRE(modules.size() == 1);
+    CHECK(modules[0].cubin.size == (name == "GPURR_SYNC" ? 0 : 5));
+  }
+}
+
 TEST_CASE("a program module loaded inside the recorder's own driver call is recorded", "[recorder][session]") {
   // Lazy loading: the recorder's cuKernelGetFunction (describing a launched
   // function) can be what loads the program's module; the driver announces
   // that load once, inside the recorder's call.
-  Harness h;
+  Harness h(std::map<std::string, std::string>{{"GPURR_SNAPSHOT", "0"}});
   h.session->ensureStarted();
   const std::vector<uint8_t> image = {9, 8, 7, 6};
   CUpti_ModuleResourceData m{3, image.size(), reinterpret_cast<const char*>(image.data())};

@@ -304,11 +304,15 @@ TEST_CASE("plan: no such event, and events that are not launches", "[replayer][p
 TEST_CASE("plan: missing images and modules", "[replayer][plan][errors]") {
   testing::TempDir dir;
   const auto path = dir / "m.gpurr";
-  uint64_t noModule = 0, unknownModule = 0, noImage = 0;
+  uint64_t noModule = 0, unknownModule = 0, noImage = 0, imageLeftOut = 0;
   {
     testing::ReplayTraceBuilder b(path);
     b.add(ModuleLoad{1, BlobRef{BlobId{1, 2}, 100, BlobEncoding::kRaw}, 90});  // never stored
+    b.add(ModuleLoad{2, BlobRef{}, 90});  // recorded without --snapshot or --full
     KernelLaunch k;
+    k.function = "_Z1kv";
+    k.module = 2;
+    imageLeftOut = b.add(k);
     k.function = "_Z1kv";
     k.module = 0;
     noModule = b.add(k);
@@ -323,6 +327,8 @@ TEST_CASE("plan: missing images and modules", "[replayer][plan][errors]") {
   CHECK_THROWS_WITH(replay::planReplay(reader, unknownModule), Catch::Contains("module #7, which no event"));
   CHECK_THROWS_WITH(replay::planReplay(reader, noImage),
                     Catch::Contains("image of module #1") && Catch::Contains("is missing from"));
+  CHECK_THROWS_WITH(replay::planReplay(reader, imageLeftOut),
+                    Catch::Contains("holds no image of module #2") && Catch::Contains("record with --snapshot"));
 }
 
 TEST_CASE("plan: a snapshot blob deleted from the store is an error", "[replayer][plan][errors]") {
