@@ -518,6 +518,27 @@ def nondeterministic_kernel():
 
 
 @case
+def host_addresses_in_parameters():
+    """Recorded with the host's layout randomised (gpurr record --aslr):
+    index_add's functor reference, a host address, differs in every launch.
+    Alone it is no difference; with the atomics of step 2 in another order,
+    the kernel is still the cause, not its parameters."""
+    a, pa = record(Variant(seed=1, host_layout=1))
+    b, _ = record(Variant(seed=2, host_layout=2))
+    expect_identical(a, b, 'host addresses alone')
+    b, _ = record(Variant(seed=2, host_layout=2, atomics_step=2))
+    j, fd = expect_cause(a, b, 'nondeterministicKernel', 'atomics, host addresses differing')
+    expect(fd['a']['seq'] == seq_of(pa, 'indexFuncLargeIndex', step=2), 'the index_add of step 2', fd['a'])
+    diff = fd['params']['differing']
+    expect(len(diff) == 1 and diff[0]['meaning'] == 'host addresses' and diff[0]['param'] == 4,
+           'parameter 4 differs, as host addresses', fd['params'])
+    expect(any('host addresses in no recorded allocation' in e for e in fd['evidence']),
+           'the evidence says why they do not count', fd['evidence'])
+    p = process(j)
+    expect(p['blastRadius']['independentCount'] == 0, 'no independent divergence', p['blastRadius'])
+
+
+@case
 def snapshots_and_chunks():
     """Chunks of 1 KiB (hashChunkBytes) and snapshots of some of step 2's
     launches: gpurr verify re-hashes every snapshot against the Python hash;

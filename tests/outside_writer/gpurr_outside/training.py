@@ -42,6 +42,8 @@ class Variant:
     pointer_step: int = None       # the second linear's output read through another pointer
     pointer_target: str = 'slice'  # 'slice': 128 bytes earlier; 'other': another allocation
     atomics_step: int = None       # index_add accumulates in another order
+    host_layout: int = 0           # where the host's libraries were mapped: index_add takes its functor by
+                                   # reference (a host address in its parameters); 0 is gpurr record's fixed layout
     philox_seed: int = 0x5eed
     philox_offset_step: int = None  # the dropout's Philox offset advanced by 4 at that step
     host_input_step: int = None    # one pixel of that step's batch differs
@@ -62,6 +64,11 @@ class Variant:
                                    # stream; the main thread reads them handed over by the host (no CUDA event)
     env: dict = None
     snapshot_step: int = None      # keep the bytes of that step's launches (gpurr record --snapshot)
+
+
+# The address of a functor in a host library's data, as PyTorch's
+# indexFuncLargeIndex receives it (`const func_t& op`).
+HOST_FUNCTOR = 0x7ff4390d73d2
 
 
 def _origin(op, step, module='', line=0, phase='forward', forward_op='', stack=None):
@@ -509,7 +516,8 @@ class Training:
                 _ulp(self.grads['embed.weight'], int(idx[0]) * DIM)
         ops.append(lambda o=o: launch('_ZN2at6native20indexFuncLargeIndexIflLi2ELi2ELin2ELb1ENS0_16ReduceAddEEEvv', (512, 1, 1),
                                   [Ptr(self.grads['embed.weight'], 'rw'), Ptr(G['gemb'], 'r'), Ptr(a['tokens'], 'r'),
-                                   ('q', N * TOKENS)], index_add, o))
+                                   ('q', N * TOKENS), ('Q', HOST_FUNCTOR + self.v.host_layout * (1 << 28))],
+                                  index_add, o))
         for name in ('gemb', 'gmean', 'emb', 'mean', 'head'):
             ops.append(silent(lambda name=name: p.release(G.pop(name) if name in G else a.pop(name))))
         o = bo('aten::mm', 'model.fc', 25, ('aten::mm', 'MmBackward0'))
