@@ -6,8 +6,10 @@
 # record` (hash mode, the default), side by side; each run reports its
 # median step time after warm-up. Prints, per workload, the medians over the
 # rounds, recorded / plain (goal <= 1.25), the launches per step and the
-# trace's bytes per launch (events compressed, then with blobs).
-# PYTHON names the interpreter. Exits 77 (skipped) without a GPU or PyTorch.
+# trace's bytes per launch (events compressed, then with blobs); then a line
+# "goal missed: ..." for each workload over the goal.
+# PYTHON names the interpreter. Exits 77 (skipped) without a GPU or PyTorch,
+# 1 when a run failed or a goal was missed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 [ $# -ge 1 ] && [ -d "$1" ] || { echo "usage: bench/step_time.sh BUILD_DIR [ROUNDS]" >&2; exit 2; }
@@ -27,6 +29,7 @@ field() { "$python" -c "import json, sys; print(json.loads(sys.stdin.read().stri
 
 printf '%-5s %12s %12s %9s %14s %16s\n' workload "plain ms" "recorded ms" ratio "launches/step" "trace B/launch"
 status=0
+missed=()
 for w in cnn mlp; do
   : >"$work/$w.plain"
   : >"$work/$w.recorded"
@@ -50,8 +53,11 @@ d = json.loads(sys.stdin.read())
 n = max(d['launches'], 1)
 print(round(d['launches'] / ($steps + $warmup), 1), round(d['eventsCompressedBytes'] / n, 1),
       round((d['eventsCompressedBytes'] + d['blobBytes']) / n, 1))" <<<"$info")
+  ratio=$(awk -v a="$recorded" -v b="$plain" 'BEGIN {print a / b}')
   printf '%-5s %12.3f %12.3f %8.2fx %14s %7s / %-7s\n' "$w" "$plain" "$recorded" \
-    "$(awk -v a="$recorded" -v b="$plain" 'BEGIN {print a / b}')" "$per_step" "$per_launch" "$per_launch_all"
+    "$ratio" "$per_step" "$per_launch" "$per_launch_all"
+  awk -v r="$ratio" 'BEGIN {exit !(r > 1.25)}' && missed+=("$w recorded / plain $(printf '%.2f' "$ratio")x (goal <= 1.25)")
 done
 echo "(medians of $rounds rounds of $steps steps after $warmup of warm-up; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+for m in "${missed[@]}"; do echo "goal missed: $m"; status=1; done
 exit $status

@@ -33,8 +33,23 @@ fail() { echo "FAIL wheel: $*"; status=1; }
 gpurr=$work/venv/bin/gpurr
 echo "PASS wheel: pip install $(basename "$wheel"): $("$gpurr" --version)"
 
-"$work/venv/bin/python3" "$here/train_cnn.py" >"$work/plain.out" 2>"$work/plain.err" ||
-  { tail -20 "$work/plain.err"; echo "FAIL wheel: train_cnn.py fails without recording"; exit 1; }
+# PyTorch may live in another virtual environment (python3 on PATH that
+# environment's), which --system-site-packages does not reach: a .pth file
+# names the folder holding torch, after the venv's own (gpurr from the wheel,
+# installed first so that pip does not find another gpurr there).
+torch_site=$("$python" -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+venv_site=$("$work/venv/bin/python3" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+echo "$torch_site" >"$venv_site/gpurr-gpu-test-torch.pth"
+echo "  PyTorch from $torch_site; gpurr from $("$work/venv/bin/python3" -c 'import gpurr, os; print(os.path.dirname(gpurr.__file__))' 2>&1)"
+
+"$work/venv/bin/python3" "$here/train_cnn.py" >"$work/plain.out" 2>"$work/plain.err"
+rc=$?
+if [ $rc -ne 0 ]; then
+  tail -10 "$work/plain.out" | sed 's/^/  out: /'
+  tail -20 "$work/plain.err" | sed 's/^/  err: /'
+  echo "FAIL wheel: train_cnn.py fails without recording (exit status $rc)"
+  exit 1
+fi
 for run in a b; do
   if ! "$gpurr" record --verbose -o "$work/$run.gpurr" -- "$work/venv/bin/python3" "$here/train_cnn.py" \
       >"$work/$run.out" 2>"$work/$run.err"; then

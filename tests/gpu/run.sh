@@ -97,7 +97,7 @@ limit() {
 
 # Runs a check script. Its PASS/FAIL lines count one check each; a script
 # that prints none counts as one check, `name`, by its exit status (77:
-# skipped).
+# skipped), failed where it prints a line "goal missed: ..." (a benchmark).
 check() {
   local name=$1
   shift
@@ -122,7 +122,9 @@ check() {
   p=$(grep -c '^PASS ' "$out")
   f=$(grep -c '^FAIL ' "$out")
   if [ $((p + f)) -eq 0 ]; then
-    if [ $rc -eq 0 ]; then pass "$name"; else fail "$name (exit status $rc)"; fi
+    if grep -q '^goal missed: ' "$out"; then
+      fail "$name: goal missed: $(sed -n 's/^goal missed: //p' "$out" | paste -sd ';' | sed 's/;/; /g')"
+    elif [ $rc -eq 0 ]; then pass "$name"; else fail "$name (exit status $rc)"; fi
     return
   fi
   while IFS= read -r line; do
@@ -280,7 +282,8 @@ part_ctest() {
 # The pair of traces for examples/gpu/ and the README's quick start.
 part_example() { check "example" "$here/make_example.sh" "$build" "$log/example"; }
 
-# The benchmarks: figures, each benchmark a check (a missed goal fails it).
+# The benchmarks: figures, each benchmark a check (a missed goal fails it:
+# those with a goal print "goal missed: ..." after their figures and exit 1).
 part_bench() {
   local bench=$here/../../bench b
   check "bench step_time" "$bench/step_time.sh" "$build" 3

@@ -41,10 +41,10 @@ record() {
 }
 
 # rng_pair NAME SEED_A SEED_B: the diff of the two recordings names RNG state
-# and both seeds.
+# and both seeds (--force: the two runs differ in their arguments, the seeds).
 rng_pair() {
   local name=$1 a=$2 b=$3
-  "$gpurr" diff "$work/$name-$a.gpurr" "$work/$name-$b.gpurr" >"$work/$name.diff" 2>&1
+  "$gpurr" diff --force "$work/$name-$a.gpurr" "$work/$name-$b.gpurr" >"$work/$name.diff" 2>&1
   if grep -q "cause    RNG state" "$work/$name.diff" && grep -q "seed=$a" "$work/$name.diff" &&
      grep -q "seed=$b" "$work/$name.diff"; then
     pass "$name with seeds $a and $b: RNG state, both seeds named"

@@ -52,6 +52,10 @@ launches() {
 # outputs' lines sorted (processes interleave them); "unrecorded-ok" accepts
 # a run the recorder could not record (another CUPTI client came first), as
 # long as it says so; "-" neither. Returns 77 when the plain run skips.
+# Each run (the plain one and both recordings) starts from new, empty
+# Inductor and Triton caches of its own ($w/RUN.cache): with a cache an
+# earlier run wrote, a later one skips compile-time work (autotuning, its
+# benchmarking launches) and the recordings would differ by it.
 run_case() {
   name=$1
   local how=$2
@@ -63,7 +67,8 @@ run_case() {
   mkdir -p "$w"
   local order=cat
   [ "$how" = sorted ] && order="sort"
-  (cd "$here" && env "${envs[@]}" "$@") >"$w/plain.raw" 2>"$w/plain.err"
+  (cd "$here" && env TORCHINDUCTOR_CACHE_DIR="$w/plain.cache/inductor" TRITON_CACHE_DIR="$w/plain.cache/triton" \
+    "${envs[@]}" "$@") >"$w/plain.raw" 2>"$w/plain.err"
   local rc=$?
   if [ $rc -eq 77 ]; then
     echo "  $name: skipped ($(tail -1 "$w/plain.raw"))"
@@ -77,7 +82,8 @@ run_case() {
   fi
   local run rrc
   for run in a b; do
-    (cd "$here" && env "${envs[@]}" "$gpurr" record --force -o "$w/$run.gpurr" -- "$@") \
+    (cd "$here" && env TORCHINDUCTOR_CACHE_DIR="$w/$run.cache/inductor" TRITON_CACHE_DIR="$w/$run.cache/triton" \
+      "${envs[@]}" "$gpurr" record --force -o "$w/$run.gpurr" -- "$@") \
       >"$w/$run.raw" 2>"$w/$run.err"
     rrc=$?
     $order "$w/$run.raw" >"$w/$run.out"

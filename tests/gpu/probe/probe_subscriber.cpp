@@ -48,21 +48,27 @@ struct Cupti {
   CheckpointFn save = nullptr, restore = nullptr, free = nullptr;
 };
 
+// The state callbacks touch is never destroyed: CUDA's own teardown at exit
+// (the runtime's atexit handler destroying contexts) raises callbacks after
+// the main thread's thread_local and the static destructors have run, and a
+// destroyed container written to there corrupts the heap
+// ("malloc_consolidate(): invalid chunk size" at the end of a probe).
 Cupti g_cupti;
 probe::Driver g_drv;
-std::mutex g_mu;
+std::mutex& g_mu = *new std::mutex();
 std::atomic<const char*> g_source{"start"};
 std::atomic<int> g_injected{0};
 bool g_started = false;
-std::string g_startError;
-std::set<std::string> g_actions;  // set before the work they apply to
+std::string& g_startError = *new std::string();
+std::set<std::string>& g_actions = *new std::set<std::string>();  // set before the work they apply to
 
 // Everything recorded, under g_mu.
-std::map<std::string, std::map<std::string, long>> g_calls;        // source -> "drv:name" -> count
-std::map<std::string, std::map<std::string, long>> g_nestedCalls;  // raised by the probe's own calls
-std::map<std::string, std::map<std::string, long>> g_launches;     // source -> shape -> count
-std::vector<std::string> g_lines;                                  // modload / kinds / layout / action lines
-std::set<std::string> g_once;
+using Counts = std::map<std::string, std::map<std::string, long>>;
+Counts& g_calls = *new Counts();        // source -> "drv:name" -> count
+Counts& g_nestedCalls = *new Counts();  // raised by the probe's own calls
+Counts& g_launches = *new Counts();     // source -> shape -> count
+std::vector<std::string>& g_lines = *new std::vector<std::string>();  // modload / kinds / layout / action lines
+std::set<std::string>& g_once = *new std::set<std::string>();
 
 struct Open {
   bool runtime;
@@ -79,16 +85,16 @@ struct ThreadState {
   unsigned* host = nullptr;
   CUevent event = nullptr;
 };
-thread_local ThreadState tls;
+thread_local ThreadState& tls = *new ThreadState();
 
 // For the hashseq and checkpoint actions.
 CUfunction g_hashFn = nullptr;
 CUdeviceptr g_buffer = 0;
 size_t g_bufferBytes = 0;
 std::atomic<long> g_hashOk{0}, g_hashErrors{0};
-std::string g_hashFirstError;
+std::string& g_hashFirstError = *new std::string();
 int g_checkpointLaunch = 0;
-std::vector<unsigned char> g_before;
+std::vector<unsigned char>& g_before = *new std::vector<unsigned char>();
 bool g_checkpointSaved = false;
 alignas(8) unsigned char g_checkpoint[64];  // a CUpti_Checkpoint
 static_assert(sizeof(NV::Cupti::Checkpoint::CUpti_Checkpoint) <= sizeof g_checkpoint);

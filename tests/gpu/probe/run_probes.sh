@@ -2,8 +2,10 @@
 # tests/gpu/probe/run_probes.sh BUILD_DIR|BUNDLE: runs every GPU probe
 # (README.md beside this script) against a build or a bundle made by
 # scripts/gpu_bundle.sh, in about three minutes, and writes a text report to
-# stdout: each probe's detail lines, then a summary of its `PROBE <id>
-# <answer>` lines. Without a GPU it prints one line saying why and exits 77.
+# stdout: each probe's detail lines (its answers indented among them), then
+# a summary of its `PROBE <id> <answer>` lines, the only lines of the report
+# that start with PROBE (one per answer, for grep). Without a GPU it prints
+# one line saying why and exits 77.
 # PYTHON names the interpreter with PyTorch (default python3); a probe
 # that runs past its time limit is stopped and reported as such.
 set -u
@@ -48,19 +50,27 @@ fi
 
 report=$(mktemp "${TMPDIR:-/tmp}/gpurr-probes-XXXXXX")
 trap 'rm -f "$report"' EXIT
-# step SECONDS LABEL COMMAND...: runs one probe, its output into the report.
+# answer LINE: a PROBE line of our own, into the report (for the summary)
+# and indented among the details.
+answer() {
+  echo "$1" >>"$report"
+  echo "  $1"
+}
+# step SECONDS LABEL COMMAND...: runs one probe, its output into the report;
+# printed with its PROBE lines indented, so that each starts a line once, in
+# the summary.
 step() {
   local limit=$1 label=$2
   shift 2
   echo
   echo "== $label"
   local t0=$SECONDS
-  timeout -k 5 "$limit" "$@" 2>&1 | tee -a "$report"
+  timeout -k 5 "$limit" "$@" 2>&1 | tee -a "$report" | sed 's/^PROBE /  PROBE /'
   local rc=${PIPESTATUS[0]}
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-    echo "PROBE ${label%% *} stopped-after-${limit}s" | tee -a "$report"
+    answer "PROBE ${label%% *} stopped-after-${limit}s"
   elif [ "$rc" -ne 0 ]; then
-    echo "PROBE ${label%% *} exited-$rc (a crash leaves the answers above it only)" | tee -a "$report"
+    answer "PROBE ${label%% *} exited-$rc (a crash leaves the answers above it only)"
   fi
   echo "   ($((SECONDS - t0)) s)"
 }
@@ -87,7 +97,7 @@ if $python -c 'import torch' 2>/dev/null; then
   step 60 "cuInit before import torch (P1.7)" env CUDA_INJECTION64_PATH="$inject" "$python" "$here/torch_probe.py" early-init
   step 120 "torch graphs and the allocator's trace (P4.8)" "$python" "$here/torch_probe.py" graph-blocks
 else
-  echo "PROBE torch not-run ($python cannot import torch)" | tee -a "$report"
+  answer "PROBE torch not-run ($python cannot import torch)"
 fi
 
 echo

@@ -4,6 +4,10 @@
 // events during the capture. Global mode forbids "potentially unsafe" calls
 // on every other thread in global mode: a recorder that made them there would
 // invalidate the capture (cudaStreamEndCapture fails) or fail its own calls.
+// The program itself makes none while the capture is open: the eager
+// launches are only issued then (a synchronising call such as
+// cudaStreamSynchronize would fail on any thread during a global-mode
+// capture), and their stream is synchronised once the capture has ended.
 // The graph is then launched; two recordings give the same output.
 #include <atomic>
 #include <thread>
@@ -26,7 +30,7 @@ int main() {
   CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&es, cudaStreamNonBlocking));
 
-  std::atomic<int> phase{0};  // 1: capture open, 2: eager work done
+  std::atomic<int> phase{0};  // 1: capture open, 2: eager work issued
   cudaGraph_t graph = nullptr;
   cudaError_t endStatus = cudaSuccess;
   std::thread capturer([&] {
@@ -38,11 +42,13 @@ int main() {
   });
   while (phase.load() != 1) std::this_thread::yield();
   // While the capture is open: eager launches, each hashed by the recorder.
+  // Their stream is synchronised only after the capture ended: synchronising
+  // calls are not permitted on any thread during a global-mode capture.
   for (int i = 0; i < 16; ++i) scale<<<blocks, 256, 0, es>>>(eager, n, 0.9f);
   CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaStreamSynchronize(es));
   phase = 2;
   capturer.join();
+  CUDA_CHECK(cudaStreamSynchronize(es));
   if (endStatus != cudaSuccess) {
     std::fprintf(stderr, "capture_global: cudaStreamEndCapture failed: %s (the capture was invalidated)\n",
                  cudaGetErrorString(endStatus));
