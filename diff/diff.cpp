@@ -1311,6 +1311,13 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
   // differing bytes when there is no layout.
   const size_t n = std::max(a.params.size(), b.params.size());
   auto byteAt = [](const std::vector<uint8_t>& v, size_t i) -> int { return i < v.size() ? v[i] : -1; };
+  // The aligned word at `at` holds a host address (kHostAddresses).
+  auto hostAddress = [](const std::vector<uint8_t>& v, size_t at) {
+    uint64_t u = 0;
+    if (at + 8 > v.size()) return false;
+    std::memcpy(&u, v.data() + at, 8);
+    return u >= (1ULL << 32) && u < (1ULL << 47);
+  };
   size_t i = 0;
   while (i < n) {
     if (isPointer[i] || byteAt(a.params, i) == byteAt(b.params, i)) {
@@ -1344,18 +1351,11 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
       return hexBytes(std::span<const uint8_t>(v).subspan(begin, n));
     };
     // Host addresses on both sides, in every word where the bytes differ?
-    auto word = [](const std::vector<uint8_t>& v, size_t at) -> std::optional<uint64_t> {
-      if (at + 8 > v.size()) return std::nullopt;
-      uint64_t u;
-      std::memcpy(&u, v.data() + at, 8);
-      return u;
-    };
-    auto hostAddress = [](std::optional<uint64_t> u) { return u && *u >= (1ULL << 32) && *u < (1ULL << 47); };
     bool host = true;
     for (size_t j = begin; j < end && host; ++j) {
       if (isPointer[j] || byteAt(a.params, j) == byteAt(b.params, j)) continue;
       const size_t w = j & ~size_t{7};
-      host = hostAddress(word(a.params, w)) && hostAddress(word(b.params, w));
+      host = hostAddress(a.params, w) && hostAddress(b.params, w);
     }
     out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p,
                    slice(a.params), slice(b.params), host ? kHostAddresses : ""});
@@ -1868,14 +1868,16 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
     return;
   }
 
-  // Same inputs. Parameters?
+  // Same inputs. Parameters? (Host addresses do not count.)
+  const size_t hostParams = std::ranges::count_if(d.params, isHostParameter);
+  const size_t differing = d.params.size() - hostParams;
   if (va.launch && vb.launch) {
     const auto rngA = rngStates(*va.launch), rngB = rngStates(*vb.launch);
     bool rngDiffers = rngA.size() != rngB.size();
     for (size_t i = 0; !rngDiffers && i < rngA.size(); ++i) {
       rngDiffers = rngA[i]->seed != rngB[i]->seed || rngA[i]->offset != rngB[i]->offset;
     }
-    bool allInRng = !d.params.empty() && !std::ranges::all_of(d.params, isHostParameter);
+    bool allInRng = differing > 0;
     for (ParamDifference& p : d.params) {
       if (isHostParameter(p)) continue;
       bool in = false;
@@ -1890,7 +1892,7 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
       }
       allInRng = allInRng && in;
     }
-    if (allInRng || (std::ranges::all_of(d.params, isHostParameter) && rngDiffers)) {
+    if (allInRng || (differing == 0 && rngDiffers)) {
       d.cause = Cause::kRngState;
       d.mechanism = d.cause;
       d.summary = "RNG state: same kernel and inputs; only the random generator's seed/offset differs";
@@ -1914,21 +1916,15 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
       return;
     }
   }
-  const size_t hostParams = std::ranges::count_if(d.params, isHostParameter);
-  if (d.params.size() > hostParams) {
+  if (differing > 0) {
     d.cause = Cause::kScalarParameters;
     d.mechanism = d.cause;
-    std::vector<const ParamDifference*> differing;
-    for (const ParamDifference& q : d.params) {
-      if (!isHostParameter(q)) differing.push_back(&q);
-    }
-    const ParamDifference& p = *differing.front();
+    const ParamDifference& p = *std::ranges::find_if_not(d.params, isHostParameter);
     d.summary = fmt::format("scalar parameters: same kernel and inputs; {} differ{}",
-                            differing.size() == 1
-                                ? (p.param >= 0 ? fmt::format("parameter {}", p.param)
-                                                : fmt::format("parameter bytes {:#x}", p.offset))
-                                : plural(differing.size(), "parameter"),
-                            differing.size() == 1 ? "s" : "");
+                            differing == 1 ? (p.param >= 0 ? fmt::format("parameter {}", p.param)
+                                                           : fmt::format("parameter bytes {:#x}", p.offset))
+                                           : plural(differing, "parameter"),
+                            differing == 1 ? "s" : "");
     for (const ParamDifference& q : d.params) {
       d.evidence.push_back(fmt::format("{} (bytes {:#x}-{:#x}{}): run A {}, run B {}",
                                        q.param >= 0 ? fmt::format("parameter {}", q.param) : "bytes",

@@ -14,9 +14,11 @@
 #include <optional>
 
 #include "diff/diff.h"
+#include "tests/diff/evidence_text.h"
 #include "trace_format/trace.h"
 
 using namespace gpurr;
+using gpurr::testing::evidence;
 using namespace gpurr::trace;
 namespace fs = std::filesystem;
 
@@ -70,12 +72,6 @@ struct Pair {
     return *d.firstDivergence;
   }
 };
-
-std::string evidence(const diff::FirstDivergence& d) {
-  std::string out;
-  for (const std::string& e : d.evidence) out += e + "\n";
-  return out;
-}
 
 }  // namespace
 

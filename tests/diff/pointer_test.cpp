@@ -9,9 +9,11 @@
 #include <filesystem>
 
 #include "diff/diff.h"
+#include "tests/diff/evidence_text.h"
 #include "trace_format/trace.h"
 
 using namespace gpurr;
+using gpurr::testing::evidence;
 using namespace gpurr::trace;
 namespace fs = std::filesystem;
 
@@ -61,12 +63,6 @@ struct Pair {
     return diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
   }
 };
-
-std::string evidence(const diff::FirstDivergence& d) {
-  std::string out;
-  for (const std::string& e : d.evidence) out += e + "\n";
-  return out;
-}
 
 }  // namespace
 

@@ -10,9 +10,11 @@
 #include <filesystem>
 
 #include "diff/diff.h"
+#include "tests/diff/evidence_text.h"
 #include "trace_format/trace.h"
 
 using namespace gpurr;
+using gpurr::testing::evidence;
 using namespace gpurr::trace;
 namespace fs = std::filesystem;
 
@@ -63,12 +65,6 @@ diff::FirstDivergence firstDivergence(bool writerHashed) {
   fs::remove_all(root);
   REQUIRE(d.firstDivergence.has_value());
   return *d.firstDivergence;
-}
-
-std::string evidence(const diff::FirstDivergence& d) {
-  std::string out;
-  for (const std::string& e : d.evidence) out += e + "\n";
-  return out;
 }
 
 }  // namespace

@@ -1,0 +1,17 @@
+// The evidence lines of a first divergence as one text, for the diff's unit
+// tests to search.
+#pragma once
+
+#include <string>
+
+#include "diff/report.h"
+
+namespace gpurr::testing {
+
+inline std::string evidence(const diff::FirstDivergence& d) {
+  std::string out;
+  for (const std::string& e : d.evidence) out += e + "\n";
+  return out;
+}
+
+}  // namespace gpurr::testing
