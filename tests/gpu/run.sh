@@ -22,7 +22,7 @@
 #   example: the pair of traces for examples/gpu/ (make_example.sh), written
 #     to example/ in the logs folder;
 #   bench: the GPU benchmarks, side by side (bench/step_time.sh,
-#     gpu_hash_bench, snapshot_bench, replay_bench, bench/bisect_time.sh).
+#     bench/step_breakdown.sh, gpu_hash_bench, snapshot_bench, replay_bench, bench/bisect_time.sh).
 # Prints one line per check and a summary; exits non-zero when a check fails.
 # Each check is stopped after GPURR_CHECK_TIMEOUT seconds (default 900);
 # logs go to GPURR_GPU_LOGS (default a new folder under TMPDIR).
@@ -32,7 +32,8 @@
 #     not reached are listed (and saved as not_reached.txt in the logs);
 #   GPURR_GPU_TAR (a .tgz path): the logs folder is tarred there after every
 #     check, so that a command stopped at its limit still leaves them
-#     (files over 8 MiB are left out and listed in left_out.txt).
+#     (files over 8 MiB, and traces over 8 MiB together, are left out and
+#     listed in left_out.txt).
 # The build folder may have been copied from another machine: its binaries
 # find their libraries through their RPATH (BUILD_DIR/lib), not the
 # environment.
@@ -75,11 +76,17 @@ skip() { echo "SKIP $1"; skipped=$((skipped + 1)); }
 
 # The logs folder, tarred where GPURR_GPU_TAR says (written aside, then
 # moved, so that the tarball is whole whenever the command is stopped).
+# Files over 8 MiB are left out, and so are the traces' files (the example
+# pair's) once they pass 8 MiB together: the tarball has to stay small
+# enough to come back from a remote machine.
 save_logs() {
   [ -n "${GPURR_GPU_TAR:-}" ] || return 0
-  (cd "$(dirname "$log")" &&
-    find "$(basename "$log")" -type f -size +8388608c >"$log/left_out.txt" &&
-    find "$(basename "$log")" -type f ! -size +8388608c -print0 |
+  (cd "$(dirname "$log")" && b=$(basename "$log") &&
+    traces=$(find "$b" -path '*.gpurr/*' -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}') &&
+    big=(-size +8388608c) &&
+    if [ "$traces" -gt 8388608 ]; then big=(\( "${big[@]}" -o -path '*.gpurr/*' \)); fi &&
+    find "$b" -type f "${big[@]}" >"$log/left_out.txt" &&
+    find "$b" -type f ! "${big[@]}" -print0 |
       tar czf "$GPURR_GPU_TAR.part" --null -T - &&
     mv -f "$GPURR_GPU_TAR.part" "$GPURR_GPU_TAR")
 }
@@ -287,6 +294,7 @@ part_example() { check "example" "$here/make_example.sh" "$build" "$log/example"
 part_bench() {
   local bench=$here/../../bench b
   check "bench step_time" "$bench/step_time.sh" "$build" 3
+  check "bench step_breakdown" "$bench/step_breakdown.sh" "$build"
   for b in gpu_hash_bench snapshot_bench replay_bench; do
     if [ -x "$build/bench/$b" ]; then
       check "bench $b" "$build/bench/$b"

@@ -17,7 +17,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: check_frameworks.sh BUILD_DIR [NAME...]}" && pwd)
 shift
-names=${*:-compile_step compile_graphs ddp_gloo jax_step with_profiler}
+names=${*:-ddp_gloo jax_step with_profiler compile_graphs compile_step}
 gpurr=$build/bin/gpurr
 python=${PYTHON:-python3}
 read -r -a extra <<<"${GPURR_FRAMEWORKS_ARGS:-}"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# bench/step_breakdown.sh BUILD_DIR [WORKLOAD...]: where the recorder's cost
+# per training step goes. For each workload of bench/step_time.py (default:
+# mlp cnn), one plain run, then runs under `gpurr record --verbose` that each
+# leave a part of the recorder out, side by side:
+#   full          the default: hash mode with the PyTorch layer
+#   no-framework  --no-framework: without the PyTorch layer (op, module, step)
+#   no-hash       --launches 0:0: launches listed, nothing hashed
+#   bare          --no-framework --launches 0:0: the CUPTI callbacks and the
+#                 trace alone
+# Prints each run's median step time, its ratio over plain, and the
+# recorder's own account of its cost (time its threads spent in it per
+# launch, GPU operations it enqueued per launch). States no goal
+# (bench/step_time.sh holds the goal); exits 77 without a GPU, 1 when a run
+# failed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+[ $# -ge 1 ] && [ -d "$1" ] || { echo "usage: bench/step_breakdown.sh BUILD_DIR [WORKLOAD...]" >&2; exit 2; }
+build=$(cd "$1" && pwd)
+shift
+workloads=("$@")
+[ $# -eq 0 ] && workloads=(mlp cnn)
+gpurr=$build/bin/gpurr
+python=${PYTHON:-python3}
+"$python" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 77)" 2>/dev/null ||
+  { echo "no GPU for PyTorch ($python): skipped"; exit 77; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-step-breakdown-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+steps=200
+warmup=20
+field() { "$python" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+
+declare -A flags=([full]="" [no-framework]="--no-framework" [no-hash]="--launches 0:0"
+                  [bare]="--no-framework --launches 0:0")
+status=0
+for w in "${workloads[@]}"; do
+  run=("$python" "$here/step_time.py" "$w" --steps $steps --warmup $warmup)
+  if ! out=$("${run[@]}" 2>"$work/err"); then
+    echo "$w: the plain run failed:"; tail -5 "$work/err"; status=1; continue
+  fi
+  plain=$(field median_ms <<<"$out")
+  printf '%-5s %-13s %9.3f ms\n' "$w" plain "$plain"
+  for v in full no-framework no-hash bare; do
+    # shellcheck disable=SC2086  # the flags are words
+    if ! out=$("$gpurr" record --force --verbose ${flags[$v]} -o "$work/$w.gpurr" -- "${run[@]}" 2>"$work/err"); then
+      echo "$w $v: the recorded run failed:"; tail -5 "$work/err"; status=1; continue
+    fi
+    ms=$(field median_ms <<<"$out")
+    printf '%-5s %-13s %9.3f ms %6.2fx  %s\n' "$w" "$v" "$ms" "$(awk -v a="$ms" -v b="$plain" 'BEGIN {print a / b}')" \
+      "$(grep -o 'recorder .*' "$work/err" | tail -1)"
+  done
+done
+echo "(one run each, $steps steps after $warmup of warm-up; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+exit $status
