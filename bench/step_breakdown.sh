@@ -5,8 +5,8 @@
 # leave a part of the recorder out, side by side:
 #   full          the default: hash mode with the PyTorch layer
 #   no-framework  --no-framework: without the PyTorch layer (op, module, step)
-#   no-hash       --launches 0:0: launches listed, nothing hashed
-#   bare          --no-framework --launches 0:0: the CUPTI callbacks and the
+#   no-hash       --kernels ^no-such-kernel$: launches listed, nothing hashed
+#   bare          --no-framework --kernels ^no-such-kernel$: the CUPTI callbacks and the
 #                 trace alone
 # Prints each run's median step time, its ratio over plain, and the
 # recorder's own account of its cost (time its threads spent in it per
@@ -30,8 +30,8 @@ steps=200
 warmup=20
 field() { "$python" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 
-declare -A flags=([full]="" [no-framework]="--no-framework" [no-hash]="--launches 0:0"
-                  [bare]="--no-framework --launches 0:0")
+declare -A flags=([full]="" [no-framework]="--no-framework" [no-hash]="--kernels ^no-such-kernel$"
+                  [bare]="--no-framework --kernels ^no-such-kernel$")
 status=0
 for w in "${workloads[@]}"; do
   run=("$python" "$here/step_time.py" "$w" --steps $steps --warmup $warmup)
