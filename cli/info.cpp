@@ -147,6 +147,8 @@ Json perStepJson(const Stats& s) {
 int printJson(const TraceReader& reader, const Stats& s) {
   Json kinds = Json::object();
   for (size_t i = 0; i < s.byKind.size(); ++i) kinds[kEventKindNames[i]] = s.byKind[i];
+  Json regions = Json::array();
+  for (const HostRegion& r : reader.hostRegions()) regions.push_back({r.start, r.end});
   Json out{{"trace", reader.path().string()},
            {"header", toJson(reader.header())},
            {"events", reader.eventCount()},
@@ -173,6 +175,7 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"compressionRatio", ratio(reader.uncompressedBytes(), reader.eventsFileBytes())},
            {"blobs", s.blobCount},
            {"blobBytes", s.blobBytes},
+           {"hostRegions", regions},
            {"complete", !reader.damage().unclosed},
            {"damage", reader.damage().detail}};
   std::cout << out.dump(2) << '\n';

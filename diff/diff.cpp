@@ -93,7 +93,8 @@ namespace {
 
 // The meaning of a parameter difference whose differing bytes all lie in
 // 8-byte words that hold, in both runs, an address no recorded allocation
-// contains, in the range of host addresses (4 GiB to 128 TiB): uninitialised
+// contains, in the range of host addresses (4 GiB to 128 TiB) or in the host
+// memory the trace says its process had mapped readable: uninitialised
 // parts of structs passed by value (PyTorch's TensorInfo beyond its
 // dimensions, padding), references to host objects. Address-space
 // randomisation changes them between runs; a kernel cannot read through
@@ -1311,12 +1312,20 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
   // differing bytes when there is no layout.
   const size_t n = std::max(a.params.size(), b.params.size());
   auto byteAt = [](const std::vector<uint8_t>& v, size_t i) -> int { return i < v.size() ? v[i] : -1; };
-  // The aligned word at `at` holds a host address (kHostAddresses).
-  auto hostAddress = [](const std::vector<uint8_t>& v, size_t at) {
+  // The aligned word at `at` of `run`'s launch holds a host address
+  // (kHostAddresses): a value from 4 GiB up to the top of user space, or one
+  // in the host memory the process had mapped readable (the trace's host
+  // regions: a heap below 4 GiB, as a non-PIE Python's is).
+  auto hostAddress = [](const Run& run, const std::vector<uint8_t>& v, size_t at) {
     uint64_t u = 0;
     if (at + 8 > v.size()) return false;
     std::memcpy(&u, v.data() + at, 8);
-    return u >= (1ULL << 32) && u < (1ULL << 47);
+    if (u >= (1ULL << 32) && u < (1ULL << 47)) return true;
+    if (run.reader == nullptr) return false;
+    const std::vector<HostRegion>& regions = run.reader->hostRegions();
+    auto next = std::upper_bound(regions.begin(), regions.end(), u,
+                                 [](uint64_t x, const HostRegion& r) { return x < r.start; });
+    return next != regions.begin() && u < std::prev(next)->end;
   };
   size_t i = 0;
   while (i < n) {
@@ -1355,7 +1364,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     for (size_t j = begin; j < end && host; ++j) {
       if (isPointer[j] || byteAt(a.params, j) == byteAt(b.params, j)) continue;
       const size_t w = j & ~size_t{7};
-      host = hostAddress(a.params, w) && hostAddress(b.params, w);
+      host = hostAddress(ctx.a, a.params, w) && hostAddress(ctx.b, b.params, w);
     }
     out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p,
                    slice(a.params), slice(b.params), host ? kHostAddresses : ""});

@@ -16,6 +16,7 @@
 #include "kernels/device_hasher.h"
 #include "recorder/cubin_symbols.h"
 #include "recorder/framework_context.h"
+#include "recorder/host_memory.h"
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/rng_params.h"
@@ -185,7 +186,7 @@ void RecordSession::finish() {
   if (finished_.exchange(true)) return;
   std::lock_guard lock(startMu_);
   ReentrancyGuard guard;
-  if (sink_) sink_->close();
+  if (sink_) sink_->close(readableHostRegions());
 }
 
 void RecordSession::warnOnce(const std::string& key, const std::string& message) {

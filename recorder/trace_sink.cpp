@@ -56,7 +56,7 @@ void TraceSink::drain() {
   idle_.wait(lock, [&] { return done_ >= target || !thread_.joinable(); });
 }
 
-void TraceSink::close() {
+void TraceSink::close(std::vector<trace::HostRegion> hostRegions) {
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
@@ -68,6 +68,7 @@ void TraceSink::close() {
   closed_ = true;
   if (writer_ && !broken_) {
     try {
+      writer_->setHostRegions(std::move(hostRegions));
       writer_->close();
     } catch (const std::exception& e) {
       warn_(std::string("cannot finish the trace: ") + e.what() + "; it stays readable up to its last complete block");

@@ -60,8 +60,9 @@ class TraceSink {
   // Waits until every entry queued so far is written (or dropped).
   void drain();
 
-  // drain(), then closes the trace. Later pushes are dropped.
-  void close();
+  // drain(), then closes the trace, writing `hostRegions` into its index.
+  // Later pushes are dropped.
+  void close(std::vector<trace::HostRegion> hostRegions = {});
 
   uint64_t pushed() const;
 

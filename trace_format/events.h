@@ -20,8 +20,8 @@ inline constexpr uint32_t kFormatVersion = 1;
 // Forward-compatibility number: bumped when a change lets old readers still
 // read new traces (new fields with defaults). Reported, never rejected.
 // 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads;
-// 5: Memcpy, Memset and GraphLaunch .captured, .captureId
-inline constexpr uint32_t kCompatVersion = 5;
+// 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions
+inline constexpr uint32_t kCompatVersion = 6;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -85,6 +85,15 @@ struct RecordingOptions {
   uint32_t checkDeterminism = 0;   // re-runs per selected launch (0 = off)
   std::string steps;               // --steps, as given ("" = all)
   bool operator==(const RecordingOptions&) const = default;
+};
+
+// A range [start, end) of the recorded process's host address space that was
+// mapped readable: parameter bytes whose value lies in one are host
+// addresses, which differ between runs without meaning anything.
+struct HostRegion {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  bool operator==(const HostRegion&) const = default;
 };
 
 struct Header {

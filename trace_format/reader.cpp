@@ -148,6 +148,7 @@ struct TraceReader::Impl {
   fs::path dir;
   Header header;
   std::vector<BlockInfo> blocks;
+  std::vector<HostRegion> hostRegions;
   Damage damage;
   File events;
   uint64_t eventCount = 0;
@@ -246,17 +247,27 @@ struct TraceReader::Impl {
     if (!fs::exists(path, ec)) return false;
     File file(path);
     const auto words = file.readWords(container::kMaxIndexBytes);
+    std::vector<HostRegion> regions;
     std::vector<BlockInfo> entries = guarded(path, "index", [&] {
       capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
                                             readerOptions(words.size()));
+      const auto root = message.getRoot<schema::Index>();
       std::vector<BlockInfo> out;
-      for (auto e : message.getRoot<schema::Index>().getBlocks()) {
+      for (auto e : root.getBlocks()) {
         out.push_back({e.getFileOffset(), e.getFirstSeq(), e.getEventCount(), e.getLaunchCount(),
                        e.getFirstTimeNs(), e.getLastTimeNs(), e.getCompressedSize(),
                        e.getUncompressedSize()});
       }
+      for (auto r : root.getHostRegions()) {
+        if (r.getStart() >= r.getEnd()) {
+          throw TraceError(fmt::format("host region [{:#x}, {:#x}) is empty", r.getStart(), r.getEnd()));
+        }
+        regions.push_back({r.getStart(), r.getEnd()});
+      }
       return out;
     });
+    std::sort(regions.begin(), regions.end(),
+              [](const HostRegion& a, const HostRegion& b) { return a.start < b.start; });
     // The index must describe the events file exactly; verify each entry's
     // header so that a stale or corrupt index is never trusted.
     uint64_t offset = 0;
@@ -277,6 +288,7 @@ struct TraceReader::Impl {
                                    offset, events.size()));
     }
     blocks = std::move(entries);
+    hostRegions = std::move(regions);
     return true;
   }
 
@@ -478,6 +490,7 @@ const fs::path& TraceReader::path() const { return impl_->dir; }
 const Header& TraceReader::header() const { return impl_->header; }
 const std::vector<BlockInfo>& TraceReader::blocks() const { return impl_->blocks; }
 const Damage& TraceReader::damage() const { return impl_->damage; }
+const std::vector<HostRegion>& TraceReader::hostRegions() const { return impl_->hostRegions; }
 uint64_t TraceReader::eventCount() const { return impl_->eventCount; }
 uint64_t TraceReader::launchCount() const { return impl_->launchCount; }
 uint64_t TraceReader::eventsFileBytes() const { return impl_->events.size(); }

@@ -30,6 +30,14 @@ struct BlockHeader {
 # The optional `index` file, written when the recorder closes the trace.
 struct Index {
   blocks @0 :List(IndexEntry);
+  hostRegions @1 :List(HostRegion);  # readable host memory when the recording ended (compatVersion 6)
+}
+
+# A range of the recorded process's host address space that was mapped
+# readable: [start, end).
+struct HostRegion {
+  start @0 :UInt64;
+  end @1 :UInt64;
 }
 
 struct IndexEntry {

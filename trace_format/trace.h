@@ -67,6 +67,8 @@ class TraceWriter {
   // Ends the current block and waits until every block is on disk.
   void flush();
 
+  // The host regions close() writes into the index (empty by default).
+  void setHostRegions(std::vector<HostRegion> regions);
   // flush(), then writes the seek index. Further appends are errors.
   void close();
 
@@ -101,6 +103,10 @@ class TraceReader {
   const Header& header() const;
   const std::vector<BlockInfo>& blocks() const;
   const Damage& damage() const;
+  // The recorded process's readable host memory when the recording ended,
+  // sorted; empty when the trace has no index (it did not end cleanly) or
+  // its recorder wrote none (compatVersion < 6).
+  const std::vector<HostRegion>& hostRegions() const;
   uint64_t eventCount() const;
   uint64_t launchCount() const;
   uint64_t eventsFileBytes() const;   // compressed, on disk

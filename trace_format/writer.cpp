@@ -173,6 +173,7 @@ struct TraceWriter::Impl {
   bool stop = false;
   std::string error;  // first write error, reported to the owner
   std::vector<BlockInfo> index;
+  std::vector<HostRegion> hostRegions;
   uint64_t fileOffset = 0;
   uint64_t bytesWritten = 0;
   std::set<BlobId> blobs;  // only touched by the owner
@@ -289,7 +290,8 @@ struct TraceWriter::Impl {
   void writeIndex() {
     std::vector<uint8_t> bytes;
     capnp::MallocMessageBuilder builder;
-    auto entries = builder.initRoot<schema::Index>().initBlocks(index.size());
+    auto root = builder.initRoot<schema::Index>();
+    auto entries = root.initBlocks(index.size());
     for (size_t i = 0; i < index.size(); ++i) {
       const BlockInfo& b = index[i];
       auto e = entries[i];
@@ -301,6 +303,13 @@ struct TraceWriter::Impl {
       e.setLastTimeNs(b.lastTimeNs);
       e.setCompressedSize(b.compressedSize);
       e.setUncompressedSize(b.uncompressedSize);
+    }
+    if (!hostRegions.empty()) {
+      auto regions = root.initHostRegions(hostRegions.size());
+      for (size_t i = 0; i < hostRegions.size(); ++i) {
+        regions[i].setStart(hostRegions[i].start);
+        regions[i].setEnd(hostRegions[i].end);
+      }
     }
     ByteSink sink(bytes);
     capnp::writeMessage(sink, builder);
@@ -433,6 +442,8 @@ void TraceWriter::flush() {
   w.sealBlock();
   w.drain();
 }
+
+void TraceWriter::setHostRegions(std::vector<HostRegion> regions) { impl_->hostRegions = std::move(regions); }
 
 void TraceWriter::close() {
   Impl& w = *impl_;

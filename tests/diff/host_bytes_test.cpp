@@ -36,9 +36,11 @@ struct Launch {
   std::optional<DeterminismCheck> check;
 };
 
-fs::path writeRun(const fs::path& dir, const std::vector<Launch>& launches) {
+fs::path writeRun(const fs::path& dir, const std::vector<Launch>& launches,
+                  const std::vector<HostRegion>& regions = {}) {
   fs::remove_all(dir);
   TraceWriter w(dir, Header{});
+  w.setHostRegions(regions);
   uint64_t seq = 0;
   for (uint32_t o = 1; o <= 2; ++o) {
     w.append(Event{seq++, seq, 0, Allocation{o, kBase + o * 0x10000, 4096, AllocationKind::kDevice, 0, 0}});
@@ -63,9 +65,11 @@ fs::path writeRun(const fs::path& dir, const std::vector<Launch>& launches) {
 
 struct Pair {
   fs::path root = fs::temp_directory_path() / ("gpurr-host-bytes-" + std::to_string(getpid()));
+  std::vector<HostRegion> regionsA, regionsB;  // the index's, per run
   ~Pair() { fs::remove_all(root); }
   diff::FirstDivergence first(const Launch& a, const Launch& b) {
-    TraceReader ra(writeRun(root / "a.gpurr", {Launch{}, a})), rb(writeRun(root / "b.gpurr", {Launch{}, b}));
+    TraceReader ra(writeRun(root / "a.gpurr", {Launch{}, a}, regionsA)),
+        rb(writeRun(root / "b.gpurr", {Launch{}, b}, regionsB));
     const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
     REQUIRE(d.firstDivergence);
     CHECK(d.firstDivergence->a.index == 1);
@@ -173,4 +177,46 @@ TEST_CASE("a re-execution's proof leaves pointer differences and other causes al
   d.cause = diff::Cause::kUnknown;
   d.path = true;
   CHECK_FALSE(diff::provenNondeterministic(d, "replayed"));
+}
+
+TEST_CASE("values below 4 GiB are host addresses where both traces say that host memory was mapped") {
+  // Python's heap with the layout fixed (values seen on a GPU): below 4 GiB.
+  Pair p;
+  Launch a, b;
+  a.info = {0x0951d340, 0x07cede68};
+  b.info = {0x0951cf80, 0x0765bb78};
+  b.outDigest = 0x3333;
+  p.regionsA = {{0x00400000, 0x00800000}, {0x07000000, 0x0a000000}};
+  p.regionsB = {{0x07000000, 0x0a000000}};
+  diff::FirstDivergence f = p.first(a, b);
+  CHECK(f.cause == diff::Cause::kNondeterministicKernel);
+  REQUIRE(f.params.size() == 1);
+  CHECK(f.params[0].meaning == "host addresses");
+
+  SECTION("one word outside run B's regions is a real difference") {
+    b.info[1] = 0x0a000000;  // the end of the region: outside it
+    f = p.first(a, b);
+    CHECK(f.cause == diff::Cause::kScalarParameters);
+    CHECK(f.params.at(0).meaning.empty());
+  }
+  SECTION("without host regions in one trace (an older recorder), low values count") {
+    p.regionsB.clear();
+    f = p.first(a, b);
+    CHECK(f.cause == diff::Cause::kScalarParameters);
+  }
+}
+
+TEST_CASE("a trace's host regions survive writing and reading, sorted") {
+  const fs::path dir = fs::temp_directory_path() / ("gpurr-host-regions-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  {
+    TraceWriter w(dir, Header{});
+    w.setHostRegions({{0x7ffff7000000, 0x7ffff7100000}, {0x400000, 0x500000}});
+    w.close();
+  }
+  CHECK(TraceReader(dir).hostRegions() ==
+        std::vector<HostRegion>{{0x400000, 0x500000}, {0x7ffff7000000, 0x7ffff7100000}});
+  fs::remove(dir / "index");  // a recording that did not end cleanly has none
+  CHECK(TraceReader(dir).hostRegions().empty());
+  fs::remove_all(dir);
 }

@@ -9,6 +9,8 @@ A and B are traces, or directories of traces (rank0.gpurr, ...) matched by
 name. Each launch is compared in four aspects:
   config   grid, block, cluster, dynamic shared memory, launch attributes
   params   parameter bytes, with pointers compared as (allocation, offset)
+           and host addresses (8-byte words that hold one in both runs, by
+           the diff's rule: docs/DIFF.md) left out
   inputs   the ranges hashed before the launch and their digests
   outputs  the ranges hashed after it and their digests
 A launch whose kernel name (mangled or demangled) matches a --differ REGEX
@@ -68,6 +70,21 @@ def graph_problems(gpurr, trace, ranges):
     return problems
 
 
+def host_regions(gpurr, trace):
+    """The trace's readable host memory (`gpurr info --json`'s hostRegions)."""
+    proc = subprocess.run([gpurr, "info", "--json", trace], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"compare_traces: gpurr info {trace} failed: {proc.stderr.strip()}")
+    return [tuple(r) for r in json.loads(proc.stdout).get("hostRegions", [])]
+
+
+def host_address(value, regions):
+    """The diff's rule (docs/DIFF.md, params): from 4 GiB to 2^47, or in the
+    process's readable host memory."""
+    return (1 << 32) <= value < (1 << 47) or any(s <= value < e for s, e in regions)
+
+
 def normalised_params(launch):
     """Parameter bytes with each pointer word replaced by (allocation, offset),
     which is what stays the same between runs."""
@@ -77,7 +94,19 @@ def normalised_params(launch):
         start = p["byteOffset"]
         raw[start:start + 8] = bytes(8)
         pointers.append((start, p["allocation"], p["offset"]))
-    return bytes(raw), tuple(pointers)
+    return raw, tuple(pointers)
+
+
+def normalised_pair(a, b):
+    """Both launches' normalised parameters, with the aligned words that hold
+    host addresses in both (launch["hostRegions"]: its trace's) zeroed."""
+    (ra, pa), (rb, pb) = normalised_params(a), normalised_params(b)
+    for w in range(0, min(len(ra), len(rb)) - 7, 8):
+        va = int.from_bytes(ra[w:w + 8], "little")
+        vb = int.from_bytes(rb[w:w + 8], "little")
+        if va != vb and host_address(va, a["hostRegions"]) and host_address(vb, b["hostRegions"]):
+            ra[w:w + 8] = rb[w:w + 8] = bytes(8)
+    return (bytes(ra), pa), (bytes(rb), pb)
 
 
 def ranges_by_place(rs):
@@ -92,7 +121,8 @@ def differing_aspects(a, b):
     config = lambda l: (l["grid"], l["block"], l["cluster"], l["sharedMemBytes"], l["attributes"])
     if config(a) != config(b):
         diff.add("config")
-    if normalised_params(a) != normalised_params(b):
+    pa, pb = normalised_pair(a, b)
+    if pa != pb:
         diff.add("params")
     if ranges_by_place(a["inputs"]) != ranges_by_place(b["inputs"]):
         diff.add("inputs")
@@ -115,7 +145,7 @@ def explain(a, b, aspect):
                 return (f"{aspect}: alloc#{x['allocation']}+{x['offset']} ({x['size']} B) digest "
                         f"{x['digest']} vs {y['digest']}")
     if aspect == "params":
-        pa, pb = normalised_params(a), normalised_params(b)
+        pa, pb = normalised_pair(a, b)
         if pa[1] != pb[1]:
             return f"params: pointers {pa[1]} vs {pb[1]}"
         for i, (x, y) in enumerate(zip(pa[0], pb[0])):
@@ -146,6 +176,10 @@ def parse_rules(specs):
 def compare(gpurr, trace_a, trace_b, rules, min_launches, used):
     """Returns a list of problems (empty when the pair is as expected)."""
     la, lb = launches(gpurr, trace_a), launches(gpurr, trace_b)
+    for trace, ls in ((trace_a, la), (trace_b, lb)):
+        regions = host_regions(gpurr, trace)
+        for launch in ls:
+            launch["hostRegions"] = regions
     problems = []
     if len(la) < min_launches:
         problems.append(f"{trace_a}: {len(la)} launches recorded, expected at least {min_launches}")

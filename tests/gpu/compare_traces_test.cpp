@@ -28,13 +28,15 @@ struct Launch {
   uint64_t inDigest = 0x1111;
   uint64_t outDigest = 0x2222;
   uint32_t gridX = 64;
+  uint64_t host = 0;  // a word the host left in the parameters (a heap pointer)
 };
 
 // One allocation at `base` (which differs between runs, like real
 // addresses), and launches whose two pointer parameters point into it.
 void makeTrace(const fs::path& dir, const std::vector<Launch>& launches, uint64_t base,
-               const std::vector<GraphLaunch>& graphs = {}) {
+               const std::vector<GraphLaunch>& graphs = {}, const std::vector<HostRegion>& regions = {}) {
   TraceWriter w(dir, Header{});
+  w.setHostRegions(regions);
   uint64_t seq = 0;
   Allocation a;
   a.ordinal = 1;
@@ -47,11 +49,12 @@ void makeTrace(const fs::path& dir, const std::vector<Launch>& launches, uint64_
     k.grid = {l.gridX, 1, 1};
     k.block = {256, 1, 1};
     const uint64_t in = base, out = base + 4096;
-    k.params.resize(20);
+    k.params.resize(32);
     std::memcpy(k.params.data(), &in, 8);
     std::memcpy(k.params.data() + 8, &out, 8);
     std::memcpy(k.params.data() + 16, &l.scalar, 4);
-    k.paramLayout = {{0, 8}, {8, 8}, {16, 4}};
+    std::memcpy(k.params.data() + 24, &l.host, 8);
+    k.paramLayout = {{0, 8}, {8, 8}, {16, 4}, {24, 8}};
     k.pointers = {{0, 1, 0}, {8, 1, 4096}};
     RangeDigest i;
     i.range = {in, 4096, 1, 0};
@@ -142,6 +145,26 @@ TEST_CASE("parameters, inputs and launch configuration are compared") {
   CHECK_THAT(r.output, Catch::Contains("differs in ['config', 'inputs']"));
   r = compare(tmp / "a.gpurr", tmp / "b.gpurr", "--differ fill=params --differ tail=config,inputs", tmp);
   CHECK(r.code == 0);
+}
+
+TEST_CASE("host addresses in parameters are no difference, by the diff's rule") {
+  TempDir tmp;
+  std::vector<Launch> a = program(), b = program();
+  a[1].host = 0x0951d340;  // Python's heap below 4 GiB, at another place in each run
+  b[1].host = 0x0951cf80;
+  const std::vector<HostRegion> heap = {{0x07000000, 0x0a000000}};
+  makeTrace(tmp / "a.gpurr", a, 0x7f0000000000, {}, heap);
+  makeTrace(tmp / "b.gpurr", b, 0x7f0000000000, {}, heap);
+  CHECK(compare(tmp / "a.gpurr", tmp / "b.gpurr", "", tmp).code == 0);
+  makeTrace(tmp / "c.gpurr", b, 0x7f0000000000);  // no host regions: a value like any other
+  Run r = compare(tmp / "a.gpurr", tmp / "c.gpurr", "", tmp);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("params: byte 24 differs (0x40 vs 0x80)"));
+  a[1].host = 0x7ffd98652200;  // stack addresses: host addresses without regions too
+  b[1].host = 0x7ffefd92b1a0;
+  makeTrace(tmp / "d.gpurr", a, 0x7f0000000000);
+  makeTrace(tmp / "e.gpurr", b, 0x7f0000000000);
+  CHECK(compare(tmp / "d.gpurr", tmp / "e.gpurr", "", tmp).code == 0);
 }
 
 TEST_CASE("different kernel sequences and unused expectations are reported") {

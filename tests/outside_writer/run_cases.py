@@ -57,6 +57,7 @@ def record(variant, name=None, **write):
         env['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'
     if variant.env is not None:
         env = variant.env
+    write.setdefault('host_regions', training.HOST_REGIONS)
     prog.write(path, env=env, **write)
     verify(path)
     return path, prog
@@ -536,6 +537,27 @@ def host_addresses_in_parameters():
            'the evidence says why they do not count', fd['evidence'])
     p = process(j)
     expect(p['blastRadius']['independentCount'] == 0, 'no independent divergence', p['blastRadius'])
+
+
+@case
+def heap_addresses_in_parameters():
+    """index_add's functor is a heap object below 4 GiB, where a non-PIE
+    Python keeps its heap with the layout fixed, at another place in each
+    run. The trace's host regions (the index) say it is host memory: no
+    difference, and with the atomics of step 2 the kernel is the cause. A
+    trace without host regions (an older recorder) has no such evidence: the
+    value counts, and the parameters are blamed as they were on a GPU."""
+    a, pa = record(Variant(seed=1, host_heap=1))
+    b, _ = record(Variant(seed=2, host_heap=2))
+    expect_identical(a, b, 'heap addresses alone')
+    c, _ = record(Variant(seed=2, host_heap=2, atomics_step=2))
+    j, fd = expect_cause(a, c, 'nondeterministicKernel', 'atomics, heap addresses differing')
+    diff = fd['params']['differing']
+    expect(len(diff) == 1 and diff[0]['meaning'] == 'host addresses' and diff[0]['param'] == 4,
+           'parameter 4 differs, as host addresses', fd['params'])
+    d, _ = record(Variant(seed=2, host_heap=2, atomics_step=2), host_regions=())
+    j, fd = expect_cause(a, d, 'scalarParameters', 'atomics, heap addresses, run B without host regions')
+    expect(fd['params']['differing'][0]['meaning'] == '', 'no meaning claimed', fd['params'])
 
 
 @case

@@ -358,6 +358,11 @@ struct Harness {
     trace::TraceReader reader(traceDir);
     if (header) *header = reader.header();
     CHECK_FALSE(reader.damage().unclosed);
+    // Every trace's index holds the process's readable host memory: this
+    // stack frame's among it.
+    const auto here = reinterpret_cast<uint64_t>(&header);
+    CHECK(std::any_of(reader.hostRegions().begin(), reader.hostRegions().end(),
+                      [&](const trace::HostRegion& r) { return here >= r.start && here < r.end; }));
     return reader.readAll();
   }
 };

@@ -499,7 +499,7 @@ class Program:
         }
 
     def write(self, path, env=None, events_per_block=48, compat_version=None, schema_module=None,
-              extra_events=(), write_index=True, command=('python3', 'train.py')):
+              extra_events=(), write_index=True, command=('python3', 'train.py'), host_regions=()):
         from .trace import TraceWriter, COMPAT_VERSION
         w = TraceWriter(path, self.header(env, command), events_per_block=events_per_block,
                         compat_version=compat_version or COMPAT_VERSION, schema_module=schema_module)
@@ -525,5 +525,5 @@ class Program:
             w.add(ev)
         for e in extra:
             w.add(e[1])
-        w.close(write_index)
+        w.close(write_index, host_regions)
         return path

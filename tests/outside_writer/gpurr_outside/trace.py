@@ -16,7 +16,7 @@ _IMPORTS = [os.path.dirname(os.path.dirname(capnp.__file__)), '/usr/include']
 
 MAGIC = 0x4b4c425252555047
 FORMAT_VERSION = 1
-COMPAT_VERSION = 5
+COMPAT_VERSION = 6
 
 
 def load_schema(path=SCHEMA_PATH):
@@ -146,8 +146,11 @@ class TraceWriter:
         self.offset += len(header) + len(frame)
         self.pending = []
 
-    def close(self, write_index=True):
+    def close(self, write_index=True, host_regions=()):
+        """host_regions: (start, end) pairs of the process's readable host
+        memory, for the index (FORMAT.md section 5)."""
         self.flush()
         self.events.close()
         if write_index:
-            self._write_atomic('index', self.s.Index.new_message(blocks=self.index).to_bytes())
+            regions = [{'start': s, 'end': e} for s, e in host_regions]
+            self._write_atomic('index', self.s.Index.new_message(blocks=self.index, hostRegions=regions).to_bytes())

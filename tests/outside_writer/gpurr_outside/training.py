@@ -44,6 +44,9 @@ class Variant:
     atomics_step: int = None       # index_add accumulates in another order
     host_layout: int = 0           # where the host's libraries were mapped: index_add takes its functor by
                                    # reference (a host address in its parameters); 0 is gpurr record's fixed layout
+    host_heap: int = 0             # index_add's functor is a heap object instead, below 4 GiB (a non-PIE Python's
+                                   # heap with gpurr record's fixed layout), this many 16-byte slots further on:
+                                   # threads and the hash seed order a run's allocations
     philox_seed: int = 0x5eed
     philox_offset_step: int = None  # the dropout's Philox offset advanced by 4 at that step
     host_input_step: int = None    # one pixel of that step's batch differs
@@ -69,6 +72,11 @@ class Variant:
 # The address of a functor in a host library's data, as PyTorch's
 # indexFuncLargeIndex receives it (`const func_t& op`).
 HOST_FUNCTOR = 0x7ff4390d73d2
+# ... and on the heap (Variant.host_heap).
+HEAP_FUNCTOR = 0x0951d340
+# The process's readable host memory, as a recorder writes it into the index:
+# the executable and its heap, the libraries and the stack.
+HOST_REGIONS = ((0x00400000, 0x0c000000), (0x7ff000000000, 0x7ffffffff000))
 
 
 def _origin(op, step, module='', line=0, phase='forward', forward_op='', stack=None):
@@ -516,7 +524,8 @@ class Training:
                 _ulp(self.grads['embed.weight'], int(idx[0]) * DIM)
         ops.append(lambda o=o: launch('_ZN2at6native20indexFuncLargeIndexIflLi2ELi2ELin2ELb1ENS0_16ReduceAddEEEvv', (512, 1, 1),
                                   [Ptr(self.grads['embed.weight'], 'rw'), Ptr(G['gemb'], 'r'), Ptr(a['tokens'], 'r'),
-                                   ('q', N * TOKENS), ('Q', HOST_FUNCTOR + self.v.host_layout * (1 << 28))],
+                                   ('q', N * TOKENS), ('Q', HEAP_FUNCTOR + 16 * self.v.host_heap if self.v.host_heap
+                                         else HOST_FUNCTOR + self.v.host_layout * (1 << 28))],
                                   index_add, o))
         for name in ('gemb', 'gmean', 'emb', 'mean', 'head'):
             ops.append(silent(lambda name=name: p.release(G.pop(name) if name in G else a.pop(name))))
@@ -610,5 +619,5 @@ def record(path, variant=None, **kw):
         env['PYTORCH_CUDA_ALLOC_CONF'] = 'expandable_segments:True'
     if v.env is not None:
         env = v.env
-    prog.write(path, env=env, **getattr(v, 'write_options', {}))
+    prog.write(path, env=env, **dict({'host_regions': HOST_REGIONS}, **getattr(v, 'write_options', {})))
     return prog
