@@ -1,8 +1,10 @@
 """gpurr's PyTorch layer: reports to the recorder, for every launch, copy and
 set the program makes, the op that issued it (through libgpurr_torch.so's
 RecordFunction observer), the nn.Module whose forward ran, and the training
-step (optimizer steps). Started by gpurr's sitecustomize once torch is
-imported; does nothing outside `gpurr record`.
+step (optimizer steps); and says once when the program's profiler asks for
+the GPU's activity, which it cannot get while gpurr records. Started by
+gpurr's sitecustomize once torch is imported; does nothing outside
+`gpurr record`.
 
 Costs: one global RecordFunction callback (C++) per op, a Python forward
 pre/post hook per module call, a post hook per optimizer step. Inside
@@ -10,6 +12,7 @@ torch.compile'd code the hooks do nothing (no graph breaks): compiled regions
 are attributed to the ops and ranges torch runs them in.
 """
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -21,6 +24,7 @@ _paths = weakref.WeakKeyDictionary()  # module -> its path (bytes, kept alive he
 _lead_optimizer = None
 _step = 0
 _enabled = False  # set once every hook is in place
+_profiler_warned = False  # said that a profiler session gets no GPU events
 
 
 def _warn(text):
@@ -131,11 +135,55 @@ def _watch_cuda_blocks(torch, observer, path):
     torch.cuda._lazy_call(attach)
 
 
+def _profiler_wants_gpu(profiler, cuda_activity):
+    """Whether a torch.autograd.profiler.profile about to start asks Kineto
+    for the GPU's activity, which Kineto takes from CUPTI: its Kineto
+    activities hold CUDA. torch.profiler.profile runs one of these, with CUDA
+    when its activities name it or, given none, where PyTorch supports it;
+    torch.autograd.profiler.profile(use_device="cuda") only with
+    use_kineto=True (by default it times the GPU with CUDA events instead,
+    which recording leaves alone). Without a GPU PyTorch drops CUDA."""
+    return cuda_activity in (getattr(profiler, "kineto_activities", None) or ())
+
+
+def _watch_profiler(torch):
+    """Says once, when the program starts a PyTorch profiler session that wants
+    the GPU's activity, that the session gets none: the recorder subscribed to
+    CUPTI at CUDA's start, and CUPTI takes one subscriber (Kineto's is
+    refused, and its GPU kernel events are lost without a word of its own).
+    Every Kineto session of torch.profiler and torch.autograd.profiler starts
+    in profile._prepare_trace; the wrapper calls it through unchanged."""
+    profile = torch.autograd.profiler.profile
+    prepare = profile._prepare_trace
+    cuda = torch.autograd.ProfilerActivity.CUDA
+
+    @functools.wraps(prepare)
+    def _prepare_trace(self, *args, **kwargs):
+        global _profiler_warned
+        try:  # nothing here may fail the program's profiler
+            if not _profiler_warned and _profiler_wants_gpu(self, cuda):
+                _profiler_warned = True
+                _warn("the program starts torch.profiler with CUDA activity, but gpurr holds CUDA's profiling "
+                      "interface (CUPTI) while it records: the profiler records no GPU kernel events. To profile "
+                      "the GPU, run the program without gpurr; to record it, run it without the profiler (or "
+                      "with CPU activity only)")
+        except Exception:  # noqa: BLE001
+            pass
+        return prepare(self, *args, **kwargs)
+
+    profile._prepare_trace = _prepare_trace
+
+
 def install(torch, skipped=()):
     global _recorder, _is_compiling, _GraphModule, _enabled
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
+    # First, and whatever else of the layer starts: the recorder holds CUPTI.
+    try:
+        _watch_profiler(torch)
+    except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
+        pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
     if _recorder.gpurr_framework_api_version() != 2:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")

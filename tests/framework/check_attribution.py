@@ -1,8 +1,8 @@
 """Records real PyTorch CPU programs through gpurr's PyTorch layer and checks
 the origins in the trace: ops, op stacks, forward/backward, module paths,
 source lines, steps, a second thread, torch.compile, a program without
-torch, --no-framework, and that the program's output and exit code are
-unchanged."""
+torch, --no-framework, the warning a profiler session asking for the GPU
+gets, and that the program's output and exit code are unchanged."""
 import argparse
 import json
 import os
@@ -166,6 +166,21 @@ r, _ = record("faketorch", command, PYTHONPATH=os.path.dirname(fake))
 check(r.returncode == 0 and r.stdout == "fake 9.9.0\n", f"fake torch run: {r.returncode} {r.stdout!r}")
 warnings = [line for line in r.stderr.splitlines() if line.startswith("gpurr: warning:")]
 check(len(warnings) == 1 and "PyTorch layer did not start" in warnings[0], f"one warning: {warnings}")
+
+# A program that profiles itself: a CPU-only session says nothing; the first
+# of three that ask for CUDA activity (which gpurr's hold on CUPTI would
+# leave without GPU events) brings one warning, the others none.
+profiled = os.path.join(args.scripts, "profiled_attributed.py")
+plain = subprocess.run([sys.executable, profiled], capture_output=True, text=True, timeout=300)
+r, _ = record("profiled", [sys.executable, profiled])
+check(r.returncode == 0 and r.stdout == plain.stdout and plain.stdout.count("events\n") == 4,
+      f"profiled run: exit code {r.returncode}, output {plain.stdout!r} vs {r.stdout!r}")
+said = [line for line in r.stderr.splitlines() if line.startswith(("gpurr: warning:", "session "))]
+warnings = [line for line in said if line.startswith("gpurr: warning:")]
+check(len(warnings) == 1 and "torch.profiler" in warnings[0] and "CUPTI" in warnings[0],
+      f"one warning that the profiler gets no GPU events: {warnings}")
+check("session 2" in said and said[said.index("session 2") + 1:][:1] == warnings[:1],
+      f"the warning comes with the first session that asks for CUDA: {said}")
 
 # torch.compile: no graph breaks from the layer; compiled regions attributed.
 compiled = os.path.join(args.scripts, "compiled_attributed.py")

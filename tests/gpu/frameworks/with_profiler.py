@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""A training loop that profiles itself with torch.profiler, which takes
-CUPTI for its own use. Prints the loss of each step to the last bit, then
-what the profiler saw: whether it counted any GPU kernels (on stderr, as it
-may differ recorded or not).
+"""A training loop that profiles itself with torch.profiler, whose GPU
+events come from CUPTI. Prints the loss of each step to the last bit, then
+what the profiler was asked for and saw: whether it counted any GPU kernels
+(on stderr, as it differs recorded or not).
 
 Expected under `gpurr record` (README.md): the program's output and exit
-status unchanged; the recorder or the profiler, whichever asks second, gets
-CUPTI's callbacks refused: at most one line from gpurr says so."""
+status unchanged; two recordings identical. gpurr holds CUPTI from CUDA's
+start, so the profiler gets no GPU events: exactly one warning from gpurr
+says so (none with CPU activity only)."""
 import sys
 
 from common import arguments, bits, torch_or_skip
@@ -32,4 +33,5 @@ with profile(activities=activities) as prof:
         print(f"step {i} loss {bits(loss.item())}")
 kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
 ops = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU)
-print(f"profiler: {ops} CPU events, {kernels} GPU kernel events", file=sys.stderr)
+asked = "CPU and CUDA activity" if ProfilerActivity.CUDA in activities else "CPU activity"
+print(f"profiler: {asked}: {ops} CPU events, {kernels} GPU kernel events", file=sys.stderr)
