@@ -8,6 +8,10 @@
 #   no-hash       --kernels ^no-such-kernel$: launches listed, nothing hashed
 #   bare          --no-framework --kernels ^no-such-kernel$: the CUPTI callbacks and the
 #                 trace alone
+#   cupti         no recorder: the plain command with an injection library
+#                 that subscribes to CUPTI's callbacks as the recorder does
+#                 and does nothing in them (bench/empty_subscriber.cpp):
+#                 what CUPTI's dispatch alone costs
 # Prints each run's median step time, its ratio over plain, and the
 # recorder's own account of its cost (time its threads spent in it per
 # launch, GPU operations it enqueued per launch). States no goal
@@ -40,6 +44,15 @@ for w in "${workloads[@]}"; do
   fi
   plain=$(field median_ms <<<"$out")
   printf '%-5s %-13s %9.3f ms\n' "$w" plain "$plain"
+  empty=$build/bench/libgpurr_empty_subscriber.so
+  if [ -e "$empty" ]; then
+    if out=$(CUDA_INJECTION64_PATH=$empty "${run[@]}" 2>"$work/err"); then
+      ms=$(field median_ms <<<"$out")
+      printf '%-5s %-13s %9.3f ms %6.2fx\n' "$w" cupti "$ms" "$(awk -v a="$ms" -v b="$plain" 'BEGIN {print a / b}')"
+    else
+      echo "$w cupti: the run failed:"; tail -5 "$work/err"; status=1
+    fi
+  fi
   for v in full no-framework no-hash bare; do
     # shellcheck disable=SC2086  # the flags are words
     if ! out=$("$gpurr" record --force --verbose ${flags[$v]} -o "$work/$w.gpurr" -- "${run[@]}" 2>"$work/err"); then
