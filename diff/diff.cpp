@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <set>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -1736,14 +1737,31 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
   d.inputsVouched = touched > a.size() + d.inputsUncompared ? touched - a.size() - d.inputsUncompared : 0;
 }
 
+// The PyTorch op of a launch reads the old contents of what it writes: an
+// in-place ATen op (its name ends in '_': aten::addcmul_, aten::add_,
+// aten::masked_fill_) updates its `self`, except those that overwrite all of
+// it (fills, copies, random generators). Partial writers count too: what
+// they leave passes to the output.
+bool inPlaceOp(const std::optional<Origin>& origin) {
+  if (!origin) return false;
+  const std::string& op = origin->op;
+  static const std::set<std::string_view> overwrite = {
+      "aten::fill_",    "aten::zero_",        "aten::copy_",     "aten::normal_",
+      "aten::uniform_", "aten::random_",      "aten::bernoulli_", "aten::exponential_",
+      "aten::geometric_", "aten::cauchy_",    "aten::log_normal_"};
+  return op.starts_with("aten::") && op.ends_with("_") && !op.ends_with("__") && !overwrite.contains(op);
+}
+
 // Whether every input that differs is an output buffer's old contents: it
 // differs only in bytes no recorded operation wrote, in a range the launch
 // also writes (hashed before the launch at its first use, FORMAT.md
 // hashInputs, though the kernel may overwrite it unread), while the
 // parameters or the RNG state differ and explain the outputs. Then the
 // classification goes on with the parameters, and the evidence says why.
-bool oldOutputContents(const OpView& va, const OpView& vb, FirstDivergence& d) {
-  if (!va.launch || !vb.launch) return false;
+// Not for an in-place op, which reads what it writes (inPlaceOp).
+bool oldOutputContents(const OpView& va, const OpView& vb, const std::optional<Origin>& origin,
+                       FirstDivergence& d) {
+  if (!va.launch || !vb.launch || inPlaceOp(origin)) return false;
   const auto rngA = rngStates(*va.launch), rngB = rngStates(*vb.launch);
   bool rngDiffers = rngA.size() != rngB.size();
   for (size_t i = 0; !rngDiffers && i < rngA.size(); ++i) {
@@ -1845,7 +1863,7 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
     checkWritten(historyA, d.inputs, true);
     checkWritten(historyB, d.inputs, false);
   }
-  if (!d.inputsIdentical && !oldOutputContents(va, vb, d)) {
+  if (!d.inputsIdentical && !oldOutputContents(va, vb, ea.origin, d)) {
     const RangeDifference* unwritten = nullptr;
     for (const RangeDifference& r : d.inputs) {
       if (r.writtenChecked && (r.unwrittenA > 0 || r.unwrittenB > 0)) {
@@ -1865,6 +1883,10 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
       d.evidence.push_back("every earlier operation produced identical outputs, so the "
                            "difference comes from what the memory held before: read of "
                            "uninitialised memory (torch.empty, cudaMalloc without a memset)");
+      if (inPlaceOp(ea.origin)) {
+        d.evidence.push_back(fmt::format("{} works in place: it reads the old contents of what it writes",
+                                         ea.origin->op));
+      }
     } else {
       d.cause = Cause::kUnknown;
       d.summary = "unknown: an input differs although every recorded writer of its bytes "

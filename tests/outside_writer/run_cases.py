@@ -640,6 +640,26 @@ def uninitialised_memory():
 
 
 @case
+def inplace_op_on_empty_memory():
+    """An in-place op (addcmul_) on a torch.empty buffer reads its garbage,
+    while the functor it takes by value holds stack bytes that differ too (as
+    empty_read.py showed on a GPU): uninitialised memory, not the parameters.
+    An op that overwrites what it writes (copy_) is not taken to read it."""
+    a, pa = record(Variant(seed=1, inplace_empty_step=2))
+    b, _ = record(Variant(seed=2, inplace_empty_step=2))
+    j, fd = expect_cause(a, b, 'uninitialisedMemory', 'in-place op on torch.empty')
+    expect(fd['a']['seq'] == seq_of(pa, 'AddcmulFunctor', step=2), 'the addcmul_ of step 2', fd['a'])
+    expect(any('aten::addcmul_ works in place' in e for e in fd['evidence']), 'the evidence says it works in place',
+           fd['evidence'])
+    a, _ = record(Variant(seed=1, inplace_empty_step=2, inplace_op='aten::copy_'))
+    b, _ = record(Variant(seed=2, inplace_empty_step=2, inplace_op='aten::copy_'))
+    rc, j, _ = diff(a, b)
+    fd = first(j)
+    expect(rc == 1 and not any('works in place' in e for e in fd['evidence']), 'copy_: not in place',
+           fd['evidence'])
+
+
+@case
 def environment():
     """CUBLAS_WORKSPACE_CONFIG unset in run B, where cuBLAS splits K at step 1;
     and an environment difference alone, with equal data."""
@@ -675,7 +695,7 @@ def future_schema():
 
 @case
 def unknown_event_kind():
-    """A newer writer (compatVersion 6) adds a kind of event: gpurr skips it
+    """A newer writer (compatVersion 7) adds a kind of event: gpurr skips it
     with one warning naming the trace's version, and compares the rest."""
     s = future_schema()
     a, pa = record(Variant(seed=1))
@@ -684,7 +704,7 @@ def unknown_event_kind():
     extra = [(q + 1, {'seq': q + 1, 'timeNs': [e for e in prog.events if e['seq'] == q][0]['timeNs'], 'thread': 0,
                       'memoryPressure': {'freeBytes': 1 << 30, 'device': 0, 'note': 'low'}}) for q in allocs]
     b = os.path.join(TMP, 'future.gpurr')
-    prog.write(b, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, compat_version=6,
+    prog.write(b, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, compat_version=7,
                schema_module=s, extra_events=extra)
     rc, j = verify(b)
     expect(j['eventsOfUnknownKind'] == len(extra), 'verify: sound, %d events of an unknown kind' % len(extra), j)
@@ -692,9 +712,9 @@ def unknown_event_kind():
         rc, j, err = diff(x, y)
         expect(rc == 0 and j['identical'], 'diff %s: identical, exit 0' % ('A B' if x == a else 'B A'), {'rc': rc, 'err': err})
         warn = [l for l in err.splitlines() if 'skipped' in l]
-        expect(len(warn) == 1 and '6' in warn[0], 'one warning, naming compatibility 6', err)
+        expect(len(warn) == 1 and '7' in warn[0], 'one warning, naming compatibility 7', err)
     info = json.loads(subprocess.run([GPURR, 'info', '--json', b], capture_output=True, text=True).stdout)
-    expect(info['eventsOfUnknownKind'] == len(extra) and info['header']['compatVersion'] == 6,
+    expect(info['eventsOfUnknownKind'] == len(extra) and info['header']['compatVersion'] == 7,
            'info counts them', {k: info.get(k) for k in ('eventsOfUnknownKind', 'events')})
 
 

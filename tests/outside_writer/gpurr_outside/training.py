@@ -53,6 +53,9 @@ class Variant:
     capture_host_data: bool = False
     algo_step: int = None          # cuDNN picks an FFT engine at that step
     uninit_step: int = None        # a kernel reads a torch.empty buffer of fresh memory
+    inplace_empty_step: int = None  # an in-place op (inplace_op) updates a torch.empty buffer; its functor,
+                                    # passed by value, holds stack bytes left from earlier calls
+    inplace_op: str = 'aten::addcmul_'  # or 'aten::copy_': overwrites the buffer, scaled by a functor value
     split_k_step: int = None       # cuBLAS splits K and sums in another order
     race_step: int = None          # the main thread zeroes the gradient norm that autograd's thread adds to...
     race_late: bool = False        # ... after it instead of before it
@@ -405,6 +408,24 @@ class Training:
                _origin('aten::mean', step, 'model', 27))
         if 'scratch' in act:
             p.release(act.pop('scratch'))
+        if v.inplace_empty_step == step:
+            # accumulator = torch.empty(...); accumulator.addcmul_(emb, emb): the
+            # kernel reads the accumulator's old contents. Its functor's unused
+            # bytes are stack garbage, other in every run (as on a GPU).
+            acc = self.empty(T, emb.size)
+            garbage = 0x30400 + (v.seed << 8)
+            src = emb.f32()
+
+            def update():
+                if v.inplace_op == 'aten::copy_':
+                    acc.put(src * np.float32(1 + (garbage >> 8 & 0xff) * 1e-3))
+                else:
+                    with np.errstate(invalid='ignore', over='ignore'):
+                        acc.put(acc.f32() + 0.25 * src * src)
+            self.k(T, '_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_14AddcmulFunctorIfEEEEviT0_',
+                   (1, 1, 1), (128, 1, 1), [('i', acc.size // 4), Ptr(acc, 'rw'), Ptr(emb, 'r'), ('Q', garbage)],
+                   update, _origin(v.inplace_op, step, 'model', 27))
+            p.release(acc)
         head = E('head', N * CLASSES * 4 + 128)
         self.k(T, 'sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_cublas', (1, 1, 1), (128, 1, 1),
                [Ptr(mean, 'r'), Ptr(P['head.weight'], 'r'), Ptr(head, 'w'), ('i', N), ('i', CLASSES), ('i', DIM)],
