@@ -266,8 +266,18 @@ struct TraceReader::Impl {
       }
       return out;
     });
+    // Sorted, overlapping ones merged: a lookup needs only the region before.
     std::sort(regions.begin(), regions.end(),
               [](const HostRegion& a, const HostRegion& b) { return a.start < b.start; });
+    std::vector<HostRegion> merged;
+    for (const HostRegion& r : regions) {
+      if (!merged.empty() && r.start <= merged.back().end) {
+        merged.back().end = std::max(merged.back().end, r.end);
+      } else {
+        merged.push_back(r);
+      }
+    }
+    regions = std::move(merged);
     // The index must describe the events file exactly; verify each entry's
     // header so that a stale or corrupt index is never trusted.
     uint64_t offset = 0;

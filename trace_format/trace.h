@@ -104,7 +104,7 @@ class TraceReader {
   const std::vector<BlockInfo>& blocks() const;
   const Damage& damage() const;
   // The recorded process's readable host memory when the recording ended,
-  // sorted; empty when the trace has no index (it did not end cleanly) or
+  // sorted, overlapping and adjacent regions merged; empty when the trace has no index (it did not end cleanly) or
   // its recorder wrote none (compatVersion < 6).
   const std::vector<HostRegion>& hostRegions() const;
   uint64_t eventCount() const;

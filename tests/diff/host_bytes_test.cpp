@@ -206,16 +206,17 @@ TEST_CASE("values below 4 GiB are host addresses where both traces say that host
   }
 }
 
-TEST_CASE("a trace's host regions survive writing and reading, sorted") {
+TEST_CASE("a trace's host regions survive writing and reading, sorted and merged") {
   const fs::path dir = fs::temp_directory_path() / ("gpurr-host-regions-" + std::to_string(getpid()));
   fs::remove_all(dir);
   {
     TraceWriter w(dir, Header{});
-    w.setHostRegions({{0x7ffff7000000, 0x7ffff7100000}, {0x400000, 0x500000}});
+    w.setHostRegions({{0x7ffff7000000, 0x7ffff7100000}, {0x400000, 0x500000}, {0x480000, 0x490000},
+                      {0x500000, 0x510000}});
     w.close();
   }
   CHECK(TraceReader(dir).hostRegions() ==
-        std::vector<HostRegion>{{0x400000, 0x500000}, {0x7ffff7000000, 0x7ffff7100000}});
+        std::vector<HostRegion>{{0x400000, 0x510000}, {0x7ffff7000000, 0x7ffff7100000}});
   fs::remove(dir / "index");  // a recording that did not end cleanly has none
   CHECK(TraceReader(dir).hostRegions().empty());
   fs::remove_all(dir);
