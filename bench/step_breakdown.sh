@@ -33,9 +33,17 @@ trap 'rm -rf "$work"' EXIT
 steps=200
 warmup=20
 field() { "$python" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+# row WORKLOAD VARIANT OUTPUT [NOTE]: the run's median step time and its ratio
+# over the plain run's ($plain).
+row() {
+  local ms
+  ms=$(field median_ms <<<"$3")
+  printf '%-5s %-13s %9.3f ms %6.2fx  %s\n' "$1" "$2" "$ms" "$(awk -v a="$ms" -v b="$plain" 'BEGIN {print a / b}')" "${4:-}"
+}
 
 declare -A flags=([full]="" [no-framework]="--no-framework" [no-hash]="--kernels ^no-such-kernel$"
                   [bare]="--no-framework --kernels ^no-such-kernel$")
+empty=$build/bench/libgpurr_empty_subscriber.so
 status=0
 for w in "${workloads[@]}"; do
   run=("$python" "$here/step_time.py" "$w" --steps $steps --warmup $warmup)
@@ -44,11 +52,9 @@ for w in "${workloads[@]}"; do
   fi
   plain=$(field median_ms <<<"$out")
   printf '%-5s %-13s %9.3f ms\n' "$w" plain "$plain"
-  empty=$build/bench/libgpurr_empty_subscriber.so
   if [ -e "$empty" ]; then
     if out=$(CUDA_INJECTION64_PATH=$empty "${run[@]}" 2>"$work/err"); then
-      ms=$(field median_ms <<<"$out")
-      printf '%-5s %-13s %9.3f ms %6.2fx\n' "$w" cupti "$ms" "$(awk -v a="$ms" -v b="$plain" 'BEGIN {print a / b}')"
+      row "$w" cupti "$out"
     else
       echo "$w cupti: the run failed:"; tail -5 "$work/err"; status=1
     fi
@@ -58,9 +64,7 @@ for w in "${workloads[@]}"; do
     if ! out=$("$gpurr" record --force --verbose ${flags[$v]} -o "$work/$w.gpurr" -- "${run[@]}" 2>"$work/err"); then
       echo "$w $v: the recorded run failed:"; tail -5 "$work/err"; status=1; continue
     fi
-    ms=$(field median_ms <<<"$out")
-    printf '%-5s %-13s %9.3f ms %6.2fx  %s\n' "$w" "$v" "$ms" "$(awk -v a="$ms" -v b="$plain" 'BEGIN {print a / b}')" \
-      "$(grep -o 'recorder .*' "$work/err" | tail -1)"
+    row "$w" "$v" "$out" "$(grep -o 'recorder .*' "$work/err" | tail -1)"
   done
 done
 echo "(one run each, $steps steps after $warmup of warm-up; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
