@@ -3,7 +3,11 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -51,30 +55,98 @@ size_t planesOf(BlobEncoding encoding) {
   throw TraceError(fmt::format("unknown blob encoding {}", static_cast<unsigned>(encoding)));
 }
 
+// The transposes work on tiles of kTile elements: a tile's words are read
+// once and each plane's bytes written as one run, so that the compiler
+// vectorises the loops and the k output (or input) streams, n bytes apart,
+// are touched a run at a time. Words are little-endian, as in FORMAT.md.
+static_assert(std::endian::native == std::endian::little, "byte planes assume a little-endian host");
+constexpr size_t kTile = 256;
+
+// Elements [begin, end) of n.
+template <typename Word>
+void splitPlanes(const uint8_t* in, uint8_t* out, size_t n, size_t begin, size_t end) {
+  constexpr size_t k = sizeof(Word);
+  size_t e = begin;
+  for (; e + kTile <= end; e += kTile) {
+    Word words[kTile];
+    uint8_t planes[k][kTile];
+    std::memcpy(words, in + e * k, sizeof words);
+    for (size_t p = 0; p < k; ++p) {
+      for (size_t i = 0; i < kTile; ++i) planes[p][i] = static_cast<uint8_t>(words[i] >> (8 * p));
+    }
+    for (size_t p = 0; p < k; ++p) std::memcpy(out + p * n + e, planes[p], kTile);
+  }
+  for (; e < end; ++e) {
+    for (size_t p = 0; p < k; ++p) out[p * n + e] = in[e * k + p];
+  }
+}
+
+template <typename Word>
+void joinPlanes(const uint8_t* in, uint8_t* out, size_t n, size_t begin, size_t end) {
+  constexpr size_t k = sizeof(Word);
+  size_t e = begin;
+  for (; e + kTile <= end; e += kTile) {
+    uint8_t planes[k][kTile];
+    Word words[kTile];
+    for (size_t p = 0; p < k; ++p) std::memcpy(planes[p], in + p * n + e, kTile);
+    for (size_t i = 0; i < kTile; ++i) words[i] = planes[0][i];
+    for (size_t p = 1; p < k; ++p) {
+      for (size_t i = 0; i < kTile; ++i) words[i] |= static_cast<Word>(static_cast<Word>(planes[p][i]) << (8 * p));
+    }
+    std::memcpy(out + e * k, words, sizeof words);
+  }
+  for (; e < end; ++e) {
+    for (size_t p = 0; p < k; ++p) out[e * k + p] = in[p * n + e];
+  }
+}
+
+// Runs `transpose(in, out, n, begin, end)` over all n elements: a large blob
+// (a snapshot of a big tensor) in slices on several threads, since one thread
+// transposes slower than zstd's workers compress.
+template <typename Transpose>
+void overElements(Transpose transpose, const uint8_t* in, uint8_t* out, size_t n, size_t k) {
+  constexpr size_t kParallelBytes = size_t{4} << 20;
+  const size_t threads = n * k < kParallelBytes ? 1 : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  const size_t slice = (n / threads + kTile - 1) / kTile * kTile;
+  std::vector<std::thread> others;
+  for (size_t t = 1; t < threads; ++t) {
+    const size_t begin = std::min(n, t * slice), end = std::min(n, begin + slice);
+    others.emplace_back([=] { transpose(in, out, n, begin, end); });
+  }
+  transpose(in, out, n, 0, std::min(n, slice));
+  for (std::thread& t : others) t.join();
+}
+
 }  // namespace
 
 // Byte planes: for elements of k bytes, all first bytes, then all second
 // bytes, ...; a tail shorter than one element stays at the end unchanged.
 // Exponent bytes of floats line up and compress far better this way.
-std::vector<uint8_t> encodeBlob(std::span<const uint8_t> bytes, BlobEncoding encoding) {
+std::span<const uint8_t> encodeBlob(std::span<const uint8_t> bytes, BlobEncoding encoding, std::span<uint8_t> out) {
   const size_t k = planesOf(encoding);
-  std::vector<uint8_t> out(bytes.begin(), bytes.end());
-  if (k == 1) return out;
-  const size_t n = bytes.size() / k;
-  for (size_t e = 0; e < n; ++e) {
-    for (size_t p = 0; p < k; ++p) out[p * n + e] = bytes[e * k + p];
-  }
+  if (out.size() != bytes.size()) throw TraceError("encodeBlob: the output's size differs from the input's");
+  const size_t n = bytes.size() / k, body = n * k;
+  if (k == 4) overElements(splitPlanes<uint32_t>, bytes.data(), out.data(), n, k);
+  if (k == 2) overElements(splitPlanes<uint16_t>, bytes.data(), out.data(), n, k);
+  if (k == 1) std::memcpy(out.data(), bytes.data(), body);
+  std::memcpy(out.data() + body, bytes.data() + body, bytes.size() - body);
+  return out;
+}
+
+std::vector<uint8_t> encodeBlob(std::span<const uint8_t> bytes, BlobEncoding encoding) {
+  std::vector<uint8_t> out(bytes.size());
+  encodeBlob(bytes, encoding, out);
   return out;
 }
 
 std::vector<uint8_t> decodeBlob(std::span<const uint8_t> stored, BlobEncoding encoding) {
   const size_t k = planesOf(encoding);
-  std::vector<uint8_t> out(stored.begin(), stored.end());
-  if (k == 1) return out;
-  const size_t n = stored.size() / k;
-  for (size_t e = 0; e < n; ++e) {
-    for (size_t p = 0; p < k; ++p) out[e * k + p] = stored[p * n + e];
-  }
+  std::vector<uint8_t> out(stored.size());
+  const size_t n = stored.size() / k, body = n * k;
+  if (k == 4) overElements(joinPlanes<uint32_t>, stored.data(), out.data(), n, k);
+  if (k == 2) overElements(joinPlanes<uint16_t>, stored.data(), out.data(), n, k);
+  if (k == 1) std::memcpy(out.data(), stored.data(), body);
+  std::memcpy(out.data() + body, stored.data() + body, stored.size() - body);
   return out;
 }
 

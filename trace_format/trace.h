@@ -158,6 +158,8 @@ BlobId blobIdOf(std::span<const uint8_t> bytes);
 
 // Byte-plane transforms used by BlobEncoding::kBytePlanes*.
 std::vector<uint8_t> encodeBlob(std::span<const uint8_t> bytes, BlobEncoding encoding);
+// The same into `out` (as large as `bytes`); returns it.
+std::span<const uint8_t> encodeBlob(std::span<const uint8_t> bytes, BlobEncoding encoding, std::span<uint8_t> out);
 std::vector<uint8_t> decodeBlob(std::span<const uint8_t> stored, BlobEncoding encoding);
 
 }  // namespace gpurr::trace

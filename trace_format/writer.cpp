@@ -123,12 +123,14 @@ void createPrivateDirectory(const fs::path& dir) {
   }
 }
 
-// Writes `bytes` to `file` atomically (temporary file, then rename).
-void writeFileAtomic(const fs::path& file, std::span<const uint8_t> bytes) {
+// Writes `file` atomically (temporary file, then rename): `fill(fd, tmp)`
+// writes its contents. Throws TraceError.
+template <typename Fill>
+void writeAtomically(const fs::path& file, Fill fill) {
   const fs::path tmp = file.string() + ".tmp";
   const int fd = createPrivate(tmp, O_TRUNC);
   try {
-    writeAll(fd, bytes.data(), bytes.size(), tmp);
+    fill(fd, tmp);
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -138,6 +140,32 @@ void writeFileAtomic(const fs::path& file, std::span<const uint8_t> bytes) {
   if (::rename(tmp.c_str(), file.c_str()) != 0) {
     throw TraceError(fmt::format("{}: cannot rename: {}", file.string(), std::strerror(errno)));
   }
+}
+
+void writeFileAtomic(const fs::path& file, std::span<const uint8_t> bytes) {
+  writeAtomically(file, [&](int fd, const fs::path& tmp) { writeAll(fd, bytes.data(), bytes.size(), tmp); });
+}
+
+// Compresses `bytes` with `cctx` into `file`, atomically, a chunk at a time:
+// the file is written while zstd's workers compress the rest, and no buffer
+// of the compressed size is needed. Returns the compressed size.
+uint64_t writeCompressedAtomic(const fs::path& file, ZSTD_CCtx* cctx, std::span<const uint8_t> bytes) {
+  uint64_t written = 0;
+  writeAtomically(file, [&](int fd, const fs::path& tmp) {
+    ZSTD_CCtx_reset(cctx, ZSTD_reset_session_only);
+    ZSTD_CCtx_setPledgedSrcSize(cctx, bytes.size());  // the reader needs the size in the frame
+    std::vector<uint8_t> chunk(ZSTD_CStreamOutSize() * 8);
+    ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+    size_t left = 0;
+    do {
+      ZSTD_outBuffer out{chunk.data(), chunk.size(), 0};
+      left = ZSTD_compressStream2(cctx, &out, &in, ZSTD_e_end);
+      if (ZSTD_isError(left)) throw TraceError(fmt::format("zstd: {}", ZSTD_getErrorName(left)));
+      writeAll(fd, chunk.data(), out.pos, tmp);
+      written += out.pos;
+    } while (left != 0);
+  });
+  return written;
 }
 
 struct Block {
@@ -155,6 +183,7 @@ struct TraceWriter::Impl {
   Scratch blockScratch;  // the compressing thread's, for block headers
   std::vector<uint8_t> compressed;  // the compressing thread's, for frames
   ZSTD_CCtx* cctx = nullptr;
+  ZSTD_CCtx* blobCctx = nullptr;  // the owner's, for putBlob: its workers live as long as the writer
   bool closed = false;
 
   // The block being filled, and its function table.
@@ -352,6 +381,9 @@ TraceWriter::TraceWriter(const fs::path& dir, const Header& header, WriterOption
   ZSTD_CCtx_setParameter(w.cctx, ZSTD_c_compressionLevel, options.zstdLevel);
   ZSTD_CCtx_setParameter(w.cctx, ZSTD_c_checksumFlag, 1);
   ZSTD_CCtx_setParameter(w.cctx, ZSTD_c_contentSizeFlag, 1);
+  w.blobCctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(w.blobCctx, ZSTD_c_compressionLevel, options.zstdLevel);
+  ZSTD_CCtx_setParameter(w.blobCctx, ZSTD_c_checksumFlag, 1);
   w.current.frames.reserve(options.blockBytes + options.blockBytes / 8);
   if (options.background) w.worker = std::thread([&w] { w.run(); });
 }
@@ -374,6 +406,7 @@ TraceWriter::~TraceWriter() {
   }
   if (w.eventsFd >= 0) ::close(w.eventsFd);
   ZSTD_freeCCtx(w.cctx);
+  ZSTD_freeCCtx(w.blobCctx);
 }
 
 BlobRef TraceWriter::putBlob(std::span<const uint8_t> bytes, BlobEncoding encoding) {
@@ -384,24 +417,18 @@ BlobRef TraceWriter::putBlob(std::span<const uint8_t> bytes, BlobEncoding encodi
   std::error_code ec;
   if (!fs::exists(file, ec)) {
     createPrivateDirectory(file.parent_path());
-    const std::vector<uint8_t> stored = encodeBlob(bytes, encoding);
-    std::vector<uint8_t> compressed(ZSTD_compressBound(stored.size()));
-    ZSTD_CCtx* cctx = ZSTD_createCCtx();
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, w.options.zstdLevel);
-    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    std::unique_ptr<uint8_t[]> encoded;
+    std::span<const uint8_t> stored = bytes;
+    if (encoding != BlobEncoding::kRaw) {
+      encoded.reset(new uint8_t[bytes.size()]);  // not zero-filled: every byte is written
+      stored = encodeBlob(bytes, encoding, {encoded.get(), bytes.size()});
+    }
     // A large blob (a snapshot of a big tensor) is compressed by several zstd
     // workers: one thread compresses far slower than a pinned device-to-host
     // copy delivers. Same frame format; the output does not depend on the
     // number of workers, and a libzstd without threads ignores the setting.
-    if (stored.size() >= kParallelBlobBytes) {
-      ZSTD_CCtx_setParameter(cctx, ZSTD_c_nbWorkers, blobWorkers());
-    }
-    const size_t n = ZSTD_compress2(cctx, compressed.data(), compressed.size(), stored.data(),
-                                    stored.size());
-    ZSTD_freeCCtx(cctx);
-    if (ZSTD_isError(n)) throw TraceError(fmt::format("zstd: {}", ZSTD_getErrorName(n)));
-    compressed.resize(n);
-    writeFileAtomic(file, compressed);
+    ZSTD_CCtx_setParameter(w.blobCctx, ZSTD_c_nbWorkers, stored.size() >= kParallelBlobBytes ? blobWorkers() : 0);
+    const uint64_t n = writeCompressedAtomic(file, w.blobCctx, stored);
     std::lock_guard lock(w.mu);
     w.bytesWritten += n;
   }

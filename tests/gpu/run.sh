@@ -22,7 +22,7 @@
 #   example: the pair of traces for examples/gpu/ (make_example.sh), written
 #     to example/ in the logs folder;
 #   bench: the GPU benchmarks, side by side (bench/step_time.sh,
-#     bench/step_breakdown.sh, gpu_hash_bench, snapshot_bench, replay_bench, bench/bisect_time.sh).
+#     bench/step_breakdown.sh, gpu_hash_bench, snapshot_bench, blob_bench, replay_bench, bench/bisect_time.sh).
 # Prints one line per check and a summary; exits non-zero when a check fails.
 # Each check is stopped after GPURR_CHECK_TIMEOUT seconds (default 900);
 # logs go to GPURR_GPU_LOGS (default a new folder under TMPDIR).
@@ -295,7 +295,7 @@ part_bench() {
   local bench=$here/../../bench b
   check "bench step_time" "$bench/step_time.sh" "$build" 3
   check "bench step_breakdown" "$bench/step_breakdown.sh" "$build"
-  for b in gpu_hash_bench snapshot_bench replay_bench; do
+  for b in gpu_hash_bench snapshot_bench blob_bench replay_bench; do
     if [ -x "$build/bench/$b" ]; then
       check "bench $b" "$build/bench/$b"
     else

@@ -206,6 +206,29 @@ TEST_CASE("blobs are content-addressed, deduplicated and verified") {
   CHECK_FALSE(BlobId::fromHex("xyz").has_value());
 }
 
+TEST_CASE("byte planes are FORMAT.md's transpose at every length, tails and slices on threads included") {
+  // The definition, a byte at a time: element e's byte p goes to p * n + e.
+  auto planes = [](const std::vector<uint8_t>& bytes, size_t k) {
+    const size_t n = bytes.size() / k;
+    std::vector<uint8_t> out(bytes);
+    for (size_t e = 0; e < n; ++e) {
+      for (size_t p = 0; p < k; ++p) out[p * n + e] = bytes[e * k + p];
+    }
+    return out;
+  };
+  for (size_t k : {2, 4}) {
+    const BlobEncoding encoding = k == 4 ? BlobEncoding::kBytePlanes4 : BlobEncoding::kBytePlanes2;
+    for (size_t size : {0, 1, 3, 5, 511, 1024, 1027, 2048, 4096 + 2, 65536 + 3, (6 << 20) + 1203}) {
+      std::vector<uint8_t> bytes(size);
+      for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(i * 131 % 251 + i / 251);
+      INFO("k " << k << ", " << size << " bytes");
+      const std::vector<uint8_t> encoded = encodeBlob(bytes, encoding);
+      CHECK(encoded == planes(bytes, k));
+      CHECK(decodeBlob(encoded, encoding) == bytes);
+    }
+  }
+}
+
 TEST_CASE("a large blob, compressed by several threads, reads back and is written the same every time") {
   TempDir tmp;
   // 6 MiB of float-like bytes: above the size from which putBlob compresses
