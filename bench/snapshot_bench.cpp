@@ -55,7 +55,7 @@ double snapshotPath(recorder::CudaDevice& device, uint64_t context, const std::v
                     size_t bytes, bool store, const std::filesystem::path& dir) {
   std::filesystem::remove_all(dir);
   trace::TraceWriter writer(dir, trace::Header{});
-  recorder::SnapshotBudget budget(uint64_t{2048} << 20);
+  recorder::SnapshotBudget budget(uint64_t{2048} << 20);  // the recorder's default
   std::mutex mu;
   std::condition_variable ready;
   std::deque<Queued> queue;
@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
   api.cuMemFreeHost(pinned);
 
   std::unique_ptr<recorder::CudaDevice> device = recorder::CudaDevice::create(api);
+  device->setStagingLimit(uint64_t{2048} << 20);  // the recorder's default snapshot memory bound
   const auto context = reinterpret_cast<uint64_t>(gpu.context);
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("snapshot_bench-" + std::to_string(getpid()) + ".gpurr");

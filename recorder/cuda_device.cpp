@@ -37,10 +37,6 @@ constexpr auto kRingWait = std::chrono::seconds(2);
 // has failed (CudaDevice::hashWaitLimit_ bounds the wait itself).
 constexpr auto kHealthInterval = std::chrono::milliseconds(10);
 
-// Pinned snapshot staging kept for reuse per context once given back; the
-// snapshot memory bound (SnapshotBudget) limits what is in use.
-constexpr size_t kStagingCacheBytes = size_t{256} << 20;
-
 // Staging capacity for `size` bytes: powers of two up to 2 MiB, then whole
 // 2 MiB units, so that buffers are reused across similar sizes.
 size_t stagingCapacity(size_t size) {
@@ -125,9 +121,13 @@ struct CudaDevice::ContextState {
   // their ticket shows.
   std::vector<std::pair<uint64_t, uint64_t>> abandoned;
   // Snapshot staging: free pinned buffers by capacity, spare events, copies
-  // in flight (detached when the context goes away).
+  // in flight (detached when the context goes away). `stagingBytes` counts
+  // every staging buffer the context holds, in use or free; a buffer given
+  // back is kept while that stays within `stagingLimit`. Reusing them
+  // matters: pinning and unpinning tens of MiB costs more than copying them.
   std::multimap<size_t, void*> freeStaging;
-  size_t freeStagingBytes = 0;
+  uint64_t stagingBytes = 0;
+  uint64_t stagingLimit = 0;
   std::vector<CUevent> freeEvents;
   std::set<PendingCudaCopy*> copiesInFlight;
   bool dead = false;
@@ -292,14 +292,14 @@ class PendingCudaCopy : public PendingCopy {
     if (host_ == nullptr) return;  // detached: the context's resources are gone
     if (stillCopying_) return;     // given up while the GPU may still write it: freed with the context
     if (event_ != nullptr) cs_->freeEvents.push_back(event_);
-    if (cs_->freeStagingBytes + capacity_ <= kStagingCacheBytes) {
+    if (cs_->stagingBytes <= cs_->stagingLimit) {
       cs_->freeStaging.emplace(capacity_, host_);
-      cs_->freeStagingBytes += capacity_;
     } else {
       // Freeing pinned memory may need the context current on this thread.
       RelaxedCaptureMode relaxed(*cs_->api);
       const bool pushed = cs_->api->cuCtxPushCurrent(cs_->ctx) == CUDA_SUCCESS;
       cs_->api->cuMemFreeHost(host_);
+      cs_->stagingBytes -= capacity_;
       CUcontext popped;
       if (pushed) cs_->api->cuCtxPopCurrent(&popped);
     }
@@ -429,7 +429,7 @@ bool CudaDevice::ContextState::healthy(std::string& why) {
 void CudaDevice::ContextState::releaseResources() {
   for (auto& [capacity, host] : freeStaging) api->cuMemFreeHost(host);
   freeStaging.clear();
-  freeStagingBytes = 0;
+  stagingBytes = 0;
   for (CUevent e : freeEvents) api->cuEventDestroy(e);
   freeEvents.clear();
   if (ringHost != nullptr) api->cuMemFreeHost(ringHost);
@@ -621,6 +621,7 @@ std::shared_ptr<CudaDevice::ContextState> CudaDevice::stateFor(uint64_t context,
   cs->api = &api_;
   cs->ctx = reinterpret_cast<CUcontext>(context);
   cs->waitLimit = hashWaitLimit_;
+  cs->stagingLimit = stagingLimit_;
   // In the current context = `context`; once per context, on its first hash.
   cs->hasher = kernels::DeviceHasher::create(api_, error);
   if (!cs->hasher) return nullptr;
@@ -749,8 +750,17 @@ std::unique_ptr<PendingCopy> CudaDevice::copyToHost(uint64_t context, uint64_t s
         it != cs->freeStaging.end() && it->first <= 2 * stagingCapacity(size)) {
       capacity = it->first;
       host = it->second;
-      cs->freeStagingBytes -= capacity;
       cs->freeStaging.erase(it);
+    } else {
+      // A new buffer: make room for it first among the free ones, the
+      // largest first.
+      capacity = stagingCapacity(size);
+      while (!cs->freeStaging.empty() && cs->stagingBytes + capacity > cs->stagingLimit) {
+        const auto largest = std::prev(cs->freeStaging.end());
+        api_.cuMemFreeHost(largest->second);
+        cs->stagingBytes -= largest->first;
+        cs->freeStaging.erase(largest);
+      }
     }
     if (!cs->freeEvents.empty()) {
       ev = cs->freeEvents.back();
@@ -760,19 +770,17 @@ std::unique_ptr<PendingCopy> CudaDevice::copyToHost(uint64_t context, uint64_t s
   auto giveBack = [&](CUresult r, const char* what) -> std::unique_ptr<PendingCopy> {
     error = std::string(what) + ": " + api_.errorText(r);
     std::lock_guard lock(cs->mu);
-    if (host != nullptr) {
-      cs->freeStaging.emplace(capacity, host);
-      cs->freeStagingBytes += capacity;
-    }
+    if (host != nullptr) cs->freeStaging.emplace(capacity, host);
     if (ev != nullptr) cs->freeEvents.push_back(ev);
     return nullptr;
   };
   if (host == nullptr) {
-    capacity = stagingCapacity(size);
     if (CUresult r = api_.cuMemAllocHost(&host, capacity); r != CUDA_SUCCESS) {
       host = nullptr;
       return giveBack(r, "allocating pinned staging memory");
     }
+    std::lock_guard lock(cs->mu);
+    cs->stagingBytes += capacity;
   }
   if (ev == nullptr) {
     if (CUresult r = api_.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {

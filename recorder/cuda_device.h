@@ -50,6 +50,11 @@ class CudaDevice : public Device {
   // How long the trace thread waits for one hash before leaving its digests
   // out (120 s; tests shorten it).
   void setHashWaitLimit(std::chrono::milliseconds limit) { hashWaitLimit_ = limit; }
+  // Pinned snapshot staging a context may hold, in use or kept for reuse
+  // (the snapshot memory bound, GPURR_SNAPSHOT_MEMORY_MB; 256 MiB unless
+  // set). Copies in flight may take more; what they give back beyond it is
+  // freed.
+  void setStagingLimit(uint64_t bytes) { stagingLimit_ = bytes; }
 
   struct ContextState;
 
@@ -62,6 +67,7 @@ class CudaDevice : public Device {
   CheckpointApi checkpoint_;
   decltype(&::cuLaunchKernelEx) launchKernelEx_ = nullptr;
   std::chrono::milliseconds hashWaitLimit_{std::chrono::seconds(120)};
+  uint64_t stagingLimit_ = uint64_t{256} << 20;
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<ContextState>> contexts_;
 };

@@ -80,6 +80,7 @@ int initialize() {
     return 1;
   }
   device->setCheckpointApi(cupti.checkpoint);
+  device->setStagingLimit(options.snapshotMemoryBytes);
   auto session = std::make_unique<RecordSession>(
       options, std::move(device),
       [opts = options](const trace::Header& header) { return openTrace(opts, header); }, warnToStderr);

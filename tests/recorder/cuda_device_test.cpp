@@ -733,6 +733,52 @@ TEST_CASE("snapshot copies are stream-ordered, asynchronous, and reuse their sta
   CHECK(gpu->events.empty());
 }
 
+TEST_CASE("pinned staging is kept for reuse up to the staging limit, and made room for among the free buffers",
+          "[recorder][cudadevice]") {
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  constexpr size_t kMiB = size_t{1} << 20;
+  device->setStagingLimit(3 * kMiB);
+  const auto a = randomBytes(3 * kMiB, 21);
+  const auto address = reinterpret_cast<uint64_t>(a.data());
+  std::string error;
+  auto copies = [&](size_t count, size_t size) {
+    std::vector<std::unique_ptr<PendingCopy>> out;
+    for (size_t i = 0; i < count; ++i) {
+      out.push_back(device->copyToHost(0xC0, 0x5, address, size, false, error));
+      REQUIRE(out.back());
+    }
+    std::span<const uint8_t> bytes;
+    for (auto& c : out) REQUIRE(c->wait(bytes, error));
+    return out;
+  };
+  // Three copies of 1 MiB in flight at once fill the limit; given back, all
+  // three are kept, and the next three take them.
+  copies(3, 900000);
+  const int allocs = gpu->allocs, frees = gpu->frees;
+  copies(3, 900000);
+  CHECK(gpu->allocs == allocs);
+  CHECK(gpu->frees == frees);
+  // A copy of 2 MiB fits none of them: two are freed to make room for it.
+  copies(1, 2 * kMiB);
+  CHECK(gpu->allocs == allocs + 1);
+  CHECK(gpu->frees == frees + 2);
+  // Four in flight take more than the limit; given back, what is beyond it
+  // is freed: 2 MiB and one 1 MiB buffer stay.
+  {
+    auto held = copies(1, 2 * kMiB);
+    auto more = copies(3, 900000);
+  }
+  CHECK(gpu->allocs == allocs + 3);
+  CHECK(gpu->frees == frees + 4);
+  const int kept = gpu->allocs;
+  copies(1, 2 * kMiB);
+  copies(1, 900000);
+  CHECK(gpu->allocs == kept);
+  device->contextDestroying(0xC0);
+  CHECK(gpu->allocs == gpu->frees);
+}
+
 TEST_CASE("a snapshot copy behind a stream that does not move is given up, and its staging never reused",
           "[recorder][cudadevice]") {
   Fixture fx;
