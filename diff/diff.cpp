@@ -1752,13 +1752,16 @@ bool inPlaceOp(const std::optional<Origin>& origin) {
   return op.starts_with("aten::") && op.ends_with("_") && !op.ends_with("__") && !overwrite.contains(op);
 }
 
-// Whether every input that differs is an output buffer's old contents: it
-// differs only in bytes no recorded operation wrote, in a range the launch
-// also writes (hashed before the launch at its first use, FORMAT.md
-// hashInputs, though the kernel may overwrite it unread), while the
-// parameters or the RNG state differ and explain the outputs. Then the
-// classification goes on with the parameters, and the evidence says why.
-// Not for an in-place op, which reads what it writes (inPlaceOp).
+// Whether every input that differs is an output buffer's old contents: in a
+// range the launch also writes (hashed before the launch at its first use,
+// FORMAT.md hashInputs, though the kernel may overwrite it unread), its
+// differing spans hold bytes no recorded operation wrote, in both runs,
+// while the parameters or the RNG state differ and explain the outputs.
+// The spans are whole chunks when only digests were recorded, so they may
+// also hold written bytes; those were written by earlier operations whose
+// outputs were identical, so the difference lies in the unwritten ones.
+// Then the classification goes on with the parameters, and the evidence
+// says why. Not for an in-place op, which reads what it writes (inPlaceOp).
 bool oldOutputContents(const OpView& va, const OpView& vb, const std::optional<Origin>& origin,
                        FirstDivergence& d) {
   if (!va.launch || !vb.launch || inPlaceOp(origin)) return false;
@@ -1770,21 +1773,16 @@ bool oldOutputContents(const OpView& va, const OpView& vb, const std::optional<O
   if (d.params.empty() && !rngDiffers) return false;
   std::string which;
   for (const RangeDifference& r : d.inputs) {
-    uint64_t differing = 0;
-    for (const auto& [begin, end] : r.spans) differing += end - begin;
     const bool written = std::any_of(va.outputs.begin(), va.outputs.end(), [&](const RangeDigest& o) {
       return o.range.allocation == r.a.allocation && o.range.offset == r.a.offset &&
              o.range.size == r.a.size;
     });
-    if (!written || !r.writtenChecked || r.boundsDiffer || r.unwrittenA != differing ||
-        r.unwrittenB != differing) {
-      return false;
-    }
+    if (!written || !r.writtenChecked || r.boundsDiffer || r.unwrittenA == 0 || r.unwrittenB == 0) return false;
     which += fmt::format("{}{}", which.empty() ? "" : ", ", r.index);
   }
   d.evidence.push_back(fmt::format(
-      "input{} {} differ{} only in bytes no recorded operation wrote, in ranges the launch also "
-      "writes: an output buffer's old contents, hashed at its first use, not what the kernel read",
+      "input{} {} differ{} where no recorded operation wrote, in ranges the launch also writes: an "
+      "output buffer's old contents, hashed at its first use, not what the kernel read",
       d.inputs.size() == 1 ? "" : "s", which, d.inputs.size() == 1 ? "s" : ""));
   return true;
 }
