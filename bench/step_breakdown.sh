@@ -19,20 +19,11 @@
 # failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-[ $# -ge 1 ] && [ -d "$1" ] || { echo "usage: bench/step_breakdown.sh BUILD_DIR [WORKLOAD...]" >&2; exit 2; }
-build=$(cd "$1" && pwd)
+usage="bench/step_breakdown.sh BUILD_DIR [WORKLOAD...]" name=step-breakdown
+. "$here/step_common.sh"
 shift
 workloads=("$@")
 [ $# -eq 0 ] && workloads=(mlp cnn)
-gpurr=$build/bin/gpurr
-python=${PYTHON:-python3}
-"$python" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 77)" 2>/dev/null ||
-  { echo "no GPU for PyTorch ($python): skipped"; exit 77; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-step-breakdown-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-steps=200
-warmup=20
-field() { "$python" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 # row WORKLOAD VARIANT OUTPUT [NOTE]: the run's median step time and its ratio
 # over the plain run's ($plain).
 row() {

@@ -12,20 +12,11 @@
 # 1 when a run failed or a goal was missed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-[ $# -ge 1 ] && [ -d "$1" ] || { echo "usage: bench/step_time.sh BUILD_DIR [ROUNDS]" >&2; exit 2; }
-build=$(cd "$1" && pwd)
+usage="bench/step_time.sh BUILD_DIR [ROUNDS]" name=step-time
+. "$here/step_common.sh"
 rounds=${2:-3}
-gpurr=$build/bin/gpurr
-python=${PYTHON:-python3}
-"$python" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 77)" 2>/dev/null ||
-  { echo "no GPU for PyTorch ($python): skipped"; exit 77; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-step-time-XXXXXX")
-trap 'rm -rf "$work"' EXIT
-steps=200
-warmup=20
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-field() { "$python" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 
 printf '%-5s %12s %12s %9s %14s %16s\n' workload "plain ms" "recorded ms" ratio "launches/step" "trace B/launch"
 status=0
