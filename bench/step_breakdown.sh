@@ -14,7 +14,8 @@
 #                 what CUPTI's dispatch alone costs
 # Prints each run's median step time, its ratio over plain, and the
 # recorder's own account of its cost (time its threads spent in it per
-# launch, GPU operations it enqueued per launch). States no goal
+# launch, GPU operations it enqueued per launch, and under it how that time
+# divides among the parts of its launch callbacks). States no goal
 # (bench/step_time.sh holds the goal); exits 77 without a GPU, 1 when a run
 # failed.
 set -u
@@ -56,6 +57,9 @@ for w in "${workloads[@]}"; do
       echo "$w $v: the recorded run failed:"; tail -5 "$work/err"; status=1; continue
     fi
     row "$w" "$v" "$out" "$(grep -o 'recorder .*' "$work/err" | tail -1)"
+    parts=$(grep -o 'launch callbacks by part.*' "$work/err" | tail -1)
+    [ -z "$parts" ] || printf '%-19s %s
+' "" "$parts"
   done
 done
 echo "(one run each, $steps steps after $warmup of warm-up; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"

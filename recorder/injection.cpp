@@ -30,7 +30,9 @@ void CUPTIAPI onCupti(void* userdata, CUpti_CallbackDomain domain, CUpti_Callbac
 }
 
 void finishAtExit() {
-  if (gSession != nullptr) gSession->finish();
+  if (gSession == nullptr) return;
+  gSession->finish();
+  if (const std::string parts = gSession->launchPartsText(); !parts.empty()) sayToStderr(parts);
 }
 
 void abandonInChild() {

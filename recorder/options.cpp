@@ -178,6 +178,7 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
     }
   }
   o.sync = flagSet(getenv("GPURR_SYNC"));
+  o.timeParts = flagSet(getenv("GPURR_VERBOSE"));
   o.hashInputs = flagSet(getenv("GPURR_HASH_INPUTS"));
   o.captureHostData = flagSet(getenv("GPURR_CAPTURE_HOST_DATA"));
   // A whole-stream replay needs every byte the host gave the device.

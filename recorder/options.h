@@ -50,6 +50,7 @@ struct RecorderOptions {
   std::string stepsText;                        // as given
   std::string toolVersion;                      // GPURR_TOOL_VERSION
   std::optional<int32_t> rank;                  // RANK
+  bool timeParts = false;                       // GPURR_VERBOSE=1: time the parts of the launch callbacks
 };
 
 using GetEnv = std::function<const char*(const char*)>;

@@ -13,6 +13,8 @@
 #include <set>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "kernels/device_hasher.h"
 #include "recorder/cubin_symbols.h"
 #include "recorder/framework_context.h"
@@ -158,6 +160,36 @@ std::string unrepeatableLaunch(const std::string& kernel, const std::vector<Scan
   }
   return "";
 }
+
+// The parts of the launch callbacks timed with options.timeParts, in the
+// order they run: the kernel described (its name, parameters, RNG state and
+// library call), its pointers found and their ranges, the hashes and copies
+// enqueued before it (and a determinism check), the framework's part (which
+// ranges its op only reads, and its origin), and the EXIT callback (the
+// outputs' hashes enqueued, the event handed to the trace thread).
+enum LaunchPart : size_t { kDescribe, kPointers, kBefore, kFramework, kExit, kLaunchPartCount };
+constexpr const char* kLaunchPartNames[] = {"describe", "pointers", "before", "framework", "exit"};
+static_assert(std::size(kLaunchPartNames) == kLaunchPartCount);
+
+// Adds the time since the previous lap to a part's sum; does nothing when off.
+template <typename Sums>
+class PartClock {
+ public:
+  PartClock(bool on, Sums& sums) : sums_(on ? &sums : nullptr) {
+    static_assert(std::tuple_size_v<Sums> == kLaunchPartCount);
+    if (on) last_ = std::chrono::steady_clock::now();
+  }
+  void lap(LaunchPart part) {
+    if (sums_ == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
+    (*sums_)[part].fetch_add(static_cast<uint64_t>((now - last_).count()), std::memory_order_relaxed);
+    last_ = now;
+  }
+
+ private:
+  Sums* sums_;
+  std::chrono::steady_clock::time_point last_;
+};
 
 }  // namespace
 
@@ -761,6 +793,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   const uint64_t function = call.function;
   void** const kernelParams = call.kernelParams;
   void** const extra = call.extra;
+  PartClock clock(options_.timeParts, partNs_);
   trace::KernelLaunch k = std::move(call.launch);
   k.api = launchApi(h, perThread);
   k.context = u64(cb.context);
@@ -785,6 +818,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
 
   for (trace::RngState& r : decodePhilox(k.params, fn->philox)) k.annotations.push_back(std::move(r));
   appendLibraryCallAnnotations(k.annotations);
+  clock.lap(kDescribe);
 
   // Only what the launch's device is known to be able to read is hashed.
   const uint32_t device = deviceOf(k.context);
@@ -801,7 +835,9 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
       std::lock_guard lock(mu_);
       for (const ScannedPointer& p : scanPointers(k.params, allocations_, device)) k.pointers.push_back(p.param);
     }
+    clock.lap(kPointers);
     pending->entry.event = newEvent(std::move(k));
+    clock.lap(kFramework);
     return pending;
   }
 
@@ -815,6 +851,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
   std::vector<trace::DeviceRange> ranges = referencedRanges(scanned, framework::blockAt);
   const std::string unreadable = unreadableOperands(scanned, device);
+  clock.lap(kPointers);
 
   bool selected = launchInRange(options_, index) && fn->selectedByName;
   if (selected && options_.steps) {
@@ -862,6 +899,9 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
         hashRanges(pending->context, pending->stream,
                    snapshot ? ranges : inputsToHash(ranges, pending->stream, blindAllocations(scanned)));
     if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
+  }
+  clock.lap(kBefore);
+  if (k.hashed) {
     const std::vector<bool> readOnly = snapshot ? std::vector<bool>() : readOnlyOf(ranges);
     if (!readOnly.empty()) {
       // What the launch only reads is not hashed after it: unchanged, and
@@ -881,6 +921,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     pending->snapshot = snapshot;
   }
   pending->entry.event = newEvent(std::move(k));
+  clock.lap(kFramework);
   return pending;
 }
 
@@ -899,6 +940,7 @@ void RecordSession::launchExit(const CUpti_CallbackData& cb) {
 
 void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
   const auto began = std::chrono::steady_clock::now();
+  PartClock clock(options_.timeParts, partNs_);
   if (pending->hashOutputs && !device_->canEnqueue(pending->stream)) {
     // Another thread began a capture since the launch's ENTER (on its stream,
     // or on a blocking stream while it ran on the legacy one): nothing more
@@ -929,6 +971,22 @@ void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
         static_cast<uint16_t>(std::min<uint64_t>(countOnThisThread().enqueued - pending->opsBefore, UINT16_MAX));
   }
   emit(std::move(pending->entry));
+  clock.lap(kExit);
+  if (options_.timeParts) timedLaunches_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string RecordSession::launchPartsText() const {
+  const uint64_t n = timedLaunches_.load();
+  if (!options_.timeParts || n == 0) return "";
+  std::string parts;
+  uint64_t total = 0;
+  for (size_t i = 0; i < kLaunchPartCount; ++i) {
+    const uint64_t ns = partNs_[i].load();
+    total += ns;
+    parts += fmt::format("{}{} {:.2f} us", i == 0 ? "" : ", ", kLaunchPartNames[i], static_cast<double>(ns) / 1e3 / n);
+  }
+  return fmt::format("recorder: launch callbacks by part, mean per launch over {} launches: {} (in all {:.2f} us)",
+                     n, parts, static_cast<double>(total) / 1e3 / n);
 }
 
 namespace {

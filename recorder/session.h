@@ -12,6 +12,7 @@
 
 #include <cupti.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -51,6 +52,11 @@ class RecordSession {
 
   // Writes everything pending and closes the trace (process exit). Idempotent.
   void finish();
+
+  // With options.timeParts: one line saying how the launch callbacks' time
+  // divides among their parts, per launch (empty without it or before the
+  // first launch).
+  std::string launchPartsText() const;
 
   // Starts the trace now if it has not started (normally on the first event).
   void ensureStarted();
@@ -194,6 +200,11 @@ class RecordSession {
   std::atomic<bool> startedFast_{false};  // started_, readable without the lock
   std::atomic<bool> finished_{false};
   std::atomic<int> activeCaptures_{0};  // graph captures begun and not ended, in any thread
+  // With options.timeParts: nanoseconds per part of the launch callbacks
+  // (LaunchPart, session.cpp), summed over the launches counted.
+  static constexpr size_t kLaunchParts = 5;
+  std::array<std::atomic<uint64_t>, kLaunchParts> partNs_{};
+  std::atomic<uint64_t> timedLaunches_{0};
   std::unique_ptr<TraceSink> sink_;  // set once under startMu_, then read-only
   std::optional<std::string> torchVersion_;  // PyTorch loaded at the start; likewise
 

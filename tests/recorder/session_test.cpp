@@ -690,6 +690,33 @@ TEST_CASE("GPURR_LAUNCHES and GPURR_KERNELS select what is hashed, every launch 
   CHECK(h.calls.size() == 2);               // before and after launch 1 only
 }
 
+TEST_CASE("GPURR_VERBOSE times the parts of the launch callbacks, and nothing is timed without it",
+          "[recorder][session]") {
+  for (const bool verbose : {true, false}) {
+    INFO("GPURR_VERBOSE " << verbose);
+    Harness h(verbose ? std::map<std::string, std::string>{{"GPURR_VERBOSE", "1"}}
+                      : std::map<std::string, std::string>{});
+    CHECK(h.session->launchPartsText().empty());  // no launch yet
+    h.device->functions[kAxpy] = axpyInfo(0);
+    std::vector<uint8_t> x = randomBytes(1000, 5);
+    h.memAlloc(x);
+    uint64_t px = addr(x.data());
+    float a = 1;
+    int n = 1;
+    void* args[] = {&px, &px, &a, &n};
+    for (int i = 0; i < 3; ++i) h.launch(kAxpy, args);
+    h.launch(kAxpy, args, 0x5, CUDA_ERROR_INVALID_VALUE);  // failed: no launch to count
+    const std::string text = h.session->launchPartsText();
+    if (!verbose) {
+      CHECK(text.empty());
+      continue;
+    }
+    CHECK(text.starts_with("recorder: launch callbacks by part, mean per launch over 3 launches: describe "));
+    for (const char* part : {", pointers ", ", before ", ", framework ", ", exit ", " us (in all "})
+      CHECK(text.find(part) != std::string::npos);
+  }
+}
+
 TEST_CASE("nothing is enqueued on a stream being captured", "[recorder][session]") {
   Harness h;
   h.device->functions[kAxpy] = axpyInfo(0);
