@@ -687,8 +687,8 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                 "operation has touched yet (costs about as much again as hashing the outputs)");
   cmd->add_flag("-v,--verbose", opts->verbose,
                 "Say where CUPTI is looked for and which copy each process loaded; after the run, also say what "
-                "recording cost the program, per process: time its threads spent in the recorder per launch, and "
-                "the GPU operations the recorder enqueued per launch");
+                "recording cost the program, per process: time its threads spent in the recorder per launch (and "
+                "by part of its launch callbacks), and the GPU operations the recorder enqueued per launch");
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Keep the bytes of every host-to-device copy in the trace");
   cmd->add_flag("--full", opts->full,
