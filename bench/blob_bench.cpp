@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     fs::remove_all(dir);
     fs::create_directories(dir);
   });
-  const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);  // as TraceWriter::putBlob
+  const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);  // as TraceWriter::putBlob's
   std::vector<uint8_t> compressed(ZSTD_compressBound(bytes));
   size_t compressedBytes = 0;
   const double zstd = best(repeats, [&] {

@@ -2,9 +2,11 @@
 // writer and the reader. Private to trace_format.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "trace_format/events.h"
 
@@ -25,6 +27,12 @@ inline constexpr uint64_t kMaxHeaderBytes = 16 << 20;
 inline constexpr uint64_t kMaxIndexBytes = 256 << 20;
 inline constexpr uint32_t kMaxBlockHeaderWords = 64;
 inline constexpr uint64_t kMaxBlockBytes = 256 << 20;
+
+// A blob from this size on is transformed (byte planes) and compressed by
+// several threads, up to blobThreads(): one thread is far slower than a
+// pinned device-to-host copy delivers a snapshot.
+inline constexpr uint64_t kParallelBlobBytes = 4 << 20;
+inline unsigned blobThreads() { return std::clamp(std::thread::hardware_concurrency(), 1u, 8u); }
 
 // blobs/<first two hex digits>/<all 32>
 inline std::filesystem::path blobPath(const std::filesystem::path& dir, const BlobId& id) {

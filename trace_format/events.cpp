@@ -3,7 +3,6 @@
 
 #include <xxhash.h>
 
-#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <thread>
@@ -11,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "trace_format/container.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::trace {
@@ -101,12 +101,10 @@ void joinPlanes(const uint8_t* in, uint8_t* out, size_t n, size_t begin, size_t 
 }
 
 // Runs `transpose(in, out, n, begin, end)` over all n elements: a large blob
-// (a snapshot of a big tensor) in slices on several threads, since one thread
-// transposes slower than zstd's workers compress.
+// in slices on several threads (container::kParallelBlobBytes).
 template <typename Transpose>
 void overElements(Transpose transpose, const uint8_t* in, uint8_t* out, size_t n, size_t k) {
-  constexpr size_t kParallelBytes = size_t{4} << 20;
-  const size_t threads = n * k < kParallelBytes ? 1 : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  const size_t threads = n * k < container::kParallelBlobBytes ? 1 : container::blobThreads();
   const size_t slice = (n / threads + kTile - 1) / kTile * kTile;
   std::vector<std::thread> others;
   for (size_t t = 1; t < threads; ++t) {

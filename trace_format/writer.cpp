@@ -28,14 +28,6 @@ namespace schema = capnp_schema;
 
 namespace {
 
-// Blobs from this size on are compressed by several threads (putBlob).
-constexpr size_t kParallelBlobBytes = size_t{4} << 20;
-
-int blobWorkers() {
-  const unsigned cores = std::thread::hardware_concurrency();
-  return static_cast<int>(std::clamp(cores, 1u, 8u));
-}
-
 // kj output stream appending to a byte vector.
 class ByteSink final : public kj::OutputStream {
  public:
@@ -423,11 +415,11 @@ BlobRef TraceWriter::putBlob(std::span<const uint8_t> bytes, BlobEncoding encodi
       encoded.reset(new uint8_t[bytes.size()]);  // not zero-filled: every byte is written
       stored = encodeBlob(bytes, encoding, {encoded.get(), bytes.size()});
     }
-    // A large blob (a snapshot of a big tensor) is compressed by several zstd
-    // workers: one thread compresses far slower than a pinned device-to-host
-    // copy delivers. Same frame format; the output does not depend on the
-    // number of workers, and a libzstd without threads ignores the setting.
-    ZSTD_CCtx_setParameter(w.blobCctx, ZSTD_c_nbWorkers, stored.size() >= kParallelBlobBytes ? blobWorkers() : 0);
+    // A large blob is compressed by several zstd workers. Same frame format;
+    // the output does not depend on the number of workers, and a libzstd
+    // without threads ignores the setting.
+    const bool parallel = stored.size() >= container::kParallelBlobBytes;
+    ZSTD_CCtx_setParameter(w.blobCctx, ZSTD_c_nbWorkers, parallel ? static_cast<int>(container::blobThreads()) : 0);
     const uint64_t n = writeCompressedAtomic(file, w.blobCctx, stored);
     std::lock_guard lock(w.mu);
     w.bytesWritten += n;
