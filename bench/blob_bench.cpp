@@ -6,7 +6,8 @@
 // storage takes) and libzstd level 1 with the same number of workers (the
 // compression alone). Also prints each step of the store alone, so that a
 // missed snapshot goal (bench/snapshot_bench.cpp, on a GPU) can be read
-// against it. Needs no GPU.
+// against it; and reading the blobs back (readBlob), as replay and diff do.
+// Needs no GPU.
 //
 //   blob_bench [MiB per buffer (64)] [buffers (8)] [repeats (3)] [DIR (the temporary folder)]
 #include <fcntl.h>
@@ -111,12 +112,25 @@ int main(int argc, char** argv) {
     }
   });
   uint64_t stored = 0;
+  std::vector<trace::BlobRef> refs;
   const double store = best(repeats, [&] {
     fs::remove_all(dir);
     trace::TraceWriter writer(dir / "t.gpurr", trace::Header{});
-    for (const auto& b : buffers) recorder::storeSnapshot(writer, b);
+    refs.clear();
+    for (const auto& b : buffers) refs.push_back(recorder::storeSnapshot(writer, b));
     writer.close();
     stored = writer.bytesWritten();
+  });
+  // What replay and diff pay to get the bytes back (decompression, byte
+  // planes undone, the content checked against its name).
+  const double read = best(repeats, [&] {
+    trace::TraceReader reader(dir / "t.gpurr");
+    for (size_t i = 0; i < refs.size(); ++i) {
+      if (reader.readBlob(refs[i]) != buffers[i]) {
+        std::fprintf(stderr, "blob_bench: blob %zu reads back different bytes\n", i);
+        std::exit(1);
+      }
+    }
   });
   trace::BlobEncoding encoding{};
   const double id = best(repeats, [&] {
@@ -142,6 +156,7 @@ int main(int argc, char** argv) {
   std::printf("    encoding choice                   %8.2f GB/s  (%s)\n", rate(choose),
               encoding == trace::BlobEncoding::kRaw ? "raw" : "byte planes");
   std::printf("    byte planes                       %8.2f GB/s\n", rate(encode));
+  std::printf("  readBlob (the bytes back, checked)  %8.2f GB/s\n", rate(read));
   std::printf("  ratio store / write()               %8.2f\n", plain / store);
   std::printf("  ratio store / libzstd level 1       %8.2f\n", zstd / store);
   return 0;

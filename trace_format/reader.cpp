@@ -584,8 +584,11 @@ std::vector<uint8_t> TraceReader::readBlob(const BlobRef& ref, uint64_t maxBytes
   }
   // The buffer grows as zstd produces bytes instead of being sized from the
   // frame header: a header can claim 10 GiB in 15 bytes, the data cannot.
-  // It grows to one byte past the expected size, to catch a longer frame.
+  // It starts at eight times the compressed size (enough at once for float
+  // data, which compresses to about 0.85) and grows to one byte past the
+  // expected size, to catch a longer frame.
   const uint64_t cap = std::min<uint64_t>(ref.size, UINT64_MAX - 1) + 1;
+  const uint64_t first = std::min<uint64_t>(cap, std::max<uint64_t>(uint64_t{compressed.size()} * 8, 1 << 16));
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   std::vector<uint8_t> stored;
   ZSTD_inBuffer in{compressed.data(), compressed.size(), 0};
@@ -594,7 +597,7 @@ std::vector<uint8_t> TraceReader::readBlob(const BlobRef& ref, uint64_t maxBytes
   while (left != 0) {
     if (produced == stored.size()) {
       if (stored.size() == cap) break;
-      stored.resize(std::min<uint64_t>(cap, std::max<uint64_t>(stored.size() * 2, 1 << 16)));
+      stored.resize(stored.empty() ? first : std::min<uint64_t>(cap, stored.size() * 2));
     } else if (in.pos == in.size) {
       break;  // zstd wants more input than the file has
     }
@@ -614,7 +617,7 @@ std::vector<uint8_t> TraceReader::readBlob(const BlobRef& ref, uint64_t maxBytes
                                  produced == cap ? ref.size : produced, ref.size));
   }
   stored.resize(produced);
-  std::vector<uint8_t> bytes = decodeBlob(stored, ref.encoding);
+  std::vector<uint8_t> bytes = ref.encoding == BlobEncoding::kRaw ? std::move(stored) : decodeBlob(stored, ref.encoding);
   if (blobIdOf(bytes) != ref.id) {
     throw TraceError(fmt::format("{}: corrupt blob: content does not match its name", path.string()));
   }
