@@ -174,7 +174,8 @@ Json toJson(const Header& h) {
 Json toJson(const Origin& o) {
   return Json{{"op", o.op},         {"opStack", o.opStack}, {"phase", toString(o.phase)},
               {"forwardOp", o.forwardOp}, {"module", o.module}, {"file", o.file},
-              {"line", o.line},     {"step", o.step},       {"stepLaunch", o.stepLaunch}};
+              {"line", o.line},     {"step", o.step},       {"stepLaunch", o.stepLaunch},
+              {"inPlace", toString(o.inPlace)}};
 }
 
 Json toJson(const Event& event) {

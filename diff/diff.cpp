@@ -1737,19 +1737,22 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
   d.inputsVouched = touched > a.size() + d.inputsUncompared ? touched - a.size() - d.inputsUncompared : 0;
 }
 
-// The PyTorch op of a launch reads the old contents of what it writes: an
-// in-place ATen op (its name ends in '_': aten::addcmul_, aten::add_,
-// aten::masked_fill_) updates its `self`, except those that overwrite all of
-// it (fills, copies, random generators). Partial writers count too: what
-// they leave passes to the output.
+// The PyTorch op of a launch reads the old contents of what it writes: it
+// updates an argument in place (Origin.inPlace, from its schema: aten::add_'s
+// `Tensor(a!) self`, batch norm's running statistics; in older traces, an
+// ATen name that ends in '_': aten::addcmul_, aten::masked_fill_), except
+// the ops that overwrite all of it (fills, copies, random generators).
+// Partial writers count too: what they leave passes to the output.
 bool inPlaceOp(const std::optional<Origin>& origin) {
-  if (!origin) return false;
+  if (!origin || origin->inPlace == InPlace::kNo) return false;
   const std::string& op = origin->op;
   static const std::set<std::string_view> overwrite = {
       "aten::fill_",    "aten::zero_",        "aten::copy_",     "aten::normal_",
       "aten::uniform_", "aten::random_",      "aten::bernoulli_", "aten::exponential_",
       "aten::geometric_", "aten::cauchy_",    "aten::log_normal_"};
-  return op.starts_with("aten::") && op.ends_with("_") && !op.ends_with("__") && !overwrite.contains(op);
+  if (overwrite.contains(op)) return false;
+  if (origin->inPlace == InPlace::kYes) return true;
+  return op.starts_with("aten::") && op.ends_with("_") && !op.ends_with("__");
 }
 
 // Whether every input that differs is an output buffer's old contents: in a

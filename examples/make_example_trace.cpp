@@ -109,8 +109,10 @@ int main(int argc, char** argv) {
   //   24    batch = batch.to("cuda", non_blocking=True)
   //   27    grad = model.embed.weight.grad.cpu()
   const std::string file = "/home/user/project/train.py";
+  // The ops named with a trailing '_' here update their self, as their schemas say (Origin.inPlace).
   auto forward = [&](std::string op, std::vector<std::string> stack, std::string module, uint32_t line) {
-    return Origin{std::move(op), std::move(stack), Phase::kForward, "", std::move(module), file, line, 0, 0};
+    const InPlace inPlace = op.ends_with('_') ? InPlace::kYes : InPlace::kNo;
+    return Origin{std::move(op), std::move(stack), Phase::kForward, "", std::move(module), file, line, 0, 0, inPlace};
   };
 
   const Buffer weights{1, 0x7f1200000000, 256 * 1024};
@@ -186,7 +188,7 @@ int main(int argc, char** argv) {
   add(reduce, Origin{"aten::index_add_",
                      {"autograd::engine::evaluate_function: IndexSelectBackward0", "IndexSelectBackward0",
                       "aten::index_select_backward", "aten::index_add_"},
-                     Phase::kBackward, "aten::index_select", "model.embed", file, 18, 0, 0});
+                     Phase::kBackward, "aten::index_select", "model.embed", file, 18, 0, 0, InPlace::kYes});
 
   add(Sync{SyncKind::kEventRecord, 0x7, 0xe1});
   GraphLaunch graph;

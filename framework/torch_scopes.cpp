@@ -12,7 +12,7 @@
 // outside PyTorch (cached per code object). Per op: its device tensor
 // arguments, each marked with whether the op's schema writes it
 // (Tensor(a!)), so that the recorder hashes after the op's launches only what
-// they may write. The callback asks for the op's inputs: the dispatcher then
+// they may write; and whether the op updates one of its arguments in place. The callback asks for the op's inputs: the dispatcher then
 // boxes every op's arguments.
 #include <Python.h>
 #include <dlfcn.h>
@@ -121,12 +121,16 @@ struct OpSchema {
   std::string name, overload;
   bool known = false;        // the op has a schema
   std::vector<bool> writes;  // per argument
+  // framework_api.h's in_place: 2 when it writes an argument that is no
+  // out= one (Tensor(a!) self) or writes undeclared, 1 when it does not, 0
+  // without a schema.
+  int inPlace = 0;
 };
 
 // Ops whose schemas do not declare every argument they write: batch norm
 // updates its running statistics in place (`Tensor? running_mean`, no `(a!)`;
 // torch/_decomp/decompositions.py says so), cuDNN's RNN its dropout state.
-// Every tensor argument of theirs counts as written.
+// Every tensor argument of theirs counts as written, and they work in place.
 bool writesUndeclared(std::string_view name) {
   static const std::unordered_set<std::string_view> ops = {
       "aten::batch_norm",
@@ -151,12 +155,17 @@ const OpSchema& schemaOf(const at::RecordFunction& fn) {
     return it->second;
   if (cache.size() >= 4096) cache.clear();
   OpSchema& s = cache[name];
-  s = OpSchema{name, overload, false, {}};
+  s = OpSchema{name, overload, false, {}, 0};
   if (std::optional<c10::FunctionSchema> schema = fn.operator_schema()) {
     s.known = true;
     const bool all = writesUndeclared(name);
-    for (const c10::Argument& a : schema->arguments())
-      s.writes.push_back(all || (a.alias_info() && a.alias_info()->isWrite()));
+    bool updates = all;
+    for (const c10::Argument& a : schema->arguments()) {
+      const bool writes = a.alias_info() && a.alias_info()->isWrite();
+      s.writes.push_back(all || writes);
+      updates |= writes && !a.is_out();
+    }
+    s.inPlace = updates ? 2 : 1;
   }
   return s;
 }
@@ -164,8 +173,7 @@ const OpSchema& schemaOf(const at::RecordFunction& fn) {
 // Reports the device tensors among an op's arguments, unless one argument
 // could hide a tensor from this walk (an object, a tuple, a dict) or has no
 // storage to point at.
-void reportOperands(const at::RecordFunction& fn) {
-  const OpSchema& schema = schemaOf(fn);
+void reportOperands(const at::RecordFunction& fn, const OpSchema& schema) {
   const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
   if (!schema.known || inputs.size() != schema.writes.size()) return;
   thread_local std::vector<uint64_t> addresses;
@@ -211,10 +219,14 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   if (depthOf(fn.threadId()).fetch_add(1, std::memory_order_relaxed) == 0 && kind != 1 &&
       std::strncmp(name, "autograd::engine::", 18) != 0)
     sourceLine(file, line);
-  openScope(&fn, name, kind, fn.seqNr(), kind == 1 ? fn.forwardThreadId() : fn.threadId(), file, line);
+  // The schema stays cached until this thread's next op: attaching the block
+  // tracker, which may run ops, comes after.
+  const OpSchema* schema = kind == 0 ? &schemaOf(fn) : nullptr;
+  openScope(&fn, name, kind, fn.seqNr(), kind == 1 ? fn.forwardThreadId() : fn.threadId(), file, line,
+            schema != nullptr ? schema->inPlace : 0);
+  if (schema != nullptr) reportOperands(fn, *schema);
   if (auto attach = attachBlocks.load(std::memory_order_relaxed); attach != nullptr && attach(recorderHandle) != 1)
     attachBlocks = nullptr;
-  if (kind == 0) reportOperands(fn);
   return nullptr;
 }
 

@@ -13,9 +13,12 @@ namespace fw = gpurr::recorder::framework;
 GPURR_EXPORT int gpurr_framework_api_version(void) { return GPURR_FRAMEWORK_API_VERSION; }
 
 GPURR_EXPORT void gpurr_framework_open_scope(const void* id, const char* name, int kind, int64_t sequence,
-                                             uint64_t sequence_thread, const char* file, uint32_t line) {
+                                             uint64_t sequence_thread, const char* file, uint32_t line,
+                                             int in_place) {
   const auto k = kind == 1 ? fw::ScopeKind::kBackwardNode : kind == 2 ? fw::ScopeKind::kRange : fw::ScopeKind::kOp;
-  fw::openScope(id, name, k, sequence, sequence_thread, file, line);
+  using gpurr::trace::InPlace;
+  const auto p = in_place == 1 ? InPlace::kNo : in_place == 2 ? InPlace::kYes : InPlace::kUnknown;
+  fw::openScope(id, name, k, sequence, sequence_thread, file, line, p);
 }
 
 GPURR_EXPORT void gpurr_framework_close_scope(const void* id) { fw::closeScope(id); }

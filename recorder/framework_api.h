@@ -14,12 +14,14 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 2
+#define GPURR_FRAMEWORK_API_VERSION 3
 int gpurr_framework_api_version(void);
 
-/* kind: 0 op, 1 autograd backward node, 2 user range. */
+/* kind: 0 op, 1 autograd backward node, 2 user range. in_place (an op's,
+ * from its schema): 0 unknown, 1 it writes only its outputs, 2 it updates an
+ * argument it takes (Tensor(a!) self, not an out= argument). */
 void gpurr_framework_open_scope(const void* id, const char* name, int kind, int64_t sequence,
-                                uint64_t sequence_thread, const char* file, uint32_t line);
+                                uint64_t sequence_thread, const char* file, uint32_t line, int in_place);
 void gpurr_framework_close_scope(const void* id);
 /* The device tensor arguments of the op (kind 0) whose scope `id` opened just
  * now on this thread, given when all of them are known: for each, its

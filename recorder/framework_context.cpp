@@ -29,6 +29,7 @@ struct Scope {
   // once reported (ops only).
   size_t operandsBegin = 0;
   bool operandsKnown = false;
+  trace::InPlace inPlace = trace::InPlace::kUnknown;
 };
 
 struct ThreadContext {
@@ -134,7 +135,7 @@ std::optional<ForwardOp> forwardOf(const Scope& s) {
 }  // namespace
 
 void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequence, uint64_t sequenceThread,
-               const char* file, uint32_t line) {
+               const char* file, uint32_t line, trace::InPlace inPlace) {
   reported.store(true, std::memory_order_relaxed);
   ThreadContext& t = tls;
   if (t.thread == 0) t.thread = ++threads;
@@ -143,7 +144,7 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
     t.line = line;
   }
   Scope scope{id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials, nullptr,
-              t.operands.size(), false};
+              t.operands.size(), false, kind == ScopeKind::kOp ? inPlace : trace::InPlace::kUnknown};
   if (kind == ScopeKind::kRange) {
     scope.rangeName = std::make_shared<const std::string>(scope.name);
     scope.name = scope.rangeName->c_str();
@@ -249,7 +250,10 @@ std::optional<trace::Origin> currentOrigin(bool launch) {
     if (s.kind == ScopeKind::kBackwardNode) node = &s;
   }
   if (op == nullptr && !t.scopes.empty()) op = &t.scopes.back();
-  if (op != nullptr) o.op = op->name;
+  if (op != nullptr) {
+    o.op = op->name;
+    o.inPlace = op->inPlace;
+  }
   if (node != nullptr) {
     o.phase = trace::Phase::kBackward;
     if (node->sequence >= 0) {

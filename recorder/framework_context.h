@@ -29,9 +29,9 @@ enum class ScopeKind : int {
 // for an op, the node it creates; for a backward node, the forward op's.
 // `file`/`line` (nullptr/0 when unknown): the program's source line, given
 // for a thread's outermost scope; the pointer stays valid for the process's
-// life.
+// life. `inPlace`: an op's, from its schema (trace::Origin.inPlace).
 void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequence, uint64_t sequenceThread,
-               const char* file, uint32_t line);
+               const char* file, uint32_t line, trace::InPlace inPlace = trace::InPlace::kUnknown);
 // Closes the scope `id` and any opened after it and not closed; a scope not
 // open on this thread (closed on another one) is ignored.
 void closeScope(const void* id);

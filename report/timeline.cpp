@@ -125,7 +125,8 @@ json annotationJson(const Annotation& annotation) {
 json originJson(const Origin& o) {
   return json{{"op", o.op},         {"opStack", o.opStack}, {"phase", toString(o.phase)},
               {"forwardOp", o.forwardOp}, {"module", o.module}, {"file", o.file},
-              {"line", o.line},     {"step", o.step},       {"stepLaunch", o.stepLaunch}};
+              {"line", o.line},     {"step", o.step},       {"stepLaunch", o.stepLaunch},
+              {"inPlace", toString(o.inPlace)}};
 }
 
 const char* memcpyName(MemcpyKind kind) {

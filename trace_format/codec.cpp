@@ -372,6 +372,7 @@ void encodeOrigin(const Origin& in, schema::Origin::Builder out) {
   out.setLine(in.line);
   out.setStep(in.step);
   out.setStepLaunch(in.stepLaunch);
+  out.setInPlace(castEnum<schema::InPlace>(in.inPlace));
 }
 
 Origin decodeOrigin(schema::Origin::Reader in) {
@@ -385,6 +386,7 @@ Origin decodeOrigin(schema::Origin::Reader in) {
   o.line = in.getLine();
   o.step = in.getStep();
   o.stepLaunch = in.getStepLaunch();
+  o.inPlace = in.getInPlace() <= schema::InPlace::YES ? castEnum<InPlace>(in.getInPlace()) : InPlace::kUnknown;
   return o;
 }
 

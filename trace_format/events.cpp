@@ -214,6 +214,15 @@ const char* toString(Phase phase) {
   return "unknown";
 }
 
+const char* toString(InPlace inPlace) {
+  switch (inPlace) {
+    case InPlace::kUnknown: return "unknown";
+    case InPlace::kNo: return "no";
+    case InPlace::kYes: return "yes";
+  }
+  return "unknown";
+}
+
 std::string describe(const GraphLaunch& g) {
   if (g.nodeCount == 0) return "graph launch";
   return fmt::format("graph launch ({} node{})", g.nodeCount, g.nodeCount == 1 ? "" : "s");

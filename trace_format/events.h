@@ -20,8 +20,9 @@ inline constexpr uint32_t kFormatVersion = 1;
 // Forward-compatibility number: bumped when a change lets old readers still
 // read new traces (new fields with defaults). Reported, never rejected.
 // 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads;
-// 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions
-inline constexpr uint32_t kCompatVersion = 6;
+// 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions;
+// 7: Origin.inPlace
+inline constexpr uint32_t kCompatVersion = 7;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -364,6 +365,10 @@ using Payload = std::variant<KernelLaunch, Memcpy, Memset, Allocation, Free, Mod
 
 enum class Phase : uint8_t { kUnknown = 0, kForward = 1, kBackward = 2 };
 
+// Whether an op updates one of its arguments in place, reading what it
+// writes (its schema's `Tensor(a!) self`), or writes only its outputs.
+enum class InPlace : uint8_t { kUnknown = 0, kNo = 1, kYes = 2 };
+
 // Where an operation came from in the program's framework (PyTorch, through
 // gpurr's framework layer): the op that issued it, its module, the source
 // line and the training step.
@@ -377,6 +382,7 @@ struct Origin {
   uint32_t line = 0;
   int64_t step = -1;                 // training steps completed before it; -1 unknown
   uint64_t stepLaunch = 0;           // kernel launches of the same step before it
+  InPlace inPlace = InPlace::kUnknown;  // whether `op` updates an argument in place
   bool operator==(const Origin&) const = default;
 };
 
@@ -416,6 +422,7 @@ enum class OriginStep : uint8_t { kLaunch, kOperation, kNone };
 // "aten::index_add_ (backward of aten::index_select) in model.embed, train.py:42, step 3 (launch 37 of the step)"
 std::string describe(const Origin& origin, OriginStep step = OriginStep::kLaunch);
 const char* toString(Phase phase);
+const char* toString(InPlace inPlace);
 const char* toString(RangeBound bound);
 const char* toString(AllocationKind kind);
 const char* toString(LaunchApi api);

@@ -345,6 +345,12 @@ enum Phase {
   backward @2;
 }
 
+enum InPlace {
+  unknown @0;
+  no @1;
+  yes @2;
+}
+
 struct Origin {
   op @0 :Text;                 # innermost framework op ("aten::index_add_"), or range
   opStack @1 :List(Text);      # outermost first, ending with op
@@ -355,6 +361,7 @@ struct Origin {
   line @6 :UInt32;
   step @7 :Int64 = -1;         # training steps completed before it; -1 unknown
   stepLaunch @8 :UInt64;       # kernel launches of the same step before it
+  inPlace @9 :InPlace;         # op's schema: it updates an argument it reads (compatVersion 7)
 }
 
 struct Event {

@@ -106,6 +106,16 @@ check(mm and all(o["phase"] == "backward" and o["forwardOp"] == "aten::linear" f
       f"mm in backward of linear: {[(o['phase'], o['forwardOp']) for o in mm]}")
 side = [o for o in by_kernel.get("aten::mul_kernel", []) if o["module"] == "Side"]
 check(len(side) == 1 and side[0]["line"] == marked(train, "side"), f"the second thread's module and line: {side}")
+# Whether each op updates an argument in place, from its schema: index_add_
+# its self, batch norm its running statistics (undeclared); an out= argument
+# is written, not updated.
+in_place = {k: sorted({o["inPlace"] for o in v}) for k, v in by_kernel.items()}
+expected = {"aten::index_add__kernel": ["yes"], "aten::native_batch_norm_kernel": ["yes"],
+            "aten::index_select_kernel": ["no"], "aten::addmm_kernel": ["no"], "aten::mm_kernel": ["no"],
+            "aten::relu_kernel": ["no"], "aten::mul_kernel": ["no"], "aten::sub_kernel": ["no"]}
+check(in_place == expected, f"in place by schema: {in_place}")
+sub = by_kernel.get("aten::sub_kernel", [])
+check(len(sub) == 1 and sub[0]["line"] == marked(train, "out"), f"the out= op: {sub}")
 steps = [e["origin"]["step"] for e in launches]
 check(steps == sorted(steps), "steps never go back")
 for step in set(steps):

@@ -1,8 +1,8 @@
 # A small CPU training loop for gpurr's PyTorch layer: an embedding read with
 # index_select (whose backward is an index_add_), a Linear, two optimizer
-# steps, a second thread running another module, and a batch norm in
-# training mode (which updates its running statistics though its op's schema
-# does not say so). Lines the checker
+# steps, a second thread running another module, a batch norm in training
+# mode (which updates its running statistics though its op's schema does not
+# say so) and an op writing into an out= tensor. Lines the checker
 # looks for are marked "# at:<name>". Prints the losses (compared with a run
 # without gpurr).
 import ctypes
@@ -21,7 +21,7 @@ if os.environ.get("GPURR_TEST_LAUNCHER"):
     recorder = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
     launcher = ctypes.CDLL(os.environ["GPURR_TEST_LAUNCHER"])
     launcher.gpurr_test_launch_on_ops.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    ops = b"aten::index_select,aten::index_add_,aten::addmm,aten::relu,aten::mm,aten::mul,aten::native_batch_norm"
+    ops = b"aten::index_select,aten::index_add_,aten::addmm,aten::relu,aten::mm,aten::mul,aten::native_batch_norm,aten::sub"
     assert launcher.gpurr_test_launch_on_ops(recorder._handle, ops) == 0
 
 
@@ -72,4 +72,5 @@ norm = nn.BatchNorm1d(4)
 if os.environ.get("GPURR_TEST_CPU_OPERANDS"):
     print(f"running_mean storage {norm.running_mean.untyped_storage().data_ptr()}", file=sys.stderr)
 norm(torch.randn(8, 4))
+torch.sub(torch.ones(3), torch.ones(3), out=torch.empty(3))  # at:out
 sys.exit(3)  # the exit code gpurr record must pass through

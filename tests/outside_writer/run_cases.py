@@ -645,7 +645,9 @@ def inplace_op_on_empty_memory():
     while the functor it takes by value holds stack bytes that differ too (as
     empty_read.py showed on a GPU): uninitialised memory, not the parameters.
     An op that overwrites what it writes (copy_) is not taken to read it: its
-    buffer's old contents are set aside and the parameters explain it."""
+    buffer's old contents are set aside and the parameters explain it. Where
+    the trace says whether the op works in place (Origin.inPlace), that
+    decides, not the op's name."""
     a, pa = record(Variant(seed=1, inplace_empty_step=2))
     b, _ = record(Variant(seed=2, inplace_empty_step=2))
     j, fd = expect_cause(a, b, 'uninitialisedMemory', 'in-place op on torch.empty')
@@ -658,6 +660,22 @@ def inplace_op_on_empty_memory():
     expect(not any('works in place' in e for e in fd['evidence']), 'copy_: not in place', fd['evidence'])
     expect(any("an output buffer's old contents" in e for e in fd['evidence']),
            'the evidence sets the old contents aside', fd['evidence'])
+    # Batch norm updates running statistics that Module.to_empty left
+    # uninitialised: its name does not say it works in place, its schema
+    # (Origin.inPlace) does. Without the field, the name rule sets the old
+    # contents aside and blames the functor bytes.
+    a, _ = record(Variant(seed=1, inplace_empty_step=2, inplace_op='aten::native_batch_norm', inplace_schema='yes'))
+    b, _ = record(Variant(seed=2, inplace_empty_step=2, inplace_op='aten::native_batch_norm', inplace_schema='yes'))
+    j, fd = expect_cause(a, b, 'uninitialisedMemory', 'batch norm on running statistics left by to_empty')
+    expect(any('aten::native_batch_norm works in place' in e for e in fd['evidence']),
+           'the evidence says batch norm works in place', fd['evidence'])
+    a, _ = record(Variant(seed=1, inplace_empty_step=2, inplace_op='aten::native_batch_norm'))
+    b, _ = record(Variant(seed=2, inplace_empty_step=2, inplace_op='aten::native_batch_norm'))
+    expect_cause(a, b, 'scalarParameters', 'batch norm without Origin.inPlace: the name rule')
+    # An op the schema says writes only its outputs is not in place, whatever its name.
+    a, _ = record(Variant(seed=1, inplace_empty_step=2, inplace_schema='no'))
+    b, _ = record(Variant(seed=2, inplace_empty_step=2, inplace_schema='no'))
+    expect_cause(a, b, 'scalarParameters', "Origin.inPlace 'no' overrides the name")
 
 
 @case

@@ -9,6 +9,7 @@
 namespace fw = gpurr::recorder::framework;
 using gpurr::trace::Origin;
 using gpurr::trace::Phase;
+using gpurr::trace::InPlace;
 
 namespace {
 int ids[16];  // scope identities
@@ -23,6 +24,28 @@ TEST_CASE("no origin until the framework layer reports", "[recorder][framework]"
   CHECK(o->op.empty());
   CHECK(o->phase == Phase::kUnknown);
   CHECK(o->step == 0);
+  fw::resetForTesting();
+}
+
+TEST_CASE("the innermost op says whether it works in place, a range or node does not", "[recorder][framework]") {
+  fw::resetForTesting();
+  fw::openScope(&ids[0], "aten::add_", fw::ScopeKind::kOp, -1, 1, nullptr, 0, InPlace::kYes);
+  CHECK(fw::currentOrigin(true)->inPlace == InPlace::kYes);
+  fw::openScope(&ids[1], "aten::fill_", fw::ScopeKind::kOp, -1, 1, nullptr, 0, InPlace::kNo);
+  CHECK(fw::currentOrigin(true)->inPlace == InPlace::kNo);
+  fw::closeScope(&ids[1]);
+  // A user range inside the op: the op is still the innermost op.
+  fw::openScope(&ids[1], "my_range", fw::ScopeKind::kRange, -1, 1, nullptr, 0, InPlace::kYes);
+  CHECK(fw::currentOrigin(true)->inPlace == InPlace::kYes);
+  fw::closeScope(&ids[1]);
+  fw::closeScope(&ids[0]);
+  // No op open: a range's word is not taken.
+  fw::openScope(&ids[0], "my_range", fw::ScopeKind::kRange, -1, 1, nullptr, 0, InPlace::kYes);
+  CHECK(fw::currentOrigin(true)->inPlace == InPlace::kUnknown);
+  fw::closeScope(&ids[0]);
+  fw::openScope(&ids[0], "aten::mm", fw::ScopeKind::kOp, -1, 1, nullptr, 0);
+  CHECK(fw::currentOrigin(true)->inPlace == InPlace::kUnknown);
+  fw::closeScope(&ids[0]);
   fw::resetForTesting();
 }
 

@@ -56,6 +56,7 @@ class Variant:
     inplace_empty_step: int = None  # an in-place op (inplace_op) updates a torch.empty buffer; its functor,
                                     # passed by value, holds stack bytes left from earlier calls
     inplace_op: str = 'aten::addcmul_'  # or 'aten::copy_': overwrites the buffer, scaled by a functor value
+    inplace_schema: str = None      # the op's Origin.inPlace ('yes', 'no'); None: not written (an older recorder)
     split_k_step: int = None       # cuBLAS splits K and sums in another order
     race_step: int = None          # the main thread zeroes the gradient norm that autograd's thread adds to...
     race_late: bool = False        # ... after it instead of before it
@@ -82,9 +83,11 @@ HEAP_FUNCTOR = 0x0951d340
 HOST_REGIONS = ((0x00400000, 0x0c000000), (0x7ff000000000, 0x7ffffffff000))
 
 
-def _origin(op, step, module='', line=0, phase='forward', forward_op='', stack=None):
+def _origin(op, step, module='', line=0, phase='forward', forward_op='', stack=None, in_place=None):
     o = {'op': op, 'opStack': stack or [op], 'phase': phase, 'forwardOp': forward_op,
          'module': module, 'file': 'train.py' if line else '', 'line': line, 'step': step}
+    if in_place:
+        o['inPlace'] = in_place
     return o
 
 
@@ -424,7 +427,7 @@ class Training:
                         acc.put(acc.f32() + 0.25 * src * src)
             self.k(T, '_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_14AddcmulFunctorIfEEEEviT0_',
                    (1, 1, 1), (128, 1, 1), [('i', acc.size // 4), Ptr(acc, 'rw'), Ptr(emb, 'r'), ('Q', garbage)],
-                   update, _origin(v.inplace_op, step, 'model', 27))
+                   update, _origin(v.inplace_op, step, 'model', 27, in_place=v.inplace_schema))
             p.release(acc)
         head = E('head', N * CLASSES * 4 + 128)
         self.k(T, 'sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_cublas', (1, 1, 1), (128, 1, 1),
