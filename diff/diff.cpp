@@ -1361,11 +1361,14 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
       return hexBytes(std::span<const uint8_t>(v).subspan(begin, n));
     };
     // Host addresses on both sides, in every word where the bytes differ?
+    // A parameter of the layout holds one only in a whole word of its own: a
+    // 4-byte int beside another makes a word that may read as an address.
     bool host = true;
     for (size_t j = begin; j < end && host; ++j) {
       if (isPointer[j] || byteAt(a.params, j) == byteAt(b.params, j)) continue;
       const size_t w = j & ~size_t{7};
-      host = hostAddress(ctx.a, a.params, w) && hostAddress(ctx.b, b.params, w);
+      host = (p < 0 || (w >= begin && w + 8 <= end)) && hostAddress(ctx.a, a.params, w) &&
+             hostAddress(ctx.b, b.params, w);
     }
     out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p,
                    slice(a.params), slice(b.params), host ? kHostAddresses : ""});

@@ -27,11 +27,12 @@ namespace {
 constexpr uint64_t kBase = 0x7f0000000000;
 constexpr uint64_t kStackA = 0x7ffd98652200, kStackB = 0x7ffefd92b1a0;  // from a run on a GPU
 
-// `void k(float* out, const float* in, Info info, int n)`, Info two 8-byte
-// words that the kernel does not read.
+// `void k(float* out, const float* in, Info info, int n, int m)`, Info two
+// 8-byte words that the kernel does not read.
 struct Launch {
   std::array<uint64_t, 2> info{0, 0};
   uint32_t n = 1024;
+  uint32_t m = 0;
   uint64_t outDigest = 0x1111;
   std::optional<DeterminismCheck> check;
 };
@@ -54,6 +55,7 @@ fs::path writeRun(const fs::path& dir, const std::vector<Launch>& launches,
     appendPointerParam(k, kBase + 0x20000, 2, 0);
     appendParam(k, l.info.data(), 16, 8);
     appendParam(k, &l.n, 4, 4);
+    appendParam(k, &l.m, 4, 4);
     k.inputs = {{{kBase + 0x20000, 4096, 2, 0}, 0x2222, {}}};
     k.outputs = {{{kBase + 0x10000, 4096, 1, 0}, l.outDigest, {}}};
     if (l.check) k.annotations.push_back(*l.check);
@@ -118,6 +120,31 @@ TEST_CASE("a host address against a small value, or small values, are a real par
   f = p.first(a, b);
   CHECK(f.cause == diff::Cause::kScalarParameters);
   CHECK(f.summary == "scalar parameters: same kernel and inputs; parameter 2 differs");
+}
+
+TEST_CASE("4-byte parameters never hold host addresses whatever the word they share reads as") {
+  Pair p;
+  Launch a, b;
+  b.outDigest = 0x3333;
+  // n and m make the word 0x00000001_000004xx, which reads as a host address
+  // above 4 GiB; n alone differs.
+  a.m = b.m = 1;
+  b.n = 1025;
+  diff::FirstDivergence f = p.first(a, b);
+  CHECK(f.cause == diff::Cause::kScalarParameters);
+  REQUIRE(f.params.size() == 1);
+  CHECK(f.params[0].param == 3);
+  CHECK(f.params[0].meaning.empty());
+
+  // Sizes inside the heap in both runs, beside a zero: still values.
+  p.regionsA = p.regionsB = {{0x00400000, 0x0c000000}};
+  a.m = b.m = 0;
+  a.n = 0x0951d340;
+  b.n = 0x0951cf80;
+  f = p.first(a, b);
+  CHECK(f.cause == diff::Cause::kScalarParameters);
+  REQUIRE(f.params.size() == 1);
+  CHECK(f.params[0].meaning.empty());
 }
 
 TEST_CASE("a real scalar difference beside host addresses is named alone in the summary") {
