@@ -41,6 +41,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/demangle.h"
 #include "diff/intervals.h"
 #include "trace_format/hash_primitives.h"
 #include "trace_format/scan.h"
@@ -1312,6 +1313,16 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
   // Other bytes: each differing parameter of the layout, or each run of
   // differing bytes when there is no layout.
   const size_t n = std::max(a.params.size(), b.params.size());
+  // The type of parameter p as the kernel's demangled name says ("" when
+  // its list does not match the layout), read at the first need.
+  std::optional<std::vector<std::string>> types;
+  auto parameterType = [&](int32_t p) -> std::string_view {
+    if (!types) {
+      types = demangledParameters(demangled(a.function));
+      if (types->size() != a.paramLayout.size()) types->clear();
+    }
+    return static_cast<size_t>(p) < types->size() ? std::string_view((*types)[p]) : std::string_view();
+  };
   auto byteAt = [](const std::vector<uint8_t>& v, size_t i) -> int { return i < v.size() ? v[i] : -1; };
   // The aligned word at `at` of `run`'s launch holds a host address
   // (kHostAddresses): a value from 4 GiB up to the top of user space, or one
@@ -1361,9 +1372,10 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
       return hexBytes(std::span<const uint8_t>(v).subspan(begin, n));
     };
     // Host addresses on both sides, in every word where the bytes differ?
-    // A parameter of the layout holds one only in a whole word of its own: a
-    // 4-byte int beside another makes a word that may read as an address.
-    bool host = true;
+    // A parameter of the layout holds one only in a whole word of its own (a
+    // 4-byte int beside another makes a word that may read as an address),
+    // and never when the kernel's signature types it as a number.
+    bool host = p < 0 || !arithmeticType(parameterType(p));
     for (size_t j = begin; j < end && host; ++j) {
       if (isPointer[j] || byteAt(a.params, j) == byteAt(b.params, j)) continue;
       const size_t w = j & ~size_t{7};

@@ -12,8 +12,9 @@
 // outside PyTorch (cached per code object). Per op: its device tensor
 // arguments, each marked with whether the op's schema writes it
 // (Tensor(a!)), so that the recorder hashes after the op's launches only what
-// they may write; and whether the op updates one of its arguments in place. The callback asks for the op's inputs: the dispatcher then
-// boxes every op's arguments.
+// they may write; and whether the op updates one of its arguments in place.
+// The callback asks for the op's inputs: the dispatcher then boxes every
+// op's arguments.
 #include <Python.h>
 #include <dlfcn.h>
 #include <frameobject.h>

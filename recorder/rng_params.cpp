@@ -23,43 +23,7 @@ std::optional<std::pair<int, int>> majorMinor(const std::string& version) {
   if (std::sscanf(version.c_str(), "%d.%d", &major, &minor) != 2) return std::nullopt;
   return std::pair{major, minor};
 }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
-}
 }  // namespace
-
-std::vector<std::string> demangledParameters(std::string_view d) {
-  std::vector<std::string> out;
-  if (d.empty() || d.back() != ')') return out;
-  // The parameter list is the last top-level parenthesised group.
-  int depth = 0;
-  size_t open = std::string_view::npos;
-  for (size_t i = d.size(); i-- > 0;) {
-    if (d[i] == ')') ++depth;
-    else if (d[i] == '(' && --depth == 0) {
-      open = i;
-      break;
-    }
-  }
-  if (open == std::string_view::npos) return out;
-  const std::string_view list = d.substr(open + 1, d.size() - open - 2);
-  int nest = 0;
-  size_t start = 0;
-  for (size_t i = 0; i <= list.size(); ++i) {
-    const char c = i < list.size() ? list[i] : ',';
-    if (c == '(' || c == '<' || c == '[') ++nest;
-    else if (c == ')' || c == '>' || c == ']') --nest;
-    else if (c == ',' && nest == 0) {
-      const std::string_view p = trim(list.substr(start, i - start));
-      if (!p.empty() && p != "void") out.emplace_back(p);
-      start = i + 1;
-    }
-  }
-  return out;
-}
 
 std::optional<PhiloxLayout> philoxLayout(const std::optional<std::string>& torchVersion, uint32_t size) {
   const std::optional<std::pair<int, int>> v = torchVersion ? majorMinor(*torchVersion) : std::nullopt;

@@ -18,13 +18,10 @@
 #include <string_view>
 #include <vector>
 
+#include "common/demangle.h"
 #include "trace_format/events.h"
 
 namespace gpurr::recorder {
-
-// Top-level parameter types of a demangled function name ("f<a, b>(int, x::y)"
-// -> {"int", "x::y"}); empty when it has none or cannot be parsed.
-std::vector<std::string> demangledParameters(std::string_view demangled);
 
 // at::PhiloxCudaState as one range of PyTorch versions lays it out:
 // {uint64 seed_ | int64* ptr; uint64 offset_ | int64* ptr;

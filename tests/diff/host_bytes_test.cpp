@@ -12,6 +12,7 @@
 #include <array>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include "diff/diff.h"
 #include "tests/diff/evidence_text.h"
@@ -30,6 +31,8 @@ constexpr uint64_t kStackA = 0x7ffd98652200, kStackB = 0x7ffefd92b1a0;  // from 
 // `void k(float* out, const float* in, Info info, int n, int m)`, Info two
 // 8-byte words that the kernel does not read.
 struct Launch {
+  std::string function = "_Z4step";  // no parameter types
+  bool splitInfo = false;             // Info passed as two 8-byte parameters
   std::array<uint64_t, 2> info{0, 0};
   uint32_t n = 1024;
   uint32_t m = 0;
@@ -48,12 +51,17 @@ fs::path writeRun(const fs::path& dir, const std::vector<Launch>& launches,
   }
   for (const Launch& l : launches) {
     KernelLaunch k;
-    k.function = "_Z4step";
+    k.function = l.function;
     k.grid = {4, 1, 1};
     k.block = {128, 1, 1};
     appendPointerParam(k, kBase + 0x10000, 1, 0);
     appendPointerParam(k, kBase + 0x20000, 2, 0);
-    appendParam(k, l.info.data(), 16, 8);
+    if (l.splitInfo) {
+      appendParam(k, &l.info[0], 8, 8);
+      appendParam(k, &l.info[1], 8, 8);
+    } else {
+      appendParam(k, l.info.data(), 16, 8);
+    }
     appendParam(k, &l.n, 4, 4);
     appendParam(k, &l.m, 4, 4);
     k.inputs = {{{kBase + 0x20000, 4096, 2, 0}, 0x2222, {}}};
@@ -145,6 +153,35 @@ TEST_CASE("4-byte parameters never hold host addresses whatever the word they sh
   CHECK(f.cause == diff::Cause::kScalarParameters);
   REQUIRE(f.params.size() == 1);
   CHECK(f.params[0].meaning.empty());
+}
+
+TEST_CASE("a parameter the kernel's signature types as a number never holds host addresses") {
+  Pair p;
+  p.regionsA = p.regionsB = {{0x00400000, 0x0c000000}};
+  Launch a, b;
+  b.outDigest = 0x3333;
+  a.splitInfo = b.splitInfo = true;
+  a.info = {0x0951d340, 0x7f4c390d73d2};  // in the heap, and above 4 GiB
+  b.info = {0x0951cf80, 0x7f745f2d73d2};
+  // step(float*, float const*, void*, void*, int, int): may be host addresses.
+  a.function = b.function = "_Z4stepPfPKfPvS2_ii";
+  diff::FirstDivergence f = p.first(a, b);
+  CHECK(f.cause == diff::Cause::kNondeterministicKernel);
+  REQUIRE(f.params.size() == 2);
+  CHECK(f.params[0].meaning == "host addresses");
+  CHECK(f.params[1].meaning == "host addresses");
+
+  // step(float*, float const*, long, unsigned long, int, int): sizes.
+  a.function = b.function = "_Z4stepPfPKflmii";
+  f = p.first(a, b);
+  CHECK(f.cause == diff::Cause::kScalarParameters);
+  REQUIRE(f.params.size() == 2);
+  CHECK(f.params[0].meaning.empty());
+  CHECK(f.params[1].meaning.empty());
+
+  // A signature that does not match the layout says nothing.
+  a.function = b.function = "_Z4stepPfPKflii";
+  CHECK(p.first(a, b).cause == diff::Cause::kNondeterministicKernel);
 }
 
 TEST_CASE("a real scalar difference beside host addresses is named alone in the summary") {

@@ -20,6 +20,14 @@ TEST_CASE("top-level parameters of demangled names", "[recorder][rng]") {
   CHECK(demangledParameters("").empty());
 }
 
+TEST_CASE("numbers among demangled parameter types", "[recorder][rng]") {
+  for (const char* t : {"int", "unsigned long", "long long", "float", "bool", "c10::Half", "const int"})
+    CHECK(arithmeticType(t));
+  for (const char* t : {"float*", "int const*", "at::PhiloxCudaState", "std::array<char*, 3ul>",
+                        "at::native::AddcmulFunctor<float>", "void (*)(int, int)", "integer", ""})
+    CHECK_FALSE(arithmeticType(t));
+}
+
 TEST_CASE("Philox state is located and decoded", "[recorder][rng]") {
   // PyTorch before 2.10: 24 bytes, captured_ at byte 20.
   const std::optional<std::string> v29 = "2.9.1+cu128";
