@@ -172,6 +172,32 @@ TEST_CASE("the culprits file loads and matches") {
 
 }
 
+TEST_CASE("uninitialised memory read in a PyTorch program matches torch.empty's entry and its fix") {
+  const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
+  FirstDivergence d;
+  d.cause = d.mechanism = Cause::kUninitialisedMemory;
+  d.a.kind = OpKind::kLaunch;
+  d.a.name = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_14AddcmulFunctorIfEESt5arrayIPcLm3EEEEviT0_T1_";
+  d.b = d.a;
+  auto matches = c.match(d, {});  // no origin: by the kernel
+  REQUIRE(matches.size() == 1);
+  CHECK(matches[0].id == "torch-uninitialised-memory");
+  CHECK(matches[0].matchedBy == "kernel");
+  CHECK_THAT(matches[0].fix, Catch::Contains("fill_uninitialized_memory"));
+  d.a.origin = d.b.origin = gpurr::trace::Origin{"aten::native_batch_norm", {"aten::native_batch_norm"}};
+  matches = c.match(d, {});
+  REQUIRE(matches.size() == 1);
+  CHECK(matches[0].matchedBy == "framework op");
+  // Another program's kernel, without a framework op: nothing known.
+  d.a.origin = d.b.origin = std::nullopt;
+  d.a.name = d.b.name = "_Z6kernelPfS_i";
+  CHECK(c.match(d, {}).empty());
+  // Not for another verdict.
+  d.a.name = d.b.name = "_ZN2at6native18elementwise_kernelILi128ELi4EEEviT1_";
+  d.cause = d.mechanism = Cause::kScalarParameters;
+  CHECK(c.match(d, {}).empty());
+}
+
 TEST_CASE("known culprits are matched by op first, then by the forward op of a backward launch, then by kernel") {
   const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
   FirstDivergence d;
