@@ -1,11 +1,12 @@
 #include "cli/text.h"
 
-#include <cxxabi.h>
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <memory>
 #include <unordered_map>
+
+#include "common/demangle.h"
 
 namespace gpurr::cli {
 using namespace gpurr::trace;
@@ -14,14 +15,7 @@ const std::string& demangle(const std::string& mangled) {
   static thread_local std::unordered_map<std::string, std::string> cache;
   auto it = cache.find(mangled);
   if (it != cache.end()) return it->second;
-  std::string result = mangled;
-  if (mangled.rfind("_Z", 0) == 0) {
-    int status = 0;
-    std::unique_ptr<char, decltype(&std::free)> d(
-        abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status), &std::free);
-    if (status == 0 && d) result = d.get();
-  }
-  return cache.emplace(mangled, std::move(result)).first->second;
+  return cache.emplace(mangled, demangled(mangled)).first->second;
 }
 
 std::string dim(const Dim3& d) { return fmt::format("({},{},{})", d.x, d.y, d.z); }

@@ -1,15 +1,28 @@
-// Kernel signatures read from their demangled names: the recorder finds
-// PyTorch's Philox state among a kernel's parameters by type, the diff tells
-// a parameter that holds a value from one that may hold host bytes.
-// Header-only, like text.h.
+// Kernel names demangled, and their signatures read: the reports show
+// demangled names, the recorder finds PyTorch's Philox state among a kernel's
+// parameters by type, the diff tells a parameter that holds a value from one
+// that may hold host bytes. Header-only, like text.h.
 #pragma once
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace gpurr {
+
+// The demangled C++ name, or the name itself when it is not a mangled one.
+inline std::string demangled(const std::string& name) {
+  if (name.rfind("_Z", 0) != 0) return name;
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
+                                                &std::free);
+  return status == 0 && d ? std::string(d.get()) : name;
+}
 
 // Top-level parameter types of a demangled function name ("f<a, b>(int, x::y)"
 // -> {"int", "x::y"}); empty when it has none or cannot be parsed.

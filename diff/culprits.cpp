@@ -1,7 +1,6 @@
 // Loading and matching the known-culprits file.
 #include "diff/culprits.h"
 
-#include <cxxabi.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -14,14 +13,6 @@
 
 namespace gpurr::diff {
 namespace fs = std::filesystem;
-
-std::string demangled(const std::string& name) {
-  if (name.rfind("_Z", 0) != 0) return name;
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> d(
-      abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), &std::free);
-  return status == 0 && d ? std::string(d.get()) : name;
-}
 
 namespace {
 

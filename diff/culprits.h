@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/demangle.h"
 #include "diff/report.h"
 
 namespace gpurr::diff {
@@ -51,8 +52,5 @@ class Culprits {
  private:
   std::vector<Entry> entries_;
 };
-
-// Demangled C++ name, or the name itself when it is not mangled.
-std::string demangled(const std::string& name);
 
 }  // namespace gpurr::diff

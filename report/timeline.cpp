@@ -2,7 +2,6 @@
 // read from the traces with as few block decodes as the window allows.
 #include "report/timeline.h"
 
-#include <cxxabi.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -419,19 +418,7 @@ void shareStreamOrdinals(json& rows) {
   }
 }
 
-}  // namespace
-
 // ------------------------------------------------------------ names
-
-std::string demangled(const std::string& name) {
-  if (name.rfind("_Z", 0) != 0) return name;
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
-                                                &std::free);
-  return status == 0 && d ? std::string(d.get()) : name;
-}
-
-namespace {
 
 // Cuts `s` in the middle to `max` characters, keeping both ends (kernel
 // names say the most at their start and their end).

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/demangle.h"
+
 namespace gpurr::report {
 
 // Reads the operations (launches, copies, memsets, graph launches) of the
@@ -66,6 +68,6 @@ nlohmann::json timelineAround(const std::filesystem::path& traceA,
 std::string shortKernelName(const std::string& mangledOrPlain, size_t max = 72);
 
 // The demangled name, or the name itself when it is not a mangled C++ name.
-std::string demangled(const std::string& name);
+using gpurr::demangled;
 
 }  // namespace gpurr::report
