@@ -104,6 +104,10 @@ namespace {
 constexpr const char* kHostAddresses = "host addresses";
 
 bool isHostParameter(const ParamDifference& p) { return p.meaning == kHostAddresses; }
+// A parameter whose differing bytes hold an RNG state ("philox seed/offset"),
+// and host addresses if any (compareParams).
+constexpr const char* kRngSuffix = " seed/offset";
+bool isRngParameter(const ParamDifference& p) { return p.meaning.ends_with(kRngSuffix); }
 
 constexpr const char* kIntrinsicHint =
     "the kernel itself gives different results from identical state: floating-point atomics, split-K or other "
@@ -344,6 +348,10 @@ struct Run {
   // their digest (a launch or graph launch whose hash failed or was not
   // taken, a copy or set with digest 0); UINT64_MAX when none did.
   uint64_t firstUndigested = UINT64_MAX;
+  // The blocks holding a launch whose kernel takes PyTorch's Philox state as
+  // a parameter of its own, with annotations (the recorder's RngState), in
+  // order: where the run's Philox seeds can be read (philoxSeedsNear).
+  std::vector<size_t> philoxBlocks;
 };
 
 // The ordinal of a stream the summary saw.
@@ -517,6 +525,9 @@ class Summariser {
         }
         pointerTargets = true;
         hashed = e.hashed;
+        if (f.philox < 0) f.philox = e.function.find("PhiloxCudaState") != std::string_view::npos;
+        if (f.philox > 0 && e.hasAnnotations && (run.philoxBlocks.empty() || run.philoxBlocks.back() != e.blockIndex))
+          run.philoxBlocks.push_back(e.blockIndex);
         break;
       }
       case 1:  // memcpy
@@ -600,6 +611,7 @@ class Summariser {
     Dim3 grid, block, cluster;
     uint32_t sharedMemBytes = 0, paramBytes = 0, pointers = 0;
     uint32_t byteOffsets[kPointers];
+    int8_t philox = -1;  // whether its name holds PhiloxCudaState; -1: not looked yet
 
     bool sameShape(const ScanEvent& e) const {
       if (!(e.grid == grid && e.block == block && e.cluster == cluster && e.sharedMemBytes == sharedMemBytes &&
@@ -1269,19 +1281,45 @@ bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
   return same;
 }
 
+std::vector<const RngState*> rngStates(const KernelLaunch& k) {
+  std::vector<const RngState*> out;
+  for (const Annotation& a : k.annotations) {
+    if (const auto* r = std::get_if<RngState>(&a)) out.push_back(r);
+  }
+  return out;
+}
+
+// The parameter bytes an RngState annotation covers: its parameter in the
+// layout when that is a PhiloxCudaState (24 or 32 bytes), else the 16 bytes
+// of its (seed, offset) pair, inside a struct or without a layout; all of
+// them for a cuRAND call.
+std::pair<uint32_t, uint32_t> rngWindow(const KernelLaunch& k, const RngState& r) {
+  // cuRAND does not publish where its kernels take the generator's state:
+  // any parameter of a launch a curandGenerate* call made may hold it.
+  if (r.source == "curand") return {0, static_cast<uint32_t>(k.params.size())};
+  for (const ParamInfo& p : k.paramLayout) {
+    if (r.paramOffset >= p.offset && r.paramOffset < p.offset + p.size && p.size <= 32) {
+      return {p.offset, p.offset + p.size};
+    }
+  }
+  return {r.paramOffset, r.paramOffset + 16};
+}
+
+// The index in the layout of the parameter holding byte `offset`; -1 when
+// there is none.
+int32_t parameterAt(const KernelLaunch& k, uint64_t offset) {
+  for (size_t i = 0; i < k.paramLayout.size(); ++i) {
+    if (offset >= k.paramLayout[i].offset && offset < uint64_t{k.paramLayout[i].offset} + k.paramLayout[i].size)
+      return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
 // Parameter differences after pointer normalisation, grouped by parameter.
 std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunch& a,
                                            const KernelLaunch& b) {
   std::vector<ParamDifference> out;
-  auto paramIndex = [&](uint32_t offset) -> int32_t {
-    for (size_t i = 0; i < a.paramLayout.size(); ++i) {
-      if (offset >= a.paramLayout[i].offset &&
-          offset < a.paramLayout[i].offset + a.paramLayout[i].size) {
-        return static_cast<int32_t>(i);
-      }
-    }
-    return -1;
-  };
+  auto paramIndex = [&](uint32_t offset) { return parameterAt(a, offset); };
   // Pointers: compared as (allocation, offset).
   std::vector<bool> isPointer(std::max(a.params.size(), b.params.size()), false);
   for (const PointerParam& pa : a.pointers) {
@@ -1324,6 +1362,17 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     return static_cast<size_t>(p) < types->size() ? std::string_view((*types)[p]) : std::string_view();
   };
   auto byteAt = [](const std::vector<uint8_t>& v, size_t i) -> int { return i < v.size() ? v[i] : -1; };
+  // The source of an RNG state whose bytes hold byte `at` (rngWindow), on
+  // either side; nullptr when none does.
+  auto rngSourceAt = [&](size_t at) -> const std::string* {
+    for (const KernelLaunch* k : {&a, &b}) {
+      for (const RngState* r : rngStates(*k)) {
+        const auto [begin, end] = rngWindow(*k, *r);
+        if (at >= begin && at < end) return &r->source;
+      }
+    }
+    return nullptr;
+  };
   // The aligned word at `at` of `run`'s launch holds a host address
   // (kHostAddresses): a value from 4 GiB up to the top of user space, or one
   // in the host memory the process had mapped readable (the trace's host
@@ -1374,16 +1423,23 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     // Host addresses on both sides, in every word where the bytes differ?
     // A parameter of the layout holds one only in a whole word of its own (a
     // 4-byte int beside another makes a word that may read as an address),
-    // and never when the kernel's signature types it as a number.
-    bool host = p < 0 || !arithmeticType(parameterType(p));
-    for (size_t j = begin; j < end && host; ++j) {
+    // and never when the kernel's signature types it as a number. Else the
+    // RNG state, where every differing byte is in one of those words or in
+    // an RNG state's bytes (a struct holding both).
+    const bool mayHoldAddresses = p < 0 || !arithmeticType(parameterType(p));
+    bool host = true;
+    const std::string* rng = nullptr;
+    for (size_t j = begin; j < end && (host || rng != nullptr); ++j) {
       if (isPointer[j] || byteAt(a.params, j) == byteAt(b.params, j)) continue;
       const size_t w = j & ~size_t{7};
-      host = (p < 0 || (w >= begin && w + 8 <= end)) && hostAddress(ctx.a, a.params, w) &&
-             hostAddress(ctx.b, b.params, w);
+      if (mayHoldAddresses && (p < 0 || (w >= begin && w + 8 <= end)) && hostAddress(ctx.a, a.params, w) &&
+          hostAddress(ctx.b, b.params, w))
+        continue;
+      host = false;
+      rng = rngSourceAt(j);
     }
-    out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p,
-                   slice(a.params), slice(b.params), host ? kHostAddresses : ""});
+    out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p, slice(a.params),
+                   slice(b.params), host ? kHostAddresses : rng != nullptr ? *rng + kRngSuffix : ""});
     i = end;
   }
   std::sort(out.begin(), out.end(),
@@ -1407,29 +1463,6 @@ bool sameParameters(const Context& ctx, const Event& a, const Event& b) {
   const auto* sa = std::get_if<Memset>(&a.payload);
   const auto* sb = std::get_if<Memset>(&b.payload);
   return !(sa && sb) || sa->value == sb->value;
-}
-
-std::vector<const RngState*> rngStates(const KernelLaunch& k) {
-  std::vector<const RngState*> out;
-  for (const Annotation& a : k.annotations) {
-    if (const auto* r = std::get_if<RngState>(&a)) out.push_back(r);
-  }
-  return out;
-}
-
-// The parameter bytes an RngState annotation covers: its parameter in the
-// layout, else the 16 bytes of a Philox (seed, offset) pair; all of them for
-// a cuRAND call.
-std::pair<uint32_t, uint32_t> rngWindow(const KernelLaunch& k, const RngState& r) {
-  // cuRAND does not publish where its kernels take the generator's state:
-  // any parameter of a launch a curandGenerate* call made may hold it.
-  if (r.source == "curand") return {0, static_cast<uint32_t>(k.params.size())};
-  for (const ParamInfo& p : k.paramLayout) {
-    if (r.paramOffset >= p.offset && r.paramOffset < p.offset + p.size) {
-      return {p.offset, p.offset + p.size};
-    }
-  }
-  return {r.paramOffset, r.paramOffset + 16};
 }
 
 template <typename T>
@@ -1805,9 +1838,104 @@ bool oldOutputContents(const OpView& va, const OpView& vb, const std::optional<O
   return true;
 }
 
+// PyTorch's Philox state inside a struct passed by value (the parameters of
+// memory-efficient and flash attention, the functors of bernoulli with a
+// tensor p, gamma and poisson): the recorder decodes the state only where
+// the kernel takes it as a parameter of its own (recorder/rng_params.h).
+// Inside a struct it is found by its seed, which the run's own Philox
+// launches show: at::PhiloxCudaState outside a graph capture is the seed,
+// the offset (a multiple of 4), then an intragraph offset of 0 and
+// captured_ false, whose first five bytes are zero in either layout (before
+// and since PyTorch 2.10).
+
+// The seeds of `run`'s Philox launches (RngState annotations decoded from a
+// parameter of their own, not captured into a graph) in the blocks nearest
+// to event `seq`: the last at or before its block and the first after it. A
+// seed the program set in between and used only inside structs is missed.
+std::vector<uint64_t> philoxSeedsNear(const Run& run, uint64_t seq) {
+  std::vector<uint64_t> seeds;
+  const std::vector<size_t>& blocks = run.philoxBlocks;
+  const auto after = std::upper_bound(blocks.begin(), blocks.end(), run.reader->blockOf(seq));
+  std::vector<Event> events;
+  for (auto it = after == blocks.begin() ? after : std::prev(after); it != blocks.end() && it <= after; ++it) {
+    run.reader->readBlock(*it, events);
+    for (const Event& e : events) {
+      const auto* k = std::get_if<KernelLaunch>(&e.payload);
+      if (k == nullptr) continue;
+      for (const RngState* r : rngStates(*k)) {
+        if (r->source == "philox" && !r->generator.starts_with("captured") &&
+            std::ranges::find(seeds, r->seed) == seeds.end())
+          seeds.push_back(r->seed);
+      }
+    }
+  }
+  return seeds;
+}
+
+// Adds to two corresponding launches whose parameters differ the Philox
+// states inside their structs, as RngState annotations at the bytes they
+// lie in: an aligned word, within one parameter and in no state already
+// decoded, that holds one of its run's seeds on each side, followed by an
+// offset and the five zero bytes (above), where the seed or the offset
+// differs. An equal seed counts only from 2^32 up: a small one
+// (torch.manual_seed(0)) is a common value of any field. PyTorch draws an
+// unset seed at random, 53 bits wide.
+void addPhiloxInsideStructs(const Context& ctx, Event& ea, Event& eb) {
+  auto* ka = std::get_if<KernelLaunch>(&ea.payload);
+  auto* kb = std::get_if<KernelLaunch>(&eb.payload);
+  if (ka == nullptr || kb == nullptr || ka->params.size() != kb->params.size() || ka->params == kb->params) return;
+  auto word = [](const KernelLaunch& k, size_t at) {
+    uint64_t u;
+    std::memcpy(&u, k.params.data() + at, 8);
+    return u;
+  };
+  auto stateAt = [&](const KernelLaunch& k, size_t at) {
+    return word(k, at + 8) % 4 == 0 && (word(k, at + 16) & 0xff'ffff'ffffULL) == 0;
+  };
+  auto decoded = [&](const KernelLaunch& k, size_t at) {
+    for (const RngState* r : rngStates(k)) {
+      const auto [begin, end] = rngWindow(k, *r);
+      if (at < end && at + 21 > begin) return true;
+    }
+    return false;
+  };
+  auto withinOneParameter = [&](size_t at) {
+    return ka->paramLayout.empty() || (parameterAt(*ka, at) >= 0 && parameterAt(*ka, at) == parameterAt(*ka, at + 20));
+  };
+  std::optional<std::vector<uint64_t>> seedsA, seedsB;  // read at the first need
+  std::vector<std::pair<uint32_t, int32_t>> found;       // byte, parameter
+  for (size_t at = 0; at + 24 <= ka->params.size(); at += 8) {
+    const uint64_t seedA = word(*ka, at), seedB = word(*kb, at);
+    if ((seedA == seedB && (seedA < (uint64_t{1} << 32) || word(*ka, at + 8) == word(*kb, at + 8))) ||
+        !stateAt(*ka, at) || !stateAt(*kb, at) || !withinOneParameter(at) || decoded(*ka, at) || decoded(*kb, at))
+      continue;
+    if (!seedsA) {
+      seedsA = philoxSeedsNear(ctx.a, ea.seq);
+      seedsB = philoxSeedsNear(ctx.b, eb.seq);
+    }
+    if (std::ranges::find(*seedsA, seedA) == seedsA->end() || std::ranges::find(*seedsB, seedB) == seedsB->end())
+      continue;
+    found.emplace_back(static_cast<uint32_t>(at), parameterAt(*ka, at));
+    at += 16;  // the state's offset and intragraph words
+  }
+  for (const auto& [at, param] : found) {
+    for (KernelLaunch* k : {ka, kb}) {
+      RngState r;
+      r.source = "philox";
+      r.generator = fmt::format("(inside {}, bytes {:#x}-{:#x}: found by the seed of the run's Philox launches)",
+                                param >= 0 ? fmt::format("parameter {}", param) : "the parameters", at, at + 16);
+      r.seed = word(*k, at);
+      r.offset = word(*k, at + 8);
+      r.paramOffset = at;
+      k->annotations.push_back(std::move(r));
+    }
+  }
+}
+
 void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) {
-  const Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq());
-  const Event eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq());
+  Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq());
+  Event eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq());
+  addPhiloxInsideStructs(ctx, ea, eb);
   d.a = info(ctx.a, ia, ea);
   d.b = info(ctx.b, ib, eb);
   const OpView va = view(ea), vb = view(eb);
@@ -1924,21 +2052,10 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
     for (size_t i = 0; !rngDiffers && i < rngA.size(); ++i) {
       rngDiffers = rngA[i]->seed != rngB[i]->seed || rngA[i]->offset != rngB[i]->offset;
     }
-    bool allInRng = differing > 0;
-    for (ParamDifference& p : d.params) {
-      if (isHostParameter(p)) continue;
-      bool in = false;
-      for (const auto* list : {&rngA, &rngB}) {
-        for (const RngState* r : *list) {
-          const auto [begin, end] = rngWindow(list == &rngA ? *va.launch : *vb.launch, *r);
-          if (p.offset >= begin && p.offset + p.size <= end) {
-            in = true;
-            p.meaning = fmt::format("{} seed/offset", r->source);
-          }
-        }
-      }
-      allInRng = allInRng && in;
-    }
+    const bool allInRng =
+        differing > 0 && std::ranges::all_of(d.params, [](const ParamDifference& p) {
+          return isHostParameter(p) || isRngParameter(p);
+        });
     if (allInRng || (differing == 0 && rngDiffers)) {
       d.cause = Cause::kRngState;
       d.mechanism = d.cause;

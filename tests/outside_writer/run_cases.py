@@ -599,6 +599,38 @@ def rng_state():
     expect(fd['a']['seq'] == seq_of(pa, 'fused_dropout', step=3), 'the dropout of step 3', fd['a'])
 
 
+# Unset, PyTorch draws its CUDA generator's seed at random, 53 bits wide.
+SEED_A, SEED_B = 0x1b2f5e07c4d9a3, 0x0e61d4a8f9b207
+
+
+@case
+def philox_inside_struct():
+    """scaled_dot_product_attention with dropout, as memory-efficient
+    attention runs it: the Philox state lies inside the kernel's one
+    parameter, a struct, beside a heap address that differs anyway. The
+    recorder cannot decode it there; the diff finds it by the seed the run's
+    dropout launches take."""
+    a, pa = record(Variant(seed=1, attention=True, philox_seed=SEED_A, host_heap=1))
+    b, _ = record(Variant(seed=2, attention=True, philox_seed=SEED_B, host_heap=2))
+    j, fd = expect_cause(a, b, 'rngState', 'unseeded runs')
+    expect(fd['a']['seq'] == seq_of(pa, 'fmha_cutlassF', step=0), 'the first attention launch', fd['a'])
+    differing = fd['params']['differing']
+    expect(len(differing) == 1 and differing[0]['param'] == 0 and differing[0]['meaning'] == 'philox seed/offset',
+           'its one parameter differs, as the Philox state', differing)
+    expect(any('inside parameter 0' in e and 'seed=%d offset=16' % SEED_A in e and 'seed=%d' % SEED_B in e
+               for e in fd['evidence']), 'the evidence gives both seeds, inside parameter 0', fd['evidence'])
+    b, _ = record(Variant(seed=2, attention=True, philox_seed=SEED_A, host_heap=2, philox_offset_step=3))
+    j, fd = expect_cause(a, b, 'rngState', 'the same seed, the offset advanced from step 3')
+    expect(fd['a']['seq'] == seq_of(pa, 'fmha_cutlassF', step=3), 'the attention launch of step 3', fd['a'])
+    # A seed no Philox launch of the run took, or a small one both runs share:
+    # any field may hold such a value, and nothing says it is a seed.
+    b, _ = record(Variant(seed=2, attention=True, philox_seed=SEED_A, attention_seed=SEED_B, host_heap=2))
+    expect_cause(a, b, 'scalarParameters', 'a seed the run\'s Philox launches never took')
+    a, _ = record(Variant(seed=1, attention=True, philox_seed=42))
+    b, _ = record(Variant(seed=2, attention=True, philox_seed=42, philox_offset_step=3))
+    expect_cause(a, b, 'scalarParameters', 'torch.manual_seed(42) in both, the offset advanced')
+
+
 @case
 def host_input():
     """One pixel of step 3's batch differs."""

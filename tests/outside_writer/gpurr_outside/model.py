@@ -295,7 +295,8 @@ class Program:
                annotations=(), origin=None, shared=0, hashed=True, in_op=True):
         """params: list of Ptr, or (format, value) scalars packed with
         struct, or ('philox', seed, offset) (PyTorch's PhiloxCudaState by
-        value: seed, offset, then a 32-bit intragraph offset and a flag)."""
+        value: seed, offset, then a 32-bit intragraph offset and a flag), or
+        ('struct', bytes) (a struct by value, 8-byte aligned)."""
         if self._whole is None:
             self._whole = {}
         buf = bytearray()
@@ -307,6 +308,8 @@ class Program:
                 fmt, value, align = '<Q', p.buf.address + p.offset, 8
             elif p[0] == 'philox':
                 fmt, value, align = '<QQIB', None, 8
+            elif p[0] == 'struct':
+                fmt, value, align = '%ds' % len(p[1]), p[1], 8
             else:
                 fmt, value = '<' + p[0], p[1]
                 align = struct.calcsize(fmt)

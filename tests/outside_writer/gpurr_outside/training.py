@@ -49,6 +49,10 @@ class Variant:
                                    # threads and the hash seed order a run's allocations
     philox_seed: int = 0x5eed
     philox_offset_step: int = None  # the dropout's Philox offset advanced by 4 at that step
+    attention: bool = False        # memory-efficient attention (with dropout) before the dropout: its one
+                                   # parameter, a struct, holds the Philox state among pointers and sizes
+    attention_seed: int = None     # ... with this seed instead of philox_seed (a generator the run's
+                                   # dropout launches never took)
     host_input_step: int = None    # one pixel of that step's batch differs
     capture_host_data: bool = False
     algo_step: int = None          # cuDNN picks an FFT engine at that step
@@ -355,9 +359,11 @@ class Training:
         self.k(T, '_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13clamp_min_kernelEEEviT0_', (256, 1, 1), (128, 1, 1),
                [('i', relu.size // 4), Ptr(bn, 'r'), Ptr(relu, 'w')],
                lambda: relu.put(np.maximum(bn.f32(), 0)), _origin('aten::relu', step, 'model.act', 23))
+        offset = 4 * 8 * step + (4 if v.philox_offset_step is not None and step >= v.philox_offset_step else 0)
+        if v.attention:
+            self.attention(step, relu, E('attn', relu.size), offset + 16)
         # dropout: PyTorch's PhiloxCudaState passed by value
         drop, mask = E('drop', conv.size), E('mask', conv.size // 4)
-        offset = 4 * 8 * step + (4 if v.philox_offset_step is not None and step >= v.philox_offset_step else 0)
         rng = {'rng': {'source': 'philox', 'generator': 'cuda:0', 'seed': v.philox_seed, 'offset': offset}}
 
         def dropout():
@@ -365,7 +371,8 @@ class Training:
             keep = g.random(mask.size) >= 0.1
             mask.put(keep.astype(np.uint8))
             drop.put(np.where(np.resize(keep, drop.size // 4), relu.f32() / np.float32(0.9), np.float32(0)))
-        self.k(T, '_ZN2at6native18fused_dropout_kernel_vecIffjLi1ELi4EhEEvNS_4cuda6detail10TensorInfoIKT_T1_EE',
+        self.k(T, '_ZN2at6native43_GLOBAL__N__50f1b6c4_10_Dropout_cu_0e96ed3824fused_dropout_kernel_vecIffjLi1ELi4EhEEvNS_'
+               '4cuda6detail10TensorInfoIKT_T1_EENS5_IS6_S8_EENS5_IT4_S8_EES8_T0_NS_15PhiloxCudaStateE',
                (64, 1, 1), (256, 1, 1),
                [Ptr(relu, 'r'), Ptr(drop, 'w'), Ptr(mask, 'w'), ('I', drop.size // 4), ('f', 0.9),
                 ('philox', v.philox_seed, offset)],
@@ -461,6 +468,36 @@ class Training:
         p.sync(T, 'eventRecord', S, ev)
         act['x'], act['tokens'], act['labels'] = x, tokens, labels
         return ev, act, loss
+
+    def attention(self, step, x, out, offset):
+        """fmha_cutlassF (scaled_dot_product_attention with dropout, as
+        PyTorch's memory-efficient attention runs it): its one parameter is
+        AttentionKernel<float, Sm80, ...>::Params (ATen/native/transformers/
+        cuda/mem_eff_attention/kernel_forward.h), whose rng_engine_inputs is a
+        PhiloxCudaState; `seed` points at a host tensor of the seed."""
+        v = self.v
+        seed = v.philox_seed if v.attention_seed is None else v.attention_seed
+        heap = HEAP_FUNCTOR + 16 * v.host_heap if v.host_heap else HEAP_FUNCTOR
+        lse = self.empty(MAIN, 4096)
+        q = struct.pack('<7QI4x3QifiiiiiB3x8i5qii?7xQf4x', *(
+            [x.address, x.address, x.address, 0, 0, 0, 0, 0, out.address, 0, lse.address] +
+            [0, 0.125, 64, 64, TOKENS, TOKENS, TOKENS, 0] + [DIM] * 8 + [DIM * TOKENS] * 5 +
+            [N, 1, True, 0, 0.1]))
+        # rng_engine_inputs: seed, offset, intragraph offset, captured; then extragraph_offset, seed
+        params = q + struct.pack('<QQI?3xQQ', seed, offset, 0, False, 0, heap)
+
+        def compute():
+            g = np.random.Generator(np.random.Philox(key=seed, counter=offset))
+            keep = g.random(out.size // 4) >= 0.1
+            out.put(np.where(keep, x.f32() / np.float32(0.9), np.float32(0)))
+            _mix(lse, [x.bytes()], 0.3)
+        self.k(MAIN, '_Z39fmha_cutlassF_f32_aligned_64x64_rf_sm80N22PyTorchMemEffAttention15AttentionKernelIfN7'
+               'cutlass4arch4Sm80ELb1ELi64ELi64ELi64ELb1ELb1EE6ParamsE', (1, 8, N), (32, 4, 1), [('struct', params)],
+               compute, _origin('aten::_efficient_attention_forward', step, 'model.attn', 24,
+                                stack=['aten::scaled_dot_product_attention',
+                                       'aten::_scaled_dot_product_efficient_attention',
+                                       'aten::_efficient_attention_forward']))
+        self.p.release(lse)
 
     def main_ops(self, step, fwd_done, loss):
         """The main thread while backward runs: the running loss on the metrics stream."""
