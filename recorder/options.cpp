@@ -1,7 +1,6 @@
 // Recorder options, launch selection, environment filtering, trace directory.
 #include "recorder/options.h"
 
-#include <cxxabi.h>
 #include <errno.h>
 #include <sys/stat.h>
 
@@ -10,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+
+#include "common/demangle.h"
 
 namespace gpurr::recorder {
 
@@ -26,10 +27,8 @@ std::optional<uint64_t> parseU64(std::string_view s) {
 bool nameMatches(const std::regex& pattern, std::string_view mangledName) {
   const std::string mangled(mangledName);
   if (std::regex_search(mangled, pattern)) return true;
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> demangled(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
-                                                        &std::free);
-  return status == 0 && demangled && std::regex_search(demangled.get(), pattern);
+  const std::string d = demangled(mangled);
+  return d != mangled && std::regex_search(d, pattern);
 }
 
 bool flagSet(const char* v) { return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 || std::strcmp(v, "yes") == 0); }

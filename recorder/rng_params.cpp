@@ -1,12 +1,8 @@
 // Philox state in kernel parameters (see rng_params.h).
 #include "recorder/rng_params.h"
 
-#include <cxxabi.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 
 namespace gpurr::recorder {
 
@@ -41,11 +37,7 @@ std::vector<PhiloxParam> philoxParams(const std::string& mangledName, std::span<
                                       const std::optional<std::string>& torchVersion) {
   std::vector<PhiloxParam> out;
   if (mangledName.find("PhiloxCudaState") == std::string::npos) return out;  // cheap filter
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> demangled(
-      abi::__cxa_demangle(mangledName.c_str(), nullptr, nullptr, &status), &std::free);
-  if (status != 0 || !demangled) return out;
-  const std::vector<std::string> params = demangledParameters(demangled.get());
+  const std::vector<std::string> params = demangledParameters(demangled(mangledName));
   if (params.size() != layout.size()) return out;  // cannot tell which is which
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string& p = params[i];
