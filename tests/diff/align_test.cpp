@@ -198,6 +198,26 @@ TEST_CASE("uninitialised memory read in a PyTorch program matches torch.empty's 
   CHECK(c.match(d, {}).empty());
 }
 
+TEST_CASE("host input in a PyTorch program is matched to its host generators and DataLoader") {
+  const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
+  FirstDivergence d;
+  d.cause = d.mechanism = Cause::kHostInput;
+  d.a.kind = OpKind::kMemcpy;
+  d.a.name = "memcpy HtoD";
+  d.b = d.a;
+  CHECK(c.match(d, {}).empty());  // no framework op: not known to be PyTorch's
+  // batch.to("cuda") at train.py:40
+  d.a.origin = d.b.origin = gpurr::trace::Origin{"aten::copy_", {"aten::to", "aten::_to_copy", "aten::copy_"},
+                                                 gpurr::trace::Phase::kForward, "", "", "/home/user/train.py", 40};
+  const auto matches = c.match(d, {});
+  REQUIRE(matches.size() == 1);
+  CHECK(matches[0].id == "torch-host-data");
+  CHECK(matches[0].matched == "aten::copy_ at train.py:40");
+  CHECK_THAT(matches[0].fix, Catch::Contains("worker_init_fn") && Catch::Contains("torch.manual_seed"));
+  d.cause = d.mechanism = Cause::kNondeterministicKernel;
+  CHECK(c.match(d, {}).empty());
+}
+
 TEST_CASE("known culprits are matched by op first, then by the forward op of a backward launch, then by kernel") {
   const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
   FirstDivergence d;
