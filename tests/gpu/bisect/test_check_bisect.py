@@ -248,7 +248,7 @@ class Expectations(unittest.TestCase):
         listed = set(expectations())
         scripts = {n for n in os.listdir(HERE) if n.endswith(".py")} - {"check_bisect.py", "test_check_bisect.py"}
         self.assertEqual(listed, scripts)
-        self.assertEqual(listed, {"index_add.py", "cudnn_benchmark.py", "dropout_unseeded.py",
+        self.assertEqual(listed, {"index_add.py", "cudnn_benchmark.py", "dropout_unseeded.py", "attention_dropout.py",
                                   "dataloader_shuffle.py", "empty_read.py", "deterministic.py"})
 
     def test_the_contract(self):
@@ -259,6 +259,7 @@ class Expectations(unittest.TestCase):
         self.assertEqual(e["cudnn_benchmark.py"].verdicts, {"identical", "diverged"})
         self.assertEqual(e["cudnn_benchmark.py"].causes, {"algorithmChoice"})
         self.assertEqual(e["dropout_unseeded.py"].causes, {"rngState"})
+        self.assertEqual(e["attention_dropout.py"].causes, {"rngState"})
         self.assertEqual(e["dataloader_shuffle.py"].causes, {"hostInput"})
         self.assertEqual(e["empty_read.py"].causes, {"uninitialisedMemory"})
         self.assertEqual(e["deterministic.py"].verdicts, {"identical"})
