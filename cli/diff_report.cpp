@@ -264,9 +264,10 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
         for (size_t i = 0; i < d.params.size() && i < 4; ++i) {
           const ParamDifference& p = d.params[i];
           row(i == 0 ? "params" : "",
-              fmt::format("{}{} bytes {:#x}-{:#x}{}: A {} B {}", i == 0 ? "differ: " : "        ",
+              fmt::format("{}{} bytes {:#x}-{:#x}{}: {}", i == 0 ? "differ: " : "        ",
                           p.param >= 0 ? fmt::format("param {}", p.param) : std::string("raw"), p.offset,
-                          p.offset + p.size, p.meaning.empty() ? "" : " (" + p.meaning + ")", p.a, p.b));
+                          p.offset + p.size, p.meaning.empty() ? "" : " (" + p.meaning + ")",
+                          p.words.empty() ? fmt::format("A {} B {}", p.a, p.b) : "words " + p.words));
         }
         if (d.params.size() > 4) row("", fmt::format("        ... {} more", d.params.size() - 4));
       }

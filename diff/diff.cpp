@@ -1305,6 +1305,28 @@ std::pair<uint32_t, uint32_t> rngWindow(const KernelLaunch& k, const RngState& r
   return {r.paramOffset, r.paramOffset + 16};
 }
 
+// ParamDifference::words: the 8-byte words of two parameters that differ
+// outside pointers (by byte: pointer[at + j]), as little-endian values, the
+// first few.
+std::string differingWords(std::span<const uint8_t> a, std::span<const uint8_t> b, const std::vector<bool>& pointer,
+                           size_t at) {
+  constexpr size_t kShown = 6;
+  std::string out;
+  size_t count = 0;
+  for (size_t w = 0; w < a.size(); w += 8) {
+    const size_t n = std::min<size_t>(8, a.size() - w);
+    bool differs = false;
+    for (size_t j = w; j < w + n; ++j) differs |= !pointer[at + j] && a[j] != b[j];
+    if (!differs || ++count > kShown) continue;
+    uint64_t x = 0, y = 0;
+    std::memcpy(&x, a.data() + w, n);
+    std::memcpy(&y, b.data() + w, n);
+    out += fmt::format("{}+{:#x} A {:#0{}x} B {:#0{}x}", out.empty() ? "" : ", ", w, x, 2 + 2 * n, y, 2 + 2 * n);
+  }
+  if (count > kShown) out += fmt::format(" and {} more word{}", count - kShown, count - kShown == 1 ? "" : "s");
+  return out;
+}
+
 // The index in the layout of the parameter holding byte `offset`; -1 when
 // there is none.
 int32_t parameterAt(const KernelLaunch& k, uint64_t offset) {
@@ -1438,8 +1460,14 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
       host = false;
       rng = rngSourceAt(j);
     }
-    out.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p, slice(a.params),
-                   slice(b.params), host ? kHostAddresses : rng != nullptr ? *rng + kRngSuffix : ""});
+    ParamDifference& d = out.emplace_back(ParamDifference{
+        static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p, slice(a.params), slice(b.params),
+        host ? kHostAddresses : rng != nullptr ? *rng + kRngSuffix : "", ""});
+    if (end - begin > 16 && end <= std::min(a.params.size(), b.params.size())) {
+      d.words = differingWords(std::span(a.params).subspan(begin, end - begin),
+                               std::span(b.params).subspan(begin, end - begin),
+                               isPointer, begin);
+    }
     i = end;
   }
   std::sort(out.begin(), out.end(),
@@ -2090,10 +2118,11 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
                                            : plural(differing, "parameter"),
                             differing == 1 ? "s" : "");
     for (const ParamDifference& q : d.params) {
-      d.evidence.push_back(fmt::format("{} (bytes {:#x}-{:#x}{}): run A {}, run B {}",
+      d.evidence.push_back(fmt::format("{} (bytes {:#x}-{:#x}{}): {}",
                                        q.param >= 0 ? fmt::format("parameter {}", q.param) : "bytes",
-                                       q.offset, q.offset + q.size,
-                                       q.meaning.empty() ? "" : ", " + q.meaning, q.a, q.b));
+                                       q.offset, q.offset + q.size, q.meaning.empty() ? "" : ", " + q.meaning,
+                                       q.words.empty() ? fmt::format("run A {}, run B {}", q.a, q.b)
+                                                       : "differs in words " + q.words));
     }
     d.evidence.push_back("a value computed on the host differs: a learning rate or step "
                          "count, a size, a clock- or counter-derived value");

@@ -84,6 +84,10 @@ struct ParamDifference {
   int32_t param = -1;             // index in the layout, -1 when unknown
   std::string a, b;               // hex bytes, or "alloc#3+0x0" for pointers
   std::string meaning;            // "pointer", "philox seed/offset", ""
+  // For a parameter over 16 bytes (a struct), what reports show instead of
+  // its whole bytes: the 8-byte words that differ, pointers aside
+  // ("+0xe0 A 0x001b2f5e07c4d9a3 B 0x000e61d4a8f9b207, ...").
+  std::string words;
 };
 
 // Stretches that together hold the same operations on both sides, in
