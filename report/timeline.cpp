@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cli/event_json.h"
+#include "cli/text.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
@@ -76,56 +78,15 @@ void collectStretchOrdinals(const json& stretch, std::unordered_map<uint64_t, ui
 
 // ------------------------------------------------------------ one operation as JSON
 
-std::string hex16(uint64_t v) { return fmt::format("{:016x}", v); }
-
 json rangeJson(const DeviceRange& r, uint64_t digest) {
   return json{{"address", r.address}, {"allocation", r.allocation}, {"offset", r.offset},
-              {"size", r.size}, {"digest", hex16(digest)}, {"same", nullptr}};
+              {"size", r.size}, {"digest", cli::hex16(digest)}, {"same", nullptr}};
 }
 
 json rangeList(const std::vector<RangeDigest>& ranges) {
   json out = json::array();
   for (const RangeDigest& r : ranges) out.push_back(rangeJson(r.range, r.digest));
   return out;
-}
-
-json keyValues(const std::vector<KeyValue>& kvs) {
-  json out = json::object();
-  for (const KeyValue& kv : kvs) out[kv.key] = kv.value;
-  return out;
-}
-
-// As `gpurr dump --json` writes annotations (docs/JSON.md).
-json annotationJson(const Annotation& annotation) {
-  return std::visit(
-      [](const auto& a) -> json {
-        using T = std::decay_t<decltype(a)>;
-        if constexpr (std::is_same_v<T, AlgorithmChoice>) {
-          json candidates = json::array();
-          for (const auto& c : a.candidates) candidates.push_back({{"algorithm", c.algorithm}, {"timeMs", c.timeMs}});
-          return json{{"kind", "algorithm"}, {"library", a.library}, {"call", a.call},
-                      {"algorithm", a.algorithm}, {"attributes", keyValues(a.attributes)},
-                      {"candidates", candidates}};
-        } else if constexpr (std::is_same_v<T, RngState>) {
-          return json{{"kind", "rng"}, {"source", a.source}, {"generator", a.generator},
-                      {"seed", a.seed}, {"offset", a.offset}, {"paramOffset", a.paramOffset}};
-        } else if constexpr (std::is_same_v<T, FrameworkOp>) {
-          return json{{"kind", "frameworkOp"}, {"name", a.name}};
-        } else if constexpr (std::is_same_v<T, Note>) {
-          return json{{"kind", "note"}, {"text", a.text}};
-        } else {
-          return json{{"kind", "determinism"}, {"runs", a.runs}, {"distinctResults", a.distinctResults}};
-        }
-      },
-      annotation);
-}
-
-// As `gpurr dump --json` writes an event's origin (docs/JSON.md).
-json originJson(const Origin& o) {
-  return json{{"op", o.op},         {"opStack", o.opStack}, {"phase", toString(o.phase)},
-              {"forwardOp", o.forwardOp}, {"module", o.module}, {"file", o.file},
-              {"line", o.line},     {"step", o.step},       {"stepLaunch", o.stepLaunch},
-              {"inPlace", toString(o.inPlace)}};
 }
 
 const char* memcpyName(MemcpyKind kind) {
@@ -162,7 +123,7 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
     hashed = k->hashed;
     inputs = rangeList(k->inputs);
     outputs = rangeList(k->outputs);
-    for (const Annotation& a : k->annotations) annotations.push_back(annotationJson(a));
+    for (const Annotation& a : k->annotations) annotations.push_back(json(cli::toJson(a)));
   } else if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
     j["kind"] = "memcpy";
     j["name"] = j["demangled"] = j["short"] = memcpyName(m->kind);
@@ -190,7 +151,7 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
   j["inputs"] = std::move(inputs);
   j["outputs"] = std::move(outputs);
   j["annotations"] = std::move(annotations);
-  j["origin"] = e.origin ? originJson(*e.origin) : json(nullptr);
+  j["origin"] = e.origin ? json(cli::toJson(*e.origin)) : json(nullptr);
   return j;
 }
 
