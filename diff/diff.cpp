@@ -1327,6 +1327,16 @@ std::string differingWords(std::span<const uint8_t> a, std::span<const uint8_t> 
   return out;
 }
 
+// An RNG state of the launch whose bytes (rngWindow) overlap [begin, end);
+// nullptr when none does.
+const RngState* rngStateIn(const KernelLaunch& k, uint64_t begin, uint64_t end) {
+  for (const RngState* r : rngStates(k)) {
+    const auto [from, to] = rngWindow(k, *r);
+    if (begin < to && end > from) return r;
+  }
+  return nullptr;
+}
+
 // The index in the layout of the parameter holding byte `offset`; -1 when
 // there is none.
 int32_t parameterAt(const KernelLaunch& k, uint64_t offset) {
@@ -1341,7 +1351,6 @@ int32_t parameterAt(const KernelLaunch& k, uint64_t offset) {
 std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunch& a,
                                            const KernelLaunch& b) {
   std::vector<ParamDifference> out;
-  auto paramIndex = [&](uint32_t offset) { return parameterAt(a, offset); };
   // Pointers: compared as (allocation, offset).
   std::vector<bool> isPointer(std::max(a.params.size(), b.params.size()), false);
   for (const PointerParam& pa : a.pointers) {
@@ -1356,7 +1365,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     ParamDifference d;
     d.offset = pa.byteOffset;
     d.size = 8;
-    d.param = paramIndex(pa.byteOffset);
+    d.param = parameterAt(a, pa.byteOffset);
     d.a = fmt::format("alloc#{}+{:#x}", pa.allocation, pa.offset);
     d.b = pb ? fmt::format("alloc#{}+{:#x}", pb->allocation, pb->offset) : "not a pointer";
     d.meaning = "pointer";
@@ -1367,7 +1376,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     for (const PointerParam& p : a.pointers) inA = inA || p.byteOffset == pb.byteOffset;
     if (inA) continue;
     for (uint32_t i = pb.byteOffset; i < pb.byteOffset + 8 && i < isPointer.size(); ++i) isPointer[i] = true;
-    out.push_back({pb.byteOffset, 8, paramIndex(pb.byteOffset), "not a pointer",
+    out.push_back({pb.byteOffset, 8, parameterAt(a, pb.byteOffset), "not a pointer",
                    fmt::format("alloc#{}+{:#x}", pb.allocation, pb.offset), "pointer", ""});
   }
   // Other bytes: each differing parameter of the layout, or each run of
@@ -1388,10 +1397,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
   // either side; nullptr when none does.
   auto rngSourceAt = [&](size_t at) -> const std::string* {
     for (const KernelLaunch* k : {&a, &b}) {
-      for (const RngState* r : rngStates(*k)) {
-        const auto [begin, end] = rngWindow(*k, *r);
-        if (at >= begin && at < end) return &r->source;
-      }
+      if (const RngState* r = rngStateIn(*k, at, at + 1)) return &r->source;
     }
     return nullptr;
   };
@@ -1416,7 +1422,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
       ++i;
       continue;
     }
-    const int32_t p = paramIndex(static_cast<uint32_t>(i));
+    const int32_t p = parameterAt(a, i);
     size_t begin = i, end = i + 1;
     if (p >= 0) {
       begin = a.paramLayout[p].offset;
@@ -1924,13 +1930,7 @@ void addPhiloxInsideStructs(const Context& ctx, Event& ea, Event& eb) {
   auto stateAt = [&](const KernelLaunch& k, size_t at) {
     return word(k, at + 8) % 4 == 0 && (word(k, at + 16) & 0xff'ffff'ffffULL) == 0;
   };
-  auto decoded = [&](const KernelLaunch& k, size_t at) {
-    for (const RngState* r : rngStates(k)) {
-      const auto [begin, end] = rngWindow(k, *r);
-      if (at < end && at + 21 > begin) return true;
-    }
-    return false;
-  };
+  auto decoded = [&](const KernelLaunch& k, size_t at) { return rngStateIn(k, at, at + 21) != nullptr; };
   auto withinOneParameter = [&](size_t at) {
     return ka->paramLayout.empty() || (parameterAt(*ka, at) >= 0 && parameterAt(*ka, at) == parameterAt(*ka, at + 20));
   };
