@@ -314,6 +314,131 @@ class OpStore {
   std::vector<uint64_t> launchesBefore_;  // by chunk (countLaunches)
 };
 
+// The device ranges an operation reads, then those it writes, as the blast
+// radius and the canonical order see them: a launch reads what it touches
+// (the ranges of its outputs and reads, also where the trace hashed its
+// inputs at first use only); a copy from the host reads no device bytes,
+// one to the host writes none.
+template <typename Read, typename Write>
+void forEachAccess(const ScanEvent& e, Read&& read, Write&& write) {
+  auto each = [](std::span<const ScanRange> rs, auto& f) {
+    for (const ScanRange& r : rs) {
+      if (r.range.allocation != 0) f(r);
+    }
+  };
+  const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
+                                          e.memcpyKind == MemcpyKind::kHostToHost);
+  if (!hostSource) each(e.inputs, read);
+  if (e.kind == 0 || e.kind == 7) each(e.outputs, read);
+  if (e.kind == 0) each(e.reads, read);
+  if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) each(e.outputs, write);
+}
+
+// The data dependencies between operations of different host threads and
+// streams (canonicalOrder), found in trace order. An operation depends on
+// the operation of another thread and stream that last wrote bytes it
+// reads or writes, and on the last ones that read bytes it writes since
+// they were written, where the host saw that operation finish before: a
+// synchronisation of its stream or the context, of an event recorded after
+// it, or a synchronous copy to the host after it on its stream (a
+// synchronous copy from the host waits for the work before it).
+class DataDependencies {
+ public:
+  // (from, to) by position in the trace, in the order of `to`.
+  std::vector<std::pair<uint32_t, uint32_t>> found;
+
+  // A synchronisation on `stream` (folded as Op's).
+  void sync(const ScanEvent& e, uint16_t stream) {
+    switch (e.syncKind) {
+      case SyncKind::kContextSynchronize:
+        finished_ = lastOnStream_;
+        break;
+      case SyncKind::kStreamSynchronize:
+      case SyncKind::kStreamQuery:
+        finished_[stream] = lastOnStream_[stream];
+        break;
+      case SyncKind::kEventRecord:
+        events_[e.syncEvent] = {stream, lastOnStream_[stream]};
+        break;
+      case SyncKind::kEventSynchronize:
+      case SyncKind::kEventQuery:
+        if (const auto it = events_.find(e.syncEvent); it != events_.end()) {
+          finished_[it->second.first] = std::max(finished_[it->second.first], it->second.second);
+        }
+        break;
+      case SyncKind::kStreamWaitEvent:
+        break;  // orders streams on the GPU: an event's lane
+    }
+  }
+
+  // Gives up what finding more takes, once the run is summarised.
+  void finish() {
+    writer_ = {};
+    readers_ = {};
+    lastOnStream_ = {};
+    finished_ = {};
+    events_ = {};
+  }
+
+  // Operation `index` of `ops`, summarised from `e`.
+  void operation(const ScanEvent& e, const OpStore& ops, uint64_t index) {
+    if (index > static_cast<uint64_t>(std::numeric_limits<int>::max())) overflow_ = true;  // (labels are ints)
+    if (overflow_) {
+      found = {};  // ordered by threads and streams alone
+      return;
+    }
+    const Op& op = ops[index];
+    const bool syncCopy = e.kind == 1 && !e.async;
+    if (syncCopy && e.memcpyKind == MemcpyKind::kHostToDevice) finished_[op.stream] = lastOnStream_[op.stream];
+    lastOnStream_[op.stream] = e.seq + 1;
+    if (syncCopy && e.memcpyKind == MemcpyKind::kDeviceToHost) finished_[op.stream] = lastOnStream_[op.stream];
+    const int self = static_cast<int>(index);
+    from_.clear();
+    // Only an operation the host saw finish can have handed its data over.
+    auto other = [&](int label) {
+      const Op& x = ops[static_cast<uint64_t>(label)];
+      if (x.thread != op.thread && x.stream != op.stream && x.seq() < finished_[x.stream]) {
+        from_.push_back(static_cast<uint32_t>(label));
+      }
+    };
+    auto dependOn = [&](const IntervalLabels& labels, const ScanRange& r) {
+      labels.forEach(r.range.allocation, r.range.offset, r.range.offset + r.range.size, other);
+    };
+    auto label = [](IntervalLabels& labels, const ScanRange& r, int value) {
+      labels.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, value);
+    };
+    // What it depends on, then what it leaves (a launch reads what it writes).
+    forEachAccess(e, [&](const ScanRange& r) { dependOn(writer_, r); }, [&](const ScanRange& r) {
+      dependOn(writer_, r);
+      for (const auto& [thread, read] : readers_) {
+        if (thread != op.thread) dependOn(read, r);
+      }
+    });
+    IntervalLabels& mine = readers_[op.thread];
+    forEachAccess(e, [&](const ScanRange& r) { label(mine, r, self); }, [&](const ScanRange& r) {
+      label(writer_, r, self);
+      for (auto& [thread, read] : readers_) label(read, r, -1);
+    });
+    std::sort(from_.begin(), from_.end());
+    from_.erase(std::unique(from_.begin(), from_.end()), from_.end());
+    for (const uint32_t f : from_) found.emplace_back(f, static_cast<uint32_t>(index));
+  }
+
+ private:
+  // The operation that last wrote the bytes; of each host thread, the one
+  // that last read them since (those before it on its thread come before it).
+  IntervalLabels writer_;
+  std::unordered_map<uint16_t, IntervalLabels> readers_;
+  // By stream (folded as Op's): the last operation enqueued, and the last
+  // one the host has seen finish, as seq + 1 (0: none; an operation may be
+  // event 0).
+  std::vector<uint64_t> lastOnStream_ = std::vector<uint64_t>(uint32_t{1} << 16, 0);
+  std::vector<uint64_t> finished_ = std::vector<uint64_t>(uint32_t{1} << 16, 0);
+  std::unordered_map<uint64_t, std::pair<uint16_t, uint64_t>> events_;  // event -> stream, last operation before it
+  std::vector<uint32_t> from_;
+  bool overflow_ = false;
+};
+
 // A synchronisation: it orders the operations around it (canonicalOrder).
 struct Sync {
   uint16_t thread, stream;  // folded as Op's
@@ -331,6 +456,7 @@ struct Run {
   std::unordered_map<uint64_t, uint32_t> streams;
   std::vector<Sync> syncs;          // in trace order
   bool threads = false;             // more than one host thread
+  uint64_t opsOfOneThread = UINT64_MAX;  // operations before the first event of a second host thread
   unsigned decoders = 0;            // threads decoding its blocks in a one-trace pass
   uint64_t lastStream = 0;
   uint32_t lastStreamOrdinal = 0;
@@ -352,6 +478,8 @@ struct Run {
   // a parameter of its own, with annotations (the recorder's RngState), in
   // order: where the run's Philox seeds can be read (philoxSeedsNear).
   std::vector<size_t> philoxBlocks;
+  // From the first operation that can have any (Summariser).
+  std::optional<DataDependencies> dependencies;
 };
 
 // The ordinal of a stream the summary saw.
@@ -475,7 +603,10 @@ class Summariser {
     Run& run = run_;
     if (e.captured) return;  // not run then: its graph's launch is the operation
     if (!firstThread_) firstThread_ = e.thread;
-    run.threads |= e.thread != *firstThread_;
+    if (!run.threads && e.thread != *firstThread_) {
+      run.threads = true;
+      run.opsOfOneThread = run.ops.size();
+    }
     switch (e.kind) {
       case 0: case 1: case 2: case 7:
         break;  // an operation
@@ -483,9 +614,12 @@ class Summariser {
         run.allocs.push_back({e.ordinal, e.size, e.allocationKind});
         run.ids.allocate(e.ordinal, e.size, e.allocationKind);
         return;
-      case 6:  // synchronisation: orders the operations around it (canonicalOrder)
-        run.syncs.push_back({fold16(e.thread), fold16(streamOrdinal(run, e.stream)), e.syncEvent, e.seq});
+      case 6: {  // synchronisation: orders the operations around it (canonicalOrder)
+        const uint16_t stream = fold16(streamOrdinal(run, e.stream));
+        run.syncs.push_back({fold16(e.thread), stream, e.syncEvent, e.seq});
+        if (run.dependencies) run.dependencies->sync(e, stream);
         return;
+      }
       default:
         return;
     }
@@ -584,9 +718,54 @@ class Summariser {
     op.shape = static_cast<uint32_t>(shape ^ shape >> 32);
     op.thread = fold16(e.thread);
     op.stream = fold16(streamOrdinal(run, e.stream));
+    const uint64_t index = run.ops.size() - 1;
+    if (run.dependencies) {
+      run.dependencies->operation(e, run.ops, index);
+    } else if (onStreamsOfTheirOwn(op)) {
+      startDependencies(e, index);
+    }
   }
 
  private:
+  // Whether the operations so far hold two that differ in both host thread
+  // and stream: only then can there be data dependencies (not where
+  // PyTorch's main and autograd threads share one stream). Each operation
+  // shares the thread or the stream of the first, else it is such a pair
+  // with it; then one that shares only the thread and one that shares only
+  // the stream are such a pair.
+  bool onStreamsOfTheirOwn(const Op& op) {
+    if (!firstOp_) {
+      firstOp_ = {op.thread, op.stream};
+      return false;
+    }
+    const bool thread = op.thread != firstOp_->first, stream = op.stream != firstOp_->second;
+    otherThread_ |= thread;
+    otherStream_ |= stream;
+    return (thread && stream) || (otherThread_ && otherStream_);
+  }
+
+  // Starts the run's data dependencies at operation `index`, summarised
+  // from `e`: those of the operations held before it are found by reading
+  // the trace again up to it (in a program whose threads take streams of
+  // their own from the start, little of it).
+  void startDependencies(const ScanEvent& e, uint64_t index) {
+    Run& run = run_;
+    DataDependencies& d = run.dependencies.emplace();
+    uint64_t o = run.ops.firstHeld();
+    if (o < index) {
+      scanEvents(*run.reader, [&](const ScanEvent& p) {
+        if (p.seq >= e.seq) return false;
+        if (p.captured) return true;
+        if (p.kind == 6) d.sync(p, fold16(knownStreamOrdinal(run, p.stream)));
+        if (!isOperation(p)) return true;
+        while (o < index && run.ops[o].seq() < p.seq) ++o;
+        if (run.ops[o].seq() == p.seq) d.operation(p, run.ops, o);
+        return true;
+      }, run.ops[o].seq());
+    }
+    d.operation(e, run.ops, index);
+  }
+
   // A launch's read-only ranges it hashed before it ran (Run::firstReads).
   void noteFirstReads(const ScanEvent& e) {
     for (const ScanRange& r : e.reads) {
@@ -636,6 +815,8 @@ class Summariser {
   std::vector<Function> functionHashes_;
   size_t functionBlock_ = SIZE_MAX;
   std::optional<uint32_t> firstThread_;
+  std::optional<std::pair<uint16_t, uint16_t>> firstOp_;  // thread and stream, folded
+  bool otherThread_ = false, otherStream_ = false;
 };
 
 // Where two runs agree at one position: the same identity, and the same
@@ -647,10 +828,8 @@ bool agree(const Op& a, const Op& b) {
 
 // Summarises both runs. While neither run has shown a second host thread,
 // the operations both runs agree on from the start are dropped as the
-// summary goes (a run of one host thread is compared in trace order, so
-// they are the alignment's common prefix and hold no divergence); false
-// when a run showed a second thread after some were dropped (its canonical
-// order needs them all): summarise again with `drop` false.
+// summary goes: they are the alignment's common prefix, hold no
+// divergence, and keep their place in the canonical order (agreedStart).
 //
 // With `threads` 1, on the calling thread, a block of run A then one of run
 // B. With more, each run is summarised on a thread of its own, with
@@ -658,7 +837,7 @@ bool agree(const Op& a, const Op& b) {
 // after each block to advance the agreed start, and each gives up its own
 // chunks. The result is the same: only how much is dropped, and when,
 // depends on the timing, and dropping changes no result.
-bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
+void summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
   if (threads <= 1) {
     EventScanner sa(*a.reader, 0, 0), sb(*b.reader, 0, 0);
     Summariser ca(a), cb(b);
@@ -671,7 +850,6 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
       if (moreB) moreB = sb.next(vb);
       if (!drop) continue;
       if (a.threads || b.threads) {
-        if (a.ops.firstHeld() > 0) return false;
         drop = false;
         continue;
       }
@@ -681,7 +859,10 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
       a.ops.dropBefore(agreed, [&](const Op& op) { a.droppedLaunches += op.kind() == OpKind::kLaunch; });
       b.ops.dropBefore(agreed, [&](const Op& op) { b.droppedLaunches += op.kind() == OpKind::kLaunch; });
     }
-    return true;
+    for (Run* r : {&a, &b}) {
+      if (r->dependencies) r->dependencies->finish();
+    }
+    return;
   }
 
   const unsigned decoders = threads >= 4 ? (threads - 2) / 2 : 0;
@@ -696,7 +877,7 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
     uint64_t published[2] = {0, 0};  // operations each run has summarised, readable by the other
     bool multi[2] = {false, false};  // ... and whether they came from more than one host thread
     uint64_t agreed = 0;
-    bool dropping = true, restart = false;
+    bool dropping = true;
     // The first failure as the one-thread path meets them: by block (-1:
     // opening the trace), run A's first.
     std::exception_ptr error;
@@ -709,7 +890,7 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
     Run& run = *runs[side];
     int64_t block = -1;
     auto stopped = [&] {  // under the lock
-      return sh.restart || (sh.error && (block > sh.errorBlock || (block == sh.errorBlock && side > sh.errorSide)));
+      return sh.error && (block > sh.errorBlock || (block == sh.errorBlock && side > sh.errorSide));
     };
     try {
       EventScanner scanner(*run.reader, 0, decoders);
@@ -725,10 +906,6 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
           sh.multi[side] = run.threads;
           if (sh.dropping) {
             if (sh.multi[0] || sh.multi[1]) {
-              if (sh.agreed >= OpStore::kChunk) {
-                sh.restart = true;
-                return;
-              }
               sh.dropping = false;
             } else {
               const uint64_t n = std::min(sh.published[0], sh.published[1]);
@@ -738,8 +915,14 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
           }
           upTo = sh.agreed;
         }
-        run.ops.dropBefore(upTo, [&](const Op& op) { run.droppedLaunches += op.kind() == OpKind::kLaunch; });
-        if (!more) return;
+        // (Not while its data dependencies may refer to what it holds.)
+        if (!run.dependencies) {
+          run.ops.dropBefore(upTo, [&](const Op& op) { run.droppedLaunches += op.kind() == OpKind::kLaunch; });
+        }
+        if (!more) {
+          if (run.dependencies) run.dependencies->finish();
+          return;
+        }
       }
     } catch (...) {
       std::lock_guard lock(sh.mu);
@@ -754,138 +937,11 @@ bool summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
   body(0);
   other.join();
   if (sh.error) std::rethrow_exception(sh.error);
-  if (sh.restart) return false;
   // Both runs give up the same start (each dropped up to the agreed point
   // it last saw).
   for (Run* r : runs) {
     r->ops.dropBefore(sh.agreed, [&](const Op& op) { r->droppedLaunches += op.kind() == OpKind::kLaunch; });
   }
-  return true;
-}
-
-// The device ranges an operation reads, then those it writes, as the blast
-// radius and the canonical order see them: a launch reads what it touches
-// (the ranges of its outputs and reads, also where the trace hashed its
-// inputs at first use only); a copy from the host reads no device bytes,
-// one to the host writes none.
-template <typename Read, typename Write>
-void forEachAccess(const ScanEvent& e, Read&& read, Write&& write) {
-  auto each = [](std::span<const ScanRange> rs, auto& f) {
-    for (const ScanRange& r : rs) {
-      if (r.range.allocation != 0) f(r);
-    }
-  };
-  const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
-                                          e.memcpyKind == MemcpyKind::kHostToHost);
-  if (!hostSource) each(e.inputs, read);
-  if (e.kind == 0 || e.kind == 7) each(e.outputs, read);
-  if (e.kind == 0) each(e.reads, read);
-  if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) each(e.outputs, write);
-}
-
-// Whether two operations differ in both host thread and stream: only then
-// can there be data dependencies (not where PyTorch's main and autograd
-// threads share one stream). Each operation shares the thread or the stream
-// of the first, else it is such a pair with it; then one that shares only
-// the thread and one that shares only the stream are such a pair.
-bool threadsOnStreamsOfTheirOwn(const Run& run) {
-  if (run.ops.size() == 0) return false;
-  const Op& first = run.ops[0];
-  bool otherThread = false, otherStream = false;
-  for (uint64_t i = 1; i < run.ops.size(); ++i) {
-    const Op& x = run.ops[i];
-    if (x.thread != first.thread && x.stream != first.stream) return true;
-    otherThread |= x.thread != first.thread;
-    otherStream |= x.stream != first.stream;
-  }
-  return otherThread && otherStream;
-}
-
-// The data dependencies between operations of different host threads and
-// streams (canonicalOrder), as (from, to) by position in the trace, in the
-// order of `to`.
-std::vector<std::pair<uint32_t, uint32_t>> dataDependencies(const Run& run) {
-  std::vector<std::pair<uint32_t, uint32_t>> out;
-  const uint64_t n = run.ops.size();
-  if (n > static_cast<uint64_t>(std::numeric_limits<int>::max()) || !threadsOnStreamsOfTheirOwn(run)) {
-    return out;  // (labels are ints)
-  }
-  // The operation that last wrote the bytes; of each host thread, the one
-  // that last read them since (those before it on its thread come before it).
-  IntervalLabels writer;
-  std::unordered_map<uint16_t, IntervalLabels> readers;
-  // By stream (folded as Op's): the last operation enqueued, and the last
-  // one the host has seen finish (a synchronisation of the stream, the
-  // context, or an event recorded on it), as seq + 1 (0: none; an
-  // operation may be event 0).
-  std::vector<uint64_t> lastOnStream(uint32_t{1} << 16, 0), finished(uint32_t{1} << 16, 0);
-  std::unordered_map<uint64_t, std::pair<uint16_t, uint64_t>> events;  // event -> stream, last operation before it
-  std::vector<uint32_t> from;
-  uint64_t o = 0;
-  scanEvents(*run.reader, [&](const ScanEvent& e) {
-    if (e.kind == 6) {
-      const uint16_t stream = fold16(knownStreamOrdinal(run, e.stream));
-      switch (e.syncKind) {
-        case SyncKind::kContextSynchronize:
-          finished = lastOnStream;
-          break;
-        case SyncKind::kStreamSynchronize:
-        case SyncKind::kStreamQuery:
-          finished[stream] = lastOnStream[stream];
-          break;
-        case SyncKind::kEventRecord:
-          events[e.syncEvent] = {stream, lastOnStream[stream]};
-          break;
-        case SyncKind::kEventSynchronize:
-        case SyncKind::kEventQuery:
-          if (const auto it = events.find(e.syncEvent); it != events.end()) {
-            finished[it->second.first] = std::max(finished[it->second.first], it->second.second);
-          }
-          break;
-        case SyncKind::kStreamWaitEvent:
-          break;  // orders streams on the GPU: an event's lane
-      }
-      return true;
-    }
-    if (!isOperation(e)) return true;
-    while (o < n && run.ops[o].seq() < e.seq) ++o;
-    if (o == n) return false;
-    if (run.ops[o].seq() != e.seq) return true;
-    const Op& op = run.ops[o];
-    lastOnStream[op.stream] = e.seq + 1;
-    const int self = static_cast<int>(o);
-    from.clear();
-    // Only an operation the host saw finish can have handed its data over.
-    auto other = [&](int label) {
-      const Op& x = run.ops[static_cast<uint64_t>(label)];
-      if (x.thread != op.thread && x.stream != op.stream && x.seq() < finished[x.stream]) {
-        from.push_back(static_cast<uint32_t>(label));
-      }
-    };
-    auto dependOn = [&](const IntervalLabels& labels, const ScanRange& r) {
-      labels.forEach(r.range.allocation, r.range.offset, r.range.offset + r.range.size, other);
-    };
-    auto label = [](IntervalLabels& labels, const ScanRange& r, int value) {
-      labels.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, value);
-    };
-    // What it depends on, then what it leaves (a launch reads what it writes).
-    forEachAccess(e, [&](const ScanRange& r) { dependOn(writer, r); }, [&](const ScanRange& r) {
-      dependOn(writer, r);
-      for (const auto& [thread, read] : readers) {
-        if (thread != op.thread) dependOn(read, r);
-      }
-    });
-    IntervalLabels& mine = readers[op.thread];
-    forEachAccess(e, [&](const ScanRange& r) { label(mine, r, self); }, [&](const ScanRange& r) {
-      label(writer, r, self);
-      for (auto& [thread, read] : readers) label(read, r, -1);
-    });
-    std::sort(from.begin(), from.end());
-    from.erase(std::unique(from.begin(), from.end()), from.end());
-    for (const uint32_t f : from) out.emplace_back(f, static_cast<uint32_t>(o));
-    return true;
-  }, 0, run.decoders);
-  return out;
 }
 
 // Host threads race: two threads that enqueue work on different streams
@@ -899,39 +955,46 @@ std::vector<std::pair<uint32_t, uint32_t>> dataDependencies(const Run& run) {
 // orders its stream after the recording stream's work); of the operations
 // free to go next, the one with the smallest identity goes first. Two runs
 // whose operations differ only in such an interleaving then have the same
-// sequence. A program of one host thread keeps the trace's order.
+// sequence. A program of one host thread keeps the trace's order, and so
+// does the start both runs agree on while each had one thread
+// (agreedStart): it is the same in both.
 //
 // The data a host thread hands to another orders their operations too:
 // thread 1 fills a buffer on its stream and synchronises it, then (through
 // a queue, a flag: nothing the trace sees) thread 2 reads the buffer on its
 // own stream. An operation therefore also stays after the operation of
-// another thread and stream that last wrote bytes it reads or writes, and
-// after the last ones that read bytes it writes since they were written,
-// where the host saw that operation finish (a synchronisation of its
-// stream or the context, or of an event recorded after it) before: in a
-// program without data races, the trace holds them in that order in every
-// run (dataDependencies). Two threads' operations that nothing orders (a
-// race) stay free: the diff names the race where the data is read. A range
-// that runs to its allocation's end, outside PyTorch's blocks, can make two
-// operations look dependent that are not: they then keep the trace's
-// order, and two runs that interleave them differently show a reordering.
+// another thread and stream it depends on (DataDependencies): in a program
+// without data races, the trace holds them in that order in every run. Two
+// threads' operations that nothing orders (a race) stay free: the diff
+// names the race where the data is read. A range that runs to its
+// allocation's end, outside PyTorch's blocks, can make two operations look
+// dependent that are not: they then keep the trace's order, and two runs
+// that interleave them differently show a reordering.
 //
 // Kahn's algorithm over the lanes (a thread, a stream, a CUDA event) and
 // those data dependencies: each operation or synchronisation waits for the
 // one before it in each of its lanes, and for the operations it depends
 // on. It holds 24 bytes per operation and up to 12 per dependency besides
-// the operations, which are then put in that order in place.
-void canonicalOrder(Run& run) {
-  if (!run.threads) {
-    run.syncs = {};
-    return;
-  }
-  // Nothing was dropped from a run of several threads (summariseBoth).
-  const uint64_t n = run.ops.size(), m = run.syncs.size();
+// the operations, which are then put in that order in place. Operations
+// before `start` keep their place.
+void canonicalOrder(Run& run, uint64_t start) {
+  std::vector<std::pair<uint32_t, uint32_t>> deps;
+  if (run.dependencies) deps = std::move(run.dependencies->found);
+  run.dependencies.reset();
+  std::vector<Sync> syncs = std::move(run.syncs);
+  run.syncs = {};
+  if (!run.threads || start >= run.ops.size()) return;
+  // Nothing was dropped from a run past the start both agree on (summariseBoth).
+  const uint64_t n = run.ops.size() - start;
+  const uint64_t firstSeq = run.ops[start].seq();
+  const auto firstSync = std::ranges::lower_bound(syncs, firstSeq, {}, &Sync::seq) - syncs.begin();
+  const uint64_t m = syncs.size() - static_cast<uint64_t>(firstSync);
   if (n + m >= UINT32_MAX) {
     throw TraceError(fmt::format("{}: too many operations to compare ({})", run.reader->path().string(), n));
   }
-  // Waypoints: operation i is i, synchronisation j is n + j.
+  auto opAt = [&](uint64_t w) -> Op& { return run.ops[start + w]; };
+  auto syncAt = [&](uint64_t j) -> const Sync& { return syncs[static_cast<uint64_t>(firstSync) + j]; };
+  // Waypoints: operation start + i is i, synchronisation firstSync + j is n + j.
   constexpr uint32_t kNone = UINT32_MAX;
   std::vector<uint32_t> nextOnThread(n + m, kNone), nextOnStream(n + m, kNone), nextOnEvent(m, kNone);
   // Lanes in which the waypoint before it has not gone yet, and operations
@@ -940,8 +1003,11 @@ void canonicalOrder(Run& run) {
   // Each operation's dependents: dependents[dependentsAt[o], dependentsAt[o + 1]).
   std::vector<uint32_t> dependentsAt(n + 1, 0), dependents;
   {
-    const auto deps = dataDependencies(run);
-    for (const auto& [from, to] : deps) {
+    // Those on operations before the start: they all go before it.
+    std::erase_if(deps, [&](const auto& d) { return d.first < start; });
+    for (auto& [from, to] : deps) {
+      from -= static_cast<uint32_t>(start);
+      to -= static_cast<uint32_t>(start);
       ++dependentsAt[from + 1];
       ++waiting[to];
     }
@@ -949,6 +1015,7 @@ void canonicalOrder(Run& run) {
     dependents.resize(deps.size());
     std::vector<uint32_t> next(dependentsAt.begin(), dependentsAt.end() - 1);
     for (const auto& [from, to] : deps) dependents[next[from]++] = to;
+    deps = {};
   }
   {
     // The last waypoint of each lane so far: threads and streams (16 bits),
@@ -964,8 +1031,8 @@ void canonicalOrder(Run& run) {
     };
     // In trace order: the operations and synchronisations merged by seq.
     for (uint64_t o = 0, y = 0; o < n || y < m;) {
-      if (y < m && (o == n || run.syncs[y].seq < run.ops[o].seq())) {
-        const Sync& s = run.syncs[y];
+      if (y < m && (o == n || syncAt(y).seq < opAt(o).seq())) {
+        const Sync& s = syncAt(y);
         const auto w = static_cast<uint32_t>(n + y++);
         link(lastOnThread[s.thread], w, nextOnThread, 0);
         link(lastOnStream[s.stream], w, nextOnStream, 0);
@@ -973,7 +1040,7 @@ void canonicalOrder(Run& run) {
           link(lastOnEvent.try_emplace(s.event, kNone).first->second, w, nextOnEvent, static_cast<uint32_t>(n));
         }
       } else {
-        const Op& op = run.ops[o];
+        const Op& op = opAt(o);
         const auto w = static_cast<uint32_t>(o++);
         link(lastOnThread[op.thread], w, nextOnThread, 0);
         link(lastOnStream[op.stream], w, nextOnStream, 0);
@@ -986,15 +1053,15 @@ void canonicalOrder(Run& run) {
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
   auto offer = [&](uint32_t w) {
     if (w < n) {
-      ready.emplace(run.ops[w].key, run.ops[w].seq(), w);
+      ready.emplace(opAt(w).key, opAt(w).seq(), w);
     } else {
-      ready.emplace(0, run.syncs[w - n].seq, w);
+      ready.emplace(0, syncAt(w - n).seq, w);
     }
   };
   for (uint64_t w = 0; w < n + m; ++w) {
     if (waiting[w] == 0) offer(static_cast<uint32_t>(w));
   }
-  std::vector<uint32_t> order;  // operations, by their position in the trace
+  std::vector<uint32_t> order;  // operations, by their position from the start
   order.reserve(n);
   while (!ready.empty()) {
     const uint32_t w = std::get<2>(ready.top());
@@ -1015,21 +1082,32 @@ void canonicalOrder(Run& run) {
   waiting = {};
   dependentsAt = {};
   dependents = {};
-  run.syncs = {};
-  // ops[k] = old ops[order[k]], cycle by cycle.
+  syncs = {};
+  // ops[start + k] = old ops[start + order[k]], cycle by cycle.
   std::vector<bool> placed(n, false);
   for (uint64_t k = 0; k < n; ++k) {
     if (placed[k] || order[k] == k) continue;
-    const Op first = run.ops[k];
+    const Op first = opAt(k);
     uint64_t j = k;
     while (order[j] != k) {
-      run.ops[j] = run.ops[order[j]];
+      opAt(j) = opAt(order[j]);
       placed[j] = true;
       j = order[j];
     }
-    run.ops[j] = first;
+    opAt(j) = first;
     placed[j] = true;
   }
+}
+
+// Where the canonical order of both runs starts (canonicalOrder): after the
+// operations both agree on from the start while neither had shown a second
+// host thread, of which those dropped are a part (summariseBoth). How much
+// was dropped then changes no order.
+uint64_t agreedStart(const Run& a, const Run& b) {
+  const uint64_t end = std::min({a.ops.size(), b.ops.size(), a.opsOfOneThread, b.opsOfOneThread});
+  uint64_t i = a.ops.firstHeld();
+  while (i < end && agree(a.ops[i], b.ops[i])) ++i;
+  return i;
 }
 
 // ------------------------------------------------------------ full events
@@ -2600,7 +2678,7 @@ class TailRanges {
     if (run.threads) {
       for (uint64_t i = firstOp; i < run.ops.size(); ++i) from = std::min(from, run.ops[i].seq());
       // Operations before `firstOp` that the trace holds after `from`: never asked for.
-      for (uint64_t i = 0; i < firstOp; ++i) {
+      for (uint64_t i = run.ops.firstHeld(); i < firstOp; ++i) {
         if (run.ops[i].seq() > from) skip_.insert(run.ops[i].seq());
       }
     }
@@ -2851,17 +2929,14 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
 
   Run a, b;
   const unsigned threads = scanThreads(options.threads);
-  for (bool drop : {options.dropAgreed, false}) {
-    a = Run{};
-    b = Run{};
-    a.reader = &ta;
-    b.reader = &tb;
-    a.decoders = b.decoders = threads <= 1 ? 0 : threads;
-    if (summariseBoth(a, b, threads, drop)) break;
-  }
+  a.reader = &ta;
+  b.reader = &tb;
+  a.decoders = b.decoders = threads <= 1 ? 0 : threads;
+  summariseBoth(a, b, threads, options.dropAgreed);
   b.ordinals = OrdinalMap(a.ids, b.ids);
-  canonicalOrder(a);
-  canonicalOrder(b);
+  const uint64_t start = agreedStart(a, b);
+  canonicalOrder(a, start);
+  canonicalOrder(b, start);
   a.ops.countLaunches();
   b.ops.countLaunches();
   out.opsA = a.ops.size();

@@ -310,6 +310,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       e.memcpyKind = static_cast<MemcpyKind>(static_cast<uint16_t>(m.getKind()));
       e.size = m.getSize();
       e.hasData = m.hasData();
+      e.async = m.getAsync();
       e.captured = m.getCaptured();
       s.outputs.resize(1);
       s.outputs[0] = {range(m.getDst()), m.getDigest(), false};

@@ -54,6 +54,7 @@ struct ScanEvent {
   // Memcpy.
   MemcpyKind memcpyKind = MemcpyKind::kUnknown;
   bool hasData = false;
+  bool async = false;  // cuMemcpy*Async: the host did not wait for it
   // Memset.
   uint32_t value = 0, elementSize = 1;
   // Sync: what kind, and the CUDA event recorded, waited for or queried

@@ -28,6 +28,7 @@ struct Launch {
   int input, output;
   bool perturb = false;
   bool sync = false;  // a stream synchronisation follows it
+  bool syncCopy = false;  // a synchronous copy of its output to the host follows it
   bool sharedStream = false;  // on stream 0x100, shared by every thread, rather than its thread's own
   bool library = false;       // chosen by a library: an AlgorithmChoice annotation
   std::optional<uint32_t> inputThread{};  // whose buffer it reads: its own unless set
@@ -65,15 +66,20 @@ std::vector<Launch> interleave(const std::vector<std::vector<Launch>>& threads, 
 
 // `oneThread`: every launch from host thread 0 (each still on its thread's
 // stream), so that the trace's order is the order compared.
-fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool oneThread = false) {
+// `blockBytes`: the trace's block size (a summary of both runs drops what
+// they agree on from the start block by block).
+fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool oneThread = false,
+               size_t blockBytes = WriterOptions{}.blockBytes) {
   fs::remove_all(dir);
-  TraceWriter w(dir, Header{});
+  WriterOptions options;
+  options.blockBytes = blockBytes;
+  TraceWriter w(dir, Header{}, options);
   uint64_t seq = 0;
   std::map<uint32_t, uint64_t> content;  // ordinal -> digest
   auto ordinal = [](uint32_t thread, int buffer) { return thread * kBuffers + static_cast<uint32_t>(buffer) + 1; };
   auto address = [](uint32_t o) { return 0x7f0000000000 + uint64_t{o} * 0x100000; };
   for (uint32_t o = 1; o <= kThreads * kBuffers; ++o) {
-    w.append(Event{seq++, seq, 0, Allocation{o, address(o), 4096, AllocationKind::kDevice, 0, 0}});
+    w.append(Event{seq++, seq, oneThread ? 0u : 1u, Allocation{o, address(o), 4096, AllocationKind::kDevice, 0, 0}});
     content[o] = hash::fmix(o);
   }
   for (const Launch& l : launches) {
@@ -92,6 +98,16 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool on
     const uint32_t thread = oneThread ? 0 : 1 + l.thread;
     w.append(Event{seq++, seq, thread, k});
     if (l.sync) w.append(Event{seq++, seq, thread, Sync{SyncKind::kStreamSynchronize, k.stream, 0}});
+    if (l.syncCopy) {
+      Memcpy m;
+      m.kind = MemcpyKind::kDeviceToHost;
+      m.stream = k.stream;
+      m.size = 4096;
+      m.dst = {0x5000, 4096, 0, 0};
+      m.src = {address(out), 4096, out, 0};
+      m.digest = content[out];
+      w.append(Event{seq++, seq, thread, m});
+    }
   }
   w.close();
   return dir;
@@ -101,8 +117,9 @@ struct Runs {
   fs::path root = fs::temp_directory_path() / ("gpurr-concurrency-" + std::to_string(getpid()));
   ~Runs() { fs::remove_all(root); }
   diff::ProcessDiff diff(const std::vector<Launch>& a, const std::vector<Launch>& b, bool oneThread = false,
-                         unsigned threads = 0) {
-    TraceReader ra(write(root / "a.gpurr", a, oneThread)), rb(write(root / "b.gpurr", b, oneThread));
+                         unsigned threads = 0, size_t blockBytes = WriterOptions{}.blockBytes) {
+    TraceReader ra(write(root / "a.gpurr", a, oneThread, blockBytes)),
+        rb(write(root / "b.gpurr", b, oneThread, blockBytes));
     diff::DiffOptions options;
     options.threads = threads;
     return diff::diffTraces(ra, rb, options, nullptr);
@@ -339,11 +356,15 @@ TEST_CASE("the blast radius of shuffled runs is that of the same runs from one t
 // named at its reader, not where it was written.
 TEST_CASE("a read handed over between host threads stays after its write", "[diff][property]") {
   constexpr int kBatches = 40;
-  auto program = [](int perturbed) {
+  // The loader sees its batch written through a stream synchronisation, or
+  // through a synchronous copy of it to the host (cudaMemcpy).
+  const bool byCopy = GENERATE(false, true);
+  INFO("by copy " << byCopy);
+  auto program = [&](int perturbed) {
     std::vector<std::vector<Launch>> threads(2);
     for (int k = 0; k < kBatches; ++k) {
       Launch load{0, 0, 0, k % kBuffers};
-      load.sync = true;
+      (byCopy ? load.syncCopy : load.sync) = true;
       load.perturb = k == perturbed;
       threads[0].push_back(load);
       Launch use{1, 1 + k % 2, k % kBuffers, k % kBuffers};
@@ -383,5 +404,39 @@ TEST_CASE("a read handed over between host threads stays after its write", "[dif
     CHECK(d.firstDivergence->a.name == "_Z4convPfPKf");
     CHECK(d.blast.independentCount == 0);
     CHECK(d.blast.taintedOps > 0);
+  }
+}
+
+TEST_CASE("a second host thread after a long agreed start and a divergence", "[diff][property]") {
+  // Thread 0 alone for more launches than the diff drops at a time (runs
+  // agreeing from the start are compared without that start), a divergence
+  // of thread 0, then thread 1 on its own stream reading thread 0's data.
+  auto program = [](int perturbed) {
+    std::vector<Launch> out;
+    for (int k = 0; k < 3000; ++k) out.push_back(Launch{0, k % 3, k % kBuffers, (k + 1) % kBuffers});
+    for (int k = 0; k < 40; ++k) {
+      Launch first{0, 0, k % kBuffers, (k + 1) % kBuffers}, second{1, 1, k % kBuffers, k % kBuffers};
+      first.sync = true;
+      second.inputThread = 0;
+      out.push_back(first);
+      out.push_back(second);
+    }
+    if (perturbed >= 0) out[static_cast<size_t>(perturbed)].perturb = true;
+    return out;
+  };
+  auto out = [&](int k) { return program(-1)[static_cast<size_t>(k)]; };
+  Runs runs;
+  for (const unsigned threads : {1u, 4u}) {
+    INFO("threads " << threads);
+    CHECK(runs.diff(program(-1), program(-1), false, threads, 4096).identical);
+    for (const int perturbed : {2500, 3020}) {
+      INFO("perturbed " << perturbed);
+      const diff::ProcessDiff d = runs.diff(program(-1), program(perturbed), false, threads, 4096);
+      REQUIRE(d.firstDivergence.has_value());
+      CHECK(d.firstDivergence->cause == diff::Cause::kNondeterministicKernel);
+      CHECK(d.firstDivergence->a.name == kKernels[out(perturbed).kernel]);
+      if (perturbed < 3000) CHECK(d.firstDivergence->a.launchIndex == static_cast<uint64_t>(perturbed));
+      CHECK(d.blast.independentCount == 0);
+    }
   }
 }
