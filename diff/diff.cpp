@@ -1526,27 +1526,29 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
       }
       return hexBytes(std::span<const uint8_t>(v).subspan(begin, n));
     };
-    // Host addresses on both sides, in every word where the bytes differ?
-    // A parameter of the layout holds one only in a whole word of its own (a
-    // 4-byte int beside another makes a word that may read as an address),
-    // and never when the kernel's signature types it as a number. Else the
-    // RNG state, where every differing byte is in one of those words or in
-    // an RNG state's bytes (a struct holding both).
+    // Is every differing byte in an RNG state's bytes (whatever they read
+    // as: a 53-bit seed may lie where host addresses do) or in a word that
+    // holds host addresses on both sides? A parameter of the layout holds
+    // one only in a whole word of its own (a 4-byte int beside another makes
+    // a word that may read as an address), and never when the kernel's
+    // signature types it as a number. The RNG state then, if any byte is
+    // its, else host addresses.
     const bool mayHoldAddresses = p < 0 || !arithmeticType(parameterType(p));
-    bool host = true;
+    bool other = false;
     const std::string* rng = nullptr;
-    for (size_t j = begin; j < end && (host || rng != nullptr); ++j) {
+    for (size_t j = begin; j < end && !other; ++j) {
       if (isPointer[j] || byteAt(a.params, j) == byteAt(b.params, j)) continue;
-      const size_t w = j & ~size_t{7};
-      if (mayHoldAddresses && (p < 0 || (w >= begin && w + 8 <= end)) && hostAddress(ctx.a, a.params, w) &&
-          hostAddress(ctx.b, b.params, w))
+      if (const std::string* source = rngSourceAt(j)) {
+        rng = source;
         continue;
-      host = false;
-      rng = rngSourceAt(j);
+      }
+      const size_t w = j & ~size_t{7};
+      other = !(mayHoldAddresses && (p < 0 || (w >= begin && w + 8 <= end)) && hostAddress(ctx.a, a.params, w) &&
+                hostAddress(ctx.b, b.params, w));
     }
     ParamDifference& d = out.emplace_back(ParamDifference{
         static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p, slice(a.params), slice(b.params),
-        host ? kHostAddresses : rng != nullptr ? *rng + kRngSuffix : "", ""});
+        other ? "" : rng != nullptr ? *rng + kRngSuffix : kHostAddresses, ""});
     if (end - begin > 16 && end <= std::min(a.params.size(), b.params.size())) {
       d.words = differingWords(std::span(a.params).subspan(begin, end - begin),
                                std::span(b.params).subspan(begin, end - begin),

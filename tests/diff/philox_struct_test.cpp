@@ -171,6 +171,18 @@ TEST_CASE("Philox state inside a struct parameter is the RNG state when its seed
     b.attention = at::PhiloxCudaState(42, 20);
     CHECK(pair.first(a, b).cause == diff::Cause::kScalarParameters);
   }
+  SECTION("seeds that read as host addresses in both runs are still the seed") {
+    // 1 in 64 of PyTorch's 53-bit seeds lies between 4 GiB and 128 TiB.
+    constexpr uint64_t kLowA = 0x1b2f5e07c4d9, kLowB = 0x0e61d4a8f9b2;
+    a.dropout = at::PhiloxCudaState(kLowA, 0);
+    a.attention = at::PhiloxCudaState(kLowA, 16);
+    b.dropout = at::PhiloxCudaState(kLowB, 0);
+    b.attention = at::PhiloxCudaState(kLowB, 16);
+    f = pair.first(a, b);
+    CHECK(f.cause == diff::Cause::kRngState);
+    REQUIRE(f.params.size() == 1);
+    CHECK(f.params[0].meaning == "philox seed/offset");
+  }
   SECTION("a state captured into a CUDA graph holds device pointers, not a seed") {
     static int64_t seed = 0, offset = 0;
     a.attention = at::PhiloxCudaState(&seed, &offset, 16);
