@@ -352,6 +352,41 @@ TEST_CASE("decoding threads and giving up the agreed start change no diff", "[di
   }
 }
 
+TEST_CASE("random programs: decoding threads and giving up the agreed start change no diff", "[diff][parallel]") {
+  // Where a second host thread shows up, and where run B's outputs or
+  // kernels first differ, drawn at random: one before the other (in turn),
+  // inside the first chunk of operations or past it.
+  Dir dir;
+  constexpr uint64_t kLaunches = 6000;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    std::mt19937_64 rng(seed);
+    uint64_t first = rng() % kLaunches, second = rng() % kLaunches;
+    if (first > second) std::swap(first, second);
+    const bool threadFirst = seed % 2 == 0;
+    Variation v;
+    v.secondThreadFrom = threadFirst ? first : second;
+    const uint64_t divergence = threadFirst ? second : first;
+    (seed % 4 < 2 ? v.perturb : v.extraKernel) = divergence;
+    v.perturbLater = rng() % 2 == 0 ? divergence + rng() % (kLaunches - divergence) : UINT64_MAX;
+    INFO("seed " << seed << ": second thread from " << v.secondThreadFrom << ", outputs at " << v.perturb << " and "
+                 << v.perturbLater << ", extra kernel at " << v.extraKernel);
+    Variation vb = v;
+    vb.runB = true;
+    const TraceReader ra(writeProgram(dir.root / "a.gpurr", kLaunches, v, seed));
+    const TraceReader rb(writeProgram(dir.root / "b.gpurr", kLaunches, vb, seed));
+    diff::DiffOptions reference;
+    reference.threads = 1;
+    reference.dropAgreed = false;
+    const std::string expected = text(diff::diffTraces(ra, rb, reference, nullptr));
+    for (unsigned threads : {1u, 2u, 4u}) {
+      diff::DiffOptions o;
+      o.threads = threads;
+      INFO(threads << " threads");
+      CHECK(text(diff::diffTraces(ra, rb, o, nullptr)) == expected);
+    }
+  }
+}
+
 TEST_CASE("a diff of a corrupt trace fails alike on one thread and on several", "[diff][parallel]") {
   Dir dir;
   Variation va, vb;
