@@ -9,7 +9,7 @@
 // thread within 1.3x the decompression.
 //
 //   diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] [--host-threads N]
-//              [--own-streams] [--keep DIR]
+//              [--threads-from FRACTION] [--own-streams] [--keep DIR]
 //   diff_bench --launches 10000000 --rounds 1     # an hour of training: memory
 #include <fmt/format.h>
 
@@ -86,13 +86,14 @@ std::vector<Kernel> kernels() {
 // A training loop: a step of `kStepKernels` launches over a pool of buffers.
 // `divergeAt` (launch index) makes run B's output differ there, as a
 // nondeterministic kernel would. With `hostThreads` > 1, runs of 16 launches
-// take turns on that many host threads, on the one stream (as autograd's
-// thread launches the backward pass on the forward's stream in PyTorch), or
+// take turns on that many host threads from launch `threadsFrom` on (before
+// it, the first thread alone), on the one stream (as autograd's thread
+// launches the backward pass on the forward's stream in PyTorch), or
 // with `ownStreams` each on a stream of its own, synchronised after each
 // run: the next thread reads what it wrote (data handed over through the
 // host).
 void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool runB, uint32_t hostThreads,
-                bool ownStreams) {
+                uint64_t threadsFrom, bool ownStreams) {
   Header h;
   h.toolVersion = "0.1.0";
   h.commandLine = {"python", "train.py"};
@@ -154,7 +155,7 @@ void writeTrace(const fs::path& dir, uint64_t launches, uint64_t divergeAt, bool
       const uint32_t v = static_cast<uint32_t>(i % 1024 + s);
       appendParam(k, &v, 4, 4);
     }
-    const uint32_t thread = static_cast<uint32_t>((i / 16) % hostThreads);
+    const uint32_t thread = i < threadsFrom ? 0 : static_cast<uint32_t>((i / 16) % hostThreads);
     if (ownStreams) k.stream = (runB ? 0x55 : 0x77) + thread;
     w.append({seq, seq * 1000, thread, k});
     ++seq;
@@ -218,6 +219,7 @@ int main(int argc, char** argv) {
   double divergeFraction = 0.99;  // of the way in
   unsigned threads = 0;
   uint32_t hostThreads = 1;
+  double threadsFraction = 0;  // of the way in
   bool ownStreams = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--launches") == 0 && i + 1 < argc) {
@@ -230,6 +232,8 @@ int main(int argc, char** argv) {
       threads = static_cast<unsigned>(std::stoul(argv[++i]));
     } else if (std::strcmp(argv[i], "--host-threads") == 0 && i + 1 < argc) {
       hostThreads = std::max(1u, static_cast<uint32_t>(std::stoul(argv[++i])));
+    } else if (std::strcmp(argv[i], "--threads-from") == 0 && i + 1 < argc) {
+      threadsFraction = std::clamp(std::stod(argv[++i]), 0.0, 1.0);
     } else if (std::strcmp(argv[i], "--own-streams") == 0) {
       ownStreams = true;
     } else if (std::strcmp(argv[i], "--scan-only") == 0 && i + 1 < argc) {
@@ -240,13 +244,15 @@ int main(int argc, char** argv) {
       keep = argv[++i];
     } else {
       fmt::print(stderr, "usage: diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] "
-                         "[--host-threads N] [--own-streams] [--keep DIR] [--diff-only] [--scan-only DECODERS]\n");
+                         "[--host-threads N] [--threads-from FRACTION] [--own-streams] [--keep DIR] [--diff-only] "
+                         "[--scan-only DECODERS]\n");
       return 2;
     }
   }
   const fs::path dir = keep.empty() ? fs::temp_directory_path() / fmt::format("gpurr-diff-bench-{}", ::getpid()) : keep;
   const fs::path a = dir / "a.gpurr", b = dir / "b.gpurr";
   const uint64_t divergeAt = static_cast<uint64_t>(static_cast<double>(launches) * divergeFraction);
+  const uint64_t threadsFrom = static_cast<uint64_t>(static_cast<double>(launches) * threadsFraction);
   if (!fs::exists(a) || !fs::exists(b)) {
     fs::remove_all(dir);
     fs::create_directories(dir);
@@ -254,8 +260,8 @@ int main(int argc, char** argv) {
     // In a child process, so that the peak memory reported is the diff's.
     const pid_t child = ::fork();
     if (child == 0) {
-      writeTrace(a, launches, divergeAt, false, hostThreads, ownStreams);
-      writeTrace(b, launches, divergeAt, true, hostThreads, ownStreams);
+      writeTrace(a, launches, divergeAt, false, hostThreads, threadsFrom, ownStreams);
+      writeTrace(b, launches, divergeAt, true, hostThreads, threadsFrom, ownStreams);
       std::_Exit(0);
     }
     int status = 0;
