@@ -294,6 +294,31 @@ def loader_thread():
 
 
 @case
+def second_thread_after_a_long_start():
+    """The runs agree on a long start of the main thread alone (a large
+    model's initialisation: thousands of operations, which the diff gives up
+    as it goes), then autograd's thread shows up in the first backward pass
+    and the two threads interleave otherwise in each run: identical. With one
+    pixel of the first batch changed, the runs differ before autograd's
+    thread shows up: named at the batch's copy."""
+    # Small blocks: the diff sees the first batch differ a few blocks
+    # before it sees autograd's thread.
+    a, pa = record(Variant(seed=1, init_sets=2500), events_per_block=8)
+    expect(sum('memset' in e for e in pa.events) > 2500, 'a start of over 2,500 operations on the main thread')
+    for s in (1, 2):
+        b, _ = record(Variant(seed=1 + s, schedule_seed=s, init_sets=2500), events_per_block=8)
+        expect_identical(a, b, 'schedule %d' % s)
+    b, _ = record(Variant(seed=4, schedule_seed=3, init_sets=2500, host_input_step=0), events_per_block=8)
+    j, fd = expect_cause(a, b, 'hostInput', 'one pixel of the first batch')
+    copies = [e['seq'] for e in pa.events if 'memcpy' in e and e['memcpy']['kind'] == 'hostToDevice'
+              and e['memcpy']['size'] == training.N * training.C_IN * training.HW * training.HW * 4]
+    expect(fd['a']['kind'] == 'memcpy' and fd['a']['seq'] == copies[0], 'at the copy of the first batch', fd['a'])
+    br = process(j)['blastRadius']
+    expect(br['independentCount'] == 0 and br['taintedOperations'] > 0,
+           'every later difference reads data derived from it', br)
+
+
+@case
 def benign_race():
     """The metrics launch of the main thread reaches the driver two places
     later, among autograd's launches: no data difference, identical."""

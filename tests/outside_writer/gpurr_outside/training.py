@@ -75,6 +75,8 @@ class Variant:
                                    # stream; the main thread reads them handed over by the host (no CUDA event)
     env: dict = None
     snapshot_step: int = None      # keep the bytes of that step's launches (gpurr record --snapshot)
+    init_sets: int = 0             # the initialisation zeroes the momentum buffers this many times more (a large
+                                   # model's init on the main thread: a long start before autograd's thread shows up)
 
 
 # The address of a functor in a host library's data, as PyTorch's
@@ -175,6 +177,9 @@ class Training:
             m = self.empty(MAIN, buf.size)
             p.memset(MAIN, S, m, 0, origin=_origin('aten::zero_', -1, '', 41))
             self.momentum[name] = m
+        for i in range(self.v.init_sets):
+            m = list(self.momentum.values())[i % len(self.momentum)]
+            p.memset(MAIN, S, m, 0, origin=_origin('aten::zero_', -1, '', 41))
         self.running = self.empty(MAIN, 2 * C * 4)
         p.memset(MAIN, S, self.running, 0, origin=_origin('aten::zero_', -1, 'model.bn', 40))
         self.gnorm = self.empty(MAIN, 64)
