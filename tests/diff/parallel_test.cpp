@@ -321,10 +321,12 @@ TEST_CASE("decoding threads and giving up the agreed start change no diff", "[di
       {"extra kernel", 20000, with([](Variation& v) { v.extraKernel = 17000; })},
       {"extra kernel then output", 20000,
        with([](Variation& v) { v.extraKernel = 9000, v.perturbLater = 15000; })},
-      // A second host thread after the agreed start was given up: summarised again, keeping all.
+      // A second host thread after the agreed start was given up: the
+      // canonical order starts after it, however much of it was given up.
       {"second thread late", 20000, with([](Variation& v) { v.secondThreadFrom = 18000, v.perturb = 19000; })},
-      // ... and after a divergence: the order of what follows the agreed start does not depend on how much of it was dropped.
-      {"second thread after a divergence", 20000, with([](Variation& v) { v.secondThreadFrom = 15000, v.perturb = 9000; })},
+      // ... and after a divergence.
+      {"second thread after a divergence", 20000,
+       with([](Variation& v) { v.secondThreadFrom = 15000, v.perturb = 9000; })},
   };
   for (const Case& c : cases) {
     INFO(c.name);
