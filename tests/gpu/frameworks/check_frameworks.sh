@@ -5,6 +5,7 @@
 #   compile_step    torch.compile: Triton kernels through cuLaunchKernelEx
 #   compile_graphs  torch.compile(mode="reduce-overhead"): CUDA graphs
 #   ddp_gloo        two processes under torchrun, gloo: a trace per rank
+#   ddp_nccl        one process under torchrun, NCCL: autograd's thread on NCCL's stream
 #   jax_step        a JAX training step: nothing PyTorch-specific
 #   with_profiler   a program that profiles itself with torch.profiler
 # For each: the program's output and exit status unchanged by recording,
@@ -17,7 +18,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: check_frameworks.sh BUILD_DIR [NAME...]}" && pwd)
 shift
-names=${*:-ddp_gloo jax_step with_profiler compile_graphs compile_step}
+names=${*:-ddp_gloo ddp_nccl jax_step with_profiler compile_graphs compile_step}
 gpurr=$build/bin/gpurr
 python=${PYTHON:-python3}
 read -r -a extra <<<"${GPURR_FRAMEWORKS_ARGS:-}"
@@ -144,6 +145,18 @@ print(sum(1 for l in sys.stdin for e in [json.loads(l)]
       else
         fail "expected rank0.gpurr and rank1.gpurr in $work/$name/a.gpurr: $(ls "$work/$name/a.gpurr" 2>&1 | tr '\n' ' ')"
       fi
+      ;;
+    ddp_nccl)
+      run_case ddp_nccl - -- "$python" -m torch.distributed.run --standalone --nproc_per_node 1 ddp_nccl.py "${extra[@]}" || continue
+      trace=$work/$name/a.gpurr/rank0.gpurr
+      if [ -d "$trace" ]; then pass "a trace for the one rank"; else fail "expected $trace"; continue; fi
+      # What the diff's canonical order meets here (not checked): how many
+      # host threads launch on how many streams, and on how many of them
+      # each thread does.
+      "$gpurr" dump --json "$trace" | "$python" -c "import json, sys
+pairs = {(e['thread'], e['launch']['stream']) for l in sys.stdin for e in [json.loads(l)] if e['kind'] == 'launch'}
+print('  ddp_nccl: launches from %d host threads on %d streams: %s' % (len({t for t, _ in pairs}),
+      len({s for _, s in pairs}), ', '.join('thread %d on %#x' % p for p in sorted(pairs))))"
       ;;
     jax_step)
       # XLA's platform allocator: a buffer is an allocation of its own, as

@@ -7,7 +7,7 @@
 # finish in seconds on a CPU (torchrun, the profiler, JAX) must pass; a
 # recorder that changes the program's output (FAKE_CHATTY=1) must make them
 # fail. The compiled cases take a minute of compiling on a CPU: the smoke
-# test (run_cpu.sh) runs those scripts.
+# test (run_cpu.sh) runs those scripts. (The torchrun cases run on gloo.)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: check_harness.sh BUILD_DIR FAKE_PROGRAM PYTHON}" && pwd -P)
@@ -43,15 +43,15 @@ exit \$rc
 STANDIN
 chmod +x "$fake/bin/gpurr" "$fake/tests/gpu/gpu_probe"
 
-cases="ddp_gloo with_profiler jax_step"
+cases="ddp_gloo ddp_nccl with_profiler jax_step"
 export PYTHON=$python GPURR_FRAMEWORKS_ARGS="--device cpu --steps 2"
 "$here/check_frameworks.sh" "$fake" $cases >"$fake/good.log" 2>&1
 rc=$?
-# ddp_gloo: output, launches, diff, a trace per rank; with_profiler: output,
-# launches, diff, warnings; jax_step: skipped without JAX, else output,
-# launches, diff.
-want=8
-grep -q "jax_step: skipped" "$fake/good.log" || want=11
+# ddp_gloo: output, launches, diff, a trace per rank; ddp_nccl: output,
+# launches, diff, its rank's trace; with_profiler: output, launches, diff,
+# warnings; jax_step: skipped without JAX, else output, launches, diff.
+want=12
+grep -q "jax_step: skipped" "$fake/good.log" || want=15
 if [ $rc -ne 0 ] || [ "$(grep -c '^PASS ' "$fake/good.log")" -ne $want ] || grep -q '^FAIL ' "$fake/good.log"; then
   echo "FAIL: check_frameworks.sh on a faithful stand-in (exit $rc, $want checks expected to pass):"
   cat "$fake/good.log"

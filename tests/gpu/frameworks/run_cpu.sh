@@ -10,12 +10,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-frameworks-cpu-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 status=0
 cd "$here" || exit 2
-for case in compile_step compile_graphs ddp_gloo jax_step with_profiler; do
+for case in compile_step compile_graphs ddp_gloo ddp_nccl jax_step with_profiler; do
   cmd=("$python" "$case.py")
   lines=3
   if [ "$case" = ddp_gloo ]; then
     cmd=("$python" -m torch.distributed.run --standalone --nproc_per_node 2 "$case.py")
     lines=6
+  elif [ "$case" = ddp_nccl ]; then
+    cmd=("$python" -m torch.distributed.run --standalone --nproc_per_node 1 "$case.py")
   fi
   for run in 1 2; do
     "${cmd[@]}" --device cpu --steps 3 >"$work/$case.$run.raw" 2>"$work/$case.$run.err"
