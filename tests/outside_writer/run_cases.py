@@ -114,6 +114,13 @@ def expect_cause(a, b, cause, what):
     return j, fd
 
 
+def image_copies(prog):
+    """The trace's seqs of the copies of each step's images to the GPU."""
+    size = training.N * training.C_IN * training.HW * training.HW * 4
+    return [e['seq'] for e in prog.events if 'memcpy' in e and e['memcpy']['kind'] == 'hostToDevice'
+            and e['memcpy']['size'] == size]
+
+
 def seq_of(prog, name_part, step=None, nth=0):
     """The trace's seq of the nth launch whose kernel name contains name_part."""
     hits = [e['seq'] for e in prog.events if 'launch' in e and name_part in e['launch']['function'][1]
@@ -285,8 +292,7 @@ def loader_thread():
         expect_identical(a, b, 'schedule %d' % s)
     b, _ = record(Variant(seed=5, schedule_seed=4, loader_thread=True, host_input_step=3))
     j, fd = expect_cause(a, b, 'hostInput', 'one pixel of step 3')
-    copies = [e['seq'] for e in pa.events if 'memcpy' in e and e['memcpy']['kind'] == 'hostToDevice'
-              and e['memcpy']['size'] == training.N * training.C_IN * training.HW * training.HW * 4]
+    copies = image_copies(pa)
     expect(fd['a']['kind'] == 'memcpy' and fd['a']['seq'] == copies[3], 'at the copy of step 3\'s images', fd['a'])
     br = process(j)['blastRadius']
     expect(br['independentCount'] == 0 and br['taintedOperations'] > 0,
@@ -310,8 +316,7 @@ def second_thread_after_a_long_start():
         expect_identical(a, b, 'schedule %d' % s)
     b, _ = record(Variant(seed=4, schedule_seed=3, init_sets=2500, host_input_step=0), events_per_block=8)
     j, fd = expect_cause(a, b, 'hostInput', 'one pixel of the first batch')
-    copies = [e['seq'] for e in pa.events if 'memcpy' in e and e['memcpy']['kind'] == 'hostToDevice'
-              and e['memcpy']['size'] == training.N * training.C_IN * training.HW * training.HW * 4]
+    copies = image_copies(pa)
     expect(fd['a']['kind'] == 'memcpy' and fd['a']['seq'] == copies[0], 'at the copy of the first batch', fd['a'])
     br = process(j)['blastRadius']
     expect(br['independentCount'] == 0 and br['taintedOperations'] > 0,
@@ -663,8 +668,7 @@ def host_input():
         a, pa = record(Variant(seed=1, capture_host_data=capture))
         b, pb = record(Variant(seed=2, capture_host_data=capture, host_input_step=3))
         j, fd = expect_cause(a, b, 'hostInput', 'host input (captured %s)' % capture)
-        copies = [e['seq'] for e in pa.events if 'memcpy' in e and e['memcpy']['kind'] == 'hostToDevice'
-                  and e['memcpy']['size'] == training.N * training.C_IN * training.HW * training.HW * 4]
+        copies = image_copies(pa)
         expect(fd['a']['kind'] == 'memcpy' and fd['a']['seq'] == copies[3], 'the copy of step 3\'s images', fd['a'])
         if capture:
             expect(any('123' in e or '0x1ec' in e for e in fd['evidence']), 'evidence locates the byte (float 123)',
