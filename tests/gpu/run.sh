@@ -235,13 +235,22 @@ part_pytorch() { check "pytorch train_cnn.py" "$here/check_pytorch.sh" "$build";
 part_annotations() { check "library annotations" "$here/annotations/check_annotations.sh" "$build"; }
 
 # gpurr bisect on unmodified PyTorch scripts (bisect/expectations.txt).
-part_bisect() { check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build"; }
+# GPURR_BISECT_ONLY="a.py b.py" narrows it to those scripts.
+part_bisect() {
+  local only=() s
+  for s in ${GPURR_BISECT_ONLY:-}; do only+=(--only "$s"); done
+  check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build" "${only[@]}"
+}
 
 # The pip route: the bundle's wheel installed and used.
 part_wheel() { check "wheel" "$here/check_wheel_gpu.sh" "$build"; }
 
 # Programs of other shapes: compiled, graphed, distributed, JAX, profiled.
-part_frameworks() { check "frameworks" "$here/frameworks/check_frameworks.sh" "$build"; }
+# GPURR_FRAMEWORKS="name..." narrows it to those programs, in that order.
+part_frameworks() {
+  # shellcheck disable=SC2086  # names are words by design
+  check "frameworks" "$here/frameworks/check_frameworks.sh" "$build" ${GPURR_FRAMEWORKS:-}
+}
 
 # The device hash against the CPU reference.
 part_hash() {
