@@ -30,8 +30,10 @@ struct FakeLaunch {
 // `graph`: a CUDA graph launch at the end, as torch.compile's
 // reduce-overhead mode (and capture_global) makes, its nodes read: it hashes
 // the one allocation they point into.
-void writeTrace(const std::filesystem::path& dir, const std::vector<FakeLaunch>& launches, bool graph) {
-  TraceWriter w(dir, Header{});
+void writeTrace(const std::filesystem::path& dir, const std::vector<FakeLaunch>& launches, bool graph, int32_t rank) {
+  Header header;
+  header.rank = rank;
+  TraceWriter w(dir, header);
   uint64_t seq = 0;
   Allocation a;
   a.ordinal = 1;
@@ -87,7 +89,11 @@ int main(int argc, char** argv) {
     for (uint32_t i = 0; i < 20; ++i) launches.push_back({"_Z6kernelPfj", i, i, i + 1});
   }
   if (const char* out = std::getenv("GPURR_OUTPUT"); out != nullptr && *out != '\0') {
-    writeTrace(std::filesystem::path(out) / "proc0.gpurr", launches, name == "framework" || name == "capture_global");
+    // Named as the recorder names a process's trace: by its RANK when set.
+    const char* rank = std::getenv("RANK");
+    const bool ranked = rank != nullptr && *rank != '\0';
+    const std::string file = (ranked ? "rank" + std::string(rank) : std::string("proc0")) + ".gpurr";
+    writeTrace(std::filesystem::path(out) / file, launches, name == "framework" || name == "capture_global", ranked ? std::atoi(rank) : -1);
   }
   std::printf("%s: fake output\n", name.c_str());
   return 0;

@@ -148,8 +148,12 @@ print(sum(1 for l in sys.stdin for e in [json.loads(l)]
       ;;
     ddp_nccl)
       run_case ddp_nccl - -- "$python" -m torch.distributed.run --standalone --nproc_per_node 1 ddp_nccl.py "${extra[@]}" || continue
-      trace=$work/$name/a.gpurr/rank0.gpurr
-      if [ -d "$trace" ]; then pass "a trace for the one rank"; else fail "expected $trace"; continue; fi
+      # torchrun's agent makes no CUDA call: the one worker's trace is the
+      # whole recording, written as a.gpurr itself, with its rank.
+      trace=$work/$name/a.gpurr
+      rank=$("$gpurr" info --json "$trace" 2>/dev/null | "$python" -c "import json, sys; print(json.load(sys.stdin)['header']['rank'])" 2>/dev/null)
+      if [ "$rank" = 0 ]; then pass "one trace, of rank 0"
+      else fail "expected one trace of rank 0 at $trace, found rank '${rank:-?}': $(ls "$trace" 2>&1 | tr '\n' ' ')"; continue; fi
       # What the diff's canonical order meets here (not checked): how many
       # host threads launch on how many streams, and on how many of them
       # each thread does.

@@ -31,10 +31,15 @@ shift 5
 if [ -n "\${FAKE_CHATTY:-}" ]; then "\$@" | sed '\$a one more line'; rc=\${PIPESTATUS[0]}; else "\$@"; rc=\$?; fi
 rm -rf "\$out" "\$out.tmp"
 mkdir -p "\$out.tmp"
-GPURR_OUTPUT=\$out.tmp FAKE_BROKEN=1 "$fake_program" framework >/dev/null
+# Under torchrun the worker has RANK set: its trace is rank0.gpurr, written
+# as the output itself when it is the only process that used CUDA.
+rank=
+case " \$* " in *" torch.distributed.run "*) rank=0 ;; esac
+RANK=\$rank GPURR_OUTPUT=\$out.tmp FAKE_BROKEN=1 "$fake_program" framework >/dev/null
 case " \$* " in
+  *" --nproc_per_node 1 "*) mv "\$out.tmp/rank0.gpurr" "\$out" ;;
   *" torch.distributed.run "*)
-    mkdir "\$out" && cp -r "\$out.tmp/proc0.gpurr" "\$out/rank0.gpurr" && mv "\$out.tmp/proc0.gpurr" "\$out/rank1.gpurr" ;;
+    mkdir "\$out" && cp -r "\$out.tmp/rank0.gpurr" "\$out/rank0.gpurr" && mv "\$out.tmp/rank0.gpurr" "\$out/rank1.gpurr" ;;
   *) mv "\$out.tmp/proc0.gpurr" "\$out" ;;
 esac
 rm -rf "\$out.tmp"
