@@ -206,7 +206,10 @@ Json toJson(const Event& event) {
         } else if constexpr (std::is_same_v<T, Free>) {
           out["free"] = {{"ordinal", p.ordinal}, {"address", p.address}};
         } else if constexpr (std::is_same_v<T, ModuleLoad>) {
-          out["module"] = {{"ordinal", p.ordinal}, {"image", blob(p.cubin)}, {"arch", p.arch}};
+          // An image not kept (size 0, no id) is null.
+          out["module"] = {{"ordinal", p.ordinal},
+                           {"image", p.cubin.size == 0 ? Json() : blob(p.cubin)},
+                           {"arch", p.arch}};
         } else if constexpr (std::is_same_v<T, Sync>) {
           out["sync"] = {{"kind", toString(p.kind)}, {"stream", p.stream}, {"event", p.event}};
         } else {

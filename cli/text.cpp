@@ -137,6 +137,7 @@ std::string describe(const Event& event) {
                       } else if constexpr (std::is_same_v<T, Free>) {
                         return fmt::format("free #{} at {:#x}", p.ordinal, p.address);
                       } else if constexpr (std::is_same_v<T, ModuleLoad>) {
+                        if (p.cubin.size == 0) return fmt::format("module #{} sm_{} image not kept", p.ordinal, p.arch);
                         return fmt::format("module #{} sm_{} image {} blob={}", p.ordinal, p.arch,
                                            humanBytes(p.cubin.size), p.cubin.id.hex());
                       } else if constexpr (std::is_same_v<T, Sync>) {

@@ -108,7 +108,9 @@ void checkBlocks(const TraceReader& reader, Report& report, Refs& refs) {
         addRanges(refs, g->inputs, e.seq, "input", "graph launch");
         addRanges(refs, g->outputs, e.seq, "output", "graph launch");
       } else if (const auto* m = std::get_if<ModuleLoad>(&e.payload)) {
-        addBlob(refs, m->cubin);
+        // An image not kept (a trace not recorded for replay) has size 0 and
+        // no id: it refers to no blob.
+        if (m->cubin.size != 0) addBlob(refs, m->cubin);
       } else if (const auto* c = std::get_if<Memcpy>(&e.payload)) {
         if (c->data) addBlob(refs, *c->data);
       }

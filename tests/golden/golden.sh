@@ -4,7 +4,7 @@
 #   golden.sh BUILD_DIR CHECK
 #
 # CHECK is one of: regenerate, dump, dump-json, dump-filter, info, info-json,
-# errors. With UPDATE=1 the expected files are rewritten from the actual output.
+# errors, gpu-example (the pair recorded on a GPU, examples/gpu/). With UPDATE=1 the expected files are rewritten from the actual output.
 set -euo pipefail
 build=$(cd "$1" && pwd) check=$2
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -67,6 +67,27 @@ case "$check" in
     expect_error 2 "" "$gpurr" dump --no-such-flag "$trace"
     "$gpurr" --help | grep -q "dump" || { echo "FAIL: --help lists no commands"; exit 1; }
     "$gpurr" dump --help | grep -q -- "--kernel" || { echo "FAIL: dump --help"; exit 1; }
+    ;;
+  gpu-example)
+    # Recorded on a GPU: the traces are whole, and the diff names the
+    # nondeterministic index_add_ (exit status 1: the runs differ).
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    for t in examples/gpu/a.gpurr examples/gpu/b.gpurr; do "$gpurr" verify "$t" > /dev/null; done
+    for form in text json; do
+      flags=()
+      [ "$form" = json ] && flags=(--json)
+      rc=0
+      "$gpurr" diff "${flags[@]}" examples/gpu/a.gpurr examples/gpu/b.gpurr > "$tmp/$form" || rc=$?
+      [ "$rc" -eq 1 ] || { echo "FAIL: gpurr diff ($form) exited $rc (expected 1: the runs differ)"; exit 1; }
+    done
+    compare gpu_example.diff.txt < "$tmp/text"
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["processes"][0]["firstDivergence"]
+assert d["cause"] == "nondeterministicKernel", d["cause"]
+assert d["a"]["origin"]["op"] == "aten::index_add_", d["a"]["origin"]
+' "$tmp/json" || { echo "FAIL: gpurr diff --json does not name the nondeterministic index_add_"; exit 1; }
     ;;
   *) echo "unknown check $check"; exit 2 ;;
 esac
