@@ -3,7 +3,8 @@
 `gpurr dump --json`, and checks where they are allowed to differ.
 
     compare_traces.py --gpurr BIN/gpurr A B [--differ REGEX=ASPECTS]...
-                      [--min-launches N] [--graph-ranges N]
+                      [--may-differ REGEX=ASPECTS]... [--min-launches N]
+                      [--graph-ranges N]
 
 A and B are traces, or directories of traces (rank0.gpurr, ...) matched by
 name. Each launch is compared in four aspects:
@@ -14,8 +15,13 @@ name. Each launch is compared in four aspects:
   inputs   the ranges hashed before the launch and their digests
   outputs  the ranges hashed after it and their digests
 A launch whose kernel name (mangled or demangled) matches a --differ REGEX
-must differ in exactly the ASPECTS given (comma-separated); every other
-launch must match in all four. Each REGEX must match at least one launch.
+must differ in exactly the ASPECTS given (comma-separated); one that
+matches a --may-differ REGEX may differ in any of its ASPECTS and in no
+other, and where `params` is allowed, only in bytes that are no pointer (its
+pointers must point to the same places: bytes left unwritten in a struct
+passed by value, say); every other launch must match in all four. Each
+REGEX must match at least one launch (the first rule that matches a launch,
+in the order given, --differ before --may-differ, applies).
 With --graph-ranges N, trace A must hold a graph launch, and each of its
 graph launches (not captured ones) must have been read node by node
 (nodeCount > 0) and hash N ranges after it.
@@ -155,19 +161,20 @@ def explain(a, b, aspect):
     return f"{aspect}: grid {a['grid']}/{b['grid']} block {a['block']}/{b['block']}"
 
 
-def parse_rules(specs):
+def parse_rules(specs, option="--differ"):
+    """(spec, regex, aspects, exact) for each REGEX=ASPECTS of `option`."""
     rules = []
     for spec in specs:
         regex, sep, aspects = spec.rpartition("=")
         if not sep or not regex:
-            sys.exit(f"compare_traces: --differ expects REGEX=ASPECTS, got '{spec}'")
+            sys.exit(f"compare_traces: {option} expects REGEX=ASPECTS, got '{spec}'")
         wanted = set(a for a in aspects.split(",") if a)
         unknown = wanted - set(ASPECTS)
         if unknown:
             sys.exit(f"compare_traces: unknown aspects {sorted(unknown)} in '{spec}' "
                      f"(known: {', '.join(ASPECTS)})")
         try:
-            rules.append((spec, re.compile(regex), wanted))
+            rules.append((f"{option} {spec}", re.compile(regex), wanted, option == "--differ"))
         except re.error as e:
             sys.exit(f"compare_traces: bad regular expression in '{spec}': {e}")
     return rules
@@ -194,17 +201,24 @@ def compare(gpurr, trace_a, trace_b, rules, min_launches, used):
     if problems:
         return problems, len(la)
     for i, (a, b) in enumerate(zip(la, lb)):
-        expected = set()
-        for spec, regex, wanted in rules:
+        expected, exact = set(), True
+        for spec, regex, wanted, is_exact in rules:
             if regex.search(a["function"]) or regex.search(a["demangled"]):
-                expected = wanted
+                expected, exact = wanted, is_exact
                 used.add(spec)
                 break
         got = differing_aspects(a, b)
-        if got != expected:
+        if exact:
+            wrong = got != expected
+        else:
+            # Parameters that may differ: in bytes, never where pointers point.
+            (_, pointers_a), (_, pointers_b) = normalised_pair(a, b)
+            wrong = not got <= expected or ("params" in got and pointers_a != pointers_b)
+        if wrong:
             detail = "; ".join(explain(a, b, x) for x in sorted(got)) or "all aspects match"
+            allowed = sorted(expected) if exact else f"at most {sorted(expected)}, pointers alike"
             problems.append(f"launch {i} {a['demangled']} (seq {a['seq']}/{b['seq']}): differs in "
-                            f"{sorted(got) or 'nothing'}, expected {sorted(expected) or 'nothing'}: "
+                            f"{sorted(got) or 'nothing'}, expected {allowed or 'nothing'}: "
                             f"{detail}")
     return problems, len(la)
 
@@ -225,12 +239,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpurr", required=True, help="the gpurr executable")
     parser.add_argument("--differ", action="append", default=[], metavar="REGEX=ASPECTS")
+    parser.add_argument("--may-differ", action="append", default=[], metavar="REGEX=ASPECTS")
     parser.add_argument("--min-launches", type=int, default=1)
     parser.add_argument("--graph-ranges", type=int, default=None, metavar="N")
     parser.add_argument("a")
     parser.add_argument("b")
     args = parser.parse_args()
-    rules = parse_rules(args.differ)
+    rules = parse_rules(args.differ) + parse_rules(args.may_differ, "--may-differ")
     used = set()
     problems = []
     total = 0
@@ -240,9 +255,9 @@ def main():
         problems += found
         if args.graph_ranges is not None:
             problems += graph_problems(args.gpurr, ta, args.graph_ranges)
-    for spec, _, _ in rules:
+    for spec, _, _, _ in rules:
         if spec not in used and not problems:
-            problems.append(f"--differ {spec}: no launch of a matching kernel was recorded")
+            problems.append(f"{spec}: no launch of a matching kernel was recorded")
     if problems:
         print(f"compare_traces: {len(problems)} problem(s) comparing {args.a} and {args.b}:")
         for p in problems[:20]:
@@ -250,7 +265,7 @@ def main():
         if len(problems) > 20:
             print(f"  ... and {len(problems) - 20} more")
         return 1
-    expected = ", ".join(f"{s}" for s, _, _ in rules) or "none"
+    expected = ", ".join(s for s, _, _, _ in rules) or "none"
     print(f"compare_traces: {total} launches compared; differences exactly as expected "
           f"(allowed: {expected})")
     return 0

@@ -29,6 +29,7 @@ struct Launch {
   uint64_t outDigest = 0x2222;
   uint32_t gridX = 64;
   uint64_t host = 0;  // a word the host left in the parameters (a heap pointer)
+  uint64_t outPointer = 4096;  // where the second pointer parameter points
 };
 
 // One allocation at `base` (which differs between runs, like real
@@ -48,19 +49,19 @@ void makeTrace(const fs::path& dir, const std::vector<Launch>& launches, uint64_
     k.function = l.function;
     k.grid = {l.gridX, 1, 1};
     k.block = {256, 1, 1};
-    const uint64_t in = base, out = base + 4096;
+    const uint64_t in = base, out = base + l.outPointer;
     k.params.resize(32);
     std::memcpy(k.params.data(), &in, 8);
     std::memcpy(k.params.data() + 8, &out, 8);
     std::memcpy(k.params.data() + 16, &l.scalar, 4);
     std::memcpy(k.params.data() + 24, &l.host, 8);
     k.paramLayout = {{0, 8}, {8, 8}, {16, 4}, {24, 8}};
-    k.pointers = {{0, 1, 0}, {8, 1, 4096}};
+    k.pointers = {{0, 1, 0}, {8, 1, l.outPointer}};
     RangeDigest i;
     i.range = {in, 4096, 1, 0};
     i.digest = l.inDigest;
     RangeDigest o;
-    o.range = {out, 4, 1, 4096};
+    o.range = {base + 4096, 4, 1, 4096};
     o.digest = l.outDigest;
     k.inputs = {i};
     k.outputs = {o};
@@ -145,6 +146,33 @@ TEST_CASE("parameters, inputs and launch configuration are compared") {
   CHECK_THAT(r.output, Catch::Contains("differs in ['config', 'inputs']"));
   r = compare(tmp / "a.gpurr", tmp / "b.gpurr", "--differ fill=params --differ tail=config,inputs", tmp);
   CHECK(r.code == 0);
+}
+
+TEST_CASE("may-differ allows differing bytes of parameters but not where pointers point") {
+  TempDir tmp;
+  makeTrace(tmp / "a.gpurr", program(), 0x7f0000000000);
+  std::vector<Launch> b = program();
+  b[1].scalar = 8;  // an unwritten byte of a struct passed by value, say
+  makeTrace(tmp / "b.gpurr", b, 0x7f0000000000);
+  CHECK(compare(tmp / "a.gpurr", tmp / "b.gpurr", "--may-differ reduce=params", tmp).code == 0);
+  // Nothing differs: allowed too.
+  CHECK(compare(tmp / "a.gpurr", tmp / "a.gpurr", "--may-differ reduce=params", tmp).code == 0);
+  // Another kernel's bytes, or this one's outputs, are not covered.
+  Run r = compare(tmp / "a.gpurr", tmp / "b.gpurr", "--may-differ fill=params", tmp);
+  CHECK(r.code == 1);
+  b[1].scalar = 7;
+  b[1].outDigest = 0x3333;
+  makeTrace(tmp / "c.gpurr", b, 0x7f0000000000);
+  r = compare(tmp / "a.gpurr", tmp / "c.gpurr", "--may-differ reduce=params", tmp);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("differs in ['outputs'], expected at most ['params'], pointers alike"));
+  // A pointer that points elsewhere is never a byte that may differ.
+  b[1].outDigest = 0x2222;
+  b[1].outPointer = 8192;
+  makeTrace(tmp / "d.gpurr", b, 0x7f0000000000);
+  r = compare(tmp / "a.gpurr", tmp / "d.gpurr", "--may-differ reduce=params", tmp);
+  CHECK(r.code == 1);
+  CHECK_THAT(r.output, Catch::Contains("differs in ['params'], expected at most ['params'], pointers alike"));
 }
 
 TEST_CASE("host addresses in parameters are no difference, by the diff's rule") {
