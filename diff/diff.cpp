@@ -104,6 +104,16 @@ namespace {
 constexpr const char* kHostAddresses = "host addresses";
 
 bool isHostParameter(const ParamDifference& p) { return p.meaning == kHostAddresses; }
+
+// A pointer parameter that points elsewhere in the other run, or is null there.
+constexpr const char* kPointer = "pointer";
+bool isPointerParameter(const ParamDifference& p) { return p.meaning == kPointer; }
+// A word inside a struct passed by value that points into an allocation in
+// one run and holds another value, no null pointer, in the other: most often
+// an unused part of the struct that holds a device address left on the host
+// stack (seen in PyTorch's OffsetCalculator), so it decides nothing by
+// itself: it counts as a differing byte, not as a pointer that moved.
+constexpr const char* kStaleAddress = "device address in one run only";
 // A parameter whose differing bytes hold an RNG state ("philox seed/offset"),
 // and host addresses if any (compareParams).
 constexpr const char* kRngSuffix = " seed/offset";
@@ -223,7 +233,11 @@ struct Op {
   uint64_t key;      // identity, for the alignment
   uint64_t outputs;  // output ranges and digests
   uint64_t word;     // seq << 3 | hashed << 2 | kind
-  uint32_t shape;    // the identity without where pointer parameters point (matchSameShape)
+  // Kernel, launch configuration and parameter size (matchSameShape): the
+  // identity without where pointers point, nor which words are pointers (an
+  // unwritten word of a struct passed by value may hold a stale device
+  // address in one run only).
+  uint32_t shape;
   // Host thread and stream ordinal, folded into 16 bits: they only order
   // the operations of a run of several threads (canonicalOrder), where two
   // folded together cost only a reordering not undone.
@@ -625,6 +639,8 @@ class Summariser {
     }
     OpKind kind = OpKind::kLaunch;
     uint64_t shape = 0;
+    // A launch's shape without its pointers' positions (Op::shape).
+    uint64_t pairing = 0;
     bool hashed = true;
     bool pointerTargets = false;
     key_.clear();
@@ -641,14 +657,17 @@ class Summariser {
         // launch's shape is kept, and compared field by field.
         if (f.shape != 0 && f.sameShape(e)) {
           shape = f.shape;
+          pairing = f.pairing;
         } else {
           if (f.name == 0) f.name = XXH3_64bits(e.function.data(), e.function.size()) | 1;
           key_.add(uint64_t{0}).add(f.name);
           key_.add(e.grid).add(e.block).add(e.cluster);
-          key_.add(e.sharedMemBytes).add(e.params.size()).add(e.pointers.size());
+          key_.add(e.sharedMemBytes).add(e.params.size());
+          pairing = key_.hash();
+          key_.add(e.pointers.size());
           for (const PointerParam& p : e.pointers) key_.add(p.byteOffset);
           shape = key_.hash();
-          f.keep(e, shape);
+          f.keep(e, shape, pairing);
         }
         // The identity adds where each pointer points, to the shape.
         key_.clear();
@@ -714,8 +733,8 @@ class Summariser {
     op.key = key_.hash();
     op.outputs = out_.hash();
     op.word = e.seq << 3 | uint64_t{hashed} << 2 | static_cast<uint64_t>(kind);
-    if (!pointerTargets) shape = op.key;
-    op.shape = static_cast<uint32_t>(shape ^ shape >> 32);
+    if (!pointerTargets) pairing = op.key;
+    op.shape = static_cast<uint32_t>(pairing ^ pairing >> 32);
     op.thread = fold16(e.thread);
     op.stream = fold16(streamOrdinal(run, e.stream));
     const uint64_t index = run.ops.size() - 1;
@@ -787,6 +806,7 @@ class Summariser {
     static constexpr uint32_t kPointers = 16;
     uint64_t name = 0;
     uint64_t shape = 0;  // 0: none kept
+    uint64_t pairing = 0;  // the shape without the pointers' positions
     Dim3 grid, block, cluster;
     uint32_t sharedMemBytes = 0, paramBytes = 0, pointers = 0;
     uint32_t byteOffsets[kPointers];
@@ -801,10 +821,11 @@ class Summariser {
       for (uint32_t k = 0; k < pointers; ++k) differ |= e.pointers[k].byteOffset ^ byteOffsets[k];
       return differ == 0;
     }
-    void keep(const ScanEvent& e, uint64_t s) {
+    void keep(const ScanEvent& e, uint64_t s, uint64_t p) {
       shape = 0;
       if (e.pointers.size() > kPointers) return;
       shape = s;
+      pairing = p;
       grid = e.grid, block = e.block, cluster = e.cluster;
       sharedMemBytes = e.sharedMemBytes;
       paramBytes = static_cast<uint32_t>(e.params.size());
@@ -1425,6 +1446,31 @@ int32_t parameterAt(const KernelLaunch& k, uint64_t offset) {
   return -1;
 }
 
+// The word at `at` of a launch's parameters, where the other run's launch has
+// a pointer and this one none.
+std::optional<uint64_t> wordAt(const KernelLaunch& k, uint32_t at) {
+  if (uint64_t{at} + 8 > k.params.size()) return std::nullopt;
+  uint64_t u;
+  std::memcpy(&u, k.params.data() + at, 8);
+  return u;
+}
+
+std::string notAPointer(const KernelLaunch& k, uint32_t at) {
+  const std::optional<uint64_t> u = wordAt(k, at);
+  return u ? fmt::format("{:#018x} (not a pointer)", *u) : "not a pointer";
+}
+
+// The meaning of a pointer that `with` has at `at` and `without` has not:
+// kStaleAddress inside a parameter passed by value that is no pointer itself
+// (a struct), where the other run's word is no null pointer either; else a
+// pointer that points elsewhere.
+const char* pointerMeaning(const KernelLaunch& with, const KernelLaunch& without, uint32_t at) {
+  const int32_t p = parameterAt(with, at);
+  const std::optional<uint64_t> other = wordAt(without, at);
+  const bool inStruct = p >= 0 && with.paramLayout[p].size > 8;
+  return inStruct && other && *other != 0 ? kStaleAddress : kPointer;
+}
+
 // Parameter differences after pointer normalisation, grouped by parameter.
 std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunch& a,
                                            const KernelLaunch& b) {
@@ -1445,8 +1491,8 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     d.size = 8;
     d.param = parameterAt(a, pa.byteOffset);
     d.a = fmt::format("alloc#{}+{:#x}", pa.allocation, pa.offset);
-    d.b = pb ? fmt::format("alloc#{}+{:#x}", pb->allocation, pb->offset) : "not a pointer";
-    d.meaning = "pointer";
+    d.b = pb ? fmt::format("alloc#{}+{:#x}", pb->allocation, pb->offset) : notAPointer(b, pa.byteOffset);
+    d.meaning = pb ? kPointer : pointerMeaning(a, b, pa.byteOffset);
     out.push_back(d);
   }
   for (const PointerParam& pb : b.pointers) {
@@ -1454,8 +1500,9 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     for (const PointerParam& p : a.pointers) inA = inA || p.byteOffset == pb.byteOffset;
     if (inA) continue;
     for (uint32_t i = pb.byteOffset; i < pb.byteOffset + 8 && i < isPointer.size(); ++i) isPointer[i] = true;
-    out.push_back({pb.byteOffset, 8, parameterAt(a, pb.byteOffset), "not a pointer",
-                   fmt::format("alloc#{}+{:#x}", pb.allocation, pb.offset), "pointer", ""});
+    out.push_back({pb.byteOffset, 8, parameterAt(a, pb.byteOffset), notAPointer(a, pb.byteOffset),
+                   fmt::format("alloc#{}+{:#x}", pb.allocation, pb.offset), pointerMeaning(b, a, pb.byteOffset),
+                   ""});
   }
   // Other bytes: each differing parameter of the layout, or each run of
   // differing bytes when there is no layout.
@@ -1757,7 +1804,7 @@ void classifyPointers(const Context& ctx, const KernelLaunch& ka, const KernelLa
   d.cause = Cause::kScalarParameters;
   d.mechanism = d.cause;
   std::vector<const ParamDifference*> pointers, scalars;
-  for (const ParamDifference& p : d.params) (p.meaning == "pointer" ? pointers : scalars).push_back(&p);
+  for (const ParamDifference& p : d.params) (isPointerParameter(p) ? pointers : scalars).push_back(&p);
   const ParamDifference& first = *pointers.front();
   d.summary = fmt::format(
       "scalar parameters: same kernel and launch configuration; {}",
@@ -2075,9 +2122,7 @@ void classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergen
   }
 
   // A pointer parameter that points elsewhere (a pair matchSameShape made).
-  if (va.launch && vb.launch &&
-      std::any_of(d.params.begin(), d.params.end(),
-                  [](const ParamDifference& p) { return p.meaning == "pointer"; })) {
+  if (va.launch && vb.launch && std::any_of(d.params.begin(), d.params.end(), isPointerParameter)) {
     classifyPointers(ctx, *va.launch, *vb.launch, d);
     return;
   }
@@ -2797,9 +2842,10 @@ class TailRanges {
 // pointer points elsewhere (into another allocation, or at another offset)
 // is no match for its counterpart: the alignment makes a stretch of it. Pairs
 // of launches at the start (or the end) of a stretch that have the same shape
-// (kernel, launch configuration, parameter size, pointer positions) are the
-// same operation with its pointers moved: they are matched here, so that the
-// diff compares their parameters instead of reporting a different path.
+// (kernel, launch configuration, parameter size) are the same operation with
+// its pointers moved, or with a pointer seen on one side only: they are
+// matched here, so that the diff compares their parameters instead of
+// reporting a different path.
 void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
   std::vector<AlignedRun> out;
   out.reserve(alignment.runs.size());
@@ -2855,8 +2901,7 @@ class Taint {
 
 bool provenNondeterministic(FirstDivergence& d, const std::string& proof) {
   const bool byParams = d.cause == Cause::kScalarParameters && !d.params.empty() &&
-                        std::none_of(d.params.begin(), d.params.end(),
-                                     [](const ParamDifference& p) { return p.meaning == "pointer"; });
+                        std::none_of(d.params.begin(), d.params.end(), isPointerParameter);
   if (d.path || d.a.kind != OpKind::kLaunch || !(byParams || d.cause == Cause::kUnknown)) return false;
   std::vector<std::string> evidence{proof};
   if (byParams) {

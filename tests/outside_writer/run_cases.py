@@ -733,6 +733,14 @@ def inplace_op_on_empty_memory():
     a, _ = record(Variant(seed=1, inplace_empty_step=2, inplace_op='aten::native_batch_norm'))
     b, _ = record(Variant(seed=2, inplace_empty_step=2, inplace_op='aten::native_batch_norm'))
     expect_cause(a, b, 'scalarParameters', 'batch norm without Origin.inPlace: the name rule')
+    # A word of the functor that holds a stale device address in run A only
+    # (empty_read.py on an H200): the recorder counts one more pointer there,
+    # and hashes one more range. The launches still pair up (same kernel and
+    # launch configuration), and the unwritten accumulator is the cause.
+    a, pa = record(Variant(seed=1, inplace_empty_step=2, stale_pointer=True))
+    b, _ = record(Variant(seed=2, inplace_empty_step=2, stale_pointer=True))
+    j, fd = expect_cause(a, b, 'uninitialisedMemory', 'in-place op with a stale device address in one run')
+    expect(fd['a']['seq'] == seq_of(pa, 'AddcmulFunctor', step=2), 'the addcmul_ of step 2', fd['a'])
     # An op the schema says writes only its outputs is not in place, whatever its name.
     a, _ = record(Variant(seed=1, inplace_empty_step=2, inplace_schema='no'))
     b, _ = record(Variant(seed=2, inplace_empty_step=2, inplace_schema='no'))
