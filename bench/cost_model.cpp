@@ -23,7 +23,9 @@
 // their block out. "write-sets" is the recorder's rule in a PyTorch program
 // (FORMAT.md, KernelLaunch.reads): as first-use, but after each launch only
 // the blocks its op's schema lets it write (every block but its read-only
-// tensor arguments). "outputs" hashes only the range a launch writes, after
+// tensor arguments). "made" is the rule since: as write-sets, but a block
+// the op was given no tensor in (the tensor it made, written last by the
+// builders here) is not hashed before the launch. "outputs" hashes only the range a launch writes, after
 // it, with exact ranges: the floor under every rule here.
 //
 // A model, not a measurement: launches are conv / norm / activation /
@@ -148,8 +150,11 @@ struct Totals {
   uint64_t firstUse = 0;        // exact, all after the launch, untouched ones before it
   uint64_t firstUseBefore = 0;  // of which before the launch
   uint64_t outputsOnly = 0;     // exact, the written operand alone, after the launch
+  uint64_t writtenBefore = 0;   // of firstUseBefore, the written operand's (a tensor its op made)
   // exact, the written operand after the launch, untouched ones before it
   uint64_t writeSets() const { return outputsOnly + firstUseBefore; }
+  // as writeSets, but a tensor the op made is not hashed before the launch
+  uint64_t madeTensors() const { return writeSets() - writtenBefore; }
 };
 
 // Runs `build(emit)` where emit(kind, ids, bytes) feeds the allocator and
@@ -176,6 +181,7 @@ Totals run(bool expandable, Build build) {
     std::vector<Allocator::Block> blocks;
     for (int id : ids) blocks.push_back(a.block(addr.at(id)));
     t.outputsOnly += blocks.back().size;  // builders pass the written operand last
+    const uint64_t written = blocks.back().address;
     std::sort(blocks.begin(), blocks.end(), [](auto& x, auto& y) { return x.address < y.address; });
     for (size_t i = 0; i < blocks.size(); ++i) {
       const auto& b = blocks[i];
@@ -184,6 +190,8 @@ Totals run(bool expandable, Build build) {
       if (touched.insert(b.address).second) {  // first use: before it too
         t.firstUse += b.size;
         t.firstUseBefore += b.size;
+        // Untouched since it was handed out: a tensor the launch's op made.
+        if (b.address == written) t.writtenBefore += b.size;
       }
       t.tail += b.segmentEnd - b.address;
       uint64_t end = b.segmentEnd;
@@ -329,6 +337,10 @@ void report(const char* name, double stepMs, double hashTBps, const Totals& t) {
   std::printf("  %-10s %7.1f GB hashed per step  -> %.2fx step time (the recorder's rule in a PyTorch\n"
               "          program: as first-use, but after each launch only what its op writes, %.1f GB)\n",
               "write-sets", t.writeSets() / 1e9, ratio(t.writeSets()), t.outputsOnly / 1e9);
+  std::printf("  %-10s %7.1f GB hashed per step  -> %.2fx step time (the recorder's rule in a PyTorch\n"
+              "          program since: as write-sets, but a tensor the op made is not hashed before the\n"
+              "          launch, %.1f GB less)\n",
+              "made", t.madeTensors() / 1e9, ratio(t.madeTensors()), t.writtenBefore / 1e9);
   std::printf("  %-7s %10.1f GB hashed per step  -> %.2fx step time (exact ranges, outputs only: inputs\n"
               "          are known equal from the write history)\n",
               "outputs", t.outputsOnly / 1e9, ratio(t.outputsOnly));

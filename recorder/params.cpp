@@ -81,9 +81,9 @@ std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer>
   return out;
 }
 
-std::vector<bool> readOnlyRanges(std::span<const trace::DeviceRange> ranges,
-                                 std::span<const framework::Operand> operands, const TensorExtent& extentOf) {
-  std::vector<bool> out(ranges.size(), false);
+std::vector<OperandRole> operandRoles(std::span<const trace::DeviceRange> ranges,
+                                      std::span<const framework::Operand> operands, const TensorExtent& extentOf) {
+  std::vector<OperandRole> out(ranges.size(), OperandRole::kUnknown);
   if (operands.empty()) return out;
   for (size_t i = 0; i < ranges.size(); ++i) {
     const auto extent = extentOf(ranges[i]);
@@ -93,7 +93,7 @@ std::vector<bool> readOnlyRanges(std::span<const trace::DeviceRange> ranges,
       if (o.address - extent->first >= extent->second) continue;
       (o.written ? written : read) = true;
     }
-    out[i] = read && !written;
+    out[i] = written ? OperandRole::kWritten : read ? OperandRole::kRead : OperandRole::kNotGiven;
   }
   return out;
 }

@@ -58,11 +58,18 @@ std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer>
 // may hold several tensors.
 using TensorExtent = std::function<std::optional<std::pair<uint64_t, uint64_t>>(const trace::DeviceRange& range)>;
 
-// Which of a launch's `ranges` it only reads, by its op's `operands`: a range
-// is read-only when its tensor extent holds an operand the op reads and none
-// it writes. Any other range (no extent, no operand, a written operand) may
-// be written.
-std::vector<bool> readOnlyRanges(std::span<const trace::DeviceRange> ranges,
-                                 std::span<const framework::Operand> operands, const TensorExtent& extentOf);
+// What a launch's range is to the framework op it runs in, by the op's
+// operands (its tensor arguments, and whether its schema writes each).
+enum class OperandRole : uint8_t {
+  kUnknown,   // no tensor extent: the range may hold several tensors
+  kRead,      // its tensor is an operand the op reads, and none it writes
+  kWritten,   // its tensor is an operand the op writes (and may read)
+  kNotGiven,  // its tensor is no operand: made inside the op (a new output, a workspace)
+};
+
+// The role of each of a launch's `ranges` in its op, by the op's `operands`;
+// every range kUnknown when there are none.
+std::vector<OperandRole> operandRoles(std::span<const trace::DeviceRange> ranges,
+                                      std::span<const framework::Operand> operands, const TensorExtent& extentOf);
 
 }  // namespace gpurr::recorder

@@ -632,13 +632,23 @@ std::vector<uint32_t> blindAllocations(const std::vector<ScannedPointer>& scanne
 }  // namespace
 
 std::vector<trace::DeviceRange> RecordSession::inputsToHash(const std::vector<trace::DeviceRange>& ranges,
-                                                            uint64_t stream, const std::vector<uint32_t>& blind) {
+                                                            const std::vector<OperandRole>& roles, uint64_t stream,
+                                                            const std::vector<uint32_t>& blind) {
   if (allInputs_) return ranges;
   std::vector<trace::DeviceRange> fresh;
-  for (const trace::DeviceRange& r : ranges) {
-    if (std::find(blind.begin(), blind.end(), r.allocation) != blind.end() ||
-        writeHistory().touch(r.address, r.address + r.size, historyStream(stream)))
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const trace::DeviceRange& r = ranges[i];
+    if (std::find(blind.begin(), blind.end(), r.allocation) != blind.end()) {
       fresh.push_back(r);
+      continue;
+    }
+    const bool untouched = writeHistory().touch(r.address, r.address + r.size, historyStream(stream));
+    // A tensor the op made: its old bytes are none of the op's business, and
+    // its hash after the launch vouches for it from then on. (Most launches
+    // of a training step write a tensor made in a block freed the step
+    // before: hashing it first too would double their GPU work.)
+    const bool made = !roles.empty() && roles[i] == OperandRole::kNotGiven;
+    if (untouched && !made) fresh.push_back(r);
   }
   return fresh;
 }
@@ -653,11 +663,11 @@ void RecordSession::forgotten(const std::vector<trace::DeviceRange>& ranges) {
   for (const trace::DeviceRange& r : ranges) writeHistory().forget(r.address, r.address + r.size);
 }
 
-std::vector<bool> RecordSession::readOnlyOf(const std::vector<trace::DeviceRange>& ranges) {
+std::vector<OperandRole> RecordSession::operandRolesOf(const std::vector<trace::DeviceRange>& ranges) {
   const auto operands = framework::innermostOpOperands();
   if (!operands || ranges.empty()) return {};
   std::lock_guard lock(mu_);
-  return readOnlyRanges(ranges, *operands, [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
+  return operandRoles(ranges, *operands, [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
     if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
     // PyTorch's cudaMallocAsync backend: one allocation per tensor.
     const trace::Allocation* a = allocations_.at(r.address - r.offset);
@@ -874,6 +884,9 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
                                "stream cannot take work now (a graph capture elsewhere): not hashed");
     forgotten(ranges);  // written without a digest
   }
+  // What the op reads and writes (a snapshot keeps every range, before and after).
+  const std::vector<OperandRole> roles = k.hashed && !snapshot ? operandRolesOf(ranges) : std::vector<OperandRole>();
+  clock.lap(kFramework);
   // The determinism check follows --launches/--kernels, or --snapshot when
   // neither is given ("keep this launch's bytes and re-run it").
   const bool checked = options_.launchesText.empty() && options_.kernelsText.empty() ? snapshot : selected;
@@ -897,18 +910,17 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   if (k.hashed) {
     pending->entry.before =
         hashRanges(pending->context, pending->stream,
-                   snapshot ? ranges : inputsToHash(ranges, pending->stream, blindAllocations(scanned)));
+                   snapshot ? ranges : inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned)));
     if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
   }
   clock.lap(kBefore);
   if (k.hashed) {
-    const std::vector<bool> readOnly = snapshot ? std::vector<bool>() : readOnlyOf(ranges);
-    if (!readOnly.empty()) {
+    if (!roles.empty()) {
       // What the launch only reads is not hashed after it: unchanged, and
       // vouched for by its last writer.
       std::vector<trace::DeviceRange> written;
       for (size_t i = 0; i < ranges.size(); ++i) {
-        if (readOnly[i]) {
+        if (roles[i] == OperandRole::kRead) {
           k.reads.push_back({ranges[i], 0, {}, {}});
         } else {
           written.push_back(ranges[i]);
@@ -1121,7 +1133,7 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
     }
   }
   if (!ranges.empty() && canEnqueue) {
-    pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges, pending->stream, blind));
+    pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges, {}, pending->stream, blind));
     pending->entry.after.ranges = std::move(ranges);
     pending->hashOutputs = true;
   } else if (known) {

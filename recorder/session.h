@@ -150,11 +150,14 @@ class RecordSession {
   // `stream`).
   // `blind`: allocations no write history vouches for (historyBlind in
   // session.cpp), hashed every time.
-  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges, uint64_t stream,
+  // A range its op was given no tensor in (`roles`, OperandRole::kNotGiven: a
+  // new output, a workspace) is left out: the op only writes it.
+  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges,
+                                               const std::vector<OperandRole>& roles, uint64_t stream,
                                                const std::vector<uint32_t>& blind);
-  // Which of a launch's ranges it only reads, by the operands of the
-  // framework op it runs in (readOnlyRanges); empty when no op reported them.
-  std::vector<bool> readOnlyOf(const std::vector<trace::DeviceRange>& ranges);
+  // What each of a launch's ranges is to the framework op it runs in
+  // (operandRoles); empty when no op reported its operands.
+  std::vector<OperandRole> operandRolesOf(const std::vector<trace::DeviceRange>& ranges);
   // A copy or set wrote these hashed ranges on `stream`.
   void touched(const HashTicket& written, uint64_t stream);
   // These ranges were written without a digest, or their first use was not

@@ -115,7 +115,7 @@ TEST_CASE("pointers into separate VMM mappings give separate ranges", "[recorder
   CHECK(ranges[1] == trace::DeviceRange{0x300010, 0xffff0, 1, 0x200010});
 }
 
-TEST_CASE("a range is read-only when its tensor holds an operand the op reads and none it writes",
+TEST_CASE("a range is read when its tensor holds an operand the op reads and none it writes",
           "[recorder][params]") {
   using framework::Operand;
   // Three tensors of one segment, and a range with no known tensor extent.
@@ -129,14 +129,16 @@ TEST_CASE("a range is read-only when its tensor holds an operand the op reads an
     if (r.bound != trace::RangeBound::kBlock) return std::nullopt;
     return std::pair<uint64_t, uint64_t>{r.address & ~uint64_t{0xfff}, 0x1000};
   };
-  auto readOnly = [&](std::vector<Operand> ops) { return readOnlyRanges(ranges, ops, extent); };
-  CHECK(readOnly({{0x10000, false}, {0x11000, true}}) == std::vector<bool>{true, false, false, false});
+  using enum OperandRole;
+  auto roles = [&](std::vector<Operand> ops) { return operandRoles(ranges, ops, extent); };
+  CHECK(roles({{0x10000, false}, {0x11000, true}}) == std::vector{kRead, kWritten, kNotGiven, kUnknown});
   // A written operand wins over a read one in the same tensor (an out= argument that is also an input).
-  CHECK(readOnly({{0x10000, false}, {0x10000, true}, {0x12000, false}}) ==
-        std::vector<bool>{false, false, true, false});
-  // A range whose tensor is no operand (a workspace, an output made inside the op) may be written.
-  CHECK(readOnly({{0x10000, false}}) == std::vector<bool>{true, false, false, false});
+  CHECK(roles({{0x10000, false}, {0x10000, true}, {0x12000, false}}) ==
+        std::vector{kWritten, kNotGiven, kRead, kUnknown});
+  // A range whose tensor is no operand (a workspace, an output made inside the op): given nothing.
+  CHECK(roles({{0x10000, false}}) == std::vector{kRead, kNotGiven, kNotGiven, kUnknown});
   // An operand in a range without a tensor extent says nothing about it.
-  CHECK(readOnly({{0x20000, false}}) == std::vector<bool>{false, false, false, false});
-  CHECK(readOnly({}) == std::vector<bool>{false, false, false, false});
+  CHECK(roles({{0x20000, false}}) == std::vector{kNotGiven, kNotGiven, kNotGiven, kUnknown});
+  // No operands reported: nothing is known.
+  CHECK(roles({}) == std::vector{kUnknown, kUnknown, kUnknown, kUnknown});
 }

@@ -1395,6 +1395,63 @@ TEST_CASE("a launch inside a framework op hashes after it only what the op's sch
   framework::resetForTesting();
 }
 
+TEST_CASE("a tensor made inside the launch's op is not hashed before the launch, whatever its block held",
+          "[recorder][session][first-use]") {
+  // Most launches of a training step write a tensor made in a block freed
+  // the step before: its old bytes are none of the op's business.
+  framework::resetForTesting();
+  Harness h;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  std::vector<uint8_t> x = randomBytes(8192, 74), y = randomBytes(8192, 75);
+  h.memAlloc(x);
+  h.memAlloc(y);
+  uint64_t px = addr(x.data()), py = addr(y.data());
+  float a = 1.0f;
+  int n = 16;
+  void* args[] = {&px, &py, &a, &n};
+  auto inOp = [&](std::vector<framework::Operand> operands) {
+    const int op = 0;
+    framework::openScope(&op, "aten::mul", framework::ScopeKind::kOp, -1, 0, nullptr, 0);
+    framework::opOperands(&op, operands);
+    h.launch(kAxpy, args, 0x5);
+    framework::closeScope(&op);
+  };
+  auto handOut = [&] {  // both blocks freed and handed out again
+    for (uint64_t p : {px, py}) {
+      framework::blockEvent(p, 0, false);
+      framework::blockEvent(p, 8192, true);
+    }
+  };
+  handOut();
+  inOp({{px, false}});               // 0: y made inside the op
+  handOut();
+  inOp({{px, false}, {py, true}});   // 1: y an out= argument: the op may read it
+  handOut();
+  inOp({{px, false}, {py, false}});  // 2: y read
+  handOut();
+  h.launch(kAxpy, args, 0x5);        // 3: no op: nothing known of y
+  handOut();
+  inOp({{px, false}});               // 4: as 0, and then...
+  inOp({{py, false}});               // 5: ... y, written by 4, is vouched for
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 6);
+  auto before = [](const trace::KernelLaunch& k) {
+    std::vector<uint64_t> out;
+    for (const auto& r : k.inputs) out.push_back(r.range.address);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto both = std::vector<uint64_t>{std::min(px, py), std::max(px, py)};
+  CHECK(before(launches[0]) == std::vector<uint64_t>{px});
+  CHECK(launches[0].outputs.size() == 1);  // y is hashed after it, and then vouched for
+  CHECK(before(launches[1]) == both);
+  CHECK(before(launches[2]) == both);
+  CHECK(before(launches[3]) == both);
+  CHECK(before(launches[4]) == std::vector<uint64_t>{px});
+  CHECK(before(launches[5]) == std::vector<uint64_t>{});
+  framework::resetForTesting();
+}
+
 TEST_CASE("a pool-imported pointer is a known allocation and hashed until it is freed",
           "[recorder][session][readable]") {
   Harness h;

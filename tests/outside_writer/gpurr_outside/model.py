@@ -347,15 +347,19 @@ class Program:
         for key, (lo, rs) in keys.items():
             r = self._range(key, lo)
             read_only = in_op and origin is not None and key[1] is not None and rs == {'r'}
-            ranges.append((r['address'], key, r, read_only))
+            # A block the op was given no tensor in (the tensor it made):
+            # not hashed before the launch, even at its first use.
+            made = (in_op and origin is not None and key[1] is not None and rs == {'w'}
+                    and getattr(key[1], 'made', False))
+            ranges.append((r['address'], key, r, read_only, made))
         ranges.sort(key=lambda x: x[0])
         inputs, outputs, reads = [], [], []
         # --snapshot: every range hashed before, kept in outputs, with its bytes
         snap = hashed and self.snapshot is not None and self.snapshot(name, origin)
         if hashed:
-            for _, key, r, read_only in ranges:
+            for _, key, r, read_only, made in ranges:
                 fresh = self._touch(key, r, stream)
-                if self.hash_inputs or fresh or snap:
+                if self.hash_inputs or (fresh and not made) or snap:
                     ri = dict(r)
                     self._digest(self._bytes(key, r), ri)
                     if snap:
@@ -363,7 +367,7 @@ class Program:
                     inputs.append(ri)
         compute()
         if hashed:
-            for _, key, r, read_only in ranges:
+            for _, key, r, read_only, _ in ranges:
                 if snap:
                     ro = dict(r)
                     self._digest(self._bytes(key, r), ro)
