@@ -173,7 +173,11 @@ std::string spansText(const RangeDifference& r) {
 }
 
 std::string rangeLine(const char* what, const RangeDifference& r) {
+  // One run's alone (compareRanges): the other run has no such range.
+  if (r.a.size == 0 && r.b.size != 0)
+    return fmt::format("{} {} {} ({}): in run B only", what, r.index, where(r.b), humanBytes(r.b.size));
   std::string s = fmt::format("{} {} {} ({})", what, r.index, where(r.a), humanBytes(r.a.size));
+  if (r.b.size == 0 && r.a.size != 0) return s + ": in run A only";
   if (r.boundsDiffer) {
     return s + fmt::format(": bounded differently, to the {}'s end in run A and the {}'s end in run B ({}): "
                            "not comparable",

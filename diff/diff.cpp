@@ -1360,19 +1360,39 @@ bool sameRange(const Context& ctx, const DeviceRange& a, const DeviceRange& b) {
          a.offset == b.offset;
 }
 
-// Differing ranges of two lists (by position); true when all are identical.
+// Differing ranges of two lists; true when all are identical. Lists of one
+// length pair by position (a range that moved is compared with its
+// counterpart); lists of different lengths (a pointer seen in one run only)
+// pair by place, and a range without a counterpart is one run's alone
+// (RangeDifference::a or ::b empty).
 bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
                    const std::vector<RangeDigest>& b, std::vector<RangeDifference>& out) {
-  bool same = a.size() == b.size();
-  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    if (i >= a.size() || i >= b.size()) {
+  if (a.size() != b.size()) {
+    std::vector<bool> pairedB(b.size(), false);
+    for (size_t i = 0; i < a.size(); ++i) {
+      size_t j = 0;
+      while (j < b.size() && (pairedB[j] || !sameRange(ctx, a[i].range, b[j].range))) ++j;
+      if (j < b.size()) {
+        pairedB[j] = true;
+        if (a[i].digest != b[j].digest) out.push_back(compareRange(ctx, i, a[i], b[j]));
+        continue;
+      }
       RangeDifference d;
       d.index = i;
-      if (i < a.size()) d.a = a[i].range, d.digestA = a[i].digest;
-      if (i < b.size()) d.b = b[i].range, d.digestB = b[i].digest;
+      d.a = a[i].range, d.digestA = a[i].digest;
       out.push_back(d);
-      continue;
     }
+    for (size_t j = 0; j < b.size(); ++j) {
+      if (pairedB[j]) continue;
+      RangeDifference d;
+      d.index = j;
+      d.b = b[j].range, d.digestB = b[j].digest;
+      out.push_back(d);
+    }
+    return false;
+  }
+  bool same = true;
+  for (size_t i = 0; i < a.size(); ++i) {
     if (a[i].digest == b[i].digest && sameRange(ctx, a[i].range, b[i].range)) continue;
     same = false;
     out.push_back(compareRange(ctx, i, a[i], b[i]));

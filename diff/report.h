@@ -53,8 +53,8 @@ struct OpInfo {
 
 // Where one buffer differs.
 struct RangeDifference {
-  size_t index = 0;              // position in the op's input or output list
-  trace::DeviceRange a, b;       // each run's own range
+  size_t index = 0;              // position in the op's input or output list (run B's for a range of run B alone)
+  trace::DeviceRange a, b;       // each run's own range; size 0 on the side that has none
   uint64_t digestA = 0, digestB = 0;
   uint64_t chunkBytes = 0;       // 0 when chunk digests were not recorded
   uint64_t chunks = 0, differingChunks = 0;

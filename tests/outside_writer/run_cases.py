@@ -741,6 +741,12 @@ def inplace_op_on_empty_memory():
     b, _ = record(Variant(seed=2, inplace_empty_step=2, stale_pointer=True))
     j, fd = expect_cause(a, b, 'uninitialisedMemory', 'in-place op with a stale device address in one run')
     expect(fd['a']['seq'] == seq_of(pa, 'AddcmulFunctor', step=2), 'the addcmul_ of step 2', fd['a'])
+    # The outputs pair by place: the accumulator with its counterpart, the
+    # range hashed through the stale address as run A's alone.
+    outs = fd['outputs']['differing']
+    expect(any(o['a']['size'] == o['b']['size'] > 0 for o in outs) and
+           any(o['a']['size'] > 0 and o['b']['size'] == 0 for o in outs),
+           'outputs paired by place, the stale range in run A only', outs)
     # An op the schema says writes only its outputs is not in place, whatever its name.
     a, _ = record(Variant(seed=1, inplace_empty_step=2, inplace_schema='no'))
     b, _ = record(Variant(seed=2, inplace_empty_step=2, inplace_schema='no'))
