@@ -667,13 +667,14 @@ std::vector<OperandRole> RecordSession::operandRolesOf(const std::vector<trace::
   const auto operands = framework::innermostOpOperands();
   if (!operands || ranges.empty()) return {};
   std::lock_guard lock(mu_);
-  return operandRoles(ranges, *operands, [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
+  const TensorExtent extent = [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
     if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
     // PyTorch's cudaMallocAsync backend: one allocation per tensor.
     const trace::Allocation* a = allocations_.at(r.address - r.offset);
     if (a != nullptr && a->kind == AllocationKind::kAsync) return std::pair{a->address, a->size};
     return std::nullopt;
-  });
+  };
+  return operandRoles(ranges, *operands, extent);
 }
 
 std::vector<SnapshotCopy> RecordSession::snapshotRanges(uint64_t context, uint64_t stream,
@@ -1133,7 +1134,8 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
     }
   }
   if (!ranges.empty() && canEnqueue) {
-    pending->entry.before = hashRanges(pending->context, pending->stream, inputsToHash(ranges, {}, pending->stream, blind));
+    pending->entry.before =
+        hashRanges(pending->context, pending->stream, inputsToHash(ranges, {}, pending->stream, blind));
     pending->entry.after.ranges = std::move(ranges);
     pending->hashOutputs = true;
   } else if (known) {

@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
     const char* rank = std::getenv("RANK");
     const bool ranked = rank != nullptr && *rank != '\0';
     const std::string file = (ranked ? "rank" + std::string(rank) : std::string("proc0")) + ".gpurr";
-    writeTrace(std::filesystem::path(out) / file, launches, name == "framework" || name == "capture_global", ranked ? std::atoi(rank) : -1);
+    writeTrace(std::filesystem::path(out) / file, launches, name == "framework" || name == "capture_global",
+               ranked ? std::atoi(rank) : -1);
   }
   std::printf("%s: fake output\n", name.c_str());
   return 0;
