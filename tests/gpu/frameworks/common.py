@@ -34,3 +34,20 @@ def torch_or_skip(device):
 def bits(x):
     """A float as its exact bits and its value."""
     return f"{struct.unpack('<I', struct.pack('<f', float(x)))[0]:08x} ({float(x):.9g})"
+
+
+def train_ddp(torch, ddp, rank, device, steps):
+    """SGD steps of a DistributedDataParallel model on the rank's own batch,
+    each printing the rank's loss to the last bit (one write per line: the
+    processes share the output)."""
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(1 + rank)
+    x = torch.randn(64, 32, generator=g).to(device)
+    y = torch.randn(64, 4, generator=g).to(device)
+    for i in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        sys.stdout.write(f"rank {rank} step {i} loss {bits(loss.item())}\n")
+        sys.stdout.flush()

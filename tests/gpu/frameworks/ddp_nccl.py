@@ -7,15 +7,13 @@ the optimizer reads the result on the compute stream. On the CPU (a smoke
 test of the script) the gloo backend stands in. Prints its loss per step to
 the last bit.
 
-Expected under `gpurr record` (README.md): a directory of one trace,
-rank0.gpurr; output unchanged; two recordings identical. The operations of
+Expected under `gpurr record` (README.md): one trace (torchrun's agent
+makes no CUDA call), of rank 0; output unchanged; two recordings identical. The operations of
 autograd's thread on NCCL's stream and of the main thread on the compute
 stream are ordered by the data they hand each other (docs/DIFF.md, "How
 order is compared")."""
 
-import sys
-
-from common import arguments, bits, torch_or_skip
+from common import arguments, torch_or_skip, train_ddp
 
 args = arguments(__doc__)
 torch = torch_or_skip(args.device)
@@ -33,16 +31,6 @@ model = torch.nn.Sequential(torch.nn.Linear(32, 256), torch.nn.ReLU(), torch.nn.
 # Small buckets: several all-reduces a step, each started by autograd's
 # thread as soon as its bucket's gradients are ready.
 ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.1)
-opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
-g = torch.Generator().manual_seed(1 + rank)
-x = torch.randn(64, 32, generator=g).to(args.device)
-y = torch.randn(64, 4, generator=g).to(args.device)
-for i in range(args.steps):
-    opt.zero_grad()
-    loss = torch.nn.functional.mse_loss(ddp(x), y)
-    loss.backward()
-    opt.step()
-    sys.stdout.write(f"rank {rank} step {i} loss {bits(loss.item())}\n")
-    sys.stdout.flush()
+train_ddp(torch, ddp, rank, args.device, args.steps)
 dist.barrier()
 dist.destroy_process_group()
