@@ -17,6 +17,9 @@
 #     environment, records train_cnn.py (check_wheel_gpu.sh);
 #   frameworks: torch.compile, CUDA graphs, torchrun, JAX and
 #     torch.profiler programs recorded (frameworks/check_frameworks.sh);
+#   models: transformers, torchvision, timm, torch-geometric and Lightning
+#     models recorded, diffed and bisected (models/check_models.py), their
+#     runs' files and the cost table in models/ of the logs folder;
 #   hash: the device hash against the CPU hash (hash_match), when built;
 #   ctest: every other ctest test labelled gpu;
 #   example: the pair of traces for examples/gpu/ (make_example.sh), written
@@ -39,7 +42,7 @@
 # environment.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-all_parts="probe programs pytorch annotations bisect wheel frameworks hash ctest example bench"
+all_parts="probe programs pytorch annotations bisect wheel frameworks models hash ctest example bench"
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
   echo "usage: tests/gpu/run.sh BUILD_DIR|BUNDLE [PART...]   (parts: $all_parts)" >&2
   exit 2
@@ -250,6 +253,15 @@ part_wheel() { check "wheel" "$here/check_wheel_gpu.sh" "$build"; }
 part_frameworks() {
   # shellcheck disable=SC2086  # names are words by design
   check "frameworks" "$here/frameworks/check_frameworks.sh" "$build" ${GPURR_FRAMEWORKS:-}
+}
+
+# The models people train (models/expectations.txt). GPURR_MODELS="case..."
+# narrows it to those cases.
+part_models() {
+  local only=() c
+  for c in ${GPURR_MODELS:-}; do only+=(--only "$c"); done
+  python3 "$here/models/check_models.py" --help >/dev/null || { fail "models: check_models.py does not start"; return; }
+  check "models" python3 "$here/models/check_models.py" "$build" --keep "$log/models" "${only[@]}"
 }
 
 # The device hash against the CPU reference.
