@@ -8,8 +8,9 @@
 // One global callback, so every thread reports (autograd's device threads
 // included) and it coexists with torch.profiler's own callbacks. Per scope:
 // two calls into the recorder; for a thread's outermost scope issued from
-// Python, also the GIL and a walk up the Python frames to the first one
-// outside PyTorch (cached per code object). Per op: its device tensor
+// Python, and for an op with only user ranges around it, also the GIL and a
+// walk up the Python frames to the first one outside PyTorch (cached per
+// code object). Per op: its device tensor
 // arguments, each marked with whether the op's schema writes it
 // (Tensor(a!)), so that the recorder hashes after the op's launches only what
 // they may write; and whether the op updates one of its arguments in place.
@@ -63,6 +64,16 @@ std::unordered_set<std::string> files;
 constexpr size_t kThreads = 4096;
 std::atomic<int> depths[kThreads];
 std::atomic<int>& depthOf(uint64_t thread) { return depths[thread % kThreads]; }
+// Of those, the scopes that are not user ranges: an op with none around it
+// is one the program called, inside ranges alone at most (an optimizer's
+// step range around the closure it runs), and gets its own line.
+std::atomic<int> opDepths[kThreads];
+std::atomic<int>& opDepthOf(uint64_t thread) { return opDepths[thread % kThreads]; }
+
+void decrement(std::atomic<int>& depth) {
+  for (int d = depth.load(std::memory_order_relaxed); d > 0 && !depth.compare_exchange_weak(d, d - 1);) {
+  }
+}
 
 // Tests only (GPURR_TEST_CPU_OPERANDS): CPU tensors count as device tensors,
 // so a CPU program's ops report operands.
@@ -215,10 +226,12 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   const char* name = fn.name();
   const char* file = nullptr;
   uint32_t line = 0;
-  // The outermost scope's line; not for autograd's work, which takes its
-  // forward op's (and would take the GIL once per node).
-  if (depthOf(fn.threadId()).fetch_add(1, std::memory_order_relaxed) == 0 && kind != 1 &&
-      std::strncmp(name, "autograd::engine::", 18) != 0)
+  // The outermost scope's line, and an op's with only ranges around it; not
+  // for autograd's work, which takes its forward op's (and would take the
+  // GIL once per node).
+  const bool outermost = depthOf(fn.threadId()).fetch_add(1, std::memory_order_relaxed) == 0;
+  const bool outermostOp = kind != 2 && opDepthOf(fn.threadId()).fetch_add(1, std::memory_order_relaxed) == 0;
+  if ((outermost || (outermostOp && kind == 0)) && kind != 1 && std::strncmp(name, "autograd::engine::", 18) != 0)
     sourceLine(file, line);
   // The schema stays cached until this thread's next op: attaching the block
   // tracker, which may run ops, comes after.
@@ -232,9 +245,8 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
 }
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
-  std::atomic<int>& depth = depthOf(fn.threadId());
-  for (int d = depth.load(std::memory_order_relaxed); d > 0 && !depth.compare_exchange_weak(d, d - 1);) {
-  }
+  decrement(depthOf(fn.threadId()));
+  if (fn.scope() != at::RecordScope::USER_SCOPE) decrement(opDepthOf(fn.threadId()));
   closeScope(&fn);
 }
 

@@ -1,11 +1,13 @@
 #include "recorder/framework_context.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -30,14 +32,17 @@ struct Scope {
   size_t operandsBegin = 0;
   bool operandsKnown = false;
   trace::InPlace inPlace = trace::InPlace::kUnknown;
+  // The line before this scope gave its own (an op inside ranges only), put
+  // back when it closes; nothing when it gave none.
+  std::optional<std::pair<const char*, uint32_t>> outerLine;
 };
 
 struct ThreadContext {
   std::vector<Scope> scopes;          // innermost last
   std::vector<Operand> operands;      // the open scopes', outermost first
   std::vector<const char*> modules;   // innermost last
-  const char* file = nullptr;         // of the outermost scope open
-  uint32_t line = 0;
+  const char* file = nullptr;         // of the outermost scope open, or of the
+  uint32_t line = 0;                  // outermost op inside ranges alone
   uint64_t serials = 0;
   uint64_t thread = 0;                // this context's number, from 1
 };
@@ -139,12 +144,20 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
   reported.store(true, std::memory_order_relaxed);
   ThreadContext& t = tls;
   if (t.thread == 0) t.thread = ++threads;
+  Scope scope{id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials, nullptr,
+              t.operands.size(), false, kind == ScopeKind::kOp ? inPlace : trace::InPlace::kUnknown, std::nullopt};
   if (t.scopes.empty()) {
     t.file = file;
     t.line = line;
+  } else if (file != nullptr && std::all_of(t.scopes.begin(), t.scopes.end(),
+                                            [](const Scope& o) { return o.kind == ScopeKind::kRange; })) {
+    // An op the program called inside ranges alone (a closure run by
+    // `optimizer.step`, whose profiler range is the outermost scope): its
+    // own line, not the range's.
+    scope.outerLine.emplace(t.file, t.line);
+    t.file = file;
+    t.line = line;
   }
-  Scope scope{id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials, nullptr,
-              t.operands.size(), false, kind == ScopeKind::kOp ? inPlace : trace::InPlace::kUnknown};
   if (kind == ScopeKind::kRange) {
     scope.rangeName = std::make_shared<const std::string>(scope.name);
     scope.name = scope.rangeName->c_str();
@@ -164,6 +177,9 @@ void closeScope(const void* id) {
   for (size_t i = t.scopes.size(); i-- > 0;) {
     if (t.scopes[i].id == id) {
       t.operands.resize(t.scopes[i].operandsBegin);
+      for (size_t j = t.scopes.size(); j-- > i;) {
+        if (t.scopes[j].outerLine) std::tie(t.file, t.line) = *t.scopes[j].outerLine;
+      }
       t.scopes.resize(i);
       if (t.scopes.empty()) {
         t.file = nullptr;

@@ -54,6 +54,20 @@ if ! "$venv/bin/python3" -c "import capnp, zstandard, numpy" >/dev/null 2>&1; th
   "$venv/bin/python3" -m pip install -q --disable-pip-version-check "pycapnp==2.2.4" "zstandard==0.25.0" numpy
 fi
 
+# The model libraries of the GPU models suite (tests/gpu/models/), whose CPU
+# half runs in the tests: the versions the GPU machines have (torch stays at
+# its version; torchvision 0.26 is the one built for torch 2.11).
+models=(torchvision==0.26.0 transformers==5.17.0 timm==1.0.29 torch-geometric==2.8.0.post1 pytorch-lightning==2.6.6)
+if ! "$venv/bin/python3" - "${models[@]}" >/dev/null 2>&1 <<'PY'
+import sys
+from importlib.metadata import version
+sys.exit(any(version(name) != wanted for name, wanted in (m.split("==") for m in sys.argv[1:])))
+PY
+then
+  echo "setup: installing ${models[*]} into $venv"
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check "torch==$torch_version" "${models[@]}"
+fi
+
 # The wheel links kj statically into the recorder, a shared library, which
 # Debian's libkj.a cannot go into (its TLS model is for executables): it is
 # compiled from Debian's source of the installed Cap'n Proto.

@@ -1,0 +1,169 @@
+"""The CPU half of the GPU models suite (tests/gpu/models/): each model
+script, its model code the library's own, runs on the CPU (--device cpu)
+once plainly and once under `gpurr record` with the test's fake recorder,
+"kernels" launched inside chosen ops (launch_in.py). Checks that the
+PyTorch layer leaves every script's output (losses, parameter digests)
+unchanged, and that the launches carry the library's module paths, the
+source line (the library's file, or the script's where the script called
+the op) and the training step.
+
+A script whose library is not installed is reported as SKIP; prints one
+PASS/FAIL line per script and exits 1 when one failed."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+# Per script: its arguments, the ops to launch in, and what launches of an
+# op must carry. `module`: the exact nn.Module path (None: outside every
+# module); `file`: the base name of the source line's file; `phase`;
+# `steps`: the steps its launches must span; `inside`: a range that must be
+# open around it.
+CASES = {
+    "llama.py": {
+        "ops": "aten::embedding,aten::scaled_dot_product_attention,aten::_fused_adamw_",
+        "expect": [
+            {"op": "aten::embedding", "phase": "forward", "module": "LlamaForCausalLM.model.embed_tokens",
+             "file": "modeling_llama.py", "steps": [0, 1]},
+            {"op": "aten::scaled_dot_product_attention", "phase": "forward",
+             "module": "LlamaForCausalLM.model.layers.0.self_attn", "file": "sdpa_attention.py"},
+            {"op": "aten::_fused_adamw_", "phase": "forward", "module": None, "file": "llama.py"},
+        ],
+    },
+    "gpt2.py": {
+        "ops": "aten::embedding,aten::addmm",
+        "expect": [
+            {"op": "aten::embedding", "phase": "forward", "module": "GPT2LMHeadModel.transformer.wte",
+             "file": "modeling_gpt2.py", "steps": [0, 1]},
+            {"op": "aten::addmm", "phase": "forward", "module": "GPT2LMHeadModel.transformer.h.1.mlp.c_fc",
+             "file": "pytorch_utils.py"},
+        ],
+    },
+    "resnet50.py": {
+        "ops": "aten::convolution,aten::addmm",
+        "expect": [
+            {"op": "aten::convolution", "phase": "forward", "module": "ResNet.layer2.0.conv1", "file": "resnet.py"},
+            {"op": "aten::addmm", "phase": "forward", "module": "ResNet.fc", "file": "resnet.py", "steps": [0, 1]},
+        ],
+    },
+    "vit.py": {
+        "ops": "aten::scaled_dot_product_attention,aten::convolution",
+        "expect": [
+            {"op": "aten::scaled_dot_product_attention", "phase": "forward",
+             "module": "VisionTransformer.blocks.11.attn", "file": "attention.py"},
+            {"op": "aten::convolution", "phase": "forward", "module": "VisionTransformer.patch_embed.proj",
+             "file": "patch_embed.py"},
+        ],
+    },
+    "gcn.py": {
+        "ops": "aten::scatter_add_,aten::index_select",
+        "expect": [
+            {"op": "aten::scatter_add_", "phase": "forward", "module": "GCN.conv1.aggr_module",
+             "file": "_scatter.py", "steps": [0, 1]},
+        ],
+    },
+    "lightning_fit.py": {
+        "ops": "aten::convolution,aten::convolution_backward,aten::addmm",
+        "expect": [
+            # Lightning runs the step inside optimizer.step(closure): the
+            # script's own forward still names the line.
+            {"op": "aten::addmm", "phase": "forward", "module": "SmallConvNet.head", "file": "lightning_fit.py",
+             "steps": [0, 1], "inside": "Optimizer.step#SGD.step"},
+            {"op": "aten::convolution_backward", "phase": "backward", "module": "SmallConvNet.features.0",
+             "file": "lightning_fit.py"},
+        ],
+    },
+    "epochs.py": {
+        "ops": "aten::addmm",
+        "expect": [
+            {"op": "aten::addmm", "phase": "forward", "module": "ResNet.fc", "file": "resnet.py",
+             "steps": [0, 1, 2]},
+        ],
+    },
+}
+
+
+def step_lines(text):
+    return [line for line in text.splitlines() if line.startswith(("step ", "final "))]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for a in ("--gpurr", "--recorder", "--launcher", "--models", "--work"):
+        p.add_argument(a, required=True)
+    p.add_argument("--only", action="append", default=[])
+    args = p.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher,
+               PYTHONUNBUFFERED="1")
+    failed = 0
+    for script, case in CASES.items():
+        if args.only and script not in args.only:
+            continue
+        start = time.monotonic()
+        steps = "3" if script == "epochs.py" else "2"
+        command = [os.path.join(args.models, script), "--device", "cpu", "--mode", "deterministic", "--steps", steps]
+        plain = subprocess.run([sys.executable] + command, capture_output=True, text=True, timeout=300, env=env)
+        if plain.returncode == 77:
+            print(f"SKIP {script}: {plain.stdout.strip().splitlines()[-1]}")
+            continue
+        trace = os.path.join(args.work, script.replace(".py", ".gpurr"))
+        recorded = subprocess.run(
+            [args.gpurr, "record", "--force", "-o", trace, "--", sys.executable,
+             os.path.join(here, "launch_in.py"), case["ops"]] + command,
+            capture_output=True, text=True, timeout=300, env=env)
+        problems = []
+        if plain.returncode != 0 or recorded.returncode != 0:
+            problems.append(f"exit codes: plain {plain.returncode}, recorded {recorded.returncode}: "
+                            + (plain.stderr or recorded.stderr)[-600:])
+        elif step_lines(plain.stdout) != step_lines(recorded.stdout) or not step_lines(plain.stdout):
+            problems.append(f"output changed by the layer: {step_lines(plain.stdout)} vs {step_lines(recorded.stdout)}")
+        if "gpurr: warning" in recorded.stderr:
+            problems.append("the layer warned: " + next(line for line in recorded.stderr.splitlines()
+                                                         if "gpurr: warning" in line))
+        origins = []
+        if not problems:
+            dump = subprocess.run([args.gpurr, "dump", "--json", trace], capture_output=True, text=True)
+            origins = [e.get("origin") or {} for e in map(json.loads, dump.stdout.splitlines())
+                       if e["kind"] == "launch"]
+            if not origins:
+                problems.append("no launches recorded")
+        for want in case["expect"] if origins else []:
+            mine = [o for o in origins if o.get("op") == want["op"] and o.get("phase") == want["phase"]]
+            if not mine:
+                seen = sorted({(o.get("op"), o.get("phase")) for o in origins})
+                problems.append(f"no {want['phase']} launch of {want['op']} (seen: {seen})")
+                continue
+            where = f"{want['op']} ({want['phase']})"
+            inside = [o for o in mine if (o.get("module") or None) == want["module"]]
+            if not inside:
+                problems.append(f"{where}: no launch in module {want['module']!r} "
+                                f"(seen: {sorted({o.get('module') or '' for o in mine})})")
+                continue
+            o = inside[0]
+            if os.path.basename(str(o.get("file"))) != want["file"] or not o.get("line"):
+                problems.append(f"{where}: line {o.get('file')}:{o.get('line')}, expected in {want['file']}")
+            if "inside" in want and want["inside"] not in (o.get("opStack") or []):
+                problems.append(f"{where}: not inside {want['inside']} (stack {o.get('opStack')})")
+            got = sorted({x.get("step") for x in inside})
+            if "steps" in want and got != want["steps"]:
+                problems.append(f"{where}: steps {got}, expected {want['steps']}")
+        seconds = time.monotonic() - start
+        if problems:
+            failed += 1
+            print(f"FAIL {script}: " + "; ".join(problems))
+        else:
+            o = [x for x in origins if x.get("op") == case["expect"][0]["op"]
+                 and (x.get("module") or None) == case["expect"][0]["module"]][0]
+            print(f"PASS {script}: output unchanged, {len(origins)} launches attributed; e.g. {o.get('op')} in "
+                  f"{o.get('module')}, {os.path.basename(str(o.get('file')))}:{o.get('line')}, step {o.get('step')} "
+                  f"({seconds:.0f} s)")
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
