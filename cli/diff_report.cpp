@@ -297,6 +297,9 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
     const CulpritMatch& k = d.known[i];
     row(i == 0 ? "known" : "", fmt::format("{}: {}", k.op, k.why));
     if (!k.matched.empty()) row("", fmt::format("matched by {}: {}", k.matchedBy, k.matched));
+    if (!k.argument.empty()) {
+      row("", fmt::format("applies when {}: the recording does not show arguments", k.argument));
+    }
     row("", fmt::format("fix: {}", k.fix));
   }
 }
@@ -386,6 +389,7 @@ Json firstJson(const FirstDivergence& d) {
   for (const CulpritMatch& k : d.known) {
     known.push_back({{"id", k.id}, {"op", k.op}, {"why", k.why}, {"fix", k.fix},
                      {"source", k.source}, {"matchedBy", k.matchedBy}, {"matched", k.matched}});
+    if (!k.argument.empty()) known.back()["argument"] = k.argument;
   }
   Json j{{"path", d.path},
          {"a", oneSided(d, true) ? Json(nullptr) : opJson(d.a)},

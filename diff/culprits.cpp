@@ -66,6 +66,7 @@ Culprits Culprits::load(const fs::path& file) {
     entry.why = text("why");
     entry.fix = text("fix");
     entry.source = text("source");
+    entry.argument = text("argument");
     if (entry.id.empty() || entry.op.empty() || entry.fix.empty()) {
       throw where("\"id\", \"op\" and \"fix\" are required");
     }
@@ -212,7 +213,7 @@ std::vector<CulpritMatch> Culprits::match(const FirstDivergence& d,
       }
     }
     if (by.empty()) continue;
-    out.push_back({e.id, e.op, e.why, e.fix, e.source, by, matched});
+    out.push_back({e.id, e.op, e.why, e.fix, e.source, by, matched, e.argument});
   }
   std::stable_sort(out.begin(), out.end(), [](const CulpritMatch& x, const CulpritMatch& y) {
     return strength(x.matchedBy) < strength(y.matchedBy);

@@ -27,6 +27,7 @@ class Culprits {
     std::string environment;  // matches a differing environment variable
     std::vector<Cause> causes;  // the verdicts it can explain (empty = any)
     std::string op, why, fix, source;
+    std::string argument;  // the arguments that decide, in words; "" = none
   };
 
   Culprits() = default;

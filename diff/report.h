@@ -127,6 +127,9 @@ struct CulpritMatch {
   // Where the match was found in the program, when an origin was recorded:
   // "aten::index_add_, backward of aten::index_select at train.py:17".
   std::string matched;
+  // The arguments that decide whether the op is nondeterministic
+  // ("accumulate=True"), "" when none do: traces hold no scalar arguments.
+  std::string argument;
 };
 
 struct FirstDivergence {

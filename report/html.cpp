@@ -810,6 +810,9 @@ void renderKnown(Page& page, const json& first) {
     }
     page.add("</div>\n");
     if (auto why = text(k, "why")) page.addf("<p class=\"small\" style=\"margin:6px 0\">{}</p>\n", e(*why));
+    if (auto arg = text(k, "argument"); arg && !arg->empty()) {
+      page.addf("<div><b>Applies when</b> {}: the recording does not show arguments</div>\n", e(*arg));
+    }
     if (auto fix = text(k, "fix")) page.addf("<div><b>Fix:</b> {}</div>\n", e(*fix));
     if (auto src = text(k, "source"); src && !src->empty()) {
       page.addf("<div class=\"muted small\">source: {}</div>\n", e(citation(*src)));

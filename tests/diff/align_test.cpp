@@ -265,6 +265,16 @@ TEST_CASE("known culprits are matched by op first, then by the forward op of a b
   CHECK(matches[0].matchedBy == "framework op");
   CHECK(matches[0].matched.empty());
 
+  // An entry whose nondeterminism an argument decides says which (the trace
+  // holds no scalar arguments); the others say nothing of arguments.
+  d.a.annotations = {gpurr::trace::FrameworkOp{"aten::index_put_"}};
+  matches = c.match(d, {});
+  REQUIRE(!matches.empty());
+  CHECK(matches[0].id == "torch-index-put-accumulate");
+  CHECK(matches[0].argument.find("accumulate=") != std::string::npos);
+  d.a.annotations = {gpurr::trace::FrameworkOp{"aten::index_add_"}};
+  CHECK(c.match(d, {})[0].argument.empty());
+
   // Entries that name no op still match by kernel name when the op is known,
   // after those matched by op.
   d.cause = d.mechanism = Cause::kEnvironment;
