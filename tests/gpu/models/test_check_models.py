@@ -59,6 +59,7 @@ class GroundTruth(unittest.TestCase):
 
 class DefaultMode(unittest.TestCase):
     case = m.parse_expectations("gcn gcn.py module=GCN cause=nondeterministicKernel")[0]
+    case_any = m.parse_expectations("gcn gcn.py module=GCN")[0]
 
     def test_a_divergence_that_names_everything_passes(self):
         problems, finding = m.evaluate_default(self.case, report(cause="nondeterministicKernel", origin=ORIGIN), 1, 0)
@@ -75,6 +76,11 @@ class DefaultMode(unittest.TestCase):
         problems, _ = m.evaluate_default(self.case, report(cause="nondeterministicKernel", origin=late), 1, 1)
         self.assertTrue(any("after step 1" in p for p in problems))
 
+    def test_outside_every_module(self):
+        case = m.parse_expectations("e epochs.py module=-")[0]
+        self.assertEqual(m.origin_problems(case, dict(ORIGIN, module=""), 0), [])
+        self.assertTrue(m.origin_problems(case, ORIGIN, 0))
+
     def test_missing_attribution_and_wrong_root_fail(self):
         for origin, text in ((None, "no origin"), (dict(ORIGIN, module="Other.conv1"), "expected under GCN"),
                              (dict(ORIGIN, file=None), "no source line"), (dict(ORIGIN, op=None), "no op")):
@@ -86,6 +92,14 @@ class DefaultMode(unittest.TestCase):
         self.assertTrue(m.evaluate_default(self.case, r, 1, 0)[0])
         r["replay"] = {"verdict": "nondeterministic"}
         self.assertEqual(m.evaluate_default(self.case, r, 1, 0)[0], [])
+
+    def test_an_algorithm_chosen_anew_in_the_confirm_run_reproduces_its_cause(self):
+        r = report("notReproduced", cause="algorithmChoice", origin=ORIGIN)
+        self.assertTrue(m.evaluate_default(self.case_any, r, 1, 0)[0])
+        r["confirmation"] = {"processes": [{"name": "", "firstDivergence": {"cause": "algorithmChoice"}}]}
+        self.assertEqual(m.evaluate_default(self.case_any, r, 1, 0)[0], [])
+        r["confirmation"]["processes"][0]["firstDivergence"]["cause"] = "hostInput"
+        self.assertTrue(m.evaluate_default(self.case_any, r, 1, 0)[0])
 
     def test_cause_and_culprit_expectations(self):
         case = m.parse_expectations("e epochs.py cause=hostInput culprit=torch-host-data step=2")[0]
