@@ -296,7 +296,7 @@ part_ctest() {
   elif ! command -v ctest >/dev/null; then
     skip "ctest -L gpu (no ctest on this machine)"
   else
-    local exclude='^(gpu_record_|gpu_pytorch_|gpu_library_annotations$|gpu_bisect$|hash_match$)'
+    local exclude='^(gpu_record_|gpu_pytorch_|gpu_library_annotations$|gpu_bisect$|gpu_models$|hash_match$)'
     if (cd "$build" && timeout -k 10 "$(limit)" ctest -L gpu -E "$exclude" --output-on-failure) >"$log/ctest.log" 2>&1; then
       pass "ctest -L gpu, the other GPU tests ($(grep -o '[0-9]*% tests passed.*\|No tests were found' "$log/ctest.log" | head -1))"
     else
