@@ -433,10 +433,20 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
     os << fmt::format("  {:<28} A {}   B {}{}\n", e.field, e.a ? *e.a : "(unset)",
                       e.b ? *e.b : "(unset)", e.affectsResults ? "" : "   (context)");
   }
+  // The pairs matched although a stale word differs, in one line.
+  auto absorbed = [&] {
+    if (p.pairedDespiteStaleWords == 0) return;
+    const OpInfo& o = *p.firstPairedDespiteStaleWord;
+    os << fmt::format("  {:<8} {} launch{} paired despite a stale word (a device address in one run only inside "
+                      "a struct parameter, every range both runs hashed equal); the first: {} {} (run A #{})\n",
+                      "paired", withCommas(p.pairedDespiteStaleWords), p.pairedDespiteStaleWords == 1 ? "" : "es",
+                      opTitle(o), shortName(o.name, 60), o.seq);
+  };
   if (p.identical) {
     os << st.green(fmt::format("identical: {} operations match, with equal parameters and outputs",
                                withCommas(p.matched)))
        << '\n';
+    absorbed();
     return;
   }
   if (!p.firstDivergence) return;
@@ -477,6 +487,7 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
     row("paths", fmt::format("{} path divergence{} in all (gpurr diff --json lists them)",
                              p.pathDivergenceCount, p.pathDivergenceCount == 1 ? "" : "s"));
   }
+  absorbed();
 }
 
 Json processJson(const ProcessDiff& p) {
@@ -497,7 +508,7 @@ Json processJson(const ProcessDiff& p) {
   Json paths = Json::array();
   for (const PathDivergence& d : p.pathDivergences) paths.push_back(pathJson(d));
   const BlastRadius& b = p.blast;
-  return Json{{"name", p.name},
+  Json j{{"name", p.name},
               {"a", p.pathA},
               {"b", p.pathB},
               {"identical", p.identical},
@@ -515,6 +526,11 @@ Json processJson(const ProcessDiff& p) {
                                {"independentCount", b.independentCount},
                                {"independent", independent}}},
               {"pathDivergences", {{"count", p.pathDivergenceCount}, {"listed", paths}}}};
+  if (p.pairedDespiteStaleWords > 0) {
+    j["pairedDespite"] = {{"staleWords", p.pairedDespiteStaleWords},
+                          {"first", opJson(*p.firstPairedDespiteStaleWord)}};
+  }
+  return j;
 }
 
 

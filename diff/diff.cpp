@@ -585,19 +585,19 @@ bool sameExtent(const DeviceRange& a, const DeviceRange& b) {
   return a.allocation == b.allocation && a.offset == b.offset && a.size == b.size;
 }
 
-// Ranges by allocation identity, offset, size and digest; an allocation a
-// range is the first use of takes `user`'s identity.
+// Ranges by allocation identity, offset, size and digest, as a set: a
+// trace lists them in address order, which differs between runs where the
+// allocator placed the same buffers elsewhere. An allocation a range is the
+// first use of takes `user`'s identity.
 void hashRanges(Words& h, std::span<const ScanRange> ranges, AllocationIds& ids, uint64_t user, uint64_t operand,
                 uint32_t thread) {
-  h.add(ranges.size());
+  constexpr uint64_t kP1 = 0xe7037ed1a0b428dbull, kP2 = 0x8ebc6af09c88c6e3ull, kP3 = 0x589965cc75374cc3ull;
+  uint64_t set = 0;  // a sum of one mix per range: the same in any order
   for (const ScanRange& r : ranges) {
-    if (r.range.allocation != 0) {
-      h.add(ids.use(r.range.allocation, user, operand, thread)).add(r.range.offset);
-    } else {
-      h.add(uint64_t{0});
-    }
-    h.add(r.range.size).add(r.digest);
+    const uint64_t id = r.range.allocation != 0 ? ids.use(r.range.allocation, user, operand, thread) : 0;
+    set += hash::mum(hash::mum(id ^ kP1, r.range.offset ^ kP2) ^ r.range.size, r.digest ^ kP3);
   }
+  h.add(ranges.size()).add(set);
 }
 
 // The allocations of ranges an operation reads take their identities, as
@@ -1360,42 +1360,58 @@ bool sameRange(const Context& ctx, const DeviceRange& a, const DeviceRange& b) {
          a.offset == b.offset;
 }
 
-// Differing ranges of two lists; true when all are identical. Lists of one
-// length pair by position (a range that moved is compared with its
-// counterpart); lists of different lengths (a pointer seen in one run only)
-// pair by place, and a range without a counterpart is one run's alone
-// (RangeDifference::a or ::b empty).
+// Differing ranges of two lists; true when all are identical. Ranges pair by
+// allocation identity and offset wherever they sit in the lists (FORMAT.md
+// lists them in address order, which differs between runs when the
+// allocator hands the same buffers out at other addresses). Those left
+// over pair by their place among the left-over ones when the lists are of
+// one length (a range that moved to another allocation is compared with
+// its counterpart); in lists of different lengths (a pointer seen in one
+// run only) each is one run's alone (RangeDifference::a or ::b empty).
 bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
                    const std::vector<RangeDigest>& b, std::vector<RangeDifference>& out) {
-  if (a.size() != b.size()) {
-    std::vector<bool> pairedB(b.size(), false);
+  std::vector<size_t> pairOfA(a.size(), b.size());
+  std::vector<bool> pairedB(b.size(), false);
+  for (size_t i = 0; i < a.size(); ++i) {
+    // Most lists are in the same order in both runs: look at the same place
+    // first.
+    for (size_t k = 0; k < b.size(); ++k) {
+      const size_t j = (i + k) % b.size();
+      if (pairedB[j] || !sameRange(ctx, a[i].range, b[j].range)) continue;
+      pairOfA[i] = j;
+      pairedB[j] = true;
+      break;
+    }
+  }
+  if (a.size() == b.size()) {
+    size_t j = 0;
     for (size_t i = 0; i < a.size(); ++i) {
-      size_t j = 0;
-      while (j < b.size() && (pairedB[j] || !sameRange(ctx, a[i].range, b[j].range))) ++j;
-      if (j < b.size()) {
-        pairedB[j] = true;
-        if (a[i].digest != b[j].digest) out.push_back(compareRange(ctx, i, a[i], b[j]));
-        continue;
-      }
+      if (pairOfA[i] != b.size()) continue;
+      while (pairedB[j]) ++j;
+      pairOfA[i] = j;
+      pairedB[j] = true;
+    }
+  }
+  bool same = a.size() == b.size();
+  for (size_t i = 0; i < a.size(); ++i) {
+    const size_t j = pairOfA[i];
+    if (j == b.size()) {
       RangeDifference d;
       d.index = i;
       d.a = a[i].range, d.digestA = a[i].digest;
       out.push_back(d);
+      continue;
     }
-    for (size_t j = 0; j < b.size(); ++j) {
-      if (pairedB[j]) continue;
-      RangeDifference d;
-      d.index = j;
-      d.b = b[j].range, d.digestB = b[j].digest;
-      out.push_back(d);
-    }
-    return false;
-  }
-  bool same = true;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].digest == b[i].digest && sameRange(ctx, a[i].range, b[i].range)) continue;
+    if (a[i].digest == b[j].digest && sameRange(ctx, a[i].range, b[j].range)) continue;
     same = false;
-    out.push_back(compareRange(ctx, i, a[i], b[i]));
+    out.push_back(compareRange(ctx, i, a[i], b[j]));
+  }
+  for (size_t j = 0; j < b.size(); ++j) {
+    if (pairedB[j]) continue;
+    RangeDifference d;
+    d.index = j;
+    d.b = b[j].range, d.digestB = b[j].digest;
+    out.push_back(d);
   }
   return same;
 }
@@ -1633,6 +1649,48 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
 bool sameInputs(const Context& ctx, const Event& a, const Event& b) {
   std::vector<RangeDifference> differences;
   return compareRanges(ctx, view(a).inputs, view(b).inputs, differences);
+}
+
+// Whether a pair of launches that matchSameShape paired (their pointers
+// differ) differ only by stale words: every pointer both runs have points to
+// the same place, each pointer one run alone has is a device address in one
+// run only (an unwritten word of a struct passed by value), and every range
+// both runs hashed agrees, the ranges of one run alone lying in allocations
+// that its stale words point to (the recorder hashed through them). The
+// kernel then read and wrote the same bytes in both runs: no divergence.
+bool staleWordsOnly(const Context& ctx, const Event& ea, const Event& eb) {
+  const auto* a = std::get_if<KernelLaunch>(&ea.payload);
+  const auto* b = std::get_if<KernelLaunch>(&eb.payload);
+  if (a == nullptr || b == nullptr || a->function != b->function) return false;
+  std::vector<uint32_t> staleA, staleB;  // allocations a stale word of each run points into
+  auto stale = [](const KernelLaunch& with, const KernelLaunch& without, std::vector<uint32_t>& out) {
+    for (const PointerParam& p : with.pointers) {
+      if (std::ranges::any_of(without.pointers, [&](const PointerParam& q) { return q.byteOffset == p.byteOffset; }))
+        continue;
+      if (pointerMeaning(with, without, p.byteOffset) != kStaleAddress) return false;
+      out.push_back(p.allocation);
+    }
+    return true;
+  };
+  if (!stale(*a, *b, staleA) || !stale(*b, *a, staleB) || (staleA.empty() && staleB.empty())) return false;
+  for (const PointerParam& pa : a->pointers) {
+    for (const PointerParam& pb : b->pointers) {
+      if (pa.byteOffset == pb.byteOffset &&
+          (ctx.a.ordinals(pa.allocation) != ctx.b.ordinals(pb.allocation) || pa.offset != pb.offset))
+        return false;
+    }
+  }
+  auto agree = [&](const std::vector<RangeDigest>& ra, const std::vector<RangeDigest>& rb) {
+    std::vector<RangeDifference> differences;
+    compareRanges(ctx, ra, rb, differences);
+    return std::ranges::all_of(differences, [&](const RangeDifference& d) {
+      if (d.a.size != 0 && d.b.size != 0) return false;
+      const DeviceRange& alone = d.a.size != 0 ? d.a : d.b;
+      const std::vector<uint32_t>& through = d.a.size != 0 ? staleA : staleB;
+      return alone.allocation != 0 && std::ranges::find(through, alone.allocation) != through.end();
+    });
+  };
+  return agree(a->inputs, b->inputs) && agree(a->outputs, b->outputs);
 }
 
 // Whether their parameters agree once pointers are compared by allocation
@@ -3052,6 +3110,14 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   }
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
   const std::vector<Group> groups = reorderings(ctx, alignment.runs);
+  // A pair matched by shape that differs by stale words alone is counted,
+  // its first kept, and not taken for a divergence.
+  auto absorbStale = [&](uint64_t ia, uint64_t ib) {
+    const Event ea = eventAt(ta, a.ops[ia].seq()), eb = eventAt(tb, b.ops[ib].seq());
+    if (!staleWordsOnly(ctx, ea, eb)) return false;
+    if (out.pairedDespiteStaleWords++ == 0) out.firstPairedDespiteStaleWord = info(a, ia, ea);
+    return true;
+  };
 
   // The first divergence, in alignment order.
   size_t firstRun = alignment.runs.size();
@@ -3067,8 +3133,9 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       const Op& oa = a.ops[run.aBegin + k];
       const Op& ob = b.ops[run.bBegin + k];
       // A pointer that points elsewhere (matchSameShape) diverges whatever
-      // the outputs.
+      // the outputs, unless it is a stale word and nothing else differs.
       if ((oa.hashed() && ob.hashed() && oa.outputs != ob.outputs) || oa.key != ob.key) {
+        if (oa.key != ob.key && absorbStale(run.aBegin + k, run.bBegin + k)) continue;
         firstRun = r;
         firstOffset = k;
         break;
@@ -3200,7 +3267,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       const auto reads = taint.reads(tailA, ia);
       countA(ia, reads && *reads == 0);
       const bool comparable = oa.hashed() && ob.hashed();
-      const bool differs = comparable && oa.outputs != ob.outputs;
+      const bool stale = oa.key != ob.key && absorbStale(ia, ib);
+      const bool differs = comparable && oa.outputs != ob.outputs && !stale;
       if (differs) {
         ++blast.divergentOps;
         if (reads) {

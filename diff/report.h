@@ -186,6 +186,11 @@ struct ProcessDiff {
   std::vector<PathDivergence> pathDivergences;  // all, in order (first few kept)
   uint64_t pathDivergenceCount = 0;
   BlastRadius blast;
+  // Launches paired although a word of their parameters is a device address
+  // in one run only (a stale word of a struct), every range both runs hashed
+  // agreeing: not divergences (docs/DIFF.md). Run A's first of them.
+  uint64_t pairedDespiteStaleWords = 0;
+  std::optional<OpInfo> firstPairedDespiteStaleWord;
 };
 
 }  // namespace gpurr::diff

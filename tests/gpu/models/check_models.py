@@ -326,6 +326,17 @@ class Runner:
         code, seconds, rss = self.run(case.command(self.python, mode), stem, self.env(case))
         return code, seconds, rss, self.read(stem + ".out"), self.read(stem + ".err"), stem
 
+    def ran(self, name, which, code, out, stem):
+        """Whether a plain run ran; SKIP (77) or FAIL, with its stderr's
+        end, where not."""
+        if code == 77:
+            self.say(f"SKIP {name}: {out.strip().splitlines()[-1] if out.strip() else 'skipped'}")
+        elif code != 0:
+            self.say(f"FAIL {name}: {which} exited with {code}")
+            for line in self.tail(stem + ".err", 12):
+                self.say(line)
+        return code == 0
+
     def skipped(self, case, mode):
         if self.left() is not None and self.left() < 40:
             self.say(f"SKIP models {case.name} {mode}: GPURR_DEADLINE reached before it started")
@@ -337,13 +348,7 @@ class Runner:
         if self.skipped(case, "deterministic"):
             return
         code, plain_s, plain_rss, out, err, stem = self.plain(case, "deterministic", "")
-        if code == 77:
-            self.say(f"SKIP {name}: {out.strip().splitlines()[-1] if out.strip() else 'skipped'}")
-            return
-        if code != 0:
-            self.say(f"FAIL {name}: the plain run exited with {code}")
-            for line in self.tail(stem + ".err", 12):
-                self.say(line)
+        if not self.ran(name, "the plain run", code, out, stem):
             return
         warned = sorted({line.strip() for line in err.splitlines() if "deterministic" in line and "Warning" in line})
         for w in warned[:5]:
@@ -412,13 +417,7 @@ class Runner:
         runs = []
         for tag in ("1", "2"):
             code, seconds, _, out, err, stem = self.plain(case, "default", tag)
-            if code == 77:
-                self.say(f"SKIP {name}: {out.strip().splitlines()[-1] if out.strip() else 'skipped'}")
-                return
-            if code != 0:
-                self.say(f"FAIL {name}: plain run {tag} exited with {code}")
-                for line in self.tail(stem + ".err", 12):
-                    self.say(line)
+            if not self.ran(name, f"plain run {tag}", code, out, stem):
                 return
             runs.append(step_lines(out))
         first = first_differing_step(runs[0], runs[1])
