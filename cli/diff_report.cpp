@@ -433,14 +433,19 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
     os << fmt::format("  {:<28} A {}   B {}{}\n", e.field, e.a ? *e.a : "(unset)",
                       e.b ? *e.b : "(unset)", e.affectsResults ? "" : "   (context)");
   }
-  // The pairs matched although a stale word differs, in one line.
+  // The pairs matched despite a benign difference, a line for each kind.
   auto absorbed = [&] {
-    if (p.pairedDespiteStaleWords == 0) return;
-    const OpInfo& o = *p.firstPairedDespiteStaleWord;
-    os << fmt::format("  {:<8} {} launch{} paired despite a stale word (a device address in one run only inside "
-                      "a struct parameter, every range both runs hashed equal); the first: {} {} (run A #{})\n",
-                      "paired", withCommas(p.pairedDespiteStaleWords), p.pairedDespiteStaleWords == 1 ? "" : "es",
-                      opTitle(o), shortName(o.name, 60), o.seq);
+    for (const auto& [paired, what] :
+         {std::pair{&p.pairedDespiteStaleWords, "a stale word (a device address in one run only inside a struct "
+                                                "parameter, every range both runs hashed equal)"},
+          std::pair{&p.pairedDespiteLaunchConfiguration, "another launch configuration (the same kernel, "
+                                                         "parameters and ranges)"}}) {
+      if (paired->count == 0) continue;
+      const OpInfo& o = *paired->first;
+      os << fmt::format("  {:<8} {} launch{} paired despite {}; the first: {} {} (run A #{})\n", "paired",
+                        withCommas(paired->count), paired->count == 1 ? "" : "es", what, opTitle(o),
+                        shortName(o.name, 60), o.seq);
+    }
   };
   if (p.identical) {
     os << st.green(fmt::format("identical: {} operations match, with equal parameters and outputs",
@@ -526,9 +531,9 @@ Json processJson(const ProcessDiff& p) {
                                {"independentCount", b.independentCount},
                                {"independent", independent}}},
               {"pathDivergences", {{"count", p.pathDivergenceCount}, {"listed", paths}}}};
-  if (p.pairedDespiteStaleWords > 0) {
-    j["pairedDespite"] = {{"staleWords", p.pairedDespiteStaleWords},
-                          {"first", opJson(*p.firstPairedDespiteStaleWord)}};
+  for (const auto& [paired, key] : {std::pair{&p.pairedDespiteStaleWords, "staleWords"},
+                                    std::pair{&p.pairedDespiteLaunchConfiguration, "launchConfiguration"}}) {
+    if (paired->count > 0) j["pairedDespite"][key] = {{"count", paired->count}, {"first", opJson(*paired->first)}};
   }
   return j;
 }

@@ -1693,6 +1693,20 @@ bool staleWordsOnly(const Context& ctx, const Event& ea, const Event& eb) {
   return agree(a->inputs, b->inputs) && agree(a->outputs, b->outputs);
 }
 
+// Whether two launches are the same operation launched with another
+// configuration: the same kernel and parameters (pointers by identity,
+// host addresses aside), every range both runs hashed agreeing, the grid,
+// block, cluster or shared memory different.
+bool launchConfigurationOnly(const Context& ctx, const Event& ea, const Event& eb) {
+  const auto* a = std::get_if<KernelLaunch>(&ea.payload);
+  const auto* b = std::get_if<KernelLaunch>(&eb.payload);
+  if (a == nullptr || b == nullptr || a->function != b->function || a->params.size() != b->params.size()) return false;
+  if (!std::ranges::all_of(compareParams(ctx, *a, *b), isHostParameter)) return false;
+  std::vector<RangeDifference> differences;
+  return compareRanges(ctx, a->inputs, b->inputs, differences) &&
+         compareRanges(ctx, a->outputs, b->outputs, differences);
+}
+
 // Whether their parameters agree once pointers are compared by allocation
 // identity and offset (a set's value, for sets).
 bool sameParameters(const Context& ctx, const Event& a, const Event& b) {
@@ -3087,6 +3101,25 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     alignment.matched += held;
   }
   matchSameShape(alignment, a, b);
+  const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
+  // A stretch of one launch in each run, the same kernel with the same
+  // parameters, inputs and outputs launched with another configuration: one
+  // operation (an autotuner timed block sizes and kept another). Paired, and
+  // counted where the divergences are looked for. Checked for the first
+  // 4096 such stretches: each reads both events again.
+  std::unordered_set<uint64_t> configurationOnly;  // run A's index of each
+  for (size_t r = 0, checked = 0; r < alignment.runs.size() && checked < 4096; ++r) {
+    AlignedRun& run = alignment.runs[r];
+    if (run.match || run.aCount != 1 || run.bCount != 1 || a.ops[run.aBegin].kind() != OpKind::kLaunch ||
+        b.ops[run.bBegin].kind() != OpKind::kLaunch)
+      continue;
+    ++checked;
+    if (!launchConfigurationOnly(ctx, eventAt(ta, a.ops[run.aBegin].seq()), eventAt(tb, b.ops[run.bBegin].seq())))
+      continue;
+    run.match = true;
+    ++alignment.matched;
+    configurationOnly.insert(run.aBegin);
+  }
   out.matched = alignment.matched;
   out.alignmentBounded = alignment.bounded;
   if (alignment.bounded) {
@@ -3108,15 +3141,18 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       alignment.runs.pop_back();
     }
   }
-  const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
   const std::vector<Group> groups = reorderings(ctx, alignment.runs);
-  // A pair matched by shape that differs by stale words alone is counted,
-  // its first kept, and not taken for a divergence.
-  auto absorbStale = [&](uint64_t ia, uint64_t ib) {
+  // A matched pair whose identities differ (its pointers, or its launch
+  // configuration) by a benign difference alone is counted, its first kept,
+  // and not taken for a divergence.
+  auto absorbBenign = [&](uint64_t ia, uint64_t ib) {
+    auto note = [&](PairedDespite& p, const OpInfo& first) {
+      if (p.count++ == 0) p.first = first;
+      return true;
+    };
+    if (configurationOnly.count(ia)) return note(out.pairedDespiteLaunchConfiguration, info(a, ia));
     const Event ea = eventAt(ta, a.ops[ia].seq()), eb = eventAt(tb, b.ops[ib].seq());
-    if (!staleWordsOnly(ctx, ea, eb)) return false;
-    if (out.pairedDespiteStaleWords++ == 0) out.firstPairedDespiteStaleWord = info(a, ia, ea);
-    return true;
+    return staleWordsOnly(ctx, ea, eb) && note(out.pairedDespiteStaleWords, info(a, ia, ea));
   };
 
   // The first divergence, in alignment order.
@@ -3133,9 +3169,10 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       const Op& oa = a.ops[run.aBegin + k];
       const Op& ob = b.ops[run.bBegin + k];
       // A pointer that points elsewhere (matchSameShape) diverges whatever
-      // the outputs, unless it is a stale word and nothing else differs.
+      // the outputs, unless it is a benign difference and nothing else
+      // differs.
       if ((oa.hashed() && ob.hashed() && oa.outputs != ob.outputs) || oa.key != ob.key) {
-        if (oa.key != ob.key && absorbStale(run.aBegin + k, run.bBegin + k)) continue;
+        if (oa.key != ob.key && absorbBenign(run.aBegin + k, run.bBegin + k)) continue;
         firstRun = r;
         firstOffset = k;
         break;
@@ -3267,8 +3304,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       const auto reads = taint.reads(tailA, ia);
       countA(ia, reads && *reads == 0);
       const bool comparable = oa.hashed() && ob.hashed();
-      const bool stale = oa.key != ob.key && absorbStale(ia, ib);
-      const bool differs = comparable && oa.outputs != ob.outputs && !stale;
+      const bool benign = oa.key != ob.key && absorbBenign(ia, ib);
+      const bool differs = comparable && oa.outputs != ob.outputs && !benign;
       if (differs) {
         ++blast.divergentOps;
         if (reads) {

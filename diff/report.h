@@ -174,6 +174,13 @@ struct BlastRadius {
   std::vector<IndependentDivergence> independent;  // the first few
 };
 
+// Operations paired despite one kind of benign difference: how many, and
+// run A's first.
+struct PairedDespite {
+  uint64_t count = 0;
+  std::optional<OpInfo> first;
+};
+
 struct ProcessDiff {
   std::string name;  // "" for a single pair, else the matched entry name
   std::string pathA, pathB;
@@ -186,11 +193,12 @@ struct ProcessDiff {
   std::vector<PathDivergence> pathDivergences;  // all, in order (first few kept)
   uint64_t pathDivergenceCount = 0;
   BlastRadius blast;
-  // Launches paired although a word of their parameters is a device address
-  // in one run only (a stale word of a struct), every range both runs hashed
-  // agreeing: not divergences (docs/DIFF.md). Run A's first of them.
-  uint64_t pairedDespiteStaleWords = 0;
-  std::optional<OpInfo> firstPairedDespiteStaleWord;
+  // Launches paired despite a benign difference, not divergences
+  // (docs/DIFF.md): a word of their parameters that is a device address in
+  // one run only (a stale word of a struct), or another launch configuration
+  // of the same kernel (an autotuner's block size), every range both runs
+  // hashed agreeing.
+  PairedDespite pairedDespiteStaleWords, pairedDespiteLaunchConfiguration;
 };
 
 }  // namespace gpurr::diff

@@ -1,11 +1,14 @@
-// A word of a struct passed by value that holds a device address in one run
-// only (bytes PyTorch never writes: the host stack's last value) is no
-// divergence when the kernel read and wrote the same bytes in both runs,
-// also where the recorder hashed a range through it in that run. Property
-// tests on random programs: one of run B's launches carries such a stale
-// word (and a range hashed through it); the runs are identical, the report
-// says how many launches were paired despite it, and a real divergence
-// planted after them is still found, alone, with its cause.
+// Benign differences the diff pairs launches despite, when the kernel read
+// and wrote the same bytes in both runs:
+// - a word of a struct passed by value that holds a device address in one
+//   run only (bytes PyTorch never writes: the host stack's last value),
+//   also where the recorder hashed a range through it in that run;
+// - another launch configuration of the same kernel (Inductor times block
+//   sizes at a kernel's first call and keeps the fastest).
+// Property tests on random programs: one of run B's launches carries such a
+// difference; the runs are identical, the report says which launch was
+// paired despite it, and a real divergence planted after it is still found,
+// alone, with its cause.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -31,8 +34,9 @@ struct Launch {
   int kernel;
   std::vector<int> inputs;
   int output;
-  int staleTarget = -1;  // run B: word 1 of the functor points into this buffer
-  bool perturb = false;  // its output comes out different
+  int staleTarget = -1;     // run B: word 1 of the functor points into this buffer
+  bool otherGrid = false;  // run B: launched with another grid
+  bool perturb = false;    // its output comes out different
 };
 
 constexpr int kBuffers = 10;
@@ -72,8 +76,8 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool ru
   for (const Launch& l : launches) {
     KernelLaunch k;
     k.function = kernels[l.kernel];
-    k.grid = {8, 1, 1};
-    k.block = {128, 1, 1};
+    k.grid = {runB && l.otherGrid ? 16u : 8u, 1, 1};
+    k.block = {runB && l.otherGrid ? 64u : 128u, 1, 1};
     auto range = [&](int b) { return DeviceRange{live.at(b).address, kSize, live.at(b).ordinal, 0}; };
     appendPointerParam(k, live.at(l.output).address, live.at(l.output).ordinal, 0);
     uint64_t out = hash::fmix(static_cast<uint64_t>(l.kernel) + 1);
@@ -111,23 +115,36 @@ struct Runs {
   }
 };
 
+// The launches before `limit` whose buffers earlier launches used already
+// (a difference in an allocation's first use changes the identity that
+// allocation takes, which the diff does not undo yet), and the buffers used
+// before each.
+std::vector<size_t> reused(const std::vector<Launch>& launches, size_t limit, std::vector<int>* used = nullptr) {
+  std::vector<int> seen;
+  std::vector<size_t> out;
+  auto in = [&](int b) { return std::find(seen.begin(), seen.end(), b) != seen.end(); };
+  for (size_t i = 0; i < limit; ++i) {
+    const Launch& l = launches[i];
+    if (in(l.output) && std::all_of(l.inputs.begin(), l.inputs.end(), in)) out.push_back(i);
+    for (int b : l.inputs) seen.push_back(b);
+    seen.push_back(l.output);
+  }
+  if (used != nullptr) *used = seen;
+  REQUIRE(!out.empty());
+  return out;
+}
+
+size_t pick(const std::vector<size_t>& from, std::mt19937_64& rng) {
+  return from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
+}
+
 // Plants one stale word before launch `limit`, into a launch whose buffers
 // earlier launches used already, pointing into another such buffer (a
 // freed block the caching allocator handed out again, as in a training
-// step on a GPU); returns where. (A stale word in an allocation's first use
-// changes the identity that allocation takes: not yet undone.)
+// step on a GPU); returns where.
 size_t plantStaleWord(std::vector<Launch>& launches, std::mt19937_64& rng, size_t limit) {
   std::vector<int> used;
-  std::vector<size_t> eligible;
-  auto seen = [&](int b) { return std::find(used.begin(), used.end(), b) != used.end(); };
-  for (size_t i = 0; i < limit; ++i) {
-    const Launch& l = launches[i];
-    if (seen(l.output) && std::all_of(l.inputs.begin(), l.inputs.end(), seen)) eligible.push_back(i);
-    for (int b : l.inputs) used.push_back(b);
-    used.push_back(l.output);
-  }
-  REQUIRE(!eligible.empty());
-  const size_t at = eligible[std::uniform_int_distribution<size_t>(0, eligible.size() - 1)(rng)];
+  const size_t at = pick(reused(launches, limit, &used), rng);
   launches[at].staleTarget = used[std::uniform_int_distribution<size_t>(0, at)(rng)];
   return at;
 }
@@ -147,9 +164,9 @@ TEST_CASE("stale device addresses in one run's struct parameters are no divergen
     CHECK(d.pathDivergenceCount == 0);
     CHECK_FALSE(d.firstDivergence.has_value());
     INFO((d.firstDivergence ? d.firstDivergence->summary : std::string()));
-    CHECK(d.pairedDespiteStaleWords == 1);
-    REQUIRE(d.firstPairedDespiteStaleWord.has_value());
-    CHECK(d.firstPairedDespiteStaleWord->index == planted);
+    CHECK(d.pairedDespiteStaleWords.count == 1);
+    REQUIRE(d.pairedDespiteStaleWords.first.has_value());
+    CHECK(d.pairedDespiteStaleWords.first->index == planted);
   }
 }
 
@@ -183,5 +200,46 @@ TEST_CASE("a stale word beside a range that differs is still a divergence", "[di
   const diff::ProcessDiff d = runs.diff(a, b);
   REQUIRE(d.firstDivergence.has_value());
   CHECK(d.firstDivergence->a.index == 50);
-  CHECK(d.pairedDespiteStaleWords == 0);
+  CHECK(d.pairedDespiteStaleWords.count == 0);
+}
+
+TEST_CASE("a launch with another configuration of the same kernel, its ranges equal, is no divergence",
+          "[diff][property]") {
+  Runs runs;
+  for (uint64_t seed = 200; seed < 230; ++seed) {
+    std::mt19937_64 rng(seed);
+    const std::vector<Launch> a = randomProgram(rng);
+    std::vector<Launch> b = a;
+    const size_t regridded = pick(reused(b, 60), rng);
+    b[regridded].otherGrid = true;
+    const size_t perturbed = 60 + std::uniform_int_distribution<size_t>(0, 30)(rng);
+    INFO("seed " << seed << ", launch " << regridded << " with another grid");
+    const diff::ProcessDiff same = runs.diff(a, b);
+    CHECK(same.identical);
+    CHECK(same.pathDivergenceCount == 0);
+    CHECK(same.pairedDespiteLaunchConfiguration.count == 1);
+    REQUIRE(same.pairedDespiteLaunchConfiguration.first.has_value());
+    CHECK(same.pairedDespiteLaunchConfiguration.first->index == regridded);
+    b[perturbed].perturb = true;
+    const diff::ProcessDiff d = runs.diff(a, b);
+    CHECK(d.pathDivergenceCount == 0);
+    REQUIRE(d.firstDivergence.has_value());
+    CHECK(d.firstDivergence->a.index == perturbed);
+    CHECK(d.firstDivergence->cause == diff::Cause::kNondeterministicKernel);
+    CHECK(d.blast.independentCount == 0);
+  }
+}
+
+TEST_CASE("another launch configuration whose output differs is still a divergence", "[diff]") {
+  Runs runs;
+  std::mt19937_64 rng(9);
+  const std::vector<Launch> a = randomProgram(rng);
+  std::vector<Launch> b = a;
+  b[40].otherGrid = true;
+  b[40].perturb = true;
+  const diff::ProcessDiff d = runs.diff(a, b);
+  REQUIRE(d.firstDivergence.has_value());
+  CHECK(d.firstDivergence->path);
+  CHECK(d.firstDivergence->a.index == 40);
+  CHECK(d.pairedDespiteLaunchConfiguration.count == 0);
 }
