@@ -754,6 +754,23 @@ def inplace_op_on_empty_memory():
 
 
 @case
+def stale_word_alone():
+    """The in-place op's functor holds a stale device address in run A only
+    (as ReduceOp's and TensorListMetadata's unwritten words did on an H200),
+    and fresh memory reads zeros in both runs, so the op computes the same
+    bits: the launches pair up despite the stale word, the range hashed
+    through it is run A's alone, and the runs are identical. The report says
+    which launch was paired so, in text and JSON."""
+    a, pa = record(Variant(seed=1, inplace_empty_step=2, stale_pointer=True, fresh_zeros=True))
+    b, _ = record(Variant(seed=2, inplace_empty_step=2, stale_pointer=True, fresh_zeros=True))
+    j = expect_identical(a, b, 'a stale device address in one run only, the same bits computed')
+    paired = process(j).get('pairedDespite', {}).get('staleWords')
+    expect(paired is not None and paired['count'] == 1, 'one launch paired despite a stale word', paired)
+    expect(paired['first']['seq'] == seq_of(pa, 'AddcmulFunctor', step=2), 'the addcmul_ of step 2', paired)
+    expect('paired despite a stale word' in text_report(a, b), 'the text report says so')
+
+
+@case
 def environment():
     """CUBLAS_WORKSPACE_CONFIG unset in run B, where cuBLAS splits K at step 1;
     and an environment difference alone, with equal data."""
