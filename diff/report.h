@@ -87,7 +87,7 @@ struct ParamDifference {
   // For a parameter over 16 bytes (a struct), what reports show instead of
   // its whole bytes: the 8-byte words that differ, pointers aside
   // ("+0xe0 A 0x001b2f5e07c4d9a3 B 0x000e61d4a8f9b207, ...").
-  std::string words;
+  std::string words = {};
 };
 
 // Stretches that together hold the same operations on both sides, in

@@ -827,7 +827,8 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
                                "parameter layout unknown (driver lacks cuFuncGetParamInfo): parameters not captured");
   }
 
-  for (trace::RngState& r : decodePhilox(k.params, fn->philox)) k.annotations.push_back(std::move(r));
+  for (trace::RngState& r : decodePhilox(k.params, fn->philox))
+    k.annotations.emplace_back(std::in_place_type<trace::RngState>, std::move(r));
   appendLibraryCallAnnotations(k.annotations);
   clock.lap(kDescribe);
 

@@ -143,7 +143,7 @@ struct RangeDigest {
   DeviceRange range;
   uint64_t digest = 0;                  // buffer hash of the whole range
   std::vector<uint64_t> chunkDigests;   // optional: one per 64 KiB chunk
-  std::optional<BlobRef> snapshot;      // optional: the full bytes
+  std::optional<BlobRef> snapshot = std::nullopt;  // optional: the full bytes
   bool operator==(const RangeDigest&) const = default;
 };
 
@@ -376,9 +376,9 @@ struct Origin {
   std::string op;                    // innermost op ("aten::index_add_"), or a user range
   std::vector<std::string> opStack;  // outermost first, ending with op
   Phase phase = Phase::kUnknown;
-  std::string forwardOp;             // backward: the forward op it differentiates
-  std::string module;                // "model.encoder.layers.3"; in backward, the forward op's
-  std::string file;                  // the program's line that issued the (forward) op
+  std::string forwardOp = {};        // backward: the forward op it differentiates
+  std::string module = {};           // "model.encoder.layers.3"; in backward, the forward op's
+  std::string file = {};             // the program's line that issued the (forward) op
   uint32_t line = 0;
   int64_t step = -1;                 // training steps completed before it; -1 unknown
   uint64_t stepLaunch = 0;           // kernel launches of the same step before it
@@ -391,7 +391,7 @@ struct Event {
   uint64_t timeNs = 0;       // host time of the call, ns since recording began
   uint32_t thread = 0;       // host thread, numbered in order of first call
   Payload payload;
-  std::optional<Origin> origin;  // absent when no framework layer ran
+  std::optional<Origin> origin = std::nullopt;  // absent when no framework layer ran
   bool operator==(const Event&) const = default;
 };
 

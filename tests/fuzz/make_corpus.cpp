@@ -48,7 +48,9 @@ void append(Bytes& out, uint64_t v, size_t n) {
 }
 
 Bytes input(Mode mode, std::initializer_list<uint8_t> prefix, const Bytes& rest = {}) {
-  Bytes out{static_cast<uint8_t>(mode)};
+  Bytes out;
+  out.reserve(1 + prefix.size() + rest.size());
+  out.push_back(static_cast<uint8_t>(mode));
   out.insert(out.end(), prefix.begin(), prefix.end());
   out.insert(out.end(), rest.begin(), rest.end());
   return out;
