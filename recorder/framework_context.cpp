@@ -1,6 +1,5 @@
 #include "recorder/framework_context.h"
 
-#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -149,11 +148,10 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
   if (t.scopes.empty()) {
     t.file = file;
     t.line = line;
-  } else if (file != nullptr && std::all_of(t.scopes.begin(), t.scopes.end(),
-                                            [](const Scope& o) { return o.kind == ScopeKind::kRange; })) {
+  } else if (file != nullptr) {
     // An op the program called inside ranges alone (a closure run by
-    // `optimizer.step`, whose profiler range is the outermost scope): its
-    // own line, not the range's.
+    // `optimizer.step`, whose profiler range is the outermost scope): the
+    // layer gives its own line, which replaces the range's.
     scope.outerLine.emplace(t.file, t.line);
     t.file = file;
     t.line = line;

@@ -30,7 +30,8 @@ enum class ScopeKind : int {
 // `file`/`line` (nullptr/0 when unknown): the program's source line, given
 // for a thread's outermost scope and for an op whose enclosing scopes are
 // all ranges (it replaces the range's line until the op closes); the
-// pointer stays valid for the process's life. `inPlace`: an op's, from its schema (trace::Origin.inPlace).
+// pointer stays valid for the process's life. `inPlace`: an op's, from its
+// schema (trace::Origin.inPlace).
 void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequence, uint64_t sequenceThread,
                const char* file, uint32_t line, trace::InPlace inPlace = trace::InPlace::kUnknown);
 // Closes the scope `id` and any opened after it and not closed; a scope not
