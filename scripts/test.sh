@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# gpurr's test command: installs what is missing, builds, builds the wheel
-# (dist/, which the `wheel` test installs and uses), runs every test this
-# machine can run (GPU tests only where a GPU is present), then a short fuzz
-# run of the trace reader.
+# gpurr's test command: installs what is missing, builds (a compiler warning
+# fails the build), builds the wheel (dist/, which the `wheel` test installs
+# and uses), runs every test this machine can run (GPU tests only where a GPU
+# is present; `seams` holds the folders' rules, scripts/check_seams.py), then
+# a short fuzz run of the trace reader.
 #
 #   scripts/test.sh            GPURR_FUZZ_SECONDS=N to change the fuzz run (default 60, 0 skips)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
-cmake -S . -B build -G Ninja
+cmake -S . -B build -G Ninja -DGPURR_WERROR=ON
 cmake --build build
 ./scripts/build_wheel.sh dist
 
