@@ -197,6 +197,26 @@ def extra_allocation():
 
 
 @case
+def module_ordinals():
+    """A kernel's identity is its mangled name, not its module's ordinal
+    (FORMAT.md, FunctionDef): run B's autotuner loads three modules before
+    the torch kernels', so every later ordinal shifts, and run A numbers its
+    modules 1, 5, 9 (ordinals need only be unique): identical. A real
+    divergence after it (atomics at step 3) is still found, alone."""
+    a, pa = record(Variant(seed=1, module_stride=4))
+    b, pb = record(Variant(seed=2, extra_modules=3))
+    ordinals = lambda prog: [e['module']['ordinal'] for e in prog.events if 'module' in e]
+    expect(ordinals(pa) == [1, 5, 9] and ordinals(pb) == [1, 2, 3, 4, 5, 6], 'the runs number their modules '
+           'otherwise', [ordinals(pa), ordinals(pb)])
+    expect_identical(a, b, 'kernels of modules numbered otherwise')
+    a, _ = record(Variant(seed=3, module_stride=4))
+    b, _ = record(Variant(seed=4, extra_modules=3, atomics_step=3))
+    j, _ = expect_cause(a, b, "nondeterministicKernel", "atomics at step 3 behind the shifted modules")
+    expect(process(j)['blastRadius']['independentCount'] == 0 and process(j)['pathDivergences']['count'] == 0,
+           'and nothing else', process(j).get('blastRadius'))
+
+
+@case
 def captured_work():
     """Copies, sets and graph launches enqueued into a CUDA graph's capture
     (FORMAT.md: `captured`) did not run: they are no operations, so a capture
@@ -768,6 +788,24 @@ def stale_word_alone():
     expect(paired is not None and paired['count'] == 1, 'one launch paired despite a stale word', paired)
     expect(paired['first']['seq'] == seq_of(pa, 'AddcmulFunctor', step=2), 'the addcmul_ of step 2', paired)
     expect('paired despite a stale word' in text_report(a, b), 'the text report says so')
+
+
+@case
+def dead_device_address():
+    """The in-place op's functor holds, in both runs, a device address where
+    no allocation is live at the launch (memory freed long before), other in
+    each run: no pointer (FORMAT.md section 4), and the host-address rule
+    takes it as an address a kernel does not read through (DIFF.md, params):
+    identical where the op computes the same bits. Where fresh memory differs,
+    the cause is the uninitialised memory, not the word."""
+    a, _ = record(Variant(seed=1, inplace_empty_step=2, stale_pointer='dead', fresh_zeros=True))
+    b, _ = record(Variant(seed=2, inplace_empty_step=2, stale_pointer='dead', fresh_zeros=True))
+    expect_identical(a, b, 'a dead device address in a functor, the same bits computed')
+    a, _ = record(Variant(seed=3, inplace_empty_step=2, stale_pointer='dead'))
+    b, _ = record(Variant(seed=4, inplace_empty_step=2, stale_pointer='dead'))
+    _, fd = expect_cause(a, b, 'uninitialisedMemory', 'the same op on fresh memory that differs')
+    marked = [d for d in fd['params']['differing'] if d.get('meaning') == 'host addresses']
+    expect(len(marked) == len(fd['params']['differing']) == 1, 'the word marked host addresses', fd['params'])
 
 
 @case

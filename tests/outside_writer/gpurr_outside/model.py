@@ -107,6 +107,7 @@ class Program:
         self.vmm_next = 0x7e0000000000 + self.rng.randrange(1, 64) * (1 << 30)
         self.pools = {}             # (stream, large) -> [Alloc]
         self.modules = []
+        self.module_stride = 1      # ordinals 1, 1 + stride, ...: FORMAT.md asks only that they be unique
         self.launch_count = 0
         self.capture_host_data = False
         self.step_launches = {}
@@ -134,7 +135,7 @@ class Program:
         return 0x5500000000 + self.rng.randrange(1 << 24) * 16
 
     def module(self, thread, image, arch=90):
-        ordinal = len(self.modules) + 1
+        ordinal = len(self.modules) * self.module_stride + 1
         self.modules.append(image)
         self.emit(thread, 'module', {'ordinal': ordinal, 'cubin': ('blob', image), 'arch': arch})
         return ordinal

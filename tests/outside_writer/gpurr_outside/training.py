@@ -62,7 +62,8 @@ class Variant:
     inplace_op: str = 'aten::addcmul_'  # or 'aten::copy_': overwrites the buffer, scaled by a functor value
     inplace_schema: str = None      # the op's Origin.inPlace ('yes', 'no'); None: not written (an older recorder)
     stale_pointer: bool = False     # ... and its functor's garbage is a stale device address (into the running
-                                    # statistics) in the run of seed 1: a pointer the recorder sees in one run only
+                                    # statistics) in the run of seed 1: a pointer the recorder sees in one run only;
+                                    # 'dead': in every run, an address in no live allocation, other in each run
     split_k_step: int = None       # cuBLAS splits K and sums in another order
     race_step: int = None          # the main thread zeroes the gradient norm that autograd's thread adds to...
     race_late: bool = False        # ... after it instead of before it
@@ -77,6 +78,9 @@ class Variant:
                                    # stream; the main thread reads them handed over by the host (no CUDA event)
     env: dict = None
     snapshot_step: int = None      # keep the bytes of that step's launches (gpurr record --snapshot)
+    extra_modules: int = 0         # modules an autotuner loads (and never launches from) before the torch
+                                   # kernels': every later module ordinal shifts
+    module_stride: int = 1         # module ordinals 1, 1 + stride, ... (not dense)
     init_sets: int = 0             # the initialisation zeroes the momentum buffers this many times more (a large
                                    # model's init on the main thread: a long start before autograd's thread shows up)
 
@@ -151,6 +155,9 @@ class Training:
                     prog.hooks.remove(hook)
                     prog.driver_alloc(thread, size, kind)
             p.hooks.append(hook)
+        p.module_stride = v.module_stride
+        for i in range(v.extra_modules):
+            p.module(MAIN, b'\x7fELF autotuning candidate %d' % i + bytes(range(256)) * 2)
         self.torch_mod = p.module(MAIN, b'\x7fELF torch kernels' + bytes(range(256)) * 4)
         self.cudnn_mod = p.module(MAIN, b'\x7fELF cudnn engines' + bytes(range(255, -1, -1)) * 4)
         self.cublas_mod = p.module(MAIN, b'\x7fELF cublasLt kernels' + bytes(range(0, 256, 3)) * 4)
@@ -432,7 +439,10 @@ class Training:
             # bytes are stack garbage, other in every run (as on a GPU).
             acc = self.empty(T, emb.size)
             garbage = 0x30400 + (v.seed << 8)
-            if v.stale_pointer and v.seed == 1:
+            if v.stale_pointer == 'dead':
+                # a device address where no allocation lives (one freed long ago), other in every run
+                garbage = p.next_address + (16 << 30) + (v.seed << 12)
+            elif v.stale_pointer and v.seed == 1:
                 garbage = self.running.address + 16
             src = emb.f32()
 
