@@ -57,6 +57,7 @@ struct BisectOptions {
   bool hashInputs = false;
   bool captureHostData = false;
   bool noFramework = false;
+  int64_t untilStep = -1;
   std::vector<std::string> command;
 
   std::vector<std::string> recordOptions() const {
@@ -67,6 +68,7 @@ struct BisectOptions {
     if (hashInputs) out.push_back("--hash-inputs");
     if (captureHostData) out.push_back("--capture-host-data");
     if (noFramework) out.push_back("--no-framework");
+    if (untilStep >= 0) out.insert(out.end(), {"--until-step", std::to_string(untilStep)});
     return out;
   }
 };
@@ -705,6 +707,9 @@ int run(const BisectOptions& opts) {
   if (!opts.kernels.empty()) {
     if (std::string e = record::checkKernelRegex(opts.kernels); !e.empty()) return usageError(e);
   }
+  if (opts.untilStep >= 0 && opts.noFramework) {
+    return usageError("--until-step needs the PyTorch layer, which counts training steps: leave out --no-framework");
+  }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return usageError("cannot find the gpurr executable (/proc/self/exe): " + ec.message());
@@ -793,6 +798,10 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
                 "Passed to gpurr record: hash every launch's buffers before it runs too");
   cmd->add_flag("--no-framework", opts->noFramework,
                 "Passed to gpurr record: leave out the PyTorch layer (op, module, line and step of each launch)");
+  cmd->add_option("--until-step", opts->untilStep,
+                  "Passed to gpurr record: stop the program cleanly after training step N (counted from 0), so that "
+                  "each recording of a long job takes only its first N+1 steps")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Passed to gpurr record: keep the bytes of every host-to-device copy (shows where host inputs differ)");
   cmd->add_option("command", opts->command, "The command to record and its arguments, after --")->expected(-1);

@@ -177,6 +177,7 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"blobBytes", s.blobBytes},
            {"hostRegions", regions},
            {"complete", !reader.damage().unclosed},
+           {"stoppedAfterStep", reader.stoppedAfterStep() >= 0 ? Json(reader.stoppedAfterStep()) : Json(nullptr)},
            {"damage", reader.damage().detail}};
   std::cout << out.dump(2) << '\n';
   return kExitOk;
@@ -273,7 +274,12 @@ int printText(const TraceReader& reader, const Stats& s) {
                            humanBytes(reader.uncompressedBytes()),
                            ratio(reader.uncompressedBytes(), reader.eventsFileBytes()),
                            humanBytes(s.blobBytes), s.blobCount));
-  line("status", reader.damage().unclosed ? "incomplete: " + reader.damage().detail : "complete");
+  std::string status = reader.damage().unclosed ? "incomplete: " + reader.damage().detail : "complete";
+  if (reader.stoppedAfterStep() >= 0) {
+    status += fmt::format("; gpurr stopped the program after training step {} (record --until-step)",
+                          reader.stoppedAfterStep());
+  }
+  line("status", status);
   return kExitOk;
 }
 

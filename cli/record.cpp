@@ -375,6 +375,7 @@ RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces
         return true;
       });
       if (reader.damage().unclosed) t.damage = reader.damage().detail;
+      t.stoppedAfterStep = reader.stoppedAfterStep();
       t.readable = true;
     } catch (const std::exception& e) {
       // A trace cut off mid-block can still fail in decoding; what was
@@ -437,6 +438,7 @@ struct RecordOptions {
   bool noFramework = false;
   bool aslr = false;
   std::string steps;
+  int64_t untilStep = -1;  // --until-step; -1 = run to the end
   bool launchesGiven = false;
   bool kernelsGiven = false;
   bool snapshotGiven = false;
@@ -505,6 +507,9 @@ int run(const RecordOptions& opts) {
     return usageError(fmt::format("--snapshot-memory {}: give the host memory for snapshots in MiB (at least 1)",
                                   opts.snapshotMemoryMb));
   }
+  if (opts.untilStep >= 0 && opts.noFramework) {
+    return usageError("--until-step needs the PyTorch layer, which counts training steps: leave out --no-framework");
+  }
   if (opts.checkDeterminism != 0) {
     if (std::string e = checkDeterminismOptions(opts.checkDeterminism, opts.launchesGiven, opts.kernelsGiven,
                                                     opts.snapshotGiven);
@@ -571,6 +576,7 @@ int run(const RecordOptions& opts) {
       {"GPURR_SNAPSHOT_MEMORY_MB", std::to_string(opts.snapshotMemoryMb), !opts.snapshotMemoryGiven},
       {"GPURR_CHECK_DETERMINISM", std::to_string(opts.checkDeterminism), opts.checkDeterminism == 0},
       {"GPURR_VERBOSE", "1", !opts.verbose},
+      {"GPURR_UNTIL_STEP", std::to_string(opts.untilStep), opts.untilStep < 0},
   };
   // The CUPTI the recorder loads when the process has none yet (see
   // recorder/cupti_library.h): the program's Python environment's first.
@@ -652,6 +658,18 @@ int run(const RecordOptions& opts) {
       say(fmt::format("warning: {}: {}", t.path.string(), t.damage));
     }
   }
+  if (opts.untilStep >= 0 && std::none_of(summary.traces.begin(), summary.traces.end(),
+                                          [](const TraceSummary& t) { return t.stoppedAfterStep >= 0; })) {
+    say(fmt::format("warning: the program was not stopped (--until-step {}): it ended before that step completed, "
+                    "or it never stepped a torch.optim optimizer",
+                    opts.untilStep));
+  }
+  for (const TraceSummary& t : summary.traces) {
+    if (t.stoppedAfterStep < 0) continue;
+    say(fmt::format("{}gpurr stopped the program after training step {} (--until-step): the trace is complete up "
+                    "to there",
+                    placed.directoryOfTraces ? t.path.filename().string() + ": " : "", t.stoppedAfterStep));
+  }
   say(summaryLine(summary));
   if (opts.verbose) {
     for (const TraceSummary& t : summary.traces) {
@@ -679,6 +697,11 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                   "Hash only launches of these training steps of a PyTorch program, as a Python slice of step "
                   "numbers counted from 0 (optimizer steps completed): 10:12, 100:, ::50 (every 50th). Other "
                   "launches are still recorded.");
+  cmd->add_option("--until-step", opts->untilStep,
+                  "Stop a PyTorch program cleanly after training step N (counted from 0, as --steps counts): its "
+                  "atexit handlers run and the trace is complete; `gpurr info` says where it was stopped. Needs "
+                  "the PyTorch layer (not with --no-framework). More in docs/RECORDING.md.")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--sync", opts->sync,
                 "Synchronise around every launch: slower, but hashes see each launch in "
                 "isolation");

@@ -105,6 +105,7 @@ struct TraceSummary {
   uint64_t determinismChecked = 0;  // launches re-run by --check-determinism
   uint64_t nondeterministic = 0;    // ... whose re-runs gave different results
   RecorderCost cost;                // what recording cost the program (record --verbose)
+  int64_t stoppedAfterStep = -1;    // gpurr stopped the program after this step (--until-step), else -1
   std::string damage;  // the reader's note on an unclosed trace, else empty
   std::string error;   // why it cannot be read, when !readable
 };

@@ -37,6 +37,8 @@ GPURR_EXPORT void gpurr_framework_exit_module(void) { fw::exitModule(); }
 
 GPURR_EXPORT void gpurr_framework_set_step(int64_t step) { fw::setStep(step); }
 
+GPURR_EXPORT void gpurr_framework_stop_after_step(int64_t step) { fw::stopAfterStep(step); }
+
 GPURR_EXPORT void gpurr_framework_block(uint64_t address, uint64_t size, int allocated) {
   fw::blockEvent(address, size, allocated != 0);
 }

@@ -14,7 +14,7 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 3
+#define GPURR_FRAMEWORK_API_VERSION 4
 int gpurr_framework_api_version(void);
 
 /* kind: 0 op, 1 autograd backward node, 2 user range. in_place (an op's,
@@ -33,6 +33,9 @@ void gpurr_framework_op_operands(const void* id, const uint64_t* addresses, cons
 void gpurr_framework_enter_module(const char* path);
 void gpurr_framework_exit_module(void);
 void gpurr_framework_set_step(int64_t step);
+/* The layer is about to stop the program after training step `step`
+ * (gpurr record --until-step): the trace's index records it. */
+void gpurr_framework_stop_after_step(int64_t step);
 /* allocated: 1 for a block handed out, 0 for one taken back (size ignored). */
 void gpurr_framework_block(uint64_t address, uint64_t size, int allocated);
 

@@ -92,6 +92,7 @@ std::map<uint64_t, uint64_t>& blocks = tables.blocks;
 
 std::atomic<bool> reported{false};
 std::atomic<int64_t> currentStep_{-1};
+std::atomic<int64_t> stoppedAfterStep_{-1};
 std::atomic<uint64_t> stepLaunches{0};
 
 // An op that carries sequence number N opens. Autograd numbers the node an
@@ -248,6 +249,10 @@ bool active() { return reported.load(std::memory_order_relaxed); }
 
 int64_t currentStep() { return currentStep_.load(std::memory_order_relaxed); }
 
+void stopAfterStep(int64_t step) { stoppedAfterStep_.store(step); }
+
+int64_t stoppedAfterStep() { return stoppedAfterStep_.load(); }
+
 std::optional<trace::Origin> currentOrigin(bool launch) {
   if (!active()) return std::nullopt;
   const ThreadContext& t = tls;
@@ -298,6 +303,7 @@ void resetForTesting() {
   forwardOld.clear();
   reported.store(false);
   currentStep_.store(-1);
+  stoppedAfterStep_.store(-1);
   stepLaunches.store(0);
 }
 

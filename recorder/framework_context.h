@@ -73,6 +73,10 @@ std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address);
 void setStep(int64_t step);
 // The current step; -1 before the framework layer reports one.
 int64_t currentStep();
+// The layer stops the program after training step `step` (record
+// --until-step); the trace's index says so (stoppedAfterStep, -1 until then).
+void stopAfterStep(int64_t step);
+int64_t stoppedAfterStep();
 
 // The calling thread's origin, or nothing when no framework layer has
 // reported anything in this process. `launch`: the operation is a kernel

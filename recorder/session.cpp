@@ -218,7 +218,7 @@ void RecordSession::finish() {
   if (finished_.exchange(true)) return;
   std::lock_guard lock(startMu_);
   ReentrancyGuard guard;
-  if (sink_) sink_->close(readableHostRegions());
+  if (sink_) sink_->close(readableHostRegions(), framework::stoppedAfterStep());
 }
 
 void RecordSession::warnOnce(const std::string& key, const std::string& message) {

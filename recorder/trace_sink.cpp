@@ -56,7 +56,7 @@ void TraceSink::drain() {
   idle_.wait(lock, [&] { return done_ >= target || !thread_.joinable(); });
 }
 
-void TraceSink::close(std::vector<trace::HostRegion> hostRegions) {
+void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppedAfterStep) {
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
@@ -69,6 +69,7 @@ void TraceSink::close(std::vector<trace::HostRegion> hostRegions) {
   if (writer_ && !broken_) {
     try {
       writer_->setHostRegions(std::move(hostRegions));
+      writer_->setStoppedAfterStep(stoppedAfterStep);
       writer_->close();
     } catch (const std::exception& e) {
       warn_(std::string("cannot finish the trace: ") + e.what() + "; it stays readable up to its last complete block");

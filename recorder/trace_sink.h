@@ -60,9 +60,10 @@ class TraceSink {
   // Waits until every entry queued so far is written (or dropped).
   void drain();
 
-  // drain(), then closes the trace, writing `hostRegions` into its index.
+  // drain(), then closes the trace, writing `hostRegions` and the step after
+  // which the program was stopped (-1: it was not) into its index.
   // Later pushes are dropped.
-  void close(std::vector<trace::HostRegion> hostRegions = {});
+  void close(std::vector<trace::HostRegion> hostRegions = {}, int64_t stoppedAfterStep = -1);
 
   uint64_t pushed() const;
 

@@ -22,7 +22,7 @@ inline constexpr uint32_t kFormatVersion = 1;
 // 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads;
 // 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions;
 // 7: Origin.inPlace
-inline constexpr uint32_t kCompatVersion = 7;
+inline constexpr uint32_t kCompatVersion = 8;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {

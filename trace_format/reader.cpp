@@ -149,6 +149,7 @@ struct TraceReader::Impl {
   Header header;
   std::vector<BlockInfo> blocks;
   std::vector<HostRegion> hostRegions;
+  int64_t stoppedAfterStep = -1;
   Damage damage;
   File events;
   uint64_t eventCount = 0;
@@ -248,6 +249,7 @@ struct TraceReader::Impl {
     File file(path);
     const auto words = file.readWords(container::kMaxIndexBytes);
     std::vector<HostRegion> regions;
+    int64_t stopped = -1;
     std::vector<BlockInfo> entries = guarded(path, "index", [&] {
       capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
                                             readerOptions(words.size()));
@@ -264,6 +266,7 @@ struct TraceReader::Impl {
         }
         regions.push_back({r.getStart(), r.getEnd()});
       }
+      stopped = root.getStoppedAfterStep();
       return out;
     });
     // Sorted, overlapping ones merged: a lookup needs only the region before.
@@ -299,6 +302,7 @@ struct TraceReader::Impl {
     }
     blocks = std::move(entries);
     hostRegions = std::move(regions);
+    stoppedAfterStep = stopped;
     return true;
   }
 
@@ -501,6 +505,7 @@ const Header& TraceReader::header() const { return impl_->header; }
 const std::vector<BlockInfo>& TraceReader::blocks() const { return impl_->blocks; }
 const Damage& TraceReader::damage() const { return impl_->damage; }
 const std::vector<HostRegion>& TraceReader::hostRegions() const { return impl_->hostRegions; }
+int64_t TraceReader::stoppedAfterStep() const { return impl_->stoppedAfterStep; }
 uint64_t TraceReader::eventCount() const { return impl_->eventCount; }
 uint64_t TraceReader::launchCount() const { return impl_->launchCount; }
 uint64_t TraceReader::eventsFileBytes() const { return impl_->events.size(); }

@@ -31,6 +31,9 @@ struct BlockHeader {
 struct Index {
   blocks @0 :List(IndexEntry);
   hostRegions @1 :List(HostRegion);  # readable host memory when the recording ended (compatVersion 6)
+  # The recorder stopped the program after this training step (gpurr record
+  # --until-step); -1 when the program ended by itself (compatVersion 8).
+  stoppedAfterStep @2 :Int64 = -1;
 }
 
 # A range of the recorded process's host address space that was mapped

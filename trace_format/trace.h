@@ -69,6 +69,10 @@ class TraceWriter {
 
   // The host regions close() writes into the index (empty by default).
   void setHostRegions(std::vector<HostRegion> regions);
+  // The training step after which the recorder stopped the program (record
+  // --until-step), which close() writes into the index; -1 (the default)
+  // when the program ends by itself.
+  void setStoppedAfterStep(int64_t step);
   // flush(), then writes the seek index. Further appends are errors.
   void close();
 
@@ -107,6 +111,10 @@ class TraceReader {
   // sorted, overlapping and adjacent regions merged; empty when the trace has no index (it did not end cleanly) or
   // its recorder wrote none (compatVersion < 6).
   const std::vector<HostRegion>& hostRegions() const;
+  // The training step after which gpurr stopped the recorded program
+  // (record --until-step); -1 when it ended by itself, or when the trace has
+  // no index (compatVersion < 8, or it did not end cleanly).
+  int64_t stoppedAfterStep() const;
   uint64_t eventCount() const;
   uint64_t launchCount() const;
   uint64_t eventsFileBytes() const;   // compressed, on disk

@@ -195,6 +195,7 @@ struct TraceWriter::Impl {
   std::string error;  // first write error, reported to the owner
   std::vector<BlockInfo> index;
   std::vector<HostRegion> hostRegions;
+  int64_t stoppedAfterStep = -1;
   uint64_t fileOffset = 0;
   uint64_t bytesWritten = 0;
   std::set<BlobId> blobs;  // only touched by the owner
@@ -332,6 +333,7 @@ struct TraceWriter::Impl {
         regions[i].setEnd(hostRegions[i].end);
       }
     }
+    root.setStoppedAfterStep(stoppedAfterStep);
     ByteSink sink(bytes);
     capnp::writeMessage(sink, builder);
     writeFileAtomic(dir / container::kIndexFile, bytes);
@@ -463,6 +465,7 @@ void TraceWriter::flush() {
 }
 
 void TraceWriter::setHostRegions(std::vector<HostRegion> regions) { impl_->hostRegions = std::move(regions); }
+void TraceWriter::setStoppedAfterStep(int64_t step) { impl_->stoppedAfterStep = step; }
 
 void TraceWriter::close() {
   Impl& w = *impl_;

@@ -23,6 +23,7 @@ _local = threading.local()
 _paths = weakref.WeakKeyDictionary()  # module -> its path (bytes, kept alive here)
 _lead_optimizer = None
 _step = 0
+_until_step = None  # gpurr record --until-step: stop the program after this step
 _enabled = False  # set once every hook is in place
 _profiler_warned = False  # said that a profiler session gets no GPU events
 
@@ -56,6 +57,8 @@ def _path_of(module, stack):
 def _module_enter(module, args):
     if not _enabled or _is_compiling() or isinstance(module, _GraphModule):
         return  # a compiled graph is no module of the program's: its ops stay with the caller's
+    if _until_step is not None and _step > _until_step:
+        _stop()
     stack = getattr(_local, "modules", None)
     if stack is None:
         stack = _local.modules = []
@@ -86,6 +89,23 @@ def _optimizer_stepped(optimizer, args, kwargs):
         return
     _step += 1
     _recorder.gpurr_framework_set_step(_step)
+    if _until_step is not None and _step > _until_step + 1:
+        _stop()  # a program that calls no module after the step it was to stop at
+
+
+def _stop():
+    """Ends the program after training step --until-step: at the first module
+    call after that step's optimizer step (the next step's forward), so the
+    rest of the step's iteration (logging, a checkpoint) runs; or, in a
+    program that calls no module, at the end of the next step. It raises
+    SystemExit(0), as `sys.exit(0)` there would: the program's `finally`
+    blocks and context managers run, then the interpreter exits as usual
+    (atexit handlers, DataLoader workers shut down by their iterators and
+    multiprocessing) and the recorder closes the trace, saying in its index
+    after which step it stopped. Raised in the thread that called, and again
+    at every later call if the program catches it."""
+    _recorder.gpurr_framework_stop_after_step(_step - 1)
+    raise SystemExit(0)
 
 
 def _is_compiling():
@@ -175,7 +195,7 @@ def _watch_profiler(torch):
 
 
 def install(torch, skipped=()):
-    global _recorder, _is_compiling, _GraphModule, _enabled
+    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -185,12 +205,13 @@ def install(torch, skipped=()):
     except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
         pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
-    if _recorder.gpurr_framework_api_version() != 3:  # GPURR_FRAMEWORK_API_VERSION
+    if _recorder.gpurr_framework_api_version() != 4:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")
         return
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]
     _recorder.gpurr_framework_exit_module.argtypes = []
     _recorder.gpurr_framework_set_step.argtypes = [ctypes.c_int64]
+    _recorder.gpurr_framework_stop_after_step.argtypes = [ctypes.c_int64]
 
     # The hooks first: an API that moved raises here, before anything is
     # reported (sitecustomize then warns once and the program runs on).
@@ -234,6 +255,8 @@ def install(torch, skipped=()):
             else:
                 observing = lib
                 _watch_cuda_blocks(torch, lib, os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so"))
+    until = os.environ.get("GPURR_UNTIL_STEP")
+    _until_step = int(until) if until else None
     _recorder.gpurr_framework_set_step(0)
     _enabled = True
     os.register_at_fork(after_in_child=lambda: _forked(torch, observing))

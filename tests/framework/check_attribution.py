@@ -150,6 +150,26 @@ running = [line.split()[-1] for line in r.stderr.splitlines() if line.startswith
 norm = operands.get("aten::native_batch_norm_kernel", [])
 check(len(norm) == 1 and running and running[0] + ":w" in norm[0], f"batch norm writes running_mean {norm} {running}")
 
+# --until-step 0: the program stops at step 1's forward, after step 0's
+# iteration printed its loss; exit code 0; the trace is complete and says so.
+r, trace = record("until", [sys.executable, train], "--until-step", "0")
+first_line = plain.stdout.splitlines(keepends=True)[:1]
+check(r.returncode == 0, f"--until-step 0: exit code 0 (got {r.returncode}): {r.stderr[-1000:]}")
+check(r.stdout.splitlines(keepends=True) == first_line, f"--until-step 0: step 0's output only: {r.stdout!r}")
+check("gpurr stopped the program after training step 0 (--until-step)" in r.stderr, f"record says so: {r.stderr!r}")
+info = json.loads(subprocess.run([args.gpurr, "info", "--json", trace], capture_output=True, text=True).stdout)
+check(info["complete"] and info["stoppedAfterStep"] == 0, f"info: complete, stopped after step 0: {info.get('complete')} "
+      f"{info.get('stoppedAfterStep')}")
+text = subprocess.run([args.gpurr, "info", trace], capture_output=True, text=True).stdout
+check("gpurr stopped the program after training step 0" in text, f"info's text says so: {text[-400:]!r}")
+steps = [e["origin"]["step"] for e in events(trace) if e["kind"] == "launch"]
+check(steps and set(steps) <= {0, 1}, f"--until-step 0: launches of steps 0 and 1 only: {sorted(set(steps))}")
+check([kernel(e) for e in events(trace)].count("aten::index_select_kernel") == 1,
+      "--until-step 0: index_select launched in step 0 only")
+r, _ = record("until-noframework", [sys.executable, train], "--until-step", "0", "--no-framework")
+check(r.returncode == 2 and "--until-step needs the PyTorch layer" in r.stderr, f"--until-step without the layer: "
+      f"{r.returncode} {r.stderr!r}")
+
 # --no-framework: no origins.
 r, trace = record("off", [sys.executable, train], "--no-framework")
 check(r.returncode == 3 and r.stdout == plain.stdout, "--no-framework run")

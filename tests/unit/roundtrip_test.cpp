@@ -326,3 +326,20 @@ TEST_CASE("the writer refuses to overwrite an existing trace") {
   CHECK_THROWS_WITH(TraceWriter(tmp / "t.gpurr", sampleHeader()),
                     Catch::Contains("already exists"));
 }
+
+TEST_CASE("the step after which the recorder stopped the program is kept in the index") {
+  TempDir tmp;
+  {
+    TraceWriter w(tmp / "stopped.gpurr", sampleHeader());
+    w.append(Event{1, 0, 0, Sync{}});
+    w.setStoppedAfterStep(19);
+    w.close();
+    TraceWriter plain(tmp / "plain.gpurr", sampleHeader());
+    plain.append(Event{1, 0, 0, Sync{}});
+    plain.close();
+  }
+  CHECK(TraceReader(tmp / "stopped.gpurr").stoppedAfterStep() == 19);
+  CHECK(TraceReader(tmp / "plain.gpurr").stoppedAfterStep() == -1);
+  fs::remove(tmp / "stopped.gpurr" / "index");  // a recording that did not end cleanly has no index
+  CHECK(TraceReader(tmp / "stopped.gpurr").stoppedAfterStep() == -1);
+}
