@@ -3,12 +3,9 @@
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <limits.h>
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <set>
 #include <utility>
@@ -16,15 +13,13 @@
 #include <fmt/format.h>
 
 #include "kernels/device_hasher.h"
+#include "recorder/callback_data.h"
 #include "recorder/cubin_symbols.h"
 #include "recorder/framework_context.h"
-#include "recorder/host_memory.h"
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/rng_params.h"
 #include "trace_format/hash.h"
-
-extern char** environ;
 
 namespace gpurr::recorder {
 
@@ -64,20 +59,6 @@ static_assert(offsetof(cudaLaunchAttribute, val) == offsetof(CUlaunchAttribute, 
 static_assert(static_cast<int>(cudaLaunchAttributeClusterDimension) ==
               static_cast<int>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
 
-struct ThreadNumber {
-  const void* session = nullptr;
-  uint32_t id = 0;
-};
-thread_local ThreadNumber tlsThread;
-
-uint64_t u64(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-// Stream handle to enqueue on: in a per-thread-default-stream call, 0 means
-// the calling thread's default stream.
-uint64_t enqueueStream(uint64_t stream, bool perThread) {
-  return (perThread && stream == 0) ? u64(CU_STREAM_PER_THREAD) : stream;
-}
-
 trace::LaunchApi launchApi(Handler h, bool perThread) {
   switch (h) {
     case Handler::kLaunchKernelEx:
@@ -87,30 +68,6 @@ trace::LaunchApi launchApi(Handler h, bool perThread) {
     default:
       return perThread ? trace::LaunchApi::kLaunchKernelPtsz : trace::LaunchApi::kLaunchKernel;
   }
-}
-
-std::vector<std::string> commandLine() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (all[i] == '\0') {
-      out.push_back(all.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  if (start < all.size()) out.push_back(all.substr(start));
-  return out;
-}
-
-bool succeeded(const CUpti_CallbackData& cb) {
-  return cb.functionReturnValue != nullptr && *static_cast<const CUresult*>(cb.functionReturnValue) == CUDA_SUCCESS;
-}
-
-template <typename T>
-const T& params(const CUpti_CallbackData& cb) {
-  return *static_cast<const T*>(cb.functionParams);
 }
 
 // The note on a hashed launch whose pointer parameters point into memory its
@@ -209,50 +166,14 @@ struct RecordSession::PendingLaunch {
 
 RecordSession::RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink,
                              WarnFn warn)
-    : options_(std::move(options)), snapshotBudget_(options_.snapshotMemoryBytes), device_(std::move(device)),
-      openSink_(std::move(openSink)), warn_(std::move(warn)) {}
+    : options_(std::move(options)), device_(std::move(device)),
+      out_(options_, *device_, std::move(openSink), std::move(warn)) {}
 
 RecordSession::~RecordSession() { finish(); }
 
 void RecordSession::finish() {
   if (finished_.exchange(true)) return;
-  std::lock_guard lock(startMu_);
-  ReentrancyGuard guard;
-  if (sink_) sink_->close(readableHostRegions());
-}
-
-void RecordSession::warnOnce(const std::string& key, const std::string& message) {
-  {
-    std::lock_guard lock(mu_);
-    if (!warned_.emplace(key, true).second) return;
-  }
-  warn_(message);
-}
-
-void RecordSession::ensureStarted() {
-  if (startedFast_.load(std::memory_order_acquire)) return;
-  std::lock_guard lock(startMu_);
-  if (started_) return;
-  started_ = true;
-  trace::Header h;
-  h.toolVersion = options_.toolVersion;
-  h.commandLine = commandLine();
-  std::error_code ec;
-  h.workingDirectory = std::filesystem::current_path(ec).string();
-  h.environment = determinismEnvironment(environ);
-  char host[HOST_NAME_MAX + 1] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0) h.hostname = host;
-  h.pid = static_cast<uint32_t>(getpid());
-  h.rank = options_.rank.value_or(-1);
-  h.startTimeNs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                            std::chrono::system_clock::now().time_since_epoch())
-                                            .count());
-  h.options = toRecordingOptions(options_);
-  device_->describeSystem(h);
-  for (const trace::KeyValue& lib : h.libraries)
-    if (lib.key == "pytorch") torchVersion_ = lib.value;
-  sink_ = openSink_(h);
-  startedFast_.store(true, std::memory_order_release);
+  out_.close();
 }
 
 void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
@@ -275,8 +196,8 @@ void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbi
     }
   } catch (const std::exception& e) {
     // Nothing may propagate into the driver: the program must run on.
-    warnOnce(std::string("exception:") + e.what(),
-             std::string("internal recorder error (") + e.what() + "); the event was not recorded");
+    out_.warnOnce(std::string("exception:") + e.what(),
+                  std::string("internal recorder error (") + e.what() + "); the event was not recorded");
   }
 }
 
@@ -313,8 +234,8 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
   // EXIT takes a pending launch from correlationData, which CUPTI does not
   // promise to zero: clear it before anything here can return or throw.
   if (launch && enter && cb.correlationData != nullptr) *cb.correlationData = 0;
-  ensureStarted();
-  if (!sink_) return;  // recording is off (warned when the trace could not be opened)
+  out_.ensureStarted();
+  if (!out_.recording()) return;  // recording is off (warned when the trace could not be opened)
   switch (e.handler) {
     case Handler::kLaunchKernel:
     case Handler::kLaunchKernelEx:
@@ -333,9 +254,9 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
       return;
     case Handler::kUnsupported:
       if (enter) {
-        warnOnce(cb.functionName ? cb.functionName : "?",
-                 std::string(cb.functionName ? cb.functionName : "a driver call") +
-                     " is not recorded yet; what it writes is not in the trace");
+        out_.warnOnce(cb.functionName ? cb.functionName : "?",
+                      std::string(cb.functionName ? cb.functionName : "a driver call") +
+                          " is not recorded yet; what it writes is not in the trace");
         writeHistory().clear();  // whatever it writes: every range is a first use again
       }
       return;
@@ -388,7 +309,7 @@ void RecordSession::onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& c
       std::unique_ptr<PendingLaunch> pending(reinterpret_cast<PendingLaunch*>(*cb.correlationData));
       *cb.correlationData = 0;
       if (ok) finishLaunch(std::move(pending));
-    } else if (ok && !frame.driverSeen && sink_) {
+    } else if (ok && !frame.driverSeen && out_.recording()) {
       // Neither domain could describe the function (a program linked with
       // the static runtime, say): the launch is still counted, bare.
       LaunchCall call = runtimeLaunchCall(e, cb);
@@ -405,16 +326,16 @@ void RecordSession::onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& c
         ++nextLaunch_;
       }
       SinkEntry entry;
-      entry.event = newEvent(std::move(call.launch));
-      emit(std::move(entry));
+      entry.event = out_.newEvent(std::move(call.launch));
+      out_.emit(std::move(entry));
     }
     return;
   }
   // ENTER. Before anything can return or throw: EXIT reads both.
   tlsRuntimeLaunch = RuntimeLaunchFrame{true, false, false};
   if (cb.correlationData != nullptr) *cb.correlationData = 0;
-  ensureStarted();
-  if (!sink_) return;
+  out_.ensureStarted();
+  if (!out_.recording()) return;
   LaunchCall call = runtimeLaunchCall(e, cb);
   if (call.function == 0) return;  // left to the driver callback, if one comes
   tlsRuntimeLaunch.recorded = true;
@@ -482,35 +403,11 @@ uint64_t RecordSession::runtimeFunction(uint64_t hostFunction) {
 
 // ------------------------------------------------------------------ events
 
-trace::Event RecordSession::newEvent(trace::Payload payload) {
-  trace::Event ev;
-  ev.timeNs = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
-  if (tlsThread.session != this) tlsThread = {this, nextThread_.fetch_add(1)};
-  ev.thread = tlsThread.id;
-  const bool launch = std::holds_alternative<trace::KernelLaunch>(payload);
-  if (launch || std::holds_alternative<trace::Memcpy>(payload) || std::holds_alternative<trace::Memset>(payload)) {
-    ev.origin = framework::currentOrigin(launch);  // the calling thread's: handlers run on the program's
-  }
-  ev.payload = std::move(payload);
-  return ev;
-}
-
-void RecordSession::emit(SinkEntry&& entry) {
-  if (sink_) sink_->push(std::move(entry));
-}
-
-void RecordSession::emitEvent(trace::Payload payload) {
-  SinkEntry entry;
-  entry.event = newEvent(std::move(payload));
-  emit(std::move(entry));
-}
-
 // ------------------------------------------------------------------ modules and functions
 
 void RecordSession::moduleLoaded(const CUpti_ModuleResourceData& module) {
-  ensureStarted();
-  if (!sink_ || module.pCubin == nullptr || module.cubinSize == 0) return;
+  out_.ensureStarted();
+  if (!out_.recording() || module.pCubin == nullptr || module.cubinSize == 0) return;
   const std::span<const uint8_t> image(reinterpret_cast<const uint8_t*>(module.pCubin), module.cubinSize);
   SinkEntry entry;
   // The image is what replay loads, and only a trace recorded for replay
@@ -533,8 +430,8 @@ void RecordSession::moduleLoaded(const CUpti_ModuleResourceData& module) {
     if (!fresh) it->second = it->second != 0 && moduleDigest_[it->second] == digest ? load.ordinal : 0;
   }
   tlsLastModule = load.ordinal;
-  entry.event = newEvent(load);
-  emit(std::move(entry));
+  entry.event = out_.newEvent(load);
+  out_.emit(std::move(entry));
 }
 
 std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo(uint64_t function,
@@ -561,7 +458,7 @@ std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo
     if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
     fresh->selectedByName = kernelSelected(options_, fresh->info.name);
     fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
-    fresh->philox = philoxParams(fresh->info.name, fresh->info.layout, torchVersion_);
+    fresh->philox = philoxParams(fresh->info.name, fresh->info.layout, out_.torchVersion());
     cached = fresh;
     std::lock_guard lock(mu_);
     functions_.emplace(function, cached);
@@ -593,8 +490,8 @@ HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vec
   std::string error;
   t.pending = device_->hash(context, stream, requests, options_.sync || wait, error);
   if (!t.pending) {
-    warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests, "
-                     "each with a note saying why");
+    out_.warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests, "
+                          "each with a note saying why");
     forgotten(ranges);  // no digest vouches for them: their next reader hashes them
     t.error = error;
   }
@@ -684,17 +581,17 @@ std::vector<SnapshotCopy> RecordSession::snapshotRanges(uint64_t context, uint64
     if (ranges[i].size == 0) continue;
     SnapshotCopy c;
     c.range = i;
-    const uint64_t overruns = snapshotBudget_.overruns();
-    c.lease = snapshotBudget_.acquire(ranges[i].size);  // may wait for the trace thread
-    if (snapshotBudget_.overruns() > overruns) {
-      warnOnce("snapshot memory", "snapshots waited 10 s for host memory (GPURR_SNAPSHOT_MEMORY_MB) while the GPU "
-                                  "did not finish earlier copies; their bytes now take more than the limit");
+    const uint64_t overruns = out_.snapshotBudget().overruns();
+    c.lease = out_.snapshotBudget().acquire(ranges[i].size);  // may wait for the trace thread
+    if (out_.snapshotBudget().overruns() > overruns) {
+      out_.warnOnce("snapshot memory", "snapshots waited 10 s for host memory (GPURR_SNAPSHOT_MEMORY_MB) while the GPU "
+                                       "did not finish earlier copies; their bytes now take more than the limit");
     }
     std::string error;
     c.copy = device_->copyToHost(context, stream, ranges[i].address, ranges[i].size, options_.sync, error);
     if (!c.copy) {
-      warnOnce("snapshot", "cannot copy device buffers for --snapshot (" + error +
-                               "); the affected ranges are recorded without their bytes");
+      out_.warnOnce("snapshot", "cannot copy device buffers for --snapshot (" + error +
+                                    "); the affected ranges are recorded without their bytes");
       continue;
     }
     out.push_back(std::move(c));
@@ -719,8 +616,8 @@ void RecordSession::checkDeterminism(uint64_t context, const Relaunch& launch,
   if (!device_->rerunLaunch(context, launch, requests, options_.checkDeterminism, digests, error) ||
       digests.size() != options_.checkDeterminism) {
     if (error.empty()) error = "the device returned " + std::to_string(digests.size()) + " results";
-    warnOnce("determinism", "cannot re-run launches to check their determinism (" + error +
-                                "); launches are recorded without the check");
+    out_.warnOnce("determinism", "cannot re-run launches to check their determinism (" + error +
+                                     "); launches are recorded without the check");
     return;
   }
   // One result is the digests of every output range together.
@@ -840,7 +737,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   // Enqueued on a stream being captured into a graph: the kernel does not run
   // now (the graph's launch runs it), so it takes no launch number and
   // nothing is hashed, copied or re-run for it.
-  const bool canEnqueue = markCaptured(k, pending->stream).canEnqueue;
+  const bool canEnqueue = markCaptured(*device_, k, pending->stream).canEnqueue;
   if (k.captured) {
     k.hashed = false;
     {
@@ -848,7 +745,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
       for (const ScannedPointer& p : scanPointers(k.params, allocations_, device)) k.pointers.push_back(p.param);
     }
     clock.lap(kPointers);
-    pending->entry.event = newEvent(std::move(k));
+    pending->entry.event = out_.newEvent(std::move(k));
     clock.lap(kFramework);
     return pending;
   }
@@ -870,8 +767,8 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     const int64_t step = framework::currentStep();
     selected = stepSelected(options_, step);
     if (step < 0) {
-      warnOnce("steps", "--steps selects by the PyTorch layer's training step, and this process has reported "
-                        "none: its launches are listed but not hashed");
+      out_.warnOnce("steps", "--steps selects by the PyTorch layer's training step, and this process has reported "
+                             "none: its launches are listed but not hashed");
     }
   }
   // A snapshot is only useful next to the digests it explains.
@@ -934,7 +831,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     pending->hashOutputs = true;
     pending->snapshot = snapshot;
   }
-  pending->entry.event = newEvent(std::move(k));
+  pending->entry.event = out_.newEvent(std::move(k));
   clock.lap(kFramework);
   return pending;
 }
@@ -984,7 +881,7 @@ void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
     k->recorderOps =
         static_cast<uint16_t>(std::min<uint64_t>(countOnThisThread().enqueued - pending->opsBefore, UINT16_MAX));
   }
-  emit(std::move(pending->entry));
+  out_.emit(std::move(pending->entry));
   clock.lap(kExit);
   if (options_.timeParts) timedLaunches_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -1080,8 +977,8 @@ void RecordSession::learnGraph(uint64_t exec, uint64_t graph, uint64_t context) 
     }
   }
   if (!known) {
-    warnOnce("graph nodes", "a CUDA graph's nodes cannot all be followed (" + error +
-                                "): its launches hash every allocation");
+    out_.warnOnce("graph nodes", "a CUDA graph's nodes cannot all be followed (" + error +
+                                     "): its launches hash every allocation");
     std::lock_guard lock(mu_);
     graphExecs_.erase(exec);
     return;
@@ -1104,9 +1001,9 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   auto pending = std::make_unique<PendingLaunch>();
   pending->context = u64(cb.context);
   pending->stream = enqueueStream(g.stream, perThread);
-  const bool canEnqueue = markCaptured(g, pending->stream).canEnqueue;
+  const bool canEnqueue = markCaptured(*device_, g, pending->stream).canEnqueue;
   if (g.captured) {
-    pending->entry.event = newEvent(std::move(g));
+    pending->entry.event = out_.newEvent(std::move(g));
     if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
     return;
   }
@@ -1144,7 +1041,7 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   } else {
     writeHistory().clear();  // it may write anything, unhashed
   }
-  pending->entry.event = newEvent(std::move(g));
+  pending->entry.event = out_.newEvent(std::move(g));
   if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
 }
 
@@ -1168,25 +1065,25 @@ void RecordSession::addAllocation(uint64_t address, uint64_t size, AllocationKin
   std::vector<trace::Free> replaced;
   const uint32_t ordinal = allocations_.add(address, size, kind, device, stream, &replaced);
   writeHistory().forget(address, address + size);
-  for (const trace::Free& f : replaced) emitEvent(f);
+  for (const trace::Free& f : replaced) out_.emitEvent(f);
   trace::Allocation a = *allocations_.at(address);
   a.ordinal = ordinal;
-  emitEvent(a);
+  out_.emitEvent(a);
 }
 
 void RecordSession::removeAllocation(uint64_t address) {
   std::lock_guard lock(mu_);
   if (std::optional<trace::Allocation> a = allocations_.remove(address)) {
     writeHistory().forget(a->address, a->address + a->size);
-    emitEvent(trace::Free{a->ordinal, address});
+    out_.emitEvent(trace::Free{a->ordinal, address});
   }
 }
 
 void RecordSession::addImported(uint64_t address, uint64_t context, const char* call) {
   uint64_t base = 0, size = 0;
   if (!device_->addressRange(address, base, size) || address < base || address - base >= size) {
-    warnOnce(std::string("size:") + call, std::string("cannot find the size of memory opened with ") + call +
-                                              "; launches are not hashed in it");
+    out_.warnOnce(std::string("size:") + call, std::string("cannot find the size of memory opened with ") + call +
+                                                   "; launches are not hashed in it");
     return;
   }
   addAllocation(address, base + size - address, AllocationKind::kOther, 0, context);
@@ -1222,7 +1119,7 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
     }
     case Handler::kMemAllocManaged: {
       const auto& p = params<cuMemAllocManaged_params>(cb);
-      if (options_.full) warnNotReplayable("managed allocations", "what the CPU writes into them");
+      if (options_.full) out_.warnNotReplayable("managed allocations", "what the CPU writes into them");
       if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kManaged, 0, u64(cb.context));
       break;
     }
@@ -1379,11 +1276,6 @@ bool RecordSession::isDevicePointer(uint64_t address) {
   return r && r->kind != AllocationKind::kHostMapped;
 }
 
-void RecordSession::warnNotReplayable(const std::string& what, const std::string& missing) {
-  warnOnce("full:" + what, "--full: the program makes " + what + "; the trace lacks " + missing +
-                               ", so a whole-stream replay cannot restore them (see docs/RECORDING.md)");
-}
-
 void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb) {
   trace::Memcpy m;
   uint64_t dst = 0, src = 0;
@@ -1394,9 +1286,9 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   // query whether the copy's hash may be enqueued.
   bool canEnqueue = false;
   auto emitIfCaptured = [&] {
-    canEnqueue = markCaptured(m, enqueueStream(m.stream, perThread)).canEnqueue;
+    canEnqueue = markCaptured(*device_, m, enqueueStream(m.stream, perThread)).canEnqueue;
     if (!m.captured) return false;
-    emitEvent(std::move(m));
+    out_.emitEvent(std::move(m));
     return true;
   };
   switch (h) {
@@ -1464,8 +1356,8 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
       m.src = deviceRange(src, m.size);
       if (emitIfCaptured()) return;
       writeHistory().forget(dst, dst + m.size);  // written without a digest
-      if (options_.full) warnNotReplayable("peer copies", "what they write on the other device");
-      emitEvent(std::move(m));
+      if (options_.full) out_.warnNotReplayable("peer copies", "what they write on the other device");
+      out_.emitEvent(std::move(m));
       return;
     }
     default: {
@@ -1507,9 +1399,9 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
       m.dst = dstDevice ? deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
       m.src = srcDevice ? deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
       if (emitIfCaptured()) return;
-      if (options_.full && dstDevice) warnNotReplayable("2D and 3D copies to device memory", "the bytes they write");
+      if (options_.full && dstDevice) out_.warnNotReplayable("2D and 3D copies to device memory", "the bytes they write");
       if (dstDevice) writeHistory().forget(dst, dst + extent);  // written without a digest
-      emitEvent(std::move(m));
+      out_.emitEvent(std::move(m));
       return;
     }
   }
@@ -1542,8 +1434,8 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   } else if (!m.async) {
     m.digest = hash::hashBuffer({reinterpret_cast<const uint8_t*>(dst), m.size});
   }
-  entry.event = newEvent(std::move(m));
-  emit(std::move(entry));
+  entry.event = out_.newEvent(std::move(m));
+  out_.emit(std::move(entry));
 }
 
 void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData& cb) {
@@ -1586,12 +1478,12 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
   }
   s.dst = deviceRange(dst, bytes);
   const uint64_t stream = enqueueStream(s.stream, perThread);
-  const bool canEnqueue = markCaptured(s, stream).canEnqueue;
+  const bool canEnqueue = markCaptured(*device_, s, stream).canEnqueue;
   if (s.captured) {
-    emitEvent(std::move(s));
+    out_.emitEvent(std::move(s));
     return;
   }
-  if (options_.full && !contiguous) warnNotReplayable("2D memsets", "their row pitch and width");
+  if (options_.full && !contiguous) out_.warnNotReplayable("2D memsets", "their row pitch and width");
   SinkEntry entry;
   // A 2D set leaves the gaps between rows alone: no single-range digest.
   if (contiguous && bytes > 0 && canEnqueue && readableIn(u64(cb.context), s.dst)) {
@@ -1599,8 +1491,8 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
     touched(entry.after, stream);
   }
   if (!entry.after.pending) forgotten({s.dst});  // written without a digest
-  entry.event = newEvent(std::move(s));
-  emit(std::move(entry));
+  entry.event = out_.newEvent(std::move(s));
+  out_.emit(std::move(entry));
 }
 
 void RecordSession::syncExit(Handler h, bool perThread, const CUpti_CallbackData& cb) {
@@ -1636,7 +1528,7 @@ void RecordSession::syncExit(Handler h, bool perThread, const CUpti_CallbackData
     default:
       return;
   }
-  emitEvent(s);
+  out_.emitEvent(s);
 }
 
 }  // namespace gpurr::recorder

@@ -28,6 +28,7 @@
 #include "recorder/options.h"
 #include "recorder/params.h"
 #include "recorder/rng_params.h"
+#include "recorder/session_output.h"
 #include "recorder/snapshot.h"
 #include "recorder/trace_sink.h"
 #include "recorder/warn.h"
@@ -41,7 +42,7 @@ class RecordSession {
   // cuInit, so the driver can be asked about its GPUs), with the header
   // filled in; it returns the sink to write to, or null after warning
   // (nothing is recorded then).
-  using OpenSink = std::function<std::unique_ptr<TraceSink>(const trace::Header& header)>;
+  using OpenSink = SessionOutput::OpenSink;
 
   RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink, WarnFn warn);
   ~RecordSession();
@@ -59,7 +60,7 @@ class RecordSession {
   std::string launchPartsText() const;
 
   // Starts the trace now if it has not started (normally on the first event).
-  void ensureStarted();
+  void ensureStarted() { out_.ensureStarted(); }
 
   // In a child made by fork(): the trace thread does not exist there and the
   // trace belongs to the parent, so the child records nothing and finish()
@@ -67,6 +68,8 @@ class RecordSession {
   void abandonInForkedChild() { finished_.store(true); }
 
   const RecorderOptions& options() const { return options_; }
+  // Host memory taken by snapshots (tests, benchmarks).
+  const SnapshotBudget& snapshotBudget() const { return out_.snapshotBudget(); }
 
  private:
   struct PendingLaunch;
@@ -103,19 +106,6 @@ class RecordSession {
   void graphExecCall(Handler h, const CUpti_CallbackData& cb);
   void learnGraph(uint64_t exec, uint64_t graph, uint64_t context);
   void allocationExit(Handler h, const CUpti_CallbackData& cb);
-  // Marks `op` (a launch, copy, set or graph launch) captured when `stream`
-  // is being captured into a CUDA graph: it does not run now (the graph's
-  // launch runs it), so nothing of it is hashed and it writes nothing yet.
-  // Returns the stream's capture state, from one driver query.
-  template <typename Op>
-  Device::StreamCapture markCaptured(Op& op, uint64_t stream) {
-    const Device::StreamCapture state = device_->captureState(stream);
-    if (state.capture) {
-      op.captured = true;
-      op.captureId = *state.capture;
-    }
-    return state;
-  }
   void copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void setExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void syncExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
@@ -182,25 +172,10 @@ class RecordSession {
   // allocation), at `address`: its size is asked of the device.
   void addImported(uint64_t address, uint64_t context, const char* call);
 
-  void emit(SinkEntry&& entry);
-  void emitEvent(trace::Payload payload);
-  trace::Event newEvent(trace::Payload payload);
-  void warnOnce(const std::string& key, const std::string& message);
-  // --full: one warning per kind of call whose effect a whole-stream replay
-  // cannot reproduce from the trace.
-  void warnNotReplayable(const std::string& what, const std::string& missing);
-
   RecorderOptions options_;
   const bool allInputs_ = hashesAllInputs(options_);
-  SnapshotBudget snapshotBudget_;
   std::unique_ptr<Device> device_;
-  OpenSink openSink_;
-  WarnFn warn_;
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-
-  std::mutex startMu_;
-  bool started_ = false;
-  std::atomic<bool> startedFast_{false};  // started_, readable without the lock
+  SessionOutput out_;  // after the device, which outlives the sink
   std::atomic<bool> finished_{false};
   std::atomic<int> activeCaptures_{0};  // graph captures begun and not ended, in any thread
   // With options.timeParts: nanoseconds per part of the launch callbacks
@@ -208,8 +183,6 @@ class RecordSession {
   static constexpr size_t kLaunchParts = 5;
   std::array<std::atomic<uint64_t>, kLaunchParts> partNs_{};
   std::atomic<uint64_t> timedLaunches_{0};
-  std::unique_ptr<TraceSink> sink_;  // set once under startMu_, then read-only
-  std::optional<std::string> torchVersion_;  // PyTorch loaded at the start; likewise
 
   std::mutex mu_;  // guards everything below
   AllocationMap allocations_;
@@ -233,12 +206,6 @@ class RecordSession {
   std::unordered_map<uint64_t, GraphExec> graphExecs_;
   uint32_t nextModule_ = 1;
   uint64_t nextLaunch_ = 0;
-  std::map<std::string, bool> warned_;
- public:
-  // Host memory taken by snapshots (tests, benchmarks).
-  const SnapshotBudget& snapshotBudget() const { return snapshotBudget_; }
- private:
-  std::atomic<uint32_t> nextThread_{0};
 };
 
 }  // namespace gpurr::recorder
