@@ -14,7 +14,6 @@
 
 #include "kernels/device_hasher.h"
 #include "recorder/callback_data.h"
-#include "recorder/cubin_symbols.h"
 #include "recorder/framework_context.h"
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
@@ -26,10 +25,6 @@ namespace gpurr::recorder {
 namespace {
 
 using trace::AllocationKind;
-
-// The module ordinal announced by the last MODULE_LOADED callback on this
-// thread: it arrives inside the cuModuleLoad* call that made the module.
-thread_local uint32_t tlsLastModule = 0;
 
 // The runtime launch callback this thread is inside, if any: a driver launch
 // callback nested in it is the same launch (callback_table.h).
@@ -206,14 +201,11 @@ void RecordSession::onResource(CUpti_CallbackId cbid, const void* cbdata) {
   switch (cbid) {
     case CUPTI_CBID_RESOURCE_MODULE_LOADED:
       if (res.resourceDescriptor != nullptr)
-        moduleLoaded(*static_cast<const CUpti_ModuleResourceData*>(res.resourceDescriptor));
+        modules_.moduleLoaded(*static_cast<const CUpti_ModuleResourceData*>(res.resourceDescriptor));
       break;
-    case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING: {
-      // Function handles of the module may be reused by a later load.
-      std::lock_guard lock(mu_);
-      functions_.clear();
+    case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING:
+      modules_.moduleUnloading();
       break;
-    }
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING: {
       device_->contextDestroying(u64(res.context));
       std::lock_guard lock(mu_);
@@ -250,7 +242,7 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
       graphExecCall(e.handler, cb);
       return;
     case Handler::kModuleLoad:
-      if (enter) tlsLastModule = 0; else allocationExit(e.handler, cb);
+      if (enter) modules_.loadCallEnter(); else modules_.loadCallExit(cb);
       return;
     case Handler::kUnsupported:
       if (enter) {
@@ -348,7 +340,7 @@ RecordSession::LaunchCall RecordSession::runtimeLaunchCall(const RuntimeEntry& e
   call.perThread = e.perThread;
   trace::KernelLaunch& k = call.launch;
   auto plain = [&](const void* func, dim3 grid, dim3 block, void** args, size_t shm, cudaStream_t stream) {
-    call.function = func != nullptr ? runtimeFunction(u64(func)) : 0;
+    call.function = func != nullptr ? modules_.runtimeFunction(u64(func)) : 0;
     k.grid = {grid.x, grid.y, grid.z};
     k.block = {block.x, block.y, block.z};
     k.sharedMemBytes = static_cast<uint32_t>(shm);
@@ -390,93 +382,7 @@ RecordSession::LaunchCall RecordSession::runtimeLaunchCall(const RuntimeEntry& e
   return call;
 }
 
-uint64_t RecordSession::runtimeFunction(uint64_t hostFunction) {
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = functionByHostStub_.find(hostFunction); it != functionByHostStub_.end()) return it->second;
-  }
-  const uint64_t f = device_->runtimeFunction(hostFunction);  // unlocked: calls the runtime
-  std::lock_guard lock(mu_);
-  functionByHostStub_[hostFunction] = f;  // a miss too: the runtime that launched it is loaded already
-  return f;
-}
-
 // ------------------------------------------------------------------ events
-
-// ------------------------------------------------------------------ modules and functions
-
-void RecordSession::moduleLoaded(const CUpti_ModuleResourceData& module) {
-  out_.ensureStarted();
-  if (!out_.recording() || module.pCubin == nullptr || module.cubinSize == 0) return;
-  const std::span<const uint8_t> image(reinterpret_cast<const uint8_t*>(module.pCubin), module.cubinSize);
-  SinkEntry entry;
-  // The image is what replay loads, and only a trace recorded for replay
-  // (snapshots, or everything) can be replayed: other traces leave it out
-  // (PyTorch's images add megabytes to every trace). Copied now: valid only
-  // inside this callback.
-  if (options_.full || !options_.snapshot.empty()) entry.blob.assign(image.begin(), image.end());
-  const CubinInfo cubin = readCubin(image);
-  trace::ModuleLoad load;
-  load.arch = cubin.arch;
-  const uint64_t digest = hash::hashBuffer(image);
-  std::lock_guard lock(mu_);  // ordinals and emission in the same order
-  load.ordinal = nextModule_++;
-  moduleDigest_[load.ordinal] = digest;
-  for (const std::string& name : cubin.functions) {
-    // A name that another image (other code) defines too cannot tell which
-    // module a launch of it ran: 0, ambiguous. The same image loaded again
-    // (another context) is the same code.
-    auto [it, fresh] = moduleByName_.try_emplace(name, load.ordinal);
-    if (!fresh) it->second = it->second != 0 && moduleDigest_[it->second] == digest ? load.ordinal : 0;
-  }
-  tlsLastModule = load.ordinal;
-  entry.event = out_.newEvent(load);
-  out_.emit(std::move(entry));
-}
-
-std::shared_ptr<const RecordSession::CachedFunction> RecordSession::functionInfo(uint64_t function,
-                                                                                 const char* symbolName,
-                                                                                 uint32_t& module,
-                                                                                 bool& ambiguousModule) {
-  std::shared_ptr<const CachedFunction> cached;
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = functions_.find(function); it != functions_.end()) cached = it->second;
-  }
-  if (!cached) {
-    auto fresh = std::make_shared<CachedFunction>();
-    // Lazy loading: the driver may load the function's module inside this
-    // call (cuKernelGetFunction), announcing it here; that ties the module
-    // handle the description names to its ordinal.
-    tlsLastModule = 0;
-    device_->describeFunction(function, fresh->info);  // unlocked: calls the driver
-    if (tlsLastModule != 0 && fresh->info.module != 0) {
-      std::lock_guard lock(mu_);
-      moduleByHandle_[fresh->info.module] = tlsLastModule;
-    }
-    tlsLastModule = 0;
-    if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
-    fresh->selectedByName = kernelSelected(options_, fresh->info.name);
-    fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
-    fresh->philox = philoxParams(fresh->info.name, fresh->info.layout, out_.torchVersion());
-    cached = fresh;
-    std::lock_guard lock(mu_);
-    functions_.emplace(function, cached);
-  }
-  std::lock_guard lock(mu_);
-  module = 0;
-  if (cached->info.module != 0) {
-    if (auto it = moduleByHandle_.find(cached->info.module); it != moduleByHandle_.end()) module = it->second;
-  }
-  ambiguousModule = false;
-  if (module == 0) {
-    if (auto it = moduleByName_.find(cached->info.name); it != moduleByName_.end()) {
-      module = it->second;
-      ambiguousModule = module == 0;
-    }
-  }
-  return cached;
-}
 
 // ------------------------------------------------------------------ launches
 
@@ -708,7 +614,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
 
   uint32_t module = 0;
   bool ambiguousModule = false;
-  const std::shared_ptr<const CachedFunction> fn = functionInfo(function, cb.symbolName, module, ambiguousModule);
+  const std::shared_ptr<const CachedFunction> fn = modules_.functionInfo(function, cb.symbolName, module, ambiguousModule);
   k.function = fn->info.name;
   k.module = module;
   if (ambiguousModule)
@@ -959,7 +865,7 @@ void RecordSession::learnGraph(uint64_t exec, uint64_t graph, uint64_t context) 
     if (!known) break;
     uint32_t module = 0;
     bool ambiguous = false;
-    const std::shared_ptr<const CachedFunction> fn = functionInfo(k.function, nullptr, module, ambiguous);
+    const std::shared_ptr<const CachedFunction> fn = modules_.functionInfo(k.function, nullptr, module, ambiguous);
     std::vector<uint8_t> params;
     if (auto fromExtra = paramsFromExtra(k.extra)) {
       params = std::move(*fromExtra);
@@ -1235,16 +1141,6 @@ void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
         known = allocations_.at(*p.dptr) != nullptr;
       }
       if (!known) addAllocation(*p.dptr, *p.bytes, AllocationKind::kModuleGlobal, 0, u64(cb.context));
-      break;
-    }
-    case Handler::kModuleLoad: {
-      // Every cuModuleLoad* parameter struct starts with CUmodule* module.
-      const auto* out = *static_cast<CUmodule* const*>(cb.functionParams);
-      if (out != nullptr && *out != nullptr && tlsLastModule != 0) {
-        std::lock_guard lock(mu_);
-        moduleByHandle_[u64(*out)] = tlsLastModule;
-      }
-      tlsLastModule = 0;
       break;
     }
     default:

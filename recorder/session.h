@@ -25,6 +25,7 @@
 #include "recorder/allocation_map.h"
 #include "recorder/callback_table.h"
 #include "recorder/device.h"
+#include "recorder/modules.h"
 #include "recorder/options.h"
 #include "recorder/params.h"
 #include "recorder/rng_params.h"
@@ -99,7 +100,6 @@ class RecordSession {
   std::unique_ptr<PendingLaunch> describeLaunch(LaunchCall call, const CUpti_CallbackData& cb);
   void finishLaunch(std::unique_ptr<PendingLaunch> pending);
   LaunchCall runtimeLaunchCall(const RuntimeEntry& e, const CUpti_CallbackData& cb);
-  uint64_t runtimeFunction(uint64_t hostFunction);  // cached Device::runtimeFunction
   void graphLaunch(bool perThread, const CUpti_CallbackData& cb);
   // Executable graphs instantiated, updated, changed or destroyed: what
   // their launches can touch (graphExecs_).
@@ -109,7 +109,6 @@ class RecordSession {
   void copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void setExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void syncExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
-  void moduleLoaded(const CUpti_ModuleResourceData& module);
 
   // Allocation bookkeeping; emit the Allocation / Free events.
   void addAllocation(uint64_t address, uint64_t size, trace::AllocationKind kind, uint64_t stream,
@@ -117,17 +116,6 @@ class RecordSession {
   uint32_t deviceOf(uint64_t context);
   void removeAllocation(uint64_t address);
 
-  struct CachedFunction {
-    FunctionInfo info;
-    bool selectedByName = true;  // GPURR_KERNELS matches
-    bool snapshotByName = false; // a GPURR_SNAPSHOT pattern matches
-    std::vector<PhiloxParam> philox;  // PhiloxCudaState parameters
-  };
-  // Function name / layout, cached per handle; `module` gets its ordinal.
-  // `ambiguousModule`: the handle named no module and several images with
-  // different code define the name, so `module` is 0.
-  std::shared_ptr<const CachedFunction> functionInfo(uint64_t function, const char* symbolName, uint32_t& module,
-                                                     bool& ambiguousModule);
 
   // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise,
   // and the ranges are forgotten by the write history. `wait`: the hash is
@@ -184,13 +172,11 @@ class RecordSession {
   std::array<std::atomic<uint64_t>, kLaunchParts> partNs_{};
   std::atomic<uint64_t> timedLaunches_{0};
 
-  std::mutex mu_;  // guards everything below
+  // The session's lock: it guards the recorders' tables (each says which)
+  // and everything below.
+  std::mutex mu_;
+  ModuleRecorder modules_{mu_, options_, *device_, out_};
   AllocationMap allocations_;
-  std::unordered_map<uint64_t, std::shared_ptr<const CachedFunction>> functions_;
-  std::unordered_map<uint64_t, uint64_t> functionByHostStub_;  // runtime entry function -> CUfunction (0: none)
-  std::unordered_map<uint64_t, uint32_t> moduleByHandle_;   // CUmodule -> ordinal
-  std::unordered_map<std::string, uint32_t> moduleByName_;  // kernel name -> ordinal; 0: ambiguous
-  std::unordered_map<uint32_t, uint64_t> moduleDigest_;     // ordinal -> digest of its image
   std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // context -> device ordinal
   std::unordered_map<uint64_t, uint32_t> ipcOpens_;         // IPC-opened address -> open count
   // What an executable graph's nodes take as device addresses (each kernel
@@ -204,7 +190,6 @@ class RecordSession {
     std::vector<uint64_t> addresses;
   };
   std::unordered_map<uint64_t, GraphExec> graphExecs_;
-  uint32_t nextModule_ = 1;
   uint64_t nextLaunch_ = 0;
 };
 
