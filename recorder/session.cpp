@@ -206,12 +206,10 @@ void RecordSession::onResource(CUpti_CallbackId cbid, const void* cbdata) {
     case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING:
       modules_.moduleUnloading();
       break;
-    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING: {
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
       device_->contextDestroying(u64(res.context));
-      std::lock_guard lock(mu_);
-      deviceByContext_.erase(u64(res.context));
+      memory_.contextDestroying(u64(res.context));
       break;
-    }
     default:
       break;
   }
@@ -285,7 +283,7 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
       syncExit(e.handler, e.perThread, cb);
       return;
     default:
-      allocationExit(e.handler, cb);
+      memory_.onExit(e.handler, cb);
       return;
   }
 }
@@ -473,7 +471,7 @@ std::vector<OperandRole> RecordSession::operandRolesOf(const std::vector<trace::
   const TensorExtent extent = [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
     if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
     // PyTorch's cudaMallocAsync backend: one allocation per tensor.
-    const trace::Allocation* a = allocations_.at(r.address - r.offset);
+    const trace::Allocation* a = memory_.allocations().at(r.address - r.offset);
     if (a != nullptr && a->kind == AllocationKind::kAsync) return std::pair{a->address, a->size};
     return std::nullopt;
   };
@@ -636,7 +634,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   clock.lap(kDescribe);
 
   // Only what the launch's device is known to be able to read is hashed.
-  const uint32_t device = deviceOf(k.context);
+  const uint32_t device = memory_.deviceOf(k.context);
   auto pending = std::make_unique<PendingLaunch>();
   pending->context = k.context;
   pending->stream = enqueueStream(k.stream, perThread);
@@ -648,7 +646,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     k.hashed = false;
     {
       std::lock_guard lock(mu_);
-      for (const ScannedPointer& p : scanPointers(k.params, allocations_, device)) k.pointers.push_back(p.param);
+      for (const ScannedPointer& p : scanPointers(k.params, memory_.allocations(), device)) k.pointers.push_back(p.param);
     }
     clock.lap(kPointers);
     pending->entry.event = out_.newEvent(std::move(k));
@@ -661,7 +659,7 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
   {
     std::lock_guard lock(mu_);
     index = nextLaunch_++;
-    scanned = scanPointers(k.params, allocations_, device);
+    scanned = scanPointers(k.params, memory_.allocations(), device);
   }
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
   std::vector<trace::DeviceRange> ranges = referencedRanges(scanned, framework::blockAt);
@@ -891,11 +889,11 @@ void RecordSession::learnGraph(uint64_t exec, uint64_t graph, uint64_t context) 
   }
   std::sort(words.begin(), words.end());
   words.erase(std::unique(words.begin(), words.end()), words.end());
-  const uint32_t device = deviceOf(context);
+  const uint32_t device = memory_.deviceOf(context);
   GraphExec g;
   g.nodes = nodes.count;
   std::lock_guard lock(mu_);
-  for (const ScannedPointer& p : scanPointers(asBytes(words), allocations_, device)) g.addresses.push_back(p.address);
+  for (const ScannedPointer& p : scanPointers(asBytes(words), memory_.allocations(), device)) g.addresses.push_back(p.address);
   graphExecs_[exec] = std::move(g);
 }
 
@@ -916,7 +914,7 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   // Its pre and post state: the ranges its nodes' addresses reach, as a
   // launch's pointers do, where its nodes are known; otherwise every device
   // allocation its device can read.
-  const uint32_t device = deviceOf(pending->context);
+  const uint32_t device = memory_.deviceOf(pending->context);
   std::vector<trace::DeviceRange> ranges;
   std::vector<uint32_t> blind;
   bool known = false;
@@ -925,14 +923,14 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
     if (auto it = graphExecs_.find(g.graphExec); it != graphExecs_.end()) {
       known = true;
       g.nodeCount = it->second.nodes;
-      const std::vector<ScannedPointer> scanned = scanPointers(asBytes(it->second.addresses), allocations_, device);
+      const std::vector<ScannedPointer> scanned = scanPointers(asBytes(it->second.addresses), memory_.allocations(), device);
       ranges = referencedRanges(scanned);
       blind = blindAllocations(scanned);
     } else {
-      allocations_.forEach([&](const trace::Allocation& a) {
+      memory_.allocations().forEach([&](const trace::Allocation& a) {
         if (a.kind == AllocationKind::kHostMapped || a.kind == AllocationKind::kManaged) return;
         if (historyBlind(a.kind)) blind.push_back(a.ordinal);
-        for (const auto& [at, size] : allocations_.readableParts(a, device))
+        for (const auto& [at, size] : memory_.allocations().readableParts(a, device))
           ranges.push_back({at, size, a.ordinal, at - a.address});
       });
     }
@@ -949,227 +947,6 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   }
   pending->entry.event = out_.newEvent(std::move(g));
   if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
-}
-
-// ------------------------------------------------------------------ memory
-
-uint32_t RecordSession::deviceOf(uint64_t context) {
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = deviceByContext_.find(context); it != deviceByContext_.end()) return it->second;
-  }
-  const uint32_t device = device_->currentDevice();  // the callback's context is current
-  std::lock_guard lock(mu_);
-  deviceByContext_[context] = device;
-  return device;
-}
-
-void RecordSession::addAllocation(uint64_t address, uint64_t size, AllocationKind kind, uint64_t stream,
-                                  uint64_t context) {
-  const uint32_t device = deviceOf(context);
-  std::lock_guard lock(mu_);  // ordinals and emission in the same order
-  std::vector<trace::Free> replaced;
-  const uint32_t ordinal = allocations_.add(address, size, kind, device, stream, &replaced);
-  writeHistory().forget(address, address + size);
-  for (const trace::Free& f : replaced) out_.emitEvent(f);
-  trace::Allocation a = *allocations_.at(address);
-  a.ordinal = ordinal;
-  out_.emitEvent(a);
-}
-
-void RecordSession::removeAllocation(uint64_t address) {
-  std::lock_guard lock(mu_);
-  if (std::optional<trace::Allocation> a = allocations_.remove(address)) {
-    writeHistory().forget(a->address, a->address + a->size);
-    out_.emitEvent(trace::Free{a->ordinal, address});
-  }
-}
-
-void RecordSession::addImported(uint64_t address, uint64_t context, const char* call) {
-  uint64_t base = 0, size = 0;
-  if (!device_->addressRange(address, base, size) || address < base || address - base >= size) {
-    out_.warnOnce(std::string("size:") + call, std::string("cannot find the size of memory opened with ") + call +
-                                                   "; launches are not hashed in it");
-    return;
-  }
-  addAllocation(address, base + size - address, AllocationKind::kOther, 0, context);
-}
-
-void RecordSession::allocationExit(Handler h, const CUpti_CallbackData& cb) {
-  if (!succeeded(cb)) return;
-  switch (h) {
-    case Handler::kMemAlloc: {
-      const auto& p = params<cuMemAlloc_v2_params>(cb);
-      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kDevice, 0, u64(cb.context));
-      break;
-    }
-    case Handler::kMemAllocPitch: {
-      const auto& p = params<cuMemAllocPitch_v2_params>(cb);
-      if (p.dptr && p.pPitch) addAllocation(*p.dptr, *p.pPitch * p.Height, AllocationKind::kDevice, 0, u64(cb.context));
-      break;
-    }
-    // Memory allocated on a stream being captured belongs to the graph
-    // (cuda.h, cuMemAllocAsync): mapped only while the graph runs, so never
-    // hashed as live memory; it is left out, and so is its free.
-    case Handler::kMemAllocAsync: {
-      const auto& p = params<cuMemAllocAsync_params>(cb);
-      if (p.dptr && !device_->captureState(u64(p.hStream)).capture)
-        addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
-      break;
-    }
-    case Handler::kMemAllocFromPoolAsync: {
-      const auto& p = params<cuMemAllocFromPoolAsync_params>(cb);
-      if (p.dptr && !device_->captureState(u64(p.hStream)).capture)
-        addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
-      break;
-    }
-    case Handler::kMemAllocManaged: {
-      const auto& p = params<cuMemAllocManaged_params>(cb);
-      if (options_.full) out_.warnNotReplayable("managed allocations", "what the CPU writes into them");
-      if (p.dptr) addAllocation(*p.dptr, p.bytesize, AllocationKind::kManaged, 0, u64(cb.context));
-      break;
-    }
-    case Handler::kMemFree:
-      removeAllocation(params<cuMemFree_v2_params>(cb).dptr);
-      break;
-    case Handler::kMemFreeAsync:
-      removeAllocation(params<cuMemFreeAsync_params>(cb).dptr);
-      break;
-    case Handler::kMemHostAlloc: {
-      // With unified addressing, pinned host memory has the same address on
-      // the device, so kernels may be passed it directly.
-      const auto& p = params<cuMemHostAlloc_params>(cb);
-      if (p.pp && *p.pp) addAllocation(u64(*p.pp), p.bytesize, AllocationKind::kHostMapped, 0, u64(cb.context));
-      break;
-    }
-    case Handler::kMemAllocHost: {
-      const auto& p = params<cuMemAllocHost_v2_params>(cb);
-      if (p.pp && *p.pp) addAllocation(u64(*p.pp), p.bytesize, AllocationKind::kHostMapped, 0, u64(cb.context));
-      break;
-    }
-    case Handler::kMemHostRegister: {
-      const auto& p = params<cuMemHostRegister_v2_params>(cb);
-      addAllocation(u64(p.p), p.bytesize, AllocationKind::kHostMapped, 0, u64(cb.context));
-      break;
-    }
-    case Handler::kMemHostUnregister:
-      removeAllocation(u64(params<cuMemHostUnregister_params>(cb).p));
-      break;
-    case Handler::kMemFreeHost:
-      removeAllocation(u64(params<cuMemFreeHost_params>(cb).p));
-      break;
-    case Handler::kAddressReserve: {
-      const auto& p = params<cuMemAddressReserve_params>(cb);
-      if (p.ptr) addAllocation(*p.ptr, p.size, AllocationKind::kVmm, 0, u64(cb.context));
-      break;
-    }
-    case Handler::kAddressFree:
-      removeAllocation(params<cuMemAddressFree_params>(cb).ptr);
-      break;
-    case Handler::kMemMap: {
-      const auto& p = params<cuMemMap_params>(cb);
-      std::lock_guard lock(mu_);
-      allocations_.map(p.ptr, p.size);
-      writeHistory().forget(p.ptr, p.ptr + p.size);  // other physical memory there now
-      break;
-    }
-    case Handler::kMemUnmap: {
-      const auto& p = params<cuMemUnmap_params>(cb);
-      std::lock_guard lock(mu_);
-      allocations_.unmap(p.ptr, p.size);
-      writeHistory().forget(p.ptr, p.ptr + p.size);
-      break;
-    }
-    case Handler::kMemSetAccess: {
-      // A mapping is accessible only where cuMemSetAccess allowed it, per
-      // location; only device locations matter to the device hash.
-      const auto& p = params<cuMemSetAccess_params>(cb);
-      if (p.desc == nullptr) break;
-      std::lock_guard lock(mu_);
-      for (size_t i = 0; i < p.count; ++i) {
-        const CUmemAccessDesc& d = p.desc[i];
-        if (d.location.type != CU_MEM_LOCATION_TYPE_DEVICE || d.location.id < 0) continue;
-        allocations_.setAccess(p.ptr, p.size, static_cast<uint32_t>(d.location.id),
-                               (d.flags & CU_MEM_ACCESS_FLAGS_PROT_READ) != 0);
-      }
-      break;
-    }
-    case Handler::kIpcOpenMemHandle: {
-      // cuIpcOpenMemHandle and _v2 have the same parameters; the driver
-      // returns the same pointer for a handle opened again (counted).
-      const auto& p = params<cuIpcOpenMemHandle_v2_params>(cb);
-      if (p.pdptr == nullptr || *p.pdptr == 0) break;
-      {
-        std::lock_guard lock(mu_);
-        auto it = ipcOpens_.find(*p.pdptr);
-        if (it != ipcOpens_.end() && allocations_.at(*p.pdptr) != nullptr) {
-          ++it->second;
-          break;
-        }
-        ipcOpens_.erase(*p.pdptr);
-      }
-      addImported(*p.pdptr, u64(cb.context), "cuIpcOpenMemHandle");
-      std::lock_guard lock(mu_);
-      if (allocations_.at(*p.pdptr) != nullptr) ipcOpens_[*p.pdptr] = 1;
-      break;
-    }
-    case Handler::kIpcCloseMemHandle: {
-      const uint64_t dptr = params<cuIpcCloseMemHandle_params>(cb).dptr;
-      {
-        std::lock_guard lock(mu_);
-        auto it = ipcOpens_.find(dptr);
-        if (it != ipcOpens_.end() && --it->second > 0) break;  // still open
-        ipcOpens_.erase(dptr);
-      }
-      removeAllocation(dptr);
-      break;
-    }
-    case Handler::kMemPoolImportPointer: {
-      // Freed with cuMemFree / cuMemFreeAsync, as the exporter's allocation.
-      const auto& p = params<cuMemPoolImportPointer_params>(cb);
-      if (p.ptr_out != nullptr && *p.ptr_out != 0) addImported(*p.ptr_out, u64(cb.context), "cuMemPoolImportPointer");
-      break;
-    }
-    case Handler::kModuleGetGlobal:
-    case Handler::kLibraryGetGlobal: {
-      // Both parameter structs start with (CUdeviceptr* dptr, size_t* bytes).
-      const auto& p = params<cuModuleGetGlobal_v2_params>(cb);
-      if (p.dptr == nullptr || p.bytes == nullptr || *p.dptr == 0) break;
-      bool known;
-      {
-        std::lock_guard lock(mu_);
-        known = allocations_.at(*p.dptr) != nullptr;
-      }
-      if (!known) addAllocation(*p.dptr, *p.bytes, AllocationKind::kModuleGlobal, 0, u64(cb.context));
-      break;
-    }
-    default:
-      break;
-  }
-}
-
-trace::DeviceRange RecordSession::deviceRange(uint64_t address, uint64_t size) {
-  trace::DeviceRange r{address, size, 0, 0};
-  std::lock_guard lock(mu_);
-  if (std::optional<Resolved> res = allocations_.resolve(address)) {
-    r.allocation = res->ordinal;
-    r.offset = res->offset;
-  }
-  return r;
-}
-
-bool RecordSession::readableIn(uint64_t context, const trace::DeviceRange& range) {
-  const uint32_t device = deviceOf(context);
-  std::lock_guard lock(mu_);
-  return allocations_.readableFrom(range.address, range.size, device);
-}
-
-bool RecordSession::isDevicePointer(uint64_t address) {
-  // Pinned host memory is reachable from the device, but a copy from it is
-  // still host input: it counts as host here.
-  std::lock_guard lock(mu_);
-  const std::optional<Resolved> r = allocations_.resolve(address);
-  return r && r->kind != AllocationKind::kHostMapped;
 }
 
 void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb) {
@@ -1231,8 +1008,8 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
         const auto& p = params<cuMemcpyAsync_params>(cb);
         dst = p.dst, src = p.src, m.size = p.ByteCount, m.stream = u64(p.hStream), m.async = true;
       }
-      dstDevice = isDevicePointer(dst);
-      srcDevice = isDevicePointer(src);
+      dstDevice = memory_.isDevicePointer(dst);
+      srcDevice = memory_.isDevicePointer(src);
       if (!srcDevice) hostSource = reinterpret_cast<const void*>(src);
       break;
     }
@@ -1248,8 +1025,8 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
         dst = p.dstDevice, src = p.srcDevice, m.size = p.ByteCount, m.stream = u64(p.hStream), m.async = true;
       }
       m.kind = trace::MemcpyKind::kPeer;
-      m.dst = deviceRange(dst, m.size);
-      m.src = deviceRange(src, m.size);
+      m.dst = memory_.deviceRange(dst, m.size);
+      m.src = memory_.deviceRange(src, m.size);
       if (emitIfCaptured()) return;
       writeHistory().forget(dst, dst + m.size);  // written without a digest
       if (options_.full) out_.warnNotReplayable("peer copies", "what they write on the other device");
@@ -1286,14 +1063,14 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
       }
       auto isDev = [&](const CUmemorytype* t, uint64_t a) {
         return *t == CU_MEMORYTYPE_DEVICE || *t == CU_MEMORYTYPE_ARRAY ||
-               (*t == CU_MEMORYTYPE_UNIFIED && isDevicePointer(a));
+               (*t == CU_MEMORYTYPE_UNIFIED && memory_.isDevicePointer(a));
       };
       dstDevice = isDev(dstType, dst);
       srcDevice = isDev(srcType, src);
       m.kind = dstDevice ? (srcDevice ? trace::MemcpyKind::kDeviceToDevice : trace::MemcpyKind::kHostToDevice)
                          : (srcDevice ? trace::MemcpyKind::kDeviceToHost : trace::MemcpyKind::kHostToHost);
-      m.dst = dstDevice ? deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
-      m.src = srcDevice ? deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
+      m.dst = dstDevice ? memory_.deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
+      m.src = srcDevice ? memory_.deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
       if (emitIfCaptured()) return;
       if (options_.full && dstDevice) out_.warnNotReplayable("2D and 3D copies to device memory", "the bytes they write");
       if (dstDevice) writeHistory().forget(dst, dst + extent);  // written without a digest
@@ -1303,8 +1080,8 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   }
   m.kind = dstDevice ? (srcDevice ? trace::MemcpyKind::kDeviceToDevice : trace::MemcpyKind::kHostToDevice)
                      : (srcDevice ? trace::MemcpyKind::kDeviceToHost : trace::MemcpyKind::kHostToHost);
-  m.dst = dstDevice ? deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
-  m.src = srcDevice ? deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
+  m.dst = dstDevice ? memory_.deviceRange(dst, m.size) : trace::DeviceRange{dst, m.size, 0, 0};
+  m.src = srcDevice ? memory_.deviceRange(src, m.size) : trace::DeviceRange{src, m.size, 0, 0};
   if (emitIfCaptured()) return;
 
   SinkEntry entry;
@@ -1321,7 +1098,7 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   const uint64_t stream = enqueueStream(m.stream, perThread);
   if (dstDevice || srcDevice) {
     const trace::DeviceRange written = dstDevice ? m.dst : m.src;
-    if (m.size > 0 && canEnqueue && readableIn(u64(cb.context), written)) {
+    if (m.size > 0 && canEnqueue && memory_.readableIn(u64(cb.context), written)) {
       entry.after = hashRanges(u64(cb.context), stream, {written},
                                !m.async && m.kind != trace::MemcpyKind::kDeviceToDevice);
       if (dstDevice) touched(entry.after, stream);
@@ -1372,7 +1149,7 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
     default:
       return;
   }
-  s.dst = deviceRange(dst, bytes);
+  s.dst = memory_.deviceRange(dst, bytes);
   const uint64_t stream = enqueueStream(s.stream, perThread);
   const bool canEnqueue = markCaptured(*device_, s, stream).canEnqueue;
   if (s.captured) {
@@ -1382,7 +1159,7 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
   if (options_.full && !contiguous) out_.warnNotReplayable("2D memsets", "their row pitch and width");
   SinkEntry entry;
   // A 2D set leaves the gaps between rows alone: no single-range digest.
-  if (contiguous && bytes > 0 && canEnqueue && readableIn(u64(cb.context), s.dst)) {
+  if (contiguous && bytes > 0 && canEnqueue && memory_.readableIn(u64(cb.context), s.dst)) {
     entry.after = hashRanges(u64(cb.context), stream, {s.dst});
     touched(entry.after, stream);
   }

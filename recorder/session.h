@@ -22,9 +22,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "recorder/allocation_map.h"
 #include "recorder/callback_table.h"
 #include "recorder/device.h"
+#include "recorder/memory.h"
 #include "recorder/modules.h"
 #include "recorder/options.h"
 #include "recorder/params.h"
@@ -105,16 +105,10 @@ class RecordSession {
   // their launches can touch (graphExecs_).
   void graphExecCall(Handler h, const CUpti_CallbackData& cb);
   void learnGraph(uint64_t exec, uint64_t graph, uint64_t context);
-  void allocationExit(Handler h, const CUpti_CallbackData& cb);
   void copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void setExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
   void syncExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
 
-  // Allocation bookkeeping; emit the Allocation / Free events.
-  void addAllocation(uint64_t address, uint64_t size, trace::AllocationKind kind, uint64_t stream,
-                     uint64_t context);
-  uint32_t deviceOf(uint64_t context);
-  void removeAllocation(uint64_t address);
 
 
   // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise,
@@ -151,14 +145,6 @@ class RecordSession {
   __attribute__((noinline)) void checkDeterminism(uint64_t context, const Relaunch& launch,
                                                   const std::vector<trace::DeviceRange>& outputs,
                                                   std::vector<trace::Annotation>& annotations);
-  trace::DeviceRange deviceRange(uint64_t address, uint64_t size);  // resolved against the map (locked)
-  bool isDevicePointer(uint64_t address);
-  // Whether a kernel in `context` can read all of `range` (only such ranges
-  // are hashed: reading memory the device cannot reach faults).
-  bool readableIn(uint64_t context, const trace::DeviceRange& range);
-  // Memory that another process allocated (IPC handle, imported pool
-  // allocation), at `address`: its size is asked of the device.
-  void addImported(uint64_t address, uint64_t context, const char* call);
 
   RecorderOptions options_;
   const bool allInputs_ = hashesAllInputs(options_);
@@ -175,10 +161,8 @@ class RecordSession {
   // The session's lock: it guards the recorders' tables (each says which)
   // and everything below.
   std::mutex mu_;
+  MemoryRecorder memory_{mu_, options_, *device_, out_};
   ModuleRecorder modules_{mu_, options_, *device_, out_};
-  AllocationMap allocations_;
-  std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // context -> device ordinal
-  std::unordered_map<uint64_t, uint32_t> ipcOpens_;         // IPC-opened address -> open count
   // What an executable graph's nodes take as device addresses (each kernel
   // node's 8-byte-aligned parameter words and each copy's and set's
   // addresses) that lay in an allocation when it was instantiated, sorted,
