@@ -257,7 +257,7 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
     // The capture is over when its stream captures no more, whatever the call
     // returned (invalidated, unjoined work, success): the driver says.
     const uint64_t stream = enqueueStream(u64(params<cuStreamEndCapture_params>(cb).hStream), e.perThread);
-    if (!device_->captureState(stream).capture && activeCaptures_.load() > 0) activeCaptures_.fetch_sub(1);
+    if (!device_->captureState(stream).capture) hashing_.captureEnded();
     return;
   }
   if (enter || !succeeded(cb)) return;
@@ -276,7 +276,7 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
       setExit(e.handler, e.perThread, cb);
       return;
     case Handler::kCaptureBegin:
-      activeCaptures_.fetch_add(1);
+      hashing_.captureBegan();
       return;
     case Handler::kCtxSynchronize: case Handler::kStreamSynchronize: case Handler::kEventRecord:
     case Handler::kEventRecordWithFlags: case Handler::kEventSynchronize: case Handler::kStreamWaitEvent:
@@ -380,154 +380,15 @@ RecordSession::LaunchCall RecordSession::runtimeLaunchCall(const RuntimeEntry& e
   return call;
 }
 
-// ------------------------------------------------------------------ events
-
 // ------------------------------------------------------------------ launches
 
-HashTicket RecordSession::hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
-                                     bool wait) {
-  HashTicket t;
-  if (ranges.empty()) return t;
-  std::vector<kernels::HashRequest> requests;
-  requests.reserve(ranges.size());
-  for (const trace::DeviceRange& r : ranges) requests.push_back({r.address, r.size});
-  std::string error;
-  t.pending = device_->hash(context, stream, requests, options_.sync || wait, error);
-  if (!t.pending) {
-    out_.warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests, "
-                          "each with a note saying why");
-    forgotten(ranges);  // no digest vouches for them: their next reader hashes them
-    t.error = error;
-  }
-  t.ranges = std::move(ranges);
-  return t;
-}
-
 namespace {
-// The write history's stream: the per-thread default stream is one per host thread.
-uint64_t historyStream(uint64_t stream) {
-  if (stream != u64(CU_STREAM_PER_THREAD)) return stream;
-  static std::atomic<uint64_t> threads{0};
-  thread_local const uint64_t thread = ++threads;
-  return stream ^ thread << 32;
-}
-
-// Memory that writers other than the recorded device operations reach: the
-// CPU (managed memory), another process (IPC, imported pools), a kernel by
-// its symbol (module globals). No write history vouches for it.
-bool historyBlind(AllocationKind kind) {
-  return kind == AllocationKind::kManaged || kind == AllocationKind::kOther || kind == AllocationKind::kModuleGlobal;
-}
-
 // Words as the bytes scanPointers reads.
 std::span<const uint8_t> asBytes(const std::vector<uint64_t>& words) {
   return {reinterpret_cast<const uint8_t*>(words.data()), words.size() * sizeof(uint64_t)};
 }
 
-std::vector<uint32_t> blindAllocations(const std::vector<ScannedPointer>& scanned) {
-  std::vector<uint32_t> out;
-  for (const ScannedPointer& p : scanned)
-    if (historyBlind(p.kind)) out.push_back(p.param.allocation);
-  return out;
-}
 }  // namespace
-
-std::vector<trace::DeviceRange> RecordSession::inputsToHash(const std::vector<trace::DeviceRange>& ranges,
-                                                            const std::vector<OperandRole>& roles, uint64_t stream,
-                                                            const std::vector<uint32_t>& blind) {
-  if (allInputs_) return ranges;
-  std::vector<trace::DeviceRange> fresh;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    const trace::DeviceRange& r = ranges[i];
-    if (std::find(blind.begin(), blind.end(), r.allocation) != blind.end()) {
-      fresh.push_back(r);
-      continue;
-    }
-    const bool untouched = writeHistory().touch(r.address, r.address + r.size, historyStream(stream));
-    // A tensor the op made: its old bytes are none of the op's business, and
-    // its hash after the launch vouches for it from then on. (Most launches
-    // of a training step write a tensor made in a block freed the step
-    // before: hashing it first too would double their GPU work.)
-    const bool made = !roles.empty() && roles[i] == OperandRole::kNotGiven;
-    if (untouched && !made) fresh.push_back(r);
-  }
-  return fresh;
-}
-
-void RecordSession::touched(const HashTicket& written, uint64_t stream) {
-  if (allInputs_ || !written.pending) return;
-  for (const trace::DeviceRange& r : written.ranges)
-    writeHistory().touch(r.address, r.address + r.size, historyStream(stream));
-}
-
-void RecordSession::forgotten(const std::vector<trace::DeviceRange>& ranges) {
-  for (const trace::DeviceRange& r : ranges) writeHistory().forget(r.address, r.address + r.size);
-}
-
-std::vector<OperandRole> RecordSession::operandRolesOf(const std::vector<trace::DeviceRange>& ranges) {
-  const auto operands = framework::innermostOpOperands();
-  if (!operands || ranges.empty()) return {};
-  std::lock_guard lock(mu_);
-  const TensorExtent extent = [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
-    if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
-    // PyTorch's cudaMallocAsync backend: one allocation per tensor.
-    const trace::Allocation* a = memory_.allocations().at(r.address - r.offset);
-    if (a != nullptr && a->kind == AllocationKind::kAsync) return std::pair{a->address, a->size};
-    return std::nullopt;
-  };
-  return operandRoles(ranges, *operands, extent);
-}
-
-std::vector<SnapshotCopy> RecordSession::snapshotRanges(uint64_t context, uint64_t stream,
-                                                        const std::vector<trace::DeviceRange>& ranges) {
-  std::vector<SnapshotCopy> out;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    if (ranges[i].size == 0) continue;
-    SnapshotCopy c;
-    c.range = i;
-    const uint64_t overruns = out_.snapshotBudget().overruns();
-    c.lease = out_.snapshotBudget().acquire(ranges[i].size);  // may wait for the trace thread
-    if (out_.snapshotBudget().overruns() > overruns) {
-      out_.warnOnce("snapshot memory", "snapshots waited 10 s for host memory (GPURR_SNAPSHOT_MEMORY_MB) while the GPU "
-                                       "did not finish earlier copies; their bytes now take more than the limit");
-    }
-    std::string error;
-    c.copy = device_->copyToHost(context, stream, ranges[i].address, ranges[i].size, options_.sync, error);
-    if (!c.copy) {
-      out_.warnOnce("snapshot", "cannot copy device buffers for --snapshot (" + error +
-                                    "); the affected ranges are recorded without their bytes");
-      continue;
-    }
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
-void RecordSession::checkDeterminism(uint64_t context, const Relaunch& launch,
-                                     const std::vector<trace::DeviceRange>& outputs,
-                                     std::vector<trace::Annotation>& annotations) {
-  if (activeCaptures_.load() > 0) {
-    // The check synchronises the context, which would invalidate the capture.
-    annotations.emplace_back(std::in_place_type<trace::Note>,
-                             "determinism check skipped: a CUDA graph was being captured in the process");
-    return;
-  }
-  std::vector<kernels::HashRequest> requests;
-  requests.reserve(outputs.size());
-  for (const trace::DeviceRange& r : outputs) requests.push_back({r.address, r.size});
-  std::vector<std::vector<uint64_t>> digests;
-  std::string error;
-  if (!device_->rerunLaunch(context, launch, requests, options_.checkDeterminism, digests, error) ||
-      digests.size() != options_.checkDeterminism) {
-    if (error.empty()) error = "the device returned " + std::to_string(digests.size()) + " results";
-    out_.warnOnce("determinism", "cannot re-run launches to check their determinism (" + error +
-                                     "); launches are recorded without the check");
-    return;
-  }
-  // One result is the digests of every output range together.
-  const std::set<std::vector<uint64_t>> distinct(digests.begin(), digests.end());
-  annotations.push_back(trace::DeterminismCheck{options_.checkDeterminism, static_cast<uint32_t>(distinct.size())});
-}
 
 void RecordSession::launchEnter(Handler h, bool perThread, const CUpti_CallbackData& cb) {
   // Inside a runtime launch callback on this thread: the same launch, which
@@ -685,10 +546,10 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     k.hashed = false;
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
                                "stream cannot take work now (a graph capture elsewhere): not hashed");
-    forgotten(ranges);  // written without a digest
+    hashing_.forgotten(ranges);  // written without a digest
   }
   // What the op reads and writes (a snapshot keeps every range, before and after).
-  const std::vector<OperandRole> roles = k.hashed && !snapshot ? operandRolesOf(ranges) : std::vector<OperandRole>();
+  const std::vector<OperandRole> roles = k.hashed && !snapshot ? hashing_.operandRolesOf(ranges) : std::vector<OperandRole>();
   clock.lap(kFramework);
   // The determinism check follows --launches/--kernels, or --snapshot when
   // neither is given ("keep this launch's bytes and re-run it").
@@ -707,14 +568,14 @@ std::unique_ptr<RecordSession::PendingLaunch> RecordSession::describeLaunch(Laun
     r.attributes = call.attrs, r.attributeCount = call.numAttrs;
     r.cooperative = h == Handler::kLaunchCooperative;
     r.kernelParams = kernelParams, r.extra = extra;
-    checkDeterminism(pending->context, r, ranges, k.annotations);
+    hashing_.checkDeterminism(pending->context, r, ranges, k.annotations);
   }
   if (k.hashed && !unreadable.empty()) k.annotations.emplace_back(std::in_place_type<trace::Note>, unreadable);
   if (k.hashed) {
     pending->entry.before =
-        hashRanges(pending->context, pending->stream,
-                   snapshot ? ranges : inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned)));
-    if (snapshot) pending->entry.beforeSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
+        hashing_.hashRanges(pending->context, pending->stream,
+                   snapshot ? ranges : hashing_.inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned)));
+    if (snapshot) pending->entry.beforeSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
   }
   clock.lap(kBefore);
   if (k.hashed) {
@@ -749,7 +610,7 @@ void RecordSession::launchExit(const CUpti_CallbackData& cb) {
   } else {
     // Nothing ran and nothing is recorded: the first uses it hashed are
     // first uses still.
-    forgotten(pending->entry.before.ranges);
+    hashing_.forgotten(pending->entry.before.ranges);
   }
 }
 
@@ -761,7 +622,7 @@ void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
     // or on a blocking stream while it ran on the legacy one): nothing more
     // may be enqueued there.
     pending->hashOutputs = false;
-    forgotten(pending->entry.after.ranges);
+    hashing_.forgotten(pending->entry.after.ranges);
     if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
       k->hashed = false;
       k->annotations.emplace_back(std::in_place_type<trace::Note>,
@@ -772,8 +633,8 @@ void RecordSession::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
   if (pending->hashOutputs) {
     std::vector<trace::DeviceRange> ranges = std::move(pending->entry.after.ranges);
     if (pending->snapshot)
-      pending->entry.afterSnapshots = snapshotRanges(pending->context, pending->stream, ranges);
-    pending->entry.after = hashRanges(pending->context, pending->stream, std::move(ranges));
+      pending->entry.afterSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
+    pending->entry.after = hashing_.hashRanges(pending->context, pending->stream, std::move(ranges));
   }
   if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
     for (const HashTicket* t : {&pending->entry.before, &pending->entry.after}) {
@@ -937,11 +798,11 @@ void RecordSession::graphLaunch(bool perThread, const CUpti_CallbackData& cb) {
   }
   if (!ranges.empty() && canEnqueue) {
     pending->entry.before =
-        hashRanges(pending->context, pending->stream, inputsToHash(ranges, {}, pending->stream, blind));
+        hashing_.hashRanges(pending->context, pending->stream, hashing_.inputsToHash(ranges, {}, pending->stream, blind));
     pending->entry.after.ranges = std::move(ranges);
     pending->hashOutputs = true;
   } else if (known) {
-    forgotten(ranges);  // written without a digest
+    hashing_.forgotten(ranges);  // written without a digest
   } else {
     writeHistory().clear();  // it may write anything, unhashed
   }
@@ -1099,11 +960,11 @@ void RecordSession::copyExit(Handler h, bool perThread, const CUpti_CallbackData
   if (dstDevice || srcDevice) {
     const trace::DeviceRange written = dstDevice ? m.dst : m.src;
     if (m.size > 0 && canEnqueue && memory_.readableIn(u64(cb.context), written)) {
-      entry.after = hashRanges(u64(cb.context), stream, {written},
+      entry.after = hashing_.hashRanges(u64(cb.context), stream, {written},
                                !m.async && m.kind != trace::MemcpyKind::kDeviceToDevice);
-      if (dstDevice) touched(entry.after, stream);
+      if (dstDevice) hashing_.touched(entry.after, stream);
     }
-    if (dstDevice && !entry.after.pending) forgotten({m.dst});  // written without a digest
+    if (dstDevice && !entry.after.pending) hashing_.forgotten({m.dst});  // written without a digest
   } else if (!m.async) {
     m.digest = hash::hashBuffer({reinterpret_cast<const uint8_t*>(dst), m.size});
   }
@@ -1160,10 +1021,10 @@ void RecordSession::setExit(Handler h, bool perThread, const CUpti_CallbackData&
   SinkEntry entry;
   // A 2D set leaves the gaps between rows alone: no single-range digest.
   if (contiguous && bytes > 0 && canEnqueue && memory_.readableIn(u64(cb.context), s.dst)) {
-    entry.after = hashRanges(u64(cb.context), stream, {s.dst});
-    touched(entry.after, stream);
+    entry.after = hashing_.hashRanges(u64(cb.context), stream, {s.dst});
+    hashing_.touched(entry.after, stream);
   }
-  if (!entry.after.pending) forgotten({s.dst});  // written without a digest
+  if (!entry.after.pending) hashing_.forgotten({s.dst});  // written without a digest
   entry.event = out_.newEvent(std::move(s));
   out_.emit(std::move(entry));
 }

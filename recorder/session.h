@@ -24,6 +24,7 @@
 
 #include "recorder/callback_table.h"
 #include "recorder/device.h"
+#include "recorder/hashing.h"
 #include "recorder/memory.h"
 #include "recorder/modules.h"
 #include "recorder/options.h"
@@ -111,47 +112,11 @@ class RecordSession {
 
 
 
-  // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise,
-  // and the ranges are forgotten by the write history. `wait`: the hash is
-  // complete on return (as with --sync).
-  HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
-                        bool wait = false);
-  // The ranges a launch hashes before it runs: all of them with
-  // hashesAllInputs, else those holding bytes no recorded operation has
-  // touched, or last touched on another stream (marking them touched on
-  // `stream`).
-  // `blind`: allocations no write history vouches for (historyBlind in
-  // session.cpp), hashed every time.
-  // A range its op was given no tensor in (`roles`, OperandRole::kNotGiven: a
-  // new output, a workspace) is left out: the op only writes it.
-  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges,
-                                               const std::vector<OperandRole>& roles, uint64_t stream,
-                                               const std::vector<uint32_t>& blind);
-  // What each of a launch's ranges is to the framework op it runs in
-  // (operandRoles); empty when no op reported its operands.
-  std::vector<OperandRole> operandRolesOf(const std::vector<trace::DeviceRange>& ranges);
-  // A copy or set wrote these hashed ranges on `stream`.
-  void touched(const HashTicket& written, uint64_t stream);
-  // These ranges were written without a digest, or their first use was not
-  // recorded: the next reader hashes them.
-  void forgotten(const std::vector<trace::DeviceRange>& ranges);
-  // Copies the full bytes of `ranges` to the host on `stream` (--snapshot),
-  // waiting for the trace thread when the snapshot memory bound is reached.
-  std::vector<SnapshotCopy> snapshotRanges(uint64_t context, uint64_t stream,
-                                           const std::vector<trace::DeviceRange>& ranges);
-  // Re-runs a launch in process (--check-determinism): how many distinct
-  // output states the re-runs gave, added to `annotations` (nothing, after
-  // warning, when the device cannot re-run it).
-  __attribute__((noinline)) void checkDeterminism(uint64_t context, const Relaunch& launch,
-                                                  const std::vector<trace::DeviceRange>& outputs,
-                                                  std::vector<trace::Annotation>& annotations);
 
   RecorderOptions options_;
-  const bool allInputs_ = hashesAllInputs(options_);
   std::unique_ptr<Device> device_;
   SessionOutput out_;  // after the device, which outlives the sink
   std::atomic<bool> finished_{false};
-  std::atomic<int> activeCaptures_{0};  // graph captures begun and not ended, in any thread
   // With options.timeParts: nanoseconds per part of the launch callbacks
   // (LaunchPart, session.cpp), summed over the launches counted.
   static constexpr size_t kLaunchParts = 5;
@@ -163,6 +128,7 @@ class RecordSession {
   std::mutex mu_;
   MemoryRecorder memory_{mu_, options_, *device_, out_};
   ModuleRecorder modules_{mu_, options_, *device_, out_};
+  HashRules hashing_{mu_, options_, *device_, out_, memory_};
   // What an executable graph's nodes take as device addresses (each kernel
   // node's 8-byte-aligned parameter words and each copy's and set's
   // addresses) that lay in an allocation when it was instantiated, sorted,
