@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "recorder/callback_table.h"
+#include "recorder/copies.h"
 #include "recorder/device.h"
 #include "recorder/hashing.h"
 #include "recorder/memory.h"
@@ -106,9 +107,6 @@ class RecordSession {
   // their launches can touch (graphExecs_).
   void graphExecCall(Handler h, const CUpti_CallbackData& cb);
   void learnGraph(uint64_t exec, uint64_t graph, uint64_t context);
-  void copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
-  void setExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
-  void syncExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
 
 
 
@@ -129,6 +127,7 @@ class RecordSession {
   MemoryRecorder memory_{mu_, options_, *device_, out_};
   ModuleRecorder modules_{mu_, options_, *device_, out_};
   HashRules hashing_{mu_, options_, *device_, out_, memory_};
+  CopyRecorder copies_{options_, *device_, out_, memory_, hashing_};
   // What an executable graph's nodes take as device addresses (each kernel
   // node's 8-byte-aligned parameter words and each copy's and set's
   // addresses) that lay in an allocation when it was instantiated, sorted,
