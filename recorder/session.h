@@ -26,6 +26,7 @@
 #include "recorder/copies.h"
 #include "recorder/device.h"
 #include "recorder/hashing.h"
+#include "recorder/launches.h"
 #include "recorder/memory.h"
 #include "recorder/modules.h"
 #include "recorder/options.h"
@@ -60,7 +61,7 @@ class RecordSession {
   // With options.timeParts: one line saying how the launch callbacks' time
   // divides among their parts, per launch (empty without it or before the
   // first launch).
-  std::string launchPartsText() const;
+  std::string launchPartsText() const { return launches_.partsText(); }
 
   // Starts the trace now if it has not started (normally on the first event).
   void ensureStarted() { out_.ensureStarted(); }
@@ -75,51 +76,20 @@ class RecordSession {
   const SnapshotBudget& snapshotBudget() const { return out_.snapshotBudget(); }
 
  private:
-  struct PendingLaunch;
-
   void onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onResource(CUpti_CallbackId cbid, const void* cbdata);
 
-  // A kernel launch as one callback (driver or runtime) describes it.
-  struct LaunchCall {
-    Handler handler = Handler::kLaunchKernel;  // the driver call it amounts to
-    bool perThread = false;
-    uint64_t function = 0;  // CUfunction or CUkernel; 0 when unknown
-    trace::KernelLaunch launch;  // grid, block, shared memory, stream, attributes
-    void** kernelParams = nullptr;
-    void** extra = nullptr;
-    const CUlaunchAttribute* attrs = nullptr;
-    uint32_t numAttrs = 0;
-    void setAttributes(const CUlaunchAttribute* attrs, unsigned count);
-  };
-
-  void launchEnter(Handler h, bool perThread, const CUpti_CallbackData& cb);
-  void launchExit(const CUpti_CallbackData& cb);
-  // Records the launch up to the kernel (parameters, input digests); the
-  // rest is done by finishLaunch once the launch call has returned.
-  std::unique_ptr<PendingLaunch> startLaunch(LaunchCall call, const CUpti_CallbackData& cb);
-  std::unique_ptr<PendingLaunch> describeLaunch(LaunchCall call, const CUpti_CallbackData& cb);
-  void finishLaunch(std::unique_ptr<PendingLaunch> pending);
-  LaunchCall runtimeLaunchCall(const RuntimeEntry& e, const CUpti_CallbackData& cb);
   void graphLaunch(bool perThread, const CUpti_CallbackData& cb);
   // Executable graphs instantiated, updated, changed or destroyed: what
   // their launches can touch (graphExecs_).
   void graphExecCall(Handler h, const CUpti_CallbackData& cb);
   void learnGraph(uint64_t exec, uint64_t graph, uint64_t context);
 
-
-
-
   RecorderOptions options_;
   std::unique_ptr<Device> device_;
   SessionOutput out_;  // after the device, which outlives the sink
   std::atomic<bool> finished_{false};
-  // With options.timeParts: nanoseconds per part of the launch callbacks
-  // (LaunchPart, session.cpp), summed over the launches counted.
-  static constexpr size_t kLaunchParts = 5;
-  std::array<std::atomic<uint64_t>, kLaunchParts> partNs_{};
-  std::atomic<uint64_t> timedLaunches_{0};
 
   // The session's lock: it guards the recorders' tables (each says which)
   // and everything below.
@@ -127,6 +97,7 @@ class RecordSession {
   MemoryRecorder memory_{mu_, options_, *device_, out_};
   ModuleRecorder modules_{mu_, options_, *device_, out_};
   HashRules hashing_{mu_, options_, *device_, out_, memory_};
+  LaunchRecorder launches_{mu_, options_, *device_, out_, memory_, modules_, hashing_};
   CopyRecorder copies_{options_, *device_, out_, memory_, hashing_};
   // What an executable graph's nodes take as device addresses (each kernel
   // node's 8-byte-aligned parameter words and each copy's and set's
@@ -139,7 +110,6 @@ class RecordSession {
     std::vector<uint64_t> addresses;
   };
   std::unordered_map<uint64_t, GraphExec> graphExecs_;
-  uint64_t nextLaunch_ = 0;
 };
 
 }  // namespace gpurr::recorder
