@@ -25,6 +25,7 @@
 #include "recorder/callback_table.h"
 #include "recorder/copies.h"
 #include "recorder/device.h"
+#include "recorder/graphs.h"
 #include "recorder/hashing.h"
 #include "recorder/launches.h"
 #include "recorder/memory.h"
@@ -80,11 +81,6 @@ class RecordSession {
   void onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onResource(CUpti_CallbackId cbid, const void* cbdata);
 
-  void graphLaunch(bool perThread, const CUpti_CallbackData& cb);
-  // Executable graphs instantiated, updated, changed or destroyed: what
-  // their launches can touch (graphExecs_).
-  void graphExecCall(Handler h, const CUpti_CallbackData& cb);
-  void learnGraph(uint64_t exec, uint64_t graph, uint64_t context);
 
   RecorderOptions options_;
   std::unique_ptr<Device> device_;
@@ -98,18 +94,8 @@ class RecordSession {
   ModuleRecorder modules_{mu_, options_, *device_, out_};
   HashRules hashing_{mu_, options_, *device_, out_, memory_};
   LaunchRecorder launches_{mu_, options_, *device_, out_, memory_, modules_, hashing_};
+  GraphRecorder graphs_{mu_, *device_, out_, memory_, modules_, hashing_};
   CopyRecorder copies_{options_, *device_, out_, memory_, hashing_};
-  // What an executable graph's nodes take as device addresses (each kernel
-  // node's 8-byte-aligned parameter words and each copy's and set's
-  // addresses) that lay in an allocation when it was instantiated, sorted,
-  // and its node count. A launch of a graph not here (instantiated before
-  // recording began, changed since, or holding nodes gpurr does not follow)
-  // may touch any allocation.
-  struct GraphExec {
-    uint32_t nodes = 0;
-    std::vector<uint64_t> addresses;
-  };
-  std::unordered_map<uint64_t, GraphExec> graphExecs_;
 };
 
 }  // namespace gpurr::recorder
