@@ -1,28 +1,30 @@
-// RecordSession: the state of one recording and the handlers of every CUPTI
-// callback the recorder subscribes to. The CUPTI-facing code (injection.cpp)
-// only forwards callbacks to onCallback(); everything here works on the
-// callback data alone, so tests drive it with hand-made CUpti_CallbackData.
+// RecordSession: one recording. The CUPTI-facing code (injection.cpp) only
+// forwards callbacks to onCallback(); the dispatcher (dispatch.cpp) hands
+// each to the recorder of its kind, and everything works on the callback
+// data alone, so tests drive it with hand-made CUpti_CallbackData. The
+// session owns the options, the device, its output (session_output.h) and
+// one recorder per kind of call:
+//   memory.h    allocations, frees, mappings (the map of live allocations)
+//   modules.h   modules and functions
+//   hashing.h   what is hashed before and after an operation
+//   launches.h  the launch path: ENTER (prepareLaunch) to EXIT (processLaunch)
+//   graphs.h    executable graphs and their launches
+//   copies.h    copies, sets, synchronisations
 //
-// Locking: `mu_` guards the maps (allocations, functions, modules) and the
-// launch counter. Handlers copy what they need under it and call the driver
-// (through Device) and the sink unlocked, because driver calls raise further
-// callbacks (ignored on this thread by the re-entrancy guard, but taken on
-// other threads, which then want `mu_`).
+// Locking: `mu_`, the session's lock, guards the recorders' tables (each
+// says which) and the launch counter. Handlers copy what they need under it
+// and call the driver (through Device) and the sink unlocked, because driver
+// calls raise further callbacks (ignored on this thread by the re-entrancy
+// guard, but taken on other threads, which then want `mu_`).
 #pragma once
 
 #include <cupti.h>
 
-#include <array>
 #include <atomic>
-#include <chrono>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
-#include "recorder/callback_table.h"
 #include "recorder/copies.h"
 #include "recorder/device.h"
 #include "recorder/graphs.h"
@@ -31,13 +33,9 @@
 #include "recorder/memory.h"
 #include "recorder/modules.h"
 #include "recorder/options.h"
-#include "recorder/params.h"
-#include "recorder/rng_params.h"
 #include "recorder/session_output.h"
 #include "recorder/snapshot.h"
-#include "recorder/trace_sink.h"
 #include "recorder/warn.h"
-#include "recorder/write_history.h"
 
 namespace gpurr::recorder {
 
@@ -77,19 +75,17 @@ class RecordSession {
   const SnapshotBudget& snapshotBudget() const { return out_.snapshotBudget(); }
 
  private:
+  // The dispatcher (dispatch.cpp): each domain's callbacks to their recorder.
   void onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onResource(CUpti_CallbackId cbid, const void* cbdata);
-
 
   RecorderOptions options_;
   std::unique_ptr<Device> device_;
   SessionOutput out_;  // after the device, which outlives the sink
   std::atomic<bool> finished_{false};
 
-  // The session's lock: it guards the recorders' tables (each says which)
-  // and everything below.
-  std::mutex mu_;
+  std::mutex mu_;  // the session's lock (above)
   MemoryRecorder memory_{mu_, options_, *device_, out_};
   ModuleRecorder modules_{mu_, options_, *device_, out_};
   HashRules hashing_{mu_, options_, *device_, out_, memory_};
