@@ -146,7 +146,7 @@ constexpr Row kRows[] = {
 
     // Every instantiation's parameters start with (CUgraphExec*, CUgraph),
     // every update's with (CUgraphExec, CUgraph), every change's with the
-    // CUgraphExec (session.cpp checks).
+    // CUgraphExec (graphs.cpp checks).
     ROW(cuGraphInstantiate, kGraphInstantiate),
     ROW(cuGraphInstantiate_v2, kGraphInstantiate),
     ROW(cuGraphInstantiateWithFlags, kGraphInstantiate),

@@ -44,7 +44,7 @@ struct HandlerEntry {
 // but no header promises that the driver's launch callbacks fire for its
 // internal launches (profilers subscribe to both domains), so these are
 // subscribed too; a driver launch callback nested in one of them on the same
-// thread is the same launch and is recorded once (session.cpp).
+// thread is the same launch and is recorded once (launches.cpp).
 enum class RuntimeLaunch : uint8_t {
   kNone = 0,
   kLaunchKernel,       // cudaLaunchKernel(const void* func, dim3, dim3, void**, size_t, cudaStream_t)

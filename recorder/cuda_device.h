@@ -1,10 +1,8 @@
 // Device implemented with the CUDA driver (resolved at run time): function
-// descriptions, capture checks, system description, and the asynchronous
-// hashing pipeline. Each context gets the hash kernel and a hash ring
-// (pinned, device-mapped host memory): a hash is one kernel launch on the
-// program's stream that reads its descriptors from the ring, writes its
-// digests there and raises a completion word; the trace thread polls that
-// word and folds.
+// descriptions, capture checks, graph nodes, re-runs, system description.
+// Hashes and snapshot copies go to the context's own hashing state
+// (context_hashing.h: the hash kernel and a hash ring of pinned,
+// device-mapped host memory), made on the context's first hash.
 #pragma once
 
 #include <chrono>
@@ -18,6 +16,8 @@
 #include "recorder/device.h"
 
 namespace gpurr::recorder {
+
+struct ContextHashing;
 
 class CudaDevice : public Device {
  public:
@@ -56,11 +56,10 @@ class CudaDevice : public Device {
   // freed.
   void setStagingLimit(uint64_t bytes) { stagingLimit_ = bytes; }
 
-  struct ContextState;
-
  private:
   CudaDevice() = default;
-  std::shared_ptr<ContextState> stateFor(uint64_t context, std::string& error);
+  // Each context's hashing state, made on its first hash or copy.
+  std::shared_ptr<ContextHashing> stateFor(uint64_t context, std::string& error);
   bool addGraphNodes(CUgraph graph, GraphNodes& out, std::string& error, int depth);
 
   kernels::DriverApi api_;
@@ -69,7 +68,7 @@ class CudaDevice : public Device {
   std::chrono::milliseconds hashWaitLimit_{std::chrono::seconds(120)};
   uint64_t stagingLimit_ = uint64_t{256} << 20;
   std::mutex mu_;
-  std::unordered_map<uint64_t, std::shared_ptr<ContextState>> contexts_;
+  std::unordered_map<uint64_t, std::shared_ptr<ContextHashing>> contexts_;
 };
 
 }  // namespace gpurr::recorder

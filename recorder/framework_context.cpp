@@ -1,3 +1,5 @@
+// The framework context (framework_context.h): each thread's open scopes and module, the step, PyTorch's blocks,
+// and the origin a launch takes from them.
 #include "recorder/framework_context.h"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+// HashRing's bookkeeping (hash_ring.h): the room each hash batch takes in the two circular areas, and gives back.
 #include "recorder/hash_ring.h"
 
 #include <algorithm>

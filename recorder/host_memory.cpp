@@ -1,3 +1,4 @@
+// The readable host memory of the process, read from /proc/self/maps (host_memory.h).
 #include "recorder/host_memory.h"
 
 #include <fstream>

@@ -1,37 +1,41 @@
-// RecordSession: the state of one recording and the handlers of every CUPTI
-// callback the recorder subscribes to. The CUPTI-facing code (injection.cpp)
-// only forwards callbacks to onCallback(); everything here works on the
-// callback data alone, so tests drive it with hand-made CUpti_CallbackData.
+// RecordSession: one recording. The CUPTI-facing code (injection.cpp) only
+// forwards callbacks to onCallback(); the dispatcher (dispatch.cpp) hands
+// each to the recorder of its kind, and everything works on the callback
+// data alone, so tests drive it with hand-made CUpti_CallbackData. The
+// session owns the options, the device, its output (session_output.h) and
+// one recorder per kind of call:
+//   memory.h    allocations, frees, mappings (the map of live allocations)
+//   modules.h   modules and functions
+//   hashing.h   what is hashed before and after an operation
+//   launches.h  the launch path: ENTER (prepareLaunch) to EXIT (processLaunch)
+//   graphs.h    executable graphs and their launches
+//   copies.h    copies, sets, synchronisations
 //
-// Locking: `mu_` guards the maps (allocations, functions, modules) and the
-// launch counter. Handlers copy what they need under it and call the driver
-// (through Device) and the sink unlocked, because driver calls raise further
-// callbacks (ignored on this thread by the re-entrancy guard, but taken on
-// other threads, which then want `mu_`).
+// Locking: `mu_`, the session's lock, guards the recorders' tables (each
+// says which) and the launch counter. Handlers copy what they need under it
+// and call the driver (through Device) and the sink unlocked, because driver
+// calls raise further callbacks (ignored on this thread by the re-entrancy
+// guard, but taken on other threads, which then want `mu_`).
 #pragma once
 
 #include <cupti.h>
 
-#include <array>
 #include <atomic>
-#include <chrono>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
-#include <vector>
 
-#include "recorder/allocation_map.h"
-#include "recorder/callback_table.h"
+#include "recorder/copies.h"
 #include "recorder/device.h"
+#include "recorder/graphs.h"
+#include "recorder/hashing.h"
+#include "recorder/launches.h"
+#include "recorder/memory.h"
+#include "recorder/modules.h"
 #include "recorder/options.h"
-#include "recorder/params.h"
-#include "recorder/rng_params.h"
+#include "recorder/session_output.h"
 #include "recorder/snapshot.h"
-#include "recorder/trace_sink.h"
 #include "recorder/warn.h"
-#include "recorder/write_history.h"
 
 namespace gpurr::recorder {
 
@@ -41,7 +45,7 @@ class RecordSession {
   // cuInit, so the driver can be asked about its GPUs), with the header
   // filled in; it returns the sink to write to, or null after warning
   // (nothing is recorded then).
-  using OpenSink = std::function<std::unique_ptr<TraceSink>(const trace::Header& header)>;
+  using OpenSink = SessionOutput::OpenSink;
 
   RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink, WarnFn warn);
   ~RecordSession();
@@ -56,10 +60,10 @@ class RecordSession {
   // With options.timeParts: one line saying how the launch callbacks' time
   // divides among their parts, per launch (empty without it or before the
   // first launch).
-  std::string launchPartsText() const;
+  std::string launchPartsText() const { return launches_.partsText(); }
 
   // Starts the trace now if it has not started (normally on the first event).
-  void ensureStarted();
+  void ensureStarted() { out_.ensureStarted(); }
 
   // In a child made by fork(): the trace thread does not exist there and the
   // trace belongs to the parent, so the child records nothing and finish()
@@ -67,178 +71,27 @@ class RecordSession {
   void abandonInForkedChild() { finished_.store(true); }
 
   const RecorderOptions& options() const { return options_; }
+  // Host memory taken by snapshots (tests, benchmarks).
+  const SnapshotBudget& snapshotBudget() const { return out_.snapshotBudget(); }
 
  private:
-  struct PendingLaunch;
-
+  // The dispatcher (dispatch.cpp): each domain's callbacks to their recorder.
   void onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onResource(CUpti_CallbackId cbid, const void* cbdata);
 
-  // A kernel launch as one callback (driver or runtime) describes it.
-  struct LaunchCall {
-    Handler handler = Handler::kLaunchKernel;  // the driver call it amounts to
-    bool perThread = false;
-    uint64_t function = 0;  // CUfunction or CUkernel; 0 when unknown
-    trace::KernelLaunch launch;  // grid, block, shared memory, stream, attributes
-    void** kernelParams = nullptr;
-    void** extra = nullptr;
-    const CUlaunchAttribute* attrs = nullptr;
-    uint32_t numAttrs = 0;
-    void setAttributes(const CUlaunchAttribute* attrs, unsigned count);
-  };
-
-  void launchEnter(Handler h, bool perThread, const CUpti_CallbackData& cb);
-  void launchExit(const CUpti_CallbackData& cb);
-  // Records the launch up to the kernel (parameters, input digests); the
-  // rest is done by finishLaunch once the launch call has returned.
-  std::unique_ptr<PendingLaunch> startLaunch(LaunchCall call, const CUpti_CallbackData& cb);
-  std::unique_ptr<PendingLaunch> describeLaunch(LaunchCall call, const CUpti_CallbackData& cb);
-  void finishLaunch(std::unique_ptr<PendingLaunch> pending);
-  LaunchCall runtimeLaunchCall(const RuntimeEntry& e, const CUpti_CallbackData& cb);
-  uint64_t runtimeFunction(uint64_t hostFunction);  // cached Device::runtimeFunction
-  void graphLaunch(bool perThread, const CUpti_CallbackData& cb);
-  // Executable graphs instantiated, updated, changed or destroyed: what
-  // their launches can touch (graphExecs_).
-  void graphExecCall(Handler h, const CUpti_CallbackData& cb);
-  void learnGraph(uint64_t exec, uint64_t graph, uint64_t context);
-  void allocationExit(Handler h, const CUpti_CallbackData& cb);
-  // Marks `op` (a launch, copy, set or graph launch) captured when `stream`
-  // is being captured into a CUDA graph: it does not run now (the graph's
-  // launch runs it), so nothing of it is hashed and it writes nothing yet.
-  // Returns the stream's capture state, from one driver query.
-  template <typename Op>
-  Device::StreamCapture markCaptured(Op& op, uint64_t stream) {
-    const Device::StreamCapture state = device_->captureState(stream);
-    if (state.capture) {
-      op.captured = true;
-      op.captureId = *state.capture;
-    }
-    return state;
-  }
-  void copyExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
-  void setExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
-  void syncExit(Handler h, bool perThread, const CUpti_CallbackData& cb);
-  void moduleLoaded(const CUpti_ModuleResourceData& module);
-
-  // Allocation bookkeeping; emit the Allocation / Free events.
-  void addAllocation(uint64_t address, uint64_t size, trace::AllocationKind kind, uint64_t stream,
-                     uint64_t context);
-  uint32_t deviceOf(uint64_t context);
-  void removeAllocation(uint64_t address);
-
-  struct CachedFunction {
-    FunctionInfo info;
-    bool selectedByName = true;  // GPURR_KERNELS matches
-    bool snapshotByName = false; // a GPURR_SNAPSHOT pattern matches
-    std::vector<PhiloxParam> philox;  // PhiloxCudaState parameters
-  };
-  // Function name / layout, cached per handle; `module` gets its ordinal.
-  // `ambiguousModule`: the handle named no module and several images with
-  // different code define the name, so `module` is 0.
-  std::shared_ptr<const CachedFunction> functionInfo(uint64_t function, const char* symbolName, uint32_t& module,
-                                                     bool& ambiguousModule);
-
-  // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise,
-  // and the ranges are forgotten by the write history. `wait`: the hash is
-  // complete on return (as with --sync).
-  HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
-                        bool wait = false);
-  // The ranges a launch hashes before it runs: all of them with
-  // hashesAllInputs, else those holding bytes no recorded operation has
-  // touched, or last touched on another stream (marking them touched on
-  // `stream`).
-  // `blind`: allocations no write history vouches for (historyBlind in
-  // session.cpp), hashed every time.
-  // A range its op was given no tensor in (`roles`, OperandRole::kNotGiven: a
-  // new output, a workspace) is left out: the op only writes it.
-  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges,
-                                               const std::vector<OperandRole>& roles, uint64_t stream,
-                                               const std::vector<uint32_t>& blind);
-  // What each of a launch's ranges is to the framework op it runs in
-  // (operandRoles); empty when no op reported its operands.
-  std::vector<OperandRole> operandRolesOf(const std::vector<trace::DeviceRange>& ranges);
-  // A copy or set wrote these hashed ranges on `stream`.
-  void touched(const HashTicket& written, uint64_t stream);
-  // These ranges were written without a digest, or their first use was not
-  // recorded: the next reader hashes them.
-  void forgotten(const std::vector<trace::DeviceRange>& ranges);
-  // Copies the full bytes of `ranges` to the host on `stream` (--snapshot),
-  // waiting for the trace thread when the snapshot memory bound is reached.
-  std::vector<SnapshotCopy> snapshotRanges(uint64_t context, uint64_t stream,
-                                           const std::vector<trace::DeviceRange>& ranges);
-  // Re-runs a launch in process (--check-determinism): how many distinct
-  // output states the re-runs gave, added to `annotations` (nothing, after
-  // warning, when the device cannot re-run it).
-  __attribute__((noinline)) void checkDeterminism(uint64_t context, const Relaunch& launch,
-                                                  const std::vector<trace::DeviceRange>& outputs,
-                                                  std::vector<trace::Annotation>& annotations);
-  trace::DeviceRange deviceRange(uint64_t address, uint64_t size);  // resolved against the map (locked)
-  bool isDevicePointer(uint64_t address);
-  // Whether a kernel in `context` can read all of `range` (only such ranges
-  // are hashed: reading memory the device cannot reach faults).
-  bool readableIn(uint64_t context, const trace::DeviceRange& range);
-  // Memory that another process allocated (IPC handle, imported pool
-  // allocation), at `address`: its size is asked of the device.
-  void addImported(uint64_t address, uint64_t context, const char* call);
-
-  void emit(SinkEntry&& entry);
-  void emitEvent(trace::Payload payload);
-  trace::Event newEvent(trace::Payload payload);
-  void warnOnce(const std::string& key, const std::string& message);
-  // --full: one warning per kind of call whose effect a whole-stream replay
-  // cannot reproduce from the trace.
-  void warnNotReplayable(const std::string& what, const std::string& missing);
-
   RecorderOptions options_;
-  const bool allInputs_ = hashesAllInputs(options_);
-  SnapshotBudget snapshotBudget_;
   std::unique_ptr<Device> device_;
-  OpenSink openSink_;
-  WarnFn warn_;
-  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-
-  std::mutex startMu_;
-  bool started_ = false;
-  std::atomic<bool> startedFast_{false};  // started_, readable without the lock
+  SessionOutput out_;  // after the device, which outlives the sink
   std::atomic<bool> finished_{false};
-  std::atomic<int> activeCaptures_{0};  // graph captures begun and not ended, in any thread
-  // With options.timeParts: nanoseconds per part of the launch callbacks
-  // (LaunchPart, session.cpp), summed over the launches counted.
-  static constexpr size_t kLaunchParts = 5;
-  std::array<std::atomic<uint64_t>, kLaunchParts> partNs_{};
-  std::atomic<uint64_t> timedLaunches_{0};
-  std::unique_ptr<TraceSink> sink_;  // set once under startMu_, then read-only
-  std::optional<std::string> torchVersion_;  // PyTorch loaded at the start; likewise
 
-  std::mutex mu_;  // guards everything below
-  AllocationMap allocations_;
-  std::unordered_map<uint64_t, std::shared_ptr<const CachedFunction>> functions_;
-  std::unordered_map<uint64_t, uint64_t> functionByHostStub_;  // runtime entry function -> CUfunction (0: none)
-  std::unordered_map<uint64_t, uint32_t> moduleByHandle_;   // CUmodule -> ordinal
-  std::unordered_map<std::string, uint32_t> moduleByName_;  // kernel name -> ordinal; 0: ambiguous
-  std::unordered_map<uint32_t, uint64_t> moduleDigest_;     // ordinal -> digest of its image
-  std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // context -> device ordinal
-  std::unordered_map<uint64_t, uint32_t> ipcOpens_;         // IPC-opened address -> open count
-  // What an executable graph's nodes take as device addresses (each kernel
-  // node's 8-byte-aligned parameter words and each copy's and set's
-  // addresses) that lay in an allocation when it was instantiated, sorted,
-  // and its node count. A launch of a graph not here (instantiated before
-  // recording began, changed since, or holding nodes gpurr does not follow)
-  // may touch any allocation.
-  struct GraphExec {
-    uint32_t nodes = 0;
-    std::vector<uint64_t> addresses;
-  };
-  std::unordered_map<uint64_t, GraphExec> graphExecs_;
-  uint32_t nextModule_ = 1;
-  uint64_t nextLaunch_ = 0;
-  std::map<std::string, bool> warned_;
- public:
-  // Host memory taken by snapshots (tests, benchmarks).
-  const SnapshotBudget& snapshotBudget() const { return snapshotBudget_; }
- private:
-  std::atomic<uint32_t> nextThread_{0};
+  std::mutex mu_;  // the session's lock (above)
+  MemoryRecorder memory_{mu_, options_, *device_, out_};
+  ModuleRecorder modules_{mu_, options_, *device_, out_};
+  HashRules hashing_{mu_, options_, *device_, out_, memory_};
+  LaunchRecorder launches_{mu_, options_, *device_, out_, memory_, modules_, hashing_};
+  GraphRecorder graphs_{mu_, *device_, out_, memory_, modules_, hashing_};
+  CopyRecorder copies_{options_, *device_, out_, memory_, hashing_};
 };
 
 }  // namespace gpurr::recorder

@@ -1,3 +1,4 @@
+// WriteHistory (write_history.h): the touched intervals of device memory, kept disjoint, by stream.
 #include "recorder/write_history.h"
 
 #include <iterator>

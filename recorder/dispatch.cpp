@@ -1,0 +1,145 @@
+// The dispatcher: every CUPTI callback the recorder subscribes to, by
+// domain and handler (callback_table.h), to the recorder of its kind.
+// Launches go through the launch path's seam: prepareLaunch at ENTER,
+// processLaunch at EXIT (launches.h).
+#include <cuda.h>
+
+#include <exception>
+#include <string>
+
+#include "kernels/device_hasher.h"
+#include "recorder/callback_data.h"
+#include "recorder/reentrancy.h"
+#include "recorder/session.h"
+#include "recorder/write_history.h"
+
+namespace gpurr::recorder {
+
+void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
+  if (finished_.load(std::memory_order_relaxed) || cbdata == nullptr) return;
+  // The recorder's own calls are not recorded. But the driver may load one of
+  // the program's modules inside them (lazily, from the recorder's
+  // cuKernelGetFunction): that module is the program's, and its load will
+  // not be announced again.
+  if (inRecorder() && (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED ||
+                       kernels::loadingHashModule()))
+    return;
+  ReentrancyGuard guard;
+  try {
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+      onDriver(cbid, *static_cast<const CUpti_CallbackData*>(cbdata));
+    } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+      onRuntime(cbid, *static_cast<const CUpti_CallbackData*>(cbdata));
+    } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+      onResource(cbid, cbdata);
+    }
+  } catch (const std::exception& e) {
+    // Nothing may propagate into the driver: the program must run on.
+    out_.warnOnce(std::string("exception:") + e.what(),
+                  std::string("internal recorder error (") + e.what() + "); the event was not recorded");
+  }
+}
+
+void RecordSession::onResource(CUpti_CallbackId cbid, const void* cbdata) {
+  const auto& res = *static_cast<const CUpti_ResourceData*>(cbdata);
+  switch (cbid) {
+    case CUPTI_CBID_RESOURCE_MODULE_LOADED:
+      if (res.resourceDescriptor != nullptr)
+        modules_.moduleLoaded(*static_cast<const CUpti_ModuleResourceData*>(res.resourceDescriptor));
+      break;
+    case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING:
+      modules_.moduleUnloading();
+      break;
+    case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+      device_->contextDestroying(u64(res.context));
+      memory_.contextDestroying(u64(res.context));
+      break;
+    default:
+      break;
+  }
+}
+
+void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
+  const HandlerEntry e = driverHandler(cbid);
+  if (e.handler == Handler::kNone) return;
+  const bool enter = cb.callbackSite == CUPTI_API_ENTER;
+  const bool launch = e.handler == Handler::kLaunchKernel || e.handler == Handler::kLaunchKernelEx ||
+                      e.handler == Handler::kLaunchCooperative || e.handler == Handler::kGraphLaunch;
+  // EXIT takes a pending launch from correlationData, which CUPTI does not
+  // promise to zero: clear it before anything here can return or throw.
+  if (launch && enter && cb.correlationData != nullptr) *cb.correlationData = 0;
+  out_.ensureStarted();
+  if (!out_.recording()) return;  // recording is off (warned when the trace could not be opened)
+  switch (e.handler) {
+    case Handler::kLaunchKernel:
+    case Handler::kLaunchKernelEx:
+    case Handler::kLaunchCooperative:
+      if (enter) launches_.prepareLaunch(e, cb); else launches_.processLaunch(cb);
+      return;
+    case Handler::kGraphLaunch:
+      if (enter) graphs_.prepareLaunch(e.perThread, cb); else launches_.processLaunch(cb);
+      return;
+    case Handler::kGraphInstantiate: case Handler::kGraphExecUpdate: case Handler::kGraphExecChanged:
+    case Handler::kGraphExecDestroy:
+      graphs_.execCall(e.handler, cb);
+      return;
+    case Handler::kModuleLoad:
+      if (enter) modules_.loadCallEnter(); else modules_.loadCallExit(cb);
+      return;
+    case Handler::kUnsupported:
+      if (enter) {
+        out_.warnOnce(cb.functionName ? cb.functionName : "?",
+                      std::string(cb.functionName ? cb.functionName : "a driver call") +
+                          " is not recorded yet; what it writes is not in the trace");
+        writeHistory().clear();  // whatever it writes: every range is a first use again
+      }
+      return;
+    default:
+      break;
+  }
+  if (!enter && e.handler == Handler::kCaptureEnd) {
+    // The capture is over when its stream captures no more, whatever the call
+    // returned (invalidated, unjoined work, success): the driver says.
+    const uint64_t stream = enqueueStream(u64(params<cuStreamEndCapture_params>(cb).hStream), e.perThread);
+    if (!device_->captureState(stream).capture) hashing_.captureEnded();
+    return;
+  }
+  if (enter || !succeeded(cb)) return;
+  switch (e.handler) {
+    case Handler::kMemcpyHtoD: case Handler::kMemcpyHtoDAsync: case Handler::kMemcpyDtoH:
+    case Handler::kMemcpyDtoHAsync: case Handler::kMemcpyDtoD: case Handler::kMemcpyDtoDAsync:
+    case Handler::kMemcpy: case Handler::kMemcpyAsync: case Handler::kMemcpyPeer:
+    case Handler::kMemcpyPeerAsync: case Handler::kMemcpy2D: case Handler::kMemcpy2DAsync:
+    case Handler::kMemcpy3D: case Handler::kMemcpy3DAsync:
+      copies_.copyExit(e.handler, e.perThread, cb);
+      return;
+    case Handler::kMemsetD8: case Handler::kMemsetD16: case Handler::kMemsetD32:
+    case Handler::kMemsetD8Async: case Handler::kMemsetD16Async: case Handler::kMemsetD32Async:
+    case Handler::kMemsetD2D8: case Handler::kMemsetD2D16: case Handler::kMemsetD2D32:
+    case Handler::kMemsetD2D8Async: case Handler::kMemsetD2D16Async: case Handler::kMemsetD2D32Async:
+      copies_.setExit(e.handler, e.perThread, cb);
+      return;
+    case Handler::kCaptureBegin:
+      hashing_.captureBegan();
+      return;
+    case Handler::kCtxSynchronize: case Handler::kStreamSynchronize: case Handler::kEventRecord:
+    case Handler::kEventRecordWithFlags: case Handler::kEventSynchronize: case Handler::kStreamWaitEvent:
+      copies_.syncExit(e.handler, e.perThread, cb);
+      return;
+    default:
+      memory_.onExit(e.handler, cb);
+      return;
+  }
+}
+
+void RecordSession::onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
+  const RuntimeEntry e = runtimeHandler(cbid);
+  if (e.launch == RuntimeLaunch::kNone) return;
+  if (cb.callbackSite == CUPTI_API_EXIT) {
+    launches_.processLaunch(e, cb);
+  } else {
+    launches_.prepareLaunch(e, cb);
+  }
+}
+
+}  // namespace gpurr::recorder

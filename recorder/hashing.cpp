@@ -1,0 +1,158 @@
+// Hashing and first-use rules (see hashing.h): which ranges are hashed
+// before and after an operation, the write history that vouches for the
+// rest, snapshot copies, and determinism re-runs.
+#include "recorder/hashing.h"
+
+#include <algorithm>
+#include <set>
+
+#include "recorder/callback_data.h"
+#include "recorder/framework_context.h"
+#include "recorder/write_history.h"
+
+namespace gpurr::recorder {
+
+using trace::AllocationKind;
+
+namespace {
+
+// The write history's stream: the per-thread default stream is one per host thread.
+uint64_t historyStream(uint64_t stream) {
+  if (stream != u64(CU_STREAM_PER_THREAD)) return stream;
+  static std::atomic<uint64_t> threads{0};
+  thread_local const uint64_t thread = ++threads;
+  return stream ^ thread << 32;
+}
+
+}  // namespace
+
+HashRules::HashRules(std::mutex& mu, const RecorderOptions& options, Device& device, SessionOutput& out,
+                     MemoryRecorder& memory)
+    : mu_(mu), options_(options), allInputs_(hashesAllInputs(options)), device_(device), out_(out),
+      memory_(memory) {}
+
+HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
+                                 bool wait) {
+  HashTicket t;
+  if (ranges.empty()) return t;
+  std::vector<kernels::HashRequest> requests;
+  requests.reserve(ranges.size());
+  for (const trace::DeviceRange& r : ranges) requests.push_back({r.address, r.size});
+  std::string error;
+  t.pending = device_.hash(context, stream, requests, options_.sync || wait, error);
+  if (!t.pending) {
+    out_.warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests, "
+                          "each with a note saying why");
+    forgotten(ranges);  // no digest vouches for them: their next reader hashes them
+    t.error = error;
+  }
+  t.ranges = std::move(ranges);
+  return t;
+}
+
+
+std::vector<trace::DeviceRange> HashRules::inputsToHash(const std::vector<trace::DeviceRange>& ranges,
+                                                        const std::vector<OperandRole>& roles, uint64_t stream,
+                                                        const std::vector<uint32_t>& blind) {
+  if (allInputs_) return ranges;
+  std::vector<trace::DeviceRange> fresh;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const trace::DeviceRange& r = ranges[i];
+    if (std::find(blind.begin(), blind.end(), r.allocation) != blind.end()) {
+      fresh.push_back(r);
+      continue;
+    }
+    const bool untouched = writeHistory().touch(r.address, r.address + r.size, historyStream(stream));
+    // A tensor the op made: its old bytes are none of the op's business, and
+    // its hash after the launch vouches for it from then on. (Most launches
+    // of a training step write a tensor made in a block freed the step
+    // before: hashing it first too would double their GPU work.)
+    const bool made = !roles.empty() && roles[i] == OperandRole::kNotGiven;
+    if (untouched && !made) fresh.push_back(r);
+  }
+  return fresh;
+}
+
+
+void HashRules::touched(const HashTicket& written, uint64_t stream) {
+  if (allInputs_ || !written.pending) return;
+  for (const trace::DeviceRange& r : written.ranges)
+    writeHistory().touch(r.address, r.address + r.size, historyStream(stream));
+}
+
+
+void HashRules::forgotten(const std::vector<trace::DeviceRange>& ranges) {
+  for (const trace::DeviceRange& r : ranges) writeHistory().forget(r.address, r.address + r.size);
+}
+
+
+std::vector<OperandRole> HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges) {
+  const auto operands = framework::innermostOpOperands();
+  if (!operands || ranges.empty()) return {};
+  std::lock_guard lock(mu_);
+  const TensorExtent extent = [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
+    if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
+    // PyTorch's cudaMallocAsync backend: one allocation per tensor.
+    const trace::Allocation* a = memory_.allocations().at(r.address - r.offset);
+    if (a != nullptr && a->kind == AllocationKind::kAsync) return std::pair{a->address, a->size};
+    return std::nullopt;
+  };
+  return operandRoles(ranges, *operands, extent);
+}
+
+
+std::vector<SnapshotCopy> HashRules::snapshotRanges(uint64_t context, uint64_t stream,
+                                                    const std::vector<trace::DeviceRange>& ranges) {
+  std::vector<SnapshotCopy> out;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (ranges[i].size == 0) continue;
+    SnapshotCopy c;
+    c.range = i;
+    const uint64_t overruns = out_.snapshotBudget().overruns();
+    c.lease = out_.snapshotBudget().acquire(ranges[i].size);  // may wait for the trace thread
+    if (out_.snapshotBudget().overruns() > overruns) {
+      out_.warnOnce("snapshot memory",
+                    "snapshots waited 10 s for host memory (GPURR_SNAPSHOT_MEMORY_MB) while the GPU "
+                    "did not finish earlier copies; their bytes now take more than the limit");
+    }
+    std::string error;
+    c.copy = device_.copyToHost(context, stream, ranges[i].address, ranges[i].size, options_.sync, error);
+    if (!c.copy) {
+      out_.warnOnce("snapshot", "cannot copy device buffers for --snapshot (" + error +
+                                    "); the affected ranges are recorded without their bytes");
+      continue;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+
+void HashRules::checkDeterminism(uint64_t context, const Relaunch& launch,
+                                 const std::vector<trace::DeviceRange>& outputs,
+                                 std::vector<trace::Annotation>& annotations) {
+  if (activeCaptures_.load() > 0) {
+    // The check synchronises the context, which would invalidate the capture.
+    annotations.emplace_back(std::in_place_type<trace::Note>,
+                             "determinism check skipped: a CUDA graph was being captured in the process");
+    return;
+  }
+  std::vector<kernels::HashRequest> requests;
+  requests.reserve(outputs.size());
+  for (const trace::DeviceRange& r : outputs) requests.push_back({r.address, r.size});
+  std::vector<std::vector<uint64_t>> digests;
+  std::string error;
+  if (!device_.rerunLaunch(context, launch, requests, options_.checkDeterminism, digests, error) ||
+      digests.size() != options_.checkDeterminism) {
+    if (error.empty()) error = "the device returned " + std::to_string(digests.size()) + " results";
+    out_.warnOnce("determinism", "cannot re-run launches to check their determinism (" + error +
+                                     "); launches are recorded without the check");
+    return;
+  }
+  // One result is the digests of every output range together.
+  const std::set<std::vector<uint64_t>> distinct(digests.begin(), digests.end());
+  annotations.push_back(trace::DeterminismCheck{options_.checkDeterminism, static_cast<uint32_t>(distinct.size())});
+}
+
+
+}  // namespace gpurr::recorder

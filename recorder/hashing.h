@@ -1,0 +1,97 @@
+// HashRules: hashing and first-use rules. Which of an operation's ranges are
+// hashed before it runs (first uses: bytes no recorded operation has touched
+// since they were handed out, by the write history) and after it (all it
+// may write, less what its framework op only reads); the hashes enqueued on
+// the device; the bytes copied for --snapshot; the re-runs of
+// --check-determinism.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "recorder/device.h"
+#include "recorder/memory.h"
+#include "recorder/options.h"
+#include "recorder/params.h"
+#include "recorder/session_output.h"
+#include "recorder/trace_sink.h"
+
+namespace gpurr::recorder {
+
+// Memory that writers other than the recorded device operations reach: the
+// CPU (managed memory), another process (IPC, imported pools), a kernel by
+// its symbol (module globals). No write history vouches for it.
+inline bool historyBlind(trace::AllocationKind kind) {
+  return kind == trace::AllocationKind::kManaged || kind == trace::AllocationKind::kOther ||
+         kind == trace::AllocationKind::kModuleGlobal;
+}
+
+// The allocations of `scanned` no write history vouches for.
+inline std::vector<uint32_t> blindAllocations(const std::vector<ScannedPointer>& scanned) {
+  std::vector<uint32_t> out;
+  for (const ScannedPointer& p : scanned)
+    if (historyBlind(p.kind)) out.push_back(p.param.allocation);
+  return out;
+}
+
+class HashRules {
+ public:
+  // `mu`: the session's lock (session.h), taken to read `memory`'s map.
+  HashRules(std::mutex& mu, const RecorderOptions& options, Device& device, SessionOutput& out,
+            MemoryRecorder& memory);
+
+  // Hashes `ranges` on `stream` when allowed; the ticket is empty otherwise,
+  // and the ranges are forgotten by the write history. `wait`: the hash is
+  // complete on return (as with --sync).
+  HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
+                        bool wait = false);
+  // The ranges a launch hashes before it runs: all of them with
+  // hashesAllInputs, else those holding bytes no recorded operation has
+  // touched, or last touched on another stream (marking them touched on
+  // `stream`).
+  // `blind`: allocations no write history vouches for (historyBlind),
+  // hashed every time.
+  // A range its op was given no tensor in (`roles`, OperandRole::kNotGiven: a
+  // new output, a workspace) is left out: the op only writes it.
+  std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges,
+                                               const std::vector<OperandRole>& roles, uint64_t stream,
+                                               const std::vector<uint32_t>& blind);
+  // What each of a launch's ranges is to the framework op it runs in
+  // (operandRoles); empty when no op reported its operands.
+  std::vector<OperandRole> operandRolesOf(const std::vector<trace::DeviceRange>& ranges);
+  // A copy or set wrote these hashed ranges on `stream`.
+  void touched(const HashTicket& written, uint64_t stream);
+  // These ranges were written without a digest, or their first use was not
+  // recorded: the next reader hashes them.
+  void forgotten(const std::vector<trace::DeviceRange>& ranges);
+  // Copies the full bytes of `ranges` to the host on `stream` (--snapshot),
+  // waiting for the trace thread when the snapshot memory bound is reached.
+  std::vector<SnapshotCopy> snapshotRanges(uint64_t context, uint64_t stream,
+                                           const std::vector<trace::DeviceRange>& ranges);
+  // Re-runs a launch in process (--check-determinism): how many distinct
+  // output states the re-runs gave, added to `annotations` (nothing, after
+  // warning, when the device cannot re-run it).
+  __attribute__((noinline)) void checkDeterminism(uint64_t context, const Relaunch& launch,
+                                                  const std::vector<trace::DeviceRange>& outputs,
+                                                  std::vector<trace::Annotation>& annotations);
+
+  // Graph captures begun and ended, in any thread: a determinism check,
+  // which synchronises the context, is skipped while one is under way.
+  void captureBegan() { activeCaptures_.fetch_add(1); }
+  void captureEnded() {
+    if (activeCaptures_.load() > 0) activeCaptures_.fetch_sub(1);
+  }
+
+ private:
+  std::mutex& mu_;
+  const RecorderOptions& options_;
+  const bool allInputs_;  // hashesAllInputs(options)
+  Device& device_;
+  SessionOutput& out_;
+  MemoryRecorder& memory_;
+  std::atomic<int> activeCaptures_{0};  // graph captures begun and not ended, in any thread
+};
+
+}  // namespace gpurr::recorder

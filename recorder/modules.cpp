@@ -1,0 +1,129 @@
+// Modules and functions (see modules.h): each loaded image's ordinal and
+// the kernel names it defines; each launched function's name, parameter
+// layout and module, described once.
+#include "recorder/modules.h"
+
+#include <span>
+
+#include "recorder/callback_data.h"
+#include "recorder/cubin_symbols.h"
+#include "trace_format/hash.h"
+
+namespace gpurr::recorder {
+
+namespace {
+
+// The module ordinal announced by the last MODULE_LOADED callback on this
+// thread: it arrives inside the cuModuleLoad* call that made the module.
+thread_local uint32_t tlsLastModule = 0;
+
+}  // namespace
+
+ModuleRecorder::ModuleRecorder(std::mutex& mu, const RecorderOptions& options, Device& device, SessionOutput& out)
+    : mu_(mu), options_(options), device_(device), out_(out) {}
+
+void ModuleRecorder::loadCallEnter() { tlsLastModule = 0; }
+
+void ModuleRecorder::loadCallExit(const CUpti_CallbackData& cb) {
+  if (!succeeded(cb)) return;
+  // Every cuModuleLoad* parameter struct starts with CUmodule* module.
+  const auto* out = *static_cast<CUmodule* const*>(cb.functionParams);
+  if (out != nullptr && *out != nullptr && tlsLastModule != 0) {
+    std::lock_guard lock(mu_);
+    moduleByHandle_[u64(*out)] = tlsLastModule;
+  }
+  tlsLastModule = 0;
+}
+
+void ModuleRecorder::moduleUnloading() {
+  // Function handles of the module may be reused by a later load.
+  std::lock_guard lock(mu_);
+  functions_.clear();
+}
+
+void ModuleRecorder::moduleLoaded(const CUpti_ModuleResourceData& module) {
+  out_.ensureStarted();
+  if (!out_.recording() || module.pCubin == nullptr || module.cubinSize == 0) return;
+  const std::span<const uint8_t> image(reinterpret_cast<const uint8_t*>(module.pCubin), module.cubinSize);
+  SinkEntry entry;
+  // The image is what replay loads, and only a trace recorded for replay
+  // (snapshots, or everything) can be replayed: other traces leave it out
+  // (PyTorch's images add megabytes to every trace). Copied now: valid only
+  // inside this callback.
+  if (options_.full || !options_.snapshot.empty()) entry.blob.assign(image.begin(), image.end());
+  const CubinInfo cubin = readCubin(image);
+  trace::ModuleLoad load;
+  load.arch = cubin.arch;
+  const uint64_t digest = hash::hashBuffer(image);
+  std::lock_guard lock(mu_);  // ordinals and emission in the same order
+  load.ordinal = nextModule_++;
+  moduleDigest_[load.ordinal] = digest;
+  for (const std::string& name : cubin.functions) {
+    // A name that another image (other code) defines too cannot tell which
+    // module a launch of it ran: 0, ambiguous. The same image loaded again
+    // (another context) is the same code.
+    auto [it, fresh] = moduleByName_.try_emplace(name, load.ordinal);
+    if (!fresh) it->second = it->second != 0 && moduleDigest_[it->second] == digest ? load.ordinal : 0;
+  }
+  tlsLastModule = load.ordinal;
+  entry.event = out_.newEvent(load);
+  out_.emit(std::move(entry));
+}
+
+
+std::shared_ptr<const CachedFunction> ModuleRecorder::functionInfo(uint64_t function, const char* symbolName,
+                                                                  uint32_t& module, bool& ambiguousModule) {
+  std::shared_ptr<const CachedFunction> cached;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = functions_.find(function); it != functions_.end()) cached = it->second;
+  }
+  if (!cached) {
+    auto fresh = std::make_shared<CachedFunction>();
+    // Lazy loading: the driver may load the function's module inside this
+    // call (cuKernelGetFunction), announcing it here; that ties the module
+    // handle the description names to its ordinal.
+    tlsLastModule = 0;
+    device_.describeFunction(function, fresh->info);  // unlocked: calls the driver
+    if (tlsLastModule != 0 && fresh->info.module != 0) {
+      std::lock_guard lock(mu_);
+      moduleByHandle_[fresh->info.module] = tlsLastModule;
+    }
+    tlsLastModule = 0;
+    if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
+    fresh->selectedByName = kernelSelected(options_, fresh->info.name);
+    fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
+    fresh->philox = philoxParams(fresh->info.name, fresh->info.layout, out_.torchVersion());
+    cached = fresh;
+    std::lock_guard lock(mu_);
+    functions_.emplace(function, cached);
+  }
+  std::lock_guard lock(mu_);
+  module = 0;
+  if (cached->info.module != 0) {
+    if (auto it = moduleByHandle_.find(cached->info.module); it != moduleByHandle_.end()) module = it->second;
+  }
+  ambiguousModule = false;
+  if (module == 0) {
+    if (auto it = moduleByName_.find(cached->info.name); it != moduleByName_.end()) {
+      module = it->second;
+      ambiguousModule = module == 0;
+    }
+  }
+  return cached;
+}
+
+
+uint64_t ModuleRecorder::runtimeFunction(uint64_t hostFunction) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = functionByHostStub_.find(hostFunction); it != functionByHostStub_.end()) return it->second;
+  }
+  const uint64_t f = device_.runtimeFunction(hostFunction);  // unlocked: calls the runtime
+  std::lock_guard lock(mu_);
+  functionByHostStub_[hostFunction] = f;  // a miss too: the runtime that launched it is loaded already
+  return f;
+}
+
+
+}  // namespace gpurr::recorder
