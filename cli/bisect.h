@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/diff_report.h"
+#include "report/diff_report.h"
 
 namespace gpurr::cli::bisect {
 

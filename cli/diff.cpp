@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/diff_report.h"
+#include "report/diff_report.h"
 #include "diff/diff.h"
 #include "report/html.h"
 #include "report/timeline.h"

@@ -12,9 +12,9 @@
 #include <set>
 
 #include "cli/commands.h"
-#include "cli/event_json.h"
+#include "report/event_json.h"
 #include "cli/recorder_cost.h"
-#include "cli/text.h"
+#include "report/text.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::cli {

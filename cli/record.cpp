@@ -24,7 +24,7 @@
 #include "cli/commands.h"
 #include "cli/cuda_driver.h"
 #include "cli/process.h"
-#include "cli/text.h"
+#include "report/text.h"
 #include "trace_format/trace.h"
 
 extern char** environ;

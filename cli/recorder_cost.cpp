@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "cli/text.h"
+#include "report/text.h"
 
 namespace gpurr::cli {
 

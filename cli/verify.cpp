@@ -14,8 +14,8 @@
 #include <set>
 
 #include "cli/commands.h"
-#include "cli/event_json.h"
-#include "cli/text.h"
+#include "report/event_json.h"
+#include "report/text.h"
 #include "trace_format/hash.h"
 #include "trace_format/hash_primitives.h"
 #include "trace_format/trace.h"

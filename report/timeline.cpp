@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cli/event_json.h"
-#include "cli/text.h"
+#include "report/event_json.h"
+#include "report/text.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
 

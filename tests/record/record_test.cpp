@@ -28,7 +28,7 @@
 #include "cli/cuda_driver.h"
 #include "cli/process.h"
 #include "cli/record.h"
-#include "cli/text.h"
+#include "report/text.h"
 #include "tests/unit/test_util.h"
 #include "trace_format/trace.h"
 

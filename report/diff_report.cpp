@@ -1,6 +1,6 @@
 // The shared comparison and rendering behind `gpurr diff` and `gpurr bisect`
 // (split out of the diff command so that both print one report).
-#include "cli/diff_report.h"
+#include "report/diff_report.h"
 
 #include <fmt/color.h>
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include <functional>
 #include <map>
 
-#include "cli/text.h"
+#include "report/text.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::cli::diffreport {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/event_json.h"
+#include "report/event_json.h"
 #include "diff/diff.h"
 
 namespace gpurr::cli::diffreport {

@@ -1,8 +1,8 @@
-#include "cli/event_json.h"
+#include "report/event_json.h"
 
 #include <fmt/format.h>
 
-#include "cli/text.h"
+#include "report/text.h"
 
 namespace gpurr::cli {
 using namespace gpurr::trace;
