@@ -30,6 +30,7 @@
 extern char** environ;
 
 namespace gpurr::cli {
+using namespace gpurr::report;
 namespace record {
 
 namespace {

@@ -7,6 +7,7 @@
 #include "report/text.h"
 
 namespace gpurr::cli {
+using namespace gpurr::report;
 
 void RecorderCost::add(const trace::KernelLaunch& launch) {
   if (launch.recorderNs == 0 || launch.captured) return;

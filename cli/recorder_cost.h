@@ -14,6 +14,8 @@
 
 namespace gpurr::cli {
 
+using report::Json;
+
 class RecorderCost {
  public:
   void add(const trace::KernelLaunch& launch);

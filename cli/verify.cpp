@@ -21,6 +21,7 @@
 #include "trace_format/trace.h"
 
 namespace gpurr::cli {
+using namespace gpurr::report;
 namespace {
 using namespace gpurr::trace;
 namespace fs = std::filesystem;

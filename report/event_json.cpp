@@ -4,7 +4,7 @@
 
 #include "report/text.h"
 
-namespace gpurr::cli {
+namespace gpurr::report {
 using namespace gpurr::trace;
 
 namespace {
@@ -223,4 +223,4 @@ Json toJson(const Event& event) {
   return out;
 }
 
-}  // namespace gpurr::cli
+}  // namespace gpurr::report

@@ -88,24 +88,21 @@ footer{margin-top:36px;color:var(--muted);font-size:12px;border-top:1px solid va
 
 }  // namespace
 
-std::string renderHtml(const nlohmann::json& report) {
+std::string renderHtml(const Report& report) {
   using namespace html;
-  static const html::json empty = json::object();
-  const json& r = report.is_object() ? report : empty;
-  const bool bisect = r.contains("verdict") || r.contains("runs") || r.contains("command");
   Page page;
-  const Headline h = headline(r);
+  const Headline h = headline(report);
   page.add("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
   page.add("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
   page.addf("<title>gpurr: {}</title>\n", e(h.title));
   page.addf("<style>{}</style>\n</head>\n<body>\n<main>\n", kStyle);
-  renderHeader(page, r, bisect);
-  renderRuns(page, r);
-  renderCause(page, r);
-  renderReplay(page, r, bisect);
-  renderTimeline(page, r);
-  renderBlast(page, r);
-  renderEnvironment(page, r);
+  renderHeader(page, report);
+  renderRuns(page, report);
+  renderCause(page, report);
+  renderReplay(page, report);
+  renderTimeline(page, report);
+  renderBlast(page, report);
+  renderEnvironment(page, report);
   page.add("<footer>Made by gpurr. Event numbers (#) are as <code>gpurr dump --range N</code> shows them; launch numbers count "
            "launches from 0 in each run.</footer>\n");
   page.add("</main>\n</body>\n</html>\n");

@@ -4,11 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "report/html_page.h"
+#include "report/event_json.h"
 #include "report/timeline.h"
 #include "trace_format/events.h"
 
@@ -96,10 +96,26 @@ std::vector<std::string> strings(const json* arr) {
 
 // ------------------------------------------------------------ words
 
-string e(std::string_view s) { return escapeHtml(s); }
+string e(std::string_view s) {
+  // Text from traces and logs may hold bytes that are not UTF-8: shown as
+  // U+FFFD, as the JSON reports write them.
+  for (const char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      const string quoted = json(string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
+      return escapeHtml(json::parse(quoted).get<string>());
+    }
+  }
+  return escapeHtml(s);
+}
 
 string plural(uint64_t n, const char* one, const char* many) {
   return fmt::format("{} {}", withCommas(n), n == 1 ? one : many);
+}
+
+string joined(const std::vector<string>& words) {
+  string s;
+  for (const string& w : words) s += (s.empty() ? "" : " ") + w;
+  return s;
 }
 
 string dims(const json* d) {
@@ -112,28 +128,6 @@ string dims(const json* d) {
   return "(" + out + ")";
 }
 
-const char* causeName(const string& cause) {
-  static const std::pair<const char*, const char*> names[] = {
-      {"environment", "environment"},
-      {"hostInput", "host input"},
-      {"rngState", "RNG state"},
-      {"scalarParameters", "scalar parameters"},
-      {"algorithmChoice", "algorithm choice"},
-      {"reordered", "reordered"},
-      {"nondeterministicKernel", "nondeterministic kernel"},
-      {"uninitialisedMemory", "uninitialised memory"},
-      {"unknown", "unknown"}};
-  for (const auto& [k, v] : names) {
-    if (cause == k) return v;
-  }
-  return nullptr;
-}
-
-string causeText(const string& cause) {
-  const char* n = causeName(cause);
-  return n ? n : cause;
-}
-
 // "docs.pytorch.org/docs/...": a source is cited as text, never linked, so
 // that the page holds no address a viewer could fetch.
 string citation(string source) {
@@ -142,6 +136,38 @@ string citation(string source) {
   }
   return source;
 }
+
+// ------------------------------------------------------------ an operation of the diff
+
+string kernelShort(const diff::OpInfo& op) { return shortKernelName(op.name); }
+
+string kernelFull(const diff::OpInfo& op) { return demangled(op.name); }
+
+std::optional<trace::Origin> originOf(const diff::OpInfo& op) {
+  if (!op.origin || (op.origin->op.empty() && op.origin->file.empty())) return std::nullopt;
+  return op.origin;
+}
+
+string originText(const diff::OpInfo& op) {
+  const auto o = originOf(op);
+  return o ? trace::describe(*o, op.kind == diff::OpKind::kLaunch ? trace::OriginStep::kLaunch
+                                                                  : trace::OriginStep::kOperation)
+           : "";
+}
+
+json annotationsJson(const diff::OpInfo& op) {
+  json out = json::array();
+  for (const trace::Annotation& a : op.annotations) out.push_back(json(toJson(a)));
+  return out;
+}
+
+// "alloc#3+0x40"; a range outside known allocations by its offset.
+string rangeWhere(const trace::DeviceRange& r) {
+  if (r.allocation == 0) return fmt::format("{:#x}", r.offset);
+  return fmt::format("alloc#{}+{:#x}", r.allocation, r.offset);
+}
+
+// ------------------------------------------------------------ an operation of the timeline
 
 string kernelShort(const json& op) {
   if (auto s = text(op, "short")) return *s;
@@ -155,16 +181,11 @@ string kernelFull(const json& op) {
   return "?";
 }
 
-// "launch #3" or "memcpy HtoD (operation #7)", as gpurr diff titles them.
-string opTitle(const json& op) {
-  const string kind = textOr(op, "kind");
-  if (kind == "launch") {
-    if (auto li = count(op, "launchIndex")) return fmt::format("launch #{}", *li);
-    return "launch";
-  }
-  const string name = kind == "graph" ? "graph launch" : textOr(op, "name", kind.empty() ? "operation" : kind);
-  if (auto i = count(op, "index")) return fmt::format("{} (operation #{})", name, *i);
-  return name;
+string rangeWhere(const json* r) {
+  if (!r) return "?";
+  const uint64_t alloc = count(r, "allocation").value_or(0), offset = count(r, "offset").value_or(0);
+  if (alloc == 0) return fmt::format("{:#x}", count(r, "address").value_or(offset));
+  return fmt::format("alloc#{}+{:#x}", alloc, offset);
 }
 
 // An annotation in a few words (kinds as in docs/JSON.md).

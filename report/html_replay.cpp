@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/html_page.h"
+#include "report/words.h"
 #include "report/timeline.h"
 
 namespace gpurr::report::html {
@@ -44,17 +45,19 @@ void renderReplayComparison(Page& page, const json* c, const string& title) {
 
 }  // namespace
 
-void renderReplay(Page& page, const json& report, bool bisect) {
-  const json* replay = object(report, "replay");
-  const auto error = text(report, "replayError");
-  const json* confirmation = object(report, "confirmation");
-  const auto reproduced = flag(report, "reproduced");
-  if (!hasReplaySection(report, bisect)) return;
+void renderReplay(Page& page, const Report& report) {
+  if (!hasReplaySection(report)) return;
+  const BisectFacts& b = *report.bisect;
+  // What `gpurr replay --json` wrote, read key by key.
+  const json replayObject = b.replay ? json(*b.replay) : json(nullptr);
+  const json* replay = replayObject.is_object() ? &replayObject : nullptr;
+  const auto& error = b.replayError;
+  const auto reproduced = b.reproduced;
   page.add("<section id=\"replay\"><h2>Replay</h2>\n");
-  if (confirmation || reproduced) {
+  if (b.confirmation || reproduced) {
     page.add("<dl class=\"facts\">");
     string run = "the run with snapshots";
-    if (auto k = count(report, "snapshotLaunch")) run += fmt::format(" (of launch #{})", *k);
+    if (b.snapshotLaunch) run += fmt::format(" (of launch #{})", *b.snapshotLaunch);
     string what;
     if (reproduced) {
       what = *reproduced ? run + " diverges at the same operation: reproduced"
@@ -63,15 +66,14 @@ void renderReplay(Page& page, const json& report, bool bisect) {
       what = run + " was compared with run 1";
     }
     page.addf("<dt>confirmation</dt><dd><span class=\"{}\">{}</span>", reproduced && !*reproduced ? "bad" : "", e(what));
-    for (const char* key : {"confirmation", "confirmationOther"}) {
-      const json* c = object(report, key);
+    for (const RunComparison* c : {b.confirmation, b.confirmationOther}) {
       if (!c) continue;
-      const char* against = key == string("confirmation") ? "against run 1" : "against the other run of the pair";
-      if (const json* p = firstDifferingProcess(c)) {
-        const json* f = object(p, "firstDivergence");
-        page.addf("<div class=\"small muted\">{}: first divergence at {}: {}</div>", against, e(divergenceWhere(*f)),
-                  e(textOr(f, "summary")));
-      } else if (flag(c, "identical").value_or(false)) {
+      const char* against = c == b.confirmation ? "against run 1" : "against the other run of the pair";
+      if (const diff::ProcessDiff* p = firstDifferingProcess(c)) {
+        const diff::FirstDivergence& f = *p->firstDivergence;
+        page.addf("<div class=\"small muted\">{}: first divergence at {}: {}</div>", against, e(divergenceWhere(f)),
+                  e(causeSummary(f)));
+      } else if (c->identical()) {
         page.addf("<div class=\"small muted\">{}: identical</div>", against);
       }
     }
@@ -121,7 +123,7 @@ void renderReplay(Page& page, const json& report, bool bisect) {
     page.add("</dl>\n");
   } else if (error) {
     page.addf("<div class=\"box warnbox\">Replay did not run: {}</div>\n", e(*error));
-  } else if (bisect) {
+  } else {
     page.add("<p class=\"muted\">Replay was not attempted.</p>\n");
   }
   page.add("</section>\n");

@@ -199,8 +199,8 @@ string traceLabel(const json* side) {
 
 }  // namespace
 
-void renderTimeline(Page& page, const json& report) {
-  const json* t = object(report, "timeline");
+void renderTimeline(Page& page, const Report& report) {
+  const json* t = report.timeline.is_object() ? &report.timeline : nullptr;
   if (!t) return;
   const auto rows = objects(array(t, "rows"));
   const string processName = textOr(t, "process");
@@ -223,12 +223,13 @@ void renderTimeline(Page& page, const json& report) {
             traceLabel(tb));
   // The diff's independent divergences, by event number on each side.
   std::vector<uint64_t> independentA, independentB;
-  const string& process = processName;
-  for (const json* p : objects(array(object(report, "diff"), "processes"))) {
-    if (textOr(p, "name") != process) continue;
-    for (const json* i : objects(array(object(p, "blastRadius"), "independent"))) {
-      if (auto seq = count(object(i, "a"), "seq")) independentA.push_back(*seq);
-      if (auto seq = count(object(i, "b"), "seq")) independentB.push_back(*seq);
+  if (report.diff) {
+    for (const diff::ProcessDiff& p : report.diff->processes) {
+      if (p.name != processName) continue;
+      for (const diff::IndependentDivergence& i : p.blast.independent) {
+        if (!i.a.name.empty()) independentA.push_back(i.a.seq);
+        if (!i.b.name.empty()) independentB.push_back(i.b.seq);
+      }
     }
   }
   auto markOf = [&](const json* row, const char* side) {

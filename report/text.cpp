@@ -8,7 +8,7 @@
 
 #include "common/demangle.h"
 
-namespace gpurr::cli {
+namespace gpurr::report {
 using namespace gpurr::trace;
 
 const std::string& demangle(const std::string& mangled) {
@@ -154,4 +154,4 @@ std::string describe(const Event& event) {
          tail;
 }
 
-}  // namespace gpurr::cli
+}  // namespace gpurr::report

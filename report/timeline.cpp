@@ -80,7 +80,7 @@ void collectStretchOrdinals(const json& stretch, std::unordered_map<uint64_t, ui
 
 json rangeJson(const DeviceRange& r, uint64_t digest) {
   return json{{"address", r.address}, {"allocation", r.allocation}, {"offset", r.offset},
-              {"size", r.size}, {"digest", cli::hex16(digest)}, {"same", nullptr}};
+              {"size", r.size}, {"digest", hex16(digest)}, {"same", nullptr}};
 }
 
 json rangeList(const std::vector<RangeDigest>& ranges) {
@@ -123,7 +123,7 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
     hashed = k->hashed;
     inputs = rangeList(k->inputs);
     outputs = rangeList(k->outputs);
-    for (const Annotation& a : k->annotations) annotations.push_back(json(cli::toJson(a)));
+    for (const Annotation& a : k->annotations) annotations.push_back(json(toJson(a)));
   } else if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
     j["kind"] = "memcpy";
     j["name"] = j["demangled"] = j["short"] = memcpyName(m->kind);
@@ -151,7 +151,7 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
   j["inputs"] = std::move(inputs);
   j["outputs"] = std::move(outputs);
   j["annotations"] = std::move(annotations);
-  j["origin"] = e.origin ? json(cli::toJson(*e.origin)) : json(nullptr);
+  j["origin"] = e.origin ? json(toJson(*e.origin)) : json(nullptr);
   return j;
 }
 
