@@ -484,8 +484,7 @@ class Bisect {
     if (p == nullptr) return;
     progress_.phase("reading the operations around the first divergence");
     try {
-      const nlohmann::json process = nlohmann::json::parse(processJson(*p).dump());
-      out_.timeline = report::timelineAround(p->pathA, p->pathB, process);
+      out_.timeline = report::timelineAround(p->pathA, p->pathB, *p);
     } catch (const std::exception& e) {
       progress_.say(fmt::format("warning: no timeline in the report: {}", e.what()));
     }

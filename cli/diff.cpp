@@ -43,8 +43,7 @@ std::string htmlPage(const RunComparison& c) {
   }
   Report page{&c, nullptr, nullptr};
   if (first) {
-    page.timeline = report::timelineAround(first->pathA, first->pathB,
-                                           nlohmann::json::parse(processJson(*first).dump()));
+    page.timeline = report::timelineAround(first->pathA, first->pathB, *first);
   }
   return renderHtml(page);
 }

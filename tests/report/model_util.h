@@ -42,9 +42,9 @@ inline nlohmann::json timelineOf(const gpurr::report::RunComparison& c) {
   if (!p) {
     return c.processes.empty() ? nlohmann::json(nullptr)
                                : gpurr::report::timelineAround(c.processes[0].pathA, c.processes[0].pathB,
-                                                               nlohmann::json::object());
+                                                               gpurr::diff::ProcessDiff{});
   }
-  return gpurr::report::timelineAround(p->pathA, p->pathB, nlohmann::json::parse(gpurr::report::processJson(*p).dump()));
+  return gpurr::report::timelineAround(p->pathA, p->pathB, *p);
 }
 
 // What a bisect found, from a fixture holding report.json's bisect keys.
