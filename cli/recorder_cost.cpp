@@ -1,3 +1,5 @@
+// What recording cost the program, from the launches' own measurements (see
+// recorder_cost.h).
 #include "cli/recorder_cost.h"
 
 #include <fmt/format.h>

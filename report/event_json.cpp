@@ -1,3 +1,5 @@
+// The JSON view of trace contents (see event_json.h): headers, events, origins,
+// annotations and range digests, with the keys docs/JSON.md documents.
 #include "report/event_json.h"
 
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// Formatting shared by the human-readable outputs (see text.h).
 #include "report/text.h"
 
 #include <fmt/format.h>
