@@ -25,9 +25,9 @@
 #include "cli/bisect_run.h"
 #include "cli/commands.h"
 #include "cli/cuda_driver.h"
-#include "cli/diff_report.h"
+#include "report/diff_report.h"
 #include "cli/record.h"
-#include "cli/text.h"
+#include "report/text.h"
 #include "diff/diff.h"
 #include "report/html.h"
 #include "report/timeline.h"
@@ -36,7 +36,7 @@
 namespace gpurr::cli {
 namespace {
 using namespace gpurr::cli::bisect;
-using namespace gpurr::cli::diffreport;
+using namespace gpurr::report;
 using gpurr::diff::Culprits;
 using gpurr::diff::FirstDivergence;
 using gpurr::diff::ProcessDiff;
@@ -213,7 +213,7 @@ struct Outcome {
   std::optional<bool> reproduced;
   std::optional<Json> replay;
   std::optional<std::string> replayError;
-  Json timeline = nullptr;
+  nlohmann::json timeline = nullptr;  // report::timelineAround's object
   RunTally tally;  // the base run, when the runs are identical
   double seconds = 0;
   int interruptedBy = 0;  // the signal that stopped the bisect, 0 when none
@@ -486,8 +486,7 @@ class Bisect {
     if (p == nullptr) return;
     progress_.phase("reading the operations around the first divergence");
     try {
-      const nlohmann::json process = nlohmann::json::parse(processJson(*p).dump());
-      out_.timeline = Json::parse(report::timelineAround(p->pathA, p->pathB, process).dump());
+      out_.timeline = report::timelineAround(p->pathA, p->pathB, *p);
     } catch (const std::exception& e) {
       progress_.say(fmt::format("warning: no timeline in the report: {}", e.what()));
     }
@@ -622,60 +621,45 @@ std::string renderText(const Outcome& o, const Style& st) {
   return os.str();
 }
 
-Json runJson(const RunRecord& r) {
-  return Json{{"trace", r.traced ? Json(r.trace.string()) : Json(nullptr)},
-              {"log", r.log.string()},
-              {"exitCode", r.exitCode},
-              {"seconds", r.seconds},
-              {"launches", r.launches},
-              {"snapshot", r.snapshot.empty() ? Json(nullptr) : Json(r.snapshot)}};
-}
-
-Json reportJson(const Outcome& o) {
-  Json runs = Json::array();
-  for (const RunRecord& r : o.runs) runs.push_back(runJson(r));
-  Json compared = nullptr;
+// What the bisect found, as the model report.json and report.html are made
+// from (the comparisons it points to are the outcome's).
+BisectFacts factsOf(const Outcome& o) {
+  BisectFacts f;
+  f.verdict = o.verdict;
+  f.command = o.command;
+  f.recordOptions = o.recordOptions;
+  f.directory = o.dir.string();
+  for (const RunRecord& r : o.runs) {
+    f.runs.push_back({r.traced ? r.trace.string() : std::string(), r.log.string(), r.exitCode, r.seconds, r.launches,
+                      r.snapshot});
+  }
+  f.baseRun = o.base;
+  f.confirmation = o.confirmation ? &*o.confirmation : nullptr;
+  f.confirmationOther = o.confirmationOther ? &*o.confirmationOther : nullptr;
+  f.reproduced = o.reproduced;
+  f.snapshotLaunch = o.snapshotLaunch;
+  f.replay = o.replay;
+  f.replayError = o.replayError;
   if (o.verdict == "identical") {
-    compared = Json{{"runs", o.comparisons.size() + 1},
-                    {"processes", o.tally.processes},
-                    {"launches", o.tally.launches},
-                    {"hashedLaunches", o.tally.hashedLaunches},
-                    {"copies", o.tally.copies},
-                    {"memsets", o.tally.memsets},
-                    {"bytesHashed", o.tally.bytesHashed}};
-    Json env = Json::array();
-    for (const auto& [number, c] : o.comparisons) {
-      for (const ProcessDiff& p : c.processes) {
-        for (const diff::EnvDifference& e : p.environment) {
-          env.push_back({{"run", number}, {"process", p.name}, {"field", e.field},
-                         {"a", e.a ? Json(*e.a) : Json(nullptr)}, {"b", e.b ? Json(*e.b) : Json(nullptr)},
-                         {"affectsResults", e.affectsResults}});
-        }
+    Compared c;
+    c.runs = o.comparisons.size() + 1;
+    c.processes = o.tally.processes;
+    c.launches = o.tally.launches;
+    c.hashedLaunches = o.tally.hashedLaunches;
+    c.copies = o.tally.copies;
+    c.memsets = o.tally.memsets;
+    c.bytesHashed = o.tally.bytesHashed;
+    for (const auto& [number, comparison] : o.comparisons) {
+      for (const ProcessDiff& p : comparison.processes) {
+        for (const diff::EnvDifference& e : p.environment) c.environment.push_back({number, p.name, e});
       }
     }
-    compared["environmentDifferences"] = env;
+    f.compared = c;
   }
-  const RunComparison* chosen = o.chosenComparison();
-  Json j{{"gpurrBisect", 1},
-         {"verdict", o.verdict},
-         {"command", o.command},
-         {"recordOptions", o.recordOptions},
-         {"directory", o.dir.string()},
-         {"runs", runs},
-         {"baseRun", o.base},
-         {"diff", chosen ? comparisonJson(*chosen) : Json(nullptr)},
-         {"confirmation", o.confirmation ? comparisonJson(*o.confirmation) : Json(nullptr)},
-         {"confirmationOther", o.confirmationOther ? comparisonJson(*o.confirmationOther) : Json(nullptr)},
-         {"reproduced", o.reproduced ? Json(*o.reproduced) : Json(nullptr)},
-         {"snapshotLaunch", o.snapshotLaunch ? Json(*o.snapshotLaunch) : Json(nullptr)},
-         {"replay", o.replay ? *o.replay : Json(nullptr)},
-         {"replayError", o.replayError ? Json(*o.replayError) : Json(nullptr)},
-         {"timeline", o.timeline},
-         {"compared", compared},
-         {"error", o.error.empty() ? Json(nullptr) : Json(o.error)},
-         {"failures", o.failures},
-         {"seconds", o.seconds}};
-  return j;
+  f.error = o.error;
+  f.failures = o.failures;
+  f.seconds = o.seconds;
+  return f;
 }
 
 // Logs quoted in the report may hold bytes that are not UTF-8.
@@ -744,11 +728,13 @@ int run(const BisectOptions& opts) {
     return 128 + outcome.interruptedBy;
   }
 
-  const Json report = reportJson(outcome);
+  const BisectFacts facts = factsOf(outcome);
+  const Report model{outcome.chosenComparison(), outcome.timeline, &facts};
+  const Json report = bisectJson(model);
   bool written = writeFile(dir / "report.txt", renderText(outcome, Style{false}));
   written = writeFile(dir / "report.json", dumped(report) + "\n") && written;
   try {
-    written = writeFile(dir / "report.html", report::renderHtml(nlohmann::json::parse(dumped(report)))) && written;
+    written = writeFile(dir / "report.html", renderHtml(model)) && written;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpurr bisect: error: cannot render %s/report.html: %s\n", shown.c_str(), e.what());
     written = false;

@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/diff_report.h"
+#include "report/diff_report.h"
 
 namespace gpurr::cli::bisect {
+
+using report::Json;
 
 namespace fs = std::filesystem;
 
@@ -67,11 +69,11 @@ struct DivergencePoint {
   size_t process = 0;
   uint64_t indexA = 0, indexB = 0;  // operation indices in run A and run B
 };
-std::optional<DivergencePoint> earliestDivergence(const diffreport::RunComparison& c);
+std::optional<DivergencePoint> earliestDivergence(const report::RunComparison& c);
 
 // Whether `confirmation` (some run against the confirmation run, in that
 // order) first diverges in process `name` at operation `index` of its run A.
-bool divergesAt(const diffreport::RunComparison& confirmation, const std::string& name, uint64_t index);
+bool divergesAt(const report::RunComparison& confirmation, const std::string& name, uint64_t index);
 
 // The launch number to snapshot for a first divergence: its launch index in
 // run A when it is one kernel launch (not a copy, a set, a graph launch or a

@@ -10,6 +10,7 @@
 #include "trace_format/trace.h"
 
 namespace gpurr::cli::bisect {
+using namespace gpurr::report;
 using namespace gpurr::trace;
 using gpurr::diff::FirstDivergence;
 using gpurr::diff::OpKind;
@@ -85,7 +86,7 @@ std::string clockTime(double seconds) {
 std::vector<std::pair<std::string, fs::path>> runTraces(const fs::path& run) {
   std::vector<std::pair<std::string, fs::path>> out;
   std::error_code ec;
-  if (diffreport::isTrace(run)) {
+  if (report::isTrace(run)) {
     out.emplace_back("", run);
   } else if (fs::is_directory(run, ec)) {
     for (const fs::path& p : record::stagedTraces(run)) out.emplace_back(p.filename().string(), p);
@@ -147,7 +148,7 @@ std::pair<uint64_t, uint64_t> indices(const FirstDivergence& d) {
 
 }  // namespace
 
-std::optional<DivergencePoint> earliestDivergence(const diffreport::RunComparison& c) {
+std::optional<DivergencePoint> earliestDivergence(const report::RunComparison& c) {
   std::optional<DivergencePoint> best;
   for (size_t i = 0; i < c.processes.size(); ++i) {
     const ProcessDiff& p = c.processes[i];
@@ -158,7 +159,7 @@ std::optional<DivergencePoint> earliestDivergence(const diffreport::RunCompariso
   return best;
 }
 
-bool divergesAt(const diffreport::RunComparison& confirmation, const std::string& name, uint64_t index) {
+bool divergesAt(const report::RunComparison& confirmation, const std::string& name, uint64_t index) {
   for (const ProcessDiff& p : confirmation.processes) {
     if (p.name != name) continue;
     return !p.identical && p.firstDivergence && indices(*p.firstDivergence).first == index;

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/diff_report.h"
+#include "report/diff_report.h"
 #include "diff/diff.h"
 #include "report/html.h"
 #include "report/timeline.h"
@@ -18,7 +18,7 @@
 namespace gpurr::cli {
 namespace {
 using namespace gpurr::diff;
-using namespace gpurr::cli::diffreport;
+using namespace gpurr::report;
 namespace fs = std::filesystem;
 
 struct DiffCommandOptions {
@@ -41,12 +41,11 @@ std::string htmlPage(const RunComparison& c) {
     const FirstDivergence* best = first ? &*first->firstDivergence : nullptr;
     if (!best || at < (best->path && best->stretch ? best->stretch->aBegin : best->a.index)) first = &p;
   }
-  nlohmann::json page{{"diff", nlohmann::json::parse(comparisonJson(c).dump())}, {"timeline", nullptr}};
+  Report page{&c, nullptr, nullptr};
   if (first) {
-    page["timeline"] = report::timelineAround(first->pathA, first->pathB,
-                                              nlohmann::json::parse(processJson(*first).dump()));
+    page.timeline = report::timelineAround(first->pathA, first->pathB, *first);
   }
-  return report::renderHtml(page);
+  return renderHtml(page);
 }
 
 int run(const DiffCommandOptions& opts) {

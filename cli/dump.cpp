@@ -9,11 +9,12 @@
 #include <unordered_map>
 
 #include "cli/commands.h"
-#include "cli/event_json.h"
-#include "cli/text.h"
+#include "report/event_json.h"
+#include "report/text.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::cli {
+using namespace gpurr::report;
 namespace {
 using namespace gpurr::trace;
 

@@ -12,12 +12,13 @@
 #include <set>
 
 #include "cli/commands.h"
-#include "cli/event_json.h"
+#include "report/event_json.h"
 #include "cli/recorder_cost.h"
-#include "cli/text.h"
+#include "report/text.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::cli {
+using namespace gpurr::report;
 namespace {
 using namespace gpurr::trace;
 namespace fs = std::filesystem;

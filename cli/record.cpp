@@ -24,12 +24,13 @@
 #include "cli/commands.h"
 #include "cli/cuda_driver.h"
 #include "cli/process.h"
-#include "cli/text.h"
+#include "report/text.h"
 #include "trace_format/trace.h"
 
 extern char** environ;
 
 namespace gpurr::cli {
+using namespace gpurr::report;
 namespace record {
 
 namespace {

@@ -1,12 +1,15 @@
+// What recording cost the program, from the launches' own measurements (see
+// recorder_cost.h).
 #include "cli/recorder_cost.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "cli/text.h"
+#include "report/text.h"
 
 namespace gpurr::cli {
+using namespace gpurr::report;
 
 void RecorderCost::add(const trace::KernelLaunch& launch) {
   if (launch.recorderNs == 0 || launch.captured) return;

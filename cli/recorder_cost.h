@@ -9,10 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/event_json.h"
+#include "report/event_json.h"
 #include "trace_format/events.h"
 
 namespace gpurr::cli {
+
+using report::Json;
 
 class RecorderCost {
  public:

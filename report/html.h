@@ -4,18 +4,19 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
-#include <nlohmann/json.hpp>
+#include "report/bisect_report.h"
 
 namespace gpurr::report {
 
-// Renders `report` (the object `gpurr bisect` writes to report.json, or one
-// holding only `diff` and `timeline` for `gpurr diff --html`) as one HTML5
+// Renders `report` (the comparison, the timeline around its first
+// divergence, and what a bisect found, any of them absent) as one HTML5
 // document: inline CSS, no script needed to read it, no external reference
-// of any kind (it renders offline). Every text taken from the report is
-// HTML-escaped. Missing, null or mistyped keys leave their section out or
-// say what is unknown; it never throws on any JSON input.
-std::string renderHtml(const nlohmann::json& report);
+// of any kind (it renders offline). Every text shown is HTML-escaped. The
+// replay and timeline objects are read key by key: a missing, null or
+// mistyped key leaves its part out or says what is unknown; it never throws.
+std::string renderHtml(const Report& report);
 
 // `text` with & < > " ' replaced by character references.
 std::string escapeHtml(std::string_view text);

@@ -13,8 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cli/event_json.h"
-#include "cli/text.h"
+#include "report/event_json.h"
+#include "report/words.h"
+#include "report/text.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
@@ -25,62 +26,34 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 using namespace gpurr::trace;
 
-// ------------------------------------------------------------ reading the diff JSON
-// The diff object may come from an older or partial report: every access
-// checks presence and type.
-
-const json* field(const json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::optional<uint64_t> unsignedField(const json& j, const char* key) {
-  const json* f = field(j, key);
-  if (f && f->is_number_unsigned()) return f->get<uint64_t>();
-  if (f && f->is_number_integer() && f->get<int64_t>() >= 0) return static_cast<uint64_t>(f->get<int64_t>());
-  return std::nullopt;
-}
-
+// ------------------------------------------------------------ what the diff says
 
 struct Stretch {
   uint64_t aBegin = 0, aCount = 0, bBegin = 0, bCount = 0;
 };
 
-std::optional<Stretch> stretchOf(const json& p) {
-  const json* a = field(p, "a");
-  const json* b = field(p, "b");
-  if (!a || !b) return std::nullopt;
-  auto ab = unsignedField(*a, "firstIndex"), ac = unsignedField(*a, "count");
-  auto bb = unsignedField(*b, "firstIndex"), bc = unsignedField(*b, "count");
-  if (!ab || !ac || !bb || !bc || (*ac == 0 && *bc == 0)) return std::nullopt;
-  return Stretch{*ab, *ac, *bb, *bc};
+std::optional<Stretch> stretchOf(const diff::PathDivergence& p) {
+  if (p.aCount == 0 && p.bCount == 0) return std::nullopt;
+  return Stretch{p.aBegin, p.aCount, p.bBegin, p.bCount};
 }
 
 // Stream ordinals the diff printed, learnt from every operation it names:
 // seq -> ordinal, per side.
-void collectOrdinals(const json& op, std::unordered_map<uint64_t, uint32_t>& out) {
-  auto seq = unsignedField(op, "seq");
-  auto stream = unsignedField(op, "stream");
-  if (seq && stream) out.emplace(*seq, static_cast<uint32_t>(*stream));
+void collectOrdinals(const diff::OpInfo& op, std::unordered_map<uint64_t, uint32_t>& out) {
+  out.emplace(op.seq, op.stream);
 }
 
-void collectStretchOrdinals(const json& stretch, std::unordered_map<uint64_t, uint32_t>& a,
+void collectStretchOrdinals(const diff::PathDivergence& stretch, std::unordered_map<uint64_t, uint32_t>& a,
                             std::unordered_map<uint64_t, uint32_t>& b) {
-  for (const char* side : {"a", "b"}) {
-    const json* s = field(stretch, side);
-    const json* ops = s ? field(*s, "ops") : nullptr;
-    if (!ops || !ops->is_array()) continue;
-    for (const json& op : *ops) collectOrdinals(op, side[0] == 'a' ? a : b);
-  }
+  for (const diff::OpInfo& op : stretch.aOps) collectOrdinals(op, a);
+  for (const diff::OpInfo& op : stretch.bOps) collectOrdinals(op, b);
 }
 
 // ------------------------------------------------------------ one operation as JSON
 
 json rangeJson(const DeviceRange& r, uint64_t digest) {
   return json{{"address", r.address}, {"allocation", r.allocation}, {"offset", r.offset},
-              {"size", r.size}, {"digest", cli::hex16(digest)}, {"same", nullptr}};
+              {"size", r.size}, {"digest", hex16(digest)}, {"same", nullptr}};
 }
 
 json rangeList(const std::vector<RangeDigest>& ranges) {
@@ -123,7 +96,7 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
     hashed = k->hashed;
     inputs = rangeList(k->inputs);
     outputs = rangeList(k->outputs);
-    for (const Annotation& a : k->annotations) annotations.push_back(json(cli::toJson(a)));
+    for (const Annotation& a : k->annotations) annotations.push_back(json(toJson(a)));
   } else if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
     j["kind"] = "memcpy";
     j["name"] = j["demangled"] = j["short"] = memcpyName(m->kind);
@@ -151,7 +124,7 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
   j["inputs"] = std::move(inputs);
   j["outputs"] = std::move(outputs);
   j["annotations"] = std::move(annotations);
-  j["origin"] = e.origin ? json(cli::toJson(*e.origin)) : json(nullptr);
+  j["origin"] = e.origin ? json(toJson(*e.origin)) : json(nullptr);
   return j;
 }
 
@@ -441,66 +414,42 @@ std::string shortKernelName(const std::string& mangledOrPlain, size_t max) {
   return cutMiddle(s, max);
 }
 
-json timelineAround(const fs::path& traceA, const fs::path& traceB, const json& diffProcess, size_t window) {
-  const json* name = field(diffProcess, "name");
-  json out{{"process", name && name->is_string() ? *name : json("")},
+json timelineAround(const fs::path& traceA, const fs::path& traceB, const diff::ProcessDiff& process, size_t window) {
+  json out{{"process", process.name},
            {"window", window},
            {"path", false},
            {"a", nullptr},
            {"b", nullptr},
            {"rows", json::array()}};
-  const json* first = field(diffProcess, "firstDivergence");
-  if (!first || !first->is_object()) return out;
+  if (!process.firstDivergence) return out;
+  const diff::FirstDivergence& first = *process.firstDivergence;
 
   Side a{traceA, {}, 0, {}, {}}, b{traceB, {}, 0, {}, {}};
-  const json* opA = field(*first, "a");
-  const json* opB = field(*first, "b");
-  const json* stretchJson = field(*first, "stretch");
-  const json* pathFlag = field(*first, "path");
-  const bool path = pathFlag && pathFlag->is_boolean() && pathFlag->get<bool>();
-  std::optional<Stretch> firstStretch = stretchJson ? stretchOf(*stretchJson) : std::nullopt;
-
-  for (auto [op, side, which] : {std::tuple{opA, &a, 'a'}, std::tuple{opB, &b, 'b'}}) {
-    std::optional<uint64_t> index;
-    if (op) {
-      side->anchorSeq = unsignedField(*op, "seq");
-      index = unsignedField(*op, "index");
+  const bool path = first.path;
+  const std::optional<Stretch> firstStretch = first.stretch ? stretchOf(*first.stretch) : std::nullopt;
+  for (auto [side, isA] : {std::pair{&a, true}, std::pair{&b, false}}) {
+    // A path divergence with nothing on one side starts that side at its stretch.
+    if (const diff::OpInfo* op = shownOp(first, isA)) {
+      side->anchorSeq = op->seq;
+      side->anchorIndex = op->index;
       collectOrdinals(*op, side->ordinalsBySeq);
+    } else {
+      side->anchorIndex = isA ? first.stretch->aBegin : first.stretch->bBegin;
     }
-    if (!index && firstStretch) index = which == 'a' ? firstStretch->aBegin : firstStretch->bBegin;
-    if (!index) {
-      throw std::invalid_argument(fmt::format(
-          "the diff's first divergence gives no operation index for run {} (neither `{}.index` nor "
-          "`stretch.{}.firstIndex`): it is not a `gpurr diff --json` process entry",
-          which == 'a' ? 'A' : 'B', which, which));
-    }
-    side->anchorIndex = *index;
   }
 
   std::vector<Stretch> stretches;
   if (firstStretch) stretches.push_back(*firstStretch);
-  if (stretchJson) collectStretchOrdinals(*stretchJson, a.ordinalsBySeq, b.ordinalsBySeq);
-  if (const json* paths = field(diffProcess, "pathDivergences")) {
-    if (const json* listed = field(*paths, "listed"); listed && listed->is_array()) {
-      for (const json& p : *listed) {
-        if (auto s = stretchOf(p)) stretches.push_back(*s);
-        collectStretchOrdinals(p, a.ordinalsBySeq, b.ordinalsBySeq);
-      }
-    }
+  if (first.stretch) collectStretchOrdinals(*first.stretch, a.ordinalsBySeq, b.ordinalsBySeq);
+  for (const diff::PathDivergence& p : process.pathDivergences) {
+    if (auto s = stretchOf(p)) stretches.push_back(*s);
+    collectStretchOrdinals(p, a.ordinalsBySeq, b.ordinalsBySeq);
   }
-  if (const json* blast = field(diffProcess, "blastRadius")) {
-    if (const json* ind = field(*blast, "independent"); ind && ind->is_array()) {
-      for (const json& i : *ind) {
-        if (const json* x = field(i, "a")) collectOrdinals(*x, a.ordinalsBySeq);
-        if (const json* x = field(i, "b")) collectOrdinals(*x, b.ordinalsBySeq);
-      }
-    }
+  for (const diff::IndependentDivergence& i : process.blast.independent) {
+    if (!i.a.name.empty()) collectOrdinals(i.a, a.ordinalsBySeq);
+    if (!i.b.name.empty()) collectOrdinals(i.b, b.ordinalsBySeq);
   }
-  std::optional<uint64_t> opsA, opsB;
-  if (const json* ops = field(diffProcess, "operations")) {
-    opsA = unsignedField(*ops, "a");
-    opsB = unsignedField(*ops, "b");
-  }
+  const std::optional<uint64_t> opsA = process.opsA, opsB = process.opsB;
 
   const std::vector<PlannedRow> rows =
       plan(a.anchorIndex, b.anchorIndex, path && firstStretch, stretches, window, opsA, opsB);

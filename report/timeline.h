@@ -10,17 +10,18 @@
 #include <nlohmann/json.hpp>
 
 #include "common/demangle.h"
+#include "diff/report.h"
 
 namespace gpurr::report {
 
 // Reads the operations (launches, copies, memsets, graph launches) of the
 // traces `traceA` and `traceB` from `window` operations before the first
-// divergence of `diffProcess` (one element of `gpurr diff --json`'s
-// `processes`) to `window` rows after it, decoding only the blocks it needs.
-// When the process has no first divergence (identical runs) the timeline is
-// empty: `rows` is [] and `a`, `b` are null. Throws trace::TraceError when a
-// trace cannot be read, and std::invalid_argument when `diffProcess` names
-// operations the traces lack (a diff of other traces).
+// divergence of `process` (one process of a comparison, compare.h) to
+// `window` rows after it, decoding only the blocks it needs. When the
+// process has no first divergence (identical runs) the timeline is empty:
+// `rows` is [] and `a`, `b` are null. Throws trace::TraceError when a trace
+// cannot be read, and std::invalid_argument when `process` names operations
+// the traces lack (a diff of other traces).
 //
 // The object:
 //   process      the process entry's `name` ("" for two traces)
@@ -60,7 +61,7 @@ namespace gpurr::report {
 //       module, file, line, step, stepLaunch; null when not recorded).
 nlohmann::json timelineAround(const std::filesystem::path& traceA,
                               const std::filesystem::path& traceB,
-                              const nlohmann::json& diffProcess, size_t window = 12);
+                              const diff::ProcessDiff& process, size_t window = 12);
 
 // A demangled kernel name made short enough for a table cell: no return
 // type, no parameter list, nested template arguments elided, at most `max`

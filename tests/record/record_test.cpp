@@ -28,7 +28,7 @@
 #include "cli/cuda_driver.h"
 #include "cli/process.h"
 #include "cli/record.h"
-#include "cli/text.h"
+#include "report/text.h"
 #include "tests/unit/test_util.h"
 #include "trace_format/trace.h"
 
@@ -427,7 +427,7 @@ TEST_CASE("one process's trace becomes OUT, and the summary reads it back") {
   CHECK(trace::TraceReader(out).launchCount() == 3);
   CHECK_THAT(r.err, Catch::Contains("trace written to " + out.string() + "\n"));
   const std::string line = fmt::format("gpurr: 1 process, 3 launches, 6.0 KiB hashed, {} on disk\n",
-                                       cli::humanBytes(filesUnder(out)));
+                                       report::humanBytes(filesUnder(out)));
   CHECK_THAT(r.err, Catch::EndsWith(line));
   // Only the trace is left: the staging directory is gone.
   CHECK(std::distance(fs::directory_iterator(s.work), fs::directory_iterator()) == 1);
@@ -449,7 +449,7 @@ TEST_CASE("several processes' traces are kept side by side in OUT, by name") {
                                     "/ (rank0.gpurr, rank1.gpurr, rank2.gpurr, rank10.gpurr)"));
   CHECK_THAT(r.err, Catch::Contains(fmt::format(
                         "gpurr: 4 processes, 17 launches, 17.0 KiB hashed, {} on disk\n",
-                        cli::humanBytes(filesUnder(out)))));
+                        report::humanBytes(filesUnder(out)))));
 }
 
 TEST_CASE("a trace the recorder could not close is summarised with the reader's note") {
@@ -646,8 +646,8 @@ TEST_CASE("the summary counts processes, launches, bytes hashed and size on disk
   CHECK(s.diskBytes == filesUnder(out));
   CHECK(summaryLine(s) == fmt::format("4 processes, 6 launches, {} hashed, {} on disk, 1 incomplete, "
                                       "1 unreadable",
-                                      cli::humanBytes(10000 + (2 << 20)),
-                                      cli::humanBytes(filesUnder(out))));
+                                      report::humanBytes(10000 + (2 << 20)),
+                                      report::humanBytes(filesUnder(out))));
   const RecordSummary one = summarise(out / "rank1.gpurr", {out / "rank1.gpurr"});
   CHECK_THAT(summaryLine(one), Catch::StartsWith("1 process, 2 launches, 3.9 KiB hashed, "));
 }

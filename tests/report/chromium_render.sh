@@ -32,9 +32,9 @@ chrome() {
 render() {  # NAME CASE [BASE.json]
   local name=$1 case=$2 base=${3:-}
   local dir="$out/cases/$case" rc=0
-  (cd "$dir" && "$gpurr" diff a.gpurr b.gpurr --json >"$out/$name.diff.json") || rc=$?
+  (cd "$dir" && "$gpurr" diff a.gpurr b.gpurr >/dev/null) || rc=$?
   if [ "$rc" -ne 1 ]; then echo "FAIL: gpurr diff on $case exited $rc, expected 1"; exit 1; fi
-  "$make_report" --diff "$out/$name.diff.json" "$dir/a.gpurr" "$dir/b.gpurr" ${base:+--base "$base"} "$out/$name.html"
+  "$make_report" "$dir/a.gpurr" "$dir/b.gpurr" ${base:+--base "$base"} "$out/$name.html"
   chrome --screenshot="$out/$name.png" --window-size=1280,2000 "file://$out/$name.html"
   chrome --dump-dom "file://$out/$name.html" >"$out/$name.dom.html"
   python3 "$here/check_png.py" "$out/$name.png" 1280 2000

@@ -1,15 +1,15 @@
 // renderHtml on reports built from the golden diff cases and bisect-shaped
 // fixtures: sections present or absent as the report says, escaping of what
 // comes from the traces, no external reference, and no crash on any
-// missing, null or mistyped key.
+// missing, null or mistyped key of the objects it shows as they are (the
+// replay's, the timeline's).
 #include <catch2/catch.hpp>
 
 #include <regex>
 #include <string>
 #include <vector>
 
-#include "report/html.h"
-#include "report/timeline.h"
+#include "model_util.h"
 #include "report_test_util.h"
 
 using namespace gpurr;
@@ -20,22 +20,14 @@ namespace {
 
 // A report for a golden case: `base` (a fixture with the bisect keys, or
 // none for a diff-only report) plus the case's diff and timeline.
-json reportFor(const std::string& name, const std::string& base = "") {
+testutil::TestReport reportFor(const std::string& name, const std::string& base = "") {
   const fs::path dir = testutil::caseDir(name);
-  json report = base.empty() ? json::object() : testutil::loadJson(testutil::fixture(base));
-  report["diff"] = testutil::loadJson(dir / "expected.json");
-  json process = json::object();
-  for (const json& p : report["diff"]["processes"]) {
-    if (!p["firstDivergence"].is_null()) {
-      process = p;
-      break;
-    }
-  }
+  testutil::TestReport report;
   // Two traces, or two directories of per-process traces.
-  const std::string entry = process.value("name", "");
-  const fs::path a = entry.empty() ? dir / "a.gpurr" : dir / "a" / entry;
-  const fs::path b = entry.empty() ? dir / "b.gpurr" : dir / "b" / entry;
-  report["timeline"] = report::timelineAround(a, b, process);
+  report.diff = fs::exists(dir / "a.gpurr") ? testutil::compare(dir / "a.gpurr", dir / "b.gpurr")
+                                            : testutil::compare(dir / "a", dir / "b");
+  report.timeline = testutil::timelineOf(*report.diff);
+  if (!base.empty()) report.bisect = testutil::bisectFrom(testutil::loadJson(testutil::fixture(base)));
   return report;
 }
 
@@ -74,7 +66,7 @@ void requireSelfContained(const std::string& html) {
 }  // namespace
 
 TEST_CASE("a diverged bisect report with replay: every section, the divergent launch marked") {
-  const std::string html = report::renderHtml(reportFor("nondeterministic_kernel", "bisect_replayed.json"));
+  const std::string html = reportFor("nondeterministic_kernel", "bisect_replayed.json").html();
   requireSelfContained(html);
   for (const char* id : {"runs", "cause", "replay", "timeline", "blast", "environment"}) {
     INFO(id);
@@ -134,7 +126,7 @@ TEST_CASE("a diverged bisect report with replay: every section, the divergent la
 }
 
 TEST_CASE("a diverged report whose replay failed says why") {
-  const std::string html = report::renderHtml(reportFor("nondeterministic_kernel", "bisect_replay_failed.json"));
+  const std::string html = reportFor("nondeterministic_kernel", "bisect_replay_failed.json").html();
   requireSelfContained(html);
   CHECK(hasSection(html, "replay"));
   CHECK(has(html, "Replay did not run: no GPU: libcuda.so.1 could not be loaded"));
@@ -143,7 +135,7 @@ TEST_CASE("a diverged report whose replay failed says why") {
 }
 
 TEST_CASE("a path divergence: both stretches with their algorithm choices") {
-  const std::string html = report::renderHtml(reportFor("algorithm_choice"));
+  const std::string html = reportFor("algorithm_choice").html();
   requireSelfContained(html);
   CHECK(has(html, "Diverged: the runs take different paths at launch #1"));
   CHECK(has(html, "algorithm choice"));
@@ -163,7 +155,7 @@ TEST_CASE("a path divergence: both stretches with their algorithm choices") {
 }
 
 TEST_CASE("a reordering: the same operations in another order, both ends shown") {
-  const std::string html = report::renderHtml(reportFor("reordered"));
+  const std::string html = reportFor("reordered").html();
   requireSelfContained(html);
   CHECK(has(html, "Diverged: the runs do the same operations in another order at memset (operation #11)"));
   CHECK(has(html, "<span class=\"cause\">reordered</span>"));
@@ -176,7 +168,7 @@ TEST_CASE("a reordering: the same operations in another order, both ends shown")
 }
 
 TEST_CASE("parameters and environment differences") {
-  const std::string rng = report::renderHtml(reportFor("rng_state"));
+  const std::string rng = reportFor("rng_state").html();
   requireSelfContained(rng);
   CHECK(has(rng, "<h3>Parameters that differ</h3>"));
   CHECK(has(rng, "philox seed/offset"));
@@ -184,19 +176,19 @@ TEST_CASE("parameters and environment differences") {
   CHECK(has(rng, "<h3>Algorithm and RNG annotations</h3>"));
   CHECK(has(rng, ">aten::native_dropout (forward) in net.drop, train.py:16, step 0 (launch 3 of the step)</dd>"));
   // Origins that differ between the runs: one line per run.
-  const std::string adam = report::renderHtml(reportFor("scalar_parameters"));
+  const std::string adam = reportFor("scalar_parameters").html();
   requireSelfContained(adam);
   CHECK(has(adam, "<dt>op</dt><dd class=\"origin\"><div>run A: aten::_fused_adam_ (forward), train.py:27, step 100 "
                   "(launch 3 of the step)</div><div>run B: aten::_fused_adam_ (forward), train.py:27, step 101 (launch 3 "
                   "of the step)</div></dd>"));
-  const std::string env = report::renderHtml(reportFor("environment"));
+  const std::string env = reportFor("environment").html();
   requireSelfContained(env);
   CHECK(has(env, "<code>env CUBLAS_WORKSPACE_CONFIG</code></td><td><code>:4096:8</code></td><td><span class=\"muted\">(unset)</span>"));
   CHECK(has(env, "At the operation itself: nondeterministic kernel."));
-  const std::string uninit = report::renderHtml(reportFor("uninitialised_memory"));
+  const std::string uninit = reportFor("uninitialised_memory").html();
   CHECK(has(uninit, "<h3>Inputs that differ</h3>"));
   CHECK(has(uninit, "never written before this launch"));
-  const std::string two = report::renderHtml(reportFor("two_independent"));
+  const std::string two = reportFor("two_independent").html();
   CHECK(has(two, "<b>1 independent divergence</b> not explained by the first:"));
   CHECK(has(two, "at::cuda::kernelHistogram1D&lt;float&gt;"));
   // The independent divergence is marked in the timeline, on both sides.
@@ -212,7 +204,7 @@ TEST_CASE("parameters and environment differences") {
 }
 
 TEST_CASE("several processes: one cause section per process") {
-  const std::string html = report::renderHtml(reportFor("processes"));
+  const std::string html = reportFor("processes").html();
   requireSelfContained(html);
   CHECK(has(html, "<h3>process <code>rank0.gpurr</code></h3>"));
   CHECK(has(html, "<h3>process <code>rank1.gpurr</code></h3>"));
@@ -222,9 +214,9 @@ TEST_CASE("several processes: one cause section per process") {
 }
 
 TEST_CASE("a report that was not reproduced") {
-  json report = reportFor("nondeterministic_kernel", "bisect_not_reproduced.json");
-  report["confirmation"] = testutil::loadJson(testutil::caseDir("identical") / "expected.json");
-  const std::string html = report::renderHtml(report);
+  testutil::TestReport report = reportFor("nondeterministic_kernel", "bisect_not_reproduced.json");
+  report.confirmation = testutil::compare(testutil::caseDir("identical") / "a.gpurr", testutil::caseDir("identical") / "b.gpurr");
+  const std::string html = report.html();
   requireSelfContained(html);
   CHECK(has(html, "<header class=\"verdict v-warn\""));
   CHECK(has(html, "Not reproduced: a further run did not diverge at the same operation (first seen at launch #3"));
@@ -236,10 +228,9 @@ TEST_CASE("a report that was not reproduced") {
 TEST_CASE("identical runs: the verdict, and no cause, timeline rows or blast radius") {
   // gpurr bisect writes no diff and no timeline for identical runs, and
   // what it compared instead.
-  json report = testutil::loadJson(testutil::fixture("bisect_identical.json"));
-  report["diff"] = nullptr;
-  report["timeline"] = nullptr;
-  const std::string html = report::renderHtml(report);
+  testutil::TestReport report;
+  report.bisect = testutil::bisectFrom(testutil::loadJson(testutil::fixture("bisect_identical.json")));
+  const std::string html = report.html();
   requireSelfContained(html);
   CHECK(has(html, "<header class=\"verdict v-ok\""));
   CHECK(has(html, "Identical: 2 runs produced the same bits"));
@@ -251,7 +242,7 @@ TEST_CASE("identical runs: the verdict, and no cause, timeline rows or blast rad
   CHECK(has(html, "Compared: 2 runs, each 1 process, 5 launches (5 hashed), 3 copies, 1 memsets, 44.0 KiB hashed."));
   CHECK(has(html, "<td><code>command line</code></td><td><code>python train.py</code></td><td>run 2: <code>python train.py --seed=1</code></td>"));
   // A diff-only report of identical traces: an empty timeline.
-  const std::string diffOnly = report::renderHtml(reportFor("identical"));
+  const std::string diffOnly = reportFor("identical").html();
   requireSelfContained(diffOnly);
   CHECK(has(diffOnly, "Identical: the runs produced the same bits"));
   CHECK_FALSE(hasSection(diffOnly, "cause"));
@@ -261,7 +252,9 @@ TEST_CASE("identical runs: the verdict, and no cause, timeline rows or blast rad
 }
 
 TEST_CASE("a failed bisect: why, and the end of the failed run's log") {
-  const std::string html = report::renderHtml(testutil::loadJson(testutil::fixture("bisect_failed.json")));
+  testutil::TestReport report;
+  report.bisect = testutil::bisectFrom(testutil::loadJson(testutil::fixture("bisect_failed.json")));
+  const std::string html = report.html();
   requireSelfContained(html);
   CHECK(has(html, "<header class=\"verdict v-bad\""));
   CHECK(has(html, "<h1>Failed: run 1: the command exited with status 1 (gpurr-bisect/run1.log)</h1>"));
@@ -278,13 +271,14 @@ TEST_CASE("text from the traces is escaped: a kernel named <script>") {
   runs.divergeAt = 200;
   runs.kernel0 = "<script>alert(\"gpurr\")</script>&kernel<'x'>";
   runs.write(tmp.path / "a.gpurr", tmp.path / "b.gpurr");
-  json report;
-  report["diff"] = testutil::gpurrDiff(tmp.path, "a.gpurr", "b.gpurr");
-  report["timeline"] = report::timelineAround(tmp.path / "a.gpurr", tmp.path / "b.gpurr",
-                                              report["diff"]["processes"][0]);
-  REQUIRE(report["diff"]["processes"][0]["firstDivergence"]["a"]["name"] == runs.kernel0);
-  report["command"] = json::array({"python", "<b>train</b>.py"});
-  const std::string html = report::renderHtml(report);
+  testutil::TestReport report;
+  report.diff = testutil::compare(tmp.path / "a.gpurr", tmp.path / "b.gpurr");
+  report.timeline = testutil::timelineOf(*report.diff);
+  REQUIRE(report.diff->processes[0].firstDivergence->a.name == runs.kernel0);
+  report.bisect.emplace();
+  report.bisect->verdict = "";
+  report.bisect->command = {"python", "<b>train</b>.py"};
+  const std::string html = report.html();
   requireSelfContained(html);
   CHECK(has(html, "&lt;script&gt;alert(&quot;gpurr&quot;)&lt;/script&gt;&amp;kernel&lt;&#39;x&#39;&gt;"));
   CHECK(has(html, "&lt;b&gt;train&lt;/b&gt;.py"));
@@ -315,10 +309,18 @@ void pointers(const json& j, const std::string& at, std::vector<std::string>& ou
 
 }  // namespace
 
-TEST_CASE("missing, null and mistyped keys never break the page") {
+TEST_CASE("missing, null and mistyped keys of the replay and the timeline never break the page") {
   for (const char* name : {"nondeterministic_kernel", "algorithm_choice", "reordered", "two_independent"}) {
-    json full = reportFor(name, "bisect_replayed.json");
-    full["confirmation"] = full["diff"];
+    testutil::TestReport report = reportFor(name, "bisect_replayed.json");
+    report.confirmation = report.diff;
+    // The objects the page shows as they are: what `gpurr replay --json`
+    // wrote, and the timeline.
+    json full{{"replay", json(*report.bisect->replay)}, {"timeline", report.timeline}};
+    auto render = [&] {
+      report.bisect->replay = gpurr::report::Json(full["replay"]);
+      report.timeline = full["timeline"];
+      return report.html();
+    };
     std::vector<std::string> paths;
     pointers(full, "", paths);
     // One of each other type: null, string, negative and fractional numbers,
@@ -341,7 +343,7 @@ TEST_CASE("missing, null and mistyped keys never break the page") {
           parent.erase(std::stoul(ptr.back()));
         }
         std::string html;
-        REQUIRE_NOTHROW(html = report::renderHtml(full));
+        REQUIRE_NOTHROW(html = render());
         CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
         if (parent.is_object()) {
           parent[ptr.back()] = saved;
@@ -352,15 +354,18 @@ TEST_CASE("missing, null and mistyped keys never break the page") {
       for (const json& r : replacements) {
         full.at(ptr) = r;
         INFO(name << " with " << p << " = " << r.dump());
-        REQUIRE_NOTHROW(report::renderHtml(full));
+        REQUIRE_NOTHROW(render());
         ++renders;
       }
       full.at(ptr) = saved;
     }
     CHECK(renders > 1000);
   }
+  // A report of nothing, with a timeline of any type.
   for (const json& odd : {json(), json::array(), json("report"), json(42), json::object()}) {
-    const std::string html = report::renderHtml(odd);
+    testutil::TestReport report;
+    report.timeline = odd;
+    const std::string html = report.html();
     CHECK(has(html, "No verdict"));
     requireSelfContained(html);
   }

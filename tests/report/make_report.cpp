@@ -1,21 +1,19 @@
-// Writes the HTML report of a diff of two traces, as `gpurr diff --html` and
-// `gpurr bisect` do, for the tests that open it in a browser:
+// Writes the HTML report of two runs, as `gpurr diff --html` and `gpurr
+// bisect` do, for the tests that open it in a browser:
 //
-//   make_report --diff DIFF.json A B [--base REPORT.json] [--confirmation DIFF.json]
-//               [--json OUT.json] OUT.html
+//   make_report A B [--base BISECT.json] [--confirmation] [--json OUT.json] OUT.html
 //
-// DIFF.json is `gpurr diff --json A B`'s output; the timeline is read from A
-// and B around the first divergence of its first differing process. BASE
-// holds the bisect keys (verdict, command, runs, replay...) merged in.
-#include <cstdio>
+// A and B are traces or directories of traces, compared as `gpurr diff`
+// compares them (with the checked-in known-culprits table); the timeline is
+// read around the first divergence of the first differing process. BISECT
+// holds a bisect's keys (verdict, command, runs, replay...), as report.json
+// writes them; --confirmation shows the comparison again as the
+// confirmation run's. --json writes report.json as `gpurr bisect` would.
 #include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
-#include <vector>
 
-#include "report/html.h"
-#include "report/timeline.h"
+#include "model_util.h"
 
 namespace {
 
@@ -26,50 +24,43 @@ nlohmann::json load(const std::string& path) {
 }
 
 int usage() {
-  std::cerr << "usage: make_report --diff DIFF.json A B [--base REPORT.json] [--confirmation DIFF.json] "
-               "[--json OUT.json] OUT.html\n";
+  std::cerr << "usage: make_report A B [--base BISECT.json] [--confirmation] [--json OUT.json] OUT.html\n";
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string diffPath, a, b, base, confirmation, jsonOut, htmlOut;
+  std::string base, jsonOut;
+  std::vector<std::string> paths;
+  bool confirmation = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (arg == "--diff") {
-      diffPath = next();
-      a = next();
-      b = next();
-    } else if (arg == "--base") {
+    if (arg == "--base") {
       base = next();
     } else if (arg == "--confirmation") {
-      confirmation = next();
+      confirmation = true;
     } else if (arg == "--json") {
       jsonOut = next();
-    } else if (htmlOut.empty() && arg.rfind("--", 0) != 0) {
-      htmlOut = arg;
+    } else if (arg.rfind("--", 0) != 0) {
+      paths.push_back(arg);
     } else {
       return usage();
     }
   }
-  if (diffPath.empty() || a.empty() || b.empty() || htmlOut.empty()) return usage();
+  if (paths.size() != 3) return usage();
   try {
-    nlohmann::json report = base.empty() ? nlohmann::json::object() : load(base);
-    const nlohmann::json diff = load(diffPath);
-    report["diff"] = diff;
-    if (!confirmation.empty()) report["confirmation"] = load(confirmation);
-    nlohmann::json process = nlohmann::json::object();
-    for (const auto& p : diff.at("processes")) {
-      if (!p.at("firstDivergence").is_null()) {
-        process = p;
-        break;
-      }
+    testutil::TestReport report;
+    report.diff = testutil::compare(paths[0], paths[1]);
+    report.timeline = testutil::timelineOf(*report.diff);
+    if (!base.empty()) report.bisect = testutil::bisectFrom(load(base));
+    if (confirmation) report.confirmation = report.diff;
+    std::ofstream(paths[2]) << report.html();
+    if (!jsonOut.empty() && report.bisect) {
+      gpurr::report::Report r{&*report.diff, report.timeline, &*report.bisect};
+      std::ofstream(jsonOut) << gpurr::report::bisectJson(r).dump(2) << '\n';
     }
-    report["timeline"] = gpurr::report::timelineAround(a, b, process);
-    std::ofstream(htmlOut) << gpurr::report::renderHtml(report);
-    if (!jsonOut.empty()) std::ofstream(jsonOut) << report.dump(2) << '\n';
   } catch (const std::exception& e) {
     std::cerr << "make_report: " << e.what() << '\n';
     return 1;

@@ -1,6 +1,6 @@
-// The shared comparison and rendering behind `gpurr diff` and `gpurr bisect`
-// (split out of the diff command so that both print one report).
-#include "cli/diff_report.h"
+// The text and JSON reports of a comparison, shared by `gpurr diff` and
+// `gpurr bisect`, so that both commands say the same thing.
+#include "report/diff_report.h"
 
 #include <fmt/color.h>
 #include <fmt/format.h>
@@ -9,15 +9,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
-#include <map>
 
-#include "cli/text.h"
+#include "report/text.h"
+#include "report/words.h"
 #include "trace_format/trace.h"
 
-namespace gpurr::cli::diffreport {
+namespace gpurr::report {
 using namespace gpurr::trace;
 using namespace gpurr::diff;
-namespace fs = std::filesystem;
 
 std::string Style::bold(const std::string& s) const {
   return color ? fmt::format(fmt::emphasis::bold, "{}", s) : s;
@@ -35,80 +34,7 @@ std::string Style::dim(const std::string& s) const {
   return color ? fmt::format(fmt::emphasis::faint, "{}", s) : s;
 }
 
-bool isTrace(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_regular_file(p / "version", ec);
-}
-
 namespace {
-
-// The traces in a directory of several processes' traces, by entry name.
-std::map<std::string, fs::path> processTraces(const fs::path& dir) {
-  std::map<std::string, fs::path> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_directory(ec) && isTrace(entry.path())) {
-      out.emplace(entry.path().filename().string(), entry.path());
-    }
-  }
-  return out;
-}
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
-  return s;
-}
-
-std::string gpuModels(const Header& h) {
-  std::vector<std::string> names;
-  for (const GpuInfo& g : h.gpus) names.push_back(g.name);
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
-
-// Refuses comparisons whose answer would be nonsense: digests of different
-// chunk sizes always, other GPU models or command lines unless forced.
-void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
-                     std::vector<std::string>& warnings) {
-  // Range digests fold chunk digests of the header's chunk size (FORMAT.md
-  // §3): hashed in chunks of two sizes, equal bytes give different digests.
-  const uint64_t chunkA = a.header().options.hashChunkBytes, chunkB = b.header().options.hashChunkBytes;
-  if (chunkA != chunkB) {
-    throw UsageError(fmt::format(
-        "{} hashed its ranges in chunks of {} bytes and {} in chunks of {} (hashChunkBytes): "
-        "their digests cannot be compared",
-        a.path().string(), chunkA, b.path().string(), chunkB));
-  }
-  const std::string ga = gpuModels(a.header()), gb = gpuModels(b.header());
-  if (ga != gb && !ga.empty() && !gb.empty()) {
-    const std::string text = fmt::format(
-        "{} was recorded on {} and {} on {}: different GPU models run different kernels and "
-        "legitimately give different results",
-        a.path().string(), ga, b.path().string(), gb);
-    if (!force) {
-      throw UsageError(text + ". Record both runs on the same GPU model, or pass --force to "
-                              "compare them anyway.");
-    }
-    warnings.push_back(text + " (compared anyway: --force)");
-  }
-  const auto& ca = a.header().commandLine;
-  const auto& cb = b.header().commandLine;
-  if (ca != cb && !ca.empty() && !cb.empty()) {
-    const std::string text =
-        fmt::format("{} and {} record different programs:\n  A: {}\n  B: {}", a.path().string(),
-                    b.path().string(), joined(ca), joined(cb));
-    if (!force) {
-      throw UsageError(text + "\nCompare two runs of the same command, or pass --force to compare "
-                              "them anyway.");
-    }
-    warnings.push_back(fmt::format("{} and {} record different programs (compared anyway: --force)",
-                                   a.path().string(), b.path().string()));
-  }
-}
 
 // ------------------------------------------------------------ text
 
@@ -160,16 +86,6 @@ void opRows(const std::function<void(const std::string&, const std::string&)>& r
   } else {
     row("op", a.name);
   }
-}
-
-std::string spansText(const RangeDifference& r) {
-  std::string s;
-  const size_t shown = std::min<size_t>(r.spans.size(), 3);
-  for (size_t i = 0; i < shown; ++i) {
-    s += fmt::format("{}{:#x}-{:#x}", i ? ", " : "", r.spans[i].first, r.spans[i].second);
-  }
-  if (r.spans.size() > shown) s += fmt::format(" and {} more", r.spans.size() - shown);
-  return s;
 }
 
 std::string rangeLine(const char* what, const RangeDifference& r) {
@@ -282,8 +198,9 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
       first = false;
     }
   }
-  row("cause", st.red(d.summary));
-  for (size_t i = 0; i < d.evidence.size(); ++i) row(i == 0 ? "evidence" : "", d.evidence[i]);
+  row("cause", st.red(causeSummary(d)));
+  const std::vector<std::string> evidence = evidenceSentences(d);
+  for (size_t i = 0; i < evidence.size(); ++i) row(i == 0 ? "evidence" : "", evidence[i]);
   for (const auto* check : {&d.determinismA, &d.determinismB}) {
     if (!*check) continue;
     const DeterminismCheck& c = **check;
@@ -371,13 +288,6 @@ Json pathJson(const PathDivergence& p) {
               {"reordered", reordered}};
 }
 
-// A path divergence that holds no operation on run A's side (or B's): a
-// reordering holds them at its other end.
-bool oneSided(const FirstDivergence& d, bool a) {
-  if (!d.path || !d.stretch || d.stretch->reordered) return false;
-  return (a ? d.stretch->aOps : d.stretch->bOps).empty();
-}
-
 Json firstJson(const FirstDivergence& d) {
   Json inputs = Json::array(), outputs = Json::array(), params = Json::array(), known = Json::array();
   for (const RangeDifference& r : d.inputs) inputs.push_back(rangeDiffJson(r));
@@ -392,12 +302,12 @@ Json firstJson(const FirstDivergence& d) {
     if (!k.argument.empty()) known.back()["argument"] = k.argument;
   }
   Json j{{"path", d.path},
-         {"a", oneSided(d, true) ? Json(nullptr) : opJson(d.a)},
-         {"b", oneSided(d, false) ? Json(nullptr) : opJson(d.b)},
+         {"a", shownOp(d, true) ? opJson(d.a) : Json(nullptr)},
+         {"b", shownOp(d, false) ? opJson(d.b) : Json(nullptr)},
          {"cause", jsonName(d.cause)},
          {"mechanism", jsonName(d.mechanism)},
-         {"summary", d.summary},
-         {"evidence", d.evidence},
+         {"summary", causeSummary(d)},
+         {"evidence", evidenceSentences(d)},
          {"inputs", {{"identical", d.inputsIdentical}, {"count", d.inputCount},
                      {"bytes", d.inputBytes}, {"vouched", d.inputsVouched}, {"uncompared", d.inputsUncompared},
                      {"differing", inputs}}},
@@ -414,11 +324,6 @@ Json firstJson(const FirstDivergence& d) {
 
 }  // namespace
 
-std::string opTitle(const OpInfo& o) {
-  if (o.kind == OpKind::kLaunch) return fmt::format("launch #{}", o.launchIndex);
-  return fmt::format("{} (operation #{})", o.kind == OpKind::kGraph ? "graph launch" : toString(o.kind),
-                     o.index);
-}
 
 
 void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
@@ -549,82 +454,6 @@ bool useColor(const std::string& mode) {
   return ::isatty(STDOUT_FILENO) == 1;
 }
 
-std::optional<Culprits> loadCulprits(const std::string& file, std::string& warning) {
-  const fs::path path = file.empty() ? Culprits::defaultPath() : fs::path(file);
-  std::error_code ec;
-  if (file.empty() && !fs::exists(path, ec)) {
-    warning = fmt::format("{} not found: known culprits are not reported (pass --culprits FILE)",
-                          path.string());
-    return std::nullopt;
-  }
-  return Culprits::load(path);
-}
-
-bool RunComparison::identical() const {
-  bool same = onlyA.empty() && onlyB.empty();
-  for (const ProcessDiff& p : processes) same = same && p.identical;
-  return same;
-}
-
-namespace {
-
-ProcessDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name, bool force,
-                     const Culprits* culprits) {
-  const TraceReader ra(a), rb(b);
-  std::vector<std::string> warnings;
-  checkComparable(ra, rb, force, warnings);
-  ProcessDiff p = diffTraces(ra, rb, DiffOptions{}, culprits);
-  p.name = name;
-  p.pathA = a.string();
-  p.pathB = b.string();
-  p.warnings.insert(p.warnings.begin(), warnings.begin(), warnings.end());
-  return p;
-}
-
-}  // namespace
-
-RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, const Culprits* culprits) {
-  RunComparison out;
-  out.a = a.string();
-  out.b = b.string();
-  out.forced = force;
-  std::error_code ec;
-  for (const fs::path& p : {a, b}) {
-    if (!fs::exists(p, ec)) throw TraceError(fmt::format("{}: no such trace", p.string()));
-  }
-  const bool ta = isTrace(a), tb = isTrace(b);
-  if (ta && tb) {
-    out.processes.push_back(diffPair(a, b, "", force, culprits));
-    return out;
-  }
-  const auto pa = ta ? std::map<std::string, fs::path>{} : processTraces(a);
-  const auto pb = tb ? std::map<std::string, fs::path>{} : processTraces(b);
-  if (ta != tb) {
-    throw UsageError(fmt::format("{} is {} and {} is {}: give two traces, or two directories of "
-                                 "per-process traces (rank0.gpurr, rank1.gpurr...)",
-                                 a.string(), ta ? "a trace" : fmt::format("a directory of {} traces", pa.size()),
-                                 b.string(), tb ? "a trace" : fmt::format("a directory of {} traces", pb.size())));
-  }
-  for (const auto* side : {&pa, &pb}) {
-    if (side->empty()) {
-      throw UsageError(fmt::format("{}: neither a gpurr trace nor a directory of traces",
-                                   (side == &pa ? a : b).string()));
-    }
-  }
-  for (const auto& [name, path] : pa) {
-    auto it = pb.find(name);
-    if (it == pb.end()) {
-      out.onlyA.push_back(name);
-    } else {
-      out.processes.push_back(diffPair(path, it->second, name, force, culprits));
-    }
-  }
-  for (const auto& [name, path] : pb) {
-    if (!pa.count(name)) out.onlyB.push_back(name);
-  }
-  return out;
-}
-
 void printComparison(std::ostream& os, const Style& st, const RunComparison& c) {
   os << st.dim(fmt::format("gpurr diff {} {}", c.a, c.b)) << '\n';
   for (const std::string& n : c.onlyA) os << st.yellow(fmt::format("process {} only in {}", n, c.a)) << '\n';
@@ -648,4 +477,4 @@ Json comparisonJson(const RunComparison& c) {
               {"onlyInB", c.onlyB}};
 }
 
-}  // namespace gpurr::cli::diffreport
+}  // namespace gpurr::report

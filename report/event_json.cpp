@@ -1,10 +1,12 @@
-#include "cli/event_json.h"
+// The JSON view of trace contents (see event_json.h): headers, events, origins,
+// annotations and range digests, with the keys docs/JSON.md documents.
+#include "report/event_json.h"
 
 #include <fmt/format.h>
 
-#include "cli/text.h"
+#include "report/text.h"
 
-namespace gpurr::cli {
+namespace gpurr::report {
 using namespace gpurr::trace;
 
 namespace {
@@ -223,4 +225,4 @@ Json toJson(const Event& event) {
   return out;
 }
 
-}  // namespace gpurr::cli
+}  // namespace gpurr::report

@@ -8,7 +8,7 @@
 #include "common/text.h"
 #include "trace_format/events.h"
 
-namespace gpurr::cli {
+namespace gpurr::report {
 
 using text::humanBytes;
 using text::withCommas;
@@ -36,4 +36,4 @@ std::string describe(const trace::Event& event);
 // An annotation in a few words: "algo cudnn engine=12", "rng philox seed=..".
 std::string describe(const trace::Annotation& annotation);
 
-}  // namespace gpurr::cli
+}  // namespace gpurr::report

@@ -6,7 +6,7 @@
 
 #include "trace_format/events.h"
 
-namespace gpurr::cli {
+namespace gpurr::report {
 
 using Json = nlohmann::ordered_json;
 
@@ -16,4 +16,4 @@ Json toJson(const trace::Origin& origin);  // "origin" of an event (docs/JSON.md
 Json toJson(const trace::Annotation& annotation);
 Json toJson(const trace::RangeDigest& range);
 
-}  // namespace gpurr::cli
+}  // namespace gpurr::report

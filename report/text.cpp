@@ -1,4 +1,5 @@
-#include "cli/text.h"
+// Formatting shared by the human-readable outputs (see text.h).
+#include "report/text.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +9,7 @@
 
 #include "common/demangle.h"
 
-namespace gpurr::cli {
+namespace gpurr::report {
 using namespace gpurr::trace;
 
 const std::string& demangle(const std::string& mangled) {
@@ -154,4 +155,4 @@ std::string describe(const Event& event) {
          tail;
 }
 
-}  // namespace gpurr::cli
+}  // namespace gpurr::report

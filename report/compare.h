@@ -1,0 +1,48 @@
+// Comparing two runs: matching the processes of two traces (or directories
+// of traces) by name and diffing each pair. The comparison is the model that
+// every report of a diff is rendered from (diff_report.h, html.h).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "diff/diff.h"
+
+namespace gpurr::report {
+
+// Two traces that should not be compared, or paths that are not traces. The
+// message says what to do instead.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Whether `p` is one trace (rather than a directory of traces).
+bool isTrace(const std::filesystem::path& p);
+
+// The known-culprits table: `file`, or the default one beside the binary
+// when `file` is empty. A missing default gives nullopt and a warning in
+// `warning`; a bad file throws std::runtime_error naming it.
+std::optional<diff::Culprits> loadCulprits(const std::string& file, std::string& warning);
+
+// Two runs compared: each process matched by name, and the processes found
+// in one run only.
+struct RunComparison {
+  std::string a, b;  // as given
+  bool forced = false;
+  std::vector<diff::ProcessDiff> processes;
+  std::vector<std::string> onlyA, onlyB;
+  bool identical() const;
+};
+
+// Compares runs `a` and `b`: two traces, or two directories of per-process
+// traces matched by entry name. Refuses traces of different GPU models or
+// command lines unless `force`. `culprits` may be null. Throws UsageError
+// for paths that cannot be compared, trace::TraceError for bad traces.
+RunComparison compareRuns(const std::filesystem::path& a, const std::filesystem::path& b, bool force,
+                          const diff::Culprits* culprits);
+
+}  // namespace gpurr::report

@@ -1,0 +1,41 @@
+// The words every report of a diff uses for its facts (see words.h).
+#include "report/words.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace gpurr::report {
+using namespace gpurr::diff;
+
+std::string opTitle(const OpInfo& o) {
+  if (o.kind == OpKind::kLaunch) return fmt::format("launch #{}", o.launchIndex);
+  return fmt::format("{} (operation #{})", o.kind == OpKind::kGraph ? "graph launch" : toString(o.kind),
+                     o.index);
+}
+
+std::string opTitleNamed(const OpInfo& o) {
+  if (o.kind == OpKind::kLaunch) return opTitle(o);
+  return fmt::format("{} (operation #{})", o.kind == OpKind::kGraph ? "graph launch" : o.name, o.index);
+}
+
+const OpInfo* shownOp(const FirstDivergence& d, bool a) {
+  const bool oneSided = d.path && d.stretch && !d.stretch->reordered && (a ? d.stretch->aOps : d.stretch->bOps).empty();
+  return oneSided ? nullptr : a ? &d.a : &d.b;
+}
+
+std::string spansText(const RangeDifference& r, size_t shown) {
+  std::string s;
+  shown = std::min(r.spans.size(), shown);
+  for (size_t i = 0; i < shown; ++i) {
+    s += fmt::format("{}{:#x}-{:#x}", i ? ", " : "", r.spans[i].first, r.spans[i].second);
+  }
+  if (r.spans.size() > shown) s += fmt::format(" and {} more", r.spans.size() - shown);
+  return s;
+}
+
+const std::string& causeSummary(const FirstDivergence& d) { return d.summary; }
+
+std::vector<std::string> evidenceSentences(const FirstDivergence& d) { return d.evidence; }
+
+}  // namespace gpurr::report

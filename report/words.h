@@ -1,0 +1,35 @@
+// The words every report of a diff uses for its facts, made in one place:
+// an operation's title, a range's differing byte spans, and a first
+// divergence's cause in one line and the evidence it rests on. The text and
+// JSON reports and the HTML page take them from here.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "diff/report.h"
+
+namespace gpurr::report {
+
+// "launch #5", "memcpy (operation #3)", "graph launch (operation #9)".
+std::string opTitle(const diff::OpInfo& o);
+// The same with a copy's or a set's own name: "memcpy HtoD (operation #3)".
+std::string opTitleNamed(const diff::OpInfo& o);
+
+// The operation of run A (`a`) or run B that a first divergence shows: null
+// for a path divergence that holds no operation on that side (a reordering
+// holds them at its other end).
+const diff::OpInfo* shownOp(const diff::FirstDivergence& d, bool a);
+
+// "0x0-0x40, 0x80-0xc0 and 2 more": the first `shown` differing spans.
+std::string spansText(const diff::RangeDifference& r, size_t shown = 3);
+
+// The cause in one line ("nondeterministic kernel: same inputs and
+// parameters, different outputs").
+const std::string& causeSummary(const diff::FirstDivergence& d);
+
+// What the verdict rests on, one sentence each.
+std::vector<std::string> evidenceSentences(const diff::FirstDivergence& d);
+
+}  // namespace gpurr::report
