@@ -12,6 +12,7 @@
 #include <map>
 
 #include "cli/text.h"
+#include "diff/wording.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::cli::diffreport {
@@ -283,7 +284,7 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
     }
   }
   row("cause", st.red(d.summary));
-  for (size_t i = 0; i < d.evidence.size(); ++i) row(i == 0 ? "evidence" : "", d.evidence[i]);
+  for (size_t i = 0; i < d.evidence.size(); ++i) row(i == 0 ? "evidence" : "", sentence(d.evidence[i]));
   for (const auto* check : {&d.determinismA, &d.determinismB}) {
     if (!*check) continue;
     const DeterminismCheck& c = **check;
@@ -397,7 +398,7 @@ Json firstJson(const FirstDivergence& d) {
          {"cause", jsonName(d.cause)},
          {"mechanism", jsonName(d.mechanism)},
          {"summary", d.summary},
-         {"evidence", d.evidence},
+         {"evidence", sentences(d.evidence)},
          {"inputs", {{"identical", d.inputsIdentical}, {"count", d.inputCount},
                      {"bytes", d.inputBytes}, {"vouched", d.inputsVouched}, {"uncompared", d.inputsUncompared},
                      {"differing", inputs}}},

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <optional>
@@ -210,9 +211,15 @@ TEST_CASE("a launch re-executed with different results is a nondeterministic ker
   CHECK(f.cause == diff::Cause::kNondeterministicKernel);
   CHECK(f.summary == "nondeterministic kernel: re-executed from the same recorded state, it gives different results");
   REQUIRE(f.evidence.size() >= 3);
-  CHECK(f.evidence[0] == "the recorder re-ran it 10 times from run A's state: 3 distinct results");
-  CHECK_THAT(f.evidence[1], Catch::StartsWith("the runs' parameters differ too"));
+  CHECK(f.evidence[0].kind == diff::EvidenceKind::kRecorderReran);
+  CHECK(f.evidence[0].numbers == std::vector<uint64_t>{10, 0, 3});
+  CHECK(diff::sentence(f.evidence[0]) == "the recorder re-ran it 10 times from run A's state: 3 distinct results");
+  CHECK(f.evidence[1].kind == diff::EvidenceKind::kParametersDifferToo);
+  CHECK_THAT(diff::sentence(f.evidence[1]), Catch::StartsWith("the runs' parameters differ too"));
   CHECK_THAT(evidence(f), Catch::Contains("parameter 3 (bytes 0x20-0x24): run A 0x00000400"));
+  CHECK(std::none_of(f.evidence.begin(), f.evidence.end(), [](const diff::Evidence& e) {
+    return e.kind == diff::EvidenceKind::kHostComputedValue;
+  }));
   CHECK_THAT(evidence(f), !Catch::Contains("a value computed on the host"));
 
   SECTION("re-executions that gave one result change nothing") {
@@ -234,10 +241,12 @@ TEST_CASE("a re-execution's proof leaves pointer differences and other causes al
   d.summary = "unknown: same parameters, different outputs, and 1 input of the launch could not be compared";
   CHECK(diff::provenNondeterministic(d, "replayed"));
   CHECK(d.cause == diff::Cause::kNondeterministicKernel);
-  CHECK(d.evidence.at(0) == "replayed");
-  CHECK(d.evidence.at(1) == "before the re-executions: " +
-                                std::string("unknown: same parameters, different outputs, and 1 input of the "
-                                            "launch could not be compared"));
+  CHECK(d.evidence.at(0).kind == diff::EvidenceKind::kReexecuted);
+  CHECK(diff::sentence(d.evidence.at(0)) == "replayed");
+  CHECK(d.evidence.at(1).kind == diff::EvidenceKind::kBeforeReexecutions);
+  CHECK(diff::sentence(d.evidence.at(1)) == "before the re-executions: " +
+                                                std::string("unknown: same parameters, different outputs, and 1 "
+                                                            "input of the launch could not be compared"));
   d.cause = diff::Cause::kUnknown;
   d.path = true;
   CHECK_FALSE(diff::provenNondeterministic(d, "replayed"));

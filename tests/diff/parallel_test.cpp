@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "diff/diff.h"
+#include "diff/wording.h"
 #include "trace_format/hash_primitives.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
@@ -214,7 +215,7 @@ std::string text(const diff::ProcessDiff& d) {
     op(f.b);
     os << " in " << f.inputsIdentical << f.inputs.size() << " params " << f.paramsIdentical
        << f.params.size() << " out " << f.outputs.size() << '\n';
-    for (const std::string& e : f.evidence) os << "evidence " << e << '\n';
+    for (const diff::Evidence& e : f.evidence) os << "evidence " << diff::sentence(e) << '\n';
   }
   for (const diff::PathDivergence& p : d.pathDivergences) {
     os << "path " << p.aBegin << '+' << p.aCount << ' ' << p.bBegin << '+' << p.bCount << ' '
