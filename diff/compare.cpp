@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/demangle.h"
+#include "compare/compare.h"
 #include "diff/decode.h"
 #include "diff/philox.h"
 
@@ -49,8 +50,7 @@ RangeDifference compareRange(const Context& ctx, size_t index, const RangeDigest
       ctx.chunkBytes > 0) {
     d.chunkBytes = ctx.chunkBytes;
     d.chunks = ra.chunkDigests.size();
-    for (size_t c = 0; c < ra.chunkDigests.size(); ++c) {
-      if (ra.chunkDigests[c] == rb.chunkDigests[c]) continue;
+    for (const uint64_t c : compare::differingChunks(ra.chunkDigests, rb.chunkDigests)) {
       ++d.differingChunks;
       addSpan(d.spans, c * ctx.chunkBytes, std::min<uint64_t>((c + 1) * ctx.chunkBytes, size));
     }
@@ -60,26 +60,12 @@ RangeDifference compareRange(const Context& ctx, size_t index, const RangeDigest
     try {
       const auto ba = ctx.a.reader->readBlob(*ra.snapshot);
       const auto bb = ctx.b.reader->readBlob(*rb.snapshot);
-      RangeDifference::Values v;
-      std::vector<std::pair<uint64_t, uint64_t>> spans;
-      for (size_t i = 0; i < ba.size(); ++i) {
-        if (ba[i] != bb[i]) {
-          ++v.differingBytes;
-          addSpan(spans, i, i + 1);
-        }
-      }
-      v.floats = ba.size() / 4;
-      for (size_t i = 0; i + 4 <= ba.size(); i += 4) {
-        if (std::memcmp(&ba[i], &bb[i], 4) == 0) continue;
-        ++v.differingFloats;
-        float fa, fb;
-        std::memcpy(&fa, &ba[i], 4);
-        std::memcpy(&fb, &bb[i], 4);
-        const double diff = std::fabs(static_cast<double>(fa) - static_cast<double>(fb));
-        if (std::isfinite(diff)) v.maxAbsDiff = std::max(v.maxAbsDiff, diff);
-      }
-      d.values = v;
-      d.spans = std::move(spans);
+      // Bytes, and float32 values (a difference involving an infinity or
+      // a NaN counts, but gives no magnitude).
+      compare::ByteDiff bytes = compare::compareBytes(ba, bb);
+      const compare::ElementDiff floats = compare::compareElements(ba, bb, compare::ElementType::kFloat32);
+      d.values = RangeDifference::Values{bytes.differing, floats.elements, floats.differing, floats.maxAbs};
+      d.spans = std::move(bytes.spans);
     } catch (const TraceError&) {
       // A missing snapshot only costs detail; the digests still decide.
     }
