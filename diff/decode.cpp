@@ -30,8 +30,7 @@ OpView view(const Event& e) {
   } else if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
     v.memcpy = m;
     v.outputs = {{m->dst, m->digest, {}, {}}};
-    if (m->kind == MemcpyKind::kDeviceToDevice || m->kind == MemcpyKind::kPeer ||
-        m->kind == MemcpyKind::kDeviceToHost) {
+    if (readsDeviceMemory(m->kind)) {
       v.inputs = {{m->src, m->digest, {}, {}}};
     }
   } else if (const auto* s = std::get_if<Memset>(&e.payload)) {

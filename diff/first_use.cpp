@@ -16,16 +16,16 @@ IntervalLabels WritesBefore::scan() const {
   auto want = [&](uint32_t o) { return std::binary_search(ordinals_.begin(), ordinals_.end(), o); };
   scanEvents(*run_.reader, [&](const ScanEvent& e) {
     if (e.seq >= seq_) return false;
-    if (e.kind == 3) {
+    if (e.kind == EventKind::kAllocation) {
       if (want(e.ordinal)) out.assign(e.ordinal, 0, UINT64_MAX, -1);  // a new allocation starts unwritten
       return true;
     }
-    if (!isOperation(e) || (e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) return true;
-    if (e.kind == 0 && !e.hashed) {
+    if (!isOperation(e) || (e.kind == EventKind::kMemcpy && e.memcpyKind == MemcpyKind::kDeviceToHost)) return true;
+    if (e.kind == EventKind::kLaunch && !e.hashed) {
       for (const PointerParam& p : e.pointers) {
         if (want(p.allocation)) out.assign(p.allocation, p.offset, UINT64_MAX, 0);
       }
-    } else if (e.kind == 7 && e.outputs.empty()) {
+    } else if (e.kind == EventKind::kGraphLaunch && e.outputs.empty()) {
       for (uint32_t o : ordinals_) out.assign(o, 0, UINT64_MAX, 0);
     } else {
       for (const ScanRange& r : e.outputs) {

@@ -232,12 +232,11 @@ void forEachAccess(const ScanEvent& e, Read&& read, Write&& write) {
       if (r.range.allocation != 0) f(r);
     }
   };
-  const bool hostSource = e.kind == 1 && (e.memcpyKind == MemcpyKind::kHostToDevice ||
-                                          e.memcpyKind == MemcpyKind::kHostToHost);
-  if (!hostSource) each(e.inputs, read);
-  if (e.kind == 0 || e.kind == 7) each(e.outputs, read);
-  if (e.kind == 0) each(e.reads, read);
-  if (!(e.kind == 1 && e.memcpyKind == MemcpyKind::kDeviceToHost)) each(e.outputs, write);
+  const bool copy = e.kind == EventKind::kMemcpy;
+  if (!copy || readsDeviceMemory(e.memcpyKind)) each(e.inputs, read);
+  if (e.kind == EventKind::kLaunch || e.kind == EventKind::kGraphLaunch) each(e.outputs, read);
+  if (e.kind == EventKind::kLaunch) each(e.reads, read);
+  if (!(copy && e.memcpyKind == MemcpyKind::kDeviceToHost)) each(e.outputs, write);
 }
 
 // A synchronisation: it orders the operations around it (canonicalOrder).

@@ -86,7 +86,7 @@ class DataDependencies {
       return;
     }
     const Op& op = ops[index];
-    const bool syncCopy = e.kind == 1 && !e.async;
+    const bool syncCopy = e.kind == EventKind::kMemcpy && !e.async;
     if (syncCopy && e.memcpyKind == MemcpyKind::kHostToDevice) finished_[op.stream] = lastOnStream_[op.stream];
     lastOnStream_[op.stream] = e.seq + 1;
     if (syncCopy && e.memcpyKind == MemcpyKind::kDeviceToHost) finished_[op.stream] = lastOnStream_[op.stream];
@@ -220,9 +220,9 @@ bool recordedDigest(const ScanEvent& e) {
 // memory with digest 0 (`hashed`: recordedDigest's answer for those).
 bool writesUndigested(const ScanEvent& e, bool hashed) {
   switch (e.kind) {
-    case 0: return !hashed;
-    case 1: case 2: return !hashed && e.outputs[0].range.allocation != 0;
-    case 7: return e.outputs.empty();
+    case EventKind::kLaunch: return !hashed;
+    case EventKind::kMemcpy: case EventKind::kMemset: return !hashed && e.outputs[0].range.allocation != 0;
+    case EventKind::kGraphLaunch: return e.outputs.empty();
     default: return false;
   }
 }
@@ -264,13 +264,13 @@ class Summariser {
       run.opsOfOneThread = run.ops.size();
     }
     switch (e.kind) {
-      case 0: case 1: case 2: case 7:
+      case EventKind::kLaunch: case EventKind::kMemcpy: case EventKind::kMemset: case EventKind::kGraphLaunch:
         break;  // an operation
-      case 3:  // allocation
+      case EventKind::kAllocation:
         run.allocs.push_back({e.ordinal, e.size, e.allocationKind});
         run.ids.allocate(e.ordinal, e.size, e.allocationKind);
         return;
-      case 6: {  // synchronisation: orders the operations around it (canonicalOrder)
+      case EventKind::kSync: {  // orders the operations around it (canonicalOrder)
         const uint16_t stream = fold16(streamOrdinal(run, e.stream));
         run.syncs.push_back({fold16(e.thread), stream, e.syncEvent, e.seq});
         if (run.dependencies) run.dependencies->sync(e, stream);
@@ -288,7 +288,7 @@ class Summariser {
     key_.clear();
     out_.clear();
     switch (e.kind) {
-      case 0: {  // launch
+      case EventKind::kLaunch: {
         if (e.blockIndex != functionBlock_) {
           functionHashes_.clear();
           functionBlock_ = e.blockIndex;
@@ -325,7 +325,7 @@ class Summariser {
           run.philoxBlocks.push_back(e.blockIndex);
         break;
       }
-      case 1:  // memcpy
+      case EventKind::kMemcpy:
         kind = OpKind::kMemcpy;
         hashed = recordedDigest(e);
         key_.add(uint64_t{1}).add(static_cast<uint64_t>(e.memcpyKind)).add(e.size);
@@ -337,7 +337,7 @@ class Summariser {
           }
         }
         break;
-      case 2:  // memset
+      case EventKind::kMemset:
         kind = OpKind::kMemset;
         hashed = recordedDigest(e);
         key_.add(uint64_t{2}).add(e.outputs[0].range.size).add(e.elementSize);
@@ -346,20 +346,19 @@ class Summariser {
           key_.add(run.ids.use(e.outputs[0].range.allocation, shape, 0, e.thread)).add(e.outputs[0].range.offset);
         }
         break;
-      case 7:  // graph launch
+      case EventKind::kGraphLaunch:
         kind = OpKind::kGraph;
         key_.add(uint64_t{7}).add(e.nodeCount);
         shape = key_.hash();
         break;
+      default:
+        break;  // not an operation: returned above
     }
     // The inputs' allocations take their identities at their first use;
     // their digests are compared only where a report shows them.
     if (kind == OpKind::kMemcpy) {
       // Host-to-device copies read host memory: nothing of the device.
-      const bool deviceSource = e.memcpyKind == MemcpyKind::kDeviceToDevice ||
-                                e.memcpyKind == MemcpyKind::kPeer ||
-                                e.memcpyKind == MemcpyKind::kDeviceToHost;
-      if (deviceSource) useRanges(e.inputs, run.ids, shape, e.thread);
+      if (readsDeviceMemory(e.memcpyKind)) useRanges(e.inputs, run.ids, shape, e.thread);
     } else {
       // A graph launch's ranges (its nodes' allocations, or every
       // allocation), in address order: as one operand, told apart by the
@@ -418,7 +417,7 @@ class Summariser {
       scanEvents(*run.reader, [&](const ScanEvent& p) {
         if (p.seq >= e.seq) return false;
         if (p.captured) return true;
-        if (p.kind == 6) d.sync(p, fold16(knownStreamOrdinal(run, p.stream)));
+        if (p.kind == EventKind::kSync) d.sync(p, fold16(knownStreamOrdinal(run, p.stream)));
         if (!isOperation(p)) return true;
         while (o < index && run.ops[o].seq() < p.seq) ++o;
         if (run.ops[o].seq() == p.seq) d.operation(p, run.ops, o);
