@@ -87,8 +87,9 @@ void classifyPointers(const Context& ctx, const KernelLaunch& ka, const KernelLa
           : fmt::format("{} point elsewhere", plural(pointers.size(), "pointer parameter")));
   for (const ParamDifference* p : pointers) d.evidence.push_back(pointerEvidence(ctx, ka, kb, *p));
   for (const ParamDifference* q : scalars) {
-    d.evidence.push_back({EvidenceKind::kAlsoParameter, {static_cast<uint64_t>(q->param + 1), q->offset, q->size},
-                          {q->meaning, q->a, q->b}});
+    d.evidence.push_back({EvidenceKind::kAlsoParameter,
+                          {static_cast<uint64_t>(q->param + 1), q->offset, q->size, static_cast<uint64_t>(q->meaning)},
+                          {q->rngSource, q->a, q->b}});
   }
   if (!d.inputsIdentical) {
     d.evidence.push_back({EvidenceKind::kInputsDifferWithPointers});
@@ -172,7 +173,7 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
     if (va.memset->value != vb.memset->value || va.memset->elementSize != vb.memset->elementSize) {
       d.paramsIdentical = false;
       d.params.push_back({0, va.memset->elementSize, -1, fmt::format("{:#x}", va.memset->value),
-                          fmt::format("{:#x}", vb.memset->value), "memset value", ""});
+                          fmt::format("{:#x}", vb.memset->value), ParamMeaning::kMemsetValue});
     }
   }
 
@@ -293,8 +294,9 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
                                            : plural(differing, "parameter"),
                             differing == 1 ? "s" : "");
     for (const ParamDifference& q : d.params) {
-      d.evidence.push_back({EvidenceKind::kParameter, {static_cast<uint64_t>(q.param + 1), q.offset, q.size},
-                            {q.meaning, q.a, q.b, q.words}});
+      d.evidence.push_back({EvidenceKind::kParameter,
+                            {static_cast<uint64_t>(q.param + 1), q.offset, q.size, static_cast<uint64_t>(q.meaning)},
+                            {q.rngSource, q.a, q.b, q.words}});
     }
     d.evidence.push_back({EvidenceKind::kHostComputedValue});
     return;

@@ -178,14 +178,14 @@ bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
 }
 
 // The meaning of a pointer that `with` has at `at` and `without` has not:
-// kStaleAddress inside a parameter passed by value that is no pointer itself
+// a stale address inside a parameter passed by value that is no pointer itself
 // (a struct), where the other run's word is no null pointer either; else a
 // pointer that points elsewhere.
-const char* pointerMeaning(const KernelLaunch& with, const KernelLaunch& without, uint32_t at) {
+ParamMeaning pointerMeaning(const KernelLaunch& with, const KernelLaunch& without, uint32_t at) {
   const int32_t p = parameterAt(with, at);
   const std::optional<uint64_t> other = wordAt(without, at);
   const bool inStruct = p >= 0 && with.paramLayout[p].size > 8;
-  return inStruct && other && *other != 0 ? kStaleAddress : kPointer;
+  return inStruct && other && *other != 0 ? ParamMeaning::kStaleAddress : ParamMeaning::kPointer;
 }
 
 // Parameter differences after pointer normalisation, grouped by parameter.
@@ -209,7 +209,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     d.param = parameterAt(a, pa.byteOffset);
     d.a = fmt::format("alloc#{}+{:#x}", pa.allocation, pa.offset);
     d.b = pb ? fmt::format("alloc#{}+{:#x}", pb->allocation, pb->offset) : notAPointer(b, pa.byteOffset);
-    d.meaning = pb ? kPointer : pointerMeaning(a, b, pa.byteOffset);
+    d.meaning = pb ? ParamMeaning::kPointer : pointerMeaning(a, b, pa.byteOffset);
     out.push_back(d);
   }
   for (const PointerParam& pb : b.pointers) {
@@ -218,8 +218,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     if (inA) continue;
     for (uint32_t i = pb.byteOffset; i < pb.byteOffset + 8 && i < isPointer.size(); ++i) isPointer[i] = true;
     out.push_back({pb.byteOffset, 8, parameterAt(a, pb.byteOffset), notAPointer(a, pb.byteOffset),
-                   fmt::format("alloc#{}+{:#x}", pb.allocation, pb.offset), pointerMeaning(b, a, pb.byteOffset),
-                   ""});
+                   fmt::format("alloc#{}+{:#x}", pb.allocation, pb.offset), pointerMeaning(b, a, pb.byteOffset)});
   }
   // Other bytes: each differing parameter of the layout, or each run of
   // differing bytes when there is no layout.
@@ -244,7 +243,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     return nullptr;
   };
   // The aligned word at `at` of `run`'s launch holds a host address
-  // (kHostAddresses): a value from 4 GiB up to the top of user space, or one
+  // (ParamMeaning::kHostAddresses): a value from 4 GiB up to the top of user space, or one
   // in the host memory the process had mapped readable (the trace's host
   // regions: a heap below 4 GiB, as a non-PIE Python's is).
   auto hostAddress = [](const Run& run, const std::vector<uint8_t>& v, size_t at) {
@@ -312,7 +311,10 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     }
     ParamDifference& d = out.emplace_back(ParamDifference{
         static_cast<uint32_t>(begin), static_cast<uint32_t>(end - begin), p, slice(a.params), slice(b.params),
-        other ? "" : rng != nullptr ? *rng + kRngSuffix : kHostAddresses, ""});
+        other               ? ParamMeaning::kNone
+        : rng != nullptr    ? ParamMeaning::kRngState
+                            : ParamMeaning::kHostAddresses,
+        other || rng == nullptr ? std::string() : *rng});
     if (end - begin > 16 && end <= std::min(a.params.size(), b.params.size())) {
       d.words = differingWords(std::span(a.params).subspan(begin, end - begin),
                                std::span(b.params).subspan(begin, end - begin),

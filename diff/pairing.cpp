@@ -27,7 +27,7 @@ bool staleWordsOnly(const Context& ctx, const Event& ea, const Event& eb) {
     for (const PointerParam& p : with.pointers) {
       if (std::ranges::any_of(without.pointers, [&](const PointerParam& q) { return q.byteOffset == p.byteOffset; }))
         continue;
-      if (pointerMeaning(with, without, p.byteOffset) != kStaleAddress) return false;
+      if (pointerMeaning(with, without, p.byteOffset) != ParamMeaning::kStaleAddress) return false;
       out.push_back(p.allocation);
     }
     return true;

@@ -11,7 +11,7 @@
 
 namespace gpurr::diff {
 
-// Why the first divergent operation differs (DESIGN.md §2).
+// Why the first divergent operation differs (docs/DIFF.md, "Causes").
 enum class Cause : uint8_t {
   kNone,                    // the runs are identical
   kEnvironment,             // the headers differ in something that changes results
@@ -78,12 +78,37 @@ struct RangeDifference {
   bool boundsDiffer = false;
 };
 
+// What the bytes of a parameter difference hold, as far as the diff can tell
+// (wording.h names each: "pointer", "philox seed/offset"...).
+enum class ParamMeaning : uint8_t {
+  kNone,           // nothing known: a value (a scalar, a struct's fields)
+  kPointer,        // a pointer that points elsewhere in the other run, or is null there
+  // A word inside a struct passed by value that points into an allocation in
+  // one run and holds another value, no null pointer, in the other: most
+  // often an unused part of the struct that holds a device address left on
+  // the host stack (seen in PyTorch's OffsetCalculator), so it decides
+  // nothing by itself: it counts as a differing byte, not as a pointer that
+  // moved.
+  kStaleAddress,
+  // Every differing byte lies in 8-byte words that hold, in both runs, an
+  // address no recorded allocation contains, in the range of host addresses
+  // (4 GiB to 128 TiB) or in the host memory the trace says its process had
+  // mapped readable: uninitialised parts of structs passed by value
+  // (PyTorch's TensorInfo beyond its dimensions, padding), references to
+  // host objects. Address-space randomisation changes them between runs; a
+  // kernel cannot read through them, so they do not count as a difference.
+  kHostAddresses,
+  kRngState,       // an RNG state (rngSource's), and host addresses if any
+  kMemsetValue,    // a memset's value
+};
+
 // A parameter byte range that differs after pointers are normalised.
 struct ParamDifference {
   uint32_t offset = 0, size = 0;  // bytes in the parameter buffer
   int32_t param = -1;             // index in the layout, -1 when unknown
   std::string a, b;               // hex bytes, or "alloc#3+0x0" for pointers
-  std::string meaning;            // "pointer", "philox seed/offset", ""
+  ParamMeaning meaning = ParamMeaning::kNone;
+  std::string rngSource = {};     // kRngState: its RngState's source ("philox", "curand")
   // For a parameter over 16 bytes (a struct), what reports show instead of
   // its whole bytes: the 8-byte words that differ, pointers aside
   // ("+0xe0 A 0x001b2f5e07c4d9a3 B 0x000e61d4a8f9b207, ...").
@@ -142,7 +167,7 @@ enum class EvidenceKind : uint8_t {
   kPointer,                  // param+1, offset, size, then each run's side (kind: 0 not a pointer, 1 outside
                              // every allocation, 2 in one of unknown size, 3 in one of known size; offset;
                              // allocation; its size), then the relation (PointerRelation) and its two values
-  kAlsoParameter,            // param+1, offset, size; meaning, A, B
+  kAlsoParameter,            // param+1, offset, size, meaning (ParamMeaning); RNG source, A, B
   kInputsDifferWithPointers,
   kAnotherAddress,
   // Inputs.
@@ -165,7 +190,7 @@ enum class EvidenceKind : uint8_t {
   kRngInParameters,
   kSeedHint,                 // whether cuRAND's
   // Parameters.
-  kParameter,                // param+1, offset, size; meaning, A, B, words
+  kParameter,                // param+1, offset, size, meaning (ParamMeaning); RNG source, A, B, words
   kHostComputedValue,
   // The kernel.
   kHashInputsHint,

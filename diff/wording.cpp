@@ -61,6 +61,20 @@ std::string where(uint64_t count, uint64_t crossed) {
 
 }  // namespace
 
+std::string meaningText(ParamMeaning meaning, const std::string& rngSource) {
+  switch (meaning) {
+    case ParamMeaning::kNone: return "";
+    case ParamMeaning::kPointer: return "pointer";
+    case ParamMeaning::kStaleAddress: return "device address in one run only";
+    case ParamMeaning::kHostAddresses: return "host addresses";
+    case ParamMeaning::kRngState: return rngSource + " seed/offset";
+    case ParamMeaning::kMemsetValue: return "memset value";
+  }
+  return "";
+}
+
+std::string meaningText(const ParamDifference& p) { return meaningText(p.meaning, p.rngSource); }
+
 std::string sentence(const Evidence& e) {
   const std::vector<uint64_t>& n = e.numbers;
   const std::vector<std::string>& t = e.texts;
@@ -68,9 +82,11 @@ std::string sentence(const Evidence& e) {
     case EvidenceKind::kPointer:
       return fmt::format("{} (bytes {:#x}-{:#x}): run A {}; run B {}: {}", parameter(n[0], "pointer parameter", "pointer"),
                          n[1], n[1] + n[2], pointerSide(&n[3]), pointerSide(&n[7]), pointerRelation(n[11], n[12], n[13]));
-    case EvidenceKind::kAlsoParameter:
+    case EvidenceKind::kAlsoParameter: {
+      const std::string meaning = meaningText(static_cast<ParamMeaning>(n[3]), t[0]);
       return fmt::format("also {} (bytes {:#x}-{:#x}{}): run A {}, run B {}", parameter(n[0], "parameter", "bytes"),
-                         n[1], n[1] + n[2], t[0].empty() ? "" : ", " + t[0], t[1], t[2]);
+                         n[1], n[1] + n[2], meaning.empty() ? "" : ", " + meaning, t[1], t[2]);
+    }
     case EvidenceKind::kInputsDifferWithPointers:
       return "the inputs differ with it: a launch's input ranges are recorded from its pointers";
     case EvidenceKind::kAnotherAddress:
@@ -128,10 +144,12 @@ std::string sentence(const Evidence& e) {
                          "curandSetGeneratorOffset) and keep the sequence of random operations the same"
                        : "seed every run identically (torch.manual_seed) and keep the sequence of random operations "
                          "the same";
-    case EvidenceKind::kParameter:
+    case EvidenceKind::kParameter: {
+      const std::string meaning = meaningText(static_cast<ParamMeaning>(n[3]), t[0]);
       return fmt::format("{} (bytes {:#x}-{:#x}{}): {}", parameter(n[0], "parameter", "bytes"), n[1], n[1] + n[2],
-                         t[0].empty() ? "" : ", " + t[0],
+                         meaning.empty() ? "" : ", " + meaning,
                          t[3].empty() ? fmt::format("run A {}, run B {}", t[1], t[2]) : "differs in words " + t[3]);
+    }
     case EvidenceKind::kHostComputedValue:
       return "a value computed on the host differs: a learning rate or step count, a size, a clock- or "
              "counter-derived value";

@@ -9,6 +9,11 @@
 
 namespace gpurr::diff {
 
+// What a parameter difference's bytes hold: "pointer", "philox seed/offset",
+// "host addresses"...; "" when nothing is known.
+std::string meaningText(ParamMeaning meaning, const std::string& rngSource);
+std::string meaningText(const ParamDifference& p);
+
 // The sentence a report prints for `e`.
 std::string sentence(const Evidence& e);
 
