@@ -11,7 +11,7 @@
 //    tell apart that are one operation (pairing.cpp).
 // 4. The first divergence: the earliest stretch of different operations, or
 //    matched pair with different outputs.
-// 5. Its classification (DESIGN.md §2): at a matched pair
+// 5. Its classification (docs/DIFF.md, "Causes"): at a matched pair
 //    (classify_matched.cpp, with compare.cpp, first_use.cpp, philox.cpp) or
 //    at a stretch (classify_path.cpp, reorder.cpp); the runs' environments
 //    (environment.cpp) may outrank it.

@@ -223,8 +223,9 @@ class OpStore {
 // The device ranges an operation reads, then those it writes, as the blast
 // radius and the canonical order see them: a launch reads what it touches
 // (the ranges of its outputs and reads, also where the trace hashed its
-// inputs at first use only); a copy from the host reads no device bytes,
-// one to the host writes none.
+// inputs at first use only); a copy reads device bytes only where its kind
+// says so (readsDeviceMemory: not from the host), one to the host writes
+// none.
 template <typename Read, typename Write>
 void forEachAccess(const ScanEvent& e, Read&& read, Write&& write) {
   auto each = [](std::span<const ScanRange> rs, auto& f) {
