@@ -1,5 +1,5 @@
-// gpurr bisect [-o DIR] [--runs N] -- CMD [ARGS...]: everything DESIGN.md §1
-// asks of a user in one command. Records the command N times, compares the
+// gpurr bisect [-o DIR] [--runs N] -- CMD [ARGS...]: record, diff, confirm,
+// replay and report in one command (docs/BISECT.md). Records the command N times, compares the
 // runs, records once more with snapshots of the first divergent launch to
 // confirm it and to replay it, and writes the one-screen answer (report.txt),
 // report.json and report.html into DIR. Each recording and the replay run as

@@ -1,6 +1,6 @@
 // gpurr diff A B: the first operation whose output differs between two runs,
 // its cause, and what it affected afterwards. Text for people (one screen,
-// DESIGN.md §1), --json for programs (docs/DIFF.md). Exit codes as diff(1).
+// docs/DIFF.md, "Reading the report"), --json for programs (docs/DIFF.md). Exit codes as diff(1).
 #include <fmt/format.h>
 
 #include <filesystem>

@@ -11,7 +11,7 @@
 
 namespace gpurr::diff {
 
-// Why the first divergent operation differs (DESIGN.md §2).
+// Why the first divergent operation differs (docs/DIFF.md, "Causes").
 enum class Cause : uint8_t {
   kNone,                    // the runs are identical
   kEnvironment,             // the headers differ in something that changes results
@@ -78,12 +78,37 @@ struct RangeDifference {
   bool boundsDiffer = false;
 };
 
+// What the bytes of a parameter difference hold, as far as the diff can tell
+// (wording.h names each: "pointer", "philox seed/offset"...).
+enum class ParamMeaning : uint8_t {
+  kNone,           // nothing known: a value (a scalar, a struct's fields)
+  kPointer,        // a pointer that points elsewhere in the other run, or is null there
+  // A word inside a struct passed by value that points into an allocation in
+  // one run and holds another value, no null pointer, in the other: most
+  // often an unused part of the struct that holds a device address left on
+  // the host stack (seen in PyTorch's OffsetCalculator), so it decides
+  // nothing by itself: it counts as a differing byte, not as a pointer that
+  // moved.
+  kStaleAddress,
+  // Every differing byte lies in 8-byte words that hold, in both runs, an
+  // address no recorded allocation contains, in the range of host addresses
+  // (4 GiB to 128 TiB) or in the host memory the trace says its process had
+  // mapped readable: uninitialised parts of structs passed by value
+  // (PyTorch's TensorInfo beyond its dimensions, padding), references to
+  // host objects. Address-space randomisation changes them between runs; a
+  // kernel cannot read through them, so they do not count as a difference.
+  kHostAddresses,
+  kRngState,       // an RNG state (rngSource's), and host addresses if any
+  kMemsetValue,    // a memset's value
+};
+
 // A parameter byte range that differs after pointers are normalised.
 struct ParamDifference {
   uint32_t offset = 0, size = 0;  // bytes in the parameter buffer
   int32_t param = -1;             // index in the layout, -1 when unknown
   std::string a, b;               // hex bytes, or "alloc#3+0x0" for pointers
-  std::string meaning;            // "pointer", "philox seed/offset", ""
+  ParamMeaning meaning = ParamMeaning::kNone;
+  std::string rngSource = {};     // kRngState: its RngState's source ("philox", "curand")
   // For a parameter over 16 bytes (a struct), what reports show instead of
   // its whole bytes: the 8-byte words that differ, pointers aside
   // ("+0xe0 A 0x001b2f5e07c4d9a3 B 0x000e61d4a8f9b207, ...").
@@ -132,6 +157,84 @@ struct CulpritMatch {
   std::string argument;
 };
 
+// What a verdict rests on, as data: a kind and its values. The sentence a
+// report prints for each is made in one place (diff/wording.h); no decision
+// reads a sentence back. Per kind, the values it holds, in order (numbers,
+// then texts: names and values as the trace recorded them). A parameter
+// index is stored plus one (0: none).
+enum class EvidenceKind : uint8_t {
+  // Pointers (a pointer parameter that points elsewhere).
+  kPointer,                  // param+1, offset, size, then each run's side (kind: 0 not a pointer, 1 outside
+                             // every allocation, 2 in one of unknown size, 3 in one of known size; offset;
+                             // allocation; its size), then the relation (PointerRelation) and its two values
+  kAlsoParameter,            // param+1, offset, size, meaning (ParamMeaning); RNG source, A, B
+  kInputsDifferWithPointers,
+  kAnotherAddress,
+  // Inputs.
+  kOldOutputContents,        // the indices of the differing inputs
+  kHostCopy,                 // size, digest A, digest B, destination allocation, address, offset; copy name
+  kCapturedHostData,         // differing bytes, bytes, first differing byte
+  kCapturedHostDataUnreadable,  // ; why
+  kCaptureHostDataHint,
+  kHostDataHint,
+  kUnwrittenInput,           // input index, unwritten bytes in run A, in run B
+  kUninitialisedHint,
+  kInPlace,                  // ; the framework op
+  kUnrecordedWrite,
+  kOneSidedHashes,           // ranges
+  kReadApart,                // event in run A, event in run B, allocation, address, offset
+  kUndigestedWrites,         // ranges
+  // RNG state.
+  kRngStates,                // whether run A has one, its seed, offset, then run B's; A's source, generator,
+                             // B's source, generator
+  kRngInParameters,
+  kSeedHint,                 // whether cuRAND's
+  // Parameters.
+  kParameter,                // param+1, offset, size, meaning (ParamMeaning); RNG source, A, B, words
+  kHostComputedValue,
+  // The kernel.
+  kHashInputsHint,
+  kSameInputs,               // inputs vouched for, inputs hashed, parameters holding host addresses,
+                             // outputs differing, outputs
+  kHostAddresses,
+  kIntrinsic,
+  kRecorderReran,            // runs, run (0: A, 1: B), distinct results
+  kReexecuted,               // ; what was re-executed and what it gave
+  kParametersDifferToo,
+  kBeforeReexecutions,       // ; the verdict before
+  kAtThisOperation,          // ; the verdict at the operation, before the environment's
+  // Reorderings.
+  kIssued,                   // operations reordered, crossed (0 or 1), operations kept, one stream (0 or
+                             // 1), the stream, then the moved threads' count and threads, then
+                             // (thread, kept, its own) of each thread with operations kept
+  kOwnOrderChanged,          // the moved threads
+  kThreadsRaced,             // one stream (0 or 1)
+  kNoneTouch,                // operations reordered, crossed (0 or 1)
+  kTouch,                    // operations reordered, crossed, count, then (event, host thread, whether an op
+                             // is named) of each shown; (name, op) of each shown
+  kSameBytesMoved,           // operations reordered
+  kOtherBytesMoved,          // operations reordered, differing, compared
+  // Another path.
+  kAlgorithm,                // run (0: A, 1: B), candidates; library, call, algorithm
+  kNoAlgorithm,
+};
+
+// How the two runs' pointers of a kPointer relate.
+enum class PointerRelation : uint8_t {
+  kFurther,         // the same allocation, bytes further in run B (value: how many)
+  kEarlier,         // ... earlier
+  kUnmatched,       // another allocation, with no counterpart in run A (value: run B's)
+  kCorresponds,     // another allocation (values: run B's, run A's counterpart)
+  kOutside,         // one of them outside every known allocation
+  kOneRunOnly,      // a pointer in one run only (value: 0 run A, 1 run B)
+};
+
+struct Evidence {
+  EvidenceKind kind;
+  std::vector<uint64_t> numbers = {};
+  std::vector<std::string> texts = {};
+};
+
 struct FirstDivergence {
   bool path = false;  // a path divergence rather than one matched operation
   OpInfo a, b;        // the operations (for a path divergence, each side's first)
@@ -153,7 +256,7 @@ struct FirstDivergence {
   Cause cause = Cause::kUnknown;
   Cause mechanism = Cause::kUnknown;  // what the operation shows, when cause is environment
   std::string summary;                // the cause in one line
-  std::vector<std::string> evidence;  // what the verdict rests on
+  std::vector<Evidence> evidence;     // what the verdict rests on
   std::vector<CulpritMatch> known;
   std::optional<trace::DeterminismCheck> determinismA, determinismB;
 };

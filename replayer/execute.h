@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "replayer/compare.h"
+#include "compare/compare.h"
 #include "replayer/device_session.h"
 #include "replayer/plan.h"
 #include "replayer/verdict.h"

@@ -510,9 +510,4 @@ bool replayableAttribute(uint32_t id) {
   return id != kAttrProgrammaticEvent && id != kAttrLaunchCompletionEvent && id != kAttrDeviceUpdatableKernelNode;
 }
 
-std::string describeRange(const DeviceRange& range) {
-  if (range.allocation == 0) return fmt::format("{:#x} ({})", range.address, humanBytes(range.size));
-  return fmt::format("alloc#{}+{:#x} ({})", range.allocation, range.offset, humanBytes(range.size));
-}
-
 }  // namespace gpurr::replay

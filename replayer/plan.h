@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/text.h"
+#include "compare/compare.h"
 #include "trace_format/events.h"
 
 namespace gpurr::trace {
@@ -176,8 +177,17 @@ std::string commandLineOf(const trace::Header& header);
 std::optional<trace::GpuInfo> recordedGpuOf(const trace::Header& header, uint32_t device);
 uint32_t recordedArchOf(const std::optional<trace::GpuInfo>& gpu, uint32_t imageArch);
 
-// "alloc#3+0x40 (4.0 MiB)" for messages.
-std::string describeRange(const trace::DeviceRange& range);
+// The comparison of buffer states the replayer shares with the diff
+// (compare/compare.h), under the replayer's names.
+using compare::compareElements;
+using compare::describeRange;
+using compare::ElementDiff;
+using compare::ElementType;
+using compare::guessElementType;
+using compare::parseElementType;
+using compare::RangeComparison;
+using compare::RangeState;
+using compare::StateComparison;
 using text::humanBytes;
 
 }  // namespace gpurr::replay

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "replayer/compare.h"
+#include "compare/compare.h"
 #include "replayer/device_session.h"
 #include "replayer/stream_plan.h"
 #include "replayer/verdict.h"

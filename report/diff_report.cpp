@@ -186,7 +186,7 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
           row(i == 0 ? "params" : "",
               fmt::format("{}{} bytes {:#x}-{:#x}{}: {}", i == 0 ? "differ: " : "        ",
                           p.param >= 0 ? fmt::format("param {}", p.param) : std::string("raw"), p.offset,
-                          p.offset + p.size, p.meaning.empty() ? "" : " (" + p.meaning + ")",
+                          p.offset + p.size, meaningText(p).empty() ? "" : " (" + meaningText(p) + ")",
                           p.words.empty() ? fmt::format("A {} B {}", p.a, p.b) : "words " + p.words));
         }
         if (d.params.size() > 4) row("", fmt::format("        ... {} more", d.params.size() - 4));
@@ -294,7 +294,7 @@ Json firstJson(const FirstDivergence& d) {
   for (const RangeDifference& r : d.outputs) outputs.push_back(rangeDiffJson(r));
   for (const ParamDifference& p : d.params) {
     params.push_back({{"offset", p.offset}, {"size", p.size}, {"param", p.param}, {"a", p.a},
-                      {"b", p.b}, {"meaning", p.meaning}});
+                      {"b", p.b}, {"meaning", meaningText(p)}});
   }
   for (const CulpritMatch& k : d.known) {
     known.push_back({{"id", k.id}, {"op", k.op}, {"why", k.why}, {"fix", k.fix},

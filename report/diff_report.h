@@ -1,5 +1,5 @@
 // The text and JSON reports of a comparison, shared by `gpurr diff` and
-// `gpurr bisect`: the one-screen text report (DESIGN.md §1) and the --json
+// `gpurr bisect`: the one-screen text report and the --json
 // object (docs/DIFF.md). One rendering, so that both commands say the same
 // thing.
 #pragma once

@@ -8,6 +8,7 @@
 
 #include "report/html_page.h"
 #include "report/text.h"
+#include "diff/wording.h"
 #include "report/words.h"
 
 namespace gpurr::report::html {
@@ -188,7 +189,7 @@ void renderFirst(Page& page, const FirstDivergence& d) {
     for (const diff::ParamDifference& p : d.params) {
       const string name = p.param >= 0 ? fmt::format("param {}", p.param) : "raw bytes";
       page.addf("<tr><td>{}</td><td><code>{:#x}-{:#x}</code></td><td>{}</td><td><code>{}</code></td><td><code>{}</code></td></tr>\n",
-                e(name), p.offset, uint64_t{p.offset} + p.size, e(p.meaning), e(p.a), e(p.b));
+                e(name), p.offset, uint64_t{p.offset} + p.size, e(meaningText(p)), e(p.a), e(p.b));
     }
     page.add("</tbody></table>\n");
   }

@@ -101,8 +101,7 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
     j["kind"] = "memcpy";
     j["name"] = j["demangled"] = j["short"] = memcpyName(m->kind);
     stream = m->stream;
-    if (m->kind == MemcpyKind::kDeviceToDevice || m->kind == MemcpyKind::kPeer ||
-        m->kind == MemcpyKind::kDeviceToHost) {
+    if (readsDeviceMemory(m->kind)) {
       inputs.push_back(rangeJson(m->src, m->digest));
     }
     outputs.push_back(rangeJson(m->dst, m->digest));

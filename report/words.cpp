@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "diff/wording.h"
+
 namespace gpurr::report {
 using namespace gpurr::diff;
 
@@ -36,6 +38,6 @@ std::string spansText(const RangeDifference& r, size_t shown) {
 
 const std::string& causeSummary(const FirstDivergence& d) { return d.summary; }
 
-std::vector<std::string> evidenceSentences(const FirstDivergence& d) { return d.evidence; }
+std::vector<std::string> evidenceSentences(const FirstDivergence& d) { return sentences(d.evidence); }
 
 }  // namespace gpurr::report

@@ -29,7 +29,8 @@ std::string spansText(const diff::RangeDifference& r, size_t shown = 3);
 // parameters, different outputs").
 const std::string& causeSummary(const diff::FirstDivergence& d);
 
-// What the verdict rests on, one sentence each.
+// What the verdict rests on, one sentence each (diff/wording.h makes them
+// from the evidence's data).
 std::vector<std::string> evidenceSentences(const diff::FirstDivergence& d);
 
 }  // namespace gpurr::report

@@ -365,7 +365,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       return false;  // added by a newer gpurr (FORMAT.md §9)
   }
   // The schema's union order is Payload's alternative order.
-  e.kind = static_cast<size_t>(in.which());
+  e.kind = static_cast<EventKind>(in.which());
   e.inputs = s.inputs;
   e.outputs = s.outputs;
   e.reads = s.reads;
@@ -558,7 +558,7 @@ constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6
   }
   e.seq = ev.get<uint64_t>(wire::event::kSeq);
   e.thread = ev.get<uint32_t>(wire::event::kThread);
-  e.kind = 0;
+  e.kind = EventKind::kLaunch;
   e.function = s.functions[id].name;
   e.functionId = id;
   e.module = s.functions[id].module;
@@ -703,7 +703,7 @@ struct DecodedBlock {
   void add(const ScanEvent& e) {
     events.push_back(e);
     ScanEvent& c = events.back();
-    if (c.kind != 0) {  // views a launch sets and other kinds leave as they were
+    if (c.kind != EventKind::kLaunch) {  // views a launch sets and other kinds leave as they were
       c.function = {};
       c.params = {};
       c.pointers = {};
@@ -728,7 +728,7 @@ struct DecodedBlock {
       e.outputs = {ranges.data() + o.outputs, e.outputs.size()};
       e.reads = {ranges.data() + o.reads, e.reads.size()};
       e.pointers = {pointers.data() + o.pointers, e.pointers.size()};
-      if (e.kind == 0) e.function = functions[e.functionId].name;
+      if (e.kind == EventKind::kLaunch) e.function = functions[e.functionId].name;
     }
   }
 };

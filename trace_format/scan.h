@@ -23,11 +23,23 @@ struct ScanRange {
   bool hasChunkDigests = false;
 };
 
-// One event, summarised. Which fields mean something depends on `kind`
-// (the index of the event's alternative in Payload, as kindName()).
+// What an event is: the index of its alternative in Payload (kindName()).
+enum class EventKind : uint8_t {
+  kLaunch = 0,
+  kMemcpy = 1,
+  kMemset = 2,
+  kAllocation = 3,
+  kFree = 4,
+  kModuleLoad = 5,
+  kSync = 6,
+  kGraphLaunch = 7,
+};
+static_assert(static_cast<size_t>(EventKind::kGraphLaunch) + 1 == std::variant_size_v<Payload>);
+
+// One event, summarised. Which fields mean something depends on `kind`.
 struct ScanEvent {
   uint64_t seq = 0;
-  size_t kind = 0;
+  EventKind kind = EventKind::kLaunch;
   uint32_t thread = 0;  // Event::thread
   uint64_t stream = 0;  // launch, memcpy, memset, sync, graph
   // Launch.
@@ -73,7 +85,17 @@ struct ScanEvent {
 // launch, copy, set or graph launch, not one captured into a graph. The
 // diff aligns these; the report numbers them alike.
 inline bool isOperation(const ScanEvent& e) {
-  return (e.kind == 0 || e.kind == 1 || e.kind == 2 || e.kind == 7) && !e.captured;
+  return (e.kind == EventKind::kLaunch || e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset ||
+          e.kind == EventKind::kGraphLaunch) &&
+         !e.captured;
+}
+
+// Whether a copy of this kind reads device memory (its source is in an
+// allocation of the device, a peer's included): the one answer the diff's
+// summary, its ranges and blast radius, and the report's timeline share.
+// A copy of unknown kind reads none.
+inline bool readsDeviceMemory(MemcpyKind kind) {
+  return kind == MemcpyKind::kDeviceToDevice || kind == MemcpyKind::kPeer || kind == MemcpyKind::kDeviceToHost;
 }
 
 // `requested`, or when it is 0 the number of cores

@@ -318,7 +318,7 @@ TEST_CASE("scanEvents agrees with forEach on every golden trace") {
       REQUIRE(i < events.size());
       const Event& e = events[i++];
       REQUIRE(s.seq == e.seq);
-      REQUIRE(s.kind == e.payload.index());
+      REQUIRE(static_cast<size_t>(s.kind) == e.payload.index());
       auto sameRanges = [](std::span<const ScanRange> a, const std::vector<RangeDigest>& b) {
         REQUIRE(a.size() == b.size());
         for (size_t k = 0; k < a.size(); ++k) {

@@ -5,12 +5,13 @@
 #include <string>
 
 #include "diff/report.h"
+#include "diff/wording.h"
 
 namespace gpurr::testing {
 
 inline std::string evidence(const diff::FirstDivergence& d) {
   std::string out;
-  for (const std::string& e : d.evidence) out += e + "\n";
+  for (const diff::Evidence& e : d.evidence) out += diff::sentence(e) + "\n";
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <optional>
@@ -99,7 +100,7 @@ TEST_CASE("parameters that differ only in host addresses do not make the verdict
   CHECK(f.cause == diff::Cause::kNondeterministicKernel);
   REQUIRE(f.params.size() == 1);
   CHECK(f.params[0].param == 2);
-  CHECK(f.params[0].meaning == "host addresses");
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kHostAddresses);
   const std::string e = evidence(f);
   CHECK_THAT(e, Catch::Contains("parameters identical after pointer normalisation but for host addresses in 1 "
                                 "parameter"));
@@ -121,7 +122,7 @@ TEST_CASE("a host address against a small value, or small values, are a real par
   diff::FirstDivergence f = p.first(a, b);
   CHECK(f.cause == diff::Cause::kScalarParameters);
   REQUIRE(f.params.size() == 1);
-  CHECK(f.params[0].meaning.empty());
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kNone);
 
   a.info = {5, 0};
   b.info = {6, 0};
@@ -142,7 +143,7 @@ TEST_CASE("4-byte parameters never hold host addresses whatever the word they sh
   CHECK(f.cause == diff::Cause::kScalarParameters);
   REQUIRE(f.params.size() == 1);
   CHECK(f.params[0].param == 3);
-  CHECK(f.params[0].meaning.empty());
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kNone);
 
   // Sizes inside the heap in both runs, beside a zero: still values.
   p.regionsA = p.regionsB = {{0x00400000, 0x0c000000}};
@@ -152,7 +153,7 @@ TEST_CASE("4-byte parameters never hold host addresses whatever the word they sh
   f = p.first(a, b);
   CHECK(f.cause == diff::Cause::kScalarParameters);
   REQUIRE(f.params.size() == 1);
-  CHECK(f.params[0].meaning.empty());
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kNone);
 }
 
 TEST_CASE("a parameter the kernel's signature types as a number never holds host addresses") {
@@ -168,16 +169,16 @@ TEST_CASE("a parameter the kernel's signature types as a number never holds host
   diff::FirstDivergence f = p.first(a, b);
   CHECK(f.cause == diff::Cause::kNondeterministicKernel);
   REQUIRE(f.params.size() == 2);
-  CHECK(f.params[0].meaning == "host addresses");
-  CHECK(f.params[1].meaning == "host addresses");
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kHostAddresses);
+  CHECK(f.params[1].meaning == diff::ParamMeaning::kHostAddresses);
 
   // step(float*, float const*, long, unsigned long, int, int): sizes.
   a.function = b.function = "_Z4stepPfPKflmii";
   f = p.first(a, b);
   CHECK(f.cause == diff::Cause::kScalarParameters);
   REQUIRE(f.params.size() == 2);
-  CHECK(f.params[0].meaning.empty());
-  CHECK(f.params[1].meaning.empty());
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kNone);
+  CHECK(f.params[1].meaning == diff::ParamMeaning::kNone);
 
   // A signature that does not match the layout says nothing.
   a.function = b.function = "_Z4stepPfPKflii";
@@ -195,7 +196,7 @@ TEST_CASE("a real scalar difference beside host addresses is named alone in the 
   CHECK(f.cause == diff::Cause::kScalarParameters);
   CHECK(f.summary == "scalar parameters: same kernel and inputs; parameter 3 differs");
   REQUIRE(f.params.size() == 2);
-  CHECK(f.params[0].meaning == "host addresses");
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kHostAddresses);
   CHECK_THAT(evidence(f), Catch::Contains("parameter 2 (bytes 0x10-0x20, host addresses)") &&
                               Catch::Contains("parameter 3 (bytes 0x20-0x24): run A 0x00000400 (int 1024"));
 }
@@ -210,9 +211,15 @@ TEST_CASE("a launch re-executed with different results is a nondeterministic ker
   CHECK(f.cause == diff::Cause::kNondeterministicKernel);
   CHECK(f.summary == "nondeterministic kernel: re-executed from the same recorded state, it gives different results");
   REQUIRE(f.evidence.size() >= 3);
-  CHECK(f.evidence[0] == "the recorder re-ran it 10 times from run A's state: 3 distinct results");
-  CHECK_THAT(f.evidence[1], Catch::StartsWith("the runs' parameters differ too"));
+  CHECK(f.evidence[0].kind == diff::EvidenceKind::kRecorderReran);
+  CHECK(f.evidence[0].numbers == std::vector<uint64_t>{10, 0, 3});
+  CHECK(diff::sentence(f.evidence[0]) == "the recorder re-ran it 10 times from run A's state: 3 distinct results");
+  CHECK(f.evidence[1].kind == diff::EvidenceKind::kParametersDifferToo);
+  CHECK_THAT(diff::sentence(f.evidence[1]), Catch::StartsWith("the runs' parameters differ too"));
   CHECK_THAT(evidence(f), Catch::Contains("parameter 3 (bytes 0x20-0x24): run A 0x00000400"));
+  CHECK(std::none_of(f.evidence.begin(), f.evidence.end(), [](const diff::Evidence& e) {
+    return e.kind == diff::EvidenceKind::kHostComputedValue;
+  }));
   CHECK_THAT(evidence(f), !Catch::Contains("a value computed on the host"));
 
   SECTION("re-executions that gave one result change nothing") {
@@ -225,7 +232,7 @@ TEST_CASE("a re-execution's proof leaves pointer differences and other causes al
   diff::FirstDivergence d;
   d.a.kind = diff::OpKind::kLaunch;
   d.cause = diff::Cause::kScalarParameters;
-  d.params.push_back({8, 8, 1, "alloc#2+0x0", "alloc#2+0x80", "pointer"});
+  d.params.push_back({8, 8, 1, "alloc#2+0x0", "alloc#2+0x80", diff::ParamMeaning::kPointer});
   CHECK_FALSE(diff::provenNondeterministic(d, "replayed"));
   d.params.clear();
   d.cause = diff::Cause::kUninitialisedMemory;
@@ -234,10 +241,12 @@ TEST_CASE("a re-execution's proof leaves pointer differences and other causes al
   d.summary = "unknown: same parameters, different outputs, and 1 input of the launch could not be compared";
   CHECK(diff::provenNondeterministic(d, "replayed"));
   CHECK(d.cause == diff::Cause::kNondeterministicKernel);
-  CHECK(d.evidence.at(0) == "replayed");
-  CHECK(d.evidence.at(1) == "before the re-executions: " +
-                                std::string("unknown: same parameters, different outputs, and 1 input of the "
-                                            "launch could not be compared"));
+  CHECK(d.evidence.at(0).kind == diff::EvidenceKind::kReexecuted);
+  CHECK(diff::sentence(d.evidence.at(0)) == "replayed");
+  CHECK(d.evidence.at(1).kind == diff::EvidenceKind::kBeforeReexecutions);
+  CHECK(diff::sentence(d.evidence.at(1)) == "before the re-executions: " +
+                                                std::string("unknown: same parameters, different outputs, and 1 "
+                                                            "input of the launch could not be compared"));
   d.cause = diff::Cause::kUnknown;
   d.path = true;
   CHECK_FALSE(diff::provenNondeterministic(d, "replayed"));
@@ -255,13 +264,13 @@ TEST_CASE("values below 4 GiB are host addresses where both traces say that host
   diff::FirstDivergence f = p.first(a, b);
   CHECK(f.cause == diff::Cause::kNondeterministicKernel);
   REQUIRE(f.params.size() == 1);
-  CHECK(f.params[0].meaning == "host addresses");
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kHostAddresses);
 
   SECTION("one word outside run B's regions is a real difference") {
     b.info[1] = 0x0a000000;  // the end of the region: outside it
     f = p.first(a, b);
     CHECK(f.cause == diff::Cause::kScalarParameters);
-    CHECK(f.params.at(0).meaning.empty());
+    CHECK(f.params.at(0).meaning == diff::ParamMeaning::kNone);
   }
   SECTION("without host regions in one trace (an older recorder), low values count") {
     p.regionsB.clear();

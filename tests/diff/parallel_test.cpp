@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "diff/diff.h"
+#include "diff/wording.h"
 #include "trace_format/hash_primitives.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
@@ -135,7 +136,7 @@ fs::path writeProgram(const fs::path& dir, uint64_t launches, const Variation& v
 // Everything a scan gives of an event, as text.
 std::string text(const ScanEvent& e) {
   std::ostringstream os;
-  os << e.seq << ' ' << e.kind << ' ' << e.thread << ' ' << e.stream << ' ' << e.blockIndex;
+  os << e.seq << ' ' << static_cast<int>(e.kind) << ' ' << e.thread << ' ' << e.stream << ' ' << e.blockIndex;
   auto ranges = [&](const char* what, std::span<const ScanRange> rs) {
     os << ' ' << what;
     for (const ScanRange& r : rs) {
@@ -145,7 +146,7 @@ std::string text(const ScanEvent& e) {
     }
   };
   switch (e.kind) {
-    case 0:
+    case EventKind::kLaunch:
       os << ' ' << e.function << ' ' << e.functionId << ' ' << e.module << ' ' << e.grid.x << ','
          << e.grid.y << ',' << e.grid.z << ' ' << e.block.x << ',' << e.block.y << ',' << e.block.z
          << ' ' << e.cluster.x << ',' << e.cluster.y << ',' << e.cluster.z << ' ' << e.sharedMemBytes
@@ -157,20 +158,20 @@ std::string text(const ScanEvent& e) {
       ranges("out", e.outputs);
       ranges("reads", e.reads);
       break;
-    case 1:
+    case EventKind::kMemcpy:
       os << ' ' << static_cast<int>(e.memcpyKind) << ' ' << e.size << ' ' << e.hasData;
       ranges("in", e.inputs);
       ranges("out", e.outputs);
       break;
-    case 2:
+    case EventKind::kMemset:
       os << ' ' << e.value << ' ' << e.elementSize;
       ranges("out", e.outputs);
       break;
-    case 3:
+    case EventKind::kAllocation:
       os << ' ' << e.ordinal << ' ' << e.address << ' ' << e.size << ' '
          << static_cast<int>(e.allocationKind);
       break;
-    case 6:
+    case EventKind::kSync:
       os << ' ' << static_cast<int>(e.syncKind) << ' ' << e.syncEvent;
       break;
     default:
@@ -214,7 +215,7 @@ std::string text(const diff::ProcessDiff& d) {
     op(f.b);
     os << " in " << f.inputsIdentical << f.inputs.size() << " params " << f.paramsIdentical
        << f.params.size() << " out " << f.outputs.size() << '\n';
-    for (const std::string& e : f.evidence) os << "evidence " << e << '\n';
+    for (const diff::Evidence& e : f.evidence) os << "evidence " << diff::sentence(e) << '\n';
   }
   for (const diff::PathDivergence& p : d.pathDivergences) {
     os << "path " << p.aBegin << '+' << p.aCount << ' ' << p.bBegin << '+' << p.bCount << ' '

@@ -143,7 +143,8 @@ TEST_CASE("Philox state inside a struct parameter is the RNG state when its seed
   CHECK(f.cause == diff::Cause::kRngState);
   REQUIRE(f.params.size() == 1);
   CHECK(f.params[0].param == 0);
-  CHECK(f.params[0].meaning == "philox seed/offset");  // and host addresses: Params::seed
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kRngState);  // and host addresses: Params::seed
+  CHECK(f.params[0].rngSource == "philox");
   const uint64_t at = offsetof(AttentionParams, rngEngineInputs);
   char bytes[64];
   std::snprintf(bytes, sizeof bytes, "inside parameter 0, bytes %#zx-%#zx", static_cast<size_t>(at),
@@ -181,7 +182,8 @@ TEST_CASE("Philox state inside a struct parameter is the RNG state when its seed
     f = pair.first(a, b);
     CHECK(f.cause == diff::Cause::kRngState);
     REQUIRE(f.params.size() == 1);
-    CHECK(f.params[0].meaning == "philox seed/offset");
+    CHECK(f.params[0].meaning == diff::ParamMeaning::kRngState);
+    CHECK(f.params[0].rngSource == "philox");
   }
   SECTION("a state captured into a CUDA graph holds device pointers, not a seed") {
     static int64_t seed = 0, offset = 0;

@@ -82,7 +82,7 @@ TEST_CASE("a pointer 128 bytes further into the same allocation is a pointer par
   CHECK(f.cause == diff::Cause::kScalarParameters);
   CHECK_THAT(f.summary, Catch::Contains("pointer parameter 1 points elsewhere"));
   REQUIRE(f.params.size() == 1);
-  CHECK(f.params[0].meaning == "pointer");
+  CHECK(f.params[0].meaning == diff::ParamMeaning::kPointer);
   CHECK(f.params[0].offset == 8);
   CHECK(f.params[0].a == "alloc#2+0x0");
   CHECK(f.params[0].b == "alloc#2+0x80");

@@ -105,7 +105,7 @@ TEST_CASE("fields a newer gpurr added are ignored") {
   // The fast scan path reads the longer launch struct the same way.
   bool sawLaunch = false;
   scanEvents(r, [&](const ScanEvent& e) {
-    if (e.kind != 0) return true;
+    if (e.kind != EventKind::kLaunch) return true;
     sawLaunch = true;
     CHECK(e.function == "_Z6scale2PfPKff");
     CHECK(e.grid == Dim3{16, 1, 1});

@@ -6,10 +6,10 @@
 #include <cstring>
 #include <vector>
 
-#include "replayer/compare.h"
+#include "compare/compare.h"
 
 using namespace gpurr;
-using namespace gpurr::replay;
+using namespace gpurr::compare;
 
 namespace {
 
@@ -162,4 +162,16 @@ TEST_CASE("compare: states match on digests, the report locates chunks and eleme
   const StateComparison digestsOnly =
       StateComparison::compare(std::vector<RangeState>{a0}, std::vector<RangeState>{noBytes});
   CHECK_THAT(digestsOnly.describe()[0], Catch::Contains("digest 000000000000aaaa vs 000000000000bbbb"));
+}
+
+TEST_CASE("compare: differing chunks and byte spans, as the diff reads them", "[replayer][compare]") {
+  const std::vector<uint64_t> a{1, 2, 3, 4}, b{1, 9, 3, 9};
+  CHECK(differingChunks(a, b) == std::vector<uint64_t>{1, 3});
+  CHECK(differingChunks(a, std::vector<uint64_t>{1, 2}).empty());  // lists of different lengths compare nothing
+
+  const std::vector<uint8_t> x{0, 1, 2, 3, 4, 5, 6, 7}, y{0, 9, 9, 3, 4, 5, 9, 7};
+  const ByteDiff d = compareBytes(x, y);
+  CHECK(d.differing == 3);
+  CHECK(d.spans == std::vector<std::pair<uint64_t, uint64_t>>{{1, 3}, {6, 7}});
+  CHECK(compareBytes(x, x).spans.empty());
 }

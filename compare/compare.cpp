@@ -1,5 +1,5 @@
-// State comparison (see compare.h).
-#include "replayer/compare.h"
+// Comparison of two states of device buffers (compare.h).
+#include "compare/compare.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "replayer/plan.h"
+#include "common/text.h"
 
-namespace gpurr::replay {
+namespace gpurr::compare {
 namespace {
 
 template <typename T>
@@ -53,6 +53,7 @@ double bf16ToDouble(uint16_t h) {
   return f;
 }
 
+using text::humanBytes;
 using text::withCommas;
 
 // Folds one differing pair of floating-point values into `d`.
@@ -162,6 +163,34 @@ ElementDiff compareElements(std::span<const uint8_t> a, std::span<const uint8_t>
   return d;
 }
 
+std::vector<uint64_t> differingChunks(std::span<const uint64_t> a, std::span<const uint64_t> b) {
+  std::vector<uint64_t> out;
+  if (a.size() != b.size()) return out;
+  for (uint64_t c = 0; c < a.size(); ++c) {
+    if (a[c] != b[c]) out.push_back(c);
+  }
+  return out;
+}
+
+ByteDiff compareBytes(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  ByteDiff out;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (a[i] == b[i]) continue;
+    ++out.differing;
+    if (!out.spans.empty() && out.spans.back().second == i) {
+      out.spans.back().second = i + 1;
+    } else {
+      out.spans.emplace_back(i, i + 1);
+    }
+  }
+  return out;
+}
+
+std::string describeRange(const trace::DeviceRange& range) {
+  if (range.allocation == 0) return fmt::format("{:#x} ({})", range.address, humanBytes(range.size));
+  return fmt::format("alloc#{}+{:#x} ({})", range.allocation, range.offset, humanBytes(range.size));
+}
+
 bool StateComparison::matches(std::span<const RangeState> a, std::span<const RangeState> b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -193,9 +222,9 @@ StateComparison StateComparison::compare(std::span<const RangeState> a, std::spa
     r.equal = x.digest == y.digest && x.range.size == y.range.size;
     if (!x.chunkDigests.empty() && x.chunkDigests.size() == y.chunkDigests.size()) {
       r.chunks = x.chunkDigests.size();
-      for (uint64_t c = 0; c < r.chunks; ++c) {
-        if (x.chunkDigests[c] != y.chunkDigests[c] && r.differingChunks++ == 0) r.firstDifferingChunk = c;
-      }
+      const std::vector<uint64_t> differing = differingChunks(x.chunkDigests, y.chunkDigests);
+      r.differingChunks = differing.size();
+      if (!differing.empty()) r.firstDifferingChunk = differing.front();
     }
     if (!r.equal && x.bytes && y.bytes && x.bytes->size() == y.bytes->size()) {
       const trace::BlobEncoding hint = x.encoding != trace::BlobEncoding::kRaw ? x.encoding : y.encoding;
@@ -232,7 +261,7 @@ std::vector<std::string> StateComparison::describe() const {
     if (r.equal) continue;
     std::string line = describeRange(r.range) + ": ";
     if (r.elements) {
-      line += replay::describe(*r.elements);
+      line += compare::describe(*r.elements);
     } else {
       line += fmt::format("digest {:016x} vs {:016x}", r.digestA, r.digestB);
     }
@@ -245,4 +274,4 @@ std::vector<std::string> StateComparison::describe() const {
   return lines;
 }
 
-}  // namespace gpurr::replay
+}  // namespace gpurr::compare

@@ -1,21 +1,24 @@
-// Comparing two states of a set of device ranges (a recording's and a
-// replay's, or two replays'): a cheap digest check, and a detailed report of
-// where and by how much they differ (chunk digests locate differences; bytes,
-// when both sides have them, are compared element by element).
+// Comparing two states of device buffers: which chunk digests differ, which
+// bytes, and by how much element by element; and, for a set of ranges (a
+// recording's and a replay's, or two replays'), a cheap digest check and a
+// detailed report of where and by how much they differ.
 //
-// Self-contained (trace_format value types only) so that `gpurr diff` can
-// share it: DESIGN.md §3 asks for one comparison type used by diff and replay.
+// One comparison for the diff (diff/compare.cpp: where two runs' ranges
+// differ) and the replayer (a replay's outputs against the recording's), so
+// that both say the same of the same bytes. Sees trace_format's value types
+// only: includes neither the diff's headers nor the replayer's.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace_format/events.h"
 
-namespace gpurr::replay {
+namespace gpurr::compare {
 
 // How the bytes of a buffer are read for an element-wise comparison.
 enum class ElementType : uint8_t { kBytes, kFloat16, kBFloat16, kFloat32, kFloat64, kInt32 };
@@ -54,6 +57,21 @@ ElementDiff compareElements(std::span<const uint8_t> a, std::span<const uint8_t>
 uint64_t ulpDistance32(uint32_t a, uint32_t b);
 uint64_t ulpDistance64(uint64_t a, uint64_t b);
 uint64_t ulpDistance16(uint16_t a, uint16_t b);
+
+// The chunks whose digests differ, by index, in order; lists of different
+// lengths compare nothing (none).
+std::vector<uint64_t> differingChunks(std::span<const uint64_t> a, std::span<const uint64_t> b);
+
+// Where two buffers of the same size differ, byte by byte: how many bytes,
+// and the spans [begin, end) they make, merged.
+struct ByteDiff {
+  uint64_t differing = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+};
+ByteDiff compareBytes(std::span<const uint8_t> a, std::span<const uint8_t> b);
+
+// "alloc#4+0x0 (4.0 MiB)", or the address of a range outside every allocation.
+std::string describeRange(const trace::DeviceRange& range);
 
 // One range's state: its digest, chunk digests when known, bytes when held.
 struct RangeState {
@@ -104,4 +122,4 @@ class StateComparison {
 // "1,021 of 1,048,576 float32 (assumed) differ, first at [17], max |d| 3.1e-07, max 12 ulp".
 std::string describe(const ElementDiff& diff);
 
-}  // namespace gpurr::replay
+}  // namespace gpurr::compare

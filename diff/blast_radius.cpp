@@ -1,0 +1,325 @@
+// Stage 6, the blast radius (blast_radius.h): taint propagated through
+// allocations from the first divergence over the rest of the alignment, each
+// run's ranges read as it goes (TailRanges).
+#include "diff/blast_radius.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "diff/compare.h"
+#include "diff/decode.h"
+#include "diff/intervals.h"
+
+namespace gpurr::diff {
+using namespace gpurr::trace;
+
+namespace {
+
+// Whether two corresponding operations read the same device bytes, by
+// position, allocation identity and digest.
+bool sameInputs(const Context& ctx, const Event& a, const Event& b) {
+  std::vector<RangeDifference> differences;
+  return compareRanges(ctx, view(a).inputs, view(b).inputs, differences);
+}
+
+// Whether their parameters agree once pointers are compared by allocation
+// identity and offset (a set's value, for sets).
+bool sameParameters(const Context& ctx, const Event& a, const Event& b) {
+  const auto* ka = std::get_if<KernelLaunch>(&a.payload);
+  const auto* kb = std::get_if<KernelLaunch>(&b.payload);
+  if (ka && kb) return std::ranges::all_of(compareParams(ctx, *ka, *kb), isHostParameter);
+  const auto* sa = std::get_if<Memset>(&a.payload);
+  const auto* sb = std::get_if<Memset>(&b.payload);
+  return !(sa && sb) || sa->value == sb->value;
+}
+
+// The ranges (in run A's ordinal numbering) of every operation of a run from
+// `firstOp` on, inputs then outputs, for the blast radius. They are read as
+// the blast radius walks forward, block by block, and those it has passed
+// are given up: a first divergence early in a long run does not hold every
+// range of the run at once. A run of several host threads is walked in
+// canonical order, which moves operations only among concurrent ones: its
+// ranges are held in trace order, found by seq, and given up once every
+// operation before them in the trace has been passed.
+class TailRanges {
+ public:
+  struct R {
+    uint32_t allocation;
+    uint64_t begin, end;
+  };
+
+  TailRanges(const Run& run, uint64_t firstOp)
+      : run_(run), first_(firstOp), released_(firstOp), toRead_(run.ops.size() - std::min(firstOp, run.ops.size())) {
+    if (firstOp >= run.ops.size()) return;
+    uint64_t from = run.ops[firstOp].seq();
+    if (run.threads) {
+      for (uint64_t i = firstOp; i < run.ops.size(); ++i) from = std::min(from, run.ops[i].seq());
+      // Operations before `firstOp` that the trace holds after `from`: never asked for.
+      for (uint64_t i = run.ops.firstHeld(); i < firstOp; ++i) {
+        if (run.ops[i].seq() > from) skip_.insert(run.ops[i].seq());
+      }
+    }
+    scanner_ = std::make_unique<EventScanner>(*run.reader, from, run.decoders);
+    visit_ = [this](const ScanEvent& e) {
+      if (!isOperation(e) || (!skip_.empty() && skip_.erase(e.seq) != 0)) return true;
+      add(e, entries_.emplace_back());
+      return ++read_ < toRead_;
+    };
+  }
+
+  std::span<const R> inputs(uint64_t op) {
+    const Entry& e = entries_[index(op)];
+    return {ranges_.data() + (e.begin - rangeBase_), e.inputs};
+  }
+  std::span<const R> outputs(uint64_t op) {
+    const Entry& e = entries_[index(op)];
+    return {ranges_.data() + (e.begin - rangeBase_) + e.inputs, e.outputs};
+  }
+
+  // Nothing before operation `op` will be asked for again.
+  void release(uint64_t op) {
+    if (!scanner_ || op <= released_) return;
+    uint64_t drop = 0;  // entries at the front that will not be asked for again
+    if (!run_.threads) {
+      drop = std::min<uint64_t>(op - first_, entries_.size());
+      released_ = op;
+    } else {
+      for (; released_ < op; ++released_) entries_[index(released_)].passed = true;
+      while (passed_ < entries_.size() && entries_[passed_].passed) ++passed_;
+      drop = passed_;
+    }
+    if (drop < 4096 || drop * 2 < entries_.size()) return;  // in bulk: a move of what is left
+    const uint64_t keepFrom = drop < entries_.size() ? entries_[drop].begin : rangeBase_ + ranges_.size();
+    ranges_.erase(ranges_.begin(), ranges_.begin() + static_cast<ptrdiff_t>(keepFrom - rangeBase_));
+    rangeBase_ = keepFrom;
+    entries_.erase(entries_.begin(), entries_.begin() + static_cast<ptrdiff_t>(drop));
+    first_ += drop;
+    if (run_.threads) {
+      passed_ -= drop;
+      hint_ = hint_ >= drop ? hint_ - drop : 0;
+    }
+  }
+
+ private:
+  struct Entry {
+    uint64_t seq = 0;
+    uint64_t begin = 0;  // index of its first range, counted from the first ever read
+    uint32_t inputs = 0, outputs = 0;
+    bool passed = false;  // the blast radius is past it (runs of several threads)
+  };
+
+  void add(const ScanEvent& e, Entry& entry) {
+    entry.seq = e.seq;
+    entry.begin = rangeBase_ + ranges_.size();
+    auto add = [&](const ScanRange& r, uint32_t& count) {
+      ranges_.push_back({run_.ordinals(r.range.allocation), r.range.offset, r.range.offset + r.range.size});
+      ++count;
+    };
+    forEachAccess(e, [&](const ScanRange& r) { add(r, entry.inputs); },
+                  [&](const ScanRange& r) { add(r, entry.outputs); });
+  }
+
+  // Where operation `op`'s ranges are in entries_, read on as far as needed.
+  size_t index(uint64_t op) {
+    if (!run_.threads) {
+      while (op >= first_ + entries_.size()) readMore();
+      return op - first_;
+    }
+    const uint64_t seq = run_.ops[op].seq();
+    while (entries_.empty() || entries_.back().seq < seq) readMore();
+    // Mostly the entry after the last one found: canonical order is close
+    // to the trace's.
+    for (const size_t k : {hint_, hint_ + 1}) {
+      if (k < entries_.size() && entries_[k].seq == seq) return hint_ = k;
+    }
+    const auto it = std::lower_bound(entries_.begin(), entries_.end(), seq,
+                                     [](const Entry& x, uint64_t s) { return x.seq < s; });
+    if (it == entries_.end() || it->seq != seq) vanished();
+    hint_ = static_cast<size_t>(it - entries_.begin());
+    return hint_;
+  }
+
+  void readMore() {
+    const size_t before = entries_.size();
+    // false at the end, or once the last operation was read
+    while (entries_.size() == before) {
+      if (!scanner_ || !scanner_->next(visit_)) {
+        if (entries_.size() == before) vanished();
+      }
+    }
+  }
+
+  [[noreturn]] void vanished() const {
+    throw TraceError(fmt::format("{}: operations vanished between two reads", run_.reader->path().string()));
+  }
+
+  const Run& run_;
+  uint64_t first_;     // trace order: the operation entries_[0] is (one host thread)
+  uint64_t released_;  // operations before it were released
+  const uint64_t toRead_;  // operations from `firstOp` on
+  uint64_t read_ = 0;      // ... read so far
+  size_t passed_ = 0;  // entries at the front the blast radius is past (several threads)
+  size_t hint_ = 0;    // where the last operation was found (several threads)
+  std::vector<Entry> entries_;
+  std::vector<R> ranges_;
+  uint64_t rangeBase_ = 0;  // ranges given up
+  std::unordered_set<uint64_t> skip_;
+  std::unique_ptr<EventScanner> scanner_;
+  std::function<bool(const ScanEvent&)> visit_;
+};
+
+class Taint {
+ public:
+  // Smallest label among the op's inputs, if any is tainted.
+  std::optional<int> reads(TailRanges& t, uint64_t op) const {
+    std::optional<int> out;
+    for (const TailRanges::R& x : t.inputs(op)) {
+      const auto l = labels_.minLabel(x.allocation, x.begin, x.end);
+      if (l && (!out || *l < *out)) out = l;
+    }
+    return out;
+  }
+  void writes(TailRanges& t, uint64_t op, int label) {
+    for (const TailRanges::R& x : t.outputs(op)) labels_.assign(x.allocation, x.begin, x.end, label);
+  }
+
+ private:
+  IntervalLabels labels_;
+};
+
+}  // namespace
+
+BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs, const std::vector<Group>& groups,
+                        size_t firstRun, uint64_t firstOffset, const FirstDivergence& first, BenignPairs& benign) {
+  const Run& a = ctx.a;
+  const Run& b = ctx.b;
+  const AlignedRun& firstStretch = runs[firstRun];
+  const uint64_t startA = firstStretch.aBegin + (firstStretch.match ? firstOffset : 0);
+  const uint64_t startB = firstStretch.bBegin + (firstStretch.match ? firstOffset : 0);
+  TailRanges tailA(a, startA);
+  TailRanges tailB(b, startB);
+  Taint taint;
+  int nextLabel = 1;
+  std::unordered_map<size_t, int> labelOf;  // the first stretch of each reordering: its label
+  BlastResult out;
+  BlastRadius& blast = out.blast;
+  auto countA = [&](uint64_t ia, bool tainted0) {
+    ++blast.laterOps;
+    const bool launch = a.ops[ia].kind() == OpKind::kLaunch;
+    if (launch) ++blast.laterLaunches;
+    if (tainted0) {
+      ++blast.taintedOps;
+      if (launch) ++blast.taintedLaunches;
+    }
+  };
+  for (size_t r = firstRun; r < runs.size(); ++r) {
+    const AlignedRun& run = runs[r];
+    if (!run.match) {
+      // A stretch: everything it writes differs between the runs.
+      std::optional<int> reads;
+      for (uint64_t k = 0; k < run.aCount; ++k) {
+        const auto l = taint.reads(tailA, run.aBegin + k);
+        if (l && (!reads || *l < *reads)) reads = l;
+      }
+      for (uint64_t k = 0; k < run.bCount; ++k) {
+        const auto l = taint.reads(tailB, run.bBegin + k);
+        if (l && (!reads || *l < *reads)) reads = l;
+      }
+      const bool isFirst = r == firstRun;
+      // A later stretch of a reordering: what its first wrote, written elsewhere.
+      const Group group = groups[r];
+      const bool later = group.any() && group.first < r;
+      int label = isFirst ? 0 : later ? labelOf[group.first] : (reads ? *reads : nextLabel++);
+      if (group.any() && group.first == r) labelOf[r] = label;
+      if (!isFirst) {
+        for (uint64_t k = 0; k < run.aCount; ++k) countA(run.aBegin + k, reads && *reads == 0);
+      }
+      std::optional<PathDivergence> listed;
+      if (out.pathDivergences.size() < ctx.options.maxPathDivergences) {
+        listed = isFirst && first.stretch ? *first.stretch : stretchOf(ctx, runs, r, group);
+        listed->readsTainted = reads.has_value() || later;
+      }
+      if (!isFirst && !reads && !later) {
+        ++blast.independentCount;
+        if (blast.independent.size() < ctx.options.maxIndependent) {
+          IndependentDivergence ind;
+          ind.path = true;
+          if (run.aCount > 0) ind.a = info(a, run.aBegin);
+          if (run.bCount > 0) ind.b = info(b, run.bBegin);
+          if (group.any()) {
+            const Reordering m = listed && listed->reordered ? *listed->reordered
+                                                             : reorderingOf(ctx, runs, r, group);
+            if (run.aCount == 0 && !m.otherOps.empty()) ind.a = m.otherOps.front();
+            if (run.bCount == 0 && !m.otherOps.empty()) ind.b = m.otherOps.front();
+            ind.reason = fmt::format("reordered: {}, reading no data derived from an earlier divergence",
+                                     reorderingText(m));
+          } else {
+            ind.reason = fmt::format("different path ({} in run A, {} in run B) reading no "
+                                     "data derived from an earlier divergence",
+                                     plural(run.aCount, "operation"), plural(run.bCount, "operation"));
+          }
+          blast.independent.push_back(std::move(ind));
+        }
+      }
+      if (listed) out.pathDivergences.push_back(std::move(*listed));
+      for (uint64_t k = 0; k < run.aCount; ++k) taint.writes(tailA, run.aBegin + k, label);
+      for (uint64_t k = 0; k < run.bCount; ++k) taint.writes(tailB, run.bBegin + k, label);
+      tailA.release(run.aBegin + run.aCount);
+      tailB.release(run.bBegin + run.bCount);
+      continue;
+    }
+    const uint64_t from = r == firstRun ? firstOffset : 0;
+    for (uint64_t k = from; k < run.aCount; ++k) {
+      const uint64_t ia = run.aBegin + k, ib = run.bBegin + k;
+      const Op& oa = a.ops[ia];
+      const Op& ob = b.ops[ib];
+      if (r == firstRun && k == firstOffset) {
+        taint.writes(tailA, ia, 0);
+        taint.writes(tailB, ib, 0);
+        continue;
+      }
+      const auto reads = taint.reads(tailA, ia);
+      countA(ia, reads && *reads == 0);
+      const bool comparable = oa.hashed() && ob.hashed();
+      const bool absorbed = oa.key != ob.key && benign.absorb(ia, ib);
+      const bool differs = comparable && oa.outputs != ob.outputs && !absorbed;
+      if (differs) {
+        ++blast.divergentOps;
+        if (reads) {
+          ++blast.explainedOps;
+          taint.writes(tailA, ia, *reads);
+          taint.writes(tailB, ib, *reads);
+        } else {
+          ++blast.independentCount;
+          const int label = nextLabel++;
+          if (blast.independent.size() < ctx.options.maxIndependent) {
+            const Event ea = eventAt(*a.reader, oa.seq()), eb = eventAt(*b.reader, ob.seq());
+            IndependentDivergence ind;
+            ind.a = info(a, ia, ea);
+            ind.b = info(b, ib, eb);
+            const bool sameIn = sameInputs(ctx, ea, eb), sameParams = sameParameters(ctx, ea, eb);
+            ind.reason = fmt::format(
+                "outputs differ; reads no data derived from an earlier divergence ({}{})",
+                sameIn ? "inputs identical" : "inputs differ",
+                sameParams ? ", parameters identical" : ", parameters differ");
+            blast.independent.push_back(std::move(ind));
+          }
+          taint.writes(tailA, ia, label);
+          taint.writes(tailB, ib, label);
+        }
+      } else if (comparable) {
+        taint.writes(tailA, ia, -1);  // identical outputs: these bytes agree again
+      } else if (reads) {
+        taint.writes(tailA, ia, *reads);  // not hashed: assume the worst
+      }
+      tailA.release(ia + 1);
+      tailB.release(ib + 1);
+    }
+  }
+  return out;
+}
+
+}  // namespace gpurr::diff

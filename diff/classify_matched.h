@@ -1,0 +1,19 @@
+// Stage 5, classification of a first divergence at a matched pair of
+// operations: why the same operation gave different outputs (host input,
+// uninitialised memory, RNG state, parameters, a nondeterministic kernel).
+#pragma once
+
+#include <cstdint>
+
+#include "diff/model.h"
+
+namespace gpurr::diff {
+
+// The first divergence at run A's operation `ia` and run B's `ib`, paired,
+// with its cause and evidence.
+FirstDivergence classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib);
+
+// provenNondeterministic (diff.h), with the proof as evidence.
+bool provenNondeterministic(FirstDivergence& d, Evidence proof);
+
+}  // namespace gpurr::diff

@@ -1,0 +1,215 @@
+// Stage 5, classification at a stretch (classify_path.h).
+#include "diff/classify_path.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "common/demangle.h"
+#include "diff/decode.h"
+#include "diff/intervals.h"
+
+namespace gpurr::diff {
+using namespace gpurr::trace;
+
+namespace {
+
+// In run A, the operations of reordering `g` that kept their place and
+// touch the data of those reordered (read what they write, or write what
+// they read or write), by position: the first `limit` of them, and how
+// many; nullopt for a region of more than kMaxScanned operations, not
+// looked at.
+std::optional<std::pair<std::vector<uint64_t>, uint64_t>> touching(const Run& a, const std::vector<AlignedRun>& runs,
+                                                                   Group g, size_t limit) {
+  constexpr uint64_t kMaxScanned = 1 << 16;
+  std::unordered_set<uint64_t> moved;           // by seq
+  std::unordered_map<uint64_t, uint64_t> kept;  // seq -> position
+  uint64_t from = UINT64_MAX, to = 0;
+  for (size_t r = g.first; r <= g.last; ++r) {
+    const AlignedRun& x = runs[r];
+    if (x.aCount > kMaxScanned || moved.size() + kept.size() > kMaxScanned) return std::nullopt;
+    for (uint64_t i = x.aBegin; i < x.aBegin + x.aCount; ++i) {
+      const uint64_t seq = a.ops[i].seq();
+      if (x.match) {
+        kept.emplace(seq, i);
+      } else {
+        moved.insert(seq);
+      }
+      from = std::min(from, seq);
+      to = std::max(to, seq);
+    }
+  }
+  IntervalLabels reads, writes;  // of the reordered operations
+  struct Access {
+    uint64_t position;
+    DeviceRange range;
+    bool write;
+  };
+  std::vector<Access> accesses;  // of the others
+  scanEvents(*a.reader, [&](const ScanEvent& e) {
+    if (e.seq > to) return false;
+    if (!isOperation(e)) return true;
+    if (moved.count(e.seq) != 0) {
+      auto mark = [](IntervalLabels& l, const ScanRange& r) {
+        l.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, 1);
+      };
+      forEachAccess(e, [&](const ScanRange& r) { mark(reads, r); }, [&](const ScanRange& r) { mark(writes, r); });
+    } else if (const auto it = kept.find(e.seq); it != kept.end()) {
+      forEachAccess(e, [&](const ScanRange& r) { accesses.push_back({it->second, r.range, false}); },
+                    [&](const ScanRange& r) { accesses.push_back({it->second, r.range, true}); });
+    }
+    return true;
+  }, from, a.decoders);
+  std::stable_sort(accesses.begin(), accesses.end(),
+                   [](const Access& x, const Access& y) { return x.position < y.position; });
+  std::vector<uint64_t> out;
+  uint64_t count = 0;
+  std::optional<uint64_t> counted;  // the last position counted
+  for (const Access& x : accesses) {
+    if (counted == x.position) continue;
+    const uint64_t end = x.range.offset + x.range.size;
+    const bool touches = writes.minLabel(x.range.allocation, x.range.offset, end).has_value() ||
+                         (x.write && reads.minLabel(x.range.allocation, x.range.offset, end).has_value());
+    if (!touches) continue;
+    counted = x.position;
+    ++count;
+    if (out.size() < limit) out.push_back(x.position);
+  }
+  return std::pair{out, count};
+}
+
+// A reordering's first divergence: who issued the operations reordered and
+// those between them that kept their place (threads racing to one stream,
+// or one thread in another order), which of those touch their data, and,
+// for a move, whether they write the same bytes in both places.
+void classifyReordering(const Context& ctx, const std::vector<AlignedRun>& runs, Group g, FirstDivergence& d) {
+  const PathDivergence& s = *d.stretch;
+  const Reordering& m = *s.reordered;
+  if (s.aOps.empty() && !m.otherOps.empty()) d.a = m.otherOps.front();
+  if (s.bOps.empty() && !m.otherOps.empty()) d.b = m.otherOps.front();
+  d.cause = Cause::kReordered;
+  d.mechanism = d.cause;
+  d.summary = fmt::format("reordered: {}", reorderingText(m));
+  if (m.crossed != 0) d.summary += " (the same operations, in another order)";
+
+  // In run A: the host threads of the operations reordered, and, by host
+  // thread, the operations between them that kept their place.
+  const Run& a = ctx.a;
+  std::vector<uint16_t> moved;
+  std::map<uint16_t, uint64_t> kept;
+  std::optional<uint16_t> stream;
+  bool oneStream = true;
+  uint64_t keptCount = 0;
+  for (size_t r = g.first; r <= g.last; ++r) {
+    const AlignedRun& x = runs[r];
+    for (uint64_t i = x.aBegin; i < x.aBegin + x.aCount; ++i) {
+      const Op& op = a.ops[i];
+      oneStream &= op.stream == stream.value_or(op.stream);
+      stream = op.stream;
+      if (x.match) {
+        ++kept[op.thread];
+        ++keptCount;
+      } else if (std::find(moved.begin(), moved.end(), op.thread) == moved.end()) {
+        moved.push_back(op.thread);
+      }
+    }
+  }
+  std::sort(moved.begin(), moved.end());
+  const bool ownKept = std::any_of(moved.begin(), moved.end(), [&](uint16_t t) { return kept.count(t) > 0; });
+  const bool crossed = m.crossed != 0;
+  Evidence issued{EvidenceKind::kIssued, {m.count, crossed, keptCount, oneStream && stream, stream.value_or(0),
+                                          moved.size()}};
+  issued.numbers.insert(issued.numbers.end(), moved.begin(), moved.end());
+  for (const auto& [t, n] : kept) {
+    issued.numbers.insert(issued.numbers.end(), {t, n, std::binary_search(moved.begin(), moved.end(), t)});
+  }
+  d.evidence.push_back(std::move(issued));
+  if (ownKept || (keptCount == 0 && moved.size() == 1)) {
+    d.evidence.push_back({EvidenceKind::kOwnOrderChanged, std::vector<uint64_t>(moved.begin(), moved.end())});
+  } else {
+    d.evidence.push_back({EvidenceKind::kThreadsRaced, {oneStream}});
+  }
+  // Which of the operations that kept their place touch their data: where
+  // the order matters.
+  const auto touched = keptCount > 0 ? touching(a, runs, g, 3) : std::nullopt;
+  if (touched) {
+    const auto& [shown, count] = *touched;
+    if (count == 0) {
+      d.evidence.push_back({EvidenceKind::kNoneTouch, {m.count, crossed}});
+    } else {
+      Evidence touch{EvidenceKind::kTouch, {m.count, crossed, count}};
+      for (const uint64_t p : shown) {
+        const OpInfo o = info(a, p);
+        std::string name = o.kind == OpKind::kLaunch ? demangled(o.name) : o.name;
+        if (name.size() > 60) name = name.substr(0, 57) + "...";
+        touch.numbers.insert(touch.numbers.end(), {o.seq, o.thread, o.origin.has_value()});
+        touch.texts.push_back(std::move(name));
+        touch.texts.push_back(o.origin ? describe(*o.origin, OriginStep::kNone) : "");
+      }
+      d.evidence.push_back(std::move(touch));
+    }
+  }
+  // A move: whether the operations write the same bytes in both places.
+  if (m.crossed != 0) {
+    const uint64_t inA = m.crossed > 0 ? m.aBegin : m.aEnd - m.count;
+    const uint64_t inB = m.crossed > 0 ? m.bEnd - m.count : m.bBegin;
+    uint64_t compared = 0, differ = 0;
+    for (uint64_t i = 0; i < m.count; ++i) {
+      const Op& x = a.ops[inA + i];
+      const Op& y = ctx.b.ops[inB + i];
+      if (x.key != y.key || !x.hashed() || !y.hashed()) continue;
+      ++compared;
+      differ += x.outputs != y.outputs;
+    }
+    if (compared > 0 && differ == 0) {
+      d.evidence.push_back({EvidenceKind::kSameBytesMoved, {m.count}});
+    } else if (differ > 0) {
+      d.evidence.push_back({EvidenceKind::kOtherBytesMoved, {m.count, differ, compared}});
+    }
+  }
+}
+
+void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r, Group g, FirstDivergence& d) {
+  d.path = true;
+  d.stretch = stretchOf(ctx, runs, r, g);
+  const PathDivergence& s = *d.stretch;
+  if (!s.aOps.empty()) d.a = s.aOps.front();
+  if (!s.bOps.empty()) d.b = s.bOps.front();
+  if (s.reordered) return classifyReordering(ctx, runs, g, d);
+  d.cause = Cause::kAlgorithmChoice;
+  d.mechanism = d.cause;
+  d.summary = fmt::format("algorithm choice: the runs take different paths here ({} in run A, "
+                          "{} in run B)",
+                          plural(s.aCount, "operation"), plural(s.bCount, "operation"));
+  // `side`: 0 run A, 1 run B.
+  auto algos = [&](const std::vector<OpInfo>& ops, uint64_t side) {
+    bool any = false;
+    for (const OpInfo& o : ops) {
+      for (const Annotation& a : o.annotations) {
+        if (const auto* g = std::get_if<AlgorithmChoice>(&a)) {
+          d.evidence.push_back(
+              {EvidenceKind::kAlgorithm, {side, g->candidates.size()}, {g->library, g->call, g->algorithm}});
+          any = true;
+        }
+      }
+    }
+    return any;
+  };
+  const bool anyA = algos(s.aOps, 0), anyB = algos(s.bOps, 1);
+  if (!anyA && !anyB) {
+    d.evidence.push_back({EvidenceKind::kNoAlgorithm});
+  }
+}
+
+}  // namespace
+
+FirstDivergence classifyPath(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r, Group g) {
+  FirstDivergence d;
+  classify(ctx, runs, r, g, d);
+  return d;
+}
+
+}  // namespace gpurr::diff

@@ -1,0 +1,115 @@
+// Full events (decode.h): one event read again and decoded, and the view of
+// it every later stage takes.
+#include "diff/decode.h"
+
+namespace gpurr::diff {
+using namespace gpurr::trace;
+
+Event eventAt(const TraceReader& reader, uint64_t seq) {
+  Event out;
+  bool found = false;
+  reader.forEach([&](const Event& e) {
+    if (e.seq == seq) {
+      out = e;
+      found = true;
+    }
+    return false;
+  }, seq);
+  if (!found) throw TraceError(fmt::format("{}: event #{} vanished between two reads",
+                                           reader.path().string(), seq));
+  return out;
+}
+
+OpView view(const Event& e) {
+  OpView v;
+  if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
+    v.launch = k;
+    v.inputs = k->inputs;
+    v.outputs = k->outputs;
+    v.reads = k->reads.size();
+  } else if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
+    v.memcpy = m;
+    v.outputs = {{m->dst, m->digest, {}, {}}};
+    if (readsDeviceMemory(m->kind)) {
+      v.inputs = {{m->src, m->digest, {}, {}}};
+    }
+  } else if (const auto* s = std::get_if<Memset>(&e.payload)) {
+    v.memset = s;
+    v.outputs = {{s->dst, s->digest, {}, {}}};
+  } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
+    v.inputs = g->inputs;
+    v.outputs = g->outputs;
+  }
+  return v;
+}
+
+std::string opName(const Event& e) {
+  if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) return k->function;
+  if (const auto* m = std::get_if<Memcpy>(&e.payload)) {
+    switch (m->kind) {
+      case MemcpyKind::kHostToDevice: return "memcpy HtoD";
+      case MemcpyKind::kDeviceToHost: return "memcpy DtoH";
+      case MemcpyKind::kDeviceToDevice: return "memcpy DtoD";
+      case MemcpyKind::kHostToHost: return "memcpy HtoH";
+      case MemcpyKind::kPeer: return "memcpy peer";
+      case MemcpyKind::kUnknown: return "memcpy";
+    }
+  }
+  if (std::holds_alternative<Memset>(e.payload)) return "memset";
+  if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
+    return describe(*g);
+  }
+  return trace::kindName(e.payload);
+}
+
+namespace {
+
+uint64_t streamOf(const Event& e) {
+  if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) return k->stream;
+  if (const auto* m = std::get_if<Memcpy>(&e.payload)) return m->stream;
+  if (const auto* s = std::get_if<Memset>(&e.payload)) return s->stream;
+  if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) return g->stream;
+  return 0;
+}
+
+}  // namespace
+
+OpInfo info(const Run& run, uint64_t index, const Event& e) {
+  const Op& op = run.ops[index];
+  OpInfo out;
+  out.seq = op.seq();
+  out.index = index;
+  out.launchIndex = run.droppedLaunches + run.ops.launchesBefore(index);
+  out.kind = op.kind();
+  out.name = opName(e);
+  out.stream = knownStreamOrdinal(run, streamOf(e));
+  out.thread = e.thread;
+  out.origin = e.origin;
+  if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
+    out.grid = k->grid;
+    out.block = k->block;
+    out.annotations = k->annotations;
+  }
+  return out;
+}
+
+OpInfo info(const Run& run, uint64_t index) {
+  return info(run, index, eventAt(*run.reader, run.ops[index].seq()));
+}
+
+// The index in the layout of the parameter holding byte `offset`; -1 when
+// there is none.
+int32_t parameterAt(const KernelLaunch& k, uint64_t offset) {
+  for (size_t i = 0; i < k.paramLayout.size(); ++i) {
+    if (offset >= k.paramLayout[i].offset && offset < uint64_t{k.paramLayout[i].offset} + k.paramLayout[i].size)
+      return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+std::string rangeText(const DeviceRange& r) {
+  if (r.allocation == 0) return fmt::format("{:#x}", r.address);
+  return fmt::format("alloc#{}+{:#x}", r.allocation, r.offset);
+}
+
+}  // namespace gpurr::diff

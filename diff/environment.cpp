@@ -1,0 +1,100 @@
+// The runs' environments (environment.h): headers compared field by field.
+#include "diff/environment.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "diff/diff.h"
+
+namespace gpurr::diff {
+using namespace gpurr::trace;
+
+namespace {
+
+std::optional<std::string> lookup(const std::vector<KeyValue>& kvs, const std::string& key) {
+  for (const KeyValue& kv : kvs) {
+    if (kv.key == key) return kv.value;
+  }
+  return std::nullopt;
+}
+
+void compareKeyValues(const std::vector<KeyValue>& a, const std::vector<KeyValue>& b,
+                      const std::string& prefix, std::vector<EnvDifference>& out) {
+  std::vector<std::string> keys;
+  for (const auto* kvs : {&a, &b}) {
+    for (const KeyValue& kv : *kvs) {
+      if (std::find(keys.begin(), keys.end(), kv.key) == keys.end()) keys.push_back(kv.key);
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  for (const std::string& k : keys) {
+    auto va = lookup(a, k), vb = lookup(b, k);
+    if (va != vb) out.push_back({prefix + k, va, vb, true});
+  }
+}
+
+std::string gpuText(const GpuInfo& g) {
+  return fmt::format("{} (sm_{}{}, {} SMs)", g.name, g.ccMajor, g.ccMinor, g.smCount);
+}
+
+std::string versionText(uint32_t v, bool cuda) {
+  if (v == 0) return cuda ? "unknown" : "not loaded";
+  if (cuda) return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
+}
+
+}  // namespace
+
+bool environmentMatters(const std::vector<EnvDifference>& env) {
+  for (const EnvDifference& e : env) {
+    if (e.affectsResults) return true;
+  }
+  return false;
+}
+
+std::string envSummary(const std::vector<EnvDifference>& env) {
+  std::string out;
+  size_t n = 0;
+  for (const EnvDifference& e : env) {
+    if (!e.affectsResults) continue;
+    if (n++ < 3) out += (out.empty() ? "" : ", ") + e.field;
+  }
+  if (n > 3) out += fmt::format(" and {} more", n - 3);
+  return out;
+}
+
+std::vector<EnvDifference> compareHeaders(const Header& a, const Header& b) {
+  std::vector<EnvDifference> out;
+  compareKeyValues(a.environment, b.environment, "env ", out);
+  for (size_t i = 0; i < std::max(a.gpus.size(), b.gpus.size()); ++i) {
+    std::optional<std::string> ga, gb;
+    if (i < a.gpus.size()) ga = gpuText(a.gpus[i]);
+    if (i < b.gpus.size()) gb = gpuText(b.gpus[i]);
+    if (ga != gb) out.push_back({fmt::format("gpu {}", i), ga, gb, true});
+  }
+  auto version = [&](const char* field, uint32_t va, uint32_t vb, bool cuda) {
+    if (va != vb) out.push_back({field, versionText(va, cuda), versionText(vb, cuda), true});
+  };
+  version("driver", a.driverVersion, b.driverVersion, true);
+  version("CUDA runtime", a.cudaRuntimeVersion, b.cudaRuntimeVersion, true);
+  version("cuDNN", a.cudnnVersion, b.cudnnVersion, false);
+  version("cuBLAS", a.cublasVersion, b.cublasVersion, false);
+  compareKeyValues(a.libraries, b.libraries, "library ", out);
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
+    return s;
+  };
+  if (a.commandLine != b.commandLine) {
+    out.push_back({"command line", join(a.commandLine), join(b.commandLine), false});
+  }
+  if (a.options.hashChunkBytes != b.options.hashChunkBytes) {
+    out.push_back({"hash chunk bytes", std::to_string(a.options.hashChunkBytes),
+                   std::to_string(b.options.hashChunkBytes), false});
+  }
+  return out;
+}
+
+}  // namespace gpurr::diff

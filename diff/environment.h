@@ -1,0 +1,18 @@
+// The runs' environments: the header fields that differ (compareHeaders, in
+// diff.h), and whether any of them can change results.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "diff/report.h"
+
+namespace gpurr::diff {
+
+// Whether a field that changes results differs.
+bool environmentMatters(const std::vector<EnvDifference>& env);
+
+// The first few fields that change results: "env CUBLAS_WORKSPACE_CONFIG, cuDNN".
+std::string envSummary(const std::vector<EnvDifference>& env);
+
+}  // namespace gpurr::diff

@@ -1,0 +1,169 @@
+// First-use inputs and write histories (first_use.h).
+#include "diff/first_use.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "diff/compare.h"
+
+namespace gpurr::diff {
+using namespace gpurr::trace;
+
+IntervalLabels WritesBefore::scan() const {
+  IntervalLabels out;
+  if (ordinals_.empty()) return out;
+  auto want = [&](uint32_t o) { return std::binary_search(ordinals_.begin(), ordinals_.end(), o); };
+  scanEvents(*run_.reader, [&](const ScanEvent& e) {
+    if (e.seq >= seq_) return false;
+    if (e.kind == EventKind::kAllocation) {
+      if (want(e.ordinal)) out.assign(e.ordinal, 0, UINT64_MAX, -1);  // a new allocation starts unwritten
+      return true;
+    }
+    if (!isOperation(e) || (e.kind == EventKind::kMemcpy && e.memcpyKind == MemcpyKind::kDeviceToHost)) return true;
+    if (e.kind == EventKind::kLaunch && !e.hashed) {
+      for (const PointerParam& p : e.pointers) {
+        if (want(p.allocation)) out.assign(p.allocation, p.offset, UINT64_MAX, 0);
+      }
+    } else if (e.kind == EventKind::kGraphLaunch && e.outputs.empty()) {
+      for (uint32_t o : ordinals_) out.assign(o, 0, UINT64_MAX, 0);
+    } else {
+      for (const ScanRange& r : e.outputs) {
+        if (r.range.allocation != 0 && want(r.range.allocation)) {
+          out.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, r.digest != 0);
+        }
+      }
+    }
+    return true;
+  }, 0, run_.decoders);
+  return out;
+}
+
+// Counts the bytes of each difference's spans that no recorded operation of
+// its run wrote before the divergence.
+void checkWritten(WritesBefore& history, std::vector<RangeDifference>& diffs, bool sideA) {
+  for (RangeDifference& d : diffs) {
+    const DeviceRange& r = sideA ? d.a : d.b;
+    if (r.allocation == 0) continue;
+    uint64_t unwritten = 0;
+    for (const auto& [begin, end] : d.spans) {
+      const uint64_t b = r.offset + begin, e = r.offset + end;
+      unwritten += (e - b) - history.written(r.allocation, b, e);
+    }
+    (sideA ? d.unwrittenA : d.unwrittenB) = unwritten;
+    d.writtenChecked = true;
+  }
+}
+
+// Whether either run hashed a launch's ranges before it ran only where their
+// bytes had not been touched by a recorded operation (FORMAT.md, hashInputs).
+bool firstUseInputs(const Context& ctx) {
+  return !ctx.a.reader->header().options.hashInputs || !ctx.b.reader->header().options.hashInputs;
+}
+
+namespace {
+
+// The last first-use hash of `range` by a launch of `run` that only read it,
+// before `seq` (Run::firstReads).
+const Run::FirstRead* lastFirstRead(const Run& run, uint64_t seq, const DeviceRange& range) {
+  const Run::FirstRead* last = nullptr;
+  for (const Run::FirstRead& f : run.firstReads) {
+    if (f.seq >= seq) break;
+    if (sameExtent(f.range, range)) last = &f;
+  }
+  return last;
+}
+
+// A launch's ranges its run did not hash before it: vouched for by the
+// run's write history, if anything.
+std::vector<DeviceRange> unhashedRanges(const OpView& v) {
+  std::vector<DeviceRange> out;
+  auto hashed = [&](const DeviceRange& r) {
+    return std::any_of(v.inputs.begin(), v.inputs.end(),
+                       [&](const RangeDigest& in) { return sameExtent(in.range, r); });
+  };
+  for (const RangeDigest& o : v.outputs) {
+    if (!hashed(o.range)) out.push_back(o.range);
+  }
+  if (v.launch) {
+    for (const RangeDigest& r : v.launch->reads) {
+      if (!hashed(r.range)) out.push_back(r.range);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// A launch of first-use traces: the inputs both runs hashed are compared, by
+// range; every other range the launch touches (its outputs and reads) held
+// bytes that earlier recorded operations last touched, and all of those gave
+// identical outputs, since this is the first divergence: the write history
+// vouches for them. Except:
+// - a range one first-use run hashed and the other did not: their histories
+//   disagree (a hash dropped, bytes another stream wrote first in one run);
+// - a range an earlier launch that only read it hashed at its first use with
+//   different bytes in the two runs.
+// Those are not compared, and nothing vouches for them.
+void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& vb, WritesBefore& historyA,
+                           WritesBefore& historyB, FirstDivergence& d) {
+  std::vector<RangeDigest> a, b;
+  std::vector<size_t> index;
+  std::vector<bool> matchedB(vb.inputs.size(), false);
+  for (size_t i = 0; i < va.inputs.size(); ++i) {
+    for (size_t j = 0; j < vb.inputs.size(); ++j) {
+      if (matchedB[j] || !sameRange(ctx, va.inputs[i].range, vb.inputs[j].range)) continue;
+      matchedB[j] = true;
+      a.push_back(va.inputs[i]);
+      b.push_back(vb.inputs[j]);
+      index.push_back(i);
+      d.inputBytes += vb.inputs[j].range.size;
+      break;
+    }
+  }
+  d.inputCount = a.size();
+  d.inputsIdentical = compareRanges(ctx, a, b, d.inputs);
+  for (RangeDifference& r : d.inputs) r.index = index[r.index];
+
+  // A run that hashes every range (hashInputs) has no history to disagree with.
+  const bool firstUseA = !ctx.a.reader->header().options.hashInputs;
+  const bool firstUseB = !ctx.b.reader->header().options.hashInputs;
+  size_t oneSided = 0;
+  if (firstUseA) oneSided += va.inputs.size() - a.size();
+  if (firstUseB) oneSided += std::count(matchedB.begin(), matchedB.end(), false);
+  if (oneSided > 0) {
+    d.evidence.push_back({EvidenceKind::kOneSidedHashes, {oneSided}});
+  }
+  // A range the history vouches for in both runs, but which an earlier
+  // launch that only read it hashed at its first use with different bytes
+  // (the runs' memory differed there, nothing had written it, though that
+  // launch's outputs did not show it), or whose last write before the launch
+  // left no digest in either run (a hash that failed on the GPU, a graph
+  // launch not hashed): nothing vouches for it.
+  size_t readApart = 0, undigested = 0;
+  if (firstUseA && firstUseB) {
+    const std::vector<DeviceRange> trustedA = unhashedRanges(va), trustedB = unhashedRanges(vb);
+    for (size_t i = 0; i < trustedA.size(); ++i) {
+      const DeviceRange& ra = trustedA[i];
+      const auto rb = std::find_if(trustedB.begin(), trustedB.end(),
+                                   [&](const DeviceRange& r) { return sameRange(ctx, ra, r); });
+      if (rb == trustedB.end()) continue;
+      const Run::FirstRead* fa = lastFirstRead(ctx.a, d.a.seq, ra);
+      const Run::FirstRead* fb = lastFirstRead(ctx.b, d.b.seq, *rb);
+      if (fa != nullptr && fb != nullptr && fa->digest != fb->digest) {
+        ++readApart;
+        d.evidence.push_back({EvidenceKind::kReadApart, {fa->seq, fb->seq, ra.allocation, ra.address, ra.offset}});
+      } else if (historyA.undigested(ra) || historyB.undigested(*rb)) {
+        ++undigested;
+      }
+    }
+    if (undigested > 0) {
+      d.evidence.push_back({EvidenceKind::kUndigestedWrites, {undigested}});
+    }
+  }
+  d.inputsUncompared = oneSided + readApart + undigested;
+  const size_t touched = va.outputs.size() + va.reads;
+  d.inputsVouched = touched > a.size() + d.inputsUncompared ? touched - a.size() - d.inputsUncompared : 0;
+}
+
+}  // namespace gpurr::diff

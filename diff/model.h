@@ -1,0 +1,314 @@
+// The data model the diff's stages share (internal to diff/): the compact
+// record of each operation (Op) and where it is kept (OpStore), allocation
+// identities (AllocationIds, OrdinalMap), and one run as the summary leaves
+// it (Run), with the Context each later stage reads both runs through.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "diff/align.h"
+#include "diff/diff.h"
+#include "trace_format/scan.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::diff {
+// The stages work on trace_format's value types throughout.
+using namespace gpurr::trace;
+
+// ------------------------------------------------------------ allocations
+
+struct AllocInfo {
+  uint32_t ordinal;
+  uint64_t size;
+  AllocationKind kind;
+};
+
+// What an allocation is, by what the program did with it rather than by when
+// the allocator handed it out: its size and kind, the operation that first
+// used it (that operation's shape: kernel, launch configuration and pointer
+// positions, or the copy's or set's kind and size) and the operand it was
+// there, its host thread, and how many allocations before it were all of
+// that (counted per thread, so that threads interleaving their calls
+// otherwise in the other run change no identity). Each run
+// computes its own as it goes, and equal identities are the same allocation
+// in both runs: an extra allocation in one run (the caching allocator's
+// one more segment, a workspace of a common size) takes an identity of its
+// own, or none while unused, and leaves the others' alone.
+class AllocationIds {
+ public:
+  AllocationIds() : ids_(1, 0), allocations_(1) {}
+
+  void allocate(uint32_t ordinal, uint64_t size, AllocationKind kind) {
+    grow(ordinal);
+    allocations_[ordinal] = {size, kind};
+    ids_[ordinal] = 0;
+  }
+
+  // The identity of `ordinal` (0: no allocation), given at its first use, by
+  // operation `user` of host thread `thread` at operand `operand`.
+  [[gnu::always_inline]] uint64_t use(uint32_t ordinal, uint64_t user, uint64_t operand, uint32_t thread) {
+    if (ordinal < ids_.size() && ids_[ordinal] != 0) [[likely]] return ids_[ordinal];
+    return first(ordinal, user, operand, thread);
+  }
+
+  // The identity of `ordinal`, or 0 when nothing used it.
+  uint64_t operator()(uint32_t ordinal) const { return ordinal < ids_.size() ? ids_[ordinal] : 0; }
+  size_t size() const { return ids_.size(); }
+
+ private:
+  struct Allocation {
+    uint64_t size = 0;
+    AllocationKind kind = AllocationKind::kDevice;
+  };
+
+  void grow(uint32_t ordinal) {
+    if (ordinal < ids_.size()) return;
+    ids_.resize(ordinal + 1, 0);
+    allocations_.resize(ordinal + 1);
+  }
+
+  // The identity given at the first use (summary.cpp).
+  [[gnu::noinline]] uint64_t first(uint32_t ordinal, uint64_t user, uint64_t operand, uint32_t thread);
+
+  std::vector<uint64_t> ids_;  // by ordinal; 0 until first used (ordinal 0: none, never used)
+  std::vector<Allocation> allocations_;
+  std::unordered_map<uint64_t, uint32_t> seen_;  // allocations per class so far
+};
+
+// Run B's allocation ordinals in run A's numbering: the ordinal of run A's
+// allocation with the same identity; unmatched ones (kUnmatched set) keep
+// their own.
+class OrdinalMap {
+ public:
+  static constexpr uint32_t kUnmatched = 0x80000000u;
+
+  // Identity mapping (run A).
+  OrdinalMap() = default;
+  OrdinalMap(const AllocationIds& a, const AllocationIds& b) : mapped_(true) {
+    std::unordered_map<uint64_t, uint32_t> ordinalOf;
+    for (uint32_t o = 1; o < a.size(); ++o)
+      if (a(o) != 0) ordinalOf.emplace(a(o), o);
+    map_.resize(b.size(), 0);
+    for (uint32_t o = 1; o < b.size(); ++o) {
+      if (auto it = ordinalOf.find(b(o)); b(o) != 0 && it != ordinalOf.end()) map_[o] = it->second;
+    }
+  }
+
+  uint32_t operator()(uint32_t ordinal) const {
+    if (!mapped_ || ordinal == 0) return ordinal;
+    if (ordinal < map_.size() && map_[ordinal] != 0) return map_[ordinal];
+    return kUnmatched | ordinal;
+  }
+
+ private:
+  bool mapped_ = false;
+  std::vector<uint32_t> map_;
+};
+
+// What the comparison keeps of an operation: 32 bytes, so that two runs of
+// ten million launches each fit in well under a gigabyte. The rest (its
+// parameters, its inputs) is read again from the trace for the few
+// operations a report shows.
+struct Op {
+  uint64_t key;      // identity, for the alignment
+  uint64_t outputs;  // output ranges and digests
+  uint64_t word;     // seq << 3 | hashed << 2 | kind
+  // Kernel, launch configuration and parameter size (matchSameShape): the
+  // identity without where pointers point, nor which words are pointers (an
+  // unwritten word of a struct passed by value may hold a stale device
+  // address in one run only).
+  uint32_t shape;
+  // Host thread and stream ordinal, folded into 16 bits: they only order
+  // the operations of a run of several threads (canonicalOrder), where two
+  // folded together cost only a reordering not undone.
+  uint16_t thread, stream;
+
+  uint64_t seq() const { return word >> 3; }
+  OpKind kind() const { return static_cast<OpKind>(word & 3); }
+  bool hashed() const { return (word >> 2 & 1) != 0; }
+};
+static_assert(sizeof(Op) == 32);
+
+inline uint16_t fold16(uint32_t v) { return static_cast<uint16_t>(v ^ v >> 16); }
+
+// The operations of a run, in fixed-size chunks, of which a prefix can be
+// given up: where both runs agree up to a point (same identities, same
+// outputs), nothing before it is looked at again, and its chunks are reused
+// for the operations that follow, so two long runs that agree for most of
+// their length are compared in little memory (summariseBoth).
+class OpStore {
+ public:
+  static constexpr unsigned kShift = 10;  // 1,024 operations (32 KiB) a chunk: reused, they stay in cache
+  static constexpr uint64_t kChunk = uint64_t{1} << kShift;
+
+  uint64_t size() const { return size_; }
+  // The first operation still held: those before it were dropped.
+  uint64_t firstHeld() const { return dropped_ << kShift; }
+  const Op& operator[](uint64_t i) const { return chunks_[i >> kShift][i & (kChunk - 1)]; }
+  Op& operator[](uint64_t i) { return chunks_[i >> kShift][i & (kChunk - 1)]; }
+
+  // The identities of the operations held, for the alignment; `chunks`
+  // holds the table it reads and lives as long as it.
+  Keys keys(std::vector<const uint64_t*>& chunks) const {
+    chunks.assign(chunks_.size(), nullptr);
+    for (size_t c = dropped_; c < chunks_.size(); ++c) chunks[c] = &chunks_[c][0].key;
+    return Keys(chunks.data(), kShift, sizeof(Op) / sizeof(uint64_t), firstHeld(), size_ - firstHeld());
+  }
+
+  // A new operation at the end, to be filled in.
+  Op& emplace() {
+    if ((size_ & (kChunk - 1)) == 0) {
+      if (spare_.empty()) {
+        chunks_.push_back(std::make_unique_for_overwrite<Op[]>(kChunk));
+      } else {
+        chunks_.push_back(std::move(spare_.back()));
+        spare_.pop_back();
+      }
+    }
+    return chunks_.back()[size_++ & (kChunk - 1)];
+  }
+
+  // Gives up the chunks wholly before operation `end`; `count(op)` is called
+  // on each operation given up.
+  template <typename F>
+  void dropBefore(uint64_t end, F&& count) {
+    while (((dropped_ + 1) << kShift) <= end && ((dropped_ + 1) << kShift) <= size_) {
+      std::unique_ptr<Op[]>& c = chunks_[dropped_++];
+      for (uint64_t k = 0; k < kChunk; ++k) count(c[k]);
+      spare_.push_back(std::move(c));
+    }
+  }
+
+  // Launches among the operations held before `index`: counted chunk by
+  // chunk by countLaunches(), once they are all in place.
+  void countLaunches() {
+    launchesBefore_.assign(chunks_.size() + 1, 0);
+    for (size_t c = dropped_; c < chunks_.size(); ++c) {
+      uint64_t n = 0;
+      for (uint64_t i = c << kShift; i < std::min(size_, (c + 1) << kShift); ++i) {
+        n += (*this)[i].kind() == OpKind::kLaunch;
+      }
+      launchesBefore_[c + 1] = launchesBefore_[c] + n;
+    }
+  }
+  uint64_t launchesBefore(uint64_t index) const {
+    uint64_t n = launchesBefore_.at(index >> kShift);
+    for (uint64_t i = index & ~(kChunk - 1); i < index; ++i) n += (*this)[i].kind() == OpKind::kLaunch;
+    return n;
+  }
+
+  // Room for the chunks of `ops` operations, so that the chunk table does
+  // not move while they are appended.
+  void reserveFor(uint64_t ops) { chunks_.reserve(ops / kChunk + 1); }
+
+ private:
+  std::vector<std::unique_ptr<Op[]>> chunks_;  // null once dropped
+  std::vector<std::unique_ptr<Op[]>> spare_;
+  uint64_t size_ = 0, dropped_ = 0;
+  std::vector<uint64_t> launchesBefore_;  // by chunk (countLaunches)
+};
+
+// The device ranges an operation reads, then those it writes, as the blast
+// radius and the canonical order see them: a launch reads what it touches
+// (the ranges of its outputs and reads, also where the trace hashed its
+// inputs at first use only); a copy reads device bytes only where its kind
+// says so (readsDeviceMemory: not from the host), one to the host writes
+// none.
+template <typename Read, typename Write>
+void forEachAccess(const ScanEvent& e, Read&& read, Write&& write) {
+  auto each = [](std::span<const ScanRange> rs, auto& f) {
+    for (const ScanRange& r : rs) {
+      if (r.range.allocation != 0) f(r);
+    }
+  };
+  const bool copy = e.kind == EventKind::kMemcpy;
+  if (!copy || readsDeviceMemory(e.memcpyKind)) each(e.inputs, read);
+  if (e.kind == EventKind::kLaunch || e.kind == EventKind::kGraphLaunch) each(e.outputs, read);
+  if (e.kind == EventKind::kLaunch) each(e.reads, read);
+  if (!(copy && e.memcpyKind == MemcpyKind::kDeviceToHost)) each(e.outputs, write);
+}
+
+// A synchronisation: it orders the operations around it (canonicalOrder).
+struct Sync {
+  uint16_t thread, stream;  // folded as Op's
+  uint64_t event;           // the CUDA event recorded, waited for or queried; 0 if none
+  uint64_t seq;             // event number in the trace
+};
+
+// Found during the summary, read by the canonical order (summary.cpp).
+class DataDependencies;
+
+struct Run {
+  const TraceReader* reader = nullptr;
+  OpStore ops;
+  uint64_t droppedLaunches = 0;  // launches among the operations ops dropped
+  std::vector<AllocInfo> allocs;
+  AllocationIds ids;     // identities, for the summary's hashes
+  OrdinalMap ordinals;   // in run A's numbering, once both runs are summarised
+  std::unordered_map<uint64_t, uint32_t> streams;
+  std::vector<Sync> syncs;          // in trace order
+  bool threads = false;             // more than one host thread
+  uint64_t opsOfOneThread = UINT64_MAX;  // operations before the first event of a second host thread
+  unsigned decoders = 0;            // threads decoding its blocks in a one-trace pass
+  uint64_t lastStream = 0;
+  uint32_t lastStreamOrdinal = 0;
+  // Ranges a launch of a first-use trace (FORMAT.md, hashInputs) only
+  // reads and hashed before it, at their first use (or last written on
+  // another stream): in trace order. Few (uninitialised or cross-stream
+  // reads).
+  struct FirstRead {
+    uint64_t seq;
+    DeviceRange range;
+    uint64_t digest;
+  };
+  std::vector<FirstRead> firstReads;
+  // The first operation of a first-use trace that wrote device bytes without
+  // their digest (a launch or graph launch whose hash failed or was not
+  // taken, a copy or set with digest 0); UINT64_MAX when none did.
+  uint64_t firstUndigested = UINT64_MAX;
+  // The blocks holding a launch whose kernel takes PyTorch's Philox state as
+  // a parameter of its own, with annotations (the recorder's RngState), in
+  // order: where the run's Philox seeds can be read (philoxSeedsNear).
+  std::vector<size_t> philoxBlocks;
+  // From the first operation that can have any (Summariser).
+  std::unique_ptr<DataDependencies> dependencies;
+
+  Run();
+  ~Run();
+};
+
+// The ordinal of a stream the summary saw.
+inline uint32_t knownStreamOrdinal(const Run& run, uint64_t stream) {
+  const auto it = run.streams.find(stream);
+  return it == run.streams.end() ? 0 : it->second;
+}
+
+// The same range of one run: allocation, offset and size.
+inline bool sameExtent(const DeviceRange& a, const DeviceRange& b) {
+  return a.allocation == b.allocation && a.offset == b.offset && a.size == b.size;
+}
+
+struct Context {
+  const DiffOptions& options;
+  Run& a;
+  Run& b;
+  uint64_t chunkBytes;
+};
+
+inline std::string plural(uint64_t n, const char* word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
+}  // namespace gpurr::diff

@@ -1,0 +1,134 @@
+// Pairs the identities tell apart that are one operation (pairing.h).
+#include "diff/pairing.h"
+
+#include <algorithm>
+
+#include "diff/compare.h"
+#include "diff/decode.h"
+
+namespace gpurr::diff {
+using namespace gpurr::trace;
+
+namespace {
+
+// Whether a pair of launches that matchSameShape paired (their pointers
+// differ) differ only by stale words: every pointer both runs have points to
+// the same place, each pointer one run alone has is a device address in one
+// run only (an unwritten word of a struct passed by value), and every range
+// both runs hashed agrees, the ranges of one run alone lying in allocations
+// that its stale words point to (the recorder hashed through them). The
+// kernel then read and wrote the same bytes in both runs: no divergence.
+bool staleWordsOnly(const Context& ctx, const Event& ea, const Event& eb) {
+  const auto* a = std::get_if<KernelLaunch>(&ea.payload);
+  const auto* b = std::get_if<KernelLaunch>(&eb.payload);
+  if (a == nullptr || b == nullptr || a->function != b->function) return false;
+  std::vector<uint32_t> staleA, staleB;  // allocations a stale word of each run points into
+  auto stale = [](const KernelLaunch& with, const KernelLaunch& without, std::vector<uint32_t>& out) {
+    for (const PointerParam& p : with.pointers) {
+      if (std::ranges::any_of(without.pointers, [&](const PointerParam& q) { return q.byteOffset == p.byteOffset; }))
+        continue;
+      if (pointerMeaning(with, without, p.byteOffset) != ParamMeaning::kStaleAddress) return false;
+      out.push_back(p.allocation);
+    }
+    return true;
+  };
+  if (!stale(*a, *b, staleA) || !stale(*b, *a, staleB) || (staleA.empty() && staleB.empty())) return false;
+  for (const PointerParam& pa : a->pointers) {
+    for (const PointerParam& pb : b->pointers) {
+      if (pa.byteOffset == pb.byteOffset &&
+          (ctx.a.ordinals(pa.allocation) != ctx.b.ordinals(pb.allocation) || pa.offset != pb.offset))
+        return false;
+    }
+  }
+  auto agree = [&](const std::vector<RangeDigest>& ra, const std::vector<RangeDigest>& rb) {
+    std::vector<RangeDifference> differences;
+    compareRanges(ctx, ra, rb, differences);
+    return std::ranges::all_of(differences, [&](const RangeDifference& d) {
+      if (d.a.size != 0 && d.b.size != 0) return false;
+      const DeviceRange& alone = d.a.size != 0 ? d.a : d.b;
+      const std::vector<uint32_t>& through = d.a.size != 0 ? staleA : staleB;
+      return alone.allocation != 0 && std::ranges::find(through, alone.allocation) != through.end();
+    });
+  };
+  return agree(a->inputs, b->inputs) && agree(a->outputs, b->outputs);
+}
+
+// Whether two launches are the same operation launched with another
+// configuration: the same kernel and parameters (pointers by identity,
+// host addresses aside), every range both runs hashed agreeing, the grid,
+// block, cluster or shared memory different.
+bool launchConfigurationOnly(const Context& ctx, const Event& ea, const Event& eb) {
+  const auto* a = std::get_if<KernelLaunch>(&ea.payload);
+  const auto* b = std::get_if<KernelLaunch>(&eb.payload);
+  if (a == nullptr || b == nullptr || a->function != b->function || a->params.size() != b->params.size()) return false;
+  if (!std::ranges::all_of(compareParams(ctx, *a, *b), isHostParameter)) return false;
+  std::vector<RangeDifference> differences;
+  return compareRanges(ctx, a->inputs, b->inputs, differences) &&
+         compareRanges(ctx, a->outputs, b->outputs, differences);
+}
+
+}  // namespace
+
+void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
+  std::vector<AlignedRun> out;
+  out.reserve(alignment.runs.size());
+  auto same = [&](uint64_t i, uint64_t j) {
+    const Op& x = a.ops[i];
+    const Op& y = b.ops[j];
+    return x.kind() == OpKind::kLaunch && y.kind() == OpKind::kLaunch && x.shape == y.shape;
+  };
+  for (const AlignedRun& r : alignment.runs) {
+    if (r.match) {
+      out.push_back(r);
+      continue;
+    }
+    uint64_t head = 0, tail = 0;
+    while (head < r.aCount && head < r.bCount && same(r.aBegin + head, r.bBegin + head)) ++head;
+    while (tail < r.aCount - head && tail < r.bCount - head &&
+           same(r.aBegin + r.aCount - 1 - tail, r.bBegin + r.bCount - 1 - tail)) {
+      ++tail;
+    }
+    if (head > 0) out.push_back({true, r.aBegin, r.bBegin, head, head});
+    const uint64_t restA = r.aCount - head - tail, restB = r.bCount - head - tail;
+    if (restA > 0 || restB > 0) out.push_back({false, r.aBegin + head, r.bBegin + head, restA, restB});
+    if (tail > 0) {
+      out.push_back({true, r.aBegin + r.aCount - tail, r.bBegin + r.bCount - tail, tail, tail});
+    }
+    alignment.matched += head + tail;
+  }
+  alignment.runs = std::move(out);
+}
+
+std::unordered_set<uint64_t> pairLaunchConfigurations(const Context& ctx, Alignment& alignment) {
+  std::unordered_set<uint64_t> configurationOnly;  // run A's index of each
+  const Run& a = ctx.a;
+  const Run& b = ctx.b;
+  for (size_t r = 0, checked = 0; r < alignment.runs.size() && checked < 4096; ++r) {
+    AlignedRun& run = alignment.runs[r];
+    if (run.match || run.aCount != 1 || run.bCount != 1 || a.ops[run.aBegin].kind() != OpKind::kLaunch ||
+        b.ops[run.bBegin].kind() != OpKind::kLaunch)
+      continue;
+    ++checked;
+    if (!launchConfigurationOnly(ctx, eventAt(*a.reader, a.ops[run.aBegin].seq()),
+                                 eventAt(*b.reader, b.ops[run.bBegin].seq())))
+      continue;
+    run.match = true;
+    ++alignment.matched;
+    configurationOnly.insert(run.aBegin);
+  }
+  return configurationOnly;
+}
+
+bool BenignPairs::absorb(uint64_t ia, uint64_t ib) {
+  auto note = [&](PairedDespite& p, const OpInfo& first) {
+    if (p.count++ == 0) p.first = first;
+    return true;
+  };
+  const Run& a = ctx_.a;
+  const Run& b = ctx_.b;
+  if (configurationOnly_.count(ia)) return note(launchConfiguration, info(a, ia));
+  const Event ea = eventAt(*a.reader, a.ops[ia].seq()), eb = eventAt(*b.reader, b.ops[ib].seq());
+  return staleWordsOnly(ctx_, ea, eb) && note(staleWords, info(a, ia, ea));
+}
+
+}  // namespace gpurr::diff
