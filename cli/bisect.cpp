@@ -186,6 +186,7 @@ struct RunRecord {
   int signal = 0;
   double seconds = 0;
   uint64_t launches = 0;
+  int64_t stoppedAfterStep = -1;  // gpurr stopped the program after this step (--until-step)
   bool traced = false;  // a trace was written
   bool failed() const { return !started || exitCode != 0; }
 };
@@ -320,6 +321,7 @@ class Bisect {
     r.signal = step.exit.signal;
     r.traced = !runTraces(dir_ / r.trace.filename()).empty();
     r.launches = launchCount(dir_ / r.trace.filename());
+    r.stoppedAfterStep = stoppedAfterStep(dir_ / r.trace.filename());
     if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     progress_.done();
     progress_.say(fmt::format("run {}: {} after {}, {} launches", number,
@@ -514,6 +516,7 @@ std::string runLine(const RunRecord& r) {
                               clockTime(r.seconds), withCommas(r.launches),
                               r.traced ? r.trace.filename().string() : std::string("(no trace)"));
   if (!r.snapshot.empty()) s += fmt::format("  (snapshots of launch #{})", r.snapshot);
+  if (r.stoppedAfterStep >= 0) s += fmt::format("  (stopped after step {})", r.stoppedAfterStep);
   return s;
 }
 
@@ -631,7 +634,7 @@ BisectFacts factsOf(const Outcome& o) {
   f.directory = o.dir.string();
   for (const RunRecord& r : o.runs) {
     f.runs.push_back({r.traced ? r.trace.string() : std::string(), r.log.string(), r.exitCode, r.seconds, r.launches,
-                      r.snapshot});
+                      r.snapshot, r.stoppedAfterStep});
   }
   f.baseRun = o.base;
   f.confirmation = o.confirmation ? &*o.confirmation : nullptr;

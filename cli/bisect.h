@@ -61,6 +61,9 @@ struct RunTally {
 RunTally tallyRun(const fs::path& run);
 // Launch count from the traces' indexes (cheap); 0 for no trace.
 uint64_t launchCount(const fs::path& run);
+// The training step after which gpurr stopped the run's program (record
+// --until-step), from its traces' indexes; -1 when it was not stopped.
+int64_t stoppedAfterStep(const fs::path& run);
 
 // The first divergence of one comparison: the process (index into
 // `processes`) whose first divergence comes earliest in run A, by operation

@@ -139,6 +139,18 @@ uint64_t launchCount(const fs::path& run) {
   return n;
 }
 
+int64_t stoppedAfterStep(const fs::path& run) {
+  int64_t step = -1;
+  for (const auto& [name, path] : runTraces(run)) {
+    try {
+      step = std::max(step, TraceReader(path).stoppedAfterStep());
+    } catch (const std::exception&) {
+      // An unreadable trace says nothing; the comparison reports it.
+    }
+  }
+  return step;
+}
+
 namespace {
 
 std::pair<uint64_t, uint64_t> indices(const FirstDivergence& d) {

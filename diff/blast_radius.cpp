@@ -118,7 +118,7 @@ class TailRanges {
       ranges_.push_back({run_.ordinals(r.range.allocation), r.range.offset, r.range.offset + r.range.size});
       ++count;
     };
-    forEachAccess(e, [&](const ScanRange& r) { add(r, entry.inputs); },
+    forEachAccess(e, run_.reader->header().options.hashInputs, [&](const ScanRange& r) { add(r, entry.inputs); },
                   [&](const ScanRange& r) { add(r, entry.outputs); });
   }
 

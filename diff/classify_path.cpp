@@ -49,6 +49,7 @@ std::optional<std::pair<std::vector<uint64_t>, uint64_t>> touching(const Run& a,
     bool write;
   };
   std::vector<Access> accesses;  // of the others
+  const bool allInputs = a.reader->header().options.hashInputs;
   scanEvents(*a.reader, [&](const ScanEvent& e) {
     if (e.seq > to) return false;
     if (!isOperation(e)) return true;
@@ -56,9 +57,10 @@ std::optional<std::pair<std::vector<uint64_t>, uint64_t>> touching(const Run& a,
       auto mark = [](IntervalLabels& l, const ScanRange& r) {
         l.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, 1);
       };
-      forEachAccess(e, [&](const ScanRange& r) { mark(reads, r); }, [&](const ScanRange& r) { mark(writes, r); });
+      forEachAccess(e, allInputs, [&](const ScanRange& r) { mark(reads, r); },
+                    [&](const ScanRange& r) { mark(writes, r); });
     } else if (const auto it = kept.find(e.seq); it != kept.end()) {
-      forEachAccess(e, [&](const ScanRange& r) { accesses.push_back({it->second, r.range, false}); },
+      forEachAccess(e, allInputs, [&](const ScanRange& r) { accesses.push_back({it->second, r.range, false}); },
                     [&](const ScanRange& r) { accesses.push_back({it->second, r.range, true}); });
     }
     return true;

@@ -223,19 +223,33 @@ class OpStore {
 // The device ranges an operation reads, then those it writes, as the blast
 // radius and the canonical order see them: a launch reads what it touches
 // (the ranges of its outputs and reads, also where the trace hashed its
-// inputs at first use only); a copy reads device bytes only where its kind
-// says so (readsDeviceMemory: not from the host), one to the host writes
-// none.
+// inputs at first use only), except, in a trace that hashes every range a
+// launch may read before it (`allInputs`: the header's hashInputs), an
+// output that no input of the hashed launch overlaps: the writer knew the
+// launch only writes it (FORMAT.md §3). A copy reads device bytes only where
+// its kind says so (readsDeviceMemory: not from the host), one to the host
+// writes none.
 template <typename Read, typename Write>
-void forEachAccess(const ScanEvent& e, Read&& read, Write&& write) {
+void forEachAccess(const ScanEvent& e, bool allInputs, Read&& read, Write&& write) {
   auto each = [](std::span<const ScanRange> rs, auto& f) {
     for (const ScanRange& r : rs) {
       if (r.range.allocation != 0) f(r);
     }
   };
+  auto readByInputs = [&](const ScanRange& r) {
+    if (!allInputs || !e.hashed) return true;
+    return std::ranges::any_of(e.inputs, [&](const ScanRange& in) {
+      return in.range.allocation == r.range.allocation && in.range.offset < r.range.offset + r.range.size &&
+             r.range.offset < in.range.offset + in.range.size;
+    });
+  };
   const bool copy = e.kind == EventKind::kMemcpy;
   if (!copy || readsDeviceMemory(e.memcpyKind)) each(e.inputs, read);
-  if (e.kind == EventKind::kLaunch || e.kind == EventKind::kGraphLaunch) each(e.outputs, read);
+  if (e.kind == EventKind::kLaunch || e.kind == EventKind::kGraphLaunch) {
+    for (const ScanRange& r : e.outputs) {
+      if (r.range.allocation != 0 && readByInputs(r)) read(r);
+    }
+  }
   if (e.kind == EventKind::kLaunch) each(e.reads, read);
   if (!(copy && e.memcpyKind == MemcpyKind::kDeviceToHost)) each(e.outputs, write);
 }

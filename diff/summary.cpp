@@ -42,6 +42,9 @@ uint64_t AllocationIds::first(uint32_t ordinal, uint64_t user, uint64_t operand,
 // synchronous copy from the host waits for the work before it).
 class DataDependencies {
  public:
+  // `allInputs`: the trace's hashInputs (forEachAccess).
+  explicit DataDependencies(bool allInputs) : allInputs_(allInputs) {}
+
   // (from, to) by position in the trace, in the order of `to`.
   std::vector<std::pair<uint32_t, uint32_t>> found;
 
@@ -106,14 +109,14 @@ class DataDependencies {
       labels.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, value);
     };
     // What it depends on, then what it leaves (a launch reads what it writes).
-    forEachAccess(e, [&](const ScanRange& r) { dependOn(writer_, r); }, [&](const ScanRange& r) {
+    forEachAccess(e, allInputs_, [&](const ScanRange& r) { dependOn(writer_, r); }, [&](const ScanRange& r) {
       dependOn(writer_, r);
       for (const auto& [thread, read] : readers_) {
         if (thread != op.thread) dependOn(read, r);
       }
     });
     IntervalLabels& mine = readers_[op.thread];
-    forEachAccess(e, [&](const ScanRange& r) { label(mine, r, self); }, [&](const ScanRange& r) {
+    forEachAccess(e, allInputs_, [&](const ScanRange& r) { label(mine, r, self); }, [&](const ScanRange& r) {
       label(writer_, r, self);
       for (auto& [thread, read] : readers_) label(read, r, -1);
     });
@@ -135,6 +138,7 @@ class DataDependencies {
   std::unordered_map<uint64_t, std::pair<uint16_t, uint64_t>> events_;  // event -> stream, last operation before it
   std::vector<uint32_t> from_;
   bool overflow_ = false;
+  bool allInputs_;
 };
 
 Run::Run() = default;
@@ -410,7 +414,7 @@ class Summariser {
   // their own from the start, little of it).
   void startDependencies(const ScanEvent& e, uint64_t index) {
     Run& run = run_;
-    run.dependencies = std::make_unique<DataDependencies>();
+    run.dependencies = std::make_unique<DataDependencies>(run.reader->header().options.hashInputs);
     DataDependencies& d = *run.dependencies;
     uint64_t o = run.ops.firstHeld();
     if (o < index) {

@@ -14,7 +14,8 @@ Json runJson(const RunInfo& r) {
               {"exitCode", r.exitCode},
               {"seconds", r.seconds},
               {"launches", r.launches},
-              {"snapshot", r.snapshot.empty() ? Json(nullptr) : Json(r.snapshot)}};
+              {"snapshot", r.snapshot.empty() ? Json(nullptr) : Json(r.snapshot)},
+              {"stoppedAfterStep", r.stoppedAfterStep >= 0 ? Json(r.stoppedAfterStep) : Json(nullptr)}};
 }
 
 Json comparedJson(const Compared& c) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 
+#include "diff/wording.h"
 #include "report/text.h"
 #include "report/words.h"
 #include "trace_format/trace.h"

@@ -136,6 +136,10 @@ void renderRuns(Page& page, const Report& report) {
     if (!run.snapshot.empty()) {
       label += " <span class=\"chip\" title=\"recorded with --snapshot " + e(run.snapshot) + "\">snapshots " + e(run.snapshot) + "</span>";
     }
+    if (run.stoppedAfterStep >= 0) {
+      label += fmt::format(" <span class=\"chip\" title=\"gpurr record --until-step\">stopped after step {}</span>",
+                           run.stoppedAfterStep);
+    }
     page.addf("<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td class=\"{}\">{}</td><td>{:.1f} s</td><td>{}</td></tr>\n",
               label, e(run.trace.empty() ? "(not traced)" : run.trace), e(run.log), run.exitCode != 0 ? "bad" : "",
               run.exitCode, run.seconds, withCommas(run.launches));

@@ -706,4 +706,21 @@ TEST_CASE("bisect: recording options reach every gpurr record") {
   const Result bad = s.run({"bisect", "--launches", "9:3", "--", kFake.string(), "identical", s.state.string()});
   CHECK(bad.code == 2);
   CHECK_THAT(bad.err, Catch::Contains("--launches"));
+  const Result noLayer =
+      s.run({"bisect", "--until-step", "3", "--no-framework", "--", kFake.string(), "identical", s.state.string()});
+  CHECK(noLayer.code == 2);
+  CHECK_THAT(noLayer.err, Catch::Contains("--until-step needs the PyTorch layer"));
+}
+
+TEST_CASE("bisect: --until-step reaches every gpurr record, and a program that never steps is not stopped") {
+  Sandbox s;
+  const Result r = s.bisect("host_input", {"--until-step", "3"});
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  CHECK(rep["recordOptions"] == Json::array({"--until-step", "3"}));
+  REQUIRE(rep["runs"].size() == 3);
+  for (const Json& run : rep["runs"]) CHECK(run["stoppedAfterStep"].is_null());
+  CHECK_THAT(r.out, Catch::StartsWith("gpurr bisect --until-step 3 -- "));
+  CHECK_THAT(r.out, !Catch::Contains("stopped after step"));
 }

@@ -352,6 +352,10 @@ TEST_CASE("the blast radius of shuffled runs is that of the same runs from one t
     std::mt19937_64 rng(seed);
     auto threads = randomThreads(rng, 3000);
     threads[0][1500].sync = true;
+    // The next launch of thread 1 reads what the first divergence writes (a
+    // launch only writes its output: a trace that hashes every input says so).
+    threads[1][6].input = threads[1][5].output;
+    threads[1][6].inputThread.reset();
     const auto cleanThreads = threads;
     threads[1][5].perturb = true;     // the first divergence: thread 1's later launches read it
     threads[2][2500].perturb = true;  // independent: thread 2 reads nothing of thread 1's

@@ -520,6 +520,29 @@ def extra_kernel_workspace():
 
 
 @case
+def written_only_ranges():
+    """Every input hashed (hashInputs), and the writer leaves out of a
+    launch's inputs the ranges it only writes (FORMAT.md section 3): run B's
+    cuDNN times a benchmark candidate at step 2 that writes a tensor of the
+    conv's size, freed before the conv's output takes its block. One path
+    divergence there; the conv only writes that block, so nothing after it
+    reads data derived from the candidate. Where the writer lists the block
+    among the conv's inputs too (it may be read), the conv reads it."""
+    a, _ = record(Variant(seed=1, hash_inputs=True, written_out_of_inputs=True))
+    b, pb = record(Variant(seed=2, hash_inputs=True, written_out_of_inputs=True, autotune_step=2))
+    j, fd = expect_cause(a, b, 'algorithmChoice', 'a benchmark candidate in run B')
+    expect(fd['b']['seq'] == seq_of(pb, 'bench_candidate'), 'the first divergence is the candidate', fd['b'])
+    p = process(j)
+    expect(p['pathDivergences']['count'] == 1 and p['blastRadius']['taintedOperations'] == 0 and
+           p['blastRadius']['independentCount'] == 0, 'nothing read what it wrote', p['blastRadius'])
+    a, _ = record(Variant(seed=3, hash_inputs=True))
+    b, _ = record(Variant(seed=4, hash_inputs=True, autotune_step=2))
+    j, _ = expect_cause(a, b, 'algorithmChoice', 'the same, its block among the conv\'s inputs')
+    expect(process(j)['blastRadius']['taintedOperations'] > 0, 'the conv reads it: tainted',
+           process(j)['blastRadius'])
+
+
+@case
 def pointer_parameter():
     """Same kernel and shape, one pointer 128 bytes earlier (a slice at
     another offset), or into another allocation: scalar parameters, with the

@@ -97,6 +97,7 @@ class Program:
         self.fresh_zeros = fresh_zeros
         self.rng = random.Random(seed * 7919 + 13)
         self.hash_inputs = hash_inputs
+        self.written_out_of_inputs = False  # with hash_inputs: a range a launch only writes is not in its inputs
         self.expandable = expandable
         self.chunk_bytes = chunk_bytes
         self.events = []
@@ -352,15 +353,16 @@ class Program:
             # not hashed before the launch, even at its first use.
             made = (in_op and origin is not None and key[1] is not None and rs == {'w'}
                     and getattr(key[1], 'made', False))
-            ranges.append((r['address'], key, r, read_only, made))
+            ranges.append((r['address'], key, r, read_only, made, rs == {'w'}))
         ranges.sort(key=lambda x: x[0])
         inputs, outputs, reads = [], [], []
         # --snapshot: every range hashed before, kept in outputs, with its bytes
         snap = hashed and self.snapshot is not None and self.snapshot(name, origin)
         if hashed:
-            for _, key, r, read_only, made in ranges:
+            for _, key, r, read_only, made, written_only in ranges:
                 fresh = self._touch(key, r, stream)
-                if self.hash_inputs or (fresh and not made) or snap:
+                every = self.hash_inputs and not (self.written_out_of_inputs and written_only)
+                if every or (fresh and not made) or snap:
                     ri = dict(r)
                     self._digest(self._bytes(key, r), ri)
                     if snap:
@@ -368,7 +370,7 @@ class Program:
                     inputs.append(ri)
         compute()
         if hashed:
-            for _, key, r, read_only, _ in ranges:
+            for _, key, r, read_only, _, _ in ranges:
                 if snap:
                     ro = dict(r)
                     self._digest(self._bytes(key, r), ro)

@@ -34,6 +34,9 @@ class Variant:
     steps: int = 8
     expandable: bool = False       # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
     hash_inputs: bool = False
+    written_out_of_inputs: bool = False  # with hash_inputs: ranges a launch only writes left out of its inputs
+    autotune_step: int = None      # a benchmark candidate writes a tensor of the conv's size, freed before the
+                                   # conv's output takes its block
     chunk_bytes: int = 65536
     schedule_seed: int = 0         # how autograd's thread and the main thread interleave
     metrics_later: int = 0         # the metrics launch moves this many places later (step 1)
@@ -137,6 +140,7 @@ class Training:
         self.p = Program(v.seed, hash_inputs=v.hash_inputs, expandable=v.expandable,
                          chunk_bytes=v.chunk_bytes, fresh_zeros=v.fresh_zeros)
         p = self.p
+        p.written_out_of_inputs = v.written_out_of_inputs
         self.S, self.CP, self.M = p.handle(), p.handle(), p.handle()  # compute, copy, metrics
         self.SIDE = p.handle()
         self.freed_events = []  # loader_thread: events recorded where the batches were used
@@ -331,9 +335,14 @@ class Training:
             act[name].made = True
             return act[name]
 
-        conv = E('conv', N * C * HW * HW * 4)
         o = _origin('aten::cudnn_convolution', step, 'model.conv', 21,
                     stack=['aten::conv2d', 'aten::convolution', 'aten::cudnn_convolution'])
+        if v.autotune_step == step:
+            bench = E('bench', N * C * HW * HW * 4)
+            self.k(T, 'cudnn::bench_candidate_kernel', (8, 1, 1), (128, 1, 1), [Ptr(bench, 'w')],
+                   lambda: _mix(bench, [], 0.3), o, self.cudnn_mod)
+            p.release(act.pop('bench'))
+        conv = E('conv', N * C * HW * HW * 4)
         if v.algo_step == step:
             algo = {'algorithm': {'library': 'cudnn', 'call': 'cudnnBackendExecute', 'choice': 'engine=12 (FFT)',
                                   'candidates': [{'algorithm': 'engine=3', 'timeMs': 0.061},
