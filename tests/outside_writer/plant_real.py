@@ -17,17 +17,14 @@ what it planted and what it checked, and exits 1 at the first expectation
 that does not hold."""
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
-import time
 
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    from gpurr_outside import reader  # noqa: E402
+    from gpurr_outside import reader, runner  # noqa: E402
     from gpurr_outside.reader import BLOCK, kind  # noqa: E402
 except ImportError as e:
     sys.exit('plant_real.py: %s (scripts/setup.sh installs pycapnp, zstandard and numpy into the test environment)' % e)
@@ -506,7 +503,7 @@ def real_moved_operation():
 # ------------------------------------------------------------ main
 
 def main():
-    global GPURR, TMP
+    global GPURR
     if sys.argv[1:2] == ['--list']:
         print('\n'.join(c for c in CHECKS if c not in FAILING_TODAY))
         return 0
@@ -514,23 +511,11 @@ def main():
     names = sys.argv[2:]
     if names in ([], ['--all']):
         names = list(CHECKS)
-    failed = []
-    for name in names:
-        TMP = tempfile.mkdtemp(prefix='gpurr-plant-')
-        t0 = time.time()
-        print('== %s: %s' % (name, (CHECKS[name].__doc__ or '').split('\n')[0]))
-        try:
-            CHECKS[name]()
-            print('== %s passed (%.1f s)' % (name, time.time() - t0))
-        except Failure as e:
-            print('FAIL %s: %s' % (name, e))
-            failed.append(name)
-        finally:
-            if not os.environ.get('GPURR_KEEP'):
-                shutil.rmtree(TMP, ignore_errors=True)
-            else:
-                print('   traces kept in ' + TMP)
-    return 1 if failed else 0
+
+    def scratch(path):
+        global TMP
+        TMP = path
+    return runner.run(CHECKS, names, Failure, scratch, 'gpurr-plant-')
 
 
 if __name__ == '__main__':

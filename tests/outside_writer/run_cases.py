@@ -14,13 +14,11 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    from gpurr_outside import bufhash, model, trace, training  # noqa: E402
+    from gpurr_outside import bufhash, model, runner, trace, training  # noqa: E402
     from gpurr_outside.training import Variant  # noqa: E402
 except ImportError as e:
     sys.exit('run_cases.py: %s (scripts/setup.sh installs pycapnp, zstandard and numpy into the test environment)' % e)
@@ -962,29 +960,16 @@ def incomparable_traces():
 
 
 def main():
-    global GPURR, TMP
+    global GPURR
     if sys.argv[1:2] == ['--list']:
         print('\n'.join(CASES))
         return 0
     GPURR = os.path.abspath(sys.argv[1])
-    names = sys.argv[2:] or list(CASES)
-    failed = []
-    for name in names:
-        TMP = tempfile.mkdtemp(prefix='gpurr-outside-')
-        t0 = time.time()
-        print('== %s: %s' % (name, (CASES[name].__doc__ or '').split('\n')[0]))
-        try:
-            CASES[name]()
-            print('== %s passed (%.1f s)' % (name, time.time() - t0))
-        except Failure as e:
-            print('FAIL %s: %s' % (name, e))
-            failed.append(name)
-        finally:
-            if not os.environ.get('GPURR_KEEP'):
-                shutil.rmtree(TMP, ignore_errors=True)
-            else:
-                print('   traces kept in ' + TMP)
-    return 1 if failed else 0
+
+    def scratch(path):
+        global TMP
+        TMP = path
+    return runner.run(CASES, sys.argv[2:] or list(CASES), Failure, scratch, 'gpurr-outside-')
 
 
 if __name__ == '__main__':
