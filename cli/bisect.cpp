@@ -320,8 +320,9 @@ class Bisect {
     r.exitCode = step.exit.code;
     r.signal = step.exit.signal;
     r.traced = !runTraces(dir_ / r.trace.filename()).empty();
-    r.launches = launchCount(dir_ / r.trace.filename());
-    r.stoppedAfterStep = stoppedAfterStep(dir_ / r.trace.filename());
+    const RunIndex index = readRunIndex(dir_ / r.trace.filename());
+    r.launches = index.launches;
+    r.stoppedAfterStep = index.stoppedAfterStep;
     if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     progress_.done();
     progress_.say(fmt::format("run {}: {} after {}, {} launches", number,

@@ -59,11 +59,14 @@ struct RunTally {
 };
 // Reads every trace of `run` (decoding all events). Never throws.
 RunTally tallyRun(const fs::path& run);
-// Launch count from the traces' indexes (cheap); 0 for no trace.
-uint64_t launchCount(const fs::path& run);
-// The training step after which gpurr stopped the run's program (record
-// --until-step), from its traces' indexes; -1 when it was not stopped.
-int64_t stoppedAfterStep(const fs::path& run);
+// What a run's traces' indexes say (cheap): the launches, 0 for no trace;
+// the training step after which gpurr stopped the program (record
+// --until-step), -1 when it was not stopped.
+struct RunIndex {
+  uint64_t launches = 0;
+  int64_t stoppedAfterStep = -1;
+};
+RunIndex readRunIndex(const fs::path& run);
 
 // The first divergence of one comparison: the process (index into
 // `processes`) whose first divergence comes earliest in run A, by operation

@@ -127,28 +127,18 @@ RunTally tallyRun(const fs::path& run) {
   return t;
 }
 
-uint64_t launchCount(const fs::path& run) {
-  uint64_t n = 0;
+RunIndex readRunIndex(const fs::path& run) {
+  RunIndex out;
   for (const auto& [name, path] : runTraces(run)) {
     try {
-      n += TraceReader(path).launchCount();
+      const TraceReader reader(path);
+      out.launches += reader.launchCount();
+      out.stoppedAfterStep = std::max(out.stoppedAfterStep, reader.stoppedAfterStep());
     } catch (const std::exception&) {
       // An unreadable trace counts no launches; the comparison reports it.
     }
   }
-  return n;
-}
-
-int64_t stoppedAfterStep(const fs::path& run) {
-  int64_t step = -1;
-  for (const auto& [name, path] : runTraces(run)) {
-    try {
-      step = std::max(step, TraceReader(path).stoppedAfterStep());
-    } catch (const std::exception&) {
-      // An unreadable trace says nothing; the comparison reports it.
-    }
-  }
-  return step;
+  return out;
 }
 
 namespace {

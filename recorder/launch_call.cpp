@@ -32,6 +32,19 @@ static_assert(offsetof(cudaLaunchAttribute, val) == offsetof(CUlaunchAttribute, 
 static_assert(static_cast<int>(cudaLaunchAttributeClusterDimension) ==
               static_cast<int>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
 
+// The fields cuLaunchKernel's and cuLaunchCooperativeKernel's parameter
+// structs share (generated_cuda_meta.h), by name.
+template <typename P>
+void readLaunchParams(const P& p, LaunchCall& call) {
+  trace::KernelLaunch& k = call.launch;
+  call.function = u64(p.f);
+  k.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
+  k.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
+  k.sharedMemBytes = p.sharedMemBytes;
+  k.stream = u64(p.hStream);
+  call.kernelParams = p.kernelParams;
+}
+
 }  // namespace
 
 trace::LaunchApi launchApi(Handler h, bool perThread) {
@@ -76,21 +89,10 @@ bool driverLaunchCall(Handler h, bool perThread, const CUpti_CallbackData& cb, L
     call.kernelParams = p.kernelParams;
     call.extra = p.extra;
   } else if (h == Handler::kLaunchCooperative) {
-    const auto& p = params<cuLaunchCooperativeKernel_params>(cb);
-    call.function = u64(p.f);
-    k.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
-    k.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
-    k.sharedMemBytes = p.sharedMemBytes;
-    k.stream = u64(p.hStream);
-    call.kernelParams = p.kernelParams;
+    readLaunchParams(params<cuLaunchCooperativeKernel_params>(cb), call);
   } else {
     const auto& p = params<cuLaunchKernel_params>(cb);
-    call.function = u64(p.f);
-    k.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
-    k.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
-    k.sharedMemBytes = p.sharedMemBytes;
-    k.stream = u64(p.hStream);
-    call.kernelParams = p.kernelParams;
+    readLaunchParams(p, call);
     call.extra = p.extra;
   }
   return true;
