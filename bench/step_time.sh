@@ -5,7 +5,7 @@
 # ROUNDS (default 3) rounds of one plain run and one run under `gpurr
 # record` (hash mode, the default), side by side; each run reports its
 # median step time after warm-up. Prints, per workload, the medians over the
-# rounds, recorded / plain (goal <= 1.25), the launches per step and the
+# rounds, recorded / plain (goal <= 1.10), the launches per step and the
 # trace's bytes per launch (events compressed, then with blobs); then a line
 # "goal missed: ..." for each workload over the goal.
 # PYTHON names the interpreter. Exits 77 (skipped) without a GPU or PyTorch,
@@ -15,6 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 usage="bench/step_time.sh BUILD_DIR [ROUNDS]" name=step-time
 . "$here/step_common.sh"
 rounds=${2:-3}
+goal=1.10
 
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
@@ -47,7 +48,7 @@ print(round(d['launches'] / ($steps + $warmup), 1), round(d['eventsCompressedByt
   ratio=$(awk -v a="$recorded" -v b="$plain" 'BEGIN {print a / b}')
   printf '%-5s %12.3f %12.3f %8.2fx %14s %7s / %-7s\n' "$w" "$plain" "$recorded" \
     "$ratio" "$per_step" "$per_launch" "$per_launch_all"
-  awk -v r="$ratio" 'BEGIN {exit !(r > 1.25)}' && missed+=("$w recorded / plain $(printf '%.2f' "$ratio")x (goal <= 1.25)")
+  awk -v r="$ratio" -v goal="$goal" 'BEGIN {exit !(r > goal)}' && missed+=("$w recorded / plain $(printf '%.2f' "$ratio")x (goal <= $goal)")
 done
 echo "(medians of $rounds rounds of $steps steps after $warmup of warm-up; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
 for m in "${missed[@]}"; do echo "goal missed: $m"; status=1; done
