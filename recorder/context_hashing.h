@@ -27,10 +27,13 @@ namespace gpurr::recorder {
 // Lets this thread make the recorder's allocating calls while another thread
 // captures a graph in global mode (where they would otherwise fail and
 // invalidate that capture); restores the thread's mode afterwards.
+// `captureMayBeOpen` false (CaptureTracker): no capture is open, and the
+// thread's mode is left alone.
 class RelaxedCaptureMode {
  public:
-  explicit RelaxedCaptureMode(const kernels::DriverApi& api) : api_(api) {
-    if (api_.cuThreadExchangeStreamCaptureMode) active_ = api_.cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
+  explicit RelaxedCaptureMode(const kernels::DriverApi& api, bool captureMayBeOpen = true) : api_(api) {
+    if (captureMayBeOpen && api_.cuThreadExchangeStreamCaptureMode)
+      active_ = api_.cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
   }
   ~RelaxedCaptureMode() {
     if (active_) api_.cuThreadExchangeStreamCaptureMode(&mode_);
