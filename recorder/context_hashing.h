@@ -80,7 +80,7 @@ struct ContextHashing {
   std::atomic<bool> broken{false};  // the context failed (a sticky error): no kernel of it runs again
   std::string brokenWhy;            // under mu
   uint64_t dropped = 0;             // batches refused for want of room
-  std::set<PendingCuda*> inFlight;
+  std::vector<PendingCuda*> inFlight;  // a flat list: added to for nearly every launch
   // Batches given up while their kernel may still run (the stream blocked
   // past the wait limit): (sequence, ticket). Their room comes back once
   // their ticket shows.

@@ -23,8 +23,8 @@ HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<
                                  bool wait) {
   HashTicket t;
   if (ranges.empty()) return t;
-  std::vector<kernels::HashRequest> requests;
-  requests.reserve(ranges.size());
+  thread_local std::vector<kernels::HashRequest> requests;  // this thread's, capacity kept
+  requests.clear();
   for (const trace::DeviceRange& r : ranges) requests.push_back({r.address, r.size});
   std::string error;
   t.pending = device_.hash(context, stream, requests, options_.sync || wait, error);
