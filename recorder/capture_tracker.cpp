@@ -3,6 +3,7 @@
 #include "recorder/capture_tracker.h"
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 namespace gpurr::recorder {
@@ -15,8 +16,11 @@ void CaptureTracker::beginning(uint64_t stream) {
   }
   // A section that saw no capture open may be between its check and the
   // driver calls it makes on that account: let it finish first. Sections are
-  // one callback's work, microseconds long.
-  while (sections_.load() != 0) std::this_thread::yield();
+  // one callback's work, microseconds long; one that waits for the GPU is
+  // not waited for past kSectionWait (that GPU work may wait for this
+  // thread's).
+  const auto until = std::chrono::steady_clock::now() + kSectionWait;
+  while (sections_.load() != 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
 }
 
 void CaptureTracker::settled(uint64_t stream, bool capturing) {

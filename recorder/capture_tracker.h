@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -36,7 +37,7 @@ class CaptureTracker {
   // ENTER of a call that begins a capture of `stream` (its identity: the
   // per-thread default stream is one per host thread, streamIdentity). The
   // capture counts as open from now on; waits for the sections of other
-  // threads. Not inside a Section of this thread.
+  // threads (at most kSectionWait). Not inside a Section of this thread.
   void beginning(uint64_t stream);
   // EXIT of a call that begins or ends a capture of `stream`: `capturing`
   // false when the driver says the stream captures no more (a begin that
@@ -45,6 +46,8 @@ class CaptureTracker {
 
   // Streams that may be capturing (tests).
   size_t openCount() const { return open_.load(); }
+
+  static constexpr std::chrono::milliseconds kSectionWait{500};
 
  private:
   std::mutex mu_;
