@@ -10,6 +10,14 @@ uint64_t chunkCount(uint64_t length) { return (length + hash::kChunkBytes - 1) /
 
 HashPlan planHashBatch(std::span<const HashRequest> requests) {
   HashPlan plan;
+  planHashBatch(requests, plan);
+  return plan;
+}
+
+void planHashBatch(std::span<const HashRequest> requests, HashPlan& plan) {
+  plan.firstSlot.clear();
+  plan.ranges.clear();
+  plan.totalSlots = 0;
   plan.firstSlot.reserve(requests.size());
   plan.ranges.reserve(requests.size());
   for (const HashRequest& r : requests) {
@@ -18,7 +26,6 @@ HashPlan planHashBatch(std::span<const HashRequest> requests) {
     plan.ranges.push_back({r.address, r.length, plan.totalSlots});
     plan.totalSlots += chunkCount(r.length);
   }
-  return plan;
 }
 
 uint64_t foldRequest(const HashPlan& plan, std::span<const HashRequest> requests, size_t index,

@@ -31,6 +31,8 @@ struct HashPlan {
 // requests own no slot and are left out of `ranges` (their digest is the
 // digest of the empty buffer).
 HashPlan planHashBatch(std::span<const HashRequest> requests);
+// The same into `plan`, reusing its vectors' capacity.
+void planHashBatch(std::span<const HashRequest> requests, HashPlan& plan);
 
 // Digest of request `index` from the batch's chunk digests (hash::foldChunks
 // over its slots).

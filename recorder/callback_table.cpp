@@ -188,7 +188,11 @@ struct RuntimeRow {
   CUpti_CallbackId cbid;
   RuntimeLaunch launch;
   bool perThread;
+  Handler capture = Handler::kNone;
 };
+
+#define RT_CAPTURE(name, h, perThread) \
+  {CUPTI_RUNTIME_TRACE_CBID_##name, RuntimeLaunch::kNone, perThread, Handler::h}
 
 constexpr RuntimeRow kRuntimeRows[] = {
     {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, RuntimeLaunch::kLaunchKernel, false},
@@ -199,13 +203,23 @@ constexpr RuntimeRow kRuntimeRows[] = {
     {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000, RuntimeLaunch::kLaunchCooperative, true},
     {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, RuntimeLaunch::kLaunchKernelHandle, false},
     {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000, RuntimeLaunch::kLaunchKernelHandle, true},
+    // Captures begun and ended through the runtime: no header promises that
+    // the driver's capture callbacks fire inside them (CaptureTracker).
+    RT_CAPTURE(cudaStreamBeginCapture_v10000, kCaptureBegin, false),
+    RT_CAPTURE(cudaStreamBeginCapture_ptsz_v10000, kCaptureBegin, true),
+    RT_CAPTURE(cudaStreamBeginCaptureToGraph_v12030, kCaptureBegin, false),
+    RT_CAPTURE(cudaStreamBeginCaptureToGraph_ptsz_v12030, kCaptureBegin, true),
+    RT_CAPTURE(cudaStreamEndCapture_v10000, kCaptureEnd, false),
+    RT_CAPTURE(cudaStreamEndCapture_ptsz_v10000, kCaptureEnd, true),
 };
+
+#undef RT_CAPTURE
 
 }  // namespace
 
 RuntimeEntry runtimeHandler(CUpti_CallbackId cbid) {
   for (const RuntimeRow& r : kRuntimeRows)
-    if (r.cbid == cbid) return {r.launch, r.perThread};
+    if (r.cbid == cbid) return {r.launch, r.perThread, r.capture};
   return {};
 }
 

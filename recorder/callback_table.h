@@ -56,9 +56,14 @@ enum class RuntimeLaunch : uint8_t {
 struct RuntimeEntry {
   RuntimeLaunch launch = RuntimeLaunch::kNone;
   bool perThread = false;  // a _ptsz variant
+  // kCaptureBegin or kCaptureEnd for the runtime's capture calls
+  // (cudaStreamBeginCapture, cudaStreamBeginCaptureToGraph,
+  // cudaStreamEndCapture), whose first parameter is the stream; else kNone.
+  Handler capture = Handler::kNone;
 };
 
-// The handler of a runtime API callback id (kNone for ids not subscribed).
+// The handler of a runtime API callback id (launch and capture kNone for ids
+// not subscribed).
 RuntimeEntry runtimeHandler(CUpti_CallbackId cbid);
 
 // Every runtime callback id with a handler, to enable one by one.

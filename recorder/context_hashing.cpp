@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "recorder/recycling.h"
 #include "trace_format/hash_primitives.h"
 
 namespace gpurr::recorder {
@@ -39,23 +40,37 @@ void pollPause(uint32_t polls) {
 
 }  // namespace
 
-class PendingCuda : public PendingHashes {
+// A hash's requests and their plan, kept for the next hash once it is done
+// (Recycler): their vectors keep their capacity.
+struct HashRequests {
+  std::vector<kernels::HashRequest> requests;
+  kernels::HashPlan plan;
+};
+
+// One hash batch in flight. Made on the program's thread for nearly every
+// launch and freed by the trace thread: its memory and its requests' are
+// reused (Pooled, Recycler).
+class PendingCuda : public PendingHashes, public Pooled<PendingCuda> {
  public:
   PendingCuda(std::shared_ptr<ContextHashing> cs, std::span<const kernels::HashRequest> requests,
               uint64_t stream)
-      : cs_(std::move(cs)), requests_(requests.begin(), requests.end()), plan_(kernels::planHashBatch(requests_)),
-        stream_(stream) {}
+      : cs_(std::move(cs)), held_(Recycler<HashRequests>::take()), requests_(held_->requests), plan_(held_->plan),
+        stream_(stream) {
+    requests_.assign(requests.begin(), requests.end());
+    kernels::planHashBatch(requests_, plan_);
+  }
   ~PendingCuda() override {
     std::vector<kernels::HashResult> ignored;
     std::string error;
     if (batch_) wait(ignored, error);
+    Recycler<HashRequests>::give(std::move(held_));
   }
 
   const kernels::HashPlan& plan() const { return plan_; }
   // Holds cs_->mu.
   void setBatch(const HashRing::Batch& b) {
     batch_ = b;
-    cs_->inFlight.insert(this);
+    cs_->inFlight.push_back(this);
   }
   uint64_t ticket() const { return batch_->sequence + 1; }  // never 0, the words' initial value
   uint64_t* doneWord() const { return cs_->doneWords() + batch_->sequence % ContextHashing::kRingBatches; }
@@ -89,7 +104,7 @@ class PendingCuda : public PendingHashes {
       } else if (abandoned) {
         cs_->abandoned.emplace_back(batch_->sequence, ticket());
       }
-      cs_->inFlight.erase(this);
+      std::erase(cs_->inFlight, this);
       cs_->reclaimAbandonedLocked();
       cs_->ringFreed.notify_all();
       batch_.reset();
@@ -167,8 +182,9 @@ class PendingCuda : public PendingHashes {
   }
 
   std::shared_ptr<ContextHashing> cs_;
-  std::vector<kernels::HashRequest> requests_;
-  kernels::HashPlan plan_;
+  std::unique_ptr<HashRequests> held_;
+  std::vector<kernels::HashRequest>& requests_;  // held_'s
+  kernels::HashPlan& plan_;                      // held_'s
   uint64_t stream_;
   std::optional<HashRing::Batch> batch_;
   bool done_ = false, failed_ = false;
@@ -536,7 +552,7 @@ std::unique_ptr<PendingCopy> ContextHashing::copyToHost(const std::shared_ptr<Co
 void ContextHashing::destroyed(CUresult synchronized) {
   const CUresult r = synchronized;
   std::lock_guard lock(mu);
-  std::set<PendingCuda*> pending = inFlight;
+  const std::vector<PendingCuda*> pending = inFlight;
   for (PendingCuda* p : pending) {
     p->finishLocked(r == CUDA_SUCCESS && p->completed(),
                     r == CUDA_SUCCESS ? "the hash kernel did not run before the context was destroyed"

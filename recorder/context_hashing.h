@@ -27,10 +27,13 @@ namespace gpurr::recorder {
 // Lets this thread make the recorder's allocating calls while another thread
 // captures a graph in global mode (where they would otherwise fail and
 // invalidate that capture); restores the thread's mode afterwards.
+// `captureMayBeOpen` false (CaptureTracker): no capture is open, and the
+// thread's mode is left alone.
 class RelaxedCaptureMode {
  public:
-  explicit RelaxedCaptureMode(const kernels::DriverApi& api) : api_(api) {
-    if (api_.cuThreadExchangeStreamCaptureMode) active_ = api_.cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
+  explicit RelaxedCaptureMode(const kernels::DriverApi& api, bool captureMayBeOpen = true) : api_(api) {
+    if (captureMayBeOpen && api_.cuThreadExchangeStreamCaptureMode)
+      active_ = api_.cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS;
   }
   ~RelaxedCaptureMode() {
     if (active_) api_.cuThreadExchangeStreamCaptureMode(&mode_);
@@ -77,7 +80,7 @@ struct ContextHashing {
   std::atomic<bool> broken{false};  // the context failed (a sticky error): no kernel of it runs again
   std::string brokenWhy;            // under mu
   uint64_t dropped = 0;             // batches refused for want of room
-  std::set<PendingCuda*> inFlight;
+  std::vector<PendingCuda*> inFlight;  // a flat list: added to for nearly every launch
   // Batches given up while their kernel may still run (the stream blocked
   // past the wait limit): (sequence, ticket). Their room comes back once
   // their ticket shows.

@@ -53,7 +53,7 @@ CudaDevice::~CudaDevice() = default;  // at exit the driver may be gone: leak, d
 bool CudaDevice::describeFunction(uint64_t function, FunctionInfo& out) {
   // cuKernelGetFunction may load the kernel's module (lazy loading): not a
   // call that may break a capture this thread runs in global mode.
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_, captures().mayBeOpen());
   const auto f = reinterpret_cast<CUfunction>(function);
   const auto k = reinterpret_cast<CUkernel>(function);
   const char* name = nullptr;
@@ -106,7 +106,7 @@ uint64_t CudaDevice::runtimeFunction(uint64_t hostFunction) {
   // reads after its launch (PyTorch checks every launch): look up only while
   // that state holds no error of the program's, and clear ours.
   if (get == nullptr || peek == nullptr || clear == nullptr || peek() != 0) return 0;
-  RelaxedCaptureMode relaxed(api_);  // the lookup may load the module, as above
+  RelaxedCaptureMode relaxed(api_, captures().mayBeOpen());  // the lookup may load the module, as above
   CUfunction f = nullptr;
   if (get(&f, reinterpret_cast<const void*>(hostFunction)) != 0) {
     clear();
@@ -216,7 +216,7 @@ std::shared_ptr<ContextHashing> CudaDevice::stateFor(uint64_t context, std::stri
 std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t stream,
                                                 std::span<const kernels::HashRequest> requests, bool synchronous,
                                                 std::string& error) {
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_, captures().mayBeOpen());
   std::shared_ptr<ContextHashing> cs = stateFor(context, error);
   if (!cs) return nullptr;
   return ContextHashing::hash(cs, stream, requests, synchronous, error);
@@ -224,7 +224,7 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
 
 std::unique_ptr<PendingCopy> CudaDevice::copyToHost(uint64_t context, uint64_t stream, uint64_t address,
                                                     uint64_t size, bool synchronous, std::string& error) {
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_, captures().mayBeOpen());
   std::shared_ptr<ContextHashing> cs = stateFor(context, error);
   if (!cs) return nullptr;
   return ContextHashing::copyToHost(cs, stream, address, size, synchronous, error);
@@ -245,7 +245,7 @@ bool CudaDevice::rerunLaunch(uint64_t context, const Relaunch& launch, std::span
     if (checkpoint_.resultString) checkpoint_.resultString(r, &text);
     return std::string(what) + ": " + (text ? text : "error " + std::to_string(static_cast<int>(r)));
   };
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_, captures().mayBeOpen());
   const auto stream = reinterpret_cast<CUstream>(launch.stream);
   auto digestOutputs = [&](std::vector<uint64_t>& out) {
     std::unique_ptr<PendingHashes> p = hash(context, launch.stream, outputs, true, error);
@@ -333,7 +333,7 @@ void CudaDevice::contextDestroying(uint64_t context) {
     cs = it->second;
     contexts_.erase(it);
   }
-  RelaxedCaptureMode relaxed(api_);
+  RelaxedCaptureMode relaxed(api_, captures().mayBeOpen());
   const bool pushed = api_.cuCtxPushCurrent(cs->ctx) == CUDA_SUCCESS;
   // Everything enqueued is finished after this; the pinned mirrors (freed
   // with the context) are read now, not by the trace thread later.

@@ -14,6 +14,7 @@
 
 #include "kernels/device_hasher.h"
 #include "kernels/hash_plan.h"
+#include "recorder/capture_tracker.h"
 #include "trace_format/events.h"
 
 namespace gpurr::recorder {
@@ -100,7 +101,15 @@ class Device {
   };
   virtual StreamCapture captureState(uint64_t stream) = 0;
 
-  bool canEnqueue(uint64_t stream) { return captureState(stream).canEnqueue; }
+  // The captures the recorder has seen begin and not end (the session's
+  // callbacks keep it up to date).
+  CaptureTracker& captures() { return captures_; }
+  // captureState, asked only while a capture may be open: with none open,
+  // no stream is being captured and every stream can take work.
+  StreamCapture currentCapture(uint64_t stream) {
+    return captures_.mayBeOpen() ? captureState(stream) : StreamCapture{std::nullopt, true};
+  }
+  bool canEnqueue(uint64_t stream) { return currentCapture(stream).canEnqueue; }
 
   // The nodes of a graph, its child graphs' included, as far as they can
   // touch device memory: each kernel node's function and parameters (as a
@@ -173,6 +182,9 @@ class Device {
   // `context` is about to be destroyed: release what the hasher holds in it.
   // Every pending hash of that context has been waited for.
   virtual void contextDestroying(uint64_t context) = 0;
+
+ private:
+  CaptureTracker captures_;
 };
 
 }  // namespace gpurr::recorder

@@ -15,6 +15,16 @@
 
 namespace gpurr::recorder {
 
+namespace {
+
+// The stream of a capture call, as the tracker counts it: every begin and end
+// call, runtime or driver, takes the stream first.
+uint64_t captureStream(const CUpti_CallbackData& cb, bool perThread) {
+  return streamIdentity(enqueueStream(u64(params<cuStreamEndCapture_params>(cb).hStream), perThread));
+}
+
+}  // namespace
+
 void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
   if (finished_.load(std::memory_order_relaxed) || cbdata == nullptr) return;
   // The recorder's own calls are not recorded. But the driver may load one of
@@ -26,6 +36,18 @@ void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbi
     return;
   ReentrancyGuard guard;
   try {
+    // A capture begins: counted open before the driver begins it, once
+    // the other threads' callbacks in flight are done (capture_tracker.h).
+    if (domain != CUPTI_CB_DOMAIN_RESOURCE) {
+      const auto& cb = *static_cast<const CUpti_CallbackData*>(cbdata);
+      if (cb.callbackSite == CUPTI_API_ENTER) {
+        const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+        const RuntimeEntry r = runtime ? runtimeHandler(cbid) : RuntimeEntry{};
+        const HandlerEntry d = runtime ? HandlerEntry{r.capture, r.perThread} : driverHandler(cbid);
+        if (d.handler == Handler::kCaptureBegin) device_->captures().beginning(captureStream(cb, d.perThread));
+      }
+    }
+    CaptureTracker::Section section(device_->captures());
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
       onDriver(cbid, *static_cast<const CUpti_CallbackData*>(cbdata));
     } else if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
@@ -97,11 +119,8 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
     default:
       break;
   }
-  if (!enter && e.handler == Handler::kCaptureEnd) {
-    // The capture is over when its stream captures no more, whatever the call
-    // returned (invalidated, unjoined work, success): the driver says.
-    const uint64_t stream = enqueueStream(u64(params<cuStreamEndCapture_params>(cb).hStream), e.perThread);
-    if (!device_->captureState(stream).capture) hashing_.captureEnded();
+  if (e.handler == Handler::kCaptureBegin || e.handler == Handler::kCaptureEnd) {
+    if (!enter) captureSettled(e.handler, e.perThread, cb, succeeded(cb));
     return;
   }
   if (enter || !succeeded(cb)) return;
@@ -119,9 +138,6 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
     case Handler::kMemsetD2D8Async: case Handler::kMemsetD2D16Async: case Handler::kMemsetD2D32Async:
       copies_.setExit(e.handler, e.perThread, cb);
       return;
-    case Handler::kCaptureBegin:
-      hashing_.captureBegan();
-      return;
     case Handler::kCtxSynchronize: case Handler::kStreamSynchronize: case Handler::kEventRecord:
     case Handler::kEventRecordWithFlags: case Handler::kEventSynchronize: case Handler::kStreamWaitEvent:
       copies_.syncExit(e.handler, e.perThread, cb);
@@ -134,12 +150,34 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
 
 void RecordSession::onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb) {
   const RuntimeEntry e = runtimeHandler(cbid);
+  if (e.capture != Handler::kNone) {
+    if (cb.callbackSite == CUPTI_API_EXIT) {
+      const bool ok = cb.functionReturnValue != nullptr &&
+                      *static_cast<const cudaError_t*>(cb.functionReturnValue) == cudaSuccess;
+      captureSettled(e.capture, e.perThread, cb, ok);
+    }
+    return;
+  }
   if (e.launch == RuntimeLaunch::kNone) return;
   if (cb.callbackSite == CUPTI_API_EXIT) {
     launches_.processLaunch(e, cb);
   } else {
     launches_.prepareLaunch(e, cb);
   }
+}
+
+void RecordSession::captureSettled(Handler h, bool perThread, const CUpti_CallbackData& cb, bool ok) {
+  // A begin that succeeded leaves its stream capturing. Otherwise (a begin
+  // that failed, an end, whatever it returned: invalidated, unjoined work,
+  // success) the driver says whether the stream still captures; when it
+  // cannot say, the capture may be open.
+  const uint64_t stream = enqueueStream(u64(params<cuStreamEndCapture_params>(cb).hStream), perThread);
+  bool capturing = true;
+  if (h == Handler::kCaptureEnd || !ok) {
+    const Device::StreamCapture state = device_->captureState(stream);
+    capturing = state.capture.has_value() || !state.canEnqueue;
+  }
+  device_->captures().settled(captureStream(cb, perThread), capturing);
 }
 
 }  // namespace gpurr::recorder

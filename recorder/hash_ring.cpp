@@ -6,14 +6,14 @@
 namespace gpurr::recorder {
 
 HashRing::HashRing(uint64_t ranges, uint64_t digests, uint64_t batches)
-    : ranges_{ranges, 0}, digests_{digests, 0}, batches_(batches) {}
+    : ranges_{ranges, 0}, digests_{digests, 0}, batches_(batches), live_(batches) {}
 
 bool HashRing::fits(uint64_t ranges, uint64_t digests) const {
   return ranges <= ranges_.capacity && digests <= digests_.capacity;
 }
 
 std::optional<uint64_t> HashRing::place(const Area& area, uint64_t tail, uint64_t n) const {
-  if (live_.empty()) return n <= area.capacity ? std::optional<uint64_t>(0) : std::nullopt;
+  if (liveCount_ == 0) return n <= area.capacity ? std::optional<uint64_t>(0) : std::nullopt;
   if (area.head > tail) {
     // Live units are [tail, head): free are [head, capacity) and [0, tail).
     if (area.head + n <= area.capacity) return area.head;
@@ -29,24 +29,24 @@ std::optional<uint64_t> HashRing::place(const Area& area, uint64_t tail, uint64_
 std::optional<HashRing::Batch> HashRing::take(uint64_t ranges, uint64_t digests) {
   ranges = std::max<uint64_t>(ranges, 1);  // an empty batch would make a full ring look empty
   digests = std::max<uint64_t>(digests, 1);
-  if (!fits(ranges, digests) || live_.size() >= batches_) return std::nullopt;
-  const uint64_t rangeTail = live_.empty() ? 0 : live_.front().rangeStart;
-  const uint64_t digestTail = live_.empty() ? 0 : live_.front().digestStart;
+  if (!fits(ranges, digests) || liveCount_ >= batches_) return std::nullopt;
+  const uint64_t rangeTail = liveCount_ == 0 ? 0 : oldest().rangeStart;
+  const uint64_t digestTail = liveCount_ == 0 ? 0 : oldest().digestStart;
   const std::optional<uint64_t> r = place(ranges_, rangeTail, ranges);
   const std::optional<uint64_t> d = place(digests_, digestTail, digests);
   if (!r || !d) return std::nullopt;
-  live_.push_back({*r, *r + ranges, *d, *d + digests});
+  live_[nextSequence_ % batches_] = {*r, *r + ranges, *d, *d + digests};
+  ++liveCount_;
   ranges_.head = *r + ranges;
   digests_.head = *d + digests;
   return Batch{nextSequence_++, *r, *d};
 }
 
 void HashRing::giveBack(uint64_t sequence) {
-  const uint64_t oldest = nextSequence_ - live_.size();
-  if (sequence < oldest || sequence >= nextSequence_) return;
-  live_[sequence - oldest].released = true;
-  while (!live_.empty() && live_.front().released) live_.pop_front();
-  if (live_.empty()) ranges_.head = digests_.head = 0;
+  if (sequence < nextSequence_ - liveCount_ || sequence >= nextSequence_) return;
+  live_[sequence % batches_].released = true;
+  while (liveCount_ > 0 && oldest().released) --liveCount_;
+  if (liveCount_ == 0) ranges_.head = digests_.head = 0;
 }
 
 }  // namespace gpurr::recorder

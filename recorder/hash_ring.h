@@ -7,8 +7,8 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <optional>
+#include <vector>
 
 namespace gpurr::recorder {
 
@@ -34,7 +34,7 @@ class HashRing {
   // taken before it is given back too.
   void giveBack(uint64_t sequence);
 
-  uint64_t inFlight() const { return live_.size(); }
+  uint64_t inFlight() const { return liveCount_; }
   uint64_t batches() const { return batches_; }
 
  private:
@@ -52,7 +52,13 @@ class HashRing {
   Area ranges_, digests_;
   uint64_t batches_;
   uint64_t nextSequence_ = 0;  // of the next batch taken
-  std::deque<Live> live_;      // taken and not yet reclaimed, oldest first
+  // Taken and not yet reclaimed: the batches of sequences [nextSequence_ -
+  // liveCount_, nextSequence_), batch s at live_[s % batches_]. Allocated
+  // once: taking a batch allocates nothing.
+  std::vector<Live> live_;
+  uint64_t liveCount_ = 0;
+  Live& oldest() { return live_[(nextSequence_ - liveCount_) % batches_]; }
+  const Live& oldest() const { return live_[(nextSequence_ - liveCount_) % batches_]; }
 };
 
 }  // namespace gpurr::recorder

@@ -14,18 +14,6 @@ namespace gpurr::recorder {
 
 using trace::AllocationKind;
 
-namespace {
-
-// The write history's stream: the per-thread default stream is one per host thread.
-uint64_t historyStream(uint64_t stream) {
-  if (stream != u64(CU_STREAM_PER_THREAD)) return stream;
-  static std::atomic<uint64_t> threads{0};
-  thread_local const uint64_t thread = ++threads;
-  return stream ^ thread << 32;
-}
-
-}  // namespace
-
 HashRules::HashRules(std::mutex& mu, const RecorderOptions& options, Device& device, SessionOutput& out,
                      MemoryRecorder& memory)
     : mu_(mu), options_(options), allInputs_(hashesAllInputs(options)), device_(device), out_(out),
@@ -35,8 +23,8 @@ HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<
                                  bool wait) {
   HashTicket t;
   if (ranges.empty()) return t;
-  std::vector<kernels::HashRequest> requests;
-  requests.reserve(ranges.size());
+  thread_local std::vector<kernels::HashRequest> requests;  // this thread's, capacity kept
+  requests.clear();
   for (const trace::DeviceRange& r : ranges) requests.push_back({r.address, r.size});
   std::string error;
   t.pending = device_.hash(context, stream, requests, options_.sync || wait, error);
@@ -62,7 +50,7 @@ std::vector<trace::DeviceRange> HashRules::inputsToHash(const std::vector<trace:
       fresh.push_back(r);
       continue;
     }
-    const bool untouched = writeHistory().touch(r.address, r.address + r.size, historyStream(stream));
+    const bool untouched = writeHistory().touch(r.address, r.address + r.size, streamIdentity(stream));
     // A tensor the op made: its old bytes are none of the op's business, and
     // its hash after the launch vouches for it from then on. (Most launches
     // of a training step write a tensor made in a block freed the step
@@ -77,7 +65,7 @@ std::vector<trace::DeviceRange> HashRules::inputsToHash(const std::vector<trace:
 void HashRules::touched(const HashTicket& written, uint64_t stream) {
   if (allInputs_ || !written.pending) return;
   for (const trace::DeviceRange& r : written.ranges)
-    writeHistory().touch(r.address, r.address + r.size, historyStream(stream));
+    writeHistory().touch(r.address, r.address + r.size, streamIdentity(stream));
 }
 
 
@@ -131,7 +119,7 @@ std::vector<SnapshotCopy> HashRules::snapshotRanges(uint64_t context, uint64_t s
 void HashRules::checkDeterminism(uint64_t context, const Relaunch& launch,
                                  const std::vector<trace::DeviceRange>& outputs,
                                  std::vector<trace::Annotation>& annotations) {
-  if (activeCaptures_.load() > 0) {
+  if (device_.captures().mayBeOpen()) {
     // The check synchronises the context, which would invalidate the capture.
     annotations.emplace_back(std::in_place_type<trace::Note>,
                              "determinism check skipped: a CUDA graph was being captured in the process");

@@ -72,17 +72,11 @@ class HashRules {
                                            const std::vector<trace::DeviceRange>& ranges);
   // Re-runs a launch in process (--check-determinism): how many distinct
   // output states the re-runs gave, added to `annotations` (nothing, after
-  // warning, when the device cannot re-run it).
+  // warning, when the device cannot re-run it). Skipped while a graph
+  // capture may be open in any thread: the check synchronises the context.
   __attribute__((noinline)) void checkDeterminism(uint64_t context, const Relaunch& launch,
                                                   const std::vector<trace::DeviceRange>& outputs,
                                                   std::vector<trace::Annotation>& annotations);
-
-  // Graph captures begun and ended, in any thread: a determinism check,
-  // which synchronises the context, is skipped while one is under way.
-  void captureBegan() { activeCaptures_.fetch_add(1); }
-  void captureEnded() {
-    if (activeCaptures_.load() > 0) activeCaptures_.fetch_sub(1);
-  }
 
  private:
   std::mutex& mu_;
@@ -91,7 +85,6 @@ class HashRules {
   Device& device_;
   SessionOutput& out_;
   MemoryRecorder& memory_;
-  std::atomic<int> activeCaptures_{0};  // graph captures begun and not ended, in any thread
 };
 
 }  // namespace gpurr::recorder

@@ -31,6 +31,10 @@ struct RuntimeLaunchFrame {
 };
 thread_local RuntimeLaunchFrame tlsRuntimeLaunch;
 
+// The pointers a launch's parameters hold, found into a buffer of its
+// thread's (capacity kept): a launch's callbacks never nest on one thread.
+thread_local std::vector<ScannedPointer> tlsScanned;
+
 // The note on a hashed launch whose pointer parameters point into memory its
 // device cannot read (so no range of theirs is hashed), one entry per
 // allocation; empty when there is none.
@@ -235,22 +239,24 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     k.hashed = false;
     {
       std::lock_guard lock(mu_);
-      for (const ScannedPointer& p : scanPointers(k.params, memory_.allocations(), device))
-        k.pointers.push_back(p.param);
+      scanPointers(k.params, memory_.allocations(), device, tlsScanned);
     }
+    k.pointers.reserve(tlsScanned.size());
+    for (const ScannedPointer& p : tlsScanned) k.pointers.push_back(p.param);
     clock.lap(kPointers);
     pending->entry.event = out_.newEvent(std::move(k));
     clock.lap(kFramework);
     return pending;
   }
 
-  std::vector<ScannedPointer> scanned;
+  const std::vector<ScannedPointer>& scanned = tlsScanned;
   uint64_t index;
   {
     std::lock_guard lock(mu_);
     index = nextLaunch_++;
-    scanned = scanPointers(k.params, memory_.allocations(), device);
+    scanPointers(k.params, memory_.allocations(), device, tlsScanned);
   }
+  k.pointers.reserve(scanned.size());
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
   std::vector<trace::DeviceRange> ranges = referencedRanges(scanned, framework::blockAt);
   const std::string unreadable = unreadableOperands(scanned, device);

@@ -26,6 +26,7 @@
 #include "recorder/memory.h"
 #include "recorder/modules.h"
 #include "recorder/options.h"
+#include "recorder/recycling.h"
 #include "recorder/session_output.h"
 #include "recorder/trace_sink.h"
 
@@ -34,7 +35,7 @@ namespace gpurr::recorder {
 // State carried from a launch's ENTER callback to its EXIT (through
 // CUpti_CallbackData::correlationData); a graph launch's too
 // (GraphRecorder::prepareLaunch).
-struct PendingLaunch {
+struct PendingLaunch : Pooled<PendingLaunch> {  // one per launch: its memory is reused
   SinkEntry entry;
   uint64_t context = 0;
   uint64_t stream = 0;  // to enqueue on

@@ -78,13 +78,13 @@ void MemoryRecorder::onExit(Handler h, const CUpti_CallbackData& cb) {
     // hashed as live memory; it is left out, and so is its free.
     case Handler::kMemAllocAsync: {
       const auto& p = params<cuMemAllocAsync_params>(cb);
-      if (p.dptr && !device_.captureState(u64(p.hStream)).capture)
+      if (p.dptr && !device_.currentCapture(u64(p.hStream)).capture)
         addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
       break;
     }
     case Handler::kMemAllocFromPoolAsync: {
       const auto& p = params<cuMemAllocFromPoolAsync_params>(cb);
-      if (p.dptr && !device_.captureState(u64(p.hStream)).capture)
+      if (p.dptr && !device_.currentCapture(u64(p.hStream)).capture)
         addAllocation(*p.dptr, p.bytesize, AllocationKind::kAsync, u64(p.hStream), u64(cb.context));
       break;
     }

@@ -40,6 +40,13 @@ std::optional<std::vector<uint8_t>> paramsFromExtra(void* const* extra) {
 std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const AllocationMap& map,
                                          uint32_t device) {
   std::vector<ScannedPointer> out;
+  scanPointers(params, map, device, out);
+  return out;
+}
+
+void scanPointers(std::span<const uint8_t> params, const AllocationMap& map, uint32_t device,
+                  std::vector<ScannedPointer>& out) {
+  out.clear();
   for (size_t off = 0; off + 8 <= params.size(); off += 8) {
     uint64_t word;
     std::memcpy(&word, params.data() + off, 8);
@@ -54,16 +61,17 @@ std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const 
     p.allocationDevice = r->device;
     out.push_back(p);
   }
-  return out;
 }
 
 std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers,
                                                  const BlockLookup& blockAt) {
-  std::vector<const ScannedPointer*> sorted;
+  thread_local std::vector<const ScannedPointer*> sorted;  // this thread's, capacity kept
+  sorted.clear();
   for (const ScannedPointer& p : pointers)
     if (p.readableBytes > 0) sorted.push_back(&p);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->address < b->address; });
   std::vector<trace::DeviceRange> out;
+  out.reserve(sorted.size());
   for (const ScannedPointer* p : sorted) {
     if (!out.empty()) {
       const trace::DeviceRange& last = out.back();

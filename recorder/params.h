@@ -40,6 +40,10 @@ struct ScannedPointer {
 // 8-byte aligned are never read as pointers.
 std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const AllocationMap& map,
                                          uint32_t device);
+// The same into `out` (cleared first, its capacity kept: the launch path
+// scans into a buffer of its thread's).
+void scanPointers(std::span<const uint8_t> params, const AllocationMap& map, uint32_t device,
+                  std::vector<ScannedPointer>& out);
 
 // The block of the framework's allocator that holds an address: (base, size).
 using BlockLookup = std::function<std::optional<std::pair<uint64_t, uint64_t>>(uint64_t address)>;

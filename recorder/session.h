@@ -79,6 +79,9 @@ class RecordSession {
   void onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onResource(CUpti_CallbackId cbid, const void* cbdata);
+  // EXIT of a call that begins or ends a graph capture (either domain;
+  // `ok`: it succeeded): whether its stream may still be capturing.
+  void captureSettled(Handler h, bool perThread, const CUpti_CallbackData& cb, bool ok);
 
   RecorderOptions options_;
   std::unique_ptr<Device> device_;

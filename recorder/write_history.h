@@ -15,8 +15,9 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <mutex>
+#include <span>
+#include <vector>
 
 namespace gpurr::recorder {
 
@@ -35,12 +36,18 @@ class WriteHistory {
 
  private:
   struct Touched {
-    uint64_t end, stream;
+    uint64_t begin, end, stream;
   };
-  void cut(uint64_t begin, uint64_t end);  // caller holds mu_
+  // The index of the first interval that ends after `at`. Caller holds mu_.
+  size_t firstEndingAfter(uint64_t at) const;
+  // touched_[lo, hi) becomes `with`, in place where it can. Caller holds mu_.
+  void replace(size_t lo, size_t hi, std::span<const Touched> with);
 
   mutable std::mutex mu_;
-  std::map<uint64_t, Touched> touched_;  // begin -> end and stream, disjoint; neighbours differ in stream or abut not
+  // Sorted by begin, disjoint; neighbours differ in stream or abut not. A
+  // flat array: a launch touches intervals that mostly exist already, which
+  // then change in place, with no allocation.
+  std::vector<Touched> touched_;
 };
 
 // The process's history: the session and the framework layer's block events

@@ -323,11 +323,15 @@ TEST_CASE("hashes are enqueued and read back only after the GPU ran them", "[rec
   CHECK_FALSE(gpu->queue.empty());  // nothing ran yet: asynchronous
   CHECK(gpu->ctxSyncs == 0);
   CHECK(gpu->streamSyncs == 0);
-  // The thread's capture mode was relaxed for the recorder's calls, then restored.
-  CHECK(gpu->modeExchanges == 2);
-  CHECK(gpu->captureMode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+  // No capture open: the thread's capture mode is left alone.
+  CHECK(gpu->modeExchanges == 0);
+  // While one may be open, it is relaxed for the recorder's calls, then restored.
+  device->captures().beginning(0x77);
   auto p2 = device->hash(0xC0, 0x5, std::span(req).subspan(2), false, error);  // a second batch
   REQUIRE(p2);
+  CHECK(gpu->modeExchanges == 2);
+  CHECK(gpu->captureMode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+  device->captures().settled(0x77, false);
   std::vector<kernels::HashResult> r1, r2;
   REQUIRE(p2->wait(r2, error));
   REQUIRE(p1->wait(r1, error));
@@ -645,6 +649,8 @@ TEST_CASE("capturing streams are refused", "[recorder][cudadevice]") {
   Fixture fx;
   auto device = CudaDevice::create(fakeApi());
   gpu->capture[0x9] = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  CHECK(device->canEnqueue(0x9));  // no capture seen to begin: the driver is not asked
+  device->captures().beginning(0x9);
   CHECK_FALSE(device->canEnqueue(0x9));
   CHECK(device->canEnqueue(0x8));
   CHECK(device->captureState(0x9).capture == 0u);  // the driver gives no id without cuStreamGetCaptureInfo

@@ -352,6 +352,41 @@ struct Harness {
     session->onCallback(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
   }
 
+  // A runtime API call as CUPTI reports it: ENTER, `inside` (what the call
+  // does, e.g. the driver's own callbacks), EXIT with `result`.
+  void runtimeCall(CUpti_CallbackId cbid, const void* params, cudaError_t result = cudaSuccess,
+                   const std::function<void()>& inside = {}) {
+    uint64_t correlation = 0;
+    cudaError_t ret = cudaSuccess;
+    CUpti_CallbackData cb{};
+    cb.functionName = "cudaTest";
+    cb.functionParams = params;
+    cb.functionReturnValue = &ret;
+    cb.context = ctx;
+    cb.correlationData = &correlation;
+    cb.callbackSite = CUPTI_API_ENTER;
+    session->onCallback(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
+    if (inside) inside();
+    ret = result;
+    cb.callbackSite = CUPTI_API_EXIT;
+    session->onCallback(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
+  }
+
+  // A graph capture of `stream` begun and ended through the driver, as a
+  // program's calls report it: the fake driver says the stream captures in
+  // between.
+  void beginCapture(uint64_t stream) {
+    cuStreamBeginCapture_v2_params p{reinterpret_cast<CUstream>(stream), CU_STREAM_CAPTURE_MODE_GLOBAL};
+    call(CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, &p, CUDA_SUCCESS, nullptr,
+         [&] { device->capturing.insert(stream); });
+  }
+  void endCapture(uint64_t stream) {
+    CUgraph graph = nullptr;
+    cuStreamEndCapture_params p{reinterpret_cast<CUstream>(stream), &graph};
+    call(CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture, &p, CUDA_SUCCESS, nullptr,
+         [&] { device->capturing.erase(stream); });
+  }
+
   std::vector<trace::Event> finishAndRead(trace::Header* header = nullptr) {
     session->finish();
     REQUIRE(!traceDir.empty());
@@ -625,8 +660,23 @@ TEST_CASE("a synchronous copy's hash is complete when the copy returns, an async
   REQUIRE(h.calls.size() == 2);
   CHECK(h.calls[0].synchronous);
   CHECK_FALSE(h.calls[1].synchronous);
-  // One capture query per copy answers both "captured?" and "may we enqueue?".
-  CHECK(h.device->captureQueries == 2);
+  // No capture open: the driver is not asked.
+  CHECK(h.device->captureQueries == 0);
+}
+
+TEST_CASE("while a capture is open, one capture query per copy answers both \"captured?\" and \"may we enqueue?\"",
+          "[recorder][session][capture]") {
+  Harness h;
+  std::vector<uint8_t> dev = randomBytes(4096, 5), out(512);
+  h.memAlloc(dev);
+  h.beginCapture(0x77);
+  const int before = h.device->captureQueries;
+  cuMemcpyDtoHAsync_v2_params p{out.data(), addr(dev.data()), out.size(), reinterpret_cast<CUstream>(0x9)};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2, &p, CUDA_SUCCESS, nullptr,
+         [&] { std::memcpy(out.data(), dev.data(), out.size()); });
+  CHECK(h.device->captureQueries - before == 1);
+  h.endCapture(0x77);
+  h.finishAndRead();
 }
 
 TEST_CASE("unified copies take their direction from the memory map, pinned host memory is host", "[recorder][session]") {
@@ -720,7 +770,7 @@ TEST_CASE("GPURR_VERBOSE times the parts of the launch callbacks, and nothing is
 TEST_CASE("nothing is enqueued on a stream being captured", "[recorder][session]") {
   Harness h;
   h.device->functions[kAxpy] = axpyInfo(0);
-  h.device->capturing.insert(0x77);
+  h.beginCapture(0x77);
   std::vector<uint8_t> x = randomBytes(1000, 6);
   h.memAlloc(x);
   uint64_t px = addr(x.data());
@@ -753,7 +803,7 @@ TEST_CASE("captured launches take no launch number: --launches counts the launch
           "[recorder][session]") {
   Harness h(std::map<std::string, std::string>{{"GPURR_LAUNCHES", "0:1"}});
   h.device->functions[kAxpy] = axpyInfo(0);
-  h.device->capturing.insert(0x77);
+  h.beginCapture(0x77);
   std::vector<uint8_t> x = randomBytes(1000, 6);
   h.memAlloc(x);
   uint64_t px = addr(x.data());
@@ -784,7 +834,7 @@ TEST_CASE("copies, sets and graph launches on a stream being captured are marked
   void* args[] = {&px, &py, &a, &n};
   h.launch(kAxpy, args, 0x5);  // first uses: both hashed before, then touched on stream 5
   const size_t enqueued = h.calls.size();
-  h.device->capturing.insert(0x77);
+  h.beginCapture(0x77);
   {
     cuMemcpyHtoDAsync_v2_params p{px, host.data(), host.size(), reinterpret_cast<CUstream>(0x77)};
     h.call(CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, &p);
@@ -802,7 +852,7 @@ TEST_CASE("copies, sets and graph launches on a stream being captured are marked
     h.call(CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, &g);
   }
   CHECK(h.calls.size() == enqueued);  // nothing enqueued on the capturing stream
-  h.device->capturing.erase(0x77);
+  h.endCapture(0x77);
   h.launch(kAxpy, args, 0x5);  // the captured work has not run: x and y are as launch 0 left them
   const auto events = h.finishAndRead();
   const auto copies = eventsOf<trace::Memcpy>(events);
@@ -1294,10 +1344,10 @@ TEST_CASE("memory allocated on a stream being captured belongs to the graph and 
   Harness h;
   std::vector<uint8_t> owned = randomBytes(4096, 85), live = randomBytes(4096, 86);
   CUdeviceptr po = addr(owned.data()), pl = addr(live.data());
-  h.device->capturing.insert(0x9);
+  h.beginCapture(0x9);
   cuMemAllocAsync_params a{&po, owned.size(), reinterpret_cast<CUstream>(0x9)};
   h.call(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, &a);
-  h.device->capturing.erase(0x9);
+  h.endCapture(0x9);
   cuMemAllocAsync_params b{&pl, live.size(), reinterpret_cast<CUstream>(0x5)};
   h.call(CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, &b);
   cuGraphLaunch_params g{reinterpret_cast<CUgraphExec>(0x6), reinterpret_cast<CUstream>(0x5)};
@@ -2333,4 +2383,175 @@ TEST_CASE("a graph launch whose nodes touch nothing of the program's hashes noth
   const auto launches = eventsOf<trace::KernelLaunch>(events);
   REQUIRE(launches.size() == 2);
   CHECK(launches[1].inputs.empty());  // still vouched for by launch 0's digests
+}
+
+// Captures are tracked by the recorder's own callbacks of the calls that
+// begin and end them (CaptureTracker): while none is open, a launch asks the
+// driver nothing about captures; while one may be, every launch asks as
+// before, on every stream (a stream joins a capture by waiting on an event
+// of a captured one).
+namespace {
+struct CaptureCase {
+  Harness h;
+  std::vector<uint8_t> x = randomBytes(1000, 61);
+  uint64_t px = 0;
+  float a = 1;
+  int n = 1;
+  void* args[4] = {&px, &px, &a, &n};
+  CaptureCase() {
+    h.device->functions[kAxpy] = axpyInfo(0);
+    h.memAlloc(x);
+    px = addr(x.data());
+  }
+  // The capture queries one launch on `stream` makes.
+  int queriesOfLaunch(uint64_t stream) {
+    const int before = h.device->captureQueries;
+    h.launch(kAxpy, args, stream);
+    return h.device->captureQueries - before;
+  }
+  size_t open() { return h.device->captures().openCount(); }
+};
+
+void runtimeBegin(Harness& h, uint64_t stream, cudaError_t result = cudaSuccess,
+                  const std::function<void()>& inside = {}) {
+  cudaStreamBeginCapture_v10000_params p{reinterpret_cast<cudaStream_t>(stream), cudaStreamCaptureModeGlobal};
+  h.runtimeCall(CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000, &p, result, inside);
+}
+void runtimeEnd(Harness& h, uint64_t stream, const std::function<void()>& inside = {}) {
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture_v10000_params p{reinterpret_cast<cudaStream_t>(stream), &graph};
+  h.runtimeCall(CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000, &p, cudaSuccess, inside);
+}
+}  // namespace
+
+TEST_CASE("capture tracking: no capture open, no capture query", "[recorder][session][capture]") {
+  CaptureCase c;
+  CHECK(c.queriesOfLaunch(0x5) == 0);
+  CHECK(c.queriesOfLaunch(0) == 0);
+  const auto launches = eventsOf<trace::KernelLaunch>(c.h.finishAndRead());
+  REQUIRE(launches.size() == 2);
+  CHECK(launches[1].hashed);
+  CHECK_FALSE(launches[1].captured);
+}
+
+TEST_CASE("capture tracking: a capture begun and ended through the runtime API only",
+          "[recorder][session][capture]") {
+  CaptureCase c;
+  runtimeBegin(c.h, 0x77, cudaSuccess, [&] { c.h.device->capturing.insert(0x77); });
+  CHECK(c.open() == 1);
+  CHECK(c.queriesOfLaunch(0x5) == 2);  // ENTER and EXIT, as before
+  CHECK(c.queriesOfLaunch(0x77) == 1);  // captured: nothing to hash at EXIT
+  runtimeEnd(c.h, 0x77, [&] { c.h.device->capturing.erase(0x77); });
+  CHECK(c.open() == 0);
+  CHECK(c.queriesOfLaunch(0x5) == 0);
+  const auto launches = eventsOf<trace::KernelLaunch>(c.h.finishAndRead());
+  REQUIRE(launches.size() == 3);
+  CHECK_FALSE(launches[0].captured);
+  CHECK(launches[1].captured);
+  CHECK(launches[1].captureId == 40 + 0x77);
+  CHECK_FALSE(launches[2].captured);
+}
+
+TEST_CASE("capture tracking: a capture begun and ended through the driver API only",
+          "[recorder][session][capture]") {
+  CaptureCase c;
+  c.h.beginCapture(0x77);
+  CHECK(c.open() == 1);
+  CHECK(c.queriesOfLaunch(0x5) == 2);
+  CHECK(c.queriesOfLaunch(0x77) == 1);
+  c.h.endCapture(0x77);
+  CHECK(c.open() == 0);
+  CHECK(c.queriesOfLaunch(0x5) == 0);
+  const auto launches = eventsOf<trace::KernelLaunch>(c.h.finishAndRead());
+  REQUIRE(launches.size() == 3);
+  CHECK(launches[1].captured);
+}
+
+TEST_CASE("capture tracking: a runtime begin and end that reach the driver's callbacks too count once",
+          "[recorder][session][capture]") {
+  CaptureCase c;
+  runtimeBegin(c.h, 0x77, cudaSuccess, [&] { c.h.beginCapture(0x77); });
+  CHECK(c.open() == 1);
+  CHECK(c.queriesOfLaunch(0x5) == 2);
+  runtimeEnd(c.h, 0x77, [&] { c.h.endCapture(0x77); });
+  CHECK(c.open() == 0);
+  CHECK(c.queriesOfLaunch(0x5) == 0);
+  // A driver begin seen without its runtime call, ended through the runtime.
+  c.h.beginCapture(0x78);
+  runtimeEnd(c.h, 0x78, [&] { c.h.device->capturing.erase(0x78); });
+  CHECK(c.open() == 0);
+  c.h.finishAndRead();
+}
+
+TEST_CASE("capture tracking: concurrent captures on two streams, ended in either order",
+          "[recorder][session][capture]") {
+  CaptureCase c;
+  c.h.beginCapture(0x77);
+  runtimeBegin(c.h, 0x88, cudaSuccess, [&] { c.h.device->capturing.insert(0x88); });
+  CHECK(c.open() == 2);
+  c.h.endCapture(0x77);
+  CHECK(c.open() == 1);
+  CHECK(c.queriesOfLaunch(0x5) == 2);  // 0x88 still captures
+  CHECK(c.queriesOfLaunch(0x88) == 1);
+  runtimeEnd(c.h, 0x88, [&] { c.h.device->capturing.erase(0x88); });
+  CHECK(c.open() == 0);
+  CHECK(c.queriesOfLaunch(0x5) == 0);
+  // The per-thread default stream of two threads: two captures.
+  {
+    cuStreamBeginCapture_v2_params p{nullptr, CU_STREAM_CAPTURE_MODE_RELAXED};
+    c.h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz, &p);
+    std::thread other([&] { c.h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz, &p); });
+    other.join();
+    CHECK(c.open() == 2);
+  }
+  const auto launches = eventsOf<trace::KernelLaunch>(c.h.finishAndRead());
+  REQUIRE(launches.size() == 3);
+  CHECK(launches[1].captured);
+  CHECK_FALSE(launches[2].captured);
+}
+
+TEST_CASE("capture tracking: a begin that fails leaves no capture open, unless its stream captures already",
+          "[recorder][session][capture]") {
+  CaptureCase c;
+  cuStreamBeginCapture_v2_params p{reinterpret_cast<CUstream>(0x77), CU_STREAM_CAPTURE_MODE_GLOBAL};
+  c.h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, &p, CUDA_ERROR_INVALID_VALUE);
+  CHECK(c.open() == 0);
+  CHECK(c.queriesOfLaunch(0x5) == 0);
+  runtimeBegin(c.h, 0x77, cudaErrorInvalidValue);
+  CHECK(c.open() == 0);
+  // A second begin on a stream already capturing fails; the first capture
+  // is still open.
+  c.h.beginCapture(0x77);
+  c.h.call(CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, &p, CUDA_ERROR_ILLEGAL_STATE);
+  CHECK(c.open() == 1);
+  CHECK(c.queriesOfLaunch(0x5) == 2);
+  c.h.endCapture(0x77);
+  CHECK(c.open() == 0);
+  c.h.finishAndRead();
+}
+
+TEST_CASE("capture tracking: a begin whose result the recorder cannot see counts as open until its stream says",
+          "[recorder][session][capture]") {
+  CaptureCase c;
+  cuStreamBeginCapture_v2_params p{reinterpret_cast<CUstream>(0x77), CU_STREAM_CAPTURE_MODE_GLOBAL};
+  uint64_t correlation = 0;
+  CUpti_CallbackData cb{};
+  cb.functionName = "cuStreamBeginCapture_v2";
+  cb.functionParams = &p;
+  cb.functionReturnValue = nullptr;  // no result to read
+  cb.context = c.h.ctx;
+  cb.correlationData = &correlation;
+  cb.callbackSite = CUPTI_API_ENTER;
+  c.h.session->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, &cb);
+  CHECK(c.open() == 1);  // open from the begin's ENTER
+  c.h.device->capturing.insert(0x77);
+  cb.callbackSite = CUPTI_API_EXIT;
+  c.h.session->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2, &cb);
+  CHECK(c.open() == 1);  // the driver says the stream captures
+  CHECK(c.queriesOfLaunch(0x77) == 1);
+  c.h.endCapture(0x77);
+  CHECK(c.open() == 0);
+  const auto launches = eventsOf<trace::KernelLaunch>(c.h.finishAndRead());
+  REQUIRE(launches.size() == 1);
+  CHECK(launches[0].captured);
 }

@@ -83,3 +83,30 @@ TEST_CASE("a block the caching allocator hands out, or takes back, starts untouc
   fw::resetForTesting();
   writeHistory().forget(segment, segment + (2 << 20));
 }
+
+TEST_CASE("WriteHistory keeps the fewest intervals: one per run of bytes last touched on one stream",
+          "[recorder][first-use]") {
+  // The model: the stream that last touched each byte (0: untouched).
+  constexpr uint64_t kBytes = 96;
+  std::vector<uint64_t> model(kBytes, 0);
+  WriteHistory h;
+  std::mt19937_64 rng(7);
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t begin = rng() % kBytes, end = begin + 1 + rng() % (kBytes - begin);
+    const uint64_t stream = 1 + rng() % 3;
+    if (rng() % 4 == 0) {
+      h.forget(begin, end);
+      std::fill(model.begin() + begin, model.begin() + end, 0);
+    } else {
+      bool fresh = false;
+      for (uint64_t b = begin; b < end; ++b) fresh |= model[b] != stream;
+      REQUIRE(h.touch(begin, end, stream) == fresh);
+      std::fill(model.begin() + begin, model.begin() + end, stream);
+    }
+    // Kept as the fewest intervals: one per run of bytes of one stream.
+    size_t runs = 0;
+    for (uint64_t b = 0; b < kBytes; ++b)
+      if (model[b] != 0 && (b == 0 || model[b - 1] != model[b])) ++runs;
+    REQUIRE(h.intervals() == runs);
+  }
+}

@@ -1,0 +1,85 @@
+// Storage the launch path needs for every launch, kept for reuse instead of
+// taken from the heap each time: Pooled<T> keeps a class's freed memory,
+// Recycler<T> keeps whole objects with the capacity of their vectors. Either
+// may be given back on another thread than the one that took it (a hash
+// made on the program's thread is finished and freed by the trace thread).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <utility>
+#include <vector>
+
+namespace gpurr::recorder {
+
+// Up to kKeep things of one kind, shared by every thread.
+template <typename Thing>
+class Shelf {
+ public:
+  static constexpr std::size_t kKeep = 4096;
+  Shelf() { things_.reserve(kKeep); }
+  bool take(Thing& out) {
+    std::lock_guard lock(mu_);
+    if (things_.empty()) return false;
+    out = std::move(things_.back());
+    things_.pop_back();
+    return true;
+  }
+  // False when the shelf is full: the caller frees `thing`.
+  bool put(Thing& thing) {
+    std::lock_guard lock(mu_);
+    if (things_.size() >= kKeep) return false;
+    things_.push_back(std::move(thing));
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Thing> things_;
+};
+
+// A base that makes T's `new` and `delete` reuse the memory of freed Ts.
+template <typename T>
+class Pooled {
+ public:
+  static void* operator new(std::size_t n) {
+    void* p = nullptr;
+    if (n == sizeof(T) && shelf().take(p)) return p;
+    return ::operator new(n);
+  }
+  static void operator delete(void* p, std::size_t n) {
+    if (n == sizeof(T) && shelf().put(p)) return;
+    ::operator delete(p);
+  }
+
+ private:
+  static Shelf<void*>& shelf() {
+    static auto* s = new Shelf<void*>;  // never destroyed: frees may come at exit
+    return *s;
+  }
+};
+
+// Objects of T kept whole: take() gives one as it was given back (the
+// caller clears what it reuses), or a new one.
+template <typename T>
+class Recycler {
+ public:
+  static std::unique_ptr<T> take() {
+    std::unique_ptr<T> t;
+    if (shelf().take(t)) return t;
+    return std::make_unique<T>();
+  }
+  static void give(std::unique_ptr<T> t) {
+    if (t) shelf().put(t);  // a full shelf leaves `t` to be freed here
+  }
+
+ private:
+  static Shelf<std::unique_ptr<T>>& shelf() {
+    static auto* s = new Shelf<std::unique_ptr<T>>;
+    return *s;
+  }
+};
+
+}  // namespace gpurr::recorder
