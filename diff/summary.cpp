@@ -491,8 +491,9 @@ class Summariser {
     }
   }
 
-  // Operation `n` (1, 2, ...) of those that are `what` on one host thread.
-  static uint64_t nthUser(uint64_t what, uint64_t n) { return fmix(what + 0x9e3779b97f4a7c15ull * n); }
+  // Operation `n` (1, 2, ...) of those that are `what` on one host thread
+  // (mixed where it names an allocation: AllocationIds::first).
+  static uint64_t nthUser(uint64_t what, uint64_t n) { return what + 0x9e3779b97f4a7c15ull * n; }
   // The next operation that is `what` on host thread `thread`.
   uint64_t nthOf(uint64_t what, uint32_t thread) {
     return nthUser(what, ++operations_[what ^ fmix(uint64_t{thread} + 1)]);
