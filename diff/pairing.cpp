@@ -111,8 +111,7 @@ std::unordered_set<uint64_t> pairLaunchConfigurations(const Context& ctx, Alignm
         b.ops[run.bBegin].kind() != OpKind::kLaunch)
       continue;
     ++checked;
-    if (!sameOperation(ctx, eventAt(*a.reader, a.ops[run.aBegin].seq()),
-                                 eventAt(*b.reader, b.ops[run.bBegin].seq())))
+    if (!sameOperation(ctx, eventAt(*a.reader, a.ops[run.aBegin].seq()), eventAt(*b.reader, b.ops[run.bBegin].seq())))
       continue;
     run.match = true;
     ++alignment.matched;
