@@ -216,6 +216,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     out.identical = out.pathDivergenceCount == 0;
     out.pairedDespiteStaleWords = benign.staleWords;
     out.pairedDespiteLaunchConfiguration = benign.launchConfiguration;
+    out.pairedDespiteRenamedAllocation = benign.renamedAllocation;
     return out;
   }
   out.identical = false;
@@ -249,6 +250,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.pathDivergences = std::move(blast.pathDivergences);
   out.pairedDespiteStaleWords = benign.staleWords;
   out.pairedDespiteLaunchConfiguration = benign.launchConfiguration;
+  out.pairedDespiteRenamedAllocation = benign.renamedAllocation;
   out.firstDivergence = std::move(d);
   return out;
 }

@@ -37,15 +37,22 @@ struct AllocInfo {
 
 // What an allocation is, by what the program did with it rather than by when
 // the allocator handed it out: its size and kind, the operation that first
-// used it (that operation's shape: kernel, launch configuration and pointer
-// positions, or the copy's or set's kind and size) and the operand it was
-// there, its host thread, and how many allocations before it were all of
-// that (counted per thread, so that threads interleaving their calls
-// otherwise in the other run change no identity). Each run
-// computes its own as it goes, and equal identities are the same allocation
-// in both runs: an extra allocation in one run (the caching allocator's
-// one more segment, a workspace of a common size) takes an identity of its
-// own, or none while unused, and leaves the others' alone.
+// used it and the operand it was there, and its host thread. The operation
+// is named by what it is (a kernel by its name alone, a copy's or set's kind
+// and size) and by how many such operations its host thread did before it:
+// the 7th launch of this kernel on this thread, the operand at byte 16 of
+// its parameters. Nothing in it counts other allocations, nor where the
+// other pointers lie or how the kernel was launched, so a difference at one
+// allocation's first use (an operation moved before it, a stale device
+// address in one word, another launch configuration) renames that
+// allocation at most, never the later ones; counting per thread, threads
+// that interleave their calls otherwise in the other run change no
+// identity. Allocations one operation uses first at one operand (ranges of
+// its lists, of a graph launch) are told apart by the order they come in.
+// Each run computes its own as it goes, and equal identities are the same
+// allocation in both runs: an extra allocation in one run (the caching
+// allocator's one more segment, a workspace of a common size) takes an
+// identity of its own, or none while unused, and leaves the others' alone.
 class AllocationIds {
  public:
   AllocationIds() : ids_(1, 0), allocations_(1) {}
@@ -57,7 +64,8 @@ class AllocationIds {
   }
 
   // The identity of `ordinal` (0: no allocation), given at its first use, by
-  // operation `user` of host thread `thread` at operand `operand`.
+  // operation `user` (what it is and how many such came before it) of host
+  // thread `thread` at operand `operand`.
   [[gnu::always_inline]] uint64_t use(uint32_t ordinal, uint64_t user, uint64_t operand, uint32_t thread) {
     if (ordinal < ids_.size() && ids_[ordinal] != 0) [[likely]] return ids_[ordinal];
     return first(ordinal, user, operand, thread);
@@ -66,11 +74,18 @@ class AllocationIds {
   // The identity of `ordinal`, or 0 when nothing used it.
   uint64_t operator()(uint32_t ordinal) const { return ordinal < ids_.size() ? ids_[ordinal] : 0; }
   size_t size() const { return ids_.size(); }
+  // Its size and kind, and how many allocations were used before it (for a
+  // used one).
+  std::pair<uint64_t, AllocationKind> what(uint32_t ordinal) const {
+    return {allocations_[ordinal].size, allocations_[ordinal].kind};
+  }
+  uint32_t usedBefore(uint32_t ordinal) const { return allocations_[ordinal].usedBefore; }
 
  private:
   struct Allocation {
     uint64_t size = 0;
     AllocationKind kind = AllocationKind::kDevice;
+    uint32_t usedBefore = 0;
   };
 
   void grow(uint32_t ordinal) {
@@ -84,27 +99,23 @@ class AllocationIds {
 
   std::vector<uint64_t> ids_;  // by ordinal; 0 until first used (ordinal 0: none, never used)
   std::vector<Allocation> allocations_;
-  std::unordered_map<uint64_t, uint32_t> seen_;  // allocations per class so far
+  std::unordered_map<uint64_t, uint32_t> seen_;  // allocations first used so far per user, operand and class
+  uint32_t used_ = 0;                            // allocations used so far
 };
 
 // Run B's allocation ordinals in run A's numbering: the ordinal of run A's
-// allocation with the same identity; unmatched ones (kUnmatched set) keep
-// their own.
+// allocation with the same identity. A used allocation without one, where
+// each run has as many of its size and kind left over, is the one that
+// comes at the same place among them in the order of first use: an
+// allocation one run renamed (an operation moved before its first use).
+// Unmatched ones (kUnmatched set) keep their own.
 class OrdinalMap {
  public:
   static constexpr uint32_t kUnmatched = 0x80000000u;
 
   // Identity mapping (run A).
   OrdinalMap() = default;
-  OrdinalMap(const AllocationIds& a, const AllocationIds& b) : mapped_(true) {
-    std::unordered_map<uint64_t, uint32_t> ordinalOf;
-    for (uint32_t o = 1; o < a.size(); ++o)
-      if (a(o) != 0) ordinalOf.emplace(a(o), o);
-    map_.resize(b.size(), 0);
-    for (uint32_t o = 1; o < b.size(); ++o) {
-      if (auto it = ordinalOf.find(b(o)); b(o) != 0 && it != ordinalOf.end()) map_[o] = it->second;
-    }
-  }
+  OrdinalMap(const AllocationIds& a, const AllocationIds& b);
 
   uint32_t operator()(uint32_t ordinal) const {
     if (!mapped_ || ordinal == 0) return ordinal;

@@ -53,11 +53,13 @@ bool staleWordsOnly(const Context& ctx, const Event& ea, const Event& eb) {
   return agree(a->inputs, b->inputs) && agree(a->outputs, b->outputs);
 }
 
-// Whether two launches are the same operation launched with another
-// configuration: the same kernel and parameters (pointers by identity,
-// host addresses aside), every range both runs hashed agreeing, the grid,
-// block, cluster or shared memory different.
-bool launchConfigurationOnly(const Context& ctx, const Event& ea, const Event& eb) {
+// Whether two launches the identities tell apart are the same operation:
+// the same kernel and parameters (pointers by allocation, in run A's
+// numbering, and offset; host addresses aside), every range both runs
+// hashed agreeing. Then what tells them apart is the grid, block, cluster
+// or shared memory (a stretch of one launch each), or an allocation's
+// identity: one run renamed it (OrdinalMap pairs it by its place).
+bool sameOperation(const Context& ctx, const Event& ea, const Event& eb) {
   const auto* a = std::get_if<KernelLaunch>(&ea.payload);
   const auto* b = std::get_if<KernelLaunch>(&eb.payload);
   if (a == nullptr || b == nullptr || a->function != b->function || a->params.size() != b->params.size()) return false;
@@ -109,8 +111,7 @@ std::unordered_set<uint64_t> pairLaunchConfigurations(const Context& ctx, Alignm
         b.ops[run.bBegin].kind() != OpKind::kLaunch)
       continue;
     ++checked;
-    if (!launchConfigurationOnly(ctx, eventAt(*a.reader, a.ops[run.aBegin].seq()),
-                                 eventAt(*b.reader, b.ops[run.bBegin].seq())))
+    if (!sameOperation(ctx, eventAt(*a.reader, a.ops[run.aBegin].seq()), eventAt(*b.reader, b.ops[run.bBegin].seq())))
       continue;
     run.match = true;
     ++alignment.matched;
@@ -128,7 +129,8 @@ bool BenignPairs::absorb(uint64_t ia, uint64_t ib) {
   const Run& b = ctx_.b;
   if (configurationOnly_.count(ia)) return note(launchConfiguration, info(a, ia));
   const Event ea = eventAt(*a.reader, a.ops[ia].seq()), eb = eventAt(*b.reader, b.ops[ib].seq());
-  return staleWordsOnly(ctx_, ea, eb) && note(staleWords, info(a, ia, ea));
+  if (staleWordsOnly(ctx_, ea, eb)) return note(staleWords, info(a, ia, ea));
+  return sameOperation(ctx_, ea, eb) && note(renamedAllocation, info(a, ia, ea));
 }
 
 }  // namespace gpurr::diff

@@ -28,9 +28,9 @@ void matchSameShape(Alignment& alignment, const Run& a, const Run& b);
 // such stretches: each reads both events again.
 std::unordered_set<uint64_t> pairLaunchConfigurations(const Context& ctx, Alignment& alignment);
 
-// Matched pairs whose identities differ (their pointers, or their launch
-// configuration) by a benign difference alone: counted, their first kept,
-// and not taken for a divergence.
+// Matched pairs whose identities differ (their pointers, their launch
+// configuration, an allocation one run renamed) by a benign difference
+// alone: counted, their first kept, and not taken for a divergence.
 class BenignPairs {
  public:
   BenignPairs(const Context& ctx, std::unordered_set<uint64_t> configurationOnly)
@@ -40,7 +40,7 @@ class BenignPairs {
   // benign difference alone; counted when it does.
   bool absorb(uint64_t ia, uint64_t ib);
 
-  PairedDespite staleWords, launchConfiguration;
+  PairedDespite staleWords, launchConfiguration, renamedAllocation;
 
  private:
   const Context& ctx_;

@@ -299,9 +299,10 @@ struct ProcessDiff {
   // Launches paired despite a benign difference, not divergences
   // (docs/DIFF.md): a word of their parameters that is a device address in
   // one run only (a stale word of a struct), or another launch configuration
-  // of the same kernel (an autotuner's block size), every range both runs
-  // hashed agreeing.
-  PairedDespite pairedDespiteStaleWords, pairedDespiteLaunchConfiguration;
+  // of the same kernel (an autotuner's block size), or an allocation that
+  // one run gave another identity (an operation moved before its first
+  // use), every range both runs hashed agreeing.
+  PairedDespite pairedDespiteStaleWords, pairedDespiteLaunchConfiguration, pairedDespiteRenamedAllocation;
 };
 
 }  // namespace gpurr::diff

@@ -11,6 +11,7 @@
 
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -29,7 +30,39 @@ uint64_t AllocationIds::first(uint32_t ordinal, uint64_t user, uint64_t operand,
   const std::array<uint64_t, 5> what{a.size, static_cast<uint64_t>(a.kind), user, operand, thread};
   const uint64_t cls = XXH3_64bits(what.data(), sizeof what);
   ids_[ordinal] = fmix(cls + 0x9e3779b97f4a7c15ull * ++seen_[cls]) | 1;
+  allocations_[ordinal].usedBefore = used_++;
   return ids_[ordinal];
+}
+
+OrdinalMap::OrdinalMap(const AllocationIds& a, const AllocationIds& b) : mapped_(true) {
+  std::unordered_map<uint64_t, uint32_t> ordinalOf;
+  for (uint32_t o = 1; o < a.size(); ++o)
+    if (a(o) != 0) ordinalOf.emplace(a(o), o);
+  map_.resize(b.size(), 0);
+  std::vector<bool> taken(a.size(), false);
+  for (uint32_t o = 1; o < b.size(); ++o) {
+    if (auto it = ordinalOf.find(b(o)); b(o) != 0 && it != ordinalOf.end()) {
+      map_[o] = it->second;
+      taken[it->second] = true;
+    }
+  }
+  // Those left over, by size and kind, in the order of first use.
+  using Left = std::map<std::pair<uint64_t, AllocationKind>, std::vector<std::pair<uint32_t, uint32_t>>>;
+  auto left = [](const AllocationIds& ids, auto&& matched) {
+    Left out;
+    for (uint32_t o = 1; o < ids.size(); ++o) {
+      if (ids(o) != 0 && !matched(o)) out[ids.what(o)].emplace_back(ids.usedBefore(o), o);
+    }
+    for (auto& [what, v] : out) std::sort(v.begin(), v.end());
+    return out;
+  };
+  const Left leftA = left(a, [&](uint32_t o) { return taken[o]; });
+  const Left leftB = left(b, [&](uint32_t o) { return map_[o] != 0; });
+  for (const auto& [what, vb] : leftB) {
+    const auto it = leftA.find(what);
+    if (it == leftA.end() || it->second.size() != vb.size()) continue;
+    for (size_t k = 0; k < vb.size(); ++k) map_[vb[k].second] = it->second[k].second;
+  }
 }
 
 // The data dependencies between operations of different host threads and
@@ -231,6 +264,10 @@ bool writesUndigested(const ScanEvent& e, bool hashed) {
   }
 }
 
+// The operand a range of an operation's lists is, to an allocation it is the
+// first use of (a pointer's is its byte offset, a copy's its side).
+constexpr uint64_t kRangeOperand = UINT64_MAX;
+
 // Ranges by allocation identity, offset, size and digest, as a set: a
 // trace lists them in address order, which differs between runs where the
 // allocator placed the same buffers elsewhere. An allocation a range is the
@@ -250,7 +287,7 @@ void hashRanges(Words& h, std::span<const ScanRange> ranges, AllocationIds& ids,
 // hashRanges's do.
 void useRanges(std::span<const ScanRange> ranges, AllocationIds& ids, uint64_t user, uint32_t thread) {
   for (const ScanRange& r : ranges) {
-    if (r.range.allocation != 0) ids.use(r.range.allocation, user, 0, thread);
+    if (r.range.allocation != 0) ids.use(r.range.allocation, user, kRangeOperand, thread);
   }
 }
 
@@ -285,6 +322,7 @@ class Summariser {
     }
     OpKind kind = OpKind::kLaunch;
     uint64_t shape = 0;
+    uint64_t user = 0;  // the operation as the first user of an allocation (AllocationIds)
     // A launch's shape without its pointers' positions (Op::shape).
     uint64_t pairing = 0;
     bool hashed = true;
@@ -315,12 +353,19 @@ class Summariser {
           shape = key_.hash();
           f.keep(e, shape, pairing);
         }
-        // The identity adds where each pointer points, to the shape.
+        // This launch among its kernel's on its host thread: the first
+        // user of the allocations it uses first.
+        if (f.launches == nullptr || f.thread != e.thread) {
+          f.launches = &operations_[f.name ^ fmix(uint64_t{e.thread} + 1)];
+          f.thread = e.thread;
+        }
+        user = nthUser(f.name, ++*f.launches);
+        // The identity adds where each pointer points, to the shape; each
+        // pointer is the operand at its byte offset.
         key_.clear();
         key_.add(shape);
-        for (size_t i = 0; i < e.pointers.size(); ++i) {
-          const PointerParam& p = e.pointers[i];
-          key_.add(run.ids.use(p.allocation, shape, i, e.thread)).add(p.offset);
+        for (const PointerParam& p : e.pointers) {
+          key_.add(run.ids.use(p.allocation, user, p.byteOffset, e.thread)).add(p.offset);
         }
         pointerTargets = true;
         hashed = e.hashed;
@@ -334,10 +379,11 @@ class Summariser {
         hashed = recordedDigest(e);
         key_.add(uint64_t{1}).add(static_cast<uint64_t>(e.memcpyKind)).add(e.size);
         shape = key_.hash();
+        user = nthOf(shape, e.thread);
         for (uint64_t i : {0, 1}) {
           const ScanRange& r = i == 0 ? e.outputs[0] : e.inputs[0];
           if (r.range.allocation != 0) {
-            key_.add(run.ids.use(r.range.allocation, shape, i, e.thread)).add(r.range.offset);
+            key_.add(run.ids.use(r.range.allocation, user, i, e.thread)).add(r.range.offset);
           }
         }
         break;
@@ -346,14 +392,16 @@ class Summariser {
         hashed = recordedDigest(e);
         key_.add(uint64_t{2}).add(e.outputs[0].range.size).add(e.elementSize);
         shape = key_.hash();
+        user = nthOf(shape, e.thread);
         if (e.outputs[0].range.allocation != 0) {
-          key_.add(run.ids.use(e.outputs[0].range.allocation, shape, 0, e.thread)).add(e.outputs[0].range.offset);
+          key_.add(run.ids.use(e.outputs[0].range.allocation, user, 0, e.thread)).add(e.outputs[0].range.offset);
         }
         break;
       case EventKind::kGraphLaunch:
         kind = OpKind::kGraph;
         key_.add(uint64_t{7}).add(e.nodeCount);
         shape = key_.hash();
+        user = nthOf(shape, e.thread);
         break;
       default:
         break;  // not an operation: returned above
@@ -362,14 +410,14 @@ class Summariser {
     // their digests are compared only where a report shows them.
     if (kind == OpKind::kMemcpy) {
       // Host-to-device copies read host memory: nothing of the device.
-      if (readsDeviceMemory(e.memcpyKind)) useRanges(e.inputs, run.ids, shape, e.thread);
+      if (readsDeviceMemory(e.memcpyKind)) useRanges(e.inputs, run.ids, user, e.thread);
     } else {
       // A graph launch's ranges (its nodes' allocations, or every
       // allocation), in address order: as one operand, told apart by the
       // order of their first use.
-      useRanges(e.inputs, run.ids, shape, e.thread);
+      useRanges(e.inputs, run.ids, user, e.thread);
     }
-    hashRanges(out_, e.outputs, run.ids, shape, 0, e.thread);
+    hashRanges(out_, e.outputs, run.ids, user, kRangeOperand, e.thread);
     if (firstUse_ && kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) noteFirstReads(e);
     if (firstUse_ && run.firstUndigested == UINT64_MAX && writesUndigested(e, hashed)) run.firstUndigested = e.seq;
     // Filled in where it is kept: a copy from the stack would read back
@@ -443,9 +491,20 @@ class Summariser {
     }
   }
 
+  // Operation `n` (1, 2, ...) of those that are `what` on one host thread
+  // (mixed where it names an allocation: AllocationIds::first).
+  static uint64_t nthUser(uint64_t what, uint64_t n) { return what + 0x9e3779b97f4a7c15ull * n; }
+  // The next operation that is `what` on host thread `thread`.
+  uint64_t nthOf(uint64_t what, uint32_t thread) {
+    return nthUser(what, ++operations_[what ^ fmix(uint64_t{thread} + 1)]);
+  }
+
   Run& run_;
   const bool firstUse_;
   Words key_, out_;
+  // Operations so far by what they are (a kernel by its name, a copy, set
+  // or graph launch by its shape) and host thread.
+  std::unordered_map<uint64_t, uint64_t> operations_;
   // Each function of the current block, by block-local id: the hash of its
   // name, and its last launch's shape with that shape's hash.
   struct Function {
@@ -457,6 +516,8 @@ class Summariser {
     uint32_t sharedMemBytes = 0, paramBytes = 0, pointers = 0;
     uint32_t byteOffsets[kPointers];
     int8_t philox = -1;  // whether its name holds PhiloxCudaState; -1: not looked yet
+    uint64_t* launches = nullptr;  // its launches so far on host thread `thread` (operations_)
+    uint32_t thread = 0;
 
     bool sameShape(const ScanEvent& e) const {
       if (!(e.grid == grid && e.block == block && e.cluster == cluster && e.sharedMemBytes == sharedMemBytes &&

@@ -345,7 +345,9 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
          {std::pair{&p.pairedDespiteStaleWords, "a stale word (a device address in one run only inside a struct "
                                                 "parameter, every range both runs hashed equal)"},
           std::pair{&p.pairedDespiteLaunchConfiguration, "another launch configuration (the same kernel, "
-                                                         "parameters and ranges)"}}) {
+                                                         "parameters and ranges)"},
+          std::pair{&p.pairedDespiteRenamedAllocation, "a renamed allocation (its first use differs; the same "
+                                                       "kernel, parameters and ranges)"}}) {
       if (paired->count == 0) continue;
       const OpInfo& o = *paired->first;
       os << fmt::format("  {:<8} {} launch{} paired despite {}; the first: {} {} (run A #{})\n", "paired",
@@ -438,7 +440,8 @@ Json processJson(const ProcessDiff& p) {
                                {"independent", independent}}},
               {"pathDivergences", {{"count", p.pathDivergenceCount}, {"listed", paths}}}};
   for (const auto& [paired, key] : {std::pair{&p.pairedDespiteStaleWords, "staleWords"},
-                                    std::pair{&p.pairedDespiteLaunchConfiguration, "launchConfiguration"}}) {
+                                    std::pair{&p.pairedDespiteLaunchConfiguration, "launchConfiguration"},
+                                    std::pair{&p.pairedDespiteRenamedAllocation, "renamedAllocation"}}) {
     if (paired->count > 0) j["pairedDespite"][key] = {{"count", paired->count}, {"first", opJson(*paired->first)}};
   }
   return j;

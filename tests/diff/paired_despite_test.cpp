@@ -115,17 +115,17 @@ struct Runs {
   }
 };
 
-// The launches before `limit` whose buffers earlier launches used already
-// (a difference in an allocation's first use changes the identity that
-// allocation takes, which the diff does not undo yet), and the buffers used
-// before each.
-std::vector<size_t> reused(const std::vector<Launch>& launches, size_t limit, std::vector<int>* used = nullptr) {
+// The launches before `limit` after the first, and the buffers they use in
+// order (a stale word or another grid at a buffer's first use renames
+// nothing: an allocation's identity names its first user by its kernel and
+// each pointer by its byte offset).
+std::vector<size_t> laterLaunches(const std::vector<Launch>& launches, size_t limit,
+                                  std::vector<int>* used = nullptr) {
   std::vector<int> seen;
   std::vector<size_t> out;
-  auto in = [&](int b) { return std::find(seen.begin(), seen.end(), b) != seen.end(); };
   for (size_t i = 0; i < limit; ++i) {
     const Launch& l = launches[i];
-    if (in(l.output) && std::all_of(l.inputs.begin(), l.inputs.end(), in)) out.push_back(i);
+    if (i > 0) out.push_back(i);
     for (int b : l.inputs) seen.push_back(b);
     seen.push_back(l.output);
   }
@@ -138,13 +138,13 @@ size_t pick(const std::vector<size_t>& from, std::mt19937_64& rng) {
   return from[std::uniform_int_distribution<size_t>(0, from.size() - 1)(rng)];
 }
 
-// Plants one stale word before launch `limit`, into a launch whose buffers
-// earlier launches used already, pointing into another such buffer (a
-// freed block the caching allocator handed out again, as in a training
-// step on a GPU); returns where.
+// Plants one stale word before launch `limit`, into any launch but the
+// first (the first use of its buffers or not), pointing into a buffer an
+// earlier launch used (a freed block the caching allocator handed out
+// again, as in a training step on a GPU); returns where.
 size_t plantStaleWord(std::vector<Launch>& launches, std::mt19937_64& rng, size_t limit) {
   std::vector<int> used;
-  const size_t at = pick(reused(launches, limit, &used), rng);
+  const size_t at = pick(laterLaunches(launches, limit, &used), rng);
   launches[at].staleTarget = used[std::uniform_int_distribution<size_t>(0, at)(rng)];
   return at;
 }
@@ -210,7 +210,7 @@ TEST_CASE("a launch with another configuration of the same kernel, its ranges eq
     std::mt19937_64 rng(seed);
     const std::vector<Launch> a = randomProgram(rng);
     std::vector<Launch> b = a;
-    const size_t regridded = pick(reused(b, 60), rng);
+    const size_t regridded = pick(laterLaunches(b, 60), rng);
     b[regridded].otherGrid = true;
     const size_t perturbed = 60 + std::uniform_int_distribution<size_t>(0, 30)(rng);
     INFO("seed " << seed << ", launch " << regridded << " with another grid");
