@@ -1,6 +1,7 @@
 // Background trace writing (see trace_sink.h).
 #include "recorder/trace_sink.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "recorder/reentrancy.h"
@@ -21,9 +22,49 @@ std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRa
   return out;
 }
 
-TraceSink::TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, bool thread, unsigned flushIntervalMs)
-    : writer_(std::move(writer)), warn_(std::move(warn)), flushIntervalMs_(flushIntervalMs) {
-  if (thread) thread_ = std::thread([this] { run(); });
+uint64_t entryHeapBytes(const SinkEntry& e) {
+  uint64_t n = e.blob.capacity() +
+               (e.before.ranges.capacity() + e.after.ranges.capacity()) * sizeof(trace::DeviceRange) +
+               (e.beforeSnapshots.capacity() + e.afterSnapshots.capacity()) * sizeof(SnapshotCopy);
+  if (const auto* k = std::get_if<trace::KernelLaunch>(&e.event.payload)) {
+    n += k->function.capacity() + k->params.capacity() + k->pointers.capacity() * sizeof(trace::PointerParam) +
+         k->annotations.capacity() * sizeof(trace::Annotation) +
+         (k->inputs.capacity() + k->outputs.capacity() + k->reads.capacity()) * sizeof(trace::RangeDigest);
+  }
+  if (e.event.origin) {
+    n += e.event.origin->op.capacity() + e.event.origin->module.capacity() + e.event.origin->file.capacity();
+    for (const std::string& op : e.event.origin->opStack) n += sizeof(std::string) + op.capacity();
+  }
+  return n;
+}
+
+namespace {
+
+// Whether the program waits here for the GPU: what the trace has so far
+// should then reach the trace thread without waiting for its timer.
+bool isSynchronisation(const trace::Event& ev) {
+  const auto* s = std::get_if<trace::Sync>(&ev.payload);
+  return s && (s->kind == trace::SyncKind::kContextSynchronize || s->kind == trace::SyncKind::kStreamSynchronize ||
+               s->kind == trace::SyncKind::kEventSynchronize);
+}
+
+}  // namespace
+
+TraceSink::TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, SinkOptions options)
+    : writer_(std::move(writer)), warn_(std::move(warn)), options_(options) {
+  if (options_.thread) {
+    // Half of the bound for the slots (at most 65536), the rest for what
+    // the queued entries hold.
+    const size_t slots = std::clamp<uint64_t>(options_.queueBytes / 2 / sizeof(SinkEntry), 16, 65536);
+    slots_.resize(slots);
+    slotHeap_.resize(slots);
+    const uint64_t ring = slots * (sizeof(SinkEntry) + sizeof(uint64_t));
+    heapLimit_ = options_.queueBytes > ring ? options_.queueBytes - ring : 0;
+    wakeCount_ = std::max<size_t>(1, slots / 8);
+    wakeHeap_ = heapLimit_ / 8;
+    peakBytes_ = ring;
+    thread_ = std::thread([this] { run(); });
+  }
 }
 
 TraceSink::~TraceSink() { close(); }
@@ -33,26 +74,58 @@ uint64_t TraceSink::pushed() const {
   return nextSeq_;
 }
 
-void TraceSink::push(SinkEntry&& entry) {
-  std::unique_lock lock(mu_);
-  if (closing_) return;  // the tickets' destructors release their GPU slots
+SinkStats TraceSink::stats() const {
+  std::lock_guard lock(mu_);
+  return {nextSeq_, wakeups_, slots_.size(), slots_.size() * (sizeof(SinkEntry) + sizeof(uint64_t)), peakBytes_};
+}
+
+bool TraceSink::enqueue(SinkEntry&& entry, uint64_t heapBytes, bool urgent) {
   entry.event.seq = nextSeq_++;
   for (SnapshotCopy& c : entry.beforeSnapshots) c.lease.markQueued();
   for (SnapshotCopy& c : entry.afterSnapshots) c.lease.markQueued();
+  const size_t i = (head_ + count_) % slots_.size();
+  slots_[i] = std::move(entry);
+  slotHeap_[i] = heapBytes;
+  ++count_;
+  heapQueued_ += heapBytes;
+  peakBytes_ = std::max(peakBytes_, slots_.size() * (sizeof(SinkEntry) + sizeof(uint64_t)) + heapQueued_);
+  if (!sleeping_ || wakeSent_) return false;
+  if (!urgent && count_ < wakeCount_ && heapQueued_ < wakeHeap_) return false;
+  wakeSent_ = true;
+  return true;
+}
+
+void TraceSink::push(SinkEntry&& entry) {
+  const bool urgent = isSynchronisation(entry.event);
+  const uint64_t heapBytes = thread_.joinable() ? entryHeapBytes(entry) : 0;
+  std::unique_lock lock(mu_);
+  if (closing_) return;  // the tickets' destructors release their GPU slots
   if (!thread_.joinable()) {
     // Inline mode: complete under the lock so that seq order is kept.
+    entry.event.seq = nextSeq_++;
     complete(entry);
     ++done_;
     return;
   }
-  queue_.push_back(std::move(entry));
+  // A full ring: wait for the trace thread (bounded in the next change).
+  while (count_ == slots_.size() && !closing_) {
+    wakeSent_ = true;
+    wake_.notify_one();
+    idle_.wait(lock);
+  }
+  if (closing_) return;
+  const bool wake = enqueue(std::move(entry), heapBytes, urgent);
   lock.unlock();
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void TraceSink::drain() {
   std::unique_lock lock(mu_);
   const uint64_t target = nextSeq_;
+  if (done_ < target && thread_.joinable()) {
+    wakeSent_ = true;
+    wake_.notify_one();
+  }
   idle_.wait(lock, [&] { return done_ >= target || !thread_.joinable(); });
 }
 
@@ -63,6 +136,7 @@ void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppe
     closing_ = true;
   }
   wake_.notify_all();
+  idle_.notify_all();
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
   closed_ = true;
@@ -86,11 +160,19 @@ void TraceSink::run() {
   bool unflushed = false;
   std::unique_lock lock(mu_);
   for (;;) {
-    wake_.wait_for(lock, std::chrono::milliseconds(flushIntervalMs_), [&] { return !queue_.empty() || closing_; });
-    while (!queue_.empty()) {
-      SinkEntry entry = std::move(queue_.front());
-      queue_.pop_front();
+    if (count_ == 0 && !closing_) {
+      sleeping_ = true;
+      wake_.wait_for(lock, std::chrono::milliseconds(options_.wakeIntervalMs), [&] { return wakeSent_ || closing_; });
+      sleeping_ = wakeSent_ = false;
+      ++wakeups_;
+    }
+    while (count_ > 0) {
+      SinkEntry entry = std::move(slots_[head_]);
+      heapQueued_ -= slotHeap_[head_];
+      head_ = (head_ + 1) % slots_.size();
+      --count_;
       lock.unlock();
+      if (options_.slowWriterUs != 0) std::this_thread::sleep_for(std::chrono::microseconds(options_.slowWriterUs));
       complete(entry);  // waits for the GPU and writes, unlocked
       unflushed = true;
       entry = SinkEntry{};  // release tickets before reporting done
@@ -98,7 +180,7 @@ void TraceSink::run() {
       ++done_;
       idle_.notify_all();
     }
-    if (unflushed && Clock::now() - lastFlush >= std::chrono::milliseconds(flushIntervalMs_)) {
+    if (unflushed && Clock::now() - lastFlush >= std::chrono::milliseconds(options_.flushIntervalMs)) {
       lock.unlock();
       if (writer_ && !broken_) {
         try {
@@ -113,7 +195,7 @@ void TraceSink::run() {
       unflushed = false;
       lastFlush = Clock::now();
     }
-    if (closing_ && queue_.empty()) return;
+    if (closing_ && count_ == 0) return;
   }
 }
 

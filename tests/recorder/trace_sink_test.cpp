@@ -83,7 +83,7 @@ TEST_CASE("the program never waits for digests, events keep their order", "[reco
 
 TEST_CASE("blocks are flushed periodically, so an unclosed trace is readable", "[recorder][sink]") {
   const auto dir = freshTrace("flush");
-  TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}), [](const std::string&) {}, true, 50);
+  TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}), [](const std::string&) {}, SinkOptions{.flushIntervalMs = 50});
   for (uint64_t i = 0; i < 20; ++i) sink.push(memsetEntry(0x2000 + i, nullptr));
   sink.drain();
   std::this_thread::sleep_for(300ms);  // a few flush intervals, then "crash"
@@ -99,7 +99,7 @@ TEST_CASE("digests that cannot be read cost one warning and leave the events", "
   std::vector<std::string> warnings;
   {
     TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}),
-                   [&](const std::string& w) { warnings.push_back(w); }, /*thread=*/false);
+                   [&](const std::string& w) { warnings.push_back(w); }, SinkOptions{.thread = false});
     sink.push(memsetEntry(0x3000, std::make_unique<SlowHashes>(1, 0ms, true)));
     sink.push(memsetEntry(0x3001, std::make_unique<SlowHashes>(2, 0ms, true)));
     sink.push(memsetEntry(0x3002, std::make_unique<SlowHashes>(3, 0ms)));
