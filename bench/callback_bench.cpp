@@ -426,6 +426,7 @@ int main(int argc, char** argv) {
   // The same cost as the trace records it.
   std::vector<uint32_t> recorded;
   trace::TraceReader reader(traceDir);
+  const trace::RecorderMemory memory = reader.recorderMemory().value_or(trace::RecorderMemory{});
   reader.forEach([&](const trace::Event& e) {
     if (const auto* k = std::get_if<trace::KernelLaunch>(&e.payload); k && k->recorderNs) recorded.push_back(k->recorderNs);
     return true;
@@ -442,6 +443,10 @@ int main(int argc, char** argv) {
     std::printf("  ... as the trace records it (recorderNs): median %.2f us, 99th percentile %.2f us\n",
                 recorded[recorded.size() / 2] / 1e3, recorded[recorded.size() * 99 / 100] / 1e3);
   }
+  std::printf("  memory the recorder held at most: host %.1f MiB (event queue %.1f MiB, snapshots %.1f MiB, writer %.1f "
+              "MiB), pinned host %.1f MiB, GPU %.1f KiB\n",
+              memory.hostBytes / 1048576.0, memory.queueBytes / 1048576.0, memory.snapshotBytes / 1048576.0,
+              memory.writerBytes / 1048576.0, memory.pinnedHostBytes / 1048576.0, memory.deviceBytes / 1024.0);
   std::printf("  driver calls on the program's thread that wait for the GPU: %llu   (goal: 0)\n",
               static_cast<unsigned long long>(fake.waits.load()));
   std::printf("  allocations or frees on the program's thread after the first launch: %llu   (goal: 0)\n",

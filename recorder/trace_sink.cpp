@@ -76,7 +76,8 @@ uint64_t TraceSink::pushed() const {
 
 SinkStats TraceSink::stats() const {
   std::lock_guard lock(mu_);
-  return {nextSeq_, wakeups_, slots_.size(), slots_.size() * (sizeof(SinkEntry) + sizeof(uint64_t)), peakBytes_};
+  return {nextSeq_,   wakeups_,   slots_.size(), slots_.size() * (sizeof(SinkEntry) + sizeof(uint64_t)),
+          peakBytes_, droppedTotal_};
 }
 
 bool TraceSink::enqueue(SinkEntry&& entry, uint64_t heapBytes, bool urgent) {
@@ -97,23 +98,48 @@ bool TraceSink::enqueue(SinkEntry&& entry, uint64_t heapBytes, bool urgent) {
 
 void TraceSink::push(SinkEntry&& entry) {
   const bool urgent = isSynchronisation(entry.event);
-  const uint64_t heapBytes = thread_.joinable() ? entryHeapBytes(entry) : 0;
+  const uint64_t heapBytes = options_.thread ? entryHeapBytes(entry) : 0;
   std::unique_lock lock(mu_);
   if (closing_) return;  // the tickets' destructors release their GPU slots
-  if (!thread_.joinable()) {
+  if (!options_.thread) {
     // Inline mode: complete under the lock so that seq order is kept.
     entry.event.seq = nextSeq_++;
     complete(entry);
     ++done_;
     return;
   }
-  // A full ring: wait for the trace thread (bounded in the next change).
-  while (count_ == slots_.size() && !closing_) {
-    wakeSent_ = true;
-    wake_.notify_one();
-    idle_.wait(lock);
+  // A pending gap needs a slot of its own, before this entry.
+  const bool gap = dropped_.total() != 0;
+  if (count_ + (gap ? 2 : 1) > slots_.size() || heapQueued_ + heapBytes > heapLimit_) {
+    // Full: the entry is dropped and counted; its tickets' and leases'
+    // destructors give back their GPU slots and host memory.
+    const size_t kind = entry.event.payload.index();
+    if (kind < dropped_.byKind.size()) ++dropped_.byKind[kind];
+    if (!gap) dropped_.firstTimeNs = entry.event.timeNs;
+    dropped_.lastTimeNs = entry.event.timeNs;
+    ++droppedTotal_;
+    const bool warn = !dropWarned_;
+    dropWarned_ = true;
+    const bool wake = sleeping_ && !wakeSent_;
+    wakeSent_ = wakeSent_ || wake;
+    lock.unlock();
+    if (wake) wake_.notify_one();
+    if (warn) {
+      warn_("the trace thread cannot keep up with the program: events beyond " +
+            std::to_string(options_.queueBytes >> 20) +
+            " MiB waiting for it are dropped, and the trace says how many of which kinds, where "
+            "(gpurr record --trace-queue raises the bound)");
+    }
+    return;
   }
-  if (closing_) return;
+  if (gap) {
+    SinkEntry marker;
+    marker.event.payload = dropped_;
+    marker.event.timeNs = dropped_.lastTimeNs;
+    marker.event.thread = entry.event.thread;
+    dropped_ = {};
+    enqueue(std::move(marker), 0, false);
+  }
   const bool wake = enqueue(std::move(entry), heapBytes, urgent);
   lock.unlock();
   if (wake) wake_.notify_one();
@@ -122,14 +148,16 @@ void TraceSink::push(SinkEntry&& entry) {
 void TraceSink::drain() {
   std::unique_lock lock(mu_);
   const uint64_t target = nextSeq_;
-  if (done_ < target && thread_.joinable()) {
+  if (!options_.thread || closed_) return;
+  if (done_ < target) {
     wakeSent_ = true;
     wake_.notify_one();
   }
-  idle_.wait(lock, [&] { return done_ >= target || !thread_.joinable(); });
+  idle_.wait(lock, [&] { return done_ >= target || closed_; });
 }
 
-void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppedAfterStep) {
+void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppedAfterStep,
+                      std::optional<trace::RecorderMemory> memory) {
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
@@ -140,10 +168,25 @@ void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppe
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
   closed_ = true;
+  if (dropped_.total() != 0) {  // events dropped after the last one kept
+    SinkEntry marker;
+    marker.event.seq = nextSeq_++;
+    marker.event.timeNs = dropped_.lastTimeNs;
+    marker.event.payload = dropped_;
+    dropped_ = {};
+    complete(marker);
+  }
   if (writer_ && !broken_) {
     try {
       writer_->setHostRegions(std::move(hostRegions));
       writer_->setStoppedAfterStep(stoppedAfterStep);
+      if (memory) {
+        memory->queueBytes = peakBytes_;
+        memory->writerBytes = writer_->memoryBound();
+        memory->hostBytes = memory->queueBytes + memory->snapshotBytes + memory->writerBytes;
+        memory->eventsDropped = droppedTotal_;
+        writer_->setRecorderMemory(*memory);
+      }
       writer_->close();
     } catch (const std::exception& e) {
       warn_(std::string("cannot finish the trace: ") + e.what() + "; it stays readable up to its last complete block");

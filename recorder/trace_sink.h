@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -73,6 +74,7 @@ struct SinkStats {
   uint64_t slots = 0;        // ring slots (allocated once)
   uint64_t ringBytes = 0;    // their size
   uint64_t peakBytes = 0;    // most host memory the ring held: slots and entries' heap
+  uint64_t dropped = 0;      // entries dropped because the ring was full
 };
 
 class TraceSink {
@@ -82,16 +84,22 @@ class TraceSink {
 
   // Queues an entry; assigns its seq. Thread-safe; never waits for the disk,
   // the GPU or the trace thread, only for the ring's lock, which every holder
-  // keeps for a few moves of one entry.
+  // keeps for a few moves of one entry. When the ring is full (its slots, or
+  // `queueBytes`), the entry is dropped and counted (one warning): the next
+  // entry queued, or the close, is preceded by an EventsDropped marker
+  // saying how many of which kinds were lost there.
   void push(SinkEntry&& entry);
 
   // Waits until every entry queued so far is written (or dropped).
   void drain();
 
-  // drain(), then closes the trace, writing `hostRegions` and the step after
-  // which the program was stopped (-1: it was not) into its index.
-  // Later pushes are dropped.
-  void close(std::vector<trace::HostRegion> hostRegions = {}, int64_t stoppedAfterStep = -1);
+  // drain(), then closes the trace, writing `hostRegions`, the step after
+  // which the program was stopped (-1: it was not) and, when given, the
+  // recorder's memory into its index (`memory`'s snapshot, pinned and device
+  // parts; the sink adds the queue's and the writer's). Later pushes are
+  // dropped.
+  void close(std::vector<trace::HostRegion> hostRegions = {}, int64_t stoppedAfterStep = -1,
+             std::optional<trace::RecorderMemory> memory = std::nullopt);
 
   uint64_t pushed() const;
   SinkStats stats() const;
@@ -119,6 +127,9 @@ class TraceSink {
   uint64_t nextSeq_ = 0;
   uint64_t done_ = 0;        // entries completed
   uint64_t wakeups_ = 0, peakBytes_ = 0;
+  trace::EventsDropped dropped_;      // dropped since the last entry queued
+  uint64_t droppedTotal_ = 0;
+  bool dropWarned_ = false;
   bool closing_ = false, closed_ = false, broken_ = false;
   bool digestWarned_ = false, snapshotWarned_ = false;
   std::thread thread_;
