@@ -375,11 +375,12 @@ int main(int argc, char** argv) {
     for (auto& step : pool) workload.step(step, UINT64_MAX);
     const uint64_t poolEvents = pool.back().back().seq + 1;
     const uint64_t poolSpanNs = pool.back().back().timeNs + 10'000;
-    uint64_t written = 0, events = 0;
+    uint64_t written = 0, events = 0, writerMemory = 0;
     const double cpuStart = processCpu();
     const auto start = Clock::now();
     {
       TraceWriter writer(trace, header, options);
+      writerMemory = writer.memoryBound();
       for (uint64_t round = 0; written < launches; ++round) {
         for (auto& step : pool) {
           for (Event& e : step) {
@@ -400,9 +401,18 @@ int main(int argc, char** argv) {
     }
     const Clock::duration writing = Clock::now() - start;
     const double writerCpu = processCpu() - cpuStart;
+    rusage peak{};
+    ::getrusage(RUSAGE_SELF, &peak);
+    // Beside the time: the host memory the writer holds at most (its queued
+    // blocks), and the process's peak (the workload's events included).
+    char memoryLine[160];
+    std::snprintf(memoryLine, sizeof(memoryLine),
+                  "memory          writer at most %.1f MiB (blocks queued and being written); process peak %.1f MiB\n",
+                  static_cast<double>(writerMemory) / 1048576.0, static_cast<double>(peak.ru_maxrss) / 1024.0);
     if (writeOnly) {
       std::printf("writer          %.3f s, %.0f events/s; cpu %.3f s\n", seconds(writing),
                   static_cast<double>(events) / seconds(writing), writerCpu);
+      std::fputs(memoryLine, stdout);
       if (!keep) fs::remove_all(work);
       return 0;
     }
@@ -484,6 +494,7 @@ int main(int argc, char** argv) {
     std::printf("writer          %.3f s, %.0f events/s, %.1f MB/s; cpu %.3f s, %.1f MB/s per core\n",
                 writerSeconds, static_cast<double>(events) / writerSeconds, mb / writerSeconds,
                 writerCpu, mb / writerCpu);
+    std::fputs(memoryLine, stdout);
     std::printf("on disk         %llu bytes of events, %.1f bytes per launch, ratio %.2f\n",
                 static_cast<unsigned long long>(eventsBytes),
                 static_cast<double>(eventsBytes) / static_cast<double>(written),

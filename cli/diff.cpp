@@ -80,7 +80,8 @@ int run(const DiffCommandOptions& opts) {
   } else {
     printComparison(std::cout, Style{useColor(opts.color)}, comparison);
   }
-  return comparison.identical() ? kExitOk : kExitDifferent;
+  if (comparison.identical()) return kExitOk;
+  return comparison.unknown() ? kExitTrouble : kExitDifferent;
 }
 
 }  // namespace

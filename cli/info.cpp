@@ -46,6 +46,10 @@ struct Stats {
   uint64_t firstTimeNs = 0, lastTimeNs = 0;
   uint64_t blobCount = 0, blobBytes = 0;
   RecorderCost cost;
+  // EventsDropped markers: the events they stand for, summed, their number
+  // and the first one's seq.
+  EventsDropped dropped;
+  uint64_t gaps = 0, firstGapSeq = 0;
 };
 
 uint64_t addRanges(Stats& s, const std::vector<RangeDigest>& ranges) {
@@ -114,6 +118,9 @@ Stats collect(const TraceReader& reader) {
       if (!g->captured && g->nodeCount == 0) ++s.graphsHashedWhole;
     } else if (const auto* a = std::get_if<Allocation>(&e.payload)) {
       s.allocatedBytes += a->size;
+    } else if (const auto* d = std::get_if<EventsDropped>(&e.payload)) {
+      if (s.gaps++ == 0) s.firstGapSeq = e.seq;
+      for (size_t i = 0; i < d->byKind.size(); ++i) s.dropped.byKind[i] += d->byKind[i];
     }
     return true;
   });
@@ -145,9 +152,21 @@ Json perStepJson(const Stats& s) {
               {"maxBytesHashed", p.maxBytes}};
 }
 
+Json memoryJson(const std::optional<RecorderMemory>& m) {
+  if (!m) return nullptr;
+  return Json{{"hostBytes", m->hostBytes},         {"queueBytes", m->queueBytes},
+              {"snapshotBytes", m->snapshotBytes}, {"writerBytes", m->writerBytes},
+              {"pinnedHostBytes", m->pinnedHostBytes}, {"deviceBytes", m->deviceBytes},
+              {"eventsDropped", m->eventsDropped}};
+}
+
 int printJson(const TraceReader& reader, const Stats& s) {
-  Json kinds = Json::object();
-  for (size_t i = 0; i < s.byKind.size(); ++i) kinds[kEventKindNames[i]] = s.byKind[i];
+  Json kinds = Json::object(), droppedKinds = Json::object();
+  // The program's events; EventsDropped markers are counted apart.
+  for (size_t i = 0; i < s.dropped.byKind.size(); ++i) {
+    kinds[kEventKindNames[i]] = s.byKind[i];
+    droppedKinds[kEventKindNames[i]] = s.dropped.byKind[i];
+  }
   Json regions = Json::array();
   for (const HostRegion& r : reader.hostRegions()) regions.push_back({r.start, r.end});
   Json out{{"trace", reader.path().string()},
@@ -156,6 +175,10 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"launches", reader.launchCount()},
            {"eventsByKind", kinds},
            {"eventsOfUnknownKind", reader.unknownEventsSkipped()},
+           {"eventsDropped", {{"count", s.dropped.total()},
+                              {"gaps", s.gaps},
+                              {"firstGapSeq", s.gaps ? Json(s.firstGapSeq) : Json(nullptr)},
+                              {"byKind", droppedKinds}}},
            {"distinctKernels", s.kernels.size()},
            {"launchesNotHashed", s.notHashed},
            {"graphLaunchesHashedWhole", s.graphsHashedWhole},
@@ -163,6 +186,7 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"bytesHashedPerLaunch", reader.launchCount() ? s.bytesHashed / reader.launchCount() : 0},
            {"perStep", perStepJson(s)},
            {"recorderCost", s.cost.json()},
+           {"recorderMemory", memoryJson(reader.recorderMemory())},
            {"annotations", s.annotations},
            {"origins", {{"operations", s.operations},
                         {"withOrigin", s.withOrigin},
@@ -242,6 +266,11 @@ int printText(const TraceReader& reader, const Stats& s) {
                          "this gpurr {})",
                          count(unknown, "event"), h.compatVersion, kCompatVersion));
   }
+  if (s.gaps > 0) {
+    line("dropped", fmt::format("{} at {}, the first at event #{}: the recorder's trace thread fell behind and "
+                                "the memory for events waiting for it was full (gpurr record --trace-queue)",
+                                describe(s.dropped), count(s.gaps, "place"), s.firstGapSeq));
+  }
   line("hashed", fmt::format("{} in launch inputs and outputs{}{}", humanBytes(s.bytesHashed),
                              s.notHashed ? fmt::format(" ({} launches not hashed)", s.notHashed) : "",
                              reader.launchCount()
@@ -257,6 +286,12 @@ int printText(const TraceReader& reader, const Stats& s) {
                          humanBytes(p.maxBytes)));
   }
   line("recorder", s.cost.line());
+  if (const auto& m = reader.recorderMemory()) {
+    line("", fmt::format("memory held at most: host {} (event queue {}, snapshots {}, writer {}), pinned host {}, "
+                         "GPU {}",
+                         humanBytes(m->hostBytes), humanBytes(m->queueBytes), humanBytes(m->snapshotBytes),
+                         humanBytes(m->writerBytes), humanBytes(m->pinnedHostBytes), humanBytes(m->deviceBytes)));
+  }
   if (s.withOrigin == 0) {
     line("origins", "none recorded (no framework layer ran: ops, modules and source lines are unknown)");
   } else {
@@ -280,6 +315,7 @@ int printText(const TraceReader& reader, const Stats& s) {
     status += fmt::format("; gpurr stopped the program after training step {} (record --until-step)",
                           reader.stoppedAfterStep());
   }
+  if (s.gaps > 0) status += fmt::format("; {} dropped (see above)", count(s.dropped.total(), "event"));
   line("status", status);
   return kExitOk;
 }

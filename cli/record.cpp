@@ -434,6 +434,7 @@ struct RecordOptions {
   bool full = false;
   std::string snapshot;
   uint64_t snapshotMemoryMb = 2048;
+  uint64_t traceQueueMb = 64;
   uint64_t checkDeterminism = 0;  // re-runs; 0 = off
   bool force = false;
   bool noFramework = false;
@@ -444,6 +445,7 @@ struct RecordOptions {
   bool kernelsGiven = false;
   bool snapshotGiven = false;
   bool snapshotMemoryGiven = false;
+  bool traceQueueGiven = false;
   std::vector<std::string> command;
 };
 
@@ -507,6 +509,11 @@ int run(const RecordOptions& opts) {
   if (opts.snapshotMemoryGiven && (opts.snapshotMemoryMb == 0 || opts.snapshotMemoryMb > (uint64_t{1} << 40))) {
     return usageError(fmt::format("--snapshot-memory {}: give the host memory for snapshots in MiB (at least 1)",
                                   opts.snapshotMemoryMb));
+  }
+  if (opts.traceQueueGiven && (opts.traceQueueMb == 0 || opts.traceQueueMb > (uint64_t{1} << 20))) {
+    return usageError(fmt::format("--trace-queue {}: give the host memory for events waiting for the trace "
+                                  "thread in MiB (at least 1)",
+                                  opts.traceQueueMb));
   }
   if (opts.untilStep >= 0 && opts.noFramework) {
     return usageError("--until-step needs the PyTorch layer, which counts training steps: leave out --no-framework");
@@ -575,6 +582,7 @@ int run(const RecordOptions& opts) {
       {"GPURR_FULL", "1", !opts.full},
       {"GPURR_SNAPSHOT", opts.snapshot, !opts.snapshotGiven},
       {"GPURR_SNAPSHOT_MEMORY_MB", std::to_string(opts.snapshotMemoryMb), !opts.snapshotMemoryGiven},
+      {"GPURR_TRACE_QUEUE_MB", std::to_string(opts.traceQueueMb), !opts.traceQueueGiven},
       {"GPURR_CHECK_DETERMINISM", std::to_string(opts.checkDeterminism), opts.checkDeterminism == 0},
       {"GPURR_VERBOSE", "1", !opts.verbose},
       {"GPURR_UNTIL_STEP", std::to_string(opts.untilStep), opts.untilStep < 0},
@@ -725,6 +733,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->add_option("--snapshot-memory", opts->snapshotMemoryMb,
                   "Host memory for snapshots on their way to disk, in MiB (default 2048); the program "
                   "waits for the trace writer when it is full");
+  cmd->add_option("--trace-queue", opts->traceQueueMb,
+                  "Host memory for events waiting for the trace writer, in MiB (default 64); when it is full, "
+                  "events are dropped, counted and marked in the trace (the program never waits for the writer)");
   // A flag that takes an optional =N: an option with an optional value would
   // swallow the -- before the command.
   CLI::Option* determinism =
@@ -760,6 +771,7 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
     opts->kernelsGiven = cmd->count("--kernels") > 0;
     opts->snapshotGiven = cmd->count("--snapshot") > 0;
     opts->snapshotMemoryGiven = cmd->count("--snapshot-memory") > 0;
+    opts->traceQueueGiven = cmd->count("--trace-queue") > 0;
     std::vector<std::string> extras = cmd->remaining();
     std::erase(extras, "--");  // the separator itself, handed back by the parser
     if (!extras.empty()) {

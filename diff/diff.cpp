@@ -168,6 +168,12 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   b.reader = &tb;
   a.decoders = b.decoders = threads <= 1 ? 0 : threads;
   summariseBoth(a, b, threads, options.dropAgreed);
+  for (const auto& [run, side] : {std::pair{&a, 'A'}, std::pair{&b, 'B'}}) {
+    if (run->gapSeq == UINT64_MAX) continue;
+    out.gaps.push_back(fmt::format("run {}'s recorder dropped {} at event #{} (its trace thread fell behind)", side,
+                                   plural(run->gapEvents, "event"), run->gapSeq));
+    out.warnings.push_back(out.gaps.back() + "; compared up to there, nothing after it");
+  }
   b.ordinals = OrdinalMap(a.ids, b.ids);
   // 2. Canonical order.
   const uint64_t start = agreedStart(a, b);
@@ -193,8 +199,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   // A trace cut short: what the other run did afterwards was not compared.
   if (!alignment.runs.empty() && !alignment.runs.back().match) {
     const AlignedRun& last = alignment.runs.back();
-    const bool aEnds = last.aCount == 0 && ta.damage().unclosed;
-    const bool bEnds = last.bCount == 0 && tb.damage().unclosed;
+    const bool aEnds = last.aCount == 0 && (ta.damage().unclosed || a.gapSeq != UINT64_MAX);
+    const bool bEnds = last.bCount == 0 && (tb.damage().unclosed || b.gapSeq != UINT64_MAX);
     if (aEnds || bEnds) {
       out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends; not compared",
                                          aEnds ? 'B' : 'A',

@@ -309,6 +309,10 @@ struct Run {
   std::vector<size_t> philoxBlocks;
   // From the first operation that can have any (Summariser).
   std::unique_ptr<DataDependencies> dependencies;
+  // The first EventsDropped marker (the recorder lost events there): its seq
+  // and how many events it stands for. Nothing from it on is summarised.
+  uint64_t gapSeq = UINT64_MAX;
+  uint64_t gapEvents = 0;
 
   Run();
   ~Run();

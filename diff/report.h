@@ -290,7 +290,11 @@ struct ProcessDiff {
   std::vector<std::string> warnings;
   std::vector<EnvDifference> environment;
   uint64_t opsA = 0, opsB = 0, matched = 0;
+  // No divergence among the operations compared. Where a run's recorder
+  // dropped events (`gaps`, one line per run), only those before the gap
+  // were compared: identical then says nothing of the rest.
   bool identical = true;
+  std::vector<std::string> gaps;
   bool alignmentBounded = false;
   std::optional<FirstDivergence> firstDivergence;
   std::vector<PathDivergence> pathDivergences;  // all, in order (first few kept)

@@ -298,6 +298,12 @@ class Summariser {
 
   void add(const ScanEvent& e) {
     Run& run = run_;
+    if (run.gapSeq != UINT64_MAX) return;  // after a gap: not compared (docs/DIFF.md)
+    if (e.kind == EventKind::kEventsDropped) {
+      run.gapSeq = e.seq;
+      run.gapEvents = e.size;
+      return;
+    }
     if (e.captured) return;  // not run then: its graph's launch is the operation
     if (!firstThread_) firstThread_ = e.thread;
     if (!run.threads && e.thread != *firstThread_) {

@@ -519,6 +519,7 @@ std::unique_ptr<PendingCopy> ContextHashing::copyToHost(const std::shared_ptr<Co
     }
     std::lock_guard lock(cs->mu);
     cs->stagingBytes += capacity;
+    cs->stagingPeak = std::max(cs->stagingPeak, cs->stagingBytes);
   }
   if (ev == nullptr) {
     if (CUresult r = driver.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {

@@ -92,6 +92,7 @@ struct ContextHashing {
   // matters: pinning and unpinning tens of MiB costs more than copying them.
   std::multimap<size_t, void*> freeStaging;
   uint64_t stagingBytes = 0;
+  uint64_t stagingPeak = 0;  // the most stagingBytes has been
   uint64_t stagingLimit = 0;
   std::vector<CUevent> freeEvents;
   std::set<PendingCudaCopy*> copiesInFlight;

@@ -324,6 +324,22 @@ bool CudaDevice::rerunLaunch(uint64_t context, const Relaunch& launch, std::span
   return ok;
 }
 
+Device::MemoryUse CudaDevice::memoryUse() {
+  std::lock_guard lock(mu_);
+  MemoryUse now{pinnedGone_, deviceGone_};
+  for (const auto& [context, cs] : contexts_) {
+    std::lock_guard csLock(cs->mu);
+    if (cs->ringHost != nullptr) {
+      now.pinnedHostBytes += ContextHashing::kRingBytes;
+      now.deviceBytes += ContextHashing::kRingBatches * sizeof(uint32_t);  // the batches' counters
+    }
+    now.pinnedHostBytes += cs->stagingPeak;
+  }
+  peak_.pinnedHostBytes = std::max(peak_.pinnedHostBytes, now.pinnedHostBytes);
+  peak_.deviceBytes = std::max(peak_.deviceBytes, now.deviceBytes);
+  return peak_;
+}
+
 void CudaDevice::contextDestroying(uint64_t context) {
   std::shared_ptr<ContextHashing> cs;
   {
@@ -331,6 +347,12 @@ void CudaDevice::contextDestroying(uint64_t context) {
     auto it = contexts_.find(context);
     if (it == contexts_.end()) return;
     cs = it->second;
+    std::lock_guard csLock(cs->mu);
+    if (cs->ringHost != nullptr) {
+      pinnedGone_ += ContextHashing::kRingBytes;
+      deviceGone_ += ContextHashing::kRingBatches * sizeof(uint32_t);
+    }
+    pinnedGone_ += cs->stagingPeak;
     contexts_.erase(it);
   }
   RelaxedCaptureMode relaxed(api_, captures().mayBeOpen());

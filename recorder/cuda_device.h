@@ -47,6 +47,7 @@ class CudaDevice : public Device {
   void setLaunchKernelEx(decltype(&::cuLaunchKernelEx) f) { launchKernelEx_ = f; }
   void describeSystem(trace::Header& header) override;
   void contextDestroying(uint64_t context) override;
+  MemoryUse memoryUse() override;
   // How long the trace thread waits for one hash before leaving its digests
   // out (120 s; tests shorten it).
   void setHashWaitLimit(std::chrono::milliseconds limit) { hashWaitLimit_ = limit; }
@@ -69,6 +70,8 @@ class CudaDevice : public Device {
   uint64_t stagingLimit_ = uint64_t{256} << 20;
   std::mutex mu_;
   std::unordered_map<uint64_t, std::shared_ptr<ContextHashing>> contexts_;
+  MemoryUse peak_;  // under mu_: memoryUse()'s largest sum, contexts destroyed since included
+  uint64_t pinnedGone_ = 0, deviceGone_ = 0;  // under mu_: what destroyed contexts held at most
 };
 
 }  // namespace gpurr::recorder

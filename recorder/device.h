@@ -179,6 +179,14 @@ class Device {
   // GPUs, driver and library versions for the trace header.
   virtual void describeSystem(trace::Header& header) = 0;
 
+  // The memory this device layer has held for the recorder, at most so far:
+  // pinned host memory (hash rings, snapshot staging) and device memory.
+  struct MemoryUse {
+    uint64_t pinnedHostBytes = 0;
+    uint64_t deviceBytes = 0;
+  };
+  virtual MemoryUse memoryUse() { return {}; }
+
   // `context` is about to be destroyed: release what the hasher holds in it.
   // Every pending hash of that context has been waited for.
   virtual void contextDestroying(uint64_t context) = 0;

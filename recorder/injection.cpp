@@ -48,7 +48,10 @@ std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace
   }
   try {
     auto writer = std::make_unique<trace::TraceWriter>(*dir, header);
-    return std::make_unique<TraceSink>(std::move(writer), warnToStderr);
+    SinkOptions sink;
+    sink.queueBytes = options.traceQueueBytes;
+    sink.slowWriterUs = options.slowWriterUs;
+    return std::make_unique<TraceSink>(std::move(writer), warnToStderr, sink);
   } catch (const std::exception& e) {
     warnToStderr(std::string("cannot start the trace (") + e.what() + "); this process is not recorded");
     return nullptr;

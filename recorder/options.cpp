@@ -199,6 +199,17 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
                          " is not a positive number of MiB; snapshots use at most 2048 MiB of host memory");
     }
   }
+  if (const char* v = getenv("GPURR_TRACE_QUEUE_MB"); v != nullptr && *v != '\0') {
+    if (auto mb = parseU64(v); mb && *mb > 0 && *mb <= (uint64_t{1} << 20)) {
+      o.traceQueueBytes = *mb << 20;
+    } else {
+      problems.push_back(std::string("GPURR_TRACE_QUEUE_MB=") + v +
+                         " is not a positive number of MiB; events wait for the trace thread in at most 64 MiB");
+    }
+  }
+  if (const char* v = getenv("GPURR_TEST_SLOW_WRITER_US"); v != nullptr && *v != '\0') {
+    if (auto us = parseU64(v); us && *us <= 10'000'000) o.slowWriterUs = static_cast<uint32_t>(*us);
+  }
   if (const char* v = getenv("GPURR_CHECK_DETERMINISM"); v != nullptr && *v != '\0') {
     const std::optional<uint64_t> n = parseU64(v);
     if (!n || *n == 1 || *n > kMaxDeterminismRuns) {

@@ -45,6 +45,8 @@ struct RecorderOptions {
   bool full = false;                            // GPURR_FULL=1
   LaunchSelection snapshot;                     // GPURR_SNAPSHOT
   uint64_t snapshotMemoryBytes = uint64_t{2048} << 20;  // GPURR_SNAPSHOT_MEMORY_MB
+  uint64_t traceQueueBytes = uint64_t{64} << 20;  // GPURR_TRACE_QUEUE_MB: events waiting for the trace thread
+  uint32_t slowWriterUs = 0;                    // GPURR_TEST_SLOW_WRITER_US (tests: a trace thread that falls behind)
   uint32_t checkDeterminism = 0;                // GPURR_CHECK_DETERMINISM=N re-runs (0 = off)
   std::optional<StepSelection> steps;           // GPURR_STEPS=A:B[:N]
   std::string stepsText;                        // as given

@@ -50,7 +50,13 @@ SessionOutput::SessionOutput(const RecorderOptions& options, Device& device, Ope
 void SessionOutput::close() {
   std::lock_guard lock(startMu_);
   ReentrancyGuard guard;
-  if (sink_) sink_->close(readableHostRegions(), framework::stoppedAfterStep());
+  if (!sink_) return;
+  trace::RecorderMemory memory;  // the sink adds its queue's and its writer's
+  memory.snapshotBytes = snapshotBudget_.peak();
+  const Device::MemoryUse device = device_.memoryUse();
+  memory.pinnedHostBytes = device.pinnedHostBytes;
+  memory.deviceBytes = device.deviceBytes;
+  sink_->close(readableHostRegions(), framework::stoppedAfterStep(), memory);
 }
 
 void SessionOutput::warnOnce(const std::string& key, const std::string& message) {

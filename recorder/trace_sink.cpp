@@ -1,6 +1,7 @@
 // Background trace writing (see trace_sink.h).
 #include "recorder/trace_sink.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "recorder/reentrancy.h"
@@ -21,9 +22,49 @@ std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRa
   return out;
 }
 
-TraceSink::TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, bool thread, unsigned flushIntervalMs)
-    : writer_(std::move(writer)), warn_(std::move(warn)), flushIntervalMs_(flushIntervalMs) {
-  if (thread) thread_ = std::thread([this] { run(); });
+uint64_t entryHeapBytes(const SinkEntry& e) {
+  uint64_t n = e.blob.capacity() +
+               (e.before.ranges.capacity() + e.after.ranges.capacity()) * sizeof(trace::DeviceRange) +
+               (e.beforeSnapshots.capacity() + e.afterSnapshots.capacity()) * sizeof(SnapshotCopy);
+  if (const auto* k = std::get_if<trace::KernelLaunch>(&e.event.payload)) {
+    n += k->function.capacity() + k->params.capacity() + k->pointers.capacity() * sizeof(trace::PointerParam) +
+         k->annotations.capacity() * sizeof(trace::Annotation) +
+         (k->inputs.capacity() + k->outputs.capacity() + k->reads.capacity()) * sizeof(trace::RangeDigest);
+  }
+  if (e.event.origin) {
+    n += e.event.origin->op.capacity() + e.event.origin->module.capacity() + e.event.origin->file.capacity();
+    for (const std::string& op : e.event.origin->opStack) n += sizeof(std::string) + op.capacity();
+  }
+  return n;
+}
+
+namespace {
+
+// Whether the program waits here for the GPU: what the trace has so far
+// should then reach the trace thread without waiting for its timer.
+bool isSynchronisation(const trace::Event& ev) {
+  const auto* s = std::get_if<trace::Sync>(&ev.payload);
+  return s && (s->kind == trace::SyncKind::kContextSynchronize || s->kind == trace::SyncKind::kStreamSynchronize ||
+               s->kind == trace::SyncKind::kEventSynchronize);
+}
+
+}  // namespace
+
+TraceSink::TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, SinkOptions options)
+    : writer_(std::move(writer)), warn_(std::move(warn)), options_(options) {
+  if (options_.thread) {
+    // Half of the bound for the slots (at most 65536), the rest for what
+    // the queued entries hold.
+    const size_t slots = std::clamp<uint64_t>(options_.queueBytes / 2 / sizeof(SinkEntry), 16, 65536);
+    slots_.resize(slots);
+    slotHeap_.resize(slots);
+    const uint64_t ring = slots * (sizeof(SinkEntry) + sizeof(uint64_t));
+    heapLimit_ = options_.queueBytes > ring ? options_.queueBytes - ring : 0;
+    wakeCount_ = std::max<size_t>(1, slots / 8);
+    wakeHeap_ = heapLimit_ / 8;
+    peakBytes_ = ring;
+    thread_ = std::thread([this] { run(); });
+  }
 }
 
 TraceSink::~TraceSink() { close(); }
@@ -33,43 +74,119 @@ uint64_t TraceSink::pushed() const {
   return nextSeq_;
 }
 
-void TraceSink::push(SinkEntry&& entry) {
-  std::unique_lock lock(mu_);
-  if (closing_) return;  // the tickets' destructors release their GPU slots
+SinkStats TraceSink::stats() const {
+  std::lock_guard lock(mu_);
+  return {nextSeq_,   wakeups_,   slots_.size(), slots_.size() * (sizeof(SinkEntry) + sizeof(uint64_t)),
+          peakBytes_, droppedTotal_};
+}
+
+bool TraceSink::enqueue(SinkEntry&& entry, uint64_t heapBytes, bool urgent) {
   entry.event.seq = nextSeq_++;
   for (SnapshotCopy& c : entry.beforeSnapshots) c.lease.markQueued();
   for (SnapshotCopy& c : entry.afterSnapshots) c.lease.markQueued();
-  if (!thread_.joinable()) {
+  const size_t i = (head_ + count_) % slots_.size();
+  slots_[i] = std::move(entry);
+  slotHeap_[i] = heapBytes;
+  ++count_;
+  heapQueued_ += heapBytes;
+  peakBytes_ = std::max(peakBytes_, slots_.size() * (sizeof(SinkEntry) + sizeof(uint64_t)) + heapQueued_);
+  if (!sleeping_ || wakeSent_) return false;
+  if (!urgent && count_ < wakeCount_ && heapQueued_ < wakeHeap_) return false;
+  wakeSent_ = true;
+  return true;
+}
+
+void TraceSink::push(SinkEntry&& entry) {
+  const bool urgent = isSynchronisation(entry.event);
+  const uint64_t heapBytes = options_.thread ? entryHeapBytes(entry) : 0;
+  std::unique_lock lock(mu_);
+  if (closing_) return;  // the tickets' destructors release their GPU slots
+  if (!options_.thread) {
     // Inline mode: complete under the lock so that seq order is kept.
+    entry.event.seq = nextSeq_++;
     complete(entry);
     ++done_;
     return;
   }
-  queue_.push_back(std::move(entry));
+  // A pending gap needs a slot of its own, before this entry.
+  const bool gap = dropped_.total() != 0;
+  if (count_ + (gap ? 2 : 1) > slots_.size() || heapQueued_ + heapBytes > heapLimit_) {
+    // Full: the entry is dropped and counted; its tickets' and leases'
+    // destructors give back their GPU slots and host memory.
+    const size_t kind = entry.event.payload.index();
+    if (kind < dropped_.byKind.size()) ++dropped_.byKind[kind];
+    if (!gap) dropped_.firstTimeNs = entry.event.timeNs;
+    dropped_.lastTimeNs = entry.event.timeNs;
+    ++droppedTotal_;
+    const bool warn = !dropWarned_;
+    dropWarned_ = true;
+    const bool wake = sleeping_ && !wakeSent_;
+    wakeSent_ = wakeSent_ || wake;
+    lock.unlock();
+    if (wake) wake_.notify_one();
+    if (warn) {
+      warn_("the trace thread cannot keep up with the program: events beyond " +
+            std::to_string(options_.queueBytes >> 20) +
+            " MiB waiting for it are dropped, and the trace says how many of which kinds, where "
+            "(gpurr record --trace-queue raises the bound)");
+    }
+    return;
+  }
+  if (gap) {
+    SinkEntry marker;
+    marker.event.payload = dropped_;
+    marker.event.timeNs = dropped_.lastTimeNs;
+    marker.event.thread = entry.event.thread;
+    dropped_ = {};
+    enqueue(std::move(marker), 0, false);
+  }
+  const bool wake = enqueue(std::move(entry), heapBytes, urgent);
   lock.unlock();
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 void TraceSink::drain() {
   std::unique_lock lock(mu_);
   const uint64_t target = nextSeq_;
-  idle_.wait(lock, [&] { return done_ >= target || !thread_.joinable(); });
+  if (!options_.thread || closed_) return;
+  if (done_ < target) {
+    wakeSent_ = true;
+    wake_.notify_one();
+  }
+  idle_.wait(lock, [&] { return done_ >= target || closed_; });
 }
 
-void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppedAfterStep) {
+void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppedAfterStep,
+                      std::optional<trace::RecorderMemory> memory) {
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
     closing_ = true;
   }
   wake_.notify_all();
+  idle_.notify_all();
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mu_);
   closed_ = true;
+  if (dropped_.total() != 0) {  // events dropped after the last one kept
+    SinkEntry marker;
+    marker.event.seq = nextSeq_++;
+    marker.event.timeNs = dropped_.lastTimeNs;
+    marker.event.payload = dropped_;
+    dropped_ = {};
+    complete(marker);
+  }
   if (writer_ && !broken_) {
     try {
       writer_->setHostRegions(std::move(hostRegions));
       writer_->setStoppedAfterStep(stoppedAfterStep);
+      if (memory) {
+        memory->queueBytes = peakBytes_;
+        memory->writerBytes = writer_->memoryBound();
+        memory->hostBytes = memory->queueBytes + memory->snapshotBytes + memory->writerBytes;
+        memory->eventsDropped = droppedTotal_;
+        writer_->setRecorderMemory(*memory);
+      }
       writer_->close();
     } catch (const std::exception& e) {
       warn_(std::string("cannot finish the trace: ") + e.what() + "; it stays readable up to its last complete block");
@@ -86,11 +203,19 @@ void TraceSink::run() {
   bool unflushed = false;
   std::unique_lock lock(mu_);
   for (;;) {
-    wake_.wait_for(lock, std::chrono::milliseconds(flushIntervalMs_), [&] { return !queue_.empty() || closing_; });
-    while (!queue_.empty()) {
-      SinkEntry entry = std::move(queue_.front());
-      queue_.pop_front();
+    if (count_ == 0 && !closing_) {
+      sleeping_ = true;
+      wake_.wait_for(lock, std::chrono::milliseconds(options_.wakeIntervalMs), [&] { return wakeSent_ || closing_; });
+      sleeping_ = wakeSent_ = false;
+      ++wakeups_;
+    }
+    while (count_ > 0) {
+      SinkEntry entry = std::move(slots_[head_]);
+      heapQueued_ -= slotHeap_[head_];
+      head_ = (head_ + 1) % slots_.size();
+      --count_;
       lock.unlock();
+      if (options_.slowWriterUs != 0) std::this_thread::sleep_for(std::chrono::microseconds(options_.slowWriterUs));
       complete(entry);  // waits for the GPU and writes, unlocked
       unflushed = true;
       entry = SinkEntry{};  // release tickets before reporting done
@@ -98,7 +223,7 @@ void TraceSink::run() {
       ++done_;
       idle_.notify_all();
     }
-    if (unflushed && Clock::now() - lastFlush >= std::chrono::milliseconds(flushIntervalMs_)) {
+    if (unflushed && Clock::now() - lastFlush >= std::chrono::milliseconds(options_.flushIntervalMs)) {
       lock.unlock();
       if (writer_ && !broken_) {
         try {
@@ -113,7 +238,7 @@ void TraceSink::run() {
       unflushed = false;
       lastFlush = Clock::now();
     }
-    if (closing_ && queue_.empty()) return;
+    if (closing_ && count_ == 0) return;
   }
 }
 

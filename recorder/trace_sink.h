@@ -1,13 +1,16 @@
 // The background thread that owns the TraceWriter: it receives finished
 // events in order, waits for their GPU digests (which the program does not
 // wait for), stores blobs, appends, and flushes about once a second so that a
-// crash leaves complete blocks. The program's threads never touch the disk.
+// crash leaves complete blocks. The program's threads never touch the disk:
+// they put each entry in a bounded ring allocated once, and wake the trace
+// thread only when the ring fills past a threshold, at a synchronisation,
+// a drain or the close; otherwise it looks at the ring on a short timer.
 #pragma once
 
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -41,45 +44,93 @@ struct SinkEntry {
   std::vector<SnapshotCopy> afterSnapshots;   // outputs after it ran
 };
 
+// The host memory an entry holds while it waits in the ring, besides its
+// slot (estimated from its vectors' and strings' capacities).
+uint64_t entryHeapBytes(const SinkEntry& entry);
+
 // Turns a ticket's results into RangeDigests. Ranges of 2..256 chunks keep
 // their chunk digests, which locate a difference inside the range.
 std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRange>& ranges,
                                                const std::vector<kernels::HashResult>& results);
 
+struct SinkOptions {
+  // false runs nothing in the background: push() then completes entries at
+  // once (tests, and a fallback when no thread can be started).
+  bool thread = true;
+  unsigned flushIntervalMs = 1000;  // a block is closed at least this often
+  unsigned wakeIntervalMs = 50;     // the trace thread looks at the ring at least this often
+  // The ring's host memory, its slots and what the queued entries hold
+  // (GPURR_TRACE_QUEUE_MB).
+  uint64_t queueBytes = uint64_t{64} << 20;
+  // Tests: the trace thread sleeps this long before writing each event, as
+  // a writer that cannot keep up would (GPURR_TEST_SLOW_WRITER_US).
+  unsigned slowWriterUs = 0;
+};
+
+// What the sink has done, for the benchmarks and `gpurr info`.
+struct SinkStats {
+  uint64_t pushed = 0;       // entries given a seq
+  uint64_t wakeups = 0;      // times the trace thread woke (timer or program)
+  uint64_t slots = 0;        // ring slots (allocated once)
+  uint64_t ringBytes = 0;    // their size
+  uint64_t peakBytes = 0;    // most host memory the ring held: slots and entries' heap
+  uint64_t dropped = 0;      // entries dropped because the ring was full
+};
+
 class TraceSink {
  public:
-  // `thread` = false runs nothing in the background: push() then completes
-  // entries at once (tests, and a fallback when no thread can be started).
-  TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, bool thread = true,
-            unsigned flushIntervalMs = 1000);
+  TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, SinkOptions options = {});
   ~TraceSink();  // close()
 
-  // Queues an entry; assigns its seq. Thread-safe; never waits for the disk.
+  // Queues an entry; assigns its seq. Thread-safe; never waits for the disk,
+  // the GPU or the trace thread, only for the ring's lock, which every holder
+  // keeps for a few moves of one entry. When the ring is full (its slots, or
+  // `queueBytes`), the entry is dropped and counted (one warning): the next
+  // entry queued, or the close, is preceded by an EventsDropped marker
+  // saying how many of which kinds were lost there.
   void push(SinkEntry&& entry);
 
   // Waits until every entry queued so far is written (or dropped).
   void drain();
 
-  // drain(), then closes the trace, writing `hostRegions` and the step after
-  // which the program was stopped (-1: it was not) into its index.
-  // Later pushes are dropped.
-  void close(std::vector<trace::HostRegion> hostRegions = {}, int64_t stoppedAfterStep = -1);
+  // drain(), then closes the trace, writing `hostRegions`, the step after
+  // which the program was stopped (-1: it was not) and, when given, the
+  // recorder's memory into its index (`memory`'s snapshot, pinned and device
+  // parts; the sink adds the queue's and the writer's). Later pushes are
+  // dropped.
+  void close(std::vector<trace::HostRegion> hostRegions = {}, int64_t stoppedAfterStep = -1,
+             std::optional<trace::RecorderMemory> memory = std::nullopt);
 
   uint64_t pushed() const;
+  SinkStats stats() const;
 
  private:
   void run();
   void complete(SinkEntry& entry);
+  // Puts `entry` in the next free slot (under mu_); whether to wake the
+  // trace thread.
+  bool enqueue(SinkEntry&& entry, uint64_t heapBytes, bool urgent);
 
   std::unique_ptr<trace::TraceWriter> writer_;
   WarnFn warn_;
-  const unsigned flushIntervalMs_;
+  const SinkOptions options_;
   mutable std::mutex mu_;
   std::condition_variable wake_, idle_;
-  std::deque<SinkEntry> queue_;
+  std::vector<SinkEntry> slots_;      // the ring, allocated once
+  std::vector<uint64_t> slotHeap_;    // each queued entry's entryHeapBytes
+  size_t head_ = 0, count_ = 0;       // the oldest queued slot, how many are queued
+  uint64_t heapLimit_ = 0;            // entries' heap bytes allowed besides the slots
+  uint64_t heapQueued_ = 0;
+  size_t wakeCount_ = 0;              // queued entries that wake the trace thread
+  uint64_t wakeHeap_ = 0;             // ... or queued heap bytes
+  bool sleeping_ = false, wakeSent_ = false;
   uint64_t nextSeq_ = 0;
   uint64_t done_ = 0;        // entries completed
-  bool closing_ = false, closed_ = false, broken_ = false, busy_ = false;
+  uint64_t wakeups_ = 0, peakBytes_ = 0;
+  trace::EventsDropped dropped_;      // dropped since the last entry queued
+  uint64_t droppedTotal_ = 0;
+  bool dropWarned_ = false;
+  bool closing_ = false, closed_ = false, broken_ = false;
   bool digestWarned_ = false, snapshotWarned_ = false;
   std::thread thread_;
 };

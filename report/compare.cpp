@@ -105,8 +105,17 @@ std::optional<Culprits> loadCulprits(const std::string& file, std::string& warni
 
 bool RunComparison::identical() const {
   bool same = onlyA.empty() && onlyB.empty();
-  for (const ProcessDiff& p : processes) same = same && p.identical;
+  for (const ProcessDiff& p : processes) same = same && p.identical && p.gaps.empty();
   return same;
+}
+
+bool RunComparison::unknown() const {
+  bool seen = onlyA.empty() && onlyB.empty(), gap = false;
+  for (const ProcessDiff& p : processes) {
+    seen = seen && p.identical;
+    gap = gap || !p.gaps.empty();
+  }
+  return seen && gap;
 }
 
 namespace {

@@ -35,7 +35,11 @@ struct RunComparison {
   bool forced = false;
   std::vector<diff::ProcessDiff> processes;
   std::vector<std::string> onlyA, onlyB;
+  // Every process compared identical, and none lost events.
   bool identical() const;
+  // No divergence seen, but a run's recorder dropped events: the rest is
+  // not known (exit status 2).
+  bool unknown() const;
 };
 
 // Compares runs `a` and `b`: two traces, or two directories of per-process

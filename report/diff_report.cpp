@@ -355,6 +355,14 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
                         shortName(o.name, 60), o.seq);
     }
   };
+  if (p.identical && !p.gaps.empty()) {
+    os << st.yellow(fmt::format("not known: {} operations match, with equal parameters and outputs, up to where {}; "
+                                "nothing after it was compared",
+                                withCommas(p.matched), p.gaps.front()))
+       << '\n';
+    absorbed();
+    return;
+  }
   if (p.identical) {
     os << st.green(fmt::format("identical: {} operations match, with equal parameters and outputs",
                                withCommas(p.matched)))
@@ -444,6 +452,7 @@ Json processJson(const ProcessDiff& p) {
                                     std::pair{&p.pairedDespiteRenamedAllocation, "renamedAllocation"}}) {
     if (paired->count > 0) j["pairedDespite"][key] = {{"count", paired->count}, {"first", opJson(*paired->first)}};
   }
+  if (!p.gaps.empty()) j["gaps"] = p.gaps;  // a run's recorder dropped events: compared up to there
   return j;
 }
 

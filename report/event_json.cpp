@@ -214,6 +214,11 @@ Json toJson(const Event& event) {
                            {"arch", p.arch}};
         } else if constexpr (std::is_same_v<T, Sync>) {
           out["sync"] = {{"kind", toString(p.kind)}, {"stream", p.stream}, {"event", p.event}};
+        } else if constexpr (std::is_same_v<T, EventsDropped>) {
+          Json kinds = Json::object();
+          for (size_t i = 0; i < p.byKind.size(); ++i) kinds[kEventKindNames[i]] = p.byKind[i];
+          out["dropped"] = {{"count", p.total()}, {"byKind", kinds},
+                            {"firstTimeNs", p.firstTimeNs}, {"lastTimeNs", p.lastTimeNs}};
         } else {
           out["graph"] = {{"graphExec", p.graphExec}, {"stream", p.stream},
                           {"nodeCount", p.nodeCount}, {"inputs", rangeList(p.inputs)},

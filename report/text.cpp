@@ -144,6 +144,10 @@ std::string describe(const Event& event) {
                       } else if constexpr (std::is_same_v<T, Sync>) {
                         return fmt::format("sync {} stream={:#x} event={:#x}", toString(p.kind),
                                            p.stream, p.event);
+                      } else if constexpr (std::is_same_v<T, EventsDropped>) {
+                        return fmt::format("{}, made from {:.6f}s to {:.6f}s (the recorder's trace thread fell behind)",
+                                           trace::describe(p), static_cast<double>(p.firstTimeNs) / 1e9,
+                                           static_cast<double>(p.lastTimeNs) / 1e9);
                       } else {
                         return fmt::format("graph exec={:#x} nodes={} stream={:#x} in={} out={}",
                                            p.graphExec, p.nodeCount, p.stream, ranges(p.inputs),

@@ -444,6 +444,18 @@ void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder ou
           s.setKind(castEnum<schema::SyncKind>(p.kind));
           s.setStream(p.stream);
           s.setEvent(p.event);
+        } else if constexpr (std::is_same_v<T, EventsDropped>) {
+          auto d = out.initDropped();
+          d.setLaunches(p.byKind[0]);
+          d.setMemcpys(p.byKind[1]);
+          d.setMemsets(p.byKind[2]);
+          d.setAllocs(p.byKind[3]);
+          d.setFrees(p.byKind[4]);
+          d.setModules(p.byKind[5]);
+          d.setSyncs(p.byKind[6]);
+          d.setGraphs(p.byKind[7]);
+          d.setFirstTimeNs(p.firstTimeNs);
+          d.setLastTimeNs(p.lastTimeNs);
         } else {
           static_assert(std::is_same_v<T, GraphLaunch>);
           auto g = out.initGraph();
@@ -521,6 +533,15 @@ bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
       decodeDigests(g.getOutputs(), o.outputs);
       o.captured = g.getCaptured();
       o.captureId = g.getCaptureId();
+      return true;
+    }
+    case schema::Event::DROPPED: {
+      auto d = in.getDropped();
+      EventsDropped& o = emplace<EventsDropped>(out.payload);
+      o.byKind = {d.getLaunches(), d.getMemcpys(), d.getMemsets(), d.getAllocs(),
+                  d.getFrees(),    d.getModules(), d.getSyncs(),   d.getGraphs()};
+      o.firstTimeNs = d.getFirstTimeNs();
+      o.lastTimeNs = d.getLastTimeNs();
       return true;
     }
   }

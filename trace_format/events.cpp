@@ -257,6 +257,17 @@ std::string describe(const Origin& o, OriginStep step) {
                            o.stepLaunch == 1 ? "" : "es");
 }
 
+std::string describe(const EventsDropped& d) {
+  std::string kinds;
+  for (size_t i = 0; i < d.byKind.size(); ++i) {
+    if (d.byKind[i] == 0) continue;
+    kinds += (kinds.empty() ? "" : ", ") + std::to_string(d.byKind[i]) + " " + kEventKindNames[i] +
+             (d.byKind[i] == 1 ? "" : i == 0 ? "es" : "s");
+  }
+  const uint64_t n = d.total();
+  return std::to_string(n) + (n == 1 ? " event" : " events") + " dropped" + (kinds.empty() ? "" : " (" + kinds + ")");
+}
+
 const char* toString(SyncKind kind) {
   switch (kind) {
     case SyncKind::kContextSynchronize: return "ctx-sync";

@@ -21,8 +21,9 @@ inline constexpr uint32_t kFormatVersion = 1;
 // read new traces (new fields with defaults). Reported, never rejected.
 // 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads;
 // 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions;
-// 7: Origin.inPlace
-inline constexpr uint32_t kCompatVersion = 8;
+// 7: Origin.inPlace; 8: Index.stoppedAfterStep; 9: EventsDropped,
+// Index.recorderMemory
+inline constexpr uint32_t kCompatVersion = 9;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -95,6 +96,19 @@ struct HostRegion {
   uint64_t start = 0;
   uint64_t end = 0;
   bool operator==(const HostRegion&) const = default;
+};
+
+// The memory the recorder held on the program's behalf, as it closed the
+// trace (Index.recorderMemory): peaks, in bytes.
+struct RecorderMemory {
+  uint64_t hostBytes = 0;          // host memory: the three below together
+  uint64_t queueBytes = 0;         // events waiting for the trace thread (--trace-queue)
+  uint64_t snapshotBytes = 0;      // snapshots between their copy and the blob store (--snapshot-memory)
+  uint64_t writerBytes = 0;        // blocks being compressed and written
+  uint64_t pinnedHostBytes = 0;    // pinned host memory: hash rings, snapshot staging
+  uint64_t deviceBytes = 0;        // GPU memory of its own (the hash kernel's counters)
+  uint64_t eventsDropped = 0;      // events dropped because the queue was full
+  bool operator==(const RecorderMemory&) const = default;
 };
 
 struct Header {
@@ -360,8 +374,25 @@ struct GraphLaunch {
   bool operator==(const GraphLaunch&) const = default;
 };
 
+// Events the recorder made but could not keep: its trace thread fell behind
+// and the memory for events waiting for it was full. The marker takes their
+// place in the sequence: they came after the event before it and before the
+// one after it, between `firstTimeNs` and `lastTimeNs`.
+struct EventsDropped {
+  // How many of each kind, indexed as Payload's alternatives (launch,
+  // memcpy, memset, alloc, free, module, sync, graph).
+  std::array<uint64_t, 8> byKind{};
+  uint64_t firstTimeNs = 0, lastTimeNs = 0;
+  uint64_t total() const {
+    uint64_t n = 0;
+    for (uint64_t c : byKind) n += c;
+    return n;
+  }
+  bool operator==(const EventsDropped&) const = default;
+};
+
 using Payload = std::variant<KernelLaunch, Memcpy, Memset, Allocation, Free, ModuleLoad,
-                             Sync, GraphLaunch>;
+                             Sync, GraphLaunch, EventsDropped>;
 
 enum class Phase : uint8_t { kUnknown = 0, kForward = 1, kBackward = 2 };
 
@@ -396,8 +427,8 @@ struct Event {
 };
 
 // Short names of the event kinds, in the order of Payload's alternatives.
-inline constexpr const char* kEventKindNames[] = {"launch", "memcpy", "memset", "alloc",
-                                                  "free",   "module", "sync",   "graph"};
+inline constexpr const char* kEventKindNames[] = {"launch", "memcpy", "memset", "alloc", "free",
+                                                  "module", "sync",   "graph",  "dropped"};
 static_assert(std::size(kEventKindNames) == std::variant_size_v<Payload>);
 inline const char* kindName(const Payload& payload) { return kEventKindNames[payload.index()]; }
 
@@ -412,6 +443,8 @@ inline bool isOperation(const Payload& p) {
 // "graph launch (12 nodes)"; "graph launch" where the recorder did not read
 // its nodes (nodeCount 0).
 std::string describe(const GraphLaunch& graph);
+// "12 events dropped (10 launches, 2 memcpys)".
+std::string describe(const EventsDropped& dropped);
 // The framework op of an event: its origin's, else a FrameworkOp annotation's
 // (traces written without a framework layer); empty when neither says.
 std::string frameworkOpOf(const Event& event);

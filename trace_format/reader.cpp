@@ -150,6 +150,7 @@ struct TraceReader::Impl {
   std::vector<BlockInfo> blocks;
   std::vector<HostRegion> hostRegions;
   int64_t stoppedAfterStep = -1;
+  std::optional<RecorderMemory> recorderMemory;
   Damage damage;
   File events;
   uint64_t eventCount = 0;
@@ -250,6 +251,7 @@ struct TraceReader::Impl {
     const auto words = file.readWords(container::kMaxIndexBytes);
     std::vector<HostRegion> regions;
     int64_t stopped = -1;
+    std::optional<RecorderMemory> memory;
     std::vector<BlockInfo> entries = guarded(path, "index", [&] {
       capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
                                             readerOptions(words.size()));
@@ -267,6 +269,12 @@ struct TraceReader::Impl {
         regions.push_back({r.getStart(), r.getEnd()});
       }
       stopped = root.getStoppedAfterStep();
+      if (root.hasRecorderMemory()) {
+        const auto m = root.getRecorderMemory();
+        memory = RecorderMemory{m.getHostBytes(),      m.getQueueBytes(),  m.getSnapshotBytes(),
+                                m.getWriterBytes(),    m.getPinnedHostBytes(), m.getDeviceBytes(),
+                                m.getEventsDropped()};
+      }
       return out;
     });
     // Sorted, overlapping ones merged: a lookup needs only the region before.
@@ -303,6 +311,7 @@ struct TraceReader::Impl {
     blocks = std::move(entries);
     hostRegions = std::move(regions);
     stoppedAfterStep = stopped;
+    recorderMemory = memory;
     return true;
   }
 
@@ -505,6 +514,7 @@ const Header& TraceReader::header() const { return impl_->header; }
 const std::vector<BlockInfo>& TraceReader::blocks() const { return impl_->blocks; }
 const Damage& TraceReader::damage() const { return impl_->damage; }
 const std::vector<HostRegion>& TraceReader::hostRegions() const { return impl_->hostRegions; }
+const std::optional<RecorderMemory>& TraceReader::recorderMemory() const { return impl_->recorderMemory; }
 int64_t TraceReader::stoppedAfterStep() const { return impl_->stoppedAfterStep; }
 uint64_t TraceReader::eventCount() const { return impl_->eventCount; }
 uint64_t TraceReader::launchCount() const { return impl_->launchCount; }

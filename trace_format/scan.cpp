@@ -361,6 +361,14 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
       digests(g.getOutputs(), s.outputs);
       break;
     }
+    case schema::Event::DROPPED: {
+      auto d = in.getDropped();
+      e.size = d.getLaunches() + d.getMemcpys() + d.getMemsets() + d.getAllocs() + d.getFrees() + d.getModules() +
+               d.getSyncs() + d.getGraphs();
+      s.inputs.clear();
+      s.outputs.clear();
+      break;
+    }
     default:
       return false;  // added by a newer gpurr (FORMAT.md §9)
   }

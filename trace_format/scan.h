@@ -33,8 +33,9 @@ enum class EventKind : uint8_t {
   kModuleLoad = 5,
   kSync = 6,
   kGraphLaunch = 7,
+  kEventsDropped = 8,
 };
-static_assert(static_cast<size_t>(EventKind::kGraphLaunch) + 1 == std::variant_size_v<Payload>);
+static_assert(static_cast<size_t>(EventKind::kEventsDropped) + 1 == std::variant_size_v<Payload>);
 
 // One event, summarised. Which fields mean something depends on `kind`.
 struct ScanEvent {
@@ -75,7 +76,7 @@ struct ScanEvent {
   uint64_t syncEvent = 0;
   // Allocation and free.
   uint32_t ordinal = 0;
-  uint64_t address = 0, size = 0;
+  uint64_t address = 0, size = 0;  // events dropped: size is how many (EventsDropped::total)
   AllocationKind allocationKind = AllocationKind::kDevice;
   // Graph.
   uint32_t nodeCount = 0;

@@ -34,6 +34,20 @@ struct Index {
   # The recorder stopped the program after this training step (gpurr record
   # --until-step); -1 when the program ended by itself (compatVersion 8).
   stoppedAfterStep @2 :Int64 = -1;
+  # The memory the recorder held on the program's behalf; null when not
+  # reported (compatVersion 9).
+  recorderMemory @3 :RecorderMemory;
+}
+
+# Peaks, in bytes (FORMAT.md §5).
+struct RecorderMemory {
+  hostBytes @0 :UInt64;        # host memory: the next three together
+  queueBytes @1 :UInt64;       # events waiting for the trace thread
+  snapshotBytes @2 :UInt64;    # snapshots between their copy and the blob store
+  writerBytes @3 :UInt64;      # blocks being compressed and written
+  pinnedHostBytes @4 :UInt64;  # pinned host memory: hash rings, snapshot staging
+  deviceBytes @5 :UInt64;      # GPU memory of the recorder's own
+  eventsDropped @6 :UInt64;    # events dropped because the queue was full
 }
 
 # A range of the recorded process's host address space that was mapped
@@ -381,5 +395,22 @@ struct Event {
     module @8 :ModuleLoad;
     sync @9 :Sync;
     graph @10 :GraphLaunch;
+    dropped @12 :EventsDropped;  # compatVersion 9
   }
+}
+
+# Events the recorder made but could not keep (its trace thread fell behind
+# and the memory for events waiting for it was full), in their place in the
+# sequence (compatVersion 9).
+struct EventsDropped {
+  launches @0 :UInt64;
+  memcpys @1 :UInt64;
+  memsets @2 :UInt64;
+  allocs @3 :UInt64;
+  frees @4 :UInt64;
+  modules @5 :UInt64;
+  syncs @6 :UInt64;
+  graphs @7 :UInt64;
+  firstTimeNs @8 :UInt64;      # of the first dropped event
+  lastTimeNs @9 :UInt64;       # of the last
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -73,6 +74,12 @@ class TraceWriter {
   // --until-step), which close() writes into the index; -1 (the default)
   // when the program ends by itself.
   void setStoppedAfterStep(int64_t step);
+  // The memory the recorder held, which close() writes into the index
+  // (none by default).
+  void setRecorderMemory(const RecorderMemory& memory);
+  // Host memory this writer holds at most: the blocks queued for
+  // compression and the one being filled.
+  uint64_t memoryBound() const;
   // flush(), then writes the seek index. Further appends are errors.
   void close();
 
@@ -115,6 +122,9 @@ class TraceReader {
   // (record --until-step); -1 when it ended by itself, or when the trace has
   // no index (compatVersion < 8, or it did not end cleanly).
   int64_t stoppedAfterStep() const;
+  // The memory the recorder held (compatVersion 9); nothing when the trace
+  // has no index or its writer reported none.
+  const std::optional<RecorderMemory>& recorderMemory() const;
   uint64_t eventCount() const;
   uint64_t launchCount() const;
   uint64_t eventsFileBytes() const;   // compressed, on disk

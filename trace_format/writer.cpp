@@ -196,6 +196,7 @@ struct TraceWriter::Impl {
   std::vector<BlockInfo> index;
   std::vector<HostRegion> hostRegions;
   int64_t stoppedAfterStep = -1;
+  std::optional<RecorderMemory> recorderMemory;
   uint64_t fileOffset = 0;
   uint64_t bytesWritten = 0;
   std::set<BlobId> blobs;  // only touched by the owner
@@ -334,6 +335,16 @@ struct TraceWriter::Impl {
       }
     }
     root.setStoppedAfterStep(stoppedAfterStep);
+    if (recorderMemory) {
+      auto m = root.initRecorderMemory();
+      m.setHostBytes(recorderMemory->hostBytes);
+      m.setQueueBytes(recorderMemory->queueBytes);
+      m.setSnapshotBytes(recorderMemory->snapshotBytes);
+      m.setWriterBytes(recorderMemory->writerBytes);
+      m.setPinnedHostBytes(recorderMemory->pinnedHostBytes);
+      m.setDeviceBytes(recorderMemory->deviceBytes);
+      m.setEventsDropped(recorderMemory->eventsDropped);
+    }
     ByteSink sink(bytes);
     capnp::writeMessage(sink, builder);
     writeFileAtomic(dir / container::kIndexFile, bytes);
@@ -466,6 +477,12 @@ void TraceWriter::flush() {
 
 void TraceWriter::setHostRegions(std::vector<HostRegion> regions) { impl_->hostRegions = std::move(regions); }
 void TraceWriter::setStoppedAfterStep(int64_t step) { impl_->stoppedAfterStep = step; }
+void TraceWriter::setRecorderMemory(const RecorderMemory& memory) { impl_->recorderMemory = memory; }
+uint64_t TraceWriter::memoryBound() const {
+  const WriterOptions& o = impl_->options;
+  // Each block's frames (reserved with an eighth more) and its compressed copy.
+  return (o.maxQueuedBlocks + 2) * (o.blockBytes + o.blockBytes / 8) * 2;
+}
 
 void TraceWriter::close() {
   Impl& w = *impl_;

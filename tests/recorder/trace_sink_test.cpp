@@ -83,7 +83,7 @@ TEST_CASE("the program never waits for digests, events keep their order", "[reco
 
 TEST_CASE("blocks are flushed periodically, so an unclosed trace is readable", "[recorder][sink]") {
   const auto dir = freshTrace("flush");
-  TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}), [](const std::string&) {}, true, 50);
+  TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}), [](const std::string&) {}, SinkOptions{.flushIntervalMs = 50});
   for (uint64_t i = 0; i < 20; ++i) sink.push(memsetEntry(0x2000 + i, nullptr));
   sink.drain();
   std::this_thread::sleep_for(300ms);  // a few flush intervals, then "crash"
@@ -99,7 +99,7 @@ TEST_CASE("digests that cannot be read cost one warning and leave the events", "
   std::vector<std::string> warnings;
   {
     TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}),
-                   [&](const std::string& w) { warnings.push_back(w); }, /*thread=*/false);
+                   [&](const std::string& w) { warnings.push_back(w); }, SinkOptions{.thread = false});
     sink.push(memsetEntry(0x3000, std::make_unique<SlowHashes>(1, 0ms, true)));
     sink.push(memsetEntry(0x3001, std::make_unique<SlowHashes>(2, 0ms, true)));
     sink.push(memsetEntry(0x3002, std::make_unique<SlowHashes>(3, 0ms)));
@@ -125,4 +125,60 @@ TEST_CASE("chunk digests are kept for ranges of 2 to 256 chunks", "[recorder][si
   CHECK(digests[2].chunkDigests.empty());
   CHECK(digests[2].digest == 3);
   CHECK(toRangeDigests(ranges, {})[1].digest == 0);  // no results: ranges without digests
+}
+
+TEST_CASE("a trace thread that falls behind: the ring stays in its bound, the program never waits, and what is "
+          "dropped is counted and marked in its place", "[recorder][sink]") {
+  const auto dir = freshTrace("behind");
+  std::vector<std::string> warnings;
+  SinkOptions options;
+  options.queueBytes = uint64_t{1} << 20;
+  options.slowWriterUs = 200;  // a writer a thousand times slower than the program
+  constexpr uint64_t kFirst = 5000, kSecond = 10;
+  std::chrono::nanoseconds slowest{0};
+  SinkStats stats;
+  {
+    TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}),
+                   [&](const std::string& w) { warnings.push_back(w); }, options);
+    auto push = [&](uint64_t i) {
+      SinkEntry e = memsetEntry(0x10000 + i, nullptr);
+      e.event.timeNs = i;
+      const auto t0 = std::chrono::steady_clock::now();
+      sink.push(std::move(e));
+      slowest = std::max(slowest, std::chrono::steady_clock::now() - t0);
+    };
+    for (uint64_t i = 0; i < kFirst; ++i) push(i);
+    sink.drain();  // the trace thread catches up
+    for (uint64_t i = kFirst; i < kFirst + kSecond; ++i) push(i);
+    stats = sink.stats();
+    sink.close();
+  }
+  CHECK(slowest < 50ms);
+  CHECK(stats.peakBytes <= options.queueBytes);
+  CHECK(stats.dropped > 0);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("dropped") != std::string::npos);
+  // Every event is either in the trace or counted by a marker that stands
+  // exactly where the dropped ones were (event i was made at time i).
+  const auto events = trace::TraceReader(dir).readAll();
+  uint64_t next = 0, kept = 0, dropped = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    CHECK(events[i].seq == i);
+    if (const auto* d = std::get_if<trace::EventsDropped>(&events[i].payload)) {
+      CHECK(d->firstTimeNs == next);
+      CHECK(d->lastTimeNs - d->firstTimeNs + 1 == d->total());
+      CHECK(d->byKind[2] == d->total());  // memsets
+      dropped += d->total();
+      next = d->lastTimeNs + 1;
+    } else {
+      CHECK(events[i].timeNs == next);
+      CHECK(std::get<trace::Memset>(events[i].payload).dst.address == 0x10000 + next);
+      ++kept;
+      ++next;
+    }
+  }
+  CHECK(next == kFirst + kSecond);
+  CHECK(dropped == stats.dropped);
+  CHECK(kept + dropped == kFirst + kSecond);
+  std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,100 @@
+// A run whose recorder dropped events (an EventsDropped marker in their
+// place): the diff compares both runs up to the marker and claims nothing
+// past it, neither a divergence nor identity.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+
+#include "diff/diff.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr;
+using namespace gpurr::trace;
+
+namespace {
+
+// An allocation and 10 launches, each writing it; launch `divergent` (if
+// any) with another digest. With `gapAt`, launches gapAt..gapAt+2 are
+// dropped and a marker stands in their place.
+std::filesystem::path writeRun(const std::filesystem::path& dir, std::optional<uint64_t> divergent,
+                               std::optional<uint64_t> gapAt) {
+  std::filesystem::remove_all(dir);
+  TraceWriter w(dir, Header{});
+  uint64_t seq = 0;
+  Allocation a;
+  a.ordinal = 1;
+  a.address = 0x7f0000000000;
+  a.size = 1 << 20;
+  w.append(Event{seq++, 0, 0, a});
+  for (uint64_t i = 0; i < 10; ++i) {
+    if (gapAt && i >= *gapAt && i < *gapAt + 3) {
+      if (i == *gapAt + 2) {
+        EventsDropped d;
+        d.byKind[0] = 3;
+        d.firstTimeNs = (*gapAt + 1) * 1000;
+        d.lastTimeNs = (i + 1) * 1000;
+        w.append(Event{seq++, d.lastTimeNs, 0, d});
+      }
+      continue;
+    }
+    KernelLaunch k;
+    k.function = "_Z4stepPf";
+    k.grid = {4, 1, 1};
+    k.block = {128, 1, 1};
+    appendPointerParam(k, a.address, 1, 0);
+    k.outputs = {{{a.address, 4096, 1, 0}, divergent == i ? 0xbad : 0x1000 + i, {}}};
+    w.append(Event{seq++, (i + 1) * 1000, 0, k});
+  }
+  w.close();
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("a diff across dropped events compares up to the gap and claims nothing past it") {
+  const auto root = std::filesystem::temp_directory_path() / ("gpurr-dropped-" + std::to_string(getpid()));
+  const auto full = writeRun(root / "full.gpurr", std::nullopt, std::nullopt);
+  SECTION("the marker reads back as written") {
+    const auto gap = writeRun(root / "gap.gpurr", std::nullopt, 4);
+    const auto events = TraceReader(gap).readAll();
+    const auto* d = std::get_if<EventsDropped>(&events.at(5).payload);
+    REQUIRE(d != nullptr);
+    CHECK(d->total() == 3);
+    CHECK(d->byKind[0] == 3);
+    CHECK(d->firstTimeNs == 5000);
+    CHECK(describe(*d) == "3 events dropped (3 launches)");
+    CHECK_FALSE(isOperation(events.at(5).payload));
+  }
+  SECTION("no divergence before the gap: neither identical nor different, and the gap is named") {
+    const auto gap = writeRun(root / "gap.gpurr", std::nullopt, 4);
+    TraceReader ra(full), rb(gap);
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    CHECK(d.identical);  // of what was compared
+    REQUIRE(d.gaps.size() == 1);
+    CHECK(d.gaps[0] == "run B's recorder dropped 3 events at event #5 (its trace thread fell behind)");
+    CHECK(d.matched == 4);
+    CHECK_FALSE(d.firstDivergence);
+  }
+  SECTION("a divergence after the gap, in what was dropped or after it, is not claimed") {
+    const auto gap = writeRun(root / "gap.gpurr", 8, 4);
+    TraceReader ra(full), rb(gap);
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    CHECK(d.identical);
+    CHECK(d.gaps.size() == 1);
+    CHECK_FALSE(d.firstDivergence);
+    CHECK(d.pathDivergenceCount == 0);
+  }
+  SECTION("a divergence before the gap is reported as usual") {
+    const auto gap = writeRun(root / "gap.gpurr", 2, 4);
+    TraceReader ra(full), rb(gap);
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    CHECK_FALSE(d.identical);
+    REQUIRE(d.firstDivergence);
+    CHECK(d.firstDivergence->a.seq == 3);
+    CHECK(d.gaps.size() == 1);
+  }
+  std::filesystem::remove_all(root);
+}

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The recorder under faults, run for real: bin/gpurr record runs
+# recorded_program, which records itself with the recorder's own session,
+# trace thread and writer over a fake device.
+#   enospc  the trace's file system (a real 256 KiB tmpfs) fills while the
+#           program runs: one warning, the program's output and exit status
+#           unchanged, the trace readable up to its last complete block, and
+#           `gpurr info` saying it ended early. Skipped (77) where mounting
+#           is not allowed.
+#   kill    the recorded process is killed (SIGKILL) in the middle of a step:
+#           the trace is readable up to its last block, and `gpurr info` and
+#           `gpurr diff` say it ended early.
+#   behind  the trace thread falls behind (GPURR_TEST_SLOW_WRITER_US) with a
+#           1 MiB queue: events are dropped, `gpurr info` says how many and
+#           where, and `gpurr diff` against a complete run claims nothing
+#           past the gap (exit status 2).
+#
+#   faults_test.sh BUILD_DIR PROGRAM enospc|kill|behind
+set -u
+build=$1 program=$2 mode=$3
+gpurr=$build/bin/gpurr
+work=$(mktemp -d)
+mounted=
+cleanup() {
+  [ -n "$mounted" ] && umount "$mounted" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+expect() {  # FILE PATTERN: the file holds a line matching the pattern
+  grep -q -- "$2" "$1" || { cat "$1" >&2; fail "$1 does not say '$2'"; }
+}
+
+case $mode in
+enospc)
+  mkdir "$work/disk"
+  if ! mount -t tmpfs -o size=256k tmpfs "$work/disk" 2>/dev/null; then
+    echo "cannot mount a tmpfs here (not root, or not allowed): skipped"
+    exit 77
+  fi
+  mounted=$work/disk
+  steps=40 launches=2000
+  env -u GPURR_OUTPUT "$program" $steps $launches > "$work/plain.out"
+  plain=$?
+  "$gpurr" record -o "$work/disk/run.gpurr" -- "$program" $steps $launches > "$work/rec.out" 2> "$work/rec.err"
+  code=$?
+  cat "$work/rec.err"
+  [ "$code" = "$plain" ] || fail "exit status $code under the recorder, $plain without"
+  cmp -s "$work/plain.out" "$work/rec.out" || fail "the program's output changed under the recorder"
+  df -k "$work/disk" | tail -1
+  n=$(grep -c "cannot write the trace" "$work/rec.err")
+  [ "$n" = 1 ] || fail "$n warnings that the trace cannot be written, not one"
+  # The recorder's warnings; gpurr record's summary then says the trace
+  # ended early (checked below, with gpurr info).
+  n=$(grep "gpurr: warning: " "$work/rec.err" | grep -vc "run.gpurr: the recording did not end cleanly")
+  [ "$n" = 1 ] || fail "$n recorder warnings, not one"
+  expect "$work/rec.err" "1 incomplete"
+  trace=$work/disk/run.gpurr
+  ;;
+kill)
+  steps=4 launches=3000
+  "$gpurr" record -o "$work/full.gpurr" -- "$program" $steps $launches > "$work/full.out" 2> "$work/full.err"
+  [ $? = 7 ] || { cat "$work/full.err"; fail "the complete run did not exit with its own status"; }
+  KILL_IN_STEP=2 "$gpurr" record -o "$work/killed.gpurr" -- "$program" $steps $launches \
+    > "$work/rec.out" 2> "$work/rec.err"
+  code=$?
+  cat "$work/rec.err"
+  [ "$code" = 137 ] || fail "exit status $code, not 137 (128 + SIGKILL)"
+  [ "$(wc -l < "$work/rec.out")" = 2 ] || fail "the killed program should have finished 2 steps"
+  "$gpurr" diff "$work/full.gpurr" "$work/killed.gpurr" > "$work/diff.out" 2>&1
+  dcode=$?
+  cat "$work/diff.out"
+  [ "$dcode" = 0 ] || fail "diff exit status $dcode"
+  expect "$work/diff.out" "no index"
+  expect "$work/diff.out" "compared up to its last complete block"
+  expect "$work/diff.out" "after run B's trace ends; not compared"
+  trace=$work/killed.gpurr
+  ;;
+behind)
+  steps=3 launches=2000
+  "$gpurr" record -o "$work/full.gpurr" -- "$program" $steps $launches > "$work/full.out" 2> "$work/full.err"
+  GPURR_TEST_SLOW_WRITER_US=300 "$gpurr" record --trace-queue 1 -o "$work/slow.gpurr" -- \
+    "$program" $steps $launches > "$work/rec.out" 2> "$work/rec.err"
+  code=$?
+  cat "$work/rec.err"
+  [ "$code" = 7 ] || fail "exit status $code, not the program's 7"
+  cmp -s "$work/full.out" "$work/rec.out" || fail "the program's output changed"
+  n=$(grep -c "gpurr: warning: " "$work/rec.err")
+  [ "$n" = 1 ] || fail "$n warnings, not one"
+  expect "$work/rec.err" "are dropped"
+  "$gpurr" info "$work/slow.gpurr" > "$work/info.out" || fail "gpurr info"
+  cat "$work/info.out"
+  expect "$work/info.out" "^dropped .* events dropped (.* launches) at .*, the first at event #"
+  expect "$work/info.out" "^status .*complete; .* events dropped"
+  "$gpurr" diff "$work/full.gpurr" "$work/slow.gpurr" > "$work/diff.out" 2>&1
+  dcode=$?
+  cat "$work/diff.out"
+  [ "$dcode" = 2 ] || fail "diff exit status $dcode, not 2"
+  expect "$work/diff.out" "run B's recorder dropped .* events at event #"
+  expect "$work/diff.out" "^not known: .* nothing after it was compared"
+  echo "ok"
+  exit 0
+  ;;
+*) fail "unknown mode $mode" ;;
+esac
+
+[ -d "$trace" ] || fail "no trace at $trace"
+"$gpurr" info "$trace" > "$work/info.out" 2>&1 || { cat "$work/info.out"; fail "gpurr info cannot read the trace"; }
+cat "$work/info.out"
+expect "$work/info.out" "^status .*incomplete"
+"$gpurr" info --json "$trace" > "$work/info.json" || fail "gpurr info --json"
+expect "$work/info.json" '"complete": false'
+launches=$(sed -n 's/^  "launches": \([0-9]*\),$/\1/p' "$work/info.json")
+[ "${launches:-0}" -gt 0 ] || fail "no launch readable in the trace"
+echo "ok: $launches launches readable"
