@@ -15,6 +15,7 @@
 #include "report/event_json.h"
 #include "cli/recorder_cost.h"
 #include "report/text.h"
+#include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::cli {
@@ -46,6 +47,8 @@ struct Stats {
   uint64_t firstTimeNs = 0, lastTimeNs = 0;
   uint64_t blobCount = 0, blobBytes = 0;
   RecorderCost cost;
+  // Collectives: the communicators (id -> rank, size) they ran in.
+  std::map<uint64_t, std::pair<int32_t, int32_t>> communicators;
 };
 
 uint64_t addRanges(Stats& s, const std::vector<RangeDigest>& ranges) {
@@ -86,7 +89,8 @@ Stats collect(const TraceReader& reader) {
     if (first) s.firstTimeNs = e.timeNs;
     first = false;
     s.lastTimeNs = e.timeNs;
-    if (isOperation(e.payload) && !std::holds_alternative<GraphLaunch>(e.payload)) {
+    if (isOperation(e.payload) && !std::holds_alternative<GraphLaunch>(e.payload) &&
+        !std::holds_alternative<Collective>(e.payload)) {
       ++s.operations;
       if (e.origin) {
         ++s.withOrigin;
@@ -114,6 +118,10 @@ Stats collect(const TraceReader& reader) {
       if (!g->captured && g->nodeCount == 0) ++s.graphsHashedWhole;
     } else if (const auto* a = std::get_if<Allocation>(&e.payload)) {
       s.allocatedBytes += a->size;
+    } else if (const auto* c = std::get_if<Collective>(&e.payload)) {
+      addRanges(s, c->inputs);
+      addRanges(s, c->outputs);
+      if (s.communicators.size() < 100'000) s.communicators[c->communicator] = {c->rank, c->size};
     }
     return true;
   });
@@ -241,6 +249,17 @@ int printText(const TraceReader& reader, const Stats& s) {
     line("", fmt::format("{} of kinds this gpurr does not know, skipped (trace compatibility {}, "
                          "this gpurr {})",
                          count(unknown, "event"), h.compatVersion, kCompatVersion));
+  }
+  if (const uint64_t n = s.byKind[static_cast<size_t>(EventKind::kCollective)]; n > 0) {
+    std::string comms;
+    for (const auto& [id, rs] : s.communicators) {
+      if (comms.size() > 200) {
+        comms += ", ...";
+        break;
+      }
+      comms += fmt::format("{}{:016x} (rank {} of {})", comms.empty() ? "" : ", ", id, rs.first, rs.second);
+    }
+    line("collectives", fmt::format("{} in {}: {}", withCommas(n), count(s.communicators.size(), "communicator"), comms));
   }
   line("hashed", fmt::format("{} in launch inputs and outputs{}{}", humanBytes(s.bytesHashed),
                              s.notHashed ? fmt::format(" ({} launches not hashed)", s.notHashed) : "",

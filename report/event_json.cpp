@@ -214,6 +214,16 @@ Json toJson(const Event& event) {
                            {"arch", p.arch}};
         } else if constexpr (std::is_same_v<T, Sync>) {
           out["sync"] = {{"kind", toString(p.kind)}, {"stream", p.stream}, {"event", p.event}};
+        } else if constexpr (std::is_same_v<T, trace::Collective>) {
+          out["collective"] = {{"source", toString(p.source)},   {"call", p.call},
+                               {"op", toString(p.op)},           {"communicator", hex16(p.communicator)},
+                               {"rank", p.rank},                 {"size", p.size},
+                               {"dataType", p.dataType},         {"count", p.count},
+                               {"reduceOp", p.reduceOp},         {"peer", p.peer},
+                               {"stream", p.stream},             {"sequence", p.sequence},
+                               {"group", p.group},               {"inputs", rangeList(p.inputs)},
+                               {"outputs", rangeList(p.outputs)}, {"processGroup", p.processGroup},
+                               {"frameworkSequence", p.frameworkSequence}};
         } else {
           out["graph"] = {{"graphExec", p.graphExec}, {"stream", p.stream},
                           {"nodeCount", p.nodeCount}, {"inputs", rangeList(p.inputs)},

@@ -144,6 +144,11 @@ std::string describe(const Event& event) {
                       } else if constexpr (std::is_same_v<T, Sync>) {
                         return fmt::format("sync {} stream={:#x} event={:#x}", toString(p.kind),
                                            p.stream, p.event);
+                      } else if constexpr (std::is_same_v<T, trace::Collective>) {
+                        return fmt::format("collective {} {} stream={:#x} group={} in={} out={}",
+                                           toString(p.source), trace::describe(p), p.stream, p.group,
+                                           ranges(p.inputs), ranges(p.outputs)) +
+                               (p.frameworkSequence >= 0 ? fmt::format(" seq={}", p.frameworkSequence) : "");
                       } else {
                         return fmt::format("graph exec={:#x} nodes={} stream={:#x} in={} out={}",
                                            p.graphExec, p.nodeCount, p.stream, ranges(p.inputs),

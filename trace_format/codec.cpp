@@ -274,6 +274,48 @@ void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEnt
   out.recorderOps = in.getRecorderOps();
 }
 
+void encodeCollective(const Collective& in, schema::Collective::Builder out) {
+  out.setSource(castEnum<schema::CollectiveSource>(in.source));
+  out.setCall(text(in.call));
+  out.setOp(castEnum<schema::CollectiveOp>(in.op));
+  out.setCommunicator(in.communicator);
+  out.setRank(in.rank);
+  out.setSize(in.size);
+  out.setDataType(text(in.dataType));
+  out.setCount(in.count);
+  out.setReduceOp(text(in.reduceOp));
+  out.setPeer(in.peer);
+  out.setStream(in.stream);
+  out.setSequence(in.sequence);
+  out.setGroup(in.group);
+  encodeDigests(in.inputs, out.initInputs(in.inputs.size()));
+  encodeDigests(in.outputs, out.initOutputs(in.outputs.size()));
+  out.setProcessGroup(text(in.processGroup));
+  out.setFrameworkSequence(in.frameworkSequence);
+}
+
+void decodeCollective(schema::Collective::Reader in, Collective& out) {
+  // Values a newer gpurr may add read as the nearest known ones.
+  out.source = in.getSource() <= schema::CollectiveSource::FRAMEWORK ? castEnum<CollectiveSource>(in.getSource())
+                                                                      : CollectiveSource::kFramework;
+  out.call = str(in.getCall());
+  out.op = in.getOp() <= schema::CollectiveOp::BARRIER ? castEnum<CollectiveOp>(in.getOp()) : CollectiveOp::kOther;
+  out.communicator = in.getCommunicator();
+  out.rank = in.getRank();
+  out.size = in.getSize();
+  out.dataType = str(in.getDataType());
+  out.count = in.getCount();
+  out.reduceOp = str(in.getReduceOp());
+  out.peer = in.getPeer();
+  out.stream = in.getStream();
+  out.sequence = in.getSequence();
+  out.group = in.getGroup();
+  decodeDigests(in.getInputs(), out.inputs);
+  decodeDigests(in.getOutputs(), out.outputs);
+  out.processGroup = str(in.getProcessGroup());
+  out.frameworkSequence = in.getFrameworkSequence();
+}
+
 // Makes `payload` hold a T, keeping the existing one (and its storage) when
 // it already does.
 template <typename T>
@@ -444,6 +486,8 @@ void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder ou
           s.setKind(castEnum<schema::SyncKind>(p.kind));
           s.setStream(p.stream);
           s.setEvent(p.event);
+        } else if constexpr (std::is_same_v<T, Collective>) {
+          encodeCollective(p, out.initCollective());
         } else {
           static_assert(std::is_same_v<T, GraphLaunch>);
           auto g = out.initGraph();
@@ -511,6 +555,9 @@ bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
       out.payload = Sync{castEnum<SyncKind>(s.getKind()), s.getStream(), s.getEvent()};
       return true;
     }
+    case schema::Event::COLLECTIVE:
+      decodeCollective(in.getCollective(), emplace<Collective>(out.payload));
+      return true;
     case schema::Event::GRAPH: {
       auto g = in.getGraph();
       GraphLaunch& o = emplace<GraphLaunch>(out.payload);

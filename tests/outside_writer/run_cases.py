@@ -848,7 +848,7 @@ def environment():
 
 
 # ------------------------------------------------------------ what old and broken traces do
-FUTURE_MEMBER = 'memoryPressure @12 :MemoryPressure;'
+FUTURE_MEMBER = 'memoryPressure @13 :MemoryPressure;'
 
 
 def future_schema():
@@ -865,7 +865,7 @@ def future_schema():
 
 @case
 def unknown_event_kind():
-    """A newer writer (compatVersion 9) adds a kind of event: gpurr skips it
+    """A newer writer (compatVersion 10) adds a kind of event: gpurr skips it
     with one warning naming the trace's version, and compares the rest."""
     s = future_schema()
     a, pa = record(Variant(seed=1))
@@ -874,7 +874,7 @@ def unknown_event_kind():
     extra = [(q + 1, {'seq': q + 1, 'timeNs': [e for e in prog.events if e['seq'] == q][0]['timeNs'], 'thread': 0,
                       'memoryPressure': {'freeBytes': 1 << 30, 'device': 0, 'note': 'low'}}) for q in allocs]
     b = os.path.join(TMP, 'future.gpurr')
-    prog.write(b, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, compat_version=9,
+    prog.write(b, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, compat_version=10,
                schema_module=s, extra_events=extra)
     rc, j = verify(b)
     expect(j['eventsOfUnknownKind'] == len(extra), 'verify: sound, %d events of an unknown kind' % len(extra), j)
@@ -882,9 +882,9 @@ def unknown_event_kind():
         rc, j, err = diff(x, y)
         expect(rc == 0 and j['identical'], 'diff %s: identical, exit 0' % ('A B' if x == a else 'B A'), {'rc': rc, 'err': err})
         warn = [l for l in err.splitlines() if 'skipped' in l]
-        expect(len(warn) == 1 and '9' in warn[0], 'one warning, naming compatibility 9', err)
+        expect(len(warn) == 1 and '10' in warn[0], 'one warning, naming compatibility 10', err)
     info = json.loads(subprocess.run([GPURR, 'info', '--json', b], capture_output=True, text=True).stdout)
-    expect(info['eventsOfUnknownKind'] == len(extra) and info['header']['compatVersion'] == 9,
+    expect(info['eventsOfUnknownKind'] == len(extra) and info['header']['compatVersion'] == 10,
            'info counts them', {k: info.get(k) for k in ('eventsOfUnknownKind', 'events')})
 
 

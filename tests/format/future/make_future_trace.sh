@@ -2,7 +2,7 @@
 # Writes a trace as a newer gpurr would: its schema (trace_format/trace.capnp
 # with additions made by the rules of FORMAT.md §9) has a new kind of event
 # (Event.checkpoint, a union member this gpurr does not know) and new fields
-# in Header, KernelLaunch and Memcpy; its header says compatVersion 9. Old
+# in Header, KernelLaunch and Memcpy; its header says compatVersion 10. Old
 # readers must skip the new events (one warning) and ignore the new fields.
 #
 #   make_future_trace.sh SOURCE_DIR OUT_DIR
@@ -19,7 +19,7 @@ def add(after, text):
     global schema
     assert after in schema, after
     schema = schema.replace(after, after + text, 1)
-add("    graph @10 :GraphLaunch;\n", "    checkpoint @12 :Checkpoint;   # added: a new kind of event\n")
+add("    collective @12 :Collective;  # compatVersion 9\n", "    checkpoint @13 :Checkpoint;   # added: a new kind of event\n")
 add("  reads @20 :List(RangeDigest);", "\n  priority @21 :Int32;         # added\n  label @22 :Text;             # added")
 add("  captureId @9 :UInt64;        # the capture's id, when captured", "\n  bandwidth @10 :Float64;      # added")
 add("  pointersResolved @17 :Bool = true;", "\n  futureQuirk @18 :Bool;       # added")
