@@ -68,16 +68,22 @@ const char* redOpName(ncclRedOp_t op) {
 // the recorder's own.
 CollectiveRecorder* recorder() { return inRecorder() ? nullptr : activeCollectives(); }
 
-// Registers a communicator made before recording began (or by a call not
-// wrapped, ncclCommInitAll): its rank and size from the library, id 0.
-void learn(CollectiveRecorder& r, ncclComm_t comm, int32_t& rank, int32_t& size) {
-  if (r.rankAndSize(u64(comm), rank, size)) return;
+// A communicator's rank and size as the library tells them (-1 and 0 when
+// it does not).
+void askRankAndSize(ncclComm_t comm, int32_t& rank, int32_t& size) {
   static Real<decltype(&::ncclCommUserRank)> userRank{"ncclCommUserRank", WrappedLibrary::Nccl};
   static Real<decltype(&::ncclCommCount)> count{"ncclCommCount", WrappedLibrary::Nccl};
   int rk = -1, n = 0;
   if (auto f = userRank.find(); f == nullptr || f(comm, &rk) != ncclSuccess) rk = -1;
   if (auto f = count.find(); f == nullptr || f(comm, &n) != ncclSuccess) n = 0;
   rank = rk, size = n;
+}
+
+// Registers a communicator made before recording began (or by a call not
+// wrapped, ncclCommInitAll): its rank and size from the library, id 0.
+void learn(CollectiveRecorder& r, ncclComm_t comm, int32_t& rank, int32_t& size) {
+  if (r.rankAndSize(u64(comm), rank, size)) return;
+  askRankAndSize(comm, rank, size);
   r.communicatorCreated(u64(comm), 0, rank, size);
 }
 
@@ -188,12 +194,9 @@ GPURR_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncc
   }
   const ncclResult_t result = real(comm, color, key, newcomm, config);
   if (r != nullptr && newcomm != nullptr && *newcomm != nullptr && (result == ncclSuccess || result == ncclInProgress)) {
-    static Real<decltype(&::ncclCommUserRank)> userRank{"ncclCommUserRank", WrappedLibrary::Nccl};
-    static Real<decltype(&::ncclCommCount)> count{"ncclCommCount", WrappedLibrary::Nccl};
-    int rk = -1, n = 0;
-    if (userRank.get()(*newcomm, &rk) != ncclSuccess) rk = -1;
-    if (count.get()(*newcomm, &n) != ncclSuccess) n = 0;
-    r->communicatorCreated(u64(*newcomm), communicatorIdFromSplit(parent, color, split), rk, n);
+    int32_t rank = -1, size = 0;
+    askRankAndSize(*newcomm, rank, size);  // a non-blocking communicator may not tell yet
+    r->communicatorCreated(u64(*newcomm), communicatorIdFromSplit(parent, color, split), rank, size);
   }
   return result;
 }

@@ -363,24 +363,13 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
     }
     case schema::Event::COLLECTIVE: {
       auto c = in.getCollective();
-      e.stream = c.getStream();
-      e.collectiveSource = c.getSource() == schema::CollectiveSource::NCCL ? CollectiveSource::kNccl
-                                                                          : CollectiveSource::kFramework;
-      e.collectiveOp = c.getOp() <= schema::CollectiveOp::BARRIER ? static_cast<CollectiveOp>(c.getOp())
-                                                                  : CollectiveOp::kOther;
-      auto view = [](capnp::Text::Reader t) { return std::string_view(t.begin(), t.size()); };
-      e.call = view(c.getCall());
-      e.dataType = view(c.getDataType());
-      e.reduceOp = view(c.getReduceOp());
-      e.processGroup = view(c.getProcessGroup());
-      e.communicator = c.getCommunicator();
-      e.collectiveSequence = c.getSequence();
-      e.count = c.getCount();
-      e.rank = c.getRank();
-      e.commSize = c.getSize();
-      e.peer = c.getPeer();
-      digests(c.getInputs(), s.inputs);
-      digests(c.getOutputs(), s.outputs);
+      e.stream = c.getStream(), e.communicator = c.getCommunicator(), e.collectiveSequence = c.getSequence();
+      e.collectiveSource = CollectiveSource(std::min<uint16_t>(uint16_t(c.getSource()), 1));  // newer: framework
+      e.collectiveOp = c.getOp() <= schema::CollectiveOp::BARRIER ? CollectiveOp(c.getOp()) : CollectiveOp::kOther;
+      e.call = c.getCall().cStr(), e.dataType = c.getDataType().cStr(), e.reduceOp = c.getReduceOp().cStr();
+      e.processGroup = c.getProcessGroup().cStr(), e.count = c.getCount(), e.rank = c.getRank();
+      e.commSize = c.getSize(), e.peer = c.getPeer();
+      digests(c.getInputs(), s.inputs), digests(c.getOutputs(), s.outputs);
       break;
     }
     default:
