@@ -128,9 +128,11 @@ std::optional<JobView> jobView(const RunComparison& c) {
     Issues issues;
     std::map<uint64_t, std::vector<size_t>> members;
     any |= collectIssues(c, runB, issues, members, ranks);
+    // Run B is read only when run A held collectives: a job without any is
+    // read once more, not twice.
+    if (!any) return std::nullopt;
     findMismatches(c, runB, issues, members, ranks, job.mismatches);
   }
-  if (!any) return std::nullopt;
   for (size_t p = 0; p < c.processes.size(); ++p) {
     const ProcessDiff& pd = c.processes[p];
     if (!pd.firstDivergence) continue;

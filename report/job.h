@@ -52,7 +52,7 @@ struct JobView {
   std::optional<size_t> earliestOrigin;        // index into `ranks`
 };
 
-// The job's view, when `c` compares directories whose traces hold
+// The job's view, when `c` compares directories whose run A traces hold
 // collectives (nullopt otherwise: nothing is added to the report).
 std::optional<JobView> jobView(const RunComparison& c);
 
