@@ -49,6 +49,10 @@ _recorder = None
 _skipped = ()
 
 
+def _is_compiling():
+    return False
+
+
 def _tensors(value):
     if value is None:
         return []
@@ -93,6 +97,8 @@ def _wrap(dist, name, fn, spec):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if _is_compiling():  # traced by torch.compile: its collectives are the graph's
+            return fn(*args, **kwargs)
         try:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
@@ -140,9 +146,10 @@ def _wrap(dist, name, fn, spec):
 def install(recorder, skipped):
     """Wraps torch.distributed's collectives, when the program's PyTorch has
     them and the recorder takes them."""
-    global _recorder, _skipped
+    global _recorder, _skipped, _is_compiling
     if not hasattr(recorder, "gpurr_framework_collective"):
         return
+    import torch
     import torch.distributed as dist
 
     if not dist.is_available():
@@ -155,6 +162,9 @@ def install(recorder, skipped):
         ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32,
         ctypes.c_int64, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_int32, u64p, ctypes.c_uint32,
         u64p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32]
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling"):
+        _is_compiling = compiler.is_compiling
     _recorder = recorder
     _skipped = tuple(skipped) + (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
     c10d = dist.distributed_c10d
