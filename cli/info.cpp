@@ -15,6 +15,7 @@
 #include "report/event_json.h"
 #include "cli/recorder_cost.h"
 #include "report/text.h"
+#include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::cli {
@@ -50,6 +51,8 @@ struct Stats {
   // and the first one's seq.
   EventsDropped dropped;
   uint64_t gaps = 0, firstGapSeq = 0;
+  // Collectives: the communicators (id -> rank, size) they ran in.
+  std::map<uint64_t, std::pair<int32_t, int32_t>> communicators;
 };
 
 uint64_t addRanges(Stats& s, const std::vector<RangeDigest>& ranges) {
@@ -90,7 +93,8 @@ Stats collect(const TraceReader& reader) {
     if (first) s.firstTimeNs = e.timeNs;
     first = false;
     s.lastTimeNs = e.timeNs;
-    if (isOperation(e.payload) && !std::holds_alternative<GraphLaunch>(e.payload)) {
+    if (isOperation(e.payload) && !std::holds_alternative<GraphLaunch>(e.payload) &&
+        !std::holds_alternative<Collective>(e.payload)) {
       ++s.operations;
       if (e.origin) {
         ++s.withOrigin;
@@ -121,6 +125,10 @@ Stats collect(const TraceReader& reader) {
     } else if (const auto* d = std::get_if<EventsDropped>(&e.payload)) {
       if (s.gaps++ == 0) s.firstGapSeq = e.seq;
       for (size_t i = 0; i < d->byKind.size(); ++i) s.dropped.byKind[i] += d->byKind[i];
+    } else if (const auto* c = std::get_if<Collective>(&e.payload)) {
+      addRanges(s, c->inputs);
+      addRanges(s, c->outputs);
+      if (s.communicators.size() < 100'000) s.communicators[c->communicator] = {c->rank, c->size};
     }
     return true;
   });
@@ -270,6 +278,17 @@ int printText(const TraceReader& reader, const Stats& s) {
     line("dropped", fmt::format("{} at {}, the first at event #{}: the recorder's trace thread fell behind and "
                                 "the memory for events waiting for it was full (gpurr record --trace-queue)",
                                 describe(s.dropped), count(s.gaps, "place"), s.firstGapSeq));
+  }
+  if (const uint64_t n = s.byKind[static_cast<size_t>(EventKind::kCollective)]; n > 0) {
+    std::string comms;
+    for (const auto& [id, rs] : s.communicators) {
+      if (comms.size() > 200) {
+        comms += ", ...";
+        break;
+      }
+      comms += fmt::format("{}{:016x} (rank {} of {})", comms.empty() ? "" : ", ", id, rs.first, rs.second);
+    }
+    line("collectives", fmt::format("{} in {}: {}", withCommas(n), count(s.communicators.size(), "communicator"), comms));
   }
   line("hashed", fmt::format("{} in launch inputs and outputs{}{}", humanBytes(s.bytesHashed),
                              s.notHashed ? fmt::format(" ({} launches not hashed)", s.notHashed) : "",

@@ -215,6 +215,22 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
     return;
   }
 
+  // A collective: what this rank sent (its inputs) and what it received.
+  // Sent the same and received other data: the divergence came from
+  // another rank (or from the reduction itself). Sent other data: it only
+  // passed on this rank's earlier divergence.
+  if (va.collective && vb.collective) {
+    d.cause = Cause::kCollective;
+    d.mechanism = d.cause;
+    d.summary = d.inputsIdentical
+                    ? "collective: this rank sent identical data and received different data: another rank "
+                      "diverged first, or the collective's reduction is not deterministic"
+                    : "collective: this rank sent different data, so it received different data: it passes on "
+                      "an earlier divergence of this rank's";
+    d.evidence.push_back({EvidenceKind::kCollectiveReceived, {d.inputsIdentical}, {describe(*va.collective)}});
+    return;
+  }
+
   if (!d.inputsIdentical) {
     checkWritten(historyA, d.inputs, true);
     checkWritten(historyB, d.inputs, false);

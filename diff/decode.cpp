@@ -39,6 +39,10 @@ OpView view(const Event& e) {
   } else if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
     v.inputs = g->inputs;
     v.outputs = g->outputs;
+  } else if (const auto* c = std::get_if<Collective>(&e.payload)) {
+    v.collective = c;
+    v.inputs = c->inputs;
+    v.outputs = c->outputs;
   }
   return v;
 }
@@ -59,6 +63,7 @@ std::string opName(const Event& e) {
   if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) {
     return describe(*g);
   }
+  if (const auto* c = std::get_if<Collective>(&e.payload)) return describe(*c);
   return trace::kindName(e.payload);
 }
 
@@ -69,6 +74,7 @@ uint64_t streamOf(const Event& e) {
   if (const auto* m = std::get_if<Memcpy>(&e.payload)) return m->stream;
   if (const auto* s = std::get_if<Memset>(&e.payload)) return s->stream;
   if (const auto* g = std::get_if<GraphLaunch>(&e.payload)) return g->stream;
+  if (const auto* c = std::get_if<Collective>(&e.payload)) return c->stream;
   return 0;
 }
 

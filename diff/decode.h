@@ -21,6 +21,7 @@ struct OpView {
   const KernelLaunch* launch = nullptr;
   const Memcpy* memcpy = nullptr;
   const Memset* memset = nullptr;
+  const Collective* collective = nullptr;
 };
 OpView view(const Event& e);
 

@@ -45,6 +45,7 @@ const char* toString(Cause cause) {
     case Cause::kReordered: return "reordered";
     case Cause::kNondeterministicKernel: return "nondeterministic kernel";
     case Cause::kUninitialisedMemory: return "uninitialised memory";
+    case Cause::kCollective: return "collective";
     case Cause::kUnknown: return "unknown";
   }
   return "unknown";
@@ -61,6 +62,7 @@ const char* jsonName(Cause cause) {
     case Cause::kReordered: return "reordered";
     case Cause::kNondeterministicKernel: return "nondeterministicKernel";
     case Cause::kUninitialisedMemory: return "uninitialisedMemory";
+    case Cause::kCollective: return "collective";
     case Cause::kUnknown: return "unknown";
   }
   return "unknown";
@@ -72,6 +74,7 @@ const char* toString(OpKind kind) {
     case OpKind::kMemcpy: return "memcpy";
     case OpKind::kMemset: return "memset";
     case OpKind::kGraph: return "graph";
+    case OpKind::kCollective: return "collective";
   }
   return "launch";
 }

@@ -135,7 +135,7 @@ class OrdinalMap {
 struct Op {
   uint64_t key;      // identity, for the alignment
   uint64_t outputs;  // output ranges and digests
-  uint64_t word;     // seq << 3 | hashed << 2 | kind
+  uint64_t word;     // seq << 4 | hashed << 3 | kind
   // Kernel, launch configuration and parameter size (matchSameShape): the
   // identity without where pointers point, nor which words are pointers (an
   // unwritten word of a struct passed by value may hold a stale device
@@ -146,9 +146,9 @@ struct Op {
   // folded together cost only a reordering not undone.
   uint16_t thread, stream;
 
-  uint64_t seq() const { return word >> 3; }
-  OpKind kind() const { return static_cast<OpKind>(word & 3); }
-  bool hashed() const { return (word >> 2 & 1) != 0; }
+  uint64_t seq() const { return word >> 4; }
+  OpKind kind() const { return static_cast<OpKind>(word & 7); }
+  bool hashed() const { return (word >> 3 & 1) != 0; }
 };
 static_assert(sizeof(Op) == 32);
 

@@ -22,6 +22,7 @@ enum class Cause : uint8_t {
   kReordered,               // the same operations, in another order
   kNondeterministicKernel,  // same kernel, parameters and inputs; different outputs
   kUninitialisedMemory,     // an input differs in bytes no recorded operation wrote
+  kCollective,              // a collective received different data than this rank's inputs explain
   kUnknown,                 // the traces hold too little to tell (said why)
 };
 const char* toString(Cause cause);  // "nondeterministic kernel"
@@ -34,7 +35,7 @@ struct EnvDifference {
   bool affectsResults = true;  // false for fields shown only for context
 };
 
-enum class OpKind : uint8_t { kLaunch, kMemcpy, kMemset, kGraph };
+enum class OpKind : uint8_t { kLaunch, kMemcpy, kMemset, kGraph, kCollective };
 const char* toString(OpKind kind);
 
 // One side's view of an operation.
@@ -214,6 +215,8 @@ enum class EvidenceKind : uint8_t {
                              // is named) of each shown; (name, op) of each shown
   kSameBytesMoved,           // operations reordered
   kOtherBytesMoved,          // operations reordered, differing, compared
+  // A collective.
+  kCollectiveReceived,       // whether what this rank sent is identical; the collective
   // Another path.
   kAlgorithm,                // run (0: A, 1: B), candidates; library, call, algorithm
   kNoAlgorithm,

@@ -312,6 +312,7 @@ class Summariser {
     }
     switch (e.kind) {
       case EventKind::kLaunch: case EventKind::kMemcpy: case EventKind::kMemset: case EventKind::kGraphLaunch:
+      case EventKind::kCollective:
         break;  // an operation
       case EventKind::kAllocation:
         run.allocs.push_back({e.ordinal, e.size, e.allocationKind});
@@ -409,6 +410,16 @@ class Summariser {
         shape = key_.hash();
         user = nthOf(shape, e.thread);
         break;
+      case EventKind::kCollective:
+        // What it does and with whom: its communicator, operation, element
+        // count and type, reduction and peer (its sequence number is its
+        // place in the alignment).
+        kind = OpKind::kCollective;
+        key_.add(uint64_t{8}).add(e.communicator).add(static_cast<uint64_t>(e.collectiveOp)).add(e.count);
+        key_.add(static_cast<uint64_t>(static_cast<uint32_t>(e.peer)));
+        key_.add(std::hash<std::string_view>()(e.dataType)).add(std::hash<std::string_view>()(e.reduceOp));
+        shape = key_.hash();
+        break;
       default:
         break;  // not an operation: returned above
     }
@@ -431,7 +442,7 @@ class Summariser {
     Op& op = run.ops.emplace();
     op.key = key_.hash();
     op.outputs = out_.hash();
-    op.word = e.seq << 3 | uint64_t{hashed} << 2 | static_cast<uint64_t>(kind);
+    op.word = e.seq << 4 | uint64_t{hashed} << 3 | static_cast<uint64_t>(kind);
     if (!pointerTargets) pairing = op.key;
     op.shape = static_cast<uint32_t>(pairing ^ pairing >> 32);
     op.thread = fold16(e.thread);

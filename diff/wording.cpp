@@ -172,6 +172,11 @@ std::string sentence(const Evidence& e) {
              "unused parts of structs passed by value, references to host objects; address-space randomisation "
              "changes them from run to run (gpurr record turns it off unless --aslr), and a kernel cannot read "
              "through them";
+    case EvidenceKind::kCollectiveReceived:
+      return n[0] != 0 ? fmt::format("{}: what this rank sent is identical in both runs, what it received is not; "
+                                     "compare the other ranks' traces (gpurr diff on the job's directories)",
+                                     t[0])
+                       : fmt::format("{}: what this rank sent already differs", t[0]);
     case EvidenceKind::kIntrinsic:
       return "the kernel itself gives different results from identical state: floating-point atomics, split-K or "
              "other unordered reductions, races";

@@ -371,6 +371,15 @@ uint32_t CudaDevice::currentDevice() {
   return api_.cuCtxGetDevice(&dev) == CUDA_SUCCESS ? static_cast<uint32_t>(dev) : 0;
 }
 
+uint64_t CudaDevice::streamContext(uint64_t stream) {
+  CUcontext ctx = nullptr;
+  if (api_.cuStreamGetCtx != nullptr && api_.cuStreamGetCtx(reinterpret_cast<CUstream>(stream), &ctx) == CUDA_SUCCESS)
+    return reinterpret_cast<uint64_t>(ctx);
+  if (api_.cuCtxGetCurrent != nullptr && api_.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
+    return reinterpret_cast<uint64_t>(ctx);
+  return 0;
+}
+
 bool CudaDevice::addressRange(uint64_t address, uint64_t& base, uint64_t& size) {
   if (api_.cuMemGetAddressRange == nullptr) return false;
   CUdeviceptr b = 0;

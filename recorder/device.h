@@ -168,6 +168,13 @@ class Device {
   // Ordinal of the device of the current context (0 when unknown).
   virtual uint32_t currentDevice() { return 0; }
 
+  // The context `stream` belongs to (the current one for the legacy and
+  // per-thread streams); 0 when unknown.
+  virtual uint64_t streamContext(uint64_t stream) {
+    (void)stream;
+    return 0;
+  }
+
   // The start and size of the allocation containing `address`
   // (cuMemGetAddressRange), for memory whose size the call that made it does
   // not give (IPC handles, imported pool allocations). False when unknown.

@@ -2,9 +2,13 @@
 // framework_context (the static core's symbols are not exported).
 #include "recorder/framework_api.h"
 
+#include <exception>
+#include <string>
 #include <vector>
 
+#include "recorder/collectives.h"
 #include "recorder/framework_context.h"
+#include "trace_format/hash.h"
 
 namespace fw = gpurr::recorder::framework;
 
@@ -41,4 +45,48 @@ GPURR_EXPORT void gpurr_framework_stop_after_step(int64_t step) { fw::stopAfterS
 
 GPURR_EXPORT void gpurr_framework_block(uint64_t address, uint64_t size, int allocated) {
   fw::blockEvent(address, size, allocated != 0);
+}
+
+GPURR_EXPORT uint64_t gpurr_framework_hash_host(const void* data, uint64_t size) {
+  return gpurr::hash::hashBuffer({static_cast<const uint8_t*>(data), static_cast<size_t>(size)});
+}
+
+GPURR_EXPORT void gpurr_framework_collective(const char* call, int op, const char* process_group,
+                                             const char* communicator_key, int32_t rank, int32_t size,
+                                             int64_t sequence, const char* data_type, uint64_t count,
+                                             const char* reduce_op, int32_t peer, const uint64_t* inputs,
+                                             uint32_t input_count, const uint64_t* outputs, uint32_t output_count,
+                                             const char* file, uint32_t line) {
+  gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
+  if (r == nullptr) return;
+  auto text = [](const char* s) { return std::string(s != nullptr ? s : ""); };
+  auto ranges = [](const uint64_t* triples, uint32_t n) {
+    std::vector<gpurr::trace::RangeDigest> out(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      out[i].range = {triples[3 * i], triples[3 * i + 1], 0, 0};
+      out[i].digest = triples[3 * i + 2];
+    }
+    return out;
+  };
+  gpurr::trace::Collective c;
+  c.source = gpurr::trace::CollectiveSource::kFramework;
+  c.call = text(call);
+  c.op = op >= 0 && op <= static_cast<int>(gpurr::trace::CollectiveOp::kBarrier) ? static_cast<gpurr::trace::CollectiveOp>(op)
+                                                                                  : gpurr::trace::CollectiveOp::kOther;
+  c.processGroup = text(process_group);
+  const std::string key = text(communicator_key);
+  c.communicator = gpurr::recorder::communicatorIdFromUniqueId({reinterpret_cast<const uint8_t*>(key.data()), key.size()});
+  c.rank = rank;
+  c.size = size;
+  c.frameworkSequence = sequence;
+  c.dataType = text(data_type);
+  c.count = count;
+  c.reduceOp = text(reduce_op);
+  c.peer = peer;
+  c.inputs = ranges(inputs, input_count);
+  c.outputs = ranges(outputs, output_count);
+  try {
+    r->frameworkCollective(std::move(c), file, line);
+  } catch (const std::exception&) {
+  }
 }

@@ -39,6 +39,23 @@ void gpurr_framework_stop_after_step(int64_t step);
 /* allocated: 1 for a block handed out, 0 for one taken back (size ignored). */
 void gpurr_framework_block(uint64_t address, uint64_t size, int allocated);
 
+/* gpurr's buffer hash (FORMAT.md §8) of `size` host bytes at `data`. */
+uint64_t gpurr_framework_hash_host(const void* data, uint64_t size);
+/* A collective of the framework's (c10d's, any backend), recorded as a
+ * Collective event of source `framework` (FORMAT.md): `call` its name, `op`
+ * a trace::CollectiveOp value, `process_group` the group's name,
+ * `communicator_key` text equal in every rank of the group (its name and
+ * ranks: the event's communicator is its hash), `rank` and `size` this
+ * process's in the group, `sequence` the framework's own number of the
+ * collective (-1 none), `peer` the root or peer (-1 none). `inputs` and
+ * `outputs` hold (address, size, digest) triples: the tensors sent, hashed
+ * before, and received, hashed after it completed. `file` and `line` the
+ * program's line that called it. */
+void gpurr_framework_collective(const char* call, int op, const char* process_group, const char* communicator_key,
+                                int32_t rank, int32_t size, int64_t sequence, const char* data_type, uint64_t count,
+                                const char* reduce_op, int32_t peer, const uint64_t* inputs, uint32_t input_count,
+                                const uint64_t* outputs, uint32_t output_count, const char* file, uint32_t line);
+
 #ifdef __cplusplus
 }
 #endif

@@ -122,6 +122,7 @@ int initialize() {
     cupti.enableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
   gSession = session.release();
   setLibraryRecordingActive(true);
+  setActiveCollectives(&gSession->collectives());
   std::atexit(finishAtExit);
   pthread_atfork(nullptr, nullptr, abandonInChild);
   return 1;

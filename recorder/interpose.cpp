@@ -11,12 +11,9 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 #include <curand.h>
-#include <dlfcn.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -24,79 +21,12 @@
 
 #include "recorder/library_call.h"
 #include "recorder/library_decode.h"
-#include "recorder/loaded_symbol.h"
-#include "recorder/warn.h"
+#include "recorder/real_function.h"
 
 #define GPURR_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace gpurr::recorder {
 namespace {
-
-// A wrapped entry point reached when no loaded object defines it: only a
-// lookup by name (dlsym(RTLD_DEFAULT)) that found the recorder's export can
-// get here, as a program or library that links the library has it loaded.
-// Without the recorder that name would not have resolved. A status made up
-// here would be one the library never gave, so the library is loaded (its
-// usual soname, RTLD_LOCAL) and answers the call itself, with a warning that
-// the program now runs differently from how it runs without gpurr; if it
-// cannot be loaded either, the process ends as the dynamic linker ends a
-// program that calls an undefined function (status 127).
-void* loadMissing(const char* name, WrappedLibrary library) {
-  static std::atomic_flag warned = ATOMIC_FLAG_INIT;
-  const char* soname = librarySonames(library).front();
-  void* lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  void* fn = lib != nullptr ? dlsym(lib, name) : nullptr;
-  if (!warned.test_and_set()) {
-    warnToStderr(fn != nullptr
-                     ? fmt::format("{} was called but no loaded library defined it (the call found gpurr's wrapper "
-                                   "by name); gpurr loaded {} to answer it, which the program does not do by itself",
-                                   name, soname)
-                     : fmt::format("{} was called but no loaded library defines it (the call found gpurr's wrapper "
-                                   "by name) and {} cannot be loaded; exiting with status 127, as the dynamic linker "
-                                   "does for an undefined function",
-                                   name, soname));
-  }
-  if (fn == nullptr) _exit(127);
-  return fn;
-}
-
-// The real definition of one entry point: looked for on first use, kept once
-// found; a miss is never kept, as the library may be loaded later.
-template <typename Fn>
-class Real {
- public:
-  constexpr Real(const char* name, WrappedLibrary library) : name_(name), library_(library) {}
-
-  // The function, or nullptr while no loaded library defines it.
-  Fn find() {
-    Fn fn = fn_.load(std::memory_order_acquire);
-    if (fn == nullptr) {
-      fn = reinterpret_cast<Fn>(findLoadedSymbol(name_, library_));
-      if (fn != nullptr) fn_.store(fn, std::memory_order_release);
-    }
-    return fn;
-  }
-
-  // The function a wrapper forwards to; never returns without one.
-  Fn get() {
-    Fn fn = find();
-    if (fn == nullptr) {
-      fn = reinterpret_cast<Fn>(loadMissing(name_, library_));
-      fn_.store(fn, std::memory_order_release);
-    }
-    return fn;
-  }
-
- private:
-  std::atomic<Fn> fn_{nullptr};
-  const char* name_;
-  WrappedLibrary library_;
-};
-
-// The wrapper's `real`: the library's own `name`, of the same type.
-#define GPURR_REAL(name, library)                                               \
-  static Real<decltype(&::name)> realOf_##name{#name, WrappedLibrary::library}; \
-  const auto real = realOf_##name.get()
 
 std::optional<unsigned> mathMode(cublasHandle_t handle) {
   static Real<cublasStatus_t (*)(cublasHandle_t, cublasMath_t*)> getMathMode{"cublasGetMathMode",

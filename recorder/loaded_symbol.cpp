@@ -3,6 +3,14 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "recorder/real_function.h"
+#include "recorder/warn.h"
 
 #include <string>
 #include <vector>
@@ -54,11 +62,13 @@ const std::vector<const char*>& librarySonames(WrappedLibrary library) {
   static const std::vector<const char*> cublasLt = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11",
                                                     "libcublasLt.so.14"};
   static const std::vector<const char*> curand = {"libcurand.so.10", "libcurand.so.11"};
+  static const std::vector<const char*> nccl = {"libnccl.so.2"};
   switch (library) {
     case WrappedLibrary::Cudnn: return cudnn;
     case WrappedLibrary::Cublas: return cublas;
     case WrappedLibrary::CublasLt: return cublasLt;
     case WrappedLibrary::Curand: return curand;
+    case WrappedLibrary::Nccl: return nccl;
   }
   return curand;
 }
@@ -75,6 +85,25 @@ void* findLoadedSymbol(const char* name, WrappedLibrary library) {
     if (void* fn = findIn(file.c_str(), name)) return fn;
   }
   return nullptr;
+}
+
+void* loadMissing(const char* name, WrappedLibrary library) {
+  static std::atomic_flag warned = ATOMIC_FLAG_INIT;
+  const char* soname = librarySonames(library).front();
+  void* lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+  void* fn = lib != nullptr ? dlsym(lib, name) : nullptr;
+  if (!warned.test_and_set()) {
+    warnToStderr(fn != nullptr
+                     ? fmt::format("{} was called but no loaded library defined it (the call found gpurr's wrapper "
+                                   "by name); gpurr loaded {} to answer it, which the program does not do by itself",
+                                   name, soname)
+                     : fmt::format("{} was called but no loaded library defines it (the call found gpurr's wrapper "
+                                   "by name) and {} cannot be loaded; exiting with status 127, as the dynamic linker "
+                                   "does for an undefined function",
+                                   name, soname));
+  }
+  if (fn == nullptr) _exit(127);
+  return fn;
 }
 
 }  // namespace gpurr::recorder

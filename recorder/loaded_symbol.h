@@ -8,7 +8,7 @@ namespace gpurr::recorder {
 
 // The libraries the wrappers stand in front of; each is looked for under its
 // usual sonames first.
-enum class WrappedLibrary { Cudnn, Cublas, CublasLt, Curand };
+enum class WrappedLibrary { Cudnn, Cublas, CublasLt, Curand, Nccl };
 
 // The sonames `library` is looked for under, the current one first.
 const std::vector<const char*>& librarySonames(WrappedLibrary library);

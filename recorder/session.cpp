@@ -15,6 +15,7 @@ RecordSession::~RecordSession() { finish(); }
 
 void RecordSession::finish() {
   if (finished_.exchange(true)) return;
+  if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);
   out_.close();
 }
 

@@ -10,6 +10,7 @@
 //   launches.h  the launch path: ENTER (prepareLaunch) to EXIT (processLaunch)
 //   graphs.h    executable graphs and their launches
 //   copies.h    copies, sets, synchronisations
+//   collectives.h  collectives (NCCL's wrappers, the framework layer)
 //
 // Locking: `mu_`, the session's lock, guards the recorders' tables (each
 // says which) and the launch counter. Handlers copy what they need under it
@@ -25,6 +26,7 @@
 #include <mutex>
 #include <string>
 
+#include "recorder/collectives.h"
 #include "recorder/copies.h"
 #include "recorder/device.h"
 #include "recorder/graphs.h"
@@ -68,9 +70,15 @@ class RecordSession {
   // In a child made by fork(): the trace thread does not exist there and the
   // trace belongs to the parent, so the child records nothing and finish()
   // does nothing. Async-signal-safe.
-  void abandonInForkedChild() { finished_.store(true); }
+  void abandonInForkedChild() {
+    finished_.store(true);
+    if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);
+  }
 
   const RecorderOptions& options() const { return options_; }
+  // The collectives' recorder (setActiveCollectives makes it the one the
+  // NCCL wrappers and the framework layer reach).
+  CollectiveRecorder& collectives() { return collectives_; }
   // Host memory taken by snapshots (tests, benchmarks).
   const SnapshotBudget& snapshotBudget() const { return out_.snapshotBudget(); }
 
@@ -95,6 +103,7 @@ class RecordSession {
   LaunchRecorder launches_{mu_, options_, *device_, out_, memory_, modules_, hashing_};
   GraphRecorder graphs_{mu_, *device_, out_, memory_, modules_, hashing_};
   CopyRecorder copies_{options_, *device_, out_, memory_, hashing_};
+  CollectiveRecorder collectives_{*device_, out_, memory_, hashing_};
 };
 
 }  // namespace gpurr::recorder

@@ -294,6 +294,10 @@ void TraceSink::complete(SinkEntry& entry) {
     } else if (auto* g = std::get_if<trace::GraphLaunch>(&ev.payload)) {
       g->inputs = std::move(before);
       g->outputs = std::move(after);
+    } else if (auto* c = std::get_if<trace::Collective>(&ev.payload)) {
+      // A framework's collective of host tensors comes with its digests.
+      if (!before.empty()) c->inputs = std::move(before);
+      if (!after.empty()) c->outputs = std::move(after);
     } else if (auto* c = std::get_if<trace::Memcpy>(&ev.payload)) {
       if (!after.empty()) c->digest = after[0].digest;
       if (!entry.blob.empty()) c->data = writer_->putBlob(entry.blob);

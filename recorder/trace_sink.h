@@ -38,7 +38,7 @@ struct SnapshotCopy {
 struct SinkEntry {
   trace::Event event;         // seq is assigned by the sink
   std::vector<uint8_t> blob;  // ModuleLoad: the cubin; Memcpy: host data
-  HashTicket before;          // KernelLaunch / GraphLaunch inputs
+  HashTicket before;          // KernelLaunch / GraphLaunch / Collective inputs
   HashTicket after;           // outputs; Memcpy / Memset: the written range
   std::vector<SnapshotCopy> beforeSnapshots;  // KernelLaunch: inputs before it ran
   std::vector<SnapshotCopy> afterSnapshots;   // outputs after it ran

@@ -352,6 +352,10 @@ StreamStep streamStep(const Event& e) {
         "event #{} launches a CUDA graph{}: the trace keeps no record of its nodes, so whole-stream replay "
         "cannot run it",
         e.seq, g->nodeCount == 0 ? "" : " (" + plural(g->nodeCount, "node", "nodes") + ")");
+  } else if (const auto* c = std::get_if<Collective>(&e.payload)) {
+    step.stop = fmt::format("event #{} is a collective ({}): what it received came from other processes, which "
+                            "whole-stream replay of one process does not run",
+                            e.seq, describe(*c));
   }
   return step;
 }

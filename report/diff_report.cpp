@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "diff/wording.h"
+#include "report/job.h"
 #include "report/text.h"
 #include "report/words.h"
 #include "trace_format/trace.h"
@@ -471,6 +472,7 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c) 
   os << st.dim(fmt::format("gpurr diff {} {}", c.a, c.b)) << '\n';
   for (const std::string& n : c.onlyA) os << st.yellow(fmt::format("process {} only in {}", n, c.a)) << '\n';
   for (const std::string& n : c.onlyB) os << st.yellow(fmt::format("process {} only in {}", n, c.b)) << '\n';
+  if (const std::optional<JobView> job = jobView(c)) printJob(os, st, c, *job);
   for (const ProcessDiff& p : c.processes) {
     if (!p.name.empty()) os << '\n' << st.bold(fmt::format("== process {} ==", p.name)) << '\n';
     printProcess(os, st, p);
@@ -480,14 +482,16 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c) 
 Json comparisonJson(const RunComparison& c) {
   Json processes = Json::array();
   for (const ProcessDiff& p : c.processes) processes.push_back(processJson(p));
-  return Json{{"gpurrDiff", 1},
-              {"a", c.a},
-              {"b", c.b},
-              {"identical", c.identical()},
-              {"forced", c.forced},
-              {"processes", processes},
-              {"onlyInA", c.onlyA},
-              {"onlyInB", c.onlyB}};
+  Json out{{"gpurrDiff", 1},
+           {"a", c.a},
+           {"b", c.b},
+           {"identical", c.identical()},
+           {"forced", c.forced},
+           {"processes", processes},
+           {"onlyInA", c.onlyA},
+           {"onlyInB", c.onlyB}};
+  if (const std::optional<JobView> job = jobView(c)) out["job"] = jobJson(c, *job);
+  return out;
 }
 
 }  // namespace gpurr::report

@@ -219,6 +219,16 @@ Json toJson(const Event& event) {
           for (size_t i = 0; i < p.byKind.size(); ++i) kinds[kEventKindNames[i]] = p.byKind[i];
           out["dropped"] = {{"count", p.total()}, {"byKind", kinds},
                             {"firstTimeNs", p.firstTimeNs}, {"lastTimeNs", p.lastTimeNs}};
+        } else if constexpr (std::is_same_v<T, trace::Collective>) {
+          out["collective"] = {{"source", toString(p.source)},   {"call", p.call},
+                               {"op", toString(p.op)},           {"communicator", hex16(p.communicator)},
+                               {"rank", p.rank},                 {"size", p.size},
+                               {"dataType", p.dataType},         {"count", p.count},
+                               {"reduceOp", p.reduceOp},         {"peer", p.peer},
+                               {"stream", p.stream},             {"sequence", p.sequence},
+                               {"group", p.group},               {"inputs", rangeList(p.inputs)},
+                               {"outputs", rangeList(p.outputs)}, {"processGroup", p.processGroup},
+                               {"frameworkSequence", p.frameworkSequence}};
         } else {
           out["graph"] = {{"graphExec", p.graphExec}, {"stream", p.stream},
                           {"nodeCount", p.nodeCount}, {"inputs", rangeList(p.inputs)},

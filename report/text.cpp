@@ -148,6 +148,11 @@ std::string describe(const Event& event) {
                         return fmt::format("{}, made from {:.6f}s to {:.6f}s (the recorder's trace thread fell behind)",
                                            trace::describe(p), static_cast<double>(p.firstTimeNs) / 1e9,
                                            static_cast<double>(p.lastTimeNs) / 1e9);
+                      } else if constexpr (std::is_same_v<T, trace::Collective>) {
+                        return fmt::format("collective {} {} stream={:#x} group={} in={} out={}",
+                                           toString(p.source), trace::describe(p), p.stream, p.group,
+                                           ranges(p.inputs), ranges(p.outputs)) +
+                               (p.frameworkSequence >= 0 ? fmt::format(" seq={}", p.frameworkSequence) : "");
                       } else {
                         return fmt::format("graph exec={:#x} nodes={} stream={:#x} in={} out={}",
                                            p.graphExec, p.nodeCount, p.stream, ranges(p.inputs),

@@ -116,6 +116,12 @@ json opJson(const Event& e, uint64_t index, std::optional<uint64_t> launchIndex)
     stream = g->stream;
     inputs = rangeList(g->inputs);
     outputs = rangeList(g->outputs);
+  } else if (const auto* c = std::get_if<Collective>(&e.payload)) {
+    j["kind"] = "collective";
+    j["name"] = j["demangled"] = j["short"] = describe(*c);
+    stream = c->stream;
+    inputs = rangeList(c->inputs);
+    outputs = rangeList(c->outputs);
   }
   j["stream"] = stream;
   j["streamOrdinal"] = nullptr;

@@ -274,6 +274,48 @@ void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEnt
   out.recorderOps = in.getRecorderOps();
 }
 
+void encodeCollective(const Collective& in, schema::Collective::Builder out) {
+  out.setSource(castEnum<schema::CollectiveSource>(in.source));
+  out.setCall(text(in.call));
+  out.setOp(castEnum<schema::CollectiveOp>(in.op));
+  out.setCommunicator(in.communicator);
+  out.setRank(in.rank);
+  out.setSize(in.size);
+  out.setDataType(text(in.dataType));
+  out.setCount(in.count);
+  out.setReduceOp(text(in.reduceOp));
+  out.setPeer(in.peer);
+  out.setStream(in.stream);
+  out.setSequence(in.sequence);
+  out.setGroup(in.group);
+  encodeDigests(in.inputs, out.initInputs(in.inputs.size()));
+  encodeDigests(in.outputs, out.initOutputs(in.outputs.size()));
+  out.setProcessGroup(text(in.processGroup));
+  out.setFrameworkSequence(in.frameworkSequence);
+}
+
+void decodeCollective(schema::Collective::Reader in, Collective& out) {
+  // Values a newer gpurr may add read as the nearest known ones.
+  out.source = in.getSource() <= schema::CollectiveSource::FRAMEWORK ? castEnum<CollectiveSource>(in.getSource())
+                                                                      : CollectiveSource::kFramework;
+  out.call = str(in.getCall());
+  out.op = in.getOp() <= schema::CollectiveOp::BARRIER ? castEnum<CollectiveOp>(in.getOp()) : CollectiveOp::kOther;
+  out.communicator = in.getCommunicator();
+  out.rank = in.getRank();
+  out.size = in.getSize();
+  out.dataType = str(in.getDataType());
+  out.count = in.getCount();
+  out.reduceOp = str(in.getReduceOp());
+  out.peer = in.getPeer();
+  out.stream = in.getStream();
+  out.sequence = in.getSequence();
+  out.group = in.getGroup();
+  decodeDigests(in.getInputs(), out.inputs);
+  decodeDigests(in.getOutputs(), out.outputs);
+  out.processGroup = str(in.getProcessGroup());
+  out.frameworkSequence = in.getFrameworkSequence();
+}
+
 // Makes `payload` hold a T, keeping the existing one (and its storage) when
 // it already does.
 template <typename T>
@@ -444,6 +486,8 @@ void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder ou
           s.setKind(castEnum<schema::SyncKind>(p.kind));
           s.setStream(p.stream);
           s.setEvent(p.event);
+        } else if constexpr (std::is_same_v<T, Collective>) {
+          encodeCollective(p, out.initCollective());
         } else if constexpr (std::is_same_v<T, EventsDropped>) {
           auto d = out.initDropped();
           d.setLaunches(p.byKind[0]);
@@ -454,6 +498,7 @@ void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder ou
           d.setModules(p.byKind[5]);
           d.setSyncs(p.byKind[6]);
           d.setGraphs(p.byKind[7]);
+          d.setCollectives(p.byKind[8]);
           d.setFirstTimeNs(p.firstTimeNs);
           d.setLastTimeNs(p.lastTimeNs);
         } else {
@@ -523,6 +568,9 @@ bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
       out.payload = Sync{castEnum<SyncKind>(s.getKind()), s.getStream(), s.getEvent()};
       return true;
     }
+    case schema::Event::COLLECTIVE:
+      decodeCollective(in.getCollective(), emplace<Collective>(out.payload));
+      return true;
     case schema::Event::GRAPH: {
       auto g = in.getGraph();
       GraphLaunch& o = emplace<GraphLaunch>(out.payload);
@@ -539,7 +587,7 @@ bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
       auto d = in.getDropped();
       EventsDropped& o = emplace<EventsDropped>(out.payload);
       o.byKind = {d.getLaunches(), d.getMemcpys(), d.getMemsets(), d.getAllocs(),
-                  d.getFrees(),    d.getModules(), d.getSyncs(),   d.getGraphs()};
+                  d.getFrees(),    d.getModules(), d.getSyncs(),   d.getGraphs(), d.getCollectives()};
       o.firstTimeNs = d.getFirstTimeNs();
       o.lastTimeNs = d.getLastTimeNs();
       return true;

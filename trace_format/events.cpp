@@ -228,6 +228,16 @@ std::string describe(const GraphLaunch& g) {
   return fmt::format("graph launch ({} node{})", g.nodeCount, g.nodeCount == 1 ? "" : "s");
 }
 
+std::string describe(const Collective& c) {
+  std::string s = c.call.empty() ? toString(c.op) : c.call;
+  if (!c.reduceOp.empty()) s += " " + c.reduceOp;
+  s += fmt::format(" {} {}", c.count, c.dataType.empty() ? "elements" : c.dataType);
+  if (c.peer >= 0) s += fmt::format(" {} {}", c.op == CollectiveOp::kSend || c.op == CollectiveOp::kRecv ? "peer" : "root", c.peer);
+  s += fmt::format(" (rank {} of {}, ", c.rank, c.size);
+  if (!c.processGroup.empty()) s += fmt::format("process group {}, ", c.processGroup);
+  return s + fmt::format("communicator {:016x}, #{})", c.communicator, c.sequence);
+}
+
 std::string frameworkOpOf(const Event& event) {
   if (event.origin && !event.origin->op.empty()) return event.origin->op;
   if (const auto* k = std::get_if<KernelLaunch>(&event.payload)) {
@@ -279,6 +289,28 @@ const char* toString(SyncKind kind) {
     case SyncKind::kEventQuery: return "event-query";
   }
   return "unknown";
+}
+
+const char* toString(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kOther: return "other";
+    case CollectiveOp::kAllReduce: return "allReduce";
+    case CollectiveOp::kReduceScatter: return "reduceScatter";
+    case CollectiveOp::kAllGather: return "allGather";
+    case CollectiveOp::kBroadcast: return "broadcast";
+    case CollectiveOp::kReduce: return "reduce";
+    case CollectiveOp::kSend: return "send";
+    case CollectiveOp::kRecv: return "recv";
+    case CollectiveOp::kAllToAll: return "allToAll";
+    case CollectiveOp::kGather: return "gather";
+    case CollectiveOp::kScatter: return "scatter";
+    case CollectiveOp::kBarrier: return "barrier";
+  }
+  return "other";
+}
+
+const char* toString(CollectiveSource source) {
+  return source == CollectiveSource::kFramework ? "framework" : "nccl";
 }
 
 const char* toString(BlobEncoding encoding) {

@@ -22,7 +22,7 @@ inline constexpr uint32_t kFormatVersion = 1;
 // 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads;
 // 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions;
 // 7: Origin.inPlace; 8: Index.stoppedAfterStep; 9: EventsDropped,
-// Index.recorderMemory
+// Index.recorderMemory, Collective events
 inline constexpr uint32_t kCompatVersion = 9;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
@@ -374,14 +374,57 @@ struct GraphLaunch {
   bool operator==(const GraphLaunch&) const = default;
 };
 
+// What a collective does (NCCL's operations; c10d's map onto them).
+enum class CollectiveOp : uint8_t {
+  kOther = 0,
+  kAllReduce = 1,
+  kReduceScatter = 2,
+  kAllGather = 3,
+  kBroadcast = 4,
+  kReduce = 5,
+  kSend = 6,
+  kRecv = 7,
+  kAllToAll = 8,
+  kGather = 9,
+  kScatter = 10,
+  kBarrier = 11,
+};
+
+// Who saw the collective: the NCCL API (the recorder's wrappers), or a
+// framework's own view of it (PyTorch's c10d, whatever its backend).
+enum class CollectiveSource : uint8_t { kNccl = 0, kFramework = 1 };
+
+// One collective operation of a communicator, an operation whose inputs are
+// what this rank sends and whose outputs are what it receives.
+struct Collective {
+  CollectiveSource source = CollectiveSource::kNccl;
+  std::string call;               // "ncclAllReduce", "allreduce_"
+  CollectiveOp op = CollectiveOp::kOther;
+  uint64_t communicator = 0;      // stable id (FORMAT.md): equal in every rank and run
+  int32_t rank = -1;              // this process's rank in it; -1 unknown
+  int32_t size = 0;               // ranks in it; 0 unknown
+  std::string dataType;           // "float32"...
+  uint64_t count = 0;             // elements, as the call counts them
+  std::string reduceOp;           // "sum"...; empty when nothing is reduced
+  int32_t peer = -1;              // root or peer; -1 none
+  uint64_t stream = 0;
+  uint64_t sequence = 0;          // this communicator's collectives before it (same source)
+  uint64_t group = 0;             // 0: alone; else its group's number
+  std::vector<RangeDigest> inputs;   // send buffer, before
+  std::vector<RangeDigest> outputs;  // receive buffer, after (after the group ends)
+  std::string processGroup;       // framework: the process group's name
+  int64_t frameworkSequence = -1; // framework: its own sequence number; -1 none
+  bool operator==(const Collective&) const = default;
+};
+
 // Events the recorder made but could not keep: its trace thread fell behind
 // and the memory for events waiting for it was full. The marker takes their
 // place in the sequence: they came after the event before it and before the
 // one after it, between `firstTimeNs` and `lastTimeNs`.
 struct EventsDropped {
   // How many of each kind, indexed as Payload's alternatives (launch,
-  // memcpy, memset, alloc, free, module, sync, graph).
-  std::array<uint64_t, 8> byKind{};
+  // memcpy, memset, alloc, free, module, sync, graph, collective).
+  std::array<uint64_t, 9> byKind{};
   uint64_t firstTimeNs = 0, lastTimeNs = 0;
   uint64_t total() const {
     uint64_t n = 0;
@@ -392,7 +435,7 @@ struct EventsDropped {
 };
 
 using Payload = std::variant<KernelLaunch, Memcpy, Memset, Allocation, Free, ModuleLoad,
-                             Sync, GraphLaunch, EventsDropped>;
+                             Sync, GraphLaunch, Collective, EventsDropped>;
 
 enum class Phase : uint8_t { kUnknown = 0, kForward = 1, kBackward = 2 };
 
@@ -427,8 +470,8 @@ struct Event {
 };
 
 // Short names of the event kinds, in the order of Payload's alternatives.
-inline constexpr const char* kEventKindNames[] = {"launch", "memcpy", "memset", "alloc", "free",
-                                                  "module", "sync",   "graph",  "dropped"};
+inline constexpr const char* kEventKindNames[] = {"launch", "memcpy", "memset",     "alloc",  "free",
+                                                  "module", "sync",   "graph",      "collective", "dropped"};
 static_assert(std::size(kEventKindNames) == std::variant_size_v<Payload>);
 inline const char* kindName(const Payload& payload) { return kEventKindNames[payload.index()]; }
 
@@ -438,13 +481,15 @@ inline bool isOperation(const Payload& p) {
   if (const auto* m = std::get_if<Memcpy>(&p)) return !m->captured;
   if (const auto* m = std::get_if<Memset>(&p)) return !m->captured;
   if (const auto* g = std::get_if<GraphLaunch>(&p)) return !g->captured;
-  return false;
+  return std::holds_alternative<Collective>(p);
 }
 // "graph launch (12 nodes)"; "graph launch" where the recorder did not read
 // its nodes (nodeCount 0).
 std::string describe(const GraphLaunch& graph);
 // "12 events dropped (10 launches, 2 memcpys)".
 std::string describe(const EventsDropped& dropped);
+// "ncclAllReduce sum 1024 float32 (rank 0 of 2, communicator 9f3a..., #3)".
+std::string describe(const Collective& collective);
 // The framework op of an event: its origin's, else a FrameworkOp annotation's
 // (traces written without a framework layer); empty when neither says.
 std::string frameworkOpOf(const Event& event);
@@ -461,6 +506,8 @@ const char* toString(AllocationKind kind);
 const char* toString(LaunchApi api);
 const char* toString(MemcpyKind kind);
 const char* toString(SyncKind kind);
+const char* toString(CollectiveOp op);
+const char* toString(CollectiveSource source);
 const char* toString(BlobEncoding encoding);
 
 }  // namespace gpurr::trace

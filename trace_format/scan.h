@@ -33,7 +33,8 @@ enum class EventKind : uint8_t {
   kModuleLoad = 5,
   kSync = 6,
   kGraphLaunch = 7,
-  kEventsDropped = 8,
+  kCollective = 8,
+  kEventsDropped = 9,
 };
 static_assert(static_cast<size_t>(EventKind::kEventsDropped) + 1 == std::variant_size_v<Payload>);
 
@@ -59,7 +60,7 @@ struct ScanEvent {
   // so it did not run then (KernelLaunch::captured).
   bool captured = false;
   bool hasAnnotations = false;
-  // Launch and graph: digests before and after; memcpy and memset: `outputs`
+  // Launch, graph and collective: digests before and after; memcpy and memset: `outputs`
   // holds the written range with its digest, memcpy's `inputs` its source.
   std::span<const ScanRange> inputs, outputs;
   // Launch: the ranges it only reads (KernelLaunch::reads; digest 0).
@@ -80,14 +81,22 @@ struct ScanEvent {
   AllocationKind allocationKind = AllocationKind::kDevice;
   // Graph.
   uint32_t nodeCount = 0;
+  // Collective (also `stream`; `inputs` the send buffer before, `outputs`
+  // the receive buffer after).
+  CollectiveSource collectiveSource = CollectiveSource::kNccl;
+  CollectiveOp collectiveOp = CollectiveOp::kOther;
+  std::string_view call, dataType, reduceOp, processGroup;
+  uint64_t communicator = 0, collectiveSequence = 0, count = 0;
+  int32_t rank = -1, commSize = 0, peer = -1;
 };
 
-// An operation of the device's command stream that ran when recorded: a
-// launch, copy, set or graph launch, not one captured into a graph. The
+// An operation that ran when recorded: a launch, copy, set or graph launch
+// of the device's command stream, not one captured into a graph; or a
+// collective (what this rank sent, what it received). The
 // diff aligns these; the report numbers them alike.
 inline bool isOperation(const ScanEvent& e) {
   return (e.kind == EventKind::kLaunch || e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset ||
-          e.kind == EventKind::kGraphLaunch) &&
+          e.kind == EventKind::kGraphLaunch || e.kind == EventKind::kCollective) &&
          !e.captured;
 }
 

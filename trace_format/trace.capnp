@@ -381,6 +381,49 @@ struct Origin {
   inPlace @9 :InPlace;         # op's schema: it updates an argument it reads (compatVersion 7)
 }
 
+# A collective operation of a communicator (FORMAT.md, collective): seen
+# through the NCCL API, or through a framework's view of it (PyTorch's c10d,
+# any backend) (compatVersion 9).
+enum CollectiveOp {
+  other @0;
+  allReduce @1;
+  reduceScatter @2;
+  allGather @3;
+  broadcast @4;
+  reduce @5;
+  send @6;
+  recv @7;
+  allToAll @8;
+  gather @9;
+  scatter @10;
+  barrier @11;
+}
+
+enum CollectiveSource {
+  nccl @0;
+  framework @1;
+}
+
+struct Collective {
+  source @0 :CollectiveSource;
+  call @1 :Text;               # as the source names it: "ncclAllReduce", "allreduce_"
+  op @2 :CollectiveOp;
+  communicator @3 :UInt64;     # stable id: the same communicator in every rank and run
+  rank @4 :Int32 = -1;         # this process's rank in it; -1 unknown
+  size @5 :Int32;              # its ranks; 0 unknown
+  dataType @6 :Text;           # "float32", "bfloat16", "int64"...
+  count @7 :UInt64;            # elements, as the call counts them
+  reduceOp @8 :Text;           # "sum", "max"...; empty when the op reduces nothing
+  peer @9 :Int32 = -1;         # root (broadcast, reduce, gather, scatter) or peer (send, recv); -1 none
+  stream @10 :UInt64;
+  sequence @11 :UInt64;        # collectives of this communicator (and source) before it
+  group @12 :UInt64;           # 0 alone; else the number of its ncclGroupStart/End group
+  inputs @13 :List(RangeDigest);   # the send buffer before it runs
+  outputs @14 :List(RangeDigest);  # the receive buffer after it (after the group's end)
+  processGroup @15 :Text;      # framework: the process group's name
+  frameworkSequence @16 :Int64 = -1;  # framework: its own sequence number (c10d's); -1 none
+}
+
 struct Event {
   seq @0 :UInt64;
   timeNs @1 :UInt64;
@@ -395,7 +438,8 @@ struct Event {
     module @8 :ModuleLoad;
     sync @9 :Sync;
     graph @10 :GraphLaunch;
-    dropped @12 :EventsDropped;  # compatVersion 9
+    collective @12 :Collective;  # compatVersion 9
+    dropped @13 :EventsDropped;  # compatVersion 9
   }
 }
 
@@ -413,4 +457,5 @@ struct EventsDropped {
   graphs @7 :UInt64;
   firstTimeNs @8 :UInt64;      # of the first dropped event
   lastTimeNs @9 :UInt64;       # of the last
+  collectives @10 :UInt64;
 }

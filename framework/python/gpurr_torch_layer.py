@@ -1,7 +1,7 @@
 """gpurr's PyTorch layer: reports to the recorder, for every launch, copy and
 set the program makes, the op that issued it (through libgpurr_torch.so's
 RecordFunction observer), the nn.Module whose forward ran, and the training
-step (optimizer steps); and says once when the program's profiler asks for
+step (optimizer steps); c10d's collectives (gpurr_torch_collectives.py); and says once when the program's profiler asks for
 the GPU's activity, which it cannot get while gpurr records. Started by
 gpurr's sitecustomize once torch is imported; does nothing outside
 `gpurr record`.
@@ -255,6 +255,14 @@ def install(torch, skipped=()):
             else:
                 observing = lib
                 _watch_cuda_blocks(torch, lib, os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so"))
+    try:  # c10d's view of the program's collectives (gpurr_torch_collectives.py)
+        import gpurr_torch_collectives
+
+        gpurr_torch_collectives.install(
+            _recorder, [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep] +
+            [os.path.abspath(s) + os.sep for s in skipped])
+    except Exception as e:  # noqa: BLE001  an API that moved: collectives go without c10d's view
+        _warn(f"c10d's collectives are not recorded ({type(e).__name__}: {e})")
     until = os.environ.get("GPURR_UNTIL_STEP")
     _until_step = int(until) if until else None
     _recorder.gpurr_framework_set_step(0)

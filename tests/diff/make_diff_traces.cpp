@@ -717,6 +717,58 @@ void processes(const fs::path& dir) {
   }
 }
 
+// A two-rank job whose gradients are summed by NCCL: in run B, rank 1 copies
+// other data to the GPU (the origin), so the all-reduce gives rank 0 another
+// sum (a receiver); and rank 1 then issues its second all-reduce with half
+// the count (a collective mismatch).
+void collectives(const fs::path& dir) {
+  const Buffer grad{1, 4096}, sum{2, 4096}, weights{3, 4096};
+  const uint64_t comm = 0x5eed0c0111ec71f5ULL;
+  auto at = [](const char* op, uint32_t line) {
+    return Origin{op, {op}, Phase::kForward, "", "", "train.py", line, 0, 0, InPlace::kUnknown};
+  };
+  auto allReduce = [&](Run& r, int rank, uint64_t count, uint64_t sequence, RangeDigest in, RangeDigest out) {
+    Collective c;
+    c.call = "ncclAllReduce";
+    c.op = CollectiveOp::kAllReduce;
+    c.communicator = comm;
+    c.rank = rank;
+    c.size = 2;
+    c.dataType = "float32";
+    c.count = count;
+    c.reduceOp = "sum";
+    c.stream = r.stream();
+    c.sequence = sequence;
+    c.inputs = {std::move(in)};
+    c.outputs = {std::move(out)};
+    r.add(c, at("c10d::allreduce_", 30));
+  };
+  for (bool second : {false, true}) {
+    auto gradOf = [&](int rank) { return floatsOf(second && rank == 1 ? 99 : 10 + rank, grad.size); };
+    const auto total = floatsOf(gpurr::hash::hashBuffer(gradOf(0)) ^ gpurr::hash::hashBuffer(gradOf(1)), sum.size);
+    for (int rank : {0, 1}) {
+      Header h = header(second);
+      h.rank = rank;
+      h.pid = h.pid + rank;
+      const fs::path d = dir / (second ? "b" : "a") / ("rank" + std::to_string(rank) + ".gpurr");
+      fs::create_directories(d.parent_path());
+      Run r(d, h, second);
+      for (const Buffer* b : {&grad, &sum, &weights}) r.alloc(*b);
+      r.copyIn(grad, gradOf(rank), at("aten::copy_", 28));
+      allReduce(r, rank, 1024, 0, r.digest(grad, gradOf(rank)), r.digest(sum, total));
+      KernelLaunch k = r.kernel("sgd_update_kernel", {&weights, &sum}, {1024}, {4, 1, 1}, {256, 1, 1});
+      k.inputs = {r.digest(weights, floatsOf(7, weights.size)), r.digest(sum, total)};
+      k.outputs = {r.digest(weights, floatsOf(gpurr::hash::hashBuffer(total), weights.size))};
+      r.add(k, at("aten::add_", 31));
+      const uint64_t count = second && rank == 1 ? 512 : 1024;
+      allReduce(r, rank, count, 1, r.digest(weights, floatsOf(gpurr::hash::hashBuffer(total), weights.size)),
+                r.digest(sum, floatsOf(gpurr::hash::hashBuffer(total) + 1, sum.size)));
+      r.sync();
+      r.close();
+    }
+  }
+}
+
 // Run B was killed: no index, and its last block cut short.
 void truncated(const fs::path& dir) {
   writePair(dir, [](Run& r, bool second) {
@@ -780,6 +832,7 @@ int main(int argc, char** argv) {
     uninitialisedMemory(out / "uninitialised_memory");
     twoIndependent(out / "two_independent");
     processes(out / "processes");
+    collectives(out / "collectives");
     truncated(out / "truncated");
     gpuMismatch(out / "gpu_mismatch");
   } catch (const std::exception& e) {

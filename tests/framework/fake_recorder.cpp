@@ -6,7 +6,8 @@
 // calling thread (so it carries that thread's framework origin). With
 // GPURR_TEST_OPERANDS_LOG set, each launch also appends to that file the
 // operands the framework layer reported for the op it runs in:
-// "KERNEL ADDRESS:r|w ...", or "KERNEL unknown".
+// "KERNEL ADDRESS:r|w ...", or "KERNEL unknown". Its session starts when it
+// is loaded, so that the framework layer's collectives reach it.
 #include <cupti.h>
 
 #include <cstdlib>
@@ -71,6 +72,10 @@ RecordSession* theSession() {
       warnToStderr);
   std::atexit([] { session->finish(); });
   return session;
+}
+
+__attribute__((constructor)) void startSession() {
+  if (RecordSession* s = theSession()) setActiveCollectives(&s->collectives());
 }
 
 }  // namespace

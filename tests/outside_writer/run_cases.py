@@ -848,7 +848,7 @@ def environment():
 
 
 # ------------------------------------------------------------ what old and broken traces do
-FUTURE_MEMBER = 'memoryPressure @13 :MemoryPressure;'
+FUTURE_MEMBER = 'memoryPressure @14 :MemoryPressure;'
 
 
 def future_schema():

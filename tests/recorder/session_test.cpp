@@ -146,6 +146,7 @@ class FakeDevice : public Device {
   std::mutex mu;
 
   uint32_t currentDevice() override { return device; }
+  uint64_t streamContext(uint64_t) override { return 0xC0; }  // the harness's context
   bool throwOnDescribe = false;
   std::function<void()> onDescribe;  // what the driver does inside the description (a lazy module load)
 
@@ -2554,4 +2555,91 @@ TEST_CASE("capture tracking: a begin whose result the recorder cannot see counts
   const auto launches = eventsOf<trace::KernelLaunch>(c.h.finishAndRead());
   REQUIRE(launches.size() == 1);
   CHECK(launches[0].captured);
+}
+
+TEST_CASE("a collective is an operation: the send buffer hashed before it, the receive buffer after", "[recorder][collective]") {
+  Harness h;
+  std::vector<uint8_t> send = randomBytes(4096, 7), recv = randomBytes(4096, 8);
+  h.memAlloc(send);
+  h.memAlloc(recv);
+  const uint8_t uniqueId[128] = {1, 2, 3};
+  const uint64_t id = communicatorIdFromUniqueId(uniqueId);
+  CHECK(id == communicatorIdFromUniqueId(uniqueId));  // every rank gets the same id
+  CollectiveRecorder& c = h.session->collectives();
+  c.communicatorCreated(0x77, id, 1, 2);
+
+  auto call = [&](const char* name, trace::CollectiveOp op, uint64_t sendBytes, uint64_t recvBytes) {
+    CollectiveCall k;
+    k.event.call = name;
+    k.event.op = op;
+    k.event.dataType = "float32";
+    k.event.count = 1024;
+    k.event.stream = 0x5;
+    k.comm = 0x77;
+    if (sendBytes) k.send = addr(send.data()), k.sendBytes = sendBytes;
+    if (recvBytes) k.recv = addr(recv.data()), k.recvBytes = recvBytes;
+    return k;
+  };
+  const std::vector<uint8_t> sendBefore = send;
+  auto p = c.before(call("ncclAllReduce", trace::CollectiveOp::kAllReduce, 4096, 4096));
+  send[0] ^= 1;  // NCCL may reuse the send buffer once it ran; the digest is of before
+  recv[5] ^= 0xff;  // what the collective wrote
+  const std::vector<uint8_t> recvAfter = recv;
+  c.after(std::move(p), true);
+  // A call that failed is not recorded.
+  c.after(c.before(call("ncclAllReduce", trace::CollectiveOp::kAllReduce, 4096, 4096)), false);
+
+  // A group: the receive buffers are hashed after the group's end.
+  c.groupStart();
+  c.after(c.before(call("ncclSend", trace::CollectiveOp::kSend, 4096, 0)), true);
+  c.after(c.before(call("ncclRecv", trace::CollectiveOp::kRecv, 0, 4096)), true);
+  recv[9] ^= 0xff;  // the group's work runs at its end
+  const std::vector<uint8_t> recvAfterGroup = recv;
+  c.groupEnd(true);
+  // Another communicator at the same time: numbered on its own.
+  c.communicatorCreated(0x88, id + 1, 0, 4);
+  CollectiveCall other = call("ncclBroadcast", trace::CollectiveOp::kBroadcast, 4096, 4096);
+  other.comm = 0x88;
+  c.after(c.before(std::move(other)), true);
+
+  const auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
+  REQUIRE(collectives.size() == 4);
+  CHECK(collectives[3].communicator == id + 1);
+  CHECK(collectives[3].sequence == 0);
+  CHECK(collectives[3].size == 4);
+  const trace::Collective& a = collectives[0];
+  CHECK(a.call == "ncclAllReduce");
+  CHECK(a.communicator == id);
+  CHECK(a.rank == 1);
+  CHECK(a.size == 2);
+  CHECK(a.sequence == 0);
+  CHECK(a.group == 0);
+  CHECK(a.stream == 0x5);
+  REQUIRE(a.inputs.size() == 1);
+  CHECK(a.inputs[0].digest == hash::hashBuffer(sendBefore));
+  CHECK(a.inputs[0].range.allocation == 1);
+  REQUIRE(a.outputs.size() == 1);
+  CHECK(a.outputs[0].digest == hash::hashBuffer(recvAfter));
+  CHECK(a.outputs[0].range.allocation == 2);
+
+  const trace::Collective& s = collectives[1];
+  CHECK(s.op == trace::CollectiveOp::kSend);
+  CHECK(s.sequence == 2);  // the failed call took number 1
+  CHECK(s.group == 1);
+  CHECK(s.outputs.empty());
+  const trace::Collective& r = collectives[2];
+  CHECK(r.op == trace::CollectiveOp::kRecv);
+  CHECK(r.group == 1);
+  CHECK(r.inputs.empty());
+  REQUIRE(r.outputs.size() == 1);
+  CHECK(r.outputs[0].digest == hash::hashBuffer(recvAfterGroup));
+}
+
+TEST_CASE("a split communicator's id depends on its parent, color and split only", "[recorder][collective]") {
+  const uint64_t parent = 0x1234;
+  CHECK(communicatorIdFromSplit(parent, 0, 1) == communicatorIdFromSplit(parent, 0, 1));
+  CHECK(communicatorIdFromSplit(parent, 0, 1) != communicatorIdFromSplit(parent, 1, 1));
+  CHECK(communicatorIdFromSplit(parent, 0, 1) != communicatorIdFromSplit(parent, 0, 2));
+  CHECK(communicatorIdFromSplit(parent, 0, 1) != communicatorIdFromSplit(parent + 1, 0, 1));
+  CHECK(communicatorIdFromSplit(parent, 0, 1) != 0);
 }

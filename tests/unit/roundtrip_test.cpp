@@ -124,6 +124,31 @@ std::vector<Event> everyKind(TraceWriter& w) {
   g.inputs = {range(0x7000, 1, 21)};
   g.outputs = {range(0x7000, 1, 22)};
   add(g);
+  Collective c;
+  c.source = CollectiveSource::kNccl;
+  c.call = "ncclReduceScatter";
+  c.op = CollectiveOp::kReduceScatter;
+  c.communicator = 0x1234567890abcdefULL;
+  c.rank = 1;
+  c.size = 4;
+  c.dataType = "bfloat16";
+  c.count = 512;
+  c.reduceOp = "avg";
+  c.stream = 5;
+  c.sequence = 7;
+  c.group = 2;
+  c.inputs = {range(0x7000, 1, 23)};
+  c.outputs = {range(0x7400, 1, 24)};
+  add(c);
+  Collective f;  // a framework's view, with its own fields
+  f.source = CollectiveSource::kFramework;
+  f.call = "c10d::broadcast_";
+  f.op = CollectiveOp::kBroadcast;
+  f.peer = 0;
+  f.processGroup = "0";
+  f.frameworkSequence = 12;
+  add(f);
+  out.back().origin = Origin{"c10d::broadcast_", {"c10d::broadcast_"}, Phase::kForward, "", "", "/src/train.py", 7, 0, 0};
   add(Free{1, 0x7000});
   return out;
 }

@@ -19,7 +19,7 @@ def add(after, text):
     global schema
     assert after in schema, after
     schema = schema.replace(after, after + text, 1)
-add("    dropped @12 :EventsDropped;  # compatVersion 9\n", "    checkpoint @13 :Checkpoint;   # added: a new kind of event\n")
+add("    dropped @13 :EventsDropped;  # compatVersion 9\n", "    checkpoint @14 :Checkpoint;   # added: a new kind of event\n")
 add("  reads @20 :List(RangeDigest);", "\n  priority @21 :Int32;         # added\n  label @22 :Text;             # added")
 add("  captureId @9 :UInt64;        # the capture's id, when captured", "\n  bandwidth @10 :Float64;      # added")
 add("  pointersResolved @17 :Bool = true;", "\n  futureQuirk @18 :Bool;       # added")

@@ -1,0 +1,178 @@
+"""c10d's view of a program's collectives, for every backend (gloo included):
+torch.distributed's collective functions wrapped so that each call becomes a
+`collective` event of source `framework` (FORMAT.md): its name, the process
+group's name, c10d's sequence number, rank and size in the group, the
+program's line, and the digests of its CPU tensors, those it sends hashed
+before the call and those it receives after it completed (a CUDA tensor's
+bytes are the recorded copies and NCCL collectives around it, so it has no
+digest here). Installed by gpurr_torch_layer.install; the wrappers call the
+original function unchanged and never let a failure of their own reach the
+program.
+
+An asynchronous call (async_op=True, isend, irecv) is recorded when it
+returns, its outputs without digests: they are complete only at its wait().
+Collectives that C++ issues itself (DistributedDataParallel's gradient
+buckets) do not pass through these functions: under NCCL they are NCCL's
+events, whose origin names the c10d op.
+"""
+import ctypes
+import functools
+import inspect
+import os
+import sys
+
+# name -> (CollectiveOp value, tensors sent, tensors received, root or peer
+# argument, whether the root alone sends or receives). "tensor_list" and
+# "scatter_list" hold lists.
+_OTHER, _ALL_REDUCE, _REDUCE_SCATTER, _ALL_GATHER, _BROADCAST, _REDUCE, _SEND, _RECV = range(8)
+_ALL_TO_ALL, _GATHER, _SCATTER, _BARRIER = 8, 9, 10, 11
+_SPECS = {
+    "all_reduce": (_ALL_REDUCE, ("tensor",), ("tensor",), None, None),
+    "broadcast": (_BROADCAST, ("tensor",), ("tensor",), "src", "send"),
+    "reduce": (_REDUCE, ("tensor",), ("tensor",), "dst", "recv"),
+    "all_gather": (_ALL_GATHER, ("tensor",), ("tensor_list",), None, None),
+    "all_gather_into_tensor": (_ALL_GATHER, ("input_tensor",), ("output_tensor",), None, None),
+    "reduce_scatter": (_REDUCE_SCATTER, ("input_list",), ("output",), None, None),
+    "reduce_scatter_tensor": (_REDUCE_SCATTER, ("input",), ("output",), None, None),
+    "all_to_all_single": (_ALL_TO_ALL, ("input",), ("output",), None, None),
+    "all_to_all": (_ALL_TO_ALL, ("input_tensor_list",), ("output_tensor_list",), None, None),
+    "gather": (_GATHER, ("tensor",), ("gather_list",), "dst", "recv"),
+    "scatter": (_SCATTER, ("scatter_list",), ("tensor",), "src", "send"),
+    "send": (_SEND, ("tensor",), (), "dst", None),
+    "recv": (_RECV, (), ("tensor",), "src", None),
+    "isend": (_SEND, ("tensor",), (), "dst", None),
+    "irecv": (_RECV, (), ("tensor",), "src", None),
+    "barrier": (_BARRIER, (), (), None, None),
+}
+
+_recorder = None
+_skipped = ()
+
+
+def _is_compiling():
+    return False
+
+
+def _tensors(value):
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return [t for t in value if t is not None]
+    return [value]
+
+
+def _ranges(tensors, hashed):
+    """(address, size, digest) triples: CPU tensors' bytes hashed when
+    `hashed`, the rest with digest 0."""
+    out = []
+    for t in tensors:
+        if not t.is_cpu:
+            continue
+        size = t.numel() * t.element_size()
+        data = t if t.is_contiguous() else t.contiguous()
+        digest = _recorder.gpurr_framework_hash_host(data.data_ptr(), size) if hashed and size else 0
+        out += [t.data_ptr(), size, digest]
+    return out
+
+
+def _line():
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith("<") and not any(name.startswith(p) for p in _skipped):
+            return name.encode(), frame.f_lineno
+        frame = frame.f_back
+    return None, 0
+
+
+def _reduce_name(op):
+    name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
+    return name.lower()
+
+
+def _wrap(dist, name, fn, spec):
+    kind, sent, received, root_arg, root_only = spec
+    signature = inspect.signature(fn)
+    call_name = name.encode()
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _is_compiling():  # traced by torch.compile: its collectives are the graph's
+            return fn(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            a = bound.arguments
+            group = a.get("group") or dist.distributed_c10d._get_default_group()
+            rank, size = dist.get_rank(group), dist.get_world_size(group)
+            peer = a.get(root_arg) if root_arg else None
+            peer = -1 if peer is None else int(peer)
+            is_root = peer == dist.get_rank()
+            ins = [t for n in sent for t in _tensors(a.get(n))]
+            outs = [t for n in received for t in _tensors(a.get(n))]
+            if root_only == "send" and not is_root:
+                ins = []
+            if root_only == "recv" and not is_root:
+                outs = []
+            try:
+                sequence = group._get_sequence_number_for_group()
+            except Exception:  # noqa: BLE001  a backend without sequence numbers
+                sequence = -1
+            inputs = _ranges(ins, True)
+            first = (ins or outs or [None])[0]
+            dtype = str(first.dtype).replace("torch.", "") if first is not None else ""
+            count = first.numel() if first is not None else 0
+            op = _reduce_name(a["op"]) if "op" in a else ""
+            asynchronous = bool(a.get("async_op")) or name in ("isend", "irecv")
+            key = (group.group_name + "|" + ",".join(map(str, dist.get_process_group_ranks(group)))).encode()
+            file, line = _line()
+        except Exception:  # noqa: BLE001  never the program's failure
+            return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        try:
+            outputs = _ranges(outs, not asynchronous)
+            n_in, n_out = len(inputs) // 3, len(outputs) // 3
+            _recorder.gpurr_framework_collective(
+                call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count,
+                op.encode(), peer, (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), n_in,
+                (ctypes.c_uint64 * max(len(outputs), 1))(*outputs), n_out, file, line)
+        except Exception:  # noqa: BLE001
+            pass
+        return result
+
+    return wrapper
+
+
+def install(recorder, skipped):
+    """Wraps torch.distributed's collectives, when the program's PyTorch has
+    them and the recorder takes them."""
+    global _recorder, _skipped, _is_compiling
+    if not hasattr(recorder, "gpurr_framework_collective"):
+        return
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    recorder.gpurr_framework_hash_host.restype = ctypes.c_uint64
+    recorder.gpurr_framework_hash_host.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+    u64p = ctypes.POINTER(ctypes.c_uint64)
+    recorder.gpurr_framework_collective.restype = None
+    recorder.gpurr_framework_collective.argtypes = [
+        ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32,
+        ctypes.c_int64, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_int32, u64p, ctypes.c_uint32,
+        u64p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32]
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling"):
+        _is_compiling = compiler.is_compiling
+    _recorder = recorder
+    _skipped = tuple(skipped) + (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+    c10d = dist.distributed_c10d
+    for name, spec in _SPECS.items():
+        fn = getattr(c10d, name, None)
+        if fn is None:
+            continue
+        wrapped = _wrap(dist, name, fn, spec)
+        setattr(c10d, name, wrapped)
+        if getattr(dist, name, None) is fn:
+            setattr(dist, name, wrapped)

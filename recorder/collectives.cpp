@@ -1,0 +1,158 @@
+// Collective operations recorded as operations (see collectives.h): the
+// communicators' ids and sequence numbers, the send and receive buffers'
+// hashes, groups.
+#include "recorder/collectives.h"
+
+#include <atomic>
+#include <cstring>
+
+#include "recorder/reentrancy.h"
+#include "trace_format/hash.h"
+
+namespace gpurr::recorder {
+namespace {
+
+std::atomic<CollectiveRecorder*> gActive{nullptr};
+
+// The thread's ncclGroupStart/End nesting, its group's number and the
+// collectives waiting for its end.
+struct GroupState {
+  int depth = 0;
+  uint64_t number = 0;
+  std::vector<std::unique_ptr<PendingCollective>> waiting;
+};
+thread_local GroupState tGroup;
+
+// Ids are never 0 (0: unknown).
+uint64_t nonZero(uint64_t id) { return id == 0 ? 1 : id; }
+
+}  // namespace
+
+CollectiveRecorder* activeCollectives() { return gActive.load(std::memory_order_acquire); }
+void setActiveCollectives(CollectiveRecorder* recorder) { gActive.store(recorder, std::memory_order_release); }
+
+uint64_t communicatorIdFromUniqueId(std::span<const uint8_t> uniqueId) { return nonZero(hash::hashBuffer(uniqueId)); }
+
+uint64_t communicatorIdFromSplit(uint64_t parent, int color, uint64_t split) {
+  uint8_t bytes[24];
+  const int64_t c = color;
+  std::memcpy(bytes, &parent, 8);
+  std::memcpy(bytes + 8, &c, 8);
+  std::memcpy(bytes + 16, &split, 8);
+  return nonZero(hash::hashBuffer(bytes));
+}
+
+CollectiveRecorder::CollectiveRecorder(Device& device, SessionOutput& out, MemoryRecorder& memory, HashRules& hashing)
+    : device_(device), out_(out), memory_(memory), hashing_(hashing) {}
+
+void CollectiveRecorder::communicatorCreated(uint64_t comm, uint64_t id, int32_t rank, int32_t size) {
+  std::lock_guard lock(mu_);
+  communicators_[comm] = Communicator{id, rank, size, 0, 0};
+}
+
+void CollectiveRecorder::communicatorDestroyed(uint64_t comm) {
+  std::lock_guard lock(mu_);
+  communicators_.erase(comm);
+}
+
+uint64_t CollectiveRecorder::communicatorId(uint64_t comm) {
+  std::lock_guard lock(mu_);
+  auto it = communicators_.find(comm);
+  return it == communicators_.end() ? 0 : it->second.id;
+}
+
+uint64_t CollectiveRecorder::nextSplit(uint64_t comm) {
+  std::lock_guard lock(mu_);
+  return ++communicators_[comm].splits;
+}
+
+bool CollectiveRecorder::rankAndSize(uint64_t comm, int32_t& rank, int32_t& size) {
+  std::lock_guard lock(mu_);
+  auto it = communicators_.find(comm);
+  if (it == communicators_.end()) return false;
+  rank = it->second.rank, size = it->second.size;
+  return true;
+}
+
+std::unique_ptr<PendingCollective> CollectiveRecorder::before(CollectiveCall call) {
+  ReentrancyGuard guard;  // the hash's own driver calls are not recorded
+  out_.ensureStarted();
+  auto p = std::make_unique<PendingCollective>();
+  trace::Collective& c = call.event;
+  {
+    std::lock_guard lock(mu_);
+    Communicator& comm = communicators_[call.comm];
+    c.communicator = comm.id;
+    c.rank = comm.rank;
+    c.size = comm.size;
+    c.sequence = comm.nextSequence++;
+  }
+  c.group = tGroup.depth > 0 ? tGroup.number : 0;
+  p->context = device_.streamContext(c.stream);
+  p->canEnqueue = device_.canEnqueue(c.stream);
+  if (p->canEnqueue && call.send != 0 && call.sendBytes > 0) {
+    const trace::DeviceRange sent = memory_.deviceRange(call.send, call.sendBytes);
+    if (memory_.readableIn(p->context, sent)) p->entry.before = hashing_.hashRanges(p->context, c.stream, {sent});
+  }
+  p->call = std::move(call);
+  return p;
+}
+
+void CollectiveRecorder::after(std::unique_ptr<PendingCollective> pending, bool ok) {
+  if (pending == nullptr || !ok) return;
+  if (tGroup.depth > 0) {
+    tGroup.waiting.push_back(std::move(pending));
+    return;
+  }
+  complete(*pending);
+}
+
+void CollectiveRecorder::complete(PendingCollective& p) {
+  ReentrancyGuard guard;
+  const CollectiveCall& call = p.call;
+  const uint64_t stream = call.event.stream;
+  if (call.recv != 0 && call.recvBytes > 0) {
+    const trace::DeviceRange received = memory_.deviceRange(call.recv, call.recvBytes);
+    if (p.canEnqueue && memory_.readableIn(p.context, received)) {
+      p.entry.after = hashing_.hashRanges(p.context, stream, {received});
+      hashing_.touched(p.entry.after, stream);
+    }
+    if (!p.entry.after.pending) hashing_.forgotten({received});  // written without a digest
+  }
+  p.entry.event = out_.newEvent(std::move(p.call.event));
+  out_.emit(std::move(p.entry));
+}
+
+void CollectiveRecorder::groupStart() {
+  if (tGroup.depth++ == 0) {
+    std::lock_guard lock(mu_);
+    tGroup.number = ++groups_;
+  }
+}
+
+void CollectiveRecorder::groupEnd(bool ok) {
+  if (tGroup.depth == 0) return;
+  if (--tGroup.depth > 0) return;
+  std::vector<std::unique_ptr<PendingCollective>> waiting = std::move(tGroup.waiting);
+  tGroup.waiting.clear();
+  if (!ok) return;
+  for (auto& p : waiting) complete(*p);
+}
+
+void CollectiveRecorder::frameworkCollective(trace::Collective event, const char* file, uint32_t line) {
+  out_.ensureStarted();
+  {
+    std::lock_guard lock(mu_);
+    event.sequence = frameworkSequences_[event.communicator]++;
+  }
+  std::string call = event.call;
+  SinkEntry entry;
+  entry.event = out_.newEvent(std::move(event));
+  if (!entry.event.origin) entry.event.origin = trace::Origin{};
+  trace::Origin& o = *entry.event.origin;
+  if (o.op.empty()) o.op = call, o.opStack = {call};
+  if (file != nullptr) o.file = file, o.line = line;
+  out_.emit(std::move(entry));
+}
+
+}  // namespace gpurr::recorder

@@ -1,0 +1,106 @@
+// CollectiveRecorder: collective operations of communicators (NCCL's, seen
+// by the wrappers of nccl_interpose.cpp; a framework's, reported by its layer)
+// recorded as operations: the send buffer hashed on the call's stream before
+// the call, the receive buffer after it (after ncclGroupEnd inside a group),
+// each with its communicator's stable id, rank, size and sequence number.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "recorder/device.h"
+#include "recorder/hashing.h"
+#include "recorder/memory.h"
+#include "recorder/session_output.h"
+
+namespace gpurr::recorder {
+
+// What a wrapper knows of one collective call: the event's description (call,
+// op, data type, count, reduction, peer, stream) and its buffers.
+struct CollectiveCall {
+  trace::Collective event;
+  uint64_t comm = 0;  // the library's communicator handle
+  uint64_t send = 0, sendBytes = 0;
+  uint64_t recv = 0, recvBytes = 0;
+};
+
+// A call between its before and its after half.
+struct PendingCollective {
+  CollectiveCall call;
+  uint64_t context = 0;
+  bool canEnqueue = false;
+  SinkEntry entry;
+};
+
+// The stable id of a communicator made from a unique id (ncclCommInitRank*):
+// every rank passes the same bytes.
+uint64_t communicatorIdFromUniqueId(std::span<const uint8_t> uniqueId);
+// ... made by splitting `parent` (ncclCommSplit): the ranks that pass the same
+// color to the same split of the same parent share it. `split` numbers the
+// parent's splits, in the order each rank makes them (collective calls, so
+// the same in every rank).
+uint64_t communicatorIdFromSplit(uint64_t parent, int color, uint64_t split);
+
+class CollectiveRecorder {
+ public:
+  CollectiveRecorder(Device& device, SessionOutput& out, MemoryRecorder& memory, HashRules& hashing);
+
+  // A communicator handle now stands for (id, rank, size).
+  void communicatorCreated(uint64_t comm, uint64_t id, int32_t rank, int32_t size);
+  void communicatorDestroyed(uint64_t comm);
+  // The id of the communicator `comm` stands for (0 when unknown), and the
+  // number of splits made of it so far (counting this one).
+  uint64_t communicatorId(uint64_t comm);
+  uint64_t nextSplit(uint64_t comm);
+  // The rank and size `comm` was registered with; false when it is not
+  // known (a wrapper asks the library for those of one made before
+  // recording began, and registers it with id 0).
+  bool rankAndSize(uint64_t comm, int32_t& rank, int32_t& size);
+
+  // Before the real call: the communicator's id, rank, size and sequence
+  // number, the send buffer hashed on the call's stream.
+  std::unique_ptr<PendingCollective> before(CollectiveCall call);
+  // After it returned (`ok`: successfully): the receive buffer hashed and the
+  // event emitted, or, inside a group on this thread, both kept until the
+  // group's end. A failed call is not recorded.
+  void after(std::unique_ptr<PendingCollective> pending, bool ok);
+  // ncclGroupStart / ncclGroupEnd on this thread (groups nest; the outermost
+  // end completes the group's collectives, `ok` when it succeeded).
+  void groupStart();
+  void groupEnd(bool ok);
+
+  // A framework's collective (source kFramework), with the digests its layer
+  // computed (host tensors) or none: numbered in its communicator and
+  // emitted, its origin's op the call and its line the program's (`file`,
+  // `line`; none when null).
+  void frameworkCollective(trace::Collective event, const char* file, uint32_t line);
+
+ private:
+  struct Communicator {
+    uint64_t id = 0;
+    int32_t rank = -1, size = 0;
+    uint64_t nextSequence = 0, splits = 0;
+  };
+  void complete(PendingCollective& pending);
+
+  Device& device_;
+  SessionOutput& out_;
+  MemoryRecorder& memory_;
+  HashRules& hashing_;
+  std::mutex mu_;  // communicators_, frameworkSequences_, groups_
+  std::unordered_map<uint64_t, Communicator> communicators_;
+  std::unordered_map<uint64_t, uint64_t> frameworkSequences_;  // by communicator id
+  uint64_t groups_ = 0;
+};
+
+// The session's collective recorder while one records (the wrappers and the
+// framework layer's exports reach it through here); null otherwise.
+CollectiveRecorder* activeCollectives();
+void setActiveCollectives(CollectiveRecorder* recorder);
+
+}  // namespace gpurr::recorder

@@ -1,0 +1,105 @@
+"""Records a two-rank gloo job (collectives_gloo.py) through gpurr's PyTorch
+layer and checks c10d's view of its collectives in each rank's trace (call,
+process group, sequence numbers, rank and size, the program's line, the
+digests of what each rank sent and received); then records it again with a
+divergence planted on rank 1 and checks that `gpurr diff` across the ranks
+names rank 1 the origin and rank 0 a receiver."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+p = argparse.ArgumentParser()
+for a in ("--gpurr", "--recorder", "--scripts", "--work"):
+    p.add_argument(a, required=True)
+args = p.parse_args()
+shutil.rmtree(args.work, ignore_errors=True)
+os.makedirs(args.work)
+failures = []
+script = os.path.join(args.scripts, "collectives_gloo.py")
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def record(name, **extra):
+    out = os.path.join(args.work, name)
+    env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, **extra)
+    r = subprocess.run([args.gpurr, "record", "-o", out, "--", sys.executable, script], env=env,
+                       capture_output=True, text=True, timeout=300)
+    print(r.stderr, end="")
+    check(r.returncode == 0, f"{name}: the job ran (exit {r.returncode})")
+    return out, r
+
+
+def collectives(trace):
+    r = subprocess.run([args.gpurr, "dump", "--json", trace], capture_output=True, text=True, check=True)
+    return [e for e in map(json.loads, r.stdout.splitlines()) if e["kind"] == "collective"]
+
+
+def marked(mark):
+    with open(script) as f:
+        for n, line in enumerate(f, 1):
+            if f"# at:{mark}" in line:
+                return n
+    raise KeyError(mark)
+
+
+a, ra = record("a")
+check(sorted(os.listdir(a)) == ["rank0.gpurr", "rank1.gpurr"], f"one trace per rank: {os.listdir(a)}")
+by_rank = {r: collectives(os.path.join(a, f"rank{r}.gpurr")) for r in (0, 1)}
+for rank, events in by_rank.items():
+    calls = [e["collective"]["call"] for e in events]
+    check(calls == ["all_reduce", "broadcast", "all_gather", "barrier"], f"rank {rank}: calls {calls}")
+    if len(events) < 4:
+        continue
+    c = [e["collective"] for e in events]
+    check(all(x["source"] == "framework" and x["processGroup"] == "0" for x in c), f"rank {rank}: c10d's view")
+    check([x["sequence"] for x in c] == [0, 1, 2, 3], f"rank {rank}: sequence {[x['sequence'] for x in c]}")
+    check(all(x["rank"] == rank and x["size"] == 2 for x in c), f"rank {rank}: rank and size")
+    check(c[0]["op"] == "allReduce" and c[0]["reduceOp"] == "sum" and c[0]["dataType"] == "float32" and
+          c[0]["count"] == 256, f"rank {rank}: all_reduce described: {c[0]}")
+    check(c[1]["op"] == "broadcast" and c[1]["peer"] == 0, f"rank {rank}: broadcast from 0")
+    check(len(c[0]["inputs"]) == 1 and len(c[0]["outputs"]) == 1, f"rank {rank}: all_reduce digests")
+    check(len(c[1]["inputs"]) == (1 if rank == 0 else 0), f"rank {rank}: only the root sends a broadcast")
+    check(len(c[2]["outputs"]) == 2, f"rank {rank}: all_gather receives one tensor per rank")
+    check(c[0]["frameworkSequence"] >= 0, f"rank {rank}: c10d's sequence number {c[0]['frameworkSequence']}")
+    o = events[0]["origin"]
+    check(o["file"] == script and o["line"] == marked("allreduce"), f"rank {rank}: line {o['file']}:{o['line']}")
+    check(events[1]["origin"]["line"] == marked("broadcast"), f"rank {rank}: broadcast's line")
+if all(len(by_rank[r]) >= 1 for r in (0, 1)):
+    outs = [by_rank[r][0]["collective"]["outputs"][0]["digest"] for r in (0, 1)]
+    ins = [by_rank[r][0]["collective"]["inputs"][0]["digest"] for r in (0, 1)]
+    check(outs[0] == outs[1], "every rank received the same all_reduce result")
+    check(ins[0] != ins[1], "the ranks sent different tensors")
+
+# The same job again: identical.
+a2, _ = record("a2")
+r = subprocess.run([args.gpurr, "diff", "--json", a, a2], capture_output=True, text=True)
+check(r.returncode == 0, f"two runs of the same job: identical (exit {r.returncode}): {r.stdout[-2000:]}")
+
+# A divergence planted on rank 1.
+b, rb = record("b", COLLECTIVES_PLANT="1")
+r = subprocess.run([args.gpurr, "diff", "--json", a, b], capture_output=True, text=True)
+check(r.returncode == 1, f"planted: the runs differ (exit {r.returncode}) {r.stderr}")
+job = json.loads(r.stdout).get("job") if r.stdout else None
+check(job is not None, "the report has the job's view")
+if job:
+    roles = {x["rank"]: x["role"] for x in job["ranks"]}
+    check(roles == {0: "receiver", 1: "origin"}, f"rank 1 the origin, rank 0 a receiver: {roles}")
+    check(job["earliestOrigin"] is not None and job["earliestOrigin"]["rank"] == 1,
+          f"earliest origin: {job['earliestOrigin']}")
+    check(job["collectiveMismatches"] == [], f"no mismatch: {job['collectiveMismatches']}")
+text = subprocess.run([args.gpurr, "diff", a, b], capture_output=True, text=True).stdout
+print(text)
+check("earliest origin: rank 1" in text, "the text report names the earliest origin")
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("all checks passed")

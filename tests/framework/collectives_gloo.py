@@ -1,0 +1,51 @@
+"""collectives_gloo.py: a two-rank torch.distributed job on the CPU (gloo),
+launched as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in
+each worker's environment). With COLLECTIVES_PLANT=1 in the environment (the
+command line stays the same, so that the runs compare), rank 1 draws its
+tensor from another seed before the all_reduce: the job's divergence starts
+on rank 1 and reaches rank 0 through the collective."""
+import os
+import socket
+import subprocess
+import sys
+
+
+def worker(plant):
+    import torch
+    import torch.distributed as dist
+
+    rank = int(os.environ["RANK"])
+    dist.init_process_group("gloo")
+    torch.manual_seed(0)
+    w = torch.randn(256)
+    if plant and rank == 1:
+        torch.manual_seed(1)
+        w = torch.randn(256)  # at:planted
+    x = w * (rank + 1)
+    dist.all_reduce(x)  # at:allreduce
+    dist.broadcast(x, src=0)  # at:broadcast
+    gathered = [torch.empty(256) for _ in range(2)]
+    dist.all_gather(gathered, x)  # at:allgather
+    dist.barrier()
+    print(rank, round(float(x.sum()), 3))
+    dist.destroy_process_group()
+
+
+def main():
+    plant = os.environ.get("COLLECTIVES_PLANT") == "1"
+    if "RANK" in os.environ:
+        worker(plant)
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env=env))
+    sys.exit(max(p.wait() for p in procs))
+
+
+if __name__ == "__main__":
+    main()
