@@ -6,7 +6,10 @@
 // RecordFunction's C++ interface, which has no stable ABI.
 //
 // One global callback, so every thread reports (autograd's device threads
-// included) and it coexists with torch.profiler's own callbacks. Per scope:
+// included) and it coexists with torch.profiler's own callbacks. It is
+// enabled while the layer observes (gpurr_torch_observe: the first steps,
+// and from an operation the recorder's template did not foresee on,
+// onDiverged); disabled, it costs the program's ops nothing. Per scope:
 // two calls into the recorder; for a thread's outermost scope issued from
 // Python, and for an op with only user ranges around it, also the GIL and a
 // walk up the Python frames to the first one outside PyTorch (cached per

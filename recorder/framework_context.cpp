@@ -119,11 +119,12 @@ thread_local std::optional<std::vector<uint8_t>> pendingRoles;
 
 Attribution modeNow() { return static_cast<Attribution>(mode.load(std::memory_order_relaxed)); }
 
-// A new step begins: the one learned becomes the template.
-void stepBegins() {
+// A new step begins: the one learned becomes the template (not what ran
+// before the first step, `complete` false).
+void stepBegins(bool complete) {
   std::lock_guard lock(learning.mu);
   if (modeNow() == Attribution::kLearn) {
-    learning.learned = !learning.overflowed;
+    learning.learned = complete && !learning.overflowed;
     learning.last = learning.overflowed ? std::vector<Learned>() : std::move(learning.step);
   }
   learning.step.clear();
@@ -278,9 +279,9 @@ std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) {
 
 void setStep(int64_t step) {
   reported.store(true, std::memory_order_relaxed);
-  if (currentStep_.exchange(step) != step) {
+  if (const int64_t ended = currentStep_.exchange(step); ended != step) {
     stepLaunches.store(0);
-    stepBegins();
+    stepBegins(ended >= 0);
   }
 }
 
