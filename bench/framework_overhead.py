@@ -7,7 +7,9 @@ Variants, each in its own process, run in alternation for --rounds rounds:
   plain     the loop alone
   layer     gpurr's layer as `gpurr record` installs it: the recorder library
             loaded, libgpurr_torch.so's global RecordFunction observer, module
-            and optimizer hooks
+            and optimizer hooks, observing every step (GPURR_FULL_ATTRIBUTION=1:
+            by default the layer stops observing after two steps, which
+            bench/layer_cost.py measures)
   nvtx      torch.autograd.profiler.emit_nvtx(): the NVTX channel (PyTorch
             formats a range name per op and pushes it; no NVTX tool attached,
             so what a tool would add comes on top). It initialises CUDA, so
@@ -86,7 +88,8 @@ def main():
     layer_env = dict(os.environ, PYTHONPATH=os.path.join(a.build, "share", "gpurr", "python"),
                      CUDA_INJECTION64_PATH=os.path.join(lib, "libgpurr_recorder.so"),
                      GPURR_TORCH_OBSERVER=os.path.join(lib, "libgpurr_torch.so"),
-                     GPURR_OUTPUT="/nonexistent-gpurr-bench")  # no CUDA call: nothing is written
+                     GPURR_OUTPUT="/nonexistent-gpurr-bench",  # no CUDA call: nothing is written
+                     GPURR_FULL_ATTRIBUTION="1")
     plain_env = dict(os.environ, CUDA_INJECTION64_PATH=layer_env["CUDA_INJECTION64_PATH"])
     plain_env.pop("PYTHONPATH", None)
     variants = {"plain": plain_env, "layer": layer_env, "nvtx": plain_env, "dispatch": plain_env}

@@ -701,6 +701,10 @@ int run(const BisectOptions& opts) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return usageError("cannot find the gpurr executable (/proc/self/exe): " + ec.message());
+  // The runs' reports name launches: every one of them attributed by the
+  // PyTorch layer as it ran, not by its place in an earlier step
+  // (docs/RECORDING.md, "What the layer costs").
+  ::setenv("GPURR_FULL_ATTRIBUTION", "1", 0);
   // The children would each say so; say it once, before anything runs.
   try {
     record::recorderLibrary(exe, std::getenv("GPURR_RECORDER_LIB"));

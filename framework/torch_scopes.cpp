@@ -6,7 +6,10 @@
 // RecordFunction's C++ interface, which has no stable ABI.
 //
 // One global callback, so every thread reports (autograd's device threads
-// included) and it coexists with torch.profiler's own callbacks. Per scope:
+// included) and it coexists with torch.profiler's own callbacks. It is
+// enabled while the layer observes (gpurr_torch_observe: the first steps,
+// and from an operation the recorder's template did not foresee on,
+// onDiverged); disabled, it costs the program's ops nothing. Per scope:
 // two calls into the recorder; for a thread's outermost scope issued from
 // Python, and for an op with only user ranges around it, also the GIL and a
 // walk up the Python frames to the first one outside PyTorch (cached per
@@ -27,6 +30,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -48,7 +52,8 @@ OpOperands opOperands = nullptr;
 // until the caching allocator has started and it has answered (not 1).
 std::atomic<int (*)(void*)> attachBlocks{nullptr};
 void* recorderHandle = nullptr;
-at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
+at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;  // registered once, enabled while reporting
+bool installed = false;  // gpurr_torch_install has reached the recorder (until uninstalled)
 
 // Path prefixes of frames that are not the program's (torch, gpurr's layer).
 std::vector<std::string> skippedPrefixes;
@@ -250,6 +255,56 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   closeScope(&fn);
 }
 
+std::mutex observing;  // guards `handle` and `enabled`: the layer's thread and onDiverged's may both ask
+bool enabled = false;
+
+// A disabled callback costs the program's ops nothing, and keeps its place
+// among the process's callbacks when enabled again.
+void observe(bool on) {
+  std::lock_guard lock(observing);
+  if (!installed) return;
+  if (handle == at::INVALID_CALLBACK_HANDLE) {
+    if (!on) return;
+    handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(onStart, onEnd)
+            .needsInputs(true)
+            .needsIds(true)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+    enabled = true;
+    return;
+  }
+  if (on == enabled) return;
+  if (on) {
+    at::reenableCallback(handle);
+  } else {
+    at::disableCallback(handle);
+  }
+  enabled = on;
+}
+
+// The layer's function that observes modules again (gpurr_torch_on_diverged),
+// called by the interpreter on its main thread at its next chance.
+std::atomic<PyObject*> layerObserves{nullptr};
+
+int callLayer(void*) {
+  if (PyObject* f = layerObserves.load()) {
+    if (PyObject* r = PyObject_CallNoArgs(f)) {
+      Py_DecRef(r);
+    } else {
+      PyErr_Clear();  // the layer's failure is never the program's
+    }
+  }
+  return 0;
+}
+
+// An operation did not match the recorder's template (framework_api.h):
+// ops are observed again from the next one on, modules once the interpreter
+// has run the layer's function. Inside an op, maybe without the GIL.
+void onDiverged() {
+  observe(true);
+  if (layerObserves.load() != nullptr) Py_AddPendingCall(callLayer, nullptr);
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const char* gpurr_torch_built_for(void) {
@@ -261,7 +316,7 @@ extern "C" __attribute__((visibility("default"))) const char* gpurr_torch_built_
 // separated by '\n'. Returns 0, or a negative number when the recorder's
 // functions are missing or of another version.
 extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* recorder, const char* skipped) {
-  if (handle != at::INVALID_CALLBACK_HANDLE) return 0;
+  if (installed) return 0;
   auto version = reinterpret_cast<decltype(&gpurr_framework_api_version)>(dlsym(recorder, "gpurr_framework_api_version"));
   openScope = reinterpret_cast<OpenScope>(dlsym(recorder, "gpurr_framework_open_scope"));
   closeScope = reinterpret_cast<CloseScope>(dlsym(recorder, "gpurr_framework_close_scope"));
@@ -275,12 +330,26 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
     skippedPrefixes.emplace_back(p, end == nullptr ? std::strlen(p) : static_cast<size_t>(end - p));
     p = end == nullptr ? nullptr : end + 1;
   }
-  handle = at::addGlobalCallback(
-      at::RecordFunctionCallback(onStart, onEnd)
-          .needsInputs(true)
-          .needsIds(true)
-          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE}));
+  installed = true;
+  observe(true);
+  if (auto onDiverge = reinterpret_cast<decltype(&gpurr_framework_on_diverged)>(
+          dlsym(recorder, "gpurr_framework_on_diverged")))
+    onDiverge(onDiverged);
   return 0;
+}
+
+// `observe` (a Python callable, kept): what the interpreter runs after an
+// operation did not match the recorder's template, to observe modules again.
+extern "C" __attribute__((visibility("default"))) void gpurr_torch_on_diverged(PyObject* observe) {
+  Py_IncRef(observe);
+  if (PyObject* old = layerObserves.exchange(observe)) Py_DecRef(old);
+}
+
+// Stops (`on` 0) or starts again reporting scopes, between training steps:
+// the layer's learning steps (docs/RECORDING.md, "What the layer costs").
+// A scope open when reporting stops still reports its end.
+extern "C" __attribute__((visibility("default"))) void gpurr_torch_observe(int on) {
+  if (installed) observe(on != 0);
 }
 
 // From now on each op first asks `tryInstall` (gpurr_torch_cuda_try_install)
@@ -290,7 +359,9 @@ extern "C" __attribute__((visibility("default"))) void gpurr_torch_watch_blocks(
 }
 
 extern "C" __attribute__((visibility("default"))) void gpurr_torch_uninstall(void) {
+  std::lock_guard lock(observing);
   if (handle == at::INVALID_CALLBACK_HANDLE) return;
   at::removeCallback(handle);
   handle = at::INVALID_CALLBACK_HANDLE;
+  installed = false;  // for good: no more observing
 }

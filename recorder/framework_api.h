@@ -14,7 +14,7 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 4
+#define GPURR_FRAMEWORK_API_VERSION 5
 int gpurr_framework_api_version(void);
 
 /* kind: 0 op, 1 autograd backward node, 2 user range. in_place (an op's,
@@ -36,6 +36,19 @@ void gpurr_framework_set_step(int64_t step);
 /* The layer is about to stop the program after training step `step`
  * (gpurr record --until-step): the trace's index records it. */
 void gpurr_framework_stop_after_step(int64_t step);
+/* How launches, copies and sets take their origin (framework_context.h,
+ * Attribution): 0 from what the layer reports; 1 so, and each step is kept,
+ * the last complete one as the template; 2 from the template, by place in
+ * the step (the layer then reports no ops or modules). Set between steps.
+ * Returns 1, or 0 when 2 was asked and no complete step was kept. */
+int gpurr_framework_attribution(int mode);
+/* 1 when, since the last call, an operation found none of its kind and
+ * kernel at its place in the template (then the layer learns again). */
+int gpurr_framework_diverged(void);
+/* Called once on the thread of the first operation that does not match the
+ * template, inside that operation: the recorder has gone back to mode 1 and
+ * the layer should observe again. */
+void gpurr_framework_on_diverged(void (*observe)(void));
 /* allocated: 1 for a block handed out, 0 for one taken back (size ignored). */
 void gpurr_framework_block(uint64_t address, uint64_t size, int allocated);
 

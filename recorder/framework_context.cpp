@@ -97,6 +97,41 @@ std::atomic<int64_t> currentStep_{-1};
 std::atomic<int64_t> stoppedAfterStep_{-1};
 std::atomic<uint64_t> stepLaunches{0};
 
+// The template: the operations of a step, in order, with their origins.
+struct Learned {
+  uint64_t key = 0;
+  trace::Origin origin;
+  std::vector<uint8_t> roles;  // a launch's operand roles, when learned
+};
+struct Learning {
+  std::mutex mu;
+  std::vector<Learned> step;     // this step's so far (learning)
+  bool overflowed = false;       // this step has more than kMaxTemplate
+  std::vector<Learned> last;     // the last complete step's: the template
+  bool learned = false;          // `last` holds a complete step (maybe of none)
+  uint64_t place = 0;            // operations of this step so far
+};
+Learning& learning = *new Learning;
+std::atomic<int> mode{static_cast<int>(Attribution::kObserve)};
+std::atomic<bool> diverged{false};
+std::atomic<void (*)()> onDiverged{nullptr};
+thread_local std::optional<std::vector<uint8_t>> pendingRoles;
+
+Attribution modeNow() { return static_cast<Attribution>(mode.load(std::memory_order_relaxed)); }
+
+// A new step begins: the one learned becomes the template (not what ran
+// before the first step, `complete` false).
+void stepBegins(bool complete) {
+  std::lock_guard lock(learning.mu);
+  if (modeNow() == Attribution::kLearn) {
+    learning.learned = complete && !learning.overflowed;
+    learning.last = learning.overflowed ? std::vector<Learned>() : std::move(learning.step);
+  }
+  learning.step.clear();
+  learning.overflowed = false;
+  learning.place = 0;
+}
+
 // An op that carries sequence number N opens. Autograd numbers the node an
 // op creates with the counter's value when the op began, so every op that
 // begins before the node is made carries N too, including ops that make no
@@ -244,7 +279,50 @@ std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) {
 
 void setStep(int64_t step) {
   reported.store(true, std::memory_order_relaxed);
-  if (currentStep_.exchange(step) != step) stepLaunches.store(0);
+  if (const int64_t ended = currentStep_.exchange(step); ended != step) {
+    stepLaunches.store(0);
+    stepBegins(ended >= 0);
+  }
+}
+
+uint64_t launchKey(std::string_view function) { return std::hash<std::string_view>()(function) | 1; }
+
+uint64_t operationKey(const trace::Payload& payload) {
+  if (const auto* k = std::get_if<trace::KernelLaunch>(&payload)) return launchKey(k->function);
+  return static_cast<uint64_t>(payload.index()) << 1;
+}
+
+bool setAttribution(Attribution m) {
+  std::lock_guard lock(learning.mu);
+  if (m == Attribution::kFollow && !learning.learned) return false;
+  if (m != Attribution::kFollow) {
+    learning.last.clear();
+    learning.learned = false;
+  }
+  // Set between two steps (the layer does so) or before the first, the step
+  // under way is learned whole; else it is no template.
+  learning.overflowed = m == Attribution::kLearn && learning.place > 0;
+  learning.step.clear();
+  learning.place = 0;
+  mode.store(static_cast<int>(m));
+  diverged.store(false);
+  return true;
+}
+
+Attribution attribution() { return modeNow(); }
+
+bool divergedSinceLastCall() { return diverged.exchange(false); }
+
+void setOnDiverged(void (*observe)()) { onDiverged.store(observe); }
+
+void learnRoles(std::vector<uint8_t> roles) { pendingRoles = std::move(roles); }
+
+std::optional<std::vector<uint8_t>> followedRoles(uint64_t key, size_t count) {
+  std::lock_guard lock(learning.mu);
+  if (learning.place >= learning.last.size()) return std::nullopt;
+  const Learned& l = learning.last[learning.place];
+  if (l.key != key || l.roles.size() != count) return std::nullopt;
+  return l.roles;
 }
 
 bool active() { return reported.load(std::memory_order_relaxed); }
@@ -255,8 +333,63 @@ void stopAfterStep(int64_t step) { stoppedAfterStep_.store(step); }
 
 int64_t stoppedAfterStep() { return stoppedAfterStep_.load(); }
 
-std::optional<trace::Origin> currentOrigin(bool launch) {
+namespace {
+
+// The origin of the operation at the next place in the template, when it has
+// the same key; counts the place. When it has not, the recorder learns
+// again from here (this step is no template) and asks the layer to observe.
+std::optional<trace::Origin> followed(uint64_t key) {
+  {
+    std::lock_guard lock(learning.mu);
+    const uint64_t place = learning.place++;
+    if (place < learning.last.size() && learning.last[place].key == key) return learning.last[place].origin;
+    learning.last.clear();
+    learning.learned = false;
+    learning.step.clear();
+    learning.overflowed = true;
+    mode.store(static_cast<int>(Attribution::kLearn));
+    diverged.store(true);
+  }
+  if (void (*observe)() = onDiverged.load()) observe();
+  return std::nullopt;
+}
+
+void learn(uint64_t key, const trace::Origin& o) {
+  std::optional<std::vector<uint8_t>> roles = std::move(pendingRoles);
+  pendingRoles.reset();
+  std::lock_guard lock(learning.mu);
+  ++learning.place;
+  if (learning.overflowed) return;
+  if (learning.step.size() >= kMaxTemplate) {
+    learning.overflowed = true;
+    learning.step = {};
+    return;
+  }
+  learning.step.push_back(Learned{key, o, roles ? std::move(*roles) : std::vector<uint8_t>()});
+}
+
+trace::Origin observed(bool launch);
+
+}  // namespace
+
+std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key) {
   if (!active()) return std::nullopt;
+  const Attribution m = modeNow();
+  if (m == Attribution::kFollow) {
+    trace::Origin o = followed(key).value_or(trace::Origin{});
+    o.step = currentStep_.load(std::memory_order_relaxed);
+    o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)
+                          : stepLaunches.load(std::memory_order_relaxed);
+    return o;
+  }
+  trace::Origin o = observed(launch);
+  if (m == Attribution::kLearn) learn(key, o);
+  return o;
+}
+
+namespace {
+
+trace::Origin observed(bool launch) {
   const ThreadContext& t = tls;
   trace::Origin o;
   o.step = currentStep_.load(std::memory_order_relaxed);
@@ -294,6 +427,8 @@ std::optional<trace::Origin> currentOrigin(bool launch) {
   return o;
 }
 
+}  // namespace
+
 void resetForTesting() {
   tls = ThreadContext{};
   {
@@ -303,6 +438,9 @@ void resetForTesting() {
   std::lock_guard lock(forwardMu);
   forwardNew.clear();
   forwardOld.clear();
+  setAttribution(Attribution::kObserve);
+  setOnDiverged(nullptr);
+  pendingRoles.reset();
   reported.store(false);
   currentStep_.store(-1);
   stoppedAfterStep_.store(-1);

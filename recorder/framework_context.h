@@ -7,11 +7,20 @@
 // The calls come on the program's own threads, once per op: they only touch
 // the calling thread's state, except the forward ops' table (for backward
 // attribution) and the step counter, which are shared.
+//
+// Observing every op costs the program more than recording its launches, so
+// the layer observes a training step or two, then stops (attribution mode
+// kFollow): each launch, copy and set then takes the origin of the operation
+// at the same place in the last step observed in full (the template), when
+// that was one of the same kind and kernel; the layer observes again for a
+// step when one was not (docs/RECORDING.md, "What the layer costs").
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "trace_format/events.h"
 
@@ -80,8 +89,36 @@ int64_t stoppedAfterStep();
 
 // The calling thread's origin, or nothing when no framework layer has
 // reported anything in this process. `launch`: the operation is a kernel
-// launch, counted in the step's launches.
-std::optional<trace::Origin> currentOrigin(bool launch);
+// launch, counted in the step's launches. `key` (operationKey): what the
+// operation is, for the template.
+std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0);
+
+// An operation's kind and kernel, as the template matches them.
+uint64_t operationKey(const trace::Payload& payload);
+uint64_t launchKey(std::string_view function);
+
+enum class Attribution : int {
+  kObserve = 0,  // origins from what the layer reports (the default)
+  kLearn = 1,    // so, and each step's operations kept: the last complete one is the template
+  kFollow = 2,   // the layer reports no ops or modules: origins from the template
+};
+// Sets the mode; kFollow only when a complete step was learned (of at most
+// kMaxTemplate operations, maybe none): returns whether the mode was set.
+bool setAttribution(Attribution mode);
+Attribution attribution();
+constexpr size_t kMaxTemplate = 1 << 15;
+// Whether an operation found none of its kind and kernel at its place in the
+// template since the last call (following). At the first such operation the
+// mode becomes kLearn (the step under way is no template) and `observe`, set
+// by the layer, is called on that operation's thread: the layer observes
+// again from the next op on.
+bool divergedSinceLastCall();
+void setOnDiverged(void (*observe)());
+// Learning: the operand roles (params.h, OperandRole) of the launch whose
+// origin this thread takes next. Following: those the launch at the next
+// place had, when it had `key` and `count` ranges.
+void learnRoles(std::vector<uint8_t> roles);
+std::optional<std::vector<uint8_t>> followedRoles(uint64_t key, size_t count);
 
 // Whether the framework layer has reported anything (tests, the header).
 bool active();

@@ -74,7 +74,15 @@ void HashRules::forgotten(const std::vector<trace::DeviceRange>& ranges) {
 }
 
 
-std::vector<OperandRole> HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges) {
+std::vector<OperandRole> HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges,
+                                                   std::string_view function) {
+  if (framework::attribution() == framework::Attribution::kFollow) {
+    // No op observed: the roles the launch at this place of the template had.
+    std::vector<OperandRole> roles;
+    if (auto learned = framework::followedRoles(framework::launchKey(function), ranges.size()))
+      for (uint8_t r : *learned) roles.push_back(static_cast<OperandRole>(r));
+    return roles;
+  }
   const auto operands = framework::innermostOpOperands();
   if (!operands || ranges.empty()) return {};
   std::lock_guard lock(mu_);

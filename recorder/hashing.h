@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "recorder/device.h"
@@ -59,8 +60,10 @@ class HashRules {
                                                const std::vector<OperandRole>& roles, uint64_t stream,
                                                const std::vector<uint32_t>& blind);
   // What each of a launch's ranges is to the framework op it runs in
-  // (operandRoles); empty when no op reported its operands.
-  std::vector<OperandRole> operandRolesOf(const std::vector<trace::DeviceRange>& ranges);
+  // (operandRoles); empty when no op reported its operands. While the
+  // framework layer follows its template (framework_context.h), those the
+  // launch of `function` at the same place in the template had.
+  std::vector<OperandRole> operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::string_view function);
   // A copy or set wrote these hashed ranges on `stream`.
   void touched(const HashTicket& written, uint64_t stream);
   // These ranges were written without a digest, or their first use was not

@@ -284,9 +284,17 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
                                "stream cannot take work now (a graph capture elsewhere): not hashed");
     hashing_.forgotten(ranges);  // written without a digest
   }
-  // What the op reads and writes (a snapshot keeps every range, before and after).
-  const std::vector<OperandRole> roles =
-      k.hashed && !snapshot ? hashing_.operandRolesOf(ranges) : std::vector<OperandRole>();
+  // What the op reads and writes (a snapshot keeps every range, before and after);
+  // while the framework layer learns a step, for every launch.
+  const bool learning = framework::attribution() == framework::Attribution::kLearn;
+  std::vector<OperandRole> roles =
+      (k.hashed && !snapshot) || learning ? hashing_.operandRolesOf(ranges, k.function) : std::vector<OperandRole>();
+  if (learning) {
+    std::vector<uint8_t> learned;
+    for (OperandRole r : roles) learned.push_back(static_cast<uint8_t>(r));
+    framework::learnRoles(std::move(learned));
+    if (!k.hashed || snapshot) roles.clear();
+  }
   clock.lap(kFramework);
   // The determinism check follows --launches/--kernels, or --snapshot when
   // neither is given ("keep this launch's bytes and re-run it").

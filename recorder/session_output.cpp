@@ -105,7 +105,9 @@ trace::Event SessionOutput::newEvent(trace::Payload payload) {
   ev.thread = tlsThread.id;
   const bool launch = std::holds_alternative<trace::KernelLaunch>(payload);
   if (launch || std::holds_alternative<trace::Memcpy>(payload) || std::holds_alternative<trace::Memset>(payload)) {
-    ev.origin = framework::currentOrigin(launch);  // the calling thread's: handlers run on the program's
+    const uint64_t key =
+        framework::attribution() == framework::Attribution::kObserve ? 0 : framework::operationKey(payload);
+    ev.origin = framework::currentOrigin(launch, key);  // the calling thread's: handlers run on the program's
   }
   ev.payload = std::move(payload);
   return ev;

@@ -6,8 +6,13 @@ the GPU's activity, which it cannot get while gpurr records. Started by
 gpurr's sitecustomize once torch is imported; does nothing outside
 `gpurr record`.
 
-Costs: one global RecordFunction callback (C++) per op, a Python forward
-pre/post hook per module call, a post hook per optimizer step. Inside
+Costs: while it observes, one global RecordFunction callback (C++) per op
+and a Python forward pre/post hook per module call; always, a post hook per
+optimizer step. It observes the first two training steps, then stops: the
+recorder attributes each later launch, copy and set by its place in the last
+step observed (the template) and says when one does not match, and the layer
+then observes one step again (docs/RECORDING.md, "What the layer costs").
+GPURR_FULL_ATTRIBUTION=1 keeps it observing every step. Inside
 torch.compile'd code the hooks do nothing (no graph breaks): compiled regions
 are attributed to the ops and ranges torch runs them in.
 """
@@ -26,6 +31,15 @@ _step = 0
 _until_step = None  # gpurr record --until-step: stop the program after this step
 _enabled = False  # set once every hook is in place
 _profiler_warned = False  # said that a profiler session gets no GPU events
+# Steps observed in full before the layer first follows its template: the
+# first step sets up state (optimizer buffers) and often launches unlike the rest.
+_FOLLOW_AFTER = 2
+_learning = False  # the layer follows a template after learning it (not GPURR_FULL_ATTRIBUTION)
+_following = False  # it observes no ops or modules now
+_observed_from = 0  # the step since which it has observed
+_observer = None  # the op observer's library, once installed
+_nn_module = None  # torch.nn.modules.module, for the global module hooks
+_hooks = []  # the global module hooks' handles
 
 
 def _warn(text):
@@ -67,6 +81,14 @@ def _module_enter(module, args):
     _recorder.gpurr_framework_enter_module(path)
 
 
+def _module_stop_check(module, args):
+    """While the layer follows: only --until-step's stop, as _module_enter has it."""
+    if not _enabled or _is_compiling() or isinstance(module, _GraphModule):
+        return
+    if _until_step is not None and _step > _until_step:
+        _stop()
+
+
 def _module_exit(module, args, output):
     if not _enabled or _is_compiling():
         return
@@ -89,8 +111,54 @@ def _optimizer_stepped(optimizer, args, kwargs):
         return
     _step += 1
     _recorder.gpurr_framework_set_step(_step)
+    _adapt()
     if _until_step is not None and _step > _until_step + 1:
         _stop()  # a program that calls no module after the step it was to stop at
+
+
+def _observe(on):
+    """Starts or stops observing ops (the op observer) and modules (the global
+    module hooks; while not observing, --until-step's check alone)."""
+    global _hooks
+    if _observer is not None:
+        _observer.gpurr_torch_observe(1 if on else 0)
+    for h in _hooks:
+        h.remove()
+    _hooks = []
+    if on:
+        _hooks = [_nn_module.register_module_forward_hook(_module_exit, always_call=True),
+                  _nn_module.register_module_forward_pre_hook(_module_enter)]
+    elif _until_step is not None:
+        _hooks = [_nn_module.register_module_forward_pre_hook(_module_stop_check)]
+
+
+def _adapt():
+    """Between two steps: once the layer has observed enough steps, it stops
+    observing and the recorder follows the last one (attribution mode 2);
+    when an operation of the step just ended did not match it, the layer
+    observes the next step in full and the recorder learns it (mode 1)."""
+    global _following, _observed_from
+    if not _learning:
+        return
+    if _following:
+        if _recorder.gpurr_framework_diverged():
+            _recorder.gpurr_framework_attribution(1)
+            _observe(True)
+            _following, _observed_from = False, _step
+    elif _step - _observed_from >= (_FOLLOW_AFTER if _observed_from == 0 else 1):
+        if _recorder.gpurr_framework_attribution(2):
+            _observe(False)
+            _following = True
+
+
+def _observe_again():
+    """Run by the interpreter soon after an operation did not match the
+    template (the op observer asked for it): modules are observed again, and
+    the recorder learns from there (it went back to mode 1 itself)."""
+    global _following, _observed_from
+    if _enabled and _following:
+        _observe(True)
+        _following, _observed_from = False, _step
 
 
 def _stop():
@@ -125,6 +193,7 @@ def _forked(torch, observer):
     _enabled = False
     if observer is not None:
         observer.gpurr_torch_uninstall()
+    # No steps to learn either: the recorder's state came from the parent.
 
 
 def _watch_cuda_blocks(torch, observer, path):
@@ -195,7 +264,7 @@ def _watch_profiler(torch):
 
 
 def install(torch, skipped=()):
-    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step
+    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _learning, _observer, _nn_module
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -205,13 +274,15 @@ def install(torch, skipped=()):
     except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
         pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
-    if _recorder.gpurr_framework_api_version() != 4:  # GPURR_FRAMEWORK_API_VERSION
+    if _recorder.gpurr_framework_api_version() != 5:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")
         return
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]
     _recorder.gpurr_framework_exit_module.argtypes = []
     _recorder.gpurr_framework_set_step.argtypes = [ctypes.c_int64]
     _recorder.gpurr_framework_stop_after_step.argtypes = [ctypes.c_int64]
+    _recorder.gpurr_framework_attribution.argtypes = [ctypes.c_int]
+    _recorder.gpurr_framework_diverged.argtypes = []
 
     # The hooks first: an API that moved raises here, before anything is
     # reported (sitecustomize then warns once and the program runs on).
@@ -228,8 +299,8 @@ def install(torch, skipped=()):
     # torch.compile warns that global module hooks also fire for its wrapper
     # module: the layer's do, harmlessly (the wrapper takes its module's name).
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
-    nn_module.register_module_forward_hook(_module_exit, always_call=True)
-    nn_module.register_module_forward_pre_hook(_module_enter)
+    _nn_module = nn_module
+    _observe(True)
     optim.register_optimizer_step_post_hook(_optimizer_stepped)
 
     observer = os.environ.get("GPURR_TORCH_OBSERVER") or os.path.join(os.path.dirname(library), "libgpurr_torch.so")
@@ -254,6 +325,9 @@ def install(torch, skipped=()):
                 _warn("gpurr's op observer could not reach the recorder: no op names")
             else:
                 observing = lib
+                lib.gpurr_torch_observe.argtypes = [ctypes.c_int]
+                lib.gpurr_torch_on_diverged.argtypes = [ctypes.py_object]
+                lib.gpurr_torch_on_diverged(_observe_again)
                 _watch_cuda_blocks(torch, lib, os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so"))
     try:  # c10d's view of the program's collectives (gpurr_torch_collectives.py)
         import gpurr_torch_collectives
@@ -265,6 +339,9 @@ def install(torch, skipped=()):
         _warn(f"c10d's collectives are not recorded ({type(e).__name__}: {e})")
     until = os.environ.get("GPURR_UNTIL_STEP")
     _until_step = int(until) if until else None
+    _observer = observing
+    _learning = os.environ.get("GPURR_FULL_ATTRIBUTION", "") in ("", "0")
+    _recorder.gpurr_framework_attribution(1 if _learning else 0)
     _recorder.gpurr_framework_set_step(0)
     _enabled = True
     os.register_at_fork(after_in_child=lambda: _forked(torch, observing))

@@ -57,7 +57,9 @@ def kernel(e):
 
 train = os.path.join(args.scripts, "train_attributed.py")
 plain = subprocess.run([sys.executable, train], capture_output=True, text=True, timeout=300)
-r, trace = record("train", [sys.executable, train])
+# Every op observed, as gpurr bisect records (GPURR_FULL_ATTRIBUTION=1); the
+# layer's default, which follows a template after two steps, is checked below.
+r, trace = record("train", [sys.executable, train], GPURR_FULL_ATTRIBUTION="1")
 print(r.stderr, end="")
 check(r.returncode == 3, f"exit code passed through (got {r.returncode})")
 check(r.stdout == plain.stdout, f"output unchanged: {plain.stdout!r} vs {r.stdout!r}")
@@ -121,6 +123,31 @@ check(steps == sorted(steps), "steps never go back")
 for step in set(steps):
     counts = [e["origin"]["stepLaunch"] for e in launches if e["origin"]["step"] == step]
     check(counts == list(range(len(counts))), f"launches of step {step} counted from 0: {counts}")
+
+# By default the layer observes steps 0 and 1, then stops: steps 2 to 4 take
+# step 1's origins by place (their own step and count). After the loop, the
+# second thread's first launch matches nothing (it carries its step alone)
+# and the layer observes again: the launches after it are attributed as ops.
+full = [e["origin"] for e in launches]
+r, trace = record("follow", [sys.executable, train], GPURR_TEST_STEPS="5")
+check(r.returncode == 3 and "gpurr: warning" not in r.stderr, f"follow run: {r.returncode} {r.stderr}")
+followed = [e for e in events(trace) if e["kind"] == "launch"]
+steps = {}
+for e in followed:
+    o = dict(e["origin"])
+    steps.setdefault(o.pop("step"), []).append((kernel(e), o))
+check(sorted(steps) == [0, 1, 2, 3, 4, 5], f"follow steps {sorted(steps)}")
+for s in (2, 3, 4):
+    check(steps.get(s) == steps.get(1), f"step {s} followed step 1: {steps.get(s)} vs {steps.get(1)}")
+after = steps.get(5, [])
+check([k for k, _ in after] == ["aten::mul_kernel", "aten::native_batch_norm_kernel", "aten::sub_kernel"],
+      f"after the loop: {after}")
+if len(after) == 3 and len(full) >= 3:
+    check(after[0][1]["op"] == "" and after[0][1]["stepLaunch"] == 0, f"the first launch unlike step 1: {after[0]}")
+    for (_, o), f in zip(after[1:], full[-2:]):
+        f = dict(f, stepLaunch=o["stepLaunch"])
+        f.pop("step")
+        check(o == f, f"observed again after the loop: {o} vs {f}")
 
 # Each op's tensor arguments, with what its schema writes (GPURR_TEST_CPU_OPERANDS
 # makes the layer report CPU tensors): index_select reads the embedding's

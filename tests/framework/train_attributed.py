@@ -1,6 +1,6 @@
 # A small CPU training loop for gpurr's PyTorch layer: an embedding read with
 # index_select (whose backward is an index_add_), a Linear, two optimizer
-# steps, a second thread running another module, a batch norm in training
+# steps (GPURR_TEST_STEPS), a second thread running another module, a batch norm in training
 # mode (which updates its running statistics though its op's schema does not
 # say so) and an op writing into an out= tensor. Lines the checker
 # looks for are marked "# at:<name>". Prints the losses (compared with a run
@@ -57,7 +57,7 @@ if os.environ.get("GPURR_TEST_CPU_OPERANDS"):
     print(f"weight storage {model.embed.weight.untyped_storage().data_ptr()}", file=sys.stderr)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 idx = torch.randint(0, 50, (16,))
-for step in range(2):
+for step in range(int(os.environ.get("GPURR_TEST_STEPS", "2"))):
     opt.zero_grad()
     loss = model(idx).square().mean()  # at:model
     loss.backward()  # at:backward

@@ -196,3 +196,59 @@ TEST_CASE("an op's operands are the innermost op's, until it closes", "[recorder
   fw::closeScope(&ids[3]);
   fw::resetForTesting();
 }
+
+TEST_CASE("learning a step, then following it by place until an operation does not match",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  static int diverged = 0;
+  fw::setOnDiverged([] { ++diverged; });
+  const uint64_t a = fw::launchKey("kernel_a"), b = fw::launchKey("kernel_b");
+  CHECK_FALSE(fw::setAttribution(fw::Attribution::kFollow));  // nothing learned
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  auto oneStep = [&](int64_t step) {
+    fw::setStep(step);
+    fw::enterModule("Net");
+    fw::openScope(&ids[0], "aten::addmm", fw::ScopeKind::kOp, -1, 1, "/w/train.py", 7);
+    fw::learnRoles({1, 3});
+    fw::currentOrigin(true, a);
+    fw::closeScope(&ids[0]);
+    fw::openScope(&ids[0], "aten::relu", fw::ScopeKind::kOp, -1, 1, "/w/train.py", 8);
+    fw::currentOrigin(true, b);
+    fw::closeScope(&ids[0]);
+    fw::exitModule();
+  };
+  oneStep(0);
+  CHECK_FALSE(fw::setAttribution(fw::Attribution::kFollow));  // step 0 not complete yet
+  oneStep(1);
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));  // step 1 is the template
+  CHECK(fw::attribution() == fw::Attribution::kFollow);
+  // Nothing is observed now: the origins come from step 1, by place.
+  CHECK(fw::followedRoles(a, 2) == std::vector<uint8_t>{1, 3});
+  CHECK_FALSE(fw::followedRoles(a, 3));
+  auto o = fw::currentOrigin(true, a);
+  CHECK(o->op == "aten::addmm");
+  CHECK(o->module == "Net");
+  CHECK(o->line == 7);
+  CHECK(o->step == 2);
+  CHECK(o->stepLaunch == 0);
+  o = fw::currentOrigin(true, b);
+  CHECK(o->op == "aten::relu");
+  CHECK(o->stepLaunch == 1);
+  CHECK_FALSE(fw::divergedSinceLastCall());
+  fw::setStep(3);
+  CHECK(fw::currentOrigin(true, a)->line == 7);
+  o = fw::currentOrigin(true, a);  // kernel_a where step 1 had kernel_b
+  CHECK(o->op.empty());
+  CHECK(o->step == 3);
+  CHECK(diverged == 1);
+  CHECK(fw::attribution() == fw::Attribution::kLearn);  // observed again from here
+  CHECK(fw::divergedSinceLastCall());
+  CHECK_FALSE(fw::divergedSinceLastCall());
+  fw::setStep(4);
+  CHECK_FALSE(fw::setAttribution(fw::Attribution::kFollow));  // step 3 was partly followed
+  oneStep(4);
+  fw::setStep(5);
+  CHECK(fw::setAttribution(fw::Attribution::kFollow));
+  fw::resetForTesting();
+}
