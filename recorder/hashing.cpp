@@ -42,8 +42,19 @@ HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<
 std::vector<trace::DeviceRange> HashRules::inputsToHash(const std::vector<trace::DeviceRange>& ranges,
                                                         const std::vector<OperandRole>& roles, uint64_t stream,
                                                         const std::vector<uint32_t>& blind) {
-  if (allInputs_) return ranges;
   std::vector<trace::DeviceRange> fresh;
+  inputsToHash(ranges, roles, stream, blind, fresh);
+  return fresh;
+}
+
+void HashRules::inputsToHash(const std::vector<trace::DeviceRange>& ranges, const std::vector<OperandRole>& roles,
+                             uint64_t stream, const std::vector<uint32_t>& blind,
+                             std::vector<trace::DeviceRange>& fresh) {
+  if (allInputs_) {
+    fresh.assign(ranges.begin(), ranges.end());
+    return;
+  }
+  fresh.clear();
   for (size_t i = 0; i < ranges.size(); ++i) {
     const trace::DeviceRange& r = ranges[i];
     if (std::find(blind.begin(), blind.end(), r.allocation) != blind.end()) {
@@ -58,7 +69,6 @@ std::vector<trace::DeviceRange> HashRules::inputsToHash(const std::vector<trace:
     const bool made = !roles.empty() && roles[i] == OperandRole::kNotGiven;
     if (untouched && !made) fresh.push_back(r);
   }
-  return fresh;
 }
 
 

@@ -59,6 +59,9 @@ class HashRules {
   std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges,
                                                const std::vector<OperandRole>& roles, uint64_t stream,
                                                const std::vector<uint32_t>& blind);
+  // The same into `out` (its capacity reused).
+  void inputsToHash(const std::vector<trace::DeviceRange>& ranges, const std::vector<OperandRole>& roles,
+                    uint64_t stream, const std::vector<uint32_t>& blind, std::vector<trace::DeviceRange>& out);
   // What each of a launch's ranges is to the framework op it runs in
   // (operandRoles); empty when no op reported its operands. While the
   // framework layer follows its template (framework_context.h), those the

@@ -199,6 +199,14 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   void** const extra = call.extra;
   PartClock clock(options_.timeParts, partNs_);
   trace::KernelLaunch k = std::move(call.launch);
+  // The containers of a launch written earlier, emptied: assigned below,
+  // they keep their capacity and the launch allocates nothing for them.
+  LaunchStorage reuse;
+  takeLaunchStorage(reuse);
+  if (k.function.empty()) k.function.swap(reuse.function);
+  if (k.params.empty()) k.params.swap(reuse.params);
+  if (k.paramLayout.empty()) k.paramLayout.swap(reuse.paramLayout);
+  if (k.pointers.empty()) k.pointers.swap(reuse.pointers);
   k.api = launchApi(h, perThread);
   k.context = u64(cb.context);
 
@@ -215,7 +223,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   if (auto fromExtra = paramsFromExtra(extra)) {
     k.params = std::move(*fromExtra);
   } else if (fn->info.layoutKnown) {
-    k.params = packParams(kernelParams, fn->info.layout);
+    packParams(kernelParams, fn->info.layout, k.params);
   } else if (kernelParams != nullptr) {
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
                                "parameter layout unknown (driver lacks cuFuncGetParamInfo): parameters not captured");
@@ -258,7 +266,8 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   }
   k.pointers.reserve(scanned.size());
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
-  std::vector<trace::DeviceRange> ranges = referencedRanges(scanned, framework::blockAt);
+  std::vector<trace::DeviceRange> ranges = std::move(reuse.ranges);
+  referencedRanges(scanned, framework::blockAt, ranges);
   const std::string unreadable = unreadableOperands(scanned, device);
   clock.lap(kPointers);
 
@@ -317,9 +326,13 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   }
   if (k.hashed && !unreadable.empty()) k.annotations.emplace_back(std::in_place_type<trace::Note>, unreadable);
   if (k.hashed) {
-    pending->entry.before = hashing_.hashRanges(
-        pending->context, pending->stream,
-        snapshot ? ranges : hashing_.inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned)));
+    std::vector<trace::DeviceRange> inputs = std::move(reuse.inputs);
+    if (snapshot) {
+      inputs.assign(ranges.begin(), ranges.end());
+    } else {
+      hashing_.inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned), inputs);
+    }
+    pending->entry.before = hashing_.hashRanges(pending->context, pending->stream, std::move(inputs));
     if (snapshot)
       pending->entry.beforeSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
   }

@@ -9,14 +9,19 @@
 namespace gpurr::recorder {
 
 std::vector<uint8_t> packParams(void* const* kernelParams, std::span<const trace::ParamInfo> layout) {
+  std::vector<uint8_t> out;
+  packParams(kernelParams, layout, out);
+  return out;
+}
+
+void packParams(void* const* kernelParams, std::span<const trace::ParamInfo> layout, std::vector<uint8_t>& out) {
   size_t total = 0;
   for (const trace::ParamInfo& p : layout) total = std::max<size_t>(total, size_t{p.offset} + p.size);
-  std::vector<uint8_t> out(total, 0);
-  if (kernelParams == nullptr) return out;
+  out.assign(total, 0);
+  if (kernelParams == nullptr) return;
   for (size_t i = 0; i < layout.size(); ++i) {
     if (kernelParams[i] != nullptr) std::memcpy(out.data() + layout[i].offset, kernelParams[i], layout[i].size);
   }
-  return out;
 }
 
 std::optional<std::vector<uint8_t>> paramsFromExtra(void* const* extra) {
@@ -65,12 +70,19 @@ void scanPointers(std::span<const uint8_t> params, const AllocationMap& map, uin
 
 std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers,
                                                  const BlockLookup& blockAt) {
+  std::vector<trace::DeviceRange> out;
+  referencedRanges(pointers, blockAt, out);
+  return out;
+}
+
+void referencedRanges(std::span<const ScannedPointer> pointers, const BlockLookup& blockAt,
+                      std::vector<trace::DeviceRange>& out) {
   thread_local std::vector<const ScannedPointer*> sorted;  // this thread's, capacity kept
   sorted.clear();
   for (const ScannedPointer& p : pointers)
     if (p.readableBytes > 0) sorted.push_back(&p);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->address < b->address; });
-  std::vector<trace::DeviceRange> out;
+  out.clear();
   out.reserve(sorted.size());
   for (const ScannedPointer* p : sorted) {
     if (!out.empty()) {
@@ -86,7 +98,6 @@ std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer>
     }
     out.push_back(r);
   }
-  return out;
 }
 
 std::vector<OperandRole> operandRoles(std::span<const trace::DeviceRange> ranges,

@@ -18,6 +18,8 @@ namespace gpurr::recorder {
 // The parameter buffer from cuLaunchKernel's `kernelParams` (one pointer per
 // parameter) and the function's layout. Empty when the layout is empty.
 std::vector<uint8_t> packParams(void* const* kernelParams, std::span<const trace::ParamInfo> layout);
+// The same into `out` (its capacity reused).
+void packParams(void* const* kernelParams, std::span<const trace::ParamInfo> layout, std::vector<uint8_t>& out);
 
 // The parameter buffer from cuLaunchKernel's `extra` array
 // (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs); nothing when it holds none.
@@ -56,6 +58,9 @@ using BlockLookup = std::function<std::optional<std::pair<uint64_t, uint64_t>>(u
 // pointers the device cannot read through give no range.
 std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers,
                                                  const BlockLookup& blockAt = {});
+// The same into `out` (its capacity reused).
+void referencedRanges(std::span<const ScannedPointer> pointers, const BlockLookup& blockAt,
+                      std::vector<trace::DeviceRange>& out);
 
 // The extent of the one tensor a range lies in: the framework allocator's
 // block, or an allocation that holds a single tensor; nothing when the range

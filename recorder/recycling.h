@@ -15,10 +15,10 @@
 namespace gpurr::recorder {
 
 // Up to kKeep things of one kind, shared by every thread.
-template <typename Thing>
+template <typename Thing, std::size_t Keep = 4096>
 class Shelf {
  public:
-  static constexpr std::size_t kKeep = 4096;
+  static constexpr std::size_t kKeep = Keep;
   Shelf() { things_.reserve(kKeep); }
   bool take(Thing& out) {
     std::lock_guard lock(mu_);

@@ -4,9 +4,22 @@
 #include <algorithm>
 #include <chrono>
 
+#include "recorder/recycling.h"
 #include "recorder/reentrancy.h"
 
 namespace gpurr::recorder {
+
+namespace {
+
+// The launches' storage kept: enough for the entries in flight while the
+// trace thread keeps up, each of at most kLaunchStorageBytes (4 MiB in all).
+constexpr uint64_t kLaunchStorageBytes = 4096;
+Shelf<LaunchStorage, 1024>& launchShelf() {
+  static auto* s = new Shelf<LaunchStorage, 1024>;  // never destroyed: entries may be written at exit
+  return *s;
+}
+
+}  // namespace
 
 std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRange>& ranges,
                                                const std::vector<kernels::HashResult>& results) {
@@ -20,6 +33,27 @@ std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRa
     }
   }
   return out;
+}
+
+bool takeLaunchStorage(LaunchStorage& out) { return launchShelf().take(out); }
+
+void keepLaunchStorage(SinkEntry& entry) {
+  auto* k = std::get_if<trace::KernelLaunch>(&entry.event.payload);
+  if (k == nullptr) return;
+  LaunchStorage s{std::move(k->function), std::move(k->params), std::move(k->paramLayout), std::move(k->pointers),
+                  std::move(entry.after.ranges), std::move(entry.before.ranges)};
+  s.function.clear();
+  s.params.clear();
+  s.paramLayout.clear();
+  s.pointers.clear();
+  s.ranges.clear();
+  s.inputs.clear();
+  const uint64_t bytes = s.function.capacity() + s.params.capacity() +
+                         s.paramLayout.capacity() * sizeof(trace::ParamInfo) +
+                         s.pointers.capacity() * sizeof(trace::PointerParam) +
+                         (s.ranges.capacity() + s.inputs.capacity()) * sizeof(trace::DeviceRange);
+  if (bytes > kLaunchStorageBytes) return;  // a rare large launch: freed with the entry
+  launchShelf().put(s);  // a full shelf leaves `s` to be freed here
 }
 
 uint64_t entryHeapBytes(const SinkEntry& e) {
@@ -105,6 +139,7 @@ void TraceSink::push(SinkEntry&& entry) {
     // Inline mode: complete under the lock so that seq order is kept.
     entry.event.seq = nextSeq_++;
     complete(entry);
+    keepLaunchStorage(entry);
     ++done_;
     return;
   }
@@ -217,6 +252,7 @@ void TraceSink::run() {
       lock.unlock();
       if (options_.slowWriterUs != 0) std::this_thread::sleep_for(std::chrono::microseconds(options_.slowWriterUs));
       complete(entry);  // waits for the GPU and writes, unlocked
+      keepLaunchStorage(entry);
       unflushed = true;
       entry = SinkEntry{};  // release tickets before reporting done
       lock.lock();

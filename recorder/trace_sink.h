@@ -44,6 +44,27 @@ struct SinkEntry {
   std::vector<SnapshotCopy> afterSnapshots;   // outputs after it ran
 };
 
+// What a written launch leaves for the next launch to build its entry in:
+// its kernel name, parameters, layout, pointers, input and output ranges, emptied,
+// with their capacity (the launch path then allocates nothing for them).
+struct LaunchStorage {
+  std::string function;
+  std::vector<uint8_t> params;
+  std::vector<trace::ParamInfo> paramLayout;
+  std::vector<trace::PointerParam> pointers;
+  std::vector<trace::DeviceRange> ranges;  // the outputs'
+  std::vector<trace::DeviceRange> inputs;
+};
+
+// Takes the storage of a launch written earlier; false (and `out`
+// untouched) when none is kept.
+bool takeLaunchStorage(LaunchStorage& out);
+
+// After a launch's entry is written: keeps its containers, cleared, for a
+// later launch (those of up to 1024 launches, each at most 4 KiB; others
+// are freed with the entry).
+void keepLaunchStorage(SinkEntry& entry);
+
 // The host memory an entry holds while it waits in the ring, besides its
 // slot (estimated from its vectors' and strings' capacities).
 uint64_t entryHeapBytes(const SinkEntry& entry);

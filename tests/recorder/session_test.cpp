@@ -22,6 +22,7 @@
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/session.h"
+#include "recorder/trace_sink.h"
 #include "recorder/framework_context.h"
 #include "trace_format/hash.h"
 #include "trace_format/trace.h"
@@ -925,6 +926,75 @@ TEST_CASE("cuLaunchKernelEx: extra parameter buffer, attributes and cluster dims
   CHECK(k.pointers[0] == trace::PointerParam{8, 1, 100});
   REQUIRE(k.inputs.size() == 1);
   CHECK(k.inputs[0].digest == hash::hashBuffer({x.data() + 100, 200}));
+}
+
+TEST_CASE("a launch built in the storage of a written launch carries nothing of it", "[recorder][session]") {
+  // Launches of two kernels in turn, long and short: name, parameters,
+  // layout, pointers and ranges each grow and shrink from one launch to the
+  // next. The second run's launches all reuse storage the first run's (or
+  // its own earlier launches') left.
+  constexpr uint64_t kScale = 0xF01;
+  const FunctionInfo axpy = axpyInfo(0);
+  const FunctionInfo scale{"_Z5scalePf", 0, {{0, 8}}, true};
+  for (int run = 0; run < 2; ++run) {
+    Harness h;
+    h.device->functions[kAxpy] = axpy;
+    h.device->functions[kScale] = scale;
+    std::vector<uint8_t> x = randomBytes(3000, 1), y = randomBytes(2000, 2);
+    h.memAlloc(x);
+    h.memAlloc(y);
+    uint64_t px = addr(x.data()), py = addr(y.data()) + 8;
+    float a = 2.0f;
+    int n = 7;
+    void* axpyArgs[] = {&px, &py, &a, &n};
+    void* scaleArgs[] = {&py};
+    std::vector<uint8_t> axpyParams(24), scaleParams(8);
+    std::memcpy(axpyParams.data(), &px, 8);
+    std::memcpy(axpyParams.data() + 8, &py, 8);
+    std::memcpy(axpyParams.data() + 16, &a, 4);
+    std::memcpy(axpyParams.data() + 20, &n, 4);
+    std::memcpy(scaleParams.data(), &py, 8);
+    for (int i = 0; i < 3; ++i) {
+      h.launch(kAxpy, axpyArgs, 0x5);
+      h.launch(kScale, scaleArgs, 0x5);
+      h.launch(kScale, scaleArgs, 0x5);
+    }
+    const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+    REQUIRE(launches.size() == 9);
+    for (size_t i = 0; i < launches.size(); ++i) {
+      INFO("run " << run << ", launch " << i);
+      const trace::KernelLaunch& k = launches[i];
+      CHECK(k.hashed);
+      CHECK(k.annotations.empty());
+      if (i % 3 == 0) {
+        CHECK(k.function == axpy.name);
+        CHECK(k.params == axpyParams);
+        CHECK(k.paramLayout == axpy.layout);
+        CHECK(k.pointers == std::vector<trace::PointerParam>{{0, 1, 0}, {8, 2, 8}});
+        REQUIRE(k.outputs.size() == 2);
+        CHECK(k.outputs[static_cast<size_t>(px > py)].range == trace::DeviceRange{px, 3000, 1, 0});
+        CHECK(k.outputs[static_cast<size_t>(px < py)].range == trace::DeviceRange{py, 2000 - 8, 2, 8});
+      } else {
+        CHECK(k.function == scale.name);
+        CHECK(k.params == scaleParams);
+        CHECK(k.paramLayout == scale.layout);
+        CHECK(k.pointers == std::vector<trace::PointerParam>{{0, 2, 8}});
+        REQUIRE(k.outputs.size() == 1);
+        CHECK(k.outputs[0].range == trace::DeviceRange{py, 2000 - 8, 2, 8});
+      }
+    }
+    CHECK(h.warnings.empty());
+  }
+  // What is kept for the next launch is empty, its capacity kept.
+  LaunchStorage kept;
+  REQUIRE(takeLaunchStorage(kept));
+  CHECK(kept.function.empty());
+  CHECK(kept.params.empty());
+  CHECK(kept.paramLayout.empty());
+  CHECK(kept.pointers.empty());
+  CHECK(kept.ranges.empty());
+  CHECK(kept.inputs.empty());
+  CHECK(kept.params.capacity() >= 8);
 }
 
 TEST_CASE("VMM mappings bound the hashed range, module names come from the cubin", "[recorder][session]") {
