@@ -164,9 +164,24 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
     d.inputsIdentical = compareRanges(ctx, va.inputs, vb.inputs, d.inputs);
   }
   compareRanges(ctx, va.outputs, vb.outputs, d.outputs);
+  // Stale words, and the ranges hashed through them in one run alone, weigh
+  // nothing: the rest of the evidence decides (docs/DIFF.md, "What a range
+  // of one run alone weighs").
+  Evidence stale{EvidenceKind::kStaleWords, {0, 0, 0}};
   if (va.launch && vb.launch) {
+    const std::vector<uint32_t> staleA = staleWordAllocations(*va.launch, *vb.launch);
+    const std::vector<uint32_t> staleB = staleWordAllocations(*vb.launch, *va.launch);
+    auto through = [&](const RangeDifference& r) { return throughStaleWord(r, staleA, staleB); };
+    stale.numbers[1] = std::erase_if(d.inputs, through) + std::erase_if(d.outputs, through);
+    if (d.inputs.empty()) d.inputsIdentical = true;
     d.params = compareParams(ctx, *va.launch, *vb.launch);
     d.paramsIdentical = d.params.empty();
+    for (const ParamDifference& p : d.params) {
+      if (!isStaleWord(p)) continue;
+      ++stale.numbers[0];
+      // 0 in the other run: it may be an optional pointer the kernel reads.
+      if (wordAt(*va.launch, p.offset) == 0 || wordAt(*vb.launch, p.offset) == 0) stale.numbers[2] = 1;
+    }
     d.determinismA = annotation<DeterminismCheck>(va.launch->annotations);
     d.determinismB = annotation<DeterminismCheck>(vb.launch->annotations);
   } else if (va.memset && vb.memset) {
@@ -231,6 +246,7 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
     return;
   }
 
+  const bool hasStale = stale.numbers[0] > 0 || stale.numbers[1] > 0;
   if (!d.inputsIdentical) {
     checkWritten(historyA, d.inputs, true);
     checkWritten(historyB, d.inputs, false);
@@ -261,12 +277,13 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
       d.evidence.push_back({EvidenceKind::kUnrecordedWrite});
     }
     d.mechanism = d.cause;
+    if (hasStale) d.evidence.push_back(stale);
     return;
   }
 
-  // Same inputs. Parameters? (Host addresses do not count.)
+  // Same inputs. Parameters? (Host addresses and stale words do not count.)
   const size_t hostParams = std::ranges::count_if(d.params, isHostParameter);
-  const size_t differing = d.params.size() - hostParams;
+  const size_t differing = d.params.size() - hostParams - stale.numbers[0];
   if (va.launch && vb.launch) {
     const auto rngA = rngStates(*va.launch), rngB = rngStates(*vb.launch);
     bool rngDiffers = rngA.size() != rngB.size();
@@ -275,7 +292,7 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
     }
     const bool allInRng =
         differing > 0 && std::ranges::all_of(d.params, [](const ParamDifference& p) {
-          return isHostParameter(p) || isRngParameter(p);
+          return weighsNothing(p) || isRngParameter(p);
         });
     if (allInRng || (differing == 0 && rngDiffers)) {
       d.cause = Cause::kRngState;
@@ -297,13 +314,14 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
       const bool curand = std::any_of(rngA.begin(), rngA.end(),
                                       [](const RngState* r) { return r->source == "curand"; });
       d.evidence.push_back({EvidenceKind::kSeedHint, {curand}});
+      if (hasStale) d.evidence.push_back(stale);
       return;
     }
   }
   if (differing > 0) {
     d.cause = Cause::kScalarParameters;
     d.mechanism = d.cause;
-    const ParamDifference& p = *std::ranges::find_if_not(d.params, isHostParameter);
+    const ParamDifference& p = *std::ranges::find_if_not(d.params, weighsNothing);
     d.summary = fmt::format("scalar parameters: same kernel and inputs; {} differ{}",
                             differing == 1 ? (p.param >= 0 ? fmt::format("parameter {}", p.param)
                                                            : fmt::format("parameter bytes {:#x}", p.offset))
@@ -325,16 +343,19 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
                             "compared",
                             plural(d.inputsUncompared, "input"));
     d.evidence.push_back({EvidenceKind::kHashInputsHint});
+    if (hasStale) d.evidence.push_back(stale);
     return;
   }
   d.cause = Cause::kNondeterministicKernel;
   d.mechanism = d.cause;
   d.summary = "nondeterministic kernel: same inputs and parameters, different outputs";
   d.evidence.push_back({EvidenceKind::kSameInputs,
-                        {d.inputsVouched, d.inputCount, hostParams, d.outputs.size(), d.outputCount}});
+                        {d.inputsVouched, d.inputCount, hostParams, d.outputs.size(), d.outputCount,
+                         stale.numbers[0]}});
   if (hostParams > 0) {
     d.evidence.push_back({EvidenceKind::kHostAddresses});
   }
+  if (hasStale) d.evidence.push_back(stale);
   d.evidence.push_back({EvidenceKind::kIntrinsic});
 }
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/demangle.h"
@@ -97,21 +98,19 @@ std::string differingWords(std::span<const uint8_t> a, std::span<const uint8_t> 
   return out;
 }
 
-// The word at `at` of a launch's parameters, where the other run's launch has
-// a pointer and this one none.
-std::optional<uint64_t> wordAt(const KernelLaunch& k, uint32_t at) {
-  if (uint64_t{at} + 8 > k.params.size()) return std::nullopt;
-  uint64_t u;
-  std::memcpy(&u, k.params.data() + at, 8);
-  return u;
-}
-
 std::string notAPointer(const KernelLaunch& k, uint32_t at) {
   const std::optional<uint64_t> u = wordAt(k, at);
   return u ? fmt::format("{:#018x} (not a pointer)", *u) : "not a pointer";
 }
 
 }  // namespace
+
+std::optional<uint64_t> wordAt(const KernelLaunch& k, uint32_t at) {
+  if (uint64_t{at} + 8 > k.params.size()) return std::nullopt;
+  uint64_t u;
+  std::memcpy(&u, k.params.data() + at, 8);
+  return u;
+}
 
 bool sameRange(const Context& ctx, const DeviceRange& a, const DeviceRange& b) {
   if (a.size != b.size) return false;
@@ -178,13 +177,30 @@ bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
 
 // The meaning of a pointer that `with` has at `at` and `without` has not:
 // a stale address inside a parameter passed by value that is no pointer itself
-// (a struct), where the other run's word is no null pointer either; else a
-// pointer that points elsewhere.
+// (a struct), whatever the other run's word holds, 0 included; else (a
+// parameter of its own) a pointer that points elsewhere or is null.
 ParamMeaning pointerMeaning(const KernelLaunch& with, const KernelLaunch& without, uint32_t at) {
   const int32_t p = parameterAt(with, at);
-  const std::optional<uint64_t> other = wordAt(without, at);
   const bool inStruct = p >= 0 && with.paramLayout[p].size > 8;
-  return inStruct && other && *other != 0 ? ParamMeaning::kStaleAddress : ParamMeaning::kPointer;
+  return inStruct && wordAt(without, at) ? ParamMeaning::kStaleAddress : ParamMeaning::kPointer;
+}
+
+std::vector<uint32_t> staleWordAllocations(const KernelLaunch& with, const KernelLaunch& without) {
+  std::vector<uint32_t> out;
+  for (const PointerParam& p : with.pointers) {
+    if (std::ranges::any_of(without.pointers, [&](const PointerParam& q) { return q.byteOffset == p.byteOffset; }))
+      continue;
+    if (pointerMeaning(with, without, p.byteOffset) == ParamMeaning::kStaleAddress) out.push_back(p.allocation);
+  }
+  return out;
+}
+
+bool throughStaleWord(const RangeDifference& d, const std::vector<uint32_t>& staleA,
+                      const std::vector<uint32_t>& staleB) {
+  if ((d.a.size != 0) == (d.b.size != 0)) return false;
+  const DeviceRange& alone = d.a.size != 0 ? d.a : d.b;
+  const std::vector<uint32_t>& through = d.a.size != 0 ? staleA : staleB;
+  return alone.allocation != 0 && std::ranges::find(through, alone.allocation) != through.end();
 }
 
 // Parameter differences after pointer normalisation, grouped by parameter.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "diff/model.h"
@@ -13,6 +14,14 @@ namespace gpurr::diff {
 inline bool isHostParameter(const ParamDifference& p) { return p.meaning == ParamMeaning::kHostAddresses; }
 inline bool isPointerParameter(const ParamDifference& p) { return p.meaning == ParamMeaning::kPointer; }
 inline bool isRngParameter(const ParamDifference& p) { return p.meaning == ParamMeaning::kRngState; }
+inline bool isStaleWord(const ParamDifference& p) { return p.meaning == ParamMeaning::kStaleAddress; }
+// Parameter bytes that decide nothing by themselves: host addresses, stale
+// device addresses of one run (docs/DIFF.md, "What a range of one run alone
+// weighs").
+inline bool weighsNothing(const ParamDifference& p) { return isHostParameter(p) || isStaleWord(p); }
+
+// The 8-byte word at byte `at` of a launch's parameters (nullopt past their end).
+std::optional<uint64_t> wordAt(const KernelLaunch& k, uint32_t at);
 
 // Whether two ranges are the same bytes, by allocation identity, offset and size.
 bool sameRange(const Context& ctx, const DeviceRange& a, const DeviceRange& b);
@@ -28,5 +37,15 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
 // The meaning of a pointer that `with` has at `at` and `without` has not:
 // a stale address or a pointer.
 ParamMeaning pointerMeaning(const KernelLaunch& with, const KernelLaunch& without, uint32_t at);
+
+// The allocations into which the stale words of `with` point: its pointers
+// that `without` lacks and that are device addresses in one run only.
+std::vector<uint32_t> staleWordAllocations(const KernelLaunch& with, const KernelLaunch& without);
+
+// Whether a range difference is a range of one run alone that lies in an
+// allocation a stale word of that run points into: the recorder hashed it
+// through the stale word, and it weighs nothing.
+bool throughStaleWord(const RangeDifference& d, const std::vector<uint32_t>& staleA,
+                      const std::vector<uint32_t>& staleB);
 
 }  // namespace gpurr::diff

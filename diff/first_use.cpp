@@ -125,12 +125,30 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
   d.inputsIdentical = compareRanges(ctx, a, b, d.inputs);
   for (RangeDifference& r : d.inputs) r.index = index[r.index];
 
-  // A run that hashes every range (hashInputs) has no history to disagree with.
+  // A run that hashes every range (hashInputs) has no history to disagree
+  // with. A range the recorder hashed through a stale word of that run's
+  // weighs nothing (docs/DIFF.md, "What a range of one run alone weighs").
   const bool firstUseA = !ctx.a.reader->header().options.hashInputs;
   const bool firstUseB = !ctx.b.reader->header().options.hashInputs;
+  std::vector<uint32_t> staleA, staleB;
+  if (va.launch && vb.launch) {
+    staleA = staleWordAllocations(*va.launch, *vb.launch);
+    staleB = staleWordAllocations(*vb.launch, *va.launch);
+  }
+  auto counts = [](const RangeDigest& r, const std::vector<uint32_t>& stale) {
+    return r.range.allocation == 0 || std::ranges::find(stale, r.range.allocation) == stale.end();
+  };
   size_t oneSided = 0;
-  if (firstUseA) oneSided += va.inputs.size() - a.size();
-  if (firstUseB) oneSided += std::count(matchedB.begin(), matchedB.end(), false);
+  for (size_t i = 0, j = 0; firstUseA && i < va.inputs.size(); ++i) {
+    if (j < index.size() && index[j] == i) {
+      ++j;
+    } else if (counts(va.inputs[i], staleA)) {
+      ++oneSided;
+    }
+  }
+  for (size_t j = 0; firstUseB && j < vb.inputs.size(); ++j) {
+    if (!matchedB[j] && counts(vb.inputs[j], staleB)) ++oneSided;
+  }
   if (oneSided > 0) {
     d.evidence.push_back({EvidenceKind::kOneSidedHashes, {oneSided}});
   }

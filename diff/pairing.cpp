@@ -22,17 +22,16 @@ bool staleWordsOnly(const Context& ctx, const Event& ea, const Event& eb) {
   const auto* a = std::get_if<KernelLaunch>(&ea.payload);
   const auto* b = std::get_if<KernelLaunch>(&eb.payload);
   if (a == nullptr || b == nullptr || a->function != b->function) return false;
-  std::vector<uint32_t> staleA, staleB;  // allocations a stale word of each run points into
-  auto stale = [](const KernelLaunch& with, const KernelLaunch& without, std::vector<uint32_t>& out) {
-    for (const PointerParam& p : with.pointers) {
-      if (std::ranges::any_of(without.pointers, [&](const PointerParam& q) { return q.byteOffset == p.byteOffset; }))
-        continue;
-      if (pointerMeaning(with, without, p.byteOffset) != ParamMeaning::kStaleAddress) return false;
-      out.push_back(p.allocation);
-    }
-    return true;
+  // Every pointer of one run alone a stale word, and at least one.
+  const std::vector<uint32_t> staleA = staleWordAllocations(*a, *b), staleB = staleWordAllocations(*b, *a);
+  auto alone = [](const KernelLaunch& with, const KernelLaunch& without) {
+    return std::ranges::count_if(with.pointers, [&](const PointerParam& p) {
+      return std::ranges::none_of(without.pointers, [&](const PointerParam& q) { return q.byteOffset == p.byteOffset; });
+    });
   };
-  if (!stale(*a, *b, staleA) || !stale(*b, *a, staleB) || (staleA.empty() && staleB.empty())) return false;
+  if (staleA.size() != static_cast<size_t>(alone(*a, *b)) || staleB.size() != static_cast<size_t>(alone(*b, *a)) ||
+      (staleA.empty() && staleB.empty()))
+    return false;
   for (const PointerParam& pa : a->pointers) {
     for (const PointerParam& pb : b->pointers) {
       if (pa.byteOffset == pb.byteOffset &&
@@ -43,12 +42,8 @@ bool staleWordsOnly(const Context& ctx, const Event& ea, const Event& eb) {
   auto agree = [&](const std::vector<RangeDigest>& ra, const std::vector<RangeDigest>& rb) {
     std::vector<RangeDifference> differences;
     compareRanges(ctx, ra, rb, differences);
-    return std::ranges::all_of(differences, [&](const RangeDifference& d) {
-      if (d.a.size != 0 && d.b.size != 0) return false;
-      const DeviceRange& alone = d.a.size != 0 ? d.a : d.b;
-      const std::vector<uint32_t>& through = d.a.size != 0 ? staleA : staleB;
-      return alone.allocation != 0 && std::ranges::find(through, alone.allocation) != through.end();
-    });
+    return std::ranges::all_of(differences,
+                               [&](const RangeDifference& d) { return throughStaleWord(d, staleA, staleB); });
   };
   return agree(a->inputs, b->inputs) && agree(a->outputs, b->outputs);
 }

@@ -196,7 +196,9 @@ enum class EvidenceKind : uint8_t {
   // The kernel.
   kHashInputsHint,
   kSameInputs,               // inputs vouched for, inputs hashed, parameters holding host addresses,
-                             // outputs differing, outputs
+                             // outputs differing, outputs, stale words
+  kStaleWords,               // stale words, ranges of one run alone hashed through them, whether the other
+                             // run's word is 0 (1) in one of them
   kHostAddresses,
   kIntrinsic,
   kRecorderReran,            // runs, run (0: A, 1: B), distinct results

@@ -163,10 +163,26 @@ std::string sentence(const Evidence& e) {
                                      "operations that touched them gave identical outputs)",
                                      hashed == 0 ? "" : plural(hashed, "input") + " hashed at first use, ",
                                      plural(vouched, "input"));
+      const uint64_t stale = n.size() > 5 ? n[5] : 0;
+      std::vector<std::string> but;
+      if (host != 0) but.push_back(fmt::format("host addresses in {}", plural(host, "parameter")));
+      if (stale != 0) but.push_back(plural(stale, "stale word"));
       return fmt::format("{}, parameters identical after pointer normalisation{}; {} of {} output{} differ{}", inputs,
-                         host == 0 ? "" : fmt::format(" but for host addresses in {}", plural(host, "parameter")),
-                         differ, outputs, outputs == 1 ? "" : "s", differ == 1 ? "s" : "");
+                         but.empty() ? "" : fmt::format(" but for {}", fmt::join(but, " and ")), differ, outputs,
+                         outputs == 1 ? "" : "s", differ == 1 ? "s" : "");
     }
+    case EvidenceKind::kStaleWords:
+      return fmt::format(
+          "{}{}: a word of a struct passed by value that points into an allocation in one run only (an unused "
+          "part of the struct holding a device address the host stack left there) decides nothing; the other "
+          "evidence does{}",
+          n[0] == 0 ? std::string("ranges hashed through stale words") : plural(n[0], "stale word"),
+          n[1] == 0 ? "" : fmt::format(" ({} hashed through {} in one run alone, not compared)",
+                                       plural(n[1], "range"), n[0] == 1 ? "it" : "them"),
+          n[2] == 0 ? ""
+                    : "; the other run holds 0 there: if the kernel reads an optional pointer at that word, the "
+                      "runs' parameters really differ, which re-executing the launch (gpurr bisect, gpurr replay) "
+                      "would show");
     case EvidenceKind::kHostAddresses:
       return "the parameter bytes that differ hold, in both runs, host addresses in no recorded allocation: the "
              "unused parts of structs passed by value, references to host objects; address-space randomisation "

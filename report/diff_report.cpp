@@ -41,12 +41,6 @@ namespace {
 // ------------------------------------------------------------ text
 
 
-std::string shortName(const std::string& name, size_t max = 100) {
-  std::string d = demangle(name);
-  if (d.size() > max) d = d.substr(0, max - 3) + "...";
-  return d;
-}
-
 std::string opLine(const OpInfo& o) {
   std::string s = fmt::format("#{} {}", o.seq, o.kind == OpKind::kLaunch ? shortName(o.name, 80) : o.name);
   if (o.kind == OpKind::kLaunch) s += fmt::format(" grid {} block {}", dim(o.grid), dim(o.block));
@@ -342,19 +336,7 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
   }
   // The pairs matched despite a benign difference, a line for each kind.
   auto absorbed = [&] {
-    for (const auto& [paired, what] :
-         {std::pair{&p.pairedDespiteStaleWords, "a stale word (a device address in one run only inside a struct "
-                                                "parameter, every range both runs hashed equal)"},
-          std::pair{&p.pairedDespiteLaunchConfiguration, "another launch configuration (the same kernel, "
-                                                         "parameters and ranges)"},
-          std::pair{&p.pairedDespiteRenamedAllocation, "a renamed allocation (its first use differs; the same "
-                                                       "kernel, parameters and ranges)"}}) {
-      if (paired->count == 0) continue;
-      const OpInfo& o = *paired->first;
-      os << fmt::format("  {:<8} {} launch{} paired despite {}; the first: {} {} (run A #{})\n", "paired",
-                        withCommas(paired->count), paired->count == 1 ? "" : "es", what, opTitle(o),
-                        shortName(o.name, 60), o.seq);
-    }
+    for (const std::string& line : pairedDespiteLines(p)) os << fmt::format("  {:<8} {}\n", "paired", line);
   };
   if (p.identical && !p.gaps.empty()) {
     os << st.yellow(fmt::format("not known: {} operations match, with equal parameters and outputs, up to where {}; "

@@ -6,9 +6,16 @@
 #include <algorithm>
 
 #include "diff/wording.h"
+#include "report/text.h"
 
 namespace gpurr::report {
 using namespace gpurr::diff;
+
+std::string shortName(const std::string& name, size_t max) {
+  std::string d = demangle(name);
+  if (d.size() > max) d = d.substr(0, max - 3) + "...";
+  return d;
+}
 
 std::string opTitle(const OpInfo& o) {
   if (o.kind == OpKind::kLaunch) return fmt::format("launch #{}", o.launchIndex);
@@ -39,5 +46,23 @@ std::string spansText(const RangeDifference& r, size_t shown) {
 const std::string& causeSummary(const FirstDivergence& d) { return d.summary; }
 
 std::vector<std::string> evidenceSentences(const FirstDivergence& d) { return sentences(d.evidence); }
+
+std::vector<std::string> pairedDespiteLines(const ProcessDiff& p) {
+  std::vector<std::string> out;
+  for (const auto& [paired, what] :
+       {std::pair{&p.pairedDespiteStaleWords, "a stale word (a device address in one run only inside a struct "
+                                              "parameter, every range both runs hashed equal)"},
+        std::pair{&p.pairedDespiteLaunchConfiguration, "another launch configuration (the same kernel, "
+                                                       "parameters and ranges)"},
+        std::pair{&p.pairedDespiteRenamedAllocation, "a renamed allocation (its first use differs; the same "
+                                                     "kernel, parameters and ranges)"}}) {
+    if (paired->count == 0) continue;
+    const OpInfo& o = *paired->first;
+    out.push_back(fmt::format("{} launch{} paired despite {}; the first: {} {} (run A #{})",
+                              withCommas(paired->count), paired->count == 1 ? "" : "es", what, opTitle(o),
+                              shortName(o.name, 60), o.seq));
+  }
+  return out;
+}
 
 }  // namespace gpurr::report

@@ -12,6 +12,9 @@
 
 namespace gpurr::report {
 
+// A kernel's demangled name, cut to `max` characters.
+std::string shortName(const std::string& name, size_t max = 100);
+
 // "launch #5", "memcpy (operation #3)", "graph launch (operation #9)".
 std::string opTitle(const diff::OpInfo& o);
 // The same with a copy's or a set's own name: "memcpy HtoD (operation #3)".
@@ -32,5 +35,10 @@ const std::string& causeSummary(const diff::FirstDivergence& d);
 // What the verdict rests on, one sentence each (diff/wording.h makes them
 // from the evidence's data).
 std::vector<std::string> evidenceSentences(const diff::FirstDivergence& d);
+
+// The launches a process's diff paired despite a benign difference, a line
+// for each kind ("3 launches paired despite a stale word (...); the first:
+// launch #12 ..."), so that the pairing can be audited.
+std::vector<std::string> pairedDespiteLines(const diff::ProcessDiff& p);
 
 }  // namespace gpurr::report

@@ -35,6 +35,7 @@ struct Launch {
   std::vector<int> inputs;
   int output;
   int staleTarget = -1;     // run B: word 1 of the functor points into this buffer
+  bool nullWord = false;   // word 1 of the functor holds 0 (in run A, and in run B without staleTarget)
   bool otherGrid = false;  // run B: launched with another grid
   bool perturb = false;    // its output comes out different
 };
@@ -86,7 +87,7 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool ru
       k.inputs.push_back({range(in), content.at(in), {}, std::nullopt});
       out = hash::fmix(out ^ content.at(in));
     }
-    uint64_t functor[4] = {0, 0x00007ffc1a9fdfd0, 0, 0};
+    uint64_t functor[4] = {0, l.nullWord ? 0 : uint64_t{0x00007ffc1a9fdfd0}, 0, 0};
     const bool stale = runB && l.staleTarget >= 0;
     if (stale) functor[1] = live.at(l.staleTarget).address + 0x100;
     const uint32_t at = appendParam(k, functor, sizeof functor, 8);
@@ -186,6 +187,51 @@ TEST_CASE("after stale words, the one launch that differs is named alone", "[dif
     CHECK_FALSE(d.firstDivergence->path);
     CHECK(d.firstDivergence->a.index == perturbed);
     CHECK(d.firstDivergence->cause == diff::Cause::kNondeterministicKernel);
+    CHECK(d.blast.independentCount == 0);
+  }
+}
+
+TEST_CASE("a stale device address where the other run holds 0 is no divergence either", "[diff][property]") {
+  Runs runs;
+  for (uint64_t seed = 300; seed < 320; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<Launch> a = randomProgram(rng);
+    for (Launch& l : a) l.nullWord = true;
+    std::vector<Launch> b = a;
+    const size_t planted = plantStaleWord(b, rng, b.size());
+    INFO("seed " << seed << ", a stale word over 0 in launch " << planted);
+    const diff::ProcessDiff d = runs.diff(a, b);
+    CHECK(d.identical);
+    CHECK(d.pathDivergenceCount == 0);
+    CHECK(d.pairedDespiteStaleWords.count == 1);
+  }
+}
+
+// The stale word sits in the launch whose output differs: the other evidence
+// (same inputs, different outputs) decides, over 0 or over a host address.
+TEST_CASE("a stale word at the divergent launch leaves the cause to the other evidence", "[diff][property]") {
+  Runs runs;
+  for (uint64_t seed = 400; seed < 440; ++seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<Launch> a = randomProgram(rng);
+    const size_t perturbed = 60 + std::uniform_int_distribution<size_t>(0, 30)(rng);
+    a[perturbed].nullWord = seed % 2 == 0;
+    std::vector<Launch> b = a;
+    std::vector<int> used;
+    laterLaunches(b, perturbed, &used);
+    b[perturbed].staleTarget = used[std::uniform_int_distribution<size_t>(0, used.size() - 1)(rng)];
+    b[perturbed].perturb = true;
+    INFO("seed " << seed << ", launch " << perturbed << (a[perturbed].nullWord ? ", over 0" : ""));
+    const diff::ProcessDiff d = runs.diff(a, b);
+    CHECK(d.pathDivergenceCount == 0);
+    REQUIRE(d.firstDivergence.has_value());
+    INFO(d.firstDivergence->summary);
+    CHECK_FALSE(d.firstDivergence->path);
+    CHECK(d.firstDivergence->a.index == perturbed);
+    CHECK(d.firstDivergence->cause == diff::Cause::kNondeterministicKernel);
+    CHECK(d.firstDivergence->inputsUncompared == 0);
+    CHECK(std::ranges::any_of(d.firstDivergence->evidence,
+                              [](const diff::Evidence& e) { return e.kind == diff::EvidenceKind::kStaleWords; }));
     CHECK(d.blast.independentCount == 0);
   }
 }
