@@ -187,7 +187,9 @@ std::string sentence(const Evidence& e) {
              "another order of additions";
     case EvidenceKind::kNcclSettings: {
       std::vector<std::string> fields;
-      for (size_t i = 0; i + 2 < t.size(); i += 3) fields.push_back(fmt::format("{} (run A {}, run B {})", t[i], t[i + 1], t[i + 2]));
+      for (size_t i = 0; i + 2 < t.size(); i += 3) {
+        fields.push_back(fmt::format("{} (run A {}, run B {})", t[i], t[i + 1], t[i + 2]));
+      }
       return fmt::format("NCCL's settings differ between the runs: {}; they decide the algorithm and protocol of "
                          "each collective, and so the order of its additions",
                          fmt::join(fields, ", "));

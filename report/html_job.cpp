@@ -83,14 +83,16 @@ void renderRanks(Page& page, const RunComparison& c, const JobView& job) {
     const RankVerdict* v = nullptr;
     for (const RankVerdict& r : job.ranks) v = r.process == p ? &r : v;
     if (!v) {
-      page.addf("<tr><td>{}</td><td><code>{}</code></td><td class=\"ok\">{}</td><td colspan=\"4\" class=\"muted\">{}</td></tr>\n",
-                rank, e(pd.name), pd.identical ? "identical" : "not known",
+      page.addf("<tr><td>{}</td><td><code>{}</code></td><td class=\"{}\">{}</td>"
+                "<td colspan=\"4\" class=\"muted\">{}</td></tr>\n",
+                rank, e(pd.name), pd.identical ? "ok" : "", pd.identical ? "identical" : "not known",
                 pd.identical ? "no divergence" : "compared up to a gap in a trace");
       continue;
     }
     const diff::FirstDivergence& d = *pd.firstDivergence;
-    page.addf("<tr><td><b>{}</b></td><td><code>{}</code></td><td class=\"{}\">{}</td><td>{} <span class=\"muted\">(run A event "
-              "#{}, after {})</span></td><td>{}</td><td>{}</td><td><span class=\"cause\">{}</span></td></tr>\n",
+    page.addf("<tr><td><b>{}</b></td><td><code>{}</code></td><td class=\"{}\">{}</td><td>{} <span class=\"muted\">"
+              "(run A event #{}, after {})</span></td><td>{}</td><td>{}</td><td><span class=\"cause\">{}</span></td>"
+              "</tr>\n",
               rank, e(pd.name), v->origin ? "bad" : "", v->origin ? "origin" : "receiver", e(divergenceWhere(d)), d.a.seq,
               plural(v->collectivesBefore, "collective", "collectives"), e(lineOf(d.a.origin)), e(stepOf(d.a.origin)),
               e(diff::toString(d.cause)));

@@ -135,7 +135,9 @@ std::string collectiveText(const Collective& c) {
   std::string s = c.call.empty() ? toString(c.op) : c.call;
   if (!c.reduceOp.empty()) s += " " + c.reduceOp;
   s += fmt::format(" {} {}", c.count, c.dataType.empty() ? "elements" : c.dataType);
-  if (c.peer >= 0) s += fmt::format(" {} {}", c.op == CollectiveOp::kSend || c.op == CollectiveOp::kRecv ? "peer" : "root", c.peer);
+  if (c.peer >= 0) {
+    s += fmt::format(" {} {}", c.op == CollectiveOp::kSend || c.op == CollectiveOp::kRecv ? "peer" : "root", c.peer);
+  }
   s += " (";
   if (!c.processGroup.empty()) s += fmt::format("process group {}, ", c.processGroup);
   return s + fmt::format("communicator {:016x}, #{})", c.communicator, c.sequence);
@@ -342,7 +344,8 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
   for (const SpreadStep& s : job.spread) {
     const std::string what = spreadCollectiveText(s);
     if (!s.from.empty()) {
-      os << fmt::format("spread: {} carried the divergence from {} to {}", what, ranksText(s.from), ranksText(s.to)) << '\n';
+      os << fmt::format("spread: {} carried the divergence from {} to {}", what, ranksText(s.from), ranksText(s.to))
+         << '\n';
     } else if (s.everyRankSeen) {
       os << fmt::format("spread: {} gave {} different data, although every rank sent it identical data", what,
                         ranksText(s.to))
