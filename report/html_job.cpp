@@ -106,8 +106,8 @@ void renderSpread(Page& page, const JobView& job) {
            "<th>from</th><th>to</th></tr></thead><tbody>\n");
   for (const SpreadStep& s : job.spread) {
     const string from = !s.from.empty()    ? ranksText(s.from)
-                        : s.everyRankSeen ? "no rank: every rank sent identical data"
-                                          : "no rank recorded in both runs sent other data";
+                        : s.everyRankSentIdentical ? "no rank: every rank sent identical data"
+                                                   : "no rank recorded in both runs sent other data";
     page.addf("<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", e(s.collective),
               e(lineOf(s.origin)), e(stepOf(s.origin)), e(from), e(ranksText(s.to)));
   }

@@ -35,6 +35,7 @@ struct Issued {
   uint64_t count = 0;
   std::string dataType;
   int32_t commSize = 0;
+  bool reduces = false;
   std::vector<uint64_t> sent;  // its inputs' digests
 };
 
@@ -68,7 +69,8 @@ bool collectIssues(const RunComparison& c, bool runB, Issues& issues, std::map<u
       if (e.kind != EventKind::kCollective) return true;
       any = true;
       const Key key{static_cast<int>(e.collectiveSource), e.communicator, e.collectiveSequence};
-      Issued& issued = issues[key][p] = Issued{e.seq, e.collectiveOp, e.count, std::string(e.dataType), e.commSize, {}};
+      Issued& issued = issues[key][p] = Issued{e.seq, e.collectiveOp, e.count, std::string(e.dataType), e.commSize,
+                                                  !e.reduceOp.empty(), {}};
       for (const ScanRange& r : e.inputs) issued.sent.push_back(r.digest);
       if (!runB) keyOf[{p, e.seq}] = key;
       auto& m = members[e.communicator];
@@ -171,7 +173,9 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
     s.communicator = communicator;
     s.sequence = sequence;
     const int32_t size = inA.begin()->second.commSize;
-    s.everyRankSeen = communicator != 0 && (size <= 0 || in.size() == static_cast<size_t>(size));
+    s.reduces = inA.begin()->second.reduces;
+    // Every rank seen, in both runs, with what it sent hashed.
+    bool seen = communicator != 0 && (size <= 0 || in.size() == static_cast<size_t>(size));
     for (size_t p : in) {
       const auto a = inA.find(p);
       const Issued* b = nullptr;
@@ -179,11 +183,13 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
         if (const auto it = inB->second.find(p); it != inB->second.end()) b = &it->second;
       }
       if (a == inA.end() || !b) {
-        s.everyRankSeen = false;  // not recorded there in both runs
+        seen = false;  // not recorded there in both runs
         continue;
       }
+      seen = seen && !a->second.sent.empty() && !b->sent.empty();
       if (a->second.sent != b->sent) s.from.push_back(ranks[p]);
     }
+    s.everyRankSentIdentical = seen && s.from.empty();
     uint64_t before = UINT64_MAX;
     for (const RankVerdict* v : receivers) {
       s.to.push_back(v->rank);
@@ -292,7 +298,7 @@ std::optional<JobView> jobView(const RunComparison& c) {
   job.spread = spreadOf(c, job, issues, members[0], ranks, keyOf);
   for (size_t i = 0; i < job.spread.size(); ++i) {
     const SpreadStep& s = job.spread[i];
-    if (!s.from.empty() || !s.everyRankSeen) continue;
+    if (!s.everyRankSentIdentical || !s.reduces) continue;
     job.reductionOrderAt = i;
     job.cause = diff::reductionOrderVerdict(s.collective, members[0].at(s.communicator).size(), ncclSettings(c));
     break;
@@ -346,13 +352,13 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
     if (!s.from.empty()) {
       os << fmt::format("spread: {} carried the divergence from {} to {}", what, ranksText(s.from), ranksText(s.to))
          << '\n';
-    } else if (s.everyRankSeen) {
+    } else if (s.everyRankSentIdentical) {
       os << fmt::format("spread: {} gave {} different data, although every rank sent it identical data", what,
                         ranksText(s.to))
          << '\n';
     } else {
       os << fmt::format("spread: {} gave {} different data, and no rank recorded sent it other data (a rank "
-                        "not recorded in both runs)",
+                        "not recorded in both runs, or what it sent not hashed)",
                         what, ranksText(s.to))
          << '\n';
     }
@@ -393,7 +399,7 @@ Json jobJson(const RunComparison& c, const JobView& job) {
   for (const SpreadStep& s : job.spread) {
     Json step{{"collective", collectiveJson(s)}, {"from", s.from}, {"to", s.to}};
     step["step"] = collectiveJson(s)["step"];
-    step["everyRankSeen"] = s.everyRankSeen;
+    step["everyRankSentIdentical"] = s.everyRankSentIdentical;
     spread.push_back(std::move(step));
   }
   Json out{{"collectiveMismatches", mismatches}, {"ranks", ranks}, {"earliestOrigin", nullptr}};

@@ -60,9 +60,11 @@ struct SpreadStep {
   trace::CollectiveOp op = trace::CollectiveOp::kOther;
   std::optional<trace::Origin> origin;  // run A's, on the first rank of `to`: the Python line and step
   std::vector<int32_t> from, to;
+  bool reduces = false;  // it has a reduction (all-reduce, reduce-scatter, reduce)
   // Every rank of the communicator was recorded with this collective in
-  // both runs: an empty `from` then means that none sent other data.
-  bool everyRankSeen = false;
+  // both runs, what it sent hashed, and sent identical data in both: what
+  // the ranks received differs by the collective alone.
+  bool everyRankSentIdentical = false;
 };
 
 struct JobView {
@@ -74,8 +76,8 @@ struct JobView {
   // collective).
   std::vector<size_t> earliestOrigins;
   std::vector<SpreadStep> spread;  // in the job's collective order
-  // The first collective of `spread` that every rank sent identical data
-  // to (index into `spread`), and the job's verdict at it.
+  // The first reducing collective of `spread` that every rank sent
+  // identical data (index into `spread`), and the job's verdict at it.
   std::optional<size_t> reductionOrderAt;
   std::optional<diff::CollectiveVerdict> cause;
 };

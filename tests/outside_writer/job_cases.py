@@ -136,7 +136,7 @@ def job_reduction_order():
     expect(all(x['cause'] == 'collective' for x in job['ranks']), "each rank's own cause: collective")
     expect(job['earliestOrigins'] == [] and job['earliestOrigin'] is None, 'no origin')
     s = job['spread']
-    expect(len(s) == 1 and s[0]['from'] == [] and s[0]['to'] == list(range(8)) and s[0]['everyRankSeen'] and
+    expect(len(s) == 1 and s[0]['from'] == [] and s[0]['to'] == list(range(8)) and s[0]['everyRankSentIdentical'] and
            s[0]['step'] == 1, 'the all-reduce of step 1 gave every rank other data, no rank sending other data', s)
     cause = job['cause']
     expect(cause is not None and cause['cause'] == 'collectiveReductionOrder' and
