@@ -46,6 +46,7 @@ const char* toString(Cause cause) {
     case Cause::kNondeterministicKernel: return "nondeterministic kernel";
     case Cause::kUninitialisedMemory: return "uninitialised memory";
     case Cause::kCollective: return "collective";
+    case Cause::kCollectiveReductionOrder: return "collective reduction order";
     case Cause::kUnknown: return "unknown";
   }
   return "unknown";
@@ -63,6 +64,7 @@ const char* jsonName(Cause cause) {
     case Cause::kNondeterministicKernel: return "nondeterministicKernel";
     case Cause::kUninitialisedMemory: return "uninitialisedMemory";
     case Cause::kCollective: return "collective";
+    case Cause::kCollectiveReductionOrder: return "collectiveReductionOrder";
     case Cause::kUnknown: return "unknown";
   }
   return "unknown";

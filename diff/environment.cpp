@@ -65,6 +65,14 @@ std::string envSummary(const std::vector<EnvDifference>& env) {
   return out;
 }
 
+std::vector<EnvDifference> ncclDifferences(const std::vector<EnvDifference>& env) {
+  std::vector<EnvDifference> out;
+  for (const EnvDifference& e : env) {
+    if (e.affectsResults && (e.field.rfind("env NCCL_", 0) == 0 || e.field == "library nccl")) out.push_back(e);
+  }
+  return out;
+}
+
 std::vector<EnvDifference> compareHeaders(const Header& a, const Header& b) {
   std::vector<EnvDifference> out;
   compareKeyValues(a.environment, b.environment, "env ", out);

@@ -15,4 +15,8 @@ bool environmentMatters(const std::vector<EnvDifference>& env);
 // The first few fields that change results: "env CUBLAS_WORKSPACE_CONFIG, cuDNN".
 std::string envSummary(const std::vector<EnvDifference>& env);
 
+// The fields that set what NCCL does: its variables (`env NCCL_*`) and its
+// version (`library nccl`).
+std::vector<EnvDifference> ncclDifferences(const std::vector<EnvDifference>& env);
+
 }  // namespace gpurr::diff

@@ -23,6 +23,10 @@ enum class Cause : uint8_t {
   kNondeterministicKernel,  // same kernel, parameters and inputs; different outputs
   kUninitialisedMemory,     // an input differs in bytes no recorded operation wrote
   kCollective,              // a collective received different data than this rank's inputs explain
+  // A collective received different data although every rank sent identical
+  // data in both runs: the order of its reduction changed (the job's view
+  // only, report/job.h; each rank's own verdict there is kCollective).
+  kCollectiveReductionOrder,
   kUnknown,                 // the traces hold too little to tell (said why)
 };
 const char* toString(Cause cause);  // "nondeterministic kernel"
@@ -219,6 +223,9 @@ enum class EvidenceKind : uint8_t {
   kOtherBytesMoved,          // operations reordered, differing, compared
   // A collective.
   kCollectiveReceived,       // whether what this rank sent is identical; the collective
+  kReductionOrder,           // ranks; the collective
+  kNcclChose,
+  kNcclSettings,             // ; (field, run A's value, run B's value) of each NCCL setting that differs
   // Another path.
   kAlgorithm,                // run (0: A, 1: B), candidates; library, call, algorithm
   kNoAlgorithm,

@@ -193,6 +193,23 @@ std::string sentence(const Evidence& e) {
                                      "compare the other ranks' traces (gpurr diff on the job's directories)",
                                      t[0])
                        : fmt::format("{}: what this rank sent already differs", t[0]);
+    case EvidenceKind::kReductionOrder:
+      return fmt::format("{}: each of its {} sent identical data in both runs, and what the ranks received differs: "
+                         "the collective added the same contributions in another order",
+                         t[0], plural(n[0], "rank"));
+    case EvidenceKind::kNcclChose:
+      return "no NCCL variable (NCCL_*) and no NCCL version differs between the runs: NCCL chose another algorithm "
+             "or protocol for this collective by itself (Ring, Tree, NVLS, CollNet; LL, LL128, Simple), and with it "
+             "another order of additions";
+    case EvidenceKind::kNcclSettings: {
+      std::vector<std::string> fields;
+      for (size_t i = 0; i + 2 < t.size(); i += 3) {
+        fields.push_back(fmt::format("{} (run A {}, run B {})", t[i], t[i + 1], t[i + 2]));
+      }
+      return fmt::format("NCCL's settings differ between the runs: {}; they decide the algorithm and protocol of "
+                         "each collective, and so the order of its additions",
+                         fmt::join(fields, ", "));
+    }
     case EvidenceKind::kIntrinsic:
       return "the kernel itself gives different results from identical state: floating-point atomics, split-K or "
              "other unordered reductions, races";
@@ -261,6 +278,12 @@ std::string sentence(const Evidence& e) {
              "a different sequence of kernels";
   }
   return "";
+}
+
+std::string reductionOrderFix() {
+  return "pin NCCL's algorithm in every run of the job (NCCL_ALGO=Ring, for example), or exclude NVLS "
+         "(NCCL_ALGO=^NVLS): NVLS is the choice found unstable from run to run, and NCCL's choice among the other "
+         "algorithms has been seen to stay the same";
 }
 
 std::vector<std::string> sentences(const std::vector<Evidence>& evidence) {

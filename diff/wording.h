@@ -17,6 +17,9 @@ std::string meaningText(const ParamDifference& p);
 // The sentence a report prints for `e`.
 std::string sentence(const Evidence& e);
 
+// What to do about a collective whose reduction order changed.
+std::string reductionOrderFix();
+
 // Each one's sentence, in order.
 std::vector<std::string> sentences(const std::vector<Evidence>& evidence);
 

@@ -5,6 +5,8 @@
 // its own file (html_page.h lists them); this one puts them in order.
 #include "report/html.h"
 
+#include <optional>
+
 #include "report/html_page.h"
 
 namespace gpurr::report {
@@ -96,8 +98,10 @@ std::string renderHtml(const Report& report) {
   page.add("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
   page.addf("<title>gpurr: {}</title>\n", e(h.title));
   page.addf("<style>{}</style>\n</head>\n<body>\n<main>\n", kStyle);
-  renderHeader(page, report);
+  const std::optional<JobView> job = report.diff ? jobView(*report.diff) : std::nullopt;
+  renderHeader(page, report, job ? &*job : nullptr);
   renderRuns(page, report);
+  renderJob(page, report, job ? &*job : nullptr);
   renderCause(page, report);
   renderReplay(page, report);
   renderTimeline(page, report);

@@ -74,7 +74,7 @@ bool hasReplaySection(const Report& report) {
   return b->verdict != "identical" && b->verdict != "failed";
 }
 
-void renderHeader(Page& page, const Report& report) {
+void renderHeader(Page& page, const Report& report, const JobView* job) {
   const BisectFacts* bisect = report.bisect;
   const Headline h = headline(report);
   page.addf("<header class=\"verdict v-{}\" id=\"verdict\">\n", h.cls);
@@ -103,6 +103,7 @@ void renderHeader(Page& page, const Report& report) {
   }
   std::vector<std::pair<string, string>> links;
   if (bisect) links.push_back({"runs", "Runs"});
+  if (job) links.push_back({"job", "Job"});
   if (first) links.push_back({"cause", "Cause"});
   if (hasReplaySection(report)) links.push_back({"replay", "Replay"});
   if (const json* rows = array(report.timeline, "rows"); rows && !rows->empty()) {

@@ -18,6 +18,7 @@
 #include "diff/report.h"
 #include "report/bisect_report.h"
 #include "report/html.h"
+#include "report/job.h"
 #include "trace_format/events.h"
 
 namespace gpurr::report::html {
@@ -98,8 +99,10 @@ struct Headline {
   string title;  // one line
 };
 Headline headline(const Report& report);
-void renderHeader(Page& page, const Report& report);      // html_header.cpp
+// `job`: the job's view of a comparison of per-rank directories, or null.
+void renderHeader(Page& page, const Report& report, const JobView* job);  // html_header.cpp
 void renderRuns(Page& page, const Report& report);        // html_header.cpp
+void renderJob(Page& page, const Report& report, const JobView* job);     // html_job.cpp
 void renderCause(Page& page, const Report& report);       // html_cause.cpp
 void renderKnown(Page& page, const diff::FirstDivergence& d);  // html_known.cpp
 void renderReplay(Page& page, const Report& report);      // html_replay.cpp

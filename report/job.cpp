@@ -1,6 +1,8 @@
 // The job's view across ranks (job.h): collectives the ranks issued
-// differently, each rank's first divergence as an origin or a receiver, and
-// the earliest origin in the job's collective order.
+// differently, each rank's first divergence as an origin or a receiver, the
+// earliest origins in the job's collective order, the collectives that
+// carried the divergence between ranks, and the job's cause at a collective
+// that every rank sent identical data.
 #include "report/job.h"
 
 #include <fmt/format.h>
@@ -10,6 +12,8 @@
 #include <tuple>
 
 #include "diff/decode.h"
+#include "diff/environment.h"
+#include "diff/wording.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
@@ -23,16 +27,24 @@ namespace {
 
 constexpr size_t kMismatchesShown = 3;
 
-// What must agree across ranks at one sequence number of a communicator.
+// What must agree across ranks at one sequence number of a communicator,
+// and what each rank sent and received there.
 struct Issued {
   uint64_t seq = 0;  // the event
   CollectiveOp op = CollectiveOp::kOther;
   uint64_t count = 0;
   std::string dataType;
+  int32_t commSize = 0;
+  bool reduces = false;
+  std::vector<uint64_t> sent;  // its inputs' digests
 };
 
-// (source, communicator, sequence) -> each process's collective there.
-using Issues = std::map<std::tuple<int, uint64_t, uint64_t>, std::map<size_t, Issued>>;
+// (source, communicator, sequence): one collective of the job.
+using Key = std::tuple<int, uint64_t, uint64_t>;
+// Each collective -> each process's call of it.
+using Issues = std::map<Key, std::map<size_t, Issued>>;
+// (process, event) of run A -> the collective it is.
+using KeyOfEvent = std::map<std::pair<size_t, uint64_t>, Key>;
 
 bool agree(const Issued& x, const Issued& y) {
   // A send pairs with a recv.
@@ -47,7 +59,7 @@ int32_t rankOf(const TraceReader& r, size_t process) {
 
 // The collectives of one run, by process; whether any trace holds one.
 bool collectIssues(const RunComparison& c, bool runB, Issues& issues, std::map<uint64_t, std::vector<size_t>>& members,
-                   std::vector<int32_t>& ranks) {
+                   std::vector<int32_t>& ranks, KeyOfEvent& keyOf) {
   bool any = false;
   ranks.assign(c.processes.size(), -1);
   for (size_t p = 0; p < c.processes.size(); ++p) {
@@ -56,8 +68,11 @@ bool collectIssues(const RunComparison& c, bool runB, Issues& issues, std::map<u
     scanEvents(reader, [&](const ScanEvent& e) {
       if (e.kind != EventKind::kCollective) return true;
       any = true;
-      issues[{static_cast<int>(e.collectiveSource), e.communicator, e.collectiveSequence}][p] =
-          Issued{e.seq, e.collectiveOp, e.count, std::string(e.dataType)};
+      const Key key{static_cast<int>(e.collectiveSource), e.communicator, e.collectiveSequence};
+      Issued& issued = issues[key][p] = Issued{e.seq, e.collectiveOp, e.count, std::string(e.dataType), e.commSize,
+                                                  !e.reduceOp.empty(), {}};
+      for (const ScanRange& r : e.inputs) issued.sent.push_back(r.digest);
+      if (!runB) keyOf[{p, e.seq}] = key;
       auto& m = members[e.communicator];
       if (std::find(m.begin(), m.end(), p) == m.end()) m.push_back(p);
       return true;
@@ -117,22 +132,148 @@ std::string where(const FirstDivergence& d) {
   return s;
 }
 
+// A collective as the job sees it, without one rank's place in it.
+std::string collectiveText(const Collective& c) {
+  std::string s = c.call.empty() ? toString(c.op) : c.call;
+  if (!c.reduceOp.empty()) s += " " + c.reduceOp;
+  s += fmt::format(" {} {}", c.count, c.dataType.empty() ? "elements" : c.dataType);
+  if (c.peer >= 0) {
+    s += fmt::format(" {} {}", c.op == CollectiveOp::kSend || c.op == CollectiveOp::kRecv ? "peer" : "root", c.peer);
+  }
+  s += " (";
+  if (!c.processGroup.empty()) s += fmt::format("process group {}, ", c.processGroup);
+  return s + fmt::format("communicator {:016x}, #{})", c.communicator, c.sequence);
+}
+
+// The collectives that carried the divergence: each receiver's first
+// divergent collective, with the ranks that sent it other data than in run
+// A, in the job's collective order.
+std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, const Issues (&issues)[2],
+                                 const std::map<uint64_t, std::vector<size_t>>& members,
+                                 const std::vector<int32_t>& ranks, const KeyOfEvent& keyOf) {
+  std::map<Key, std::vector<const RankVerdict*>> receiversAt;
+  for (const RankVerdict& v : job.ranks) {
+    if (v.origin) continue;
+    if (auto it = keyOf.find({v.process, c.processes[v.process].firstDivergence->a.seq}); it != keyOf.end()) {
+      receiversAt[it->second].push_back(&v);
+    }
+  }
+  std::vector<std::pair<uint64_t, SpreadStep>> steps;  // (collectives before it, step)
+  for (const auto& [key, receivers] : receiversAt) {
+    const auto& [source, communicator, sequence] = key;
+    const std::map<size_t, Issued>& inA = issues[0].at(key);
+    const auto inB = issues[1].find(key);
+    std::vector<size_t> in;  // the ranks that take part
+    if (communicator != 0) {
+      in = members.at(communicator);
+    } else {
+      for (const auto& [p, issued] : inA) in.push_back(p);
+    }
+    SpreadStep s;
+    s.communicator = communicator;
+    s.sequence = sequence;
+    const int32_t size = inA.begin()->second.commSize;
+    s.reduces = inA.begin()->second.reduces;
+    // Every rank seen, in both runs, with what it sent hashed.
+    bool seen = communicator != 0 && (size <= 0 || in.size() == static_cast<size_t>(size));
+    for (size_t p : in) {
+      const auto a = inA.find(p);
+      const Issued* b = nullptr;
+      if (inB != issues[1].end()) {
+        if (const auto it = inB->second.find(p); it != inB->second.end()) b = &it->second;
+      }
+      if (a == inA.end() || !b) {
+        seen = false;  // not recorded there in both runs
+        continue;
+      }
+      seen = seen && !a->second.sent.empty() && !b->sent.empty();
+      if (a->second.sent != b->sent) s.from.push_back(ranks[p]);
+    }
+    s.everyRankSentIdentical = seen && s.from.empty();
+    uint64_t before = UINT64_MAX;
+    for (const RankVerdict* v : receivers) {
+      s.to.push_back(v->rank);
+      before = std::min(before, v->collectivesBefore);
+    }
+    std::sort(s.from.begin(), s.from.end());
+    std::sort(s.to.begin(), s.to.end());
+    const ProcessDiff& first = c.processes[receivers.front()->process];
+    const Event e = diff::eventAt(TraceReader(first.pathA), first.firstDivergence->a.seq);
+    if (const auto* col = std::get_if<Collective>(&e.payload)) {
+      s.collective = collectiveText(*col);
+      s.op = col->op;
+    }
+    s.origin = e.origin;
+    steps.push_back({before, std::move(s)});
+  }
+  std::stable_sort(steps.begin(), steps.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<SpreadStep> out;
+  for (auto& [before, s] : steps) out.push_back(std::move(s));
+  return out;
+}
+
+// The NCCL settings that differ between the runs, in any process, once each.
+std::vector<diff::EnvDifference> ncclSettings(const RunComparison& c) {
+  std::vector<diff::EnvDifference> out;
+  for (const ProcessDiff& p : c.processes) {
+    for (const diff::EnvDifference& e : diff::ncclDifferences(p.environment)) {
+      if (std::none_of(out.begin(), out.end(), [&](const diff::EnvDifference& x) { return x.field == e.field; })) {
+        out.push_back(e);
+      }
+    }
+  }
+  return out;
+}
+
+Json collectiveJson(const SpreadStep& s) {
+  Json j{{"communicator", fmt::format("{:016x}", s.communicator)},
+         {"sequence", s.sequence},
+         {"op", toString(s.op)},
+         {"call", s.collective},
+         {"file", s.origin ? s.origin->file : ""},
+         {"line", s.origin ? s.origin->line : 0}};
+  j["step"] = s.origin && s.origin->step >= 0 ? Json(s.origin->step) : Json(nullptr);
+  return j;
+}
+
 }  // namespace
+
+std::string ranksText(const std::vector<int32_t>& ranks) {
+  if (ranks.empty()) return "no rank";
+  std::string s;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    s += (s.empty() ? "" : ", ") + (j >= i + 2 ? fmt::format("{}-{}", ranks[i], ranks[j]) : std::to_string(ranks[i]));
+    if (j == i + 1) s += fmt::format(", {}", ranks[j]);
+    i = j + 1;
+  }
+  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+std::string spreadCollectiveText(const SpreadStep& s) {
+  std::string out = s.collective;
+  if (s.origin && !s.origin->file.empty()) out += fmt::format(" at {}:{}", s.origin->file, s.origin->line);
+  if (s.origin && s.origin->step >= 0) out += fmt::format(", step {}", s.origin->step);
+  return out;
+}
 
 std::optional<JobView> jobView(const RunComparison& c) {
   if (c.processes.size() < 2 || c.processes.front().name.empty()) return std::nullopt;
   JobView job;
   bool any = false;
   std::vector<int32_t> ranks;
+  Issues issues[2];
+  std::map<uint64_t, std::vector<size_t>> members[2];
+  KeyOfEvent keyOf;
   for (bool runB : {false, true}) {
-    Issues issues;
-    std::map<uint64_t, std::vector<size_t>> members;
-    any |= collectIssues(c, runB, issues, members, ranks);
+    any |= collectIssues(c, runB, issues[runB], members[runB], ranks, keyOf);
     // Run B is read only when run A held collectives: a job without any is
     // read once more, not twice.
     if (!any) return std::nullopt;
-    findMismatches(c, runB, issues, members, ranks, job.mismatches);
+    findMismatches(c, runB, issues[runB], members[runB], ranks, job.mismatches);
   }
+  job.processRanks = ranks;
   for (size_t p = 0; p < c.processes.size(); ++p) {
     const ProcessDiff& pd = c.processes[p];
     if (!pd.firstDivergence) continue;
@@ -140,13 +281,27 @@ std::optional<JobView> jobView(const RunComparison& c) {
                   collectivesBefore(pd.pathA, pd.firstDivergence->a.seq)};
     job.ranks.push_back(v);
   }
+  // The earliest origins: the fewest collectives before them; by rank.
   for (size_t i = 0; i < job.ranks.size(); ++i) {
     const RankVerdict& v = job.ranks[i];
     if (!v.origin) continue;
-    if (!job.earliestOrigin || std::tie(v.collectivesBefore, v.rank) <
-                                   std::tie(job.ranks[*job.earliestOrigin].collectivesBefore,
-                                            job.ranks[*job.earliestOrigin].rank))
-      job.earliestOrigin = i;
+    if (!job.earliestOrigins.empty() && v.collectivesBefore > job.ranks[job.earliestOrigins[0]].collectivesBefore) {
+      continue;
+    }
+    if (!job.earliestOrigins.empty() && v.collectivesBefore < job.ranks[job.earliestOrigins[0]].collectivesBefore) {
+      job.earliestOrigins.clear();
+    }
+    job.earliestOrigins.push_back(i);
+  }
+  std::sort(job.earliestOrigins.begin(), job.earliestOrigins.end(),
+            [&](size_t x, size_t y) { return job.ranks[x].rank < job.ranks[y].rank; });
+  job.spread = spreadOf(c, job, issues, members[0], ranks, keyOf);
+  for (size_t i = 0; i < job.spread.size(); ++i) {
+    const SpreadStep& s = job.spread[i];
+    if (!s.everyRankSentIdentical || !s.reduces) continue;
+    job.reductionOrderAt = i;
+    job.cause = diff::reductionOrderVerdict(s.collective, members[0].at(s.communicator).size(), ncclSettings(c));
+    break;
   }
   return job;
 }
@@ -170,14 +325,50 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
                       where(d))
        << '\n';
   }
-  if (job.earliestOrigin) {
-    const RankVerdict& v = job.ranks[*job.earliestOrigin];
+  if (job.earliestOrigins.size() == 1) {
+    const RankVerdict& v = job.ranks[job.earliestOrigins[0]];
     const FirstDivergence& d = *c.processes[v.process].firstDivergence;
     os << st.bold(fmt::format("earliest origin: rank {}, {}; cause: {}", v.rank, where(d), d.summary)) << '\n';
-  } else if (!job.ranks.empty()) {
+  } else if (!job.earliestOrigins.empty()) {
+    std::vector<int32_t> tied;
+    for (size_t i : job.earliestOrigins) tied.push_back(job.ranks[i].rank);
+    const uint64_t before = job.ranks[job.earliestOrigins[0]].collectivesBefore;
+    os << st.bold(fmt::format("earliest origins: {}, each after {} collective{}: they diverged before the same "
+                              "collective, independently",
+                              ranksText(tied), before, before == 1 ? "" : "s"))
+       << '\n';
+    for (size_t i : job.earliestOrigins) {
+      const RankVerdict& v = job.ranks[i];
+      const FirstDivergence& d = *c.processes[v.process].firstDivergence;
+      os << st.bold(fmt::format("  rank {}, {}; cause: {}", v.rank, where(d), d.summary)) << '\n';
+    }
+  } else if (!job.ranks.empty() && !job.cause) {
     os << st.yellow("no origin: every rank that diverged received its divergence through a collective (a "
                     "collective's reduction that is not deterministic, or a rank not recorded)")
        << '\n';
+  }
+  for (const SpreadStep& s : job.spread) {
+    const std::string what = spreadCollectiveText(s);
+    if (!s.from.empty()) {
+      os << fmt::format("spread: {} carried the divergence from {} to {}", what, ranksText(s.from), ranksText(s.to))
+         << '\n';
+    } else if (s.everyRankSentIdentical) {
+      os << fmt::format("spread: {} gave {} different data, although every rank sent it identical data", what,
+                        ranksText(s.to))
+         << '\n';
+    } else {
+      os << fmt::format("spread: {} gave {} different data, and no rank recorded sent it other data (a rank "
+                        "not recorded in both runs, or what it sent not hashed)",
+                        what, ranksText(s.to))
+         << '\n';
+    }
+  }
+  if (job.cause) {
+    const diff::CollectiveVerdict& v = *job.cause;
+    os << st.bold(fmt::format("job cause: {}", v.summary)) << '\n';
+    const std::vector<std::string> evidence = diff::sentences(v.evidence);
+    for (size_t i = 0; i < evidence.size(); ++i) os << (i == 0 ? "  evidence " : "           ") << evidence[i] << '\n';
+    os << "  fix      " << v.fix << '\n';
   }
 }
 
@@ -202,8 +393,29 @@ Json jobJson(const RunComparison& c, const JobView& job) {
                      {"seq", d.a.seq},
                      {"cause", diff::jsonName(d.cause)}});
   }
+  Json earliest = Json::array();
+  for (size_t i : job.earliestOrigins) earliest.push_back(ranks[i]);
+  Json spread = Json::array();
+  for (const SpreadStep& s : job.spread) {
+    Json step{{"collective", collectiveJson(s)}, {"from", s.from}, {"to", s.to}};
+    step["step"] = collectiveJson(s)["step"];
+    step["everyRankSentIdentical"] = s.everyRankSentIdentical;
+    spread.push_back(std::move(step));
+  }
   Json out{{"collectiveMismatches", mismatches}, {"ranks", ranks}, {"earliestOrigin", nullptr}};
-  if (job.earliestOrigin) out["earliestOrigin"] = ranks[*job.earliestOrigin];
+  if (!job.earliestOrigins.empty()) out["earliestOrigin"] = earliest[0];
+  out["earliestOrigins"] = earliest;
+  out["spread"] = spread;
+  out["cause"] = nullptr;
+  if (job.cause) {
+    const diff::CollectiveVerdict& v = *job.cause;
+    out["cause"] = {{"cause", diff::jsonName(v.cause)},
+                    {"mechanism", diff::jsonName(v.mechanism)},
+                    {"summary", v.summary},
+                    {"evidence", diff::sentences(v.evidence)},
+                    {"fix", v.fix},
+                    {"collective", collectiveJson(job.spread[*job.reductionOrderAt])}};
+  }
   return out;
 }
 

@@ -4,8 +4,12 @@
 // the same sequence number of a communicator) come first; then each rank's
 // first divergence is an origin (it does not come from what a collective
 // received) or a receiver (a collective to which the rank sent identical
-// data received different data), and the earliest origin in the job's
-// collective order is named.
+// data received different data), and the earliest origins in the job's
+// collective order are named (several when they diverged before the same
+// collective); then how the divergence spread: which collective carried it
+// from which ranks to which; and, where a collective received different
+// data although every rank sent it identical data, the job's cause at it
+// (diff/reduction_order.h).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "diff/reduction_order.h"
 #include "report/compare.h"
 #include "report/diff_report.h"
 
@@ -46,15 +51,45 @@ struct RankVerdict {
   uint64_t collectivesBefore = 0;
 };
 
+// A collective that carried the divergence: the ranks whose data sent to it
+// differs between the runs (`from`) and the ranks whose first divergence it
+// is (`to`: they sent it identical data).
+struct SpreadStep {
+  uint64_t communicator = 0, sequence = 0;
+  std::string collective;  // "ncclAllReduce sum 1024 float32 (communicator 5eed0c0111ec71f5, #0)"
+  trace::CollectiveOp op = trace::CollectiveOp::kOther;
+  std::optional<trace::Origin> origin;  // run A's, on the first rank of `to`: the Python line and step
+  std::vector<int32_t> from, to;
+  bool reduces = false;  // it has a reduction (all-reduce, reduce-scatter, reduce)
+  // Every rank of the communicator was recorded with this collective in
+  // both runs, what it sent hashed, and sent identical data in both: what
+  // the ranks received differs by the collective alone.
+  bool everyRankSentIdentical = false;
+};
+
 struct JobView {
+  std::vector<int32_t> processRanks;           // each process's rank, by index into RunComparison::processes
   std::vector<CollectiveMismatch> mismatches;  // the first few of each run
   std::vector<RankVerdict> ranks;              // ranks that diverged, in process order
-  std::optional<size_t> earliestOrigin;        // index into `ranks`
+  // Indices into `ranks`: the origins with the fewest collectives before
+  // them, in rank order (several when they diverged before the same
+  // collective).
+  std::vector<size_t> earliestOrigins;
+  std::vector<SpreadStep> spread;  // in the job's collective order
+  // The first reducing collective of `spread` that every rank sent
+  // identical data (index into `spread`), and the job's verdict at it.
+  std::optional<size_t> reductionOrderAt;
+  std::optional<diff::CollectiveVerdict> cause;
 };
 
 // The job's view, when `c` compares directories whose run A traces hold
 // collectives (nullopt otherwise: nothing is added to the report).
 std::optional<JobView> jobView(const RunComparison& c);
+
+// "rank 3", "ranks 0-4, 6, 7", "no rank".
+std::string ranksText(const std::vector<int32_t>& ranks);
+// A spread step's collective with its Python line and step.
+std::string spreadCollectiveText(const SpreadStep& s);
 
 void printJob(std::ostream& os, const Style& st, const RunComparison& c, const JobView& job);
 nlohmann::ordered_json jobJson(const RunComparison& c, const JobView& job);

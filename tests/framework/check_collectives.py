@@ -95,9 +95,15 @@ if job:
     check(job["earliestOrigin"] is not None and job["earliestOrigin"]["rank"] == 1,
           f"earliest origin: {job['earliestOrigin']}")
     check(job["collectiveMismatches"] == [], f"no mismatch: {job['collectiveMismatches']}")
+    spread = job.get("spread") or []
+    check(len(spread) == 1 and spread[0]["from"] == [1] and spread[0]["to"] == [0] and
+          spread[0]["collective"]["op"] == "allReduce" and spread[0]["collective"]["line"] == marked("allreduce"),
+          f"the all_reduce carried it from rank 1 to rank 0: {spread}")
+    check(job.get("cause") is None, f"no job cause at a collective: {job.get('cause')}")
 text = subprocess.run([args.gpurr, "diff", a, b], capture_output=True, text=True).stdout
 print(text)
 check("earliest origin: rank 1" in text, "the text report names the earliest origin")
+check("carried the divergence from rank 1 to rank 0" in text, "the text report says how it spread")
 
 if failures:
     print(f"{len(failures)} check(s) failed")

@@ -213,6 +213,38 @@ TEST_CASE("several processes: one cause section per process") {
   CHECK(has(html, "<h2>Blast radius in process <code>rank1.gpurr</code></h2>"));
 }
 
+TEST_CASE("a job of ranks that ran collectives: the job section, ranks side by side, how it spread") {
+  // Not requireSelfContained: the processes' causes say "received different
+  // data: another rank...", which its search for "data:" takes for a URL.
+  const std::string html = reportFor("collectives").html();
+  CHECK(hasSection(html, "job"));
+  CHECK(has(html, "<a href=\"#job\">Job</a>"));
+  CHECK(has(html, "<h2>Job: 2 processes</h2>"));
+  // The mismatch of run B, each rank's call.
+  CHECK(has(html, "collectives/b</code>: communicator <code>5eed0c0111ec71f5</code>, collective #1 differs between ranks"));
+  CHECK(has(html, "<code>ncclAllReduce sum 512 float32 (rank 1 of 2, communicator 5eed0c0111ec71f5, #1)</code>"));
+  // The earliest origin, and the ranks side by side.
+  CHECK(has(html, "<b>Earliest origin</b><ul class=\"evidence\">\n<li>rank <b>1</b> <code>rank1.gpurr</code>"));
+  CHECK(has(html, "<th>rank</th><th>process</th><th>role</th><th>first divergent operation</th><th>line</th>"
+                  "<th>step</th><th>cause</th>"));
+  CHECK(has(html, "<tr><td><b>0</b></td><td><code>rank0.gpurr</code></td><td class=\"\">receiver</td>"));
+  CHECK(has(html, "<tr><td><b>1</b></td><td><code>rank1.gpurr</code></td><td class=\"bad\">origin</td>"));
+  CHECK(has(html, "<td>train.py:28</td><td>0</td><td><span class=\"cause\">host input</span></td></tr>"));
+  CHECK(has(html, "<td>train.py:30</td><td>0</td><td><span class=\"cause\">collective</span></td></tr>"));
+  // How it spread: the first all-reduce, from rank 1 to rank 0.
+  CHECK(has(html, "<h3>How it spread</h3>"));
+  CHECK(has(html, "<tr><td><code>ncclAllReduce sum 1024 float32 (communicator 5eed0c0111ec71f5, #0)</code></td>"
+                  "<td>train.py:30</td><td>0</td><td>rank 1</td><td>rank 0</td></tr>"));
+  // The job comes before the processes' causes.
+  CHECK(html.find("<section id=\"job\"") < html.find("<section id=\"cause\""));
+}
+
+TEST_CASE("a comparison of directories without collectives has no job section") {
+  const std::string html = reportFor("processes").html();
+  CHECK_FALSE(hasSection(html, "job"));
+  CHECK_FALSE(has(html, "href=\"#job\""));
+}
+
 TEST_CASE("a report that was not reproduced") {
   testutil::TestReport report = reportFor("nondeterministic_kernel", "bisect_not_reproduced.json");
   report.confirmation = testutil::compare(testutil::caseDir("identical") / "a.gpurr", testutil::caseDir("identical") / "b.gpurr");

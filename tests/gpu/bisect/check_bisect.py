@@ -32,7 +32,7 @@ VERDICTS = ("identical", "diverged", "notReproduced", "failed")
 EXIT_STATUS = {"identical": 0, "diverged": 1, "notReproduced": 1, "failed": 2}
 # docs/DIFF.md, "Causes" (the --json names).
 CAUSES = ("environment", "hostInput", "rngState", "scalarParameters", "algorithmChoice", "reordered",
-          "nondeterministicKernel", "uninitialisedMemory", "unknown")
+          "nondeterministicKernel", "uninitialisedMemory", "collective", "collectiveReductionOrder", "unknown")
 # replayer/README.md, "JSON".
 REPLAY_VERDICTS = ("equal", "different", "nondeterministic", "unrecorded")
 REPORT_FILES = ("report.json", "report.txt", "report.html")

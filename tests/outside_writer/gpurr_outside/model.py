@@ -484,13 +484,39 @@ class Program:
             body['digest'] = 0
         return self.emit(thread, kind, body, origin)
 
+    ELEMENT_SIZE = {'int8': 1, 'uint8': 1, 'float16': 2, 'bfloat16': 2, 'int32': 4, 'uint32': 4, 'float32': 4,
+                    'int64': 8, 'uint64': 8, 'float64': 8}
+
+    def collective(self, thread, stream, call, op, communicator, rank, size, sequence, buf, count, compute,
+                   data_type='float32', reduce_op='sum', origin=None):
+        """A collective in place on `buf` (FORMAT.md `collective`, compatVersion
+        9), as PyTorch issues an all-reduce through NCCL: its send buffer
+        hashed before it runs (`inputs`), `compute()` writes what this rank
+        receives, the receive buffer hashed after it (`outputs`); both ranges
+        sized from `count` and the type's size."""
+        n = count * self.ELEMENT_SIZE[data_type]
+        r = self._drange(buf, 0, n)
+        sent = dict(r)
+        self._digest(buf.bytes(0, n), sent)
+        compute()
+        self._mark_written(buf, 0, n, stream)
+        received = dict(r)
+        self._digest(buf.bytes(0, n), received)
+        body = {'source': 'nccl', 'call': call, 'op': op, 'communicator': communicator, 'rank': rank, 'size': size,
+                'dataType': data_type, 'count': count, 'reduceOp': reduce_op, 'peer': -1, 'stream': stream,
+                'sequence': sequence, 'group': 0, 'inputs': [sent], 'outputs': [received]}
+        return self.emit(thread, 'collective', body, origin)
+
     def sync(self, thread, kind, stream=0, event=0):
         return self.emit(thread, 'sync', {'kind': kind, 'stream': stream, 'event': event})
 
     # ------------------------------------------------------------ output
+    rank = -1                       # the process's rank in the job (the header's `rank`), -1 unknown
+
     def header(self, env=None, command=('python3', 'train.py')):
         env = dict(env or {})
-        return {
+        extra = {} if self.rank < 0 else {'rank': self.rank}
+        return {**extra,
             'toolVersion': 'outside-writer 1',
             'commandLine': list(command),
             'workingDirectory': '/home/user/project',

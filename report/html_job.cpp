@@ -1,0 +1,131 @@
+// The HTML page's job section, for directories of per-rank traces that ran
+// collectives (report/job.h): the collectives the ranks issued differently,
+// the earliest origins, the job's cause at a collective every rank sent
+// identical data, the ranks side by side, and how the divergence spread.
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "diff/wording.h"
+#include "report/html_page.h"
+
+namespace gpurr::report::html {
+
+namespace {
+
+string lineOf(const std::optional<trace::Origin>& o) {
+  return o && !o->file.empty() ? fmt::format("{}:{}", o->file, o->line) : string();
+}
+
+string stepOf(const std::optional<trace::Origin>& o) { return o && o->step >= 0 ? std::to_string(o->step) : string(); }
+
+void renderMismatches(Page& page, const JobView& job) {
+  for (const CollectiveMismatch& m : job.mismatches) {
+    page.addf("<div class=\"box warnbox\"><b>Collective mismatch</b> in <code>{}</code>: communicator <code>{:016x}</code>, "
+              "collective #{} differs between ranks\n<table class=\"small\"><thead><tr><th>rank</th><th>process</th>"
+              "<th>call</th><th>line</th></tr></thead><tbody>\n",
+              e(m.run), m.communicator, m.sequence);
+    for (const CollectiveCallSite& s : m.calls) {
+      page.addf("<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>\n", s.rank, e(s.process),
+                e(s.call), s.file.empty() ? "" : e(fmt::format("{}:{}", s.file, s.line)));
+    }
+    page.add("</tbody></table></div>\n");
+  }
+}
+
+void renderOrigins(Page& page, const RunComparison& c, const JobView& job) {
+  if (job.earliestOrigins.empty()) {
+    if (!job.ranks.empty() && !job.cause) {
+      page.add("<div class=\"box warnbox\">No origin: every rank that diverged received its divergence through a "
+               "collective (a collective's reduction that is not deterministic, or a rank not recorded).</div>\n");
+    }
+    return;
+  }
+  const size_t n = job.earliestOrigins.size();
+  page.addf("<div class=\"box\"><b>{}</b>{}<ul class=\"evidence\">\n", n == 1 ? "Earliest origin" : "Earliest origins",
+            n == 1 ? string()
+                   : fmt::format(": {} ranks diverged before the same collective (after {}), independently", n,
+                                 plural(job.ranks[job.earliestOrigins[0]].collectivesBefore, "collective", "collectives")));
+  for (size_t i : job.earliestOrigins) {
+    const RankVerdict& v = job.ranks[i];
+    const diff::FirstDivergence& d = *c.processes[v.process].firstDivergence;
+    const string from = originText(d.a);
+    page.addf("<li>rank <b>{}</b> <code>{}</code>: {} <span class=\"muted\">(run A event #{})</span>{} &mdash; "
+              "<span class=\"cause\">{}</span> {}</li>\n",
+              v.rank, e(c.processes[v.process].name), e(divergenceWhere(d)), d.a.seq,
+              from.empty() ? "" : " <span class=\"muted\">op " + e(from) + "</span>", e(diff::toString(d.cause)),
+              e(d.summary));
+  }
+  page.add("</ul></div>\n");
+}
+
+void renderJobCause(Page& page, const JobView& job) {
+  if (!job.cause) return;
+  const diff::CollectiveVerdict& v = *job.cause;
+  page.addf("<div class=\"box\"><div class=\"summary\"><span class=\"cause\">{}</span> {}</div>\n",
+            e(diff::toString(v.cause)), e(v.summary));
+  if (v.mechanism != v.cause) {
+    page.addf("<p class=\"small\">At the collective itself: {}.</p>\n", e(diff::toString(v.mechanism)));
+  }
+  page.add("<ul class=\"evidence\">\n");
+  for (const string& line : diff::sentences(v.evidence)) page.addf("<li>{}</li>\n", e(line));
+  page.add("</ul></div>\n");
+  page.addf("<div class=\"box fix\"><b>Fix:</b> {}</div>\n", e(v.fix));
+}
+
+void renderRanks(Page& page, const RunComparison& c, const JobView& job) {
+  page.add("<h3>Ranks</h3>\n<table class=\"small\"><thead><tr><th>rank</th><th>process</th><th>role</th>"
+           "<th>first divergent operation</th><th>line</th><th>step</th><th>cause</th></tr></thead><tbody>\n");
+  for (size_t p = 0; p < c.processes.size(); ++p) {
+    const diff::ProcessDiff& pd = c.processes[p];
+    const int32_t rank = p < job.processRanks.size() ? job.processRanks[p] : -1;
+    const RankVerdict* v = nullptr;
+    for (const RankVerdict& r : job.ranks) v = r.process == p ? &r : v;
+    if (!v) {
+      page.addf("<tr><td>{}</td><td><code>{}</code></td><td class=\"{}\">{}</td>"
+                "<td colspan=\"4\" class=\"muted\">{}</td></tr>\n",
+                rank, e(pd.name), pd.identical ? "ok" : "", pd.identical ? "identical" : "not known",
+                pd.identical ? "no divergence" : "compared up to a gap in a trace");
+      continue;
+    }
+    const diff::FirstDivergence& d = *pd.firstDivergence;
+    page.addf("<tr><td><b>{}</b></td><td><code>{}</code></td><td class=\"{}\">{}</td><td>{} <span class=\"muted\">"
+              "(run A event #{}, after {})</span></td><td>{}</td><td>{}</td><td><span class=\"cause\">{}</span></td>"
+              "</tr>\n",
+              rank, e(pd.name), v->origin ? "bad" : "", v->origin ? "origin" : "receiver", e(divergenceWhere(d)), d.a.seq,
+              plural(v->collectivesBefore, "collective", "collectives"), e(lineOf(d.a.origin)), e(stepOf(d.a.origin)),
+              e(diff::toString(d.cause)));
+  }
+  page.add("</tbody></table>\n");
+}
+
+void renderSpread(Page& page, const JobView& job) {
+  if (job.spread.empty()) return;
+  page.add("<h3>How it spread</h3>\n<table class=\"small\"><thead><tr><th>collective</th><th>line</th><th>step</th>"
+           "<th>from</th><th>to</th></tr></thead><tbody>\n");
+  for (const SpreadStep& s : job.spread) {
+    const string from = !s.from.empty()    ? ranksText(s.from)
+                        : s.everyRankSentIdentical ? "no rank: every rank sent identical data"
+                                                   : "no rank recorded in both runs sent other data";
+    page.addf("<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", e(s.collective),
+              e(lineOf(s.origin)), e(stepOf(s.origin)), e(from), e(ranksText(s.to)));
+  }
+  page.add("</tbody></table>\n");
+}
+
+}  // namespace
+
+void renderJob(Page& page, const Report& report, const JobView* job) {
+  if (!job || !report.diff) return;
+  const RunComparison& c = *report.diff;
+  page.addf("<section id=\"job\"><h2>Job: {} processes</h2>\n", c.processes.size());
+  renderMismatches(page, *job);
+  renderOrigins(page, c, *job);
+  renderJobCause(page, *job);
+  renderRanks(page, c, *job);
+  renderSpread(page, *job);
+  page.add("</section>\n");
+}
+
+}  // namespace gpurr::report::html

@@ -1,0 +1,113 @@
+"""A data-parallel training job of several ranks as gpurr's recorder would
+see it, one simulated process (model.Program) per rank, written from
+FORMAT.md alone: each step copies the rank's batch to the GPU, computes its
+gradient, all-reduces the gradients through NCCL (a `collective` event) and
+applies the sum. The ranks run in lockstep, so that what each rank receives
+is computed from what every rank sent."""
+import os
+
+import numpy as np
+
+from . import bufhash, model
+from .training import _origin
+
+MAIN = 1
+COUNT = 1024                        # float32 elements of the gradient
+STEPS = 3
+# The communicator's id (FORMAT.md: the buffer hash of the ncclUniqueId it
+# was made from), the same in every rank and run.
+COMMUNICATOR = bufhash.digest(np.frombuffer(bytes(range(128)), dtype=np.uint8))
+GRAD_KERNEL = 'void at::native::mul_kernel<float>(float*, float const*, float const*)'
+SGD_KERNEL = 'void at::native::sgd_kernel<float>(float*, float const*, float)'
+
+
+def add_in_order(parts):
+    """Rank 0's contribution, then rank 1's...: one order of float32 additions."""
+    acc = parts[0].copy()
+    for x in parts[1:]:
+        acc = (acc + x).astype(np.float32)
+    return acc
+
+
+def add_in_pairs(parts):
+    """Pairs of ranks, then pairs of pairs: another order (a tree's)."""
+    parts = [x.copy() for x in parts]
+    while len(parts) > 1:
+        parts = [(parts[i] + parts[i + 1]).astype(np.float32) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+class Job:
+    """`ranks` processes. `planted` maps a rank to the step at which its batch
+    differs from the other run's (a host input: that rank is an origin);
+    `pairwise_step` is the step whose all-reduce adds in pairs instead of in
+    rank order (another reduction order, every rank sending the same)."""
+
+    def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS):
+        self.n, self.seed, self.steps = ranks, seed, steps
+        self.planted = dict(planted or {})
+        self.pairwise_step = pairwise_step
+        self.procs = []
+
+    def run(self):
+        ranks = [_Rank(self, r) for r in range(self.n)]
+        for step in range(self.steps):
+            for r in ranks:
+                r.gradient(step)
+            parts = [r.grad.f32().copy() for r in ranks]
+            total = (add_in_pairs if step == self.pairwise_step else add_in_order)(parts)
+            for r in ranks:
+                r.all_reduce(step, total)
+            for r in ranks:
+                r.apply(step)
+        self.procs = [r.p for r in ranks]
+        return self
+
+    def write(self, directory, env=None, ranks=None):
+        """rank<N>.gpurr for each rank (those of `ranks`, or all) in `directory`."""
+        os.makedirs(directory, exist_ok=True)
+        paths = []
+        for p in self.procs:
+            if ranks is not None and p.rank not in ranks:
+                continue
+            path = os.path.join(directory, 'rank%d.gpurr' % p.rank)
+            p.write(path, env=env, compat_version=9, command=('python3', 'train.py', '--ddp'))
+            paths.append(path)
+        return paths
+
+
+class _Rank:
+    def __init__(self, job, rank):
+        self.job, self.rank = job, rank
+        p = self.p = model.Program(seed=job.seed * 1000 + rank)
+        p.rank = rank
+        self.S = p.handle()
+        self.mod = p.module(MAIN, b'\x7fELF torch kernels' + bytes(range(256)) * 4)
+        self.weight = p.empty(MAIN, self.S, COUNT * 4)
+        w = np.random.default_rng(2024).standard_normal(COUNT).astype(np.float32)
+        p.h2d(MAIN, self.S, self.weight, w, origin=_origin('aten::copy_', -1, 'model', 20))
+        self.batch = p.empty(MAIN, self.S, COUNT * 4)
+        self.grad = p.empty(MAIN, self.S, COUNT * 4)
+
+    def gradient(self, step):
+        p, S = self.p, self.S
+        salt = 1 if self.job.planted.get(self.rank) == step else 0
+        x = np.random.default_rng([7, self.rank, step, salt]).standard_normal(COUNT).astype(np.float32)
+        p.h2d(MAIN, S, self.batch, x, origin=_origin('aten::copy_', step, '', 28))
+        p.launch(MAIN, S, self.mod, GRAD_KERNEL, (4, 1, 1), (256, 1, 1),
+                 [model.Ptr(self.grad, 'w'), model.Ptr(self.batch, 'r'), model.Ptr(self.weight, 'r')],
+                 lambda: self.grad.put(self.batch.f32() * self.weight.f32()),
+                 origin=_origin('aten::mul', step, 'model', 29, phase='backward', forward_op='aten::mul'))
+
+    def all_reduce(self, step, total):
+        self.p.collective(MAIN, self.S, 'ncclAllReduce', 'allReduce', COMMUNICATOR, self.rank, self.job.n, step,
+                          self.grad, COUNT, lambda: self.grad.put(total),
+                          origin=_origin('c10d::allreduce_', step, '', 30))
+
+    def apply(self, step):
+        p, S = self.p, self.S
+        p.launch(MAIN, S, self.mod, SGD_KERNEL, (4, 1, 1), (256, 1, 1),
+                 [model.Ptr(self.weight, 'rw'), model.Ptr(self.grad, 'r'), ('f', 0.01)],
+                 lambda: self.weight.put((self.weight.f32() - np.float32(0.01) * self.grad.f32()).astype(np.float32)),
+                 origin=_origin('aten::add_', step, '', 31))

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""Cases for the job view of `gpurr diff A/ B/` on directories of per-rank
+traces written by the outside writer (gpurr_outside/job.py: an 8-rank job
+whose gradients are all-reduced through NCCL).
+
+usage: job_cases.py GPURR CASE [CASE...]   (or --list)
+
+Each case writes two runs of the job that differ in one way, checks that
+`gpurr verify` finds every trace sound, and checks the job's verdict in
+`gpurr diff --json`, the text report and the HTML page."""
+import json
+import os
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    from gpurr_outside import job as jobs, runner  # noqa: E402
+except ImportError as e:
+    sys.exit('job_cases.py: %s (scripts/setup.sh installs pycapnp, zstandard and numpy into the test environment)' % e)
+
+GPURR = None
+TMP = None
+CASES = {}
+ENV = {'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}
+OTHERS_THAN_5 = [0, 1, 2, 3, 4, 6, 7]
+
+
+class Failure(Exception):
+    pass
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+def expect(cond, what, detail=None):
+    if not cond:
+        raise Failure(what + ('' if detail is None else ': ' + json.dumps(detail, indent=1)[:4000]))
+    print('  ok  ' + what)
+
+
+def write(name, job, env=None, ranks=None):
+    d = os.path.join(TMP, name)
+    for path in job.run().write(d, env=env or ENV, ranks=ranks):
+        r = subprocess.run([GPURR, 'verify', '--json', path], capture_output=True, text=True)
+        if r.returncode != 0 or not json.loads(r.stdout or '{}').get('ok'):
+            raise Failure('gpurr verify %s: exit %d %s %s' % (path, r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+    return d
+
+
+def diff(a, b):
+    """The JSON report, the text report and the HTML page of `gpurr diff a b`."""
+    html = os.path.join(TMP, 'report.html')
+    r = subprocess.run([GPURR, 'diff', '--json', '--html', html, a, b], capture_output=True, text=True)
+    try:
+        j = json.loads(r.stdout)
+    except ValueError:
+        raise Failure('gpurr diff --json: exit %d, no JSON: %s' % (r.returncode, r.stderr[-2000:]))
+    text = subprocess.run([GPURR, 'diff', a, b], capture_output=True, text=True).stdout
+    print('\n'.join('    | ' + line for line in text.split('\n') if line and not line.startswith('  ')
+                    and '== process' not in line)[:6000])
+    page = open(html).read() if os.path.exists(html) else ''
+    return r.returncode, j, r.stderr, text, page
+
+
+def roles(job):
+    return {x['rank']: x['role'] for x in job['ranks']}
+
+
+def check_page(page, *texts):
+    expect('<section id="job">' in page and 'href="#job"' in page, 'the HTML page has the job section, linked')
+    expect('<th>first divergent operation</th>' in page and page.count('</td><td><code>rank') >= 7,
+           'the ranks side by side, a row each')
+    for t in texts:
+        expect(t in page, 'the page says %r' % t)
+
+
+@case
+def job_origin_on_rank_5():
+    """Rank 5 copies another batch at step 1: the origin; the all-reduce of step 1 carries it to the other ranks."""
+    a = write('a', jobs.Job())
+    b = write('b', jobs.Job(seed=2, planted={5: 1}))
+    rc, j, err, text, page = diff(a, b)
+    expect(rc == 1 and not j['identical'], 'different, exit 1', {'rc': rc, 'stderr': err})
+    job = j.get('job')
+    expect(job is not None and job['collectiveMismatches'] == [], 'the job view, no collective mismatch', job)
+    expect(roles(job) == {r: 'origin' if r == 5 else 'receiver' for r in range(8)},
+           'rank 5 the origin, the other 7 receivers', roles(job))
+    causes = {x['rank']: x['cause'] for x in job['ranks']}
+    expect(causes[5] == 'hostInput' and all(causes[r] == 'collective' for r in OTHERS_THAN_5),
+           'rank 5 by a host input, the others by the collective', causes)
+    expect(job['earliestOrigin']['rank'] == 5 and [x['rank'] for x in job['earliestOrigins']] == [5],
+           'earliest origin: rank 5, alone', job['earliestOrigins'])
+    expect(len(job['spread']) == 1, 'one collective carried it', job['spread'])
+    s = job['spread'][0]
+    expect(s['from'] == [5] and s['to'] == OTHERS_THAN_5 and s['step'] == 1, 'from rank 5 to the rest, at step 1', s)
+    c = s['collective']
+    expect(c['op'] == 'allReduce' and c['sequence'] == 1 and c['line'] == 30 and c['file'] == 'train.py' and
+           c['call'].startswith('ncclAllReduce sum 1024 float32'), 'the all-reduce, its line and step', c)
+    expect(job['cause'] is None, 'no job cause at a collective', job['cause'])
+    expect('earliest origin: rank 5, ' in text, 'the text names the earliest origin')
+    expect('at train.py:30, step 1 carried the divergence from rank 5 to ranks 0-4, 6, 7' in text, 'the text says how it spread')
+    check_page(page, 'Earliest origin', 'How it spread', 'ranks 0-4, 6, 7', '>origin<', '>receiver<')
+
+
+@case
+def job_two_origins():
+    """Ranks 2 and 5 copy other batches at step 1, before the same all-reduce: both are origins, in rank order."""
+    a = write('a', jobs.Job())
+    b = write('b', jobs.Job(seed=2, planted={5: 1, 2: 1}))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect([x['rank'] for x in job['earliestOrigins']] == [2, 5] and job['earliestOrigin']['rank'] == 2,
+           'earliest origins: ranks 2 and 5 (earliestOrigin the first)', job['earliestOrigins'])
+    expect(all(x['collectivesBefore'] == 1 for x in job['earliestOrigins']), 'each after one collective')
+    s = job['spread']
+    expect(len(s) == 1 and s[0]['from'] == [2, 5] and s[0]['to'] == [0, 1, 3, 4, 6, 7],
+           'the all-reduce carried it from ranks 2 and 5 to the rest', s)
+    expect('earliest origins: ranks 2, 5, each after 1 collective' in text, 'the text names both origins')
+    check_page(page, 'Earliest origins', '2 ranks diverged before the same collective')
+
+
+@case
+def job_reduction_order():
+    """Every rank sends identical data in both runs; run B's all-reduce of step 1 adds in another order."""
+    a = write('a', jobs.Job())
+    b = write('b', jobs.Job(seed=2, pairwise_step=1))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(roles(job) == {r: 'receiver' for r in range(8)}, 'every rank a receiver', roles(job))
+    expect(all(x['cause'] == 'collective' for x in job['ranks']), "each rank's own cause: collective")
+    expect(job['earliestOrigins'] == [] and job['earliestOrigin'] is None, 'no origin')
+    s = job['spread']
+    expect(len(s) == 1 and s[0]['from'] == [] and s[0]['to'] == list(range(8)) and s[0]['everyRankSentIdentical'] and
+           s[0]['step'] == 1, 'the all-reduce of step 1 gave every rank other data, no rank sending other data', s)
+    cause = job['cause']
+    expect(cause is not None and cause['cause'] == 'collectiveReductionOrder' and
+           cause['mechanism'] == 'collectiveReductionOrder', 'job cause: collectiveReductionOrder', cause)
+    expect(cause['collective']['sequence'] == 1 and cause['collective']['step'] == 1, 'at the all-reduce of step 1',
+           cause['collective'])
+    expect(any('each of its 8 ranks sent identical data' in x for x in cause['evidence']) and
+           any('NCCL chose another algorithm or protocol' in x for x in cause['evidence']),
+           'evidence: identical inputs on every rank, NCCL chose differently', cause['evidence'])
+    expect('NCCL_ALGO=Ring' in cause['fix'] and 'NCCL_ALGO=^NVLS' in cause['fix'], 'fix: pin or exclude NVLS',
+           cause['fix'])
+    expect('job cause: collective reduction order: ' in text and 'no origin' not in text,
+           'the text names the job cause, not a missing origin')
+    check_page(page, '>collective reduction order<', 'NCCL_ALGO=^NVLS', 'every rank sent identical data')
+
+
+@case
+def job_reduction_order_nccl_environment():
+    """The same with NCCL_ALGO=Ring in run A and Tree in run B: the cause is the environment."""
+    a = write('a', jobs.Job(), env=dict(ENV, NCCL_ALGO='Ring'))
+    b = write('b', jobs.Job(seed=2, pairwise_step=1), env=dict(ENV, NCCL_ALGO='Tree'))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    cause = job['cause']
+    expect(cause is not None and cause['cause'] == 'environment' and cause['mechanism'] == 'collectiveReductionOrder',
+           'job cause: environment, at a collective whose reduction order changed', cause)
+    expect('env NCCL_ALGO' in cause['summary'] and
+           any('env NCCL_ALGO (run A Ring, run B Tree)' in x for x in cause['evidence']),
+           'it names NCCL_ALGO and both values', cause)
+    expect(any('each of its 8 ranks sent identical data' in x for x in cause['evidence']),
+           'the collective is its evidence', cause['evidence'])
+    expect('job cause: environment: ' in text, 'the text names the job cause')
+    check_page(page, '>environment<', 'At the collective itself: collective reduction order')
+
+
+@case
+def job_rank_missing():
+    """Rank 7's trace is missing from run B; rank 5 is the origin: the job report still names it."""
+    a = write('a', jobs.Job())
+    b = write('b', jobs.Job(seed=2, planted={5: 1}), ranks=range(7))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(job['earliestOrigin'] is not None and job['earliestOrigin']['rank'] == 5, 'earliest origin: rank 5',
+           job['earliestOrigin'])
+    expect('earliest origin: rank 5, ' in text and '<section id="job">' in page, 'the text and the page name it')
+
+
+@case
+def job_rank_killed():
+    """Rank 3 of run B was killed in step 1, before its all-reduce (no index, a partial last block); rank 5 is the
+    origin: the job report still names it."""
+    a = write('a', jobs.Job())
+    job_b = jobs.Job(seed=2, planted={5: 1}).run()
+    d = os.path.join(TMP, 'b')
+    job_b.write(d, env=ENV, ranks=[r for r in range(8) if r != 3])
+    p3 = job_b.procs[3]
+    cut = next(i for i, e in enumerate(p3.events) if 'collective' in e and e['origin']['step'] == 1)
+    p3.events = p3.events[:cut]
+    path = os.path.join(d, 'rank3.gpurr')
+    p3.write(path, env=ENV, compat_version=9, command=('python3', 'train.py', '--ddp'), write_index=False,
+             events_per_block=4)
+    with open(os.path.join(path, 'events'), 'r+b') as f:
+        f.truncate(os.path.getsize(os.path.join(path, 'events')) - 100)
+    rc, j, err, text, page = diff(a, d)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(job['earliestOrigin'] is not None and job['earliestOrigin']['rank'] == 5, 'earliest origin: rank 5',
+           job['earliestOrigin'])
+    expect('earliest origin: rank 5, ' in text and '<section id="job">' in page, 'the text and the page name it')
+
+
+def main():
+    global GPURR
+    if sys.argv[1:2] == ['--list']:
+        print('\n'.join(CASES))
+        return 0
+    GPURR = os.path.abspath(sys.argv[1])
+
+    def scratch(path):
+        global TMP
+        TMP = path
+    return runner.run(CASES, sys.argv[2:] or list(CASES), Failure, scratch, 'gpurr-job-')
+
+
+if __name__ == '__main__':
+    sys.exit(main())
