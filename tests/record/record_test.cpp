@@ -452,6 +452,65 @@ TEST_CASE("several processes' traces are kept side by side in OUT, by name") {
                         report::humanBytes(filesUnder(out)))));
 }
 
+TEST_CASE("started once per rank, each gpurr record joins the job's directory OUT at the same time") {
+  // As srun starts one gpurr per task: RANK (or SLURM_PROCID) in gpurr's own
+  // environment. The command plays the recorder, which names the trace by it.
+  Sandbox s;
+  for (int rank : {0, 1, 2}) makeTrace(s.tmp / fmt::format("rank{}.gpurr", rank), rank + 1, 512, rank);
+  const std::string script = "while [ ! -e " + quoted((s.tmp / "go").string()) + " ]; do sleep 0.01; done; cp -r " +
+                             quoted(s.tmp.path().string()) + "/rank${RANK:-$SLURM_PROCID}.gpurr \"$GPURR_OUTPUT/\"";
+  auto startRank = [&](const char* var, int rank, std::vector<std::string> options = {}) {
+    const fs::path io = s.tmp / fmt::format("io{}", rank);
+    fs::create_directories(io);
+    std::map<std::string, std::string> env = s.env;
+    env[var] = std::to_string(rank);
+    std::vector<std::string> args{"record", "-o", "job"};
+    args.insert(args.end(), options.begin(), options.end());
+    args.insert(args.end(), {"--", "sh", "-c", script});
+    return std::pair{start(args, io, "", env, s.work), io};
+  };
+  const auto [pid0, io0] = startRank("RANK", 0);
+  const auto [pid1, io1] = startRank("RANK", 1);
+  writeText(s.tmp / "go", "");  // both write and finish together
+  const Result r0 = finish(pid0, io0), r1 = finish(pid1, io1);
+  CHECK(r0.code == 0);
+  CHECK(r1.code == 0);
+  const fs::path out = s.work / "job";
+  for (int rank : {0, 1}) CHECK(trace::TraceReader(out / fmt::format("rank{}.gpurr", rank)).header().rank == rank);
+  CHECK_THAT(r0.err, Catch::Contains("rank0.gpurr written to " + out.string() + "/, the job's directory (RANK=0)"));
+  CHECK_THAT(r1.err, Catch::Contains("gpurr: 1 process, 2 launches, "));
+  CHECK(std::distance(fs::directory_iterator(s.work), fs::directory_iterator()) == 1);  // no staging left
+
+  // srun's SLURM_PROCID names a rank as well.
+  const auto [pid2, io2] = startRank("SLURM_PROCID", 2);
+  CHECK(finish(pid2, io2).code == 0);
+  CHECK(trace::TraceReader(out / "rank2.gpurr").launchCount() == 3);
+
+  // A rank whose trace is there already is refused before it runs, unless
+  // --force, which replaces that rank's trace alone.
+  fs::remove(s.tmp / "go");
+  const auto [again, ioAgain] = startRank("RANK", 1);
+  const Result refused = finish(again, ioAgain);
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.err, Catch::Contains((out / "rank1.gpurr").string() + " already exists"));
+  writeText(s.tmp / "go", "");
+  fs::remove_all(s.tmp / "rank1.gpurr");
+  makeTrace(s.tmp / "rank1.gpurr", 7, 512, 1);
+  const auto [forced, ioForced] = startRank("RANK", 1, {"--force"});
+  CHECK(finish(forced, ioForced).code == 0);
+  CHECK(trace::TraceReader(out / "rank1.gpurr").launchCount() == 7);
+  CHECK(trace::TraceReader(out / "rank0.gpurr").launchCount() == 1);
+  CHECK(fs::exists(out / "rank2.gpurr"));
+
+  // OUT must be a directory of traces: a single trace is not joined.
+  makeTrace(s.work / "one.gpurr", 1, 64);
+  s.env["RANK"] = "0";
+  const Result single = s.record("one.gpurr", "touch ran", {"--force"});
+  CHECK(single.code == 2);
+  CHECK_THAT(single.err, Catch::Contains("is not a directory of traces"));
+  CHECK_FALSE(fs::exists(s.work / "ran"));
+}
+
 TEST_CASE("a trace the recorder could not close is summarised with the reader's note") {
   Sandbox s;
   const fs::path fake = s.tmp / "fake.gpurr";
@@ -631,7 +690,7 @@ TEST_CASE("the summary counts processes, launches, bytes hashed and size on disk
   writeText(out / "rank3.gpurr" / "version", "garbage");
   const std::vector<fs::path> traces{out / "rank0.gpurr", out / "rank1.gpurr", out / "rank2.gpurr",
                                      out / "rank3.gpurr"};
-  const RecordSummary s = summarise(out, traces);
+  const RecordSummary s = summarise(traces);
   REQUIRE(s.traces.size() == 4);
   CHECK(s.traces[0].readable);
   CHECK(s.traces[0].launches == 3);
@@ -648,7 +707,7 @@ TEST_CASE("the summary counts processes, launches, bytes hashed and size on disk
                                       "1 unreadable",
                                       report::humanBytes(10000 + (2 << 20)),
                                       report::humanBytes(filesUnder(out))));
-  const RecordSummary one = summarise(out / "rank1.gpurr", {out / "rank1.gpurr"});
+  const RecordSummary one = summarise({out / "rank1.gpurr"});
   CHECK_THAT(summaryLine(one), Catch::StartsWith("1 process, 2 launches, 3.9 KiB hashed, "));
 }
 
@@ -787,7 +846,7 @@ TEST_CASE("the summary counts snapshot bytes and the launches checked for determ
     }
     w.close();
   }
-  const RecordSummary s = summarise(out, {out});
+  const RecordSummary s = summarise({out});
   REQUIRE(s.traces.size() == 1);
   CHECK(s.traces[0].snapshotBytes == 600);
   CHECK(s.traces[0].determinismChecked == 2);
@@ -796,7 +855,7 @@ TEST_CASE("the summary counts snapshot bytes and the launches checked for determ
                                              "(1 nondeterministic)"));
   // Nothing of the kind: nothing said.
   makeTrace(tmp / "plain.gpurr", 2, 1000);
-  const std::string plain = summaryLine(summarise(tmp / "plain.gpurr", {tmp / "plain.gpurr"}));
+  const std::string plain = summaryLine(summarise({tmp / "plain.gpurr"}));
   CHECK_THAT(plain, !Catch::Contains("snapshots"));
   CHECK_THAT(plain, !Catch::Contains("determinism"));
 }
