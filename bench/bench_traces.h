@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "trace_format/trace.h"
@@ -82,10 +83,11 @@ inline std::vector<Kernel> kernels() {
 // handed over through the host).
 //
 // As rank `rank` of a job of `worldSize` (rank -1: no job), the buffers
-// start with this rank's own data, and an all-reduce of one buffer follows
-// every `collectiveEvery` launches (0: none), its result the same on every
-// rank; in run B it differs from launch `receivedFrom` on, as when another
-// rank diverged before it.
+// start with this rank's own data, and every `collectiveEvery` launches (0:
+// never) an all-reduce of the buffer the last launch wrote follows, its
+// result the same on every rank and read by the next launch; in run B it
+// differs from launch `receivedFrom` on, as when another rank diverged
+// before it.
 struct TraceShape {
   uint64_t launches = 1'000'000;
   uint64_t divergeAt = UINT64_MAX;
@@ -134,6 +136,7 @@ inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
   col.dataType = "float32";
   col.count = 1u << 18;
   col.reduceOp = "sum";
+  uint32_t reduced = 0;  // the buffer the last all-reduce received into, until a launch reads it
   for (uint64_t i = 0; i < s.launches; ++i) {
     const Kernel& kd = ks[mix(i % 97) % ks.size()];
     k.function = kd.name;
@@ -145,7 +148,8 @@ inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
     k.inputs.clear();
     k.outputs.clear();
     for (uint32_t p = 0; p < kd.pointers; ++p) {
-      const uint32_t ordinal = 1 + static_cast<uint32_t>(mix(i * 8 + p) % kBuffers);
+      uint32_t ordinal = 1 + static_cast<uint32_t>(mix(i * 8 + p) % kBuffers);
+      if (p == 0 && reduced != 0) ordinal = std::exchange(reduced, 0);  // reads what the all-reduce received
       const uint64_t ptr = address(ordinal);
       appendPointerParam(k, ptr, ordinal, 0);
       RangeDigest r;
@@ -180,7 +184,8 @@ inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
       ++seq;
     }
     if (s.collectiveEvery != 0 && i % s.collectiveEvery == s.collectiveEvery - 1) {
-      const uint32_t ordinal = 1 + static_cast<uint32_t>(mix(col.sequence) % kBuffers);
+      // The buffer the launch before it wrote (a gradient, say), reduced in place.
+      const uint32_t ordinal = k.pointers.back().allocation;
       RangeDigest r;
       r.range = {address(ordinal), 1u << 20, ordinal, 0};
       r.digest = content[ordinal];
@@ -188,6 +193,7 @@ inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
       r.digest = mix(0xa11ULL ^ col.sequence ^ (s.runB && i >= s.receivedFrom ? 1 : 0));
       col.outputs = {r};
       content[ordinal] = r.digest;
+      reduced = ordinal;
       col.stream = k.stream;
       w.append({seq, seq * 1000, thread, col});
       ++seq;

@@ -132,21 +132,34 @@ int main(int argc, char** argv) {
              compressed / 1048576.0, uncompressed / 1048576.0);
 
   const double availableBefore = coresAvailable(cores);
-  double decompress = 1e9, compare = 1e9, job = 1e9, rssCompare = 0;
+  // Best of `rounds` of each pass, wall time and CPU time (all threads of
+  // the process: on a shared machine, the figure other processes' load
+  // leaves alone), the passes side by side in every round.
+  struct Best {
+    double wall = 1e9, cpu = 1e9;
+  };
+  auto timed = [](Best& best, auto&& f) {
+    const auto c0 = CpuClock::now();
+    const auto w0 = std::chrono::steady_clock::now();
+    f();
+    best.cpu = std::min(best.cpu, seconds(CpuClock::now() - c0));
+    best.wall = std::min(best.wall, seconds(std::chrono::steady_clock::now() - w0));
+  };
+  Best decompress, compare, job;
+  double rssCompare = 0;
   bool right = true;
   for (int round = 0; round < rounds; ++round) {
-    auto t0 = std::chrono::steady_clock::now();
     std::atomic<uint64_t> bytes{0};
-    onThreads(traces.size(), cores, [&](size_t i) { bytes += decompressAll(trace::TraceReader(traces[i])); });
-    decompress = std::min(decompress, seconds(std::chrono::steady_clock::now() - t0));
+    timed(decompress, [&] {
+      onThreads(traces.size(), cores, [&](size_t i) { bytes += decompressAll(trace::TraceReader(traces[i])); });
+    });
     if (bytes != uncompressed) {
       fmt::print(stderr, "decompressed {} bytes, expected {}\n", bytes.load(), uncompressed);
       return 1;
     }
 
-    t0 = std::chrono::steady_clock::now();
-    const report::RunComparison c = report::compareRuns(a, b, false, nullptr);
-    compare = std::min(compare, seconds(std::chrono::steady_clock::now() - t0));
+    report::RunComparison c;
+    timed(compare, [&] { c = report::compareRuns(a, b, false, nullptr); });
     rssCompare = std::max(rssCompare, peakRssMiB());
     // Every rank diverges: rank 5 at its own launch, the others where the
     // all-reduce after it brought them the divergence.
@@ -161,9 +174,8 @@ int main(int argc, char** argv) {
     }
     if (c.processes.size() != static_cast<size_t>(ranks)) right = false;
 
-    t0 = std::chrono::steady_clock::now();
-    const std::optional<report::JobView> view = report::jobView(c);
-    job = std::min(job, seconds(std::chrono::steady_clock::now() - t0));
+    std::optional<report::JobView> view;
+    timed(job, [&] { view = report::jobView(c); });
     if (!view || !view->earliestOrigin || view->ranks[*view->earliestOrigin].rank != kDivergingRank) {
       fmt::print(stderr, "the job view did not name rank {} the earliest origin\n", kDivergingRank);
       right = false;
@@ -172,16 +184,25 @@ int main(int argc, char** argv) {
   const double available = coresAvailable(cores);
   const double rssJob = peakRssMiB();
   fmt::print("{} cores, of which this process got {:.1f} before the rounds and {:.1f} after (a shared machine);\n"
-             "best of {} rounds, wall time; ratios to decompressing every trace once on every core\n",
+             "best of {} rounds; ratios to decompressing every trace once on every core\n",
              cores, availableBefore, available, rounds);
-  auto row = [&](const std::string& what, double s) { fmt::print("{:<52} {:7.2f} s  {:5.2f}x\n", what, s, s / decompress); };
+  fmt::print("{:<52} {:>9}  {:>9}   {:>6}    {:>6}\n", "", "wall", "CPU", "wall", "CPU");
+  auto row = [&](const std::string& what, const Best& t) {
+    fmt::print("{:<52} {:7.2f} s  {:7.2f} s   {:5.2f}x    {:5.2f}x\n", what, t.wall, t.cpu, t.wall / decompress.wall,
+               t.cpu / decompress.cpu);
+  };
   row(fmt::format("decompress {} traces ({} threads)", traces.size(), cores), decompress);
   row(fmt::format("compareRuns: {} ranks diffed, {} at a time", ranks, std::min<unsigned>(cores, ranks)), compare);
   row("jobView: the job's view across ranks", job);
-  row("compareRuns + jobView (gpurr diff A/ B/)", compare + job);
+  row("compareRuns + jobView (gpurr diff A/ B/)", {compare.wall + job.wall, compare.cpu + job.cpu});
   fmt::print("peak RSS of the process: {:.0f} MiB after compareRuns, {:.0f} MiB after jobView\n", rssCompare, rssJob);
-  const bool fast = compare <= 1.5 * decompress, small = rssJob <= 2048;
-  fmt::print("goal (compareRuns <= 1.5x decompression): {}\n", fast ? "met" : "NOT met");
+  // Wall time on a quiet machine; CPU time, which other processes' load
+  // leaves alone, when this one got fewer cores than it has.
+  const bool quiet = std::min(availableBefore, available) > 0.9 * cores;
+  const bool fast = quiet ? compare.wall <= 1.5 * decompress.wall : compare.cpu <= 1.5 * decompress.cpu;
+  const bool small = rssJob <= 2048;
+  fmt::print("goal (compareRuns <= 1.5x decompression, {}): {}\n", quiet ? "wall" : "CPU, a busy machine",
+             fast ? "met" : "NOT met");
   fmt::print("goal (peak RSS <= 2 GiB): {}\n", small ? "met" : "NOT met");
   if (keep.empty()) fs::remove_all(dir);
   if (!right) return 1;
