@@ -110,6 +110,8 @@ pid_t start(const std::vector<std::string>& args, const fs::path& io, const std:
     ::dup2(out, 1);
     ::dup2(err, 2);
     if (::chdir(cwd.c_str()) != 0) ::_exit(99);
+    // A job's variables make gpurr one rank of a job: only where a test sets them.
+    for (const char* v : {"RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK"}) ::unsetenv(v);
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv{const_cast<char*>(kGpurr.c_str())};
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));

@@ -19,6 +19,7 @@
 #   faults_test.sh BUILD_DIR PROGRAM enospc|kill|behind
 set -u
 build=$1 program=$2 mode=$3
+unset RANK SLURM_PROCID LOCAL_RANK NODE_RANK  # set below where a run is a rank of a job
 gpurr=$build/bin/gpurr
 work=$(mktemp -d)
 mounted=
