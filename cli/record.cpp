@@ -569,12 +569,13 @@ int run(const RecordOptions& opts) {
                                      : fs::absolute(opts.output);
   out = out.lexically_normal();
   if (out.has_filename() == false) out = out.parent_path();  // "a.gpurr/" names a.gpurr
-  // Started once per rank (srun, mpirun, torchrun --no-python): OUT is the
-  // job's directory, shared with the other ranks' gpurr (joinTraces). The
-  // recorder warns about malformed variables.
+  // Started once per rank of a job of several (srun, torchrun --no-python):
+  // OUT is the job's directory, shared with the other ranks' gpurr
+  // (joinTraces). The recorder warns about malformed variables.
+  const auto getenv = [](const char* n) { return std::getenv(n); };
   std::vector<std::string> rankProblems;
-  const job::RankName self = job::rankName([](const char* n) { return std::getenv(n); }, rankProblems);
-  const bool jobMember = !self.name.empty();
+  const job::RankName self = job::rankName(getenv, rankProblems);
+  const bool jobMember = !self.name.empty() && job::severalRanks(getenv);
   if (jobMember && fs::exists(fs::symlink_status(out, ec))) {
     if (!replaceable(out) || fs::exists(out / "version", ec)) {
       return usageError(fmt::format("{} exists and is not a directory of traces: as one rank of a job ({}), gpurr "
@@ -811,9 +812,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
       "Put -- before the command: gpurr record -o run.gpurr -- python train.py --lr 0.1\n"
       "OUT is the trace when one CUDA process ran; when several did, OUT is a directory of\n"
       "traces named rank<R>.gpurr (RANK, else SLURM_PROCID), node<N>-local<L>.gpurr (LOCAL_RANK\n"
-      "with NODE_RANK), <host>-local<L>.gpurr (LOCAL_RANK alone) or proc<N>.gpurr, so that two\n"
-      "runs match by name. Started once per rank (srun gpurr record -o DIR -- ...), each gpurr\n"
-      "puts its rank's trace in the directory OUT, shared by the job's ranks.\n"
+      "with NODE_RANK), <host>-local<L>.gpurr (LOCAL_RANK without it) or proc<N>.gpurr, so that\n"
+      "two runs match by name. Started once per rank of several (srun gpurr record -o DIR -- ...),\n"
+      "each gpurr puts its rank's trace in the directory OUT, shared by the job's ranks.\n"
       "The command's input and output pass through untouched; gpurr exits with its\n"
       "exit code (128+N when signal N killed it). More in docs/RECORDING.md.");
   // Unknown options are collected rather than rejected by the parser, so

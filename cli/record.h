@@ -96,8 +96,9 @@ struct Placement {
 // Removes `staging` when nothing else is in it. Throws fs::filesystem_error.
 Placement placeTraces(const fs::path& staging, const fs::path& out, bool replace);
 
-// For a `gpurr record` started once per rank of a job (srun, mpirun, torchrun
-// --no-python: its own environment names a rank, common/job_rank.h): OUT is
+// For a `gpurr record` started once per rank of a job of several (srun,
+// torchrun --no-python: its own environment names a rank and more than one
+// task, common/job_rank.h): OUT is
 // the job's directory, which every rank's gpurr joins. Moves the traces in
 // `staging` into `out` under their names, creating `out` when this is the
 // first to finish. A name already in `out` is replaced when `replace` is

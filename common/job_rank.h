@@ -2,8 +2,8 @@
 // launcher sets: the name of its trace ("rank3.gpurr"), so that the traces
 // of a job's processes sit side by side in one directory and two runs match
 // by name. Shared by the recorder (which names the trace) and `gpurr record`
-// (which, started once per rank by srun or mpirun, joins the job's
-// directory). Header-only.
+// (which, started once per rank by srun or torchrun --no-python, joins the
+// job's directory). Header-only.
 #pragma once
 
 #include <unistd.h>
@@ -82,6 +82,19 @@ inline RankName rankName(const std::function<const char*(const char*)>& getenv, 
     return {};
   }
   return {host + "-local" + l + ".gpurr", std::nullopt, "LOCAL_RANK=" + l + " on host " + host};
+}
+
+// Whether the launcher started several processes as this one (WORLD_SIZE,
+// or srun's SLURM_STEP_NUM_TASKS, else SLURM_NTASKS, above 1): a `gpurr
+// record` so started is one rank of a job. One task (an interactive
+// `srun --pty bash`, which sets SLURM_PROCID=0) is not.
+inline bool severalRanks(const std::function<const char*(const char*)>& getenv) {
+  const char* slurm = getenv("SLURM_STEP_NUM_TASKS");
+  if (slurm == nullptr || *slurm == '\0') slurm = getenv("SLURM_NTASKS");
+  for (const char* v : {getenv("WORLD_SIZE"), slurm}) {
+    if (const std::optional<int32_t> n = rankNumber(v); n && *n > 1) return true;
+  }
+  return false;
 }
 
 }  // namespace gpurr::job

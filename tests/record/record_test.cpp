@@ -111,7 +111,10 @@ pid_t start(const std::vector<std::string>& args, const fs::path& io, const std:
     ::dup2(err, 2);
     if (::chdir(cwd.c_str()) != 0) ::_exit(99);
     // A job's variables make gpurr one rank of a job: only where a test sets them.
-    for (const char* v : {"RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK"}) ::unsetenv(v);
+    for (const char* v : {"RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "SLURM_NTASKS",
+                          "SLURM_STEP_NUM_TASKS"}) {
+      ::unsetenv(v);
+    }
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv{const_cast<char*>(kGpurr.c_str())};
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -455,9 +458,11 @@ TEST_CASE("several processes' traces are kept side by side in OUT, by name") {
 }
 
 TEST_CASE("started once per rank, each gpurr record joins the job's directory OUT at the same time") {
-  // As srun starts one gpurr per task: RANK (or SLURM_PROCID) in gpurr's own
-  // environment. The command plays the recorder, which names the trace by it.
+  // As srun starts one gpurr per task: RANK and WORLD_SIZE (or SLURM_PROCID
+  // and SLURM_NTASKS) in gpurr's own environment. The command plays the
+  // recorder, which names the trace by the rank.
   Sandbox s;
+  s.env["WORLD_SIZE"] = "3";
   for (int rank : {0, 1, 2}) makeTrace(s.tmp / fmt::format("rank{}.gpurr", rank), rank + 1, 512, rank);
   const std::string script = "while [ ! -e " + quoted((s.tmp / "go").string()) + " ]; do sleep 0.01; done; cp -r " +
                              quoted(s.tmp.path().string()) + "/rank${RANK:-$SLURM_PROCID}.gpurr \"$GPURR_OUTPUT/\"";
@@ -484,6 +489,8 @@ TEST_CASE("started once per rank, each gpurr record joins the job's directory OU
   CHECK(std::distance(fs::directory_iterator(s.work), fs::directory_iterator()) == 1);  // no staging left
 
   // srun's SLURM_PROCID names a rank as well.
+  s.env.erase("WORLD_SIZE");
+  s.env["SLURM_NTASKS"] = "3";
   const auto [pid2, io2] = startRank("SLURM_PROCID", 2);
   CHECK(finish(pid2, io2).code == 0);
   CHECK(trace::TraceReader(out / "rank2.gpurr").launchCount() == 3);
@@ -511,6 +518,16 @@ TEST_CASE("started once per rank, each gpurr record joins the job's directory OU
   CHECK(single.code == 2);
   CHECK_THAT(single.err, Catch::Contains("is not a directory of traces"));
   CHECK_FALSE(fs::exists(s.work / "ran"));
+
+  // One task alone (an interactive `srun --pty bash` sets SLURM_PROCID=0):
+  // no job, and OUT is the trace, as without the variables.
+  s.env.erase("RANK");
+  s.env["SLURM_PROCID"] = "0";
+  s.env["SLURM_NTASKS"] = "1";
+  const Result alone = s.record("alone.gpurr", "cp -r " + quoted((s.tmp / "rank0.gpurr").string()) +
+                                                   " \"$GPURR_OUTPUT/\"");
+  CHECK(alone.code == 0);
+  CHECK(trace::TraceReader(s.work / "alone.gpurr").header().rank == 0);
 }
 
 TEST_CASE("a trace the recorder could not close is summarised with the reader's note") {

@@ -19,7 +19,7 @@
 #   faults_test.sh BUILD_DIR PROGRAM enospc|kill|behind
 set -u
 build=$1 program=$2 mode=$3
-unset RANK SLURM_PROCID LOCAL_RANK NODE_RANK  # set below where a run is a rank of a job
+unset RANK SLURM_PROCID LOCAL_RANK NODE_RANK WORLD_SIZE SLURM_NTASKS SLURM_STEP_NUM_TASKS  # set below for a job
 gpurr=$build/bin/gpurr
 work=$(mktemp -d)
 mounted=
@@ -79,9 +79,11 @@ kill)
   expect "$work/diff.out" "no index"
   expect "$work/diff.out" "compared up to its last complete block"
   expect "$work/diff.out" "after run B's trace ends; not compared"
-  # As ranks of a job, one gpurr per rank (RANK in its own environment, as
-  # srun starts them): the killed rank's trace joins the job's directory,
-  # and the diff of two jobs says which rank is incomplete and which missing.
+  # As ranks of a job, one gpurr per rank (RANK and WORLD_SIZE in its own
+  # environment, as srun starts them): the killed rank's trace joins the
+  # job's directory, and the diff of two jobs says which rank is incomplete
+  # and which missing.
+  export WORLD_SIZE=3
   for r in 0 1 2; do RANK=$r "$gpurr" record -o "$work/job-a" -- "$program" $steps $launches >/dev/null 2>&1; done
   RANK=0 "$gpurr" record -o "$work/job-b" -- "$program" $steps $launches >/dev/null 2>&1
   RANK=1 KILL_IN_STEP=2 "$gpurr" record -o "$work/job-b" -- "$program" $steps $launches >/dev/null 2>"$work/rank1.err"
@@ -99,6 +101,7 @@ r = json.load(open(sys.argv[1]))["ranks"]
 assert r["missing"] == {"a": [], "b": ["rank2.gpurr"]}, r
 assert [t["process"] for t in r["incomplete"]["b"]] == ["rank1.gpurr"] and not r["incomplete"]["a"], r' \
     "$work/job.json" || fail "diff --json: ranks"
+  unset WORLD_SIZE
   trace=$work/killed.gpurr
   ;;
 behind)

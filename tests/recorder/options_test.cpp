@@ -110,6 +110,17 @@ TEST_CASE("the trace is named by RANK, else SLURM_PROCID, else LOCAL_RANK with t
   CHECK_FALSE(o.rank);
 }
 
+TEST_CASE("a process is one of several ranks when the launcher says there are several", "[recorder][options]") {
+  using gpurr::job::severalRanks;
+  CHECK(severalRanks(envOf({{"WORLD_SIZE", "2"}})));
+  CHECK_FALSE(severalRanks(envOf({{"WORLD_SIZE", "1"}})));
+  CHECK(severalRanks(envOf({{"SLURM_NTASKS", "64"}})));
+  // srun's step inside a larger allocation: the step's count.
+  CHECK_FALSE(severalRanks(envOf({{"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_NTASKS", "8"}})));
+  CHECK_FALSE(severalRanks(envOf({{"WORLD_SIZE", "x"}})));
+  CHECK_FALSE(severalRanks(envOf({})));
+}
+
 TEST_CASE("kernel regex matches the demangled name too", "[recorder][options]") {
   std::vector<std::string> problems;
   RecorderOptions o = parseOptions(envOf({{"GPURR_KERNELS", "^reduce\\(float\\*"}}), problems);
