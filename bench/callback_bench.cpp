@@ -458,7 +458,7 @@ int main(int argc, char** argv) {
       options, CudaDevice::create(fakeApi()),
       [&](const trace::Header& h) -> std::unique_ptr<TraceSink> {
         std::string error;
-        traceDir = *claimTraceDirectory(*options.output, options.rank, error);
+        traceDir = *claimTraceDirectory(*options.output, options.rankName, error);
         auto made = std::make_unique<TraceSink>(std::make_unique<trace::TraceWriter>(traceDir, h),
                                                 [](const std::string& m) { std::fprintf(stderr, "%s\n", m.c_str()); });
         sink = made.get();

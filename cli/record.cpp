@@ -24,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/cuda_driver.h"
 #include "cli/process.h"
+#include "common/job_rank.h"
 #include "report/text.h"
 #include "trace_format/trace.h"
 
@@ -344,7 +345,37 @@ Placement placeTraces(const fs::path& staging, const fs::path& out, bool replace
   return placed;
 }
 
-RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces) {
+Placement joinTraces(const fs::path& staging, const fs::path& out, bool replace) {
+  Placement placed;
+  const std::vector<fs::path> staged = stagedTraces(staging);
+  if (!staged.empty()) {
+    // Another rank's gpurr may create it at the same moment.
+    if (::mkdir(out.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw fs::filesystem_error("cannot create the job's directory", out, std::error_code(errno, std::generic_category()));
+    }
+    if (!fs::is_directory(out)) {
+      throw fs::filesystem_error("not a directory", out, std::make_error_code(std::errc::not_a_directory));
+    }
+    for (const fs::path& p : staged) {
+      const fs::path to = out / p.filename();
+      if (fs::exists(fs::symlink_status(to)) && !(replace && replaceable(to))) {
+        throw fs::filesystem_error("already in the job's directory", to, std::make_error_code(std::errc::file_exists));
+      }
+    }
+    for (const fs::path& p : staged) {
+      const fs::path to = out / p.filename();
+      if (replace) fs::remove_all(to);
+      fs::rename(p, to);
+      placed.traces.push_back(to);
+    }
+    placed.directoryOfTraces = true;
+  }
+  for (const fs::directory_entry& e : fs::directory_iterator(staging)) placed.leftovers.push_back(e.path());
+  if (placed.leftovers.empty()) fs::remove(staging);
+  return placed;
+}
+
+RecordSummary summarise(const std::vector<fs::path>& traces) {
   RecordSummary summary;
   for (const fs::path& path : traces) {
     TraceSummary t;
@@ -384,8 +415,8 @@ RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces
       t.error = e.what();
     }
     summary.traces.push_back(std::move(t));
+    summary.diskBytes += sizeOnDisk(path);
   }
-  summary.diskBytes = sizeOnDisk(out);
   return summary;
 }
 
@@ -538,7 +569,25 @@ int run(const RecordOptions& opts) {
                                      : fs::absolute(opts.output);
   out = out.lexically_normal();
   if (out.has_filename() == false) out = out.parent_path();  // "a.gpurr/" names a.gpurr
-  if (fs::exists(fs::symlink_status(out, ec))) {
+  // Started once per rank of a job of several (srun, torchrun --no-python):
+  // OUT is the job's directory, shared with the other ranks' gpurr
+  // (joinTraces). The recorder warns about malformed variables.
+  const auto getenv = [](const char* n) { return std::getenv(n); };
+  std::vector<std::string> rankProblems;
+  const job::RankName self = job::rankName(getenv, rankProblems);
+  const bool jobMember = !self.name.empty() && job::severalRanks(getenv);
+  if (jobMember && fs::exists(fs::symlink_status(out, ec))) {
+    if (!replaceable(out) || fs::exists(out / "version", ec)) {
+      return usageError(fmt::format("{} exists and is not a directory of traces: as one rank of a job ({}), gpurr "
+                                    "puts its trace in OUT beside the other ranks'; choose another -o OUT",
+                                    out.string(), self.source));
+    }
+    if (fs::exists(fs::symlink_status(out / self.name, ec)) && !opts.force) {
+      return usageError(fmt::format("{} already exists; choose another -o OUT, or add --force to replace this "
+                                    "rank's trace",
+                                    (out / self.name).string()));
+    }
+  } else if (fs::exists(fs::symlink_status(out, ec))) {
     if (!opts.force) {
       return usageError(fmt::format(
           "{} already exists; choose another -o OUT, or add --force to replace it", out.string()));
@@ -634,7 +683,7 @@ int run(const RecordOptions& opts) {
 
   Placement placed;
   try {
-    placed = placeTraces(staging, out, opts.force);
+    placed = jobMember ? joinTraces(staging, out, opts.force) : placeTraces(staging, out, opts.force);
   } catch (const fs::filesystem_error& e) {
     std::fprintf(stderr,
                  "gpurr: error: could not move the trace to %s: %s\n"
@@ -655,11 +704,15 @@ int run(const RecordOptions& opts) {
     for (const fs::path& p : placed.traces) {
       names += (names.empty() ? "" : ", ") + p.filename().string();
     }
-    say(fmt::format("{} traces written to {}/ ({})", placed.traces.size(), out.string(), names));
+    if (jobMember) {
+      say(fmt::format("{} written to {}/, the job's directory ({})", names, out.string(), self.source));
+    } else {
+      say(fmt::format("{} traces written to {}/ ({})", placed.traces.size(), out.string(), names));
+    }
   } else {
     say(fmt::format("trace written to {}", out.string()));
   }
-  const RecordSummary summary = summarise(out, placed.traces);
+  const RecordSummary summary = summarise(placed.traces);
   for (const TraceSummary& t : summary.traces) {
     if (!t.readable) {
       say(fmt::format("warning: {}: {}", t.path.string(), t.error));
@@ -758,8 +811,11 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->footer(
       "Put -- before the command: gpurr record -o run.gpurr -- python train.py --lr 0.1\n"
       "OUT is the trace when one CUDA process ran; when several did, OUT is a directory of\n"
-      "traces named rank<R>.gpurr (when RANK is set) or proc<N>.gpurr, so that two runs match\n"
-      "by name. The command's input and output pass through untouched; gpurr exits with its\n"
+      "traces named rank<R>.gpurr (RANK, else SLURM_PROCID), node<N>-local<L>.gpurr (LOCAL_RANK\n"
+      "with NODE_RANK), <host>-local<L>.gpurr (LOCAL_RANK without it) or proc<N>.gpurr, so that\n"
+      "two runs match by name. Started once per rank of several (srun gpurr record -o DIR -- ...),\n"
+      "each gpurr puts its rank's trace in the directory OUT, shared by the job's ranks.\n"
+      "The command's input and output pass through untouched; gpurr exits with its\n"
       "exit code (128+N when signal N killed it). More in docs/RECORDING.md.");
   // Unknown options are collected rather than rejected by the parser, so
   // that the error can say how to pass options to the command.

@@ -96,6 +96,17 @@ struct Placement {
 // Removes `staging` when nothing else is in it. Throws fs::filesystem_error.
 Placement placeTraces(const fs::path& staging, const fs::path& out, bool replace);
 
+// For a `gpurr record` started once per rank of a job of several (srun,
+// torchrun --no-python: its own environment names a rank and more than one
+// task, common/job_rank.h): OUT is
+// the job's directory, which every rank's gpurr joins. Moves the traces in
+// `staging` into `out` under their names, creating `out` when this is the
+// first to finish. A name already in `out` is replaced when `replace` is
+// true (that trace only, never the other ranks'); otherwise nothing is moved
+// and fs::filesystem_error (file exists) is thrown. Removes `staging` when
+// nothing else is in it.
+Placement joinTraces(const fs::path& staging, const fs::path& out, bool replace);
+
 struct TraceSummary {
   fs::path path;
   bool readable = false;
@@ -112,12 +123,12 @@ struct TraceSummary {
 
 struct RecordSummary {
   std::vector<TraceSummary> traces;
-  uint64_t diskBytes = 0;  // every file under the output, as stored
+  uint64_t diskBytes = 0;  // every file of the traces, as stored
 };
 
 // Reads the placed traces back. Never throws for a bad trace: its error is
 // kept in its TraceSummary.
-RecordSummary summarise(const fs::path& out, const std::vector<fs::path>& traces);
+RecordSummary summarise(const std::vector<fs::path>& traces);
 
 // "2 processes, 1,234 launches, 3.5 GiB hashed, 12.0 MiB on disk", with
 // ", 2.0 MiB in snapshots" and ", 3 launches checked for determinism (1

@@ -41,7 +41,7 @@ void abandonInChild() {
 
 std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace::Header& header) {
   std::string error;
-  const std::optional<std::filesystem::path> dir = claimTraceDirectory(*options.output, options.rank, error);
+  const std::optional<std::filesystem::path> dir = claimTraceDirectory(*options.output, options.rankName, error);
   if (!dir) {
     warnToStderr("cannot create the trace directory (" + error + "); this process is not recorded");
     return nullptr;

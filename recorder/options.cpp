@@ -224,13 +224,8 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
     }
   }
   if (const char* v = getenv("GPURR_TOOL_VERSION")) o.toolVersion = v;
-  if (const char* v = getenv("RANK"); v != nullptr && *v != '\0') {
-    if (auto r = parseU64(v); r && *r <= INT32_MAX) {
-      o.rank = static_cast<int32_t>(*r);
-    } else {
-      problems.push_back(std::string("RANK=") + v + " is not a rank number; the trace is named proc<N>");
-    }
-  }
+  o.rankName = job::rankName(getenv, problems);
+  o.rank = o.rankName.rank;
   return o;
 }
 
@@ -283,7 +278,7 @@ std::vector<trace::KeyValue> determinismEnvironment(char* const* environ) {
 }
 
 std::optional<std::filesystem::path> claimTraceDirectory(const std::filesystem::path& output,
-                                                         std::optional<int32_t> rank, std::string& error) {
+                                                         const job::RankName& name, std::string& error) {
   auto tryClaim = [&](const std::string& name, bool& taken) -> std::optional<std::filesystem::path> {
     const std::filesystem::path dir = output / name;
     // Private (0700, whatever the umask): a trace can hold training data.
@@ -297,11 +292,9 @@ std::optional<std::filesystem::path> claimTraceDirectory(const std::filesystem::
     return std::nullopt;
   };
   bool taken = false;
-  if (rank) {
-    const std::string name = "rank" + std::to_string(*rank) + ".gpurr";
-    if (auto d = tryClaim(name, taken)) return d;
-    if (taken) error = (output / name).string() + " already exists (two processes with RANK=" +
-                       std::to_string(*rank) + "?)";
+  if (!name.name.empty()) {
+    if (auto d = tryClaim(name.name, taken)) return d;
+    if (taken) error = (output / name.name).string() + " already exists (two processes with " + name.source + "?)";
     return std::nullopt;
   }
   for (int n = 0; n < 100000; ++n) {

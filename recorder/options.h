@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/job_rank.h"
 #include "trace_format/events.h"
 
 namespace gpurr::recorder {
@@ -51,7 +52,8 @@ struct RecorderOptions {
   std::optional<StepSelection> steps;           // GPURR_STEPS=A:B[:N]
   std::string stepsText;                        // as given
   std::string toolVersion;                      // GPURR_TOOL_VERSION
-  std::optional<int32_t> rank;                  // RANK
+  job::RankName rankName;                       // RANK, SLURM_PROCID or LOCAL_RANK with the node (common/job_rank.h)
+  std::optional<int32_t> rank;                  // the job-wide rank: RANK or SLURM_PROCID
   bool timeParts = false;                       // GPURR_VERBOSE=1: time the parts of the launch callbacks
 };
 
@@ -105,12 +107,13 @@ bool isDeterminismRelevant(std::string_view key);
 // The relevant entries of `environ`-style "KEY=VALUE" strings, sorted by key.
 std::vector<trace::KeyValue> determinismEnvironment(char* const* environ);
 
-// Creates this process's trace directory under `output`: "rank<R>.gpurr" when
-// `rank` is set, else the first free "proc<N>.gpurr", claimed with mkdir so
-// that concurrent processes never share one. Returns nothing with a reason in
+// Creates this process's trace directory under `output`: `name` when the
+// environment names the process's rank ("rank3.gpurr"), else the first free
+// "proc<N>.gpurr", claimed with mkdir so that concurrent processes never
+// share one. Returns nothing with a reason in
 // `error` on failure.
 std::optional<std::filesystem::path> claimTraceDirectory(const std::filesystem::path& output,
-                                                         std::optional<int32_t> rank, std::string& error);
+                                                         const job::RankName& name, std::string& error);
 
 // The options as recorded in the trace header.
 trace::RecordingOptions toRecordingOptions(const RecorderOptions& options);

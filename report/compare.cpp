@@ -6,8 +6,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <map>
+#include <thread>
 
+#include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::report {
@@ -120,17 +124,65 @@ bool RunComparison::unknown() const {
 
 namespace {
 
-ProcessDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name, bool force,
-                     const Culprits* culprits) {
+struct PairDiff {
+  ProcessDiff diff;
+  std::optional<std::string> incompleteA, incompleteB;  // the reader's note on a trace that did not end cleanly
+};
+
+PairDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name, bool force,
+                  const Culprits* culprits, unsigned threads) {
   const TraceReader ra(a), rb(b);
   std::vector<std::string> warnings;
   checkComparable(ra, rb, force, warnings);
-  ProcessDiff p = diffTraces(ra, rb, DiffOptions{}, culprits);
+  DiffOptions options;
+  options.threads = threads;
+  PairDiff out{diffTraces(ra, rb, options, culprits), {}, {}};
+  ProcessDiff& p = out.diff;
   p.name = name;
   p.pathA = a.string();
   p.pathB = b.string();
   p.warnings.insert(p.warnings.begin(), warnings.begin(), warnings.end());
-  return p;
+  if (ra.damage().unclosed) out.incompleteA = ra.damage().detail;
+  if (rb.damage().unclosed) out.incompleteB = rb.damage().detail;
+  return out;
+}
+
+// Diffs the pairs, several at a time: as many at once as there are cores
+// (each on one thread), or, with fewer pairs than cores, each pair on its
+// share of them. So 64 ranks on 8 cores run 8 one-thread diffs at a time,
+// never 64 x 8 threads, and hold the summaries of 8 pairs at most. Results
+// keep the pairs' order; the first failure in that order is thrown.
+std::vector<PairDiff> diffPairs(const std::vector<std::pair<fs::path, fs::path>>& paths,
+                                const std::vector<std::string>& names, bool force, const Culprits* culprits) {
+  const size_t n = paths.size();
+  const unsigned cores = scanThreads(0);
+  const size_t workers = std::min<size_t>(n, cores);
+  const unsigned each = workers == 0 ? 1 : std::max(1u, static_cast<unsigned>(cores / workers));
+  std::vector<std::optional<PairDiff>> results(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> firstError{n};  // pairs after a failed one need not run
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      if (i > firstError.load()) continue;
+      try {
+        results[i] = diffPair(paths[i].first, paths[i].second, names[i], force, culprits, each);
+      } catch (...) {
+        errors[i] = std::current_exception();
+        for (size_t f = firstError.load(); i < f && !firstError.compare_exchange_weak(f, i);) {}
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  std::vector<PairDiff> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (errors[i]) std::rethrow_exception(errors[i]);
+    out.push_back(std::move(*results[i]));
+  }
+  return out;
 }
 
 }  // namespace
@@ -146,7 +198,7 @@ RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, cons
   }
   const bool ta = isTrace(a), tb = isTrace(b);
   if (ta && tb) {
-    out.processes.push_back(diffPair(a, b, "", force, culprits));
+    out.processes.push_back(diffPair(a, b, "", force, culprits, 0).diff);
     return out;
   }
   const auto pa = ta ? std::map<std::string, fs::path>{} : processTraces(a);
@@ -163,16 +215,27 @@ RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, cons
                                    (side == &pa ? a : b).string()));
     }
   }
+  std::vector<std::pair<fs::path, fs::path>> pairs;
+  std::vector<std::string> names;
   for (const auto& [name, path] : pa) {
     auto it = pb.find(name);
     if (it == pb.end()) {
       out.onlyA.push_back(name);
     } else {
-      out.processes.push_back(diffPair(path, it->second, name, force, culprits));
+      pairs.emplace_back(path, it->second);
+      names.push_back(name);
     }
   }
   for (const auto& [name, path] : pb) {
     if (!pa.count(name)) out.onlyB.push_back(name);
+  }
+  out.directories = true;
+  out.tracesA = pa.size();
+  out.tracesB = pb.size();
+  for (PairDiff& p : diffPairs(pairs, names, force, culprits)) {
+    if (p.incompleteA) out.incompleteA.push_back({p.diff.name, *p.incompleteA});
+    if (p.incompleteB) out.incompleteB.push_back({p.diff.name, *p.incompleteB});
+    out.processes.push_back(std::move(p.diff));
   }
   return out;
 }

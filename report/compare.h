@@ -28,6 +28,13 @@ bool isTrace(const std::filesystem::path& p);
 // `warning`; a bad file throws std::runtime_error naming it.
 std::optional<diff::Culprits> loadCulprits(const std::string& file, std::string& warning);
 
+// A compared trace that did not end cleanly (its process crashed or was
+// killed): compared up to its last complete block.
+struct IncompleteTrace {
+  std::string name;    // "rank3.gpurr"
+  std::string detail;  // the reader's note (trace::Damage::detail)
+};
+
 // Two runs compared: each process matched by name, and the processes found
 // in one run only.
 struct RunComparison {
@@ -35,6 +42,11 @@ struct RunComparison {
   bool forced = false;
   std::vector<diff::ProcessDiff> processes;
   std::vector<std::string> onlyA, onlyB;
+  // Two directories of per-process traces (not two traces): how many each
+  // holds, and which of the compared ones are incomplete, in process order.
+  bool directories = false;
+  size_t tracesA = 0, tracesB = 0;
+  std::vector<IncompleteTrace> incompleteA, incompleteB;
   // Every process compared identical, and none lost events.
   bool identical() const;
   // No divergence seen, but a run's recorder dropped events: the rest is
@@ -43,9 +55,11 @@ struct RunComparison {
 };
 
 // Compares runs `a` and `b`: two traces, or two directories of per-process
-// traces matched by entry name. Refuses traces of different GPU models or
-// command lines unless `force`. `culprits` may be null. Throws UsageError
-// for paths that cannot be compared, trace::TraceError for bad traces.
+// traces matched by entry name, the pairs diffed side by side on every core
+// (the result is the same for any number of cores). Refuses traces of
+// different GPU models or command lines unless `force`. `culprits` may be
+// null. Throws UsageError for paths that cannot be compared,
+// trace::TraceError for bad traces (the first pair's, in process order).
 RunComparison compareRuns(const std::filesystem::path& a, const std::filesystem::path& b, bool force,
                           const diff::Culprits* culprits);
 

@@ -12,6 +12,7 @@
 
 #include "diff/wording.h"
 #include "report/job.h"
+#include "report/ranks.h"
 #include "report/text.h"
 #include "report/words.h"
 #include "trace_format/trace.h"
@@ -452,8 +453,7 @@ bool useColor(const std::string& mode) {
 
 void printComparison(std::ostream& os, const Style& st, const RunComparison& c) {
   os << st.dim(fmt::format("gpurr diff {} {}", c.a, c.b)) << '\n';
-  for (const std::string& n : c.onlyA) os << st.yellow(fmt::format("process {} only in {}", n, c.a)) << '\n';
-  for (const std::string& n : c.onlyB) os << st.yellow(fmt::format("process {} only in {}", n, c.b)) << '\n';
+  printRanks(os, st, c);
   if (const std::optional<JobView> job = jobView(c)) printJob(os, st, c, *job);
   for (const ProcessDiff& p : c.processes) {
     if (!p.name.empty()) os << '\n' << st.bold(fmt::format("== process {} ==", p.name)) << '\n';
@@ -472,6 +472,7 @@ Json comparisonJson(const RunComparison& c) {
            {"processes", processes},
            {"onlyInA", c.onlyA},
            {"onlyInB", c.onlyB}};
+  if (c.directories) out["ranks"] = ranksJson(c);
   if (const std::optional<JobView> job = jobView(c)) out["job"] = jobJson(c, *job);
   return out;
 }

@@ -298,7 +298,9 @@ int main(int argc, char** argv) {
     // Two processes of one job, told apart by rank as torchrun does.
     std::fflush(nullptr);
     second = ::fork();
-    opts.rank = second == 0 ? 1 : 0;
+    ::setenv("RANK", second == 0 ? "1" : "0", 1);
+    opts.rankName = job::rankName(std::getenv, problems);
+    opts.rank = opts.rankName.rank;
   }
   for (const std::string& p : problems) std::fprintf(stderr, "gpurr: warning: %s\n", p.c_str());
   if (!opts.output) {
@@ -306,7 +308,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::string error;
-  const auto dir = recorder::claimTraceDirectory(*opts.output, opts.rank, error);
+  const auto dir = recorder::claimTraceDirectory(*opts.output, opts.rankName, error);
   if (!dir) {
     std::fprintf(stderr, "gpurr: warning: %s\n", error.c_str());
     return 0;

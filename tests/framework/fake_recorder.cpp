@@ -65,7 +65,7 @@ RecordSession* theSession() {
       options, std::move(dev),
       [options](const gpurr::trace::Header& h) -> std::unique_ptr<TraceSink> {
         std::string error;
-        auto dir = claimTraceDirectory(*options.output, options.rank, error);
+        auto dir = claimTraceDirectory(*options.output, options.rankName, error);
         if (!dir) return nullptr;
         return std::make_unique<TraceSink>(std::make_unique<gpurr::trace::TraceWriter>(*dir, h), warnToStderr);
       },

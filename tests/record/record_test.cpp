@@ -110,6 +110,11 @@ pid_t start(const std::vector<std::string>& args, const fs::path& io, const std:
     ::dup2(out, 1);
     ::dup2(err, 2);
     if (::chdir(cwd.c_str()) != 0) ::_exit(99);
+    // A job's variables make gpurr one rank of a job: only where a test sets them.
+    for (const char* v : {"RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "SLURM_NTASKS",
+                          "SLURM_STEP_NUM_TASKS"}) {
+      ::unsetenv(v);
+    }
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv{const_cast<char*>(kGpurr.c_str())};
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -452,6 +457,79 @@ TEST_CASE("several processes' traces are kept side by side in OUT, by name") {
                         report::humanBytes(filesUnder(out)))));
 }
 
+TEST_CASE("started once per rank, each gpurr record joins the job's directory OUT at the same time") {
+  // As srun starts one gpurr per task: RANK and WORLD_SIZE (or SLURM_PROCID
+  // and SLURM_NTASKS) in gpurr's own environment. The command plays the
+  // recorder, which names the trace by the rank.
+  Sandbox s;
+  s.env["WORLD_SIZE"] = "3";
+  for (int rank : {0, 1, 2}) makeTrace(s.tmp / fmt::format("rank{}.gpurr", rank), rank + 1, 512, rank);
+  const std::string script = "while [ ! -e " + quoted((s.tmp / "go").string()) + " ]; do sleep 0.01; done; cp -r " +
+                             quoted(s.tmp.path().string()) + "/rank${RANK:-$SLURM_PROCID}.gpurr \"$GPURR_OUTPUT/\"";
+  auto startRank = [&](const char* var, int rank, std::vector<std::string> options = {}) {
+    const fs::path io = s.tmp / fmt::format("io{}", rank);
+    fs::create_directories(io);
+    std::map<std::string, std::string> env = s.env;
+    env[var] = std::to_string(rank);
+    std::vector<std::string> args{"record", "-o", "job"};
+    args.insert(args.end(), options.begin(), options.end());
+    args.insert(args.end(), {"--", "sh", "-c", script});
+    return std::pair{start(args, io, "", env, s.work), io};
+  };
+  const auto [pid0, io0] = startRank("RANK", 0);
+  const auto [pid1, io1] = startRank("RANK", 1);
+  writeText(s.tmp / "go", "");  // both write and finish together
+  const Result r0 = finish(pid0, io0), r1 = finish(pid1, io1);
+  CHECK(r0.code == 0);
+  CHECK(r1.code == 0);
+  const fs::path out = s.work / "job";
+  for (int rank : {0, 1}) CHECK(trace::TraceReader(out / fmt::format("rank{}.gpurr", rank)).header().rank == rank);
+  CHECK_THAT(r0.err, Catch::Contains("rank0.gpurr written to " + out.string() + "/, the job's directory (RANK=0)"));
+  CHECK_THAT(r1.err, Catch::Contains("gpurr: 1 process, 2 launches, "));
+  CHECK(std::distance(fs::directory_iterator(s.work), fs::directory_iterator()) == 1);  // no staging left
+
+  // srun's SLURM_PROCID names a rank as well.
+  s.env.erase("WORLD_SIZE");
+  s.env["SLURM_NTASKS"] = "3";
+  const auto [pid2, io2] = startRank("SLURM_PROCID", 2);
+  CHECK(finish(pid2, io2).code == 0);
+  CHECK(trace::TraceReader(out / "rank2.gpurr").launchCount() == 3);
+
+  // A rank whose trace is there already is refused before it runs, unless
+  // --force, which replaces that rank's trace alone.
+  fs::remove(s.tmp / "go");
+  const auto [again, ioAgain] = startRank("RANK", 1);
+  const Result refused = finish(again, ioAgain);
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.err, Catch::Contains((out / "rank1.gpurr").string() + " already exists"));
+  writeText(s.tmp / "go", "");
+  fs::remove_all(s.tmp / "rank1.gpurr");
+  makeTrace(s.tmp / "rank1.gpurr", 7, 512, 1);
+  const auto [forced, ioForced] = startRank("RANK", 1, {"--force"});
+  CHECK(finish(forced, ioForced).code == 0);
+  CHECK(trace::TraceReader(out / "rank1.gpurr").launchCount() == 7);
+  CHECK(trace::TraceReader(out / "rank0.gpurr").launchCount() == 1);
+  CHECK(fs::exists(out / "rank2.gpurr"));
+
+  // OUT must be a directory of traces: a single trace is not joined.
+  makeTrace(s.work / "one.gpurr", 1, 64);
+  s.env["RANK"] = "0";
+  const Result single = s.record("one.gpurr", "touch ran", {"--force"});
+  CHECK(single.code == 2);
+  CHECK_THAT(single.err, Catch::Contains("is not a directory of traces"));
+  CHECK_FALSE(fs::exists(s.work / "ran"));
+
+  // One task alone (an interactive `srun --pty bash` sets SLURM_PROCID=0):
+  // no job, and OUT is the trace, as without the variables.
+  s.env.erase("RANK");
+  s.env["SLURM_PROCID"] = "0";
+  s.env["SLURM_NTASKS"] = "1";
+  const Result alone = s.record("alone.gpurr", "cp -r " + quoted((s.tmp / "rank0.gpurr").string()) +
+                                                   " \"$GPURR_OUTPUT/\"");
+  CHECK(alone.code == 0);
+  CHECK(trace::TraceReader(s.work / "alone.gpurr").header().rank == 0);
+}
+
 TEST_CASE("a trace the recorder could not close is summarised with the reader's note") {
   Sandbox s;
   const fs::path fake = s.tmp / "fake.gpurr";
@@ -631,7 +709,7 @@ TEST_CASE("the summary counts processes, launches, bytes hashed and size on disk
   writeText(out / "rank3.gpurr" / "version", "garbage");
   const std::vector<fs::path> traces{out / "rank0.gpurr", out / "rank1.gpurr", out / "rank2.gpurr",
                                      out / "rank3.gpurr"};
-  const RecordSummary s = summarise(out, traces);
+  const RecordSummary s = summarise(traces);
   REQUIRE(s.traces.size() == 4);
   CHECK(s.traces[0].readable);
   CHECK(s.traces[0].launches == 3);
@@ -648,7 +726,7 @@ TEST_CASE("the summary counts processes, launches, bytes hashed and size on disk
                                       "1 unreadable",
                                       report::humanBytes(10000 + (2 << 20)),
                                       report::humanBytes(filesUnder(out))));
-  const RecordSummary one = summarise(out / "rank1.gpurr", {out / "rank1.gpurr"});
+  const RecordSummary one = summarise({out / "rank1.gpurr"});
   CHECK_THAT(summaryLine(one), Catch::StartsWith("1 process, 2 launches, 3.9 KiB hashed, "));
 }
 
@@ -787,7 +865,7 @@ TEST_CASE("the summary counts snapshot bytes and the launches checked for determ
     }
     w.close();
   }
-  const RecordSummary s = summarise(out, {out});
+  const RecordSummary s = summarise({out});
   REQUIRE(s.traces.size() == 1);
   CHECK(s.traces[0].snapshotBytes == 600);
   CHECK(s.traces[0].determinismChecked == 2);
@@ -796,7 +874,7 @@ TEST_CASE("the summary counts snapshot bytes and the launches checked for determ
                                              "(1 nondeterministic)"));
   // Nothing of the kind: nothing said.
   makeTrace(tmp / "plain.gpurr", 2, 1000);
-  const std::string plain = summaryLine(summarise(tmp / "plain.gpurr", {tmp / "plain.gpurr"}));
+  const std::string plain = summaryLine(summarise({tmp / "plain.gpurr"}));
   CHECK_THAT(plain, !Catch::Contains("snapshots"));
   CHECK_THAT(plain, !Catch::Contains("determinism"));
 }

@@ -9,7 +9,8 @@
 #           is not allowed.
 #   kill    the recorded process is killed (SIGKILL) in the middle of a step:
 #           the trace is readable up to its last block, and `gpurr info` and
-#           `gpurr diff` say it ended early.
+#           `gpurr diff` say it ended early; as a rank of a job, the diff of
+#           the two jobs' directories names it incomplete.
 #   behind  the trace thread falls behind (GPURR_TEST_SLOW_WRITER_US) with a
 #           1 MiB queue: events are dropped, `gpurr info` says how many and
 #           where, and `gpurr diff` against a complete run claims nothing
@@ -18,6 +19,7 @@
 #   faults_test.sh BUILD_DIR PROGRAM enospc|kill|behind
 set -u
 build=$1 program=$2 mode=$3
+unset RANK SLURM_PROCID LOCAL_RANK NODE_RANK WORLD_SIZE SLURM_NTASKS SLURM_STEP_NUM_TASKS  # set below for a job
 gpurr=$build/bin/gpurr
 work=$(mktemp -d)
 mounted=
@@ -77,6 +79,29 @@ kill)
   expect "$work/diff.out" "no index"
   expect "$work/diff.out" "compared up to its last complete block"
   expect "$work/diff.out" "after run B's trace ends; not compared"
+  # As ranks of a job, one gpurr per rank (RANK and WORLD_SIZE in its own
+  # environment, as srun starts them): the killed rank's trace joins the
+  # job's directory, and the diff of two jobs says which rank is incomplete
+  # and which missing.
+  export WORLD_SIZE=3
+  for r in 0 1 2; do RANK=$r "$gpurr" record -o "$work/job-a" -- "$program" $steps $launches >/dev/null 2>&1; done
+  RANK=0 "$gpurr" record -o "$work/job-b" -- "$program" $steps $launches >/dev/null 2>&1
+  RANK=1 KILL_IN_STEP=2 "$gpurr" record -o "$work/job-b" -- "$program" $steps $launches >/dev/null 2>"$work/rank1.err"
+  expect "$work/rank1.err" "rank1.gpurr written to $work/job-b/, the job's directory (RANK=1)"
+  "$gpurr" diff "$work/job-a" "$work/job-b" > "$work/job.out" 2>&1
+  dcode=$?
+  cat "$work/job.out"
+  [ "$dcode" = 1 ] || fail "diff exit status $dcode, not 1 (a rank is missing)"
+  expect "$work/job.out" "^ranks: 3 in $work/job-a, 2 in $work/job-b"
+  expect "$work/job.out" "^  missing in $work/job-b: rank2.gpurr"
+  expect "$work/job.out" "^  incomplete in $work/job-b: rank1.gpurr (the recording did not end cleanly"
+  "$gpurr" diff --json "$work/job-a" "$work/job-b" > "$work/job.json" 2>&1
+  python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))["ranks"]
+assert r["missing"] == {"a": [], "b": ["rank2.gpurr"]}, r
+assert [t["process"] for t in r["incomplete"]["b"]] == ["rank1.gpurr"] and not r["incomplete"]["a"], r' \
+    "$work/job.json" || fail "diff --json: ranks"
+  unset WORLD_SIZE
   trace=$work/killed.gpurr
   ;;
 behind)

@@ -76,6 +76,51 @@ TEST_CASE("options come from the environment, bad values warn and are ignored", 
   CHECK_FALSE(o.rank);
 }
 
+TEST_CASE("the trace is named by RANK, else SLURM_PROCID, else LOCAL_RANK with the node", "[recorder][options]") {
+  std::vector<std::string> problems;
+  auto named = [&](std::map<std::string, std::string> vars) {
+    return parseOptions(envOf(std::move(vars)), problems);
+  };
+  RecorderOptions o = named({{"RANK", "7"}, {"SLURM_PROCID", "2"}, {"LOCAL_RANK", "3"}, {"NODE_RANK", "1"}});
+  CHECK(o.rankName.name == "rank7.gpurr");
+  CHECK(o.rank == 7);
+  o = named({{"SLURM_PROCID", "12"}, {"LOCAL_RANK", "0"}});
+  CHECK(o.rankName.name == "rank12.gpurr");
+  CHECK(o.rankName.source == "SLURM_PROCID=12");
+  CHECK(o.rank == 12);
+  // LOCAL_RANK alone repeats on every node: never the name by itself.
+  o = named({{"LOCAL_RANK", "3"}, {"NODE_RANK", "1"}});
+  CHECK(o.rankName.name == "node1-local3.gpurr");
+  CHECK_FALSE(o.rank);
+  CHECK(problems.empty());
+  const gpurr::job::RankName onHost =
+      gpurr::job::rankName(envOf({{"LOCAL_RANK", "2"}}), problems, [] { return std::string("gpu-a7"); });
+  CHECK(onHost.name == "gpu-a7-local2.gpurr");
+  CHECK(gpurr::job::rankName(envOf({{"LOCAL_RANK", "2"}}), problems).name.ends_with("-local2.gpurr"));
+  CHECK(gpurr::job::rankName(envOf({{"LOCAL_RANK", "2"}}), problems, [] { return std::string(); }).name.empty());
+  CHECK(problems.size() == 1);  // no host name: proc<N>, said
+  problems.clear();
+  o = named({{"RANK", "x"}, {"SLURM_PROCID", "4"}});
+  CHECK(o.rankName.name == "rank4.gpurr");
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "RANK=x is not a rank number; it does not name the trace");
+  problems.clear();
+  o = named({});
+  CHECK(o.rankName.name.empty());
+  CHECK_FALSE(o.rank);
+}
+
+TEST_CASE("a process is one of several ranks when the launcher says there are several", "[recorder][options]") {
+  using gpurr::job::severalRanks;
+  CHECK(severalRanks(envOf({{"WORLD_SIZE", "2"}})));
+  CHECK_FALSE(severalRanks(envOf({{"WORLD_SIZE", "1"}})));
+  CHECK(severalRanks(envOf({{"SLURM_NTASKS", "64"}})));
+  // srun's step inside a larger allocation: the step's count.
+  CHECK_FALSE(severalRanks(envOf({{"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_NTASKS", "8"}})));
+  CHECK_FALSE(severalRanks(envOf({{"WORLD_SIZE", "x"}})));
+  CHECK_FALSE(severalRanks(envOf({})));
+}
+
 TEST_CASE("kernel regex matches the demangled name too", "[recorder][options]") {
   std::vector<std::string> problems;
   RecorderOptions o = parseOptions(envOf({{"GPURR_KERNELS", "^reduce\\(float\\*"}}), problems);
@@ -111,11 +156,12 @@ TEST_CASE("only determinism-relevant environment variables are kept, sorted", "[
 TEST_CASE("trace directories are claimed atomically", "[recorder][options]") {
   const auto dir = freshDir("claim");
   std::string error;
-  CHECK(claimTraceDirectory(dir, std::nullopt, error) == dir / "proc0.gpurr");
-  CHECK(claimTraceDirectory(dir, std::nullopt, error) == dir / "proc1.gpurr");
-  CHECK(claimTraceDirectory(dir, 4, error) == dir / "rank4.gpurr");
-  CHECK_FALSE(claimTraceDirectory(dir, 4, error));
-  CHECK(error.find("rank4.gpurr") != std::string::npos);
+  CHECK(claimTraceDirectory(dir, {}, error) == dir / "proc0.gpurr");
+  CHECK(claimTraceDirectory(dir, {}, error) == dir / "proc1.gpurr");
+  const gpurr::job::RankName four{"rank4.gpurr", 4, "RANK=4"};
+  CHECK(claimTraceDirectory(dir, four, error) == dir / "rank4.gpurr");
+  CHECK_FALSE(claimTraceDirectory(dir, four, error));
+  CHECK(error.find("rank4.gpurr already exists (two processes with RANK=4?)") != std::string::npos);
 
   // Concurrent claimers never share a name.
   std::mutex mu;
@@ -124,7 +170,7 @@ TEST_CASE("trace directories are claimed atomically", "[recorder][options]") {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
       std::string err;
-      auto d = claimTraceDirectory(dir, std::nullopt, err);
+      auto d = claimTraceDirectory(dir, {}, err);
       std::lock_guard lock(mu);
       if (d) names.insert(d->string());
     });
@@ -133,7 +179,7 @@ TEST_CASE("trace directories are claimed atomically", "[recorder][options]") {
   CHECK(names.size() == 8);
   CHECK_FALSE(names.count((dir / "proc0.gpurr").string()));
 
-  CHECK_FALSE(claimTraceDirectory(dir / "missing", std::nullopt, error));
+  CHECK_FALSE(claimTraceDirectory(dir / "missing", {}, error));
   CHECK(error.find("cannot create") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
@@ -143,7 +189,7 @@ TEST_CASE("trace directories are claimed private (0700), whatever the umask", "[
   std::string error;
   for (const mode_t mask : {mode_t{0}, mode_t{0277}}) {
     const mode_t old = ::umask(mask);
-    const auto claimed = claimTraceDirectory(dir, std::nullopt, error);
+    const auto claimed = claimTraceDirectory(dir, {}, error);
     ::umask(old);
     REQUIRE(claimed);
     struct stat st {};

@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
         options, std::make_unique<HostDevice>(),
         [&options](const trace::Header& h) -> std::unique_ptr<TraceSink> {
           std::string error;
-          auto dir = claimTraceDirectory(*options.output, options.rank, error);
+          auto dir = claimTraceDirectory(*options.output, options.rankName, error);
           if (!dir) return warnToStderr(error), nullptr;
           try {
             SinkOptions sink;

@@ -264,7 +264,7 @@ struct Harness {
         [this, options, failOpen, warn](const trace::Header& h) -> std::unique_ptr<TraceSink> {
           if (failOpen) return nullptr;
           std::string error;
-          auto dir = claimTraceDirectory(*options.output, options.rank, error);
+          auto dir = claimTraceDirectory(*options.output, options.rankName, error);
           REQUIRE(dir);
           traceDir = *dir;
           return std::make_unique<TraceSink>(std::make_unique<trace::TraceWriter>(*dir, h), warn);

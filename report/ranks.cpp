@@ -1,0 +1,59 @@
+// The ranks of a directory comparison (ranks.h): counts, the ranks missing
+// from a run and the traces that did not end cleanly.
+#include "report/ranks.h"
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+namespace gpurr::report {
+
+namespace {
+
+std::string listed(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+std::vector<std::string> namesOf(const std::vector<IncompleteTrace>& traces) {
+  std::vector<std::string> out;
+  for (const IncompleteTrace& t : traces) out.push_back(t.name);
+  return out;
+}
+
+}  // namespace
+
+void printRanks(std::ostream& os, const Style& st, const RunComparison& c) {
+  if (!c.directories) return;
+  if (c.onlyA.empty() && c.onlyB.empty() && c.incompleteA.empty() && c.incompleteB.empty()) return;
+  os << st.yellow(fmt::format("ranks: {} in {}, {} in {}", c.tracesA, c.a, c.tracesB, c.b)) << '\n';
+  // Present in the other run only: missing from this one.
+  for (const auto& [names, run] : {std::pair{&c.onlyB, &c.a}, std::pair{&c.onlyA, &c.b}}) {
+    if (!names->empty()) os << st.yellow(fmt::format("  missing in {}: {}", *run, listed(*names))) << '\n';
+  }
+  for (const auto& [traces, run] : {std::pair{&c.incompleteA, &c.a}, std::pair{&c.incompleteB, &c.b}}) {
+    if (traces->empty()) continue;
+    os << st.yellow(fmt::format("  incomplete in {}: {} (the recording did not end cleanly: compared up to its "
+                                "last complete block)",
+                                *run, listed(namesOf(*traces))))
+       << '\n';
+  }
+}
+
+nlohmann::ordered_json ranksJson(const RunComparison& c) {
+  using Json = nlohmann::ordered_json;
+  if (!c.directories) return nullptr;
+  auto incomplete = [](const std::vector<IncompleteTrace>& traces) {
+    Json out = Json::array();
+    for (const IncompleteTrace& t : traces) out.push_back({{"process", t.name}, {"detail", t.detail}});
+    return out;
+  };
+  return Json{{"a", c.tracesA},
+              {"b", c.tracesB},
+              {"missing", {{"a", c.onlyB}, {"b", c.onlyA}}},
+              {"incomplete", {{"a", incomplete(c.incompleteA)}, {"b", incomplete(c.incompleteB)}}}};
+}
+
+}  // namespace gpurr::report

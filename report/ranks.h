@@ -1,0 +1,23 @@
+// The ranks of a comparison of two directories of per-process traces: how
+// many traces each run holds, those present in one run only (a rank that
+// did not start, or left no trace) and those that ended early (a rank that
+// crashed or was killed). Printed before the job's view and the processes.
+#pragma once
+
+#include <ostream>
+
+#include <nlohmann/json.hpp>
+
+#include "report/compare.h"
+#include "report/diff_report.h"
+
+namespace gpurr::report {
+
+// Nothing for two traces, or when every rank is in both runs and complete.
+void printRanks(std::ostream& os, const Style& st, const RunComparison& c);
+
+// {"a": N, "b": M, "missing": {"a": [...], "b": [...]}, "incomplete": {"a":
+// [{"process", "detail"}], "b": [...]}}; null for two traces.
+nlohmann::ordered_json ranksJson(const RunComparison& c);
+
+}  // namespace gpurr::report

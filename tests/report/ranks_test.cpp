@@ -1,0 +1,142 @@
+// Two directories of per-rank traces compared: the pairs diffed side by side
+// and reported in name order, the first failure in that order, and the
+// ranks missing from a run or whose trace did not end cleanly, in the text
+// and JSON reports.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "report/compare.h"
+#include "report/diff_report.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("gpurr-ranks-" + std::to_string(::getpid()));
+  TempDir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// Rank `rank`'s trace: four launches, the last one's output `last`.
+void writeRank(const fs::path& dir, int32_t rank, uint64_t last, const std::string& gpu = "NVIDIA H100 80GB HBM3") {
+  trace::Header h;
+  h.rank = rank;
+  h.commandLine = {"python", "train.py"};
+  h.gpus = {{0, gpu, "GPU-0", 132, 9, 0, 85520809984ULL, "0000:19:00.0"}};
+  trace::TraceWriter w(dir, h);
+  uint64_t seq = 0;
+  w.append({seq, seq, 0, trace::Allocation{1, 0x7f0000000000, 1 << 20, trace::AllocationKind::kDevice, 0, 0}});
+  ++seq;
+  for (uint64_t i = 0; i < 4; ++i) {
+    trace::KernelLaunch k;
+    k.function = "_Z4stepPf";
+    k.grid = {64, 1, 1};
+    k.block = {128, 1, 1};
+    trace::appendPointerParam(k, 0x7f0000000000, 1, 0);
+    trace::RangeDigest r;
+    r.range = {0x7f0000000000, 4096, 1, 0};
+    r.digest = 0x100 + i + static_cast<uint64_t>(rank);
+    k.inputs = {r};
+    r.digest = i == 3 ? last : 0x200 + i + static_cast<uint64_t>(rank);
+    k.outputs = {r};
+    w.append({seq, seq, 0, k});
+    ++seq;
+  }
+  w.close();
+}
+
+std::string name(int r) { return "rank" + std::to_string(r) + ".gpurr"; }
+
+}  // namespace
+
+TEST_CASE("ranks of two job directories: diffed side by side in name order, missing and incomplete ranks said") {
+  TempDir tmp;
+  const fs::path a = tmp.path / "a", b = tmp.path / "b";
+  for (int r = 0; r < 12; ++r) {
+    writeRank(a / name(r), r, 0x5000 + r);
+    if (r != 10) writeRank(b / name(r), r, r == 3 ? 0x9999 : 0x5000 + r);
+  }
+  fs::remove(b / name(7) / "index");  // as when rank 7 was killed
+  const report::RunComparison c = report::compareRuns(a, b, false, nullptr);
+  // The directory's order (by name), whatever the threads' timing.
+  REQUIRE(c.processes.size() == 11);
+  std::vector<std::string> names;
+  for (const diff::ProcessDiff& p : c.processes) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{name(0), name(1), name(11), name(2), name(3), name(4), name(5), name(6),
+                                          name(7), name(8), name(9)});
+  for (const diff::ProcessDiff& p : c.processes) CHECK(p.identical == (p.name != name(3)));
+  CHECK(c.onlyA == std::vector<std::string>{name(10)});
+  CHECK(c.onlyB.empty());
+  CHECK(c.tracesA == 12);
+  CHECK(c.tracesB == 11);
+  REQUIRE(c.incompleteB.size() == 1);
+  CHECK(c.incompleteB[0].name == name(7));
+  CHECK(c.incompleteB[0].detail.find("did not end cleanly") != std::string::npos);
+  CHECK(c.incompleteA.empty());
+
+  std::ostringstream text;
+  report::printComparison(text, report::Style{}, c);
+  const std::string head = "gpurr diff " + a.string() + " " + b.string() + "\nranks: 12 in " + a.string() +
+                           ", 11 in " + b.string() + "\n  missing in " + b.string() + ": rank10.gpurr\n" +
+                           "  incomplete in " + b.string() +
+                           ": rank7.gpurr (the recording did not end cleanly: compared up to its last complete "
+                           "block)\n\n== process rank0.gpurr ==\n";
+  CHECK(text.str().substr(0, head.size()) == head);
+
+  const nlohmann::ordered_json j = report::comparisonJson(c);
+  const nlohmann::ordered_json& ranks = j.at("ranks");
+  CHECK(ranks.at("a") == 12);
+  CHECK(ranks.at("b") == 11);
+  CHECK(ranks.at("missing").at("a").empty());
+  CHECK(ranks.at("missing").at("b") == nlohmann::ordered_json::array({name(10)}));
+  CHECK(ranks.at("incomplete").at("a").empty());
+  REQUIRE(ranks.at("incomplete").at("b").size() == 1);
+  CHECK(ranks.at("incomplete").at("b")[0].at("process") == name(7));
+  CHECK(ranks.at("incomplete").at("b")[0].at("detail") == c.incompleteB[0].detail);
+}
+
+TEST_CASE("ranks all there and complete: no ranks lines, the JSON still counts them") {
+  TempDir tmp;
+  for (int r = 0; r < 3; ++r) {
+    writeRank(tmp.path / "a" / name(r), r, 1);
+    writeRank(tmp.path / "b" / name(r), r, 1);
+  }
+  const report::RunComparison c = report::compareRuns(tmp.path / "a", tmp.path / "b", false, nullptr);
+  std::ostringstream text;
+  report::printComparison(text, report::Style{}, c);
+  CHECK(text.str().find("\nranks:") == std::string::npos);
+  CHECK(report::comparisonJson(c).at("ranks").at("a") == 3);
+  CHECK(c.identical());
+
+  // Two traces, not directories: no ranks at all.
+  const report::RunComparison two =
+      report::compareRuns(tmp.path / "a" / name(0), tmp.path / "b" / name(0), false, nullptr);
+  CHECK_FALSE(report::comparisonJson(two).contains("ranks"));
+}
+
+TEST_CASE("ranks diffed side by side: the first refusal in name order is the one thrown") {
+  TempDir tmp;
+  for (int r = 0; r < 9; ++r) {
+    writeRank(tmp.path / "a" / name(r), r, 1);
+    writeRank(tmp.path / "b" / name(r), r, 1, r == 2 || r == 8 ? "NVIDIA A100-SXM4-80GB" : "NVIDIA H100 80GB HBM3");
+  }
+  try {
+    report::compareRuns(tmp.path / "a", tmp.path / "b", false, nullptr);
+    FAIL("different GPU models were compared");
+  } catch (const report::UsageError& e) {
+    // rank2.gpurr comes before rank8.gpurr (and rank1x...) by name.
+    CHECK(std::string(e.what()).find(name(2)) != std::string::npos);
+    CHECK(std::string(e.what()).find(name(8)) == std::string::npos);
+  }
+}
