@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
 
     std::optional<report::JobView> view;
     timed(job, [&] { view = report::jobView(c); });
-    if (!view || !view->earliestOrigin || view->ranks[*view->earliestOrigin].rank != kDivergingRank) {
+    if (!view || view->earliestOrigins.size() != 1 || view->ranks[view->earliestOrigins[0]].rank != kDivergingRank) {
       fmt::print(stderr, "the job view did not name rank {} the earliest origin\n", kDivergingRank);
       right = false;
     }
