@@ -220,6 +220,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
                                "module unknown: several loaded images with different code define this kernel name");
   k.paramLayout = fn->info.layout;
+  bool unseen = false;  // its pointers cannot be found: it may reach any memory
   if (auto fromExtra = paramsFromExtra(extra)) {
     k.params = std::move(*fromExtra);
   } else if (fn->info.layoutKnown) {
@@ -227,6 +228,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   } else if (kernelParams != nullptr) {
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
                                "parameter layout unknown (driver lacks cuFuncGetParamInfo): parameters not captured");
+    unseen = true;
   }
 
   for (trace::RngState& r : decodePhilox(k.params, fn->philox))
@@ -304,6 +306,9 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     framework::learnRoles(std::move(learned));
     if (!k.hashed || snapshot) roles.clear();
   }
+  // The hashes held back that this launch may disturb are enqueued before
+  // it, and before anything of ours below.
+  hashing_.beforeLaunch(pending->context, pending->stream, ranges, roles, unseen);
   clock.lap(kFramework);
   // The determinism check follows --launches/--kernels, or --snapshot when
   // neither is given ("keep this launch's bytes and re-run it").
@@ -332,7 +337,9 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     } else {
       hashing_.inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned), inputs);
     }
-    pending->entry.before = hashing_.hashRanges(pending->context, pending->stream, std::move(inputs));
+    pending->entry.before =
+        snapshot ? hashing_.hashRanges(pending->context, pending->stream, std::move(inputs))
+                 : hashing_.hashLaunchRanges(pending->context, pending->stream, std::move(inputs), true);
     if (snapshot)
       pending->entry.beforeSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
   }
@@ -354,6 +361,11 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     pending->entry.after.ranges = std::move(ranges);  // hashed again at EXIT
     pending->hashOutputs = true;
     pending->snapshot = snapshot;
+    // Memory another writer reaches (the host, another process, a kernel
+    // by its symbol) is hashed at once, not held back for later launches.
+    pending->hashNow = std::any_of(scanned.begin(), scanned.end(), [](const ScannedPointer& p) {
+      return historyBlind(p.kind) || p.kind == AllocationKind::kHostMapped;
+    });
   }
   pending->entry.event = out_.newEvent(std::move(k));
   clock.lap(kFramework);
@@ -393,7 +405,10 @@ void LaunchRecorder::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
     std::vector<trace::DeviceRange> ranges = std::move(pending->entry.after.ranges);
     if (pending->snapshot)
       pending->entry.afterSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
-    pending->entry.after = hashing_.hashRanges(pending->context, pending->stream, std::move(ranges));
+    pending->entry.after =
+        pending->snapshot
+            ? hashing_.hashRanges(pending->context, pending->stream, std::move(ranges))
+            : hashing_.hashLaunchRanges(pending->context, pending->stream, std::move(ranges), pending->hashNow);
   }
   if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
     for (const HashTicket* t : {&pending->entry.before, &pending->entry.after}) {
