@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <chrono>
+#include <iterator>
 #include <new>
 #include <thread>
 
@@ -106,7 +107,9 @@ class DeferredBatch {
       why = resultError;
       return false;
     }
-    out.assign(results.begin() + first, results.begin() + first + count);
+    // Each slice is waited for once (by the trace thread): its results move.
+    out.assign(std::make_move_iterator(results.begin() + first),
+               std::make_move_iterator(results.begin() + first + count));
     return true;
   }
 
@@ -118,8 +121,8 @@ class DeferredBatch {
   std::string error;                       // set before state becomes kFailed
 
  private:
-  static Shelf<DeferredBatch*, 16384>& shelf() {
-    static auto* s = new Shelf<DeferredBatch*, 16384>;  // never destroyed: releases may come at exit
+  static Shelf<DeferredBatch*>& shelf() {
+    static auto* s = new Shelf<DeferredBatch*>;  // never destroyed: releases may come at exit
     return *s;
   }
   std::mutex mu;  // the trace thread's reading of the results

@@ -107,17 +107,17 @@ void HashRules::forgotten(std::span<const trace::DeviceRange> ranges) {
 }
 
 
-std::vector<OperandRole> HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges,
-                                                   std::string_view function) {
+void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::string_view function,
+                               std::vector<OperandRole>& roles) {
+  roles.clear();
   if (framework::attribution() == framework::Attribution::kFollow) {
     // No op observed: the roles the launch at this place of the template had.
-    std::vector<OperandRole> roles;
     if (auto learned = framework::followedRoles(framework::launchKey(function), ranges.size()))
       for (uint8_t r : *learned) roles.push_back(static_cast<OperandRole>(r));
-    return roles;
+    return;
   }
   const auto operands = framework::innermostOpOperands();
-  if (!operands || ranges.empty()) return {};
+  if (!operands || ranges.empty()) return;
   std::lock_guard lock(mu_);
   const TensorExtent extent = [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
     if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
@@ -126,7 +126,7 @@ std::vector<OperandRole> HashRules::operandRolesOf(const std::vector<trace::Devi
     if (a != nullptr && a->kind == AllocationKind::kAsync) return std::pair{a->address, a->size};
     return std::nullopt;
   };
-  return operandRoles(ranges, *operands, extent);
+  operandRoles(ranges, *operands, extent, roles);
 }
 
 

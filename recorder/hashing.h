@@ -87,7 +87,9 @@ class HashRules {
   // (operandRoles); empty when no op reported its operands. While the
   // framework layer follows its template (framework_context.h), those the
   // launch of `function` at the same place in the template had.
-  std::vector<OperandRole> operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::string_view function);
+  // Into `roles` (its capacity reused).
+  void operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::string_view function,
+                      std::vector<OperandRole>& roles);
   // A copy or set wrote these hashed ranges on `stream`.
   void touched(const HashTicket& written, uint64_t stream);
   // These ranges were written without a digest, or their first use was not

@@ -34,6 +34,8 @@ thread_local RuntimeLaunchFrame tlsRuntimeLaunch;
 // The pointers a launch's parameters hold, found into a buffer of its
 // thread's (capacity kept): a launch's callbacks never nest on one thread.
 thread_local std::vector<ScannedPointer> tlsScanned;
+// The roles of a launch's ranges in its framework op, likewise.
+thread_local std::vector<OperandRole> tlsRoles;
 
 // The note on a hashed launch whose pointer parameters point into memory its
 // device cannot read (so no range of theirs is hashed), one entry per
@@ -298,8 +300,9 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   // What the op reads and writes (a snapshot keeps every range, before and after);
   // while the framework layer learns a step, for every launch.
   const bool learning = framework::attribution() == framework::Attribution::kLearn;
-  std::vector<OperandRole> roles =
-      (k.hashed && !snapshot) || learning ? hashing_.operandRolesOf(ranges, k.function) : std::vector<OperandRole>();
+  std::vector<OperandRole>& roles = tlsRoles;
+  roles.clear();
+  if ((k.hashed && !snapshot) || learning) hashing_.operandRolesOf(ranges, k.function, roles);
   if (learning) {
     std::vector<uint8_t> learned;
     for (OperandRole r : roles) learned.push_back(static_cast<uint8_t>(r));
@@ -347,16 +350,17 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   if (k.hashed) {
     if (!roles.empty()) {
       // What the launch only reads is not hashed after it: unchanged, and
-      // vouched for by its last writer.
-      std::vector<trace::DeviceRange> written;
+      // vouched for by its last writer. The others keep their order.
+      if (k.reads.empty()) k.reads.swap(reuse.reads);
+      size_t written = 0;
       for (size_t i = 0; i < ranges.size(); ++i) {
         if (roles[i] == OperandRole::kRead) {
           k.reads.push_back({ranges[i], 0, {}, {}});
         } else {
-          written.push_back(ranges[i]);
+          ranges[written++] = ranges[i];
         }
       }
-      ranges = std::move(written);
+      ranges.resize(written);
     }
     pending->entry.after.ranges = std::move(ranges);  // hashed again at EXIT
     pending->hashOutputs = true;
