@@ -79,8 +79,12 @@ namespace {
 // inside the fake driver.
 thread_local bool inCallbacks = false;
 
-// The fake GPU: a queue of work run by its own thread, in order.
+// The fake GPU: a queue of work run by its own thread, in order. Like a
+// GPU's, it holds a bounded number of operations: beyond kQueueDepth, an
+// enqueue waits for room (so the program cannot run further ahead of the
+// GPU than a real one can).
 struct FakeGpu {
+  static constexpr size_t kQueueDepth = 1024;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
@@ -121,7 +125,8 @@ struct FakeGpu {
     if (!program && onProgram()) ++enqueued;
     const bool inside = std::exchange(inCallbacks, false);  // the fake GPU's allocations are not the recorder's
     {
-      std::lock_guard lock(mu);
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return queue.size() < kQueueDepth; });
       queue.emplace_back(std::forward<Op>(op));
       cv.notify_all();
     }
@@ -358,8 +363,10 @@ double sinkAllocationsPerEntry(const std::filesystem::path& dir) {
   return static_cast<double>(made) / kEntries;
 }
 
-// One driver call through the session's ENTER and EXIT callbacks.
-void call(RecordSession& session, CUpti_CallbackId cbid, const void* params, const std::function<void()>& body = {}) {
+// One driver call through the session's ENTER and EXIT callbacks; the time
+// spent in them (not in `body`, the call's own work).
+std::chrono::nanoseconds call(RecordSession& session, CUpti_CallbackId cbid, const void* params,
+                              const std::function<void()>& body = {}) {
   uint64_t correlation = 0;
   CUresult ret = CUDA_SUCCESS;
   CUpti_CallbackData cb{};
@@ -369,14 +376,18 @@ void call(RecordSession& session, CUpti_CallbackId cbid, const void* params, con
   cb.context = reinterpret_cast<CUcontext>(0xC0);
   cb.correlationData = &correlation;
   cb.callbackSite = CUPTI_API_ENTER;
+  const auto t0 = Clock::now();
   inCallbacks = true;
   session.onCallback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
   inCallbacks = false;
+  const auto t1 = Clock::now();
   if (body) body();
   cb.callbackSite = CUPTI_API_EXIT;
+  const auto t2 = Clock::now();
   inCallbacks = true;
   session.onCallback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
   inCallbacks = false;
+  return (t1 - t0) + (Clock::now() - t2);
 }
 
 // What one pattern cost, per launch, on the threads that made it.
@@ -516,12 +527,11 @@ int main(int argc, char** argv) {
       const framework::Operand operands[] = {{out, true}, {x, false}, {w, false}};
       framework::opOperands(&op, operands);
     }
-    const auto t0 = Clock::now();
-    call(*session, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, [&] {
+    const auto spent = call(*session, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, [&] {
       // The program's kernel writes its output, on the fake GPU.
       fake.push([out, i] { reinterpret_cast<uint64_t*>(out)[i % 128] = i; }, true);
     });
-    if (fake.onProgram()) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (fake.onProgram()) us.push_back(std::chrono::duration<double, std::micro>(spent).count());
     if (layer) framework::closeScope(&op);
     ++counter.calls;
   };
