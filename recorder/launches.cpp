@@ -371,7 +371,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
       return historyBlind(p.kind) || p.kind == AllocationKind::kHostMapped;
     });
   }
-  pending->entry.event = out_.newEvent(std::move(k));
+  pending->entry.event = out_.newEvent(std::move(k), &reuse.origin);
   clock.lap(kFramework);
   return pending;
 }

@@ -43,7 +43,8 @@ void keepLaunchStorage(SinkEntry& entry) {
   auto* k = std::get_if<trace::KernelLaunch>(&entry.event.payload);
   if (k == nullptr) return;
   LaunchStorage s{std::move(k->function), std::move(k->params), std::move(k->paramLayout), std::move(k->pointers),
-                  std::move(entry.after.ranges), std::move(entry.before.ranges), std::move(k->reads)};
+                  std::move(entry.after.ranges), std::move(entry.before.ranges), std::move(k->reads),
+                  entry.event.origin ? std::move(*entry.event.origin) : trace::Origin{}};
   s.function.clear();
   s.params.clear();
   s.paramLayout.clear();
@@ -55,7 +56,7 @@ void keepLaunchStorage(SinkEntry& entry) {
                          s.paramLayout.capacity() * sizeof(trace::ParamInfo) +
                          s.pointers.capacity() * sizeof(trace::PointerParam) +
                          (s.ranges.capacity() + s.inputs.capacity()) * sizeof(trace::DeviceRange) +
-                         s.reads.capacity() * sizeof(trace::RangeDigest);
+                         s.reads.capacity() * sizeof(trace::RangeDigest) + s.origin.opStack.capacity() * sizeof(std::string);
   if (bytes > kLaunchStorageBytes) return;  // a rare large launch: freed with the entry
   launchShelf().put(s);  // a full shelf leaves `s` to be freed here
 }

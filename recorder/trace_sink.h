@@ -45,7 +45,8 @@ struct SinkEntry {
 };
 
 // What a written launch leaves for the next launch to build its entry in:
-// its kernel name, parameters, layout, pointers, input, output and read ranges, emptied,
+// its kernel name, parameters, layout, pointers, input, output and read ranges
+// and origin, emptied,
 // with their capacity (the launch path then allocates nothing for them).
 struct LaunchStorage {
   std::string function;
@@ -55,6 +56,7 @@ struct LaunchStorage {
   std::vector<trace::DeviceRange> ranges;  // the outputs'
   std::vector<trace::DeviceRange> inputs;
   std::vector<trace::RangeDigest> reads;   // what its op only read
+  trace::Origin origin;                    // the framework's op, stack, module, line
 };
 
 // Takes the storage of a launch written earlier; false (and `out`
