@@ -51,6 +51,7 @@ class DeferredSlice final : public PendingHashes {
 class DeferredBatch {
  public:
   enum State : int { kOpen, kEnqueued, kFailed };
+  static constexpr size_t kRoom = 32;  // ranges a batch kept for reuse has room for
   static DeferredBatch* take() {
     DeferredBatch* b = nullptr;
     if (!shelf().take(b)) b = new DeferredBatch;
@@ -62,6 +63,7 @@ class DeferredBatch {
     if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     pending.reset();
     ranges.clear();
+    ranges.reserve(kRoom);  // made here, mostly on the trace thread
     error.clear();
     results.clear();
     resolved = ok = false;

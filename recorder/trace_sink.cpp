@@ -52,6 +52,13 @@ void keepLaunchStorage(SinkEntry& entry) {
   s.ranges.clear();
   s.inputs.clear();
   s.reads.clear();
+  // Room for a few ranges of each kind, made here on the trace thread: a
+  // launch taking storage whose launch had none (no first use, no op) then
+  // allocates nothing for its own.
+  constexpr size_t kFewRanges = 4;
+  s.ranges.reserve(kFewRanges);
+  s.inputs.reserve(kFewRanges);
+  s.reads.reserve(kFewRanges);
   const uint64_t bytes = s.function.capacity() + s.params.capacity() +
                          s.paramLayout.capacity() * sizeof(trace::ParamInfo) +
                          s.pointers.capacity() * sizeof(trace::PointerParam) +
