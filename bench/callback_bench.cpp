@@ -12,7 +12,9 @@
 //     the first launch (goal: none);
 //   - per launch, what the launch path costs besides its hashes (reported
 //     with their goals, and whether each is met; not failed):
-//     capture-state queries and capture-mode exchanges (goal 0 while no
+//     hash-kernel launches (goal <= 0.25 by default: the outputs' hashes of
+//     several launches go in one, hash_deferral.h; counted in the exit
+//     status for the plain stream), capture-state queries and capture-mode exchanges (goal 0 while no
 //     capture is open), trace entries and the trace thread's wake-ups, by
 //     the program or its timer (goal <= 0.01), heap allocations inside the
 //     recorder's callbacks (operator new; goal 0), and the median callback
@@ -22,8 +24,13 @@
 // The time is also read back from the trace (KernelLaunch::recorderNs), as
 // `gpurr info` shows it.
 //
-// The same counts are reported for the patterns PyTorch makes, after the
-// plain stream of launches:
+// Each launch runs inside an op of an emulated PyTorch layer (as gpurr's
+// framework layer reports it: the op's scope, its operands, the output
+// written and the inputs only read, and the allocator's blocks), unless
+// "nolayer" is given. The same counts are reported for the patterns PyTorch
+// makes, after the plain stream of launches:
+//   - a dependent chain: each launch reads the previous one's output and
+//     writes a new buffer;
 //   - autograd: a second host thread launching on its own stream (as
 //     autograd's device thread does), each thread's stream waiting on events
 //     the other records;
@@ -31,8 +38,9 @@
 //     there, a communication stream waiting on it, and a launch on that
 //     stream reading the gradient just written (as a bucket's all-reduce).
 //
-//   callback_bench [launches (200000)] [buffer KiB (64)] [all]
-// ("all": as with --hash-inputs, every launch's buffers hashed before it too)
+//   callback_bench [launches (200000)] [buffer KiB (64)] [all] [nolayer]
+// ("all": as with --hash-inputs, every launch's buffers hashed before it too;
+// "nolayer": no op reports its operands)
 // Exit status: 0 every goal met, 1 a counted goal missed, 3 the time goal only
 // (the goals of the first three bullets, on the plain stream of launches).
 #include <unistd.h>
@@ -54,6 +62,7 @@
 #include <vector>
 
 #include "recorder/cuda_device.h"
+#include "recorder/framework_context.h"
 #include "recorder/options.h"
 #include "recorder/session.h"
 #include "trace_format/hash.h"
@@ -70,15 +79,19 @@ namespace {
 // inside the fake driver.
 thread_local bool inCallbacks = false;
 
-// The fake GPU: a queue of work run by its own thread, in order.
+// The fake GPU: a queue of work run by its own thread, in order. Like a
+// GPU's, it holds a bounded number of operations: beyond kQueueDepth, an
+// enqueue waits for room (so the program cannot run further ahead of the
+// GPU than a real one can).
 struct FakeGpu {
+  static constexpr size_t kQueueDepth = 1024;
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> queue;
   bool stop = false;
   std::thread worker;
   std::atomic<uint64_t> enqueued{0}, waits{0}, allocations{0};
-  std::atomic<uint64_t> captureQueries{0}, modeExchanges{0}, heapAllocations{0};
+  std::atomic<uint64_t> captureQueries{0}, modeExchanges{0}, heapAllocations{0}, hashLaunches{0};
   std::atomic<bool> counting{false};
 
   FakeGpu() {
@@ -112,7 +125,8 @@ struct FakeGpu {
     if (!program && onProgram()) ++enqueued;
     const bool inside = std::exchange(inCallbacks, false);  // the fake GPU's allocations are not the recorder's
     {
-      std::lock_guard lock(mu);
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return queue.size() < kQueueDepth; });
       queue.emplace_back(std::forward<Op>(op));
       cv.notify_all();
     }
@@ -207,6 +221,7 @@ CUresult fLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsig
   const auto out = *static_cast<CUdeviceptr*>(args[3]);
   const auto doneWord = *static_cast<CUdeviceptr*>(args[5]);
   const auto ticket = *static_cast<uint64_t*>(args[6]);
+  if (gpu->onProgram()) ++gpu->hashLaunches;
   gpu->push([=] {
     const auto* ranges = reinterpret_cast<const kernels::DeviceHashRange*>(table);
     auto* digests = reinterpret_cast<uint64_t*>(out);
@@ -348,8 +363,10 @@ double sinkAllocationsPerEntry(const std::filesystem::path& dir) {
   return static_cast<double>(made) / kEntries;
 }
 
-// One driver call through the session's ENTER and EXIT callbacks.
-void call(RecordSession& session, CUpti_CallbackId cbid, const void* params, const std::function<void()>& body = {}) {
+// One driver call through the session's ENTER and EXIT callbacks; the time
+// spent in them (not in `body`, the call's own work).
+std::chrono::nanoseconds call(RecordSession& session, CUpti_CallbackId cbid, const void* params,
+                              const std::function<void()>& body = {}) {
   uint64_t correlation = 0;
   CUresult ret = CUDA_SUCCESS;
   CUpti_CallbackData cb{};
@@ -359,20 +376,25 @@ void call(RecordSession& session, CUpti_CallbackId cbid, const void* params, con
   cb.context = reinterpret_cast<CUcontext>(0xC0);
   cb.correlationData = &correlation;
   cb.callbackSite = CUPTI_API_ENTER;
+  const auto t0 = Clock::now();
   inCallbacks = true;
   session.onCallback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
   inCallbacks = false;
+  const auto t1 = Clock::now();
   if (body) body();
   cb.callbackSite = CUPTI_API_EXIT;
+  const auto t2 = Clock::now();
   inCallbacks = true;
   session.onCallback(CUPTI_CB_DOMAIN_DRIVER_API, cbid, &cb);
   inCallbacks = false;
+  return (t1 - t0) + (Clock::now() - t2);
 }
 
 // What one pattern cost, per launch, on the threads that made it.
 struct Measured {
   uint64_t launches = 0;  // counted (after each thread's warm-up)
-  double opsPerLaunch = 0, entriesPerLaunch = 0, wakeupsPerLaunch = 0, queries = 0, exchanges = 0, heap = 0;
+  double opsPerLaunch = 0, hashesPerLaunch = 0, entriesPerLaunch = 0, wakeupsPerLaunch = 0, queries = 0,
+         exchanges = 0, heap = 0;
   uint64_t waits = 0, allocations = 0;
   std::vector<double> us;  // host time of each counted launch in the callbacks, sorted
   double median() const { return us.empty() ? 0 : us[us.size() / 2]; }
@@ -386,7 +408,8 @@ class Counter {
   Counter(FakeGpu& fake, TraceSink* const& sink) : fake_(fake), sink_(sink) {}
   Measured measure(const std::function<void(std::vector<double>& us, uint64_t& counted)>& run) {
     const uint64_t enqueued = fake_.enqueued, waits = fake_.waits, allocs = fake_.allocations,
-                   queries = fake_.captureQueries, exchanges = fake_.modeExchanges, heap = fake_.heapAllocations;
+                   queries = fake_.captureQueries, exchanges = fake_.modeExchanges, heap = fake_.heapAllocations,
+                   hashes = fake_.hashLaunches;
     const uint64_t entries = sink_ != nullptr ? sink_->pushed() : 0;
     const uint64_t wakeups = sink_ != nullptr ? sink_->stats().wakeups : 0;
     const uint64_t callsBefore = calls;
@@ -396,6 +419,7 @@ class Counter {
     fake_.counting = false;
     const double n = static_cast<double>(std::max<uint64_t>(m.launches, 1));
     m.opsPerLaunch = static_cast<double>(fake_.enqueued - enqueued) / n;
+    m.hashesPerLaunch = static_cast<double>(fake_.hashLaunches - hashes) / n;
     m.waits = fake_.waits - waits;
     m.allocations = fake_.allocations - allocs;
     m.queries = static_cast<double>(fake_.captureQueries - queries) / n;
@@ -421,7 +445,12 @@ class Counter {
 const char* met(bool yes) { return yes ? "met" : "not met"; }
 
 // The goals of the launch path besides its hashes, with whether each is met.
-void printLaunchPathGoals(const Measured& m) {
+void printLaunchPathGoals(const Measured& m, bool allInputs) {
+  if (allInputs) {
+    std::printf("    hash-kernel launches %.3f (every launch's inputs hashed before it)\n", m.hashesPerLaunch);
+  } else {
+    std::printf("    hash-kernel launches %.3f (goal <= 0.25: %s)\n", m.hashesPerLaunch, met(m.hashesPerLaunch <= 0.25));
+  }
   std::printf("    capture-state queries %.2f (goal 0 with no capture open: %s), capture-mode exchanges %.2f (goal 0: %s)\n",
               m.queries, met(m.queries == 0), m.exchanges, met(m.exchanges == 0));
   std::printf("    trace entries %.2f, trace-thread wake-ups %.4f (goal <= 0.01: %s)\n", m.entriesPerLaunch,
@@ -436,7 +465,11 @@ void printLaunchPathGoals(const Measured& m) {
 int main(int argc, char** argv) {
   const uint64_t launches = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 200000;
   const uint64_t bufferBytes = (argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 64) * 1024;
-  const bool allInputs = argc > 3 && std::strcmp(argv[3], "all") == 0;
+  bool allInputs = false, layer = true;
+  for (int i = 3; i < argc; ++i) {
+    if (std::strcmp(argv[i], "all") == 0) allInputs = true;
+    if (std::strcmp(argv[i], "nolayer") == 0) layer = false;
+  }
   FakeGpu fake;
   gpu = &fake;
   programThread = true;
@@ -472,6 +505,7 @@ int main(int argc, char** argv) {
     b = reinterpret_cast<CUdeviceptr>(std::calloc(bufferBytes, 1));
     cuMemAlloc_v2_params p{&b, bufferBytes};
     call(*session, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p);
+    if (layer) framework::blockEvent(b, bufferBytes, true);  // the caching allocator's block
   }
   Counter counter(fake, sink);
   // One launch of a kernel writing `out` from `x` and `w` on `stream`; its
@@ -486,12 +520,19 @@ int main(int argc, char** argv) {
     p.blockDimX = 128, p.blockDimY = p.blockDimZ = 1;
     p.hStream = reinterpret_cast<CUstream>(stream);
     p.kernelParams = args;
-    const auto t0 = Clock::now();
-    call(*session, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, [&] {
+    // The op the launch runs in, as the framework layer reports it.
+    thread_local const char op = 0;
+    if (layer) {
+      framework::openScope(&op, "aten::linear", framework::ScopeKind::kOp, -1, 0, nullptr, 0);
+      const framework::Operand operands[] = {{out, true}, {x, false}, {w, false}};
+      framework::opOperands(&op, operands);
+    }
+    const auto spent = call(*session, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, [&] {
       // The program's kernel writes its output, on the fake GPU.
       fake.push([out, i] { reinterpret_cast<uint64_t*>(out)[i % 128] = i; }, true);
     });
-    if (fake.onProgram()) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    if (fake.onProgram()) us.push_back(std::chrono::duration<double, std::micro>(spent).count());
+    if (layer) framework::closeScope(&op);
     ++counter.calls;
   };
   auto eventRecord = [&](uint64_t event, uint64_t stream) {
@@ -503,6 +544,7 @@ int main(int argc, char** argv) {
     call(*session, CUPTI_DRIVER_TRACE_CBID_cuStreamWaitEvent, &p);
   };
   constexpr uint64_t kWarmUp = 256;  // launches per thread before it counts
+  constexpr uint64_t kProcessWarmUp = 16384;  // launches of the process before anything counts
   std::vector<double> ignored;
 
   // The plain stream of launches, on the legacy stream.
@@ -510,7 +552,10 @@ int main(int argc, char** argv) {
     launch(0, buffers[i % 64], buffers[(i * 7 + 1) % 64], buffers[(i * 13 + 5) % 64], i, us);
   };
   launch(0, buffers[0], buffers[1], buffers[5], 0, ignored);  // the first: module load, ring allocation
-  for (uint64_t i = 1; i <= kWarmUp; ++i) plainLaunch(i, ignored);
+  // The recorder's pools grow to what is in flight when the program runs as
+  // far ahead of the trace thread as it goes before waking it (an eighth of
+  // the trace ring): the process's warm-up, before anything counts.
+  for (uint64_t i = 1; i <= kProcessWarmUp; ++i) plainLaunch(i, ignored);
   const auto start = Clock::now();
   const Measured plain = counter.measure([&](std::vector<double>& us, uint64_t& counted) {
     us.reserve(launches);
@@ -518,6 +563,19 @@ int main(int argc, char** argv) {
     counted = launches;
   });
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  // A dependent chain: each launch reads the output of the one before and
+  // writes a buffer of its own (buffers 0-47; weights 48-63).
+  const Measured chain = counter.measure([&](std::vector<double>& us, uint64_t& counted) {
+    us.reserve(launches);
+    for (uint64_t i = 1; i <= kWarmUp + launches; ++i) {
+      const bool counts = i > kWarmUp;
+      programThread = counts;
+      launch(0, buffers[i % 48], buffers[(i - 1) % 48], buffers[48 + i % 16], i, counts ? us : ignored);
+    }
+    programThread = true;
+    counted = launches;
+  });
 
   // Autograd: the forward thread launches on its stream into buffers 0-31;
   // the backward thread on its own stream reads them and writes 32-63. Every
@@ -602,32 +660,38 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(plain.waits));
   std::printf("  allocations or frees on the program's thread after the first launch: %llu   (goal: 0)\n",
               static_cast<unsigned long long>(plain.allocations));
-  std::printf("  per launch, the launch path besides its hashes, after %llu launches of warm-up per thread:\n",
-              static_cast<unsigned long long>(kWarmUp));
-  std::printf("  - one stream of launches, one thread:\n");
-  printLaunchPathGoals(plain);
+  std::printf("  per launch, the launch path besides its hashes, after %llu launches of the process's warm-up and "
+              "%llu per thread:\n",
+              static_cast<unsigned long long>(kProcessWarmUp), static_cast<unsigned long long>(kWarmUp));
+  std::printf("  - one stream of launches, one thread%s:\n", layer ? ", each in an op of the emulated layer" : "");
+  printLaunchPathGoals(plain, allInputs);
+  std::printf("  - a dependent chain, each launch reading the output of the one before (%.2f GPU operations of the "
+              "recorder per launch):\n",
+              chain.opsPerLaunch);
+  printLaunchPathGoals(chain, allInputs);
   std::printf("  - autograd: a second thread launching on its own stream, the streams ordered by events "
               "(%.2f GPU operations of the recorder per launch, %llu waits):\n",
               autograd.opsPerLaunch, static_cast<unsigned long long>(autograd.waits));
-  printLaunchPathGoals(autograd);
+  printLaunchPathGoals(autograd, allInputs);
   std::printf("  - DDP: a communication stream fed by events from the compute stream (%.2f GPU operations of the "
               "recorder per launch, %llu waits):\n",
               ddp.opsPerLaunch, static_cast<unsigned long long>(ddp.waits));
-  printLaunchPathGoals(ddp);
+  printLaunchPathGoals(ddp, allInputs);
   const double sinkAllocations = sinkAllocationsPerEntry(dir / "sink.gpurr");
   std::printf("  trace thread: heap allocations per entry handed to it %.2f   (goal 0); ring %llu slots, %.1f MiB, "
-              "at most %.1f MiB held\n",
+              "at most %.1f MiB held, %llu entries dropped\n",
               sinkAllocations, static_cast<unsigned long long>(sinkStats.slots), sinkStats.ringBytes / 1048576.0,
-              sinkStats.peakBytes / 1048576.0);
+              sinkStats.peakBytes / 1048576.0, static_cast<unsigned long long>(sinkStats.dropped));
   session.reset();
   std::filesystem::remove_all(dir);
   for (CUdeviceptr b : buffers) std::free(reinterpret_cast<void*>(b));
   // 1: a goal that counts (operations, waits, allocations, the trace
   // thread's wake-ups and allocations) is missed; 3: only
   // the time goal, which a busy machine can miss (the short test run accepts it).
-  const uint64_t waits = plain.waits + autograd.waits + ddp.waits;
-  const uint64_t allocations = plain.allocations + autograd.allocations + ddp.allocations;
+  const uint64_t waits = plain.waits + chain.waits + autograd.waits + ddp.waits;
+  const uint64_t allocations = plain.allocations + chain.allocations + autograd.allocations + ddp.allocations;
   if (plain.opsPerLaunch > 2 || waits != 0 || allocations != 0 || plain.wakeupsPerLaunch > 0.01 || sinkAllocations > 0)
     return 1;
+  if (!allInputs && layer && plain.hashesPerLaunch > 0.25) return 1;
   return plain.median() <= 5 ? 0 : 3;
 }

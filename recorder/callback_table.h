@@ -27,6 +27,10 @@ enum class Handler : uint8_t {
   kMemsetD2D8, kMemsetD2D16, kMemsetD2D32, kMemsetD2D8Async, kMemsetD2D16Async, kMemsetD2D32Async,
   // synchronisation
   kCtxSynchronize, kStreamSynchronize, kEventRecord, kEventRecordWithFlags, kEventSynchronize, kStreamWaitEvent,
+  // other calls on a stream the recorder does not record (a query, a host
+  // function, a memory operation, its destruction): deferred hashes are
+  // enqueued before them (hash_deferral.h)
+  kStreamCall,
   // graph capture begins and ends (the determinism check must not sync then)
   kCaptureBegin, kCaptureEnd,
   // executable graphs made, changed and destroyed (what a graph launch touches)

@@ -90,6 +90,9 @@ std::unique_ptr<PendingCollective> CollectiveRecorder::before(CollectiveCall cal
   c.group = tGroup.depth > 0 ? tGroup.number : 0;
   p->context = device_.streamContext(c.stream);
   p->canEnqueue = device_.canEnqueue(c.stream);
+  // NCCL's kernels reach the buffers through NCCL's own structures, which no
+  // scanned pointer shows: every held-back output hash goes out first.
+  hashing_.flushAll();
   if (p->canEnqueue && call.send != 0 && call.sendBytes > 0) {
     const trace::DeviceRange sent = memory_.deviceRange(call.send, call.sendBytes);
     if (memory_.readableIn(p->context, sent)) p->entry.before = hashing_.hashRanges(p->context, c.stream, {sent});

@@ -41,10 +41,18 @@ void pollPause(uint32_t polls) {
 }  // namespace
 
 // A hash's requests and their plan, kept for the next hash once it is done
-// (Recycler): their vectors keep their capacity.
+// (Recycler): their vectors keep their capacity, at least kRoom (made when
+// given back, on the trace thread, so that a batch of a few launches' ranges
+// allocates nothing on the program's).
 struct HashRequests {
+  static constexpr size_t kRoom = 32;
   std::vector<kernels::HashRequest> requests;
   kernels::HashPlan plan;
+  void makeRoom() {
+    requests.reserve(kRoom);
+    plan.ranges.reserve(kRoom);
+    plan.firstSlot.reserve(kRoom);
+  }
 };
 
 // One hash batch in flight. Made on the program's thread for nearly every
@@ -63,6 +71,7 @@ class PendingCuda : public PendingHashes, public Pooled<PendingCuda> {
     std::vector<kernels::HashResult> ignored;
     std::string error;
     if (batch_) wait(ignored, error);
+    held_->makeRoom();
     Recycler<HashRequests>::give(std::move(held_));
   }
 

@@ -217,9 +217,20 @@ std::unique_ptr<PendingHashes> CudaDevice::hash(uint64_t context, uint64_t strea
                                                 std::span<const kernels::HashRequest> requests, bool synchronous,
                                                 std::string& error) {
   RelaxedCaptureMode relaxed(api_, captures().mayBeOpen());
-  std::shared_ptr<ContextHashing> cs = stateFor(context, error);
-  if (!cs) return nullptr;
-  return ContextHashing::hash(cs, stream, requests, synchronous, error);
+  // A deferred hash may be enqueued from a call made in another context
+  // (hash_deferral.h): its own is made current around it.
+  CUcontext current = nullptr;
+  const bool push = context != 0 && api_.cuCtxGetCurrent != nullptr && api_.cuCtxGetCurrent(&current) == CUDA_SUCCESS &&
+                    reinterpret_cast<uint64_t>(current) != context &&
+                    api_.cuCtxPushCurrent(reinterpret_cast<CUcontext>(context)) == CUDA_SUCCESS;
+  std::unique_ptr<PendingHashes> pending;
+  if (std::shared_ptr<ContextHashing> cs = stateFor(context, error))
+    pending = ContextHashing::hash(cs, stream, requests, synchronous, error);
+  if (push) {
+    CUcontext popped;
+    api_.cuCtxPopCurrent(&popped);
+  }
+  return pending;
 }
 
 std::unique_ptr<PendingCopy> CudaDevice::copyToHost(uint64_t context, uint64_t stream, uint64_t address,

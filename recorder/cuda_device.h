@@ -34,6 +34,7 @@ class CudaDevice : public Device {
   std::unique_ptr<PendingHashes> hash(uint64_t context, uint64_t stream,
                                       std::span<const kernels::HashRequest> requests, bool synchronous,
                                       std::string& error) override;
+  bool defersHashes() override { return true; }
   std::unique_ptr<PendingCopy> copyToHost(uint64_t context, uint64_t stream, uint64_t address, uint64_t size,
                                           bool synchronous, std::string& error) override;
   bool rerunLaunch(uint64_t context, const Relaunch& launch, std::span<const kernels::HashRequest> outputs,

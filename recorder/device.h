@@ -142,6 +142,11 @@ class Device {
                                               std::span<const kernels::HashRequest> requests, bool synchronous,
                                               std::string& error) = 0;
 
+  // Whether a launch's output hashes may be held back and enqueued with
+  // later ones (hash_deferral.h): a device whose hash() reads the bytes when
+  // its work runs on the stream, as a GPU's does.
+  virtual bool defersHashes() { return false; }
+
   // Copies `size` bytes at `address` to host memory on `stream` of `context`
   // (the current context), after all work already enqueued there, into
   // pinned staging memory. With `synchronous`, the copy is complete on

@@ -23,6 +23,36 @@ uint64_t captureStream(const CUpti_CallbackData& cb, bool perThread) {
   return streamIdentity(enqueueStream(u64(params<cuStreamEndCapture_params>(cb).hStream), perThread));
 }
 
+// At the ENTER of a call that may write, free or show the host what a
+// deferred hash is to read, or order another stream after it: the hashes
+// held back are enqueued first (hash_deferral.h). Launches check their own
+// ranges (LaunchRecorder); capture begins flush in onCallback.
+void flushDeferredHashes(HashRules& hashing, Handler h, bool perThread, const CUpti_CallbackData& cb) {
+  switch (h) {
+    case Handler::kEventRecord: case Handler::kEventRecordWithFlags:
+      // Another stream may wait on the event, then write the ranges.
+      hashing.flushStream(u64(cb.context), enqueueStream(u64(params<cuEventRecord_params>(cb).hStream), perThread));
+      return;
+    case Handler::kMemcpyHtoD: case Handler::kMemcpyHtoDAsync: case Handler::kMemcpyDtoH:
+    case Handler::kMemcpyDtoHAsync: case Handler::kMemcpyDtoD: case Handler::kMemcpyDtoDAsync:
+    case Handler::kMemcpy: case Handler::kMemcpyAsync: case Handler::kMemcpyPeer:
+    case Handler::kMemcpyPeerAsync: case Handler::kMemcpy2D: case Handler::kMemcpy2DAsync:
+    case Handler::kMemcpy3D: case Handler::kMemcpy3DAsync:
+    case Handler::kMemsetD8: case Handler::kMemsetD16: case Handler::kMemsetD32:
+    case Handler::kMemsetD8Async: case Handler::kMemsetD16Async: case Handler::kMemsetD32Async:
+    case Handler::kMemsetD2D8: case Handler::kMemsetD2D16: case Handler::kMemsetD2D32:
+    case Handler::kMemsetD2D8Async: case Handler::kMemsetD2D16Async: case Handler::kMemsetD2D32Async:
+    case Handler::kCtxSynchronize: case Handler::kStreamSynchronize: case Handler::kEventSynchronize:
+    case Handler::kGraphLaunch: case Handler::kStreamCall: case Handler::kUnsupported:
+    case Handler::kMemFree: case Handler::kMemFreeAsync: case Handler::kMemFreeHost: case Handler::kMemHostUnregister:
+    case Handler::kAddressFree: case Handler::kMemUnmap: case Handler::kIpcCloseMemHandle:
+      hashing.flushAll();
+      return;
+    default:
+      return;
+  }
+}
+
 }  // namespace
 
 void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
@@ -36,6 +66,7 @@ void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbi
     return;
   ReentrancyGuard guard;
   try {
+    hashing_.flushIfAsked();  // the trace thread waits for a deferred hash
     // A capture begins: counted open before the driver begins it, once
     // the other threads' callbacks in flight are done (capture_tracker.h).
     if (domain != CUPTI_CB_DOMAIN_RESOURCE) {
@@ -44,7 +75,10 @@ void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbi
         const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
         const RuntimeEntry r = runtime ? runtimeHandler(cbid) : RuntimeEntry{};
         const HandlerEntry d = runtime ? HandlerEntry{r.capture, r.perThread} : driverHandler(cbid);
-        if (d.handler == Handler::kCaptureBegin) device_->captures().beginning(captureStream(cb, d.perThread));
+        if (d.handler == Handler::kCaptureBegin) {
+          device_->captures().beginning(captureStream(cb, d.perThread));
+          hashing_.flushAll();  // nothing is held back while a capture may be open
+        }
       }
     }
     CaptureTracker::Section section(device_->captures());
@@ -73,6 +107,7 @@ void RecordSession::onResource(CUpti_CallbackId cbid, const void* cbdata) {
       modules_.moduleUnloading();
       break;
     case CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING:
+      hashing_.flushAll();
       device_->contextDestroying(u64(res.context));
       memory_.contextDestroying(u64(res.context));
       break;
@@ -92,6 +127,7 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
   if (launch && enter && cb.correlationData != nullptr) *cb.correlationData = 0;
   out_.ensureStarted();
   if (!out_.recording()) return;  // recording is off (warned when the trace could not be opened)
+  if (enter) flushDeferredHashes(hashing_, e.handler, e.perThread, cb);
   switch (e.handler) {
     case Handler::kLaunchKernel:
     case Handler::kLaunchKernelEx:
@@ -123,7 +159,7 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
     if (!enter) captureSettled(e.handler, e.perThread, cb, succeeded(cb));
     return;
   }
-  if (enter || !succeeded(cb)) return;
+  if (enter || !succeeded(cb) || e.handler == Handler::kStreamCall) return;
   switch (e.handler) {
     case Handler::kMemcpyHtoD: case Handler::kMemcpyHtoDAsync: case Handler::kMemcpyDtoH:
     case Handler::kMemcpyDtoHAsync: case Handler::kMemcpyDtoD: case Handler::kMemcpyDtoDAsync:

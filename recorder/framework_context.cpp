@@ -368,11 +368,15 @@ void learn(uint64_t key, const trace::Origin& o) {
   learning.step.push_back(Learned{key, o, roles ? std::move(*roles) : std::vector<uint8_t>()});
 }
 
-trace::Origin observed(bool launch);
+trace::Origin observed(bool launch, trace::Origin&& o = {});
 
 }  // namespace
 
 std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key) {
+  return currentOrigin(launch, key, trace::Origin{});
+}
+
+std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key, trace::Origin&& storage) {
   if (!active()) return std::nullopt;
   const Attribution m = modeNow();
   if (m == Attribution::kFollow) {
@@ -382,24 +386,33 @@ std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key) {
                           : stepLaunches.load(std::memory_order_relaxed);
     return o;
   }
-  trace::Origin o = observed(launch);
+  trace::Origin o = observed(launch, std::move(storage));
   if (m == Attribution::kLearn) learn(key, o);
   return o;
 }
 
 namespace {
 
-trace::Origin observed(bool launch) {
+trace::Origin observed(bool launch, trace::Origin&& storage) {
   const ThreadContext& t = tls;
-  trace::Origin o;
+  // Every field set anew; the strings and the stack keep their capacity.
+  trace::Origin o = std::move(storage);
+  o.op.clear();
+  o.phase = trace::Phase::kUnknown;
+  o.forwardOp.clear();
+  o.module.clear();
+  o.file.clear();
+  o.line = 0;
+  o.inPlace = trace::InPlace::kUnknown;
   o.step = currentStep_.load(std::memory_order_relaxed);
   o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)
                         : stepLaunches.load(std::memory_order_relaxed);
   const Scope* op = nullptr;
   const Scope* node = nullptr;
-  o.opStack.reserve(t.scopes.size());
-  for (const Scope& s : t.scopes) {
-    o.opStack.emplace_back(s.name);
+  o.opStack.resize(t.scopes.size());
+  for (size_t i = 0; i < t.scopes.size(); ++i) {
+    const Scope& s = t.scopes[i];
+    o.opStack[i].assign(s.name);
     if (s.kind == ScopeKind::kOp) op = &s;
     if (s.kind == ScopeKind::kBackwardNode) node = &s;
   }

@@ -92,6 +92,9 @@ int64_t stoppedAfterStep();
 // launch, counted in the step's launches. `key` (operationKey): what the
 // operation is, for the template.
 std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0);
+// The same, built in `storage` (an origin written earlier: its strings' and
+// vectors' capacity reused).
+std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key, trace::Origin&& storage);
 
 // An operation's kind and kernel, as the template matches them.
 uint64_t operationKey(const trace::Payload& payload);

@@ -17,7 +17,15 @@ using trace::AllocationKind;
 HashRules::HashRules(std::mutex& mu, const RecorderOptions& options, Device& device, SessionOutput& out,
                      MemoryRecorder& memory)
     : mu_(mu), options_(options), allInputs_(hashesAllInputs(options)), device_(device), out_(out),
-      memory_(memory) {}
+      memory_(memory), deferral_(device, [this](std::span<const trace::DeviceRange> ranges, const std::string& error) {
+        cannotHash(ranges, error);
+      }) {}
+
+void HashRules::cannotHash(std::span<const trace::DeviceRange> ranges, const std::string& error) {
+  out_.warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests, "
+                        "each with a note saying why");
+  forgotten(ranges);  // no digest vouches for them: their next reader hashes them
+}
 
 HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
                                  bool wait) {
@@ -29,13 +37,28 @@ HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<
   std::string error;
   t.pending = device_.hash(context, stream, requests, options_.sync || wait, error);
   if (!t.pending) {
-    out_.warnOnce("hash", "cannot hash device buffers (" + error + "); events are recorded without digests, "
-                          "each with a note saying why");
-    forgotten(ranges);  // no digest vouches for them: their next reader hashes them
+    cannotHash(ranges, error);
     t.error = error;
   }
   t.ranges = std::move(ranges);
   return t;
+}
+
+HashTicket HashRules::hashLaunchRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
+                                       bool now) {
+  if (!device_.defersHashes() || options_.sync) return hashRanges(context, stream, std::move(ranges));
+  HashTicket t;
+  if (ranges.empty()) return t;
+  std::string error;
+  t.pending = deferral_.add(context, stream, ranges, now, error);
+  if (!t.pending) t.error = error;  // reported, and its ranges forgotten, by cannotHash
+  t.ranges = std::move(ranges);
+  return t;
+}
+
+void HashRules::beforeLaunch(uint64_t context, uint64_t stream, const std::vector<trace::DeviceRange>& ranges,
+                             const std::vector<OperandRole>& roles, bool unseen) {
+  if (device_.defersHashes()) deferral_.beforeLaunch(context, stream, ranges, roles, unseen);
 }
 
 
@@ -79,22 +102,22 @@ void HashRules::touched(const HashTicket& written, uint64_t stream) {
 }
 
 
-void HashRules::forgotten(const std::vector<trace::DeviceRange>& ranges) {
+void HashRules::forgotten(std::span<const trace::DeviceRange> ranges) {
   for (const trace::DeviceRange& r : ranges) writeHistory().forget(r.address, r.address + r.size);
 }
 
 
-std::vector<OperandRole> HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges,
-                                                   std::string_view function) {
+void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::string_view function,
+                               std::vector<OperandRole>& roles) {
+  roles.clear();
   if (framework::attribution() == framework::Attribution::kFollow) {
     // No op observed: the roles the launch at this place of the template had.
-    std::vector<OperandRole> roles;
     if (auto learned = framework::followedRoles(framework::launchKey(function), ranges.size()))
       for (uint8_t r : *learned) roles.push_back(static_cast<OperandRole>(r));
-    return roles;
+    return;
   }
   const auto operands = framework::innermostOpOperands();
-  if (!operands || ranges.empty()) return {};
+  if (!operands || ranges.empty()) return;
   std::lock_guard lock(mu_);
   const TensorExtent extent = [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
     if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
@@ -103,12 +126,15 @@ std::vector<OperandRole> HashRules::operandRolesOf(const std::vector<trace::Devi
     if (a != nullptr && a->kind == AllocationKind::kAsync) return std::pair{a->address, a->size};
     return std::nullopt;
   };
-  return operandRoles(ranges, *operands, extent);
+  operandRoles(ranges, *operands, extent, roles);
 }
 
 
 std::vector<SnapshotCopy> HashRules::snapshotRanges(uint64_t context, uint64_t stream,
                                                     const std::vector<trace::DeviceRange>& ranges) {
+  // The snapshot memory bound may wait for the trace thread, which may wait
+  // for a deferred hash.
+  flushAll();
   std::vector<SnapshotCopy> out;
   for (size_t i = 0; i < ranges.size(); ++i) {
     if (ranges[i].size == 0) continue;
@@ -143,6 +169,7 @@ void HashRules::checkDeterminism(uint64_t context, const Relaunch& launch,
                              "determinism check skipped: a CUDA graph was being captured in the process");
     return;
   }
+  flushAll();  // the re-runs change the outputs before restoring them
   std::vector<kernels::HashRequest> requests;
   requests.reserve(outputs.size());
   for (const trace::DeviceRange& r : outputs) requests.push_back({r.address, r.size});

@@ -9,10 +9,12 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "recorder/device.h"
+#include "recorder/hash_deferral.h"
 #include "recorder/memory.h"
 #include "recorder/options.h"
 #include "recorder/params.h"
@@ -48,6 +50,25 @@ class HashRules {
   // complete on return (as with --sync).
   HashTicket hashRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
                         bool wait = false);
+  // A launch's hashes, through its stream's batch of deferred hashes when
+  // the device allows them (hash_deferral.h): its inputs (`now`: the batch
+  // is enqueued before the launch, with the outputs of the launches before
+  // it that it holds) or its outputs (held back unless `now`).
+  HashTicket hashLaunchRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges, bool now);
+  // A launch on `stream` is about to be enqueued, reaching `ranges` (roles
+  // as operandRolesOf gives them; `unseen`: it may reach memory no scanned
+  // pointer shows): the deferred hashes it may disturb are enqueued first.
+  void beforeLaunch(uint64_t context, uint64_t stream, const std::vector<trace::DeviceRange>& ranges,
+                    const std::vector<OperandRole>& roles, bool unseen);
+  // Enqueues the deferred hashes of `stream`; of every stream; of every
+  // stream when the trace thread waits for one.
+  void flushStream(uint64_t context, uint64_t stream) {
+    if (device_.defersHashes()) deferral_.flushStream(context, stream);
+  }
+  void flushAll() {
+    if (device_.defersHashes()) deferral_.flushAll();
+  }
+  void flushIfAsked() { deferral_.flushIfAsked(); }
   // The ranges a launch hashes before it runs: all of them with
   // hashesAllInputs, else those holding bytes no recorded operation has
   // touched, or last touched on another stream (marking them touched on
@@ -66,12 +87,15 @@ class HashRules {
   // (operandRoles); empty when no op reported its operands. While the
   // framework layer follows its template (framework_context.h), those the
   // launch of `function` at the same place in the template had.
-  std::vector<OperandRole> operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::string_view function);
+  // Into `roles` (its capacity reused).
+  void operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::string_view function,
+                      std::vector<OperandRole>& roles);
   // A copy or set wrote these hashed ranges on `stream`.
   void touched(const HashTicket& written, uint64_t stream);
   // These ranges were written without a digest, or their first use was not
   // recorded: the next reader hashes them.
-  void forgotten(const std::vector<trace::DeviceRange>& ranges);
+  void forgotten(const std::vector<trace::DeviceRange>& ranges) { forgotten(std::span(ranges)); }
+  void forgotten(std::span<const trace::DeviceRange> ranges);
   // Copies the full bytes of `ranges` to the host on `stream` (--snapshot),
   // waiting for the trace thread when the snapshot memory bound is reached.
   std::vector<SnapshotCopy> snapshotRanges(uint64_t context, uint64_t stream,
@@ -85,12 +109,17 @@ class HashRules {
                                                   std::vector<trace::Annotation>& annotations);
 
  private:
+  // Hashes of `ranges` could not be enqueued: warns once, and their next
+  // reader hashes them.
+  void cannotHash(std::span<const trace::DeviceRange> ranges, const std::string& error);
+
   std::mutex& mu_;
   const RecorderOptions& options_;
   const bool allInputs_;  // hashesAllInputs(options)
   Device& device_;
   SessionOutput& out_;
   MemoryRecorder& memory_;
+  HashDeferral deferral_;
 };
 
 }  // namespace gpurr::recorder

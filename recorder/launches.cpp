@@ -34,6 +34,8 @@ thread_local RuntimeLaunchFrame tlsRuntimeLaunch;
 // The pointers a launch's parameters hold, found into a buffer of its
 // thread's (capacity kept): a launch's callbacks never nest on one thread.
 thread_local std::vector<ScannedPointer> tlsScanned;
+// The roles of a launch's ranges in its framework op, likewise.
+thread_local std::vector<OperandRole> tlsRoles;
 
 // The note on a hashed launch whose pointer parameters point into memory its
 // device cannot read (so no range of theirs is hashed), one entry per
@@ -220,6 +222,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
                                "module unknown: several loaded images with different code define this kernel name");
   k.paramLayout = fn->info.layout;
+  bool unseen = false;  // its pointers cannot be found: it may reach any memory
   if (auto fromExtra = paramsFromExtra(extra)) {
     k.params = std::move(*fromExtra);
   } else if (fn->info.layoutKnown) {
@@ -227,6 +230,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   } else if (kernelParams != nullptr) {
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
                                "parameter layout unknown (driver lacks cuFuncGetParamInfo): parameters not captured");
+    unseen = true;
   }
 
   for (trace::RngState& r : decodePhilox(k.params, fn->philox))
@@ -296,14 +300,18 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   // What the op reads and writes (a snapshot keeps every range, before and after);
   // while the framework layer learns a step, for every launch.
   const bool learning = framework::attribution() == framework::Attribution::kLearn;
-  std::vector<OperandRole> roles =
-      (k.hashed && !snapshot) || learning ? hashing_.operandRolesOf(ranges, k.function) : std::vector<OperandRole>();
+  std::vector<OperandRole>& roles = tlsRoles;
+  roles.clear();
+  if ((k.hashed && !snapshot) || learning) hashing_.operandRolesOf(ranges, k.function, roles);
   if (learning) {
     std::vector<uint8_t> learned;
     for (OperandRole r : roles) learned.push_back(static_cast<uint8_t>(r));
     framework::learnRoles(std::move(learned));
     if (!k.hashed || snapshot) roles.clear();
   }
+  // The hashes held back that this launch may disturb are enqueued before
+  // it, and before anything of ours below.
+  hashing_.beforeLaunch(pending->context, pending->stream, ranges, roles, unseen);
   clock.lap(kFramework);
   // The determinism check follows --launches/--kernels, or --snapshot when
   // neither is given ("keep this launch's bytes and re-run it").
@@ -332,7 +340,9 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     } else {
       hashing_.inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned), inputs);
     }
-    pending->entry.before = hashing_.hashRanges(pending->context, pending->stream, std::move(inputs));
+    pending->entry.before =
+        snapshot ? hashing_.hashRanges(pending->context, pending->stream, std::move(inputs))
+                 : hashing_.hashLaunchRanges(pending->context, pending->stream, std::move(inputs), true);
     if (snapshot)
       pending->entry.beforeSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
   }
@@ -340,22 +350,28 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   if (k.hashed) {
     if (!roles.empty()) {
       // What the launch only reads is not hashed after it: unchanged, and
-      // vouched for by its last writer.
-      std::vector<trace::DeviceRange> written;
+      // vouched for by its last writer. The others keep their order.
+      if (k.reads.empty()) k.reads.swap(reuse.reads);
+      size_t written = 0;
       for (size_t i = 0; i < ranges.size(); ++i) {
         if (roles[i] == OperandRole::kRead) {
           k.reads.push_back({ranges[i], 0, {}, {}});
         } else {
-          written.push_back(ranges[i]);
+          ranges[written++] = ranges[i];
         }
       }
-      ranges = std::move(written);
+      ranges.resize(written);
     }
     pending->entry.after.ranges = std::move(ranges);  // hashed again at EXIT
     pending->hashOutputs = true;
     pending->snapshot = snapshot;
+    // Memory another writer reaches (the host, another process, a kernel
+    // by its symbol) is hashed at once, not held back for later launches.
+    pending->hashNow = std::any_of(scanned.begin(), scanned.end(), [](const ScannedPointer& p) {
+      return historyBlind(p.kind) || p.kind == AllocationKind::kHostMapped;
+    });
   }
-  pending->entry.event = out_.newEvent(std::move(k));
+  pending->entry.event = out_.newEvent(std::move(k), &reuse.origin);
   clock.lap(kFramework);
   return pending;
 }
@@ -393,7 +409,10 @@ void LaunchRecorder::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
     std::vector<trace::DeviceRange> ranges = std::move(pending->entry.after.ranges);
     if (pending->snapshot)
       pending->entry.afterSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
-    pending->entry.after = hashing_.hashRanges(pending->context, pending->stream, std::move(ranges));
+    pending->entry.after =
+        pending->snapshot
+            ? hashing_.hashRanges(pending->context, pending->stream, std::move(ranges))
+            : hashing_.hashLaunchRanges(pending->context, pending->stream, std::move(ranges), pending->hashNow);
   }
   if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
     for (const HashTicket* t : {&pending->entry.before, &pending->entry.after}) {

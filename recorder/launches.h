@@ -41,6 +41,7 @@ struct PendingLaunch : Pooled<PendingLaunch> {  // one per launch: its memory is
   uint64_t stream = 0;  // to enqueue on
   bool hashOutputs = false;
   bool snapshot = false;  // copy the outputs' bytes at EXIT too
+  bool hashNow = false;   // its outputs' hashes are not held back (hash_deferral.h)
   // The recorder's cost so far: time in its callbacks, and the thread's
   // count of enqueued operations when the launch's ENTER began.
   std::chrono::nanoseconds spent{0};

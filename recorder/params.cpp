@@ -102,8 +102,15 @@ void referencedRanges(std::span<const ScannedPointer> pointers, const BlockLooku
 
 std::vector<OperandRole> operandRoles(std::span<const trace::DeviceRange> ranges,
                                       std::span<const framework::Operand> operands, const TensorExtent& extentOf) {
-  std::vector<OperandRole> out(ranges.size(), OperandRole::kUnknown);
-  if (operands.empty()) return out;
+  std::vector<OperandRole> out;
+  operandRoles(ranges, operands, extentOf, out);
+  return out;
+}
+
+void operandRoles(std::span<const trace::DeviceRange> ranges, std::span<const framework::Operand> operands,
+                  const TensorExtent& extentOf, std::vector<OperandRole>& out) {
+  out.assign(ranges.size(), OperandRole::kUnknown);
+  if (operands.empty()) return;
   for (size_t i = 0; i < ranges.size(); ++i) {
     const auto extent = extentOf(ranges[i]);
     if (!extent) continue;
@@ -114,7 +121,6 @@ std::vector<OperandRole> operandRoles(std::span<const trace::DeviceRange> ranges
     }
     out[i] = written ? OperandRole::kWritten : read ? OperandRole::kRead : OperandRole::kNotGiven;
   }
-  return out;
 }
 
 }  // namespace gpurr::recorder

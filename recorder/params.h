@@ -80,5 +80,8 @@ enum class OperandRole : uint8_t {
 // every range kUnknown when there are none.
 std::vector<OperandRole> operandRoles(std::span<const trace::DeviceRange> ranges,
                                       std::span<const framework::Operand> operands, const TensorExtent& extentOf);
+// The same into `out` (its capacity reused).
+void operandRoles(std::span<const trace::DeviceRange> ranges, std::span<const framework::Operand> operands,
+                  const TensorExtent& extentOf, std::vector<OperandRole>& out);
 
 }  // namespace gpurr::recorder

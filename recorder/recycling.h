@@ -14,8 +14,11 @@
 
 namespace gpurr::recorder {
 
-// Up to kKeep things of one kind, shared by every thread.
-template <typename Thing, std::size_t Keep = 4096>
+// Up to kKeep things of one kind, shared by every thread. The default keeps
+// what the entries of an eighth of the largest trace ring (65536 slots) hold:
+// the program runs that far ahead of the trace thread before it wakes it
+// (trace_sink.h), so once as many have been made, none is made again.
+template <typename Thing, std::size_t Keep = 8192>
 class Shelf {
  public:
   static constexpr std::size_t kKeep = Keep;

@@ -16,6 +16,7 @@ RecordSession::~RecordSession() { finish(); }
 void RecordSession::finish() {
   if (finished_.exchange(true)) return;
   if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);
+  hashing_.flushAll();  // the trace thread waits for every deferred hash
   out_.close();
 }
 

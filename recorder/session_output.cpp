@@ -97,7 +97,7 @@ void SessionOutput::start() {
   startedFast_.store(true, std::memory_order_release);
 }
 
-trace::Event SessionOutput::newEvent(trace::Payload payload) {
+trace::Event SessionOutput::newEvent(trace::Payload payload, trace::Origin* origin) {
   trace::Event ev;
   ev.timeNs = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
@@ -107,7 +107,9 @@ trace::Event SessionOutput::newEvent(trace::Payload payload) {
   if (launch || std::holds_alternative<trace::Memcpy>(payload) || std::holds_alternative<trace::Memset>(payload)) {
     const uint64_t key =
         framework::attribution() == framework::Attribution::kObserve ? 0 : framework::operationKey(payload);
-    ev.origin = framework::currentOrigin(launch, key);  // the calling thread's: handlers run on the program's
+    // The calling thread's: handlers run on the program's.
+    ev.origin = origin != nullptr ? framework::currentOrigin(launch, key, std::move(*origin))
+                                  : framework::currentOrigin(launch, key);
   }
   ev.payload = std::move(payload);
   return ev;

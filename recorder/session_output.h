@@ -43,7 +43,9 @@ class SessionOutput {
   // Writes everything pending and closes the trace.
   void close();
 
-  trace::Event newEvent(trace::Payload payload);
+  // The event of a call on this thread: its time, thread and origin. With
+  // `origin`, the origin is built in it (the storage of one written earlier).
+  trace::Event newEvent(trace::Payload payload, trace::Origin* origin = nullptr);
   void emit(SinkEntry&& entry) {
     if (sink_) sink_->push(std::move(entry));
   }

@@ -12,10 +12,12 @@ namespace gpurr::recorder {
 namespace {
 
 // The launches' storage kept: enough for the entries in flight while the
-// trace thread keeps up, each of at most kLaunchStorageBytes (4 MiB in all).
+// trace thread keeps up (Shelf's default: an eighth of the largest ring),
+// each of at most kLaunchStorageBytes (32 MiB in all; a few at most in
+// practice, a launch's storage being some hundreds of bytes).
 constexpr uint64_t kLaunchStorageBytes = 4096;
-Shelf<LaunchStorage, 1024>& launchShelf() {
-  static auto* s = new Shelf<LaunchStorage, 1024>;  // never destroyed: entries may be written at exit
+Shelf<LaunchStorage>& launchShelf() {
+  static auto* s = new Shelf<LaunchStorage>;  // never destroyed: entries may be written at exit
   return *s;
 }
 
@@ -41,17 +43,27 @@ void keepLaunchStorage(SinkEntry& entry) {
   auto* k = std::get_if<trace::KernelLaunch>(&entry.event.payload);
   if (k == nullptr) return;
   LaunchStorage s{std::move(k->function), std::move(k->params), std::move(k->paramLayout), std::move(k->pointers),
-                  std::move(entry.after.ranges), std::move(entry.before.ranges)};
+                  std::move(entry.after.ranges), std::move(entry.before.ranges), std::move(k->reads),
+                  entry.event.origin ? std::move(*entry.event.origin) : trace::Origin{}};
   s.function.clear();
   s.params.clear();
   s.paramLayout.clear();
   s.pointers.clear();
   s.ranges.clear();
   s.inputs.clear();
+  s.reads.clear();
+  // Room for a few ranges of each kind, made here on the trace thread: a
+  // launch taking storage whose launch had none (no first use, no op) then
+  // allocates nothing for its own.
+  constexpr size_t kFewRanges = 4;
+  s.ranges.reserve(kFewRanges);
+  s.inputs.reserve(kFewRanges);
+  s.reads.reserve(kFewRanges);
   const uint64_t bytes = s.function.capacity() + s.params.capacity() +
                          s.paramLayout.capacity() * sizeof(trace::ParamInfo) +
                          s.pointers.capacity() * sizeof(trace::PointerParam) +
-                         (s.ranges.capacity() + s.inputs.capacity()) * sizeof(trace::DeviceRange);
+                         (s.ranges.capacity() + s.inputs.capacity()) * sizeof(trace::DeviceRange) +
+                         s.reads.capacity() * sizeof(trace::RangeDigest) + s.origin.opStack.capacity() * sizeof(std::string);
   if (bytes > kLaunchStorageBytes) return;  // a rare large launch: freed with the entry
   launchShelf().put(s);  // a full shelf leaves `s` to be freed here
 }

@@ -45,7 +45,8 @@ struct SinkEntry {
 };
 
 // What a written launch leaves for the next launch to build its entry in:
-// its kernel name, parameters, layout, pointers, input and output ranges, emptied,
+// its kernel name, parameters, layout, pointers, input, output and read ranges
+// and origin, emptied,
 // with their capacity (the launch path then allocates nothing for them).
 struct LaunchStorage {
   std::string function;
@@ -54,6 +55,8 @@ struct LaunchStorage {
   std::vector<trace::PointerParam> pointers;
   std::vector<trace::DeviceRange> ranges;  // the outputs'
   std::vector<trace::DeviceRange> inputs;
+  std::vector<trace::RangeDigest> reads;   // what its op only read
+  trace::Origin origin;                    // the framework's op, stack, module, line
 };
 
 // Takes the storage of a launch written earlier; false (and `out`
@@ -61,7 +64,7 @@ struct LaunchStorage {
 bool takeLaunchStorage(LaunchStorage& out);
 
 // After a launch's entry is written: keeps its containers, cleared, for a
-// later launch (those of up to 1024 launches, each at most 4 KiB; others
+// later launch (those of up to 8192 launches, each at most 4 KiB; others
 // are freed with the entry).
 void keepLaunchStorage(SinkEntry& entry);
 

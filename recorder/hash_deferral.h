@@ -1,0 +1,106 @@
+// HashDeferral: the hashes of a launch's outputs held back on their stream
+// and enqueued with later ones as one hash kernel launch. Stream order lets a
+// digest of the bytes launch N left be taken after launch N+1 as long as
+// nothing enqueued in between may write them; so each stream keeps an open
+// batch of output ranges, enqueued (flushed) before anything that may write
+// one of them or let another stream or the host see them: a launch on the
+// same stream that may write a range (it reaches it through a pointer its op
+// does not only read), a launch on another stream that may write one (or
+// reaches it at all, when one of the two streams is the legacy stream), an
+// event record on the stream, a synchronisation, copy, set, free, graph
+// launch or capture, and at the latest after kMaxLaunches launches
+// (docs/RECORDING.md, "Deferred output hashes"). A launch's own hashes
+// before it runs join its stream's batch, which is then flushed: one launch
+// of the hash kernel for both.
+//
+// Each launch's share of a batch is a PendingHashes of its own (a slice),
+// which the trace thread waits on as on any other: when its batch is still
+// open, it waits for the flush, and after kAskAfter asks the program's
+// threads to flush at their next recorded call (flushIfAsked).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "recorder/device.h"
+#include "recorder/params.h"
+#include "trace_format/events.h"
+
+namespace gpurr::recorder {
+
+class DeferredBatch;
+
+class HashDeferral {
+ public:
+  // Launches (on any stream) after which an open batch is flushed: the
+  // window in which a write the recorder cannot see (through a pointer held
+  // in device memory) could land before a digest, and how long the trace
+  // thread may wait for one.
+  static constexpr uint64_t kMaxLaunches = 8;
+  // Bounds of one batch: launches' shares, descriptors and bytes (well
+  // within the hash ring: 64K descriptors, 256 GiB).
+  static constexpr uint32_t kMaxSlices = 16;
+  static constexpr uint32_t kMaxRanges = 4096;
+  static constexpr uint64_t kMaxBytes = uint64_t{32} << 30;
+
+  // `failed`: a flushed batch could not be enqueued (its ranges, why).
+  using Failed = std::function<void(std::span<const trace::DeviceRange>, const std::string&)>;
+  HashDeferral(Device& device, Failed failed);
+  ~HashDeferral();  // flushes what is open
+
+  // A launch on `stream` is about to be enqueued, reaching `ranges` (each
+  // `roles[i]`, or unknown when `roles` is empty: then it may write them).
+  // Flushes every open batch it may write, or reaches at all across the
+  // legacy stream, and those older than kMaxLaunches launches; all of them
+  // when `unseen` (the launch may reach memory no scanned pointer shows).
+  void beforeLaunch(uint64_t context, uint64_t stream, std::span<const trace::DeviceRange> ranges,
+                    std::span<const OperandRole> roles, bool unseen);
+  // Adds `ranges` to `stream`'s open batch (of `context`) and returns this
+  // share's digests to come; with `now` the batch is flushed before
+  // returning (a launch's inputs, hashed before it runs), and so it is on a
+  // per-thread default stream (which another thread cannot name) or while
+  // a graph capture may be open. Null with `error` when flushed and the
+  // batch could not be enqueued.
+  std::unique_ptr<PendingHashes> add(uint64_t context, uint64_t stream, std::span<const trace::DeviceRange> ranges,
+                                     bool now, std::string& error);
+  // Flushes `stream`'s open batch (of `context`); every open batch; every
+  // open batch when the trace thread asked for it since.
+  void flushStream(uint64_t context, uint64_t stream);
+  void flushAll();
+  void flushIfAsked() {
+    if (asked().load(std::memory_order_relaxed)) flushAll();
+  }
+  // Whether any batch is open (tests).
+  bool anyOpen();
+
+  // Set by a trace thread waiting on an open batch; read by flushIfAsked.
+  static std::atomic<bool>& asked();
+
+ private:
+  struct Open {
+    uint64_t context = 0, stream = 0;
+    uint64_t since = 0;  // launches_ when its first range came
+    uint64_t bytes = 0;
+    DeferredBatch* batch = nullptr;
+  };
+  Open* openFor(uint64_t context, uint64_t stream);
+  // Enqueues `o`'s batch and closes it (under mu_). Null with `error` when
+  // it could not be enqueued (the batch failed, its ranges reported).
+  bool flushLocked(Open& o, std::string& error);
+  void flushAllLocked();
+
+  Device& device_;
+  Failed failed_;
+  std::mutex mu_;  // held while a batch is enqueued: a launch that must follow it waits for it
+  std::vector<Open> open_;  // one per stream with an open batch (few)
+  std::vector<kernels::HashRequest> requests_;  // a flush's, capacity kept
+  uint64_t launches_ = 0;
+};
+
+}  // namespace gpurr::recorder
