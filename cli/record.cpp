@@ -477,6 +477,7 @@ struct RecordOptions {
   bool snapshotGiven = false;
   bool snapshotMemoryGiven = false;
   bool traceQueueGiven = false;
+  bool noDeferHashes = false;
   std::vector<std::string> command;
 };
 
@@ -632,6 +633,7 @@ int run(const RecordOptions& opts) {
       {"GPURR_SNAPSHOT", opts.snapshot, !opts.snapshotGiven},
       {"GPURR_SNAPSHOT_MEMORY_MB", std::to_string(opts.snapshotMemoryMb), !opts.snapshotMemoryGiven},
       {"GPURR_TRACE_QUEUE_MB", std::to_string(opts.traceQueueMb), !opts.traceQueueGiven},
+      {"GPURR_DEFER_HASHES", "0", !opts.noDeferHashes},
       {"GPURR_CHECK_DETERMINISM", std::to_string(opts.checkDeterminism), opts.checkDeterminism == 0},
       {"GPURR_VERBOSE", "1", !opts.verbose},
       {"GPURR_UNTIL_STEP", std::to_string(opts.untilStep), opts.untilStep < 0},
@@ -789,6 +791,9 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->add_option("--trace-queue", opts->traceQueueMb,
                   "Host memory for events waiting for the trace writer, in MiB (default 64); when it is full, "
                   "events are dropped, counted and marked in the trace (the program never waits for the writer)");
+  cmd->add_flag("--no-defer-hashes", opts->noDeferHashes,
+                "Hash each launch's outputs when it ends, instead of with later launches' in one hash launch "
+                "(the default on a GPU; docs/RECORDING.md, Deferred output hashes)");
   // A flag that takes an optional =N: an option with an optional value would
   // swallow the -- before the command.
   CLI::Option* determinism =

@@ -16,7 +16,8 @@ using trace::AllocationKind;
 
 HashRules::HashRules(std::mutex& mu, const RecorderOptions& options, Device& device, SessionOutput& out,
                      MemoryRecorder& memory)
-    : mu_(mu), options_(options), allInputs_(hashesAllInputs(options)), device_(device), out_(out),
+    : mu_(mu), options_(options), allInputs_(hashesAllInputs(options)),
+      defer_(device.defersHashes() && options.deferHashes), device_(device), out_(out),
       memory_(memory), deferral_(device, [this](std::span<const trace::DeviceRange> ranges, const std::string& error) {
         cannotHash(ranges, error);
       }) {}
@@ -46,7 +47,7 @@ HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<
 
 HashTicket HashRules::hashLaunchRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
                                        bool now) {
-  if (!device_.defersHashes() || options_.sync) return hashRanges(context, stream, std::move(ranges));
+  if (!defer_ || options_.sync) return hashRanges(context, stream, std::move(ranges));
   HashTicket t;
   if (ranges.empty()) return t;
   std::string error;
@@ -58,7 +59,7 @@ HashTicket HashRules::hashLaunchRanges(uint64_t context, uint64_t stream, std::v
 
 void HashRules::beforeLaunch(uint64_t context, uint64_t stream, const std::vector<trace::DeviceRange>& ranges,
                              const std::vector<OperandRole>& roles, bool unseen) {
-  if (device_.defersHashes()) deferral_.beforeLaunch(context, stream, ranges, roles, unseen);
+  if (defer_) deferral_.beforeLaunch(context, stream, ranges, roles, unseen);
 }
 
 

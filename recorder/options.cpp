@@ -207,6 +207,13 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
                          " is not a positive number of MiB; events wait for the trace thread in at most 64 MiB");
     }
   }
+  if (const char* v = getenv("GPURR_DEFER_HASHES"); v != nullptr && *v != '\0') {
+    if (std::string_view(v) == "0" || std::string_view(v) == "1") {
+      o.deferHashes = *v == '1';
+    } else {
+      problems.push_back(std::string("GPURR_DEFER_HASHES=") + v + " is not 0 or 1; output hashes are deferred");
+    }
+  }
   if (const char* v = getenv("GPURR_TEST_SLOW_WRITER_US"); v != nullptr && *v != '\0') {
     if (auto us = parseU64(v); us && *us <= 10'000'000) o.slowWriterUs = static_cast<uint32_t>(*us);
   }

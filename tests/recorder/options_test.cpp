@@ -76,6 +76,16 @@ TEST_CASE("options come from the environment, bad values warn and are ignored", 
   CHECK_FALSE(o.rank);
 }
 
+TEST_CASE("GPURR_DEFER_HASHES=0 hashes each launch's outputs at once", "[recorder][options]") {
+  std::vector<std::string> problems;
+  CHECK(parseOptions(envOf({}), problems).deferHashes);
+  CHECK_FALSE(parseOptions(envOf({{"GPURR_DEFER_HASHES", "0"}}), problems).deferHashes);
+  CHECK(parseOptions(envOf({{"GPURR_DEFER_HASHES", "1"}}), problems).deferHashes);
+  CHECK(problems.empty());
+  CHECK(parseOptions(envOf({{"GPURR_DEFER_HASHES", "no"}}), problems).deferHashes);
+  CHECK(problems.size() == 1);
+}
+
 TEST_CASE("the trace is named by RANK, else SLURM_PROCID, else LOCAL_RANK with the node", "[recorder][options]") {
   std::vector<std::string> problems;
   auto named = [&](std::map<std::string, std::string> vars) {
