@@ -13,6 +13,7 @@
 #include "report/diff_report.h"
 #include "diff/diff.h"
 #include "report/html.h"
+#include "report/job.h"
 #include "report/timeline.h"
 
 namespace gpurr::cli {
@@ -32,7 +33,7 @@ struct DiffCommandOptions {
 
 // The page of `--html`: the comparison and, for the process that diverges
 // first, the operations around its first divergence in both runs.
-std::string htmlPage(const RunComparison& c) {
+std::string htmlPage(const RunComparison& c, const std::optional<JobView>& job) {
   const ProcessDiff* first = nullptr;
   for (const ProcessDiff& p : c.processes) {
     if (p.identical || !p.firstDivergence) continue;
@@ -41,7 +42,7 @@ std::string htmlPage(const RunComparison& c) {
     const FirstDivergence* best = first ? &*first->firstDivergence : nullptr;
     if (!best || at < (best->path && best->stretch ? best->stretch->aBegin : best->a.index)) first = &p;
   }
-  Report page{&c, nullptr, nullptr};
+  Report page{&c, nullptr, nullptr, &job};
   if (first) {
     page.timeline = report::timelineAround(first->pathA, first->pathB, *first);
   }
@@ -66,9 +67,11 @@ int run(const DiffCommandOptions& opts) {
     std::cerr << "gpurr diff: " << e.what() << '\n';
     return kExitTrouble;
   }
+  // The job's view across ranks, once, for the page and the report alike.
+  const std::optional<JobView> job = jobView(comparison);
   if (!opts.html.empty()) {
     std::ofstream out(opts.html, std::ios::binary | std::ios::trunc);
-    out << htmlPage(comparison);
+    out << htmlPage(comparison, job);
     out.close();
     if (!out) {
       std::cerr << fmt::format("gpurr diff: error: cannot write {}\n", opts.html);
@@ -76,9 +79,9 @@ int run(const DiffCommandOptions& opts) {
     }
   }
   if (opts.json) {
-    std::cout << comparisonJson(comparison).dump(2) << '\n';
+    std::cout << comparisonJson(comparison, job ? &*job : nullptr).dump(2) << '\n';
   } else {
-    printComparison(std::cout, Style{useColor(opts.color)}, comparison);
+    printComparison(std::cout, Style{useColor(opts.color)}, comparison, job ? &*job : nullptr);
   }
   if (comparison.identical()) return kExitOk;
   return comparison.unknown() ? kExitTrouble : kExitDifferent;

@@ -16,6 +16,8 @@
 
 namespace gpurr::report {
 
+struct JobView;  // report/job.h
+
 // One recorded run.
 struct RunInfo {
   std::string trace;  // "" when the run left no trace
@@ -67,6 +69,9 @@ struct Report {
   const RunComparison* diff = nullptr;
   nlohmann::json timeline = nullptr;
   const BisectFacts* bisect = nullptr;
+  // The job's view of `diff` when the caller has computed it (jobView); null:
+  // renderHtml computes it.
+  const std::optional<JobView>* job = nullptr;
 };
 
 // report.json: what `gpurr bisect --json` prints (docs/BISECT.md).

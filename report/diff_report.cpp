@@ -452,9 +452,14 @@ bool useColor(const std::string& mode) {
 }
 
 void printComparison(std::ostream& os, const Style& st, const RunComparison& c) {
+  const std::optional<JobView> job = jobView(c);
+  printComparison(os, st, c, job ? &*job : nullptr);
+}
+
+void printComparison(std::ostream& os, const Style& st, const RunComparison& c, const JobView* job) {
   os << st.dim(fmt::format("gpurr diff {} {}", c.a, c.b)) << '\n';
   printRanks(os, st, c);
-  if (const std::optional<JobView> job = jobView(c)) printJob(os, st, c, *job);
+  if (job) printJob(os, st, c, *job);
   for (const ProcessDiff& p : c.processes) {
     if (!p.name.empty()) os << '\n' << st.bold(fmt::format("== process {} ==", p.name)) << '\n';
     printProcess(os, st, p);
@@ -462,6 +467,11 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c) 
 }
 
 Json comparisonJson(const RunComparison& c) {
+  const std::optional<JobView> job = jobView(c);
+  return comparisonJson(c, job ? &*job : nullptr);
+}
+
+Json comparisonJson(const RunComparison& c, const JobView* job) {
   Json processes = Json::array();
   for (const ProcessDiff& p : c.processes) processes.push_back(processJson(p));
   Json out{{"gpurrDiff", 1},
@@ -473,7 +483,7 @@ Json comparisonJson(const RunComparison& c) {
            {"onlyInA", c.onlyA},
            {"onlyInB", c.onlyB}};
   if (c.directories) out["ranks"] = ranksJson(c);
-  if (const std::optional<JobView> job = jobView(c)) out["job"] = jobJson(c, *job);
+  if (job) out["job"] = jobJson(c, *job);
   return out;
 }
 

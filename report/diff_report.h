@@ -14,6 +14,8 @@
 
 namespace gpurr::report {
 
+struct JobView;  // report/job.h
+
 // Terminal colours, or none.
 struct Style {
   bool color = false;
@@ -37,10 +39,14 @@ void printProcess(std::ostream& os, const Style& st, const diff::ProcessDiff& p,
 // The whole `gpurr diff` text report: the command line, processes found in
 // one run only, then each process.
 void printComparison(std::ostream& os, const Style& st, const RunComparison& c);
+// As above, with the job's view computed once by the caller: jobView(c), or
+// null when it has none.
+void printComparison(std::ostream& os, const Style& st, const RunComparison& c, const JobView* job);
 
 // JSON of one process (an element of "processes") and of the whole
 // comparison (what `gpurr diff --json` prints).
 Json processJson(const diff::ProcessDiff& p);
 Json comparisonJson(const RunComparison& c);
+Json comparisonJson(const RunComparison& c, const JobView* job);
 
 }  // namespace gpurr::report

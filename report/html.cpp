@@ -98,7 +98,8 @@ std::string renderHtml(const Report& report) {
   page.add("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
   page.addf("<title>gpurr: {}</title>\n", e(h.title));
   page.addf("<style>{}</style>\n</head>\n<body>\n<main>\n", kStyle);
-  const std::optional<JobView> job = report.diff ? jobView(*report.diff) : std::nullopt;
+  const std::optional<JobView> computed = report.diff && !report.job ? jobView(*report.diff) : std::nullopt;
+  const std::optional<JobView>& job = report.job ? *report.job : computed;
   renderHeader(page, report, job ? &*job : nullptr);
   renderRuns(page, report);
   renderJob(page, report, job ? &*job : nullptr);

@@ -8,7 +8,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <map>
+#include <thread>
 #include <tuple>
 
 #include "diff/decode.h"
@@ -57,26 +60,79 @@ int32_t rankOf(const TraceReader& r, size_t process) {
   return r.header().rank >= 0 ? r.header().rank : static_cast<int32_t>(process);
 }
 
-// The collectives of one run, by process; whether any trace holds one.
+// One process's collectives in one run, in the order of its trace.
+struct ProcessIssues {
+  int32_t rank = -1;
+  std::vector<std::pair<Key, Issued>> collectives;
+};
+
+ProcessIssues scanProcess(const std::string& path, size_t process, unsigned decoders) {
+  const TraceReader reader(path);
+  ProcessIssues out{rankOf(reader, process), {}};
+  scanEvents(
+      reader,
+      [&](const ScanEvent& e) {
+        if (e.kind != EventKind::kCollective) return true;
+        const Key key{static_cast<int>(e.collectiveSource), e.communicator, e.collectiveSequence};
+        Issued issued{e.seq, e.collectiveOp, e.count, std::string(e.dataType), e.commSize, !e.reduceOp.empty(), {}};
+        for (const ScanRange& r : e.inputs) issued.sent.push_back(r.digest);
+        out.collectives.emplace_back(key, std::move(issued));
+        return true;
+      },
+      0, decoders);
+  return out;
+}
+
+// Scans each process's trace of one run, as many at once as there are cores
+// (with fewer processes than cores, each on its share of them). Results keep
+// the processes' order; the first failure in that order is thrown.
+std::vector<ProcessIssues> scanProcesses(const RunComparison& c, bool runB) {
+  const size_t n = c.processes.size();
+  const unsigned cores = scanThreads(0);
+  const size_t workers = std::min<size_t>(n, cores);
+  const unsigned each = workers == 0 ? 1 : std::max(1u, static_cast<unsigned>(cores / workers));
+  std::vector<ProcessIssues> results(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t p = next++; p < n; p = next++) {
+      try {
+        results[p] = scanProcess(runB ? c.processes[p].pathB : c.processes[p].pathA, p, each - 1);
+      } catch (...) {
+        errors[p] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return results;
+}
+
+// The collectives of one run, by process; whether any trace holds one. For
+// run A, `seqs` gets each process's collectives' events, in order.
 bool collectIssues(const RunComparison& c, bool runB, Issues& issues, std::map<uint64_t, std::vector<size_t>>& members,
-                   std::vector<int32_t>& ranks, KeyOfEvent& keyOf) {
+                   std::vector<int32_t>& ranks, KeyOfEvent& keyOf, std::vector<std::vector<uint64_t>>& seqs) {
   bool any = false;
   ranks.assign(c.processes.size(), -1);
-  for (size_t p = 0; p < c.processes.size(); ++p) {
-    const TraceReader reader(runB ? c.processes[p].pathB : c.processes[p].pathA);
-    ranks[p] = rankOf(reader, p);
-    scanEvents(reader, [&](const ScanEvent& e) {
-      if (e.kind != EventKind::kCollective) return true;
+  if (!runB) seqs.assign(c.processes.size(), {});
+  std::vector<ProcessIssues> scanned = scanProcesses(c, runB);
+  for (size_t p = 0; p < scanned.size(); ++p) {
+    ranks[p] = scanned[p].rank;
+    for (auto& [key, issued] : scanned[p].collectives) {
       any = true;
-      const Key key{static_cast<int>(e.collectiveSource), e.communicator, e.collectiveSequence};
-      Issued& issued = issues[key][p] = Issued{e.seq, e.collectiveOp, e.count, std::string(e.dataType), e.commSize,
-                                                  !e.reduceOp.empty(), {}};
-      for (const ScanRange& r : e.inputs) issued.sent.push_back(r.digest);
-      if (!runB) keyOf[{p, e.seq}] = key;
-      auto& m = members[e.communicator];
+      if (!runB) {
+        keyOf[{p, issued.seq}] = key;
+        seqs[p].push_back(issued.seq);
+      }
+      auto& m = members[std::get<1>(key)];
       if (std::find(m.begin(), m.end(), p) == m.end()) m.push_back(p);
-      return true;
-    });
+      issues[key][p] = std::move(issued);
+    }
   }
   return any;
 }
@@ -114,15 +170,10 @@ void findMismatches(const RunComparison& c, bool runB, const Issues& issues,
 // data: it received the divergence.
 bool received(const FirstDivergence& d) { return !d.path && d.cause == Cause::kCollective && d.inputsIdentical; }
 
-uint64_t collectivesBefore(const std::string& path, uint64_t seq) {
-  const TraceReader reader(path);
-  uint64_t n = 0;
-  scanEvents(reader, [&](const ScanEvent& e) {
-    if (e.seq >= seq) return false;
-    n += e.kind == EventKind::kCollective;
-    return true;
-  });
-  return n;
+// Collectives a process completed in run A before event `seq`: `seqs` holds
+// its collectives' events, in order.
+uint64_t collectivesBefore(const std::vector<uint64_t>& seqs, uint64_t seq) {
+  return static_cast<uint64_t>(std::lower_bound(seqs.begin(), seqs.end(), seq) - seqs.begin());
 }
 
 std::string where(const FirstDivergence& d) {
@@ -266,8 +317,9 @@ std::optional<JobView> jobView(const RunComparison& c) {
   Issues issues[2];
   std::map<uint64_t, std::vector<size_t>> members[2];
   KeyOfEvent keyOf;
+  std::vector<std::vector<uint64_t>> seqs;  // run A's collectives' events, by process
   for (bool runB : {false, true}) {
-    any |= collectIssues(c, runB, issues[runB], members[runB], ranks, keyOf);
+    any |= collectIssues(c, runB, issues[runB], members[runB], ranks, keyOf, seqs);
     // Run B is read only when run A held collectives: a job without any is
     // read once more, not twice.
     if (!any) return std::nullopt;
@@ -278,7 +330,7 @@ std::optional<JobView> jobView(const RunComparison& c) {
     const ProcessDiff& pd = c.processes[p];
     if (!pd.firstDivergence) continue;
     RankVerdict v{p, ranks[p], !received(*pd.firstDivergence),
-                  collectivesBefore(pd.pathA, pd.firstDivergence->a.seq)};
+                  collectivesBefore(seqs[p], pd.firstDivergence->a.seq)};
     job.ranks.push_back(v);
   }
   // The earliest origins: the fewest collectives before them; by rank.
