@@ -10,6 +10,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -218,6 +219,20 @@ struct CpuClock {
         duration(int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec));
   }
 };
+
+// The best (shortest) CPU and wall time of a pass over several rounds, the
+// passes side by side in every round.
+struct Best {
+  double cpu = 1e9, wall = 1e9;
+};
+template <typename F>
+void timed(Best& best, F&& f) {
+  const auto c0 = CpuClock::now();
+  const auto w0 = std::chrono::steady_clock::now();
+  f();
+  best.cpu = std::min(best.cpu, seconds(CpuClock::now() - c0));
+  best.wall = std::min(best.wall, seconds(std::chrono::steady_clock::now() - w0));
+}
 
 // How many cores this process gets now: `threads` busy threads for 0.3 s,
 // the CPU time they were given over the wall time.

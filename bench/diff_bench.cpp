@@ -127,18 +127,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const double availableBefore = coresAvailable(parallel);
-  // Best of `rounds` of each pass, CPU time (all threads of the process) and
-  // wall time, the passes side by side in every round.
-  struct Best {
-    double cpu = 1e9, wall = 1e9;
-  };
-  auto timed = [](Best& best, auto&& f) {
-    const auto c0 = CpuClock::now();
-    const auto w0 = std::chrono::steady_clock::now();
-    f();
-    best.cpu = std::min(best.cpu, seconds(CpuClock::now() - c0));
-    best.wall = std::min(best.wall, seconds(std::chrono::steady_clock::now() - w0));
-  };
+  // Best of `rounds` of each pass, the passes side by side in every round.
   Best decompress, forEach, scan, diffSerial, diffParallel, scanParallel, scanBlocks;
   const bool small = launches <= 2'000'000;  // the slow forEach pass only on small traces
   for (int round = 0; round < rounds; ++round) {

@@ -132,19 +132,7 @@ int main(int argc, char** argv) {
              compressed / 1048576.0, uncompressed / 1048576.0);
 
   const double availableBefore = coresAvailable(cores);
-  // Best of `rounds` of each pass, wall time and CPU time (all threads of
-  // the process: on a shared machine, the figure other processes' load
-  // leaves alone), the passes side by side in every round.
-  struct Best {
-    double wall = 1e9, cpu = 1e9;
-  };
-  auto timed = [](Best& best, auto&& f) {
-    const auto c0 = CpuClock::now();
-    const auto w0 = std::chrono::steady_clock::now();
-    f();
-    best.cpu = std::min(best.cpu, seconds(CpuClock::now() - c0));
-    best.wall = std::min(best.wall, seconds(std::chrono::steady_clock::now() - w0));
-  };
+  // Best of `rounds` of each pass, the passes side by side in every round.
   Best decompress, compare, job;
   double rssCompare = 0;
   bool right = true;
