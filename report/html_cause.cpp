@@ -244,6 +244,14 @@ void renderCause(Page& page, const Report& report) {
                 side == &diff->onlyA ? 'A' : 'B');
     }
   }
+  for (const auto* side : {&diff->incompleteA, &diff->incompleteB}) {
+    for (const IncompleteTrace& t : *side) {
+      open();
+      page.addf("<div class=\"box warnbox\">process <code>{}</code> of run {} did not end cleanly: compared up to its "
+                "last complete block <span class=\"muted small\">({})</span></div>\n",
+                e(t.name), side == &diff->incompleteA ? 'A' : 'B', e(t.detail));
+    }
+  }
   for (const ProcessDiff& p : diff->processes) {
     const std::vector<string> paired = pairedDespiteLines(p);
     if (!p.firstDivergence && !several && p.warnings.empty() && paired.empty()) continue;

@@ -12,6 +12,7 @@
 
 #include "report/compare.h"
 #include "report/diff_report.h"
+#include "model_util.h"
 #include "trace_format/trace.h"
 
 using namespace gpurr;
@@ -104,6 +105,13 @@ TEST_CASE("ranks of two job directories: diffed side by side in name order, miss
   REQUIRE(ranks.at("incomplete").at("b").size() == 1);
   CHECK(ranks.at("incomplete").at("b")[0].at("process") == name(7));
   CHECK(ranks.at("incomplete").at("b")[0].at("detail") == c.incompleteB[0].detail);
+
+  // The HTML page says both.
+  testutil::TestReport page;
+  page.diff = c;
+  const std::string html = page.html();
+  CHECK(html.find("process <code>rank10.gpurr</code> was recorded in run A only") != std::string::npos);
+  CHECK(html.find("process <code>rank7.gpurr</code> of run B did not end cleanly") != std::string::npos);
 }
 
 TEST_CASE("ranks all there and complete: no ranks lines, the JSON still counts them") {
