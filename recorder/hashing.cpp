@@ -16,8 +16,7 @@ using trace::AllocationKind;
 
 HashRules::HashRules(std::mutex& mu, const RecorderOptions& options, Device& device, SessionOutput& out,
                      MemoryRecorder& memory)
-    : mu_(mu), options_(options), allInputs_(hashesAllInputs(options)),
-      defer_(device.defersHashes() && options.deferHashes), device_(device), out_(out),
+    : mu_(mu), options_(options), allInputs_(hashesAllInputs(options)), device_(device), out_(out),
       memory_(memory), deferral_(device, [this](std::span<const trace::DeviceRange> ranges, const std::string& error) {
         cannotHash(ranges, error);
       }) {}
@@ -47,7 +46,7 @@ HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<
 
 HashTicket HashRules::hashLaunchRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
                                        bool now) {
-  if (!defer_ || options_.sync) return hashRanges(context, stream, std::move(ranges));
+  if (!defers() || options_.sync) return hashRanges(context, stream, std::move(ranges));
   HashTicket t;
   if (ranges.empty()) return t;
   std::string error;
@@ -59,7 +58,7 @@ HashTicket HashRules::hashLaunchRanges(uint64_t context, uint64_t stream, std::v
 
 void HashRules::beforeLaunch(uint64_t context, uint64_t stream, const std::vector<trace::DeviceRange>& ranges,
                              const std::vector<OperandRole>& roles, bool unseen) {
-  if (defer_) deferral_.beforeLaunch(context, stream, ranges, roles, unseen);
+  if (defers()) deferral_.beforeLaunch(context, stream, ranges, roles, unseen);
 }
 
 

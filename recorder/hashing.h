@@ -63,10 +63,10 @@ class HashRules {
   // Enqueues the deferred hashes of `stream`; of every stream; of every
   // stream when the trace thread waits for one.
   void flushStream(uint64_t context, uint64_t stream) {
-    if (defer_) deferral_.flushStream(context, stream);
+    if (defers()) deferral_.flushStream(context, stream);
   }
   void flushAll() {
-    if (defer_) deferral_.flushAll();
+    if (defers()) deferral_.flushAll();
   }
   void flushIfAsked() { deferral_.flushIfAsked(); }
   // The ranges a launch hashes before it runs: all of them with
@@ -112,11 +112,12 @@ class HashRules {
   // Hashes of `ranges` could not be enqueued: warns once, and their next
   // reader hashes them.
   void cannotHash(std::span<const trace::DeviceRange> ranges, const std::string& error);
+  // Output hashes are held back: the device can, and GPURR_DEFER_HASHES is not 0.
+  bool defers() const { return options_.deferHashes && device_.defersHashes(); }
 
   std::mutex& mu_;
   const RecorderOptions& options_;
   const bool allInputs_;  // hashesAllInputs(options)
-  const bool defer_;      // output hashes held back: the device can, and GPURR_DEFER_HASHES is not 0
   Device& device_;
   SessionOutput& out_;
   MemoryRecorder& memory_;
