@@ -6,10 +6,10 @@
 // --rounds: decompressing every trace once on every core (the floor of any
 // pass over the job), the directory comparison (report::compareRuns: the
 // ranks diffed side by side), and the report's job view across ranks
-// (report::jobView, which reads the traces again); and the peak resident
-// memory of the process after each (the traces are written by a child
-// process). The goals: the comparison within 1.5x the decompression, and
-// within 2 GiB of memory. Exit status 0 when met, 3 when a goal is missed,
+// (report::jobView, from what the comparison gathered); and the peak
+// resident memory of the process after each (the traces are written by a
+// child process). The goals: both together (what `gpurr diff A/ B/` does)
+// within 1.5x the decompression, and within 2 GiB of memory. Exit status 0 when met, 3 when a goal is missed,
 // 1 when the diff's answer is wrong.
 //
 //   job_bench [--ranks N] [--launches N] [--collective-every N] [--diverge-at FRACTION] [--rounds N] [--keep DIR]
@@ -182,14 +182,15 @@ int main(int argc, char** argv) {
   row(fmt::format("decompress {} traces ({} threads)", traces.size(), cores), decompress);
   row(fmt::format("compareRuns: {} ranks diffed, {} at a time", ranks, std::min<unsigned>(cores, ranks)), compare);
   row("jobView: the job's view across ranks", job);
-  row("compareRuns + jobView (gpurr diff A/ B/)", {compare.wall + job.wall, compare.cpu + job.cpu});
+  const Best whole{.cpu = compare.cpu + job.cpu, .wall = compare.wall + job.wall};
+  row("compareRuns + jobView (gpurr diff A/ B/)", whole);
   fmt::print("peak RSS of the process: {:.0f} MiB after compareRuns, {:.0f} MiB after jobView\n", rssCompare, rssJob);
   // Wall time on a quiet machine; CPU time, which other processes' load
   // leaves alone, when this one got fewer cores than it has.
   const bool quiet = std::min(availableBefore, available) > 0.9 * cores;
-  const bool fast = quiet ? compare.wall <= 1.5 * decompress.wall : compare.cpu <= 1.5 * decompress.cpu;
+  const bool fast = quiet ? whole.wall <= 1.5 * decompress.wall : whole.cpu <= 1.5 * decompress.cpu;
   const bool small = rssJob <= 2048;
-  fmt::print("goal (compareRuns <= 1.5x decompression, {}): {}\n", quiet ? "wall" : "CPU, a busy machine",
+  fmt::print("goal (compareRuns + jobView <= 1.5x decompression, {}): {}\n", quiet ? "wall" : "CPU, a busy machine",
              fast ? "met" : "NOT met");
   fmt::print("goal (peak RSS <= 2 GiB): {}\n", small ? "met" : "NOT met");
   if (keep.empty()) fs::remove_all(dir);

@@ -173,6 +173,10 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   b.reader = &tb;
   a.decoders = b.decoders = threads <= 1 ? 0 : threads;
   summariseBoth(a, b, threads, options.dropAgreed);
+  out.rankA = ta.header().rank;
+  out.rankB = tb.header().rank;
+  out.collectivesA = std::move(a.collectives);
+  out.collectivesB = std::move(b.collectives);
   for (const auto& [run, side] : {std::pair{&a, 'A'}, std::pair{&b, 'B'}}) {
     if (run->gapSeq == UINT64_MAX) continue;
     out.gaps.push_back(fmt::format("run {}'s recorder dropped {} at event #{} (its trace thread fell behind)", side,

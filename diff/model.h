@@ -313,6 +313,7 @@ struct Run {
   // and how many events it stands for. Nothing from it on is summarised.
   uint64_t gapSeq = UINT64_MAX;
   uint64_t gapEvents = 0;
+  std::vector<CollectiveCall> collectives;  // every one, in trace order (ProcessDiff)
 
   Run();
   ~Run();

@@ -289,6 +289,21 @@ struct BlastRadius {
   std::vector<IndependentDivergence> independent;  // the first few
 };
 
+// A collective one run's process issued, as the job's view across ranks
+// needs it (report/job.h): gathered in the summary's pass over the trace, so
+// that the job's view reads no trace again.
+struct CollectiveCall {
+  trace::CollectiveSource source = trace::CollectiveSource::kNccl;
+  uint64_t communicator = 0, sequence = 0;  // its place in the job
+  uint64_t seq = 0;                         // the event
+  trace::CollectiveOp op = trace::CollectiveOp::kOther;
+  uint64_t count = 0;
+  std::string dataType;
+  int32_t commSize = 0;
+  bool reduces = false;
+  std::vector<uint64_t> sent;  // its inputs' digests
+};
+
 // Operations paired despite one kind of benign difference: how many, and
 // run A's first.
 struct PairedDespite {
@@ -319,6 +334,10 @@ struct ProcessDiff {
   // one run gave another identity (an operation moved before its first
   // use), every range both runs hashed agreeing.
   PairedDespite pairedDespiteStaleWords, pairedDespiteLaunchConfiguration, pairedDespiteRenamedAllocation;
+  // Each run's rank (the header's; -1 when it names none) and collectives,
+  // in trace order, captured ones and those after a gap included.
+  int32_t rankA = -1, rankB = -1;
+  std::vector<CollectiveCall> collectivesA, collectivesB;
 };
 
 }  // namespace gpurr::diff

@@ -298,6 +298,7 @@ class Summariser {
 
   void add(const ScanEvent& e) {
     Run& run = run_;
+    if (e.kind == EventKind::kCollective) noteCollective(e);
     if (run.gapSeq != UINT64_MAX) return;  // after a gap: not compared (docs/DIFF.md)
     if (e.kind == EventKind::kEventsDropped) {
       run.gapSeq = e.seq;
@@ -494,6 +495,21 @@ class Summariser {
       }, run.ops[o].seq());
     }
     d.operation(e, run.ops, index);
+  }
+
+  // A collective as the job's view needs it (Run::collectives).
+  void noteCollective(const ScanEvent& e) {
+    CollectiveCall& c = run_.collectives.emplace_back();
+    c.source = e.collectiveSource;
+    c.communicator = e.communicator;
+    c.sequence = e.collectiveSequence;
+    c.seq = e.seq;
+    c.op = e.collectiveOp;
+    c.count = e.count;
+    c.dataType = e.dataType;
+    c.commSize = e.commSize;
+    c.reduces = !e.reduceOp.empty();
+    for (const ScanRange& r : e.inputs) c.sent.push_back(r.digest);
   }
 
   // A launch's read-only ranges it hashed before it ran (Run::firstReads).

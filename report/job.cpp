@@ -8,16 +8,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
 #include <map>
-#include <thread>
 #include <tuple>
 
 #include "diff/decode.h"
 #include "diff/environment.h"
 #include "diff/wording.h"
-#include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::report {
@@ -31,16 +27,8 @@ namespace {
 constexpr size_t kMismatchesShown = 3;
 
 // What must agree across ranks at one sequence number of a communicator,
-// and what each rank sent and received there.
-struct Issued {
-  uint64_t seq = 0;  // the event
-  CollectiveOp op = CollectiveOp::kOther;
-  uint64_t count = 0;
-  std::string dataType;
-  int32_t commSize = 0;
-  bool reduces = false;
-  std::vector<uint64_t> sent;  // its inputs' digests
-};
+// and what each rank sent there.
+using Issued = diff::CollectiveCall;
 
 // (source, communicator, sequence): one collective of the job.
 using Key = std::tuple<int, uint64_t, uint64_t>;
@@ -56,82 +44,30 @@ bool agree(const Issued& x, const Issued& y) {
   return (x.op == y.op || pair) && x.count == y.count && x.dataType == y.dataType;
 }
 
-int32_t rankOf(const TraceReader& r, size_t process) {
-  return r.header().rank >= 0 ? r.header().rank : static_cast<int32_t>(process);
+// A process's rank: its header's, else its place among the processes.
+int32_t rankOf(const ProcessDiff& p, size_t process) {
+  return p.rankA >= 0 ? p.rankA : p.rankB >= 0 ? p.rankB : static_cast<int32_t>(process);
 }
 
-// One process's collectives in one run, in the order of its trace.
-struct ProcessIssues {
-  int32_t rank = -1;
-  std::vector<std::pair<Key, Issued>> collectives;
-};
-
-ProcessIssues scanProcess(const std::string& path, size_t process, unsigned decoders) {
-  const TraceReader reader(path);
-  ProcessIssues out{rankOf(reader, process), {}};
-  scanEvents(
-      reader,
-      [&](const ScanEvent& e) {
-        if (e.kind != EventKind::kCollective) return true;
-        const Key key{static_cast<int>(e.collectiveSource), e.communicator, e.collectiveSequence};
-        Issued issued{e.seq, e.collectiveOp, e.count, std::string(e.dataType), e.commSize, !e.reduceOp.empty(), {}};
-        for (const ScanRange& r : e.inputs) issued.sent.push_back(r.digest);
-        out.collectives.emplace_back(key, std::move(issued));
-        return true;
-      },
-      0, decoders);
-  return out;
-}
-
-// Scans each process's trace of one run, as many at once as there are cores
-// (with fewer processes than cores, each on its share of them). Results keep
-// the processes' order; the first failure in that order is thrown.
-std::vector<ProcessIssues> scanProcesses(const RunComparison& c, bool runB) {
-  const size_t n = c.processes.size();
-  const unsigned cores = scanThreads(0);
-  const size_t workers = std::min<size_t>(n, cores);
-  const unsigned each = workers == 0 ? 1 : std::max(1u, static_cast<unsigned>(cores / workers));
-  std::vector<ProcessIssues> results(n);
-  std::vector<std::exception_ptr> errors(n);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t p = next++; p < n; p = next++) {
-      try {
-        results[p] = scanProcess(runB ? c.processes[p].pathB : c.processes[p].pathA, p, each - 1);
-      } catch (...) {
-        errors[p] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
-  return results;
-}
-
-// The collectives of one run, by process; whether any trace holds one. For
+// The collectives of one run, by process, from what the diff's summary
+// gathered (no trace is read again); whether any process issued one. For
 // run A, `seqs` gets each process's collectives' events, in order.
 bool collectIssues(const RunComparison& c, bool runB, Issues& issues, std::map<uint64_t, std::vector<size_t>>& members,
-                   std::vector<int32_t>& ranks, KeyOfEvent& keyOf, std::vector<std::vector<uint64_t>>& seqs) {
+                   KeyOfEvent& keyOf, std::vector<std::vector<uint64_t>>& seqs) {
   bool any = false;
-  ranks.assign(c.processes.size(), -1);
   if (!runB) seqs.assign(c.processes.size(), {});
-  std::vector<ProcessIssues> scanned = scanProcesses(c, runB);
-  for (size_t p = 0; p < scanned.size(); ++p) {
-    ranks[p] = scanned[p].rank;
-    for (auto& [key, issued] : scanned[p].collectives) {
+  for (size_t p = 0; p < c.processes.size(); ++p) {
+    const ProcessDiff& pd = c.processes[p];
+    for (const diff::CollectiveCall& call : runB ? pd.collectivesB : pd.collectivesA) {
       any = true;
+      const Key key{static_cast<int>(call.source), call.communicator, call.sequence};
       if (!runB) {
-        keyOf[{p, issued.seq}] = key;
-        seqs[p].push_back(issued.seq);
+        keyOf[{p, call.seq}] = key;
+        seqs[p].push_back(call.seq);
       }
-      auto& m = members[std::get<1>(key)];
+      auto& m = members[call.communicator];
       if (std::find(m.begin(), m.end(), p) == m.end()) m.push_back(p);
-      issues[key][p] = std::move(issued);
+      issues[key][p] = call;
     }
   }
   return any;
@@ -313,16 +249,15 @@ std::optional<JobView> jobView(const RunComparison& c) {
   if (c.processes.size() < 2 || c.processes.front().name.empty()) return std::nullopt;
   JobView job;
   bool any = false;
-  std::vector<int32_t> ranks;
+  std::vector<int32_t> ranks(c.processes.size());
+  for (size_t p = 0; p < c.processes.size(); ++p) ranks[p] = rankOf(c.processes[p], p);
   Issues issues[2];
   std::map<uint64_t, std::vector<size_t>> members[2];
   KeyOfEvent keyOf;
   std::vector<std::vector<uint64_t>> seqs;  // run A's collectives' events, by process
   for (bool runB : {false, true}) {
-    any |= collectIssues(c, runB, issues[runB], members[runB], ranks, keyOf, seqs);
-    // Run B is read only when run A held collectives: a job without any is
-    // read once more, not twice.
-    if (!any) return std::nullopt;
+    any |= collectIssues(c, runB, issues[runB], members[runB], keyOf, seqs);
+    if (!any) return std::nullopt;  // run A issued no collective
     findMismatches(c, runB, issues[runB], members[runB], ranks, job.mismatches);
   }
   job.processRanks = ranks;
