@@ -32,8 +32,9 @@ void push(Alignment& out, bool match, uint64_t aBegin, uint64_t bBegin, uint64_t
 }
 
 // Shortest edit script from a to b, in order; false when the edit distance
-// exceeds maxEdits.
-bool myers(const Keys& a, const Keys& b, uint64_t maxEdits,
+// exceeds maxEdits. With `cut`, from a to a prefix of b that takes all of a
+// (kA), or from a prefix of a that takes all of b to b (kB).
+bool myers(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions::Cut cut,
            std::vector<StepKind>& script) {
   const int64_t n = static_cast<int64_t>(a.size()), m = static_cast<int64_t>(b.size());
   const int64_t maxD = std::min<int64_t>(n + m, static_cast<int64_t>(maxEdits));
@@ -42,21 +43,24 @@ bool myers(const Keys& a, const Keys& b, uint64_t maxEdits,
   // trace[d][k + d] = furthest x on diagonal k after d edits.
   std::vector<std::vector<int64_t>> trace;
   int64_t found = -1;
+  int64_t x = n, y = m;
   for (int64_t d = 0; d <= maxD && found < 0; ++d) {
     for (int64_t k = -d; k <= d; k += 2) {
-      int64_t x = (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1]))
-                      ? v[offset + k + 1]       // from diagonal k+1: insertion
-                      : v[offset + k - 1] + 1;  // from diagonal k-1: deletion
-      int64_t y = x - k;
-      while (x < n && y < m && a[x] == b[y]) ++x, ++y;
-      v[offset + k] = x;
-      if (x >= n && y >= m) found = d;
+      int64_t kx = (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1]))
+                       ? v[offset + k + 1]       // from diagonal k+1: insertion
+                       : v[offset + k - 1] + 1;  // from diagonal k-1: deletion
+      int64_t ky = kx - k;
+      while (kx < n && ky < m && a[kx] == b[ky]) ++kx, ++ky;
+      v[offset + k] = kx;
+      const bool end = cut == AlignOptions::Cut::kA   ? kx == n && ky >= 0 && ky <= m
+                       : cut == AlignOptions::Cut::kB ? ky == m && kx >= 0 && kx <= n
+                                                      : kx >= n && ky >= m;
+      if (end && found < 0) found = d, x = kx, y = ky;
     }
     trace.emplace_back(v.begin() + (offset - d), v.begin() + (offset + d + 1));
   }
   if (found < 0) return false;
   script.clear();
-  int64_t x = n, y = m;
   for (int64_t d = found; d > 0; --d) {
     const auto& prev = trace[d - 1];
     auto at = [&](int64_t k) { return prev[static_cast<size_t>(k + d - 1)]; };
@@ -88,7 +92,8 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
   uint64_t prefix = 0;
   while (prefix < a.size() && prefix < b.size() && a[prefix] == b[prefix]) ++prefix;
   uint64_t suffix = 0;
-  while (suffix < a.size() - prefix && suffix < b.size() - prefix &&
+  // (A cut sequence's last operations are not the other's last.)
+  while (options.cut == AlignOptions::Cut::kNeither && suffix < a.size() - prefix && suffix < b.size() - prefix &&
          a[a.size() - 1 - suffix] == b[b.size() - 1 - suffix]) {
     ++suffix;
   }
@@ -99,13 +104,27 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
   uint64_t i = prefix, j = prefix;
   while (i < aEnd || j < bEnd) {
     const uint64_t n = std::min(aEnd - i, window), m = std::min(bEnd - j, window);
-    if (n == 0 || m == 0 || !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, script)) {
+    // The cut sequence's last window: the other's rest is free.
+    const AlignOptions::Cut cut = (options.cut == AlignOptions::Cut::kA && i + n == aEnd) ||
+                                          (options.cut == AlignOptions::Cut::kB && j + m == bEnd)
+                                      ? options.cut
+                                      : AlignOptions::Cut::kNeither;
+    if (n == 0 || m == 0 || !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, script)) {
       if (n != 0 && m != 0) out.bounded = true;
-      push(out, false, i, j, n, m);
+      // The rest of the sequence that goes on after the cut one's end is a
+      // run of its own, not merged with a stretch of both before it.
+      const bool rest = (options.cut == AlignOptions::Cut::kB && m == 0) ||
+                        (options.cut == AlignOptions::Cut::kA && n == 0);
+      if (rest && !out.runs.empty() && !out.runs.back().match &&
+          (options.cut == AlignOptions::Cut::kB ? out.runs.back().bCount : out.runs.back().aCount) != 0) {
+        out.runs.push_back({false, i, j, n, m});
+      } else {
+        push(out, false, i, j, n, m);
+      }
       i += n, j += m;
       continue;
     }
-    const bool last = i + n == aEnd && j + m == bEnd;
+    const bool last = cut != AlignOptions::Cut::kNeither || (i + n == aEnd && j + m == bEnd);
     const uint64_t half = window / 2;
     uint64_t x = 0, y = 0;
     for (StepKind s : script) {

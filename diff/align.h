@@ -26,6 +26,14 @@ struct AlignOptions {
   // Upper bound on the edit distance explored in one window; beyond it the
   // window is reported as one stretch.
   uint64_t maxEdits = 2048;
+  // A sequence cut short (its run's trace ends before the other's): the
+  // other's operations after its last one are not edits. The alignment
+  // takes all of the cut sequence at the fewest edits, and the other's
+  // rest is its last run, a stretch of that sequence alone. (Counting
+  // them as edits would rather slide the cut sequence's operations over
+  // later ones of the same kind.)
+  enum class Cut : uint8_t { kNeither, kA, kB };
+  Cut cut = Cut::kNeither;
 };
 
 struct Alignment {

@@ -133,6 +133,15 @@ struct FirstAt {
   uint64_t offset = 0;  // within a matched run
 };
 
+// Whether trace `t` (summarised into `r`) ends before the other run's does:
+// its process crashed or was killed, its recorder dropped events, or gpurr
+// stopped it (--until-step, --stop-file) after an earlier training step
+// than the other run's.
+bool endsEarly(const TraceReader& t, const Run& r, const TraceReader& other) {
+  const int64_t stopped = t.stoppedAfterStep(), otherStopped = other.stoppedAfterStep();
+  return t.damage().unclosed || r.gapSeq != UINT64_MAX || (stopped >= 0 && (otherStopped < 0 || otherStopped > stopped));
+}
+
 FirstAt findFirstDivergence(const Context& ctx, const std::vector<AlignedRun>& runs, BenignPairs& benign) {
   const Run& a = ctx.a;
   const Run& b = ctx.b;
@@ -193,7 +202,11 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.opsA = a.ops.size();
   out.opsB = b.ops.size();
   // 3. Alignment, and the pairs it left apart that are one operation.
-  Alignment alignment = alignRuns(a, b, options.align);
+  // A run whose trace ends before the other's is aligned as a prefix of it.
+  AlignOptions alignOptions = options.align;
+  const bool aCut = endsEarly(ta, a, tb), bCut = endsEarly(tb, b, ta);
+  if (aCut != bCut) alignOptions.cut = aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
+  Alignment alignment = alignRuns(a, b, alignOptions);
   matchSameShape(alignment, a, b);
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
   BenignPairs benign(ctx, pairLaunchConfigurations(ctx, alignment));
@@ -208,13 +221,17 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   // A trace cut short: what the other run did afterwards was not compared.
   if (!alignment.runs.empty() && !alignment.runs.back().match) {
     const AlignedRun& last = alignment.runs.back();
-    const bool aEnds = last.aCount == 0 && (ta.damage().unclosed || a.gapSeq != UINT64_MAX);
-    const bool bEnds = last.bCount == 0 && (tb.damage().unclosed || b.gapSeq != UINT64_MAX);
+    const bool aEnds = last.aCount == 0 && aCut;
+    const bool bEnds = last.bCount == 0 && bCut;
     if (aEnds || bEnds) {
-      out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends; not compared",
+      const TraceReader& cut = aEnds ? ta : tb;
+      out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends{}; not compared",
                                          aEnds ? 'B' : 'A',
-                                         plural(aEnds ? last.bCount : last.aCount, "operation"),
-                                         aEnds ? 'A' : 'B'));
+                                         plural(aEnds ? last.bCount : last.aCount, "operation"), aEnds ? 'A' : 'B',
+                                         !cut.damage().unclosed && cut.stoppedAfterStep() >= 0
+                                             ? fmt::format(" (gpurr stopped it after training step {})",
+                                                           cut.stoppedAfterStep())
+                                             : ""));
       alignment.runs.pop_back();
     }
   }

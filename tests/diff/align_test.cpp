@@ -357,3 +357,77 @@ TEST_CASE("scanEvents agrees with forEach on every golden trace") {
   }
   REQUIRE(launches > 100);
 }
+
+TEST_CASE("a sequence cut short aligns as a prefix of the other") {
+  // Steps of the same kernels; run B has one more in step 1 and was
+  // stopped after step 44 of 200.
+  const std::vector<uint64_t> step = {1, 2, 3, 3, 3, 4, 4, 4};
+  std::vector<uint64_t> a, b;
+  for (int s = 0; s < 200; ++s) a.insert(a.end(), step.begin(), step.end());
+  for (int s = 0; s < 45; ++s) {
+    b.insert(b.end(), step.begin(), step.end());
+    if (s == 1) b.insert(b.begin() + 9, 3);
+  }
+  // Counting run A's rest as edits slides run B over later operations of
+  // the same kinds.
+  const Alignment whole = align(a, b);
+  checkCover(whole, a, b);
+  CHECK(whole.runs[1].aCount > 0);
+  AlignOptions options;
+  options.cut = AlignOptions::Cut::kB;
+  for (uint64_t window : {uint64_t{4096}, uint64_t{64}}) {
+    options.window = window;
+    const Alignment al = align(a, b, options);
+    checkCover(al, a, b);
+    REQUIRE(al.runs.size() == 4);
+    CHECK(al.runs[1].aBegin == 9);
+    CHECK(al.runs[1].aCount == 0);
+    CHECK(al.runs[1].bCount == 1);
+    CHECK(al.runs[2].match);
+    CHECK(al.runs[3].bCount == 0);
+    CHECK(al.runs[3].aBegin == 45 * step.size());
+  }
+  // The same with the runs' roles swapped.
+  options.cut = AlignOptions::Cut::kA;
+  options.window = 4096;
+  const Alignment swapped = align(b, a, options);
+  checkCover(swapped, b, a);
+  REQUIRE(swapped.runs.size() == 4);
+  CHECK(swapped.runs[1].aCount == 1);
+  CHECK(swapped.runs[1].bCount == 0);
+  CHECK(swapped.runs[3].aCount == 0);
+}
+
+TEST_CASE("a cut sequence's alignment is minimal over the other's prefixes, on random sequences") {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<uint64_t> a(rng() % 60), b;
+    for (auto& x : a) x = rng() % 4;
+    b = a;
+    for (int e = 0; e < 5; ++e) {
+      const int kind = rng() % 3;
+      if (kind == 0 && !b.empty()) b.erase(b.begin() + rng() % b.size());
+      else if (kind == 1) b.insert(b.begin() + (b.empty() ? 0 : rng() % b.size()), rng() % 4);
+      else if (!b.empty()) b[rng() % b.size()] = rng() % 4;
+    }
+    b.resize(b.size() - rng() % (b.size() + 1) / 2);  // cut short
+    AlignOptions options;
+    options.cut = AlignOptions::Cut::kB;
+    const Alignment al = align(a, b, options);
+    checkCover(al, a, b);
+    // Its edits up to run B's end: what it left of A before then, and of B.
+    uint64_t edits = 0, aUsed = 0;
+    for (const AlignedRun& r : al.runs) {
+      if (r.bBegin >= b.size() && !r.match) break;  // run A's rest
+      if (!r.match) edits += r.aCount + r.bCount;
+      aUsed = r.aBegin + r.aCount;
+    }
+    uint64_t best = UINT64_MAX;
+    for (size_t i = 0; i <= a.size(); ++i) {
+      const std::vector<uint64_t> prefix(a.begin(), a.begin() + static_cast<long>(i));
+      best = std::min<uint64_t>(best, i + b.size() - 2 * lcs(prefix, b));
+    }
+    CHECK(edits == best);
+    CHECK(aUsed <= a.size());
+  }
+}
