@@ -10,11 +10,23 @@
 # PYTHON names the interpreter (default python3). Exits 77 (skipped) without
 # a GPU (no nvidia-smi, or PyTorch missing or seeing no GPU), 2 on a usage
 # error, 1 when a bisect wrote no report.json.
+#
+# With --until-step N (default script index_add.py, which diverges in step
+# 0 and takes a step count as its argument): the plain run is the script
+# told to run N + 1 steps, and the bisect is `gpurr bisect --until-step N`
+# of the script told to run ten times as many (a long job, stopped by gpurr
+# after step N). The goal: bisect within 1.5x the plain run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 scripts_dir=$(cd "$here/../tests/gpu/bisect" && pwd)
+until_step=""
+if [ "${1:-}" = "--until-step" ]; then
+  until_step=${2:-}
+  shift 2 || true
+  case $until_step in ''|*[!0-9]*) echo "--until-step needs a step number" >&2; exit 2 ;; esac
+fi
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
-  echo "usage: bench/bisect_time.sh BUILD_DIR [SCRIPT.py...]" >&2
+  echo "usage: bench/bisect_time.sh [--until-step N] BUILD_DIR [SCRIPT.py...]" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd)
@@ -36,6 +48,8 @@ esac
 
 if [ $# -gt 0 ]; then
   scripts=("$@")
+elif [ -n "$until_step" ]; then
+  scripts=(index_add.py)
 else
   mapfile -t scripts < <(sed -n 's/^\([A-Za-z0-9_]*\.py\)[[:space:]].*/\1/p' "$scripts_dir/expectations.txt")
 fi
@@ -58,10 +72,17 @@ total_bisect=0
 for s in "${scripts[@]}"; do
   stem=${s%.py}
   t0=$(now)
-  "$python" "$scripts_dir/$s" >"$work/$stem.plain.log" 2>&1
+  plain_args=() bisect_args=() until=()
+  if [ -n "$until_step" ]; then
+    plain_args=($((until_step + 1)))
+    bisect_args=($((10 * (until_step + 1))))
+    until=(--until-step "$until_step")
+  fi
+  "$python" "$scripts_dir/$s" "${plain_args[@]}" >"$work/$stem.plain.log" 2>&1
   plain_rc=$?
   t1=$(now)
-  "$gpurr" bisect -o "$work/$stem" -- "$python" "$scripts_dir/$s" >"$work/$stem.bisect.log" 2>&1
+  "$gpurr" bisect -o "$work/$stem" "${until[@]}" -- "$python" "$scripts_dir/$s" "${bisect_args[@]}" \
+    >"$work/$stem.bisect.log" 2>&1
   t2=$(now)
   summary=$("$python" - "$work/$stem/report.json" <<'EOF' 2>/dev/null
 import json, sys
@@ -89,4 +110,5 @@ done
 printf '%-24s %8.2f %8s %8.2f %7s\n' total "$total_plain" "" "$total_bisect" \
   "$(awk -v p="$total_plain" -v b="$total_bisect" 'BEGIN { if (p > 0) printf "%.1f", b / p; else print "-" }')"
 echo "(seconds, wall clock; a plain time marked ! exited non-zero; outputs in $work)"
+[ -z "$until_step" ] || echo "(--until-step $until_step: goal bisect/plain <= 1.5)"
 exit $status

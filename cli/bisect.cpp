@@ -23,6 +23,7 @@
 
 #include "cli/bisect.h"
 #include "cli/bisect_run.h"
+#include "cli/bisect_watch.h"
 #include "cli/commands.h"
 #include "cli/cuda_driver.h"
 #include "report/diff_report.h"
@@ -186,7 +187,8 @@ struct RunRecord {
   int signal = 0;
   double seconds = 0;
   uint64_t launches = 0;
-  int64_t stoppedAfterStep = -1;  // gpurr stopped the program after this step (--until-step)
+  int64_t stoppedAfterStep = -1;  // gpurr stopped the program after this step (--until-step, or the bisect)
+  bool stoppedByBisect = false;   // ... soon after its first divergence (bisect_watch.h)
   bool traced = false;  // a trace was written
   bool failed() const { return !started || exitCode != 0; }
 };
@@ -292,7 +294,11 @@ class Bisect {
     timeline();
   }
 
-  RunRecord& record(uint32_t number, uint32_t total, const std::string& snapshot, bool confirmation) {
+  // Records run `number`. A run after the first traced one is watched and
+  // stopped soon after its first divergence (bisect_watch.h); `untilStep`
+  // >= 0 stops it after that step instead of --until-step's.
+  RunRecord& record(uint32_t number, uint32_t total, const std::string& snapshot, bool confirmation,
+                    int64_t untilStep = -1) {
     RunRecord r;
     r.number = number;
     r.confirmation = confirmation;
@@ -300,9 +306,16 @@ class Bisect {
     r.log = shown_ / fmt::format("run{}.log", number);
     r.snapshot = snapshot;
     std::vector<std::string> argv{exe_.string(), "record", "-o", (dir_ / r.trace.filename()).string()};
-    const std::vector<std::string> passed = opts_.recordOptions();
+    BisectOptions options = opts_;
+    if (untilStep >= 0) options.untilStep = untilStep;
+    const std::vector<std::string> passed = options.recordOptions();
     argv.insert(argv.end(), passed.begin(), passed.end());
     if (!snapshot.empty()) argv.insert(argv.end(), {"--snapshot", snapshot});
+    // The layer counts steps (not with --no-framework): a run after the
+    // first traced one is stopped soon after it diverges.
+    const RunRecord* first = firstTraced();
+    const fs::path stopFile = dir_ / fmt::format(".run{}.stop", number);
+    if (!confirmation && first && !opts_.noFramework) argv.insert(argv.end(), {"--stop-file", stopFile.string()});
     argv.push_back("--");
     argv.insert(argv.end(), opts_.command.begin(), opts_.command.end());
     std::string what = confirmation ? fmt::format("run {}: recording {} again to confirm", number,
@@ -312,9 +325,15 @@ class Bisect {
     if (!snapshot.empty()) what += fmt::format(", with snapshots of launch #{}", snapshot);
     progress_.phase(what, fmt::format("(output in {})", r.log.string()));
     const Clock::time_point start = Clock::now();
+    std::optional<RunWatch> watch;
+    if (!confirmation && first && !opts_.noFramework) {
+      watch.emplace(dir_ / first->trace.filename(), dir_ / r.trace.filename(), stopFile);
+    }
     const StepExit step = runStep(argv, dir_ / r.log.filename(), dir_ / r.log.filename(),
                                   [this] { progress_.tick(); });
     r.seconds = secondsSince(start);
+    if (watch) r.stoppedByBisect = watch->stopAfter() >= 0;
+    watch.reset();
     r.started = step.exit.started;
     r.startError = step.exit.error;
     r.exitCode = step.exit.code;
@@ -332,6 +351,13 @@ class Bisect {
                               clockTime(r.seconds), withCommas(r.launches)));
     out_.runs.push_back(r);
     return out_.runs.back();
+  }
+
+  const RunRecord* firstTraced() const {
+    for (const RunRecord& r : out_.runs) {
+      if (r.traced) return &r;
+    }
+    return nullptr;
   }
 
   const RunRecord& runNumbered(uint32_t number) const {
@@ -404,7 +430,11 @@ class Bisect {
     out_.snapshotLaunch = snapshotLaunch(d, out_.noSnapshotWhy);
     const uint32_t number = opts_.runs + 1;
     const std::string selection = out_.snapshotLaunch ? std::to_string(*out_.snapshotLaunch) : "";
-    RunRecord& r = record(number, number, selection, true);
+    // The confirmation needs the run only up to the divergent operation's
+    // step: it stops after it.
+    int64_t until = opts_.noFramework ? -1 : divergenceStep(d);
+    if (opts_.untilStep >= 0 && (until < 0 || until > opts_.untilStep)) until = -1;
+    RunRecord& r = record(number, number, selection, true, until);
     if (out_.interruptedBy != 0) return;
     if (!r.started || r.failed() || !r.traced) {
       noteFailure(r);
@@ -517,7 +547,10 @@ std::string runLine(const RunRecord& r) {
                               clockTime(r.seconds), withCommas(r.launches),
                               r.traced ? r.trace.filename().string() : std::string("(no trace)"));
   if (!r.snapshot.empty()) s += fmt::format("  (snapshots of launch #{})", r.snapshot);
-  if (r.stoppedAfterStep >= 0) s += fmt::format("  (stopped after step {})", r.stoppedAfterStep);
+  if (r.stoppedAfterStep >= 0) {
+    s += fmt::format("  (stopped after step {}{})", r.stoppedAfterStep,
+                     r.stoppedByBisect ? ", soon after its first divergence" : "");
+  }
   return s;
 }
 
@@ -635,7 +668,7 @@ BisectFacts factsOf(const Outcome& o) {
   f.directory = o.dir.string();
   for (const RunRecord& r : o.runs) {
     f.runs.push_back({r.traced ? r.trace.string() : std::string(), r.log.string(), r.exitCode, r.seconds, r.launches,
-                      r.snapshot, r.stoppedAfterStep});
+                      r.snapshot, r.stoppedAfterStep, r.stoppedByBisect && r.stoppedAfterStep >= 0});
   }
   f.baseRun = o.base;
   f.confirmation = o.confirmation ? &*o.confirmation : nullptr;

@@ -77,6 +77,11 @@ struct DivergencePoint {
 };
 std::optional<DivergencePoint> earliestDivergence(const report::RunComparison& c);
 
+// The training step of a first divergence: its operation's in run A, else
+// in run B; -1 when neither is known (no PyTorch layer, or before the
+// layer counted a step).
+int64_t divergenceStep(const diff::FirstDivergence& d);
+
 // Whether `confirmation` (some run against the confirmation run, in that
 // order) first diverges in process `name` at operation `index` of its run A.
 bool divergesAt(const report::RunComparison& confirmation, const std::string& name, uint64_t index);

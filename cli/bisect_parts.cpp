@@ -161,6 +161,12 @@ std::optional<DivergencePoint> earliestDivergence(const report::RunComparison& c
   return best;
 }
 
+int64_t divergenceStep(const FirstDivergence& d) {
+  if (d.a.origin && d.a.origin->step >= 0) return d.a.origin->step;
+  if (d.b.origin && d.b.origin->step >= 0) return d.b.origin->step;
+  return -1;
+}
+
 bool divergesAt(const report::RunComparison& confirmation, const std::string& name, uint64_t index) {
   for (const ProcessDiff& p : confirmation.processes) {
     if (p.name != name) continue;

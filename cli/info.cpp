@@ -331,7 +331,7 @@ int printText(const TraceReader& reader, const Stats& s) {
                            humanBytes(s.blobBytes), s.blobCount));
   std::string status = reader.damage().unclosed ? "incomplete: " + reader.damage().detail : "complete";
   if (reader.stoppedAfterStep() >= 0) {
-    status += fmt::format("; gpurr stopped the program after training step {} (record --until-step)",
+    status += fmt::format("; gpurr stopped the program after training step {} (record --until-step or --stop-file)",
                           reader.stoppedAfterStep());
   }
   if (s.gaps > 0) status += fmt::format("; {} dropped (see above)", count(s.dropped.total(), "event"));

@@ -472,6 +472,7 @@ struct RecordOptions {
   bool aslr = false;
   std::string steps;
   int64_t untilStep = -1;  // --until-step; -1 = run to the end
+  std::string stopFile;    // --stop-file
   bool launchesGiven = false;
   bool kernelsGiven = false;
   bool snapshotGiven = false;
@@ -547,8 +548,9 @@ int run(const RecordOptions& opts) {
                                   "thread in MiB (at least 1)",
                                   opts.traceQueueMb));
   }
-  if (opts.untilStep >= 0 && opts.noFramework) {
-    return usageError("--until-step needs the PyTorch layer, which counts training steps: leave out --no-framework");
+  if ((opts.untilStep >= 0 || !opts.stopFile.empty()) && opts.noFramework) {
+    return usageError(fmt::format("{} needs the PyTorch layer, which counts training steps: leave out --no-framework",
+                                  opts.untilStep >= 0 ? "--until-step" : "--stop-file"));
   }
   if (opts.checkDeterminism != 0) {
     if (std::string e = checkDeterminismOptions(opts.checkDeterminism, opts.launchesGiven, opts.kernelsGiven,
@@ -637,6 +639,7 @@ int run(const RecordOptions& opts) {
       {"GPURR_CHECK_DETERMINISM", std::to_string(opts.checkDeterminism), opts.checkDeterminism == 0},
       {"GPURR_VERBOSE", "1", !opts.verbose},
       {"GPURR_UNTIL_STEP", std::to_string(opts.untilStep), opts.untilStep < 0},
+      {"GPURR_STOP_FILE", opts.stopFile.empty() ? "" : fs::absolute(opts.stopFile).string(), opts.stopFile.empty()},
   };
   // The CUPTI the recorder loads when the process has none yet (see
   // recorder/cupti_library.h): the program's Python environment's first.
@@ -728,11 +731,14 @@ int run(const RecordOptions& opts) {
                     "or it never stepped a torch.optim optimizer",
                     opts.untilStep));
   }
+  const char* stopOption = opts.stopFile.empty() ? "--until-step"
+                           : opts.untilStep < 0   ? "--stop-file"
+                                                  : "--until-step or --stop-file";
   for (const TraceSummary& t : summary.traces) {
     if (t.stoppedAfterStep < 0) continue;
-    say(fmt::format("{}gpurr stopped the program after training step {} (--until-step): the trace is complete up "
-                    "to there",
-                    placed.directoryOfTraces ? t.path.filename().string() + ": " : "", t.stoppedAfterStep));
+    say(fmt::format("{}gpurr stopped the program after training step {} ({}): the trace is complete up to there",
+                    placed.directoryOfTraces ? t.path.filename().string() + ": " : "", t.stoppedAfterStep,
+                    stopOption));
   }
   say(summaryLine(summary));
   if (opts.verbose) {
@@ -766,6 +772,11 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                   "atexit handlers run and the trace is complete; `gpurr info` says where it was stopped. Needs "
                   "the PyTorch layer (not with --no-framework). More in docs/RECORDING.md.")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--stop-file", opts->stopFile,
+                  "Stop a PyTorch program cleanly once FILE names a training step: after that step, as "
+                  "--until-step N does, or at the next step when it has passed. The program looks for FILE at "
+                  "every step; write the number into it from outside (gpurr bisect does so to stop a run soon "
+                  "after its first divergence). Needs the PyTorch layer.");
   cmd->add_flag("--sync", opts->sync,
                 "Synchronise around every launch: slower, but hashes see each launch in "
                 "isolation");

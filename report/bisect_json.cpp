@@ -15,7 +15,8 @@ Json runJson(const RunInfo& r) {
               {"seconds", r.seconds},
               {"launches", r.launches},
               {"snapshot", r.snapshot.empty() ? Json(nullptr) : Json(r.snapshot)},
-              {"stoppedAfterStep", r.stoppedAfterStep >= 0 ? Json(r.stoppedAfterStep) : Json(nullptr)}};
+              {"stoppedAfterStep", r.stoppedAfterStep >= 0 ? Json(r.stoppedAfterStep) : Json(nullptr)},
+              {"stoppedByBisect", r.stoppedByBisect}};
 }
 
 Json comparedJson(const Compared& c) {

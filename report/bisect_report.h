@@ -27,6 +27,7 @@ struct RunInfo {
   uint64_t launches = 0;
   std::string snapshot;  // the launches recorded with snapshots (--snapshot), "" for none
   int64_t stoppedAfterStep = -1;  // gpurr stopped the program after this step (--until-step), -1 when not
+  bool stoppedByBisect = false;   // ... soon after its first divergence, the bisect having seen it
 };
 
 // What identical runs held, summed over the base run's processes, and the

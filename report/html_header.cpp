@@ -138,7 +138,9 @@ void renderRuns(Page& page, const Report& report) {
       label += " <span class=\"chip\" title=\"recorded with --snapshot " + e(run.snapshot) + "\">snapshots " + e(run.snapshot) + "</span>";
     }
     if (run.stoppedAfterStep >= 0) {
-      label += fmt::format(" <span class=\"chip\" title=\"gpurr record --until-step\">stopped after step {}</span>",
+      label += fmt::format(" <span class=\"chip\" title=\"{}\">stopped after step {}</span>",
+                           run.stoppedByBisect ? "by gpurr bisect, soon after its first divergence"
+                                               : "gpurr record --until-step",
                            run.stoppedAfterStep);
     }
     page.addf("<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td class=\"{}\">{}</td><td>{:.1f} s</td><td>{}</td></tr>\n",

@@ -29,6 +29,7 @@ _paths = weakref.WeakKeyDictionary()  # module -> its path (bytes, kept alive he
 _lead_optimizer = None
 _step = 0
 _until_step = None  # gpurr record --until-step: stop the program after this step
+_stop_file = None  # gpurr record --stop-file: a file that may name the step to stop after
 _enabled = False  # set once every hook is in place
 _profiler_warned = False  # said that a profiler session gets no GPU events
 # Steps observed in full before the layer first follows its template: the
@@ -112,6 +113,8 @@ def _optimizer_stepped(optimizer, args, kwargs):
     _step += 1
     _recorder.gpurr_framework_set_step(_step)
     _adapt()
+    if _stop_file is not None:
+        _read_stop_file()
     if _until_step is not None and _step > _until_step + 1:
         _stop()  # a program that calls no module after the step it was to stop at
 
@@ -130,6 +133,23 @@ def _observe(on):
                   _nn_module.register_module_forward_pre_hook(_module_enter)]
     elif _until_step is not None:
         _hooks = [_nn_module.register_module_forward_pre_hook(_module_stop_check)]
+
+
+def _read_stop_file():
+    """gpurr record --stop-file, at every step: once the file names a step,
+    the program stops after it, as with --until-step (at once, at the next
+    module call, when that step has passed)."""
+    global _stop_file, _until_step
+    try:
+        with open(_stop_file) as f:
+            step = int(f.read().strip())
+    except (OSError, ValueError):
+        return  # not written yet (or being written)
+    _stop_file = None
+    if _until_step is None or step < _until_step:
+        _until_step = step
+        if _following:
+            _observe(False)  # not observing modules: the stop's check alone
 
 
 def _adapt():
@@ -264,7 +284,7 @@ def _watch_profiler(torch):
 
 
 def install(torch, skipped=()):
-    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _learning, _observer, _nn_module
+    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _stop_file, _learning, _observer, _nn_module
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -339,6 +359,7 @@ def install(torch, skipped=()):
         _warn(f"c10d's collectives are not recorded ({type(e).__name__}: {e})")
     until = os.environ.get("GPURR_UNTIL_STEP")
     _until_step = int(until) if until else None
+    _stop_file = os.environ.get("GPURR_STOP_FILE") or None
     _observer = observing
     _learning = os.environ.get("GPURR_FULL_ATTRIBUTION", "") in ("", "0")
     _recorder.gpurr_framework_attribution(1 if _learning else 0)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 NODES = 64
 EDGES = 1 << 18  # about 4,096 edges into each node
 FEATURES = 64
-STEPS = 5
+STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 5  # a step count: bench/bisect_time.sh --until-step
 
 
 class MessagePassing(nn.Module):

@@ -1,0 +1,105 @@
+// Stopping a run of `gpurr bisect` soon after its first divergence
+// (bisect_watch.h): the run's growing traces compared with the first run's.
+#include "cli/bisect_watch.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/bisect.h"
+#include "report/compare.h"
+
+namespace gpurr::cli::bisect {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What `gpurr record -o out` is writing now: its staging directory's one
+// trace when `first` is a trace, the staging directory itself when `first`
+// is a directory of traces; empty while there is none.
+fs::path recording(const fs::path& first, const fs::path& out) {
+  const std::string prefix = "." + out.filename().string() + ".staging-";
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(out.parent_path(), ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
+    if (!report::isTrace(first)) return e.path();
+    std::vector<fs::path> traces;
+    for (const fs::directory_entry& t : fs::directory_iterator(e.path(), ec)) {
+      if (report::isTrace(t.path())) traces.push_back(t.path());
+    }
+    return traces.size() == 1 ? traces.front() : fs::path();
+  }
+  return {};
+}
+
+}  // namespace
+
+RunWatch::RunWatch(fs::path first, fs::path out, fs::path stopFile)
+    : first_(std::move(first)), out_(std::move(out)), stopFile_(std::move(stopFile)) {
+  thread_ = std::thread([this] { watch(); });
+}
+
+RunWatch::~RunWatch() {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  std::error_code ec;
+  fs::remove(stopFile_, ec);
+}
+
+void RunWatch::watch() {
+  std::unique_lock lock(mu_);
+  auto pause = std::chrono::milliseconds(1000);
+  while (!wake_.wait_for(lock, pause, [this] { return done_; })) {
+    lock.unlock();
+    const Clock::time_point start = Clock::now();
+    const bool stopped = compareOnce();
+    pause = std::max(std::chrono::milliseconds(1000),
+                     std::chrono::duration_cast<std::chrono::milliseconds>(4 * (Clock::now() - start)));
+    lock.lock();
+    if (stopped) return;
+  }
+}
+
+bool RunWatch::compareOnce() {
+  const fs::path now = recording(first_, out_);
+  if (now.empty()) return false;
+  std::optional<Seen> at;
+  try {
+    const report::RunComparison c = report::compareRuns(first_, now, false, nullptr);
+    if (const std::optional<DivergencePoint> p = earliestDivergence(c)) {
+      const diff::ProcessDiff& pd = c.processes[p->process];
+      const diff::FirstDivergence& d = *pd.firstDivergence;
+      at = Seen{d.a.seq, d.b.seq, divergenceStep(d), pd.opsB};
+    }
+  } catch (const std::exception&) {
+    return false;  // a block being written, a trace not begun: the next look tells
+  }
+  // A divergence at the end of what is written so far may be an edge of
+  // it: only one seen at the same place again, the run having gone on, is
+  // the run's.
+  const bool again = at && seen_ && seen_->seqA == at->seqA && seen_->seqB == at->seqB && at->opsB > seen_->opsB;
+  if (!again) seen_ = at;
+  if (!again || at->step < 0) return false;
+  const int64_t step = at->step + 1;
+  const fs::path partial = fs::path(stopFile_).concat(".part");
+  {
+    std::ofstream f(partial, std::ios::trunc);
+    f << step << '\n';
+    if (!f) return false;
+  }
+  std::error_code ec;
+  fs::rename(partial, stopFile_, ec);
+  if (ec) return false;
+  stopAfter_.store(step);
+  return true;
+}
+
+}  // namespace gpurr::cli::bisect

@@ -1,0 +1,67 @@
+"""gpurr bisect on a real PyTorch CPU program whose runs after the first
+diverge in step 1 (diverges_later.py): run 2 is compared with run 1 while
+it records and stopped soon after its first divergence, the confirmation
+run stops after step 1, and the report still names the divergence, its op,
+line and step, reproduced, with run 1's later operations not compared."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+p = argparse.ArgumentParser()
+for a in ("--gpurr", "--recorder", "--launcher", "--scripts", "--work"):
+    p.add_argument(a, required=True)
+args = p.parse_args()
+shutil.rmtree(args.work, ignore_errors=True)
+os.makedirs(args.work)
+failures = []
+script = os.path.join(args.scripts, "diverges_later.py")
+steps = 200
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def marked(mark):
+    with open(script) as f:
+        for n, line in enumerate(f, 1):
+            if f"# at:{mark}" in line:
+                return n
+    raise KeyError(mark)
+
+
+env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher,
+           GPURR_TEST_MARKER=os.path.join(args.work, "marker"), GPURR_TEST_STEPS=str(steps))
+out = os.path.join(args.work, "bisect")
+r = subprocess.run([args.gpurr, "bisect", "-o", out, "--", sys.executable, script], env=env,
+                   capture_output=True, text=True, timeout=500)
+print(r.stdout, r.stderr, sep="\n")
+check(r.returncode == 1, f"bisect says diverged (exit {r.returncode})")
+report = json.load(open(os.path.join(out, "report.json")))
+runs = report["runs"]
+check(len(runs) == 3, f"two runs and the confirmation: {len(runs)}")
+if len(runs) == 3:
+    first, second, confirm = runs
+    check(first["stoppedAfterStep"] is None and not first["stoppedByBisect"], f"run 1 goes to the end: {first}")
+    check(second["stoppedByBisect"] and second["stoppedAfterStep"] is not None
+          and 2 <= second["stoppedAfterStep"] < steps - 1, f"run 2 stopped soon after step 1: {second}")
+    check(confirm["stoppedAfterStep"] == 1 and not confirm["stoppedByBisect"],
+          f"the confirmation run stopped after step 1: {confirm}")
+    check(second["launches"] < first["launches"] and confirm["launches"] < second["launches"],
+          f"launches: {first['launches']}, {second['launches']}, {confirm['launches']}")
+text = open(os.path.join(out, "report.txt")).read()
+check(f"diverges_later.py:{marked('extra')}" in text, "the report names the extra op's line")
+check("step 1" in text, "the report names step 1")
+check("soon after its first divergence" in text, "the run's line says bisect stopped it")
+check(report.get("reproduced") is True, f"reproduced: {report.get('reproduced')}")
+check("gpurr stopped it after training step" in text, "run 1's later operations are said not compared")
+check(not any(name.endswith(".stop") or ".staging-" in name for name in os.listdir(out)),
+      f"no stop file or staging directory left: {os.listdir(out)}")
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
