@@ -64,6 +64,8 @@ class DeferredBatch {
     pending.reset();
     ranges.clear();
     ranges.reserve(kRoom);  // made here, mostly on the trace thread
+    onlyRead.clear();
+    onlyRead.reserve(kRoom);
     error.clear();
     results.clear();
     resolved = ok = false;
@@ -118,6 +120,7 @@ class DeferredBatch {
   std::atomic<int> refs{0};
   std::atomic<int> state{kOpen};
   std::vector<trace::DeviceRange> ranges;  // while open, under HashDeferral::mu_
+  std::vector<uint8_t> onlyRead;           // ... of each range: only read by its launch (HashDeferral::add)
   uint32_t slices = 0;
   std::unique_ptr<PendingHashes> pending;  // set before state becomes kEnqueued
   std::string error;                       // set before state becomes kFailed
@@ -226,16 +229,20 @@ void HashDeferral::beforeLaunch(uint64_t context, uint64_t stream, std::span<con
       // A launch that only reads a range leaves the bytes its digest is to
       // be of. Another stream's launch that may write it is flushed for
       // even when the program did not order it after the range's writer.
+      // Inputs its launch only reads are flushed for by another stream's
+      // write only across the legacy stream (HashDeferral::add).
       if (!roles.empty() && roles[j] == OperandRole::kRead && !implicit) continue;
-      flush = std::any_of(o.batch->ranges.begin(), o.batch->ranges.end(),
-                          [&](const trace::DeviceRange& r) { return overlaps(r, ranges[j]); });
+      const std::vector<trace::DeviceRange>& held = o.batch->ranges;
+      for (size_t r = 0; r < held.size() && !flush; ++r) {
+        flush = overlaps(held[r], ranges[j]) && (own || implicit || !o.batch->onlyRead[r]);
+      }
     }
     if (flush) flushLocked(o, error);
   }
 }
 
 std::unique_ptr<PendingHashes> HashDeferral::add(uint64_t context, uint64_t stream,
-                                                 std::span<const trace::DeviceRange> ranges, bool now,
+                                                 std::span<const trace::DeviceRange> ranges, bool now, bool onlyRead,
                                                  std::string& error) {
   uint64_t bytes = 0;
   for (const trace::DeviceRange& r : ranges) bytes += r.size;
@@ -256,6 +263,7 @@ std::unique_ptr<PendingHashes> HashDeferral::add(uint64_t context, uint64_t stre
   std::unique_ptr<PendingHashes> share(b->slice(static_cast<uint32_t>(b->ranges.size()),
                                                 static_cast<uint32_t>(ranges.size())));
   b->ranges.insert(b->ranges.end(), ranges.begin(), ranges.end());
+  b->onlyRead.insert(b->onlyRead.end(), ranges.size(), onlyRead ? 1 : 0);
   o->bytes += bytes;
   if (now && !flushLocked(*o, error)) return nullptr;
   return share;

@@ -66,9 +66,14 @@ class HashDeferral {
   // returning (a launch's inputs, hashed before it runs), and so it is on a
   // per-thread default stream (which another thread cannot name) or while
   // a graph capture may be open. Null with `error` when flushed and the
-  // batch could not be enqueued.
+  // batch could not be enqueued. `onlyRead`: inputs of a launch that only
+  // reads them, held back; a launch on another stream that may write them
+  // does not flush for them (a program orders such a write after the read
+  // by an event recorded on this stream, whose record flushes; without it
+  // the read itself races the write), unless one of the streams is the
+  // legacy stream.
   std::unique_ptr<PendingHashes> add(uint64_t context, uint64_t stream, std::span<const trace::DeviceRange> ranges,
-                                     bool now, std::string& error);
+                                     bool now, bool onlyRead, std::string& error);
   // Flushes `stream`'s open batch (of `context`); every open batch; every
   // open batch when the trace thread asked for it since.
   void flushStream(uint64_t context, uint64_t stream);

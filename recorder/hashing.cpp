@@ -45,12 +45,12 @@ HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<
 }
 
 HashTicket HashRules::hashLaunchRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges,
-                                       bool now) {
+                                       bool now, bool onlyRead) {
   if (!defers() || options_.sync) return hashRanges(context, stream, std::move(ranges));
   HashTicket t;
   if (ranges.empty()) return t;
   std::string error;
-  t.pending = deferral_.add(context, stream, ranges, now, error);
+  t.pending = deferral_.add(context, stream, ranges, now, onlyRead, error);
   if (!t.pending) t.error = error;  // reported, and its ranges forgotten, by cannotHash
   t.ranges = std::move(ranges);
   return t;
@@ -70,18 +70,22 @@ std::vector<trace::DeviceRange> HashRules::inputsToHash(const std::vector<trace:
   return fresh;
 }
 
-void HashRules::inputsToHash(const std::vector<trace::DeviceRange>& ranges, const std::vector<OperandRole>& roles,
+bool HashRules::inputsToHash(const std::vector<trace::DeviceRange>& ranges, const std::vector<OperandRole>& roles,
                              uint64_t stream, const std::vector<uint32_t>& blind,
                              std::vector<trace::DeviceRange>& fresh) {
+  const auto onlyRead = [&](size_t i) { return !roles.empty() && roles[i] == OperandRole::kRead; };
+  bool read = true;
   if (allInputs_) {
     fresh.assign(ranges.begin(), ranges.end());
-    return;
+    for (size_t i = 0; i < ranges.size(); ++i) read = read && onlyRead(i);
+    return read;
   }
   fresh.clear();
   for (size_t i = 0; i < ranges.size(); ++i) {
     const trace::DeviceRange& r = ranges[i];
     if (std::find(blind.begin(), blind.end(), r.allocation) != blind.end()) {
       fresh.push_back(r);
+      read = read && onlyRead(i);
       continue;
     }
     const bool untouched = writeHistory().touch(r.address, r.address + r.size, streamIdentity(stream));
@@ -90,8 +94,12 @@ void HashRules::inputsToHash(const std::vector<trace::DeviceRange>& ranges, cons
     // of a training step write a tensor made in a block freed the step
     // before: hashing it first too would double their GPU work.)
     const bool made = !roles.empty() && roles[i] == OperandRole::kNotGiven;
-    if (untouched && !made) fresh.push_back(r);
+    if (untouched && !made) {
+      fresh.push_back(r);
+      read = read && onlyRead(i);
+    }
   }
+  return read;
 }
 
 

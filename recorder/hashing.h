@@ -53,8 +53,10 @@ class HashRules {
   // A launch's hashes, through its stream's batch of deferred hashes when
   // the device allows them (hash_deferral.h): its inputs (`now`: the batch
   // is enqueued before the launch, with the outputs of the launches before
-  // it that it holds) or its outputs (held back unless `now`).
-  HashTicket hashLaunchRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges, bool now);
+  // it that it holds) or its outputs (held back unless `now`). `onlyRead`:
+  // inputs the launch only reads, held back (HashDeferral::add).
+  HashTicket hashLaunchRanges(uint64_t context, uint64_t stream, std::vector<trace::DeviceRange> ranges, bool now,
+                              bool onlyRead = false);
   // A launch on `stream` is about to be enqueued, reaching `ranges` (roles
   // as operandRolesOf gives them; `unseen`: it may reach memory no scanned
   // pointer shows): the deferred hashes it may disturb are enqueued first.
@@ -80,8 +82,10 @@ class HashRules {
   std::vector<trace::DeviceRange> inputsToHash(const std::vector<trace::DeviceRange>& ranges,
                                                const std::vector<OperandRole>& roles, uint64_t stream,
                                                const std::vector<uint32_t>& blind);
-  // The same into `out` (its capacity reused).
-  void inputsToHash(const std::vector<trace::DeviceRange>& ranges, const std::vector<OperandRole>& roles,
+  // The same into `out` (its capacity reused); returns whether the op only
+  // reads every range in `out` (by `roles`; false when `roles` is empty):
+  // then their digests may wait in the stream's batch (hashLaunchRanges).
+  bool inputsToHash(const std::vector<trace::DeviceRange>& ranges, const std::vector<OperandRole>& roles,
                     uint64_t stream, const std::vector<uint32_t>& blind, std::vector<trace::DeviceRange>& out);
   // What each of a launch's ranges is to the framework op it runs in
   // (operandRoles); empty when no op reported its operands. While the

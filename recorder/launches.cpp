@@ -335,14 +335,19 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   if (k.hashed && !unreadable.empty()) k.annotations.emplace_back(std::in_place_type<trace::Note>, unreadable);
   if (k.hashed) {
     std::vector<trace::DeviceRange> inputs = std::move(reuse.inputs);
+    // Ranges the launch only reads hold the same bytes after it: their
+    // digests may wait in the stream's batch (hash_deferral.h), which is
+    // flushed before anything may write them. Any other is hashed now.
+    bool onlyRead = false;
     if (snapshot) {
       inputs.assign(ranges.begin(), ranges.end());
     } else {
-      hashing_.inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned), inputs);
+      onlyRead = hashing_.inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned), inputs);
     }
     pending->entry.before =
         snapshot ? hashing_.hashRanges(pending->context, pending->stream, std::move(inputs))
-                 : hashing_.hashLaunchRanges(pending->context, pending->stream, std::move(inputs), true);
+                 : hashing_.hashLaunchRanges(pending->context, pending->stream, std::move(inputs),
+                                             !onlyRead || unseen, onlyRead && !unseen);
     if (snapshot)
       pending->entry.beforeSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
   }

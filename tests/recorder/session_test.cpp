@@ -2761,7 +2761,8 @@ uint64_t outputDigest(const trace::KernelLaunch& k) {
 }
 
 // A chain of `count` launches, each writing buffer i from buffer i - 1; the
-// output digests, and how many hash calls there were.
+// output digests, then those of the inputs hashed at their first use, and
+// how many hash calls there were.
 std::pair<std::vector<uint64_t>, size_t> recordChain(bool defer, size_t count) {
   framework::resetForTesting();
   Harness h;
@@ -2777,6 +2778,9 @@ std::pair<std::vector<uint64_t>, size_t> recordChain(bool defer, size_t count) {
   const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
   std::vector<uint64_t> digests;
   for (const auto& k : launches) digests.push_back(outputDigest(k));
+  for (const auto& k : launches) {
+    for (const auto& r : k.inputs) digests.push_back(r.digest);
+  }
   framework::resetForTesting();
   return {digests, h.calls.size()};
 }
@@ -2787,15 +2791,44 @@ TEST_CASE("deferred hashes: a dependent chain is hashed in merged batches, with 
           "[recorder][session][deferral]") {
   const auto [plain, plainCalls] = recordChain(false, 20);
   const auto [merged, mergedCalls] = recordChain(true, 20);
-  REQUIRE(plain.size() == 20);
+  REQUIRE(plain.size() == 21);  // 20 outputs, and buffer 0 at its first use
   CHECK(merged == plain);
   // Without deferral: the first use of buffer 0, then each launch's output,
-  // 21 calls. With it: the first use, then a batch every
-  // HashDeferral::kMaxLaunches launches and the rest at the close (4); the
-  // trace thread, when it waits for a batch for long, may ask for one more.
+  // 21 calls. With it: a batch every HashDeferral::kMaxLaunches launches
+  // and the rest at the close (3), the first use of buffer 0 in the first
+  // (launch 0 only reads it); the trace thread, when it waits for a batch
+  // for long, may ask for one more.
   CHECK(plainCalls == 21);
-  CHECK(mergedCalls >= 4);
-  CHECK(mergedCalls <= 8);
+  CHECK(mergedCalls >= 3);
+  CHECK(mergedCalls <= 7);
+}
+
+TEST_CASE("deferred hashes: an input only read at its first use waits in the batch until a launch may write it",
+          "[recorder][session][deferral]") {
+  framework::resetForTesting();
+  Harness h;
+  h.device->deferHashes = true;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  auto bufs = blocks(h, 3, 700);
+  const uint64_t x = addr(bufs[0].data()), y = addr(bufs[1].data()), z = addr(bufs[2].data());
+  const std::vector<uint8_t> xBefore = bufs[0];
+  const size_t callsBefore = h.calls.size();
+  // Launch 0 reads x at its first use and makes y: nothing is enqueued.
+  opLaunch(h, 0x5, y, x, [&] { std::fill(bufs[1].begin(), bufs[1].end(), 5); });
+  CHECK(h.calls.size() == callsBefore);
+  // Launch 1 writes x (the op is given it to write): x's digest of before
+  // launch 1, and y's, are enqueued before it; z, read at its first use,
+  // waits.
+  opLaunch(h, 0x5, x, z, [&] { std::fill(bufs[0].begin(), bufs[0].end(), 6); }, true);
+  CHECK(h.calls.size() == callsBefore + 1);
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 2);
+  REQUIRE(launches[0].inputs.size() == 1);
+  CHECK(launches[0].inputs[0].digest == digestOf(xBefore));
+  REQUIRE(launches[1].inputs.size() == 1);
+  CHECK(launches[1].inputs[0].digest == digestOf(bufs[2]));
+  CHECK(outputDigest(launches[1]) == digestOf(bufs[0]));
+  framework::resetForTesting();
 }
 
 TEST_CASE("deferred hashes: a launch that writes a held-back range in place has it hashed first",
