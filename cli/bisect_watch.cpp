@@ -52,6 +52,7 @@ RunWatch::~RunWatch() {
   thread_.join();
   std::error_code ec;
   fs::remove(stopFile_, ec);
+  fs::remove(fs::path(stopFile_).concat(".part"), ec);
 }
 
 void RunWatch::watch() {
@@ -60,11 +61,11 @@ void RunWatch::watch() {
   while (!wake_.wait_for(lock, pause, [this] { return done_; })) {
     lock.unlock();
     const Clock::time_point start = Clock::now();
-    const bool stopped = compareOnce();
+    const bool done = compareOnce();
     pause = std::max(std::chrono::milliseconds(1000),
                      std::chrono::duration_cast<std::chrono::milliseconds>(4 * (Clock::now() - start)));
     lock.lock();
-    if (stopped) return;
+    if (done) return;
   }
 }
 
@@ -86,8 +87,11 @@ bool RunWatch::compareOnce() {
   // it: only one seen at the same place again, the run having gone on, is
   // the run's.
   const bool again = at && seen_ && seen_->seqA == at->seqA && seen_->seqB == at->seqB && at->opsB > seen_->opsB;
-  if (!again) seen_ = at;
-  if (!again || at->step < 0) return false;
+  if (!again) {
+    seen_ = at;
+    return false;
+  }
+  if (at->step < 0) return true;  // no step to stop after (no PyTorch layer): watching is done
   const int64_t step = at->step + 1;
   const fs::path partial = fs::path(stopFile_).concat(".part");
   {

@@ -39,7 +39,9 @@ class RunWatch {
 
  private:
   void watch();
-  // One comparison of the run so far: whether it told the run to stop.
+  // One comparison of the run so far: whether watching is done (it told
+  // the run to stop, or the run's first divergence has no step to stop
+  // after).
   bool compareOnce();
 
   std::filesystem::path first_, out_, stopFile_;

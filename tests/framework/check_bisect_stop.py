@@ -2,7 +2,8 @@
 diverge in step 1 (diverges_later.py): run 2 is compared with run 1 while
 it records and stopped soon after its first divergence, the confirmation
 run stops after step 1, and the report still names the divergence, its op,
-line and step, reproduced, with run 1's later operations not compared."""
+line and step, reproduced, with run 1's later operations not compared.
+Then `gpurr record --stop-file` on its own."""
 import argparse
 import json
 import os
@@ -62,6 +63,23 @@ check(report.get("reproduced") is True, f"reproduced: {report.get('reproduced')}
 check("gpurr stopped it after training step" in text, "run 1's later operations are said not compared")
 check(not any(name.endswith(".stop") or ".staging-" in name for name in os.listdir(out)),
       f"no stop file or staging directory left: {os.listdir(out)}")
+
+# gpurr record --stop-file on its own: a file that names step 3 from the
+# start stops the program after step 3; without the layer it is refused.
+stop = os.path.join(args.work, "stop")
+with open(stop, "w") as f:
+    f.write("3\n")
+env_alone = dict(env, GPURR_TEST_MARKER=os.path.join(args.work, "marker-alone"))
+trace = os.path.join(args.work, "alone.gpurr")
+r = subprocess.run([args.gpurr, "record", "-o", trace, "--stop-file", stop, "--", sys.executable, script],
+                   env=env_alone, capture_output=True, text=True, timeout=300)
+check(r.returncode == 0, f"record --stop-file: exit 0 (got {r.returncode}): {r.stderr[-800:]}")
+check(r.stdout.count("loss") == 4, f"record --stop-file 3: steps 0 to 3 ran: {r.stdout!r}")
+check("gpurr stopped the program after training step 3 (--stop-file)" in r.stderr, f"record says so: {r.stderr!r}")
+r = subprocess.run([args.gpurr, "record", "-o", trace + "2", "--stop-file", stop, "--no-framework", "--",
+                    sys.executable, script], env=env_alone, capture_output=True, text=True, timeout=300)
+check(r.returncode == 2 and "--stop-file needs the PyTorch layer" in r.stderr,
+      f"--stop-file without the layer: {r.returncode} {r.stderr!r}")
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
