@@ -324,6 +324,8 @@ part_bench() {
     fi
   done
   check "bench bisect_time" "$bench/bisect_time.sh" "$build" index_add.py
+  # Time to an answer: 20 steps diverging in step 0 (goal bisect/plain <= 1.5).
+  check "bench bisect_time --until-step 19" "$bench/bisect_time.sh" --until-step 19 "$build"
 }
 
 not_reached=()
