@@ -188,7 +188,7 @@ struct RunRecord {
   double seconds = 0;
   uint64_t launches = 0;
   int64_t stoppedAfterStep = -1;  // gpurr stopped the program after this step (--until-step, or the bisect)
-  bool stoppedByBisect = false;   // ... soon after its first divergence (bisect_watch.h)
+  bool stoppedByBisect = false;   // ... by the bisect, soon after its first divergence (bisect_watch.h)
   bool traced = false;  // a trace was written
   bool failed() const { return !started || exitCode != 0; }
 };
@@ -314,8 +314,9 @@ class Bisect {
     // The layer counts steps (not with --no-framework): a run after the
     // first traced one is stopped soon after it diverges.
     const RunRecord* first = firstTraced();
+    const bool watched = !confirmation && first && !opts_.noFramework;
     const fs::path stopFile = dir_ / fmt::format(".run{}.stop", number);
-    if (!confirmation && first && !opts_.noFramework) argv.insert(argv.end(), {"--stop-file", stopFile.string()});
+    if (watched) argv.insert(argv.end(), {"--stop-file", stopFile.string()});
     argv.push_back("--");
     argv.insert(argv.end(), opts_.command.begin(), opts_.command.end());
     std::string what = confirmation ? fmt::format("run {}: recording {} again to confirm", number,
@@ -326,13 +327,11 @@ class Bisect {
     progress_.phase(what, fmt::format("(output in {})", r.log.string()));
     const Clock::time_point start = Clock::now();
     std::optional<RunWatch> watch;
-    if (!confirmation && first && !opts_.noFramework) {
-      watch.emplace(dir_ / first->trace.filename(), dir_ / r.trace.filename(), stopFile);
-    }
+    if (watched) watch.emplace(dir_ / first->trace.filename(), dir_ / r.trace.filename(), stopFile);
     const StepExit step = runStep(argv, dir_ / r.log.filename(), dir_ / r.log.filename(),
                                   [this] { progress_.tick(); });
     r.seconds = secondsSince(start);
-    if (watch) r.stoppedByBisect = watch->stopAfter() >= 0;
+    const bool stopAsked = watch && watch->stopAfter() >= 0;
     watch.reset();
     r.started = step.exit.started;
     r.startError = step.exit.error;
@@ -342,6 +341,7 @@ class Bisect {
     const RunIndex index = readRunIndex(dir_ / r.trace.filename());
     r.launches = index.launches;
     r.stoppedAfterStep = index.stoppedAfterStep;
+    r.stoppedByBisect = stopAsked && r.stoppedAfterStep >= 0;
     if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     progress_.done();
     progress_.say(fmt::format("run {}: {} after {}, {} launches", number,
@@ -668,7 +668,7 @@ BisectFacts factsOf(const Outcome& o) {
   f.directory = o.dir.string();
   for (const RunRecord& r : o.runs) {
     f.runs.push_back({r.traced ? r.trace.string() : std::string(), r.log.string(), r.exitCode, r.seconds, r.launches,
-                      r.snapshot, r.stoppedAfterStep, r.stoppedByBisect && r.stoppedAfterStep >= 0});
+                      r.snapshot, r.stoppedAfterStep, r.stoppedByBisect});
   }
   f.baseRun = o.base;
   f.confirmation = o.confirmation ? &*o.confirmation : nullptr;
