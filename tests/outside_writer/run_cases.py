@@ -18,7 +18,7 @@ import sys
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    from gpurr_outside import bufhash, model, runner, trace, training  # noqa: E402
+    from gpurr_outside import bufhash, model, reader, runner, trace, training  # noqa: E402
     from gpurr_outside.training import Variant  # noqa: E402
 except ImportError as e:
     sys.exit('run_cases.py: %s (scripts/setup.sh installs pycapnp, zstandard and numpy into the test environment)' % e)
@@ -940,6 +940,38 @@ def damaged_traces():
     expect(rc == 2 and err.strip(), 'damaged zstd frame: exit 2 with a message', {'rc': rc, 'err': err})
     rc, j = verify(c, want_ok=False)
     expect(rc in (1, 2) and not j.get('ok'), 'verify finds it (exit %d)' % rc, j)
+
+
+@case
+def stopped_after_step():
+    """Run B took another cuDNN algorithm in step 1, and gpurr stopped it
+    after step 2 (Index.stoppedAfterStep; its events end there): the diff
+    names step 1's divergence alone, and does not compare run A's later
+    steps. The same events with an index that says the program ended by
+    itself make those steps a divergence of their own."""
+    a, pa = record(Variant(seed=1))
+    b, _ = record(Variant(seed=2, algo_step=1))
+    t = reader.read(b)
+    cut = next(i for i, e in enumerate(t.events) if e.get('origin', {}).get('step', -1) > 2)
+    t.events = t.events[:cut]
+    t.stopped_after_step = 2
+    stopped = reader.write(t, os.path.join(TMP, 'stopped.gpurr'))
+    verify(stopped)
+    rc, j, err = diff(a, stopped)
+    p = process(j)
+    fd = p['firstDivergence']
+    expect(rc == 1 and fd is not None and fd['cause'] == 'algorithmChoice', 'the FFT engine of step 1: exit 1',
+           {'rc': rc, 'err': err, 'first': fd and fd['summary']})
+    expect(fd['a']['seq'] == seq_of(pa, 'fprop_implicit_gemm', step=1), "at step 1's convolution", fd['a'])
+    expect(p['pathDivergences']['count'] == 1, 'no other path divergence', p['pathDivergences']['count'])
+    expect(any('gpurr stopped it after training step 2' in w and 'not compared' in w for w in p['warnings']),
+           "a warning says run A's later operations were not compared", p['warnings'])
+    t.stopped_after_step = -1
+    ended = reader.write(t, os.path.join(TMP, 'ended.gpurr'))
+    rc, j, err = diff(a, ended)
+    expect(rc == 1 and process(j)['pathDivergences']['count'] > 1,
+           'with an index that says the program ended by itself, run A\'s later steps are a divergence too',
+           process(j)['pathDivergences']['count'])
 
 
 @case

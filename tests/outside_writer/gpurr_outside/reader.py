@@ -20,12 +20,13 @@ KINDS = ('launch', 'memcpy', 'memset', 'alloc', 'free', 'module', 'sync', 'graph
 
 
 class Trace:
-    def __init__(self, path, header, events, host_regions, has_index):
+    def __init__(self, path, header, events, host_regions, has_index, stopped_after_step=-1):
         self.path = path
         self.header = header              # Header as a dict
         self.events = events              # Event dicts, in file order
         self.host_regions = host_regions  # [(start, end)] from the index
         self.has_index = has_index
+        self.stopped_after_step = stopped_after_step  # the index's stoppedAfterStep
 
     def blob(self, ref):
         """The decoded bytes of a BlobRef (a dict), their id checked."""
@@ -95,18 +96,21 @@ def read(path, schema_module=None):
             raise ValueError('%s: block %d does not hold what its header says' % (path, block))
         block += 1
     host_regions = []
+    stopped = -1
     has_index = os.path.exists(os.path.join(path, 'index'))
     if has_index:
         with open(os.path.join(path, 'index'), 'rb') as f:
             index = _message(s, s.Index, f.read())
         host_regions = [(r['start'], r['end']) for r in index.get('hostRegions', [])]
-    return Trace(path, header, events, host_regions, has_index)
+        stopped = index.get('stoppedAfterStep', -1)
+    return Trace(path, header, events, host_regions, has_index, stopped)
 
 
 def write(t, path):
     """Writes a Trace (as read, or changed) with trace.TraceWriter: the same
     header, events in the blocks their BLOCK numbers say (an event without one
-    joins the block before it), blobs copied, the index with host regions."""
+    joins the block before it), blobs copied, the index with host regions
+    and the step after which the recorder stopped the program."""
     w = trace.TraceWriter(path, t.header, events_per_block=1 << 62)
     block = None
     for ev in t.events:
@@ -115,7 +119,7 @@ def write(t, path):
             w.flush()
         block = b
         w.add(_with_blobs(t, w, {k: v for k, v in ev.items() if k != BLOCK}))
-    w.close(write_index=t.has_index, host_regions=t.host_regions)
+    w.close(write_index=t.has_index, host_regions=t.host_regions, stopped_after_step=t.stopped_after_step)
     return path
 
 

@@ -146,11 +146,14 @@ class TraceWriter:
         self.offset += len(header) + len(frame)
         self.pending = []
 
-    def close(self, write_index=True, host_regions=()):
+    def close(self, write_index=True, host_regions=(), stopped_after_step=-1):
         """host_regions: (start, end) pairs of the process's readable host
-        memory, for the index (FORMAT.md section 5)."""
+        memory, for the index (FORMAT.md section 5); stopped_after_step: the
+        training step after which the recorder stopped the program, -1 when
+        it ended by itself."""
         self.flush()
         self.events.close()
         if write_index:
             regions = [{'start': s, 'end': e} for s, e in host_regions]
-            self._write_atomic('index', self.s.Index.new_message(blocks=self.index, hostRegions=regions).to_bytes())
+            self._write_atomic('index', self.s.Index.new_message(blocks=self.index, hostRegions=regions,
+                                                                 stoppedAfterStep=stopped_after_step).to_bytes())
