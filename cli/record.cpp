@@ -610,7 +610,9 @@ int run(const RecordOptions& opts) {
   if (noDriver) say(*noDriver + ": nothing will be recorded; the program runs as usual");
   if (opts.output.empty()) say(fmt::format("recording to {}", out.string()));
 
-  // Next to OUT, so that moving the traces into place is a rename.
+  // Next to OUT, so that moving the traces into place is a rename (gpurr
+  // bisect finds it by this name to compare a run as it records,
+  // cli/bisect_watch.cpp).
   std::string templ = (out.parent_path() / ("." + out.filename().string() + ".staging-XXXXXX")).string();
   if (mkdtemp(templ.data()) == nullptr) {
     return usageError(fmt::format("cannot create a staging directory in {}: {}",
