@@ -837,7 +837,9 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
       "Runs `gpurr record` N times (DIR/run<i>.gpurr, its output in DIR/run<i>.log), compares run 1\n"
       "with the others, records once more with snapshots of the first divergent launch to confirm\n"
       "it, replays that launch (gpurr replay --repeat R), and writes DIR/report.txt, report.json and\n"
-      "report.html. Exit status: 0 identical, 1 diverged (or not reproduced), 2 trouble (a run\n"
+      "report.html. In a PyTorch program, each run after the first is compared with run 1 as it\n"
+      "records and stopped soon after its first divergence, and the confirmation run after the\n"
+      "divergent step. Exit status: 0 identical, 1 diverged (or not reproduced), 2 trouble (a run\n"
       "failed, a usage error). More in docs/BISECT.md.");
   cmd->allow_extras();
   cmd->callback([opts, cmd, &chosen] {
