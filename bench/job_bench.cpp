@@ -9,8 +9,8 @@
 // (report::jobView, from what the comparison gathered); and the peak
 // resident memory of the process after each (the traces are written by a
 // child process). The goals: both together (what `gpurr diff A/ B/` does)
-// within 1.5x the decompression, and within 2 GiB of memory. Exit status 0 when met, 3 when a goal is missed,
-// 1 when the diff's answer is wrong.
+// within 1.5x the decompression, and within 2 GiB of memory. Exit status 0
+// when met, 3 when a goal is missed, 1 when the diff's answer is wrong.
 //
 //   job_bench [--ranks N] [--launches N] [--collective-every N] [--diverge-at FRACTION] [--rounds N] [--keep DIR]
 //   job_bench --launches 2000     # a quick run

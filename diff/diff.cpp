@@ -139,7 +139,8 @@ struct FirstAt {
 // than the other run's.
 bool endsEarly(const TraceReader& t, const Run& r, const TraceReader& other) {
   const int64_t stopped = t.stoppedAfterStep(), otherStopped = other.stoppedAfterStep();
-  return t.damage().unclosed || r.gapSeq != UINT64_MAX || (stopped >= 0 && (otherStopped < 0 || otherStopped > stopped));
+  const bool stoppedEarlier = stopped >= 0 && (otherStopped < 0 || otherStopped > stopped);
+  return t.damage().unclosed || r.gapSeq != UINT64_MAX || stoppedEarlier;
 }
 
 FirstAt findFirstDivergence(const Context& ctx, const std::vector<AlignedRun>& runs, BenignPairs& benign) {

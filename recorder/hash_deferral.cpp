@@ -227,10 +227,10 @@ void HashDeferral::beforeLaunch(uint64_t context, uint64_t stream, std::span<con
     bool flush = launches_ - o.since >= kMaxLaunches;
     for (size_t j = 0; j < ranges.size() && !flush; ++j) {
       // A launch that only reads a range leaves the bytes its digest is to
-      // be of. Another stream's launch that may write it is flushed for
-      // even when the program did not order it after the range's writer.
-      // Inputs its launch only reads are flushed for by another stream's
-      // write only across the legacy stream (HashDeferral::add).
+      // be of. Another stream's launch that may write a held output is
+      // flushed for even when the program did not order it after the
+      // range's writer; a held input its launch only read, only across the
+      // legacy stream (HashDeferral::add).
       if (!roles.empty() && roles[j] == OperandRole::kRead && !implicit) continue;
       const std::vector<trace::DeviceRange>& held = o.batch->ranges;
       for (size_t r = 0; r < held.size() && !flush; ++r) {
