@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 #include <string_view>
 
@@ -237,9 +238,13 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
   if (va.collective && vb.collective) {
     d.cause = Cause::kCollective;
     d.mechanism = d.cause;
+    const auto unhashed = [](const RangeDigest& r) { return r.digest == 0; };
     d.summary = d.inputsIdentical
                     ? "collective: this rank sent identical data and received different data: another rank "
                       "diverged first, or the collective's reduction is not deterministic"
+                : std::any_of(va.outputs.begin(), va.outputs.end(), unhashed)
+                    ? "collective: this rank sent different data (what it received has no digest: an "
+                      "asynchronous call): it passes on an earlier divergence of this rank's"
                     : "collective: this rank sent different data, so it received different data: it passes on "
                       "an earlier divergence of this rank's";
     d.evidence.push_back({EvidenceKind::kCollectiveReceived, {d.inputsIdentical}, {describe(*va.collective)}});

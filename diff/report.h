@@ -302,6 +302,9 @@ struct CollectiveCall {
   int32_t commSize = 0;
   bool reduces = false;
   std::vector<uint64_t> sent;  // its inputs' digests
+  // Something it receives has no digest (digest 0: an asynchronous call,
+  // complete only at its wait()).
+  bool receivedUnhashed = false;
 };
 
 // Operations paired despite one kind of benign difference: how many, and

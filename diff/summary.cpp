@@ -436,6 +436,13 @@ class Summariser {
       useRanges(e.inputs, run.ids, user, e.thread);
     }
     hashRanges(out_, e.outputs, run.ids, user, kRangeOperand, e.thread);
+    // What a collective sends is its part of the other ranks' outputs: a
+    // rank that sends other data has diverged, also where nothing before
+    // was hashed (gloo's host tensors) or what it received has no digest
+    // (an asynchronous call).
+    if (kind == OpKind::kCollective) {
+      for (const ScanRange& r : e.inputs) out_.add(r.digest);
+    }
     if (firstUse_ && kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) noteFirstReads(e);
     if (firstUse_ && run.firstUndigested == UINT64_MAX && writesUndigested(e, hashed)) run.firstUndigested = e.seq;
     // Filled in where it is kept: a copy from the stack would read back
@@ -510,6 +517,7 @@ class Summariser {
     c.commSize = e.commSize;
     c.reduces = !e.reduceOp.empty();
     for (const ScanRange& r : e.inputs) c.sent.push_back(r.digest);
+    for (const ScanRange& r : e.outputs) c.receivedUnhashed = c.receivedUnhashed || r.digest == 0;
   }
 
   // A launch's read-only ranges it hashed before it ran (Run::firstReads).

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "recorder/framework_context.h"
 #include "recorder/reentrancy.h"
 #include "trace_format/hash.h"
 
@@ -123,6 +124,7 @@ void CollectiveRecorder::complete(PendingCollective& p) {
     if (!p.entry.after.pending) hashing_.forgotten({received});  // written without a digest
   }
   p.entry.event = out_.newEvent(std::move(p.call.event));
+  p.entry.event.origin = framework::originOutsideTemplate();
   out_.emit(std::move(p.entry));
 }
 
@@ -151,8 +153,7 @@ void CollectiveRecorder::frameworkCollective(trace::Collective event, const char
   std::string call = event.call;
   SinkEntry entry;
   entry.event = out_.newEvent(std::move(event));
-  if (!entry.event.origin) entry.event.origin = trace::Origin{};
-  trace::Origin& o = *entry.event.origin;
+  trace::Origin& o = *(entry.event.origin = framework::originOutsideTemplate().value_or(trace::Origin{}));
   if (o.op.empty()) o.op = call, o.opStack = {call};
   if (file != nullptr) o.file = file, o.line = line;
   out_.emit(std::move(entry));

@@ -391,6 +391,15 @@ std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key, trace::Ori
   return o;
 }
 
+std::optional<trace::Origin> originOutsideTemplate() {
+  if (!active()) return std::nullopt;
+  if (modeNow() != Attribution::kFollow) return observed(false);
+  trace::Origin o;
+  o.step = currentStep_.load(std::memory_order_relaxed);
+  o.stepLaunch = stepLaunches.load(std::memory_order_relaxed);
+  return o;
+}
+
 namespace {
 
 trace::Origin observed(bool launch, trace::Origin&& storage) {

@@ -95,6 +95,11 @@ std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0);
 // The same, built in `storage` (an origin written earlier: its strings' and
 // vectors' capacity reused).
 std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key, trace::Origin&& storage);
+// The calling thread's origin for an event outside the step's template (a
+// collective): while the layer observes, as currentOrigin's; while the
+// recorder follows its template, only the step. Nothing when no framework
+// layer has reported anything.
+std::optional<trace::Origin> originOutsideTemplate();
 
 // An operation's kind and kernel, as the template matches them.
 uint64_t operationKey(const trace::Payload& payload);

@@ -106,6 +106,28 @@ void findMismatches(const RunComparison& c, bool runB, const Issues& issues,
 // data: it received the divergence.
 bool received(const FirstDivergence& d) { return !d.path && d.cause == Cause::kCollective && d.inputsIdentical; }
 
+// For process `p` whose first divergence, run A's event `first`, is not a
+// collective it received: the earliest collective before it whose receipt
+// has no digest, to which `p` sent identical data in both runs and another
+// process other data. It carried the divergence to `p`.
+std::optional<uint64_t> unhashedCarrier(size_t p, uint64_t first, const Issues (&issues)[2], const KeyOfEvent& keyOf,
+                                        const std::vector<uint64_t>& seqs) {
+  for (const uint64_t seq : seqs) {
+    if (seq >= first) break;
+    const Key& key = keyOf.at({p, seq});
+    const std::map<size_t, Issued>& inA = issues[0].at(key);
+    const auto inB = issues[1].find(key);
+    if (!inA.at(p).receivedUnhashed || inB == issues[1].end()) continue;
+    const auto mine = inB->second.find(p);
+    if (mine == inB->second.end() || mine->second.sent != inA.at(p).sent) continue;
+    for (const auto& [q, a] : inA) {
+      const auto b = inB->second.find(q);
+      if (q != p && b != inB->second.end() && b->second.sent != a.sent) return seq;
+    }
+  }
+  return std::nullopt;
+}
+
 // Collectives a process completed in run A before event `seq`: `seqs` holds
 // its collectives' events, in order.
 uint64_t collectivesBefore(const std::vector<uint64_t>& seqs, uint64_t seq) {
@@ -141,7 +163,7 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
   std::map<Key, std::vector<const RankVerdict*>> receiversAt;
   for (const RankVerdict& v : job.ranks) {
     if (v.origin) continue;
-    if (auto it = keyOf.find({v.process, c.processes[v.process].firstDivergence->a.seq}); it != keyOf.end()) {
+    if (auto it = keyOf.find({v.process, v.carrier}); it != keyOf.end()) {
       receiversAt[it->second].push_back(&v);
     }
   }
@@ -185,7 +207,7 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
     std::sort(s.from.begin(), s.from.end());
     std::sort(s.to.begin(), s.to.end());
     const ProcessDiff& first = c.processes[receivers.front()->process];
-    const Event e = diff::eventAt(TraceReader(first.pathA), first.firstDivergence->a.seq);
+    const Event e = diff::eventAt(TraceReader(first.pathA), receivers.front()->carrier);
     if (const auto* col = std::get_if<Collective>(&e.payload)) {
       s.collective = collectiveText(*col);
       s.op = col->op;
@@ -264,9 +286,10 @@ std::optional<JobView> jobView(const RunComparison& c) {
   for (size_t p = 0; p < c.processes.size(); ++p) {
     const ProcessDiff& pd = c.processes[p];
     if (!pd.firstDivergence) continue;
-    RankVerdict v{p, ranks[p], !received(*pd.firstDivergence),
-                  collectivesBefore(seqs[p], pd.firstDivergence->a.seq)};
-    job.ranks.push_back(v);
+    const uint64_t first = pd.firstDivergence->a.seq;
+    const std::optional<uint64_t> carrier =
+        received(*pd.firstDivergence) ? first : unhashedCarrier(p, first, issues, keyOf, seqs[p]);
+    job.ranks.push_back({p, ranks[p], !carrier, carrier.value_or(0), collectivesBefore(seqs[p], carrier.value_or(first))});
   }
   // The earliest origins: the fewest collectives before them; by rank.
   for (size_t i = 0; i < job.ranks.size(); ++i) {
@@ -378,6 +401,7 @@ Json jobJson(const RunComparison& c, const JobView& job) {
                      {"role", v.origin ? "origin" : "receiver"},
                      {"collectivesBefore", v.collectivesBefore},
                      {"seq", d.a.seq},
+                     {"carrier", v.origin ? Json(nullptr) : Json(v.carrier)},
                      {"cause", diff::jsonName(d.cause)}});
   }
   Json earliest = Json::array();

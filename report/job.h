@@ -46,14 +46,22 @@ struct RankVerdict {
   size_t process = 0;  // index into RunComparison::processes
   int32_t rank = -1;
   bool origin = false;
-  // Collectives this rank completed in run A before its first divergence:
-  // its place in the job's collective order.
+  // A receiver's: run A's event of the collective that carried the
+  // divergence to it. That is its first divergence (a collective it sent
+  // identical data and received other data from), or an earlier collective
+  // whose receipt has no digest (an asynchronous one, as
+  // DistributedDataParallel's gradient all-reduces) to which it sent
+  // identical data and another rank other data.
+  uint64_t carrier = 0;
+  // Collectives this rank completed in run A before its first divergence
+  // (a receiver: before its carrier): its place in the job's collective
+  // order.
   uint64_t collectivesBefore = 0;
 };
 
 // A collective that carried the divergence: the ranks whose data sent to it
-// differs between the runs (`from`) and the ranks whose first divergence it
-// is (`to`: they sent it identical data).
+// differs between the runs (`from`) and the ranks it carried it to (`to`:
+// they sent it identical data; RankVerdict::carrier).
 struct SpreadStep {
   uint64_t communicator = 0, sequence = 0;
   std::string collective;  // "ncclAllReduce sum 1024 float32 (communicator 5eed0c0111ec71f5, #0)"

@@ -11,15 +11,24 @@ program.
 
 An asynchronous call (async_op=True, isend, irecv) is recorded when it
 returns, its outputs without digests: they are complete only at its wait().
+
 Collectives that C++ issues itself (DistributedDataParallel's gradient
-buckets) do not pass through these functions: under NCCL they are NCCL's
-events, whose origin names the c10d op.
+buckets and its broadcast of the module's state) do not pass through these
+functions. They do pass through c10d's dispatcher ops (c10d::allreduce_ and
+the rest), which is where c10d's ProcessGroup methods send every call: a
+kernel of ours for those ops at the ADInplaceOrView key, which every call
+reaches outside inference mode and which has no kernel of PyTorch's for
+them, records each call and hands it on to the next key unchanged. A call
+that one of the wrappers above made is left to the wrapper. The op returns
+before the collective completes, so these are recorded as asynchronous
+calls are.
 """
 import ctypes
 import functools
 import inspect
 import os
 import sys
+import threading
 
 # name -> (CollectiveOp value, tensors sent, tensors received, root or peer
 # argument, whether the root alone sends or receives). "tensor_list" and
@@ -45,8 +54,33 @@ _SPECS = {
     "barrier": (_BARRIER, (), (), None, None),
 }
 
+# c10d's dispatcher ops, as C++ calls them: name -> the same as _SPECS, with
+# the ops' argument names (the root or peer is a rank in the group).
+_OPS = {
+    "allreduce_": (_ALL_REDUCE, ("tensors",), ("tensors",), None, None),
+    "allreduce_coalesced_": (_ALL_REDUCE, ("tensors",), ("tensors",), None, None),
+    "broadcast_": (_BROADCAST, ("tensors",), ("tensors",), "root_rank", "send"),
+    "reduce_": (_REDUCE, ("tensors",), ("tensors",), "root_rank", "recv"),
+    "allgather_": (_ALL_GATHER, ("input_tensors",), ("output_tensors",), None, None),
+    "_allgather_base_": (_ALL_GATHER, ("input_tensor",), ("output_tensor",), None, None),
+    "allgather_coalesced_": (_ALL_GATHER, ("input_list",), ("output_lists",), None, None),
+    "allgather_into_tensor_coalesced_": (_ALL_GATHER, ("inputs",), ("outputs",), None, None),
+    "reduce_scatter_": (_REDUCE_SCATTER, ("input_tensors",), ("output_tensors",), None, None),
+    "_reduce_scatter_base_": (_REDUCE_SCATTER, ("input_tensor",), ("output_tensor",), None, None),
+    "reduce_scatter_tensor_coalesced_": (_REDUCE_SCATTER, ("inputs",), ("outputs",), None, None),
+    "alltoall_": (_ALL_TO_ALL, ("input_tensors",), ("output_tensors",), None, None),
+    "alltoall_base_": (_ALL_TO_ALL, ("input",), ("output",), None, None),
+    "gather_": (_GATHER, ("input_tensors",), ("output_tensors",), "root_rank", "recv"),
+    "scatter_": (_SCATTER, ("input_tensors",), ("output_tensors",), "root_rank", "send"),
+    "send": (_SEND, ("tensors",), (), "dst", None),
+    "recv_": (_RECV, (), ("tensors",), "src", None),
+    "barrier": (_BARRIER, (), (), None, None),
+}
+
 _recorder = None
 _skipped = ()
+_library = None  # the torch.library.Library holding the ops' kernels, kept alive
+_wrapped = threading.local()  # .inside: a wrapper's call is under way on this thread
 
 
 def _is_compiling():
@@ -57,7 +91,7 @@ def _tensors(value):
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
-        return [t for t in value if t is not None]
+        return [t for v in value for t in _tensors(v)]
     return [value]
 
 
@@ -76,7 +110,7 @@ def _ranges(tensors, hashed):
 
 
 def _line():
-    frame = sys._getframe(2)
+    frame = sys._getframe(1)  # the frames of this file are skipped
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith("<") and not any(name.startswith(p) for p in _skipped):
@@ -90,10 +124,47 @@ def _reduce_name(op):
     return name.lower()
 
 
+def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
+    """What the recorder is told of one call, all but what it receives, and
+    the tensors it receives: taken before the call runs, so that what it
+    sends is hashed as it was sent. `peer` is a global rank, or None."""
+    kind, sent, received, _, root_only = spec
+    peer = -1 if peer is None else int(peer)
+    is_root = peer == dist.get_rank()
+    ins = [t for n in sent for t in _tensors(a.get(n))]
+    outs = [t for n in received for t in _tensors(a.get(n))]
+    if root_only == "send" and not is_root:
+        ins = []
+    if root_only == "recv" and not is_root:
+        outs = []
+    try:
+        sequence = group._get_sequence_number_for_group()
+    except Exception:  # noqa: BLE001  a backend without sequence numbers
+        sequence = -1
+    first = (ins or outs or [None])[0]
+    dtype = str(first.dtype).replace("torch.", "") if first is not None else ""
+    count = first.numel() if first is not None else 0
+    key = (group.group_name + "|" + ",".join(map(str, dist.get_process_group_ranks(group)))).encode()
+    file, line = _line()
+    return (call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count, op.encode(),
+            peer, _ranges(ins, True), file, line), outs
+
+
+def _record(described, outs, asynchronous):
+    """The call, once it has returned: what it received hashed unless it is
+    asynchronous (complete only at its wait())."""
+    call_name, kind, group_name, key, rank, size, sequence, dtype, count, op, peer, inputs, file, line = described
+    outputs = _ranges(outs, not asynchronous)
+    _recorder.gpurr_framework_collective(
+        call_name, kind, group_name, key, rank, size, sequence, dtype, count, op, peer,
+        (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), len(inputs) // 3,
+        (ctypes.c_uint64 * max(len(outputs), 1))(*outputs), len(outputs) // 3, file, line)
+
+
 def _wrap(dist, name, fn, spec):
-    kind, sent, received, root_arg, root_only = spec
     signature = inspect.signature(fn)
     call_name = name.encode()
+    root_arg = spec[3]
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -104,43 +175,84 @@ def _wrap(dist, name, fn, spec):
             bound.apply_defaults()
             a = bound.arguments
             group = a.get("group") or dist.distributed_c10d._get_default_group()
-            rank, size = dist.get_rank(group), dist.get_world_size(group)
-            peer = a.get(root_arg) if root_arg else None
-            peer = -1 if peer is None else int(peer)
-            is_root = peer == dist.get_rank()
-            ins = [t for n in sent for t in _tensors(a.get(n))]
-            outs = [t for n in received for t in _tensors(a.get(n))]
-            if root_only == "send" and not is_root:
-                ins = []
-            if root_only == "recv" and not is_root:
-                outs = []
-            try:
-                sequence = group._get_sequence_number_for_group()
-            except Exception:  # noqa: BLE001  a backend without sequence numbers
-                sequence = -1
-            inputs = _ranges(ins, True)
-            first = (ins or outs or [None])[0]
-            dtype = str(first.dtype).replace("torch.", "") if first is not None else ""
-            count = first.numel() if first is not None else 0
             op = _reduce_name(a["op"]) if "op" in a else ""
+            described, outs = _describe(dist, call_name, spec, a, group, dist.get_rank(group),
+                                        dist.get_world_size(group), op, a.get(root_arg) if root_arg else None)
             asynchronous = bool(a.get("async_op")) or name in ("isend", "irecv")
-            key = (group.group_name + "|" + ",".join(map(str, dist.get_process_group_ranks(group)))).encode()
-            file, line = _line()
         except Exception:  # noqa: BLE001  never the program's failure
             return fn(*args, **kwargs)
-        result = fn(*args, **kwargs)
+        inside, _wrapped.inside = getattr(_wrapped, "inside", False), True
         try:
-            outputs = _ranges(outs, not asynchronous)
-            n_in, n_out = len(inputs) // 3, len(outputs) // 3
-            _recorder.gpurr_framework_collective(
-                call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count,
-                op.encode(), peer, (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), n_in,
-                (ctypes.c_uint64 * max(len(outputs), 1))(*outputs), n_out, file, line)
+            result = fn(*args, **kwargs)
+        finally:
+            _wrapped.inside = inside
+        try:
+            _record(described, outs, asynchronous)
         except Exception:  # noqa: BLE001
             pass
         return result
 
     return wrapper
+
+
+def _plain(t):
+    """A tensor that holds its bytes itself (not a fake, meta or subclass
+    tensor of a tracer)."""
+    import torch
+
+    return type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type in ("cpu", "cuda")
+
+
+def _kernel(torch, dist, name, spec):
+    """The kernel recording the c10d op `name` as C++ called it."""
+    op = getattr(torch.ops.c10d, name).default
+    arguments = op._schema.arguments
+    names = [x.name for x in arguments]
+    defaults = {x.name: x.default_value for x in arguments if x.has_default_value()}
+    call_name = ("c10d::" + name).encode()
+    below = torch._C._after_ADInplaceOrView_keyset
+    root_arg = spec[3]
+
+    def kernel(keyset, *args, **kwargs):
+        rest = keyset & below
+        if getattr(_wrapped, "inside", False) or _is_compiling():
+            return op.redispatch(rest, *args, **kwargs)
+        try:
+            a = dict(defaults)
+            a.update(zip(names, args))
+            a.update(kwargs)
+            if not all(_plain(t) for n in spec[1] + spec[2] for t in _tensors(a.get(n))):
+                return op.redispatch(rest, *args, **kwargs)
+            group = dist.ProcessGroup.unbox(a["process_group"])
+            reduce = a.get("reduce_op")
+            reduce = dist.ReduceOp.RedOpType(reduce.op()).name.lower() if reduce is not None else ""
+            peer = a.get(root_arg) if root_arg else None
+            if peer is not None and peer >= 0:
+                peer = dist.get_global_rank(group, peer)
+            described, outs = _describe(dist, call_name, spec, a, group, group.rank(), group.size(), reduce, peer)
+        except Exception:  # noqa: BLE001  never the program's failure
+            return op.redispatch(rest, *args, **kwargs)
+        result = op.redispatch(rest, *args, **kwargs)
+        try:
+            _record(described, outs, True)
+        except Exception:  # noqa: BLE001
+            pass
+        return result
+
+    return kernel
+
+
+def _install_kernels(torch, dist):
+    """Our kernels for c10d's ops, each where PyTorch has none of its own."""
+    global _library
+    library = torch.library.Library("c10d", "IMPL")
+    for name, spec in _OPS.items():
+        if not hasattr(torch.ops.c10d, name):
+            continue
+        if torch._C._dispatch_has_kernel_for_dispatch_key("c10d::" + name, "ADInplaceOrView"):
+            continue
+        library.impl(name, _kernel(torch, dist, name, spec), "ADInplaceOrView", with_keyset=True)
+    _library = library
 
 
 def install(recorder, skipped):
@@ -176,3 +288,4 @@ def install(recorder, skipped):
         setattr(c10d, name, wrapped)
         if getattr(dist, name, None) is fn:
             setattr(dist, name, wrapped)
+    _install_kernels(torch, dist)

@@ -3,7 +3,11 @@ layer and checks c10d's view of its collectives in each rank's trace (call,
 process group, sequence numbers, rank and size, the program's line, the
 digests of what each rank sent and received); then records it again with a
 divergence planted on rank 1 and checks that `gpurr diff` across the ranks
-names rank 1 the origin and rank 0 a receiver."""
+names rank 1 the origin and rank 0 a receiver. Then the same for
+DistributedDataParallel over gloo (ddp_gloo.py), whose gradient all-reduces
+C++ issues asynchronously: they are recorded as c10d's ops, identical in two
+runs, and a divergence planted in rank 1's backward is found to start on
+rank 1 and reach rank 0 through that step's all-reduce."""
 import argparse
 import json
 import os
@@ -27,10 +31,10 @@ def check(condition, what):
         print("FAIL:", what)
 
 
-def record(name, **extra):
+def record(name, program=script, **extra):
     out = os.path.join(args.work, name)
     env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, **extra)
-    r = subprocess.run([args.gpurr, "record", "-o", out, "--", sys.executable, script], env=env,
+    r = subprocess.run([args.gpurr, "record", "-o", out, "--", sys.executable, program], env=env,
                        capture_output=True, text=True, timeout=300)
     print(r.stderr, end="")
     check(r.returncode == 0, f"{name}: the job ran (exit {r.returncode})")
@@ -42,8 +46,8 @@ def collectives(trace):
     return [e for e in map(json.loads, r.stdout.splitlines()) if e["kind"] == "collective"]
 
 
-def marked(mark):
-    with open(script) as f:
+def marked(mark, program=script):
+    with open(program) as f:
         for n, line in enumerate(f, 1):
             if f"# at:{mark}" in line:
                 return n
@@ -104,6 +108,46 @@ text = subprocess.run([args.gpurr, "diff", a, b], capture_output=True, text=True
 print(text)
 check("earliest origin: rank 1" in text, "the text report names the earliest origin")
 check("carried the divergence from rank 1 to rank 0" in text, "the text report says how it spread")
+
+# DistributedDataParallel: its C++ Reducer's all-reduces, one per step.
+ddp = os.path.join(args.scripts, "ddp_gloo.py")
+d, _ = record("ddp", ddp)
+for rank in (0, 1):
+    events = collectives(os.path.join(d, f"rank{rank}.gpurr"))
+    c = [e["collective"] for e in events]
+    reduces = [e for e in events if e["collective"]["call"] == "c10d::allreduce_"]
+    check(len(reduces) == 4, f"ddp rank {rank}: one gradient all-reduce per step: {[x['call'] for x in c]}")
+    check(any(x["call"] == "c10d::broadcast_" and x["peer"] == 0 for x in c),
+          f"ddp rank {rank}: the module's state broadcast from rank 0")
+    check([x["sequence"] for x in c] == list(range(len(c))), f"ddp rank {rank}: sequence numbers")
+    for e in reduces:
+        x = e["collective"]
+        check(x["source"] == "framework" and x["reduceOp"] == "sum" and x["rank"] == rank and x["size"] == 2 and
+              x["dataType"] == "float32", f"ddp rank {rank}: all-reduce described: {x}")
+        check(len(x["inputs"]) == 1 and x["inputs"][0]["digest"] != "0000000000000000",
+              f"ddp rank {rank}: what it sent is hashed: {x['inputs']}")
+        check(len(x["outputs"]) == 1 and x["outputs"][0]["digest"] == "0000000000000000",
+              f"ddp rank {rank}: what it received has no digest (asynchronous): {x['outputs']}")
+        check(e["origin"]["file"] == ddp and e["origin"]["line"] == marked("backward", ddp),
+              f"ddp rank {rank}: the backward's line: {e['origin']}")
+    check([e["origin"]["step"] for e in reduces] == [0, 1, 2, 3], f"ddp rank {rank}: steps {reduces}")
+d2, _ = record("ddp2", ddp)
+r = subprocess.run([args.gpurr, "diff", d, d2], capture_output=True, text=True)
+check(r.returncode == 0, f"ddp: two runs identical (exit {r.returncode}): {r.stdout[-2000:]}")
+db, _ = record("ddp-planted", ddp, DDP_PLANT="1")
+r = subprocess.run([args.gpurr, "diff", "--json", d, db], capture_output=True, text=True)
+check(r.returncode == 1, f"ddp planted: the runs differ (exit {r.returncode}) {r.stderr}")
+job = json.loads(r.stdout).get("job") if r.stdout else None
+check(job is not None, "ddp planted: the report has the job's view")
+if job:
+    roles = {x["rank"]: x["role"] for x in job["ranks"]}
+    check(roles == {0: "receiver", 1: "origin"}, f"ddp planted: rank 1 the origin, rank 0 a receiver: {roles}")
+    spread = job.get("spread") or []
+    check(len(spread) == 1 and spread[0]["from"] == [1] and spread[0]["to"] == [0] and spread[0]["step"] == 1 and
+          spread[0]["collective"]["op"] == "allReduce", f"ddp planted: step 1's all-reduce carried it: {spread}")
+    receiver = [x for x in job["ranks"] if x["rank"] == 0]
+    check(receiver and receiver[0]["carrier"] is not None and receiver[0]["carrier"] < receiver[0]["seq"],
+          f"ddp planted: rank 0 received it before its own first divergence (the next step's): {receiver}")
 
 if failures:
     print(f"{len(failures)} check(s) failed")

@@ -226,6 +226,12 @@ TEST_CASE("learning a step, then following it by place until an operation does n
   // Nothing is observed now: the origins come from step 1, by place.
   CHECK(fw::followedRoles(a, 2) == std::vector<uint8_t>{1, 3});
   CHECK_FALSE(fw::followedRoles(a, 3));
+  // An event outside the template (a collective): the step alone, and the
+  // template's place unmoved.
+  const auto outside = fw::originOutsideTemplate();
+  REQUIRE(outside);
+  CHECK(outside->op.empty());
+  CHECK(outside->step == 2);
   auto o = fw::currentOrigin(true, a);
   CHECK(o->op == "aten::addmm");
   CHECK(o->module == "Net");

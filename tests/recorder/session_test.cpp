@@ -2709,6 +2709,47 @@ TEST_CASE("a collective is an operation: the send buffer hashed before it, the r
   CHECK(r.outputs[0].digest == hash::hashBuffer(recvAfterGroup));
 }
 
+TEST_CASE("a collective carries the c10d op, line and step it ran in", "[recorder][collective]") {
+  framework::resetForTesting();
+  Harness h;
+  std::vector<uint8_t> buffer = randomBytes(4096, 9);
+  h.memAlloc(buffer);
+  CollectiveRecorder& c = h.session->collectives();
+  c.communicatorCreated(0x77, 42, 0, 2);
+  auto allReduce = [&] {
+    CollectiveCall k;
+    k.event.call = "ncclAllReduce";
+    k.event.op = trace::CollectiveOp::kAllReduce;
+    k.event.count = 1024;
+    k.comm = 0x77;
+    k.send = k.recv = addr(buffer.data());
+    k.sendBytes = k.recvBytes = buffer.size();
+    c.after(c.before(std::move(k)), true);
+  };
+  static int op;
+  framework::setStep(3);
+  framework::openScope(&op, "c10d::allreduce_", framework::ScopeKind::kOp, 7, 1, "/w/train.py", 12);
+  allReduce();
+  framework::closeScope(&op);
+  framework::setStep(4);
+  allReduce();
+  const auto events = h.finishAndRead();
+  framework::resetForTesting();
+  std::vector<trace::Event> collectives;
+  for (const trace::Event& e : events) {
+    if (std::holds_alternative<trace::Collective>(e.payload)) collectives.push_back(e);
+  }
+  REQUIRE(collectives.size() == 2);
+  REQUIRE(collectives[0].origin);
+  CHECK(collectives[0].origin->op == "c10d::allreduce_");
+  CHECK(collectives[0].origin->file == "/w/train.py");
+  CHECK(collectives[0].origin->line == 12);
+  CHECK(collectives[0].origin->step == 3);
+  REQUIRE(collectives[1].origin);
+  CHECK(collectives[1].origin->op.empty());
+  CHECK(collectives[1].origin->step == 4);
+}
+
 TEST_CASE("a split communicator's id depends on its parent, color and split only", "[recorder][collective]") {
   const uint64_t parent = 0x1234;
   CHECK(communicatorIdFromSplit(parent, 0, 1) == communicatorIdFromSplit(parent, 0, 1));
