@@ -14,21 +14,16 @@ returns, its outputs without digests: they are complete only at its wait().
 
 Collectives that C++ issues itself (DistributedDataParallel's gradient
 buckets and its broadcast of the module's state) do not pass through these
-functions. They do pass through c10d's dispatcher ops (c10d::allreduce_ and
-the rest), which is where c10d's ProcessGroup methods send every call: a
-kernel of ours for those ops at the ADInplaceOrView key, which every call
-reaches outside inference mode and which has no kernel of PyTorch's for
-them, records each call and hands it on to the next key unchanged. A call
-that one of the wrappers above made is left to the wrapper. The op returns
-before the collective completes, so these are recorded as asynchronous
-calls are.
+functions. They do pass through c10d's dispatcher ops, where the op
+observer's library (libgpurr_torch.so, torch_collectives.cpp) records them
+when it is loaded: it asks _from_cpp for what c10d keeps in Python, and
+leaves the calls the wrappers make to the wrappers.
 """
 import ctypes
 import functools
 import inspect
 import os
 import sys
-import threading
 
 # name -> (CollectiveOp value, tensors sent, tensors received, root or peer
 # argument, whether the root alone sends or receives). "tensor_list" and
@@ -54,33 +49,10 @@ _SPECS = {
     "barrier": (_BARRIER, (), (), None, None),
 }
 
-# c10d's dispatcher ops, as C++ calls them: name -> the same as _SPECS, with
-# the ops' argument names (the root or peer is a rank in the group).
-_OPS = {
-    "allreduce_": (_ALL_REDUCE, ("tensors",), ("tensors",), None, None),
-    "allreduce_coalesced_": (_ALL_REDUCE, ("tensors",), ("tensors",), None, None),
-    "broadcast_": (_BROADCAST, ("tensors",), ("tensors",), "root_rank", "send"),
-    "reduce_": (_REDUCE, ("tensors",), ("tensors",), "root_rank", "recv"),
-    "allgather_": (_ALL_GATHER, ("input_tensors",), ("output_tensors",), None, None),
-    "_allgather_base_": (_ALL_GATHER, ("input_tensor",), ("output_tensor",), None, None),
-    "allgather_coalesced_": (_ALL_GATHER, ("input_list",), ("output_lists",), None, None),
-    "allgather_into_tensor_coalesced_": (_ALL_GATHER, ("inputs",), ("outputs",), None, None),
-    "reduce_scatter_": (_REDUCE_SCATTER, ("input_tensors",), ("output_tensors",), None, None),
-    "_reduce_scatter_base_": (_REDUCE_SCATTER, ("input_tensor",), ("output_tensor",), None, None),
-    "reduce_scatter_tensor_coalesced_": (_REDUCE_SCATTER, ("inputs",), ("outputs",), None, None),
-    "alltoall_": (_ALL_TO_ALL, ("input_tensors",), ("output_tensors",), None, None),
-    "alltoall_base_": (_ALL_TO_ALL, ("input",), ("output",), None, None),
-    "gather_": (_GATHER, ("input_tensors",), ("output_tensors",), "root_rank", "recv"),
-    "scatter_": (_SCATTER, ("input_tensors",), ("output_tensors",), "root_rank", "send"),
-    "send": (_SEND, ("tensors",), (), "dst", None),
-    "recv_": (_RECV, (), ("tensors",), "src", None),
-    "barrier": (_BARRIER, (), (), None, None),
-}
-
 _recorder = None
 _skipped = ()
-_library = None  # the torch.library.Library holding the ops' kernels, kept alive
-_wrapped = threading.local()  # .inside: a wrapper's call is under way on this thread
+_observer = None  # libgpurr_torch.so, when it records c10d's ops as C++ calls them
+_keys = {}  # process group name -> communicator key
 
 
 def _is_compiling():
@@ -144,7 +116,7 @@ def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
     first = (ins or outs or [None])[0]
     dtype = str(first.dtype).replace("torch.", "") if first is not None else ""
     count = first.numel() if first is not None else 0
-    key = (group.group_name + "|" + ",".join(map(str, dist.get_process_group_ranks(group)))).encode()
+    key = _key(dist, group)
     file, line = _line()
     return (call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count, op.encode(),
             peer, _ranges(ins, True), file, line), outs
@@ -181,11 +153,14 @@ def _wrap(dist, name, fn, spec):
             asynchronous = bool(a.get("async_op")) or name in ("isend", "irecv")
         except Exception:  # noqa: BLE001  never the program's failure
             return fn(*args, **kwargs)
-        inside, _wrapped.inside = getattr(_wrapped, "inside", False), True
+        observer = _observer
+        if observer is not None:
+            observer.gpurr_torch_collective_wrapped(1)
         try:
             result = fn(*args, **kwargs)
         finally:
-            _wrapped.inside = inside
+            if observer is not None:
+                observer.gpurr_torch_collective_wrapped(-1)
         try:
             _record(described, outs, asynchronous)
         except Exception:  # noqa: BLE001
@@ -195,70 +170,31 @@ def _wrap(dist, name, fn, spec):
     return wrapper
 
 
-def _plain(t):
-    """A tensor that holds its bytes itself (not a fake, meta or subclass
-    tensor of a tracer)."""
-    import torch
-
-    return type(t) in (torch.Tensor, torch.nn.Parameter) and t.device.type in ("cpu", "cuda")
+def _key(dist, group):
+    return (group.group_name + "|" + ",".join(map(str, dist.get_process_group_ranks(group)))).encode()
 
 
-def _kernel(torch, dist, name, spec):
-    """The kernel recording the c10d op `name` as C++ called it."""
-    op = getattr(torch.ops.c10d, name).default
-    arguments = op._schema.arguments
-    names = [x.name for x in arguments]
-    defaults = {x.name: x.default_value for x in arguments if x.has_default_value()}
-    call_name = ("c10d::" + name).encode()
-    below = torch._C._after_ADInplaceOrView_keyset
-    root_arg = spec[3]
-
-    def kernel(keyset, *args, **kwargs):
-        rest = keyset & below
-        if getattr(_wrapped, "inside", False) or _is_compiling():
-            return op.redispatch(rest, *args, **kwargs)
-        try:
-            a = dict(defaults)
-            a.update(zip(names, args))
-            a.update(kwargs)
-            if not all(_plain(t) for n in spec[1] + spec[2] for t in _tensors(a.get(n))):
-                return op.redispatch(rest, *args, **kwargs)
-            group = dist.ProcessGroup.unbox(a["process_group"])
-            reduce = a.get("reduce_op")
-            reduce = dist.ReduceOp.RedOpType(reduce.op()).name.lower() if reduce is not None else ""
-            peer = a.get(root_arg) if root_arg else None
-            if peer is not None and peer >= 0:
-                peer = dist.get_global_rank(group, peer)
-            described, outs = _describe(dist, call_name, spec, a, group, group.rank(), group.size(), reduce, peer)
-        except Exception:  # noqa: BLE001  never the program's failure
-            return op.redispatch(rest, *args, **kwargs)
-        result = op.redispatch(rest, *args, **kwargs)
-        try:
-            _record(described, outs, True)
-        except Exception:  # noqa: BLE001
-            pass
-        return result
-
-    return kernel
+def _from_cpp(dist, name, peer):
+    """For torch_collectives.cpp, with the GIL, what c10d keeps in Python of
+    a call C++ made on process group `name`: (communicator key, the global
+    rank of `peer`, a rank in the group or -1, the program's file or None,
+    line)."""
+    key = _keys.get(name)
+    if key is None or peer >= 0:
+        group = dist.distributed_c10d._resolve_process_group(name)
+        if key is None:
+            key = _keys[name] = _key(dist, group)
+        if peer >= 0:
+            peer = dist.get_global_rank(group, peer)
+    file, line = _line()
+    return key, peer, file.decode() if file is not None else None, line
 
 
-def _install_kernels(torch, dist):
-    """Our kernels for c10d's ops, each where PyTorch has none of its own."""
-    global _library
-    library = torch.library.Library("c10d", "IMPL")
-    for name, spec in _OPS.items():
-        if not hasattr(torch.ops.c10d, name):
-            continue
-        if torch._C._dispatch_has_kernel_for_dispatch_key("c10d::" + name, "ADInplaceOrView"):
-            continue
-        library.impl(name, _kernel(torch, dist, name, spec), "ADInplaceOrView", with_keyset=True)
-    _library = library
-
-
-def install(recorder, skipped):
+def install(recorder, skipped, observer=None):
     """Wraps torch.distributed's collectives, when the program's PyTorch has
-    them and the recorder takes them."""
-    global _recorder, _skipped, _is_compiling
+    them and the recorder takes them; with `observer` (libgpurr_torch.so,
+    loaded), also records the calls C++ makes itself."""
+    global _recorder, _skipped, _is_compiling, _observer
     if not hasattr(recorder, "gpurr_framework_collective"):
         return
     import torch
@@ -288,4 +224,10 @@ def install(recorder, skipped):
         setattr(c10d, name, wrapped)
         if getattr(dist, name, None) is fn:
             setattr(dist, name, wrapped)
-    _install_kernels(torch, dist)
+    if observer is not None and hasattr(observer, "gpurr_torch_collectives_install"):
+        observer = ctypes.PyDLL(observer._name)  # the same library, called with the GIL held
+        observer.gpurr_torch_collective_wrapped.argtypes = [ctypes.c_int]
+        observer.gpurr_torch_collectives_install.argtypes = [ctypes.c_void_p, ctypes.py_object]
+        if observer.gpurr_torch_collectives_install(recorder._handle,
+                                                    functools.partial(_from_cpp, dist)) >= 0:
+            _observer = observer

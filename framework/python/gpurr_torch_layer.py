@@ -346,15 +346,16 @@ def install(torch, skipped=()):
             else:
                 observing = lib
                 lib.gpurr_torch_observe.argtypes = [ctypes.c_int]
-                lib.gpurr_torch_on_diverged.argtypes = [ctypes.py_object]
-                lib.gpurr_torch_on_diverged(_observe_again)
+                with_gil = ctypes.PyDLL(observer)  # the same library: it keeps a reference
+                with_gil.gpurr_torch_on_diverged.argtypes = [ctypes.py_object]
+                with_gil.gpurr_torch_on_diverged(_observe_again)
                 _watch_cuda_blocks(torch, lib, os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so"))
     try:  # c10d's view of the program's collectives (gpurr_torch_collectives.py)
         import gpurr_torch_collectives
 
         gpurr_torch_collectives.install(
             _recorder, [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep] +
-            [os.path.abspath(s) + os.sep for s in skipped])
+            [os.path.abspath(s) + os.sep for s in skipped], observing)
     except Exception as e:  # noqa: BLE001  an API that moved: collectives go without c10d's view
         _warn(f"c10d's collectives are not recorded ({type(e).__name__}: {e})")
     until = os.environ.get("GPURR_UNTIL_STEP")
