@@ -209,7 +209,6 @@ bool HashDeferral::anyOpen() {
 void HashDeferral::beforeLaunch(uint64_t context, uint64_t stream, std::span<const trace::DeviceRange> ranges,
                                 std::span<const OperandRole> roles, bool unseen) {
   std::lock_guard lock(mu_);
-  ++launches_;
   if (open_.empty()) return;
   if (unseen) {
     flushAllLocked();
@@ -224,7 +223,10 @@ void HashDeferral::beforeLaunch(uint64_t context, uint64_t stream, std::span<con
     // copy or wait ordered after it is then ordered after the hash only if
     // the hash is enqueued first, even when this launch only reads.
     const bool implicit = !own && (legacy(o.stream) || legacy(stream));
-    bool flush = launches_ - o.since >= kMaxLaunches;
+    // Only a launch ordered after the batch's writers can write its ranges
+    // unseen, in order: one on its stream, or across the legacy stream.
+    if (own || implicit) ++o.launches;
+    bool flush = o.launches >= kMaxLaunches;
     for (size_t j = 0; j < ranges.size() && !flush; ++j) {
       // A launch that only reads a range leaves the bytes its digest is to
       // be of. Another stream's launch that may write a held output is
@@ -256,7 +258,7 @@ std::unique_ptr<PendingHashes> HashDeferral::add(uint64_t context, uint64_t stre
     o = nullptr;
   }
   if (o == nullptr) {
-    open_.push_back(Open{context, stream, launches_, 0, DeferredBatch::take()});
+    open_.push_back(Open{context, stream, 0, 0, DeferredBatch::take()});
     o = &open_.back();
   }
   DeferredBatch* b = o->batch;

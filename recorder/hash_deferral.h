@@ -8,7 +8,7 @@
 // does not only read), a launch on another stream that may write one (or
 // reaches it at all, when one of the two streams is the legacy stream), an
 // event record on the stream, a synchronisation, copy, set, free, graph
-// launch or capture, and at the latest after kMaxLaunches launches
+// launch or capture, and at the latest after kMaxLaunches launches on its stream
 // (docs/RECORDING.md, "Deferred output hashes"). A launch's own hashes
 // before it runs join its stream's batch, which is then flushed: one launch
 // of the hash kernel for both.
@@ -38,10 +38,12 @@ class DeferredBatch;
 
 class HashDeferral {
  public:
-  // Launches (on any stream) after which an open batch is flushed: the
-  // window in which a write the recorder cannot see (through a pointer held
-  // in device memory) could land before a digest, and how long the trace
-  // thread may wait for one.
+  // Launches after which an open batch is flushed, counted on its stream
+  // (and on any stream across the legacy stream): the window in which a
+  // write the recorder cannot see (through a pointer held in device memory)
+  // could land before a digest in stream order. Another stream's launch is
+  // ordered after the batch's writers only through an event recorded on
+  // their stream, whose record flushes.
   static constexpr uint64_t kMaxLaunches = 8;
   // Bounds of one batch: launches' shares, descriptors and bytes (well
   // within the hash ring: 64K descriptors, 256 GiB).
@@ -90,7 +92,7 @@ class HashDeferral {
  private:
   struct Open {
     uint64_t context = 0, stream = 0;
-    uint64_t since = 0;  // launches_ when its first range came
+    uint64_t launches = 0;  // since its first range came, on its stream (or across the legacy stream)
     uint64_t bytes = 0;
     DeferredBatch* batch = nullptr;
   };
@@ -105,7 +107,6 @@ class HashDeferral {
   std::mutex mu_;  // held while a batch is enqueued: a launch that must follow it waits for it
   std::vector<Open> open_;  // one per stream with an open batch (few)
   std::vector<kernels::HashRequest> requests_;  // a flush's, capacity kept
-  uint64_t launches_ = 0;
 };
 
 }  // namespace gpurr::recorder
