@@ -25,6 +25,7 @@
 
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
+#include "trace_format/frame_buffer.h"
 #include "trace_format/scan_wire.h"
 
 namespace gpurr::trace {
@@ -101,7 +102,7 @@ class BlockSource {
   }
 
   size_t feed() {
-    constexpr size_t kStep = 8 << 10;  // compressed bytes per step: ~50 KiB of frames
+    constexpr size_t kStep = 32 << 10;  // compressed bytes per step: ~200 KiB of frames
     if (out_.pos == out_.size) return out_.pos / 8;
     const size_t before = out_.pos;
     while (out_.pos == before) {
@@ -121,7 +122,7 @@ class BlockSource {
 
   const capnp::word* words() const { return words_.data(); }
   // Hands the frames decoded last to `other`, taking its buffer for the next.
-  void swapWords(std::vector<capnp::word>& other) { words_.swap(other); }
+  void swapWords(FrameBuffer& other) { words_.swap(other); }
 
  private:
   void readCompressed(const BlockInfo& b) {
@@ -138,7 +139,7 @@ class BlockSource {
                                    b.fileOffset, b.uncompressedSize));
     }
     const size_t count = b.uncompressedSize / 8;
-    if (words_.size() < count) words_ = std::vector<capnp::word>(count);
+    words_.reserve(count);
   }
 
   const BlockInfo* block_ = nullptr;
@@ -149,7 +150,7 @@ class BlockSource {
   Fd fd_;
   ZSTD_DCtx* dctx_;
   std::vector<uint8_t> compressed_;
-  std::vector<capnp::word> words_;
+  FrameBuffer words_;
 };
 
 DeviceRange range(schema::DeviceRange::Reader r) {
@@ -555,7 +556,7 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
 struct DecodedBlock {
   size_t index = SIZE_MAX;
   bool ready = false;
-  std::vector<capnp::word> words;
+  FrameBuffer words;
   std::vector<Function> functions;
   std::vector<ScanEvent> events;
   std::vector<ScanRange> ranges;
