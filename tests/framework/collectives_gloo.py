@@ -5,9 +5,8 @@ command line stays the same, so that the runs compare), rank 1 draws its
 tensor from another seed before the all_reduce: the job's divergence starts
 on rank 1 and reaches rank 0 through the collective."""
 import os
-import socket
-import subprocess
-import sys
+
+import two_ranks
 
 
 def worker(plant):
@@ -31,21 +30,5 @@ def worker(plant):
     dist.destroy_process_group()
 
 
-def main():
-    plant = os.environ.get("COLLECTIVES_PLANT") == "1"
-    if "RANK" in os.environ:
-        worker(plant)
-        return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env=env))
-    sys.exit(max(p.wait() for p in procs))
-
-
 if __name__ == "__main__":
-    main()
+    two_ranks.run(lambda: worker(os.environ.get("COLLECTIVES_PLANT") == "1"), __file__)

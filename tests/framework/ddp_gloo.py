@@ -7,9 +7,8 @@ runs compare), rank 1's backward in step 1 sums a gradient in another order,
 as index_add's atomics may on a GPU: the divergence starts on rank 1 and
 reaches rank 0 through that step's all-reduce."""
 import os
-import socket
-import subprocess
-import sys
+
+import two_ranks
 
 
 def worker(plant):
@@ -54,21 +53,5 @@ def worker(plant):
     dist.destroy_process_group()
 
 
-def main():
-    plant = os.environ.get("DDP_PLANT") == "1"
-    if "RANK" in os.environ:
-        worker(plant)
-        return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env=env))
-    sys.exit(max(p.wait() for p in procs))
-
-
 if __name__ == "__main__":
-    main()
+    two_ranks.run(lambda: worker(os.environ.get("DDP_PLANT") == "1"), __file__)

@@ -1,0 +1,25 @@
+"""two_ranks.py: runs a script as a two-rank torch.distributed job on this
+machine, launched as torchrun would: the script runs again once per rank,
+with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT in its
+environment and the same command line (so that two recordings compare)."""
+import os
+import socket
+import subprocess
+import sys
+
+
+def run(worker, script):
+    """In a rank's process, calls `worker()`; otherwise starts the two ranks
+    of `script` and exits with the worst of their statuses."""
+    if "RANK" in os.environ:
+        worker()
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(script)] + sys.argv[1:], env=env))
+    sys.exit(max(p.wait() for p in procs))
