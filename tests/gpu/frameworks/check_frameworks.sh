@@ -48,6 +48,28 @@ launches() {
   echo $total
 }
 
+# Prints (not checked) the collectives of a trace or directory of them, by
+# source and call, and how many carry a digest of what they sent: what the
+# next GPU run is to show (docs/GPU_FACTS.md).
+collectives() {
+  local t traces
+  traces=("$1"/*.gpurr)
+  [ -e "${traces[0]}" ] || traces=("$1")
+  for t in "${traces[@]}"; do
+    "$gpurr" dump --json "$t" | "$python" -c "import collections, json, sys
+calls, digested = collections.Counter(), 0
+for line in sys.stdin:
+    e = json.loads(line)
+    if e['kind'] != 'collective':
+        continue
+    c = e['collective']
+    calls[c['source'] + ' ' + c['call']] += 1
+    digested += any(i['digest'] != '0' * 16 for i in c['inputs'])
+print('  %s: collectives %s, %d with a digest of what they sent' % (sys.argv[1], dict(calls) or 'none', digested))" \
+      "$(basename "$t")"
+  done
+}
+
 # run_case NAME HOW [VAR=VALUE...] -- COMMAND...: the plain run, two
 # recordings, their outputs, launches and diff. HOW: "sorted" compares the
 # outputs' lines sorted (processes interleave them); "-" as they are.
@@ -145,6 +167,7 @@ print(sum(1 for l in sys.stdin for e in [json.loads(l)]
       else
         fail "expected rank0.gpurr and rank1.gpurr in $work/$name/a.gpurr: $(ls "$work/$name/a.gpurr" 2>&1 | tr '\n' ' ')"
       fi
+      collectives "$work/$name/a.gpurr"
       ;;
     ddp_nccl)
       run_case ddp_nccl - -- "$python" -m torch.distributed.run --standalone --nproc_per_node 1 ddp_nccl.py "${extra[@]}" || continue
@@ -154,6 +177,7 @@ print(sum(1 for l in sys.stdin for e in [json.loads(l)]
       rank=$("$gpurr" info --json "$trace" 2>/dev/null | "$python" -c "import json, sys; print(json.load(sys.stdin)['header']['rank'])" 2>/dev/null)
       if [ "$rank" = 0 ]; then pass "one trace, of rank 0"
       else fail "expected one trace of rank 0 at $trace, found rank '${rank:-?}': $(ls "$trace" 2>&1 | tr '\n' ' ')"; continue; fi
+      collectives "$trace"
       # What the diff's canonical order meets here (not checked): how many
       # host threads launch on how many streams, and on how many of them
       # each thread does.

@@ -62,6 +62,12 @@ if [ $rc -ne 0 ] || [ "$(grep -c '^PASS ' "$fake/good.log")" -ne $want ] || grep
   cat "$fake/good.log"
   status=1
 fi
+# The collectives it prints for the GPU run to show (the stand-in writes none).
+if ! grep -q "^  rank1.gpurr: collectives none, 0 with a digest" "$fake/good.log"; then
+  echo "FAIL: check_frameworks.sh did not print ddp_gloo's collectives:"
+  cat "$fake/good.log"
+  status=1
+fi
 
 FAKE_CHATTY=1 "$here/check_frameworks.sh" "$fake" $cases >"$fake/chatty.log" 2>&1
 rc=$?
