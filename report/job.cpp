@@ -289,7 +289,8 @@ std::optional<JobView> jobView(const RunComparison& c) {
     const uint64_t first = pd.firstDivergence->a.seq;
     const std::optional<uint64_t> carrier =
         received(*pd.firstDivergence) ? first : unhashedCarrier(p, first, issues, keyOf, seqs[p]);
-    job.ranks.push_back({p, ranks[p], !carrier, carrier.value_or(0), collectivesBefore(seqs[p], carrier.value_or(first))});
+    job.ranks.push_back(
+        {p, ranks[p], !carrier, carrier.value_or(0), collectivesBefore(seqs[p], carrier.value_or(first))});
   }
   // The earliest origins: the fewest collectives before them; by rank.
   for (size_t i = 0; i < job.ranks.size(); ++i) {

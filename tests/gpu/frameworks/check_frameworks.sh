@@ -65,7 +65,8 @@ for line in sys.stdin:
     c = e['collective']
     calls[c['source'] + ' ' + c['call']] += 1
     digested += any(i['digest'] != '0' * 16 for i in c['inputs'])
-print('  %s: collectives %s, %d with a digest of what they sent' % (sys.argv[1], dict(calls) or 'none', digested))" \
+print('  %s: collectives %s, %d with a digest of what they sent'
+      % (sys.argv[1], dict(calls) or 'none', digested))" \
       "$(basename "$t")"
   done
 }
