@@ -11,21 +11,25 @@
 // The kernel works on the ops' boxed arguments in C++: a tensor handed to
 // Python gets a Python object that its TensorImpl keeps, and that a
 // backend's thread would then have to free with the GIL, even while the
-// interpreter exits. It hashes what the call sends (CPU tensors), lists what
-// it receives without digests (the op returns before the collective
-// completes), and asks the layer's Python function only for what c10d keeps
-// in Python: the communicator's key (the group's global ranks), the peer's
-// global rank and the program's line.
+// interpreter exits. It hashes what the call sends (CPU tensors here, CUDA
+// tensors through the recorder on the current stream, where the backend
+// takes them from, except on an NCCL group, whose NCCL calls are recorded
+// with their digests), lists what it receives without digests (the op
+// returns before the collective completes), and asks the layer's Python
+// function only for what c10d keeps in Python: the communicator's key (the
+// group's global ranks), the peer's global rank and the program's line.
 #define PY_SSIZE_T_CLEAN  // PyArg_ParseTuple's "y#" takes a Py_ssize_t
 #include <Python.h>
 #include <dlfcn.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DispatchKeySet.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstring>
@@ -73,6 +77,8 @@ constexpr Spec kSpecs[] = {
 
 decltype(&gpurr_framework_collective) recordCollective = nullptr;
 decltype(&gpurr_framework_hash_host) hashHost = nullptr;
+decltype(&gpurr_framework_hash_device) hashDevice = nullptr;
+decltype(&gpurr_framework_hash_drop) dropHashes = nullptr;
 // The layer's function (group name, peer's rank in it) -> (communicator key,
 // peer's global rank, file or None, line). Kept for the process's life.
 std::atomic<PyObject*> describeGroup{nullptr};
@@ -138,17 +144,45 @@ const char* reduceName(c10d::ReduceOp::RedOpType op) {
   }
 }
 
-// (address, size, digest) triples of the CPU tensors, hashed when `hashed`.
-std::vector<uint64_t> ranges(const std::vector<at::Tensor>& tensors, bool hashed) {
+// (address, size, digest) triples of the CPU tensors, hashed when `hashed`,
+// and of the CUDA tensors when `device` (digest 0).
+std::vector<uint64_t> ranges(const std::vector<at::Tensor>& tensors, bool hashed, bool device = false) {
   std::vector<uint64_t> out;
   for (const at::Tensor& t : tensors) {
-    if (!t.defined() || !t.is_cpu() || !t.has_storage()) continue;
+    if (!t.defined() || !(t.is_cpu() || (device && t.is_cuda())) || !t.has_storage()) continue;
     const uint64_t size = t.numel() * t.element_size();
     const void* data = t.data_ptr();
-    const uint64_t digest = hashed && size > 0 && t.is_contiguous() ? hashHost(data, size) : 0;
+    const uint64_t digest = hashed && t.is_cpu() && size > 0 && t.is_contiguous() ? hashHost(data, size) : 0;
     out.insert(out.end(), {reinterpret_cast<uint64_t>(data), size, digest});
   }
   return out;
+}
+
+// The CUDA tensors among `tensors` hashed by the recorder on their device's
+// current stream: a handle (0: none hashed).
+uint64_t hashedOnDevice(const std::vector<at::Tensor>& tensors) {
+  std::vector<uint64_t> pairs;
+  c10::Device device(c10::DeviceType::CPU);
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined() || !t.is_cuda() || !t.has_storage() || !t.is_contiguous()) continue;
+    device = t.device();
+    const uint64_t size = t.numel() * t.element_size();
+    pairs.insert(pairs.end(), {reinterpret_cast<uint64_t>(t.data_ptr()), size});
+  }
+  if (pairs.empty() || hashDevice == nullptr) return 0;
+  const c10::Stream stream = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device);
+  return hashDevice(reinterpret_cast<uint64_t>(stream.native_handle()), pairs.data(),
+                    static_cast<uint32_t>(pairs.size() / 2));
+}
+
+// Whether the group's backend for CUDA tensors is other than NCCL's (whose
+// calls the recorder's NCCL wrappers record with their digests).
+bool cudaNotNccl(c10d::ProcessGroup& group) {
+  try {
+    return group.getBackend(c10::DeviceType::CUDA)->getBackendName() != "nccl";
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 // What c10d keeps in Python: from the layer's function, with the GIL.
@@ -214,6 +248,7 @@ struct Described {
   int64_t sequence = -1;
   uint64_t count = 0;
   std::vector<uint64_t> inputs, outputs;
+  uint64_t deviceInputs = 0;  // a handle of the recorder's
 };
 
 bool describe(const c10::OperatorHandle& op, const torch::jit::Stack& stack, Described& d) {
@@ -262,7 +297,12 @@ bool describe(const c10::OperatorHandle& op, const torch::jit::Stack& stack, Des
   if (!fromPython(d.group, peer, d.python)) return false;
   d.call = op.operator_name().name;
   d.inputs = ranges(sent, true);
-  d.outputs = ranges(received, false);
+  const auto isCuda = [](const at::Tensor& t) { return t.is_cuda(); };
+  const bool cuda = (std::any_of(sent.begin(), sent.end(), isCuda) ||
+                     std::any_of(received.begin(), received.end(), isCuda)) &&
+                    cudaNotNccl(*group);
+  d.outputs = ranges(received, false, cuda);
+  if (cuda) d.deviceInputs = hashedOnDevice(sent);
   return true;
 }
 
@@ -270,8 +310,8 @@ void record(const Described& d) {
   recordCollective(d.call.c_str(), d.spec->op, d.group.c_str(), d.python.key.c_str(), d.rank, d.size, d.sequence,
                    d.dtype.c_str(), d.count, d.reduce.c_str(), d.python.peer, d.inputs.data(),
                    static_cast<uint32_t>(d.inputs.size() / 3), d.outputs.data(),
-                   static_cast<uint32_t>(d.outputs.size() / 3), d.python.file.empty() ? nullptr : d.python.file.c_str(),
-                   d.python.line);
+                   static_cast<uint32_t>(d.outputs.size() / 3), d.deviceInputs, 0,
+                   d.python.file.empty() ? nullptr : d.python.file.c_str(), d.python.line);
 }
 
 void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
@@ -285,7 +325,12 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit:
       described = false;  // never the program's failure
     }
   }
-  op.redispatchBoxed(next, stack);
+  try {
+    op.redispatchBoxed(next, stack);
+  } catch (...) {
+    if (d.deviceInputs != 0) dropHashes(d.deviceInputs);
+    throw;
+  }
   if (described) record(d);
 }
 
@@ -299,7 +344,9 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_collectives_in
                                                                                        PyObject* describe) {
   recordCollective = reinterpret_cast<decltype(recordCollective)>(dlsym(recorder, "gpurr_framework_collective"));
   hashHost = reinterpret_cast<decltype(hashHost)>(dlsym(recorder, "gpurr_framework_hash_host"));
-  if (recordCollective == nullptr || hashHost == nullptr) return -1;
+  hashDevice = reinterpret_cast<decltype(hashDevice)>(dlsym(recorder, "gpurr_framework_hash_device"));
+  dropHashes = reinterpret_cast<decltype(dropHashes)>(dlsym(recorder, "gpurr_framework_hash_drop"));
+  if (recordCollective == nullptr || hashHost == nullptr || hashDevice == nullptr || dropHashes == nullptr) return -1;
   Py_IncRef(describe);
   if (PyObject* old = describeGroup.exchange(describe)) Py_DecRef(old);
   // Never destroyed: its registrations stay until the process ends.

@@ -144,7 +144,42 @@ void CollectiveRecorder::groupEnd(bool ok) {
   for (auto& p : waiting) complete(*p);
 }
 
-void CollectiveRecorder::frameworkCollective(trace::Collective event, const char* file, uint32_t line) {
+uint64_t CollectiveRecorder::hashFrameworkTensors(uint64_t stream,
+                                                  std::span<const std::pair<uint64_t, uint64_t>> tensors) {
+  ReentrancyGuard guard;
+  out_.ensureStarted();
+  if (!device_.canEnqueue(stream)) return 0;
+  const uint64_t context = device_.streamContext(stream);
+  std::vector<trace::DeviceRange> ranges;
+  for (const auto& [address, size] : tensors) {
+    if (address == 0 || size == 0) continue;
+    const trace::DeviceRange r = memory_.deviceRange(address, size);
+    if (memory_.readableIn(context, r)) ranges.push_back(r);
+  }
+  if (ranges.empty()) return 0;
+  // As before an NCCL call: the backend's own work reaches these tensors
+  // unseen, so every held-back hash goes out first.
+  hashing_.flushAll();
+  HashTicket ticket = hashing_.hashRanges(context, stream, std::move(ranges));
+  if (!ticket.pending) return 0;
+  std::lock_guard lock(mu_);
+  frameworkHashes_.emplace(++nextHandle_, std::pair{std::move(ticket), stream});
+  return nextHandle_;
+}
+
+void CollectiveRecorder::dropFrameworkHashes(uint64_t handle) { takeFrameworkHashes(handle); }
+
+std::pair<HashTicket, uint64_t> CollectiveRecorder::takeFrameworkHashes(uint64_t handle) {
+  std::lock_guard lock(mu_);
+  auto it = frameworkHashes_.find(handle);
+  if (it == frameworkHashes_.end()) return {};
+  std::pair<HashTicket, uint64_t> t = std::move(it->second);
+  frameworkHashes_.erase(it);
+  return t;
+}
+
+void CollectiveRecorder::frameworkCollective(trace::Collective event, const char* file, uint32_t line, uint64_t sent,
+                                             uint64_t received) {
   out_.ensureStarted();
   {
     std::lock_guard lock(mu_);
@@ -152,6 +187,14 @@ void CollectiveRecorder::frameworkCollective(trace::Collective event, const char
   }
   std::string call = event.call;
   SinkEntry entry;
+  // Device tensors: the event is on the stream they were hashed on.
+  for (auto [ticket, handle] : {std::pair{&entry.before, sent}, std::pair{&entry.after, received}}) {
+    auto [hashes, stream] = takeFrameworkHashes(handle);
+    if (!hashes.pending) continue;
+    *ticket = std::move(hashes);
+    event.stream = stream;
+  }
+  if (entry.after.pending) hashing_.touched(entry.after, event.stream);
   entry.event = out_.newEvent(std::move(event));
   trace::Origin& o = *(entry.event.origin = framework::originOutsideTemplate().value_or(trace::Origin{}));
   if (o.op.empty()) o.op = call, o.opStack = {call};

@@ -74,11 +74,20 @@ class CollectiveRecorder {
   void groupStart();
   void groupEnd(bool ok);
 
+  // A framework's device tensors that its collective sends or receives,
+  // hashed on `stream` behind the work enqueued there so far: a handle for
+  // frameworkCollective, 0 when nothing could be hashed (a stream being
+  // captured, memory the device cannot read, no recording).
+  uint64_t hashFrameworkTensors(uint64_t stream, std::span<const std::pair<uint64_t, uint64_t>> tensors);
+  // A handle frameworkCollective will not take.
+  void dropFrameworkHashes(uint64_t handle);
   // A framework's collective (source kFramework), with the digests its layer
-  // computed (host tensors) or none: numbered in its communicator and
+  // computed (host tensors), those of the handles `sent` and `received` (its
+  // device tensors; 0 none), or none: numbered in its communicator and
   // emitted, its origin's op the call and its line the program's (`file`,
   // `line`; none when null).
-  void frameworkCollective(trace::Collective event, const char* file, uint32_t line);
+  void frameworkCollective(trace::Collective event, const char* file, uint32_t line, uint64_t sent = 0,
+                           uint64_t received = 0);
 
  private:
   struct Communicator {
@@ -87,15 +96,19 @@ class CollectiveRecorder {
     uint64_t nextSequence = 0, splits = 0;
   };
   void complete(PendingCollective& pending);
+  // The hashes of `handle` and their stream (none: an empty ticket).
+  std::pair<HashTicket, uint64_t> takeFrameworkHashes(uint64_t handle);
 
   Device& device_;
   SessionOutput& out_;
   MemoryRecorder& memory_;
   HashRules& hashing_;
-  std::mutex mu_;  // communicators_, frameworkSequences_, groups_
+  std::mutex mu_;  // communicators_, frameworkSequences_, groups_, frameworkHashes_
   std::unordered_map<uint64_t, Communicator> communicators_;
   std::unordered_map<uint64_t, uint64_t> frameworkSequences_;  // by communicator id
   uint64_t groups_ = 0;
+  std::unordered_map<uint64_t, std::pair<HashTicket, uint64_t>> frameworkHashes_;  // by handle, with the stream
+  uint64_t nextHandle_ = 0;
 };
 
 // The session's collective recorder while one records (the wrappers and the

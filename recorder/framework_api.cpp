@@ -65,7 +65,8 @@ GPURR_EXPORT void gpurr_framework_collective(const char* call, int op, const cha
                                              int64_t sequence, const char* data_type, uint64_t count,
                                              const char* reduce_op, int32_t peer, const uint64_t* inputs,
                                              uint32_t input_count, const uint64_t* outputs, uint32_t output_count,
-                                             const char* file, uint32_t line) {
+                                             uint64_t device_inputs, uint64_t device_outputs, const char* file,
+                                             uint32_t line) {
   gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
   if (r == nullptr) return;
   auto text = [](const char* s) { return std::string(s != nullptr ? s : ""); };
@@ -95,7 +96,23 @@ GPURR_EXPORT void gpurr_framework_collective(const char* call, int op, const cha
   c.inputs = ranges(inputs, input_count);
   c.outputs = ranges(outputs, output_count);
   try {
-    r->frameworkCollective(std::move(c), file, line);
+    r->frameworkCollective(std::move(c), file, line, device_inputs, device_outputs);
   } catch (const std::exception&) {
   }
+}
+
+GPURR_EXPORT uint64_t gpurr_framework_hash_device(uint64_t stream, const uint64_t* ranges, uint32_t count) {
+  gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
+  if (r == nullptr || count == 0) return 0;
+  std::vector<std::pair<uint64_t, uint64_t>> tensors(count);
+  for (uint32_t i = 0; i < count; ++i) tensors[i] = {ranges[2 * i], ranges[2 * i + 1]};
+  try {
+    return r->hashFrameworkTensors(stream, tensors);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+GPURR_EXPORT void gpurr_framework_hash_drop(uint64_t handle) {
+  if (gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives()) r->dropFrameworkHashes(handle);
 }

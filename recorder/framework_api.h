@@ -14,7 +14,7 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 5
+#define GPURR_FRAMEWORK_API_VERSION 6
 int gpurr_framework_api_version(void);
 
 /* kind: 0 op, 1 autograd backward node, 2 user range. in_place (an op's,
@@ -54,6 +54,15 @@ void gpurr_framework_block(uint64_t address, uint64_t size, int allocated);
 
 /* gpurr's buffer hash (FORMAT.md §8) of `size` host bytes at `data`. */
 uint64_t gpurr_framework_hash_host(const void* data, uint64_t size);
+/* Device memory that a framework's collective sends or receives (CUDA
+ * tensors: `count` (address, size) pairs), hashed on `stream` (a CUstream;
+ * 0 the legacy stream) behind the work enqueued there so far. Returns a
+ * handle for gpurr_framework_collective's `device_inputs` or
+ * `device_outputs`, which takes it, or 0 when nothing was hashed (a stream
+ * being captured, memory the device cannot read, nothing recording). A
+ * handle no call takes is given back with gpurr_framework_hash_drop. */
+uint64_t gpurr_framework_hash_device(uint64_t stream, const uint64_t* ranges, uint32_t count);
+void gpurr_framework_hash_drop(uint64_t handle);
 /* A collective of the framework's (c10d's, any backend), recorded as a
  * Collective event of source `framework` (FORMAT.md): `call` its name, `op`
  * a trace::CollectiveOp value, `process_group` the group's name,
@@ -61,13 +70,17 @@ uint64_t gpurr_framework_hash_host(const void* data, uint64_t size);
  * ranks: the event's communicator is its hash), `rank` and `size` this
  * process's in the group, `sequence` the framework's own number of the
  * collective (-1 none), `peer` the root or peer (-1 none). `inputs` and
- * `outputs` hold (address, size, digest) triples: the tensors sent, hashed
- * before, and received, hashed after it completed. `file` and `line` the
+ * `outputs` hold (address, size, digest) triples: the host tensors sent,
+ * hashed before, and received, hashed after it completed (digest 0: not
+ * hashed, an asynchronous call's). `device_inputs` and `device_outputs`:
+ * handles of gpurr_framework_hash_device (0 none), whose digests follow
+ * the triples'; the event is on their stream. `file` and `line` the
  * program's line that called it. */
 void gpurr_framework_collective(const char* call, int op, const char* process_group, const char* communicator_key,
                                 int32_t rank, int32_t size, int64_t sequence, const char* data_type, uint64_t count,
                                 const char* reduce_op, int32_t peer, const uint64_t* inputs, uint32_t input_count,
-                                const uint64_t* outputs, uint32_t output_count, const char* file, uint32_t line);
+                                const uint64_t* outputs, uint32_t output_count, uint64_t device_inputs,
+                                uint64_t device_outputs, const char* file, uint32_t line);
 
 #ifdef __cplusplus
 }

@@ -343,9 +343,10 @@ void TraceSink::complete(SinkEntry& entry) {
       g->inputs = std::move(before);
       g->outputs = std::move(after);
     } else if (auto* c = std::get_if<trace::Collective>(&ev.payload)) {
-      // A framework's collective of host tensors comes with its digests.
-      if (!before.empty()) c->inputs = std::move(before);
-      if (!after.empty()) c->outputs = std::move(after);
+      // A framework's collective comes with its host tensors' digests; its
+      // device tensors' follow them.
+      c->inputs.insert(c->inputs.end(), before.begin(), before.end());
+      c->outputs.insert(c->outputs.end(), after.begin(), after.end());
     } else if (auto* c = std::get_if<trace::Memcpy>(&ev.payload)) {
       if (!after.empty()) c->digest = after[0].digest;
       if (!entry.blob.empty()) c->data = writer_->putBlob(entry.blob);

@@ -2,12 +2,13 @@
 torch.distributed's collective functions wrapped so that each call becomes a
 `collective` event of source `framework` (FORMAT.md): its name, the process
 group's name, c10d's sequence number, rank and size in the group, the
-program's line, and the digests of its CPU tensors, those it sends hashed
-before the call and those it receives after it completed (a CUDA tensor's
-bytes are the recorded copies and NCCL collectives around it, so it has no
-digest here). Installed by gpurr_torch_layer.install; the wrappers call the
-original function unchanged and never let a failure of their own reach the
-program.
+program's line, and the digests of its tensors, those it sends hashed
+before the call and those it receives after it completed. CUDA tensors are
+hashed by the recorder on the current stream, where the backend takes them
+from and leaves them, except on an NCCL group: its NCCL calls are recorded
+with their digests. Installed by gpurr_torch_layer.install; the wrappers
+call the original function unchanged and never let a failure of their own
+reach the program.
 
 An asynchronous call (async_op=True, isend, irecv) is recorded when it
 returns, its outputs without digests: they are complete only at its wait().
@@ -19,6 +20,7 @@ observer's library (libgpurr_torch.so, torch_collectives.cpp) records them
 when it is loaded: it asks _from_cpp for what c10d keeps in Python, and
 leaves the calls the wrappers make to the wrappers.
 """
+import collections
 import ctypes
 import functools
 import inspect
@@ -67,18 +69,48 @@ def _tensors(value):
     return [value]
 
 
-def _ranges(tensors, hashed):
+def _ranges(tensors, hashed, cuda=False):
     """(address, size, digest) triples: CPU tensors' bytes hashed when
-    `hashed`, the rest with digest 0."""
+    `hashed`, the rest with digest 0; CUDA tensors listed (digest 0) when
+    `cuda`."""
     out = []
     for t in tensors:
-        if not t.is_cpu:
+        if not (t.is_cpu or (cuda and t.is_cuda)):
             continue
         size = t.numel() * t.element_size()
-        data = t if t.is_contiguous() else t.contiguous()
-        digest = _recorder.gpurr_framework_hash_host(data.data_ptr(), size) if hashed and size else 0
+        digest = 0
+        if hashed and size and t.is_cpu:
+            data = t if t.is_contiguous() else t.contiguous()
+            digest = _recorder.gpurr_framework_hash_host(data.data_ptr(), size)
         out += [t.data_ptr(), size, digest]
     return out
+
+
+def _device_hashes(tensors):
+    """The CUDA tensors hashed by the recorder on the current stream: a
+    handle for gpurr_framework_collective (0: none)."""
+    import torch
+
+    cuda = [t for t in tensors if t.is_cuda and t.is_contiguous()]
+    if not cuda:
+        return 0
+    pairs = [x for t in cuda for x in (t.data_ptr(), t.numel() * t.element_size())]
+    stream = torch.cuda.current_stream(cuda[0].device).cuda_stream
+    return _recorder.gpurr_framework_hash_device(stream, (ctypes.c_uint64 * len(pairs))(*pairs), len(cuda))
+
+
+def _cuda_hashed(group, tensors):
+    """Whether the call's CUDA tensors are hashed here: it has some, and
+    its group's backend for them is not NCCL (whose calls the recorder's
+    NCCL wrappers record with their digests)."""
+    if not any(t.is_cuda for t in tensors):
+        return False
+    import torch
+
+    try:
+        return group._get_backend(torch.device("cuda")).name() != "nccl"
+    except Exception:  # noqa: BLE001  no backend for CUDA tensors
+        return False
 
 
 def _line():
@@ -94,6 +126,13 @@ def _line():
 def _reduce_name(op):
     name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
     return name.lower()
+
+
+# One call as described before it runs: the recorder's arguments up to the
+# host tensors sent (the last of `described`), the handle of the CUDA tensors
+# sent, the tensors it receives, whether its CUDA tensors are hashed here,
+# and the program's line.
+_Call = collections.namedtuple("_Call", "described device_inputs outs cuda file line")
 
 
 def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
@@ -118,19 +157,22 @@ def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
     count = first.numel() if first is not None else 0
     key = _key(dist, group)
     file, line = _line()
-    return (call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count, op.encode(),
-            peer, _ranges(ins, True), file, line), outs
+    cuda = _cuda_hashed(group, ins + outs)
+    described = (call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count,
+                 op.encode(), peer, _ranges(ins, True))
+    return _Call(described, _device_hashes(ins) if cuda else 0, outs, cuda, file, line)
 
 
-def _record(described, outs, asynchronous):
+def _record(call, asynchronous):
     """The call, once it has returned: what it received hashed unless it is
     asynchronous (complete only at its wait())."""
-    call_name, kind, group_name, key, rank, size, sequence, dtype, count, op, peer, inputs, file, line = described
-    outputs = _ranges(outs, not asynchronous)
+    inputs = call.described[-1]
+    outputs = _ranges(call.outs, not asynchronous, call.cuda and asynchronous)
+    device_outputs = _device_hashes(call.outs) if call.cuda and not asynchronous else 0
     _recorder.gpurr_framework_collective(
-        call_name, kind, group_name, key, rank, size, sequence, dtype, count, op, peer,
-        (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), len(inputs) // 3,
-        (ctypes.c_uint64 * max(len(outputs), 1))(*outputs), len(outputs) // 3, file, line)
+        *call.described[:-1], (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), len(inputs) // 3,
+        (ctypes.c_uint64 * max(len(outputs), 1))(*outputs), len(outputs) // 3, call.device_inputs, device_outputs,
+        call.file, call.line)
 
 
 def _wrap(dist, name, fn, spec):
@@ -148,8 +190,8 @@ def _wrap(dist, name, fn, spec):
             a = bound.arguments
             group = a.get("group") or dist.distributed_c10d._get_default_group()
             op = _reduce_name(a["op"]) if "op" in a else ""
-            described, outs = _describe(dist, call_name, spec, a, group, dist.get_rank(group),
-                                        dist.get_world_size(group), op, a.get(root_arg) if root_arg else None)
+            described = _describe(dist, call_name, spec, a, group, dist.get_rank(group), dist.get_world_size(group),
+                                  op, a.get(root_arg) if root_arg else None)
             asynchronous = bool(a.get("async_op")) or name in ("isend", "irecv")
         except Exception:  # noqa: BLE001  never the program's failure
             return fn(*args, **kwargs)
@@ -158,11 +200,15 @@ def _wrap(dist, name, fn, spec):
             observer.gpurr_torch_collective_wrapped(1)
         try:
             result = fn(*args, **kwargs)
+        except BaseException:
+            if described.device_inputs:
+                _recorder.gpurr_framework_hash_drop(described.device_inputs)
+            raise
         finally:
             if observer is not None:
                 observer.gpurr_torch_collective_wrapped(-1)
         try:
-            _record(described, outs, asynchronous)
+            _record(described, asynchronous)
         except Exception:  # noqa: BLE001
             pass
         return result
@@ -205,11 +251,15 @@ def install(recorder, skipped, observer=None):
     recorder.gpurr_framework_hash_host.restype = ctypes.c_uint64
     recorder.gpurr_framework_hash_host.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
     u64p = ctypes.POINTER(ctypes.c_uint64)
+    recorder.gpurr_framework_hash_device.restype = ctypes.c_uint64
+    recorder.gpurr_framework_hash_device.argtypes = [ctypes.c_uint64, u64p, ctypes.c_uint32]
+    recorder.gpurr_framework_hash_drop.restype = None
+    recorder.gpurr_framework_hash_drop.argtypes = [ctypes.c_uint64]
     recorder.gpurr_framework_collective.restype = None
     recorder.gpurr_framework_collective.argtypes = [
         ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32,
         ctypes.c_int64, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_int32, u64p, ctypes.c_uint32,
-        u64p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32]
+        u64p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint32]
     compiler = getattr(torch, "compiler", None)
     if compiler is not None and hasattr(compiler, "is_compiling"):
         _is_compiling = compiler.is_compiling

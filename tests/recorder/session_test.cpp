@@ -2750,6 +2750,66 @@ TEST_CASE("a collective carries the c10d op, line and step it ran in", "[recorde
   CHECK(collectives[1].origin->step == 4);
 }
 
+TEST_CASE("a framework's collective of device tensors: sent hashed on its stream before the call, received after",
+          "[recorder][collective]") {
+  Harness h;
+  std::vector<uint8_t> bucket = randomBytes(4096, 11), gathered = randomBytes(8192, 12);
+  h.memAlloc(bucket);
+  h.memAlloc(gathered);
+  CollectiveRecorder& c = h.session->collectives();
+  auto event = [](const char* call, trace::CollectiveOp op) {
+    trace::Collective e;
+    e.source = trace::CollectiveSource::kFramework;
+    e.call = call;
+    e.op = op;
+    e.communicator = 99;
+    return e;
+  };
+  // An asynchronous all-reduce in place: what it sends hashed now; what it
+  // receives listed by the layer without a digest.
+  const std::vector<uint8_t> sent = bucket;
+  const std::pair<uint64_t, uint64_t> bucketRange{addr(bucket.data()), bucket.size()};
+  const uint64_t handle = c.hashFrameworkTensors(0x5, std::span(&bucketRange, 1));
+  REQUIRE(handle != 0);
+  bucket[3] ^= 0xff;  // the backend writes the sum later
+  trace::Collective reduce = event("c10d::allreduce_", trace::CollectiveOp::kAllReduce);
+  trace::RangeDigest host, received;
+  host.range = {0x1000, 64, 0, 0};  // a host tensor, hashed by the layer
+  host.digest = 0x1234;
+  received.range = {addr(bucket.data()), bucket.size(), 0, 0};
+  reduce.inputs.push_back(host);
+  reduce.outputs.push_back(received);
+  c.frameworkCollective(reduce, "/w/train.py", 7, handle, 0);
+  // A synchronous all-gather: what it received hashed after the call.
+  const std::pair<uint64_t, uint64_t> gatheredRange{addr(gathered.data()), gathered.size()};
+  const uint64_t before = c.hashFrameworkTensors(0x6, std::span(&bucketRange, 1));
+  gathered[100] ^= 0xff;
+  const uint64_t after = c.hashFrameworkTensors(0x6, std::span(&gatheredRange, 1));
+  c.frameworkCollective(event("all_gather", trace::CollectiveOp::kAllGather), nullptr, 0, before, after);
+  // A handle no call took, and memory the recorder does not know: nothing.
+  c.dropFrameworkHashes(c.hashFrameworkTensors(0x5, std::span(&bucketRange, 1)));
+  const std::pair<uint64_t, uint64_t> unknown{0xdead0000, 64};
+  CHECK(c.hashFrameworkTensors(0x5, std::span(&unknown, 1)) == 0);
+
+  const auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
+  REQUIRE(collectives.size() == 2);
+  const trace::Collective& a = collectives[0];
+  CHECK(a.stream == 0x5);
+  REQUIRE(a.inputs.size() == 2);
+  CHECK(a.inputs[0].digest == 0x1234);
+  CHECK(a.inputs[1].digest == hash::hashBuffer(sent));
+  CHECK(a.inputs[1].range.allocation != 0);
+  REQUIRE(a.outputs.size() == 1);
+  CHECK(a.outputs[0].digest == 0);
+  const trace::Collective& g = collectives[1];
+  CHECK(g.stream == 0x6);
+  REQUIRE(g.inputs.size() == 1);
+  CHECK(g.inputs[0].digest == hash::hashBuffer(bucket));
+  REQUIRE(g.outputs.size() == 1);
+  CHECK(g.outputs[0].digest == hash::hashBuffer(gathered));
+  CHECK(g.sequence == 1);
+}
+
 TEST_CASE("a split communicator's id depends on its parent, color and split only", "[recorder][collective]") {
   const uint64_t parent = 0x1234;
   CHECK(communicatorIdFromSplit(parent, 0, 1) == communicatorIdFromSplit(parent, 0, 1));

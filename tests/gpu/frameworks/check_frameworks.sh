@@ -5,6 +5,7 @@
 #   compile_step    torch.compile: Triton kernels through cuLaunchKernelEx
 #   compile_graphs  torch.compile(mode="reduce-overhead"): CUDA graphs
 #   ddp_gloo        two processes under torchrun, gloo: a trace per rank
+#   ddp_gloo_planted  the same against a run planted on rank 1: the origin, rank 0 a receiver
 #   ddp_nccl        one process under torchrun, NCCL: autograd's thread on NCCL's stream
 #   jax_step        a JAX training step: nothing PyTorch-specific
 #   with_profiler   a program that profiles itself with torch.profiler
@@ -18,7 +19,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: check_frameworks.sh BUILD_DIR [NAME...]}" && pwd)
 shift
-names=${*:-ddp_gloo ddp_nccl jax_step with_profiler compile_graphs compile_step}
+names=${*:-ddp_gloo ddp_gloo_planted ddp_nccl jax_step with_profiler compile_graphs compile_step}
 gpurr=$build/bin/gpurr
 python=${PYTHON:-python3}
 read -r -a extra <<<"${GPURR_FRAMEWORKS_ARGS:-}"
@@ -169,6 +170,53 @@ print(sum(1 for l in sys.stdin for e in [json.loads(l)]
         fail "expected rank0.gpurr and rank1.gpurr in $work/$name/a.gpurr: $(ls "$work/$name/a.gpurr" 2>&1 | tr '\n' ' ')"
       fi
       collectives "$work/$name/a.gpurr"
+      ;;
+    ddp_gloo_planted)
+      # Two recordings, one with rank 1 summing a gradient in another order
+      # in step 1 (DDP_PLANT=1): the job's diff must name rank 1 the origin
+      # and rank 0 a receiver through step 1's all-reduce. That takes what
+      # each rank sent: DDP's all-reduces of CUDA tensors, hashed on the
+      # device (RECORDING.md, c10d).
+      name=ddp_gloo_planted
+      w=$work/$name
+      mkdir -p "$w"
+      for run in a planted; do
+        plant=DDP_PLANT=0
+        [ $run = planted ] && plant=DDP_PLANT=1
+        (cd "$here" && env "$plant" "$gpurr" record --force -o "$w/$run.gpurr" -- "$python" -m torch.distributed.run \
+          --standalone --nproc_per_node 2 ddp_gloo.py "${extra[@]}") >"$w/$run.out" 2>"$w/$run.err"
+        rc=$?
+        if [ $rc -eq 77 ]; then echo "  $name: skipped"; continue 2; fi
+        if [ $rc -ne 0 ]; then fail "recording $run exits $rc"; tail -20 "$w/$run.err" | indent; continue 2; fi
+      done
+      "$gpurr" diff --json "$w/a.gpurr" "$w/planted.gpurr" >"$w/diff.json" 2>"$w/diff.err"
+      rc=$?
+      while read -r verdict what; do
+        if [ "$verdict" = ok ]; then pass "$what"; else fail "$what"; fi
+      done < <("$python" - "$w/diff.json" $rc "$gpurr" "$w/a.gpurr" <<'CHECK'
+import json, subprocess, sys
+path, rc, gpurr, trace = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def say(ok, what):
+    print("ok" if ok else "no", what)
+say(rc == 1, f"the planted run differs (gpurr diff exit {rc})")
+try:
+    job = json.load(open(path)).get("job") or {}
+except ValueError:
+    job = {}
+roles = {r["rank"]: r["role"] for r in job.get("ranks", [])}
+say(roles == {0: "receiver", 1: "origin"}, f"rank 1 the origin, rank 0 a receiver: {roles}")
+spread = job.get("spread") or []
+say(len(spread) == 1 and spread[0]["from"] == [1] and spread[0]["to"] == [0] and spread[0]["step"] == 1,
+    "step 1's all-reduce carried it from rank 1 to rank 0: "
+    + "; ".join(f"{s['from']} to {s['to']} at step {s['step']}" for s in spread))
+for rank in (0, 1):
+    out = subprocess.run([gpurr, "dump", "--json", f"{trace}/rank{rank}.gpurr"], capture_output=True, text=True).stdout
+    reduces = [e["collective"] for e in map(json.loads, out.splitlines())
+               if e["kind"] == "collective" and e["collective"]["call"] == "c10d::allreduce_"]
+    sent = sum(1 for c in reduces if c["inputs"] and all(i["digest"] != "0" * 16 for i in c["inputs"]))
+    say(reduces and sent == len(reduces), f"rank {rank}: {sent} of {len(reduces)} DDP all-reduces with a digest of what they sent")
+CHECK
+)
       ;;
     ddp_nccl)
       run_case ddp_nccl - -- "$python" -m torch.distributed.run --standalone --nproc_per_node 1 ddp_nccl.py "${extra[@]}" || continue

@@ -8,6 +8,8 @@
 # recorder that changes the program's output (FAKE_CHATTY=1) must make them
 # fail. The compiled cases take a minute of compiling on a CPU: the smoke
 # test (run_cpu.sh) runs those scripts. (The torchrun cases run on gloo.)
+# Then ddp_gloo_planted, whose checks read real traces: the real gpurr with
+# the recorder that needs no GPU (tests/framework's stand-in) must pass it.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: check_harness.sh BUILD_DIR FAKE_PROGRAM PYTHON}" && pwd -P)
@@ -77,5 +79,22 @@ if [ $rc -eq 0 ] || ! grep -q "^FAIL ddp_gloo: recording changed the output" "$f
   cat "$fake/chatty.log"
   status=1
 fi
-[ $status -eq 0 ] && echo "check_frameworks.sh: a faithful stand-in passes $want checks, one that changes the output fails"
+
+mkdir -p "$fake/real/bin" "$fake/real/tests/gpu"
+cp "$fake/tests/gpu/gpu_probe" "$fake/real/tests/gpu/"
+printf '#!/bin/sh\nGPURR_RECORDER_LIB=%s exec %s "$@"\n' "$build/tests/framework/libgpurr_fake_recorder.so" \
+  "$build/bin/gpurr" >"$fake/real/bin/gpurr"
+chmod +x "$fake/real/bin/gpurr"
+# Three steps: without launches the CPU's rank 0 first differs at step 2's
+# all-reduce.
+GPURR_FRAMEWORKS_ARGS="--device cpu --steps 3" "$here/check_frameworks.sh" "$fake/real" ddp_gloo_planted \
+  >"$fake/planted.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] || [ "$(grep -c '^PASS ' "$fake/planted.log")" -ne 5 ] || grep -q '^FAIL ' "$fake/planted.log"; then
+  echo "FAIL: check_frameworks.sh ddp_gloo_planted with the recorder on the CPU (exit $rc, 5 checks expected to pass):"
+  cat "$fake/planted.log"
+  status=1
+fi
+[ $status -eq 0 ] && echo "check_frameworks.sh: a faithful stand-in passes $want checks, one that changes the output" \
+  "fails; ddp_gloo_planted passes on the CPU"
 exit $status
