@@ -155,7 +155,9 @@ def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
     first = (ins or outs or [None])[0]
     dtype = str(first.dtype).replace("torch.", "") if first is not None else ""
     count = first.numel() if first is not None else 0
-    key = _key(dist, group)
+    key = _keys.get(group.group_name)
+    if key is None:
+        key = _keys[group.group_name] = _key(dist, group)
     file, line = _line()
     cuda = _cuda_hashed(group, ins + outs)
     described = (call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count,
