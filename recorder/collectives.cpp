@@ -24,6 +24,15 @@ struct GroupState {
 };
 thread_local GroupState tGroup;
 
+// A collective's origin. Outside a backward node's scope no phase is
+// claimed: autograd's hooks run there too (DistributedDataParallel issues
+// its buckets' all-reduces from them), outside every node's scope.
+std::optional<trace::Origin> collectiveOrigin() {
+  std::optional<trace::Origin> o = framework::originOutsideTemplate();
+  if (o && o->phase == trace::Phase::kForward) o->phase = trace::Phase::kUnknown;
+  return o;
+}
+
 // Ids are never 0 (0: unknown).
 uint64_t nonZero(uint64_t id) { return id == 0 ? 1 : id; }
 
@@ -124,7 +133,7 @@ void CollectiveRecorder::complete(PendingCollective& p) {
     if (!p.entry.after.pending) hashing_.forgotten({received});  // written without a digest
   }
   p.entry.event = out_.newEvent(std::move(p.call.event));
-  p.entry.event.origin = framework::originOutsideTemplate();
+  p.entry.event.origin = collectiveOrigin();
   out_.emit(std::move(p.entry));
 }
 
@@ -196,7 +205,7 @@ void CollectiveRecorder::frameworkCollective(trace::Collective event, const char
   }
   if (entry.after.pending) hashing_.touched(entry.after, event.stream);
   entry.event = out_.newEvent(std::move(event));
-  trace::Origin& o = *(entry.event.origin = framework::originOutsideTemplate().value_or(trace::Origin{}));
+  trace::Origin& o = *(entry.event.origin = collectiveOrigin().value_or(trace::Origin{}));
   if (o.op.empty()) o.op = call, o.opStack = {call};
   if (file != nullptr) o.file = file, o.line = line;
   out_.emit(std::move(entry));

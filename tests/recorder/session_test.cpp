@@ -2709,7 +2709,8 @@ TEST_CASE("a collective is an operation: the send buffer hashed before it, the r
   CHECK(r.outputs[0].digest == hash::hashBuffer(recvAfterGroup));
 }
 
-TEST_CASE("a collective carries the c10d op, line and step it ran in", "[recorder][collective]") {
+TEST_CASE("a collective carries the c10d op, line and step it ran in, and no phase outside a backward node",
+          "[recorder][collective]") {
   framework::resetForTesting();
   Harness h;
   std::vector<uint8_t> buffer = randomBytes(4096, 9);
@@ -2745,6 +2746,9 @@ TEST_CASE("a collective carries the c10d op, line and step it ran in", "[recorde
   CHECK(collectives[0].origin->file == "/w/train.py");
   CHECK(collectives[0].origin->line == 12);
   CHECK(collectives[0].origin->step == 3);
+  // Inside an op but no backward node: no phase claimed (autograd's hooks,
+  // where DDP issues its all-reduces, run outside every node's scope).
+  CHECK(collectives[0].origin->phase == trace::Phase::kUnknown);
   REQUIRE(collectives[1].origin);
   CHECK(collectives[1].origin->op.empty());
   CHECK(collectives[1].origin->step == 4);
