@@ -194,6 +194,13 @@ void CollectiveRecorder::frameworkCollective(trace::Collective event, const char
     std::lock_guard lock(mu_);
     event.sequence = frameworkSequences_[event.communicator]++;
   }
+  // Tensors the layer listed: those in device memory (a CUDA tensor an
+  // asynchronous call receives) take their allocation, as a launch's ranges.
+  for (auto* list : {&event.inputs, &event.outputs}) {
+    for (trace::RangeDigest& r : *list) {
+      if (r.range.allocation == 0) r.range = memory_.deviceRange(r.range.address, r.range.size);
+    }
+  }
   std::string call = event.call;
   SinkEntry entry;
   // Device tensors: the event is on the stream they were hashed on.

@@ -2803,8 +2803,10 @@ TEST_CASE("a framework's collective of device tensors: sent hashed on its stream
   CHECK(a.inputs[0].digest == 0x1234);
   CHECK(a.inputs[1].digest == hash::hashBuffer(sent));
   CHECK(a.inputs[1].range.allocation != 0);
+  CHECK(a.inputs[0].range.allocation == 0);  // host memory
   REQUIRE(a.outputs.size() == 1);
   CHECK(a.outputs[0].digest == 0);
+  CHECK(a.outputs[0].range.allocation == a.inputs[1].range.allocation);  // listed by address, resolved
   const trace::Collective& g = collectives[1];
   CHECK(g.stream == 0x6);
   REQUIRE(g.inputs.size() == 1);
