@@ -70,9 +70,10 @@ void gpurr_framework_hash_drop(uint64_t handle);
  * ranks: the event's communicator is its hash), `rank` and `size` this
  * process's in the group, `sequence` the framework's own number of the
  * collective (-1 none), `peer` the root or peer (-1 none). `inputs` and
- * `outputs` hold (address, size, digest) triples: the host tensors sent,
- * hashed before, and received, hashed after it completed (digest 0: not
- * hashed, an asynchronous call's). `device_inputs` and `device_outputs`:
+ * `outputs` hold (address, size, digest) triples of the tensors the layer
+ * lists itself: host tensors sent, hashed before, and received, hashed
+ * after it completed; digest 0 for one not hashed (what an asynchronous
+ * call receives, in host or device memory). `device_inputs` and `device_outputs`:
  * handles of gpurr_framework_hash_device (0 none), whose digests follow
  * the triples'; the event is on their stream. `file` and `line` the
  * program's line that called it. */

@@ -214,7 +214,8 @@ for rank in (0, 1):
     reduces = [e["collective"] for e in map(json.loads, out.splitlines())
                if e["kind"] == "collective" and e["collective"]["call"] == "c10d::allreduce_"]
     sent = sum(1 for c in reduces if c["inputs"] and all(i["digest"] != "0" * 16 for i in c["inputs"]))
-    say(reduces and sent == len(reduces), f"rank {rank}: {sent} of {len(reduces)} DDP all-reduces with a digest of what they sent")
+    say(reduces and sent == len(reduces),
+        f"rank {rank}: {sent} of {len(reduces)} DDP all-reduces with a digest of what they sent")
 CHECK
 )
       ;;

@@ -8,8 +8,9 @@ bit.
 The model's last layer is the identity whose backward sums the gradient
 from three parts, 4096 g, g and -4096 g, a sum whose rounding depends on
 its order. With DDP_PLANT=1 in the environment (the command line stays the
-same, so that the runs compare), rank 1 adds g last in step 1: the divergence starts on rank 1 and reaches rank 0 through
-that step's all-reduce.
+same, so that the runs compare), rank 1 adds g last in step 1: the
+divergence starts on rank 1 and reaches rank 0 through that step's
+all-reduce.
 
 Expected under `gpurr record` (README.md): a directory of two traces,
 rank0.gpurr and rank1.gpurr; output unchanged; two recordings identical
