@@ -1,5 +1,5 @@
 // FrameBuffer (frame_buffer.h): the pool of touched frame buffers, bounded
-// so that what it keeps is a few scanners' worth.
+// so that what it keeps is a few scanners' worth; RecentBlocks.
 #include "trace_format/frame_buffer.h"
 
 #include <mutex>
@@ -56,6 +56,35 @@ void FrameBuffer::reserve(size_t words) {
   }
   data_.reset(new capnp::word[words]);  // default-initialised: not zeroed
   size_ = words;
+}
+
+void RecentBlocks::setBudget(uint64_t bytes) {
+  std::lock_guard lock(mu_);
+  budget_ = bytes;
+  while (bytes_ > budget_) {
+    bytes_ -= blocks_.begin()->second.second;
+    blocks_.erase(blocks_.begin());
+  }
+}
+
+std::shared_ptr<const FrameBuffer> RecentBlocks::find(size_t index) const {
+  std::lock_guard lock(mu_);
+  const auto it = blocks_.find(index);
+  return it == blocks_.end() ? nullptr : it->second.first;
+}
+
+void RecentBlocks::offer(size_t index, uint64_t bytes, FrameBuffer& frames) {
+  std::lock_guard lock(mu_);
+  if (bytes > budget_ || blocks_.count(index) != 0) return;
+  while (bytes_ + bytes > budget_) {
+    if (blocks_.begin()->first > index) return;  // those held are later in the trace
+    bytes_ -= blocks_.begin()->second.second;
+    blocks_.erase(blocks_.begin());
+  }
+  auto kept = std::make_shared<FrameBuffer>();
+  kept->swap(frames);
+  blocks_.emplace(index, std::pair{std::move(kept), bytes});
+  bytes_ += bytes;
 }
 
 }  // namespace gpurr::trace

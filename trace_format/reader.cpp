@@ -21,6 +21,7 @@
 
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
+#include "trace_format/frame_buffer.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::trace {
@@ -160,6 +161,7 @@ struct TraceReader::Impl {
   // end), and whether the warning about them was given.
   mutable std::unique_ptr<std::atomic<uint32_t>[]> unknownPerBlock;
   mutable std::atomic<bool> warnedUnknown{false};
+  mutable RecentBlocks recent;
 
   void readVersion() {
     File file(dir / container::kVersionFile);
@@ -567,6 +569,10 @@ void TraceReader::noteUnknownEvents(size_t block, uint32_t count, uint64_t first
                                     unsigned kind) const {
   impl_->noteUnknown(block, count, firstSeq, kind);
 }
+
+void TraceReader::keepRecentBlocks(uint64_t bytes) const { impl_->recent.setBudget(bytes); }
+
+RecentBlocks& TraceReader::recentBlocks() const { return impl_->recent; }
 
 WarningSink setWarningSink(WarningSink s) {
   std::lock_guard lock(sinkMutex());

@@ -67,13 +67,17 @@ class BlockSource {
     }
     if (!dctx_) throw TraceError("out of memory for a zstd context");
   }
-  ~BlockSource() { ZSTD_freeDCtx(dctx_); }
+  ~BlockSource() {
+    offerLast();
+    ZSTD_freeDCtx(dctx_);
+  }
 
   const fs::path& path() const { return path_; }
 
   // Decompresses block `i` in one call; returns its frames.
   kj::ArrayPtr<const capnp::word> load(size_t i) {
     const BlockInfo& b = reader_.blocks().at(i);
+    offerLast();
     readCompressed(b);
     const size_t count = b.uncompressedSize / 8;
     const size_t n = ZSTD_decompressDCtx(dctx_, words_.data(), b.uncompressedSize,
@@ -92,12 +96,20 @@ class BlockSource {
   // the number of whole words produced so far.
   size_t start(size_t i) {
     const BlockInfo& b = reader_.blocks().at(i);
+    offerLast();
+    block_ = &b;
+    out_ = {nullptr, 0, 0};
+    // A block a scan of this trace kept (RecentBlocks): complete already.
+    if ((kept_ = reader_.recentBlocks().find(i))) {
+      out_ = {nullptr, b.uncompressedSize, b.uncompressedSize};
+      return out_.pos / 8;
+    }
     readCompressed(b);
     ZSTD_DCtx_reset(dctx_, ZSTD_reset_session_only);
     ZSTD_DCtx_setParameter(dctx_, ZSTD_d_stableOutBuffer, 1);
-    block_ = &b;
     in_ = {compressed_.data(), 0, 0};
     out_ = {words_.data(), b.uncompressedSize, 0};
+    index_ = i;
     return 0;
   }
 
@@ -120,11 +132,32 @@ class BlockSource {
     return out_.pos / 8;
   }
 
-  const capnp::word* words() const { return words_.data(); }
+  const capnp::word* words() const { return kept_ ? kept_->data() : words_.data(); }
   // Hands the frames decoded last to `other`, taking its buffer for the next.
-  void swapWords(FrameBuffer& other) { words_.swap(other); }
+  void swapWords(FrameBuffer& other) {
+    if (kept_) {  // shared with the trace's kept blocks: a copy
+      other.reserve(out_.size / 8);
+      std::memcpy(other.data(), kept_->data(), out_.size);
+      kept_.reset();
+      return;
+    }
+    words_.swap(other);
+    index_ = SIZE_MAX;  // nothing to offer
+  }
+  // Whether the block started last was decompressed to its end.
+  bool complete() const { return out_.size != 0 && out_.pos == out_.size; }
 
  private:
+  // The block decompressed last, if complete, to the trace's kept blocks.
+  void offerLast() {
+    if (kept_) {
+      kept_.reset();
+    } else if (index_ != SIZE_MAX && complete()) {
+      reader_.recentBlocks().offer(index_, out_.size, words_);
+    }
+    index_ = SIZE_MAX;
+  }
+
   void readCompressed(const BlockInfo& b) {
     uint32_t table[2];
     preadAll(fd_.fd, table, sizeof table, b.fileOffset, path_);
@@ -143,6 +176,8 @@ class BlockSource {
   }
 
   const BlockInfo* block_ = nullptr;
+  size_t index_ = SIZE_MAX;  // block_'s, until its frames are handed on
+  std::shared_ptr<const FrameBuffer> kept_;  // block_'s frames, when a scan kept them
   ZSTD_inBuffer in_{};
   ZSTD_outBuffer out_{};
   const TraceReader& reader_;
@@ -556,6 +591,7 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
 struct DecodedBlock {
   size_t index = SIZE_MAX;
   bool ready = false;
+  bool complete = false;  // `words` holds the whole block
   FrameBuffer words;
   std::vector<Function> functions;
   std::vector<ScanEvent> events;
@@ -660,6 +696,7 @@ struct EventScanner::Impl {
         i = claimed++;
       }
       DecodedBlock& d = *slots[i % slots.size()];
+      offer(d);
       d.clear();
       try {
         if (openError) std::rethrow_exception(openError);
@@ -670,6 +707,7 @@ struct EventScanner::Impl {
       } catch (...) {
         d.error = std::current_exception();
       }
+      d.complete = src && src->complete();
       if (src) src->swapWords(d.words);
       std::swap(d.functions, s.functions);
       d.finish();
@@ -682,6 +720,13 @@ struct EventScanner::Impl {
     }
   }
 
+  // A decoded block's frames, once no one reads them, to the trace's kept
+  // blocks (RecentBlocks).
+  void offer(DecodedBlock& d) {
+    if (d.complete) reader.recentBlocks().offer(d.index, reader.blocks()[d.index].uncompressedSize, d.words);
+    d.complete = false;
+  }
+
   ~Impl() {
     {
       std::lock_guard lock(mu);
@@ -689,6 +734,7 @@ struct EventScanner::Impl {
     }
     cv.notify_all();
     for (std::thread& t : workers) t.join();
+    for (auto& d : slots) offer(*d);  // the last blocks, read or decoded ahead
   }
 };
 

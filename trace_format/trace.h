@@ -100,6 +100,8 @@ struct Damage {
   std::string detail;           // human-readable, empty when undamaged
 };
 
+class RecentBlocks;
+
 // Reads a trace directory. Opening validates the version, the header and the
 // framing of every block (headers only); decoding a block validates its
 // contents. Every problem is a TraceError naming the file; nothing crashes.
@@ -159,6 +161,13 @@ class TraceReader {
   // kinds, the first being event `firstSeq` of kind `kind` (its union
   // discriminant).
   void noteUnknownEvents(size_t block, uint32_t count, uint64_t firstSeq, unsigned kind) const;
+
+  // Keeps the decompressed frames of the last blocks read, up to `bytes` of
+  // them, for later scans of this trace not to decompress them again (0,
+  // the default: none; what was kept is given back).
+  void keepRecentBlocks(uint64_t bytes) const;
+  // Used by the scanners (frame_buffer.h).
+  RecentBlocks& recentBlocks() const;
 
  private:
   struct Impl;

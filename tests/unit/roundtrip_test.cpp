@@ -5,8 +5,12 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "test_util.h"
 #include "trace_format/container.h"
+#include "trace_format/frame_buffer.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
@@ -367,4 +371,53 @@ TEST_CASE("the step after which the recorder stopped the program is kept in the 
   CHECK(TraceReader(tmp / "plain.gpurr").stoppedAfterStep() == -1);
   fs::remove(tmp / "stopped.gpurr" / "index");  // a recording that did not end cleanly has no index
   CHECK(TraceReader(tmp / "stopped.gpurr").stoppedAfterStep() == -1);
+}
+
+TEST_CASE("a later scan reads the blocks an earlier one kept, and sees the same events, with decoding threads or not") {
+  TempDir tmp;
+  WriterOptions options;
+  options.blockBytes = 1024;
+  const uint64_t n = 3000;
+  {
+    TraceWriter w(tmp / "t.gpurr", sampleHeader(), options);
+    for (uint64_t i = 0; i < n; ++i) w.append(Event{i, i, 0, launchNumbered(i)});
+  }
+  // What a scan sees of each event: its number, kernel, grid, parameters and digest.
+  auto scan = [](const TraceReader& r, uint64_t from, unsigned decoders) {
+    std::vector<std::string> seen;
+    scanEvents(r, [&](const ScanEvent& e) {
+      seen.push_back(fmt::format("{} {} {} {:02x} {:x}", e.seq, e.function, e.grid.x, fmt::join(e.params, ""),
+                                 e.outputs.empty() ? 0 : e.outputs[0].digest));
+      return true;
+    }, from, decoders);
+    return seen;
+  };
+  const TraceReader plain(tmp / "t.gpurr");
+  const std::vector<std::string> all = scan(plain, 0, 0);
+  REQUIRE(all.size() == n);
+  const size_t blocks = plain.blocks().size();
+  REQUIRE(blocks > 20);
+  uint64_t lastFive = 0;
+  for (size_t i = blocks - 5; i < blocks; ++i) lastFive += plain.blocks()[i].uncompressedSize;
+
+  for (unsigned decoders : {0u, 2u}) {
+    INFO("decoders " << decoders);
+    const TraceReader r(tmp / "t.gpurr");
+    r.keepRecentBlocks(lastFive);
+    CHECK(scan(r, 0, decoders) == all);
+    // The last five blocks are kept, no earlier one.
+    for (size_t i = 0; i < blocks; ++i) CHECK((r.recentBlocks().find(i) != nullptr) == (i >= blocks - 5));
+    // Read again, whole or from inside the kept blocks, with the other path.
+    CHECK(scan(r, 0, 2 - decoders) == all);
+    const uint64_t from = r.blocks()[blocks - 3].firstSeq + 1;
+    CHECK(scan(r, from, decoders) == std::vector<std::string>(all.begin() + static_cast<ptrdiff_t>(from), all.end()));
+    CHECK(r.recentBlocks().find(blocks - 1) != nullptr);
+    r.keepRecentBlocks(0);
+    CHECK(r.recentBlocks().find(blocks - 1) == nullptr);
+    CHECK(scan(r, 0, decoders) == all);
+  }
+  // A budget below one block keeps nothing; by default nothing is kept.
+  plain.keepRecentBlocks(1);
+  CHECK(scan(plain, 0, 0) == all);
+  for (size_t i = 0; i < blocks; ++i) CHECK(plain.recentBlocks().find(i) == nullptr);
 }
