@@ -166,10 +166,6 @@ FirstAt findFirstDivergence(const Context& ctx, const std::vector<AlignedRun>& r
   return {runs.size(), 0};
 }
 
-// How much of each trace's decompressed frames the diff keeps (its last
-// blocks; a block holds a megabyte by default).
-constexpr uint64_t kKeptFrameBytes = uint64_t{16} << 20;
-
 }  // namespace
 
 ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffOptions& options,
@@ -180,14 +176,12 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.environment = compareHeaders(ta.header(), tb.header());
   out.warnings = traceWarnings(ta, tb);
 
-  // Each trace's last blocks, kept from the summary for the passes that
-  // read it again from the first divergence on (a divergence late in a
-  // long run then costs no second decompression), given back at the end.
+  // The blocks the summary kept of each trace (summariseBoth), given back
+  // at the end.
   struct KeptBlocks {
     const TraceReader& t;
-    explicit KeptBlocks(const TraceReader& r) : t(r) { t.keepRecentBlocks(kKeptFrameBytes); }
     ~KeptBlocks() { t.keepRecentBlocks(0); }
-  } keptA(ta), keptB(tb);
+  } keptA{ta}, keptB{tb};
   // 1. Summary.
   Run a, b;
   const unsigned threads = scanThreads(options.threads);

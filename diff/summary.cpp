@@ -609,16 +609,28 @@ bool agree(const Op& a, const Op& b) {
 // chunks. The result is the same: only how much is dropped, and when,
 // depends on the timing, and dropping changes no result.
 void summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
+  // The first position where the runs differ, found as they are summarised:
+  // from there on each trace keeps its last blocks (a run that agrees with
+  // the other keeps none, and pays nothing for it).
+  auto keepFrom = [&](uint64_t& same, uint64_t n, bool& keeping) {
+    if (keeping) return;
+    while (same < n && agree(a.ops[same], b.ops[same])) ++same;
+    if (same == n) return;
+    a.reader->keepRecentBlocks(kKeptFrameBytes);
+    b.reader->keepRecentBlocks(kKeptFrameBytes);
+    keeping = true;
+  };
   if (threads <= 1) {
     EventScanner sa(*a.reader, 0, 0), sb(*b.reader, 0, 0);
     Summariser ca(a), cb(b);
     const std::function<bool(const ScanEvent&)> va = [&](const ScanEvent& e) { ca.add(e); return true; };
     const std::function<bool(const ScanEvent&)> vb = [&](const ScanEvent& e) { cb.add(e); return true; };
-    uint64_t agreed = 0;
-    bool moreA = true, moreB = true;
+    uint64_t agreed = 0, same = 0;
+    bool moreA = true, moreB = true, keeping = false;
     while (moreA || moreB) {
       if (moreA) moreA = sa.next(va);
       if (moreB) moreB = sb.next(vb);
+      keepFrom(same, std::min(a.ops.size(), b.ops.size()), keeping);
       if (!drop) continue;
       if (a.threads || b.threads) {
         drop = false;
@@ -647,8 +659,8 @@ void summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
     std::mutex mu;
     uint64_t published[2] = {0, 0};  // operations each run has summarised, readable by the other
     bool multi[2] = {false, false};  // ... and whether they came from more than one host thread
-    uint64_t agreed = 0;
-    bool dropping = true;
+    uint64_t agreed = 0, same = 0;
+    bool dropping = true, keeping = false;
     // The first failure as the one-thread path meets them: by block (-1:
     // opening the trace), run A's first.
     std::exception_ptr error;
@@ -675,6 +687,7 @@ void summariseBoth(Run& a, Run& b, unsigned threads, bool drop) {
           if (stopped()) return;
           sh.published[side] = run.ops.size();
           sh.multi[side] = run.threads;
+          keepFrom(sh.same, std::min(sh.published[0], sh.published[1]), sh.keeping);
           if (sh.dropping) {
             if (sh.multi[0] || sh.multi[1]) {
               sh.dropping = false;

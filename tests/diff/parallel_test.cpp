@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "diff/diff.h"
+#include "diff/summary.h"
 #include "diff/wording.h"
+#include "trace_format/frame_buffer.h"
 #include "trace_format/hash_primitives.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
@@ -429,4 +431,31 @@ TEST_CASE("a diff of a corrupt trace fails alike on one thread and on several", 
   const std::string both = error(1);
   CHECK(both == one);  // run B's damage comes first
   for (unsigned threads : {2u, 4u}) CHECK(error(threads) == both);
+}
+
+TEST_CASE("the summary keeps each trace's last blocks from where the runs first differ, none where they agree",
+          "[diff][parallel]") {
+  Dir dir;
+  for (unsigned threads : {1u, 2u}) {
+    for (bool differ : {false, true}) {
+      INFO(threads << " threads, " << (differ ? "differing" : "agreeing"));
+      Variation va, vb;
+      vb.runB = true;
+      if (differ) vb.perturb = 19000;
+      const TraceReader ra(writeProgram(dir.root / "a.gpurr", 20000, va, 11));
+      const TraceReader rb(writeProgram(dir.root / "b.gpurr", 20000, vb, 11));
+      diff::Run a, b;
+      a.reader = &ra;
+      b.reader = &rb;
+      diff::summariseBoth(a, b, threads, true);
+      for (const TraceReader* r : {&ra, &rb}) {
+        const size_t last = r->blocks().size() - 1;
+        // On two threads, a run read to its end before the other shows the
+        // difference keeps nothing: only agreeing runs are sure to keep none.
+        if (threads == 1 || !differ) CHECK((r->recentBlocks().find(last) != nullptr) == differ);
+        CHECK(r->recentBlocks().find(0) == nullptr);  // before the difference
+        r->keepRecentBlocks(0);
+      }
+    }
+  }
 }
