@@ -171,10 +171,15 @@ def _record(call, asynchronous):
     inputs = call.described[-1]
     outputs = _ranges(call.outs, not asynchronous, call.cuda and asynchronous)
     device_outputs = _device_hashes(call.outs) if call.cuda and not asynchronous else 0
-    _recorder.gpurr_framework_collective(
-        *call.described[:-1], (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), len(inputs) // 3,
-        (ctypes.c_uint64 * max(len(outputs), 1))(*outputs), len(outputs) // 3, call.device_inputs, device_outputs,
-        call.file, call.line)
+    try:
+        _recorder.gpurr_framework_collective(
+            *call.described[:-1], (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), len(inputs) // 3,
+            (ctypes.c_uint64 * max(len(outputs), 1))(*outputs), len(outputs) // 3, call.device_inputs,
+            device_outputs, call.file, call.line)
+    except Exception:
+        if device_outputs:
+            _recorder.gpurr_framework_hash_drop(device_outputs)
+        raise
 
 
 def _wrap(dist, name, fn, spec):
@@ -211,8 +216,9 @@ def _wrap(dist, name, fn, spec):
                 observer.gpurr_torch_collective_wrapped(-1)
         try:
             _record(described, asynchronous)
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception:  # noqa: BLE001  its handle given back (a second drop finds nothing)
+            if described.device_inputs:
+                _recorder.gpurr_framework_hash_drop(described.device_inputs)
         return result
 
     return wrapper

@@ -4,8 +4,9 @@ over stand-ins (a tensor that says it is on CUDA, process groups whose backend
 for CUDA is gloo or NCCL, a recorder that keeps its calls), the real module
 otherwise. On a gloo group, what a call sends is hashed on the current stream
 before it and what a synchronous call receives after it; an asynchronous
-call's receipt is listed without a digest; a failed call gives its handle
-back; an NCCL group's CUDA tensors are left to the NCCL wrappers."""
+call's receipt is listed without a digest; a failed call, or one the
+recorder refused, gives its handles back; an NCCL group's CUDA tensors are
+left to the NCCL wrappers."""
 import argparse
 import ctypes
 import sys
@@ -55,9 +56,10 @@ class CudaTensor:
 class Recorder:
     """The recorder's exports the wrappers call, keeping each call."""
 
-    def __init__(self):
+    def __init__(self, refuse=False):
         self.calls = []
         self.handles = 0
+        self.refuse = refuse
 
     def gpurr_framework_hash_device(self, stream, pairs, count):
         self.handles += 1
@@ -71,6 +73,8 @@ class Recorder:
         return 0x77
 
     def gpurr_framework_collective(self, *a):
+        if self.refuse:
+            raise ctypes.ArgumentError("refused")
         inputs, n_in, outputs, n_out = a[11], a[12], a[13], a[14]
         self.calls.append(("collective", list(inputs[:3 * n_in]), list(outputs[:3 * n_out]), a[15], a[16]))
 
@@ -89,12 +93,12 @@ def all_reduce(tensor, op=SUM, group=None, async_op=False):
     return "work"
 
 
-def run(backend, tensor, async_op=False):
+def run(backend, tensor, async_op=False, refuse=False):
     g = group(backend)
     dist = types.SimpleNamespace(get_rank=lambda group=None: 0, get_world_size=lambda group=None: 2,
                                  get_process_group_ranks=lambda group: [0, 1],
                                  distributed_c10d=types.SimpleNamespace(_get_default_group=lambda: g))
-    layer._recorder = recorder = Recorder()
+    layer._recorder = recorder = Recorder(refuse)
     layer._skipped = ()
     wrapped = layer._wrap(dist, "all_reduce", all_reduce, layer._SPECS["all_reduce"])
     try:
@@ -123,6 +127,10 @@ x.fail = True
 calls = run("gloo", x)
 check([c[0] for c in calls] == ["device", "drop"] and calls[1][1] == calls[0][3], f"failed call: {calls}")
 del x.fail
+
+calls = run("gloo", x, refuse=True)
+check([c[0] for c in calls] == ["device", "device", "drop", "drop"] and {calls[2][1], calls[3][1]} == {1, 2},
+      f"a call the recorder refused gives both handles back: {calls}")
 
 calls = run("nccl", x)
 check(calls == [("collective", [], [], 0, 0)], f"NCCL group: CUDA tensors left to the NCCL wrappers: {calls}")
