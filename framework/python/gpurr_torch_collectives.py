@@ -129,10 +129,10 @@ def _reduce_name(op):
 
 
 # One call as described before it runs: the recorder's arguments up to the
-# host tensors sent (the last of `described`), the handle of the CUDA tensors
-# sent, the tensors it receives, whether its CUDA tensors are hashed here,
-# and the program's line.
-_Call = collections.namedtuple("_Call", "described device_inputs outs cuda file line")
+# tensors (`args`), the host tensors sent (triples), the handle of the CUDA
+# tensors sent, the tensors it receives, whether its CUDA tensors are hashed
+# here, and the program's line.
+_Call = collections.namedtuple("_Call", "args inputs device_inputs outs cuda file line")
 
 
 def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
@@ -155,25 +155,23 @@ def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
     first = (ins or outs or [None])[0]
     dtype = str(first.dtype).replace("torch.", "") if first is not None else ""
     count = first.numel() if first is not None else 0
-    key = _keys.get(group.group_name)
-    if key is None:
-        key = _keys[group.group_name] = _key(dist, group)
+    key = _key(dist, group)
     file, line = _line()
     cuda = _cuda_hashed(group, ins + outs)
-    described = (call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count,
-                 op.encode(), peer, _ranges(ins, True))
-    return _Call(described, _device_hashes(ins) if cuda else 0, outs, cuda, file, line)
+    args = (call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count,
+            op.encode(), peer)
+    return _Call(args, _ranges(ins, True), _device_hashes(ins) if cuda else 0, outs, cuda, file, line)
 
 
 def _record(call, asynchronous):
     """The call, once it has returned: what it received hashed unless it is
     asynchronous (complete only at its wait())."""
-    inputs = call.described[-1]
+    inputs = call.inputs
     outputs = _ranges(call.outs, not asynchronous, call.cuda and asynchronous)
     device_outputs = _device_hashes(call.outs) if call.cuda and not asynchronous else 0
     try:
         _recorder.gpurr_framework_collective(
-            *call.described[:-1], (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), len(inputs) // 3,
+            *call.args, (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), len(inputs) // 3,
             (ctypes.c_uint64 * max(len(outputs), 1))(*outputs), len(outputs) // 3, call.device_inputs,
             device_outputs, call.file, call.line)
     except Exception:
@@ -225,7 +223,12 @@ def _wrap(dist, name, fn, spec):
 
 
 def _key(dist, group):
-    return (group.group_name + "|" + ",".join(map(str, dist.get_process_group_ranks(group)))).encode()
+    """The group's communicator key (its name and global ranks), kept by name."""
+    key = _keys.get(group.group_name)
+    if key is None:
+        ranks = ",".join(map(str, dist.get_process_group_ranks(group)))
+        key = _keys[group.group_name] = (group.group_name + "|" + ranks).encode()
+    return key
 
 
 def _from_cpp(dist, name, peer):
@@ -236,8 +239,7 @@ def _from_cpp(dist, name, peer):
     key = _keys.get(name)
     if key is None or peer >= 0:
         group = dist.distributed_c10d._resolve_process_group(name)
-        if key is None:
-            key = _keys[name] = _key(dist, group)
+        key = _key(dist, group)
         if peer >= 0:
             peer = dist.get_global_rank(group, peer)
     file, line = _line()
