@@ -26,6 +26,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -225,10 +226,24 @@ void reportOperands(const at::RecordFunction& fn, const OpSchema& schema) {
   opOperands(&fn, addresses.data(), written.data(), static_cast<uint32_t>(addresses.size()));
 }
 
+constexpr std::string_view kEvaluateFunction = "autograd::engine::evaluate_function: ";
+
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   const at::RecordScope scope = fn.scope();
-  const int kind = scope == at::RecordScope::BACKWARD_FUNCTION ? 1 : scope == at::RecordScope::USER_SCOPE ? 2 : 0;
+  int kind = scope == at::RecordScope::BACKWARD_FUNCTION ? 1 : scope == at::RecordScope::USER_SCOPE ? 2 : 0;
   const char* name = fn.name();
+  int64_t sequence = fn.seqNr();
+  uint64_t sequenceThread = kind == 1 ? fn.forwardThreadId() : fn.threadId();
+  if (kind == 0 && std::strncmp(name, kEvaluateFunction.data(), kEvaluateFunction.size()) == 0) {
+    // The engine's scope around a node's work: the node's hooks and the
+    // sums of its incoming gradients run inside it but outside the node's
+    // own scope, and belong to the backward pass too. A node scope, linked
+    // to the forward op as the node's (the engine has made it current).
+    kind = 1;
+    const std::shared_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+    sequence = node != nullptr ? static_cast<int64_t>(node->sequence_nr()) : -1;  // AccumulateGrad's: -1
+    sequenceThread = node != nullptr ? node->thread_id() : 0;
+  }
   const char* file = nullptr;
   uint32_t line = 0;
   // The outermost scope's line, and an op's with only ranges around it; not
@@ -241,8 +256,7 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   // The schema stays cached until this thread's next op: attaching the block
   // tracker, which may run ops, comes after.
   const OpSchema* schema = kind == 0 ? &schemaOf(fn) : nullptr;
-  openScope(&fn, name, kind, fn.seqNr(), kind == 1 ? fn.forwardThreadId() : fn.threadId(), file, line,
-            schema != nullptr ? schema->inPlace : 0);
+  openScope(&fn, name, kind, sequence, sequenceThread, file, line, schema != nullptr ? schema->inPlace : 0);
   if (schema != nullptr) reportOperands(fn, *schema);
   if (auto attach = attachBlocks.load(std::memory_order_relaxed); attach != nullptr && attach(recorderHandle) != 1)
     attachBlocks = nullptr;

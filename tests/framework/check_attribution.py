@@ -106,6 +106,12 @@ check(relu and relu[0]["module"] == "Net" and relu[0]["line"] == marked(train, "
 mm = by_kernel.get("aten::mm_kernel", [])
 check(mm and all(o["phase"] == "backward" and o["forwardOp"] == "aten::linear" for o in mm),
       f"mm in backward of linear: {[(o['phase'], o['forwardOp']) for o in mm]}")
+# The bias's hook runs in AccumulateGrad's evaluation, outside the node's own
+# scope: backward, with no forward op (a leaf's accumulator has none).
+neg = by_kernel.get("aten::neg_kernel", [])
+check(len(neg) == 4 and all(o["phase"] == "backward" and o["op"] == "aten::neg" and o["forwardOp"] == ""
+                            and any(s.endswith("AccumulateGrad") for s in o["opStack"]) for o in neg),
+      f"the hook's ops in backward: {[(o['phase'], o['op'], o['forwardOp'], o['opStack']) for o in neg]}")
 side = [o for o in by_kernel.get("aten::mul_kernel", []) if o["module"] == "Side"]
 check(len(side) == 1 and side[0]["line"] == marked(train, "side"), f"the second thread's module and line: {side}")
 # Whether each op updates an argument in place, from its schema: index_add_
@@ -114,7 +120,8 @@ check(len(side) == 1 and side[0]["line"] == marked(train, "side"), f"the second 
 in_place = {k: sorted({o["inPlace"] for o in v}) for k, v in by_kernel.items()}
 expected = {"aten::index_add__kernel": ["yes"], "aten::native_batch_norm_kernel": ["yes"],
             "aten::index_select_kernel": ["no"], "aten::addmm_kernel": ["no"], "aten::mm_kernel": ["no"],
-            "aten::relu_kernel": ["no"], "aten::mul_kernel": ["no"], "aten::sub_kernel": ["no"]}
+            "aten::relu_kernel": ["no"], "aten::mul_kernel": ["no"], "aten::sub_kernel": ["no"],
+            "aten::neg_kernel": ["no"]}
 check(in_place == expected, f"in place by schema: {in_place}")
 sub = by_kernel.get("aten::sub_kernel", [])
 check(len(sub) == 1 and sub[0]["line"] == marked(train, "out"), f"the out= op: {sub}")

@@ -2,7 +2,7 @@
 # index_select (whose backward is an index_add_), a Linear, two optimizer
 # steps (GPURR_TEST_STEPS), a second thread running another module, a batch norm in training
 # mode (which updates its running statistics though its op's schema does not
-# say so) and an op writing into an out= tensor. Lines the checker
+# say so), an op writing into an out= tensor and a gradient hook. Lines the checker
 # looks for are marked "# at:<name>". Prints the losses (compared with a run
 # without gpurr).
 import ctypes
@@ -21,7 +21,8 @@ if os.environ.get("GPURR_TEST_LAUNCHER"):
     recorder = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
     launcher = ctypes.CDLL(os.environ["GPURR_TEST_LAUNCHER"])
     launcher.gpurr_test_launch_on_ops.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    ops = b"aten::index_select,aten::index_add_,aten::addmm,aten::relu,aten::mm,aten::mul,aten::native_batch_norm,aten::sub"
+    ops = (b"aten::index_select,aten::index_add_,aten::addmm,aten::relu,aten::mm,aten::mul,aten::native_batch_norm,"
+           b"aten::sub,aten::neg")
     assert launcher.gpurr_test_launch_on_ops(recorder._handle, ops) == 0
 
 
@@ -56,6 +57,9 @@ if os.environ.get("GPURR_TEST_CPU_OPERANDS"):
     # The checker finds this tensor among index_select's operands.
     print(f"weight storage {model.embed.weight.untyped_storage().data_ptr()}", file=sys.stderr)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
+# A hook, which autograd runs beside a node but outside the node's own scope:
+# part of the backward pass all the same. -(-g) is g, bit for bit.
+model.fc.bias.register_hook(lambda g: -(-g))  # at:hook
 idx = torch.randint(0, 50, (16,))
 for step in range(int(os.environ.get("GPURR_TEST_STEPS", "2"))):
     opt.zero_grad()
