@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "cli/bisect.h"
+#include "cli/bisect_outcome.h"
 #include "cli/bisect_run.h"
 #include "cli/bisect_watch.h"
 #include "cli/commands.h"
@@ -76,15 +77,6 @@ struct BisectOptions {
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string joinedCommand(const std::vector<std::string>& command) {
-  std::string s;
-  for (const std::string& a : command) {
-    const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
-    s += (s.empty() ? "" : " ") + (plain ? a : "'" + a + "'");
-  }
-  return s;
 }
 
 // ------------------------------------------------------------ progress
@@ -175,61 +167,6 @@ void catchInterrupts(const fs::path& dir) {
 }
 
 // ------------------------------------------------------------ the bisect
-
-struct RunRecord {
-  uint32_t number = 0;
-  fs::path trace, log;
-  std::string snapshot;  // the --snapshot selection, "" for none
-  bool confirmation = false;  // the run after the comparison
-  bool started = true;
-  std::string startError;
-  int exitCode = 0;
-  int signal = 0;
-  double seconds = 0;
-  uint64_t launches = 0;
-  int64_t stoppedAfterStep = -1;  // gpurr stopped the program after this step (--until-step, or the bisect)
-  bool stoppedByBisect = false;   // ... by the bisect, soon after its first divergence (bisect_watch.h)
-  bool traced = false;  // a trace was written
-  bool failed() const { return !started || exitCode != 0; }
-};
-
-// Everything a bisect found, for the text and JSON reports.
-struct Outcome {
-  std::vector<std::string> command;
-  std::vector<std::string> recordOptions;  // passed to every gpurr record
-  fs::path dir;
-  std::vector<RunRecord> runs;  // the N runs, then the confirmation run
-  std::string verdict = "failed";
-  std::string error;  // why the verdict is "failed", or why a step went wrong
-  std::vector<std::string> failures;  // each failed run, with its log's end
-  // The run the others are compared with: run 1, or with --keep-going the
-  // first run that left a trace.
-  uint32_t base = 1;
-  // The comparisons of the base run with every other run.
-  std::vector<std::pair<uint32_t, RunComparison>> comparisons;
-  std::optional<size_t> chosen;  // index into comparisons
-  std::optional<DivergencePoint> point;
-  std::optional<uint64_t> snapshotLaunch;
-  std::string noSnapshotWhy;
-  std::optional<RunComparison> confirmation;       // the base run vs the confirmation run
-  std::optional<RunComparison> confirmationOther;  // run B of the pair vs the confirmation run
-  std::optional<bool> reproduced;
-  std::optional<Json> replay;
-  std::optional<std::string> replayError;
-  nlohmann::json timeline = nullptr;  // report::timelineAround's object
-  RunTally tally;  // the base run, when the runs are identical
-  double seconds = 0;
-  int interruptedBy = 0;  // the signal that stopped the bisect, 0 when none
-
-  const RunComparison* chosenComparison() const { return chosen ? &comparisons[*chosen].second : nullptr; }
-  const ProcessDiff* chosenProcess() const {
-    return chosen && point ? &comparisons[*chosen].second.processes[point->process] : nullptr;
-  }
-  uint32_t chosenRun() const { return chosen ? comparisons[*chosen].first : 0; }
-  const RunRecord* confirmationRun() const {
-    return !runs.empty() && runs.back().confirmation ? &runs.back() : nullptr;
-  }
-};
 
 class Bisect {
  public:
@@ -537,167 +474,7 @@ class Bisect {
   const std::optional<std::string> noDriver_ = missingCudaDriver();
 };
 
-// ------------------------------------------------------------ reports
-
-std::string runLine(const RunRecord& r) {
-  std::string s = fmt::format("{:<8} {}  {}  {} launches  {}", fmt::format("run {}", r.number),
-                              !r.started  ? std::string("not started")
-                              : r.signal  ? fmt::format("signal {}", r.signal)
-                                          : fmt::format("exit {}", r.exitCode),
-                              clockTime(r.seconds), withCommas(r.launches),
-                              r.traced ? r.trace.filename().string() : std::string("(no trace)"));
-  if (!r.snapshot.empty()) s += fmt::format("  (snapshots of launch #{})", r.snapshot);
-  if (r.stoppedAfterStep >= 0) {
-    s += fmt::format("  (stopped after step {}{})", r.stoppedAfterStep,
-                     r.stoppedByBisect ? ", soon after its first divergence" : "");
-  }
-  return s;
-}
-
-std::string firstDivergenceText(const RunComparison& c) {
-  const std::optional<DivergencePoint> p = earliestDivergence(c);
-  if (!p) return c.identical() ? "identical" : "different processes ran";
-  const ProcessDiff& d = c.processes[p->process];
-  const FirstDivergence& f = *d.firstDivergence;
-  const diff::OpInfo& op = f.path && f.stretch && f.stretch->aOps.empty() ? f.b : f.a;
-  return fmt::format("first divergence at {}{}{}{}", f.path ? "a path divergence at " : "", opTitle(op),
-                     op.origin ? fmt::format(" ({})", trace::describe(*op.origin, trace::OriginStep::kNone)) : std::string(),
-                     d.name.empty() ? "" : " in " + d.name);
-}
-
-std::vector<std::string> replayRows(const Outcome& o) {
-  if (o.replay) {
-    const RunRecord* c = o.confirmationRun();
-    return {replaySummary(*o.replay, c ? c->number : 0)};
-  }
-  if (o.replayError) return {"not run: " + *o.replayError};
-  return {};
-}
-
-std::string renderText(const Outcome& o, const Style& st) {
-  std::ostringstream os;
-  std::string options = joinedCommand(o.recordOptions);
-  os << st.dim(fmt::format("gpurr bisect {}{}-- {}", options, options.empty() ? "" : " ", joinedCommand(o.command)))
-     << '\n';
-  for (const RunRecord& r : o.runs) os << "  " << runLine(r) << '\n';
-  for (const std::string& f : o.failures) os << st.yellow(f) << '\n';
-  if (o.verdict == "failed") {
-    os << st.red(fmt::format("failed: {}", o.error.empty() ? "see above" : o.error.substr(0, o.error.find('\n'))))
-       << '\n';
-  } else if (o.verdict == "identical") {
-    const RunTally& t = o.tally;
-    os << st.green(fmt::format("identical: the {} runs are bitwise identical", o.comparisons.size() + 1)) << '\n';
-    os << fmt::format("  {:<8} {} process{}, {} launches ({} hashed), {} copies, {} memsets, {} hashed per run\n",
-                      "compared", t.processes, t.processes == 1 ? "" : "es", withCommas(t.launches),
-                      withCommas(t.hashedLaunches), withCommas(t.copies), withCommas(t.memsets),
-                      humanBytes(t.bytesHashed));
-    uint64_t matched = 0;
-    for (const ProcessDiff& p : o.comparisons.front().second.processes) matched += p.matched;
-    os << fmt::format("  {:<8} {} operations in each pair of runs, with equal parameters and outputs\n", "matched",
-                      withCommas(matched));
-    std::vector<std::string> env;
-    for (const auto& [number, c] : o.comparisons) {
-      for (const ProcessDiff& p : c.processes) {
-        for (const diff::EnvDifference& e : p.environment) {
-          const std::string line = fmt::format("{}: run {} {}, run {} {}{}", e.field, o.base, e.a ? *e.a : "(unset)", number,
-                                               e.b ? *e.b : "(unset)", e.affectsResults ? "" : " (context)");
-          if (std::find(env.begin(), env.end(), line) == env.end()) env.push_back(line);
-        }
-      }
-    }
-    if (env.empty()) {
-      os << fmt::format("  {:<8} identical (variables that affect results, GPUs, driver, library versions)\n",
-                        "environ");
-    } else {
-      for (size_t i = 0; i < env.size(); ++i) {
-        os << fmt::format("  {:<8} {}\n", i == 0 ? "environ" : "", (i == 0 ? "differs, without effect: " : "") + env[i]);
-      }
-    }
-    if (!o.tally.error.empty()) os << st.yellow("warning: " + o.tally.error) << '\n';
-    for (const auto& [number, c] : o.comparisons) {
-      for (const ProcessDiff& p : c.processes) {
-        for (const std::string& w : p.warnings) {
-          os << st.yellow(fmt::format("warning: runs {} and {}{}: {}", o.base, number,
-                                      p.name.empty() ? "" : " (" + p.name + ")", w))
-             << '\n';
-        }
-      }
-    }
-  } else if (const ProcessDiff* p = o.chosenProcess()) {
-    os << st.bold(fmt::format("runs {} and {} diverge", o.base, o.chosenRun()));
-    if (!p->name.empty()) os << st.bold(fmt::format(" in process {}", p->name));
-    os << '\n';
-    printProcess(os, st, *p, replayRows(o));
-    std::string others;
-    for (const ProcessDiff& q : o.chosenComparison()->processes) {
-      if (&q != p && !q.identical) others += (others.empty() ? "" : ", ") + q.name;
-    }
-    if (!others.empty()) os << fmt::format("  {:<8} also diverging: {}\n", "process", others);
-    if (const RunRecord* c = o.confirmationRun(); c && o.reproduced) {
-      const std::string what = o.snapshotLaunch ? fmt::format(" (snapshots of launch #{})", *o.snapshotLaunch) : "";
-      if (*o.reproduced) {
-        const bool vsFirst = divergesAt(*o.confirmation, p->name, o.point->indexA);
-        os << fmt::format("  {:<8} run {}{} diverges from run {} at the same operation: {}\n", "confirm", c->number,
-                          what, vsFirst ? o.base : o.chosenRun(), st.green("reproduced"));
-      } else {
-        os << fmt::format("  {:<8} {}: run {}{} against run {}: {}; against run {}: {}\n", "confirm",
-                          st.yellow("not reproduced at the same place"), c->number, what, o.base,
-                          firstDivergenceText(*o.confirmation), o.chosenRun(),
-                          firstDivergenceText(*o.confirmationOther));
-      }
-    } else if (const RunRecord* c = o.confirmationRun()) {
-      os << fmt::format("  {:<8} {}\n", "confirm",
-                        st.yellow(fmt::format("run {} failed: the divergence is not confirmed", c->number)));
-    }
-  } else if (const RunComparison* c = o.chosenComparison()) {
-    os << st.bold(fmt::format("runs {} and {} diverge: different processes ran", o.base, o.chosenRun())) << '\n';
-    for (const std::string& n : c->onlyA) os << fmt::format("  process {} only in run {}\n", n, o.base);
-    for (const std::string& n : c->onlyB) os << fmt::format("  process {} only in run {}\n", n, o.chosenRun());
-  }
-  if (!o.error.empty() && o.verdict != "failed") os << st.yellow("warning: " + o.error) << '\n';
-  return os.str();
-}
-
-// What the bisect found, as the model report.json and report.html are made
-// from (the comparisons it points to are the outcome's).
-BisectFacts factsOf(const Outcome& o) {
-  BisectFacts f;
-  f.verdict = o.verdict;
-  f.command = o.command;
-  f.recordOptions = o.recordOptions;
-  f.directory = o.dir.string();
-  for (const RunRecord& r : o.runs) {
-    f.runs.push_back({r.traced ? r.trace.string() : std::string(), r.log.string(), r.exitCode, r.seconds, r.launches,
-                      r.snapshot, r.stoppedAfterStep, r.stoppedByBisect});
-  }
-  f.baseRun = o.base;
-  f.confirmation = o.confirmation ? &*o.confirmation : nullptr;
-  f.confirmationOther = o.confirmationOther ? &*o.confirmationOther : nullptr;
-  f.reproduced = o.reproduced;
-  f.snapshotLaunch = o.snapshotLaunch;
-  f.replay = o.replay;
-  f.replayError = o.replayError;
-  if (o.verdict == "identical") {
-    Compared c;
-    c.runs = o.comparisons.size() + 1;
-    c.processes = o.tally.processes;
-    c.launches = o.tally.launches;
-    c.hashedLaunches = o.tally.hashedLaunches;
-    c.copies = o.tally.copies;
-    c.memsets = o.tally.memsets;
-    c.bytesHashed = o.tally.bytesHashed;
-    for (const auto& [number, comparison] : o.comparisons) {
-      for (const ProcessDiff& p : comparison.processes) {
-        for (const diff::EnvDifference& e : p.environment) c.environment.push_back({number, p.name, e});
-      }
-    }
-    f.compared = c;
-  }
-  f.error = o.error;
-  f.failures = o.failures;
-  f.seconds = o.seconds;
-  return f;
-}
+// ------------------------------------------------------------ the command
 
 // Logs quoted in the report may hold bytes that are not UTF-8.
 std::string dumped(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace); }

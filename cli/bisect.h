@@ -25,6 +25,10 @@ namespace fs = std::filesystem;
 // "-3"... added when that name is taken.
 fs::path defaultDirectory(const std::vector<std::string>& command, std::time_t now, const fs::path& dir);
 
+// A command line as a shell reads it back: each argument that holds a
+// space or a character the shell treats specially, in single quotes.
+std::string joinedCommand(const std::vector<std::string>& command);
+
 // Whether `name` is a file that a bisect writes in its directory:
 // run<N>.gpurr, run<N>.log, report.txt/json/html, replay.json, replay.log.
 bool isBisectFile(const std::string& name);

@@ -28,6 +28,15 @@ fs::path defaultDirectory(const std::vector<std::string>& command, std::time_t n
   return candidate;
 }
 
+std::string joinedCommand(const std::vector<std::string>& command) {
+  std::string s;
+  for (const std::string& a : command) {
+    const bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos;
+    s += (s.empty() ? "" : " ") + (plain ? a : "'" + a + "'");
+  }
+  return s;
+}
+
 bool isBisectFile(const std::string& name) {
   static const std::regex pattern(R"(run[0-9]+\.(gpurr|log)|report\.(txt|json|html)|replay\.(json|log))");
   return std::regex_match(name, pattern);
