@@ -106,12 +106,18 @@ check(relu and relu[0]["module"] == "Net" and relu[0]["line"] == marked(train, "
 mm = by_kernel.get("aten::mm_kernel", [])
 check(mm and all(o["phase"] == "backward" and o["forwardOp"] == "aten::linear" for o in mm),
       f"mm in backward of linear: {[(o['phase'], o['forwardOp']) for o in mm]}")
-# The bias's hook runs in AccumulateGrad's evaluation, outside the node's own
-# scope: backward, with no forward op (a leaf's accumulator has none).
+# The hooks run in their nodes' evaluation, outside the nodes' own scopes:
+# backward all the same. The bias's in AccumulateGrad's, which has no forward
+# op; the embedding output's in index_select's node's, linked to index_select.
 neg = by_kernel.get("aten::neg_kernel", [])
-check(len(neg) == 4 and all(o["phase"] == "backward" and o["op"] == "aten::neg" and o["forwardOp"] == ""
-                            and any(s.endswith("AccumulateGrad") for s in o["opStack"]) for o in neg),
-      f"the hook's ops in backward: {[(o['phase'], o['op'], o['forwardOp'], o['opStack']) for o in neg]}")
+leaf = [o for o in neg if any(s.endswith("AccumulateGrad") for s in o["opStack"])]
+inner = [o for o in neg if any(s.endswith("IndexSelectBackward0") for s in o["opStack"])]
+check(len(neg) == 8 and len(leaf) == 4 and len(inner) == 4
+      and all(o["phase"] == "backward" and o["op"] == "aten::neg" for o in neg),
+      f"the hooks' ops in backward: {[(o['phase'], o['op'], o['opStack']) for o in neg]}")
+check(all(o["forwardOp"] == "" for o in leaf), f"a leaf's hook: no forward op: {[o['forwardOp'] for o in leaf]}")
+check(all(o["forwardOp"] == "aten::index_select" and o["module"] == "Net.embed" and o["line"] == marked(train, "embed")
+          for o in inner), f"index_select's node's hook: its forward op, module and line: {inner[:1]}")
 side = [o for o in by_kernel.get("aten::mul_kernel", []) if o["module"] == "Side"]
 check(len(side) == 1 and side[0]["line"] == marked(train, "side"), f"the second thread's module and line: {side}")
 # Whether each op updates an argument in place, from its schema: index_add_

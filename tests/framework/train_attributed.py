@@ -2,7 +2,7 @@
 # index_select (whose backward is an index_add_), a Linear, two optimizer
 # steps (GPURR_TEST_STEPS), a second thread running another module, a batch norm in training
 # mode (which updates its running statistics though its op's schema does not
-# say so), an op writing into an out= tensor and a gradient hook. Lines the checker
+# say so), an op writing into an out= tensor and gradient hooks. Lines the checker
 # looks for are marked "# at:<name>". Prints the losses (compared with a run
 # without gpurr).
 import ctypes
@@ -57,9 +57,18 @@ if os.environ.get("GPURR_TEST_CPU_OPERANDS"):
     # The checker finds this tensor among index_select's operands.
     print(f"weight storage {model.embed.weight.untyped_storage().data_ptr()}", file=sys.stderr)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-# A hook, which autograd runs beside a node but outside the node's own scope:
-# part of the backward pass all the same. -(-g) is g, bit for bit.
-model.fc.bias.register_hook(lambda g: -(-g))  # at:hook
+# Hooks, which autograd runs beside a node but outside the node's own scope:
+# part of the backward pass all the same. One on a leaf (its AccumulateGrad
+# node's), one on the embedding's output (index_select's node's). -(-g) is
+# g, bit for bit.
+model.fc.bias.register_hook(lambda g: -(-g))
+
+
+def hook_output(module, args, out):
+    out.register_hook(lambda g: -(-g))
+
+
+model.embed.register_forward_hook(hook_output)
 idx = torch.randint(0, 50, (16,))
 for step in range(int(os.environ.get("GPURR_TEST_STEPS", "2"))):
     opt.zero_grad()
