@@ -2,6 +2,7 @@
 // and the origin a launch takes from them.
 #include "recorder/framework_context.h"
 
+#include <array>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -85,12 +86,16 @@ struct Tables {
   ForwardTable forwardNew, forwardOld;
   std::shared_mutex blocksMu;
   std::map<uint64_t, uint64_t> blocks;  // base -> size
+  // Counts the changes of `blocks` (from 1), each made under blocksMu's
+  // unique lock: blockAt's answers hold while it has not moved.
+  std::atomic<uint64_t> blocksVersion{1};
 };
 Tables& tables = *new Tables;
 std::mutex& forwardMu = tables.forwardMu;
 ForwardTable &forwardNew = tables.forwardNew, &forwardOld = tables.forwardOld;
 std::shared_mutex& blocksMu = tables.blocksMu;
 std::map<uint64_t, uint64_t>& blocks = tables.blocks;
+std::atomic<uint64_t>& blocksVersion = tables.blocksVersion;
 
 std::atomic<bool> reported{false};
 std::atomic<int64_t> currentStep_{-1};
@@ -252,6 +257,7 @@ void exitModule() {
 
 void blockEvent(uint64_t address, uint64_t size, bool allocated) {
   std::unique_lock lock(blocksMu);
+  blocksVersion.fetch_add(1, std::memory_order_release);
   if (!allocated) {
     if (auto it = blocks.find(address); it != blocks.end()) {
       writeHistory().forget(address, address + it->second);
@@ -269,12 +275,26 @@ void blockEvent(uint64_t address, uint64_t size, bool allocated) {
 }
 
 std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) {
+  // This thread's last answers, good while no block came or went: a launch
+  // asks for each of its pointers twice (its ranges, then its operands' roles).
+  struct Answer {
+    uint64_t version = 0, address = 0;
+    std::optional<std::pair<uint64_t, uint64_t>> block;
+  };
+  thread_local std::array<Answer, 4> answers;
+  thread_local size_t next = 0;
+  const uint64_t now = blocksVersion.load(std::memory_order_acquire);
+  for (const Answer& a : answers) {
+    if (a.version == now && a.address == address) return a.block;
+  }
   std::shared_lock lock(blocksMu);
+  Answer& a = answers[next++ % answers.size()];
+  a = {blocksVersion.load(std::memory_order_relaxed), address, std::nullopt};
   auto it = blocks.upper_bound(address);
   if (it == blocks.begin()) return std::nullopt;
   --it;
   if (address - it->first >= it->second) return std::nullopt;
-  return *it;
+  return a.block = *it;
 }
 
 void setStep(int64_t step) {
@@ -456,6 +476,7 @@ void resetForTesting() {
   {
     std::unique_lock lock(blocksMu);
     blocks.clear();
+    blocksVersion.fetch_add(1);
   }
   std::lock_guard lock(forwardMu);
   forwardNew.clear();

@@ -67,8 +67,13 @@ TEST_CASE("the recorder's block map follows the allocator's events", "[recorder]
   CHECK(fw::blockAt(0x10ff) == std::pair<uint64_t, uint64_t>{0x1000, 0x100});
   CHECK_FALSE(fw::blockAt(0x1100));  // free space between blocks
   CHECK_FALSE(fw::blockAt(0xfff));
+  CHECK(fw::blockAt(0x1000) == std::pair<uint64_t, uint64_t>{0x1000, 0x100});  // asked again
   fw::blockEvent(0x1000, 0, false);
   CHECK_FALSE(fw::blockAt(0x1010));
+  CHECK_FALSE(fw::blockAt(0x1000));  // asked before the free: not answered as then
+  fw::blockEvent(0x1000, 0x80, true);
+  CHECK(fw::blockAt(0x1000) == std::pair<uint64_t, uint64_t>{0x1000, 0x80});
+  fw::blockEvent(0x1000, 0, false);
   fw::blockEvent(0x1200, 0, false);  // FREE_REQUESTED then FREE_COMPLETED: both harmless
   fw::blockEvent(0x1200, 0, false);
   // A block handed out over stale ones replaces them.
