@@ -48,7 +48,10 @@ HashTicket HashRules::hashLaunchRanges(uint64_t context, uint64_t stream, std::v
                                        bool now, bool onlyRead) {
   if (!defers() || options_.sync) return hashRanges(context, stream, std::move(ranges));
   HashTicket t;
-  if (ranges.empty()) return t;
+  if (ranges.empty()) {
+    t.ranges = std::move(ranges);  // none, but its room goes back with the entry (keepLaunchStorage)
+    return t;
+  }
   std::string error;
   t.pending = deferral_.add(context, stream, ranges, now, onlyRead, error);
   if (!t.pending) t.error = error;  // reported, and its ranges forgotten, by cannotHash

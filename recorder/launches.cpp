@@ -209,6 +209,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   if (k.params.empty()) k.params.swap(reuse.params);
   if (k.paramLayout.empty()) k.paramLayout.swap(reuse.paramLayout);
   if (k.pointers.empty()) k.pointers.swap(reuse.pointers);
+  if (k.reads.empty()) k.reads.swap(reuse.reads);  // kept, unused, for a later launch: not freed here
   k.api = launchApi(h, perThread);
   k.context = u64(cb.context);
 
@@ -356,7 +357,6 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     if (!roles.empty()) {
       // What the launch only reads is not hashed after it: unchanged, and
       // vouched for by its last writer. The others keep their order.
-      if (k.reads.empty()) k.reads.swap(reuse.reads);
       size_t written = 0;
       for (size_t i = 0; i < ranges.size(); ++i) {
         if (roles[i] == OperandRole::kRead) {
