@@ -19,7 +19,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "cli/bisect.h"
 #include "cli/bisect_outcome.h"
