@@ -200,7 +200,9 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   void** const kernelParams = call.kernelParams;
   void** const extra = call.extra;
   PartClock clock(options_.timeParts, partNs_);
-  trace::KernelLaunch k = std::move(call.launch);
+  // Built in its entry, which moves once more, into the trace thread's ring.
+  auto pending = std::make_unique<PendingLaunch>();
+  trace::KernelLaunch& k = std::get<trace::KernelLaunch>(pending->entry.event.payload = std::move(call.launch));
   // The containers of a launch written earlier, emptied: assigned below,
   // they keep their capacity and the launch allocates nothing for them.
   LaunchStorage reuse;
@@ -241,7 +243,6 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
 
   // Only what the launch's device is known to be able to read is hashed.
   const uint32_t device = memory_.deviceOf(k.context);
-  auto pending = std::make_unique<PendingLaunch>();
   pending->context = k.context;
   pending->stream = enqueueStream(k.stream, perThread);
   // Enqueued on a stream being captured into a graph: the kernel does not run
@@ -257,7 +258,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     k.pointers.reserve(tlsScanned.size());
     for (const ScannedPointer& p : tlsScanned) k.pointers.push_back(p.param);
     clock.lap(kPointers);
-    pending->entry.event = out_.newEvent(std::move(k));
+    out_.stamp(pending->entry.event);
     clock.lap(kFramework);
     return pending;
   }
@@ -376,7 +377,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
       return historyBlind(p.kind) || p.kind == AllocationKind::kHostMapped;
     });
   }
-  pending->entry.event = out_.newEvent(std::move(k), &reuse.origin);
+  out_.stamp(pending->entry.event, &reuse.origin);
   clock.lap(kFramework);
   return pending;
 }

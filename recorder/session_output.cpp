@@ -99,10 +99,17 @@ void SessionOutput::start() {
 
 trace::Event SessionOutput::newEvent(trace::Payload payload, trace::Origin* origin) {
   trace::Event ev;
+  ev.payload = std::move(payload);
+  stamp(ev, origin);
+  return ev;
+}
+
+void SessionOutput::stamp(trace::Event& ev, trace::Origin* origin) {
   ev.timeNs = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
   if (tlsThread.session != this) tlsThread = {this, nextThread_.fetch_add(1)};
   ev.thread = tlsThread.id;
+  const trace::Payload& payload = ev.payload;
   const bool launch = std::holds_alternative<trace::KernelLaunch>(payload);
   if (launch || std::holds_alternative<trace::Memcpy>(payload) || std::holds_alternative<trace::Memset>(payload)) {
     const uint64_t key =
@@ -111,8 +118,6 @@ trace::Event SessionOutput::newEvent(trace::Payload payload, trace::Origin* orig
     ev.origin = origin != nullptr ? framework::currentOrigin(launch, key, std::move(*origin))
                                   : framework::currentOrigin(launch, key);
   }
-  ev.payload = std::move(payload);
-  return ev;
 }
 
 void SessionOutput::emitEvent(trace::Payload payload) {

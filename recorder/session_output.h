@@ -46,6 +46,9 @@ class SessionOutput {
   // The event of a call on this thread: its time, thread and origin. With
   // `origin`, the origin is built in it (the storage of one written earlier).
   trace::Event newEvent(trace::Payload payload, trace::Origin* origin = nullptr);
+  // As newEvent, for an event whose payload is already in place (a launch
+  // built in its entry, which then moves no more than once, into the ring).
+  void stamp(trace::Event& ev, trace::Origin* origin = nullptr);
   void emit(SinkEntry&& entry) {
     if (sink_) sink_->push(std::move(entry));
   }
