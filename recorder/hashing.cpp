@@ -84,6 +84,7 @@ bool HashRules::inputsToHash(const std::vector<trace::DeviceRange>& ranges, cons
     return read;
   }
   fresh.clear();
+  WriteHistory::Held history(writeHistory());
   for (size_t i = 0; i < ranges.size(); ++i) {
     const trace::DeviceRange& r = ranges[i];
     if (std::find(blind.begin(), blind.end(), r.allocation) != blind.end()) {
@@ -91,7 +92,7 @@ bool HashRules::inputsToHash(const std::vector<trace::DeviceRange>& ranges, cons
       read = read && onlyRead(i);
       continue;
     }
-    const bool untouched = writeHistory().touch(r.address, r.address + r.size, streamIdentity(stream));
+    const bool untouched = history.touch(r.address, r.address + r.size, streamIdentity(stream));
     // A tensor the op made: its old bytes are none of the op's business, and
     // its hash after the launch vouches for it from then on. (Most launches
     // of a training step write a tensor made in a block freed the step
@@ -108,8 +109,9 @@ bool HashRules::inputsToHash(const std::vector<trace::DeviceRange>& ranges, cons
 
 void HashRules::touched(const HashTicket& written, uint64_t stream) {
   if (allInputs_ || !written.pending) return;
+  WriteHistory::Held history(writeHistory());
   for (const trace::DeviceRange& r : written.ranges)
-    writeHistory().touch(r.address, r.address + r.size, streamIdentity(stream));
+    history.touch(r.address, r.address + r.size, streamIdentity(stream));
 }
 
 

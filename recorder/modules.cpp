@@ -4,6 +4,7 @@
 #include "recorder/modules.h"
 
 #include <span>
+#include <utility>
 
 #include "recorder/callback_data.h"
 #include "recorder/cubin_symbols.h"
@@ -73,44 +74,43 @@ void ModuleRecorder::moduleLoaded(const CUpti_ModuleResourceData& module) {
 
 std::shared_ptr<const CachedFunction> ModuleRecorder::functionInfo(uint64_t function, const char* symbolName,
                                                                   uint32_t& module, bool& ambiguousModule) {
-  std::shared_ptr<const CachedFunction> cached;
   {
-    std::lock_guard lock(mu_);
-    if (auto it = functions_.find(function); it != functions_.end()) cached = it->second;
-  }
-  if (!cached) {
-    auto fresh = std::make_shared<CachedFunction>();
-    // Lazy loading: the driver may load the function's module inside this
-    // call (cuKernelGetFunction), announcing it here; that ties the module
-    // handle the description names to its ordinal.
-    tlsLastModule = 0;
-    device_.describeFunction(function, fresh->info);  // unlocked: calls the driver
-    if (tlsLastModule != 0 && fresh->info.module != 0) {
-      std::lock_guard lock(mu_);
-      moduleByHandle_[fresh->info.module] = tlsLastModule;
+    std::lock_guard lock(mu_);  // the common case: one lock
+    if (auto it = functions_.find(function); it != functions_.end()) {
+      moduleOfLocked(*it->second, module, ambiguousModule);
+      return it->second;
     }
-    tlsLastModule = 0;
-    if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
-    fresh->selectedByName = kernelSelected(options_, fresh->info.name);
-    fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
-    fresh->philox = philoxParams(fresh->info.name, fresh->info.layout, out_.torchVersion());
-    cached = fresh;
-    std::lock_guard lock(mu_);
-    functions_.emplace(function, cached);
   }
+  auto fresh = std::make_shared<CachedFunction>();
+  // Lazy loading: the driver may load the function's module inside this
+  // call (cuKernelGetFunction), announcing it here; that ties the module
+  // handle the description names to its ordinal.
+  tlsLastModule = 0;
+  device_.describeFunction(function, fresh->info);  // unlocked: calls the driver
+  const uint32_t announced = std::exchange(tlsLastModule, 0);
+  if (fresh->info.name.empty() && symbolName != nullptr) fresh->info.name = symbolName;
+  fresh->selectedByName = kernelSelected(options_, fresh->info.name);
+  fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
+  fresh->philox = philoxParams(fresh->info.name, fresh->info.layout, out_.torchVersion());
   std::lock_guard lock(mu_);
+  if (announced != 0 && fresh->info.module != 0) moduleByHandle_[fresh->info.module] = announced;
+  const auto& cached = functions_.emplace(function, std::move(fresh)).first->second;
+  moduleOfLocked(*cached, module, ambiguousModule);
+  return cached;
+}
+
+void ModuleRecorder::moduleOfLocked(const CachedFunction& fn, uint32_t& module, bool& ambiguousModule) const {
   module = 0;
-  if (cached->info.module != 0) {
-    if (auto it = moduleByHandle_.find(cached->info.module); it != moduleByHandle_.end()) module = it->second;
+  if (fn.info.module != 0) {
+    if (auto it = moduleByHandle_.find(fn.info.module); it != moduleByHandle_.end()) module = it->second;
   }
   ambiguousModule = false;
   if (module == 0) {
-    if (auto it = moduleByName_.find(cached->info.name); it != moduleByName_.end()) {
+    if (auto it = moduleByName_.find(fn.info.name); it != moduleByName_.end()) {
       module = it->second;
       ambiguousModule = module == 0;
     }
   }
-  return cached;
 }
 
 

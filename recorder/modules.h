@@ -52,6 +52,9 @@ class ModuleRecorder {
   uint64_t runtimeFunction(uint64_t hostFunction);  // cached Device::runtimeFunction
 
  private:
+  // The module ordinal of a cached function, and whether its name is ambiguous. Caller holds mu_.
+  void moduleOfLocked(const CachedFunction& fn, uint32_t& module, bool& ambiguousModule) const;
+
   std::mutex& mu_;  // guards everything below
   const RecorderOptions& options_;
   Device& device_;

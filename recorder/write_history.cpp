@@ -27,9 +27,8 @@ void WriteHistory::replace(size_t lo, size_t hi, std::span<const Touched> with) 
   }
 }
 
-bool WriteHistory::touch(uint64_t begin, uint64_t end, uint64_t stream) {
+bool WriteHistory::touchLocked(uint64_t begin, uint64_t end, uint64_t stream) {
   if (begin >= end) return false;
-  std::lock_guard lock(mu_);
   size_t lo = firstEndingAfter(begin), hi = lo;
   bool fresh = false;
   uint64_t at = begin;

@@ -25,7 +25,21 @@ class WriteHistory {
  public:
   // Marks [begin, end) touched on `stream`; true when some of it was not
   // touched before, or was last touched on another stream.
-  bool touch(uint64_t begin, uint64_t end, uint64_t stream);
+  bool touch(uint64_t begin, uint64_t end, uint64_t stream) {
+    std::lock_guard lock(mu_);
+    return touchLocked(begin, end, stream);
+  }
+  // The history held for several touches at once (a launch's ranges): one
+  // lock instead of one per range.
+  class Held {
+   public:
+    explicit Held(WriteHistory& history) : history_(history), lock_(history.mu_) {}
+    bool touch(uint64_t begin, uint64_t end, uint64_t stream) { return history_.touchLocked(begin, end, stream); }
+
+   private:
+    WriteHistory& history_;
+    std::lock_guard<std::mutex> lock_;
+  };
   // [begin, end) starts untouched again (handed out afresh, freed, remapped,
   // or written without a digest).
   void forget(uint64_t begin, uint64_t end);
@@ -38,6 +52,7 @@ class WriteHistory {
   struct Touched {
     uint64_t begin, end, stream;
   };
+  bool touchLocked(uint64_t begin, uint64_t end, uint64_t stream);
   // The index of the first interval that ends after `at`. Caller holds mu_.
   size_t firstEndingAfter(uint64_t at) const;
   // touched_[lo, hi) becomes `with`, in place where it can. Caller holds mu_.
