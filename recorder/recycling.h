@@ -43,17 +43,22 @@ class Shelf {
   std::vector<Thing> things_;
 };
 
-// A base that makes T's `new` and `delete` reuse the memory of freed Ts.
+// A base that makes T's `new` and `delete` reuse the memory of freed Ts:
+// first a few kept by the thread (no lock: a launch's state is made and
+// freed on the program's thread), then those of every thread.
 template <typename T>
 class Pooled {
  public:
   static void* operator new(std::size_t n) {
-    void* p = nullptr;
-    if (n == sizeof(T) && shelf().take(p)) return p;
+    if (n == sizeof(T)) {
+      if (void* p = local().take()) return p;
+      void* p = nullptr;
+      if (shelf().take(p)) return p;
+    }
     return ::operator new(n);
   }
   static void operator delete(void* p, std::size_t n) {
-    if (n == sizeof(T) && shelf().put(p)) return;
+    if (n == sizeof(T) && (local().put(p) || shelf().put(p))) return;
     ::operator delete(p);
   }
 
@@ -61,6 +66,28 @@ class Pooled {
   static Shelf<void*>& shelf() {
     static auto* s = new Shelf<void*>;  // never destroyed: frees may come at exit
     return *s;
+  }
+  // A thread's own few, handed to the shelf (or freed) when it ends.
+  struct Local {
+    static constexpr std::size_t kKeep = 16;
+    void* kept[kKeep];
+    std::size_t count = 0;
+    void* take() { return count == 0 ? nullptr : kept[--count]; }
+    bool put(void* p) {
+      if (count == kKeep) return false;
+      kept[count++] = p;
+      return true;
+    }
+    ~Local() {
+      while (count > 0) {
+        void* p = kept[--count];
+        if (!shelf().put(p)) ::operator delete(p);
+      }
+    }
+  };
+  static Local& local() {
+    thread_local Local l;
+    return l;
   }
 };
 
