@@ -36,7 +36,10 @@
 //     the other records;
 //   - DDP: launches on a compute stream; every fourth, an event recorded
 //     there, a communication stream waiting on it, and a launch on that
-//     stream reading the gradient just written (as a bucket's all-reduce).
+//     stream reading the gradient just written (as a bucket's all-reduce);
+//   - the layer's steady state: steps of 30 launches, the first two observed
+//     and learned, then the recorder following the learned step with no op
+//     observed, as the PyTorch layer has it after its first steps.
 //
 //   callback_bench [launches (200000)] [buffer KiB (64)] [all] [nolayer]
 // ("all": as with --hash-inputs, every launch's buffers hashed before it too;
@@ -508,6 +511,9 @@ int main(int argc, char** argv) {
     if (layer) framework::blockEvent(b, bufferBytes, true);  // the caching allocator's block
   }
   Counter counter(fake, sink);
+  // Whether the emulated layer observes ops (it stops once it follows a
+  // learned step, as the PyTorch layer does).
+  bool observing = layer;
   // One launch of a kernel writing `out` from `x` and `w` on `stream`; its
   // time in the callbacks kept in `us` while this thread counts.
   auto launch = [&](uint64_t stream, CUdeviceptr out, CUdeviceptr x, CUdeviceptr w, uint64_t i,
@@ -520,10 +526,14 @@ int main(int argc, char** argv) {
     p.blockDimX = 128, p.blockDimY = p.blockDimZ = 1;
     p.hStream = reinterpret_cast<CUstream>(stream);
     p.kernelParams = args;
-    // The op the launch runs in, as the framework layer reports it.
+    // The op the launch runs in, as the framework layer reports it while
+    // it observes: its module, its scope with the program's line, its
+    // operands.
     thread_local const char op = 0;
-    if (layer) {
-      framework::openScope(&op, "aten::linear", framework::ScopeKind::kOp, -1, 0, nullptr, 0);
+    if (observing) {
+      framework::enterModule("Model.encoder.layers.0.mlp.fc1");
+      framework::openScope(&op, "aten::linear", framework::ScopeKind::kOp, -1, 0, "/home/user/project/train.py",
+                           42);
       const framework::Operand operands[] = {{out, true}, {x, false}, {w, false}};
       framework::opOperands(&op, operands);
     }
@@ -532,7 +542,10 @@ int main(int argc, char** argv) {
       fake.push([out, i] { reinterpret_cast<uint64_t*>(out)[i % 128] = i; }, true);
     });
     if (fake.onProgram()) us.push_back(std::chrono::duration<double, std::micro>(spent).count());
-    if (layer) framework::closeScope(&op);
+    if (observing) {
+      framework::closeScope(&op);
+      framework::exitModule();
+    }
     ++counter.calls;
   };
   auto eventRecord = [&](uint64_t event, uint64_t stream) {
@@ -630,6 +643,30 @@ int main(int argc, char** argv) {
     programThread = true;
     counted = launches;
   });
+  // The layer's steady state: steps of 30 launches (the MLP's), the first
+  // two observed and learned, the rest following the last learned step with
+  // no op observed (framework_context.h, kFollow).
+  constexpr uint64_t kStepLaunches = 30;
+  bool followed = false;
+  const Measured follow = !layer ? Measured{} : counter.measure([&](std::vector<double>& us, uint64_t& counted) {
+    framework::setAttribution(framework::Attribution::kLearn);
+    us.reserve(launches);
+    const uint64_t learnt = 2 * kStepLaunches, total = learnt + kWarmUp + launches;
+    for (uint64_t i = 0; i < total; ++i) {
+      if (i % kStepLaunches == 0) {
+        framework::setStep(static_cast<int64_t>(i / kStepLaunches));
+        if (i == learnt) followed = framework::setAttribution(framework::Attribution::kFollow);
+        observing = !followed;
+      }
+      const bool counts = i >= learnt + kWarmUp;
+      programThread = counts;
+      plainLaunch(i % kStepLaunches, counts ? us : ignored);
+    }
+    programThread = true;
+    observing = layer;
+    framework::setAttribution(framework::Attribution::kObserve);
+    counted = launches;
+  });
   const SinkStats sinkStats = sink != nullptr ? sink->stats() : SinkStats{};
   session->finish();
 
@@ -677,6 +714,12 @@ int main(int argc, char** argv) {
               "recorder per launch, %llu waits):\n",
               ddp.opsPerLaunch, static_cast<unsigned long long>(ddp.waits));
   printLaunchPathGoals(ddp, allInputs);
+  if (layer) {
+    std::printf("  - the layer following the step it learned (steps of %llu launches; no op observed after the "
+                "first two%s):\n",
+                static_cast<unsigned long long>(kStepLaunches), followed ? "" : ", NOT FOLLOWING: the step was not learned");
+    printLaunchPathGoals(follow, allInputs);
+  }
   const double sinkAllocations = sinkAllocationsPerEntry(dir / "sink.gpurr");
   std::printf("  trace thread: heap allocations per entry handed to it %.2f   (goal 0); ring %llu slots, %.1f MiB, "
               "at most %.1f MiB held, %llu entries dropped\n",
@@ -688,10 +731,12 @@ int main(int argc, char** argv) {
   // 1: a goal that counts (operations, waits, allocations, the trace
   // thread's wake-ups and allocations) is missed; 3: only
   // the time goal, which a busy machine can miss (the short test run accepts it).
-  const uint64_t waits = plain.waits + chain.waits + autograd.waits + ddp.waits;
-  const uint64_t allocations = plain.allocations + chain.allocations + autograd.allocations + ddp.allocations;
+  const uint64_t waits = plain.waits + chain.waits + autograd.waits + ddp.waits + follow.waits;
+  const uint64_t allocations =
+      plain.allocations + chain.allocations + autograd.allocations + ddp.allocations + follow.allocations;
   if (plain.opsPerLaunch > 2 || waits != 0 || allocations != 0 || plain.wakeupsPerLaunch > 0.01 || sinkAllocations > 0)
     return 1;
+  if (layer && !followed) return 1;
   if (!allInputs && layer && plain.hashesPerLaunch > 0.25) return 1;
   return plain.median() <= 5 ? 0 : 3;
 }

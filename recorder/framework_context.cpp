@@ -337,12 +337,13 @@ void setOnDiverged(void (*observe)()) { onDiverged.store(observe); }
 
 void learnRoles(std::vector<uint8_t> roles) { pendingRoles = std::move(roles); }
 
-std::optional<std::vector<uint8_t>> followedRoles(uint64_t key, size_t count) {
+bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles) {
   std::lock_guard lock(learning.mu);
-  if (learning.place >= learning.last.size()) return std::nullopt;
+  if (learning.place >= learning.last.size()) return false;
   const Learned& l = learning.last[learning.place];
-  if (l.key != key || l.roles.size() != count) return std::nullopt;
-  return l.roles;
+  if (l.key != key || l.roles.size() != count) return false;
+  roles.assign(l.roles.begin(), l.roles.end());
+  return true;
 }
 
 bool active() { return reported.load(std::memory_order_relaxed); }
@@ -355,14 +356,18 @@ int64_t stoppedAfterStep() { return stoppedAfterStep_.load(); }
 
 namespace {
 
-// The origin of the operation at the next place in the template, when it has
-// the same key; counts the place. When it has not, the recorder learns
-// again from here (this step is no template) and asks the layer to observe.
-std::optional<trace::Origin> followed(uint64_t key) {
+// The origin of the operation at the next place in the template, copied
+// into `o` (its strings keep their capacity), when it has the same key;
+// counts the place. When it has not, the recorder learns again from here
+// (this step is no template) and asks the layer to observe.
+bool followInto(uint64_t key, trace::Origin& o) {
   {
     std::lock_guard lock(learning.mu);
     const uint64_t place = learning.place++;
-    if (place < learning.last.size() && learning.last[place].key == key) return learning.last[place].origin;
+    if (place < learning.last.size() && learning.last[place].key == key) {
+      o = learning.last[place].origin;
+      return true;
+    }
     learning.last.clear();
     learning.learned = false;
     learning.step.clear();
@@ -371,7 +376,7 @@ std::optional<trace::Origin> followed(uint64_t key) {
     diverged.store(true);
   }
   if (void (*observe)() = onDiverged.load()) observe();
-  return std::nullopt;
+  return false;
 }
 
 void learn(uint64_t key, const trace::Origin& o) {
@@ -388,33 +393,60 @@ void learn(uint64_t key, const trace::Origin& o) {
   learning.step.push_back(Learned{key, o, roles ? std::move(*roles) : std::vector<uint8_t>()});
 }
 
-trace::Origin observed(bool launch, trace::Origin&& o = {});
+// Every field of `o` set anew from this thread's context; its strings and
+// stack keep their capacity.
+void observe(bool launch, trace::Origin& o);
+
+// `o` emptied but for its stack (which the caller sizes), its strings
+// keeping their capacity.
+void clear(trace::Origin& o) {
+  o.op.clear();
+  o.phase = trace::Phase::kUnknown;
+  o.forwardOp.clear();
+  o.module.clear();
+  o.file.clear();
+  o.line = 0;
+  o.step = -1;
+  o.stepLaunch = 0;
+  o.inPlace = trace::InPlace::kUnknown;
+}
 
 }  // namespace
 
 std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key) {
-  return currentOrigin(launch, key, trace::Origin{});
+  std::optional<trace::Origin> o;
+  currentOrigin(launch, key, o);
+  return o;
 }
 
-std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key, trace::Origin&& storage) {
-  if (!active()) return std::nullopt;
+void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out) {
+  if (!active()) {
+    out.reset();
+    return;
+  }
+  trace::Origin& o = out ? *out : out.emplace();
   const Attribution m = modeNow();
   if (m == Attribution::kFollow) {
-    trace::Origin o = followed(key).value_or(trace::Origin{});
+    if (!followInto(key, o)) {
+      clear(o);
+      o.opStack.clear();
+    }
     o.step = currentStep_.load(std::memory_order_relaxed);
     o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)
                           : stepLaunches.load(std::memory_order_relaxed);
-    return o;
+    return;
   }
-  trace::Origin o = observed(launch, std::move(storage));
+  observe(launch, o);
   if (m == Attribution::kLearn) learn(key, o);
-  return o;
 }
 
 std::optional<trace::Origin> originOutsideTemplate() {
   if (!active()) return std::nullopt;
-  if (modeNow() != Attribution::kFollow) return observed(false);
   trace::Origin o;
+  if (modeNow() != Attribution::kFollow) {
+    observe(false, o);
+    return o;
+  }
   o.step = currentStep_.load(std::memory_order_relaxed);
   o.stepLaunch = stepLaunches.load(std::memory_order_relaxed);
   return o;
@@ -422,17 +454,9 @@ std::optional<trace::Origin> originOutsideTemplate() {
 
 namespace {
 
-trace::Origin observed(bool launch, trace::Origin&& storage) {
+void observe(bool launch, trace::Origin& o) {
   const ThreadContext& t = tls;
-  // Every field set anew; the strings and the stack keep their capacity.
-  trace::Origin o = std::move(storage);
-  o.op.clear();
-  o.phase = trace::Phase::kUnknown;
-  o.forwardOp.clear();
-  o.module.clear();
-  o.file.clear();
-  o.line = 0;
-  o.inPlace = trace::InPlace::kUnknown;
+  clear(o);
   o.step = currentStep_.load(std::memory_order_relaxed);
   o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)
                         : stepLaunches.load(std::memory_order_relaxed);
@@ -460,13 +484,12 @@ trace::Origin observed(bool launch, trace::Origin&& storage) {
         o.line = f->line;
       }
     }
-    return o;
+    return;
   }
   if (!t.scopes.empty() || !t.modules.empty()) o.phase = trace::Phase::kForward;
   if (!t.modules.empty()) o.module = t.modules.back();
   if (t.file != nullptr) o.file = t.file;
   o.line = t.line;
-  return o;
 }
 
 }  // namespace

@@ -92,9 +92,10 @@ int64_t stoppedAfterStep();
 // launch, counted in the step's launches. `key` (operationKey): what the
 // operation is, for the template.
 std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0);
-// The same, built in `storage` (an origin written earlier: its strings' and
-// vectors' capacity reused).
-std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key, trace::Origin&& storage);
+// The same, built in `out`; when it holds an origin (one written earlier),
+// its strings' and vectors' capacity is reused, and the launch path
+// allocates nothing for it.
+void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out);
 // The calling thread's origin for an event outside the step's template (a
 // collective): while the layer observes, as currentOrigin's; while the
 // recorder follows its template, only the step. Nothing when no framework
@@ -124,9 +125,10 @@ bool divergedSinceLastCall();
 void setOnDiverged(void (*observe)());
 // Learning: the operand roles (params.h, OperandRole) of the launch whose
 // origin this thread takes next. Following: those the launch at the next
-// place had, when it had `key` and `count` ranges.
+// place had, into `roles` (false, and `roles` untouched, unless it had `key`
+// and `count` ranges).
 void learnRoles(std::vector<uint8_t> roles);
-std::optional<std::vector<uint8_t>> followedRoles(uint64_t key, size_t count);
+bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles);
 
 // Whether the framework layer has reported anything (tests, the header).
 bool active();

@@ -125,8 +125,9 @@ void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, st
   roles.clear();
   if (framework::attribution() == framework::Attribution::kFollow) {
     // No op observed: the roles the launch at this place of the template had.
-    if (auto learned = framework::followedRoles(framework::launchKey(function), ranges.size()))
-      for (uint8_t r : *learned) roles.push_back(static_cast<OperandRole>(r));
+    thread_local std::vector<uint8_t> learned;  // capacity kept
+    if (framework::followedRoles(framework::launchKey(function), ranges.size(), learned))
+      for (uint8_t r : learned) roles.push_back(static_cast<OperandRole>(r));
     return;
   }
   const auto operands = framework::innermostOpOperands();

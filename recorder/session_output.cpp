@@ -115,8 +115,8 @@ void SessionOutput::stamp(trace::Event& ev, trace::Origin* origin) {
     const uint64_t key =
         framework::attribution() == framework::Attribution::kObserve ? 0 : framework::operationKey(payload);
     // The calling thread's: handlers run on the program's.
-    ev.origin = origin != nullptr ? framework::currentOrigin(launch, key, std::move(*origin))
-                                  : framework::currentOrigin(launch, key);
+    if (origin != nullptr && !ev.origin) ev.origin.emplace(std::move(*origin));
+    framework::currentOrigin(launch, key, ev.origin);
   }
 }
 

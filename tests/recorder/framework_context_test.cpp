@@ -224,8 +224,10 @@ TEST_CASE("learning a step, then following it by place until an operation does n
   REQUIRE(fw::setAttribution(fw::Attribution::kFollow));  // step 1 is the template
   CHECK(fw::attribution() == fw::Attribution::kFollow);
   // Nothing is observed now: the origins come from step 1, by place.
-  CHECK(fw::followedRoles(a, 2) == std::vector<uint8_t>{1, 3});
-  CHECK_FALSE(fw::followedRoles(a, 3));
+  std::vector<uint8_t> roles;
+  CHECK(fw::followedRoles(a, 2, roles));
+  CHECK(roles == std::vector<uint8_t>{1, 3});
+  CHECK_FALSE(fw::followedRoles(a, 3, roles));
   // An event outside the template (a collective): the step alone, and the
   // template's place unmoved.
   const auto outside = fw::originOutsideTemplate();
@@ -256,5 +258,68 @@ TEST_CASE("learning a step, then following it by place until an operation does n
   oneStep(4);
   fw::setStep(5);
   CHECK(fw::setAttribution(fw::Attribution::kFollow));
+  fw::resetForTesting();
+}
+
+TEST_CASE("an origin built in the storage of one written earlier holds nothing of it", "[recorder][framework]") {
+  fw::resetForTesting();
+  Origin stale;
+  stale.op = "aten::a_stale_operation_name_longer_than_short_strings";
+  stale.opStack = {"a stale range", "aten::stale_outer", stale.op};
+  stale.phase = Phase::kBackward;
+  stale.forwardOp = "aten::a_stale_forward_operation_name";
+  stale.module = "Stale.blocks.3.attention.projection";
+  stale.file = "/a/stale/program/file.py";
+  stale.line = 99;
+  stale.step = 42;
+  stale.stepLaunch = 17;
+  stale.inPlace = InPlace::kYes;
+  auto inStale = [&](uint64_t key, bool launch = true) {
+    std::optional<Origin> o = stale;
+    fw::currentOrigin(launch, key, o);
+    return o;
+  };
+  const uint64_t a = fw::launchKey("kernel_a"), b = fw::launchKey("kernel_b");
+  // Observing.
+  fw::setStep(0);
+  fw::enterModule("Net");
+  fw::openScope(&ids[0], "aten::relu", fw::ScopeKind::kOp, -1, 1, "/w/train.py", 8, InPlace::kNo);
+  CHECK(inStale(0, false) == fw::currentOrigin(false));
+  fw::closeScope(&ids[0]);
+  fw::exitModule();
+  CHECK(inStale(0, false) == fw::currentOrigin(false));
+  // Following: the template's origin, or (an operation not in it) nothing
+  // but the step.
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  for (int64_t step : {1, 2}) {
+    fw::setStep(step);
+    fw::enterModule("Net");
+    fw::openScope(&ids[0], "aten::relu", fw::ScopeKind::kOp, -1, 1, "/w/train.py", 8, InPlace::kNo);
+    fw::currentOrigin(true, a);
+    fw::closeScope(&ids[0]);
+    fw::currentOrigin(true, b);
+    fw::exitModule();
+  }
+  fw::setStep(3);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  const auto followed = inStale(a);
+  REQUIRE(followed);
+  Origin expected;
+  expected.op = "aten::relu";
+  expected.opStack = {"aten::relu"};
+  expected.phase = Phase::kForward;
+  expected.module = "Net";
+  expected.file = "/w/train.py";
+  expected.line = 8;
+  expected.step = 3;
+  expected.stepLaunch = 0;
+  expected.inPlace = InPlace::kNo;
+  CHECK(*followed == expected);
+  const auto unmatched = inStale(a);  // kernel_a where the template has kernel_b
+  REQUIRE(unmatched);
+  Origin bare;
+  bare.step = 3;
+  bare.stepLaunch = 1;
+  CHECK(*unmatched == bare);
   fw::resetForTesting();
 }
