@@ -717,7 +717,8 @@ int main(int argc, char** argv) {
   if (layer) {
     std::printf("  - the layer following the step it learned (steps of %llu launches; no op observed after the "
                 "first two%s):\n",
-                static_cast<unsigned long long>(kStepLaunches), followed ? "" : ", NOT FOLLOWING: the step was not learned");
+                static_cast<unsigned long long>(kStepLaunches),
+                followed ? "" : ", NOT FOLLOWING: the step was not learned");
     printLaunchPathGoals(follow, allInputs);
   }
   const double sinkAllocations = sinkAllocationsPerEntry(dir / "sink.gpurr");
