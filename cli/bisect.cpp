@@ -604,7 +604,7 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
   cmd->add_option("--until-step", opts->untilStep,
                   "Passed to gpurr record: stop the program cleanly after training step N (counted from 0), so that "
                   "each recording of a long job takes only its first N+1 steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kWholeNumber);
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Passed to gpurr record: keep the bytes of every host-to-device copy (shows where host inputs differ)");
   cmd->add_option("command", opts->command, "The command to record and its arguments, after --")->expected(-1);

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace gpurr::cli {
 
@@ -18,6 +19,15 @@ void addReplayCommand(CLI::App& app, Action& chosen);
 void addDiffCommand(CLI::App& app, Action& chosen);
 void addBisectCommand(CLI::App& app, Action& chosen);
 void addVerifyCommand(CLI::App& app, Action& chosen);
+
+// A whole number 0 or more (a step, a device), checked with a message that
+// names what was given; CLI::NonNegativeNumber's names a range of doubles.
+inline const CLI::Validator kWholeNumber(
+    [](const std::string& value) -> std::string {
+      const bool digits = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+      return digits ? "" : "expected a whole number 0 or more, got '" + value + "'";
+    },
+    "N>=0");
 
 // Exit codes shared by every command.
 inline constexpr int kExitOk = 0;

@@ -350,7 +350,7 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                   "Stop a PyTorch program cleanly after training step N (counted from 0, as --steps counts): its "
                   "atexit handlers run and the trace is complete; `gpurr info` says where it was stopped. Needs "
                   "the PyTorch layer (not with --no-framework). More in docs/RECORDING.md.")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kWholeNumber);
   cmd->add_option("--stop-file", opts->stopFile,
                   "Stop a PyTorch program cleanly once FILE names a training step: after that step, as "
                   "--until-step N does, or at the next step when it has passed. The program looks for FILE at "

@@ -186,7 +186,7 @@ void addReplayCommand(CLI::App& app, Action& chosen) {
                   "(default: guessed, float32 for 4-byte multiples)");
   cmd->add_option("--device", opts->device, "CUDA device to replay on (default: the first of the recorded "
                                             "architecture)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kWholeNumber);
   cmd->callback([opts, &chosen] { chosen = [opts] { return run(*opts); }; });
 }
 

@@ -350,6 +350,11 @@ TEST_CASE("bad options are usage errors found before the command starts") {
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Catch::Contains("--steps: '" + std::string(steps) + "' is not A:B or A:B:N"));
   }
+  for (const char* step : {"-3", "x", "1.5"}) {
+    r = s.record("out.gpurr", "touch ran", {"--until-step", step});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--until-step: expected a whole number 0 or more, got '" + std::string(step)));
+  }
   r = s.record("out.gpurr", "touch ran", {"--no-such-flag"});
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("unknown option '--no-such-flag'"));
