@@ -25,9 +25,11 @@
 // `gpurr info` shows it.
 //
 // Each launch runs inside an op of an emulated PyTorch layer (as gpurr's
-// framework layer reports it: the op's scope, its operands, the output
-// written and the inputs only read, and the allocator's blocks), unless
-// "nolayer" is given. The same counts are reported for the patterns PyTorch
+// framework layer reports it: the op's scope, its operands, and the
+// allocator's blocks: three ops in four make their output in a block the
+// caching allocator frees and hands out again, the fourth writes a tensor
+// in place), unless "nolayer" is given; the block events' mean time is
+// reported too. The same counts are reported for the patterns PyTorch The same counts are reported for the patterns PyTorch
 // makes, after the plain stream of launches:
 //   - a dependent chain: each launch reads the previous one's output and
 //     writes a new buffer;
@@ -398,6 +400,7 @@ struct Measured {
   uint64_t launches = 0;  // counted (after each thread's warm-up)
   double opsPerLaunch = 0, hashesPerLaunch = 0, entriesPerLaunch = 0, wakeupsPerLaunch = 0, queries = 0,
          exchanges = 0, heap = 0;
+  double blockUs = 0;  // the emulated allocator's block events around each launch, mean
   uint64_t waits = 0, allocations = 0;
   std::vector<double> us;  // host time of each counted launch in the callbacks, sorted
   double median() const { return us.empty() ? 0 : us[us.size() / 2]; }
@@ -415,7 +418,7 @@ class Counter {
                    hashes = fake_.hashLaunches;
     const uint64_t entries = sink_ != nullptr ? sink_->pushed() : 0;
     const uint64_t wakeups = sink_ != nullptr ? sink_->stats().wakeups : 0;
-    const uint64_t callsBefore = calls;
+    const uint64_t callsBefore = calls, blockNs = blocks.ns;
     Measured m;
     fake_.counting = true;
     run(m.us, m.launches);
@@ -428,6 +431,7 @@ class Counter {
     m.queries = static_cast<double>(fake_.captureQueries - queries) / n;
     m.exchanges = static_cast<double>(fake_.modeExchanges - exchanges) / n;
     m.heap = static_cast<double>(fake_.heapAllocations - heap) / n;
+    m.blockUs = static_cast<double>(blocks.ns - blockNs) / 1e3 / n;
     // Entries and wake-ups are counted by the sink for every thread, warm-up
     // included: per launch of the whole pattern.
     if (sink_ != nullptr) {
@@ -439,6 +443,12 @@ class Counter {
     return m;
   }
   std::atomic<uint64_t> calls{0};  // launches made, warm-up included
+  // Time in the recorder's block events (the allocator's reports), on the
+  // threads that count.
+  struct {
+    std::atomic<uint64_t> ns{0};
+    void add(Clock::duration d) { ns += std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
+  } blocks;
 
  private:
   FakeGpu& fake_;
@@ -461,6 +471,9 @@ void printLaunchPathGoals(const Measured& m, bool allInputs) {
   std::printf("    heap allocations in the callbacks %.2f (goal 0: %s)\n", m.heap, met(m.heap == 0));
   std::printf("    median callback time %.2f us (goal <= 1.5 us: %s), 99th percentile %.2f us\n", m.median(),
               met(m.median() <= 1.5), m.p99());
+  if (m.blockUs > 0)
+    std::printf("    the allocator's block events before it (a free and an allocation in 3 ops of 4): %.2f us (mean)\n",
+                m.blockUs);
 }
 
 }  // namespace
@@ -530,12 +543,24 @@ int main(int argc, char** argv) {
     // it observes: its module, its scope with the program's line, its
     // operands.
     thread_local const char op = 0;
+    // Three ops in four make their output (out is no operand of theirs; its
+    // block is one PyTorch's caching allocator hands out again: the block
+    // tracker reports the block of a tensor freed, FREE_REQUESTED, and
+    // ALLOC, whether the layer observes or not); the fourth writes a tensor
+    // in place (out an operand it writes).
+    const bool makes = i % 4 != 3;
+    if (layer && makes) {
+      const auto t0 = Clock::now();
+      framework::blockEvent(out, 0, false);
+      framework::blockEvent(out, bufferBytes, true);
+      if (fake.onProgram()) counter.blocks.add(Clock::now() - t0);
+    }
     if (observing) {
       framework::enterModule("Model.encoder.layers.0.mlp.fc1");
       framework::openScope(&op, "aten::linear", framework::ScopeKind::kOp, -1, 0, "/home/user/project/train.py",
                            42);
-      const framework::Operand operands[] = {{out, true}, {x, false}, {w, false}};
-      framework::opOperands(&op, operands);
+      const framework::Operand operands[] = {{x, false}, {w, false}, {out, true}};
+      framework::opOperands(&op, std::span(operands).first(makes ? 2 : 3));
     }
     const auto spent = call(*session, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &p, [&] {
       // The program's kernel writes its output, on the fake GPU.

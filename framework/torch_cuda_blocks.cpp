@@ -47,7 +47,9 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_cuda_try_insta
           reportBlock(e.addr_, e.size_, 1);
           break;
         case TraceEntry::FREE_REQUESTED:
-        case TraceEntry::FREE_COMPLETED:
+          // The program is done with the block (FREE_COMPLETED follows, once
+          // the streams it was recorded on are too; the allocator hands the
+          // block out again only after that).
           reportBlock(e.addr_, 0, 0);
           break;
         default:

@@ -86,6 +86,9 @@ struct Tables {
   ForwardTable forwardNew, forwardOld;
   std::shared_mutex blocksMu;
   std::map<uint64_t, uint64_t> blocks;  // base -> size
+  // Nodes of blocks freed, kept for the next blocks handed out: the
+  // allocator frees and hands out a block for nearly every op.
+  std::vector<std::map<uint64_t, uint64_t>::node_type> spareBlocks;
   // Counts the changes of `blocks` (from 1), each made under blocksMu's
   // unique lock: blockAt's answers hold while it has not moved.
   std::atomic<uint64_t> blocksVersion{1};
@@ -95,6 +98,7 @@ std::mutex& forwardMu = tables.forwardMu;
 ForwardTable &forwardNew = tables.forwardNew, &forwardOld = tables.forwardOld;
 std::shared_mutex& blocksMu = tables.blocksMu;
 std::map<uint64_t, uint64_t>& blocks = tables.blocks;
+auto& spareBlocks = tables.spareBlocks;
 std::atomic<uint64_t>& blocksVersion = tables.blocksVersion;
 
 std::atomic<bool> reported{false};
@@ -258,10 +262,15 @@ void exitModule() {
 void blockEvent(uint64_t address, uint64_t size, bool allocated) {
   std::unique_lock lock(blocksMu);
   blocksVersion.fetch_add(1, std::memory_order_release);
+  constexpr size_t kSpare = 64;
   if (!allocated) {
     if (auto it = blocks.find(address); it != blocks.end()) {
       writeHistory().forget(address, address + it->second);
-      blocks.erase(it);
+      if (spareBlocks.size() < kSpare) {
+        spareBlocks.push_back(blocks.extract(it));
+      } else {
+        blocks.erase(it);
+      }
     }
     return;
   }
@@ -271,7 +280,15 @@ void blockEvent(uint64_t address, uint64_t size, bool allocated) {
   auto it = blocks.lower_bound(address);
   if (it != blocks.begin() && std::prev(it)->first + std::prev(it)->second > address) --it;
   while (it != blocks.end() && it->first < address + size) it = blocks.erase(it);
-  blocks.emplace(address, size);
+  if (spareBlocks.empty()) {
+    blocks.emplace_hint(it, address, size);
+    return;
+  }
+  auto node = std::move(spareBlocks.back());
+  spareBlocks.pop_back();
+  node.key() = address;
+  node.mapped() = size;
+  blocks.insert(it, std::move(node));
 }
 
 std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) {
