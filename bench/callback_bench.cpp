@@ -29,7 +29,7 @@
 // allocator's blocks: three ops in four make their output in a block the
 // caching allocator frees and hands out again, the fourth writes a tensor
 // in place), unless "nolayer" is given; the block events' mean time is
-// reported too. The same counts are reported for the patterns PyTorch The same counts are reported for the patterns PyTorch
+// reported too. The same counts are reported for the patterns PyTorch
 // makes, after the plain stream of launches:
 //   - a dependent chain: each launch reads the previous one's output and
 //     writes a new buffer;
