@@ -120,13 +120,13 @@ void HashRules::forgotten(std::span<const trace::DeviceRange> ranges) {
 }
 
 
-void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::string_view function,
+void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, uint64_t key,
                                std::vector<OperandRole>& roles) {
   roles.clear();
   if (framework::attribution() == framework::Attribution::kFollow) {
     // No op observed: the roles the launch at this place of the template had.
     thread_local std::vector<uint8_t> learned;  // capacity kept
-    if (framework::followedRoles(framework::launchKey(function), ranges.size(), learned))
+    if (framework::followedRoles(key, ranges.size(), learned))
       for (uint8_t r : learned) roles.push_back(static_cast<OperandRole>(r));
     return;
   }

@@ -90,10 +90,9 @@ class HashRules {
   // What each of a launch's ranges is to the framework op it runs in
   // (operandRoles); empty when no op reported its operands. While the
   // framework layer follows its template (framework_context.h), those the
-  // launch of `function` at the same place in the template had.
-  // Into `roles` (its capacity reused).
-  void operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::string_view function,
-                      std::vector<OperandRole>& roles);
+  // launch at the same place in the template had, when its function's key
+  // (framework::launchKey) is `key`. Into `roles` (its capacity reused).
+  void operandRolesOf(const std::vector<trace::DeviceRange>& ranges, uint64_t key, std::vector<OperandRole>& roles);
   // A copy or set wrote these hashed ranges on `stream`.
   void touched(const HashTicket& written, uint64_t stream);
   // These ranges were written without a digest, or their first use was not

@@ -258,7 +258,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     k.pointers.reserve(tlsScanned.size());
     for (const ScannedPointer& p : tlsScanned) k.pointers.push_back(p.param);
     clock.lap(kPointers);
-    out_.stamp(pending->entry.event);
+    out_.stamp(pending->entry.event, nullptr, fn->key);
     clock.lap(kFramework);
     return pending;
   }
@@ -304,7 +304,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   const bool learning = framework::attribution() == framework::Attribution::kLearn;
   std::vector<OperandRole>& roles = tlsRoles;
   roles.clear();
-  if ((k.hashed && !snapshot) || learning) hashing_.operandRolesOf(ranges, k.function, roles);
+  if ((k.hashed && !snapshot) || learning) hashing_.operandRolesOf(ranges, fn->key, roles);
   if (learning) {
     std::vector<uint8_t> learned;
     for (OperandRole r : roles) learned.push_back(static_cast<uint8_t>(r));
@@ -377,7 +377,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
       return historyBlind(p.kind) || p.kind == AllocationKind::kHostMapped;
     });
   }
-  out_.stamp(pending->entry.event, &reuse.origin);
+  out_.stamp(pending->entry.event, &reuse.origin, fn->key);
   clock.lap(kFramework);
   return pending;
 }

@@ -8,6 +8,7 @@
 
 #include "recorder/callback_data.h"
 #include "recorder/cubin_symbols.h"
+#include "recorder/framework_context.h"
 #include "trace_format/hash.h"
 
 namespace gpurr::recorder {
@@ -92,6 +93,7 @@ std::shared_ptr<const CachedFunction> ModuleRecorder::functionInfo(uint64_t func
   fresh->selectedByName = kernelSelected(options_, fresh->info.name);
   fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
   fresh->philox = philoxParams(fresh->info.name, fresh->info.layout, out_.torchVersion());
+  fresh->key = framework::launchKey(fresh->info.name);
   std::lock_guard lock(mu_);
   if (announced != 0 && fresh->info.module != 0) moduleByHandle_[fresh->info.module] = announced;
   const auto& cached = functions_.emplace(function, std::move(fresh)).first->second;

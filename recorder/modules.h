@@ -27,6 +27,7 @@ struct CachedFunction {
   bool selectedByName = true;  // GPURR_KERNELS matches
   bool snapshotByName = false; // a GPURR_SNAPSHOT pattern matches
   std::vector<PhiloxParam> philox;  // PhiloxCudaState parameters
+  uint64_t key = 0;  // framework::launchKey of its name: a launch's in a learned step (hashed once)
 };
 
 class ModuleRecorder {

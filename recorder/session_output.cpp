@@ -104,7 +104,7 @@ trace::Event SessionOutput::newEvent(trace::Payload payload, trace::Origin* orig
   return ev;
 }
 
-void SessionOutput::stamp(trace::Event& ev, trace::Origin* origin) {
+void SessionOutput::stamp(trace::Event& ev, trace::Origin* origin, uint64_t key) {
   ev.timeNs = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
   if (tlsThread.session != this) tlsThread = {this, nextThread_.fetch_add(1)};
@@ -112,8 +112,11 @@ void SessionOutput::stamp(trace::Event& ev, trace::Origin* origin) {
   const trace::Payload& payload = ev.payload;
   const bool launch = std::holds_alternative<trace::KernelLaunch>(payload);
   if (launch || std::holds_alternative<trace::Memcpy>(payload) || std::holds_alternative<trace::Memset>(payload)) {
-    const uint64_t key =
-        framework::attribution() == framework::Attribution::kObserve ? 0 : framework::operationKey(payload);
+    if (framework::attribution() == framework::Attribution::kObserve) {
+      key = 0;
+    } else if (key == 0) {
+      key = framework::operationKey(payload);
+    }
     // The calling thread's: handlers run on the program's.
     if (origin != nullptr && !ev.origin) ev.origin.emplace(std::move(*origin));
     framework::currentOrigin(launch, key, ev.origin);

@@ -48,7 +48,9 @@ class SessionOutput {
   trace::Event newEvent(trace::Payload payload, trace::Origin* origin = nullptr);
   // As newEvent, for an event whose payload is already in place (a launch
   // built in its entry, which then moves no more than once, into the ring).
-  void stamp(trace::Event& ev, trace::Origin* origin = nullptr);
+  // `key`: the operation's framework::operationKey when the caller has it
+  // (a launch's, kept with its function); else worked out here.
+  void stamp(trace::Event& ev, trace::Origin* origin = nullptr, uint64_t key = 0);
   void emit(SinkEntry&& entry) {
     if (sink_) sink_->push(std::move(entry));
   }
