@@ -8,7 +8,9 @@ compared). Checks: the verdict is identical, and both recordings printed
 exactly the plain run's step lines (losses and parameter digests). Its
 figures are the case's cost: recorded over plain step time (medians of the
 steps after the first), launches per step (`gpurr info`'s median step),
-trace bytes per step, bisect's wall time over the plain run's, and peak
+the recorder's median time per launch in its callbacks and the GPU
+operations it enqueued per launch (`gpurr info`'s recorderCost), trace
+bytes per step, bisect's wall time over the plain run's, and peak
 host memory (the largest process of each) recorded over plain.
 
 default mode: two plain runs, the ground truth. Where their step lines
@@ -389,18 +391,24 @@ class Runner:
         steps = len([line for line in step_lines(out) if line.startswith("step ")]) or 1
         trace = os.path.join(out_dir, "run1.gpurr")
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(trace) for f in fs)
-        per_step = None
+        per_step = launches = recorder = None
         try:
             info = json.loads(subprocess.run([self.gpurr, "info", "--json", trace], capture_output=True,
                                              timeout=120).stdout)
             per_step = (info.get("perStep") or {}).get("medianLaunches")
             launches = info.get("launches")
+            recorder = info.get("recorderCost") or {}
         except (OSError, ValueError, subprocess.TimeoutExpired):
-            launches = None
+            pass
         figures = {
             "plain_ms": plain_ms, "recorded_ms": rec_ms,
             "ratio": rec_ms / plain_ms if plain_ms and rec_ms else None,
             "launches": launches, "launches_per_step": per_step, "trace_bytes_per_step": size / steps,
+            # The recorder's own measurements: its time per launch in the
+            # callbacks (median) and the GPU operations it enqueued per launch
+            # (hash launches and copies; the deferral's goal is 0.25).
+            "callback_us": recorder["medianNs"] / 1e3 if recorder and "medianNs" in recorder else None,
+            "gpu_ops_per_launch": recorder.get("meanGpuOps") if recorder else None,
             "plain_s": plain_s, "bisect_s": bisect_s, "bisect_ratio": bisect_s / plain_s if plain_s else None,
             "plain_rss_mib": plain_rss / 1024, "recorded_rss_mib": bisect_rss / 1024,
             "rss_ratio": bisect_rss / plain_rss if plain_rss else None,
@@ -453,14 +461,16 @@ class Runner:
 
     def table(self):
         head = ("| case | plain step (ms) | recorded step (ms) | recorded/plain | launches/step | "
+                "recorder us/launch | its GPU ops/launch | "
                 "trace KiB/step | bisect/plain wall | peak RSS plain (MiB) | recorded/plain RSS |")
-        rows = [head, "|" + "---|" * 9]
+        rows = [head, "|" + "---|" * 11]
 
         def f(v, fmt):
             return format(v, fmt) if isinstance(v, (int, float)) else "-"
         for name, c in self.costs.items():
             rows.append(f"| {name} | {f(c['plain_ms'], '.2f')} | {f(c['recorded_ms'], '.2f')} | "
                         f"{f(c['ratio'], '.2f')}x | {c['launches_per_step'] or '-'} | "
+                        f"{f(c.get('callback_us'), '.1f')} | {f(c.get('gpu_ops_per_launch'), '.3f')} | "
                         f"{f(c['trace_bytes_per_step'] / 1024, '.0f')} | {f(c['bisect_ratio'], '.1f')}x | "
                         f"{f(c['plain_rss_mib'], '.0f')} | {f(c['rss_ratio'], '.2f')}x |")
         return "\n".join(rows)
