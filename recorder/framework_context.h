@@ -72,8 +72,8 @@ void exitModule();
 // A block of device memory the framework's allocator handed out
 // (`allocated`: PyTorch's caching allocator's ALLOC trace event, with the
 // size the program asked for) or took back (FREE_REQUESTED, by address; a
-// second report of a free is harmless). A launch's range that starts in a block ends with it
-// (RangeBound::kBlock).
+// second report of a free is harmless). A launch's range that starts in a
+// block ends with it (RangeBound::kBlock).
 void blockEvent(uint64_t address, uint64_t size, bool allocated);
 // The live block that holds `address`: its (base, size).
 std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address);
