@@ -1,7 +1,7 @@
 """What the outside writer's diff cases share (run_cases.py, named_cases.py,
-old_trace_cases.py): the table of cases, expectations, a simulated training
-run written by the outside writer and checked by `gpurr verify`, and
-`gpurr diff`'s verdict. GPURR (the gpurr binary) and TMP (the case's scratch
+old_trace_cases.py; job_cases.py its table, expectations and main): the
+table of cases, expectations, a simulated training run written by the
+outside writer and checked by `gpurr verify`, and `gpurr diff`'s verdict. GPURR (the gpurr binary) and TMP (the case's scratch
 folder) are set by main() before each case runs."""
 import json
 import os
@@ -25,7 +25,7 @@ def case(fn):
 
 def expect(cond, what, detail=None):
     if not cond:
-        raise Failure(what + ('' if detail is None else ': ' + json.dumps(detail, indent=1)[:3000]))
+        raise Failure(what + ('' if detail is None else ': ' + json.dumps(detail, indent=1)[:4000]))
     print('  ok  ' + what)
 
 
@@ -112,8 +112,9 @@ def seq_of(prog, name_part, step=None, nth=0):
     return hits[nth]
 
 
-def main(argv):
-    """run_cases.py's command line: --list, or GPURR [CASE...]."""
+def main(argv, prefix='gpurr-outside-'):
+    """A case script's command line: --list, or GPURR [CASE...]; each case's
+    scratch folder is named with `prefix`."""
     global GPURR
     if argv[1:2] == ['--list']:
         print('\n'.join(CASES))
@@ -123,4 +124,4 @@ def main(argv):
     def scratch(path):
         global TMP
         TMP = path
-    return runner.run(CASES, argv[2:] or list(CASES), Failure, scratch, 'gpurr-outside-')
+    return runner.run(CASES, argv[2:] or list(CASES), Failure, scratch, prefix)

@@ -16,36 +16,20 @@ import sys
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
-    from gpurr_outside import job as jobs, runner  # noqa: E402
+    import case_kit as kit  # noqa: E402
+    from case_kit import Failure, case, expect  # noqa: E402
+    from gpurr_outside import job as jobs  # noqa: E402
 except ImportError as e:
     sys.exit('job_cases.py: %s (scripts/setup.sh installs pycapnp, zstandard and numpy into the test environment)' % e)
 
-GPURR = None
-TMP = None
-CASES = {}
 ENV = {'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}
 OTHERS_THAN_5 = [0, 1, 2, 3, 4, 6, 7]
 
 
-class Failure(Exception):
-    pass
-
-
-def case(fn):
-    CASES[fn.__name__] = fn
-    return fn
-
-
-def expect(cond, what, detail=None):
-    if not cond:
-        raise Failure(what + ('' if detail is None else ': ' + json.dumps(detail, indent=1)[:4000]))
-    print('  ok  ' + what)
-
-
 def write(name, job, env=None, ranks=None):
-    d = os.path.join(TMP, name)
+    d = os.path.join(kit.TMP, name)
     for path in job.run().write(d, env=env or ENV, ranks=ranks):
-        r = subprocess.run([GPURR, 'verify', '--json', path], capture_output=True, text=True)
+        r = subprocess.run([kit.GPURR, 'verify', '--json', path], capture_output=True, text=True)
         if r.returncode != 0 or not json.loads(r.stdout or '{}').get('ok'):
             raise Failure('gpurr verify %s: exit %d %s %s' % (path, r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
     return d
@@ -53,13 +37,13 @@ def write(name, job, env=None, ranks=None):
 
 def diff(a, b):
     """The JSON report, the text report and the HTML page of `gpurr diff a b`."""
-    html = os.path.join(TMP, 'report.html')
-    r = subprocess.run([GPURR, 'diff', '--json', '--html', html, a, b], capture_output=True, text=True)
+    html = os.path.join(kit.TMP, 'report.html')
+    r = subprocess.run([kit.GPURR, 'diff', '--json', '--html', html, a, b], capture_output=True, text=True)
     try:
         j = json.loads(r.stdout)
     except ValueError:
         raise Failure('gpurr diff --json: exit %d, no JSON: %s' % (r.returncode, r.stderr[-2000:]))
-    text = subprocess.run([GPURR, 'diff', a, b], capture_output=True, text=True).stdout
+    text = subprocess.run([kit.GPURR, 'diff', a, b], capture_output=True, text=True).stdout
     print('\n'.join('    | ' + line for line in text.split('\n') if line and not line.startswith('  ')
                     and '== process' not in line)[:6000])
     page = open(html).read() if os.path.exists(html) else ''
@@ -192,7 +176,7 @@ def job_rank_killed():
     origin: the job report still names it."""
     a = write('a', jobs.Job())
     job_b = jobs.Job(seed=2, planted={5: 1}).run()
-    d = os.path.join(TMP, 'b')
+    d = os.path.join(kit.TMP, 'b')
     job_b.write(d, env=ENV, ranks=[r for r in range(8) if r != 3])
     p3 = job_b.procs[3]
     cut = next(i for i, e in enumerate(p3.events) if 'collective' in e and e['origin']['step'] == 1)
@@ -210,18 +194,5 @@ def job_rank_killed():
     expect('earliest origin: rank 5, ' in text and '<section id="job">' in page, 'the text and the page name it')
 
 
-def main():
-    global GPURR
-    if sys.argv[1:2] == ['--list']:
-        print('\n'.join(CASES))
-        return 0
-    GPURR = os.path.abspath(sys.argv[1])
-
-    def scratch(path):
-        global TMP
-        TMP = path
-    return runner.run(CASES, sys.argv[2:] or list(CASES), Failure, scratch, 'gpurr-job-')
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(kit.main(sys.argv, 'gpurr-job-'))
