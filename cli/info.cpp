@@ -1,6 +1,7 @@
 // gpurr info TRACE: what a trace holds, in a screen.
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -168,6 +169,12 @@ Json memoryJson(const std::optional<RecorderMemory>& m) {
               {"eventsDropped", m->eventsDropped}};
 }
 
+Json layerStepsJson(const std::optional<LayerSteps>& l) {
+  if (!l) return nullptr;
+  return Json{{"observed", l->observed},   {"followed", l->followed}, {"unmatched", l->unmatched},
+              {"templates", l->templates}, {"switches", l->switches}};
+}
+
 int printJson(const TraceReader& reader, const Stats& s) {
   Json kinds = Json::object(), droppedKinds = Json::object();
   // The program's events; EventsDropped markers are counted apart.
@@ -200,7 +207,8 @@ int printJson(const TraceReader& reader, const Stats& s) {
                         {"withOrigin", s.withOrigin},
                         {"firstStep", s.firstStep ? Json(*s.firstStep) : Json(nullptr)},
                         {"lastStep", s.lastStep ? Json(*s.lastStep) : Json(nullptr)},
-                        {"modules", s.modules.size()}}},
+                        {"modules", s.modules.size()},
+                        {"layerSteps", layerStepsJson(reader.layerSteps())}}},
            {"timeSpanNs", s.lastTimeNs - s.firstTimeNs},
            {"blocks", reader.blocks().size()},
            {"eventsCompressedBytes", reader.eventsFileBytes()},
@@ -322,6 +330,19 @@ int printText(const TraceReader& reader, const Stats& s) {
     line("origins", fmt::format("{} of {} launches, copies and memsets (op, module, source line, step){}, {}",
                                 withCommas(s.withOrigin), withCommas(s.operations), steps,
                                 count(s.modules.size(), "module")));
+  }
+  if (const auto& l = reader.layerSteps()) {
+    std::vector<std::string> parts;
+    if (l->observed > 0) parts.push_back(withCommas(l->observed) + " observed in full");
+    if (l->followed > 0) {
+      parts.push_back(fmt::format("{} followed from {} ({})", withCommas(l->followed),
+                                  count(l->templates, "template"), count(l->switches, "switch", "es")));
+    }
+    if (l->unmatched > 0) {
+      parts.push_back(withCommas(l->unmatched) + " partly observed (an operation matched no template)");
+    }
+    line("", fmt::format("steps completed: {}: {}", withCommas(l->observed + l->followed + l->unmatched),
+                         fmt::join(parts, ", ")));
   }
   line("time span", fmt::format("{:.3f} s", static_cast<double>(s.lastTimeNs - s.firstTimeNs) / 1e9));
   line("size", fmt::format("events {} in {} blocks ({} uncompressed, {:.1f}x), blobs {} in {} files",

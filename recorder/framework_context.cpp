@@ -2,12 +2,14 @@
 // and the origin a launch takes from them.
 #include "recorder/framework_context.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -106,19 +108,31 @@ std::atomic<int64_t> currentStep_{-1};
 std::atomic<int64_t> stoppedAfterStep_{-1};
 std::atomic<uint64_t> stepLaunches{0};
 
-// The template: the operations of a step, in order, with their origins.
+// The templates: steps learned whole, each its operations in order with
+// their origins. A training loop's steps are mostly alike, but some differ
+// in a way that comes again: a step that logs its loss (a copy to the host),
+// one that evaluates, one whose scaler skips the optimizer. Each such kind
+// of step that the layer learned is followed by its own template.
 struct Learned {
   uint64_t key = 0;
   trace::Origin origin;
   std::vector<uint8_t> roles;  // a launch's operand roles, when learned
 };
+struct Template {
+  std::vector<uint64_t> keys;  // its operations' keys, apart: what a miss compares
+  std::vector<Learned> ops;
+  uint64_t used = 0;  // the step it was last followed in: the least recent goes first
+};
 struct Learning {
   std::mutex mu;
-  std::vector<Learned> step;     // this step's so far (learning)
-  bool overflowed = false;       // this step has more than kMaxTemplate
-  std::vector<Learned> last;     // the last complete step's: the template
-  bool learned = false;          // `last` holds a complete step (maybe of none)
-  uint64_t place = 0;            // operations of this step so far
+  std::vector<Learned> step;         // this step's so far (learning)
+  bool overflowed = false;           // this step is no template (more than kMaxTemplate, or partly followed)
+  std::vector<Template> templates;   // at most kTemplates
+  size_t current = 0;                // the template followed now
+  uint64_t place = 0;                // operations of this step so far
+  uint64_t steps = 0;                // steps begun: the templates' clock
+  bool unmatched = false;            // an operation of this step matched no template
+  trace::LayerSteps tally;           // the steps completed (but `templates`)
 };
 Learning& learning = *new Learning;
 std::atomic<int> mode{static_cast<int>(Attribution::kObserve)};
@@ -128,17 +142,69 @@ thread_local std::optional<std::vector<uint8_t>> pendingRoles;
 
 Attribution modeNow() { return static_cast<Attribution>(mode.load(std::memory_order_relaxed)); }
 
-// A new step begins: the one learned becomes the template (not what ran
+// Keeps the complete step `ops` as a template, in place of one of the same
+// operations or else of the least recently followed; it becomes current.
+// Under learning.mu.
+void keepTemplate(std::vector<Learned>&& ops) {
+  std::vector<Template>& ts = learning.templates;
+  std::vector<uint64_t> keys(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) keys[i] = ops[i].key;
+  size_t at = ts.size();
+  for (size_t i = 0; i < ts.size() && at == ts.size(); ++i) {
+    if (ts[i].keys == keys) at = i;
+  }
+  if (at == ts.size() && ts.size() == kTemplates) {
+    at = 0;
+    for (size_t i = 1; i < ts.size(); ++i) {
+      if (ts[i].used < ts[at].used) at = i;
+    }
+  }
+  if (at == ts.size()) ts.emplace_back();
+  ts[at] = Template{std::move(keys), std::move(ops), learning.steps};
+  learning.current = at;
+}
+
+// A new step begins: the one learned becomes a template (not what ran
 // before the first step, `complete` false).
 void stepBegins(bool complete) {
   std::lock_guard lock(learning.mu);
-  if (modeNow() == Attribution::kLearn) {
-    learning.learned = complete && !learning.overflowed;
-    learning.last = learning.overflowed ? std::vector<Learned>() : std::move(learning.step);
+  ++learning.steps;
+  if (complete) {
+    trace::LayerSteps& t = learning.tally;
+    ++(learning.unmatched ? t.unmatched : modeNow() == Attribution::kFollow ? t.followed : t.observed);
   }
+  learning.unmatched = false;
+  if (modeNow() == Attribution::kLearn && complete && !learning.overflowed) keepTemplate(std::move(learning.step));
+  if (!learning.templates.empty()) learning.templates[learning.current].used = learning.steps;
   learning.step.clear();
   learning.overflowed = false;
   learning.place = 0;
+}
+
+// The templates' entry for an operation of `key` at `place` in this step:
+// the current template's, or another's that has this step's operations so
+// far and `key` next (the most recently followed), which becomes current.
+// Nothing when none has. Under learning.mu.
+const Learned* entryAt(uint64_t place, uint64_t key) {
+  std::vector<Template>& ts = learning.templates;
+  if (ts.empty()) return nullptr;
+  const Template& current = ts[learning.current];
+  if (place < current.keys.size() && current.keys[place] == key) return &current.ops[place];
+  if (place > current.keys.size()) return nullptr;
+  // This step so far is the current template's first `place` operations.
+  const auto seen = std::span<const uint64_t>(current.keys).first(place);
+  size_t other = ts.size();
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Template& t = ts[i];
+    if (i == learning.current || place >= t.keys.size() || t.keys[place] != key) continue;
+    if (!std::equal(seen.begin(), seen.end(), t.keys.begin())) continue;
+    if (other == ts.size() || t.used > ts[other].used) other = i;
+  }
+  if (other == ts.size()) return nullptr;
+  learning.current = other;
+  ts[other].used = learning.steps;
+  ++learning.tally.switches;
+  return &ts[other].ops[place];
 }
 
 // An op that carries sequence number N opens. Autograd numbers the node an
@@ -331,10 +397,10 @@ uint64_t operationKey(const trace::Payload& payload) {
 
 bool setAttribution(Attribution m) {
   std::lock_guard lock(learning.mu);
-  if (m == Attribution::kFollow && !learning.learned) return false;
-  if (m != Attribution::kFollow) {
-    learning.last.clear();
-    learning.learned = false;
+  if (m == Attribution::kFollow && learning.templates.empty()) return false;
+  if (m == Attribution::kObserve) {
+    learning.templates.clear();
+    learning.current = 0;
   }
   // Set between two steps (the layer does so) or before the first, the step
   // under way is learned whole; else it is no template.
@@ -356,14 +422,21 @@ void learnRoles(std::vector<uint8_t> roles) { pendingRoles = std::move(roles); }
 
 bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles) {
   std::lock_guard lock(learning.mu);
-  if (learning.place >= learning.last.size()) return false;
-  const Learned& l = learning.last[learning.place];
-  if (l.key != key || l.roles.size() != count) return false;
-  roles.assign(l.roles.begin(), l.roles.end());
+  const Learned* l = entryAt(learning.place, key);
+  if (l == nullptr || l->roles.size() != count) return false;
+  roles.assign(l->roles.begin(), l->roles.end());
   return true;
 }
 
 bool active() { return reported.load(std::memory_order_relaxed); }
+
+std::optional<trace::LayerSteps> layerSteps() {
+  std::lock_guard lock(learning.mu);
+  trace::LayerSteps t = learning.tally;
+  if (t.observed + t.followed + t.unmatched == 0) return std::nullopt;
+  t.templates = learning.templates.size();
+  return t;
+}
 
 int64_t currentStep() { return currentStep_.load(std::memory_order_relaxed); }
 
@@ -373,22 +446,21 @@ int64_t stoppedAfterStep() { return stoppedAfterStep_.load(); }
 
 namespace {
 
-// The origin of the operation at the next place in the template, copied
-// into `o` (its strings keep their capacity), when it has the same key;
-// counts the place. When it has not, the recorder learns again from here
-// (this step is no template) and asks the layer to observe.
+// The origin of the operation at the next place in the templates, copied
+// into `o` (its strings keep their capacity), when one has the same key
+// there (entryAt); counts the place. When none has, the recorder learns
+// again from here (this step is no template; the templates are kept) and
+// asks the layer to observe.
 bool followInto(uint64_t key, trace::Origin& o) {
   {
     std::lock_guard lock(learning.mu);
-    const uint64_t place = learning.place++;
-    if (place < learning.last.size() && learning.last[place].key == key) {
-      o = learning.last[place].origin;
+    if (const Learned* l = entryAt(learning.place++, key)) {
+      o = l->origin;
       return true;
     }
-    learning.last.clear();
-    learning.learned = false;
     learning.step.clear();
     learning.overflowed = true;
+    learning.unmatched = true;
     mode.store(static_cast<int>(Attribution::kLearn));
     diverged.store(true);
   }
@@ -522,6 +594,11 @@ void resetForTesting() {
   forwardNew.clear();
   forwardOld.clear();
   setAttribution(Attribution::kObserve);
+  {
+    std::lock_guard learningLock(learning.mu);
+    learning.tally = {};
+    learning.unmatched = false;
+  }
   setOnDiverged(nullptr);
   pendingRoles.reset();
   reported.store(false);

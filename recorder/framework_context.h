@@ -11,9 +11,12 @@
 // Observing every op costs the program more than recording its launches, so
 // the layer observes a training step or two, then stops (attribution mode
 // kFollow): each launch, copy and set then takes the origin of the operation
-// at the same place in the last step observed in full (the template), when
-// that was one of the same kind and kernel; the layer observes again for a
-// step when one was not (docs/RECORDING.md, "What the layer costs").
+// at the same place in a step observed in full (a template), when that was
+// one of the same kind and kernel. Up to kTemplates kinds of step are kept
+// (a step that logs, one that evaluates): at an operation the current
+// template does not have, another that has this step's operations so far
+// and this one next is followed instead. When none has, the layer observes
+// again (docs/RECORDING.md, "What the layer costs").
 #pragma once
 
 #include <cstdint>
@@ -102,33 +105,40 @@ void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out)
 // layer has reported anything.
 std::optional<trace::Origin> originOutsideTemplate();
 
-// An operation's kind and kernel, as the template matches them.
+// An operation's kind and kernel, as the templates match them.
 uint64_t operationKey(const trace::Payload& payload);
 uint64_t launchKey(std::string_view function);
 
 enum class Attribution : int {
   kObserve = 0,  // origins from what the layer reports (the default)
-  kLearn = 1,    // so, and each step's operations kept: the last complete one is the template
-  kFollow = 2,   // the layer reports no ops or modules: origins from the template
+  kLearn = 1,    // so, and each step's operations kept: a complete one becomes a template
+  kFollow = 2,   // the layer reports no ops or modules: origins from the templates
 };
 // Sets the mode; kFollow only when a complete step was learned (of at most
 // kMaxTemplate operations, maybe none): returns whether the mode was set.
+// kObserve forgets the templates; kLearn keeps them and adds each complete
+// step learned from now on (replacing one of the same operations, or else
+// the least recently followed).
 bool setAttribution(Attribution mode);
 Attribution attribution();
 constexpr size_t kMaxTemplate = 1 << 15;
-// Whether an operation found none of its kind and kernel at its place in the
-// template since the last call (following). At the first such operation the
-// mode becomes kLearn (the step under way is no template) and `observe`, set
-// by the layer, is called on that operation's thread: the layer observes
-// again from the next op on.
+constexpr size_t kTemplates = 4;
+// Whether an operation found none of its kind and kernel at its place in
+// any template since the last call (following). At the first such operation
+// the mode becomes kLearn (the step under way is no template; the templates
+// are kept) and `observe`, set by the layer, is called on that operation's
+// thread: the layer observes again from the next op on.
 bool divergedSinceLastCall();
 void setOnDiverged(void (*observe)());
 // Learning: the operand roles (params.h, OperandRole) of the launch whose
 // origin this thread takes next. Following: those the launch at the next
-// place had, into `roles` (false, and `roles` untouched, unless it had `key`
-// and `count` ranges).
+// place had in the templates, into `roles` (false, and `roles` untouched,
+// unless it had `key` and `count` ranges).
 void learnRoles(std::vector<uint8_t> roles);
 bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles);
+
+// How the steps completed so far were attributed; nothing before the first.
+std::optional<trace::LayerSteps> layerSteps();
 
 // Whether the framework layer has reported anything (tests, the header).
 bool active();

@@ -56,7 +56,7 @@ void SessionOutput::close() {
   const Device::MemoryUse device = device_.memoryUse();
   memory.pinnedHostBytes = device.pinnedHostBytes;
   memory.deviceBytes = device.deviceBytes;
-  sink_->close(readableHostRegions(), framework::stoppedAfterStep(), memory);
+  sink_->close(readableHostRegions(), framework::stoppedAfterStep(), memory, framework::layerSteps());
 }
 
 void SessionOutput::warnOnce(const std::string& key, const std::string& message) {

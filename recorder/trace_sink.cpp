@@ -204,7 +204,7 @@ void TraceSink::drain() {
 }
 
 void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppedAfterStep,
-                      std::optional<trace::RecorderMemory> memory) {
+                      std::optional<trace::RecorderMemory> memory, std::optional<trace::LayerSteps> layerSteps) {
   {
     std::lock_guard lock(mu_);
     if (closed_) return;
@@ -234,6 +234,7 @@ void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppe
         memory->eventsDropped = droppedTotal_;
         writer_->setRecorderMemory(*memory);
       }
+      if (layerSteps) writer_->setLayerSteps(*layerSteps);
       writer_->close();
     } catch (const std::exception& e) {
       warn_(std::string("cannot finish the trace: ") + e.what() + "; it stays readable up to its last complete block");

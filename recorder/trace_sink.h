@@ -120,10 +120,11 @@ class TraceSink {
   // drain(), then closes the trace, writing `hostRegions`, the step after
   // which the program was stopped (-1: it was not) and, when given, the
   // recorder's memory into its index (`memory`'s snapshot, pinned and device
-  // parts; the sink adds the queue's and the writer's). Later pushes are
-  // dropped.
+  // parts; the sink adds the queue's and the writer's) and how the framework
+  // layer attributed the steps. Later pushes are dropped.
   void close(std::vector<trace::HostRegion> hostRegions = {}, int64_t stoppedAfterStep = -1,
-             std::optional<trace::RecorderMemory> memory = std::nullopt);
+             std::optional<trace::RecorderMemory> memory = std::nullopt,
+             std::optional<trace::LayerSteps> layerSteps = std::nullopt);
 
   uint64_t pushed() const;
   SinkStats stats() const;

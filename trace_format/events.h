@@ -22,8 +22,8 @@ inline constexpr uint32_t kFormatVersion = 1;
 // 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads;
 // 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions;
 // 7: Origin.inPlace; 8: Index.stoppedAfterStep; 9: EventsDropped,
-// Index.recorderMemory, Collective events
-inline constexpr uint32_t kCompatVersion = 9;
+// Index.recorderMemory, Collective events; 10: Index.layerSteps
+inline constexpr uint32_t kCompatVersion = 10;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -109,6 +109,17 @@ struct RecorderMemory {
   uint64_t deviceBytes = 0;        // GPU memory of its own (the hash kernel's counters)
   uint64_t eventsDropped = 0;      // events dropped because the queue was full
   bool operator==(const RecorderMemory&) const = default;
+};
+
+// How the framework layer attributed the training steps the program
+// completed (Index.layerSteps; docs/RECORDING.md, "What the layer costs").
+struct LayerSteps {
+  uint64_t observed = 0;   // observed in full (learned, or every op observed)
+  uint64_t followed = 0;   // followed from templates to their end
+  uint64_t unmatched = 0;  // with an operation that matched no template: observed from there on
+  uint64_t templates = 0;  // kinds of step learned, held when the recording ended
+  uint64_t switches = 0;   // times another template was taken within a step
+  bool operator==(const LayerSteps&) const = default;
 };
 
 struct Header {

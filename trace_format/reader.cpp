@@ -152,6 +152,7 @@ struct TraceReader::Impl {
   std::vector<HostRegion> hostRegions;
   int64_t stoppedAfterStep = -1;
   std::optional<RecorderMemory> recorderMemory;
+  std::optional<LayerSteps> layerSteps;
   Damage damage;
   File events;
   uint64_t eventCount = 0;
@@ -254,6 +255,7 @@ struct TraceReader::Impl {
     std::vector<HostRegion> regions;
     int64_t stopped = -1;
     std::optional<RecorderMemory> memory;
+    std::optional<LayerSteps> layer;
     std::vector<BlockInfo> entries = guarded(path, "index", [&] {
       capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
                                             readerOptions(words.size()));
@@ -276,6 +278,10 @@ struct TraceReader::Impl {
         memory = RecorderMemory{m.getHostBytes(),      m.getQueueBytes(),  m.getSnapshotBytes(),
                                 m.getWriterBytes(),    m.getPinnedHostBytes(), m.getDeviceBytes(),
                                 m.getEventsDropped()};
+      }
+      if (root.hasLayerSteps()) {
+        const auto l = root.getLayerSteps();
+        layer = LayerSteps{l.getObserved(), l.getFollowed(), l.getUnmatched(), l.getTemplates(), l.getSwitches()};
       }
       return out;
     });
@@ -314,6 +320,7 @@ struct TraceReader::Impl {
     hostRegions = std::move(regions);
     stoppedAfterStep = stopped;
     recorderMemory = memory;
+    layerSteps = layer;
     return true;
   }
 
@@ -517,6 +524,7 @@ const std::vector<BlockInfo>& TraceReader::blocks() const { return impl_->blocks
 const Damage& TraceReader::damage() const { return impl_->damage; }
 const std::vector<HostRegion>& TraceReader::hostRegions() const { return impl_->hostRegions; }
 const std::optional<RecorderMemory>& TraceReader::recorderMemory() const { return impl_->recorderMemory; }
+const std::optional<LayerSteps>& TraceReader::layerSteps() const { return impl_->layerSteps; }
 int64_t TraceReader::stoppedAfterStep() const { return impl_->stoppedAfterStep; }
 uint64_t TraceReader::eventCount() const { return impl_->eventCount; }
 uint64_t TraceReader::launchCount() const { return impl_->launchCount; }

@@ -37,6 +37,18 @@ struct Index {
   # The memory the recorder held on the program's behalf; null when not
   # reported (compatVersion 9).
   recorderMemory @3 :RecorderMemory;
+  # How gpurr's framework layer attributed the training steps; null when no
+  # step was completed (compatVersion 10).
+  layerSteps @4 :LayerSteps;
+}
+
+# Training steps by how they were attributed (FORMAT.md §5).
+struct LayerSteps {
+  observed @0 :UInt64;   # observed in full
+  followed @1 :UInt64;   # followed from templates to their end
+  unmatched @2 :UInt64;  # with an operation that matched no template
+  templates @3 :UInt64;  # kinds of step learned, held at the end
+  switches @4 :UInt64;   # times another template was taken within a step
 }
 
 # Peaks, in bytes (FORMAT.md §5).

@@ -77,6 +77,9 @@ class TraceWriter {
   // The memory the recorder held, which close() writes into the index
   // (none by default).
   void setRecorderMemory(const RecorderMemory& memory);
+  // How the framework layer attributed the steps, which close() writes into
+  // the index (none by default).
+  void setLayerSteps(const LayerSteps& steps);
   // Host memory this writer holds at most: the blocks queued for
   // compression and the one being filled.
   uint64_t memoryBound() const;
@@ -127,6 +130,9 @@ class TraceReader {
   // The memory the recorder held (compatVersion 9); nothing when the trace
   // has no index or its writer reported none.
   const std::optional<RecorderMemory>& recorderMemory() const;
+  // How the framework layer attributed the steps (compatVersion 10);
+  // nothing when the trace has no index or no step was completed.
+  const std::optional<LayerSteps>& layerSteps() const;
   uint64_t eventCount() const;
   uint64_t launchCount() const;
   uint64_t eventsFileBytes() const;   // compressed, on disk

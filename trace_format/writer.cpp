@@ -197,6 +197,7 @@ struct TraceWriter::Impl {
   std::vector<HostRegion> hostRegions;
   int64_t stoppedAfterStep = -1;
   std::optional<RecorderMemory> recorderMemory;
+  std::optional<LayerSteps> layerSteps;
   uint64_t fileOffset = 0;
   uint64_t bytesWritten = 0;
   std::set<BlobId> blobs;  // only touched by the owner
@@ -345,6 +346,14 @@ struct TraceWriter::Impl {
       m.setDeviceBytes(recorderMemory->deviceBytes);
       m.setEventsDropped(recorderMemory->eventsDropped);
     }
+    if (layerSteps) {
+      auto l = root.initLayerSteps();
+      l.setObserved(layerSteps->observed);
+      l.setFollowed(layerSteps->followed);
+      l.setUnmatched(layerSteps->unmatched);
+      l.setTemplates(layerSteps->templates);
+      l.setSwitches(layerSteps->switches);
+    }
     ByteSink sink(bytes);
     capnp::writeMessage(sink, builder);
     writeFileAtomic(dir / container::kIndexFile, bytes);
@@ -478,6 +487,7 @@ void TraceWriter::flush() {
 void TraceWriter::setHostRegions(std::vector<HostRegion> regions) { impl_->hostRegions = std::move(regions); }
 void TraceWriter::setStoppedAfterStep(int64_t step) { impl_->stoppedAfterStep = step; }
 void TraceWriter::setRecorderMemory(const RecorderMemory& memory) { impl_->recorderMemory = memory; }
+void TraceWriter::setLayerSteps(const LayerSteps& steps) { impl_->layerSteps = steps; }
 uint64_t TraceWriter::memoryBound() const {
   const WriterOptions& o = impl_->options;
   // Each block's frames (reserved with an eighth more) and its compressed copy.

@@ -38,6 +38,7 @@ _FOLLOW_AFTER = 2
 _learning = False  # the layer follows a template after learning it (not GPURR_FULL_ATTRIBUTION)
 _following = False  # it observes no ops or modules now
 _observed_from = 0  # the step since which it has observed
+_unmatched = []  # the last two steps in which an operation matched no template
 _observer = None  # the op observer's library, once installed
 _nn_module = None  # torch.nn.modules.module, for the global module hooks
 _hooks = []  # the global module hooks' handles
@@ -153,28 +154,45 @@ def _read_stop_file():
 
 
 def _adapt():
-    """Between two steps: once the layer has observed enough steps, it stops
-    observing and the recorder follows the last one (attribution mode 2);
-    when an operation of the step just ended did not match it, the layer
-    observes the next step in full and the recorder learns it (mode 1)."""
-    global _following, _observed_from
+    """Between two steps (the one that ended is _step - 1): once the layer has
+    observed enough steps, it stops observing and the recorder follows the
+    steps it learned (attribution mode 2), each kind of step by its own
+    template. A step in which an operation matched no template was observed
+    from there on (_observe_again); what comes next:
+    - the layer observes the next step in full and the recorder learns it
+      (mode 1) when the step before the one that ended did not match either
+      (the program's steps changed), or when the steps that did not match
+      come at a period (one that logs or evaluates every N steps) and the
+      next step is the next of them: its kind becomes a template;
+    - else (a step unlike the others, once) the recorder follows again."""
+    global _following, _observed_from, _unmatched
     if not _learning:
         return
-    if _following:
-        if _recorder.gpurr_framework_diverged():
-            _recorder.gpurr_framework_attribution(1)
+    ended = _step - 1
+    diverged = bool(_recorder.gpurr_framework_diverged())
+    if diverged:
+        _unmatched = (_unmatched + [ended])[-2:]
+    periodic = len(_unmatched) == 2 and _unmatched[1] - _unmatched[0] > 1 and \
+        _step == 2 * _unmatched[1] - _unmatched[0]
+    if _following and not diverged and not periodic:
+        return  # the usual case: every operation matched
+    if not _following and _step - _observed_from < (_FOLLOW_AFTER if _observed_from == 0 else 1):
+        return  # observing the steps it learns first
+    if periodic or _unmatched == [ended - 1, ended]:
+        _recorder.gpurr_framework_attribution(1)
+        if _following:
             _observe(True)
-            _following, _observed_from = False, _step
-    elif _step - _observed_from >= (_FOLLOW_AFTER if _observed_from == 0 else 1):
-        if _recorder.gpurr_framework_attribution(2):
-            _observe(False)
-            _following = True
+        _following, _observed_from = False, _step
+    elif _recorder.gpurr_framework_attribution(2):
+        _observe(False)
+        _following = True
 
 
 def _observe_again():
-    """Run by the interpreter soon after an operation did not match the
-    template (the op observer asked for it): modules are observed again, and
-    the recorder learns from there (it went back to mode 1 itself)."""
+    """Run by the interpreter soon after an operation matched no template
+    (the op observer asked for it): modules are observed again, and the
+    recorder learns from there (it went back to mode 1 itself), for the
+    rest of the step."""
     global _following, _observed_from
     if _enabled and _following:
         _observe(True)

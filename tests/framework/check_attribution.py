@@ -162,6 +162,40 @@ if len(after) == 3 and len(full) >= 3:
         f.pop("step")
         check(o == f, f"observed again after the loop: {o} vs {f}")
 
+# A loop that logs every fourth step: one launch more (a copy of the loss),
+# at the start of the step after it. The first two such steps match no
+# template where the extra launch is (from there on they are observed); they
+# come at a period, so the layer observes the third in full and the recorder
+# keeps it as a second template. From then on each kind of step is followed
+# by its own template: every step's origins are those of a run that observes
+# every op, but for the two that taught the period.
+logs = os.path.join(args.scripts, "logs_every.py")
+plain_logs = subprocess.run([sys.executable, logs], capture_output=True, text=True, timeout=300)
+by_step = {}
+for name, extra in (("logs_full", {"GPURR_FULL_ATTRIBUTION": "1"}), ("logs_follow", {})):
+    r, trace = record(name, [sys.executable, logs], **extra)
+    check(r.returncode == 0 and r.stdout == plain_logs.stdout and "gpurr: warning" not in r.stderr,
+          f"{name} run: {r.returncode} {r.stderr}")
+    steps = {}
+    for e in events(trace):
+        if e["kind"] == "launch":
+            o = dict(e["origin"])
+            steps.setdefault(o.pop("step"), []).append((kernel(e), o))
+    by_step[name] = steps
+full, followed = by_step["logs_full"], by_step["logs_follow"]
+check(sorted(full) == sorted(followed) == list(range(22)), f"logs steps {sorted(full)} {sorted(followed)}")
+unlike = [s for s in sorted(full) if full[s] != followed.get(s)]
+check(unlike == [4, 8], f"steps attributed unlike the run that observes every op: {unlike} (expected [4, 8])")
+log_line = marked(logs, "log")
+for s in (4, 8, 12, 16, 20):
+    first = followed.get(s, [("", {})])[0]
+    check(first[0] == "aten::mul_kernel", f"step {s} begins with the log's launch: {first}")
+    if s in (4, 8):
+        check(first[1].get("op") == "", f"step {s}: the launch that matched no template carries no op: {first}")
+    else:
+        check(first[1].get("op") == "aten::mul" and first[1].get("line") == log_line,
+              f"step {s}: the log's launch followed from its own template: {first}")
+
 # Each op's tensor arguments, with what its schema writes (GPURR_TEST_CPU_OPERANDS
 # makes the layer report CPU tensors): index_select reads the embedding's
 # weight and the indices; index_add_ writes its self and reads the rest;

@@ -133,6 +133,31 @@ def stopped_after_step():
 
 
 @case
+def layer_steps():
+    """An index that says how the framework layer attributed the steps
+    (Index.layerSteps, compatVersion 10): `gpurr info` shows it, in text and
+    JSON; a trace without it (every older one) shows null; it changes no
+    verdict of the diff."""
+    a, _ = record(Variant(seed=1))
+    t = reader.read(a)
+    steps = {'observed': 3, 'followed': 95, 'unmatched': 2, 'templates': 2, 'switches': 19}
+    t.layer_steps = steps
+    t.header['compatVersion'] = 10
+    told = reader.write(t, os.path.join(kit.TMP, 'layer-steps.gpurr'))
+    verify(told)
+    r = subprocess.run([kit.GPURR, 'info', '--json', told], capture_output=True, text=True)
+    expect(r.returncode == 0 and json.loads(r.stdout)['origins']['layerSteps'] == steps,
+           'info --json gives the index\'s layerSteps', {'rc': r.returncode, 'out': r.stdout[-2000:]})
+    r = subprocess.run([kit.GPURR, 'info', told], capture_output=True, text=True)
+    expect(r.returncode == 0 and '3 observed in full, 95 followed from 2 templates (19 switches), 2 partly observed'
+           in r.stdout, 'info says how the steps were attributed', r.stdout)
+    r = subprocess.run([kit.GPURR, 'info', '--json', a], capture_output=True, text=True)
+    expect(json.loads(r.stdout)['origins']['layerSteps'] is None, 'null in a trace whose index has none', r.stdout[-500:])
+    rc, j, err = diff(a, told)
+    expect(rc == 0, 'the same events: identical', {'rc': rc, 'err': err})
+
+
+@case
 def incomparable_traces():
     """Range digests of different chunk sizes cannot be compared: refused
     (exit 2), forced or not. Another command line: refused unless forced."""

@@ -4,7 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace fw = gpurr::recorder::framework;
 using gpurr::trace::Origin;
@@ -253,11 +256,116 @@ TEST_CASE("learning a step, then following it by place until an operation does n
   CHECK(fw::attribution() == fw::Attribution::kLearn);  // observed again from here
   CHECK(fw::divergedSinceLastCall());
   CHECK_FALSE(fw::divergedSinceLastCall());
+  // Step 3 was partly followed: no template; step 1's is kept, and the
+  // layer may follow it again at once.
   fw::setStep(4);
-  CHECK_FALSE(fw::setAttribution(fw::Attribution::kFollow));  // step 3 was partly followed
-  oneStep(4);
-  fw::setStep(5);
-  CHECK(fw::setAttribution(fw::Attribution::kFollow));
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  CHECK(fw::currentOrigin(true, a)->op == "aten::addmm");
+  CHECK_FALSE(fw::divergedSinceLastCall());
+  // Observing forgets the templates.
+  REQUIRE(fw::setAttribution(fw::Attribution::kObserve));
+  CHECK_FALSE(fw::setAttribution(fw::Attribution::kFollow));
+  fw::resetForTesting();
+}
+
+namespace {
+// One step of ops, each an op scope that launches the kernel of its key;
+// the launches' origins.
+std::vector<Origin> stepOf(int64_t step, std::initializer_list<std::pair<const char*, uint64_t>> ops) {
+  fw::setStep(step);
+  std::vector<Origin> origins;
+  for (auto [op, key] : ops) {
+    fw::openScope(&ids[1], op, fw::ScopeKind::kOp, -1, 1, "/w/train.py", 10);
+    fw::learnRoles({static_cast<uint8_t>(key & 0xff)});
+    origins.push_back(*fw::currentOrigin(true, key));
+    fw::closeScope(&ids[1]);
+  }
+  return origins;
+}
+}  // namespace
+
+TEST_CASE("steps of several kinds, each followed by its own template from the operation that tells them apart",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  static int diverged = 0;
+  diverged = 0;
+  fw::setOnDiverged([] { ++diverged; });
+  const uint64_t a = fw::launchKey("kernel_a"), b = fw::launchKey("kernel_b"), copy = fw::launchKey("copy");
+  const auto plain = {std::pair{"aten::addmm", a}, std::pair{"aten::relu", b}};
+  // A step that logs its loss: a copy to the host between the two.
+  const auto logs = {std::pair{"aten::addmm", a}, std::pair{"aten::item", copy}, std::pair{"aten::relu", b}};
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  stepOf(0, plain);
+  stepOf(1, logs);
+  stepOf(2, plain);
+  fw::setStep(3);  // both kinds learned
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  auto ops = [](const std::vector<Origin>& origins) {
+    std::vector<std::string> names;
+    for (const Origin& o : origins) names.push_back(o.op);
+    return names;
+  };
+  for (int64_t step = 3; step < 9; ++step) {
+    if (step % 3 == 0) {
+      CHECK(ops(stepOf(step, logs)) == std::vector<std::string>{"aten::addmm", "aten::item", "aten::relu"});
+    } else {
+      CHECK(ops(stepOf(step, plain)) == std::vector<std::string>{"aten::addmm", "aten::relu"});
+    }
+  }
+  CHECK(diverged == 0);
+  CHECK_FALSE(fw::divergedSinceLastCall());
+  CHECK(fw::attribution() == fw::Attribution::kFollow);
+  // The roles too come from the template that has the operation.
+  fw::setStep(9);
+  std::vector<uint8_t> roles;
+  CHECK(fw::currentOrigin(true, a)->op == "aten::addmm");
+  REQUIRE(fw::followedRoles(copy, 1, roles));
+  CHECK(roles == std::vector<uint8_t>{static_cast<uint8_t>(copy & 0xff)});
+  CHECK(fw::currentOrigin(true, copy)->op == "aten::item");
+  // An operation that no template has at its place: the layer observes.
+  const uint64_t c = fw::launchKey("kernel_c");
+  fw::setStep(10);
+  CHECK(fw::currentOrigin(true, a)->op == "aten::addmm");
+  CHECK(fw::currentOrigin(true, c)->op.empty());
+  CHECK(diverged == 1);
+  CHECK(fw::attribution() == fw::Attribution::kLearn);
+  // The trace's index tells how the steps were attributed: 0 to 2 observed,
+  // 3 to 9 followed (a switch at each step unlike the one before it, and at
+  // step 9's copy), 10 unmatched.
+  fw::setStep(11);
+  const auto tally = fw::layerSteps();
+  REQUIRE(tally);
+  CHECK(*tally == gpurr::trace::LayerSteps{.observed = 3, .followed = 7, .unmatched = 1, .templates = 2,
+                                           .switches = 5});
+  fw::resetForTesting();
+  CHECK_FALSE(fw::layerSteps());
+}
+
+TEST_CASE("at most kTemplates kinds of step are kept: a new one replaces the least recently followed",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  std::vector<uint64_t> keys;
+  for (size_t i = 0; i <= fw::kTemplates; ++i) keys.push_back(fw::launchKey("kernel_" + std::to_string(i)));
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  int64_t step = 0;
+  for (size_t i = 0; i < fw::kTemplates; ++i) stepOf(step++, {{"aten::op", keys[i]}});
+  stepOf(step++, {{"aten::op", keys[0]}});  // the same kind again: kind 0 is the most recently learned
+  // The layer changes the mode between two steps, as here.
+  fw::setStep(step);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  stepOf(step++, {{"aten::op", keys[2]}});  // followed: kind 1 is now the least recent
+  CHECK_FALSE(fw::divergedSinceLastCall());
+  fw::setStep(step);
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  stepOf(step++, {{"aten::op", keys[fw::kTemplates]}});  // a new kind
+  fw::setStep(step);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  for (size_t i : {size_t{0}, size_t{2}, size_t{3}, fw::kTemplates}) {
+    CHECK(stepOf(step++, {{"aten::op", keys[i]}})[0].op == "aten::op");
+    CHECK_FALSE(fw::divergedSinceLastCall());
+  }
+  CHECK(stepOf(step++, {{"aten::op", keys[1]}})[0].op.empty());
+  CHECK(fw::divergedSinceLastCall());
   fw::resetForTesting();
 }
 

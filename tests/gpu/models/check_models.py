@@ -4,14 +4,18 @@ gpurr on real model code (the scripts of this folder), each case of
 expectations.txt in the modes it lists.
 
 deterministic mode: one plain run, then `gpurr bisect` (two recordings
-compared). Checks: the verdict is identical, and both recordings printed
-exactly the plain run's step lines (losses and parameter digests). Its
-figures are the case's cost: recorded over plain step time (medians of the
-steps after the first), launches per step (`gpurr info`'s median step),
-the recorder's median time per launch in its callbacks and the GPU
-operations it enqueued per launch (`gpurr info`'s recorderCost), trace
-bytes per step, bisect's wall time over the plain run's, and peak
-host memory (the largest process of each) recorded over plain.
+compared) with the framework layer attributing as `gpurr record` does by
+default (GPURR_FULL_ATTRIBUTION=0: it observes two steps, then follows
+them; bisect otherwise observes every op). Checks: the verdict is
+identical, and both recordings printed exactly the plain run's step lines
+(losses and parameter digests). Its figures are the case's cost: recorded
+over plain step time (medians of the steps after the first), launches per
+step (`gpurr info`'s median step), the recorder's median time per launch in
+its callbacks and the GPU operations it enqueued per launch (`gpurr
+info`'s recorderCost), how the layer attributed the steps (observed in
+full / followed / partly observed: its origins.layerSteps), trace bytes
+per step, bisect's wall time over the plain run's, and peak host memory
+(the largest process of each) recorded over plain.
 
 default mode: two plain runs, the ground truth. Where their step lines
 differ, `gpurr bisect` must say diverged (reproduced, or with a replay that
@@ -294,13 +298,13 @@ class Runner:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def bisect(self, case, mode, tag):
-        """gpurr bisect of the case: (exit status, seconds, peak RSS, report
-        or None, bisect folder)."""
+    def bisect(self, case, mode, tag, **env):
+        """gpurr bisect of the case, with `env` added to its environment:
+        (exit status, seconds, peak RSS, report or None, bisect folder)."""
         out_dir = os.path.join(self.work, case.name, f"{mode}-{tag}")
         shutil.rmtree(out_dir, ignore_errors=True)
         code, seconds, rss = self.run([self.gpurr, "bisect", "-o", out_dir, "--"] + case.command(self.python, mode),
-                                      out_dir + ".log", self.env(case))
+                                      out_dir + ".log", dict(self.env(case), **env))
         report = None
         try:
             with open(os.path.join(out_dir, "report.json")) as f:
@@ -355,7 +359,10 @@ class Runner:
         warned = sorted({line.strip() for line in err.splitlines() if "deterministic" in line and "Warning" in line})
         for w in warned[:5]:
             self.say(f"NOTE {name}: {w[:300]}")
-        bcode, bisect_s, bisect_rss, report, out_dir = self.bisect(case, "deterministic", "bisect")
+        # The recordings attribute as `gpurr record`'s do by default: their
+        # step time is what a user who leaves recording on pays.
+        bcode, bisect_s, bisect_rss, report, out_dir = self.bisect(case, "deterministic", "bisect",
+                                                                   GPURR_FULL_ATTRIBUTION="0")
         problems = []
         verdict = report.get("verdict") if isinstance(report, dict) else None
         if not isinstance(report, dict):
@@ -391,13 +398,14 @@ class Runner:
         steps = len([line for line in step_lines(out) if line.startswith("step ")]) or 1
         trace = os.path.join(out_dir, "run1.gpurr")
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(trace) for f in fs)
-        per_step = launches = recorder = None
+        per_step = launches = recorder = layer = None
         try:
             info = json.loads(subprocess.run([self.gpurr, "info", "--json", trace], capture_output=True,
                                              timeout=120).stdout)
             per_step = (info.get("perStep") or {}).get("medianLaunches")
             launches = info.get("launches")
             recorder = info.get("recorderCost") or {}
+            layer = (info.get("origins") or {}).get("layerSteps")
         except (OSError, ValueError, subprocess.TimeoutExpired):
             pass
         figures = {
@@ -409,6 +417,10 @@ class Runner:
             # (hash launches and copies; the deferral's goal is 0.25).
             "callback_us": recorder["medianNs"] / 1e3 if recorder and "medianNs" in recorder else None,
             "gpu_ops_per_launch": recorder.get("meanGpuOps") if recorder else None,
+            # How the layer attributed the steps: observed in full, followed
+            # from templates, partly observed (an operation matched none).
+            "steps_layer": "/".join(str(layer.get(k, "?")) for k in ("observed", "followed", "unmatched"))
+            if isinstance(layer, dict) else None,
             "plain_s": plain_s, "bisect_s": bisect_s, "bisect_ratio": bisect_s / plain_s if plain_s else None,
             "plain_rss_mib": plain_rss / 1024, "recorded_rss_mib": bisect_rss / 1024,
             "rss_ratio": bisect_rss / plain_rss if plain_rss else None,
@@ -461,9 +473,9 @@ class Runner:
 
     def table(self):
         head = ("| case | plain step (ms) | recorded step (ms) | recorded/plain | launches/step | "
-                "recorder us/launch | its GPU ops/launch | "
+                "recorder us/launch | its GPU ops/launch | steps observed/followed/partly | "
                 "trace KiB/step | bisect/plain wall | peak RSS plain (MiB) | recorded/plain RSS |")
-        rows = [head, "|" + "---|" * 11]
+        rows = [head, "|" + "---|" * 12]
 
         def f(v, fmt):
             return format(v, fmt) if isinstance(v, (int, float)) else "-"
@@ -471,6 +483,7 @@ class Runner:
             rows.append(f"| {name} | {f(c['plain_ms'], '.2f')} | {f(c['recorded_ms'], '.2f')} | "
                         f"{f(c['ratio'], '.2f')}x | {c['launches_per_step'] or '-'} | "
                         f"{f(c.get('callback_us'), '.1f')} | {f(c.get('gpu_ops_per_launch'), '.3f')} | "
+                        f"{c.get('steps_layer') or '-'} | "
                         f"{f(c['trace_bytes_per_step'] / 1024, '.0f')} | {f(c['bisect_ratio'], '.1f')}x | "
                         f"{f(c['plain_rss_mib'], '.0f')} | {f(c['rss_ratio'], '.2f')}x |")
         return "\n".join(rows)

@@ -20,13 +20,14 @@ KINDS = ('launch', 'memcpy', 'memset', 'alloc', 'free', 'module', 'sync', 'graph
 
 
 class Trace:
-    def __init__(self, path, header, events, host_regions, has_index, stopped_after_step=-1):
+    def __init__(self, path, header, events, host_regions, has_index, stopped_after_step=-1, layer_steps=None):
         self.path = path
         self.header = header              # Header as a dict
         self.events = events              # Event dicts, in file order
         self.host_regions = host_regions  # [(start, end)] from the index
         self.has_index = has_index
         self.stopped_after_step = stopped_after_step  # the index's stoppedAfterStep
+        self.layer_steps = layer_steps  # the index's layerSteps (a dict), None when absent
 
     def blob(self, ref):
         """The decoded bytes of a BlobRef (a dict), their id checked."""
@@ -97,20 +98,23 @@ def read(path, schema_module=None):
         block += 1
     host_regions = []
     stopped = -1
+    layer_steps = None
     has_index = os.path.exists(os.path.join(path, 'index'))
     if has_index:
         with open(os.path.join(path, 'index'), 'rb') as f:
             index = _message(s, s.Index, f.read())
         host_regions = [(r['start'], r['end']) for r in index.get('hostRegions', [])]
         stopped = index.get('stoppedAfterStep', -1)
-    return Trace(path, header, events, host_regions, has_index, stopped)
+        layer_steps = index.get('layerSteps')
+    return Trace(path, header, events, host_regions, has_index, stopped, layer_steps)
 
 
 def write(t, path):
     """Writes a Trace (as read, or changed) with trace.TraceWriter: the same
     header, events in the blocks their BLOCK numbers say (an event without one
-    joins the block before it), blobs copied, the index with host regions
-    and the step after which the recorder stopped the program."""
+    joins the block before it), blobs copied, the index with host regions,
+    the step after which the recorder stopped the program and how the
+    framework layer attributed the steps."""
     w = trace.TraceWriter(path, t.header, events_per_block=1 << 62)
     block = None
     for ev in t.events:
@@ -119,7 +123,8 @@ def write(t, path):
             w.flush()
         block = b
         w.add(_with_blobs(t, w, {k: v for k, v in ev.items() if k != BLOCK}))
-    w.close(write_index=t.has_index, host_regions=t.host_regions, stopped_after_step=t.stopped_after_step)
+    w.close(write_index=t.has_index, host_regions=t.host_regions, stopped_after_step=t.stopped_after_step,
+            layer_steps=t.layer_steps)
     return path
 
 

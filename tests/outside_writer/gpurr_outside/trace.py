@@ -146,14 +146,17 @@ class TraceWriter:
         self.offset += len(header) + len(frame)
         self.pending = []
 
-    def close(self, write_index=True, host_regions=(), stopped_after_step=-1):
+    def close(self, write_index=True, host_regions=(), stopped_after_step=-1, layer_steps=None):
         """host_regions: (start, end) pairs of the process's readable host
         memory, for the index (FORMAT.md section 5); stopped_after_step: the
         training step after which the recorder stopped the program, -1 when
-        it ended by itself."""
+        it ended by itself; layer_steps: how the framework layer attributed
+        the steps (a dict of LayerSteps' fields), None to leave it null."""
         self.flush()
         self.events.close()
         if write_index:
             regions = [{'start': s, 'end': e} for s, e in host_regions]
-            self._write_atomic('index', self.s.Index.new_message(blocks=self.index, hostRegions=regions,
-                                                                 stoppedAfterStep=stopped_after_step).to_bytes())
+            index = self.s.Index.new_message(blocks=self.index, hostRegions=regions, stoppedAfterStep=stopped_after_step)
+            if layer_steps is not None:
+                index.layerSteps = layer_steps
+            self._write_atomic('index', index.to_bytes())
