@@ -1,11 +1,14 @@
 """The CPU half of the GPU models suite (tests/gpu/models/): each model
 script, its model code the library's own, runs on the CPU (--device cpu)
 once plainly and once under `gpurr record` with the test's fake recorder,
-"kernels" launched inside chosen ops (launch_in.py). Checks that the
-PyTorch layer leaves every script's output (losses, parameter digests)
-unchanged, and that the launches carry the library's module paths, the
-source line (the library's file, or the script's where the script called
-the op) and the training step.
+"kernels" launched inside chosen ops (launch_in.py), for STEPS training
+steps. Checks that the PyTorch layer leaves every script's output (losses,
+parameter digests) unchanged, that the launches carry the library's module
+paths, the source line (the library's file, or the script's where the
+script called the op) and the training step, and that the layer, as
+`gpurr record` runs it by default, observed steps 0 and 1 and followed the
+rest: every launch of a later step carries the origin of the launch at its
+place in step 0 or 1 (the trace's layerSteps: 2 observed, none partly).
 
 A script whose library is not installed is reported as SKIP; prints one
 PASS/FAIL line per script and exits 1 when one failed."""
@@ -15,6 +18,8 @@ import os
 import subprocess
 import sys
 import time
+
+STEPS = 4  # epochs.py's two epochs of two batches
 
 # Per script: its arguments, the ops to launch in, and what launches of an
 # op must carry. `module`: the exact nn.Module path (None: outside every
@@ -26,7 +31,7 @@ CASES = {
         "ops": "aten::embedding,aten::scaled_dot_product_attention,aten::_fused_adamw_",
         "expect": [
             {"op": "aten::embedding", "phase": "forward", "module": "LlamaForCausalLM.model.embed_tokens",
-             "file": "modeling_llama.py", "steps": [0, 1]},
+             "file": "modeling_llama.py", "steps": list(range(STEPS))},
             {"op": "aten::scaled_dot_product_attention", "phase": "forward",
              "module": "LlamaForCausalLM.model.layers.0.self_attn", "file": "sdpa_attention.py"},
             {"op": "aten::_fused_adamw_", "phase": "forward", "module": None, "file": "llama.py"},
@@ -36,7 +41,7 @@ CASES = {
         "ops": "aten::embedding,aten::addmm",
         "expect": [
             {"op": "aten::embedding", "phase": "forward", "module": "GPT2LMHeadModel.transformer.wte",
-             "file": "modeling_gpt2.py", "steps": [0, 1]},
+             "file": "modeling_gpt2.py", "steps": list(range(STEPS))},
             {"op": "aten::addmm", "phase": "forward", "module": "GPT2LMHeadModel.transformer.h.1.mlp.c_fc",
              "file": "pytorch_utils.py"},
         ],
@@ -45,7 +50,7 @@ CASES = {
         "ops": "aten::convolution,aten::addmm",
         "expect": [
             {"op": "aten::convolution", "phase": "forward", "module": "ResNet.layer2.0.conv1", "file": "resnet.py"},
-            {"op": "aten::addmm", "phase": "forward", "module": "ResNet.fc", "file": "resnet.py", "steps": [0, 1]},
+            {"op": "aten::addmm", "phase": "forward", "module": "ResNet.fc", "file": "resnet.py", "steps": list(range(STEPS))},
         ],
     },
     "vit.py": {
@@ -61,7 +66,7 @@ CASES = {
         "ops": "aten::scatter_add_,aten::index_select",
         "expect": [
             {"op": "aten::scatter_add_", "phase": "forward", "module": "GCN.conv1.aggr_module",
-             "file": "_scatter.py", "steps": [0, 1]},
+             "file": "_scatter.py", "steps": list(range(STEPS))},
         ],
     },
     "lightning_fit.py": {
@@ -70,7 +75,7 @@ CASES = {
             # Lightning runs the step inside optimizer.step(closure): the
             # script's own forward still names the line.
             {"op": "aten::addmm", "phase": "forward", "module": "SmallConvNet.head", "file": "lightning_fit.py",
-             "steps": [0, 1], "inside": "Optimizer.step#SGD.step"},
+             "steps": list(range(STEPS)), "inside": "Optimizer.step#SGD.step"},
             {"op": "aten::convolution_backward", "phase": "backward", "module": "SmallConvNet.features.0",
              "file": "lightning_fit.py"},
         ],
@@ -79,7 +84,7 @@ CASES = {
         "ops": "aten::addmm",
         "expect": [
             {"op": "aten::addmm", "phase": "forward", "module": "ResNet.fc", "file": "resnet.py",
-             "steps": [0, 1, 2]},
+             "steps": list(range(STEPS))},
         ],
     },
 }
@@ -87,6 +92,24 @@ CASES = {
 
 def step_lines(text):
     return [line for line in text.splitlines() if line.startswith(("step ", "final "))]
+
+
+def followed_problems(gpurr, trace, launches):
+    """What is wrong with the steps the layer followed: it must have observed
+    steps 0 and 1 and followed the others to their end, and each followed
+    step's launches (kernel, origin but its step) must be those of step 0 or
+    step 1, the steps it learned."""
+    info = json.loads(subprocess.run([gpurr, "info", "--json", trace], capture_output=True, text=True).stdout)
+    tally = info["origins"]["layerSteps"]
+    if tally is None or (tally["observed"], tally["followed"], tally["unmatched"]) != (2, STEPS - 2, 0):
+        return [f"steps attributed {tally}, expected 2 observed in full and {STEPS - 2} followed"]
+    by_step = {}
+    for e in launches:
+        o = dict(e.get("origin") or {})
+        by_step.setdefault(o.pop("step", None), []).append((e["launch"]["function"], o))
+    learned = [by_step.get(0), by_step.get(1)]
+    return [f"step {s} followed otherwise than step 0 or 1 ran: {by_step.get(s)} vs {learned}"[:800]
+            for s in range(2, STEPS) if by_step.get(s) not in learned]
 
 
 def main():
@@ -104,8 +127,8 @@ def main():
         if args.only and script not in args.only:
             continue
         start = time.monotonic()
-        steps = "3" if script == "epochs.py" else "2"
-        command = [os.path.join(args.models, script), "--device", "cpu", "--mode", "deterministic", "--steps", steps]
+        command = [os.path.join(args.models, script), "--device", "cpu", "--mode", "deterministic",
+                   "--steps", str(STEPS)]
         plain = subprocess.run([sys.executable] + command, capture_output=True, text=True, timeout=300, env=env)
         if plain.returncode == 77:
             print(f"SKIP {script}: {plain.stdout.strip().splitlines()[-1]}")
@@ -127,10 +150,11 @@ def main():
         origins = []
         if not problems:
             dump = subprocess.run([args.gpurr, "dump", "--json", trace], capture_output=True, text=True)
-            origins = [e.get("origin") or {} for e in map(json.loads, dump.stdout.splitlines())
-                       if e["kind"] == "launch"]
+            launches = [e for e in map(json.loads, dump.stdout.splitlines()) if e["kind"] == "launch"]
+            origins = [e.get("origin") or {} for e in launches]
             if not origins:
                 problems.append("no launches recorded")
+            problems += followed_problems(args.gpurr, trace, launches)
         for want in case["expect"] if origins else []:
             mine = [o for o in origins if o.get("op") == want["op"] and o.get("phase") == want["phase"]]
             if not mine:
