@@ -170,22 +170,36 @@ if len(after) == 3 and len(full) >= 3:
 # by its own template: every step's origins are those of a run that observes
 # every op, but for the two that taught the period.
 logs = os.path.join(args.scripts, "logs_every.py")
-plain_logs = subprocess.run([sys.executable, logs], capture_output=True, text=True, timeout=300)
-by_step = {}
-for name, extra in (("logs_full", {"GPURR_FULL_ATTRIBUTION": "1"}), ("logs_follow", {})):
-    r, trace = record(name, [sys.executable, logs], **extra)
-    check(r.returncode == 0 and r.stdout == plain_logs.stdout and "gpurr: warning" not in r.stderr,
-          f"{name} run: {r.returncode} {r.stderr}")
-    steps = {}
-    for e in events(trace):
-        if e["kind"] == "launch":
-            o = dict(e["origin"])
-            steps.setdefault(o.pop("step"), []).append((kernel(e), o))
-    by_step[name] = steps
-full, followed = by_step["logs_full"], by_step["logs_follow"]
-check(sorted(full) == sorted(followed) == list(range(22)), f"logs steps {sorted(full)} {sorted(followed)}")
-unlike = [s for s in sorted(full) if full[s] != followed.get(s)]
+
+
+def attributed_steps(name, **extra):
+    """The logs_every.py run `name` recorded twice, observing every op and as
+    by default: each run's launches by step, and the second's layerSteps."""
+    plain_logs = subprocess.run([sys.executable, logs], capture_output=True, text=True, timeout=300,
+                                env=dict(os.environ, **extra))
+    by_step, tally = [], None
+    for full in (True, False):
+        r, trace = record(f"{name}_{'full' if full else 'follow'}", [sys.executable, logs],
+                          **dict(extra, GPURR_FULL_ATTRIBUTION="1" if full else "0"))
+        check(r.returncode == 0 and r.stdout == plain_logs.stdout and "gpurr: warning" not in r.stderr,
+              f"{name} run: {r.returncode} {r.stderr}")
+        steps = {}
+        for e in events(trace):
+            if e["kind"] == "launch":
+                o = dict(e["origin"])
+                steps.setdefault(o.pop("step"), []).append((kernel(e), o))
+        by_step.append(steps)
+        info = subprocess.run([args.gpurr, "info", "--json", trace], capture_output=True, text=True, check=True)
+        tally = json.loads(info.stdout)["origins"]["layerSteps"]
+    full, followed = by_step
+    check(sorted(full) == sorted(followed) == list(range(22)), f"{name} steps {sorted(full)} {sorted(followed)}")
+    return full, followed, [s for s in sorted(full) if full[s] != followed.get(s)], tally
+
+
+full, followed, unlike, tally = attributed_steps("logs")
 check(unlike == [4, 8], f"steps attributed unlike the run that observes every op: {unlike} (expected [4, 8])")
+check(tally == {"observed": 3, "followed": 17, "unmatched": 2, "templates": 2, "switches": 5},
+      f"the index's layerSteps: {tally}")
 log_line = marked(logs, "log")
 for s in (4, 8, 12, 16, 20):
     first = followed.get(s, [("", {})])[0]
@@ -195,6 +209,12 @@ for s in (4, 8, 12, 16, 20):
     else:
         check(first[1].get("op") == "aten::mul" and first[1].get("line") == log_line,
               f"step {s}: the log's launch followed from its own template: {first}")
+# Steps that change for good at step 10: steps 10 and 11 match no template,
+# two in a row, so the layer observes step 12 in full and follows it after.
+_, _, unlike, tally = attributed_steps("change", GPURR_TEST_LOG_EVERY="0", GPURR_TEST_CHANGE_AT="10")
+check(unlike == [10, 11], f"steps that changed: attributed unlike the full run: {unlike} (expected [10, 11])")
+check(tally is not None and (tally["observed"], tally["followed"], tally["unmatched"]) == (3, 17, 2),
+      f"steps that changed: the index's layerSteps: {tally}")
 
 # Each op's tensor arguments, with what its schema writes (GPURR_TEST_CPU_OPERANDS
 # makes the layer report CPU tensors): index_select reads the embedding's
