@@ -373,6 +373,29 @@ TEST_CASE("the step after which the recorder stopped the program is kept in the 
   CHECK(TraceReader(tmp / "stopped.gpurr").stoppedAfterStep() == -1);
 }
 
+TEST_CASE("how the framework layer attributed the steps, and the recorder's memory, are kept in the index") {
+  TempDir tmp;
+  const LayerSteps steps{.observed = 3, .followed = 95, .unmatched = 2, .templates = 2, .switches = 19};
+  const RecorderMemory memory{.hostBytes = 7, .queueBytes = 4, .snapshotBytes = 2, .writerBytes = 1,
+                              .pinnedHostBytes = 8, .deviceBytes = 16, .eventsDropped = 5};
+  {
+    TraceWriter w(tmp / "told.gpurr", sampleHeader());
+    w.append(Event{1, 0, 0, Sync{}});
+    w.setLayerSteps(steps);
+    w.setRecorderMemory(memory);
+    w.close();
+    TraceWriter plain(tmp / "plain.gpurr", sampleHeader());
+    plain.append(Event{1, 0, 0, Sync{}});
+    plain.close();
+  }
+  const TraceReader told(tmp / "told.gpurr");
+  CHECK(told.layerSteps() == steps);
+  CHECK(told.recorderMemory() == memory);
+  const TraceReader plain(tmp / "plain.gpurr");
+  CHECK_FALSE(plain.layerSteps());
+  CHECK_FALSE(plain.recorderMemory());
+}
+
 TEST_CASE("a later scan reads the blocks an earlier one kept, and sees the same events, with decoding threads or not") {
   TempDir tmp;
   WriterOptions options;
