@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-STEPS = 4  # epochs.py's two epochs of two batches
+STEPS = 4  # each script's training steps: epochs.py's two epochs of two batches
 
 # Per script: its arguments, the ops to launch in, and what launches of an
 # op must carry. `module`: the exact nn.Module path (None: outside every
@@ -50,7 +50,8 @@ CASES = {
         "ops": "aten::convolution,aten::addmm",
         "expect": [
             {"op": "aten::convolution", "phase": "forward", "module": "ResNet.layer2.0.conv1", "file": "resnet.py"},
-            {"op": "aten::addmm", "phase": "forward", "module": "ResNet.fc", "file": "resnet.py", "steps": list(range(STEPS))},
+            {"op": "aten::addmm", "phase": "forward", "module": "ResNet.fc", "file": "resnet.py",
+             "steps": list(range(STEPS))},
         ],
     },
     "vit.py": {

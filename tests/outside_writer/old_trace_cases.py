@@ -152,7 +152,8 @@ def layer_steps():
     expect(r.returncode == 0 and '3 observed in full, 95 followed from 2 templates (19 switches), 2 partly observed'
            in r.stdout, 'info says how the steps were attributed', r.stdout)
     r = subprocess.run([kit.GPURR, 'info', '--json', a], capture_output=True, text=True)
-    expect(json.loads(r.stdout)['origins']['layerSteps'] is None, 'null in a trace whose index has none', r.stdout[-500:])
+    expect(json.loads(r.stdout)['origins']['layerSteps'] is None, 'null in a trace whose index has none',
+           r.stdout[-500:])
     rc, j, err = diff(a, told)
     expect(rc == 0, 'the same events: identical', {'rc': rc, 'err': err})
 

@@ -156,7 +156,8 @@ class TraceWriter:
         self.events.close()
         if write_index:
             regions = [{'start': s, 'end': e} for s, e in host_regions]
-            index = self.s.Index.new_message(blocks=self.index, hostRegions=regions, stoppedAfterStep=stopped_after_step)
+            index = self.s.Index.new_message(blocks=self.index, hostRegions=regions,
+                                             stoppedAfterStep=stopped_after_step)
             if layer_steps is not None:
                 index.layerSteps = layer_steps
             self._write_atomic('index', index.to_bytes())
