@@ -9,9 +9,11 @@ gpurr's sitecustomize once torch is imported; does nothing outside
 Costs: while it observes, one global RecordFunction callback (C++) per op
 and a Python forward pre/post hook per module call; always, a post hook per
 optimizer step. It observes the first two training steps, then stops: the
-recorder attributes each later launch, copy and set by its place in the last
-step observed (the template) and says when one does not match, and the layer
-then observes one step again (docs/RECORDING.md, "What the layer costs").
+recorder attributes each later launch, copy and set by its place in a step
+observed in full of the same kind (a template) and says when one matches no
+template; the layer then observes the rest of that step, and a whole step
+when such steps come two in a row or at a period (_adapt; docs/RECORDING.md,
+"What the layer costs").
 GPURR_FULL_ATTRIBUTION=1 keeps it observing every step. Inside
 torch.compile'd code the hooks do nothing (no graph breaks): compiled regions
 are attributed to the ops and ranges torch runs them in.
