@@ -18,6 +18,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The least pause between two comparisons: the recorder of a watched run
+// closes a block this often (`gpurr record --stop-file`), so looking more
+// often would find nothing new.
+constexpr std::chrono::milliseconds kMinPause{250};
+// Operations the run watched must have written after a divergence for one
+// comparison to be enough (else it must be seen twice).
+constexpr uint64_t kPastOps = 16;
+
 // What `gpurr record -o out` is writing now: its staging directory's one
 // trace when `first` is a trace, the staging directory itself when `first`
 // is a directory of traces; empty while there is none.
@@ -57,13 +65,12 @@ RunWatch::~RunWatch() {
 
 void RunWatch::watch() {
   std::unique_lock lock(mu_);
-  auto pause = std::chrono::milliseconds(1000);
+  auto pause = kMinPause;
   while (!wake_.wait_for(lock, pause, [this] { return done_; })) {
     lock.unlock();
     const Clock::time_point start = Clock::now();
     const bool done = compareOnce();
-    pause = std::max(std::chrono::milliseconds(1000),
-                     std::chrono::duration_cast<std::chrono::milliseconds>(4 * (Clock::now() - start)));
+    pause = std::max(kMinPause, std::chrono::duration_cast<std::chrono::milliseconds>(4 * (Clock::now() - start)));
     lock.lock();
     if (done) return;
   }
@@ -78,16 +85,20 @@ bool RunWatch::compareOnce() {
     if (const std::optional<DivergencePoint> p = earliestDivergence(c)) {
       const diff::ProcessDiff& pd = c.processes[p->process];
       const diff::FirstDivergence& d = *pd.firstDivergence;
-      at = Seen{d.a.seq, d.b.seq, divergenceStep(d), pd.opsB};
+      // Where the divergent operations end in the run watched (a path
+      // divergence's stretch may hold none of its operations).
+      const uint64_t endB = d.stretch ? d.stretch->bBegin + d.stretch->bCount : d.b.index + 1;
+      at = Seen{d.a.seq, d.b.seq, divergenceStep(d), pd.opsB, endB};
     }
   } catch (const std::exception&) {
     return false;  // a block being written, a trace not begun: the next look tells
   }
   // A divergence at the end of what is written so far may be an edge of
-  // it: only one seen at the same place again, the run having gone on, is
-  // the run's.
+  // it: the run's own is one it has gone well past, or one seen at the same
+  // place again, the run having gone on.
+  const bool past = at && at->endB + kPastOps <= at->opsB;
   const bool again = at && seen_ && seen_->seqA == at->seqA && seen_->seqB == at->seqB && at->opsB > seen_->opsB;
-  if (!again) {
+  if (!past && !again) {
     seen_ = at;
     return false;
   }

@@ -1,8 +1,9 @@
 // Stopping a run of `gpurr bisect` soon after its first divergence: while a
 // run after the first is recorded, its traces are compared with the first
-// run's as they grow (the recorder closes a block at least once a second);
-// once they diverge at an operation of training step D, at the same place
-// in two comparisons in a row, the run is told to stop after step D + 1
+// run's as they grow (the recorder of a watched run closes a block four
+// times a second); once they diverge at an operation of training step D
+// that the run has gone well past, or that two comparisons in a row find at
+// the same place, the run is told to stop after step D + 1
 // (`gpurr record --stop-file`): far enough for the report's blast radius
 // over the rest of that step and the next. The comparison made after the
 // run is the one reported; this one only decides when to stop.
@@ -24,9 +25,9 @@ class RunWatch {
   // with the run that `gpurr record -o out` is recording, in the staging
   // directory it keeps beside `out` (cli/record.cpp), on a thread of its
   // own, and writes the step to stop after into `stopFile` when they
-  // diverge. Each comparison is followed by a pause of at least a second
-  // and four times its own length, so that watching takes at most a fifth
-  // of a core.
+  // diverge. Each comparison is followed by a pause of at least a quarter
+  // second and four times its own length, so that watching takes at most a
+  // fifth of a core.
   RunWatch(std::filesystem::path first, std::filesystem::path out, std::filesystem::path stopFile);
   // Stops watching (waits for a comparison under way) and removes the stop
   // file.
@@ -51,6 +52,7 @@ class RunWatch {
     uint64_t seqA = 0, seqB = 0;  // its events
     int64_t step = -1;
     uint64_t opsB = 0;  // the operations of the run watched, compared then
+    uint64_t endB = 0;  // the index after its operations in the run watched
   };
   std::optional<Seen> seen_;
   std::atomic<int64_t> stopAfter_{-1};

@@ -219,6 +219,9 @@ int run(const RecordOptions& opts) {
       {"GPURR_VERBOSE", "1", !opts.verbose},
       {"GPURR_UNTIL_STEP", std::to_string(opts.untilStep), opts.untilStep < 0},
       {"GPURR_STOP_FILE", opts.stopFile.empty() ? "" : fs::absolute(opts.stopFile).string(), opts.stopFile.empty()},
+      // A run with a stop file is watched as it is written (gpurr bisect):
+      // its blocks are closed four times a second for the watcher to see.
+      {"GPURR_FLUSH_MS", "250", opts.stopFile.empty()},
   };
   // The CUPTI the recorder loads when the process has none yet (see
   // recorder/cupti_library.h): the program's Python environment's first.

@@ -48,10 +48,7 @@ std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace
   }
   try {
     auto writer = std::make_unique<trace::TraceWriter>(*dir, header);
-    SinkOptions sink;
-    sink.queueBytes = options.traceQueueBytes;
-    sink.slowWriterUs = options.slowWriterUs;
-    return std::make_unique<TraceSink>(std::move(writer), warnToStderr, sink);
+    return std::make_unique<TraceSink>(std::move(writer), warnToStderr, sinkOptions(options));
   } catch (const std::exception& e) {
     warnToStderr(std::string("cannot start the trace (") + e.what() + "); this process is not recorded");
     return nullptr;

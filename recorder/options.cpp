@@ -207,6 +207,14 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
                          " is not a positive number of MiB; events wait for the trace thread in at most 64 MiB");
     }
   }
+  if (const char* v = getenv("GPURR_FLUSH_MS"); v != nullptr && *v != '\0') {
+    if (auto ms = parseU64(v); ms && *ms >= 50 && *ms <= 60'000) {
+      o.flushIntervalMs = static_cast<uint32_t>(*ms);
+    } else {
+      problems.push_back(std::string("GPURR_FLUSH_MS=") + v +
+                         " is not a number of milliseconds from 50 to 60000; a block is closed every second");
+    }
+  }
   if (const char* v = getenv("GPURR_DEFER_HASHES"); v != nullptr && *v != '\0') {
     if (std::string_view(v) == "0" || std::string_view(v) == "1") {
       o.deferHashes = *v == '1';

@@ -47,6 +47,7 @@ struct RecorderOptions {
   LaunchSelection snapshot;                     // GPURR_SNAPSHOT
   uint64_t snapshotMemoryBytes = uint64_t{2048} << 20;  // GPURR_SNAPSHOT_MEMORY_MB
   uint64_t traceQueueBytes = uint64_t{64} << 20;  // GPURR_TRACE_QUEUE_MB: events waiting for the trace thread
+  uint32_t flushIntervalMs = 1000;                // GPURR_FLUSH_MS: a block is closed at least this often
   bool deferHashes = true;                        // GPURR_DEFER_HASHES=0: each launch's outputs hashed at once
   uint32_t slowWriterUs = 0;                    // GPURR_TEST_SLOW_WRITER_US (tests: a trace thread that falls behind)
   uint32_t checkDeterminism = 0;                // GPURR_CHECK_DETERMINISM=N re-runs (0 = off)

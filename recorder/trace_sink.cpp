@@ -96,6 +96,14 @@ bool isSynchronisation(const trace::Event& ev) {
 
 }  // namespace
 
+SinkOptions sinkOptions(const RecorderOptions& options) {
+  SinkOptions sink;
+  sink.flushIntervalMs = options.flushIntervalMs;
+  sink.queueBytes = options.traceQueueBytes;
+  sink.slowWriterUs = options.slowWriterUs;
+  return sink;
+}
+
 TraceSink::TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, SinkOptions options)
     : writer_(std::move(writer)), warn_(std::move(warn)), options_(options) {
   if (options_.thread) {

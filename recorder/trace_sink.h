@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "recorder/device.h"
+#include "recorder/options.h"
 #include "recorder/snapshot.h"
 #include "recorder/warn.h"
 #include "trace_format/trace.h"
@@ -90,6 +91,9 @@ struct SinkOptions {
   // a writer that cannot keep up would (GPURR_TEST_SLOW_WRITER_US).
   unsigned slowWriterUs = 0;
 };
+
+// The sink's options that the recorder's options set.
+SinkOptions sinkOptions(const RecorderOptions& options);
 
 // What the sink has done, for the benchmarks and `gpurr info`.
 struct SinkStats {

@@ -67,7 +67,8 @@ RecordSession* theSession() {
         std::string error;
         auto dir = claimTraceDirectory(*options.output, options.rankName, error);
         if (!dir) return nullptr;
-        return std::make_unique<TraceSink>(std::make_unique<gpurr::trace::TraceWriter>(*dir, h), warnToStderr);
+        return std::make_unique<TraceSink>(std::make_unique<gpurr::trace::TraceWriter>(*dir, h), warnToStderr,
+                                           sinkOptions(options));
       },
       warnToStderr);
   std::atexit([] { session->finish(); });

@@ -272,6 +272,15 @@ TEST_CASE("snapshot and determinism and full recording options reach the recorde
   CHECK_THAT(env, Catch::Contains("GPURR_SNAPSHOT=7,100:200,gemm\n"));
   CHECK_THAT(env, Catch::Contains("GPURR_SNAPSHOT_MEMORY_MB=512\n"));
   CHECK_THAT(env, Catch::Contains("GPURR_FULL=1\n"));
+  CHECK_THAT(env, !Catch::Contains("GPURR_FLUSH_MS"));
+
+  // A run with a stop file is watched as it is written: its blocks are
+  // closed four times a second.
+  r = s.record("out.gpurr", dump, {"--stop-file", (s.tmp / "stop").string()});
+  CHECK(r.code == 0);
+  env = readText(s.tmp / "env");
+  CHECK_THAT(env, Catch::Contains("GPURR_FLUSH_MS=250\n"));
+  CHECK_THAT(env, Catch::Contains("GPURR_STOP_FILE=" + (s.tmp / "stop").string() + "\n"));
 }
 
 TEST_CASE("snapshot selections and determinism counts are checked") {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "recorder/options.h"
+#include "recorder/trace_sink.h"
 
 using namespace gpurr::recorder;
 
@@ -84,6 +85,22 @@ TEST_CASE("GPURR_DEFER_HASHES=0 hashes each launch's outputs at once", "[recorde
   CHECK(problems.empty());
   CHECK(parseOptions(envOf({{"GPURR_DEFER_HASHES", "no"}}), problems).deferHashes);
   CHECK(problems.size() == 1);
+}
+
+TEST_CASE("GPURR_FLUSH_MS sets how often a block is closed, and the sink takes it", "[recorder][options]") {
+  std::vector<std::string> problems;
+  CHECK(parseOptions(envOf({}), problems).flushIntervalMs == 1000);
+  const RecorderOptions o = parseOptions(envOf({{"GPURR_FLUSH_MS", "250"}, {"GPURR_TRACE_QUEUE_MB", "8"}}), problems);
+  CHECK(problems.empty());
+  const SinkOptions sink = sinkOptions(o);
+  CHECK(sink.flushIntervalMs == 250);
+  CHECK(sink.queueBytes == (uint64_t{8} << 20));
+  for (const char* bad : {"10", "soon", "600000"}) {
+    problems.clear();
+    CHECK(parseOptions(envOf({{"GPURR_FLUSH_MS", bad}}), problems).flushIntervalMs == 1000);
+    REQUIRE(problems.size() == 1);
+    CHECK_THAT(problems[0], Catch::Contains(std::string("GPURR_FLUSH_MS=") + bad));
+  }
 }
 
 TEST_CASE("the trace is named by RANK, else SLURM_PROCID, else LOCAL_RANK with the node", "[recorder][options]") {

@@ -107,10 +107,8 @@ int main(int argc, char** argv) {
           auto dir = claimTraceDirectory(*options.output, options.rankName, error);
           if (!dir) return warnToStderr(error), nullptr;
           try {
-            SinkOptions sink;
-            sink.queueBytes = options.traceQueueBytes;
-            sink.slowWriterUs = options.slowWriterUs;
-            return std::make_unique<TraceSink>(std::make_unique<trace::TraceWriter>(*dir, h), warnToStderr, sink);
+            return std::make_unique<TraceSink>(std::make_unique<trace::TraceWriter>(*dir, h), warnToStderr,
+                                               sinkOptions(options));
           } catch (const std::exception& e) {
             warnToStderr(std::string("cannot start the trace (") + e.what() + ")");
             return nullptr;
