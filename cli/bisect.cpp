@@ -19,6 +19,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "cli/bisect.h"
 #include "cli/bisect_outcome.h"
@@ -59,6 +60,7 @@ struct BisectOptions {
   bool captureHostData = false;
   bool noFramework = false;
   int64_t untilStep = -1;
+  bool noOverlap = false;  // --no-overlap: each run starts when the one before has ended
   std::vector<std::string> command;
 
   std::vector<std::string> recordOptions() const {
@@ -180,6 +182,7 @@ class Bisect {
   Outcome run() {
     const Clock::time_point start = Clock::now();
     execute();
+    dropHeld();
     progress_.done();
     out_.seconds = secondsSince(start);
     return std::move(out_);
@@ -232,7 +235,8 @@ class Bisect {
 
   // Records run `number`. A run after the first traced one is watched and
   // stopped soon after its first divergence (bisect_watch.h); `untilStep`
-  // >= 0 stops it after that step instead of --until-step's.
+  // >= 0 stops it after that step instead of --until-step's. A run held at
+  // its start (holdNext) is let go instead of started.
   RunRecord& record(uint32_t number, uint32_t total, const std::string& snapshot, bool confirmation,
                     int64_t untilStep = -1) {
     RunRecord r;
@@ -241,34 +245,37 @@ class Bisect {
     r.trace = shown_ / fmt::format("run{}.gpurr", number);
     r.log = shown_ / fmt::format("run{}.log", number);
     r.snapshot = snapshot;
-    std::vector<std::string> argv{exe_.string(), "record", "-o", (dir_ / r.trace.filename()).string()};
-    BisectOptions options = opts_;
-    if (untilStep >= 0) options.untilStep = untilStep;
-    const std::vector<std::string> passed = options.recordOptions();
-    argv.insert(argv.end(), passed.begin(), passed.end());
-    if (!snapshot.empty()) argv.insert(argv.end(), {"--snapshot", snapshot});
     // The layer counts steps (not with --no-framework): a run after the
     // first traced one is stopped soon after it diverges.
     const RunRecord* first = firstTraced();
     const bool watched = !confirmation && first && !opts_.noFramework;
-    const fs::path stopFile = dir_ / fmt::format(".run{}.stop", number);
-    if (watched) argv.insert(argv.end(), {"--stop-file", stopFile.string()});
-    argv.push_back("--");
-    argv.insert(argv.end(), opts_.command.begin(), opts_.command.end());
+    const fs::path stopFile = runFile(".run{}.stop", number);
     std::string what = confirmation ? fmt::format("run {}: recording {} again to confirm", number,
                                                   joinedCommand(opts_.command))
                                     : fmt::format("run {}/{}: recording {}", number, total,
                                                   joinedCommand(opts_.command));
     if (!snapshot.empty()) what += fmt::format(", with snapshots of launch #{}", snapshot);
+    std::unique_ptr<StepChild> child = letGo(number, snapshot, untilStep, r.startedBeside);
+    if (r.startedBeside != 0) what += fmt::format(" (started during run {})", r.startedBeside);
     progress_.phase(what, fmt::format("(output in {})", r.log.string()));
     const Clock::time_point start = Clock::now();
+    if (!child) {
+      std::vector<std::string> argv = recordArgv(number, snapshot, untilStep, watched ? stopFile : fs::path());
+      child = std::make_unique<StepChild>(argv, dir_ / r.log.filename(), dir_ / r.log.filename());
+    }
     std::optional<RunWatch> watch;
     if (watched) watch.emplace(dir_ / first->trace.filename(), dir_ / r.trace.filename(), stopFile);
-    const StepExit step = runStep(argv, dir_ / r.log.filename(), dir_ / r.log.filename(),
-                                  [this] { progress_.tick(); });
+    const StepExit step = child->exit().started ? child->wait([&] {
+      progress_.tick();
+      holdNext(number, confirmation);
+    })
+                                                : StepExit{child->exit(), 0};
     r.seconds = secondsSince(start);
     const bool stopAsked = watch && watch->stopAfter() >= 0;
     watch.reset();
+    std::error_code ec;
+    fs::remove(stopFile, ec);
+    fs::remove(runFile(".run{}.gate", number), ec);
     r.started = step.exit.started;
     r.startError = step.exit.error;
     r.exitCode = step.exit.code;
@@ -287,6 +294,119 @@ class Bisect {
                               clockTime(r.seconds), withCommas(r.launches)));
     out_.runs.push_back(r);
     return out_.runs.back();
+  }
+
+  // The `gpurr record` command line of run `number`: with a stop file, and
+  // held at its start until `gate` exists, when given.
+  std::vector<std::string> recordArgv(uint32_t number, const std::string& snapshot, int64_t untilStep,
+                                      const fs::path& stopFile, const fs::path& gate = {}) const {
+    std::vector<std::string> argv{exe_.string(), "record", "-o", runFile("run{}.gpurr", number).string()};
+    BisectOptions options = opts_;
+    if (untilStep >= 0) options.untilStep = untilStep;
+    const std::vector<std::string> passed = options.recordOptions();
+    argv.insert(argv.end(), passed.begin(), passed.end());
+    if (!snapshot.empty()) argv.insert(argv.end(), {"--snapshot", snapshot});
+    if (!stopFile.empty()) argv.insert(argv.end(), {"--stop-file", stopFile.string()});
+    if (!gate.empty()) argv.insert(argv.end(), {"--start-gate", gate.string()});
+    argv.push_back("--");
+    argv.insert(argv.end(), opts_.command.begin(), opts_.command.end());
+    return argv;
+  }
+
+  // A file of run `number` in DIR: its log ("run{}.log"), trace, stop file
+  // (".run{}.stop") or gate (".run{}.gate").
+  fs::path runFile(std::string_view pattern, uint32_t number) const {
+    return dir_ / fmt::format(fmt::runtime(pattern), number);
+  }
+
+  // While run `number` records: once it has begun its CUDA work (a process
+  // of it has claimed its trace), starts the run after it (the
+  // confirmation run after the last), held at its first CUDA call, so that
+  // the program's start (imports, data, the model on the CPU) overlaps this
+  // run and only its GPU work waits (docs/BISECT.md, "Time to an answer").
+  void holdNext(uint32_t number, bool confirmation) {
+    if (opts_.noOverlap || held_ || confirmation || out_.interruptedBy != 0) return;
+    const uint32_t next = number + 1;
+    if (heldBefore_.count(next) != 0 || !begunCudaWork(number)) return;
+    heldBefore_.insert(next);
+    // The confirmation's snapshot and step come through its gate and stop
+    // file when it is let go; any run's stop file is written only then.
+    const fs::path stopFile = opts_.noFramework ? fs::path() : runFile(".run{}.stop", next);
+    const fs::path gate = runFile(".run{}.gate", next), log = runFile("run{}.log", next);
+    std::error_code ec;
+    fs::remove(gate, ec);
+    held_ = Held{next, number, std::make_unique<StepChild>(recordArgv(next, "", -1, stopFile, gate), log, log, true)};
+    if (!held_->child->exit().started) held_.reset();
+  }
+
+  // Whether a process of run `number` has claimed its trace in the staging
+  // directory `gpurr record` keeps beside the run's output.
+  bool begunCudaWork(uint32_t number) const {
+    const std::string prefix = fmt::format(".run{}.gpurr.staging-", number);
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
+      if (e.path().filename().string().rfind(prefix, 0) == 0 && !fs::is_empty(e.path(), ec)) return true;
+    }
+    return false;
+  }
+
+  // The held run `number`, let go: its gate opened, naming the launches to
+  // snapshot, its stop file naming `untilStep` (when >= 0). Null when no
+  // run `number` is held, or when it ended before its turn (a port or a
+  // file that the run before it held): it is then run again from the
+  // start, its first output left in its log.
+  std::unique_ptr<StepChild> letGo(uint32_t number, const std::string& snapshot, int64_t untilStep,
+                                   uint32_t& startedBeside) {
+    if (!held_ || held_->number != number) return nullptr;
+    Held held = std::move(*held_);
+    held_.reset();
+    if (held.child->ended()) {
+      const ChildExit& e = held.child->exit();
+      const std::string how = e.signal ? fmt::format("killed by signal {}", e.signal) : fmt::format("exit {}", e.code);
+      progress_.say(fmt::format("run {}, started during run {}, ended before its turn ({}); running it again",
+                                number, held.beside, how));
+      std::ofstream(runFile("run{}.log", number), std::ios::app)
+          << fmt::format("\n--- gpurr bisect: this run, started during run {}, ended before its turn ({}); it "
+                         "is run again from here ---\n\n",
+                         held.beside, how);
+      std::error_code ec;
+      fs::remove_all(runFile("run{}.gpurr", number), ec);
+      return nullptr;
+    }
+    if (untilStep >= 0 && !opts_.noFramework &&
+        !writeAtomically(runFile(".run{}.stop", number), fmt::format("{}\n", untilStep))) {
+      return nullptr;
+    }
+    if (!writeAtomically(runFile(".run{}.gate", number), snapshot.empty() ? "" : "snapshot " + snapshot + "\n")) {
+      return nullptr;
+    }
+    startedBeside = held.beside;
+    return std::move(held.child);
+  }
+
+  static bool writeAtomically(const fs::path& file, const std::string& text) {
+    const fs::path partial = fs::path(file).concat(".part");
+    {
+      std::ofstream f(partial, std::ios::trunc);
+      f << text;
+      if (!f) return false;
+    }
+    std::error_code ec;
+    fs::rename(partial, file, ec);
+    return !ec;
+  }
+
+  // Ends a held run that is not needed (identical runs need no
+  // confirmation; a failure or Ctrl-C stops the bisect) and removes what
+  // it left.
+  void dropHeld() {
+    if (!held_) return;
+    const uint32_t number = held_->number;
+    held_.reset();  // SIGTERM, then waits
+    std::error_code ec;
+    for (const char* name : {"run{}.log", "run{}.gpurr", ".run{}.stop", ".run{}.gate"}) {
+      fs::remove_all(runFile(name, number), ec);
+    }
   }
 
   const RunRecord* firstTraced() const {
@@ -461,7 +581,16 @@ class Bisect {
     }
   }
 
+  // A run started ahead of its turn, held at its start (holdNext).
+  struct Held {
+    uint32_t number = 0;
+    uint32_t beside = 0;  // the run it was started during
+    std::unique_ptr<StepChild> child;
+  };
+
   const BisectOptions& opts_;
+  std::optional<Held> held_;
+  std::set<uint32_t> heldBefore_;  // runs started ahead of their turn once already
   fs::path exe_;
   fs::path dir_;    // absolute
   fs::path shown_;  // as the user named it (or the default, relative)
@@ -607,6 +736,10 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
       ->check(kWholeNumber);
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Passed to gpurr record: keep the bytes of every host-to-device copy (shows where host inputs differ)");
+  cmd->add_flag("--no-overlap", opts->noOverlap,
+                "Start each run when the one before has ended. By default a run is started while the one before "
+                "it records, and held at its first CUDA call until that one has ended: only the program's start "
+                "(imports, data, the model on the CPU) overlaps");
   cmd->add_option("command", opts->command, "The command to record and its arguments, after --")->expected(-1);
   cmd->footer(
       "Put -- before the command: gpurr bisect -- python train.py --lr 0.1\n"
@@ -615,8 +748,10 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
       "it, replays that launch (gpurr replay --repeat R), and writes DIR/report.txt, report.json and\n"
       "report.html. In a PyTorch program, each run after the first is compared with run 1 as it\n"
       "records and stopped soon after its first divergence, and the confirmation run after the\n"
-      "divergent step. Exit status: 0 identical, 1 diverged (or not reproduced), 2 trouble (a run\n"
-      "failed, a usage error). More in docs/BISECT.md.");
+      "divergent step. Each run starts while the one before records, held at its first CUDA call\n"
+      "until that one has ended (--no-overlap: one after another). Exit status: 0 identical, 1\n"
+      "diverged (or not reproduced), 2 trouble (a run failed, a usage error). More in\n"
+      "docs/BISECT.md.");
   cmd->allow_extras();
   cmd->callback([opts, cmd, &chosen] {
     std::vector<std::string> extras = cmd->remaining();

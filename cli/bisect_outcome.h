@@ -30,6 +30,7 @@ struct RunRecord {
   uint64_t launches = 0;
   int64_t stoppedAfterStep = -1;  // gpurr stopped the program after this step (--until-step, or the bisect)
   bool stoppedByBisect = false;   // ... by the bisect, soon after its first divergence (bisect_watch.h)
+  uint32_t startedBeside = 0;     // the run during which it was started, held at its start; 0 when none
   bool traced = false;  // a trace was written
   bool failed() const { return !started || exitCode != 0; }
 };

@@ -24,6 +24,7 @@ std::string runLine(const RunRecord& r) {
                               clockTime(r.seconds), withCommas(r.launches),
                               r.traced ? r.trace.filename().string() : std::string("(no trace)"));
   if (!r.snapshot.empty()) s += fmt::format("  (snapshots of launch #{})", r.snapshot);
+  if (r.startedBeside != 0) s += fmt::format("  (started during run {})", r.startedBeside);
   if (r.stoppedAfterStep >= 0) {
     s += fmt::format("  (stopped after step {}{})", r.stoppedAfterStep,
                      r.stoppedByBisect ? ", soon after its first divergence" : "");
@@ -145,7 +146,7 @@ BisectFacts factsOf(const Outcome& o) {
   f.directory = o.dir.string();
   for (const RunRecord& r : o.runs) {
     f.runs.push_back({r.traced ? r.trace.string() : std::string(), r.log.string(), r.exitCode, r.seconds, r.launches,
-                      r.snapshot, r.stoppedAfterStep, r.stoppedByBisect});
+                      r.snapshot, r.stoppedAfterStep, r.stoppedByBisect, r.startedBeside});
   }
   f.baseRun = o.base;
   f.confirmation = o.confirmation ? &*o.confirmation : nullptr;

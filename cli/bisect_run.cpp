@@ -1,9 +1,10 @@
-// Runs a bisect step as a child with its output in files. Signals are taken
-// synchronously, as in process.cpp, but with a timeout so that the progress
-// line keeps its clock running while the child works.
+// Runs bisect steps as children with their output in files. Signals are
+// taken synchronously, as in process.cpp, but with a timeout so that the
+// progress line keeps its clock running while the child works.
 #include "cli/bisect_run.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,24 +31,24 @@ int openLog(const std::filesystem::path& file) {
 
 }  // namespace
 
-StepExit runStep(const std::vector<std::string>& argv, const std::filesystem::path& stdoutFile,
-                 const std::filesystem::path& stderrFile, const std::function<void()>& tick) {
-  StepExit result;
+StepChild::StepChild(const std::vector<std::string>& argv, const std::filesystem::path& stdoutFile,
+                     const std::filesystem::path& stderrFile, bool diesWithGpurr) {
+  ended_ = true;  // until it runs
   if (argv.empty()) {
-    result.exit = notStarted(127, "no command");
-    return result;
+    exit_ = notStarted(127, "no command");
+    return;
   }
   const int out = openLog(stdoutFile);
   if (out < 0) {
-    result.exit = notStarted(126, "cannot open " + stdoutFile.string() + ": " + std::strerror(errno));
-    return result;
+    exit_ = notStarted(126, "cannot open " + stdoutFile.string() + ": " + std::strerror(errno));
+    return;
   }
   const int err = stderrFile == stdoutFile ? ::dup(out) : openLog(stderrFile);
   if (err < 0) {
     const int e = errno;
     ::close(out);
-    result.exit = notStarted(126, "cannot open " + stderrFile.string() + ": " + std::strerror(e));
-    return result;
+    exit_ = notStarted(126, "cannot open " + stderrFile.string() + ": " + std::strerror(e));
+    return;
   }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -59,28 +60,35 @@ StepExit runStep(const std::vector<std::string>& argv, const std::filesystem::pa
   sigemptyset(&dfl.sa_mask);
   sigaction(SIGCHLD, &dfl, nullptr);
 
+  // The child's signal mask: this thread's, without what a SignalBlock of
+  // a wait under way blocks.
   SignalBlock block;
+  sigset_t childMask = block.previous();
+  for (int s : forwardedSignals()) sigdelset(&childMask, s);
+  sigdelset(&childMask, SIGCHLD);
+  const pid_t parent = ::getpid();
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0) {
     const int e = errno;
     ::close(out);
     ::close(err);
-    result.exit = notStarted(126, std::string("cannot create a pipe: ") + std::strerror(e));
-    return result;
+    exit_ = notStarted(126, std::string("cannot create a pipe: ") + std::strerror(e));
+    return;
   }
   const pid_t child = fork();
   if (child < 0) {
     const int e = errno;
     for (int fd : {report[0], report[1], out, err}) ::close(fd);
-    result.exit = notStarted(126, std::string("cannot start a process: ") + std::strerror(e));
-    return result;
+    exit_ = notStarted(126, std::string("cannot start a process: ") + std::strerror(e));
+    return;
   }
   if (child == 0) {
     // Only async-signal-safe calls from here on.
     ::close(report[0]);
+    if (diesWithGpurr && (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent)) _exit(127);
     ::dup2(out, STDOUT_FILENO);
     ::dup2(err, STDERR_FILENO);
-    sigprocmask(SIG_SETMASK, &block.previous(), nullptr);
+    sigprocmask(SIG_SETMASK, &childMask, nullptr);
     execvpe(args[0], args.data(), environ);
     const int e = errno;
     ssize_t ignored = ::write(report[1], &e, sizeof e);
@@ -100,35 +108,70 @@ StepExit runStep(const std::vector<std::string>& argv, const std::filesystem::pa
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
-    result.exit = notStarted(execErrno == ENOENT || execErrno == ENOTDIR ? 127 : 126,
-                             execErrno == ENOENT ? "command not found" : std::strerror(execErrno));
-    return result;
+    exit_ = notStarted(execErrno == ENOENT || execErrno == ENOTDIR ? 127 : 126,
+                       execErrno == ENOENT ? "command not found" : std::strerror(execErrno));
+    return;
   }
+  pid_ = child;
+  ended_ = false;
+}
 
-  const timespec wait{0, 500'000'000};
+StepChild::~StepChild() {
+  if (!ended_) end();
+}
+
+bool StepChild::ended() {
+  if (ended_) return true;
+  int status = 0;
+  const pid_t done = waitpid(pid_, &status, WNOHANG);
+  if (done == pid_) {
+    if (WIFSIGNALED(status)) {
+      exit_.signal = WTERMSIG(status);
+      exit_.code = 128 + exit_.signal;
+    } else {
+      exit_.code = WEXITSTATUS(status);
+    }
+    ended_ = true;
+  } else if (done < 0 && errno == ECHILD) {
+    ended_ = true;  // reaped elsewhere: its status is lost
+  }
+  return ended_;
+}
+
+StepExit StepChild::wait(const std::function<void()>& tick) {
+  StepExit result;
+  SignalBlock block;
+  const timespec pause{0, 500'000'000};
   for (;;) {
     if (tick) tick();
-    siginfo_t info{};
-    const int sig = sigtimedwait(&block.set(), &info, &wait);
-    if (sig < 0) continue;  // timeout, or EINTR
-    if (sig == SIGCHLD) {
-      int status = 0;
-      const pid_t done = waitpid(child, &status, WNOHANG);
-      if (done == child) {
-        if (WIFSIGNALED(status)) {
-          result.exit.signal = WTERMSIG(status);
-          result.exit.code = 128 + result.exit.signal;
-        } else {
-          result.exit.code = WEXITSTATUS(status);
-        }
-        return result;
-      }
-      if (done < 0 && errno == ECHILD) return result;
-      continue;
+    if (ended()) {
+      result.exit = exit_;
+      return result;
     }
+    siginfo_t info{};
+    const int sig = sigtimedwait(&block.set(), &info, &pause);
+    if (sig < 0 || sig == SIGCHLD) continue;  // timeout, EINTR, or a child ended: ended() tells
     result.interruptedBy = sig;
-    if (shouldForward(info, child)) kill(child, sig);
+    if (shouldForward(info, pid_)) kill(pid_, sig);
   }
+}
+
+void StepChild::end() {
+  if (ended()) return;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  exit_.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  exit_.code = WIFSIGNALED(status) ? 128 + exit_.signal : WEXITSTATUS(status);
+  ended_ = true;
+}
+
+StepExit runStep(const std::vector<std::string>& argv, const std::filesystem::path& stdoutFile,
+                 const std::filesystem::path& stderrFile, const std::function<void()>& tick) {
+  StepChild child(argv, stdoutFile, stderrFile);
+  if (!child.exit().started) return StepExit{child.exit(), 0};
+  return child.wait(tick);
 }
 
 }  // namespace gpurr::cli::bisect

@@ -50,6 +50,7 @@ struct RecordOptions {
   std::string steps;
   int64_t untilStep = -1;  // --until-step; -1 = run to the end
   std::string stopFile;    // --stop-file
+  std::string startGate;   // --start-gate
   bool launchesGiven = false;
   bool kernelsGiven = false;
   bool snapshotGiven = false;
@@ -222,6 +223,8 @@ int run(const RecordOptions& opts) {
       // A run with a stop file is watched as it is written (gpurr bisect):
       // its blocks are closed four times a second for the watcher to see.
       {"GPURR_FLUSH_MS", "250", opts.stopFile.empty()},
+      {"GPURR_START_GATE", opts.startGate.empty() ? "" : fs::absolute(opts.startGate).string(),
+       opts.startGate.empty()},
   };
   // The CUPTI the recorder loads when the process has none yet (see
   // recorder/cupti_library.h): the program's Python environment's first.
@@ -359,6 +362,10 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                   "--until-step N does, or at the next step when it has passed. The program looks for FILE at "
                   "every step; write the number into it from outside (gpurr bisect does so to stop a run soon "
                   "after its first divergence). Needs the PyTorch layer.");
+  cmd->add_option("--start-gate", opts->startGate,
+                  "Hold every CUDA process of the program at its first CUDA call until FILE exists; a line "
+                  "\"snapshot SELECTION\" in FILE then selects launches as --snapshot does. gpurr bisect uses it "
+                  "to start a run while the one before it records: only the program's start overlaps.");
   cmd->add_flag("--sync", opts->sync,
                 "Synchronise around every launch: slower, but hashes see each launch in "
                 "isolation");

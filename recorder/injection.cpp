@@ -58,7 +58,9 @@ std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace
 int initialize() {
   ReentrancyGuard guard;
   std::vector<std::string> problems;
-  RecorderOptions options = parseOptions([](const char* name) { return std::getenv(name); }, problems);
+  // A run gpurr bisect started early waits here, at the program's first
+  // CUDA call, for its turn (gpurr record --start-gate).
+  RecorderOptions options = awaitOptions([](const char* name) { return std::getenv(name); }, problems);
   for (const std::string& p : problems) warnToStderr(p);
   if (!options.output) {
     warnToStderr("GPURR_OUTPUT is not set, so nothing is recorded (start the program with `gpurr record`)");

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <thread>
 
 #include "common/demangle.h"
 
@@ -332,6 +335,25 @@ trace::RecordingOptions toRecordingOptions(const RecorderOptions& options) {
   r.snapshot = options.snapshot.text;
   r.checkDeterminism = options.checkDeterminism;
   return r;
+}
+
+RecorderOptions awaitOptions(const GetEnv& getenv, std::vector<std::string>& problems) {
+  const char* gate = getenv("GPURR_START_GATE");
+  if (gate == nullptr || *gate == '\0') return parseOptions(getenv, problems);
+  // gpurr bisect ends a held run that it no longer needs with a signal, and
+  // one whose parent dies gets SIGTERM (PR_SET_PDEATHSIG): the wait needs
+  // no limit of its own.
+  std::error_code ec;
+  while (!std::filesystem::exists(gate, ec)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::string snapshot;
+  std::ifstream in(gate);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("snapshot ", 0) == 0) snapshot = line.substr(9);
+  }
+  if (snapshot.empty()) return parseOptions(getenv, problems);
+  return parseOptions(
+      [&](const char* name) { return std::string_view(name) == "GPURR_SNAPSHOT" ? snapshot.c_str() : getenv(name); },
+      problems);
 }
 
 }  // namespace gpurr::recorder

@@ -65,6 +65,13 @@ using GetEnv = std::function<const char*(const char*)>;
 // "gpurr: warning: " line) and is ignored.
 RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& problems);
 
+// The options of a process that `gpurr record --start-gate FILE` holds at
+// its start (GPURR_START_GATE=FILE): waits until FILE exists (gpurr bisect
+// creates it once the run before has ended), then parseOptions. A line
+// "snapshot SELECTION" in FILE stands for GPURR_SNAPSHOT. Without the
+// variable, parseOptions at once.
+RecorderOptions awaitOptions(const GetEnv& getenv, std::vector<std::string>& problems);
+
 // Parses "A:B", "A:" or ":B" (decimal). Nothing when malformed or A > B.
 std::optional<std::pair<uint64_t, uint64_t>> parseLaunchRange(std::string_view text);
 // Parses a step selection as a Python slice of step numbers: "A:B", "A:B:N"

@@ -16,7 +16,8 @@ Json runJson(const RunInfo& r) {
               {"launches", r.launches},
               {"snapshot", r.snapshot.empty() ? Json(nullptr) : Json(r.snapshot)},
               {"stoppedAfterStep", r.stoppedAfterStep >= 0 ? Json(r.stoppedAfterStep) : Json(nullptr)},
-              {"stoppedByBisect", r.stoppedByBisect}};
+              {"stoppedByBisect", r.stoppedByBisect},
+              {"startedDuring", r.startedBeside != 0 ? Json(r.startedBeside) : Json(nullptr)}};
 }
 
 Json comparedJson(const Compared& c) {

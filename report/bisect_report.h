@@ -28,6 +28,7 @@ struct RunInfo {
   std::string snapshot;  // the launches recorded with snapshots (--snapshot), "" for none
   int64_t stoppedAfterStep = -1;  // gpurr stopped the program after this step (--until-step), -1 when not
   bool stoppedByBisect = false;   // ... soon after its first divergence, the bisect having seen it
+  uint32_t startedBeside = 0;     // started during this run, held before its first CUDA call; 0 when not
 };
 
 // What identical runs held, summed over the base run's processes, and the

@@ -317,6 +317,67 @@ TEST_CASE("bisect: a nondeterministic kernel is found and snapshotted and confir
   CHECK_THAT(r.err, Catch::Contains("with snapshots of launch #5"));
 }
 
+// Runs `body` with FAKE_RUN_SECONDS set, so that each run of the fake
+// program takes that long and the bisect starts the next one beside it.
+template <typename Body>
+void withSlowRuns(const char* seconds, Body body) {
+  ::setenv("FAKE_RUN_SECONDS", seconds, 1);
+  body();
+  ::unsetenv("FAKE_RUN_SECONDS");
+}
+
+TEST_CASE("bisect: each run starts while the one before records and waits before its CUDA work until that one ends") {
+  Sandbox s;
+  Result r;
+  withSlowRuns("1.5", [&] { r = s.bisect("nondeterministic", {"--repeat", "3"}); });
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  REQUIRE(rep["runs"].size() == 3);
+  CHECK(rep["runs"][0]["startedDuring"].is_null());
+  CHECK(rep["runs"][1]["startedDuring"] == 1);
+  CHECK(rep["runs"][2]["startedDuring"] == 2);
+  CHECK_THAT(r.out, Catch::Contains("(started during run 1)") && Catch::Contains("(started during run 2)"));
+  // Their CUDA work never overlapped: each run began after the one before ended.
+  CHECK(readText(s.state / "order") == "begin 1\nend 1\nbegin 2\nend 2\nbegin 3\nend 3\n");
+  // The confirmation, started before the launch to snapshot was known, got
+  // it through its gate.
+  CHECK(firstDivergence(rep["diff"])["a"]["launchIndex"] == 5);
+  CHECK(rep["reproduced"] == true);
+  const fs::path run3 = s.out() / "run3.gpurr";
+  CHECK(trace::TraceReader(run3).header().options.snapshot == "5");
+  CHECK(snapshotLaunches(run3) == std::vector<uint64_t>{5});
+  for (const std::string& name : filesIn(s.out())) CHECK(name[0] != '.');  // no gate or stop file left
+}
+
+TEST_CASE("bisect: a run started early that ends before its turn is run again at its turn, and --no-overlap starts none "
+          "early") {
+  Sandbox s;
+  Result r;
+  // As torchrun's port: the run started during run 1 finds it taken and
+  // fails at once, before its CUDA work.
+  withSlowRuns("1.5", [&] { r = s.bisect("port"); });
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "identical");
+  REQUIRE(rep["runs"].size() == 2);
+  CHECK(rep["runs"][1]["startedDuring"].is_null());
+  CHECK(rep["runs"][1]["exitCode"] == 0);
+  CHECK_THAT(r.err, Catch::Contains("run 2, started during run 1, ended before its turn (exit 1); running it again"));
+  const std::string log = readText(s.out() / "run2.log");
+  CHECK_THAT(log, Catch::Contains("Address already in use") && Catch::Contains("it is run again from here"));
+  CHECK(readText(s.state / "order") == "begin 1\nend 1\nbegin 2\nend 2\n");
+  // Identical runs need no confirmation: none is left running or on disk.
+  CHECK_FALSE(fs::exists(s.out() / "run3.log"));
+  CHECK_FALSE(fs::exists(s.out() / "run3.gpurr"));
+
+  Sandbox t;
+  withSlowRuns("1.5", [&] { r = t.bisect("nondeterministic", {"--no-overlap", "--repeat", "3"}); });
+  CHECK(r.code == 1);
+  for (const Json& run : t.report()["runs"]) CHECK(run["startedDuring"].is_null());
+}
+
 TEST_CASE("bisect: an unseeded RNG is named at its launch") {
   Sandbox s;
   const Result r = s.bisect("seed");

@@ -15,7 +15,9 @@
 //   fake_cuda_program SCENARIO STATE_DIR
 //
 // STATE_DIR/counter counts the runs (1, 2, 3...; STATE_DIR is made when
-// missing); the scenario decides what differs in which run:
+// missing), and STATE_DIR/order gets "begin N" and "end N" (on a clean
+// exit) around each run's work; FAKE_RUN_SECONDS makes each run take that
+// much longer. The scenario decides what differs in which run:
 //   identical         nothing
 //   nondeterministic  launch 5 (index_add) adds in another order in every run
 //   seed              launch 3 (dropout) takes an unseeded Philox seed
@@ -25,10 +27,13 @@
 //   first_fails       run 1 exits with code 4 before any CUDA work (no trace)
 //   ranks             two processes (rank0.gpurr, rank1.gpurr); rank 1 as
 //                     nondeterministic, rank 0 identical
+//   port              identical, but holds STATE_DIR/port while it runs and
+//                     fails at once when another run holds it
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +43,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -283,7 +289,29 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string scenario = argv[1];
+  // A job that takes a port while it runs, as torchrun's rendezvous does:
+  // a run started while another holds it fails at once, before any CUDA
+  // work.
+  const std::string port = std::string(argv[2]) + "/port";
+  if (scenario == "port") {
+    std::filesystem::create_directories(argv[2]);
+    if (std::filesystem::exists(port)) {
+      std::fprintf(stderr, "RuntimeError: The server socket has failed to listen on any local network address. "
+                           "port: 29500 (errno: 98 - Address already in use)\n");
+      return 1;
+    }
+    std::ofstream(port) << ::getpid() << '\n';
+  }
+  // The recorder reads its options at the program's first CUDA call, where
+  // a run that gpurr bisect started early waits for its turn.
+  std::vector<std::string> problems;
+  recorder::RecorderOptions opts = recorder::awaitOptions(std::getenv, problems);
   const int run = bumpCounter(argv[2]);
+  // STATE_DIR/order: when each run began and ended its CUDA work.
+  const auto order = [&](const char* what) {
+    std::ofstream(std::string(argv[2]) + "/order", std::ios::app) << what << ' ' << run << '\n';
+  };
+  order("begin");
   std::printf("fake training (%s), run %d\n", scenario.c_str(), run);
   std::fflush(stdout);
 
@@ -291,8 +319,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ModuleNotFoundError: No module named 'torch'\n");
     return 4;
   }
-  std::vector<std::string> problems;
-  recorder::RecorderOptions opts = recorder::parseOptions(std::getenv, problems);
   pid_t second = -1;
   if (scenario == "ranks") {
     // Two processes of one job, told apart by rank as torchrun does.
@@ -377,11 +403,18 @@ int main(int argc, char** argv) {
   p.stepDone();
   p.from(forward("aten::sum", {"aten::sum"}, "", 44)).launch("_Z7sum_allPfPKfi", {8}, 10, 1.0f);
   p.from(forward("aten::_local_scalar_dense", {"aten::item", "aten::_local_scalar_dense"}, "", 44)).copyOut(10);
+  // FAKE_RUN_SECONDS: a run that takes that long, so that gpurr bisect
+  // starts the next one beside it.
+  if (const char* s = std::getenv("FAKE_RUN_SECONDS")) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(s)));
+  }
   w.close();
   std::printf("step 1: loss 0.4217\n");
   if (second > 0) {
     int status = 0;
     ::waitpid(second, &status, 0);
   }
+  if (scenario == "port") std::filesystem::remove(port);
+  order("end");
   return 0;
 }

@@ -7,7 +7,10 @@
 // GPURR_TEST_OPERANDS_LOG set, each launch also appends to that file the
 // operands the framework layer reported for the op it runs in:
 // "KERNEL ADDRESS:r|w ...", or "KERNEL unknown". Its session starts when it
-// is loaded, so that the framework layer's collectives reach it.
+// is loaded, so that the framework layer's collectives reach it; that of a
+// run held by `gpurr record --start-gate` at its first launch, where it
+// waits for its gate, as the recorder waits in the program's first CUDA
+// call.
 #include <cupti.h>
 
 #include <cstdlib>
@@ -57,7 +60,7 @@ RecordSession* theSession() {
   std::lock_guard lock(sessionMu);
   if (session != nullptr) return session;
   std::vector<std::string> problems;
-  RecorderOptions options = parseOptions(std::getenv, problems);
+  RecorderOptions options = awaitOptions(std::getenv, problems);  // a held run waits here
   if (!options.output) return nullptr;
   auto dev = std::make_unique<CpuDevice>();
   device = dev.get();
@@ -72,11 +75,14 @@ RecordSession* theSession() {
       },
       warnToStderr);
   std::atexit([] { session->finish(); });
+  setActiveCollectives(&session->collectives());
   return session;
 }
 
+// A run held by `gpurr record --start-gate` starts its session at its first
+// launch instead, as the recorder starts in the program's first CUDA call.
 __attribute__((constructor)) void startSession() {
-  if (RecordSession* s = theSession()) setActiveCollectives(&s->collectives());
+  if (std::getenv("GPURR_START_GATE") == nullptr) theSession();
 }
 
 }  // namespace

@@ -281,6 +281,13 @@ TEST_CASE("snapshot and determinism and full recording options reach the recorde
   env = readText(s.tmp / "env");
   CHECK_THAT(env, Catch::Contains("GPURR_FLUSH_MS=250\n"));
   CHECK_THAT(env, Catch::Contains("GPURR_STOP_FILE=" + (s.tmp / "stop").string() + "\n"));
+  CHECK_THAT(env, !Catch::Contains("GPURR_START_GATE"));
+
+  // A run held at its start until a file exists.
+  r = s.record("out.gpurr", dump, {"--start-gate", (s.tmp / "gate").string()});
+  CHECK(r.code == 0);
+  env = readText(s.tmp / "env");
+  CHECK_THAT(env, Catch::Contains("GPURR_START_GATE=" + (s.tmp / "gate").string() + "\n"));
 }
 
 TEST_CASE("snapshot selections and determinism counts are checked") {

@@ -2,7 +2,10 @@
 // of per-process trace directories.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -101,6 +104,37 @@ TEST_CASE("GPURR_FLUSH_MS sets how often a block is closed, and the sink takes i
     REQUIRE(problems.size() == 1);
     CHECK_THAT(problems[0], Catch::Contains(std::string("GPURR_FLUSH_MS=") + bad));
   }
+}
+
+TEST_CASE("GPURR_START_GATE holds the options until its file exists, which may name a snapshot",
+          "[recorder][options]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("gpurr-gate-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string gate = (dir / "gate").string();
+  std::vector<std::string> problems;
+  // Opened while the options wait: a line names the launch to snapshot.
+  std::atomic<bool> opened{false};
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    std::ofstream(dir / "gate.part") << "snapshot 7\n";
+    std::filesystem::rename(dir / "gate.part", gate);
+    opened = true;
+  });
+  RecorderOptions o = awaitOptions(envOf({{"GPURR_START_GATE", gate}, {"GPURR_OUTPUT", "/tmp/x"}}), problems);
+  opener.join();
+  CHECK(opened);
+  CHECK(problems.empty());
+  CHECK(o.output);
+  CHECK(launchNumberSelected(o.snapshot, 7));
+  CHECK_FALSE(launchNumberSelected(o.snapshot, 6));
+  // An empty gate file: the options as the environment gives them.
+  std::ofstream(dir / "empty").close();
+  o = awaitOptions(envOf({{"GPURR_START_GATE", (dir / "empty").string()}, {"GPURR_SNAPSHOT", "3"}}), problems);
+  CHECK(launchNumberSelected(o.snapshot, 3));
+  // No gate: at once.
+  CHECK(launchNumberSelected(awaitOptions(envOf({{"GPURR_SNAPSHOT", "4"}}), problems).snapshot, 4));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("the trace is named by RANK, else SLURM_PROCID, else LOCAL_RANK with the node", "[recorder][options]") {
