@@ -2,18 +2,26 @@
 // and checks that it exports only the entry point, returns success, and
 // explains in one "gpurr: warning: " line why it records nothing when it
 // cannot. Without a GPU this is all that can run of the injection path.
+// With GATE_FILE, the recorder is held at its start (GPURR_START_GATE, as
+// `gpurr record --start-gate` sets it): InitializeInjection must not return
+// before another thread has created GATE_FILE.
 //
-//   injection_smoke LIBRARY EXPECTED_WARNING_TEXT
+//   injection_smoke LIBRARY EXPECTED_WARNING_TEXT [GATE_FILE]
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <thread>
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: injection_smoke LIBRARY EXPECTED_WARNING_TEXT\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: injection_smoke LIBRARY EXPECTED_WARNING_TEXT [GATE_FILE]\n");
     return 2;
   }
   if (void* driver = dlopen("libcuda.so.1", RTLD_NOW)) {
@@ -38,12 +46,27 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // The gate, opened by another thread a moment after the call began.
+  std::atomic<bool> opened{false};
+  std::thread opener;
+  if (argc == 4) {
+    unlink(argv[3]);
+    setenv("GPURR_START_GATE", argv[3], 1);
+    opener = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      opened = true;
+      std::ofstream(argv[3]).close();
+    });
+  }
+
   // Capture stderr around the call.
   int fds[2];
   if (pipe(fds) != 0) return 1;
   const int saved = dup(2);
   dup2(fds[1], 2);
   const int result = init();
+  const bool openedBefore = opened;
+  if (opener.joinable()) opener.join();
   const int again = init();  // a second call must be harmless
   dup2(saved, 2);
   close(fds[1]);
@@ -52,6 +75,10 @@ int main(int argc, char** argv) {
   for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
   std::fputs(text.c_str(), stderr);
 
+  if (argc == 4 && !openedBefore) {
+    std::fprintf(stderr, "InitializeInjection returned before its gate %s existed\n", argv[3]);
+    return 1;
+  }
   if (result != 1 || again != 1) {
     std::fprintf(stderr, "InitializeInjection returned %d, then %d (expected 1)\n", result, again);
     return 1;
