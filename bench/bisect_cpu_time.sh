@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/bisect_cpu_time.sh BUILD_DIR [ROUNDS]: bisect's time to an answer
+# bench/bisect_cpu_time.sh [--until-step N] BUILD_DIR [ROUNDS]: bisect's time to an answer
 # without a GPU, the CPU proxy of bench/bisect_time.sh. The program is
 # tests/framework/diverges_later.py (200 steps of about 50 ms of real
 # PyTorch on the CPU; runs after the first take another path in step 1),
@@ -8,13 +8,25 @@
 # in its first CUDA call. Each round runs, one after another: the program
 # plainly, `gpurr bisect`, and `gpurr bisect --no-overlap`, and prints each
 # run's seconds (after the run before it ended), where it was stopped and
-# during which run it was started. The goal: bisect within 1.5x the plain
-# run. PYTHON names an interpreter with PyTorch (default python3); exits
+# during which run it was started. With --until-step N, as
+# bench/bisect_time.sh: the plain run is the program told to run N + 1
+# steps, the bisects `gpurr bisect --until-step N` of the program told to
+# run ten times as many. The goal: bisect within 1.5x the plain run. PYTHON names an interpreter with PyTorch (default python3); exits
 # 77 (skipped) without PyTorch, 2 on a usage error.
 set -u
+until_step=""
+if [ "${1:-}" = "--until-step" ]; then
+  until_step=${2:-}
+  shift 2 || true
+  case $until_step in ''|*[!0-9]*) echo "--until-step needs a step number" >&2; exit 2 ;; esac
+fi
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
-  echo "usage: bench/bisect_cpu_time.sh BUILD_DIR [ROUNDS]" >&2
+  echo "usage: bench/bisect_cpu_time.sh [--until-step N] BUILD_DIR [ROUNDS]" >&2
   exit 2
+fi
+plain_steps=200 bisect_steps=200 until=()
+if [ -n "$until_step" ]; then
+  plain_steps=$((until_step + 1)) bisect_steps=$((10 * (until_step + 1))) until=(--until-step "$until_step")
 fi
 build=$(cd "$1" && pwd)
 rounds=${2:-2}
@@ -33,12 +45,13 @@ export GPURR_TEST_MARKER=$work/marker
 for round in $(seq "$rounds"); do
   rm -f "$work/marker"
   t0=$EPOCHREALTIME
-  GPURR_TEST_LAUNCHER="" "$python" "$script" >/dev/null
+  GPURR_TEST_LAUNCHER="" GPURR_TEST_STEPS=$plain_steps "$python" "$script" >/dev/null
   plain=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   echo "round $round: plain run $plain s"
   for option in "" --no-overlap; do
     rm -rf "$work/marker" "$work/bisect"
-    "$build/bin/gpurr" bisect $option -o "$work/bisect" -- "$python" "$script" >/dev/null 2>&1
+    GPURR_TEST_STEPS=$bisect_steps "$build/bin/gpurr" bisect $option "${until[@]}" -o "$work/bisect" -- \
+      "$python" "$script" >/dev/null 2>&1
     "$python" - "$work/bisect/report.json" "$plain" "${option:-(default)}" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))

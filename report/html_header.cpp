@@ -143,6 +143,11 @@ void renderRuns(Page& page, const Report& report) {
                                                : "gpurr record --until-step",
                            run.stoppedAfterStep);
     }
+    if (run.startedBeside != 0) {
+      label += fmt::format(" <span class=\"chip\" title=\"started while run {0} recorded, held at its first CUDA call "
+                           "until run {0} had ended\">started during run {0}</span>",
+                           run.startedBeside);
+    }
     page.addf("<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td class=\"{}\">{}</td><td>{:.1f} s</td><td>{}</td></tr>\n",
               label, e(run.trace.empty() ? "(not traced)" : run.trace), e(run.log), run.exitCode != 0 ? "bad" : "",
               run.exitCode, run.seconds, withCommas(run.launches));

@@ -338,6 +338,7 @@ TEST_CASE("bisect: each run starts while the one before records and waits before
   CHECK(rep["runs"][1]["startedDuring"] == 1);
   CHECK(rep["runs"][2]["startedDuring"] == 2);
   CHECK_THAT(r.out, Catch::Contains("(started during run 1)") && Catch::Contains("(started during run 2)"));
+  CHECK_THAT(readText(s.out() / "report.html"), Catch::Contains("started during run 2</span>"));
   // Their CUDA work never overlapped: each run began after the one before ended.
   CHECK(readText(s.state / "order") == "begin 1\nend 1\nbegin 2\nend 2\nbegin 3\nend 3\n");
   // The confirmation, started before the launch to snapshot was known, got
