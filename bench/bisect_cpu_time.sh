@@ -11,8 +11,9 @@
 # during which run it was started. With --until-step N, as
 # bench/bisect_time.sh: the plain run is the program told to run N + 1
 # steps, the bisects `gpurr bisect --until-step N` of the program told to
-# run ten times as many. The goal: bisect within 1.5x the plain run. PYTHON names an interpreter with PyTorch (default python3); exits
-# 77 (skipped) without PyTorch, 2 on a usage error.
+# run ten times as many. The goal: bisect within 1.5x the plain run.
+# PYTHON names an interpreter with PyTorch (default python3); exits 77
+# (skipped) without PyTorch, 2 on a usage error.
 set -u
 until_step=""
 if [ "${1:-}" = "--until-step" ]; then

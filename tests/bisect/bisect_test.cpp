@@ -351,8 +351,7 @@ TEST_CASE("bisect: each run starts while the one before records and waits before
   for (const std::string& name : filesIn(s.out())) CHECK(name[0] != '.');  // no gate or stop file left
 }
 
-TEST_CASE("bisect: a run started early that ends before its turn is run again at its turn, and --no-overlap starts none "
-          "early") {
+TEST_CASE("bisect: a run started early that ends before its turn runs again, and --no-overlap starts none early") {
   Sandbox s;
   Result r;
   // As torchrun's port: the run started during run 1 finds it taken and
