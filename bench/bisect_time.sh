@@ -4,7 +4,9 @@
 # (default: every script of its expectations.txt), against one plain
 # `python3 SCRIPT` run, on whatever GPU is present. Prints a table:
 #   plain    one run of the script alone (seconds)
-#   record   the mean of the recorded runs, from report.json's runs[].seconds
+#   runs     each recorded run's seconds, from report.json's runs[].seconds:
+#            from its start, or for a run started during the one before
+#            (marked *) from when that one ended and let it go
 #   bisect   gpurr bisect, start to exit (the report is written last)
 #   ratio    bisect / plain
 # PYTHON names the interpreter (default python3). Exits 77 (skipped) without
@@ -65,7 +67,7 @@ now() { date +%s.%N; }
 
 echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 echo "$("$python" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)')"
-printf '%-24s %8s %8s %8s %7s  %-14s %s\n' script plain record bisect ratio verdict launches
+printf '%-24s %8s %18s %8s %7s  %-14s %s\n' script plain runs bisect ratio verdict launches
 status=0
 total_plain=0
 total_bisect=0
@@ -88,9 +90,10 @@ for s in "${scripts[@]}"; do
 import json, sys
 r = json.load(open(sys.argv[1]))
 runs = [x for x in r.get("runs") or [] if isinstance(x, dict)]
-secs = [x["seconds"] for x in runs if isinstance(x.get("seconds"), (int, float))]
+secs = [f"{x['seconds']:.1f}" + ("*" if x.get("startedDuring") else "") for x in runs
+        if isinstance(x.get("seconds"), (int, float))]
 launches = sorted({x.get("launches") for x in runs}, key=str)
-print(f"{sum(secs) / len(secs):.2f}" if secs else "-", r.get("verdict"),
+print("/".join(secs) or "-", r.get("verdict"),
       "/".join(str(n) for n in launches) or "-")
 EOF
 )
@@ -103,11 +106,11 @@ EOF
   bisect=$(awk -v a="$t1" -v b="$t2" 'BEGIN { printf "%.2f", b - a }')
   ratio=$(awk -v p="$plain" -v b="$bisect" 'BEGIN { if (p > 0) printf "%.1f", b / p; else print "-" }')
   [ $plain_rc -eq 0 ] || plain="${plain}!"
-  printf '%-24s %8s %8s %8s %7s  %-14s %s\n' "$s" "$plain" "$record" "$bisect" "$ratio" "$verdict" "$launches"
+  printf '%-24s %8s %18s %8s %7s  %-14s %s\n' "$s" "$plain" "$record" "$bisect" "$ratio" "$verdict" "$launches"
   total_plain=$(awk -v a="$total_plain" -v b="$plain" 'BEGIN { print a + b }')
   total_bisect=$(awk -v a="$total_bisect" -v b="$bisect" 'BEGIN { print a + b }')
 done
-printf '%-24s %8.2f %8s %8.2f %7s\n' total "$total_plain" "" "$total_bisect" \
+printf '%-24s %8.2f %18s %8.2f %7s\n' total "$total_plain" "" "$total_bisect" \
   "$(awk -v p="$total_plain" -v b="$total_bisect" 'BEGIN { if (p > 0) printf "%.1f", b / p; else print "-" }')"
 echo "(seconds, wall clock; a plain time marked ! exited non-zero; outputs in $work)"
 [ -z "$until_step" ] || echo "(--until-step $until_step: goal bisect/plain <= 1.5)"
