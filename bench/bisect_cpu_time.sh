@@ -15,16 +15,9 @@
 # PYTHON names an interpreter with PyTorch (default python3); exits 77
 # (skipped) without PyTorch, 2 on a usage error.
 set -u
-until_step=""
-if [ "${1:-}" = "--until-step" ]; then
-  until_step=${2:-}
-  shift 2 || true
-  case $until_step in ''|*[!0-9]*) echo "--until-step needs a step number" >&2; exit 2 ;; esac
-fi
-if [ $# -lt 1 ] || [ ! -d "$1" ]; then
-  echo "usage: bench/bisect_cpu_time.sh [--until-step N] BUILD_DIR [ROUNDS]" >&2
-  exit 2
-fi
+source "$(dirname "$0")/bisect_args.sh"
+parse_until_step "bench/bisect_cpu_time.sh [--until-step N] BUILD_DIR [ROUNDS]" "$@"
+set -- "${rest[@]}"
 plain_steps=200 bisect_steps=200 until=()
 if [ -n "$until_step" ]; then
   plain_steps=$((until_step + 1)) bisect_steps=$((10 * (until_step + 1))) until=(--until-step "$until_step")

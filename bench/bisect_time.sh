@@ -21,16 +21,9 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 scripts_dir=$(cd "$here/../tests/gpu/bisect" && pwd)
-until_step=""
-if [ "${1:-}" = "--until-step" ]; then
-  until_step=${2:-}
-  shift 2 || true
-  case $until_step in ''|*[!0-9]*) echo "--until-step needs a step number" >&2; exit 2 ;; esac
-fi
-if [ $# -lt 1 ] || [ ! -d "$1" ]; then
-  echo "usage: bench/bisect_time.sh [--until-step N] BUILD_DIR [SCRIPT.py...]" >&2
-  exit 2
-fi
+source "$here/bisect_args.sh"
+parse_until_step "bench/bisect_time.sh [--until-step N] BUILD_DIR [SCRIPT.py...]" "$@"
+set -- "${rest[@]}"
 build=$(cd "$1" && pwd)
 shift
 gpurr=$build/bin/gpurr
