@@ -308,6 +308,9 @@ class Bisect {
     if (!snapshot.empty()) argv.insert(argv.end(), {"--snapshot", snapshot});
     if (!stopFile.empty()) argv.insert(argv.end(), {"--stop-file", stopFile.string()});
     if (!gate.empty()) argv.insert(argv.end(), {"--start-gate", gate.string()});
+    // A run gpurr stops ends without the interpreter's teardown: the next
+    // run waits for this one's end (docs/BISECT.md, "Time to an answer").
+    if (!opts_.noFramework) argv.push_back("--quick-exit");
     argv.push_back("--");
     argv.insert(argv.end(), opts_.command.begin(), opts_.command.end());
     return argv;

@@ -51,6 +51,7 @@ struct RecordOptions {
   int64_t untilStep = -1;  // --until-step; -1 = run to the end
   std::string stopFile;    // --stop-file
   std::string startGate;   // --start-gate
+  bool quickExit = false;  // --quick-exit
   bool launchesGiven = false;
   bool kernelsGiven = false;
   bool snapshotGiven = false;
@@ -225,6 +226,7 @@ int run(const RecordOptions& opts) {
       {"GPURR_FLUSH_MS", "250", opts.stopFile.empty()},
       {"GPURR_START_GATE", opts.startGate.empty() ? "" : fs::absolute(opts.startGate).string(),
        opts.startGate.empty()},
+      {"GPURR_QUICK_EXIT", "1", !opts.quickExit},
   };
   // The CUPTI the recorder loads when the process has none yet (see
   // recorder/cupti_library.h): the program's Python environment's first.
@@ -362,6 +364,10 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                   "--until-step N does, or at the next step when it has passed. The program looks for FILE at "
                   "every step; write the number into it from outside (gpurr bisect does so to stop a run soon "
                   "after its first divergence). Needs the PyTorch layer.");
+  cmd->add_flag("--quick-exit", opts->quickExit,
+                "When gpurr stops the program (--until-step, --stop-file), end it once its atexit handlers have "
+                "run, its open files are flushed and the trace is closed, without the interpreter's teardown of "
+                "every module (about a second after `import torch`). gpurr bisect uses it for every run.");
   cmd->add_option("--start-gate", opts->startGate,
                   "Hold every CUDA process of the program at its first CUDA call until FILE exists; a line "
                   "\"snapshot SELECTION\" in FILE then selects launches as --snapshot does. gpurr bisect uses it "

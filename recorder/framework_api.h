@@ -14,7 +14,7 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 6
+#define GPURR_FRAMEWORK_API_VERSION 7
 int gpurr_framework_api_version(void);
 
 /* kind: 0 op, 1 autograd backward node, 2 user range. in_place (an op's,
@@ -36,6 +36,9 @@ void gpurr_framework_set_step(int64_t step);
 /* The layer is about to stop the program after training step `step`
  * (gpurr record --until-step): the trace's index records it. */
 void gpurr_framework_stop_after_step(int64_t step);
+/* The layer ends the program now, without the interpreter's teardown (gpurr
+ * record --quick-exit): the recording ends as it would at the exit. */
+void gpurr_framework_finish(void);
 /* How launches, copies and sets take their origin (framework_context.h,
  * Attribution): 0 from what the layer reports; 1 so, and each step is kept,
  * the last complete one as the template; 2 from the template, by place in

@@ -445,6 +445,16 @@ void stopAfterStep(int64_t step) { stoppedAfterStep_.store(step); }
 int64_t stoppedAfterStep() { return stoppedAfterStep_.load(); }
 
 namespace {
+std::atomic<void (*)()> finishRecording_{nullptr};
+}  // namespace
+
+void setFinishRecording(void (*finish)()) { finishRecording_.store(finish); }
+
+void finishRecording() {
+  if (void (*finish)() = finishRecording_.exchange(nullptr)) finish();
+}
+
+namespace {
 
 // The origin of the operation at the next place in the templates, copied
 // into `o` (its strings keep their capacity), when one has the same key
@@ -600,6 +610,7 @@ void resetForTesting() {
     learning.unmatched = false;
   }
   setOnDiverged(nullptr);
+  setFinishRecording(nullptr);
   pendingRoles.reset();
   reported.store(false);
   currentStep_.store(-1);

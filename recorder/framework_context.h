@@ -89,6 +89,12 @@ int64_t currentStep();
 // --until-step); the trace's index says so (stoppedAfterStep, -1 until then).
 void stopAfterStep(int64_t step);
 int64_t stoppedAfterStep();
+// Ends the recording now, as at the process's exit (the trace closed, every
+// hash waited for): the layer is about to end the program without the
+// interpreter's teardown (gpurr record --quick-exit). It calls, once, what
+// the session's owner set (nothing when none was set).
+void setFinishRecording(void (*finish)());
+void finishRecording();
 
 // The calling thread's origin, or nothing when no framework layer has
 // reported anything in this process. `launch`: the operation is a kernel

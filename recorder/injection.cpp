@@ -12,6 +12,7 @@
 
 #include "recorder/cuda_device.h"
 #include "recorder/cupti_library.h"
+#include "recorder/framework_context.h"
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/session.h"
@@ -123,6 +124,7 @@ int initialize() {
   setLibraryRecordingActive(true);
   setActiveCollectives(&gSession->collectives());
   std::atexit(finishAtExit);
+  framework::setFinishRecording(finishAtExit);  // the same, earlier, when the layer ends the program itself
   pthread_atfork(nullptr, nullptr, abandonInChild);
   return 1;
 }

@@ -32,6 +32,8 @@ _lead_optimizer = None
 _step = 0
 _until_step = None  # gpurr record --until-step: stop the program after this step
 _stop_file = None  # gpurr record --stop-file: a file that may name the step to stop after
+_quick_exit = False  # gpurr record --quick-exit: end a program gpurr stopped without the interpreter's teardown
+_ended_by_stop = False  # the interpreter is ending the program on _stop's exception (_Stop)
 _enabled = False  # set once every hook is in place
 _profiler_warned = False  # said that a profiler session gets no GPU events
 # Steps observed in full before the layer first follows its template: the
@@ -210,10 +212,56 @@ def _stop():
     blocks and context managers run, then the interpreter exits as usual
     (atexit handlers, DataLoader workers shut down by their iterators and
     multiprocessing) and the recorder closes the trace, saying in its index
-    after which step it stopped. Raised in the thread that called, and again
-    at every later call if the program catches it."""
+    after which step it stopped (with --quick-exit, without the
+    interpreter's teardown: quick_exit). Raised in the thread that called,
+    and again at every later call if the program catches it."""
     _recorder.gpurr_framework_stop_after_step(_step - 1)
-    raise SystemExit(0)
+    raise _Stop(0)
+
+
+class _Stop(SystemExit):
+    """_stop's SystemExit(0). The interpreter reads its `code` when it ends
+    the program with it, from no Python frame: then (and not when a program
+    that caught it reads it, nor when another exception or exit ended the
+    program) _ended_by_stop is set, and quick_exit knows the exit status."""
+
+    @property
+    def code(self):
+        global _ended_by_stop
+        try:
+            sys._getframe(1)
+        except ValueError:  # no caller in Python: the interpreter's own exit
+            _ended_by_stop = True
+        return 0
+
+
+def quick_exit():
+    """gpurr record --quick-exit, the last of the program's atexit handlers
+    (sitecustomize registers it first): when the program ended on _stop's
+    exception, it ends the process now, with the same status 0, skipping the
+    interpreter's teardown of every module (about a second after `import
+    torch`). What the program wrote is kept first: Python's buffered files
+    that are still open are flushed, then C's stdio, and the recorder closes
+    the trace as it would at the exit. Objects still alive get no __del__
+    call (Python does not promise one at exit either)."""
+    if not (_ended_by_stop and _quick_exit and _recorder is not None):
+        return
+    import gc
+    import io
+
+    for kind in (io.TextIOWrapper, (io.BufferedWriter, io.BufferedRandom)):  # text first: it flushes into its buffer
+        for f in [o for o in gc.get_objects() if issubclass(type(o), kind)]:  # never o.__class__
+            try:
+                if not f.closed and f.writable():
+                    f.flush()
+            except Exception:  # noqa: BLE001  a broken pipe, a file closed underneath: as the teardown would
+                pass
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except Exception:  # noqa: BLE001
+        pass
+    _recorder.gpurr_framework_finish()
+    os._exit(0)
 
 
 def _is_compiling():
@@ -304,7 +352,8 @@ def _watch_profiler(torch):
 
 
 def install(torch, skipped=()):
-    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _stop_file, _learning, _observer, _nn_module
+    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _stop_file, _quick_exit, _learning, _observer
+    global _nn_module
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -314,7 +363,7 @@ def install(torch, skipped=()):
     except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
         pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
-    if _recorder.gpurr_framework_api_version() != 6:  # GPURR_FRAMEWORK_API_VERSION
+    if _recorder.gpurr_framework_api_version() != 7:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")
         return
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]
@@ -381,6 +430,7 @@ def install(torch, skipped=()):
     until = os.environ.get("GPURR_UNTIL_STEP")
     _until_step = int(until) if until else None
     _stop_file = os.environ.get("GPURR_STOP_FILE") or None
+    _quick_exit = os.environ.get("GPURR_QUICK_EXIT") == "1"
     _observer = observing
     _learning = os.environ.get("GPURR_FULL_ATTRIBUTION", "") in ("", "0")
     _recorder.gpurr_framework_attribution(1 if _learning else 0)

@@ -3,6 +3,7 @@
 # reports PyTorch's ops, modules, source lines and training steps to the
 # recorder. A program that never imports torch sees nothing of it. Any
 # sitecustomize this file hides runs right after it, as it would have.
+import atexit
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -65,6 +66,18 @@ def _chain():
     spec.loader.exec_module(module)
 
 
+def _quick_exit():
+    layer = sys.modules.get("gpurr_torch_layer")
+    if layer is not None:
+        layer.quick_exit()
+
+
+# gpurr record --quick-exit: registered before any other atexit handler, so
+# that it runs after all of them (the layer then ends a program gpurr
+# stopped without the interpreter's teardown); not at all when some other
+# handler came first.
+if os.environ.get("GPURR_QUICK_EXIT") == "1" and getattr(atexit, "_ncallbacks", lambda: 1)() == 0:
+    atexit.register(_quick_exit)
 if "torch" in sys.modules:  # imported by something earlier at start-up
     _start(sys.modules["torch"])
 else:

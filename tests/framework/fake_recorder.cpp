@@ -75,6 +75,7 @@ RecordSession* theSession() {
       },
       warnToStderr);
   std::atexit([] { session->finish(); });
+  framework::setFinishRecording([] { session->finish(); });
   setActiveCollectives(&session->collectives());
   return session;
 }

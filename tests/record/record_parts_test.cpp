@@ -282,6 +282,13 @@ TEST_CASE("snapshot and determinism and full recording options reach the recorde
   CHECK_THAT(env, Catch::Contains("GPURR_FLUSH_MS=250\n"));
   CHECK_THAT(env, Catch::Contains("GPURR_STOP_FILE=" + (s.tmp / "stop").string() + "\n"));
   CHECK_THAT(env, !Catch::Contains("GPURR_START_GATE"));
+  CHECK_THAT(env, !Catch::Contains("GPURR_QUICK_EXIT"));
+
+  r = s.record("out.gpurr", dump, {"--until-step", "3", "--quick-exit"});
+  CHECK(r.code == 0);
+  env = readText(s.tmp / "env");
+  CHECK_THAT(env, Catch::Contains("GPURR_QUICK_EXIT=1\n"));
+  CHECK_THAT(env, Catch::Contains("GPURR_UNTIL_STEP=3\n"));
 
   // A run held at its start until a file exists.
   r = s.record("out.gpurr", dump, {"--start-gate", (s.tmp / "gate").string()});

@@ -1,0 +1,72 @@
+"""gpurr record --quick-exit on a real PyTorch CPU program (quick_exit.py):
+a program gpurr stops ends without the interpreter's teardown, and yet its
+atexit handlers run, its open file and C's stdio are flushed, the trace is
+complete and the exit status is 0; a program that ends otherwise (its own
+sys.exit in a `finally`, or never stopped) ends as usual, status and
+teardown included."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+
+p = argparse.ArgumentParser()
+for a in ("--gpurr", "--recorder", "--launcher", "--python", "--scripts", "--work"):
+    p.add_argument(a, required=True)
+args = p.parse_args()
+shutil.rmtree(args.work, ignore_errors=True)
+os.makedirs(args.work)
+script = os.path.join(args.scripts, "quick_exit.py")
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(name, *options, **extra):
+    """Records quick_exit.py in work/NAME; returns the result, the trace's
+    `gpurr info --json` and which of the program's markers exist."""
+    work = os.path.join(args.work, name)
+    os.makedirs(work)
+    env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher, **extra)
+    trace = os.path.join(work, "run.gpurr")
+    r = subprocess.run([args.gpurr, "record", "-o", trace, *options, "--", args.python, script, work],
+                       env=env, capture_output=True, text=True, timeout=300)
+    info = subprocess.run([args.gpurr, "info", "--json", trace], capture_output=True, text=True)
+    info = json.loads(info.stdout) if info.returncode == 0 else {}
+    marks = {m for m in ("atexit", "teardown") if os.path.exists(os.path.join(work, m))}
+    with open(os.path.join(work, "log.txt")) as f:
+        log = f.read()
+    return r, info, marks, log
+
+
+two_steps = "step 0\nstep 1\nfrom C stdio"
+r, info, marks, log = run("quick", "--until-step", "1", "--quick-exit")
+check(r.returncode == 0, f"stopped, quick exit: status 0 (got {r.returncode}): {r.stderr[-800:]}")
+check(r.stdout == two_steps, f"stopped, quick exit: Python's and C's output kept: {r.stdout!r}")
+check(log.count("\n") == 2 and log.startswith("step 0 loss"), f"stopped, quick exit: the open file flushed: {log!r}")
+check(marks == {"atexit"}, f"stopped, quick exit: atexit handlers ran, the teardown did not: {sorted(marks)}")
+check(info.get("complete") and info.get("stoppedAfterStep") == 1,
+      f"stopped, quick exit: the trace is complete and stopped after step 1: {info}")
+
+r, info, marks, log = run("usual", "--until-step", "1")
+check(r.returncode == 0 and r.stdout == two_steps, f"stopped: {r.returncode} {r.stdout!r}")
+check(marks == {"atexit", "teardown"}, f"stopped without --quick-exit: the teardown ran: {sorted(marks)}")
+check(info.get("complete") and info.get("stoppedAfterStep") == 1, f"stopped: {info}")
+
+r, info, marks, log = run("finally", "--until-step", "1", "--quick-exit", QUICK_EXIT_FINALLY="3")
+check(r.returncode == 3, f"the program's own exit after the stop: its status 3 (got {r.returncode})")
+check(marks == {"atexit", "teardown"}, f"the program's own exit: the usual end: {sorted(marks)}")
+check(info.get("complete") and info.get("stoppedAfterStep") == 1, f"the program's own exit: {info}")
+
+r, info, marks, log = run("whole", "--quick-exit")
+check(r.returncode == 0 and r.stdout.count("step ") == 5, f"never stopped: {r.returncode} {r.stdout!r}")
+check(marks == {"atexit", "teardown"}, f"never stopped: the usual end: {sorted(marks)}")
+check(info.get("complete") and info.get("stoppedAfterStep") is None, f"never stopped: {info}")
+
+if failures:
+    raise SystemExit(f"{len(failures)} check(s) failed")
+print("quick exit: all checks passed")

@@ -1,0 +1,61 @@
+# A PyTorch CPU loop of 5 steps that leaves what an ending program must keep
+# or do: a file opened at module level and never closed (log.txt), an atexit
+# handler (marker `atexit`), C stdio output without a newline, and an object
+# whose __del__, run by the interpreter's teardown, leaves the marker
+# `teardown`. argv[1]: the directory for these files. QUICK_EXIT_FINALLY=N:
+# the loop's `finally` ends the program with sys.exit(N).
+import atexit
+import ctypes
+import os
+import sys
+
+import torch
+from torch import nn
+
+if os.environ.get("GPURR_TEST_LAUNCHER"):
+    recorder = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+    launcher = ctypes.CDLL(os.environ["GPURR_TEST_LAUNCHER"])
+    launcher.gpurr_test_launch_on_ops.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    assert launcher.gpurr_test_launch_on_ops(recorder._handle, b"aten::addmm") == 0
+
+work = sys.argv[1]
+log = open(os.path.join(work, "log.txt"), "w")
+
+
+def mark(name):
+    with open(os.path.join(work, name), "w") as f:
+        f.write("ran\n")
+
+
+class Teardown:
+    """Holds what its __del__ needs: the teardown may have emptied the modules."""
+
+    def __init__(self):
+        self.path, self.open, self.write, self.close = os.path.join(work, "teardown"), os.open, os.write, os.close
+        self.flags = os.O_WRONLY | os.O_CREAT
+
+    def __del__(self):
+        fd = self.open(self.path, self.flags)
+        self.write(fd, b"ran\n")
+        self.close(fd)
+
+
+kept = Teardown()
+atexit.register(mark, "atexit")
+torch.manual_seed(0)
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 4)
+try:
+    for step in range(5):
+        opt.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        log.write(f"step {step} loss {loss.item():.6f}\n")
+        print(f"step {step}")
+finally:
+    libc = ctypes.CDLL(None)
+    libc.printf(b"from C stdio")  # no newline: kept in C's buffer when stdout is a pipe
+    if os.environ.get("QUICK_EXIT_FINALLY"):
+        sys.exit(int(os.environ["QUICK_EXIT_FINALLY"]))
