@@ -10,6 +10,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -236,7 +237,7 @@ class Bisect {
   // Records run `number`. A run after the first traced one is watched and
   // stopped soon after its first divergence (bisect_watch.h); `untilStep`
   // >= 0 stops it after that step instead of --until-step's. A run held at
-  // its start (holdNext) is let go instead of started.
+  // its start (holdAhead) is let go instead of started.
   RunRecord& record(uint32_t number, uint32_t total, const std::string& snapshot, bool confirmation,
                     int64_t untilStep = -1) {
     RunRecord r;
@@ -265,9 +266,10 @@ class Bisect {
     }
     std::optional<RunWatch> watch;
     if (watched) watch.emplace(dir_ / first->trace.filename(), dir_ / r.trace.filename(), stopFile);
+    bool begun = false, heldAtItsStart = false;
     const StepExit step = child->exit().started ? child->wait([&] {
       progress_.tick();
-      holdNext(number, confirmation);
+      begun = holdAhead(number, heldAtItsStart) || begun;
     })
                                                 : StepExit{child->exit(), 0};
     r.seconds = secondsSince(start);
@@ -287,6 +289,18 @@ class Bisect {
     r.stoppedByBisect = stopAsked && r.stoppedAfterStep >= 0;
     if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     progress_.done();
+    if (r.failed() && !r.traced && !begun && heldAtItsStart && out_.interruptedBy == 0) {
+      // It may have failed for the run started beside it (a port both
+      // bind, as torchrun's): it runs again alone.
+      progress_.say(fmt::format("run {} failed before its CUDA work while run {} started beside it; running it "
+                                "again alone",
+                                number, number + 1));
+      noteRunAgain(number, fmt::format("this run failed before its CUDA work (exit {}) while run {} started "
+                                       "beside it",
+                                       r.exitCode, number + 1));
+      aloneNext_ = number;
+      return record(number, total, snapshot, confirmation, untilStep);
+    }
     progress_.say(fmt::format("run {}: {} after {}, {} launches", number,
                               !r.started ? "not started: " + r.startError
                               : r.signal ? fmt::format("killed by signal {}", r.signal)
@@ -322,24 +336,35 @@ class Bisect {
     return dir_ / fmt::format(fmt::runtime(pattern), number);
   }
 
-  // While run `number` records: once it has begun its CUDA work (a process
-  // of it has claimed its trace), starts the run after it (the
-  // confirmation run after the last), held at its first CUDA call, so that
-  // the program's start (imports, data, the model on the CPU) overlaps this
-  // run and only its GPU work waits (docs/BISECT.md, "Time to an answer").
-  void holdNext(uint32_t number, bool confirmation) {
-    if (opts_.noOverlap || held_ || confirmation || out_.interruptedBy != 0) return;
-    const uint32_t next = number + 1;
-    if (heldBefore_.count(next) != 0 || !begunCudaWork(number)) return;
-    heldBefore_.insert(next);
-    // The confirmation's snapshot and step come through its gate and stop
-    // file when it is let go; any run's stop file is written only then.
-    const fs::path stopFile = opts_.noFramework ? fs::path() : runFile(".run{}.stop", next);
-    const fs::path gate = runFile(".run{}.gate", next), log = runFile("run{}.log", next);
-    std::error_code ec;
-    fs::remove(gate, ec);
-    held_ = Held{next, number, std::make_unique<StepChild>(recordArgv(next, "", -1, stopFile, gate), log, log, true)};
-    if (!held_->child->exit().started) held_.reset();
+  // While run `number` records, starts later runs (the confirmation run
+  // after the last) held at their first CUDA call, so that the program's
+  // start (imports, data, the model on the CPU) overlaps this run and only
+  // its GPU work waits (docs/BISECT.md, "Time to an answer"): the next run
+  // at once, the one after it once this run has begun its CUDA work (a
+  // process of it has claimed its trace). At most kMaxHeld wait at a time.
+  // Returns whether this run has begun its CUDA work.
+  bool holdAhead(uint32_t number, bool& heldAtItsStart) {
+    const bool begun = begunCudaWork(number);
+    if (opts_.noOverlap || out_.interruptedBy != 0) return begun;
+    const uint32_t confirmation = opts_.runs + 1;
+    for (uint32_t next = number + 1; next <= std::min(number + 2, confirmation); ++next) {
+      // The next run at once, unless this one failed so before (aloneNext_).
+      const bool atOnce = next == number + 1 && aloneNext_ != number;
+      if (held_.size() >= kMaxHeld || !(begun || atOnce)) break;
+      if (heldBefore_.count(next) != 0) continue;
+      heldBefore_.insert(next);
+      // The confirmation's snapshot and step come through its gate and stop
+      // file when it is let go; any run's stop file is written only then.
+      const fs::path stopFile = opts_.noFramework ? fs::path() : runFile(".run{}.stop", next);
+      const fs::path gate = runFile(".run{}.gate", next), log = runFile("run{}.log", next);
+      std::error_code ec;
+      fs::remove(gate, ec);
+      auto child = std::make_unique<StepChild>(recordArgv(next, "", -1, stopFile, gate), log, log, true);
+      if (!child->exit().started) continue;
+      held_.push_back(Held{next, number, std::move(child)});
+      if (!begun) heldAtItsStart = true;
+    }
+    return begun;
   }
 
   // Whether a process of run `number` has claimed its trace in the staging
@@ -357,23 +382,21 @@ class Bisect {
   // snapshot, its stop file naming `untilStep` (when >= 0). Null when no
   // run `number` is held, or when it ended before its turn (a port or a
   // file that the run before it held): it is then run again from the
-  // start, its first output left in its log.
+  // start, its first output left in its log, and no other run waits
+  // beside it (they are ended, and started again later).
   std::unique_ptr<StepChild> letGo(uint32_t number, const std::string& snapshot, int64_t untilStep,
                                    uint32_t& startedBeside) {
-    if (!held_ || held_->number != number) return nullptr;
-    Held held = std::move(*held_);
-    held_.reset();
+    auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.number == number; });
+    if (it == held_.end()) return nullptr;
+    Held held = std::move(*it);
+    held_.erase(it);
     if (held.child->ended()) {
       const ChildExit& e = held.child->exit();
       const std::string how = e.signal ? fmt::format("killed by signal {}", e.signal) : fmt::format("exit {}", e.code);
       progress_.say(fmt::format("run {}, started during run {}, ended before its turn ({}); running it again",
                                 number, held.beside, how));
-      std::ofstream(runFile("run{}.log", number), std::ios::app)
-          << fmt::format("\n--- gpurr bisect: this run, started during run {}, ended before its turn ({}); it "
-                         "is run again from here ---\n\n",
-                         held.beside, how);
-      std::error_code ec;
-      fs::remove_all(runFile("run{}.gpurr", number), ec);
+      noteRunAgain(number, fmt::format("this run, started during run {}, ended before its turn ({})",
+                                       held.beside, how));
       return nullptr;
     }
     if (untilStep >= 0 && !opts_.noFramework &&
@@ -399,17 +422,29 @@ class Bisect {
     return !ec;
   }
 
-  // Ends a held run that is not needed (identical runs need no
-  // confirmation; a failure or Ctrl-C stops the bisect) and removes what
-  // it left.
+  // Ends the held runs (identical runs need no confirmation; a failure or
+  // Ctrl-C stops the bisect; a run about to run again alone) and removes
+  // what they left; they may be started again later.
   void dropHeld() {
-    if (!held_) return;
-    const uint32_t number = held_->number;
-    held_.reset();  // SIGTERM, then waits
-    std::error_code ec;
-    for (const char* name : {"run{}.log", "run{}.gpurr", ".run{}.stop", ".run{}.gate"}) {
-      fs::remove_all(runFile(name, number), ec);
+    while (!held_.empty()) {
+      const uint32_t number = held_.back().number;
+      held_.pop_back();  // SIGTERM, then waits
+      heldBefore_.erase(number);
+      std::error_code ec;
+      for (const char* name : {"run{}.log", "run{}.gpurr", ".run{}.stop", ".run{}.gate"}) {
+        fs::remove_all(runFile(name, number), ec);
+      }
     }
+  }
+
+  // Before run `number` runs again from the start: no run waits beside it,
+  // its log says why (its first output kept above), its first trace goes.
+  void noteRunAgain(uint32_t number, const std::string& why) {
+    dropHeld();
+    std::ofstream(runFile("run{}.log", number), std::ios::app)
+        << fmt::format("\n--- gpurr bisect: {}; it is run again from here ---\n\n", why);
+    std::error_code ec;
+    fs::remove_all(runFile("run{}.gpurr", number), ec);
   }
 
   const RunRecord* firstTraced() const {
@@ -584,16 +619,19 @@ class Bisect {
     }
   }
 
-  // A run started ahead of its turn, held at its start (holdNext).
+  // A run started ahead of its turn, held at its start (holdAhead).
   struct Held {
     uint32_t number = 0;
     uint32_t beside = 0;  // the run it was started during
     std::unique_ptr<StepChild> child;
   };
 
+  static constexpr size_t kMaxHeld = 2;
+
   const BisectOptions& opts_;
-  std::optional<Held> held_;
-  std::set<uint32_t> heldBefore_;  // runs started ahead of their turn once already
+  std::vector<Held> held_;         // in run order, at most kMaxHeld
+  std::set<uint32_t> heldBefore_;  // runs started ahead of their turn (and not ended by dropHeld)
+  uint32_t aloneNext_ = 0;         // the run to start with no run beside it at its start (it failed so)
   fs::path exe_;
   fs::path dir_;    // absolute
   fs::path shown_;  // as the user named it (or the default, relative)
@@ -740,9 +778,9 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
   cmd->add_flag("--capture-host-data", opts->captureHostData,
                 "Passed to gpurr record: keep the bytes of every host-to-device copy (shows where host inputs differ)");
   cmd->add_flag("--no-overlap", opts->noOverlap,
-                "Start each run when the one before has ended. By default a run is started while the one before "
-                "it records, and held at its first CUDA call until that one has ended: only the program's start "
-                "(imports, data, the model on the CPU) overlaps");
+                "Start each run when the one before has ended. By default a run is started while an earlier one "
+                "records, and held at its first CUDA call until the runs before it have ended: only the "
+                "program's start (imports, data, the model on the CPU) overlaps");
   cmd->add_option("command", opts->command, "The command to record and its arguments, after --")->expected(-1);
   cmd->footer(
       "Put -- before the command: gpurr bisect -- python train.py --lr 0.1\n"
@@ -751,8 +789,8 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
       "it, replays that launch (gpurr replay --repeat R), and writes DIR/report.txt, report.json and\n"
       "report.html. In a PyTorch program, each run after the first is compared with run 1 as it\n"
       "records and stopped soon after its first divergence, and the confirmation run after the\n"
-      "divergent step. Each run starts while the one before records, held at its first CUDA call\n"
-      "until that one has ended (--no-overlap: one after another). Exit status: 0 identical, 1\n"
+      "divergent step. Each run starts while an earlier one records, held at its first CUDA call\n"
+      "until the runs before it have ended (--no-overlap: one after another). Exit status: 0 identical, 1\n"
       "diverged (or not reproduced), 2 trouble (a run failed, a usage error). More in\n"
       "docs/BISECT.md.");
   cmd->allow_extras();

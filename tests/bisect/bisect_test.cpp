@@ -336,9 +336,10 @@ TEST_CASE("bisect: each run starts while the one before records and waits before
   REQUIRE(rep["runs"].size() == 3);
   CHECK(rep["runs"][0]["startedDuring"].is_null());
   CHECK(rep["runs"][1]["startedDuring"] == 1);
-  CHECK(rep["runs"][2]["startedDuring"] == 2);
-  CHECK_THAT(r.out, Catch::Contains("(started during run 1)") && Catch::Contains("(started during run 2)"));
-  CHECK_THAT(readText(s.out() / "report.html"), Catch::Contains("started during run 2</span>"));
+  // Run 2 at once, the confirmation once run 1 had begun its CUDA work.
+  CHECK(rep["runs"][2]["startedDuring"] == 1);
+  CHECK_THAT(r.out, Catch::Contains("run2.gpurr  (started during run 1)"));
+  CHECK_THAT(readText(s.out() / "report.html"), Catch::Contains("started during run 1</span>"));
   // Their CUDA work never overlapped: each run began after the one before ended.
   CHECK(readText(s.state / "order") == "begin 1\nend 1\nbegin 2\nend 2\nbegin 3\nend 3\n");
   // The confirmation, started before the launch to snapshot was known, got
@@ -371,6 +372,20 @@ TEST_CASE("bisect: a run started early that ends before its turn runs again, and
   // Identical runs need no confirmation: none is left running or on disk.
   CHECK_FALSE(fs::exists(s.out() / "run3.log"));
   CHECK_FALSE(fs::exists(s.out() / "run3.gpurr"));
+
+  // Run 1 failing before its CUDA work, run 2 started beside it (as when
+  // run 2 took the port first), runs again alone; run 2 is started again
+  // once it has begun its CUDA work.
+  Sandbox f;
+  withSlowRuns("1.5", [&] { r = f.bisect("first_fails"); });
+  CHECK(r.code == 0);
+  CHECK(f.report()["verdict"] == "identical");
+  CHECK(f.report()["runs"][0]["exitCode"] == 0);
+  CHECK(f.report()["runs"][1]["startedDuring"] == 1);
+  CHECK_THAT(r.err, Catch::Contains("run 1 failed before its CUDA work while run 2 started beside it; running it "
+                                    "again alone"));
+  CHECK_THAT(readText(f.out() / "run1.log"), Catch::Contains("No module named 'torch'") &&
+                                                 Catch::Contains("it is run again from here"));
 
   Sandbox t;
   withSlowRuns("1.5", [&] { r = t.bisect("nondeterministic", {"--no-overlap", "--repeat", "3"}); });
@@ -596,7 +611,7 @@ TEST_CASE("bisect: with more runs the pair that diverges earliest is reported an
 
 TEST_CASE("bisect: with --keep-going a run that left no trace is skipped and the others are compared") {
   Sandbox s;
-  const Result r = s.bisect("first_fails", {"--runs", "3", "--keep-going"});
+  const Result r = s.bisect("first_fails", {"--runs", "3", "--keep-going", "--no-overlap"});
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const Json rep = s.report();
@@ -610,7 +625,7 @@ TEST_CASE("bisect: with --keep-going a run that left no trace is skipped and the
   CHECK_THAT(r.out, Catch::Contains("identical: the 2 runs are bitwise identical"));
 
   Sandbox stop;
-  const Result stopped = stop.bisect("first_fails");
+  const Result stopped = stop.bisect("first_fails", {"--no-overlap"});
   CHECK(stopped.code == 2);
   CHECK(stop.report()["verdict"] == "failed");
   CHECK(stop.report()["runs"].size() == 1);

@@ -29,6 +29,7 @@
 //                     nondeterministic, rank 0 identical
 //   port              identical, but holds STATE_DIR/port while it runs and
 //                     fails at once when another run holds it
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -291,16 +292,19 @@ int main(int argc, char** argv) {
   const std::string scenario = argv[1];
   // A job that takes a port while it runs, as torchrun's rendezvous does:
   // a run started while another holds it fails at once, before any CUDA
-  // work.
+  // work. A run gpurr bisect starts held (with its run before it) comes to
+  // the port a little later, as a second program started would.
   const std::string port = std::string(argv[2]) + "/port";
   if (scenario == "port") {
     std::filesystem::create_directories(argv[2]);
-    if (std::filesystem::exists(port)) {
+    if (std::getenv("GPURR_START_GATE") != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const int taken = ::open(port.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);  // as bind(): one wins
+    if (taken < 0) {
       std::fprintf(stderr, "RuntimeError: The server socket has failed to listen on any local network address. "
                            "port: 29500 (errno: 98 - Address already in use)\n");
       return 1;
     }
-    std::ofstream(port) << ::getpid() << '\n';
+    ::close(taken);
   }
   // The recorder reads its options at the program's first CUDA call, where
   // a run that gpurr bisect started early waits for its turn.

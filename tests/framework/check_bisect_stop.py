@@ -1,8 +1,9 @@
 """gpurr bisect on a real PyTorch CPU program whose runs after the first
 diverge in step 1 (diverges_later.py): run 2 is compared with run 1 while
 it records and stopped soon after its first divergence, the confirmation
-run stops after step 1, each run after the first is started while the one
-before records (held at its first launch until that one ends), and the report still names the divergence, its op,
+run stops after step 1, runs 2 and 3 are started while run 1 records
+(held at their first launch until the run before ends), and the report
+still names the divergence, its op,
 line and step, reproduced, with run 1's later operations not compared.
 Then `gpurr record --stop-file` on its own."""
 import argparse
@@ -56,9 +57,9 @@ if len(runs) == 3:
           f"the confirmation run stopped after step 1: {confirm}")
     check(second["launches"] < first["launches"] and confirm["launches"] < second["launches"],
           f"launches: {first['launches']}, {second['launches']}, {confirm['launches']}")
-    # Each run after the first was started while the one before recorded,
-    # held at its first launch until that one had ended.
-    check(first["startedDuring"] is None and second["startedDuring"] == 1 and confirm["startedDuring"] == 2,
+    # Runs 2 and 3 were started while run 1 recorded, held at their first
+    # launch until the run before had ended.
+    check(first["startedDuring"] is None and second["startedDuring"] == 1 and confirm["startedDuring"] == 1,
           f"started during: {[run['startedDuring'] for run in runs]}")
 text = open(os.path.join(out, "report.txt")).read()
 check(f"diverges_later.py:{marked('extra')}" in text, "the report names the extra op's line")
