@@ -5,8 +5,8 @@
 # `python3 SCRIPT` run, on whatever GPU is present. Prints a table:
 #   plain    one run of the script alone (seconds)
 #   runs     each recorded run's seconds, from report.json's runs[].seconds:
-#            from its start, or for a run started during the one before
-#            (marked *) from when that one ended and let it go
+#            from its start, or for a run started during an earlier one
+#            (marked *) from when the run before it ended and let it go
 #   bisect   gpurr bisect, start to exit (the report is written last)
 #   ratio    bisect / plain
 # PYTHON names the interpreter (default python3). Exits 77 (skipped) without

@@ -370,12 +370,9 @@ class Bisect {
   // Whether a process of run `number` has claimed its trace in the staging
   // directory `gpurr record` keeps beside the run's output.
   bool begunCudaWork(uint32_t number) const {
-    const std::string prefix = fmt::format(".run{}.gpurr.staging-", number);
+    const fs::path staging = record::stagingDirectory(runFile("run{}.gpurr", number));
     std::error_code ec;
-    for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec)) {
-      if (e.path().filename().string().rfind(prefix, 0) == 0 && !fs::is_empty(e.path(), ec)) return true;
-    }
-    return false;
+    return !staging.empty() && !fs::is_empty(staging, ec);
   }
 
   // The held run `number`, let go: its gate opened, naming the launches to

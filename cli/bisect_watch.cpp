@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/bisect.h"
+#include "cli/record.h"
 #include "report/compare.h"
 
 namespace gpurr::cli::bisect {
@@ -30,18 +31,14 @@ constexpr uint64_t kPastOps = 16;
 // trace when `first` is a trace, the staging directory itself when `first`
 // is a directory of traces; empty while there is none.
 fs::path recording(const fs::path& first, const fs::path& out) {
-  const std::string prefix = "." + out.filename().string() + ".staging-";
+  const fs::path staging = record::stagingDirectory(out);
+  if (staging.empty() || !report::isTrace(first)) return staging;
+  std::vector<fs::path> traces;
   std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(out.parent_path(), ec)) {
-    if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
-    if (!report::isTrace(first)) return e.path();
-    std::vector<fs::path> traces;
-    for (const fs::directory_entry& t : fs::directory_iterator(e.path(), ec)) {
-      if (report::isTrace(t.path())) traces.push_back(t.path());
-    }
-    return traces.size() == 1 ? traces.front() : fs::path();
+  for (const fs::directory_entry& t : fs::directory_iterator(staging, ec)) {
+    if (report::isTrace(t.path())) traces.push_back(t.path());
   }
-  return {};
+  return traces.size() == 1 ? traces.front() : fs::path();
 }
 
 }  // namespace

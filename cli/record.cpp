@@ -192,7 +192,7 @@ int run(const RecordOptions& opts) {
   // Next to OUT, so that moving the traces into place is a rename (gpurr
   // bisect finds it by this name to compare a run as it records,
   // cli/bisect_watch.cpp).
-  std::string templ = (out.parent_path() / ("." + out.filename().string() + ".staging-XXXXXX")).string();
+  std::string templ = stagingTemplate(out);
   if (mkdtemp(templ.data()) == nullptr) {
     return usageError(fmt::format("cannot create a staging directory in {}: {}",
                                   out.parent_path().string(), std::strerror(errno)));

@@ -78,6 +78,12 @@ bool isElf(const fs::path& path);
 // or an empty directory. Anything else is the user's data.
 bool replaceable(const fs::path& path);
 
+// The staging directory `gpurr record -o out` writes into while the program
+// runs, beside OUT: its mkdtemp template (".OUT.staging-XXXXXX"), and the
+// one that exists now (empty when none; gpurr bisect watches it).
+std::string stagingTemplate(const fs::path& out);
+fs::path stagingDirectory(const fs::path& out);
+
 // The trace directories (names ending in ".gpurr") in `staging`, in natural
 // order: rank2.gpurr before rank10.gpurr.
 std::vector<fs::path> stagedTraces(const fs::path& staging);

@@ -293,6 +293,19 @@ bool replaceable(const fs::path& path) {
   return !ec;  // empty, or only traces
 }
 
+std::string stagingTemplate(const fs::path& out) {
+  return (out.parent_path() / ("." + out.filename().string() + ".staging-XXXXXX")).string();
+}
+
+fs::path stagingDirectory(const fs::path& out) {
+  const std::string prefix = "." + out.filename().string() + ".staging-";
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(out.parent_path(), ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) return e.path();
+  }
+  return {};
+}
+
 std::vector<fs::path> stagedTraces(const fs::path& staging) {
   std::vector<fs::path> out;
   for (const fs::directory_entry& e : fs::directory_iterator(staging)) {

@@ -66,6 +66,18 @@ TEST_CASE("the recorder library is found next to the executable, or where the va
   CHECK_THROWS(recorderLibrary(exe, (tmp / "lib").c_str()));  // a directory
 }
 
+TEST_CASE("the staging directory is named after OUT, and found while it exists") {
+  TempDir tmp;
+  const fs::path out = tmp / "run1.gpurr";
+  CHECK(stagingDirectory(out).empty());
+  std::string templ = stagingTemplate(out);
+  CHECK(templ == (tmp / ".run1.gpurr.staging-XXXXXX").string());
+  REQUIRE(mkdtemp(templ.data()) != nullptr);
+  fs::create_directory(tmp / ".run10.gpurr.staging-abcdef");  // another run's
+  CHECK(stagingDirectory(out) == fs::path(templ));
+  CHECK(stagingDirectory(tmp / "run2.gpurr").empty());
+}
+
 TEST_CASE("staged traces are listed in natural order, other files ignored") {
   TempDir tmp;
   for (const char* name : {"rank10.gpurr", "rank2.gpurr", "rank0.gpurr", "proc1.gpurr"}) {
