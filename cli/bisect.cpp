@@ -394,6 +394,7 @@ class Bisect {
                                 number, held.beside, how));
       noteRunAgain(number, fmt::format("this run, started during run {}, ended before its turn ({})",
                                        held.beside, how));
+      aloneNext_ = number;  // what ended it may end a run started beside it too
       return nullptr;
     }
     if (untilStep >= 0 && !opts_.noFramework &&
@@ -628,7 +629,7 @@ class Bisect {
   const BisectOptions& opts_;
   std::vector<Held> held_;         // in run order, at most kMaxHeld
   std::set<uint32_t> heldBefore_;  // runs started ahead of their turn (and not ended by dropHeld)
-  uint32_t aloneNext_ = 0;         // the run to start with no run beside it at its start (it failed so)
+  uint32_t aloneNext_ = 0;         // the run to start with no run beside it at its start (one failed so)
   fs::path exe_;
   fs::path dir_;    // absolute
   fs::path shown_;  // as the user named it (or the default, relative)
