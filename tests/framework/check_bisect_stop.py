@@ -3,13 +3,15 @@ diverge in step 1 (diverges_later.py): run 2 is compared with run 1 while
 it records and stopped soon after its first divergence, the confirmation
 run stops after step 1, runs 2 and 3 are started while run 1 records
 (held at their first launch until the run before ends), and the report
-still names the divergence, its op,
-line and step, reproduced, with run 1's later operations not compared.
-Then `gpurr record --stop-file` on its own."""
+still names the divergence, its op, line and step, reproduced, with run
+1's later operations not compared. Then the same under a real torchrun
+whose port the runs contend for, and `gpurr record --stop-file` on its
+own."""
 import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
@@ -69,6 +71,27 @@ check(report.get("reproduced") is True, f"reproduced: {report.get('reproduced')}
 check("gpurr stopped it after training step" in text, "run 1's later operations are said not compared")
 check(not any(name.endswith(".stop") or ".staging-" in name for name in os.listdir(out)),
       f"no stop file or staging directory left: {os.listdir(out)}")
+
+# A real torchrun job on one fixed port: runs started together contend for
+# it (the agent's store), and the loser runs again at its turn, alone; the
+# bisect still finds the divergence and reproduces it.
+torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+if os.path.exists(torchrun):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out_job = os.path.join(args.work, "bisect-torchrun")
+    env_job = dict(env, GPURR_TEST_MARKER=os.path.join(args.work, "marker-torchrun"), GPURR_TEST_STEPS="60")
+    r = subprocess.run([args.gpurr, "bisect", "-o", out_job, "--", torchrun, "--nproc-per-node", "1",
+                        "--master-port", str(port), script], env=env_job, capture_output=True, text=True, timeout=500)
+    print(r.stdout, r.stderr, sep="\n")
+    check(r.returncode == 1, f"torchrun: bisect says diverged (exit {r.returncode})")
+    check("running it again" in r.stderr, "torchrun: the run that lost the port ran again")
+    job = json.load(open(os.path.join(out_job, "report.json")))
+    check(job.get("reproduced") is True and all(run["exitCode"] == 0 for run in job["runs"]),
+          f"torchrun: every run succeeded in the end, and the divergence was reproduced: {job.get('runs')}")
+else:
+    print(f"no {torchrun}: the torchrun case is skipped")
 
 # gpurr record --stop-file on its own: a file that names step 3 from the
 # start stops the program after step 3; without the layer it is refused.
