@@ -293,12 +293,16 @@ bool replaceable(const fs::path& path) {
   return !ec;  // empty, or only traces
 }
 
+namespace {
+std::string stagingPrefix(const fs::path& out) { return "." + out.filename().string() + ".staging-"; }
+}  // namespace
+
 std::string stagingTemplate(const fs::path& out) {
-  return (out.parent_path() / ("." + out.filename().string() + ".staging-XXXXXX")).string();
+  return (out.parent_path() / (stagingPrefix(out) + "XXXXXX")).string();
 }
 
 fs::path stagingDirectory(const fs::path& out) {
-  const std::string prefix = "." + out.filename().string() + ".staging-";
+  const std::string prefix = stagingPrefix(out);
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(out.parent_path(), ec)) {
     if (e.path().filename().string().rfind(prefix, 0) == 0) return e.path();
@@ -353,7 +357,8 @@ Placement joinTraces(const fs::path& staging, const fs::path& out, bool replace)
   if (!staged.empty()) {
     // Another rank's gpurr may create it at the same moment.
     if (::mkdir(out.c_str(), 0700) != 0 && errno != EEXIST) {
-      throw fs::filesystem_error("cannot create the job's directory", out, std::error_code(errno, std::generic_category()));
+      throw fs::filesystem_error("cannot create the job's directory", out,
+                                 std::error_code(errno, std::generic_category()));
     }
     if (!fs::is_directory(out)) {
       throw fs::filesystem_error("not a directory", out, std::make_error_code(std::errc::not_a_directory));

@@ -32,7 +32,6 @@ _lead_optimizer = None
 _step = 0
 _until_step = None  # gpurr record --until-step: stop the program after this step
 _stop_file = None  # gpurr record --stop-file: a file that may name the step to stop after
-_quick_exit = False  # gpurr record --quick-exit: end a program gpurr stopped without the interpreter's teardown
 _ended_by_stop = False  # the interpreter is ending the program on _stop's exception (_Stop)
 _enabled = False  # set once every hook is in place
 _profiler_warned = False  # said that a profiler session gets no GPU events
@@ -244,7 +243,7 @@ def quick_exit():
     that are still open are flushed, then C's stdio, and the recorder closes
     the trace as it would at the exit. Objects still alive get no __del__
     call (Python does not promise one at exit either)."""
-    if not (_ended_by_stop and _quick_exit and _recorder is not None):
+    if not (_ended_by_stop and _recorder is not None):
         return
     import gc
     import io
@@ -352,8 +351,7 @@ def _watch_profiler(torch):
 
 
 def install(torch, skipped=()):
-    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _stop_file, _quick_exit, _learning, _observer
-    global _nn_module
+    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _stop_file, _learning, _observer, _nn_module
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -430,7 +428,6 @@ def install(torch, skipped=()):
     until = os.environ.get("GPURR_UNTIL_STEP")
     _until_step = int(until) if until else None
     _stop_file = os.environ.get("GPURR_STOP_FILE") or None
-    _quick_exit = os.environ.get("GPURR_QUICK_EXIT") == "1"
     _observer = observing
     _learning = os.environ.get("GPURR_FULL_ATTRIBUTION", "") in ("", "0")
     _recorder.gpurr_framework_attribution(1 if _learning else 0)

@@ -74,8 +74,9 @@ RecordSession* theSession() {
                                            sinkOptions(options));
       },
       warnToStderr);
-  std::atexit([] { session->finish(); });
-  framework::setFinishRecording([] { session->finish(); });
+  const auto finish = [] { session->finish(); };
+  std::atexit(finish);
+  framework::setFinishRecording(finish);  // the same, earlier, when the layer ends the program itself
   setActiveCollectives(&session->collectives());
   return session;
 }
