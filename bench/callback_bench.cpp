@@ -484,7 +484,15 @@ void printLaunchPathGoals(const Measured& m, bool allInputs) {
 
 }  // namespace
 
+#ifdef GPURR_CALLBACK_BENCH_LIBRARY
+// Built into libgpurr_callback_bench.so too, which callback_bench_dlopen
+// opens as the driver opens libgpurr_recorder.so: the recorder's
+// thread_locals are then reached as the real library reaches them, each
+// through a call to __tls_get_addr (in an executable, an offset).
+extern "C" __attribute__((visibility("default"))) int gpurr_callback_bench_main(int argc, char** argv) {
+#else
 int main(int argc, char** argv) {
+#endif
   const uint64_t launches = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 200000;
   const uint64_t bufferBytes = (argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 64) * 1024;
   bool allInputs = false, layer = true;

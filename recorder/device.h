@@ -15,6 +15,7 @@
 #include "kernels/device_hasher.h"
 #include "kernels/hash_plan.h"
 #include "recorder/capture_tracker.h"
+#include "recorder/thread_local_ref.h"
 #include "trace_format/events.h"
 
 namespace gpurr::recorder {
@@ -69,7 +70,7 @@ struct ThreadCounts {
 };
 inline ThreadCounts& countOnThisThread() {
   thread_local ThreadCounts counts;
-  return counts;
+  return threadLocalRef(counts);
 }
 
 class Device {

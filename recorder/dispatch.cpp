@@ -61,10 +61,11 @@ void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbi
   // the program's modules inside them (lazily, from the recorder's
   // cuKernelGetFunction): that module is the program's, and its load will
   // not be announced again.
-  if (inRecorder() && (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED ||
-                       kernels::loadingHashModule()))
+  bool& inside = inRecorderFlag();
+  if (inside && (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED ||
+                 kernels::loadingHashModule()))
     return;
-  ReentrancyGuard guard;
+  ReentrancyGuard guard(inside);
   try {
     hashing_.flushIfAsked();  // the trace thread waits for a deferred hash
     // A capture begins: counted open before the driver begins it, once

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "recorder/thread_local_ref.h"
 #include "recorder/write_history.h"
 
 namespace gpurr::recorder::framework {
@@ -254,7 +255,7 @@ std::optional<ForwardOp> forwardOf(const Scope& s) {
 void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequence, uint64_t sequenceThread,
                const char* file, uint32_t line, trace::InPlace inPlace) {
   reported.store(true, std::memory_order_relaxed);
-  ThreadContext& t = tls;
+  ThreadContext& t = threadLocalRef(tls);
   if (t.thread == 0) t.thread = ++threads;
   Scope scope{id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials, nullptr,
               t.operands.size(), false, kind == ScopeKind::kOp ? inPlace : trace::InPlace::kUnknown, std::nullopt};
@@ -284,7 +285,7 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
 }
 
 void closeScope(const void* id) {
-  ThreadContext& t = tls;
+  ThreadContext& t = threadLocalRef(tls);
   for (size_t i = t.scopes.size(); i-- > 0;) {
     if (t.scopes[i].id == id) {
       t.operands.resize(t.scopes[i].operandsBegin);
@@ -302,7 +303,7 @@ void closeScope(const void* id) {
 }
 
 void opOperands(const void* id, std::span<const Operand> operands) {
-  ThreadContext& t = tls;
+  ThreadContext& t = threadLocalRef(tls);
   if (t.scopes.empty() || t.scopes.back().id != id || t.scopes.back().kind != ScopeKind::kOp) return;
   Scope& s = t.scopes.back();
   t.operands.resize(s.operandsBegin);
@@ -311,18 +312,19 @@ void opOperands(const void* id, std::span<const Operand> operands) {
 }
 
 std::optional<std::span<const Operand>> innermostOpOperands() {
-  const ThreadContext& t = tls;
+  const ThreadContext& t = threadLocalRef(tls);
   if (t.scopes.empty() || !t.scopes.back().operandsKnown) return std::nullopt;
   return std::span<const Operand>(t.operands).subspan(t.scopes.back().operandsBegin);
 }
 
 void enterModule(const char* path) {
   reported.store(true, std::memory_order_relaxed);
-  tls.modules.push_back(path == nullptr ? "" : path);
+  threadLocalRef(tls).modules.push_back(path == nullptr ? "" : path);
 }
 
 void exitModule() {
-  if (!tls.modules.empty()) tls.modules.pop_back();
+  std::vector<const char*>& modules = threadLocalRef(tls).modules;
+  if (!modules.empty()) modules.pop_back();
 }
 
 void blockEvent(uint64_t address, uint64_t size, bool allocated) {
@@ -364,14 +366,18 @@ std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) {
     uint64_t version = 0, address = 0;
     std::optional<std::pair<uint64_t, uint64_t>> block;
   };
-  thread_local std::array<Answer, 4> answers;
-  thread_local size_t next = 0;
+  struct Answers {
+    std::array<Answer, 4> kept;
+    size_t next = 0;
+  };
+  thread_local Answers tlsAnswers;
+  Answers& answers = threadLocalRef(tlsAnswers);
   const uint64_t now = blocksVersion.load(std::memory_order_acquire);
-  for (const Answer& a : answers) {
+  for (const Answer& a : answers.kept) {
     if (a.version == now && a.address == address) return a.block;
   }
   std::shared_lock lock(blocksMu);
-  Answer& a = answers[next++ % answers.size()];
+  Answer& a = answers.kept[answers.next++ % answers.kept.size()];
   a = {blocksVersion.load(std::memory_order_relaxed), address, std::nullopt};
   auto it = blocks.upper_bound(address);
   if (it == blocks.begin()) return std::nullopt;
@@ -418,7 +424,7 @@ bool divergedSinceLastCall() { return diverged.exchange(false); }
 
 void setOnDiverged(void (*observe)()) { onDiverged.store(observe); }
 
-void learnRoles(std::vector<uint8_t> roles) { pendingRoles = std::move(roles); }
+void learnRoles(std::vector<uint8_t> roles) { threadLocalRef(pendingRoles) = std::move(roles); }
 
 bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles) {
   std::lock_guard lock(learning.mu);
@@ -479,8 +485,9 @@ bool followInto(uint64_t key, trace::Origin& o) {
 }
 
 void learn(uint64_t key, const trace::Origin& o) {
-  std::optional<std::vector<uint8_t>> roles = std::move(pendingRoles);
-  pendingRoles.reset();
+  std::optional<std::vector<uint8_t>>& pending = threadLocalRef(pendingRoles);
+  std::optional<std::vector<uint8_t>> roles = std::move(pending);
+  pending.reset();
   std::lock_guard lock(learning.mu);
   ++learning.place;
   if (learning.overflowed) return;
@@ -554,7 +561,7 @@ std::optional<trace::Origin> originOutsideTemplate() {
 namespace {
 
 void observe(bool launch, trace::Origin& o) {
-  const ThreadContext& t = tls;
+  const ThreadContext& t = threadLocalRef(tls);
   clear(o);
   o.step = currentStep_.load(std::memory_order_relaxed);
   o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)

@@ -8,6 +8,7 @@
 
 #include "recorder/callback_data.h"
 #include "recorder/framework_context.h"
+#include "recorder/thread_local_ref.h"
 #include "recorder/write_history.h"
 
 namespace gpurr::recorder {
@@ -31,7 +32,8 @@ HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<
                                  bool wait) {
   HashTicket t;
   if (ranges.empty()) return t;
-  thread_local std::vector<kernels::HashRequest> requests;  // this thread's, capacity kept
+  thread_local std::vector<kernels::HashRequest> tlsRequests;  // this thread's, capacity kept
+  std::vector<kernels::HashRequest>& requests = threadLocalRef(tlsRequests);
   requests.clear();
   for (const trace::DeviceRange& r : ranges) requests.push_back({r.address, r.size});
   std::string error;
@@ -125,7 +127,8 @@ void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, ui
   roles.clear();
   if (framework::attribution() == framework::Attribution::kFollow) {
     // No op observed: the roles the launch at this place of the template had.
-    thread_local std::vector<uint8_t> learned;  // capacity kept
+    thread_local std::vector<uint8_t> tlsLearned;  // capacity kept
+    std::vector<uint8_t>& learned = threadLocalRef(tlsLearned);
     if (framework::followedRoles(key, ranges.size(), learned))
       for (uint8_t r : learned) roles.push_back(static_cast<OperandRole>(r));
     return;

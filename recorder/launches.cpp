@@ -15,6 +15,7 @@
 #include "recorder/framework_context.h"
 #include "recorder/library_call.h"
 #include "recorder/rng_params.h"
+#include "recorder/thread_local_ref.h"
 
 namespace gpurr::recorder {
 
@@ -31,11 +32,13 @@ struct RuntimeLaunchFrame {
 };
 thread_local RuntimeLaunchFrame tlsRuntimeLaunch;
 
-// The pointers a launch's parameters hold, found into a buffer of its
-// thread's (capacity kept): a launch's callbacks never nest on one thread.
-thread_local std::vector<ScannedPointer> tlsScanned;
-// The roles of a launch's ranges in its framework op, likewise.
-thread_local std::vector<OperandRole> tlsRoles;
+// Buffers of a launch's thread (capacity kept): a launch's callbacks never
+// nest on one thread. One thread_local, so one lookup (thread_local_ref.h).
+struct LaunchBuffers {
+  std::vector<ScannedPointer> scanned;  // the pointers its parameters hold
+  std::vector<OperandRole> roles;       // the roles of its ranges in its framework op
+};
+thread_local LaunchBuffers tlsBuffers;
 
 // The note on a hashed launch whose pointer parameters point into memory its
 // device cannot read (so no range of theirs is hashed), one entry per
@@ -125,9 +128,10 @@ LaunchRecorder::LaunchRecorder(std::mutex& mu, const RecorderOptions& options, D
 void LaunchRecorder::prepareLaunch(const HandlerEntry& e, const CUpti_CallbackData& cb) {
   // Inside a runtime launch callback on this thread: the same launch, which
   // the runtime callback records when it could resolve the function.
-  if (tlsRuntimeLaunch.active) {
-    tlsRuntimeLaunch.driverSeen = true;
-    if (tlsRuntimeLaunch.recorded) return;
+  RuntimeLaunchFrame& runtime = threadLocalRef(tlsRuntimeLaunch);
+  if (runtime.active) {
+    runtime.driverSeen = true;
+    if (runtime.recorded) return;
   }
   LaunchCall call;
   if (!driverLaunchCall(e.handler, e.perThread, cb, call)) return;
@@ -137,19 +141,20 @@ void LaunchRecorder::prepareLaunch(const HandlerEntry& e, const CUpti_CallbackDa
 
 void LaunchRecorder::prepareLaunch(const RuntimeEntry& e, const CUpti_CallbackData& cb) {
   // ENTER. Before anything can return or throw: EXIT reads both.
-  tlsRuntimeLaunch = RuntimeLaunchFrame{true, false, false};
+  RuntimeLaunchFrame& runtime = threadLocalRef(tlsRuntimeLaunch);
+  runtime = RuntimeLaunchFrame{true, false, false};
   if (cb.correlationData != nullptr) *cb.correlationData = 0;
   out_.ensureStarted();
   if (!out_.recording()) return;
   LaunchCall call = runtimeCall(e, cb);
   if (call.function == 0) return;  // left to the driver callback, if one comes
-  tlsRuntimeLaunch.recorded = true;
+  runtime.recorded = true;
   std::unique_ptr<PendingLaunch> pending = startLaunch(std::move(call), cb);
   if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
 }
 
 void LaunchRecorder::processLaunch(const RuntimeEntry& e, const CUpti_CallbackData& cb) {
-  const RuntimeLaunchFrame frame = std::exchange(tlsRuntimeLaunch, RuntimeLaunchFrame{});
+  const RuntimeLaunchFrame frame = std::exchange(threadLocalRef(tlsRuntimeLaunch), RuntimeLaunchFrame{});
   const bool ok = cb.functionReturnValue != nullptr &&
                   *static_cast<const cudaError_t*>(cb.functionReturnValue) == cudaSuccess;
   if (cb.correlationData != nullptr && *cb.correlationData != 0) {
@@ -200,6 +205,8 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   void** const kernelParams = call.kernelParams;
   void** const extra = call.extra;
   PartClock clock(options_.timeParts, partNs_);
+  LaunchBuffers& buffers = threadLocalRef(tlsBuffers);
+  std::vector<ScannedPointer>& scanned = buffers.scanned;
   // Built in its entry, which moves once more, into the trace thread's ring.
   auto pending = std::make_unique<PendingLaunch>();
   trace::KernelLaunch& k = std::get<trace::KernelLaunch>(pending->entry.event.payload = std::move(call.launch));
@@ -253,22 +260,21 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     k.hashed = false;
     {
       std::lock_guard lock(mu_);
-      scanPointers(k.params, memory_.allocations(), device, tlsScanned);
+      scanPointers(k.params, memory_.allocations(), device, scanned);
     }
-    k.pointers.reserve(tlsScanned.size());
-    for (const ScannedPointer& p : tlsScanned) k.pointers.push_back(p.param);
+    k.pointers.reserve(scanned.size());
+    for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
     clock.lap(kPointers);
     out_.stamp(pending->entry.event, nullptr, fn->key);
     clock.lap(kFramework);
     return pending;
   }
 
-  const std::vector<ScannedPointer>& scanned = tlsScanned;
   uint64_t index;
   {
     std::lock_guard lock(mu_);
     index = nextLaunch_++;
-    scanPointers(k.params, memory_.allocations(), device, tlsScanned);
+    scanPointers(k.params, memory_.allocations(), device, scanned);
   }
   k.pointers.reserve(scanned.size());
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
@@ -302,7 +308,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   // What the op reads and writes (a snapshot keeps every range, before and after);
   // while the framework layer learns a step, for every launch.
   const bool learning = framework::attribution() == framework::Attribution::kLearn;
-  std::vector<OperandRole>& roles = tlsRoles;
+  std::vector<OperandRole>& roles = buffers.roles;
   roles.clear();
   if ((k.hashed && !snapshot) || learning) hashing_.operandRolesOf(ranges, fn->key, roles);
   if (learning) {

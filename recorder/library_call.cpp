@@ -26,7 +26,8 @@ LibraryCallScope::~LibraryCallScope() {
 }
 
 void appendLibraryCallAnnotations(std::vector<trace::Annotation>& out) {
-  if (tCurrent != nullptr) out.insert(out.end(), tCurrent->annotations_.begin(), tCurrent->annotations_.end());
+  const LibraryCallScope* current = tCurrent;
+  if (current != nullptr) out.insert(out.end(), current->annotations_.begin(), current->annotations_.end());
 }
 
 }  // namespace gpurr::recorder

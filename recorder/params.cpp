@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "recorder/thread_local_ref.h"
+
 namespace gpurr::recorder {
 
 std::vector<uint8_t> packParams(void* const* kernelParams, std::span<const trace::ParamInfo> layout) {
@@ -77,7 +79,8 @@ std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer>
 
 void referencedRanges(std::span<const ScannedPointer> pointers, const BlockLookup& blockAt,
                       std::vector<trace::DeviceRange>& out) {
-  thread_local std::vector<const ScannedPointer*> sorted;  // this thread's, capacity kept
+  thread_local std::vector<const ScannedPointer*> tlsSorted;  // this thread's, capacity kept
+  std::vector<const ScannedPointer*>& sorted = threadLocalRef(tlsSorted);
   sorted.clear();
   for (const ScannedPointer& p : pointers)
     if (p.readableBytes > 0) sorted.push_back(&p);

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "recorder/thread_local_ref.h"
+
 namespace gpurr::recorder {
 
 // Up to kKeep things of one kind, shared by every thread. The default keeps
@@ -87,7 +89,7 @@ class Pooled {
   };
   static Local& local() {
     thread_local Local l;
-    return l;
+    return threadLocalRef(l);
   }
 };
 

@@ -6,16 +6,21 @@
 namespace gpurr::recorder {
 
 bool inRecorder();
+// This thread's flag itself, for a caller that tests it and then sets it
+// (one thread_local lookup instead of two: thread_local_ref.h).
+bool& inRecorderFlag();
 
 // Sets the flag for its lifetime (nests).
 class ReentrancyGuard {
  public:
   ReentrancyGuard();
+  explicit ReentrancyGuard(bool& flag);  // flag: inRecorderFlag()
   ~ReentrancyGuard();
   ReentrancyGuard(const ReentrancyGuard&) = delete;
   ReentrancyGuard& operator=(const ReentrancyGuard&) = delete;
 
  private:
+  bool* flag_;  // this thread's flag
   bool previous_;
 };
 

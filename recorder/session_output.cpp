@@ -13,6 +13,7 @@
 #include "recorder/framework_context.h"
 #include "recorder/host_memory.h"
 #include "recorder/reentrancy.h"
+#include "recorder/thread_local_ref.h"
 
 extern char** environ;
 
@@ -107,8 +108,9 @@ trace::Event SessionOutput::newEvent(trace::Payload payload, trace::Origin* orig
 void SessionOutput::stamp(trace::Event& ev, trace::Origin* origin, uint64_t key) {
   ev.timeNs = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
-  if (tlsThread.session != this) tlsThread = {this, nextThread_.fetch_add(1)};
-  ev.thread = tlsThread.id;
+  ThreadNumber& number = threadLocalRef(tlsThread);
+  if (number.session != this) number = {this, nextThread_.fetch_add(1)};
+  ev.thread = number.id;
   const trace::Payload& payload = ev.payload;
   const bool launch = std::holds_alternative<trace::KernelLaunch>(payload);
   if (launch || std::holds_alternative<trace::Memcpy>(payload) || std::holds_alternative<trace::Memset>(payload)) {
