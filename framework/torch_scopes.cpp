@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "recorder/framework_api.h"
+#include "recorder/thread_local_ref.h"
 
 namespace {
 
@@ -166,7 +167,8 @@ bool writesUndeclared(std::string_view name) {
 }
 
 const OpSchema& schemaOf(const at::RecordFunction& fn) {
-  thread_local std::unordered_map<const char*, OpSchema> cache;
+  thread_local std::unordered_map<const char*, OpSchema> tlsCache;
+  std::unordered_map<const char*, OpSchema>& cache = gpurr::recorder::threadLocalRef(tlsCache);
   const char* name = fn.name();
   const char* overload = fn.overload_name();
   if (auto it = cache.find(name); it != cache.end() && it->second.name == name && it->second.overload == overload)
@@ -194,8 +196,14 @@ const OpSchema& schemaOf(const at::RecordFunction& fn) {
 void reportOperands(const at::RecordFunction& fn, const OpSchema& schema) {
   const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
   if (!schema.known || inputs.size() != schema.writes.size()) return;
-  thread_local std::vector<uint64_t> addresses;
-  thread_local std::vector<uint8_t> written;
+  struct Buffers {
+    std::vector<uint64_t> addresses;
+    std::vector<uint8_t> written;
+  };
+  thread_local Buffers tlsBuffers;
+  Buffers& buffers = gpurr::recorder::threadLocalRef(tlsBuffers);
+  std::vector<uint64_t>& addresses = buffers.addresses;
+  std::vector<uint8_t>& written = buffers.written;
   addresses.clear();
   written.clear();
   auto add = [&](const c10::IValue& v, bool writes) {

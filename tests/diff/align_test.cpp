@@ -218,6 +218,41 @@ TEST_CASE("host input in a PyTorch program is matched to its host generators and
   CHECK(c.match(d, {}).empty());
 }
 
+TEST_CASE("a kernel torch.compile generated that scatters with atomic adds is known by the ops its name lists") {
+  const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
+  FirstDivergence d;
+  d.cause = d.mechanism = Cause::kNondeterministicKernel;
+  d.a.kind = OpKind::kLaunch;
+  // Inside a compiled region: the launch's op is the region's.
+  d.a.origin = gpurr::trace::Origin{"CompiledFunctionBackward",
+                                    {"autograd::engine::evaluate_function: CompiledFunctionBackward",
+                                     "CompiledFunctionBackward"},
+                                    gpurr::trace::Phase::kBackward, "", "", "/home/user/train.py", 52, 0, 7};
+  const auto knownAs = [&](const std::string& kernel) {
+    d.a.name = kernel;
+    d.b = d.a;
+    std::vector<std::string> ids;
+    for (const CulpritMatch& m : c.match(d, {})) ids.push_back(m.id + " by " + m.matchedBy);
+    return ids;
+  };
+  const std::vector<std::string> atomic = {"inductor-atomic-accumulate by kernel"};
+  CHECK(knownAs("triton_poi_fused_embedding_dense_backward_3") == atomic);
+  CHECK(knownAs("triton_poi_fused_add_index_add_mul_0") == atomic);
+  CHECK(knownAs("triton_poi_fused_scatter_add_zeros_1") == atomic);
+  CHECK(knownAs("triton_red_fused__unsafe_index_put_sum_2") == atomic);
+  CHECK(knownAs("triton_poi_fused_col2im_4") == atomic);
+  CHECK(knownAs("cpp_fused_embedding_dense_backward_expand_0") == atomic);  // Inductor's CPU kernels
+  // Its other kernels, the pointwise scatters among them, are not known.
+  CHECK(knownAs("triton_poi_fused_add_mul_relu_0").empty());
+  CHECK(knownAs("triton_poi_fused_select_scatter_slice_scatter_1").empty());
+  CHECK(knownAs("triton_per_fused_native_layer_norm_2").empty());
+  // Nor is an eager kernel: its op names it.
+  CHECK(knownAs("_ZN2at6native19indexFuncLargeIndexIfEEvPfPKfPKll").empty());
+  // Nor another verdict.
+  d.cause = d.mechanism = Cause::kScalarParameters;
+  CHECK(knownAs("triton_poi_fused_embedding_dense_backward_3").empty());
+}
+
 TEST_CASE("known culprits are matched by op first, then by the forward op of a backward launch, then by kernel") {
   const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
   FirstDivergence d;

@@ -25,8 +25,8 @@
 #   example: the pair of traces for examples/gpu/ (make_example.sh), written
 #     to example/ in the logs folder;
 #   bench: the GPU benchmarks, side by side (bench/step_time.sh,
-#     bench/step_breakdown.sh, unit_costs, callback_bench, gpu_hash_bench, snapshot_bench, blob_bench,
-#     replay_bench, bench/bisect_time.sh).
+#     bench/step_breakdown.sh, unit_costs, callback_bench, callback_bench_dlopen, gpu_hash_bench,
+#     snapshot_bench, blob_bench, replay_bench, bench/bisect_time.sh).
 # Prints one line per check and a summary; exits non-zero when a check fails.
 # Each check is stopped after GPURR_CHECK_TIMEOUT seconds (default 900);
 # logs go to GPURR_GPU_LOGS (default a new folder under TMPDIR).
@@ -314,8 +314,9 @@ part_example() { check "example" "$here/make_example.sh" "$build" "$log/example"
 # The benchmarks: figures, each benchmark a check (a missed goal fails it:
 # those with a goal print "goal missed: ..." after their figures and exit 1).
 # GPURR_BENCH="name..." narrows it to those, in this order (names: step_time
-# step_breakdown unit_costs callback_bench gpu_hash_bench snapshot_bench
-# blob_bench replay_bench bisect_time bisect_until), and
+# step_breakdown unit_costs callback_bench callback_bench_dlopen
+# gpu_hash_bench snapshot_bench blob_bench replay_bench bisect_time
+# bisect_until), and
 # GPURR_BENCH_WORKLOADS="mlp" step_breakdown's workloads (default both, mlp
 # and cnn). unit_costs and callback_bench take a second or two: what each
 # call the launch path counts costs here, and those counts with this
@@ -323,13 +324,13 @@ part_example() { check "example" "$here/make_example.sh" "$build" "$log/example"
 # GPU's hashing).
 part_bench() {
   local bench=$here/../../bench b
-  local chosen=" ${GPURR_BENCH:-step_time step_breakdown unit_costs callback_bench gpu_hash_bench snapshot_bench \
-blob_bench replay_bench bisect_time bisect_until} "
+  local chosen=" ${GPURR_BENCH:-step_time step_breakdown unit_costs callback_bench callback_bench_dlopen \
+gpu_hash_bench snapshot_bench blob_bench replay_bench bisect_time bisect_until} "
   local workloads=(${GPURR_BENCH_WORKLOADS:-})
   wants() { [[ $chosen == *" $1 "* ]]; }
   wants step_time && check "bench step_time" "$bench/step_time.sh" "$build" 3
   wants step_breakdown && check "bench step_breakdown" "$bench/step_breakdown.sh" "$build" "${workloads[@]}"
-  for b in unit_costs callback_bench gpu_hash_bench snapshot_bench blob_bench replay_bench; do
+  for b in unit_costs callback_bench callback_bench_dlopen gpu_hash_bench snapshot_bench blob_bench replay_bench; do
     wants $b || continue
     if [ -x "$build/bench/$b" ]; then
       check "bench $b" "$build/bench/$b"
