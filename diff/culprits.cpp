@@ -198,7 +198,10 @@ std::vector<CulpritMatch> Culprits::match(const FirstDivergence& d,
     for (const OpInfo* op : ops) {
       if (!by.empty() || !e.kernel) break;
       if (namesOps && !frameworkOpOf(*op).empty()) continue;
-      if (op->kind == OpKind::kLaunch && std::regex_search(demangled(op->name), *e.kernel)) by = "kernel";
+      if (op->kind == OpKind::kLaunch && std::regex_search(demangled(op->name), *e.kernel)) {
+        by = "kernel";
+        if (op->origin) matched = matchedText(*op->origin, false);  // where it ran: a compiled region, an op
+      }
     }
     for (const OpInfo* op : ops) {
       if (!by.empty() || e.library.empty()) break;

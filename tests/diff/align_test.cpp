@@ -236,6 +236,9 @@ TEST_CASE("a kernel torch.compile generated that scatters with atomic adds is kn
     return ids;
   };
   const std::vector<std::string> atomic = {"inductor-atomic-accumulate by kernel"};
+  d.a.name = "triton_poi_fused_embedding_dense_backward_3";
+  d.b = d.a;
+  CHECK(c.match(d, {}).at(0).matched == "CompiledFunctionBackward at train.py:52");
   CHECK(knownAs("triton_poi_fused_embedding_dense_backward_3") == atomic);
   CHECK(knownAs("triton_poi_fused_add_index_add_mul_0") == atomic);
   CHECK(knownAs("triton_poi_fused_scatter_add_zeros_1") == atomic);
