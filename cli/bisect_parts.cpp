@@ -113,7 +113,7 @@ RunTally tallyRun(const fs::path& run) {
         auto add = [&](const std::vector<RangeDigest>& ranges) {
           for (const RangeDigest& r : ranges) t.bytesHashed += r.range.size;
         };
-        if (!isOperation(e.payload)) return true;  // not run (captured into a graph), or no operation
+        if (!ranWhenRecorded(e.payload)) return true;  // not run (captured into a graph), or no operation
         if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
           ++t.launches;
           if (k->hashed) ++t.hashedLaunches;

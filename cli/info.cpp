@@ -41,6 +41,7 @@ struct Stats {
   // Launches (not captured), copies and memsets; those with an origin, its
   // steps and modules.
   uint64_t operations = 0, withOrigin = 0;
+  uint64_t benchmarking = 0;  // of them, run while the framework timed candidates
   std::optional<int64_t> firstStep, lastStep;
   std::set<std::string> modules;
   // Per training step (origins with a step): launches and bytes hashed.
@@ -94,11 +95,12 @@ Stats collect(const TraceReader& reader) {
     if (first) s.firstTimeNs = e.timeNs;
     first = false;
     s.lastTimeNs = e.timeNs;
-    if (isOperation(e.payload) && !std::holds_alternative<GraphLaunch>(e.payload) &&
+    if (ranWhenRecorded(e.payload) && !std::holds_alternative<GraphLaunch>(e.payload) &&
         !std::holds_alternative<Collective>(e.payload)) {
       ++s.operations;
       if (e.origin) {
         ++s.withOrigin;
+        s.benchmarking += e.origin->benchmarking;
         if (e.origin->step >= 0) {
           s.firstStep = std::min(s.firstStep.value_or(e.origin->step), e.origin->step);
           s.lastStep = std::max(s.lastStep.value_or(e.origin->step), e.origin->step);
@@ -205,6 +207,7 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"annotations", s.annotations},
            {"origins", {{"operations", s.operations},
                         {"withOrigin", s.withOrigin},
+                        {"benchmarking", s.benchmarking},
                         {"firstStep", s.firstStep ? Json(*s.firstStep) : Json(nullptr)},
                         {"lastStep", s.lastStep ? Json(*s.lastStep) : Json(nullptr)},
                         {"modules", s.modules.size()},
@@ -330,6 +333,11 @@ int printText(const TraceReader& reader, const Stats& s) {
     line("origins", fmt::format("{} of {} launches, copies and memsets (op, module, source line, step){}, {}",
                                 withCommas(s.withOrigin), withCommas(s.operations), steps,
                                 count(s.modules.size(), "module")));
+  }
+  if (s.benchmarking > 0) {
+    line("", fmt::format("{} of them ran while the framework timed candidate kernels (an autotuner's benchmarking, "
+                         "whose results it discards): gpurr diff sets them aside",
+                         withCommas(s.benchmarking)));
   }
   if (const auto& l = reader.layerSteps()) {
     std::vector<std::string> parts;

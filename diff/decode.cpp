@@ -2,6 +2,8 @@
 // it every later stage takes.
 #include "diff/decode.h"
 
+#include <algorithm>
+
 namespace gpurr::diff {
 using namespace gpurr::trace;
 
@@ -85,7 +87,10 @@ OpInfo info(const Run& run, uint64_t index, const Event& e) {
   OpInfo out;
   out.seq = op.seq();
   out.index = index;
-  out.launchIndex = run.droppedLaunches + run.ops.launchesBefore(index);
+  const auto& setAside = run.benchmarkingLaunches;
+  out.launchIndex = run.droppedLaunches + run.ops.launchesBefore(index) +
+                    static_cast<uint64_t>(std::lower_bound(setAside.begin(), setAside.end(), op.seq()) -
+                                          setAside.begin());
   out.kind = op.kind();
   out.name = opName(e);
   out.stream = knownStreamOrdinal(run, streamOf(e));

@@ -191,6 +191,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   summariseBoth(a, b, threads, options.dropAgreed);
   out.rankA = ta.header().rank;
   out.rankB = tb.header().rank;
+  out.benchmarkingA = a.benchmarking;
+  out.benchmarkingB = b.benchmarking;
   out.collectivesA = std::move(a.collectives);
   out.collectivesB = std::move(b.collectives);
   for (const auto& [run, side] : {std::pair{&a, 'A'}, std::pair{&b, 'B'}}) {

@@ -313,6 +313,12 @@ struct Run {
   // and how many events it stands for. Nothing from it on is summarised.
   uint64_t gapSeq = UINT64_MAX;
   uint64_t gapEvents = 0;
+  // Operations that ran while the framework timed candidates (an
+  // autotuner's; trace::Origin::benchmarking): set aside, not summarised;
+  // the launches among them by seq, which the recorder numbered with the
+  // rest (a launch's number, OpInfo::launchIndex, counts them).
+  uint64_t benchmarking = 0;
+  std::vector<uint64_t> benchmarkingLaunches;
   std::vector<CollectiveCall> collectives;  // every one, in trace order (ProcessDiff)
 
   Run();

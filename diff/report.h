@@ -46,7 +46,9 @@ const char* toString(OpKind kind);
 struct OpInfo {
   uint64_t seq = 0;          // event number in its trace (gpurr dump --range)
   uint64_t index = 0;        // position among the run's operations, from 0
-  uint64_t launchIndex = 0;  // position among the run's launches (launches only)
+  // Position among the run's launches, as the recorder numbers them (record
+  // --launches, --snapshot): those set aside as benchmarking count.
+  uint64_t launchIndex = 0;
   uint32_t stream = 0;       // stream ordinal, in order of first use (0 = default)
   uint32_t thread = 0;       // host thread, numbered in order of first use
   OpKind kind = OpKind::kLaunch;
@@ -337,6 +339,10 @@ struct ProcessDiff {
   // one run gave another identity (an operation moved before its first
   // use), every range both runs hashed agreeing.
   PairedDespite pairedDespiteStaleWords, pairedDespiteLaunchConfiguration, pairedDespiteRenamedAllocation;
+  // Operations of each run set aside, not compared: they ran while the
+  // framework timed candidate kernels (an autotuner's benchmarking, whose
+  // results it discards; trace::Origin::benchmarking).
+  uint64_t benchmarkingA = 0, benchmarkingB = 0;
   // Each run's rank (the header's; -1 when it names none) and collectives,
   // in trace order, captured ones and those after a gap included.
   int32_t rankA = -1, rankB = -1;

@@ -306,6 +306,11 @@ class Summariser {
       return;
     }
     if (e.captured) return;  // not run then: its graph's launch is the operation
+    if (e.benchmarking) {    // not the program's computation: set aside (docs/DIFF.md)
+      ++run.benchmarking;
+      if (e.kind == EventKind::kLaunch) run.benchmarkingLaunches.push_back(e.seq);
+      return;
+    }
     if (!firstThread_) firstThread_ = e.thread;
     if (!run.threads && e.thread != *firstThread_) {
       run.threads = true;

@@ -20,7 +20,10 @@ GPURR_EXPORT int gpurr_framework_api_version(void) { return GPURR_FRAMEWORK_API_
 GPURR_EXPORT void gpurr_framework_open_scope(const void* id, const char* name, int kind, int64_t sequence,
                                              uint64_t sequence_thread, const char* file, uint32_t line,
                                              int in_place) {
-  const auto k = kind == 1 ? fw::ScopeKind::kBackwardNode : kind == 2 ? fw::ScopeKind::kRange : fw::ScopeKind::kOp;
+  const auto k = kind == 1   ? fw::ScopeKind::kBackwardNode
+                 : kind == 2 ? fw::ScopeKind::kRange
+                 : kind == 3 ? fw::ScopeKind::kBenchmark
+                             : fw::ScopeKind::kOp;
   using gpurr::trace::InPlace;
   const auto p = in_place == 1 ? InPlace::kNo : in_place == 2 ? InPlace::kYes : InPlace::kUnknown;
   fw::openScope(id, name, k, sequence, sequence_thread, file, line, p);

@@ -14,10 +14,13 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 7
+#define GPURR_FRAMEWORK_API_VERSION 8
 int gpurr_framework_api_version(void);
 
-/* kind: 0 op, 1 autograd backward node, 2 user range. in_place (an op's,
+/* kind: 0 op, 1 autograd backward node, 2 user range, 3 the framework
+ * benchmarking candidates (an autotuner timing kernels whose results it
+ * discards: what runs inside is marked, FORMAT.md Origin.benchmarking;
+ * reported whether the layer observes or not). in_place (an op's,
  * from its schema): 0 unknown, 1 it writes only its outputs, 2 it updates an
  * argument it takes (Tensor(a!) self, not an out= argument). */
 void gpurr_framework_open_scope(const void* id, const char* name, int kind, int64_t sequence,

@@ -50,6 +50,7 @@ struct ThreadContext {
   uint32_t line = 0;                  // outermost op inside ranges alone
   uint64_t serials = 0;
   uint64_t thread = 0;                // this context's number, from 1
+  uint32_t benchmarking = 0;          // kBenchmark scopes open
 };
 
 std::atomic<uint64_t> threads{0};
@@ -108,6 +109,9 @@ std::atomic<bool> reported{false};
 std::atomic<int64_t> currentStep_{-1};
 std::atomic<int64_t> stoppedAfterStep_{-1};
 std::atomic<uint64_t> stepLaunches{0};
+// kBenchmark scopes open on every thread: while none is, a launch's origin
+// never looks at its thread's scopes to learn whether it is benchmarking.
+std::atomic<uint32_t> benchmarkingScopes{0};
 
 // The templates: steps learned whole, each its operations in order with
 // their origins. A training loop's steps are mostly alike, but some differ
@@ -270,9 +274,13 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
     t.file = file;
     t.line = line;
   }
-  if (kind == ScopeKind::kRange) {
+  if (kind == ScopeKind::kRange || kind == ScopeKind::kBenchmark) {
     scope.rangeName = std::make_shared<const std::string>(scope.name);
     scope.name = scope.rangeName->c_str();
+  }
+  if (kind == ScopeKind::kBenchmark) {
+    ++t.benchmarking;
+    benchmarkingScopes.fetch_add(1, std::memory_order_relaxed);
   }
   t.scopes.push_back(std::move(scope));
   if (kind == ScopeKind::kOp && sequence >= 0) {
@@ -291,6 +299,10 @@ void closeScope(const void* id) {
       t.operands.resize(t.scopes[i].operandsBegin);
       for (size_t j = t.scopes.size(); j-- > i;) {
         if (t.scopes[j].outerLine) std::tie(t.file, t.line) = *t.scopes[j].outerLine;
+        if (t.scopes[j].kind == ScopeKind::kBenchmark) {
+          --t.benchmarking;
+          benchmarkingScopes.fetch_sub(1, std::memory_order_relaxed);
+        }
       }
       t.scopes.resize(i);
       if (t.scopes.empty()) {
@@ -515,6 +527,13 @@ void clear(trace::Origin& o) {
   o.step = -1;
   o.stepLaunch = 0;
   o.inPlace = trace::InPlace::kUnknown;
+  o.benchmarking = false;
+}
+
+// Whether the calling thread is inside a kBenchmark scope: one atomic load
+// while no thread is.
+bool benchmarkingHere() {
+  return benchmarkingScopes.load(std::memory_order_relaxed) != 0 && threadLocalRef(tls).benchmarking != 0;
 }
 
 }  // namespace
@@ -532,6 +551,13 @@ void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out)
   }
   trace::Origin& o = out ? *out : out.emplace();
   const Attribution m = modeNow();
+  if (benchmarkingHere()) {
+    // No place of a step: neither followed nor learned, the roles learned for
+    // it dropped.
+    threadLocalRef(pendingRoles).reset();
+    observe(launch, o);
+    return;
+  }
   if (m == Attribution::kFollow) {
     if (!followInto(key, o)) {
       clear(o);
@@ -572,6 +598,7 @@ void observe(bool launch, trace::Origin& o) {
   for (size_t i = 0; i < t.scopes.size(); ++i) {
     const Scope& s = t.scopes[i];
     o.opStack[i].assign(s.name);
+    o.benchmarking |= s.kind == ScopeKind::kBenchmark;
     if (s.kind == ScopeKind::kOp) op = &s;
     if (s.kind == ScopeKind::kBackwardNode) node = &s;
   }
@@ -619,6 +646,7 @@ void resetForTesting() {
   setOnDiverged(nullptr);
   setFinishRecording(nullptr);
   pendingRoles.reset();
+  benchmarkingScopes.store(0);
   reported.store(false);
   currentStep_.store(-1);
   stoppedAfterStep_.store(-1);

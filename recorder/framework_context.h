@@ -33,6 +33,12 @@ enum class ScopeKind : int {
   kOp = 0,            // an operator (aten::index_add_)
   kBackwardNode = 1,  // an autograd node running (autograd::engine::evaluate_function: ...)
   kRange = 2,         // a user range (record_function, a compiled region)
+  // The framework times candidate implementations (Inductor's autotuner) and
+  // keeps none of their results: a launch, copy or set inside it is marked
+  // (trace::Origin::benchmarking), takes its origin from the thread's scopes
+  // even while the recorder follows a template, and is no place of a
+  // template.
+  kBenchmark = 3,
 };
 
 // A scope opens on the calling thread. `id` identifies it for closeScope;

@@ -257,7 +257,7 @@ StreamStep streamStep(const Event& e) {
   op.seq = e.seq;
   // A launch, copy or set captured into a graph ran only inside the graph's
   // launch, where replay stops.
-  if (!isOperation(e.payload)) return step;
+  if (!ranWhenRecorded(e.payload)) return step;
   if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {
     if (k->api == LaunchApi::kLaunchHost) return step;  // runs nothing on the device
     if (k->module == 0 || k->function.empty()) {

@@ -338,6 +338,7 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
   // The pairs matched despite a benign difference, a line for each kind.
   auto absorbed = [&] {
     for (const std::string& line : pairedDespiteLines(p)) os << fmt::format("  {:<8} {}\n", "paired", line);
+    if (const auto line = setAsideLine(p)) os << fmt::format("  {:<8} {}\n", "autotune", *line);
   };
   if (p.identical && !p.gaps.empty()) {
     os << st.yellow(fmt::format("not known: {} operations match, with equal parameters and outputs, up to where {}; "
@@ -435,6 +436,9 @@ Json processJson(const ProcessDiff& p) {
                                     std::pair{&p.pairedDespiteLaunchConfiguration, "launchConfiguration"},
                                     std::pair{&p.pairedDespiteRenamedAllocation, "renamedAllocation"}}) {
     if (paired->count > 0) j["pairedDespite"][key] = {{"count", paired->count}, {"first", opJson(*paired->first)}};
+  }
+  if (p.benchmarkingA + p.benchmarkingB > 0) {
+    j["setAside"]["benchmarking"] = {{"a", p.benchmarkingA}, {"b", p.benchmarkingB}};
   }
   if (!p.gaps.empty()) j["gaps"] = p.gaps;  // a run's recorder dropped events: compared up to there
   return j;

@@ -254,11 +254,13 @@ void renderCause(Page& page, const Report& report) {
   }
   for (const ProcessDiff& p : diff->processes) {
     const std::vector<string> paired = pairedDespiteLines(p);
-    if (!p.firstDivergence && !several && p.warnings.empty() && paired.empty()) continue;
+    const std::optional<string> setAside = setAsideLine(p);
+    if (!p.firstDivergence && !several && p.warnings.empty() && paired.empty() && !setAside) continue;
     open();
     if (several) page.addf("<h3>process <code>{}</code></h3>\n", e(p.name.empty() ? "?" : p.name));
     for (const string& w : p.warnings) page.addf("<div class=\"box warnbox small\">warning: {}</div>\n", e(w));
     for (const string& line : paired) page.addf("<p class=\"muted small\">paired: {}</p>\n", e(line));
+    if (setAside) page.addf("<p class=\"muted small\">autotune: {}</p>\n", e(*setAside));
     if (!p.firstDivergence) {
       if (p.identical) {
         page.addf("<p class=\"ok\">identical: {} operations match, with equal parameters and outputs</p>\n",

@@ -156,7 +156,7 @@ uint64_t seqBefore(const TraceReader& reader, const Side& side, uint64_t target)
     events.clear();
     reader.readBlock(b, events);
     for (auto it = events.rbegin(); it != events.rend(); ++it) {
-      if (it->seq >= *side.anchorSeq || !isOperation(it->payload)) continue;
+      if (it->seq >= *side.anchorSeq || !isOperation(*it)) continue;
       if (++counted == need) return it->seq;
     }
   }
@@ -216,7 +216,7 @@ void readSide(Side& side, const std::vector<uint64_t>& wanted) {
   size_t next = 0;  // position in `wanted`
   reader.forEach(
       [&](const Event& e) {
-        if (!isOperation(e.payload)) return true;
+        if (!isOperation(e)) return true;
         if (side.anchorSeq && index == side.anchorIndex && e.seq != *side.anchorSeq) {
           throw std::invalid_argument(fmt::format(
               "{}: the diff places event #{} at operation {}, but operation {} is event #{}: the diff "

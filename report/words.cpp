@@ -65,4 +65,14 @@ std::vector<std::string> pairedDespiteLines(const ProcessDiff& p) {
   return out;
 }
 
+std::optional<std::string> setAsideLine(const diff::ProcessDiff& p) {
+  if (p.benchmarkingA == 0 && p.benchmarkingB == 0) return std::nullopt;
+  auto count = [](uint64_t n) {
+    return n == 0 ? std::string("none") : fmt::format("{} operation{}", withCommas(n), n == 1 ? "" : "s");
+  };
+  return fmt::format("set aside what ran while the framework timed candidate kernels (an autotuner, which keeps "
+                     "only the fastest one's configuration): {} in run A, {} in run B; not compared",
+                     count(p.benchmarkingA), count(p.benchmarkingB));
+}
+
 }  // namespace gpurr::report

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,8 @@ std::vector<std::string> evidenceSentences(const diff::FirstDivergence& d);
 // for each kind ("3 launches paired despite a stale word (...); the first:
 // launch #12 ..."), so that the pairing can be audited.
 std::vector<std::string> pairedDespiteLines(const diff::ProcessDiff& p);
+// What the diff set aside, not compared: what each run launched while the
+// framework timed candidates; empty when nothing was.
+std::optional<std::string> setAsideLine(const diff::ProcessDiff& p);
 
 }  // namespace gpurr::report

@@ -415,6 +415,7 @@ void encodeOrigin(const Origin& in, schema::Origin::Builder out) {
   out.setStep(in.step);
   out.setStepLaunch(in.stepLaunch);
   out.setInPlace(castEnum<schema::InPlace>(in.inPlace));
+  out.setBenchmarking(in.benchmarking);
 }
 
 Origin decodeOrigin(schema::Origin::Reader in) {
@@ -429,6 +430,7 @@ Origin decodeOrigin(schema::Origin::Reader in) {
   o.step = in.getStep();
   o.stepLaunch = in.getStepLaunch();
   o.inPlace = in.getInPlace() <= schema::InPlace::YES ? castEnum<InPlace>(in.getInPlace()) : InPlace::kUnknown;
+  o.benchmarking = in.getBenchmarking();
   return o;
 }
 

@@ -255,6 +255,7 @@ std::string describe(const Origin& o, OriginStep step) {
   } else if (o.phase == Phase::kForward) {
     out += " (forward)";
   }
+  if (o.benchmarking) out += " (benchmarking candidates)";
   if (!o.module.empty()) out += " in " + o.module;
   if (!o.file.empty()) {
     const size_t slash = o.file.rfind('/');

@@ -22,8 +22,9 @@ inline constexpr uint32_t kFormatVersion = 1;
 // 2: KernelLaunch.captured, captureId; 3: Event.origin; 4: KernelLaunch.reads;
 // 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions;
 // 7: Origin.inPlace; 8: Index.stoppedAfterStep; 9: EventsDropped,
-// Index.recorderMemory, Collective events; 10: Index.layerSteps
-inline constexpr uint32_t kCompatVersion = 10;
+// Index.recorderMemory, Collective events; 10: Index.layerSteps;
+// 11: Origin.benchmarking
+inline constexpr uint32_t kCompatVersion = 11;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -468,6 +469,9 @@ struct Origin {
   int64_t step = -1;                 // training steps completed before it; -1 unknown
   uint64_t stepLaunch = 0;           // kernel launches of the same step before it
   InPlace inPlace = InPlace::kUnknown;  // whether `op` updates an argument in place
+  // It ran while the framework timed candidate implementations (Inductor's
+  // autotuner): not one of the program's computations, its results discarded.
+  bool benchmarking = false;
   bool operator==(const Origin&) const = default;
 };
 
@@ -480,19 +484,26 @@ struct Event {
   bool operator==(const Event&) const = default;
 };
 
+
 // Short names of the event kinds, in the order of Payload's alternatives.
 inline constexpr const char* kEventKindNames[] = {"launch", "memcpy", "memset",     "alloc",  "free",
                                                   "module", "sync",   "graph",      "collective", "dropped"};
 static_assert(std::size(kEventKindNames) == std::variant_size_v<Payload>);
 inline const char* kindName(const Payload& payload) { return kEventKindNames[payload.index()]; }
 
-// As isOperation(ScanEvent) (scan.h), for a decoded event.
-inline bool isOperation(const Payload& p) {
+// Whether an event's payload is of an operation that ran when recorded (not
+// captured into a graph); isOperation(Event) also sets aside what ran while
+// the framework timed candidates.
+inline bool ranWhenRecorded(const Payload& p) {
   if (const auto* k = std::get_if<KernelLaunch>(&p)) return !k->captured;
   if (const auto* m = std::get_if<Memcpy>(&p)) return !m->captured;
   if (const auto* m = std::get_if<Memset>(&p)) return !m->captured;
   if (const auto* g = std::get_if<GraphLaunch>(&p)) return !g->captured;
   return std::holds_alternative<Collective>(p);
+}
+// As isOperation(ScanEvent) (scan.h), for a decoded event.
+inline bool isOperation(const Event& e) {
+  return ranWhenRecorded(e.payload) && !(e.origin && e.origin->benchmarking);
 }
 // "graph launch (12 nodes)"; "graph launch" where the recorder did not read
 // its nodes (nodeCount 0).

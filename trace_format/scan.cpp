@@ -310,6 +310,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.seq = in.getSeq();
   e.thread = in.getThread();
   e.captured = false;
+  e.benchmarking = in.hasOrigin() && in.getOrigin().getBenchmarking();
   s.reads.clear();
   switch (in.which()) {
     case schema::Event::LAUNCH: {
@@ -469,8 +470,11 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
     throw TraceError(fmt::format("launch refers to function #{} but its block declares {}", id,
                                  s.functions.size()));
   }
+  wire::Struct origin;
+  if (wire::structAt(seg, ev.pointer(wire::event::kOrigin), origin) == wire::Read::kOther) return false;
   e.seq = ev.get<uint64_t>(wire::event::kSeq);
   e.thread = ev.get<uint32_t>(wire::event::kThread);
+  e.benchmarking = origin.bit(wire::origin::kBenchmarkingBit);
   e.kind = EventKind::kLaunch;
   e.function = s.functions[id].name;
   e.functionId = id;

@@ -59,6 +59,9 @@ struct ScanEvent {
   // Launch, memcpy, memset, graph: enqueued into a CUDA graph's capture,
   // so it did not run then (KernelLaunch::captured).
   bool captured = false;
+  // Launch, memcpy, memset: its origin says that it ran while the framework
+  // timed candidates (Origin::benchmarking).
+  bool benchmarking = false;
   bool hasAnnotations = false;
   // Launch, graph and collective: digests before and after; memcpy and memset: `outputs`
   // holds the written range with its digest, memcpy's `inputs` its source.
@@ -91,13 +94,14 @@ struct ScanEvent {
 };
 
 // An operation that ran when recorded: a launch, copy, set or graph launch
-// of the device's command stream, not one captured into a graph; or a
-// collective (what this rank sent, what it received). The
+// of the device's command stream, not one captured into a graph nor run
+// while the framework timed candidates (an autotuner's, whose results it
+// discards); or a collective (what this rank sent, what it received). The
 // diff aligns these; the report numbers them alike.
 inline bool isOperation(const ScanEvent& e) {
   return (e.kind == EventKind::kLaunch || e.kind == EventKind::kMemcpy || e.kind == EventKind::kMemset ||
           e.kind == EventKind::kGraphLaunch || e.kind == EventKind::kCollective) &&
-         !e.captured;
+         !e.captured && !e.benchmarking;
 }
 
 // Whether a copy of this kind reads device memory (its source is in an

@@ -115,7 +115,11 @@ struct StructList {
 
 // Field offsets in bytes (bits for booleans), from trace.capnp's layout.
 namespace frame { constexpr size_t kWhich = 0; constexpr uint16_t kEvent = 0; }
-namespace event { constexpr size_t kSeq = 0, kThread = 16, kWhich = 20; constexpr uint16_t kLaunch = 0; }
+namespace event {
+constexpr size_t kSeq = 0, kThread = 16, kWhich = 20, kOrigin = 1;
+constexpr uint16_t kLaunch = 0;
+}  // namespace event
+namespace origin { constexpr size_t kBenchmarkingBit = 192; }
 namespace launch {
 constexpr size_t kFunction = 4, kStream = 16, kSharedMem = 24, kNotHashedBit = 16, kCapturedBit = 17;
 constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6, kInputs = 7,

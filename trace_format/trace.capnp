@@ -391,6 +391,7 @@ struct Origin {
   step @7 :Int64 = -1;         # training steps completed before it; -1 unknown
   stepLaunch @8 :UInt64;       # kernel launches of the same step before it
   inPlace @9 :InPlace;         # op's schema: it updates an argument it reads (compatVersion 7)
+  benchmarking @10 :Bool;      # ran while the framework timed candidates (an autotuner) (compatVersion 11)
 }
 
 # A collective operation of a communicator (FORMAT.md, collective): seen

@@ -1,10 +1,12 @@
 """gpurr's PyTorch layer: reports to the recorder, for every launch, copy and
 set the program makes, the op that issued it (through libgpurr_torch.so's
 RecordFunction observer), the nn.Module whose forward ran, and the training
-step (optimizer steps); c10d's collectives (gpurr_torch_collectives.py); and says once when the program's profiler asks for
-the GPU's activity, which it cannot get while gpurr records. Started by
-gpurr's sitecustomize once torch is imported; does nothing outside
-`gpurr record`.
+step (optimizer steps); c10d's collectives (gpurr_torch_collectives.py);
+what Inductor's autotuners launch while they time candidates (marked
+benchmarking, which `gpurr diff` sets aside); and says once when the
+program's profiler asks for the GPU's activity, which it cannot get while
+gpurr records. Started by gpurr's sitecustomize once torch is imported; does
+nothing outside `gpurr record`.
 
 Costs: while it observes, one global RecordFunction callback (C++) per op
 and a Python forward pre/post hook per module call; always, a post hook per
@@ -350,6 +352,58 @@ def _watch_profiler(torch):
     profile._prepare_trace = _prepare_trace
 
 
+# Where Inductor times candidates on the program's tensors and keeps only the
+# fastest one's configuration: each class's methods, by module.
+_BENCHMARKING = {
+    "torch._inductor.runtime.triton_heuristics": ("CachingAutotuner",
+                                                  ("benchmark_all_configs", "coordinate_descent_tuning")),
+    "torch._inductor.select_algorithm": ("AlgorithmSelectorCache", ("autotune",)),
+}
+
+
+def _benchmarking(method, label):
+    """`method` inside a scope of kind 3 (the framework benchmarking), reported
+    whether the layer observes or not: every launch, copy and set it makes is
+    recorded as benchmarking (FORMAT.md, Origin.benchmarking)."""
+
+    @functools.wraps(method)
+    def benchmarking(*args, **kwargs):
+        scope = object()
+        _recorder.gpurr_framework_open_scope(id(scope), label, 3, -1, 0, None, 0, 0)
+        try:
+            return method(*args, **kwargs)
+        finally:
+            _recorder.gpurr_framework_close_scope(id(scope))
+
+    return benchmarking
+
+
+def _wrap_benchmarking(class_name, methods, module):
+    try:
+        cls = getattr(module, class_name)
+        wrapped = [(name, _benchmarking(getattr(cls, name), f"{class_name}.{name}".encode())) for name in methods]
+    except Exception as e:  # noqa: BLE001  an API that moved: nothing wrapped, the program unchanged
+        _warn(f"{module.__name__} has no {class_name}.{'/'.join(methods)} ({type(e).__name__}: {e}): what "
+              "Inductor launches while it autotunes is not marked, and `gpurr diff` compares it as the program's")
+        return
+    for name, method in wrapped:
+        setattr(cls, name, method)
+
+
+def _watch_benchmarking():
+    """Marks what Inductor launches while it autotunes: at a kernel's first
+    call it times each candidate configuration on the program's tensors, and
+    at compile time (max-autotune) each candidate template; a run that finds
+    the choice in Inductor's cache launches none of that. Marked, `gpurr diff`
+    sets those launches aside, so such runs compare alike. Each class is
+    wrapped once its module is imported: a program that never compiles
+    imports nothing more."""
+    from gpurr_import_watch import when_imported
+
+    for module, (class_name, methods) in _BENCHMARKING.items():
+        when_imported(module, functools.partial(_wrap_benchmarking, class_name, methods))
+
+
 def install(torch, skipped=()):
     global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _stop_file, _learning, _observer, _nn_module
     library = os.environ.get("CUDA_INJECTION64_PATH")
@@ -361,7 +415,7 @@ def install(torch, skipped=()):
     except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
         pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
-    if _recorder.gpurr_framework_api_version() != 7:  # GPURR_FRAMEWORK_API_VERSION
+    if _recorder.gpurr_framework_api_version() != 8:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")
         return
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]
@@ -370,6 +424,9 @@ def install(torch, skipped=()):
     _recorder.gpurr_framework_stop_after_step.argtypes = [ctypes.c_int64]
     _recorder.gpurr_framework_attribution.argtypes = [ctypes.c_int]
     _recorder.gpurr_framework_diverged.argtypes = []
+    _recorder.gpurr_framework_open_scope.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int64,
+                                                     ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int]
+    _recorder.gpurr_framework_close_scope.argtypes = [ctypes.c_void_p]
 
     # The hooks first: an API that moved raises here, before anything is
     # reported (sitecustomize then warns once and the program runs on).
@@ -425,6 +482,7 @@ def install(torch, skipped=()):
             [os.path.abspath(s) + os.sep for s in skipped], observing)
     except Exception as e:  # noqa: BLE001  an API that moved: collectives go without c10d's view
         _warn(f"c10d's collectives are not recorded ({type(e).__name__}: {e})")
+    _watch_benchmarking()
     until = os.environ.get("GPURR_UNTIL_STEP")
     _until_step = int(until) if until else None
     _stop_file = os.environ.get("GPURR_STOP_FILE") or None

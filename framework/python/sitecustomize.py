@@ -4,45 +4,14 @@
 # recorder. A program that never imports torch sees nothing of it. Any
 # sitecustomize this file hides runs right after it, as it would have.
 import atexit
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
 import sys
 
+from gpurr_import_watch import when_imported
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-class _TorchWatcher(importlib.abc.MetaPathFinder):
-    """Finds torch through the other finders and wraps its loader, so the layer
-    starts once torch's own initialisation has finished. It stays in place
-    until torch is executed: a find_spec("torch") that only checks whether
-    torch is installed (as many libraries do) imports nothing."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "torch":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run = spec.loader.exec_module
-        watcher = self
-
-        def exec_module(module):
-            if watcher in sys.meta_path:
-                sys.meta_path.remove(watcher)
-            run(module)
-            _start(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
 
 
 def _start(torch):
@@ -78,8 +47,5 @@ def _quick_exit():
 # handler came first.
 if os.environ.get("GPURR_QUICK_EXIT") == "1" and getattr(atexit, "_ncallbacks", lambda: 1)() == 0:
     atexit.register(_quick_exit)
-if "torch" in sys.modules:  # imported by something earlier at start-up
-    _start(sys.modules["torch"])
-else:
-    sys.meta_path.insert(0, _TorchWatcher())
+when_imported("torch", _start)  # at once when something earlier at start-up imported it
 _chain()

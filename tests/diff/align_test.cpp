@@ -218,7 +218,7 @@ TEST_CASE("host input in a PyTorch program is matched to its host generators and
   CHECK(c.match(d, {}).empty());
 }
 
-TEST_CASE("a kernel torch.compile generated that scatters with atomic adds is known by the ops its name lists") {
+TEST_CASE("kernels torch.compile generated are known by their names: atomic scatters, autotuned reductions") {
   const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
   FirstDivergence d;
   d.cause = d.mechanism = Cause::kNondeterministicKernel;
@@ -254,6 +254,15 @@ TEST_CASE("a kernel torch.compile generated that scatters with atomic adds is kn
   // Nor another verdict.
   d.cause = d.mechanism = Cause::kScalarParameters;
   CHECK(knownAs("triton_poi_fused_embedding_dense_backward_3").empty());
+  // Two runs that autotuned a reduction to other configurations: the same
+  // kernel with another grid, other bits (a path divergence). A pointwise
+  // kernel's configuration changes no bits.
+  d.cause = d.mechanism = Cause::kAlgorithmChoice;
+  const std::vector<std::string> tuned = {"inductor-reduction-autotune by kernel"};
+  CHECK(knownAs("triton_red_fused_sum_0") == tuned);
+  CHECK(knownAs("triton_per_fused_native_layer_norm_2") == tuned);
+  CHECK(knownAs("triton_poi_fused_add_mul_relu_0").empty());
+  CHECK(knownAs("cpp_fused_sum_0").empty());
 }
 
 TEST_CASE("known culprits are matched by op first, then by the forward op of a backward launch, then by kernel") {

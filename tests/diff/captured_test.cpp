@@ -100,6 +100,6 @@ TEST_CASE("launches, copies, sets and graph launches captured into a graph are n
   REQUIRE(s != nullptr);
   REQUIRE(g != nullptr);
   CHECK((m->captured && m->captureId == 3 && s->captured && s->captureId == 3 && g->captured && g->captureId == 3));
-  CHECK_FALSE(isOperation(events.at(2).payload));
+  CHECK_FALSE(ranWhenRecorded(events.at(2).payload));
   std::filesystem::remove_all(root);
 }

@@ -66,7 +66,7 @@ TEST_CASE("a diff across dropped events compares up to the gap and claims nothin
     CHECK(d->byKind[0] == 3);
     CHECK(d->firstTimeNs == 5000);
     CHECK(describe(*d) == "3 events dropped (3 launches)");
-    CHECK_FALSE(isOperation(events.at(5).payload));
+    CHECK_FALSE(ranWhenRecorded(events.at(5).payload));
   }
   SECTION("no divergence before the gap: neither identical nor different, and the gap is named") {
     const auto gap = writeRun(root / "gap.gpurr", std::nullopt, 4);

@@ -319,5 +319,35 @@ for o in compiled_launches:
 check(any(o["op"] == "aten::addmm" and o["line"] == marked(compiled, "compiled") for o in compiled_launches),
       "compiled forward launches carry their op and the line that called the compiled model")
 
+# Inductor's autotuner (torch's own CachingAutotuner, in step 3, which the
+# layer follows by its template): what it launched while it timed candidates
+# is marked benchmarking, the step is still followed, and gpurr diff sets
+# those launches aside against a run that found the choice in the cache.
+tuned = os.path.join(args.scripts, "autotuned.py")
+plain = subprocess.run([sys.executable, tuned], capture_output=True, text=True, timeout=300)
+r, cold = record("autotuned", [sys.executable, tuned])
+print(r.stderr[-2000:], end="")
+check(r.returncode == 0 and r.stdout == plain.stdout, f"autotuned output unchanged: {plain.stdout!r} vs {r.stdout!r}")
+check("gpurr: warning" not in r.stderr, "autotuned: no warning from the layer")
+tuned_launches = [e for e in events(cold) if kernel(e) == "triton_poi_fused_add_0"]
+marked_launches = [e["origin"] for e in tuned_launches if e["origin"]["benchmarking"]]
+check(len(marked_launches) == 3 and all(
+    o["opStack"][-1] == "CachingAutotuner.benchmark_all_configs" and o["step"] == 3 and o["line"] == 0
+    for o in marked_launches), f"the three candidates' launches marked benchmarking, in step 3: {marked_launches}")
+own = [e["origin"] for e in tuned_launches if not e["origin"]["benchmarking"]]
+check([o["step"] for o in own] == list(range(6)), f"the kernel's own launches, one a step, unmarked: {own}")
+info = json.loads(subprocess.run([args.gpurr, "info", "--json", cold], capture_output=True, text=True,
+                                 check=True).stdout)["origins"]
+check(info["benchmarking"] == 3, f"info counts the benchmarking operations: {info}")
+check(info["layerSteps"]["followed"] >= 3 and info["layerSteps"]["unmatched"] == 0,
+      f"the autotuning step still followed its template: {info['layerSteps']}")
+r, warm = record("autotuned-warm", [sys.executable, tuned], AUTOTUNED_WARM="1")
+check(r.returncode == 0 and r.stdout == plain.stdout, f"warm run: same output {r.stdout!r}")
+d = subprocess.run([args.gpurr, "diff", "--json", cold, warm], capture_output=True, text=True)
+j = json.loads(d.stdout) if d.stdout else {}
+p = (j.get("processes") or [{}])[0]
+check(d.returncode == 0 and j.get("identical"), f"autotuned and warm runs identical: {d.returncode} {d.stderr}")
+check(p.get("setAside") == {"benchmarking": {"a": 3, "b": 0}}, f"the autotuning set aside: {p.get('setAside')}")
+
 print(f"{len(failures)} failures" if failures else "all attribution checks passed")
 sys.exit(1 if failures else 0)

@@ -5,7 +5,7 @@ import re
 import subprocess
 
 import case_kit as kit
-from case_kit import (case, expect, expect_cause, expect_identical, image_copies, process, record, seq_of,
+from case_kit import (case, diff, expect, expect_cause, expect_identical, image_copies, process, record, seq_of,
                       text_report, verify)
 from gpurr_outside import training
 from gpurr_outside.training import Variant
@@ -52,6 +52,28 @@ def written_only_ranges():
     j, _ = expect_cause(a, b, 'algorithmChoice', 'the same, its block among the conv\'s inputs')
     expect(process(j)['blastRadius']['taintedOperations'] > 0, 'the conv reads it: tainted',
            process(j)['blastRadius'])
+
+
+@case
+def inductor_autotuning():
+    """Run B autotunes a kernel at step 2 (Inductor at its first call: an L2
+    flush, then three candidates timed into a clone, every one marked
+    Origin.benchmarking, FORMAT.md): set aside, the runs identical; and a
+    divergence after it is found at its place among the program's own
+    operations, numbered as in the run that did not autotune."""
+    a, pa = record(Variant(seed=1))
+    b, pb = record(Variant(seed=2, inductor_autotune_step=2))
+    rc, j, err = diff(a, b)
+    expect(rc == 0 and j['identical'], 'identical, exit 0', {'rc': rc, 'err': err})
+    expect(process(j).get('setAside') == {'benchmarking': {'a': 0, 'b': 4}}, 'four operations of run B set aside',
+           process(j).get('setAside'))
+    expect(process(j)['operations']['a'] == process(j)['operations']['b'], 'the same operations compared',
+           process(j)['operations'])
+    a, pa = record(Variant(seed=3, atomics_step=3))
+    b, pb = record(Variant(seed=4, inductor_autotune_step=2))
+    j, fd = expect_cause(a, b, 'nondeterministicKernel', 'atomics after the autotuning')
+    expect(fd['a']['seq'] == seq_of(pa, 'indexFuncLargeIndex', step=3), 'the index_add of step 3', fd['a'])
+    expect(fd['a']['index'] == fd['b']['index'], 'at the same operation number in both runs', (fd['a'], fd['b']))
 
 
 @case

@@ -431,3 +431,64 @@ TEST_CASE("an origin built in the storage of one written earlier holds nothing o
   CHECK(*unmatched == bare);
   fw::resetForTesting();
 }
+
+TEST_CASE("what runs inside a benchmarking scope is marked, and is no place of a step learned or followed",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  static int diverged = 0;
+  fw::setOnDiverged([] { ++diverged; });
+  const uint64_t a = fw::launchKey("triton_red_fused_sum_0"), b = fw::launchKey("kernel_b");
+  // The autotuner's launches: a benchmarking scope (Inductor's method), its
+  // launches of the kernel and an op it calls (the L2 cache's flush).
+  auto autotune = [&] {
+    fw::openScope(&ids[2], "CachingAutotuner.benchmark_all_configs", fw::ScopeKind::kBenchmark, -1, 0, nullptr, 0);
+    fw::learnRoles({1});
+    auto first = fw::currentOrigin(true, a);
+    fw::openScope(&ids[3], "aten::zero_", fw::ScopeKind::kOp, -1, 1, nullptr, 0, InPlace::kYes);
+    auto flush = fw::currentOrigin(false, b);
+    fw::closeScope(&ids[3]);
+    auto second = fw::currentOrigin(true, a);
+    fw::closeScope(&ids[2]);
+    for (const auto& o : {first, flush, second}) {
+      REQUIRE(o);
+      CHECK(o->benchmarking);
+    }
+    CHECK(first->op == "CachingAutotuner.benchmark_all_configs");
+    REQUIRE(flush->opStack.size() >= 2);
+    CHECK(flush->opStack[flush->opStack.size() - 2] == "CachingAutotuner.benchmark_all_configs");
+    CHECK(flush->opStack.back() == "aten::zero_");
+    CHECK(flush->op == "aten::zero_");
+  };
+  auto oneStep = [&](int64_t step, bool tune) {
+    fw::setStep(step);
+    fw::openScope(&ids[0], "CompiledFunction", fw::ScopeKind::kRange, -1, 1, "/w/train.py", 7);
+    if (tune) autotune();
+    const auto o = fw::currentOrigin(true, a);
+    CHECK_FALSE(o->benchmarking);
+    CHECK(o->op == "CompiledFunction");
+    fw::closeScope(&ids[0]);
+    fw::currentOrigin(true, b);
+  };
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  oneStep(0, true);
+  oneStep(1, true);  // learned with autotuning inside: the template holds the program's two launches
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  // Followed: the benchmarking launches take their origin from the scopes
+  // the layer still reports, and the template's places stay for the rest.
+  fw::setStep(2);
+  autotune();
+  std::vector<uint8_t> roles;
+  CHECK(fw::followedRoles(a, 0, roles));
+  auto o = fw::currentOrigin(true, a);
+  CHECK(o->op == "CompiledFunction");
+  CHECK_FALSE(o->benchmarking);
+  CHECK(fw::currentOrigin(true, b)->step == 2);
+  CHECK_FALSE(fw::divergedSinceLastCall());
+  CHECK(diverged == 0);
+  CHECK(fw::attribution() == fw::Attribution::kFollow);
+  // Closed, nothing is marked.
+  fw::setStep(3);
+  CHECK_FALSE(fw::currentOrigin(true, a)->benchmarking);
+  fw::resetForTesting();
+}

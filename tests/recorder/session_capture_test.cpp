@@ -135,7 +135,7 @@ TEST_CASE("copies, sets and graph launches on a stream being captured are marked
   for (const auto& e : events) {
     if (std::holds_alternative<trace::Memcpy>(e.payload) || std::holds_alternative<trace::Memset>(e.payload) ||
         std::holds_alternative<trace::GraphLaunch>(e.payload)) {
-      CHECK_FALSE(trace::isOperation(e.payload));
+      CHECK_FALSE(trace::ranWhenRecorded(e.payload));
     }
   }
   CHECK(launches[0].inputs.size() == 2);

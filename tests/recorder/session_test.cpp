@@ -116,7 +116,7 @@ TEST_CASE("launches, copies and sets carry the calling thread's framework origin
   framework::resetForTesting();
   std::vector<trace::Event> ops;
   for (const trace::Event& e : events) {
-    if (trace::isOperation(e.payload)) ops.push_back(e);
+    if (trace::ranWhenRecorded(e.payload)) ops.push_back(e);
     if (std::holds_alternative<trace::Allocation>(e.payload)) CHECK_FALSE(e.origin);
   }
   REQUIRE(ops.size() == 5);

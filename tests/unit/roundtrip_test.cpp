@@ -106,6 +106,8 @@ std::vector<Event> everyKind(TraceWriter& w) {
   KernelLaunch plain;  // defaults everywhere, same function: reuses its id
   plain.function = "_Z6kernelPfS_i";
   add(plain);
+  out.back().origin = Origin{"CachingAutotuner.benchmark_all_configs", {"CachingAutotuner.benchmark_all_configs"}};
+  out.back().origin->benchmarking = true;
 
   Memcpy m;
   m.kind = MemcpyKind::kHostToDevice;
@@ -191,9 +193,12 @@ TEST_CASE("every event kind survives a write and a read") {
     INFO("event " << i << " (" << kindName(events[i].payload) << ")");
     CHECK(back[i] == events[i]);
   }
-  // The summary pass (its launch fast path included) sees the same ranges.
+  // The summary pass (its launch fast path included) sees the same ranges,
+  // and the same operations.
   size_t i = 0;
   scanEvents(r, [&](const ScanEvent& e) {
+    CHECK(e.benchmarking == (events[i].origin && events[i].origin->benchmarking));
+    CHECK(isOperation(e) == isOperation(events[i]));
     if (const auto* k = std::get_if<KernelLaunch>(&events[i++].payload)) {
       INFO("launch " << e.seq);
       REQUIRE(e.reads.size() == k->reads.size());

@@ -82,7 +82,7 @@ while IFS= read -r -d '' f; do
   readelf -S "$f" | grep -q '\.debug_info' && fail "$rel keeps its debug information"
 done < <(find "$pkg" -type f -print0)
 for f in bin/gpurr lib/libgpurr_recorder.so share/gpurr/known_culprits.json share/gpurr/python/sitecustomize.py \
-         share/gpurr/python/gpurr_torch_layer.py __init__.py __main__.py; do
+         share/gpurr/python/gpurr_import_watch.py share/gpurr/python/gpurr_torch_layer.py __init__.py __main__.py; do
   [ -e "$pkg/$f" ] || fail "the wheel lacks gpurr/$f"
 done
 [ "$elves" -ge 2 ] || fail "the wheel holds $elves ELF files"
@@ -165,7 +165,7 @@ deb=$dist/gpurr_${version}_amd64.deb
 if [ -f "$deb" ]; then
   dpkg-deb -x "$deb" "$work/deb" || fail "dpkg-deb cannot unpack $(basename "$deb")"
   for f in usr/bin/gpurr usr/lib/libgpurr_recorder.so usr/share/gpurr/known_culprits.json \
-           usr/share/gpurr/python/sitecustomize.py; do
+           usr/share/gpurr/python/sitecustomize.py usr/share/gpurr/python/gpurr_import_watch.py; do
     [ -e "$work/deb/$f" ] || fail "$(basename "$deb") lacks /$f"
   done
   "$work/deb/usr/bin/gpurr" info "$work/synthetic.gpurr" >/dev/null 2>&1 || fail "gpurr from $(basename "$deb") does not run"
