@@ -174,6 +174,34 @@ void classifyReordering(const Context& ctx, const std::vector<AlignedRun>& runs,
   }
 }
 
+// A stretch whose sides launch the same kernels in the same order, some
+// with another grid or block: the evidence says so, with run A's first such
+// kernel and both configurations. False for any other stretch (or one
+// whose operations the report did not keep).
+bool otherConfiguration(const PathDivergence& s, FirstDivergence& d) {
+  if (s.aOps.empty() || s.aOps.size() != s.bOps.size() || s.aOps.size() != s.aCount || s.aCount != s.bCount) {
+    return false;
+  }
+  const OpInfo* first = nullptr;
+  const OpInfo* firstB = nullptr;
+  uint64_t count = 0;
+  for (size_t i = 0; i < s.aOps.size(); ++i) {
+    const OpInfo& x = s.aOps[i];
+    const OpInfo& y = s.bOps[i];
+    if (x.kind != OpKind::kLaunch || y.kind != OpKind::kLaunch || x.name != y.name) return false;
+    if (x.grid == y.grid && x.block == y.block) continue;
+    if (count++ == 0) first = &x, firstB = &y;
+  }
+  if (count == 0) return false;
+  const trace::Dim3 &ga = first->grid, &ba = first->block, &gb = firstB->grid, &bb = firstB->block;
+  std::string name = demangled(first->name);
+  if (name.size() > 60) name = name.substr(0, 57) + "...";
+  d.evidence.push_back({EvidenceKind::kOtherConfiguration,
+                        {count, ga.x, ga.y, ga.z, ba.x, ba.y, ba.z, gb.x, gb.y, gb.z, bb.x, bb.y, bb.z},
+                        {std::move(name)}});
+  return true;
+}
+
 void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r, Group g, FirstDivergence& d) {
   d.path = true;
   d.stretch = stretchOf(ctx, runs, r, g);
@@ -201,7 +229,7 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
     return any;
   };
   const bool anyA = algos(s.aOps, 0), anyB = algos(s.bOps, 1);
-  if (!anyA && !anyB) {
+  if (!anyA && !anyB && !otherConfiguration(s, d)) {
     d.evidence.push_back({EvidenceKind::kNoAlgorithm});
   }
 }

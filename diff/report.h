@@ -231,6 +231,10 @@ enum class EvidenceKind : uint8_t {
   // Another path.
   kAlgorithm,                // run (0: A, 1: B), candidates; library, call, algorithm
   kNoAlgorithm,
+  // Each side the same kernels in the same order, one or more launched with
+  // another grid or block: how many; run A's first such kernel, then
+  // grid x, y, z and block x, y, z of run A, of run B.
+  kOtherConfiguration,
 };
 
 // How the two runs' pointers of a kPointer relate.

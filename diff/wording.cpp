@@ -276,6 +276,13 @@ std::string sentence(const Evidence& e) {
     case EvidenceKind::kNoAlgorithm:
       return "no algorithm choice was recorded for these operations; a library (cuDNN, cuBLAS) or the program picked "
              "a different sequence of kernels";
+    case EvidenceKind::kOtherConfiguration:
+      return fmt::format("the same kernel{} in both runs, {}launched with another configuration: {} grid ({},{},{}) "
+                         "block ({},{},{}) in run A, grid ({},{},{}) block ({},{},{}) in run B; an autotuner's choice "
+                         "(Inductor times a kernel's block sizes at its first call and keeps the fastest, or loads the "
+                         "choice from its cache), and the other configuration computed other bits",
+                         n[0] == 1 ? "" : "s", n[0] == 1 ? "" : fmt::format("{} of them ", n[0]), t[0], n[1], n[2],
+                         n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11], n[12]);
   }
   return "";
 }

@@ -12,12 +12,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <random>
 #include <set>
 
+#include "diff/culprits.h"
 #include "diff/diff.h"
+#include "diff/wording.h"
 #include "trace_format/hash_primitives.h"
 #include "trace_format/trace.h"
 
@@ -33,6 +36,7 @@ struct Launch {
   int output;
   int candidates = 0;    // autotuned first, with this many candidate configurations
   bool perturb = false;  // its output comes out different
+  uint32_t grid = 8;     // the configuration it runs with (the autotuner's choice)
 };
 
 constexpr int kBuffers = 8;
@@ -108,7 +112,7 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool un
       w.append(Event{seq++, seq, 0, Free{clone.ordinal, clone.address}, std::nullopt});
       w.append(Event{seq++, seq, 0, Free{flush.ordinal, flush.address}, std::nullopt});
     }
-    launch(l.kernel, live.at(l.input), content.at(l.input), live.at(l.output), out, 8, std::nullopt);
+    launch(l.kernel, live.at(l.input), content.at(l.input), live.at(l.output), out, l.grid, std::nullopt);
     content[l.output] = out;
   }
   w.close();
@@ -204,5 +208,45 @@ TEST_CASE("after autotuning, the one launch that differs is named alone, at its 
     CHECK(d.firstDivergence->b.launchIndex == perturbed);
     CHECK(d.firstDivergence->cause == diff::Cause::kNondeterministicKernel);
     CHECK(d.blast.independentCount == 0);
+  }
+}
+
+TEST_CASE("two runs that autotuned a reduction to other configurations, computing other bits, are an algorithm "
+          "choice there, named", "[diff][property]") {
+  Runs runs;
+  const diff::Culprits culprits =
+      diff::Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
+  for (uint64_t seed = 300; seed < 320; ++seed) {
+    std::mt19937_64 rng(seed);
+    const std::vector<Launch> program = randomProgram(rng);
+    std::vector<Launch> a = program, b = program;
+    autotune(a, rng);
+    autotune(b, rng);
+    // Run B kept another configuration for the reduction's launches from
+    // its first one on, which adds in another order.
+    size_t first = a.size();
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (b[i].kernel != 0) continue;
+      first = std::min(first, i);
+      b[i].grid = 32;
+      b[i].perturb = true;
+    }
+    if (first == a.size()) continue;
+    INFO("seed " << seed << ", first reduction at launch " << first);
+    TraceReader ra(write(runs.root / "a.gpurr", a)), rb(write(runs.root / "b.gpurr", b));
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, &culprits);
+    REQUIRE(d.firstDivergence.has_value());
+    const diff::FirstDivergence& f = *d.firstDivergence;
+    CHECK(f.path);
+    CHECK(f.cause == diff::Cause::kAlgorithmChoice);
+    CHECK(f.a.index == first);
+    CHECK(f.a.name == "triton_red_fused_sum_0");
+    const std::vector<std::string> said = diff::sentences(f.evidence);
+    CHECK(std::any_of(said.begin(), said.end(), [](const std::string& s) {
+      return s.find("launched with another configuration: triton_red_fused_sum_0 grid (8,1,1) block (128,1,1) in run "
+                    "A, grid (32,1,1) block (128,1,1) in run B") != std::string::npos;
+    }));
+    REQUIRE(d.firstDivergence->known.size() == 1);
+    CHECK(d.firstDivergence->known[0].id == "inductor-reduction-autotune");
   }
 }
