@@ -148,6 +148,33 @@ bool oldOutputContents(const OpView& va, const OpView& vb, const std::optional<O
   return true;
 }
 
+// Same kernel name and inputs, other code: the launches' images have other
+// digests (FORMAT.md, `module`): a JIT compiler's or an autotuner's other
+// binary under one name (Triton compiles a configuration's block sizes into
+// the code, so two of them can share a grid and block), or another library
+// build. The code decides the outputs, whatever else differs: the other
+// parameters (a binary with another signature) are evidence. False where
+// either run's module or its digest is unknown, or the digests agree.
+bool otherBinary(const Context& ctx, const KernelLaunch& ka, const KernelLaunch& kb, FirstDivergence& d) {
+  auto digestOf = [](const Run& run, uint32_t module) -> uint64_t {
+    auto it = run.moduleDigests.find(module);
+    return it == run.moduleDigests.end() ? 0 : it->second;
+  };
+  const uint64_t da = digestOf(ctx.a, ka.module), db = digestOf(ctx.b, kb.module);
+  if (da == 0 || db == 0 || da == db) return false;
+  d.cause = Cause::kAlgorithmChoice;
+  d.mechanism = d.cause;
+  d.summary = "algorithm choice: same kernel name and inputs, other code: each run launched another binary of it";
+  d.evidence.push_back({EvidenceKind::kOtherBinary, {ka.module, da, kb.module, db}});
+  for (const ParamDifference& q : d.params) {
+    if (weighsNothing(q)) continue;
+    d.evidence.push_back({EvidenceKind::kAlsoParameter,
+                          {static_cast<uint64_t>(q.param + 1), q.offset, q.size, static_cast<uint64_t>(q.meaning)},
+                          {q.rngSource, q.a, q.b}});
+  }
+  return true;
+}
+
 void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) {
   Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq());
   Event eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq());
@@ -319,6 +346,10 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
       const bool curand = std::any_of(rngA.begin(), rngA.end(),
                                       [](const RngState* r) { return r->source == "curand"; });
       d.evidence.push_back({EvidenceKind::kSeedHint, {curand}});
+      if (hasStale) d.evidence.push_back(stale);
+      return;
+    }
+    if (otherBinary(ctx, *va.launch, *vb.launch, d)) {
       if (hasStale) d.evidence.push_back(stale);
       return;
     }

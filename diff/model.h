@@ -320,6 +320,9 @@ struct Run {
   uint64_t benchmarking = 0;
   std::vector<uint64_t> benchmarkingLaunches;
   std::vector<CollectiveCall> collectives;  // every one, in trace order (ProcessDiff)
+  // Each loaded module's image digest by ordinal (trace::ModuleLoad::digest;
+  // those without one are left out): which code a launch ran.
+  std::unordered_map<uint32_t, uint64_t> moduleDigests;
 
   Run();
   ~Run();

@@ -235,6 +235,9 @@ enum class EvidenceKind : uint8_t {
   // another grid or block: how many; run A's first such kernel, then
   // grid x, y, z and block x, y, z of run A, of run B.
   kOtherConfiguration,
+  // The same kernel name, another image: run A's module ordinal and its
+  // digest, run B's.
+  kOtherBinary,
 };
 
 // How the two runs' pointers of a kPointer relate.

@@ -305,6 +305,10 @@ class Summariser {
       run.gapEvents = e.size;
       return;
     }
+    if (e.kind == EventKind::kModuleLoad) {  // an autotuner's candidates' code too
+      if (e.imageDigest != 0) run.moduleDigests[e.ordinal] = e.imageDigest;
+      return;
+    }
     if (e.captured) return;  // not run then: its graph's launch is the operation
     if (e.benchmarking) {    // not the program's computation: set aside (docs/DIFF.md)
       ++run.benchmarking;

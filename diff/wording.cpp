@@ -283,6 +283,12 @@ std::string sentence(const Evidence& e) {
                          "choice from its cache), and the other configuration computed other bits",
                          n[0] == 1 ? "" : "s", n[0] == 1 ? "" : fmt::format("{} of them ", n[0]), t[0], n[1], n[2],
                          n[3], n[4], n[5], n[6], n[7], n[8], n[9], n[10], n[11], n[12]);
+    case EvidenceKind::kOtherBinary:
+      return fmt::format("the kernel's code differs between the runs: run A launched it from module #{} (image digest "
+                         "{:016x}), run B from module #{} ({:016x}); a JIT compiler or an autotuner built another "
+                         "binary under the same name (Triton compiles a configuration's block sizes into the code), "
+                         "or another build of its library was loaded",
+                         n[0], n[1], n[2], n[3]);
   }
   return "";
 }

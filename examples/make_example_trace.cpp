@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     add(Allocation{b->ordinal, b->address, b->size, AllocationKind::kDevice, 0, 0});
   }
   const std::vector<uint8_t> cubin = bytesOf(99, 3000);
-  add(ModuleLoad{1, w.putBlob(cubin), 90});
+  add(ModuleLoad{1, w.putBlob(cubin), 90, gpurr::hash::hashBuffer(cubin)});
 
   // Weights filled on the device, the batch copied from the host.
   KernelLaunch fill = kernel("_Z11fill_kernelPfmf", {&weights}, {262144 / 4, 0x3c23d70a});

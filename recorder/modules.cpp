@@ -57,6 +57,7 @@ void ModuleRecorder::moduleLoaded(const CUpti_ModuleResourceData& module) {
   trace::ModuleLoad load;
   load.arch = cubin.arch;
   const uint64_t digest = hash::hashBuffer(image);
+  load.digest = digest;
   std::lock_guard lock(mu_);  // ordinals and emission in the same order
   load.ordinal = nextModule_++;
   moduleDigest_[load.ordinal] = digest;

@@ -211,7 +211,8 @@ Json toJson(const Event& event) {
           // An image not kept (size 0, no id) is null.
           out["module"] = {{"ordinal", p.ordinal},
                            {"image", p.cubin.size == 0 ? Json() : blob(p.cubin)},
-                           {"arch", p.arch}};
+                           {"arch", p.arch},
+                           {"digest", p.digest == 0 ? Json() : Json(hex16(p.digest))}};
         } else if constexpr (std::is_same_v<T, Sync>) {
           out["sync"] = {{"kind", toString(p.kind)}, {"stream", p.stream}, {"event", p.event}};
         } else if constexpr (std::is_same_v<T, EventsDropped>) {

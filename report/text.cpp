@@ -138,8 +138,11 @@ std::string describe(const Event& event) {
                       } else if constexpr (std::is_same_v<T, Free>) {
                         return fmt::format("free #{} at {:#x}", p.ordinal, p.address);
                       } else if constexpr (std::is_same_v<T, ModuleLoad>) {
-                        if (p.cubin.size == 0) return fmt::format("module #{} sm_{} image not kept", p.ordinal, p.arch);
-                        return fmt::format("module #{} sm_{} image {} blob={}", p.ordinal, p.arch,
+                        const std::string digest = p.digest == 0 ? "" : " digest=" + hex16(p.digest);
+                        if (p.cubin.size == 0) {
+                          return fmt::format("module #{} sm_{}{} image not kept", p.ordinal, p.arch, digest);
+                        }
+                        return fmt::format("module #{} sm_{}{} image {} blob={}", p.ordinal, p.arch, digest,
                                            humanBytes(p.cubin.size), p.cubin.id.hex());
                       } else if constexpr (std::is_same_v<T, Sync>) {
                         return fmt::format("sync {} stream={:#x} event={:#x}", toString(p.kind),

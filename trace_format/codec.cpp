@@ -483,6 +483,7 @@ void encodeEvent(const Event& in, uint32_t functionId, schema::Event::Builder ou
           m.setOrdinal(p.ordinal);
           encodeBlob(p.cubin, m.initCubin());
           m.setArch(p.arch);
+          m.setDigest(p.digest);
         } else if constexpr (std::is_same_v<T, Sync>) {
           auto s = out.initSync();
           s.setKind(castEnum<schema::SyncKind>(p.kind));
@@ -562,7 +563,7 @@ bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
     }
     case schema::Event::MODULE: {
       auto m = in.getModule();
-      out.payload = ModuleLoad{m.getOrdinal(), decodeBlob(m.getCubin()), m.getArch()};
+      out.payload = ModuleLoad{m.getOrdinal(), decodeBlob(m.getCubin()), m.getArch(), m.getDigest()};
       return true;
     }
     case schema::Event::SYNC: {

@@ -23,8 +23,8 @@ inline constexpr uint32_t kFormatVersion = 1;
 // 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions;
 // 7: Origin.inPlace; 8: Index.stoppedAfterStep; 9: EventsDropped,
 // Index.recorderMemory, Collective events; 10: Index.layerSteps;
-// 11: Origin.benchmarking
-inline constexpr uint32_t kCompatVersion = 11;
+// 11: Origin.benchmarking; 12: ModuleLoad.digest
+inline constexpr uint32_t kCompatVersion = 12;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -203,6 +203,7 @@ struct ModuleLoad {
   uint32_t ordinal = 0;   // 1, 2, 3... in load order
   BlobRef cubin;          // the image as loaded (cubin, fatbin or PTX)
   uint32_t arch = 0;      // SM architecture of the image, e.g. 90; 0 = unknown
+  uint64_t digest = 0;    // buffer hash (hash::hashBuffer) of the image; 0 = not given
   bool operator==(const ModuleLoad&) const = default;
 };
 

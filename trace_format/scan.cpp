@@ -382,6 +382,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
     }
     case schema::Event::MODULE:
       e.ordinal = in.getModule().getOrdinal();
+      e.imageDigest = in.getModule().getDigest();
       break;
     case schema::Event::SYNC:
       e.stream = in.getSync().getStream();

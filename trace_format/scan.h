@@ -78,8 +78,9 @@ struct ScanEvent {
   // (0: none).
   SyncKind syncKind = SyncKind::kContextSynchronize;
   uint64_t syncEvent = 0;
-  // Allocation and free.
+  // Allocation, free and module load.
   uint32_t ordinal = 0;
+  uint64_t imageDigest = 0;  // module load: ModuleLoad::digest
   uint64_t address = 0, size = 0;  // events dropped: size is how many (EventsDropped::total)
   AllocationKind allocationKind = AllocationKind::kDevice;
   // Graph.

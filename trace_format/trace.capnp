@@ -224,6 +224,7 @@ struct ModuleLoad {
   ordinal @0 :UInt32;
   cubin @1 :BlobRef;
   arch @2 :UInt32;
+  digest @3 :UInt64;           # buffer hash of the image (compatVersion 12); 0 = none
 }
 
 enum LaunchApi {

@@ -8,6 +8,9 @@
 // identical, each run's operations set aside are counted, and a divergence
 // planted after the autotuning is found alone, at its index among the
 // program's own operations. Unmarked, the same launches are a divergence.
+// Each configuration's code is a module of its own, as Triton compiles it:
+// a run that kept another configuration with the same grid and block ran
+// another binary, which the diff names (FORMAT.md, ModuleLoad.digest).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -37,6 +40,7 @@ struct Launch {
   int candidates = 0;    // autotuned first, with this many candidate configurations
   bool perturb = false;  // its output comes out different
   uint32_t grid = 8;     // the configuration it runs with (the autotuner's choice)
+  int binary = 0;        // and that configuration's code
 };
 
 constexpr int kBuffers = 8;
@@ -54,12 +58,24 @@ std::vector<Launch> randomProgram(std::mt19937_64& rng) {
 // benchmarking unless `unmarked`: a memset that flushes the L2 cache (a
 // buffer of its own), a clone of the output (an allocation and a copy), and
 // a launch of the kernel per candidate with another grid, writing the clone
-// (the candidates' bytes: differing ones).
-fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool unmarked = false) {
+// (the candidates' bytes: differing ones). A kernel's code in a
+// configuration is loaded as a module before its first launch, with its
+// digest unless `noDigests` (an older trace).
+fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool unmarked = false,
+               bool noDigests = false) {
   fs::remove_all(dir);
   TraceWriter w(dir, Header{});
   uint64_t seq = 0;
   uint32_t ordinals = 0;
+  std::map<std::pair<int, int>, uint32_t> modules;  // (kernel, binary): ordinal, in load order
+  auto moduleOf = [&](int kernel, int binary) {
+    auto [it, fresh] = modules.try_emplace({kernel, binary}, static_cast<uint32_t>(modules.size() + 1));
+    if (fresh) {
+      const uint64_t digest = noDigests ? 0 : hash::fmix(0xc0de + static_cast<uint64_t>(kernel * 64 + binary));
+      w.append(Event{seq++, seq, 0, ModuleLoad{it->second, BlobRef{}, 90, digest}, std::nullopt});
+    }
+    return it->second;
+  };
   std::map<int, Allocation> live;
   std::map<int, uint64_t> content;
   auto allocate = [&](uint64_t size) {
@@ -79,9 +95,10 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool un
   }
   const char* kernels[] = {"triton_red_fused_sum_0", "triton_poi_fused_add_1", "triton_per_fused_mean_2",
                            "triton_poi_fused_mul_3"};
-  auto launch = [&](int kernel, const Allocation& in, uint64_t inDigest, const Allocation& out, uint64_t outDigest,
-                    uint32_t grid, const std::optional<Origin>& origin) {
+  auto launch = [&](int kernel, int binary, const Allocation& in, uint64_t inDigest, const Allocation& out,
+                    uint64_t outDigest, uint32_t grid, const std::optional<Origin>& origin) {
     KernelLaunch k;
+    k.module = moduleOf(kernel, binary);
     k.function = kernels[kernel];
     k.grid = {grid, 1, 1};
     k.block = {128, 1, 1};
@@ -106,13 +123,13 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool un
       copy.digest = content.at(l.output);
       w.append(Event{seq++, seq, 0, copy, benchmarking});
       for (int c = 0; c < l.candidates; ++c) {
-        launch(l.kernel, live.at(l.input), content.at(l.input), clone, out ^ static_cast<uint64_t>(c * 7),
+        launch(l.kernel, c + 1, live.at(l.input), content.at(l.input), clone, out ^ static_cast<uint64_t>(c * 7),
                8u << c, benchmarking);
       }
       w.append(Event{seq++, seq, 0, Free{clone.ordinal, clone.address}, std::nullopt});
       w.append(Event{seq++, seq, 0, Free{flush.ordinal, flush.address}, std::nullopt});
     }
-    launch(l.kernel, live.at(l.input), content.at(l.input), live.at(l.output), out, l.grid, std::nullopt);
+    launch(l.kernel, l.binary, live.at(l.input), content.at(l.input), live.at(l.output), out, l.grid, std::nullopt);
     content[l.output] = out;
   }
   w.close();
@@ -248,5 +265,51 @@ TEST_CASE("two runs that autotuned a reduction to other configurations, computin
     }));
     REQUIRE(d.firstDivergence->known.size() == 1);
     CHECK(d.firstDivergence->known[0].id == "inductor-reduction-autotune");
+  }
+}
+
+TEST_CASE("two runs that kept configurations of a reduction with the same grid and block, computing other bits, "
+          "ran other binaries: an algorithm choice there, named", "[diff][property]") {
+  Runs runs;
+  const diff::Culprits culprits =
+      diff::Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
+  for (uint64_t seed = 400; seed < 420; ++seed) {
+    std::mt19937_64 rng(seed);
+    const std::vector<Launch> program = randomProgram(rng);
+    std::vector<Launch> a = program, b = program;
+    autotune(a, rng);
+    autotune(b, rng);
+    // Run B kept another configuration for the reduction, one that differs
+    // in the code alone (a loop's block size), from its first launch on.
+    size_t first = a.size();
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (b[i].kernel != 0) continue;
+      first = std::min(first, i);
+      b[i].binary = 5;
+      b[i].perturb = true;
+    }
+    if (first == a.size()) continue;
+    INFO("seed " << seed << ", first reduction at launch " << first);
+    TraceReader ra(write(runs.root / "a.gpurr", a)), rb(write(runs.root / "b.gpurr", b));
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, &culprits);
+    REQUIRE(d.firstDivergence.has_value());
+    const diff::FirstDivergence& f = *d.firstDivergence;
+    CHECK_FALSE(f.path);
+    CHECK(f.cause == diff::Cause::kAlgorithmChoice);
+    CHECK(f.a.index == first);
+    CHECK(f.a.name == "triton_red_fused_sum_0");
+    const std::vector<std::string> said = diff::sentences(f.evidence);
+    CHECK(std::any_of(said.begin(), said.end(), [](const std::string& s) {
+      return s.find("the kernel's code differs between the runs: run A launched it from module #") != std::string::npos;
+    }));
+    REQUIRE(f.known.size() == 1);
+    CHECK(f.known[0].id == "inductor-reduction-autotune");
+    // Without the modules' digests nothing tells the code apart: the same
+    // kernel on the same inputs wrote other bytes.
+    TraceReader oa(write(runs.root / "oa.gpurr", a, false, true)), ob(write(runs.root / "ob.gpurr", b, false, true));
+    const diff::ProcessDiff old = diff::diffTraces(oa, ob, diff::DiffOptions{}, &culprits);
+    REQUIRE(old.firstDivergence.has_value());
+    CHECK(old.firstDivergence->a.index == first);
+    CHECK(old.firstDivergence->cause == diff::Cause::kNondeterministicKernel);
   }
 }

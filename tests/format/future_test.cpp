@@ -1,5 +1,5 @@
 // A trace written by a newer gpurr (tests/format/future/make_future_trace.sh:
-// a new kind of event and new fields, compatVersion 12) reads with this one:
+// a new kind of event and new fields, compatVersion 13) reads with this one:
 // the unknown events are skipped with one warning per trace, the unknown
 // fields are ignored (FORMAT.md §9).
 #include <catch2/catch.hpp>
@@ -40,7 +40,7 @@ TEST_CASE("events of a kind a newer gpurr added are skipped, with one warning pe
   const fs::path path = writeFutureTrace(tmp);
   Warnings warnings;
   TraceReader r(path);
-  CHECK(r.header().compatVersion == 12);
+  CHECK(r.header().compatVersion == 13);
   CHECK(r.eventCount() == 6);
   CHECK(warnings.seen.empty());  // opening reads block headers only
 
@@ -55,7 +55,7 @@ TEST_CASE("events of a kind a newer gpurr added are skipped, with one warning pe
   const std::string& w = warnings.seen[0];
   CHECK_THAT(w, Catch::Contains(path.string()));
   CHECK_THAT(w, Catch::Contains("event #1"));
-  CHECK_THAT(w, Catch::Contains("compatibility 12"));
+  CHECK_THAT(w, Catch::Contains("compatibility 13"));
   CHECK_THAT(w, Catch::Contains(fmt::format("this gpurr reads compatibility {}", kCompatVersion)));
 
   // Every other read path skips them too, without warning again.

@@ -7,7 +7,7 @@ import subprocess
 import case_kit as kit
 from case_kit import (case, diff, expect, expect_cause, expect_identical, image_copies, process, record, seq_of,
                       text_report, verify)
-from gpurr_outside import training
+from gpurr_outside import bufhash, training
 from gpurr_outside.training import Variant
 
 
@@ -74,6 +74,33 @@ def inductor_autotuning():
     j, fd = expect_cause(a, b, 'nondeterministicKernel', 'atomics after the autotuning')
     expect(fd['a']['seq'] == seq_of(pa, 'indexFuncLargeIndex', step=3), 'the index_add of step 3', fd['a'])
     expect(fd['a']['index'] == fd['b']['index'], 'at the same operation number in both runs', (fd['a'], fd['b']))
+
+
+@case
+def compiled_other_binary():
+    """The mean is torch.compile's reduction kernel, built in run B for
+    another configuration: its block sizes are in the code, so run B loads
+    another image for the same kernel name and launches it with the same
+    grid and block, and it adds in another order. Algorithm choice at that
+    launch, matched one to one, its evidence naming both images' digests
+    (FORMAT.md, ModuleLoad.digest), and the known culprit for autotuned
+    reductions; the same configuration in both runs is identical."""
+    a, pa = record(Variant(seed=1, compiled_mean='XBLOCK=1,R0_BLOCK=64'))
+    b, pb = record(Variant(seed=2, compiled_mean='XBLOCK=1,R0_BLOCK=64'))
+    expect_identical(a, b, 'the same configuration')
+    b, pb = record(Variant(seed=2, compiled_mean='XBLOCK=1,R0_BLOCK=128'))
+    j, fd = expect_cause(a, b, 'algorithmChoice', 'another binary of the reduction')
+    expect(not fd['path'] and fd['a']['seq'] == seq_of(pa, 'triton_red_fused_mean_0', step=0),
+           'the reduction of step 0, matched one to one', fd['a'])
+    digests = []
+    for prog in (pa, pb):
+        image = [bytes(m) for m in prog.modules if b'triton_red_fused_mean_0' in bytes(m)][0]
+        digests.append('%016x' % bufhash.digest(image))
+    ev = ' '.join(fd['evidence'])
+    expect(all(d in ev for d in digests) and "the kernel's code differs" in ev,
+           "evidence: the kernel's code differs, both images' digests", fd['evidence'])
+    expect([k['id'] for k in fd['known']] == ['inductor-reduction-autotune'], 'the autotuned reduction culprit',
+           fd['known'])
 
 
 @case

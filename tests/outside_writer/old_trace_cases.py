@@ -30,7 +30,7 @@ def future_schema():
 
 @case
 def unknown_event_kind():
-    """A newer writer (compatVersion 12) adds a kind of event: gpurr skips it
+    """A newer writer (compatVersion 13) adds a kind of event: gpurr skips it
     with one warning naming the trace's version, and compares the rest."""
     s = future_schema()
     a, pa = record(Variant(seed=1))
@@ -39,7 +39,7 @@ def unknown_event_kind():
     extra = [(q + 1, {'seq': q + 1, 'timeNs': [e for e in prog.events if e['seq'] == q][0]['timeNs'], 'thread': 0,
                       'memoryPressure': {'freeBytes': 1 << 30, 'device': 0, 'note': 'low'}}) for q in allocs]
     b = os.path.join(kit.TMP, 'future.gpurr')
-    prog.write(b, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, compat_version=12,
+    prog.write(b, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, compat_version=13,
                schema_module=s, extra_events=extra)
     rc, j = verify(b)
     expect(j['eventsOfUnknownKind'] == len(extra), 'verify: sound, %d events of an unknown kind' % len(extra), j)
@@ -47,9 +47,9 @@ def unknown_event_kind():
         rc, j, err = diff(x, y)
         expect(rc == 0 and j['identical'], 'diff %s: identical, exit 0' % ('A B' if x == a else 'B A'), {'rc': rc, 'err': err})
         warn = [l for l in err.splitlines() if 'skipped' in l]
-        expect(len(warn) == 1 and '12' in warn[0], 'one warning, naming compatibility 12', err)
+        expect(len(warn) == 1 and '13' in warn[0], 'one warning, naming compatibility 13', err)
     info = json.loads(subprocess.run([kit.GPURR, 'info', '--json', b], capture_output=True, text=True).stdout)
-    expect(info['eventsOfUnknownKind'] == len(extra) and info['header']['compatVersion'] == 12,
+    expect(info['eventsOfUnknownKind'] == len(extra) and info['header']['compatVersion'] == 13,
            'info counts them', {k: info.get(k) for k in ('eventsOfUnknownKind', 'events')})
 
 

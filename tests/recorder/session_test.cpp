@@ -36,8 +36,9 @@ TEST_CASE("a launch is recorded with parameters, pointers, module and input/outp
   const auto modules = eventsOf<trace::ModuleLoad>(events);
   REQUIRE(modules.size() == 1);
   CHECK(modules[0].ordinal == 1);
-  // Not recorded for replay: the image is left out.
+  // Not recorded for replay: the image is left out, its digest kept.
   CHECK(modules[0].cubin.size == 0);
+  CHECK(modules[0].digest == gpurr::hash::hashBuffer(cubin));
 
   const auto launches = eventsOf<trace::KernelLaunch>(events);
   REQUIRE(launches.size() == 1);

@@ -66,7 +66,7 @@ std::vector<Event> everyKind(TraceWriter& w) {
   };
   const BlobRef cubin = w.putBlob(std::vector<uint8_t>{0x7f, 'E', 'L', 'F', 1, 2, 3});
   add(Allocation{1, 0x7000, 1 << 20, AllocationKind::kVmm, 1, 0x42});
-  add(ModuleLoad{1, cubin, 90});
+  add(ModuleLoad{1, cubin, 90, 0x5eedc0de0ddba11});
 
   KernelLaunch k;
   k.api = LaunchApi::kLaunchKernelExPtsz;

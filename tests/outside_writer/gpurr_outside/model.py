@@ -138,7 +138,8 @@ class Program:
     def module(self, thread, image, arch=90):
         ordinal = len(self.modules) * self.module_stride + 1
         self.modules.append(image)
-        self.emit(thread, 'module', {'ordinal': ordinal, 'cubin': ('blob', image), 'arch': arch})
+        self.emit(thread, 'module', {'ordinal': ordinal, 'cubin': ('blob', image), 'arch': arch,
+                                     'digest': bufhash.digest(image)})
         return ordinal
 
     # ------------------------------------------------------------ memory
