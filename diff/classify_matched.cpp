@@ -70,6 +70,13 @@ Evidence pointerEvidence(const Context& ctx, const KernelLaunch& ka, const Kerne
   return e;
 }
 
+// A parameter that differs besides what decided the cause.
+Evidence alsoParameter(const ParamDifference& q) {
+  return {EvidenceKind::kAlsoParameter,
+          {static_cast<uint64_t>(q.param + 1), q.offset, q.size, static_cast<uint64_t>(q.meaning)},
+          {q.rngSource, q.a, q.b}};
+}
+
 // Same kernel and launch configuration; a pointer parameter points elsewhere.
 // Filed under scalar parameters (docs/DIFF.md), with evidence of its own.
 void classifyPointers(const Context& ctx, const KernelLaunch& ka, const KernelLaunch& kb,
@@ -87,11 +94,7 @@ void classifyPointers(const Context& ctx, const KernelLaunch& ka, const KernelLa
                                          : fmt::format("the pointer at bytes {:#x}", first.offset))
           : fmt::format("{} point elsewhere", plural(pointers.size(), "pointer parameter")));
   for (const ParamDifference* p : pointers) d.evidence.push_back(pointerEvidence(ctx, ka, kb, *p));
-  for (const ParamDifference* q : scalars) {
-    d.evidence.push_back({EvidenceKind::kAlsoParameter,
-                          {static_cast<uint64_t>(q->param + 1), q->offset, q->size, static_cast<uint64_t>(q->meaning)},
-                          {q->rngSource, q->a, q->b}});
-  }
+  for (const ParamDifference* q : scalars) d.evidence.push_back(alsoParameter(*q));
   if (!d.inputsIdentical) {
     d.evidence.push_back({EvidenceKind::kInputsDifferWithPointers});
   }
@@ -167,10 +170,7 @@ bool otherBinary(const Context& ctx, const KernelLaunch& ka, const KernelLaunch&
   d.summary = "algorithm choice: same kernel name and inputs, other code: each run launched another binary of it";
   d.evidence.push_back({EvidenceKind::kOtherBinary, {ka.module, da, kb.module, db}});
   for (const ParamDifference& q : d.params) {
-    if (weighsNothing(q)) continue;
-    d.evidence.push_back({EvidenceKind::kAlsoParameter,
-                          {static_cast<uint64_t>(q.param + 1), q.offset, q.size, static_cast<uint64_t>(q.meaning)},
-                          {q.rngSource, q.a, q.b}});
+    if (!weighsNothing(q)) d.evidence.push_back(alsoParameter(q));
   }
   return true;
 }

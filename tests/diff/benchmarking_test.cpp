@@ -228,24 +228,34 @@ TEST_CASE("after autotuning, the one launch that differs is named alone, at its 
   }
 }
 
-TEST_CASE("two runs that autotuned a reduction to other configurations, computing other bits, are an algorithm "
-          "choice there, named", "[diff][property]") {
+namespace {
+
+// Random programs that both runs autotune, run B keeping another
+// configuration for the reduction from its first launch on, which adds in
+// another order: another grid, or (`sameGrid`) another binary launched with
+// the same grid and block. Each pair, diffed with the known culprits, is an
+// algorithm choice at the first reduction, with the culprit for autotuned
+// reductions; `check` sees what else the diff said, and the programs.
+template <typename Check>
+void reconfiguredReduction(uint64_t firstSeed, bool sameGrid, Check check) {
   Runs runs;
   const diff::Culprits culprits =
       diff::Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
-  for (uint64_t seed = 300; seed < 320; ++seed) {
+  for (uint64_t seed = firstSeed; seed < firstSeed + 20; ++seed) {
     std::mt19937_64 rng(seed);
     const std::vector<Launch> program = randomProgram(rng);
     std::vector<Launch> a = program, b = program;
     autotune(a, rng);
     autotune(b, rng);
-    // Run B kept another configuration for the reduction's launches from
-    // its first one on, which adds in another order.
     size_t first = a.size();
     for (size_t i = 0; i < b.size(); ++i) {
       if (b[i].kernel != 0) continue;
       first = std::min(first, i);
-      b[i].grid = 32;
+      if (sameGrid) {
+        b[i].binary = 5;  // a loop's block size, say
+      } else {
+        b[i].grid = 32;
+      }
       b[i].perturb = true;
     }
     if (first == a.size()) continue;
@@ -254,56 +264,37 @@ TEST_CASE("two runs that autotuned a reduction to other configurations, computin
     const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, &culprits);
     REQUIRE(d.firstDivergence.has_value());
     const diff::FirstDivergence& f = *d.firstDivergence;
-    CHECK(f.path);
+    CHECK(f.path == !sameGrid);
     CHECK(f.cause == diff::Cause::kAlgorithmChoice);
     CHECK(f.a.index == first);
     CHECK(f.a.name == "triton_red_fused_sum_0");
-    const std::vector<std::string> said = diff::sentences(f.evidence);
-    CHECK(std::any_of(said.begin(), said.end(), [](const std::string& s) {
-      return s.find("launched with another configuration: triton_red_fused_sum_0 grid (8,1,1) block (128,1,1) in run "
-                    "A, grid (32,1,1) block (128,1,1) in run B") != std::string::npos;
-    }));
-    REQUIRE(d.firstDivergence->known.size() == 1);
-    CHECK(d.firstDivergence->known[0].id == "inductor-reduction-autotune");
+    REQUIRE(f.known.size() == 1);
+    CHECK(f.known[0].id == "inductor-reduction-autotune");
+    check(runs, culprits, f, first, a, b);
   }
+}
+
+bool says(const diff::FirstDivergence& f, const std::string& words) {
+  const std::vector<std::string> said = diff::sentences(f.evidence);
+  return std::any_of(said.begin(), said.end(), [&](const std::string& s) { return s.find(words) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST_CASE("two runs that autotuned a reduction to other configurations, computing other bits, are an algorithm "
+          "choice there, named", "[diff][property]") {
+  reconfiguredReduction(300, false, [](Runs&, const diff::Culprits&, const diff::FirstDivergence& f, size_t,
+                                       const std::vector<Launch>&, const std::vector<Launch>&) {
+    CHECK(says(f, "launched with another configuration: triton_red_fused_sum_0 grid (8,1,1) block (128,1,1) in run "
+                  "A, grid (32,1,1) block (128,1,1) in run B"));
+  });
 }
 
 TEST_CASE("two runs that kept configurations of a reduction with the same grid and block, computing other bits, "
           "ran other binaries: an algorithm choice there, named", "[diff][property]") {
-  Runs runs;
-  const diff::Culprits culprits =
-      diff::Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
-  for (uint64_t seed = 400; seed < 420; ++seed) {
-    std::mt19937_64 rng(seed);
-    const std::vector<Launch> program = randomProgram(rng);
-    std::vector<Launch> a = program, b = program;
-    autotune(a, rng);
-    autotune(b, rng);
-    // Run B kept another configuration for the reduction, one that differs
-    // in the code alone (a loop's block size), from its first launch on.
-    size_t first = a.size();
-    for (size_t i = 0; i < b.size(); ++i) {
-      if (b[i].kernel != 0) continue;
-      first = std::min(first, i);
-      b[i].binary = 5;
-      b[i].perturb = true;
-    }
-    if (first == a.size()) continue;
-    INFO("seed " << seed << ", first reduction at launch " << first);
-    TraceReader ra(write(runs.root / "a.gpurr", a)), rb(write(runs.root / "b.gpurr", b));
-    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, &culprits);
-    REQUIRE(d.firstDivergence.has_value());
-    const diff::FirstDivergence& f = *d.firstDivergence;
-    CHECK_FALSE(f.path);
-    CHECK(f.cause == diff::Cause::kAlgorithmChoice);
-    CHECK(f.a.index == first);
-    CHECK(f.a.name == "triton_red_fused_sum_0");
-    const std::vector<std::string> said = diff::sentences(f.evidence);
-    CHECK(std::any_of(said.begin(), said.end(), [](const std::string& s) {
-      return s.find("the kernel's code differs between the runs: run A launched it from module #") != std::string::npos;
-    }));
-    REQUIRE(f.known.size() == 1);
-    CHECK(f.known[0].id == "inductor-reduction-autotune");
+  reconfiguredReduction(400, true, [](Runs& runs, const diff::Culprits& culprits, const diff::FirstDivergence& f,
+                                      size_t first, const std::vector<Launch>& a, const std::vector<Launch>& b) {
+    CHECK(says(f, "the kernel's code differs between the runs: run A launched it from module #"));
     // Without the modules' digests nothing tells the code apart: the same
     // kernel on the same inputs wrote other bytes.
     TraceReader oa(write(runs.root / "oa.gpurr", a, false, true)), ob(write(runs.root / "ob.gpurr", b, false, true));
@@ -311,5 +302,5 @@ TEST_CASE("two runs that kept configurations of a reduction with the same grid a
     REQUIRE(old.firstDivergence.has_value());
     CHECK(old.firstDivergence->a.index == first);
     CHECK(old.firstDivergence->cause == diff::Cause::kNondeterministicKernel);
-  }
+  });
 }
