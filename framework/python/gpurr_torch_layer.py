@@ -18,7 +18,9 @@ when such steps come two in a row or at a period (_adapt; docs/RECORDING.md,
 "What the layer costs").
 GPURR_FULL_ATTRIBUTION=1 keeps it observing every step. Inside
 torch.compile'd code the hooks do nothing (no graph breaks): compiled regions
-are attributed to the ops and ranges torch runs them in.
+are attributed to the ops and ranges torch runs them in, and each compiled
+graph to the module that holds its ops (_compiled_region); once dynamo has
+compiled, the hooks stay registered (dynamo's guards count them).
 """
 import ctypes
 import functools
@@ -47,6 +49,8 @@ _unmatched = []  # the last two steps in which an operation matched no template
 _observer = None  # the op observer's library, once installed
 _nn_module = None  # torch.nn.modules.module, for the global module hooks
 _hooks = []  # the global module hooks' handles
+# Dynamo compiled a graph: the global module hooks stay as they are (_observe).
+_compiled = False
 
 
 def _warn(text):
@@ -80,6 +84,8 @@ def _module_enter(module, args):
         return  # a compiled graph is no module of the program's: its ops stay with the caller's
     if _until_step is not None and _step > _until_step:
         _stop()
+    if _following:
+        return  # kept while the layer follows, in a program dynamo compiled (_observe)
     stack = getattr(_local, "modules", None)
     if stack is None:
         stack = _local.modules = []
@@ -131,6 +137,11 @@ def _observe(on):
     global _hooks
     if _observer is not None:
         _observer.gpurr_torch_observe(1 if on else 0)
+    if _compiled:
+        # Dynamo's guards count the global hooks: adding or removing one would
+        # make it compile every graph again. They stay, and _module_enter
+        # reports nothing while the layer follows.
+        return
     for h in _hooks:
         h.remove()
     _hooks = []
@@ -404,6 +415,102 @@ def _watch_benchmarking():
         when_imported(module, functools.partial(_wrap_benchmarking, class_name, methods))
 
 
+def _dotted(qualified):
+    """A qualified name as dynamo writes it (`.h[0]`, `['a']`) in dotted form."""
+    return qualified.replace("['", ".").replace("']", "").replace("[", ".").replace("]", "")
+
+
+def _region_module(gm, scopes):
+    """The path of the deepest module that holds every op of a graph dynamo
+    captured which ran inside a module, found from each op's innermost
+    module as dynamo reached it from the compiled frame's locals or globals
+    (nn_module_stack: `L['self'].transformer.h[0]`, `G['model'].layers.0`):
+    their common part, resolved in `scopes` ({"L": locals, "G": globals}) to
+    the module object, named as the module hooks name it (_path_of: from
+    the outermost module that is a local or global, rooted at its class).
+    None when the ops share no module or it cannot be resolved."""
+    common = None
+    for node in gm.graph.nodes:
+        if not node.op.startswith("call_"):
+            continue  # the graph's inputs and outputs: no op of its own
+        stack = node.meta.get("nn_module_stack")
+        if not stack:
+            continue  # an op outside every module (a loss reduced after the model)
+        parts = _dotted(list(stack.values())[-1][0]).split(".")
+        if common is None:
+            common = parts
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+        if not common:
+            return None
+    if common is None or len(common) < 2 or common[0] not in scopes:
+        return None
+    chain = [scopes[common[0]][common[1]]]
+    for part in common[2:]:
+        here = chain[-1]
+        modules = getattr(here, "_modules", None) or {}
+        chain.append(modules[part] if part in modules else getattr(here, part))
+    modules = [m for m in chain if isinstance(m, _nn_module.Module)]
+    if not modules or modules[-1] is not chain[-1]:
+        return None
+    _path_of(modules[0], [])  # names it and the modules below it, unless named already
+    return _paths.get(chain[-1])
+
+
+def _compiled_region(call_user_compiler):
+    """Dynamo's call of the backend, for each graph it captured (in every
+    run: Inductor's caches only spare what comes after): the compiled graph it
+    returns runs inside the module that holds its ops (_region_module), as a
+    module call would while the layer observes. A compiled graph runs no
+    module hooks, so without this a function that torch.compile compiled
+    around a model (a loss or a training step) gives its launches no module,
+    and a compiled module only its own path."""
+
+    @functools.wraps(call_user_compiler)
+    def compile_graph(self, gm, example_inputs):
+        global _compiled
+        compiled = call_user_compiler(self, gm, example_inputs)
+        _compiled = True
+        try:
+            path = _region_module(gm, {"L": self.local_scope, "G": self.global_scope})
+        except Exception:  # noqa: BLE001  metadata or scopes of another shape: the region goes without
+            path = None
+        if path is None:
+            return compiled
+
+        def region(*args, **kwargs):
+            if not _enabled or _following:
+                return compiled(*args, **kwargs)
+            stack = getattr(_local, "modules", None)
+            if stack is None:
+                stack = _local.modules = []
+            stack.append((compiled, path))
+            _recorder.gpurr_framework_enter_module(path)
+            try:
+                return compiled(*args, **kwargs)
+            finally:
+                if stack and stack[-1][0] is compiled:
+                    stack.pop()
+                    _recorder.gpurr_framework_exit_module()
+
+        if getattr(compiled, "_boxed_call", False):
+            region._boxed_call = True  # takes its arguments as one list, as the graph it wraps
+        return region
+
+    return compile_graph
+
+
+def _watch_compiled_regions(output_graph):
+    try:
+        cls = output_graph.OutputGraph
+        cls.call_user_compiler = _compiled_region(cls.call_user_compiler)
+    except Exception as e:  # noqa: BLE001  an API that moved: the program unchanged
+        _warn(f"torch._dynamo.output_graph has no OutputGraph.call_user_compiler ({type(e).__name__}: {e}): "
+              "launches of torch.compile'd code get the modules that call it, none inside it")
+
+
 def install(torch, skipped=()):
     global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _stop_file, _learning, _observer, _nn_module
     library = os.environ.get("CUDA_INJECTION64_PATH")
@@ -483,6 +590,9 @@ def install(torch, skipped=()):
     except Exception as e:  # noqa: BLE001  an API that moved: collectives go without c10d's view
         _warn(f"c10d's collectives are not recorded ({type(e).__name__}: {e})")
     _watch_benchmarking()
+    from gpurr_import_watch import when_imported
+
+    when_imported("torch._dynamo.output_graph", _watch_compiled_regions)
     until = os.environ.get("GPURR_UNTIL_STEP")
     _until_step = int(until) if until else None
     _stop_file = os.environ.get("GPURR_STOP_FILE") or None

@@ -318,6 +318,18 @@ for o in compiled_launches:
     print("compiled:", o["phase"], o["op"], "|", " > ".join(o["opStack"]), "|", o["module"], o["line"])
 check(any(o["op"] == "aten::addmm" and o["line"] == marked(compiled, "compiled") for o in compiled_launches),
       "compiled forward launches carry their op and the line that called the compiled model")
+# No module hook runs inside a compiled graph: the layer enters the module
+# that holds the graph's ops around it, for its forward and so its backward.
+for mark in ("compiled_function", "compiled_module"):
+    line = marked(compiled, mark)
+    forward = [o for o in compiled_launches if o["line"] == line and o["phase"] == "forward" and
+               "CompiledFunction" in o["opStack"]]  # not the ops dynamo traced while compiling
+    backward = [o for o in compiled_launches if o["line"] == line and o["phase"] == "backward" and
+                "CompiledFunctionBackward" in o["opStack"]]
+    check(forward and all(o["module"] == "Net.layers" for o in forward),
+          f"{mark}: forward launches in Net.layers: {[(o['op'], o['module']) for o in forward]}")
+    check(backward and all(o["module"] == "Net.layers" for o in backward),
+          f"{mark}: backward launches in Net.layers: {[(o['op'], o['module']) for o in backward]}")
 
 # Inductor's autotuner (torch's own CachingAutotuner, in step 3, which the
 # layer follows by its template): what it launched while it timed candidates

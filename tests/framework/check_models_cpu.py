@@ -21,9 +21,10 @@ import time
 
 STEPS = 4  # each script's training steps: epochs.py's two epochs of two batches
 
-# Per script: its arguments, the ops to launch in, and what launches of an
-# op must carry. `module`: the exact nn.Module path (None: outside every
-# module); `file`: the base name of the source line's file; `phase`;
+# Per case (a script and its own arguments): the ops to launch in, and what
+# launches of an op must carry. `module`: the exact nn.Module path (None: outside every
+# module); `recompiles`: dynamo's recompilations, logged, must be as many
+# recorded as plain; `file`: the base name of the source line's file; `phase`;
 # `steps`: the steps its launches must span; `inside`: a range that must be
 # open around it.
 CASES = {
@@ -44,6 +45,20 @@ CASES = {
              "file": "modeling_gpt2.py", "steps": list(range(STEPS))},
             {"op": "aten::addmm", "phase": "forward", "module": "GPT2LMHeadModel.transformer.h.1.mlp.c_fc",
              "file": "pytorch_utils.py"},
+        ],
+    },
+    # torch.compile'd around the model (aot_eager: the ops themselves run, in
+    # the compiled graph): no module hook runs inside it, so the graph's
+    # launches take the module that holds its ops, which the layer enters
+    # around it; the line is the script's call of the compiled function.
+    # Dynamo's guards count the global module hooks, so the layer keeps them
+    # once a graph is compiled: it makes dynamo compile nothing again.
+    "gpt2.py --compile --compile-backend aot_eager": {
+        "ops": "aten::embedding",
+        "recompiles": True,
+        "expect": [
+            {"op": "aten::embedding", "phase": "forward", "module": "GPT2LMHeadModel", "file": "gpt2.py",
+             "steps": list(range(STEPS)), "inside": "CompiledFunction"},
         ],
     },
     "resnet50.py": {
@@ -124,27 +139,34 @@ def main():
     env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher,
                PYTHONUNBUFFERED="1")
     failed = 0
-    for script, case in CASES.items():
-        if args.only and script not in args.only:
+    for name, case in CASES.items():
+        script, *own = name.split()
+        if args.only and script not in args.only and name not in args.only:
             continue
         start = time.monotonic()
-        command = [os.path.join(args.models, script), "--device", "cpu", "--mode", "deterministic",
+        command = [os.path.join(args.models, script), *own, "--device", "cpu", "--mode", "deterministic",
                    "--steps", str(STEPS)]
-        plain = subprocess.run([sys.executable] + command, capture_output=True, text=True, timeout=300, env=env)
+        run_env = dict(env, TORCH_LOGS="recompiles") if case.get("recompiles") else env
+        plain = subprocess.run([sys.executable] + command, capture_output=True, text=True, timeout=300,
+                               env=run_env)
         if plain.returncode == 77:
-            print(f"SKIP {script}: {plain.stdout.strip().splitlines()[-1]}")
+            print(f"SKIP {name}: {plain.stdout.strip().splitlines()[-1]}")
             continue
-        trace = os.path.join(args.work, script.replace(".py", ".gpurr"))
+        trace = os.path.join(args.work, "_".join([script[:-3]] + [a.strip("-") for a in own]) + ".gpurr")
         recorded = subprocess.run(
             [args.gpurr, "record", "--force", "-o", trace, "--", sys.executable,
              os.path.join(here, "launch_in.py"), case["ops"]] + command,
-            capture_output=True, text=True, timeout=300, env=env)
+            capture_output=True, text=True, timeout=300, env=run_env)
         problems = []
         if plain.returncode != 0 or recorded.returncode != 0:
             problems.append(f"exit codes: plain {plain.returncode}, recorded {recorded.returncode}: "
                             + (plain.stderr or recorded.stderr)[-600:])
         elif step_lines(plain.stdout) != step_lines(recorded.stdout) or not step_lines(plain.stdout):
             problems.append(f"output changed by the layer: {step_lines(plain.stdout)} vs {step_lines(recorded.stdout)}")
+        if case.get("recompiles") and \
+                recorded.stderr.count("Recompiling function") != plain.stderr.count("Recompiling function"):
+            problems.append("dynamo compiled again under the layer: " + next(
+                (line for line in recorded.stderr.splitlines() if "triggered by" in line or "- " in line), "")[-300:])
         if "gpurr: warning" in recorded.stderr:
             problems.append("the layer warned: " + next(line for line in recorded.stderr.splitlines()
                                                          if "gpurr: warning" in line))
@@ -179,11 +201,11 @@ def main():
         seconds = time.monotonic() - start
         if problems:
             failed += 1
-            print(f"FAIL {script}: " + "; ".join(problems))
+            print(f"FAIL {name}: " + "; ".join(problems))
         else:
             o = [x for x in origins if x.get("op") == case["expect"][0]["op"]
                  and (x.get("module") or None) == case["expect"][0]["module"]][0]
-            print(f"PASS {script}: output unchanged, {len(origins)} launches attributed; e.g. {o.get('op')} in "
+            print(f"PASS {name}: output unchanged, {len(origins)} launches attributed; e.g. {o.get('op')} in "
                   f"{o.get('module')}, {os.path.basename(str(o.get('file')))}:{o.get('line')}, step {o.get('step')} "
                   f"({seconds:.0f} s)")
         sys.stdout.flush()

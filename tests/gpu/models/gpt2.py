@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """GPT-2 from transformers (GPT2Config: 2 layers, width 256), trained in
 float32 with AdamW on synthetic token batches; --compile trains it under
-torch.compile (Inductor's Triton kernels). Default mode leaves what a user
-leaves: nothing but torch.manual_seed (common.py).
+torch.compile (Inductor's Triton kernels; --compile-backend aot_eager, as
+the suite's CPU half runs it, dispatches the ops themselves). Default mode
+leaves what a user leaves: nothing but torch.manual_seed (common.py).
 
 Exits 77 (skipped) without PyTorch, transformers or the device.
 """
@@ -11,6 +12,7 @@ import common
 
 def extra(p):
     p.add_argument("--compile", action="store_true", help="train the model under torch.compile")
+    p.add_argument("--compile-backend", default="inductor", help="torch.compile's backend")
 
 
 args = common.arguments(__doc__.split("\n\n")[0], extra=extra)
@@ -30,7 +32,7 @@ def loss_of(tokens):
 
 
 if args.compile:
-    loss_of = torch.compile(loss_of)
+    loss_of = torch.compile(loss_of, backend=args.compile_backend)
 
 steps = common.Steps(torch, device)
 for i, tokens in enumerate(batches):
