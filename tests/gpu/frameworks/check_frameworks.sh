@@ -148,6 +148,26 @@ for case_name in $names; do
       run_case compile_step - -- "$python" compile_step.py "${extra[@]}" || continue
       n=$("$gpurr" dump "$work/$name/a.gpurr" | grep -c " launch triton_")
       if [ "$n" -gt 0 ]; then pass "$n launches of Triton kernels"; else fail "no launch of a triton_* kernel"; fi
+      # Which code each Triton kernel ran (ModuleLoad.digest): the same image
+      # in both recordings where they kept the same configuration. Told, not
+      # judged: two cold runs may keep other configurations.
+      images=$(for t in a b; do "$gpurr" dump --json "$work/$name/$t.gpurr"; echo; done | "$python" -c "
+import json, sys
+runs, digests, run = [{}], {}, 0
+for line in sys.stdin:
+    if not line.strip():
+        runs.append({}); digests = {}; continue
+    e = json.loads(line)
+    if e['kind'] == 'module':
+        digests[e['module']['ordinal']] = e['module'].get('digest')
+    elif e['kind'] == 'launch' and e['launch']['function'].startswith('triton_') and \\
+            not (e.get('origin') or {}).get('benchmarking'):
+        runs[-1].setdefault(e['launch']['function'], set()).add(digests.get(e['launch']['module']))
+a, b = runs[0], runs[1]
+same = [k for k in a if a[k] == b.get(k) and None not in a[k]]
+print(f'{len(same)} of {len(a)} Triton kernels launched from images of the same digests in both recordings',
+      'others: ' + ', '.join(sorted(set(a) - set(same)))[:300] if len(same) < len(a) else '')")
+      pass "$images"
       ;;
     compile_graphs)
       run_case compile_graphs - -- "$python" compile_graphs.py "${extra[@]}" || continue
