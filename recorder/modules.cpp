@@ -56,17 +56,16 @@ void ModuleRecorder::moduleLoaded(const CUpti_ModuleResourceData& module) {
   const CubinInfo cubin = readCubin(image);
   trace::ModuleLoad load;
   load.arch = cubin.arch;
-  const uint64_t digest = hash::hashBuffer(image);
-  load.digest = digest;
+  load.digest = hash::hashBuffer(image);
   std::lock_guard lock(mu_);  // ordinals and emission in the same order
   load.ordinal = nextModule_++;
-  moduleDigest_[load.ordinal] = digest;
+  moduleDigest_[load.ordinal] = load.digest;
   for (const std::string& name : cubin.functions) {
     // A name that another image (other code) defines too cannot tell which
     // module a launch of it ran: 0, ambiguous. The same image loaded again
     // (another context) is the same code.
     auto [it, fresh] = moduleByName_.try_emplace(name, load.ordinal);
-    if (!fresh) it->second = it->second != 0 && moduleDigest_[it->second] == digest ? load.ordinal : 0;
+    if (!fresh) it->second = it->second != 0 && moduleDigest_[it->second] == load.digest ? load.ordinal : 0;
   }
   tlsLastModule = load.ordinal;
   entry.event = out_.newEvent(load);
