@@ -20,7 +20,8 @@ GPURR_FULL_ATTRIBUTION=1 keeps it observing every step. Inside
 torch.compile'd code the hooks do nothing (no graph breaks): compiled regions
 are attributed to the ops and ranges torch runs them in, and each compiled
 graph to the module that holds its ops (_compiled_region); once dynamo has
-compiled, the hooks stay registered (dynamo's guards count them).
+compiled a graph that calls modules, the hooks stay registered (its guards
+count them).
 """
 import ctypes
 import functools
@@ -49,8 +50,9 @@ _unmatched = []  # the last two steps in which an operation matched no template
 _observer = None  # the op observer's library, once installed
 _nn_module = None  # torch.nn.modules.module, for the global module hooks
 _hooks = []  # the global module hooks' handles
-# Dynamo compiled a graph: the global module hooks stay as they are (_observe).
-_compiled = False
+# Dynamo compiled a graph that called modules, whose guards count the global
+# module hooks: they stay as they are (_observe).
+_hooks_guarded = False
 
 
 def _warn(text):
@@ -85,7 +87,7 @@ def _module_enter(module, args):
     if _until_step is not None and _step > _until_step:
         _stop()
     if _following:
-        return  # kept while the layer follows, in a program dynamo compiled (_observe)
+        return  # kept while the layer follows, in a program whose compiled graphs call modules (_observe)
     stack = getattr(_local, "modules", None)
     if stack is None:
         stack = _local.modules = []
@@ -137,10 +139,11 @@ def _observe(on):
     global _hooks
     if _observer is not None:
         _observer.gpurr_torch_observe(1 if on else 0)
-    if _compiled:
-        # Dynamo's guards count the global hooks: adding or removing one would
-        # make it compile every graph again. They stay, and _module_enter
-        # reports nothing while the layer follows.
+    if _hooks_guarded:
+        # Dynamo's guards of a graph that called modules count the global
+        # hooks: adding or removing one would make it compile the graph again.
+        # They stay, and _module_enter reports nothing while the layer follows
+        # (each eager module call then pays for the hooks: about 5 us).
         return
     for h in _hooks:
         h.remove()
@@ -470,9 +473,10 @@ def _compiled_region(call_user_compiler):
 
     @functools.wraps(call_user_compiler)
     def compile_graph(self, gm, example_inputs):
-        global _compiled
+        global _hooks_guarded
         compiled = call_user_compiler(self, gm, example_inputs)
-        _compiled = True
+        if any(node.meta.get("nn_module_stack") for node in gm.graph.nodes):
+            _hooks_guarded = True
         try:
             path = _region_module(gm, {"L": self.local_scope, "G": self.global_scope})
         except Exception:  # noqa: BLE001  metadata or scopes of another shape: the region goes without
