@@ -1,7 +1,10 @@
 # A CPU training loop of GPURR_TEST_STEPS steps (default 200, about 50 ms
 # each) whose runs after the first take another path in step 1: the first
 # run leaves a marker file (GPURR_TEST_MARKER), and a run that finds it
-# runs one more op there (marked "at:extra"). Under the test's fake recorder, a
+# runs one more op there (marked "at:extra"). Under `gpurr bisect` the first
+# is its run 1, by the name of the trace it writes, whichever attempt came
+# first: bisect runs again a run that failed (a torchrun job that lost its
+# port), and such an attempt may have left the marker. Under the test's fake recorder, a
 # "kernel" is launched inside the ops listed below, so the runs' traces
 # diverge at that op. Prints each step's loss.
 import ctypes
@@ -20,6 +23,10 @@ if os.environ.get("GPURR_TEST_LAUNCHER"):
 marker = os.environ["GPURR_TEST_MARKER"]
 again = os.path.exists(marker)
 open(marker, "w").close()
+# gpurr record's staging directory: `.run1.gpurr.staging-XXXXXX` for bisect's run 1.
+run = os.path.basename(os.environ.get("GPURR_OUTPUT", "")).split(".staging-")[0]
+if run.startswith(".run") and run.endswith(".gpurr"):
+    again = run != ".run1.gpurr"
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 1))
