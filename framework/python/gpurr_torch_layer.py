@@ -81,6 +81,14 @@ def _path_of(module, stack):
     return path
 
 
+def _module_stack():
+    """This thread's modules entered, innermost last: (module or graph, path)."""
+    stack = getattr(_local, "modules", None)
+    if stack is None:
+        stack = _local.modules = []
+    return stack
+
+
 def _module_enter(module, args):
     if not _enabled or _is_compiling() or isinstance(module, _GraphModule):
         return  # a compiled graph is no module of the program's: its ops stay with the caller's
@@ -88,9 +96,7 @@ def _module_enter(module, args):
         _stop()
     if _following:
         return  # kept while the layer follows, in a program whose compiled graphs call modules (_observe)
-    stack = getattr(_local, "modules", None)
-    if stack is None:
-        stack = _local.modules = []
+    stack = _module_stack()
     path = _path_of(module, stack)
     stack.append((module, path))
     _recorder.gpurr_framework_enter_module(path)
@@ -487,9 +493,7 @@ def _compiled_region(call_user_compiler):
         def region(*args, **kwargs):
             if not _enabled or _following:
                 return compiled(*args, **kwargs)
-            stack = getattr(_local, "modules", None)
-            if stack is None:
-                stack = _local.modules = []
+            stack = _module_stack()
             stack.append((compiled, path))
             _recorder.gpurr_framework_enter_module(path)
             try:
