@@ -352,21 +352,23 @@ kernels::DriverApi fakeApi() {
 }
 
 // Heap allocations per entry that TraceSink::push makes: entries made
-// beforehand (as the callbacks make them) are pushed while counting.
+// beforehand, in their boxes (as the launch path makes them), are pushed
+// while counting.
 double sinkAllocationsPerEntry(const std::filesystem::path& dir) {
   constexpr size_t kEntries = 20000;
-  std::vector<SinkEntry> entries(kEntries);
+  std::vector<EntryBox> entries(kEntries);
   for (size_t i = 0; i < kEntries; ++i) {
     trace::KernelLaunch k;
     k.function = kKernelName;
     k.params.assign(28, 0);
-    entries[i].event.payload = std::move(k);
+    entries[i] = std::make_unique<SinkEntry>();
+    entries[i]->event.payload = std::move(k);
   }
   TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}), [](const std::string&) {});
   const uint64_t before = gpu->heapAllocations;
   gpu->counting = true;
   inCallbacks = true;
-  for (SinkEntry& e : entries) sink.push(std::move(e));
+  for (EntryBox& e : entries) sink.push(std::move(e));
   inCallbacks = false;
   gpu->counting = false;
   const uint64_t made = gpu->heapAllocations - before;

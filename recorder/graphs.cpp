@@ -129,11 +129,12 @@ void GraphRecorder::prepareLaunch(bool perThread, const CUpti_CallbackData& cb) 
   g.graphExec = u64(p.hGraph);
   g.stream = u64(p.hStream);
   auto pending = std::make_unique<PendingLaunch>();
+  pending->entry = std::make_unique<SinkEntry>();
   pending->context = u64(cb.context);
   pending->stream = enqueueStream(g.stream, perThread);
   const bool canEnqueue = markCaptured(device_, g, pending->stream).canEnqueue;
   if (g.captured) {
-    pending->entry.event = out_.newEvent(std::move(g));
+    pending->entry->event = out_.newEvent(std::move(g));
     if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
     return;
   }
@@ -163,17 +164,17 @@ void GraphRecorder::prepareLaunch(bool perThread, const CUpti_CallbackData& cb) 
     }
   }
   if (!ranges.empty() && canEnqueue) {
-    pending->entry.before =
+    pending->entry->before =
         hashing_.hashRanges(pending->context, pending->stream,
                             hashing_.inputsToHash(ranges, {}, pending->stream, blind));
-    pending->entry.after.ranges = std::move(ranges);
+    pending->entry->after.ranges = std::move(ranges);
     pending->hashOutputs = true;
   } else if (known) {
     hashing_.forgotten(ranges);  // written without a digest
   } else {
     writeHistory().clear();  // it may write anything, unhashed
   }
-  pending->entry.event = out_.newEvent(std::move(g));
+  pending->entry->event = out_.newEvent(std::move(g));
   if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
 }
 

@@ -51,7 +51,7 @@ HashTicket HashRules::hashLaunchRanges(uint64_t context, uint64_t stream, std::v
   if (!defers() || options_.sync) return hashRanges(context, stream, std::move(ranges));
   HashTicket t;
   if (ranges.empty()) {
-    t.ranges = std::move(ranges);  // none, but its room goes back with the entry (keepLaunchStorage)
+    t.ranges = std::move(ranges);  // none, but its room goes back with the entry (takeLaunchEntry)
     return t;
   }
   std::string error;

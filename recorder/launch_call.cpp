@@ -72,6 +72,15 @@ void LaunchCall::setAttributes(const CUlaunchAttribute* a, unsigned n) {
   }
 }
 
+void LaunchCall::moveInto(trace::KernelLaunch& k) {
+  k.grid = launch.grid;
+  k.block = launch.block;
+  k.cluster = launch.cluster;
+  k.sharedMemBytes = launch.sharedMemBytes;
+  k.stream = launch.stream;
+  k.attributes.swap(launch.attributes);
+}
+
 bool driverLaunchCall(Handler h, bool perThread, const CUpti_CallbackData& cb, LaunchCall& call) {
   call.handler = h;
   call.perThread = perThread;

@@ -27,6 +27,10 @@ struct LaunchCall {
   const CUlaunchAttribute* attrs = nullptr;
   uint32_t numAttrs = 0;
   void setAttributes(const CUlaunchAttribute* attrs, unsigned count);
+  // Moves what the call set in `launch` (grid, block, cluster, shared
+  // memory, stream, attributes) into `k`, whose containers keep their
+  // capacity.
+  void moveInto(trace::KernelLaunch& k);
 };
 
 // The trace's name of the launch API of a driver handler.

@@ -135,7 +135,7 @@ void LaunchRecorder::prepareLaunch(const HandlerEntry& e, const CUpti_CallbackDa
   }
   LaunchCall call;
   if (!driverLaunchCall(e.handler, e.perThread, cb, call)) return;
-  std::unique_ptr<PendingLaunch> pending = startLaunch(std::move(call), cb);
+  std::unique_ptr<PendingLaunch> pending = startLaunch(call, cb);
   if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
 }
 
@@ -149,7 +149,7 @@ void LaunchRecorder::prepareLaunch(const RuntimeEntry& e, const CUpti_CallbackDa
   LaunchCall call = runtimeCall(e, cb);
   if (call.function == 0) return;  // left to the driver callback, if one comes
   runtime.recorded = true;
-  std::unique_ptr<PendingLaunch> pending = startLaunch(std::move(call), cb);
+  std::unique_ptr<PendingLaunch> pending = startLaunch(call, cb);
   if (cb.correlationData != nullptr) *cb.correlationData = u64(pending.release());
 }
 
@@ -189,16 +189,16 @@ LaunchCall LaunchRecorder::runtimeCall(const RuntimeEntry& e, const CUpti_Callba
   return call;
 }
 
-std::unique_ptr<PendingLaunch> LaunchRecorder::startLaunch(LaunchCall call, const CUpti_CallbackData& cb) {
+std::unique_ptr<PendingLaunch> LaunchRecorder::startLaunch(LaunchCall& call, const CUpti_CallbackData& cb) {
   const auto began = std::chrono::steady_clock::now();
   const uint64_t opsBefore = countOnThisThread().enqueued;
-  std::unique_ptr<PendingLaunch> pending = describeLaunch(std::move(call), cb);
+  std::unique_ptr<PendingLaunch> pending = describeLaunch(call, cb);
   pending->spent = std::chrono::steady_clock::now() - began;
   pending->opsBefore = opsBefore;
   return pending;
 }
 
-std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, const CUpti_CallbackData& cb) {
+std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, const CUpti_CallbackData& cb) {
   const Handler h = call.handler;
   const bool perThread = call.perThread;
   const uint64_t function = call.function;
@@ -207,18 +207,14 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   PartClock clock(options_.timeParts, partNs_);
   LaunchBuffers& buffers = threadLocalRef(tlsBuffers);
   std::vector<ScannedPointer>& scanned = buffers.scanned;
-  // Built in its entry, which moves once more, into the trace thread's ring.
+  // Built in the entry of a launch written earlier, whose containers keep
+  // their capacity (the launch allocates nothing for them), and handed to
+  // the trace thread's ring whole.
   auto pending = std::make_unique<PendingLaunch>();
-  trace::KernelLaunch& k = std::get<trace::KernelLaunch>(pending->entry.event.payload = std::move(call.launch));
-  // The containers of a launch written earlier, emptied: assigned below,
-  // they keep their capacity and the launch allocates nothing for them.
-  LaunchStorage reuse;
-  takeLaunchStorage(reuse);
-  if (k.function.empty()) k.function.swap(reuse.function);
-  if (k.params.empty()) k.params.swap(reuse.params);
-  if (k.paramLayout.empty()) k.paramLayout.swap(reuse.paramLayout);
-  if (k.pointers.empty()) k.pointers.swap(reuse.pointers);
-  if (k.reads.empty()) k.reads.swap(reuse.reads);  // kept, unused, for a later launch: not freed here
+  pending->entry = takeLaunchEntry();
+  SinkEntry& entry = *pending->entry;
+  trace::KernelLaunch& k = std::get<trace::KernelLaunch>(entry.event.payload);
+  call.moveInto(k);
   k.api = launchApi(h, perThread);
   k.context = u64(cb.context);
 
@@ -265,7 +261,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     k.pointers.reserve(scanned.size());
     for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
     clock.lap(kPointers);
-    out_.stamp(pending->entry.event, nullptr, fn->key);
+    out_.stamp(entry.event, fn->key);
     clock.lap(kFramework);
     return pending;
   }
@@ -278,7 +274,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   }
   k.pointers.reserve(scanned.size());
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
-  std::vector<trace::DeviceRange> ranges = std::move(reuse.ranges);
+  std::vector<trace::DeviceRange> ranges = std::move(entry.after.ranges);  // emptied, its capacity kept
   referencedRanges(scanned, framework::blockAt, ranges);
   const std::string unreadable = unreadableOperands(scanned, device);
   clock.lap(kPointers);
@@ -342,7 +338,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
   }
   if (k.hashed && !unreadable.empty()) k.annotations.emplace_back(std::in_place_type<trace::Note>, unreadable);
   if (k.hashed) {
-    std::vector<trace::DeviceRange> inputs = std::move(reuse.inputs);
+    std::vector<trace::DeviceRange> inputs = std::move(entry.before.ranges);
     // Ranges the launch only reads hold the same bytes after it: their
     // digests may wait in the stream's batch (hash_deferral.h), which is
     // flushed before anything may write them. Any other is hashed now.
@@ -352,12 +348,12 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
     } else {
       onlyRead = hashing_.inputsToHash(ranges, roles, pending->stream, blindAllocations(scanned), inputs);
     }
-    pending->entry.before =
+    entry.before =
         snapshot ? hashing_.hashRanges(pending->context, pending->stream, std::move(inputs))
                  : hashing_.hashLaunchRanges(pending->context, pending->stream, std::move(inputs),
                                              !onlyRead || unseen, onlyRead && !unseen);
     if (snapshot)
-      pending->entry.beforeSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
+      entry.beforeSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
   }
   clock.lap(kBefore);
   if (k.hashed) {
@@ -374,7 +370,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
       }
       ranges.resize(written);
     }
-    pending->entry.after.ranges = std::move(ranges);  // hashed again at EXIT
+    entry.after.ranges = std::move(ranges);  // hashed again at EXIT
     pending->hashOutputs = true;
     pending->snapshot = snapshot;
     // Memory another writer reaches (the host, another process, a kernel
@@ -383,7 +379,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall call, c
       return historyBlind(p.kind) || p.kind == AllocationKind::kHostMapped;
     });
   }
-  out_.stamp(pending->entry.event, &reuse.origin, fn->key);
+  out_.stamp(entry.event, fn->key);
   clock.lap(kFramework);
   return pending;
 }
@@ -397,7 +393,7 @@ void LaunchRecorder::processLaunch(const CUpti_CallbackData& cb) {
   } else {
     // Nothing ran and nothing is recorded: the first uses it hashed are
     // first uses still.
-    hashing_.forgotten(pending->entry.before.ranges);
+    hashing_.forgotten(pending->entry->before.ranges);
   }
 }
 
@@ -409,25 +405,25 @@ void LaunchRecorder::finishLaunch(std::unique_ptr<PendingLaunch> pending) {
     // or on a blocking stream while it ran on the legacy one): nothing more
     // may be enqueued there.
     pending->hashOutputs = false;
-    hashing_.forgotten(pending->entry.after.ranges);
-    if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
+    hashing_.forgotten(pending->entry->after.ranges);
+    if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry->event.payload)) {
       k->hashed = false;
       k->annotations.emplace_back(std::in_place_type<trace::Note>,
                                   "stream cannot take work after the launch (a graph capture began): not hashed");
     }
-    pending->entry.after.ranges.clear();
+    pending->entry->after.ranges.clear();
   }
   if (pending->hashOutputs) {
-    std::vector<trace::DeviceRange> ranges = std::move(pending->entry.after.ranges);
+    std::vector<trace::DeviceRange> ranges = std::move(pending->entry->after.ranges);
     if (pending->snapshot)
-      pending->entry.afterSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
-    pending->entry.after =
+      pending->entry->afterSnapshots = hashing_.snapshotRanges(pending->context, pending->stream, ranges);
+    pending->entry->after =
         pending->snapshot
             ? hashing_.hashRanges(pending->context, pending->stream, std::move(ranges))
             : hashing_.hashLaunchRanges(pending->context, pending->stream, std::move(ranges), pending->hashNow);
   }
-  if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry.event.payload)) {
-    for (const HashTicket* t : {&pending->entry.before, &pending->entry.after}) {
+  if (auto* k = std::get_if<trace::KernelLaunch>(&pending->entry->event.payload)) {
+    for (const HashTicket* t : {&pending->entry->before, &pending->entry->after}) {
       if (!t->ranges.empty() && !t->pending)
         k->annotations.emplace_back(std::in_place_type<trace::Note>, "not hashed: " + t->error);
     }

@@ -36,7 +36,7 @@ namespace gpurr::recorder {
 // CUpti_CallbackData::correlationData); a graph launch's too
 // (GraphRecorder::prepareLaunch).
 struct PendingLaunch : Pooled<PendingLaunch> {  // one per launch: its memory is reused
-  SinkEntry entry;
+  EntryBox entry;  // built here, handed to the ring whole (takeLaunchEntry)
   uint64_t context = 0;
   uint64_t stream = 0;  // to enqueue on
   bool hashOutputs = false;
@@ -75,9 +75,10 @@ class LaunchRecorder {
   // The runtime call's launch, its host function resolved.
   LaunchCall runtimeCall(const RuntimeEntry& e, const CUpti_CallbackData& cb);
   // Records the launch up to the kernel (parameters, input digests); the
-  // rest is done by finishLaunch once the launch call has returned.
-  std::unique_ptr<PendingLaunch> startLaunch(LaunchCall call, const CUpti_CallbackData& cb);
-  std::unique_ptr<PendingLaunch> describeLaunch(LaunchCall call, const CUpti_CallbackData& cb);
+  // rest is done by finishLaunch once the launch call has returned. What
+  // `call` set in its launch moves into the launch's entry.
+  std::unique_ptr<PendingLaunch> startLaunch(LaunchCall& call, const CUpti_CallbackData& cb);
+  std::unique_ptr<PendingLaunch> describeLaunch(LaunchCall& call, const CUpti_CallbackData& cb);
   void finishLaunch(std::unique_ptr<PendingLaunch> pending);
 
   std::mutex& mu_;

@@ -98,14 +98,14 @@ void SessionOutput::start() {
   startedFast_.store(true, std::memory_order_release);
 }
 
-trace::Event SessionOutput::newEvent(trace::Payload payload, trace::Origin* origin) {
+trace::Event SessionOutput::newEvent(trace::Payload payload) {
   trace::Event ev;
   ev.payload = std::move(payload);
-  stamp(ev, origin);
+  stamp(ev);
   return ev;
 }
 
-void SessionOutput::stamp(trace::Event& ev, trace::Origin* origin, uint64_t key) {
+void SessionOutput::stamp(trace::Event& ev, uint64_t key) {
   ev.timeNs = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
   ThreadNumber& number = threadLocalRef(tlsThread);
@@ -120,7 +120,6 @@ void SessionOutput::stamp(trace::Event& ev, trace::Origin* origin, uint64_t key)
       key = framework::operationKey(payload);
     }
     // The calling thread's: handlers run on the program's.
-    if (origin != nullptr && !ev.origin) ev.origin.emplace(std::move(*origin));
     framework::currentOrigin(launch, key, ev.origin);
   }
 }

@@ -43,15 +43,18 @@ class SessionOutput {
   // Writes everything pending and closes the trace.
   void close();
 
-  // The event of a call on this thread: its time, thread and origin. With
-  // `origin`, the origin is built in it (the storage of one written earlier).
-  trace::Event newEvent(trace::Payload payload, trace::Origin* origin = nullptr);
+  // The event of a call on this thread: its time, thread and origin.
+  trace::Event newEvent(trace::Payload payload);
   // As newEvent, for an event whose payload is already in place (a launch
-  // built in its entry, which then moves no more than once, into the ring).
+  // built in its entry, which then moves no more: the ring takes its box).
+  // An origin it holds already is overwritten in place (its storage kept).
   // `key`: the operation's framework::operationKey when the caller has it
   // (a launch's, kept with its function); else worked out here.
-  void stamp(trace::Event& ev, trace::Origin* origin = nullptr, uint64_t key = 0);
+  void stamp(trace::Event& ev, uint64_t key = 0);
   void emit(SinkEntry&& entry) {
+    if (sink_) sink_->push(std::move(entry));
+  }
+  void emit(EntryBox entry) {
     if (sink_) sink_->push(std::move(entry));
   }
   void emitEvent(trace::Payload payload);

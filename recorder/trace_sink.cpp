@@ -11,14 +11,67 @@ namespace gpurr::recorder {
 
 namespace {
 
-// The launches' storage kept: enough for the entries in flight while the
-// trace thread keeps up (Shelf's default: an eighth of the largest ring),
-// each of at most kLaunchStorageBytes (32 MiB in all; a few at most in
-// practice, a launch's storage being some hundreds of bytes).
-constexpr uint64_t kLaunchStorageBytes = 4096;
-Shelf<LaunchStorage>& launchShelf() {
-  static auto* s = new Shelf<LaunchStorage>;  // never destroyed: entries may be written at exit
+// Written entries' boxes kept for reuse: enough for the entries in flight
+// while the trace thread keeps up (Shelf's default: an eighth of the
+// largest ring). A launch's box keeps the capacity of its containers, up to
+// kLaunchEntryBytes (a launch's are some hundreds of bytes; a rare large
+// one is freed); other entries' boxes are kept empty.
+constexpr uint64_t kLaunchEntryBytes = 4096;
+Shelf<EntryBox>& launchEntries() {
+  static auto* s = new Shelf<EntryBox>;  // never destroyed: entries may be written at exit
   return *s;
+}
+Shelf<EntryBox>& otherEntries() {
+  static auto* s = new Shelf<EntryBox>;
+  return *s;
+}
+
+// Makes a written launch's entry as new but for its containers' capacity
+// (takeLaunchEntry); false when they hold more than kLaunchEntryBytes.
+bool emptyLaunchEntry(SinkEntry& e) {
+  auto& k = std::get<trace::KernelLaunch>(e.event.payload);
+  trace::KernelLaunch fresh;
+  fresh.function.swap(k.function);
+  fresh.attributes.swap(k.attributes);
+  fresh.params.swap(k.params);
+  fresh.paramLayout.swap(k.paramLayout);
+  fresh.pointers.swap(k.pointers);
+  fresh.reads.swap(k.reads);
+  k = std::move(fresh);
+  k.function.clear();
+  k.attributes.clear();
+  k.params.clear();
+  k.paramLayout.clear();
+  k.pointers.clear();
+  k.reads.clear();
+  for (HashTicket* t : {&e.before, &e.after}) {
+    t->pending.reset();
+    t->ranges.clear();
+    t->error.clear();
+  }
+  e.blob.clear();
+  e.beforeSnapshots.clear();
+  e.afterSnapshots.clear();
+  e.event.seq = e.event.timeNs = 0;
+  e.event.thread = 0;
+  // Room for a few ranges of each kind, made here on the trace thread: a
+  // launch taking a box whose launch had none (no first use, no op) then
+  // allocates nothing for its own.
+  constexpr size_t kFewRanges = 4;
+  e.after.ranges.reserve(kFewRanges);
+  e.before.ranges.reserve(kFewRanges);
+  k.reads.reserve(kFewRanges);
+  return entryHeapBytes(e) <= kLaunchEntryBytes + sizeof(SinkEntry);
+}
+
+// Keeps a written entry's box for another entry (a full shelf frees it).
+void keepEntry(EntryBox e) {
+  if (std::holds_alternative<trace::KernelLaunch>(e->event.payload)) {
+    if (emptyLaunchEntry(*e)) launchEntries().put(e);
+    return;
+  }
+  *e = SinkEntry{};
+  otherEntries().put(e);
 }
 
 }  // namespace
@@ -37,43 +90,22 @@ std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRa
   return out;
 }
 
-bool takeLaunchStorage(LaunchStorage& out) { return launchShelf().take(out); }
-
-void keepLaunchStorage(SinkEntry& entry) {
-  auto* k = std::get_if<trace::KernelLaunch>(&entry.event.payload);
-  if (k == nullptr) return;
-  LaunchStorage s{std::move(k->function), std::move(k->params), std::move(k->paramLayout), std::move(k->pointers),
-                  std::move(entry.after.ranges), std::move(entry.before.ranges), std::move(k->reads),
-                  entry.event.origin ? std::move(*entry.event.origin) : trace::Origin{}};
-  s.function.clear();
-  s.params.clear();
-  s.paramLayout.clear();
-  s.pointers.clear();
-  s.ranges.clear();
-  s.inputs.clear();
-  s.reads.clear();
-  // Room for a few ranges of each kind, made here on the trace thread: a
-  // launch taking storage whose launch had none (no first use, no op) then
-  // allocates nothing for its own.
-  constexpr size_t kFewRanges = 4;
-  s.ranges.reserve(kFewRanges);
-  s.inputs.reserve(kFewRanges);
-  s.reads.reserve(kFewRanges);
-  const uint64_t bytes = s.function.capacity() + s.params.capacity() +
-                         s.paramLayout.capacity() * sizeof(trace::ParamInfo) +
-                         s.pointers.capacity() * sizeof(trace::PointerParam) +
-                         (s.ranges.capacity() + s.inputs.capacity()) * sizeof(trace::DeviceRange) +
-                         s.reads.capacity() * sizeof(trace::RangeDigest) + s.origin.opStack.capacity() * sizeof(std::string);
-  if (bytes > kLaunchStorageBytes) return;  // a rare large launch: freed with the entry
-  launchShelf().put(s);  // a full shelf leaves `s` to be freed here
+EntryBox takeLaunchEntry() {
+  EntryBox e;
+  if (launchEntries().take(e)) return e;
+  e = std::make_unique<SinkEntry>();
+  e->event.payload.emplace<trace::KernelLaunch>();
+  return e;
 }
 
 uint64_t entryHeapBytes(const SinkEntry& e) {
-  uint64_t n = e.blob.capacity() +
+  uint64_t n = sizeof(SinkEntry) + e.blob.capacity() +
                (e.before.ranges.capacity() + e.after.ranges.capacity()) * sizeof(trace::DeviceRange) +
                (e.beforeSnapshots.capacity() + e.afterSnapshots.capacity()) * sizeof(SnapshotCopy);
   if (const auto* k = std::get_if<trace::KernelLaunch>(&e.event.payload)) {
-    n += k->function.capacity() + k->params.capacity() + k->pointers.capacity() * sizeof(trace::PointerParam) +
+    n += k->function.capacity() + k->params.capacity() + k->paramLayout.capacity() * sizeof(trace::ParamInfo) +
+         k->pointers.capacity() * sizeof(trace::PointerParam) +
+         k->attributes.capacity() * sizeof(trace::LaunchAttribute) +
          k->annotations.capacity() * sizeof(trace::Annotation) +
          (k->inputs.capacity() + k->outputs.capacity() + k->reads.capacity()) * sizeof(trace::RangeDigest);
   }
@@ -107,12 +139,13 @@ SinkOptions sinkOptions(const RecorderOptions& options) {
 TraceSink::TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, SinkOptions options)
     : writer_(std::move(writer)), warn_(std::move(warn)), options_(options) {
   if (options_.thread) {
-    // Half of the bound for the slots (at most 65536), the rest for what
-    // the queued entries hold.
+    // As many slots as entries fill half of the bound with their boxes
+    // alone (at most 65536); the rest of the bound for what the queued
+    // entries hold, boxes included.
     const size_t slots = std::clamp<uint64_t>(options_.queueBytes / 2 / sizeof(SinkEntry), 16, 65536);
     slots_.resize(slots);
     slotHeap_.resize(slots);
-    const uint64_t ring = slots * (sizeof(SinkEntry) + sizeof(uint64_t));
+    const uint64_t ring = slots * (sizeof(EntryBox) + sizeof(uint64_t));
     heapLimit_ = options_.queueBytes > ring ? options_.queueBytes - ring : 0;
     wakeCount_ = std::max<size_t>(1, slots / 8);
     wakeHeap_ = heapLimit_ / 8;
@@ -130,20 +163,20 @@ uint64_t TraceSink::pushed() const {
 
 SinkStats TraceSink::stats() const {
   std::lock_guard lock(mu_);
-  return {nextSeq_,   wakeups_,   slots_.size(), slots_.size() * (sizeof(SinkEntry) + sizeof(uint64_t)),
+  return {nextSeq_,   wakeups_,   slots_.size(), slots_.size() * (sizeof(EntryBox) + sizeof(uint64_t)),
           peakBytes_, droppedTotal_};
 }
 
-bool TraceSink::enqueue(SinkEntry&& entry, uint64_t heapBytes, bool urgent) {
-  entry.event.seq = nextSeq_++;
-  for (SnapshotCopy& c : entry.beforeSnapshots) c.lease.markQueued();
-  for (SnapshotCopy& c : entry.afterSnapshots) c.lease.markQueued();
+bool TraceSink::enqueue(EntryBox entry, uint64_t heapBytes, bool urgent) {
+  entry->event.seq = nextSeq_++;
+  for (SnapshotCopy& c : entry->beforeSnapshots) c.lease.markQueued();
+  for (SnapshotCopy& c : entry->afterSnapshots) c.lease.markQueued();
   const size_t i = (head_ + count_) % slots_.size();
   slots_[i] = std::move(entry);
   slotHeap_[i] = heapBytes;
   ++count_;
   heapQueued_ += heapBytes;
-  peakBytes_ = std::max(peakBytes_, slots_.size() * (sizeof(SinkEntry) + sizeof(uint64_t)) + heapQueued_);
+  peakBytes_ = std::max(peakBytes_, slots_.size() * (sizeof(EntryBox) + sizeof(uint64_t)) + heapQueued_);
   if (!sleeping_ || wakeSent_) return false;
   if (!urgent && count_ < wakeCount_ && heapQueued_ < wakeHeap_) return false;
   wakeSent_ = true;
@@ -151,27 +184,35 @@ bool TraceSink::enqueue(SinkEntry&& entry, uint64_t heapBytes, bool urgent) {
 }
 
 void TraceSink::push(SinkEntry&& entry) {
-  const bool urgent = isSynchronisation(entry.event);
-  const uint64_t heapBytes = options_.thread ? entryHeapBytes(entry) : 0;
+  EntryBox box;
+  if (!otherEntries().take(box)) box = std::make_unique<SinkEntry>();
+  *box = std::move(entry);
+  push(std::move(box));
+}
+
+void TraceSink::push(EntryBox entry) {
+  const bool urgent = isSynchronisation(entry->event);
+  const uint64_t heapBytes = options_.thread ? entryHeapBytes(*entry) : 0;
   std::unique_lock lock(mu_);
   if (closing_) return;  // the tickets' destructors release their GPU slots
   if (!options_.thread) {
     // Inline mode: complete under the lock so that seq order is kept.
-    entry.event.seq = nextSeq_++;
-    complete(entry);
-    keepLaunchStorage(entry);
+    entry->event.seq = nextSeq_++;
+    complete(*entry);
+    keepEntry(std::move(entry));
     ++done_;
     return;
   }
   // A pending gap needs a slot of its own, before this entry.
   const bool gap = dropped_.total() != 0;
-  if (count_ + (gap ? 2 : 1) > slots_.size() || heapQueued_ + heapBytes > heapLimit_) {
+  const uint64_t gapBytes = gap ? sizeof(SinkEntry) : 0;
+  if (count_ + (gap ? 2 : 1) > slots_.size() || heapQueued_ + heapBytes + gapBytes > heapLimit_) {
     // Full: the entry is dropped and counted; its tickets' and leases'
     // destructors give back their GPU slots and host memory.
-    const size_t kind = entry.event.payload.index();
+    const size_t kind = entry->event.payload.index();
     if (kind < dropped_.byKind.size()) ++dropped_.byKind[kind];
-    if (!gap) dropped_.firstTimeNs = entry.event.timeNs;
-    dropped_.lastTimeNs = entry.event.timeNs;
+    if (!gap) dropped_.firstTimeNs = entry->event.timeNs;
+    dropped_.lastTimeNs = entry->event.timeNs;
     ++droppedTotal_;
     const bool warn = !dropWarned_;
     dropWarned_ = true;
@@ -188,12 +229,12 @@ void TraceSink::push(SinkEntry&& entry) {
     return;
   }
   if (gap) {
-    SinkEntry marker;
-    marker.event.payload = dropped_;
-    marker.event.timeNs = dropped_.lastTimeNs;
-    marker.event.thread = entry.event.thread;
+    auto marker = std::make_unique<SinkEntry>();
+    marker->event.payload = dropped_;
+    marker->event.timeNs = dropped_.lastTimeNs;
+    marker->event.thread = entry->event.thread;
     dropped_ = {};
-    enqueue(std::move(marker), 0, false);
+    enqueue(std::move(marker), gapBytes, false);
   }
   const bool wake = enqueue(std::move(entry), heapBytes, urgent);
   lock.unlock();
@@ -266,16 +307,15 @@ void TraceSink::run() {
       ++wakeups_;
     }
     while (count_ > 0) {
-      SinkEntry entry = std::move(slots_[head_]);
+      EntryBox entry = std::move(slots_[head_]);
       heapQueued_ -= slotHeap_[head_];
       head_ = (head_ + 1) % slots_.size();
       --count_;
       lock.unlock();
       if (options_.slowWriterUs != 0) std::this_thread::sleep_for(std::chrono::microseconds(options_.slowWriterUs));
-      complete(entry);  // waits for the GPU and writes, unlocked
-      keepLaunchStorage(entry);
+      complete(*entry);  // waits for the GPU and writes, unlocked
+      keepEntry(std::move(entry));  // its tickets released before done is reported
       unflushed = true;
-      entry = SinkEntry{};  // release tickets before reporting done
       lock.lock();
       ++done_;
       idle_.notify_all();

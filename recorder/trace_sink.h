@@ -45,32 +45,20 @@ struct SinkEntry {
   std::vector<SnapshotCopy> afterSnapshots;   // outputs after it ran
 };
 
-// What a written launch leaves for the next launch to build its entry in:
-// its kernel name, parameters, layout, pointers, input, output and read ranges
-// and origin, emptied,
-// with their capacity (the launch path then allocates nothing for them).
-struct LaunchStorage {
-  std::string function;
-  std::vector<uint8_t> params;
-  std::vector<trace::ParamInfo> paramLayout;
-  std::vector<trace::PointerParam> pointers;
-  std::vector<trace::DeviceRange> ranges;  // the outputs'
-  std::vector<trace::DeviceRange> inputs;
-  std::vector<trace::RangeDigest> reads;   // what its op only read
-  trace::Origin origin;                    // the framework's op, stack, module, line
-};
+// An entry on its way to the trace thread. The ring holds entries by
+// pointer, so handing one over moves no event; a written entry's box is
+// kept for another.
+using EntryBox = std::unique_ptr<SinkEntry>;
 
-// Takes the storage of a launch written earlier; false (and `out`
-// untouched) when none is kept.
-bool takeLaunchStorage(LaunchStorage& out);
+// The box a launch builds its entry in: that of a launch written earlier,
+// its KernelLaunch as new but for its containers' capacity (name,
+// parameters, layout, pointers, attributes, read ranges; and its tickets'
+// ranges), so that the launch path allocates nothing for them, and its
+// origin left for the next origin to overwrite; or a new one.
+EntryBox takeLaunchEntry();
 
-// After a launch's entry is written: keeps its containers, cleared, for a
-// later launch (those of up to 8192 launches, each at most 4 KiB; others
-// are freed with the entry).
-void keepLaunchStorage(SinkEntry& entry);
-
-// The host memory an entry holds while it waits in the ring, besides its
-// slot (estimated from its vectors' and strings' capacities).
+// The host memory an entry holds while it waits in the ring, its box
+// included (estimated from its vectors' and strings' capacities).
 uint64_t entryHeapBytes(const SinkEntry& entry);
 
 // Turns a ticket's results into RangeDigests. Ranges of 2..256 chunks keep
@@ -110,13 +98,15 @@ class TraceSink {
   TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, SinkOptions options = {});
   ~TraceSink();  // close()
 
-  // Queues an entry; assigns its seq. Thread-safe; never waits for the disk,
-  // the GPU or the trace thread, only for the ring's lock, which every holder
-  // keeps for a few moves of one entry. When the ring is full (its slots, or
+  // Queues an entry (the first form in a box kept by the sink); assigns its
+  // seq. Thread-safe; never waits for the disk, the GPU or the trace
+  // thread, only for the ring's lock, which every holder keeps for a few
+  // stores of a pointer. When the ring is full (its slots, or
   // `queueBytes`), the entry is dropped and counted (one warning): the next
   // entry queued, or the close, is preceded by an EventsDropped marker
   // saying how many of which kinds were lost there.
   void push(SinkEntry&& entry);
+  void push(EntryBox entry);
 
   // Waits until every entry queued so far is written (or dropped).
   void drain();
@@ -138,14 +128,14 @@ class TraceSink {
   void complete(SinkEntry& entry);
   // Puts `entry` in the next free slot (under mu_); whether to wake the
   // trace thread.
-  bool enqueue(SinkEntry&& entry, uint64_t heapBytes, bool urgent);
+  bool enqueue(EntryBox entry, uint64_t heapBytes, bool urgent);
 
   std::unique_ptr<trace::TraceWriter> writer_;
   WarnFn warn_;
   const SinkOptions options_;
   mutable std::mutex mu_;
   std::condition_variable wake_, idle_;
-  std::vector<SinkEntry> slots_;      // the ring, allocated once
+  std::vector<EntryBox> slots_;       // the ring, allocated once
   std::vector<uint64_t> slotHeap_;    // each queued entry's entryHeapBytes
   size_t head_ = 0, count_ = 0;       // the oldest queued slot, how many are queued
   uint64_t heapLimit_ = 0;            // entries' heap bytes allowed besides the slots

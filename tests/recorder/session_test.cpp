@@ -439,16 +439,20 @@ TEST_CASE("a launch built in the storage of a written launch carries nothing of 
     }
     CHECK(h.warnings.empty());
   }
-  // What is kept for the next launch is empty, its capacity kept.
-  LaunchStorage kept;
-  REQUIRE(takeLaunchStorage(kept));
-  CHECK(kept.function.empty());
-  CHECK(kept.params.empty());
-  CHECK(kept.paramLayout.empty());
-  CHECK(kept.pointers.empty());
-  CHECK(kept.ranges.empty());
-  CHECK(kept.inputs.empty());
-  CHECK(kept.params.capacity() >= 8);
+  // What is kept for the next launch is a launch as new, its containers'
+  // capacity kept.
+  const EntryBox kept = takeLaunchEntry();
+  const auto& k = std::get<trace::KernelLaunch>(kept->event.payload);
+  CHECK(k == trace::KernelLaunch{});
+  CHECK(k.params.capacity() >= 8);
+  CHECK(kept->event.seq == 0);
+  for (const HashTicket* t : {&kept->before, &kept->after}) {
+    CHECK(t->ranges.empty());
+    CHECK(!t->pending);
+    CHECK(t->error.empty());
+  }
+  CHECK(kept->beforeSnapshots.empty());
+  CHECK(kept->afterSnapshots.empty());
 }
 
 TEST_CASE("the recorder's own calls are not recorded", "[recorder][session]") {
