@@ -371,7 +371,9 @@ void blockEvent(uint64_t address, uint64_t size, bool allocated) {
   blocks.insert(it, std::move(node));
 }
 
-std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) {
+std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) { return BlockReader().at(address); }
+
+std::optional<std::pair<uint64_t, uint64_t>> BlockReader::at(uint64_t address) {
   // This thread's last answers, good while no block came or went: a launch
   // asks for each of its pointers twice (its ranges, then its operands' roles).
   struct Answer {
@@ -388,7 +390,7 @@ std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) {
   for (const Answer& a : answers.kept) {
     if (a.version == now && a.address == address) return a.block;
   }
-  std::shared_lock lock(blocksMu);
+  if (!lock_.owns_lock()) lock_ = std::shared_lock(blocksMu);
   Answer& a = answers.kept[answers.next++ % answers.kept.size()];
   a = {blocksVersion.load(std::memory_order_relaxed), address, std::nullopt};
   auto it = blocks.upper_bound(address);

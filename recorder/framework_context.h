@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,16 @@ void exitModule();
 void blockEvent(uint64_t address, uint64_t size, bool allocated);
 // The live block that holds `address`: its (base, size).
 std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address);
+// blockAt for several addresses (a launch's pointers): the block map's
+// lock is taken once, at the first address the thread's kept answers lack,
+// and held until the reader goes.
+class BlockReader {
+ public:
+  std::optional<std::pair<uint64_t, uint64_t>> at(uint64_t address);
+
+ private:
+  std::shared_lock<std::shared_mutex> lock_;
+};
 
 // Training steps completed so far (0 once the framework layer starts).
 void setStep(int64_t step);

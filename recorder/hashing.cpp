@@ -135,10 +135,11 @@ void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, ui
   }
   const auto operands = framework::innermostOpOperands();
   if (!operands || ranges.empty()) return;
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_, std::defer_lock);  // for the allocation map, taken when a range needs it
   const TensorExtent extent = [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
     if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
     // PyTorch's cudaMallocAsync backend: one allocation per tensor.
+    if (!lock.owns_lock()) lock.lock();
     const trace::Allocation* a = memory_.allocations().at(r.address - r.offset);
     if (a != nullptr && a->kind == AllocationKind::kAsync) return std::pair{a->address, a->size};
     return std::nullopt;

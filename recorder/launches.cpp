@@ -275,7 +275,10 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
   k.pointers.reserve(scanned.size());
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
   std::vector<trace::DeviceRange> ranges = std::move(entry.after.ranges);  // emptied, its capacity kept
-  referencedRanges(scanned, framework::blockAt, ranges);
+  {
+    framework::BlockReader blocks;
+    referencedRanges(scanned, [&blocks](uint64_t address) { return blocks.at(address); }, ranges);
+  }
   const std::string unreadable = unreadableOperands(scanned, device);
   clock.lap(kPointers);
 

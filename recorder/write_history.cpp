@@ -30,6 +30,10 @@ void WriteHistory::replace(size_t lo, size_t hi, std::span<const Touched> with) 
 bool WriteHistory::touchLocked(uint64_t begin, uint64_t end, uint64_t stream) {
   if (begin >= end) return false;
   size_t lo = firstEndingAfter(begin), hi = lo;
+  // Touched whole on this stream already (a launch's inputs, written by the
+  // launches before it): nothing changes.
+  if (lo < touched_.size() && touched_[lo].begin <= begin && touched_[lo].end >= end && touched_[lo].stream == stream)
+    return false;
   bool fresh = false;
   uint64_t at = begin;
   for (; hi < touched_.size() && touched_[hi].begin < end; ++hi) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "recorder/framework_context.h"
 #include "recorder/params.h"
@@ -30,6 +31,30 @@ std::vector<uint8_t> pointerParams(std::initializer_list<uint64_t> pointers) {
 }
 
 }  // namespace
+
+TEST_CASE("a BlockReader answers as blockAt, and a block's change waits until it goes", "[recorder][params][ranges]") {
+  namespace fw = framework;
+  fw::resetForTesting();
+  const uint64_t segment = 0x7e0000000000;
+  fw::blockEvent(segment, 0x400, true);
+  fw::blockEvent(segment + 0x400, 0x800, true);
+  std::thread change;
+  {
+    fw::BlockReader reader;
+    CHECK(reader.at(segment + 0x40) == std::pair{segment, uint64_t{0x400}});
+    CHECK(reader.at(segment + 0x500) == std::pair{segment + 0x400, uint64_t{0x800}});
+    CHECK(reader.at(segment + 0x400) == std::pair{segment + 0x400, uint64_t{0x800}});  // a kept answer
+    CHECK_FALSE(reader.at(segment + 0xc00));
+    CHECK(reader.at(segment + 0x40) == fw::blockAt(segment + 0x40));
+    // Another thread frees the first block: it waits for the reader's hold.
+    change = std::thread([&] { fw::blockEvent(segment, 0, false); });
+    CHECK(reader.at(segment + 0x40) == std::pair{segment, uint64_t{0x400}});
+  }
+  change.join();
+  CHECK_FALSE(fw::blockAt(segment + 0x40));
+  CHECK(fw::BlockReader().at(segment + 0x500) == std::pair{segment + 0x400, uint64_t{0x800}});
+  fw::resetForTesting();
+}
 
 TEST_CASE("a pointer into a block gives a range to the block's end, others to the allocation's",
           "[recorder][params][ranges]") {
