@@ -89,6 +89,16 @@ def need(module, why=""):
         sys.exit(77)
 
 
+def autocast(torch, device, dtype):
+    """torch.autocast to `dtype`, except bfloat16 on a CPU that oneDNN cannot
+    run it natively on (no AVX-512): there its convolutions and matrix
+    products fall back to reference code, and a step of ResNet-50 takes over
+    a minute, so the CPU half computes in float32 instead."""
+    native = getattr(getattr(torch.ops, "mkldnn", None), "_is_mkldnn_bf16_supported", lambda: True)
+    enabled = device.type != "cpu" or dtype != torch.bfloat16 or native()
+    return torch.autocast(device.type, dtype=dtype, enabled=enabled)
+
+
 def generator(torch, seed=1):
     """The synthetic data's own generator, on the CPU: the same data in every
     mode and on every device."""

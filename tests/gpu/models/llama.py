@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A Llama-style causal LM from transformers (LlamaConfig: 4 layers, hidden
-256, SDPA attention), trained under bf16 autocast with AdamW(fused=True) on
+256, SDPA attention), trained under bf16 autocast (common.autocast) with AdamW(fused=True) on
 synthetic token batches. Default mode leaves what a user leaves: nothing
 but torch.manual_seed (common.py).
 
@@ -27,7 +27,7 @@ for i, tokens in enumerate(batches):
     tokens = tokens.to(device)
     with steps.timed(i):
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16):
+        with common.autocast(torch, device, torch.bfloat16):
             loss = model(input_ids=tokens, labels=tokens).loss
         loss.backward()
         optimizer.step()
