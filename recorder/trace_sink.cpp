@@ -37,6 +37,7 @@ bool emptyLaunchEntry(SinkEntry& e) {
   fresh.paramLayout.swap(k.paramLayout);
   fresh.pointers.swap(k.pointers);
   fresh.reads.swap(k.reads);
+  fresh.annotations.swap(k.annotations);
   k = std::move(fresh);
   k.function.clear();
   k.attributes.clear();
@@ -44,6 +45,7 @@ bool emptyLaunchEntry(SinkEntry& e) {
   k.paramLayout.clear();
   k.pointers.clear();
   k.reads.clear();
+  k.annotations.clear();
   for (HashTicket* t : {&e.before, &e.after}) {
     t->pending.reset();
     t->ranges.clear();

@@ -52,9 +52,9 @@ using EntryBox = std::unique_ptr<SinkEntry>;
 
 // The box a launch builds its entry in: that of a launch written earlier,
 // its KernelLaunch as new but for its containers' capacity (name,
-// parameters, layout, pointers, attributes, read ranges; and its tickets'
-// ranges), so that the launch path allocates nothing for them, and its
-// origin left for the next origin to overwrite; or a new one.
+// parameters, layout, pointers, attributes, read ranges, annotations; and
+// its tickets' ranges), so that the launch path allocates nothing for
+// them, and its origin left for the next origin to overwrite; or a new one.
 EntryBox takeLaunchEntry();
 
 // The host memory an entry holds while it waits in the ring, its box
