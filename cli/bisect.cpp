@@ -289,15 +289,15 @@ class Bisect {
     r.stoppedByBisect = stopAsked && r.stoppedAfterStep >= 0;
     if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     progress_.done();
-    if (r.failed() && !r.traced && !begun && heldAtItsStart && out_.interruptedBy == 0) {
-      // It may have failed for the run started beside it (a port both
-      // bind, as torchrun's): it runs again alone.
-      progress_.say(fmt::format("run {} failed before its CUDA work while run {} started beside it; running it "
-                                "again alone",
-                                number, number + 1));
-      noteRunAgain(number, fmt::format("this run failed before its CUDA work (exit {}) while run {} started "
-                                       "beside it",
-                                       r.exitCode, number + 1));
+    if (r.failed() && !r.traced && !begun && (heldAtItsStart || r.startedBeside != 0) && out_.interruptedBy == 0) {
+      // It may have failed for a run beside it at its start (a port both
+      // bind, as torchrun's): the run started beside it, or the run it was
+      // started during, which may have held the port until its end. It
+      // runs again alone.
+      const std::string beside = heldAtItsStart ? fmt::format("while run {} started beside it", number + 1)
+                                                : fmt::format("after it was started during run {}", r.startedBeside);
+      progress_.say(fmt::format("run {} failed before its CUDA work {}; running it again alone", number, beside));
+      noteRunAgain(number, fmt::format("this run failed before its CUDA work (exit {}) {}", r.exitCode, beside));
       aloneNext_ = number;
       return record(number, total, snapshot, confirmation, untilStep);
     }

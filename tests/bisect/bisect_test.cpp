@@ -373,6 +373,23 @@ TEST_CASE("bisect: a run started early that ends before its turn runs again, and
   CHECK_FALSE(fs::exists(s.out() / "run3.log"));
   CHECK_FALSE(fs::exists(s.out() / "run3.gpurr"));
 
+  // The run started during run 1 still alive at its turn, failing only
+  // after it was let go (torchrun's agent slow to give up the port): it
+  // runs again alone too.
+  Sandbox late;
+  ::setenv("FAKE_PORT_FAIL_SECONDS", "3", 1);
+  withSlowRuns("1.5", [&] { r = late.bisect("port"); });
+  ::unsetenv("FAKE_PORT_FAIL_SECONDS");
+  CHECK(r.code == 0);
+  CHECK(late.report()["verdict"] == "identical");
+  REQUIRE(late.report()["runs"].size() == 2);
+  CHECK(late.report()["runs"][1]["exitCode"] == 0);
+  CHECK(late.report()["runs"][1]["startedDuring"].is_null());
+  CHECK_THAT(r.err, Catch::Contains("run 2 failed before its CUDA work after it was started during run 1; running "
+                                    "it again alone"));
+  CHECK_THAT(readText(late.out() / "run2.log"), Catch::Contains("Address already in use") &&
+                                                    Catch::Contains("it is run again from here"));
+
   // Run 1 failing before its CUDA work, run 2 started beside it (as when
   // run 2 took the port first), runs again alone; run 2 is started again
   // once it has begun its CUDA work.

@@ -28,7 +28,8 @@
 //   ranks             two processes (rank0.gpurr, rank1.gpurr); rank 1 as
 //                     nondeterministic, rank 0 identical
 //   port              identical, but holds STATE_DIR/port while it runs and
-//                     fails at once when another run holds it
+//                     fails when another run holds it: at once, or after
+//                     FAKE_PORT_FAIL_SECONDS (as torchrun's agent may)
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -300,6 +301,9 @@ int main(int argc, char** argv) {
     if (std::getenv("GPURR_START_GATE") != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const int taken = ::open(port.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);  // as bind(): one wins
     if (taken < 0) {
+      if (const char* seconds = std::getenv("FAKE_PORT_FAIL_SECONDS")) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(seconds)));
+      }
       std::fprintf(stderr, "RuntimeError: The server socket has failed to listen on any local network address. "
                            "port: 29500 (errno: 98 - Address already in use)\n");
       return 1;
