@@ -48,10 +48,12 @@ if ! "$venv/bin/python3" -c "import sys, torch; sys.exit(torch.__version__.split
 fi
 
 # Cap'n Proto and zstd for Python: the trace writer of tests/outside_writer,
-# written from trace_format/FORMAT.md alone.
-if ! "$venv/bin/python3" -c "import capnp, zstandard, numpy" >/dev/null 2>&1; then
-  echo "setup: installing pycapnp and zstandard into $venv"
-  "$venv/bin/python3" -m pip install -q --disable-pip-version-check "pycapnp==2.2.4" "zstandard==0.25.0" numpy
+# written from trace_format/FORMAT.md alone (xxhash: the key of its cache of
+# chunk digests already computed).
+if ! "$venv/bin/python3" -c "import capnp, zstandard, numpy, xxhash" >/dev/null 2>&1; then
+  echo "setup: installing pycapnp, zstandard and xxhash into $venv"
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check "pycapnp==2.2.4" "zstandard==0.25.0" \
+    "xxhash==4.1.0" numpy
 fi
 
 # The model libraries of the GPU models suite (tests/gpu/models/), whose CPU

@@ -46,13 +46,25 @@ class Alloc:
         return self._data
 
 
+# Which stream last touched each byte, as a small tag per stream handle (0:
+# untouched, or stream -1: written without a digest).
+_TAG = np.uint16
+_TAGS = {-1: 0}
+
+
+def _tag(stream):
+    tag = _TAGS.setdefault(stream, len(_TAGS))
+    assert tag <= np.iinfo(_TAG).max, 'more streams than tags'
+    return tag
+
+
 class Buf:
     """A tensor's storage: a caching-allocator block (bound `block`) or a
     whole driver allocation (bound `allocation`)."""
 
     def __init__(self, alloc, offset, size, bound, stream=None):
         self.alloc, self.offset, self.size, self.bound, self.stream = alloc, offset, size, bound, stream
-        self.touched = np.zeros(size, dtype=np.int64)  # 0: untouched, else 1 + the stream that last touched it
+        self.touched = np.zeros(size, dtype=_TAG)  # 0: untouched, else the tag of the stream that last touched it
         self.live = True
 
     @property
@@ -269,11 +281,12 @@ class Program:
         else:
             buf = self._whole.get(a.ordinal)
             if buf is None:
-                buf = self._whole[a.ordinal] = np.zeros(a.size, dtype=np.int64)
+                buf = self._whole[a.ordinal] = np.zeros(a.size, dtype=_TAG)
             mask = buf[r['offset']:r['offset'] + r['size']]
-        fresh = not (mask == stream + 1).all()
+        tag = _tag(stream)
+        fresh = not (mask == tag).all()
         if mark:
-            mask[:] = stream + 1
+            mask[:] = tag
         return fresh
 
     _whole = None
@@ -286,12 +299,12 @@ class Program:
 
     def _mark_written(self, buf, start, n, stream):
         if buf.bound == 'block':
-            buf.touched[start:start + n] = stream + 1
+            buf.touched[start:start + n] = _tag(stream)
         else:
             if self._whole is None:
                 self._whole = {}
-            m = self._whole.setdefault(buf.alloc.ordinal, np.zeros(buf.alloc.size, dtype=np.int64))
-            m[buf.offset + start:buf.offset + start + n] = stream + 1
+            m = self._whole.setdefault(buf.alloc.ordinal, np.zeros(buf.alloc.size, dtype=_TAG))
+            m[buf.offset + start:buf.offset + start + n] = _tag(stream)
 
     # ------------------------------------------------------------ operations
     def launch(self, thread, stream, module, name, grid, block, params, compute,
@@ -472,8 +485,8 @@ class Program:
         for b in a.blocks:
             if b.live and b.address < hi and lo < b.address + b.size:
                 s, e = max(lo, b.address) - b.address, min(hi, b.address + b.size) - b.address
-                fresh |= not (b.touched[s:e] == stream + 1).all()
-                b.touched[s:e] = stream + 1
+                fresh |= not (b.touched[s:e] == _tag(stream)).all()
+                b.touched[s:e] = _tag(stream)
         return fresh
 
     def captured(self, thread, stream, capture_id, kind, body, origin=None):

@@ -112,18 +112,26 @@ def _origin(op, step, module='', line=0, phase='forward', forward_op='', stack=N
     return o
 
 
+def _finite(v):
+    """v's floats in [-1e3, 1e3]: NaN as 0.5, infinities as 1 and -1."""
+    w = np.clip(v, -1e3, 1e3)
+    bad = np.flatnonzero(~np.isfinite(v))
+    if bad.size:
+        vb = v[bad]
+        w[bad] = np.where(np.isnan(vb), np.float32(0.5), np.where(vb > 0, np.float32(1.0), np.float32(-1.0)))
+    return w
+
+
 def _mix(out, ins, salt, eps=0.0):
     """A kernel's arithmetic: out from the bytes of its inputs, deterministically."""
     n = out.size // 4
     acc = np.full(n, np.float32(salt), dtype=np.float32)
     with np.errstate(all='ignore'):
         for k, x in enumerate(ins):
-            v = x[:x.size // 4 * 4].view(np.float32)
-            v = np.nan_to_num(v, nan=0.5, posinf=1.0, neginf=-1.0)
-            v = np.clip(v, -1e3, 1e3)
+            v = _finite(x[:x.size // 4 * 4].view(np.float32))
             if v.size > n:              # every input byte counts
                 v = np.concatenate([v, np.zeros(-v.size % n, np.float32)]).reshape(-1, n).mean(axis=0, dtype=np.float32)
-            acc += np.float32(0.25 * (k + 1)) * np.resize(v, n)
+            acc += np.float32(0.25 * (k + 1)) * (v if v.size == n else np.resize(v, n))
         acc = np.tanh(acc) + np.float32(eps)
     out.put(acc.astype(np.float32))
 
