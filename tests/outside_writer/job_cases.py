@@ -20,7 +20,8 @@ try:
     from case_kit import Failure, case, expect  # noqa: E402
     from gpurr_outside import job as jobs  # noqa: E402
 except ImportError as e:
-    sys.exit('job_cases.py: %s (scripts/setup.sh installs pycapnp, zstandard and numpy into the test environment)' % e)
+    sys.exit('job_cases.py: %s (scripts/setup.sh installs pycapnp, zstandard, xxhash and numpy '
+             'into the test environment)' % e)
 
 ENV = {'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}
 OTHERS_THAN_5 = [0, 1, 2, 3, 4, 6, 7]

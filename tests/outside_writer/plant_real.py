@@ -27,7 +27,8 @@ try:
     from gpurr_outside import reader, runner  # noqa: E402
     from gpurr_outside.reader import BLOCK, kind  # noqa: E402
 except ImportError as e:
-    sys.exit('plant_real.py: %s (scripts/setup.sh installs pycapnp, zstandard and numpy into the test environment)' % e)
+    sys.exit('plant_real.py: %s (scripts/setup.sh installs pycapnp, zstandard, xxhash and numpy '
+             'into the test environment)' % e)
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
 A = os.path.normpath(os.path.join(ROOT, 'examples', 'gpu', 'a.gpurr'))

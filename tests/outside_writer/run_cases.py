@@ -24,7 +24,8 @@ try:
     from gpurr_outside import bufhash, model, training  # noqa: E402
     from gpurr_outside.training import Variant  # noqa: E402
 except ImportError as e:
-    sys.exit('run_cases.py: %s (scripts/setup.sh installs pycapnp, zstandard and numpy into the test environment)' % e)
+    sys.exit('run_cases.py: %s (scripts/setup.sh installs pycapnp, zstandard, xxhash and numpy '
+             'into the test environment)' % e)
 
 
 # ------------------------------------------------------------ the hash
