@@ -22,7 +22,7 @@ torch.use_deterministic_algorithms(True, warn_only=True)
 torch.backends.cudnn.deterministic = True
 torchvision = common.need("torchvision")
 
-BATCH, BATCHES_PER_EPOCH, EPOCHS = 16, 2, 2
+BATCH, BATCHES_PER_EPOCH, EPOCHS = 16 if device.type == "cuda" else 8, 2, 2
 g = common.generator(torch)
 images = torch.randn(BATCH * BATCHES_PER_EPOCH, 3, 64, 64, generator=g)
 labels = torch.randint(0, 10, (BATCH * BATCHES_PER_EPOCH,), generator=g)
