@@ -60,15 +60,15 @@ def _step(s, lo, hi):
     return _mum(lo ^ _U(K1) ^ s, hi ^ _U(K2)) ^ rot
 
 
-def _chunks(data, first_chunk, length):
-    """Digests of equal-length chunks: data is (m, length) bytes, chunk
-    indices first_chunk .. first_chunk + m - 1."""
+def _chunks(data, indices, length):
+    """Digests of equal-length chunks: data is (m, length) bytes, the chunks
+    of those m indices."""
     m = data.shape[0]
     words = (length + 15) // 16
     padded = np.zeros((m, words * 16), dtype=np.uint8)
     padded[:, :length] = data
     w = padded.view('<u8').reshape(m, words, 2)
-    c = np.arange(first_chunk, first_chunk + m, dtype=np.uint64)[:, None]
+    c = np.asarray(indices, dtype=np.uint64)[:, None]
     lanes = _fmix(_U(K0) ^ (c * _U(LANES) + np.arange(LANES, dtype=np.uint64)[None, :]))
     for r in range(0, words, LANES):
         n = min(LANES, words - r)
@@ -88,22 +88,17 @@ _KNOWN_MAX = 1 << 16
 
 
 def _chunks_known(rows, first_chunk, length):
-    """_chunks, each chunk's digest computed once for the same index and bytes."""
+    """_chunks of rows, chunks first_chunk on, each digest computed once for
+    the same index and bytes."""
     keys = [(first_chunk + i, length, xxhash.xxh3_128_digest(row)) for i, row in enumerate(rows)]
-    missing = [i for i, k in enumerate(keys) if k not in _KNOWN]
-    if len(_KNOWN) + len(missing) > _KNOWN_MAX:
-        _KNOWN.clear()
-    # Runs of consecutive missing chunks are hashed together.
-    start = 0
-    while start < len(missing):
-        end = start
-        while end + 1 < len(missing) and missing[end + 1] == missing[end] + 1:
-            end += 1
-        lo, hi = missing[start], missing[end] + 1
-        for k, d in zip(keys[lo:hi], _chunks(rows[lo:hi], first_chunk + lo, length)):
-            _KNOWN[k] = d
-        start = end + 1
-    return [_KNOWN[k] for k in keys]
+    digests = [_KNOWN.get(k) for k in keys]
+    missing = [i for i, d in enumerate(digests) if d is None]
+    if missing:
+        if len(_KNOWN) + len(missing) > _KNOWN_MAX:
+            _KNOWN.clear()
+        for i, d in zip(missing, _chunks(rows[missing], [first_chunk + i for i in missing], length)):
+            digests[i] = _KNOWN[keys[i]] = d
+    return digests
 
 
 def chunk_digests(buf, chunk_bytes=CHUNK):
