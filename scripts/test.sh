@@ -10,7 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/setup.sh
-cmake -S . -B build -G Ninja -DGPURR_WERROR=ON
+# A build folder made here keeps line tables only (-g1: backtraces still
+# name files and lines), about a quarter faster to compile than -g; one that
+# exists keeps its configuration.
+configure=(-DGPURR_WERROR=ON)
+[ -f build/CMakeCache.txt ] || configure+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+cmake -S . -B build -G Ninja "${configure[@]}"
 cmake --build build
 ./scripts/build_wheel.sh dist
 
