@@ -86,6 +86,25 @@ constexpr const char* kKernelName =
 
 namespace {
 
+// A second kernel, with the parameters of PyTorch's elementwise kernels on
+// strided tensors (TensorIterator's): three pointers and an
+// OffsetCalculator of 25 dimensions, each a divisor (divisor, magic number,
+// shift) and three strides. Most of its 8-byte words are small nonzero
+// integers, which the recorder must rule out as pointers.
+const auto kWideKernel = reinterpret_cast<CUfunction>(0x200);
+struct OffsetCalculator {
+  int32_t dims = 3;
+  uint32_t sizes[25][3];
+  uint32_t strides[25][3];
+  OffsetCalculator() {
+    for (uint32_t d = 0; d < 25; ++d) {
+      const bool used = d < static_cast<uint32_t>(dims);
+      sizes[d][0] = used ? 64 : 1, sizes[d][1] = used ? 0x80000001u : 1, sizes[d][2] = used ? 6 : 0;
+      for (uint32_t& stride : strides[d]) stride = used ? 4u << (6 * d) : 0;
+    }
+  }
+};
+
 // Set while the program's thread is inside the recorder's callbacks, and not
 // inside the fake driver.
 thread_local bool inCallbacks = false;
@@ -304,10 +323,10 @@ CUresult fStreamIsCapturing(CUstream, CUstreamCaptureStatus* s) {
 CUresult fDriverGetVersion(int* v) { return *v = 13000, CUDA_SUCCESS; }
 CUresult fDeviceGetCount(int* n) { return *n = 0, CUDA_SUCCESS; }
 CUresult fFuncGetName(const char** name, CUfunction) { return *name = kKernelName, CUDA_SUCCESS; }
-CUresult fFuncGetParamInfo(CUfunction, size_t i, size_t* off, size_t* size) {
+CUresult fFuncGetParamInfo(CUfunction f, size_t i, size_t* off, size_t* size) {
   if (i >= 4) return CUDA_ERROR_INVALID_VALUE;
   *off = 8 * i;
-  *size = i == 3 ? 4 : 8;
+  *size = i < 3 ? 8 : f == kWideKernel ? sizeof(OffsetCalculator) : 4;
   return CUDA_SUCCESS;
 }
 
@@ -545,12 +564,14 @@ int main(int argc, char** argv) {
   bool observing = layer;
   // One launch of a kernel writing `out` from `x` and `w` on `stream`; its
   // time in the callbacks kept in `us` while this thread counts.
+  // `wide`: the kernel with TensorIterator's parameters.
   auto launch = [&](uint64_t stream, CUdeviceptr out, CUdeviceptr x, CUdeviceptr w, uint64_t i,
-                    std::vector<double>& us) {
+                    std::vector<double>& us, bool wide = false) {
     int n = 1024;
-    void* args[] = {&out, &x, &w, &n};
+    static OffsetCalculator offsets;  // only read
+    void* args[] = {&out, &x, &w, wide ? static_cast<void*>(&offsets) : &n};
     cuLaunchKernel_params p{};
-    p.f = reinterpret_cast<CUfunction>(0x100);
+    p.f = wide ? kWideKernel : reinterpret_cast<CUfunction>(0x100);
     p.gridDimX = p.gridDimY = p.gridDimZ = 1;
     p.blockDimX = 128, p.blockDimY = p.blockDimZ = 1;
     p.hStream = reinterpret_cast<CUstream>(stream);
@@ -617,6 +638,19 @@ int main(int argc, char** argv) {
     counted = launches;
   });
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  // The plain stream again, its kernel with TensorIterator's parameters.
+  const Measured wide = counter.measure([&](std::vector<double>& us, uint64_t& counted) {
+    us.reserve(launches);
+    for (uint64_t i = 1; i <= kWarmUp + launches; ++i) {
+      const bool counts = i > kWarmUp;
+      programThread = counts;
+      launch(0, buffers[i % 64], buffers[(i * 7 + 1) % 64], buffers[(i * 13 + 5) % 64], i, counts ? us : ignored,
+             true);
+    }
+    programThread = true;
+    counted = launches;
+  });
 
   // A dependent chain: each launch reads the output of the one before and
   // writes a buffer of its own (buffers 0-47; weights 48-63).
@@ -743,6 +777,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(kProcessWarmUp), static_cast<unsigned long long>(kWarmUp));
   std::printf("  - one stream of launches, one thread%s:\n", layer ? ", each in an op of the emulated layer" : "");
   printLaunchPathGoals(plain, allInputs);
+  std::printf("  - the same, its kernel's parameters those of PyTorch's elementwise kernels on strided tensors "
+              "(three pointers and an OffsetCalculator: %zu bytes):\n",
+              24 + sizeof(OffsetCalculator));
+  printLaunchPathGoals(wide, allInputs);
   std::printf("  - a dependent chain, each launch reading the output of the one before (%.2f GPU operations of the "
               "recorder per launch):\n",
               chain.opsPerLaunch);
@@ -773,9 +811,9 @@ int main(int argc, char** argv) {
   // 1: a goal that counts (operations, waits, allocations, the trace
   // thread's wake-ups and allocations) is missed; 3: only
   // the time goal, which a busy machine can miss (the short test run accepts it).
-  const uint64_t waits = plain.waits + chain.waits + autograd.waits + ddp.waits + follow.waits;
-  const uint64_t allocations =
-      plain.allocations + chain.allocations + autograd.allocations + ddp.allocations + follow.allocations;
+  const uint64_t waits = plain.waits + wide.waits + chain.waits + autograd.waits + ddp.waits + follow.waits;
+  const uint64_t allocations = plain.allocations + wide.allocations + chain.allocations + autograd.allocations +
+                               ddp.allocations + follow.allocations;
   if (plain.opsPerLaunch > 2 || waits != 0 || allocations != 0 || plain.wakeupsPerLaunch > 0.01 || sinkAllocations > 0)
     return 1;
   if (layer && !followed) return 1;

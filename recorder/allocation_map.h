@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "trace_format/events.h"
@@ -69,6 +70,14 @@ class AllocationMap {
   // as (address, size), in address order.
   std::vector<std::pair<uint64_t, uint64_t>> readableParts(const trace::Allocation& a, uint32_t device) const;
 
+  // [lowest start, highest end) of the live allocations ((0, 0) when there
+  // are none): no address outside it resolves. They do not overlap, so the
+  // first and the last bound them all.
+  std::pair<uint64_t, uint64_t> extent() const {
+    if (byStart_.empty()) return {0, 0};
+    const trace::Allocation& last = byStart_.rbegin()->second;
+    return {byStart_.begin()->first, last.address + last.size};
+  }
   // The allocation starting exactly at `address`, if any.
   const trace::Allocation* at(uint64_t address) const;
 

@@ -93,9 +93,6 @@ struct Tables {
   // Nodes of blocks freed, kept for the next blocks handed out: the
   // allocator frees and hands out a block for nearly every op.
   std::vector<std::map<uint64_t, uint64_t>::node_type> spareBlocks;
-  // Counts the changes of `blocks` (from 1), each made under blocksMu's
-  // unique lock: blockAt's answers hold while it has not moved.
-  std::atomic<uint64_t> blocksVersion{1};
 };
 Tables& tables = *new Tables;
 std::mutex& forwardMu = tables.forwardMu;
@@ -103,7 +100,6 @@ ForwardTable &forwardNew = tables.forwardNew, &forwardOld = tables.forwardOld;
 std::shared_mutex& blocksMu = tables.blocksMu;
 std::map<uint64_t, uint64_t>& blocks = tables.blocks;
 auto& spareBlocks = tables.spareBlocks;
-std::atomic<uint64_t>& blocksVersion = tables.blocksVersion;
 
 std::atomic<bool> reported{false};
 std::atomic<int64_t> currentStep_{-1};
@@ -341,7 +337,6 @@ void exitModule() {
 
 void blockEvent(uint64_t address, uint64_t size, bool allocated) {
   std::unique_lock lock(blocksMu);
-  blocksVersion.fetch_add(1, std::memory_order_release);
   constexpr size_t kSpare = 64;
   if (!allocated) {
     if (auto it = blocks.find(address); it != blocks.end()) {
@@ -374,30 +369,12 @@ void blockEvent(uint64_t address, uint64_t size, bool allocated) {
 std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) { return BlockReader().at(address); }
 
 std::optional<std::pair<uint64_t, uint64_t>> BlockReader::at(uint64_t address) {
-  // This thread's last answers, good while no block came or went: a launch
-  // asks for each of its pointers twice (its ranges, then its operands' roles).
-  struct Answer {
-    uint64_t version = 0, address = 0;
-    std::optional<std::pair<uint64_t, uint64_t>> block;
-  };
-  struct Answers {
-    std::array<Answer, 4> kept;
-    size_t next = 0;
-  };
-  thread_local Answers tlsAnswers;
-  Answers& answers = threadLocalRef(tlsAnswers);
-  const uint64_t now = blocksVersion.load(std::memory_order_acquire);
-  for (const Answer& a : answers.kept) {
-    if (a.version == now && a.address == address) return a.block;
-  }
   if (!lock_.owns_lock()) lock_ = std::shared_lock(blocksMu);
-  Answer& a = answers.kept[answers.next++ % answers.kept.size()];
-  a = {blocksVersion.load(std::memory_order_relaxed), address, std::nullopt};
   auto it = blocks.upper_bound(address);
   if (it == blocks.begin()) return std::nullopt;
   --it;
   if (address - it->first >= it->second) return std::nullopt;
-  return a.block = *it;
+  return *it;
 }
 
 void setStep(int64_t step) {
@@ -634,7 +611,6 @@ void resetForTesting() {
   {
     std::unique_lock lock(blocksMu);
     blocks.clear();
-    blocksVersion.fetch_add(1);
   }
   std::lock_guard lock(forwardMu);
   forwardNew.clear();

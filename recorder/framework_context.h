@@ -88,8 +88,7 @@ void blockEvent(uint64_t address, uint64_t size, bool allocated);
 // The live block that holds `address`: its (base, size).
 std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address);
 // blockAt for several addresses (a launch's pointers): the block map's
-// lock is taken once, at the first address the thread's kept answers lack,
-// and held until the reader goes.
+// lock is taken once, at the first address, and held until the reader goes.
 class BlockReader {
  public:
   std::optional<std::pair<uint64_t, uint64_t>> at(uint64_t address);

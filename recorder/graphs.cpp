@@ -86,8 +86,7 @@ void GraphRecorder::learnGraph(uint64_t exec, uint64_t graph, uint64_t context) 
     if (!known) break;
     uint32_t module = 0;
     bool ambiguous = false;
-    const std::shared_ptr<const CachedFunction> fn =
-        modules_.functionInfo(k.function, nullptr, module, ambiguous);
+    const CachedFunction* const fn = &modules_.functionInfo(k.function, nullptr, module, ambiguous);
     std::vector<uint8_t> params;
     if (auto fromExtra = paramsFromExtra(k.extra)) {
       params = std::move(*fromExtra);

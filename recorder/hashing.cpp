@@ -122,8 +122,8 @@ void HashRules::forgotten(std::span<const trace::DeviceRange> ranges) {
 }
 
 
-void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, uint64_t key,
-                               std::vector<OperandRole>& roles) {
+void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::span<const Block> blocks,
+                               uint64_t key, std::vector<OperandRole>& roles) {
   roles.clear();
   if (framework::attribution() == framework::Attribution::kFollow) {
     // No op observed: the roles the launch at this place of the template had.
@@ -135,12 +135,22 @@ void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, ui
   }
   const auto operands = framework::innermostOpOperands();
   if (!operands || ranges.empty()) return;
-  std::unique_lock lock(mu_, std::defer_lock);  // for the allocation map, taken when a range needs it
-  const TensorExtent extent = [&](const trace::DeviceRange& r) -> std::optional<std::pair<uint64_t, uint64_t>> {
-    if (r.bound == trace::RangeBound::kBlock) return framework::blockAt(r.address);
+  // Captured whole by reference: a std::function keeps one pointer without
+  // an allocation.
+  struct {
+    HashRules& rules;
+    const trace::DeviceRange* first;
+    std::span<const Block> blocks;
+    std::unique_lock<std::mutex> lock;  // for the allocation map, taken when a range needs it
+  } c{*this, ranges.data(), blocks, std::unique_lock(mu_, std::defer_lock)};
+  const TensorExtent extent = [&c](const trace::DeviceRange& r) -> std::optional<Block> {
+    if (r.bound == trace::RangeBound::kBlock) {
+      const auto i = static_cast<size_t>(&r - c.first);
+      return i < c.blocks.size() ? c.blocks[i] : framework::blockAt(r.address);
+    }
     // PyTorch's cudaMallocAsync backend: one allocation per tensor.
-    if (!lock.owns_lock()) lock.lock();
-    const trace::Allocation* a = memory_.allocations().at(r.address - r.offset);
+    if (!c.lock.owns_lock()) c.lock.lock();
+    const trace::Allocation* a = c.rules.memory_.allocations().at(r.address - r.offset);
     if (a != nullptr && a->kind == AllocationKind::kAsync) return std::pair{a->address, a->size};
     return std::nullopt;
   };

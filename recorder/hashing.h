@@ -92,7 +92,10 @@ class HashRules {
   // framework layer follows its template (framework_context.h), those the
   // launch at the same place in the template had, when its function's key
   // (framework::launchKey) is `key`. Into `roles` (its capacity reused).
-  void operandRolesOf(const std::vector<trace::DeviceRange>& ranges, uint64_t key, std::vector<OperandRole>& roles);
+  // `blocks`: the block of each range bound by one, as referencedRanges
+  // gives them; when empty, they are looked up.
+  void operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::span<const Block> blocks, uint64_t key,
+                      std::vector<OperandRole>& roles);
   // A copy or set wrote these hashed ranges on `stream`.
   void touched(const HashTicket& written, uint64_t stream);
   // These ranges were written without a digest, or their first use was not

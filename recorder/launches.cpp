@@ -36,6 +36,7 @@ thread_local RuntimeLaunchFrame tlsRuntimeLaunch;
 // nest on one thread. One thread_local, so one lookup (thread_local_ref.h).
 struct LaunchBuffers {
   std::vector<ScannedPointer> scanned;  // the pointers its parameters hold
+  std::vector<Block> blocks;            // the framework allocator's block of each of its ranges
   std::vector<OperandRole> roles;       // the roles of its ranges in its framework op
 };
 thread_local LaunchBuffers tlsBuffers;
@@ -220,8 +221,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
 
   uint32_t module = 0;
   bool ambiguousModule = false;
-  const std::shared_ptr<const CachedFunction> fn =
-      modules_.functionInfo(function, cb.symbolName, module, ambiguousModule);
+  const CachedFunction* const fn = &modules_.functionInfo(function, cb.symbolName, module, ambiguousModule);
   k.function = fn->info.name;
   k.module = module;
   if (ambiguousModule)
@@ -277,7 +277,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
   std::vector<trace::DeviceRange> ranges = std::move(entry.after.ranges);  // emptied, its capacity kept
   {
     framework::BlockReader blocks;
-    referencedRanges(scanned, [&blocks](uint64_t address) { return blocks.at(address); }, ranges);
+    referencedRanges(scanned, [&blocks](uint64_t address) { return blocks.at(address); }, ranges, &buffers.blocks);
   }
   const std::string unreadable = unreadableOperands(scanned, device);
   clock.lap(kPointers);
@@ -309,7 +309,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
   const bool learning = framework::attribution() == framework::Attribution::kLearn;
   std::vector<OperandRole>& roles = buffers.roles;
   roles.clear();
-  if ((k.hashed && !snapshot) || learning) hashing_.operandRolesOf(ranges, fn->key, roles);
+  if ((k.hashed && !snapshot) || learning) hashing_.operandRolesOf(ranges, buffers.blocks, fn->key, roles);
   if (learning) {
     std::vector<uint8_t> learned;
     for (OperandRole r : roles) learned.push_back(static_cast<uint8_t>(r));

@@ -4,11 +4,23 @@
 #include "recorder/memory.h"
 
 #include "recorder/callback_data.h"
+#include "recorder/thread_local_ref.h"
 #include "recorder/write_history.h"
 
 namespace gpurr::recorder {
 
 using trace::AllocationKind;
+
+namespace {
+
+// A thread's last answer of MemoryRecorder::deviceOf.
+struct DeviceMemo {
+  uint64_t context = 0, generation = 0;
+  uint32_t device = 0;
+};
+thread_local DeviceMemo tlsDevice;
+
+}  // namespace
 
 MemoryRecorder::MemoryRecorder(std::mutex& mu, const RecorderOptions& options, Device& device, SessionOutput& out)
     : mu_(mu), options_(options), device_(device), out_(out) {}
@@ -16,17 +28,23 @@ MemoryRecorder::MemoryRecorder(std::mutex& mu, const RecorderOptions& options, D
 void MemoryRecorder::contextDestroying(uint64_t context) {
   std::lock_guard lock(mu_);
   deviceByContext_.erase(context);
+  contexts_.bump();
 }
 
 uint32_t MemoryRecorder::deviceOf(uint64_t context) {
+  DeviceMemo& memo = threadLocalRef(tlsDevice);
+  if (memo.context == context && memo.generation == contexts_.now()) return memo.device;
+  const auto answer = [&](uint32_t device) {  // read under the lock, with the generation it is of
+    memo = {context, contexts_.now(), device};
+    return device;
+  };
   {
     std::lock_guard lock(mu_);
-    if (auto it = deviceByContext_.find(context); it != deviceByContext_.end()) return it->second;
+    if (auto it = deviceByContext_.find(context); it != deviceByContext_.end()) return answer(it->second);
   }
   const uint32_t device = device_.currentDevice();  // the callback's context is current
   std::lock_guard lock(mu_);
-  deviceByContext_[context] = device;
-  return device;
+  return answer(deviceByContext_.try_emplace(context, device).first->second);
 }
 
 void MemoryRecorder::addAllocation(uint64_t address, uint64_t size, AllocationKind kind, uint64_t stream,

@@ -15,6 +15,7 @@
 #include "recorder/allocation_map.h"
 #include "recorder/callback_table.h"
 #include "recorder/device.h"
+#include "recorder/generation.h"
 #include "recorder/options.h"
 #include "recorder/session_output.h"
 
@@ -31,7 +32,8 @@ class MemoryRecorder {
   void contextDestroying(uint64_t context);
 
   // The device of `context` (asked of the driver once: the callback's
-  // context is current).
+  // context is current). Each thread keeps its last answer, given again
+  // without the session's lock while no context has gone since.
   uint32_t deviceOf(uint64_t context);
   trace::DeviceRange deviceRange(uint64_t address, uint64_t size);  // resolved against the map (locked)
   bool isDevicePointer(uint64_t address);
@@ -56,6 +58,7 @@ class MemoryRecorder {
   SessionOutput& out_;
   AllocationMap allocations_;
   std::unordered_map<uint64_t, uint32_t> deviceByContext_;  // context -> device ordinal
+  Generation contexts_;  // bumped under mu_ when a context goes: a thread's kept device holds until then
   std::unordered_map<uint64_t, uint32_t> ipcOpens_;         // IPC-opened address -> open count
 };
 

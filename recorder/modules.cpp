@@ -3,12 +3,14 @@
 // layout and module, described once.
 #include "recorder/modules.h"
 
+#include <array>
 #include <span>
 #include <utility>
 
 #include "recorder/callback_data.h"
 #include "recorder/cubin_symbols.h"
 #include "recorder/framework_context.h"
+#include "recorder/thread_local_ref.h"
 #include "trace_format/hash.h"
 
 namespace gpurr::recorder {
@@ -18,6 +20,22 @@ namespace {
 // The module ordinal announced by the last MODULE_LOADED callback on this
 // thread: it arrives inside the cuModuleLoad* call that made the module.
 thread_local uint32_t tlsLastModule = 0;
+
+// A thread's recent answers of functionInfo, by function handle: each good
+// while the tables' generation has not moved. An answer holds its
+// description, which a module's unloading then does not free under the
+// thread that was given it.
+struct FunctionMemo {
+  struct Entry {
+    uint64_t function = 0, generation = 0;
+    std::shared_ptr<const CachedFunction> fn;
+    uint32_t module = 0;
+    bool ambiguousModule = false;
+  };
+  static constexpr size_t kEntries = 256;  // more than the kernels of most training steps
+  std::array<Entry, kEntries> entries;
+};
+thread_local FunctionMemo tlsFunctions;
 
 }  // namespace
 
@@ -33,6 +51,7 @@ void ModuleRecorder::loadCallExit(const CUpti_CallbackData& cb) {
   if (out != nullptr && *out != nullptr && tlsLastModule != 0) {
     std::lock_guard lock(mu_);
     moduleByHandle_[u64(*out)] = tlsLastModule;
+    generation_.bump();
   }
   tlsLastModule = 0;
 }
@@ -41,6 +60,7 @@ void ModuleRecorder::moduleUnloading() {
   // Function handles of the module may be reused by a later load.
   std::lock_guard lock(mu_);
   functions_.clear();
+  generation_.bump();
 }
 
 void ModuleRecorder::moduleLoaded(const CUpti_ModuleResourceData& module) {
@@ -67,20 +87,31 @@ void ModuleRecorder::moduleLoaded(const CUpti_ModuleResourceData& module) {
     auto [it, fresh] = moduleByName_.try_emplace(name, load.ordinal);
     if (!fresh) it->second = it->second != 0 && moduleDigest_[it->second] == load.digest ? load.ordinal : 0;
   }
+  generation_.bump();
   tlsLastModule = load.ordinal;
   entry.event = out_.newEvent(load);
   out_.emit(std::move(entry));
 }
 
 
-std::shared_ptr<const CachedFunction> ModuleRecorder::functionInfo(uint64_t function, const char* symbolName,
-                                                                  uint32_t& module, bool& ambiguousModule) {
+const CachedFunction& ModuleRecorder::functionInfo(uint64_t function, const char* symbolName, uint32_t& module,
+                                                   bool& ambiguousModule) {
+  FunctionMemo::Entry& kept = threadLocalRef(tlsFunctions).entries[(function >> 4 ^ function >> 12) %
+                                                                    FunctionMemo::kEntries];
+  if (kept.function == function && kept.generation == generation_.now()) {
+    module = kept.module;
+    ambiguousModule = kept.ambiguousModule;
+    return *kept.fn;
+  }
+  // Keeps the answer, read under the lock with the generation it is of.
+  const auto answer = [&](const std::shared_ptr<const CachedFunction>& fn) -> const CachedFunction& {
+    moduleOfLocked(*fn, module, ambiguousModule);
+    kept = {function, generation_.now(), fn, module, ambiguousModule};
+    return *fn;
+  };
   {
     std::lock_guard lock(mu_);  // the common case: one lock
-    if (auto it = functions_.find(function); it != functions_.end()) {
-      moduleOfLocked(*it->second, module, ambiguousModule);
-      return it->second;
-    }
+    if (auto it = functions_.find(function); it != functions_.end()) return answer(it->second);
   }
   auto fresh = std::make_shared<CachedFunction>();
   // Lazy loading: the driver may load the function's module inside this
@@ -97,8 +128,8 @@ std::shared_ptr<const CachedFunction> ModuleRecorder::functionInfo(uint64_t func
   std::lock_guard lock(mu_);
   if (announced != 0 && fresh->info.module != 0) moduleByHandle_[fresh->info.module] = announced;
   const auto& cached = functions_.emplace(function, std::move(fresh)).first->second;
-  moduleOfLocked(*cached, module, ambiguousModule);
-  return cached;
+  generation_.bump();
+  return answer(cached);
 }
 
 void ModuleRecorder::moduleOfLocked(const CachedFunction& fn, uint32_t& module, bool& ambiguousModule) const {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "recorder/device.h"
+#include "recorder/generation.h"
 #include "recorder/options.h"
 #include "recorder/rng_params.h"
 #include "recorder/session_output.h"
@@ -47,9 +48,12 @@ class ModuleRecorder {
 
   // Function name / layout, cached per handle; `module` gets its ordinal.
   // `ambiguousModule`: the handle named no module and several images with
-  // different code define the name, so `module` is 0.
-  std::shared_ptr<const CachedFunction> functionInfo(uint64_t function, const char* symbolName, uint32_t& module,
-                                                     bool& ambiguousModule);
+  // different code define the name, so `module` is 0. The description is
+  // valid until the calling thread's next call. Each thread keeps its recent
+  // answers, given again without the session's lock while no module has
+  // loaded or unloaded since.
+  const CachedFunction& functionInfo(uint64_t function, const char* symbolName, uint32_t& module,
+                                     bool& ambiguousModule);
   uint64_t runtimeFunction(uint64_t hostFunction);  // cached Device::runtimeFunction
 
  private:
@@ -61,6 +65,10 @@ class ModuleRecorder {
   Device& device_;
   SessionOutput& out_;
   std::unordered_map<uint64_t, std::shared_ptr<const CachedFunction>> functions_;
+  // Of the tables a function's answer comes from (functions_ and the module
+  // maps), bumped under mu_ at each change: a kept answer holds while it has
+  // not moved.
+  Generation generation_;
   std::unordered_map<uint64_t, uint64_t> functionByHostStub_;  // runtime entry function -> CUfunction (0: none)
   std::unordered_map<uint64_t, uint32_t> moduleByHandle_;   // CUmodule -> ordinal
   std::unordered_map<std::string, uint32_t> moduleByName_;  // kernel name -> ordinal; 0: ambiguous

@@ -54,10 +54,13 @@ std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const 
 void scanPointers(std::span<const uint8_t> params, const AllocationMap& map, uint32_t device,
                   std::vector<ScannedPointer>& out) {
   out.clear();
+  // Most words are sizes, strides and flags, far from any allocation: ruled
+  // out at once.
+  const auto [lo, hi] = map.extent();
   for (size_t off = 0; off + 8 <= params.size(); off += 8) {
     uint64_t word;
     std::memcpy(&word, params.data() + off, 8);
-    if (word == 0) continue;
+    if (word == 0 || word < lo || word >= hi) continue;
     const std::optional<Resolved> r = map.resolveFrom(word, device);
     if (!r) continue;
     ScannedPointer p;
@@ -78,7 +81,7 @@ std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer>
 }
 
 void referencedRanges(std::span<const ScannedPointer> pointers, const BlockLookup& blockAt,
-                      std::vector<trace::DeviceRange>& out) {
+                      std::vector<trace::DeviceRange>& out, std::vector<Block>* blocks) {
   thread_local std::vector<const ScannedPointer*> tlsSorted;  // this thread's, capacity kept
   std::vector<const ScannedPointer*>& sorted = threadLocalRef(tlsSorted);
   sorted.clear();
@@ -87,19 +90,23 @@ void referencedRanges(std::span<const ScannedPointer> pointers, const BlockLooku
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->address < b->address; });
   out.clear();
   out.reserve(sorted.size());
+  if (blocks != nullptr) blocks->clear();
   for (const ScannedPointer* p : sorted) {
     if (!out.empty()) {
       const trace::DeviceRange& last = out.back();
       if (last.allocation == p->param.allocation && p->address < last.address + last.size) continue;
     }
     trace::DeviceRange r{p->address, p->readableBytes, p->param.allocation, p->param.offset};
+    Block in{0, 0};
     if (blockAt) {
       if (const auto block = blockAt(p->address)) {
         r.size = std::min(r.size, block->first + block->second - p->address);
         r.bound = trace::RangeBound::kBlock;
+        in = *block;
       }
     }
     out.push_back(r);
+    if (blocks != nullptr) blocks->push_back(in);
   }
 }
 

@@ -47,8 +47,10 @@ std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const 
 void scanPointers(std::span<const uint8_t> params, const AllocationMap& map, uint32_t device,
                   std::vector<ScannedPointer>& out);
 
-// The block of the framework's allocator that holds an address: (base, size).
-using BlockLookup = std::function<std::optional<std::pair<uint64_t, uint64_t>>(uint64_t address)>;
+// A block of the framework's allocator: (base, size).
+using Block = std::pair<uint64_t, uint64_t>;
+// The block that holds an address.
+using BlockLookup = std::function<std::optional<Block>(uint64_t address)>;
 
 // The ranges a launch with these pointers can read or write (FORMAT.md):
 // for a pointer into a block `blockAt` knows, from the lowest pointer into
@@ -58,14 +60,16 @@ using BlockLookup = std::function<std::optional<std::pair<uint64_t, uint64_t>>(u
 // pointers the device cannot read through give no range.
 std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer> pointers,
                                                  const BlockLookup& blockAt = {});
-// The same into `out` (its capacity reused).
+// The same into `out` (its capacity reused); with `blocks`, the block of
+// each range bound by one into it ((0, 0) for the others), in out's order
+// (the launch path looks each block up once).
 void referencedRanges(std::span<const ScannedPointer> pointers, const BlockLookup& blockAt,
-                      std::vector<trace::DeviceRange>& out);
+                      std::vector<trace::DeviceRange>& out, std::vector<Block>* blocks = nullptr);
 
 // The extent of the one tensor a range lies in: the framework allocator's
 // block, or an allocation that holds a single tensor; nothing when the range
 // may hold several tensors.
-using TensorExtent = std::function<std::optional<std::pair<uint64_t, uint64_t>>(const trace::DeviceRange& range)>;
+using TensorExtent = std::function<std::optional<Block>(const trace::DeviceRange& range)>;
 
 // What a launch's range is to the framework op it runs in, by the op's
 // operands (its tensor arguments, and whether its schema writes each).

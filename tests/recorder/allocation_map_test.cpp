@@ -24,6 +24,27 @@ TEST_CASE("allocations resolve by interval and get ordinals in order", "[recorde
   CHECK_FALSE(m.resolve(0x1800));  // the gap between them
 }
 
+TEST_CASE("the allocations' extent bounds every address that resolves", "[recorder][allocmap]") {
+  AllocationMap m;
+  using Extent = std::pair<uint64_t, uint64_t>;
+  CHECK(m.extent() == Extent{0, 0});
+  CHECK_FALSE(m.resolve(0));
+  m.add(0x30000, 0x1000, AllocationKind::kDevice, 0, 0);
+  m.add(0x10000, 0x100, AllocationKind::kDevice, 0, 0);  // added later, lower
+  CHECK(m.extent() == Extent{0x10000, 0x31000});
+  CHECK(m.resolve(0x10000));
+  CHECK_FALSE(m.resolve(0xffff));
+  CHECK(m.resolve(0x30fff));
+  CHECK_FALSE(m.resolve(0x31000));
+  CHECK_FALSE(m.resolve(~uint64_t{0}));
+  m.remove(0x30000);
+  CHECK(m.extent() == Extent{0x10000, 0x10100});
+  CHECK_FALSE(m.resolve(0x30000));
+  m.add(0x40000, 0, AllocationKind::kDevice, 0, 0);  // empty: holds no address
+  CHECK(m.extent() == Extent{0x10000, 0x40000});
+  CHECK_FALSE(m.resolve(0x40000));
+}
+
 TEST_CASE("a freed allocation no longer resolves and its ordinal is not reused", "[recorder][allocmap]") {
   AllocationMap m;
   m.add(0x1000, 0x100, AllocationKind::kDevice, 0, 0);

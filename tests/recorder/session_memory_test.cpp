@@ -245,6 +245,39 @@ TEST_CASE("another device's memory is not hashed by a launch, copy or set on thi
     for (const auto& r : call.requests) CHECK((r.address >= a && r.address < a + mine.size()));
 }
 
+TEST_CASE("a function is described again once a module unloads, a context's device once the context goes",
+          "[recorder][session]") {
+  Harness h;
+  h.device->functions[kRead4] = read4Info();
+  std::vector<uint8_t> buffer = randomBytes(4096, 37);
+  h.memAlloc(buffer);  // context 0xC0, device 0
+  uint64_t a = addr(buffer.data()), none = 0;
+  void* args[] = {&a, &none, &none, &none};
+  h.launch(kRead4, args);
+  // The driver gives a function's handle to another only after its module
+  // unloaded, and a context stays on its device: before, neither is asked
+  // again (the launch path keeps both answers on its thread).
+  h.device->functions[kRead4].name = "_Z5otherPfS_S_S_";
+  h.device->device = 1;
+  h.launch(kRead4, args);
+  CUpti_ResourceData r{h.ctx, {nullptr}, nullptr};
+  h.session->onCallback(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING, &r);
+  h.launch(kRead4, args);
+  // A new context at the handle of one destroyed: on device 1, whose
+  // kernels cannot read device 0's buffer.
+  h.session->onCallback(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, &r);
+  h.launch(kRead4, args);
+
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() == 4);
+  CHECK(launches[0].function == "_Z5read4PfS_S_S_");
+  CHECK(launches[1].function == "_Z5read4PfS_S_S_");
+  CHECK(launches[2].function == "_Z5otherPfS_S_S_");
+  CHECK(launches[3].function == "_Z5otherPfS_S_S_");
+  for (size_t i = 0; i < 3; ++i) CHECK_THAT(notes(launches[i]), !Catch::Contains("not readable"));
+  CHECK_THAT(notes(launches[3]), Catch::Contains("allocation 1 (memory of device 0)"));
+}
+
 TEST_CASE("IPC-opened memory is a known allocation and hashed until its last close",
           "[recorder][session][readable]") {
   Harness h;
