@@ -146,7 +146,7 @@ void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, st
   const TensorExtent extent = [&c](const trace::DeviceRange& r) -> std::optional<Block> {
     if (r.bound == trace::RangeBound::kBlock) {
       const auto i = static_cast<size_t>(&r - c.first);
-      return i < c.blocks.size() ? c.blocks[i] : framework::blockAt(r.address);
+      return i < c.blocks.size() ? std::optional(c.blocks[i]) : std::nullopt;
     }
     // PyTorch's cudaMallocAsync backend: one allocation per tensor.
     if (!c.lock.owns_lock()) c.lock.lock();

@@ -93,7 +93,7 @@ class HashRules {
   // launch at the same place in the template had, when its function's key
   // (framework::launchKey) is `key`. Into `roles` (its capacity reused).
   // `blocks`: the block of each range bound by one, as referencedRanges
-  // gives them; when empty, they are looked up.
+  // gives them.
   void operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::span<const Block> blocks, uint64_t key,
                       std::vector<OperandRole>& roles);
   // A copy or set wrote these hashed ranges on `stream`.
