@@ -60,7 +60,6 @@ uint64_t AllocationMap::mappedRun(uint64_t address, uint64_t need) const {
 }
 
 std::optional<Resolved> AllocationMap::resolve(uint64_t address) const {
-  if (const auto [lo, hi] = extent(); address < lo || address >= hi) return std::nullopt;
   auto it = byStart_.upper_bound(address);
   if (it == byStart_.begin()) return std::nullopt;
   const trace::Allocation& a = std::prev(it)->second;

@@ -55,7 +55,7 @@ void scanPointers(std::span<const uint8_t> params, const AllocationMap& map, uin
                   std::vector<ScannedPointer>& out) {
   out.clear();
   // Most words are sizes, strides and flags, far from any allocation: ruled
-  // out at once.
+  // out at once, without a lookup in the map.
   const auto [lo, hi] = map.extent();
   for (size_t off = 0; off + 8 <= params.size(); off += 8) {
     uint64_t word;
