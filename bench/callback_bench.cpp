@@ -43,9 +43,10 @@
 //     and learned, then the recorder following the learned step with no op
 //     observed, as the PyTorch layer has it after its first steps.
 //
-//   callback_bench [launches (200000)] [buffer KiB (64)] [all] [nolayer]
+//   callback_bench [launches (200000)] [buffer KiB (64)] [all] [nolayer] [parts]
 // ("all": as with --hash-inputs, every launch's buffers hashed before it too;
-// "nolayer": no op reports its operands)
+// "nolayer": no op reports its operands; "parts": the callbacks' time by
+// part, as GPURR_VERBOSE=1 has the recorder report it)
 // Exit status: 0 every goal met, 1 a counted goal missed, 3 the time goal only
 // (the goals of the first three bullets, on the plain stream of launches).
 #include <unistd.h>
@@ -516,10 +517,11 @@ int main(int argc, char** argv) {
 #endif
   const uint64_t launches = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 200000;
   const uint64_t bufferBytes = (argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 64) * 1024;
-  bool allInputs = false, layer = true;
+  bool allInputs = false, layer = true, parts = false;
   for (int i = 3; i < argc; ++i) {
     if (std::strcmp(argv[i], "all") == 0) allInputs = true;
     if (std::strcmp(argv[i], "nolayer") == 0) layer = false;
+    if (std::strcmp(argv[i], "parts") == 0) parts = true;
   }
   FakeGpu fake;
   gpu = &fake;
@@ -533,6 +535,7 @@ int main(int argc, char** argv) {
   RecorderOptions options = parseOptions(
       [&](const char* n) -> const char* {
         if (std::strcmp(n, "GPURR_OUTPUT") == 0) return output.c_str();
+        if (std::strcmp(n, "GPURR_VERBOSE") == 0) return parts ? "1" : nullptr;
         return allInputs && std::strcmp(n, "GPURR_HASH_INPUTS") == 0 ? "1" : nullptr;
       },
       problems);
@@ -764,6 +767,7 @@ int main(int argc, char** argv) {
     std::printf("  ... as the trace records it (recorderNs, every pattern): median %.2f us, 99th percentile %.2f us\n",
                 recorded[recorded.size() / 2] / 1e3, recorded[recorded.size() * 99 / 100] / 1e3);
   }
+  if (parts) std::printf("  %s (every pattern, warm-up included)\n", session->launchPartsText().c_str());
   std::printf("  memory the recorder held at most: host %.1f MiB (event queue %.1f MiB, snapshots %.1f MiB, writer %.1f "
               "MiB), pinned host %.1f MiB, GPU %.1f KiB\n",
               memory.hostBytes / 1048576.0, memory.queueBytes / 1048576.0, memory.snapshotBytes / 1048576.0,

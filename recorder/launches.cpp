@@ -193,13 +193,14 @@ LaunchCall LaunchRecorder::runtimeCall(const RuntimeEntry& e, const CUpti_Callba
 std::unique_ptr<PendingLaunch> LaunchRecorder::startLaunch(LaunchCall& call, const CUpti_CallbackData& cb) {
   const auto began = std::chrono::steady_clock::now();
   const uint64_t opsBefore = countOnThisThread().enqueued;
-  std::unique_ptr<PendingLaunch> pending = describeLaunch(call, cb);
+  std::unique_ptr<PendingLaunch> pending = describeLaunch(call, cb, began);
   pending->spent = std::chrono::steady_clock::now() - began;
   pending->opsBefore = opsBefore;
   return pending;
 }
 
-std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, const CUpti_CallbackData& cb) {
+std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, const CUpti_CallbackData& cb,
+                                                              std::chrono::steady_clock::time_point began) {
   const Handler h = call.handler;
   const bool perThread = call.perThread;
   const uint64_t function = call.function;
@@ -261,7 +262,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
     k.pointers.reserve(scanned.size());
     for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
     clock.lap(kPointers);
-    out_.stamp(entry.event, fn->key);
+    out_.stamp(entry.event, fn->key, began);
     clock.lap(kFramework);
     return pending;
   }
@@ -382,7 +383,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
       return historyBlind(p.kind) || p.kind == AllocationKind::kHostMapped;
     });
   }
-  out_.stamp(entry.event, fn->key);
+  out_.stamp(entry.event, fn->key, began);
   clock.lap(kFramework);
   return pending;
 }

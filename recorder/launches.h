@@ -78,7 +78,9 @@ class LaunchRecorder {
   // rest is done by finishLaunch once the launch call has returned. What
   // `call` set in its launch moves into the launch's entry.
   std::unique_ptr<PendingLaunch> startLaunch(LaunchCall& call, const CUpti_CallbackData& cb);
-  std::unique_ptr<PendingLaunch> describeLaunch(LaunchCall& call, const CUpti_CallbackData& cb);
+  // `began`: when the ENTER callback began (the event's time).
+  std::unique_ptr<PendingLaunch> describeLaunch(LaunchCall& call, const CUpti_CallbackData& cb,
+                                                std::chrono::steady_clock::time_point began);
   void finishLaunch(std::unique_ptr<PendingLaunch> pending);
 
   std::mutex& mu_;

@@ -5,10 +5,12 @@
 // made on the program's thread is finished and freed by the trace thread).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -16,11 +18,12 @@
 
 namespace gpurr::recorder {
 
-// Up to kKeep things of one kind, shared by every thread. The default keeps
-// what the entries of an eighth of the largest trace ring (65536 slots) hold:
-// the program runs that far ahead of the trace thread before it wakes it
-// (trace_sink.h), so once as many have been made, none is made again.
-template <typename Thing, std::size_t Keep = 8192>
+// Up to kKeep things of one kind, shared by every thread. The default is the
+// largest trace ring's slots (65536): a thing is only made while every one
+// made before is in flight, so a shelf never holds more than were in flight
+// at once, which the ring and its memory bound (--trace-queue) limit; once
+// the trace thread's largest lag has been reached, none is made again.
+template <typename Thing, std::size_t Keep = 65536>
 class Shelf {
  public:
   static constexpr std::size_t kKeep = Keep;
@@ -38,6 +41,22 @@ class Shelf {
     if (things_.size() >= kKeep) return false;
     things_.push_back(std::move(thing));
     return true;
+  }
+  // Up to `n` at once, into `out`, the last given back last; how many.
+  size_t take(Thing* out, size_t n) {
+    std::lock_guard lock(mu_);
+    n = std::min(n, things_.size());
+    for (size_t i = n; i-- > 0;) {
+      out[i] = std::move(things_.back());
+      things_.pop_back();
+    }
+    return n;
+  }
+  // As many of `things` as there is room for, from the front (the caller
+  // frees the rest).
+  void put(std::span<Thing> things) {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < things.size() && things_.size() < kKeep; ++i) things_.push_back(std::move(things[i]));
   }
 
  private:

@@ -105,9 +105,8 @@ trace::Event SessionOutput::newEvent(trace::Payload payload) {
   return ev;
 }
 
-void SessionOutput::stamp(trace::Event& ev, uint64_t key) {
-  ev.timeNs = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+void SessionOutput::stamp(trace::Event& ev, uint64_t key, std::chrono::steady_clock::time_point at) {
+  ev.timeNs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(at - start_).count());
   ThreadNumber& number = threadLocalRef(tlsThread);
   if (number.session != this) number = {this, nextThread_.fetch_add(1)};
   ev.thread = number.id;

@@ -49,8 +49,10 @@ class SessionOutput {
   // built in its entry, which then moves no more: the ring takes its box).
   // An origin it holds already is overwritten in place (its storage kept).
   // `key`: the operation's framework::operationKey when the caller has it
-  // (a launch's, kept with its function); else worked out here.
-  void stamp(trace::Event& ev, uint64_t key = 0);
+  // (a launch's, kept with its function); else worked out here. `at`: the
+  // time of the call, when the caller read the clock at its start already.
+  void stamp(trace::Event& ev, uint64_t key = 0) { stamp(ev, key, std::chrono::steady_clock::now()); }
+  void stamp(trace::Event& ev, uint64_t key, std::chrono::steady_clock::time_point at);
   void emit(SinkEntry&& entry) {
     if (sink_) sink_->push(std::move(entry));
   }

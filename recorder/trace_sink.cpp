@@ -6,17 +6,21 @@
 
 #include "recorder/recycling.h"
 #include "recorder/reentrancy.h"
+#include "recorder/thread_local_ref.h"
 
 namespace gpurr::recorder {
 
 namespace {
 
-// Written entries' boxes kept for reuse: enough for the entries in flight
-// while the trace thread keeps up (Shelf's default: an eighth of the
-// largest ring). A launch's box keeps the capacity of its containers, up to
-// kLaunchEntryBytes (a launch's are some hundreds of bytes; a rare large
-// one is freed); other entries' boxes are kept empty.
+// Written entries' boxes kept for reuse: as many as were ever in flight at
+// once (Shelf's default: the largest ring's slots). A launch's box keeps
+// the capacity of its containers, up to kLaunchEntryBytes (a launch's are
+// some hundreds of bytes; a rare large one is freed); other entries' boxes
+// are kept empty.
 constexpr uint64_t kLaunchEntryBytes = 4096;
+// Entries the trace thread takes from the ring at once, and the launch path
+// from its shelf.
+constexpr size_t kTakeAtOnce = 64;
 Shelf<EntryBox>& launchEntries() {
   static auto* s = new Shelf<EntryBox>;  // never destroyed: entries may be written at exit
   return *s;
@@ -25,6 +29,15 @@ Shelf<EntryBox>& otherEntries() {
   static auto* s = new Shelf<EntryBox>;
   return *s;
 }
+
+// A thread's launch boxes, taken from the shelf kTakeAtOnce at a time (one
+// lock), the rest given back when the thread ends.
+struct TakenLaunchEntries {
+  EntryBox boxes[kTakeAtOnce];
+  size_t count = 0;
+  ~TakenLaunchEntries() { launchEntries().put({boxes, count}); }
+};
+thread_local TakenLaunchEntries tlsTaken;
 
 // Makes a written launch's entry as new but for its containers' capacity
 // (takeLaunchEntry); false when they hold more than kLaunchEntryBytes.
@@ -66,14 +79,22 @@ bool emptyLaunchEntry(SinkEntry& e) {
   return entryHeapBytes(e) <= kLaunchEntryBytes + sizeof(SinkEntry);
 }
 
-// Keeps a written entry's box for another entry (a full shelf frees it).
-void keepEntry(EntryBox e) {
-  if (std::holds_alternative<trace::KernelLaunch>(e->event.payload)) {
-    if (emptyLaunchEntry(*e)) launchEntries().put(e);
-    return;
+// Keeps written entries' boxes (at most kTakeAtOnce) for other entries,
+// each kind on its shelf with one lock (a full shelf frees the rest).
+void keepEntries(std::span<EntryBox> written) {
+  EntryBox launches[kTakeAtOnce], others[kTakeAtOnce];
+  size_t nLaunches = 0, nOthers = 0;
+  for (EntryBox& e : written) {
+    if (std::holds_alternative<trace::KernelLaunch>(e->event.payload)) {
+      if (emptyLaunchEntry(*e)) launches[nLaunches++] = std::move(e);
+    } else {
+      *e = SinkEntry{};
+      others[nOthers++] = std::move(e);
+    }
+    e.reset();
   }
-  *e = SinkEntry{};
-  otherEntries().put(e);
+  if (nLaunches != 0) launchEntries().put({launches, nLaunches});
+  if (nOthers != 0) otherEntries().put({others, nOthers});
 }
 
 }  // namespace
@@ -93,9 +114,10 @@ std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRa
 }
 
 EntryBox takeLaunchEntry() {
-  EntryBox e;
-  if (launchEntries().take(e)) return e;
-  e = std::make_unique<SinkEntry>();
+  TakenLaunchEntries& taken = threadLocalRef(tlsTaken);
+  if (taken.count == 0) taken.count = launchEntries().take(taken.boxes, kTakeAtOnce);
+  if (taken.count != 0) return std::move(taken.boxes[--taken.count]);
+  EntryBox e = std::make_unique<SinkEntry>();
   e->event.payload.emplace<trace::KernelLaunch>();
   return e;
 }
@@ -201,7 +223,7 @@ void TraceSink::push(EntryBox entry) {
     // Inline mode: complete under the lock so that seq order is kept.
     entry->event.seq = nextSeq_++;
     complete(*entry);
-    keepEntry(std::move(entry));
+    keepEntries({&entry, 1});
     ++done_;
     return;
   }
@@ -300,6 +322,7 @@ void TraceSink::run() {
   using Clock = std::chrono::steady_clock;
   auto lastFlush = Clock::now();
   bool unflushed = false;
+  EntryBox taken[kTakeAtOnce];
   std::unique_lock lock(mu_);
   for (;;) {
     if (count_ == 0 && !closing_) {
@@ -309,17 +332,24 @@ void TraceSink::run() {
       ++wakeups_;
     }
     while (count_ > 0) {
-      EntryBox entry = std::move(slots_[head_]);
-      heapQueued_ -= slotHeap_[head_];
-      head_ = (head_ + 1) % slots_.size();
-      --count_;
+      // Up to kTakeAtOnce entries at a time: the ring's lock, which every
+      // push takes, goes between the cores once a batch, not once an entry.
+      size_t n = 0;
+      for (; n < kTakeAtOnce && count_ > 0; ++n) {
+        taken[n] = std::move(slots_[head_]);
+        heapQueued_ -= slotHeap_[head_];
+        head_ = (head_ + 1) % slots_.size();
+        --count_;
+      }
       lock.unlock();
-      if (options_.slowWriterUs != 0) std::this_thread::sleep_for(std::chrono::microseconds(options_.slowWriterUs));
-      complete(*entry);  // waits for the GPU and writes, unlocked
-      keepEntry(std::move(entry));  // its tickets released before done is reported
+      for (size_t i = 0; i < n; ++i) {
+        if (options_.slowWriterUs != 0) std::this_thread::sleep_for(std::chrono::microseconds(options_.slowWriterUs));
+        complete(*taken[i]);  // waits for the GPU and writes, unlocked
+      }
+      keepEntries({taken, n});  // their tickets released before done is reported
       unflushed = true;
       lock.lock();
-      ++done_;
+      done_ += n;
       idle_.notify_all();
     }
     if (unflushed && Clock::now() - lastFlush >= std::chrono::milliseconds(options_.flushIntervalMs)) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "recorder/recycling.h"
 #include "recorder/trace_sink.h"
 
 using namespace gpurr;
@@ -181,4 +182,32 @@ TEST_CASE("a trace thread that falls behind: the ring stays in its bound, the pr
   CHECK(dropped == stats.dropped);
   CHECK(kept + dropped == kFirst + kSecond);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a shelf takes back and hands out many things under one lock, within its bound", "[recorder][sink]") {
+  Shelf<std::unique_ptr<int>, 4> shelf;
+  std::unique_ptr<int> given[6];
+  for (int i = 0; i < 6; ++i) given[i] = std::make_unique<int>(i);
+  shelf.put(std::span(given, 6));
+  // The first four kept; the caller still holds the two beyond the bound.
+  for (int i = 0; i < 4; ++i) CHECK(given[i] == nullptr);
+  REQUIRE(given[4] != nullptr);
+  REQUIRE(given[5] != nullptr);
+  CHECK(*given[4] == 4);
+  CHECK(*given[5] == 5);
+  // The last given back comes last of those taken at once (the first used).
+  std::unique_ptr<int> taken[8];
+  REQUIRE(shelf.take(taken, 3) == 3);
+  CHECK(*taken[0] == 1);
+  CHECK(*taken[1] == 2);
+  CHECK(*taken[2] == 3);
+  REQUIRE(shelf.take(taken + 3, 5) == 1);
+  CHECK(*taken[3] == 0);
+  CHECK(shelf.take(taken + 4, 4) == 0);
+  // One at a time as before, the bound counted the same way.
+  for (int i = 0; i < 4; ++i) CHECK(shelf.put(taken[i]));
+  CHECK_FALSE(shelf.put(given[4]));
+  std::unique_ptr<int> one;
+  REQUIRE(shelf.take(one));
+  CHECK(*one == 0);  // the last put back
 }
