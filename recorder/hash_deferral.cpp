@@ -54,7 +54,7 @@ class DeferredBatch {
   static constexpr size_t kRoom = 32;  // ranges a batch kept for reuse has room for
   static DeferredBatch* take() {
     DeferredBatch* b = nullptr;
-    if (!shelf().take(b)) b = new DeferredBatch;
+    if (!hand().take(b)) b = new DeferredBatch;
     b->state.store(kOpen, std::memory_order_relaxed);
     b->refs.store(1, std::memory_order_relaxed);  // the open table's
     return b;
@@ -71,7 +71,7 @@ class DeferredBatch {
     resolved = ok = false;
     slices = 0;
     DeferredBatch* self = this;
-    if (!shelf().put(self)) delete this;
+    hand().put(self);
   }
   DeferredSlice* slice(uint32_t first, uint32_t count) {
     refs.fetch_add(1, std::memory_order_relaxed);
@@ -126,9 +126,16 @@ class DeferredBatch {
   std::string error;                       // set before state becomes kFailed
 
  private:
-  static Shelf<DeferredBatch*>& shelf() {
-    static auto* s = new Shelf<DeferredBatch*>;  // never destroyed: releases may come at exit
-    return *s;
+  struct Delete {
+    void operator()(DeferredBatch*& b) const {
+      delete b;
+      b = nullptr;
+    }
+  };
+  static Hand<DeferredBatch*, Delete>& hand() {
+    static auto* shelf = new Shelf<DeferredBatch*>;  // never destroyed: releases may come at exit
+    thread_local Hand<DeferredBatch*, Delete> h(*shelf);
+    return threadLocalRef(h);
   }
   std::mutex mu;  // the trace thread's reading of the results
   bool resolved = false, ok = false;

@@ -2,7 +2,8 @@
 // taken from the heap each time: Pooled<T> keeps a class's freed memory,
 // Recycler<T> keeps whole objects with the capacity of their vectors. Either
 // may be given back on another thread than the one that took it (a hash
-// made on the program's thread is finished and freed by the trace thread).
+// made on the program's thread is finished and freed by the trace thread):
+// each thread keeps a hand of them in front of a shelf they all share.
 #pragma once
 
 #include <algorithm>
@@ -52,11 +53,13 @@ class Shelf {
     }
     return n;
   }
-  // As many of `things` as there is room for, from the front (the caller
-  // frees the rest).
-  void put(std::span<Thing> things) {
+  // As many of `things` as there is room for, from the front; how many
+  // (the caller frees the rest).
+  size_t put(std::span<Thing> things) {
     std::lock_guard lock(mu_);
-    for (size_t i = 0; i < things.size() && things_.size() < kKeep; ++i) things_.push_back(std::move(things[i]));
+    size_t i = 0;
+    for (; i < things.size() && things_.size() < kKeep; ++i) things_.push_back(std::move(things[i]));
+    return i;
   }
 
  private:
@@ -64,51 +67,85 @@ class Shelf {
   std::vector<Thing> things_;
 };
 
-// A base that makes T's `new` and `delete` reuse the memory of freed Ts:
-// first a few kept by the thread (no lock: a launch's state is made and
-// freed on the program's thread), then those of every thread.
+// What a hand does with a thing that no shelf has room for: the memory of
+// Pooled's (FreeMemory), an owning pointer's object (Drop: assigned empty).
+struct Drop {
+  template <typename T>
+  void operator()(T& thing) const {
+    thing = T{};
+  }
+};
+struct FreeMemory {
+  void operator()(void*& p) const {
+    ::operator delete(p);
+    p = nullptr;
+  }
+};
+
+// A thread's own few things of one kind, in front of a shelf every thread
+// shares: filled from it and emptied into it half a hand at a time. The
+// shelf's lock, which the threads on the other side hold too (the trace
+// thread gives back what the program's threads take), then changes cores
+// once every Size / 2 things, not for each. What the hand holds goes back
+// to the shelf when the thread ends.
+template <typename Thing, typename Dispose = Drop, std::size_t Size = 16, std::size_t Keep = 65536>
+class Hand {
+ public:
+  explicit Hand(Shelf<Thing, Keep>& shelf) : shelf_(shelf) {}
+  ~Hand() { giveBack(count_); }
+  Hand(const Hand&) = delete;
+  Hand& operator=(const Hand&) = delete;
+
+  bool take(Thing& out) {
+    if (count_ == 0) count_ = shelf_.take(things_, Size / 2);
+    if (count_ == 0) return false;
+    out = std::move(things_[--count_]);
+    return true;
+  }
+  void put(Thing& thing) {
+    if (count_ == Size) giveBack(Size / 2);
+    things_[count_++] = std::move(thing);
+  }
+
+ private:
+  // The n given back longest ago to the shelf (what it has no room for
+  // disposed of); the rest move down.
+  void giveBack(size_t n) {
+    const size_t kept = shelf_.put(std::span(things_, n));
+    for (size_t i = kept; i < n; ++i) Dispose()(things_[i]);
+    std::move(things_ + n, things_ + count_, things_);
+    count_ -= n;
+  }
+
+  Shelf<Thing, Keep>& shelf_;
+  Thing things_[Size] = {};
+  std::size_t count_ = 0;
+};
+
+// A base that makes T's `new` and `delete` reuse the memory of freed Ts,
+// through the thread's hand (a launch's state is made and freed on the
+// program's thread; a hash's made there and freed on the trace thread).
 template <typename T>
 class Pooled {
  public:
   static void* operator new(std::size_t n) {
-    if (n == sizeof(T)) {
-      if (void* p = local().take()) return p;
-      void* p = nullptr;
-      if (shelf().take(p)) return p;
-    }
+    void* p = nullptr;
+    if (n == sizeof(T) && hand().take(p)) return p;
     return ::operator new(n);
   }
   static void operator delete(void* p, std::size_t n) {
-    if (n == sizeof(T) && (local().put(p) || shelf().put(p))) return;
+    if (n == sizeof(T)) {
+      hand().put(p);
+      return;
+    }
     ::operator delete(p);
   }
 
  private:
-  static Shelf<void*>& shelf() {
-    static auto* s = new Shelf<void*>;  // never destroyed: frees may come at exit
-    return *s;
-  }
-  // A thread's own few, handed to the shelf (or freed) when it ends.
-  struct Local {
-    static constexpr std::size_t kKeep = 16;
-    void* kept[kKeep];
-    std::size_t count = 0;
-    void* take() { return count == 0 ? nullptr : kept[--count]; }
-    bool put(void* p) {
-      if (count == kKeep) return false;
-      kept[count++] = p;
-      return true;
-    }
-    ~Local() {
-      while (count > 0) {
-        void* p = kept[--count];
-        if (!shelf().put(p)) ::operator delete(p);
-      }
-    }
-  };
-  static Local& local() {
-    thread_local Local l;
-    return threadLocalRef(l);
+  static Hand<void*, FreeMemory>& hand() {
+    static auto* shelf = new Shelf<void*>;  // never destroyed: frees may come at exit
+    thread_local Hand<void*, FreeMemory> h(*shelf);
+    return threadLocalRef(h);
   }
 };
 
@@ -119,17 +156,18 @@ class Recycler {
  public:
   static std::unique_ptr<T> take() {
     std::unique_ptr<T> t;
-    if (shelf().take(t)) return t;
+    if (hand().take(t)) return t;
     return std::make_unique<T>();
   }
   static void give(std::unique_ptr<T> t) {
-    if (t) shelf().put(t);  // a full shelf leaves `t` to be freed here
+    if (t) hand().put(t);
   }
 
  private:
-  static Shelf<std::unique_ptr<T>>& shelf() {
-    static auto* s = new Shelf<std::unique_ptr<T>>;
-    return *s;
+  static Hand<std::unique_ptr<T>>& hand() {
+    static auto* shelf = new Shelf<std::unique_ptr<T>>;  // never destroyed
+    thread_local Hand<std::unique_ptr<T>> h(*shelf);
+    return threadLocalRef(h);
   }
 };
 

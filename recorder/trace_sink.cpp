@@ -30,14 +30,8 @@ Shelf<EntryBox>& otherEntries() {
   return *s;
 }
 
-// A thread's launch boxes, taken from the shelf kTakeAtOnce at a time (one
-// lock), the rest given back when the thread ends.
-struct TakenLaunchEntries {
-  EntryBox boxes[kTakeAtOnce];
-  size_t count = 0;
-  ~TakenLaunchEntries() { launchEntries().put({boxes, count}); }
-};
-thread_local TakenLaunchEntries tlsTaken;
+// A thread's launch boxes, taken from the shelf kTakeAtOnce at a time.
+thread_local Hand<EntryBox, Drop, 2 * kTakeAtOnce> tlsLaunchEntries(launchEntries());
 
 // Makes a written launch's entry as new but for its containers' capacity
 // (takeLaunchEntry); false when they hold more than kLaunchEntryBytes.
@@ -114,10 +108,9 @@ std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRa
 }
 
 EntryBox takeLaunchEntry() {
-  TakenLaunchEntries& taken = threadLocalRef(tlsTaken);
-  if (taken.count == 0) taken.count = launchEntries().take(taken.boxes, kTakeAtOnce);
-  if (taken.count != 0) return std::move(taken.boxes[--taken.count]);
-  EntryBox e = std::make_unique<SinkEntry>();
+  EntryBox e;
+  if (threadLocalRef(tlsLaunchEntries).take(e)) return e;
+  e = std::make_unique<SinkEntry>();
   e->event.payload.emplace<trace::KernelLaunch>();
   return e;
 }

@@ -211,3 +211,46 @@ TEST_CASE("a shelf takes back and hands out many things under one lock, within i
   REQUIRE(shelf.take(one));
   CHECK(*one == 0);  // the last put back
 }
+
+namespace {
+int disposed = 0;
+struct CountDisposed {
+  void operator()(std::unique_ptr<int>& p) const {
+    ++disposed;
+    p.reset();
+  }
+};
+}  // namespace
+
+TEST_CASE("a thread's hand fills from its shelf and empties into it half a hand at a time", "[recorder][sink]") {
+  Shelf<std::unique_ptr<int>, 3> shelf;
+  disposed = 0;
+  {
+    std::unique_ptr<int> five[5];
+    for (int i = 0; i < 5; ++i) five[i] = std::make_unique<int>(i);
+    CHECK(shelf.put(std::span(five, 3)) == 3);
+    Hand<std::unique_ptr<int>, CountDisposed, 4, 3> hand(shelf);
+    // Two at once from the shelf; the last given back first.
+    std::unique_ptr<int> a, b, c, d;
+    REQUIRE(hand.take(a));
+    CHECK(*a == 2);
+    std::unique_ptr<int> left;
+    REQUIRE(shelf.take(left));  // the one the hand left there
+    CHECK(*left == 0);
+    REQUIRE(hand.take(b));
+    CHECK(*b == 1);
+    CHECK_FALSE(hand.take(c));  // neither the hand nor the shelf has any
+    // Four fit in the hand; the fifth sends the two given back longest ago
+    // to the shelf.
+    for (std::unique_ptr<int>* p : {&a, &b, &five[3], &five[4]}) hand.put(*p);
+    hand.put(left);
+    CHECK(disposed == 0);
+    REQUIRE(shelf.take(d));
+    CHECK(*d == 1);  // a (2) and b (1) went to the shelf, b last
+    // When it goes, the hand gives back what it holds: three to a shelf
+    // with room for two (a is still there), the rest disposed of.
+  }
+  CHECK(disposed == 1);
+  std::unique_ptr<int> out[4];
+  CHECK(shelf.take(out, 4) == 3);
+}
