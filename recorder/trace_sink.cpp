@@ -327,10 +327,12 @@ void TraceSink::run() {
     while (count_ > 0) {
       // Up to kTakeAtOnce entries at a time: the ring's lock, which every
       // push takes, goes between the cores once a batch, not once an entry.
+      // What they hold counts against the bound until they are written.
       size_t n = 0;
+      uint64_t takenHeap = 0;
       for (; n < kTakeAtOnce && count_ > 0; ++n) {
         taken[n] = std::move(slots_[head_]);
-        heapQueued_ -= slotHeap_[head_];
+        takenHeap += slotHeap_[head_];
         head_ = (head_ + 1) % slots_.size();
         --count_;
       }
@@ -342,6 +344,7 @@ void TraceSink::run() {
       keepEntries({taken, n});  // their tickets released before done is reported
       unflushed = true;
       lock.lock();
+      heapQueued_ -= takenHeap;
       done_ += n;
       idle_.notify_all();
     }
