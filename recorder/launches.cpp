@@ -223,12 +223,11 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
   uint32_t module = 0;
   bool ambiguousModule = false;
   const CachedFunction* const fn = &modules_.functionInfo(function, cb.symbolName, module, ambiguousModule);
-  k.function = fn->info.name;
+  entry.kernel = fn->text;  // its name and layout, copied in by the trace thread
   k.module = module;
   if (ambiguousModule)
     k.annotations.emplace_back(std::in_place_type<trace::Note>,
                                "module unknown: several loaded images with different code define this kernel name");
-  k.paramLayout = fn->info.layout;
   bool unseen = false;  // its pointers cannot be found: it may reach any memory
   if (auto fromExtra = paramsFromExtra(extra)) {
     k.params = std::move(*fromExtra);

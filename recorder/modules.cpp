@@ -125,6 +125,7 @@ const CachedFunction& ModuleRecorder::functionInfo(uint64_t function, const char
   fresh->snapshotByName = kernelNameSelected(options_.snapshot, fresh->info.name);
   fresh->philox = philoxParams(fresh->info.name, fresh->info.layout, out_.torchVersion());
   fresh->key = framework::launchKey(fresh->info.name);
+  fresh->text = keptKernelText(fresh->info.name, fresh->info.layout);
   std::lock_guard lock(mu_);
   if (announced != 0 && fresh->info.module != 0) moduleByHandle_[fresh->info.module] = announced;
   const auto& cached = functions_.emplace(function, std::move(fresh)).first->second;

@@ -17,6 +17,7 @@
 
 #include "recorder/device.h"
 #include "recorder/generation.h"
+#include "recorder/kernel_text.h"
 #include "recorder/options.h"
 #include "recorder/rng_params.h"
 #include "recorder/session_output.h"
@@ -25,6 +26,7 @@ namespace gpurr::recorder {
 
 struct CachedFunction {
   FunctionInfo info;
+  const KernelText* text = nullptr;  // its name and layout, kept for the process (a launch's entry points here)
   bool selectedByName = true;  // GPURR_KERNELS matches
   bool snapshotByName = false; // a GPURR_SNAPSHOT pattern matches
   std::vector<PhiloxParam> philox;  // PhiloxCudaState parameters

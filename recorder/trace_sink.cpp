@@ -63,6 +63,7 @@ bool emptyLaunchEntry(SinkEntry& e) {
   e.afterSnapshots.clear();
   e.event.seq = e.event.timeNs = 0;
   e.event.thread = 0;
+  e.kernel = nullptr;
   // Room for a few ranges of each kind, made here on the trace thread: a
   // launch taking a box whose launch had none (no first use, no op) then
   // allocates nothing for its own.
@@ -411,6 +412,10 @@ void TraceSink::complete(SinkEntry& entry) {
     store(entry.afterSnapshots, after);
     trace::Event& ev = entry.event;
     if (auto* k = std::get_if<trace::KernelLaunch>(&ev.payload)) {
+      if (entry.kernel != nullptr) {
+        k->function = entry.kernel->name;
+        k->paramLayout = entry.kernel->layout;
+      }
       k->inputs = std::move(before);
       k->outputs = std::move(after);
       // Outputs that could not be hashed: the launch is not compared.

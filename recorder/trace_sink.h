@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "recorder/device.h"
+#include "recorder/kernel_text.h"
 #include "recorder/options.h"
 #include "recorder/snapshot.h"
 #include "recorder/warn.h"
@@ -38,6 +39,9 @@ struct SnapshotCopy {
 
 struct SinkEntry {
   trace::Event event;         // seq is assigned by the sink
+  // KernelLaunch: its kernel's name and parameter layout, copied into the
+  // event when it is written (null: the event has its own).
+  const KernelText* kernel = nullptr;
   std::vector<uint8_t> blob;  // ModuleLoad: the cubin; Memcpy: host data
   HashTicket before;          // KernelLaunch / GraphLaunch / Collective inputs
   HashTicket after;           // outputs; Memcpy / Memset: the written range

@@ -445,6 +445,7 @@ TEST_CASE("a launch built in the storage of a written launch carries nothing of 
   const auto& k = std::get<trace::KernelLaunch>(kept->event.payload);
   CHECK(k == trace::KernelLaunch{});
   CHECK(k.params.capacity() >= 8);
+  CHECK(kept->kernel == nullptr);
   CHECK(kept->event.seq == 0);
   for (const HashTicket* t : {&kept->before, &kept->after}) {
     CHECK(t->ranges.empty());

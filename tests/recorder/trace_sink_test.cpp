@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "recorder/kernel_text.h"
 #include "recorder/recycling.h"
 #include "recorder/trace_sink.h"
 
@@ -253,4 +254,42 @@ TEST_CASE("a thread's hand fills from its shelf and empties into it half a hand 
   CHECK(disposed == 1);
   std::unique_ptr<int> out[4];
   CHECK(shelf.take(out, 4) == 3);
+}
+
+TEST_CASE("a launch's kernel name and layout are kept once and copied into its event when written", "[recorder][sink]") {
+  const std::vector<trace::ParamInfo> layout{{0, 8}, {8, 4}};
+  const std::string name = "_Z6kernelPfi" + std::to_string(getpid());  // new to this process
+  const size_t before = keptKernelTexts();
+  const KernelText* text = keptKernelText(name, layout);
+  CHECK(text->name == name);
+  CHECK(text->layout == layout);
+  CHECK(keptKernelText(name, layout) == text);  // the same copy for the same pair
+  const KernelText* other = keptKernelText(name, {{0, 8}});
+  CHECK(other != text);
+  CHECK(keptKernelTexts() == before + 2);
+
+  const auto dir = freshTrace("kernel-text");
+  {
+    TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}), [](const std::string&) {});
+    SinkEntry e;
+    e.event.payload = trace::KernelLaunch{};
+    e.kernel = text;
+    sink.push(std::move(e));
+    SinkEntry own;  // an event with its own name (a launch listed bare)
+    trace::KernelLaunch bare;
+    bare.function = "bare";
+    own.event.payload = bare;
+    sink.push(std::move(own));
+  }
+  std::vector<trace::KernelLaunch> launches;
+  trace::TraceReader(dir).forEach([&](const trace::Event& ev) {
+    if (const auto* k = std::get_if<trace::KernelLaunch>(&ev.payload)) launches.push_back(*k);
+    return true;
+  });
+  REQUIRE(launches.size() == 2);
+  CHECK(launches[0].function == name);
+  CHECK(launches[0].paramLayout == layout);
+  CHECK(launches[1].function == "bare");
+  CHECK(launches[1].paramLayout.empty());
+  std::filesystem::remove_all(dir);
 }
