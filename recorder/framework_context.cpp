@@ -118,6 +118,7 @@ struct Learned {
   uint64_t key = 0;
   trace::Origin origin;
   std::vector<uint8_t> roles;  // a launch's operand roles, when learned
+  const trace::Origin* kept = nullptr;  // `origin` kept for the process (keptOrigin), once in a template
 };
 struct Template {
   std::vector<uint64_t> keys;  // its operations' keys, apart: what a miss compares
@@ -143,6 +144,34 @@ thread_local std::optional<std::vector<uint8_t>> pendingRoles;
 
 Attribution modeNow() { return static_cast<Attribution>(mode.load(std::memory_order_relaxed)); }
 
+// `o` but for its step and stepLaunch, kept once for the process: a launch
+// following a template points at it, and the trace thread copies it into
+// the event it writes. Never freed: an entry on its way to the trace thread
+// may point at the origin of a template replaced since. One copy for each
+// distinct origin of the templates (their ops' sites).
+const trace::Origin* keptOrigin(const trace::Origin& o) {
+  struct Kept {
+    std::mutex mu;
+    std::unordered_map<std::string, std::unique_ptr<const trace::Origin>> byText;
+  };
+  static auto* kept = new Kept;
+  std::string text;
+  for (const std::string& s : {o.op, o.forwardOp, o.module, o.file}) text.append(s).push_back('\0');
+  for (const std::string& s : o.opStack) text.append(s).push_back('\0');
+  text += std::to_string(o.line) + ' ' + std::to_string(static_cast<int>(o.phase)) + ' ' +
+          std::to_string(static_cast<int>(o.inPlace)) + ' ' + std::to_string(o.benchmarking) + ' ' +
+          std::to_string(o.opStack.size());
+  std::lock_guard lock(kept->mu);
+  std::unique_ptr<const trace::Origin>& slot = kept->byText[text];
+  if (!slot) {
+    trace::Origin copy = o;
+    copy.step = -1;
+    copy.stepLaunch = 0;
+    slot = std::make_unique<const trace::Origin>(std::move(copy));
+  }
+  return slot.get();
+}
+
 // Keeps the complete step `ops` as a template, in place of one of the same
 // operations or else of the least recently followed; it becomes current.
 // Under learning.mu.
@@ -150,6 +179,7 @@ void keepTemplate(std::vector<Learned>&& ops) {
   std::vector<Template>& ts = learning.templates;
   std::vector<uint64_t> keys(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) keys[i] = ops[i].key;
+  for (Learned& op : ops) op.kept = keptOrigin(op.origin);
   size_t at = ts.size();
   for (size_t i = 0; i < ts.size() && at == ts.size(); ++i) {
     if (ts[i].keys == keys) at = i;
@@ -453,18 +483,15 @@ void finishRecording() {
 
 namespace {
 
-// The origin of the operation at the next place in the templates, copied
-// into `o` (its strings keep their capacity), when one has the same key
-// there (entryAt); counts the place. When none has, the recorder learns
-// again from here (this step is no template; the templates are kept) and
-// asks the layer to observe.
-bool followInto(uint64_t key, trace::Origin& o) {
+// The origin of the operation at the next place in the templates, kept
+// for the process (its step and stepLaunch apart), when one has the same key
+// there (entryAt); counts the place. When none has, nothing: the recorder
+// learns again from here (this step is no template; the templates are
+// kept) and asks the layer to observe.
+const trace::Origin* followed(uint64_t key) {
   {
     std::lock_guard lock(learning.mu);
-    if (const Learned* l = entryAt(learning.place++, key)) {
-      o = l->origin;
-      return true;
-    }
+    if (const Learned* l = entryAt(learning.place++, key)) return l->kept;
     learning.step.clear();
     learning.overflowed = true;
     learning.unmatched = true;
@@ -472,7 +499,7 @@ bool followInto(uint64_t key, trace::Origin& o) {
     diverged.store(true);
   }
   if (void (*observe)() = onDiverged.load()) observe();
-  return false;
+  return nullptr;
 }
 
 void learn(uint64_t key, const trace::Origin& o) {
@@ -523,7 +550,8 @@ std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key) {
   return o;
 }
 
-void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out) {
+void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out, const trace::Origin** kept) {
+  if (kept != nullptr) *kept = nullptr;
   if (!active()) {
     out.reset();
     return;
@@ -538,9 +566,13 @@ void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out)
     return;
   }
   if (m == Attribution::kFollow) {
-    if (!followInto(key, o)) {
+    if (const trace::Origin* k = followed(key); k == nullptr) {
       clear(o);
       o.opStack.clear();
+    } else if (kept != nullptr) {
+      *kept = k;  // the rest of `o` is the caller's to fill from it
+    } else {
+      o = *k;
     }
     o.step = currentStep_.load(std::memory_order_relaxed);
     o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)

@@ -119,8 +119,12 @@ void finishRecording();
 std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0);
 // The same, built in `out`; when it holds an origin (one written earlier),
 // its strings' and vectors' capacity is reused, and the launch path
-// allocates nothing for it.
-void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out);
+// allocates nothing for it. With `kept`, while the recorder follows a
+// template: `*kept` is the template's origin for this place, kept for the
+// process, and `out` holds only its step and stepLaunch (the rest is left
+// as it was, for the caller to copy from `*kept` later); else null.
+void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out,
+                   const trace::Origin** kept = nullptr);
 // The calling thread's origin for an event outside the step's template (a
 // collective): while the layer observes, as currentOrigin's; while the
 // recorder follows its template, only the step. Nothing when no framework

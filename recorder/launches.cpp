@@ -261,7 +261,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
     k.pointers.reserve(scanned.size());
     for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
     clock.lap(kPointers);
-    out_.stamp(entry.event, fn->key, began);
+    out_.stamp(entry.event, fn->key, began, &entry.followedOrigin);
     clock.lap(kFramework);
     return pending;
   }
@@ -382,7 +382,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
       return historyBlind(p.kind) || p.kind == AllocationKind::kHostMapped;
     });
   }
-  out_.stamp(entry.event, fn->key, began);
+  out_.stamp(entry.event, fn->key, began, &entry.followedOrigin);
   clock.lap(kFramework);
   return pending;
 }

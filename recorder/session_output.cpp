@@ -105,7 +105,8 @@ trace::Event SessionOutput::newEvent(trace::Payload payload) {
   return ev;
 }
 
-void SessionOutput::stamp(trace::Event& ev, uint64_t key, std::chrono::steady_clock::time_point at) {
+void SessionOutput::stamp(trace::Event& ev, uint64_t key, std::chrono::steady_clock::time_point at,
+                          const trace::Origin** keptOrigin) {
   ev.timeNs = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(at - start_).count());
   ThreadNumber& number = threadLocalRef(tlsThread);
   if (number.session != this) number = {this, nextThread_.fetch_add(1)};
@@ -119,7 +120,7 @@ void SessionOutput::stamp(trace::Event& ev, uint64_t key, std::chrono::steady_cl
       key = framework::operationKey(payload);
     }
     // The calling thread's: handlers run on the program's.
-    framework::currentOrigin(launch, key, ev.origin);
+    framework::currentOrigin(launch, key, ev.origin, keptOrigin);
   }
 }
 

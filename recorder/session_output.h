@@ -51,8 +51,10 @@ class SessionOutput {
   // `key`: the operation's framework::operationKey when the caller has it
   // (a launch's, kept with its function); else worked out here. `at`: the
   // time of the call, when the caller read the clock at its start already.
+  // `keptOrigin`: as framework::currentOrigin's `kept` (a launch's entry).
   void stamp(trace::Event& ev, uint64_t key = 0) { stamp(ev, key, std::chrono::steady_clock::now()); }
-  void stamp(trace::Event& ev, uint64_t key, std::chrono::steady_clock::time_point at);
+  void stamp(trace::Event& ev, uint64_t key, std::chrono::steady_clock::time_point at,
+             const trace::Origin** keptOrigin = nullptr);
   void emit(SinkEntry&& entry) {
     if (sink_) sink_->push(std::move(entry));
   }

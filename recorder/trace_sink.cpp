@@ -64,6 +64,7 @@ bool emptyLaunchEntry(SinkEntry& e) {
   e.event.seq = e.event.timeNs = 0;
   e.event.thread = 0;
   e.kernel = nullptr;
+  e.followedOrigin = nullptr;
   // Room for a few ranges of each kind, made here on the trace thread: a
   // launch taking a box whose launch had none (no first use, no op) then
   // allocates nothing for its own.
@@ -415,6 +416,13 @@ void TraceSink::complete(SinkEntry& entry) {
       if (entry.kernel != nullptr) {
         k->function = entry.kernel->name;
         k->paramLayout = entry.kernel->layout;
+      }
+      if (entry.followedOrigin != nullptr && ev.origin) {
+        const int64_t step = ev.origin->step;
+        const uint64_t stepLaunch = ev.origin->stepLaunch;
+        *ev.origin = *entry.followedOrigin;
+        ev.origin->step = step;
+        ev.origin->stepLaunch = stepLaunch;
       }
       k->inputs = std::move(before);
       k->outputs = std::move(after);

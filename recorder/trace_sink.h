@@ -42,6 +42,11 @@ struct SinkEntry {
   // KernelLaunch: its kernel's name and parameter layout, copied into the
   // event when it is written (null: the event has its own).
   const KernelText* kernel = nullptr;
+  // KernelLaunch while the framework layer follows a learned step: its
+  // origin but for the step and stepLaunch that event.origin holds, kept
+  // for the process, copied into the event when it is written (null: the
+  // event's origin is whole).
+  const trace::Origin* followedOrigin = nullptr;
   std::vector<uint8_t> blob;  // ModuleLoad: the cubin; Memcpy: host data
   HashTicket before;          // KernelLaunch / GraphLaunch / Collective inputs
   HashTicket after;           // outputs; Memcpy / Memset: the written range

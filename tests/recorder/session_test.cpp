@@ -446,6 +446,7 @@ TEST_CASE("a launch built in the storage of a written launch carries nothing of 
   CHECK(k == trace::KernelLaunch{});
   CHECK(k.params.capacity() >= 8);
   CHECK(kept->kernel == nullptr);
+  CHECK(kept->followedOrigin == nullptr);
   CHECK(kept->event.seq == 0);
   for (const HashTicket* t : {&kept->before, &kept->after}) {
     CHECK(t->ranges.empty());
