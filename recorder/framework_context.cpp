@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "recorder/kept_once.h"
 #include "recorder/thread_local_ref.h"
 #include "recorder/write_history.h"
 
@@ -150,26 +151,19 @@ Attribution modeNow() { return static_cast<Attribution>(mode.load(std::memory_or
 // may point at the origin of a template replaced since. One copy for each
 // distinct origin of the templates (their ops' sites).
 const trace::Origin* keptOrigin(const trace::Origin& o) {
-  struct Kept {
-    std::mutex mu;
-    std::unordered_map<std::string, std::unique_ptr<const trace::Origin>> byText;
-  };
-  static auto* kept = new Kept;
+  static auto* kept = new KeptOnce<trace::Origin>;
   std::string text;
   for (const std::string& s : {o.op, o.forwardOp, o.module, o.file}) text.append(s).push_back('\0');
   for (const std::string& s : o.opStack) text.append(s).push_back('\0');
   text += std::to_string(o.line) + ' ' + std::to_string(static_cast<int>(o.phase)) + ' ' +
           std::to_string(static_cast<int>(o.inPlace)) + ' ' + std::to_string(o.benchmarking) + ' ' +
           std::to_string(o.opStack.size());
-  std::lock_guard lock(kept->mu);
-  std::unique_ptr<const trace::Origin>& slot = kept->byText[text];
-  if (!slot) {
+  return kept->keep(std::move(text), [&] {
     trace::Origin copy = o;
     copy.step = -1;
     copy.stepLaunch = 0;
-    slot = std::make_unique<const trace::Origin>(std::move(copy));
-  }
-  return slot.get();
+    return copy;
+  });
 }
 
 // Keeps the complete step `ops` as a template, in place of one of the same

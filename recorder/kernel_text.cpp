@@ -1,43 +1,30 @@
 // The kernels' names and layouts kept for the process (see kernel_text.h).
 #include "recorder/kernel_text.h"
 
-#include <memory>
-#include <mutex>
-#include <unordered_map>
+#include <type_traits>
+
+#include "recorder/kept_once.h"
 
 namespace gpurr::recorder {
 
 namespace {
 
-struct Kept {
-  std::mutex mu;
-  // By name; a name's layouts, each its own copy (node-stable: pointers stay).
-  std::unordered_map<std::string, std::vector<std::unique_ptr<const KernelText>>> byName;
-  size_t count = 0;
-};
-
-Kept& kept() {
-  static auto* k = new Kept;  // never destroyed: entries written at exit point here
+KeptOnce<KernelText>& kept() {
+  static auto* k = new KeptOnce<KernelText>;  // never destroyed: entries written at exit point here
   return *k;
 }
 
 }  // namespace
 
 const KernelText* keptKernelText(const std::string& name, const std::vector<trace::ParamInfo>& layout) {
-  Kept& k = kept();
-  std::lock_guard lock(k.mu);
-  auto& same = k.byName[name];
-  for (const auto& t : same)
-    if (t->layout == layout) return t.get();
-  same.push_back(std::make_unique<const KernelText>(KernelText{name, layout}));
-  ++k.count;
-  return same.back().get();
+  // The name, then each parameter's offset and size as bytes.
+  static_assert(std::has_unique_object_representations_v<trace::ParamInfo>, "a layout's bytes name it");
+  std::string key = name;
+  key.push_back('\0');
+  key.append(reinterpret_cast<const char*>(layout.data()), layout.size() * sizeof(trace::ParamInfo));
+  return kept().keep(std::move(key), [&] { return KernelText{name, layout}; });
 }
 
-size_t keptKernelTexts() {
-  Kept& k = kept();
-  std::lock_guard lock(k.mu);
-  return k.count;
-}
+size_t keptKernelTexts() { return kept().size(); }
 
 }  // namespace gpurr::recorder

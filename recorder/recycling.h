@@ -29,20 +29,6 @@ class Shelf {
  public:
   static constexpr std::size_t kKeep = Keep;
   Shelf() { things_.reserve(kKeep); }
-  bool take(Thing& out) {
-    std::lock_guard lock(mu_);
-    if (things_.empty()) return false;
-    out = std::move(things_.back());
-    things_.pop_back();
-    return true;
-  }
-  // False when the shelf is full: the caller frees `thing`.
-  bool put(Thing& thing) {
-    std::lock_guard lock(mu_);
-    if (things_.size() >= kKeep) return false;
-    things_.push_back(std::move(thing));
-    return true;
-  }
   // Up to `n` at once, into `out`, the last given back last; how many.
   size_t take(Thing* out, size_t n) {
     std::lock_guard lock(mu_);

@@ -30,8 +30,10 @@ Shelf<EntryBox>& otherEntries() {
   return *s;
 }
 
-// A thread's launch boxes, taken from the shelf kTakeAtOnce at a time.
+// A thread's launch boxes, taken from the shelf kTakeAtOnce at a time, and
+// its other entries' boxes.
 thread_local Hand<EntryBox, Drop, 2 * kTakeAtOnce> tlsLaunchEntries(launchEntries());
+thread_local Hand<EntryBox> tlsOtherEntries(otherEntries());
 
 // Makes a written launch's entry as new but for its containers' capacity
 // (takeLaunchEntry); false when they hold more than kLaunchEntryBytes.
@@ -204,7 +206,7 @@ bool TraceSink::enqueue(EntryBox entry, uint64_t heapBytes, bool urgent) {
 
 void TraceSink::push(SinkEntry&& entry) {
   EntryBox box;
-  if (!otherEntries().take(box)) box = std::make_unique<SinkEntry>();
+  if (!threadLocalRef(tlsOtherEntries).take(box)) box = std::make_unique<SinkEntry>();
   *box = std::move(entry);
   push(std::move(box));
 }

@@ -205,12 +205,10 @@ TEST_CASE("a shelf takes back and hands out many things under one lock, within i
   REQUIRE(shelf.take(taken + 3, 5) == 1);
   CHECK(*taken[3] == 0);
   CHECK(shelf.take(taken + 4, 4) == 0);
-  // One at a time as before, the bound counted the same way.
-  for (int i = 0; i < 4; ++i) CHECK(shelf.put(taken[i]));
-  CHECK_FALSE(shelf.put(given[4]));
-  std::unique_ptr<int> one;
-  REQUIRE(shelf.take(one));
-  CHECK(*one == 0);  // the last put back
+  // A full shelf takes none.
+  CHECK(shelf.put(std::span(taken, 4)) == 4);
+  CHECK(shelf.put(std::span(given + 4, 1)) == 0);
+  REQUIRE(given[4] != nullptr);
 }
 
 namespace {
@@ -236,7 +234,7 @@ TEST_CASE("a thread's hand fills from its shelf and empties into it half a hand 
     REQUIRE(hand.take(a));
     CHECK(*a == 2);
     std::unique_ptr<int> left;
-    REQUIRE(shelf.take(left));  // the one the hand left there
+    REQUIRE(shelf.take(&left, 1) == 1);  // the one the hand left there
     CHECK(*left == 0);
     REQUIRE(hand.take(b));
     CHECK(*b == 1);
@@ -246,7 +244,7 @@ TEST_CASE("a thread's hand fills from its shelf and empties into it half a hand 
     for (std::unique_ptr<int>* p : {&a, &b, &five[3], &five[4]}) hand.put(*p);
     hand.put(left);
     CHECK(disposed == 0);
-    REQUIRE(shelf.take(d));
+    REQUIRE(shelf.take(&d, 1) == 1);
     CHECK(*d == 1);  // a (2) and b (1) went to the shelf, b last
     // When it goes, the hand gives back what it holds: three to a shelf
     // with room for two (a is still there), the rest disposed of.
