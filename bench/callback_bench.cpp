@@ -44,11 +44,20 @@
 //     observed, as the PyTorch layer has it after its first steps.
 //
 //   callback_bench [launches (200000)] [buffer KiB (64)] [all] [nolayer] [parts]
+//                  [only=PATTERN] [apart]
 // ("all": as with --hash-inputs, every launch's buffers hashed before it too;
 // "nolayer": no op reports its operands; "parts": the callbacks' time by
-// part, as GPURR_VERBOSE=1 has the recorder report it)
+// part, as GPURR_VERBOSE=1 has the recorder report it; "only=PATTERN": that
+// pattern alone, one of stream, wide, chain, autograd, ddp, follow, for a
+// profile of it; "apart": the program's threads on the first CPU the
+// process may use and the recorder's and the fake GPU's threads on the
+// others, as on a machine where the program's thread has a core of its own;
+// unpinned, the scheduler moves them, and pinned to one CPU with taskset,
+// no cache line changes cores)
 // Exit status: 0 every goal met, 1 a counted goal missed, 3 the time goal only
 // (the goals of the first three bullets, on the plain stream of launches).
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -426,6 +435,7 @@ std::chrono::nanoseconds call(RecordSession& session, CUpti_CallbackId cbid, con
 
 // What one pattern cost, per launch, on the threads that made it.
 struct Measured {
+  bool ran = false;       // false: skipped (only=)
   uint64_t launches = 0;  // counted (after each thread's warm-up)
   double opsPerLaunch = 0, hashesPerLaunch = 0, entriesPerLaunch = 0, wakeupsPerLaunch = 0, queries = 0,
          exchanges = 0, heap = 0;
@@ -443,8 +453,10 @@ struct Measured {
 // (each thread after its own warm-up), until `run` returns.
 class Counter {
  public:
-  Counter(FakeGpu& fake, TraceSink* const& sink) : fake_(fake), sink_(sink) {}
-  Measured measure(const std::function<void(std::vector<double>& us, uint64_t& counted)>& run) {
+  // `only`: the one pattern measured (empty: every one).
+  Counter(FakeGpu& fake, TraceSink* const& sink, std::string only) : fake_(fake), sink_(sink), only_(std::move(only)) {}
+  Measured measure(const char* pattern, const std::function<void(std::vector<double>& us, uint64_t& counted)>& run) {
+    if (!only_.empty() && only_ != pattern) return {};
     const uint64_t enqueued = fake_.enqueued, waits = fake_.waits, allocs = fake_.allocations,
                    queries = fake_.captureQueries, exchanges = fake_.modeExchanges, heap = fake_.heapAllocations,
                    hashes = fake_.hashLaunches;
@@ -452,6 +464,7 @@ class Counter {
     const uint64_t wakeups = sink_ != nullptr ? sink_->stats().wakeups : 0;
     const uint64_t callsBefore = calls, blockNs = blocks.ns;
     Measured m;
+    m.ran = true;
     fake_.counting = true;
     run(m.us, m.launches);
     fake_.counting = false;
@@ -485,12 +498,17 @@ class Counter {
  private:
   FakeGpu& fake_;
   TraceSink* const& sink_;
+  const std::string only_;
 };
 
 const char* met(bool yes) { return yes ? "met" : "not met"; }
 
 // The goals of the launch path besides its hashes, with whether each is met.
 void printLaunchPathGoals(const Measured& m, bool allInputs) {
+  if (!m.ran) {
+    std::printf("    not run (only=)\n");
+    return;
+  }
   if (allInputs) {
     std::printf("    hash-kernel launches %.3f (every launch's inputs hashed before it)\n", m.hashesPerLaunch);
   } else {
@@ -521,11 +539,44 @@ int main(int argc, char** argv) {
 #endif
   const uint64_t launches = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 200000;
   const uint64_t bufferBytes = (argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 64) * 1024;
-  bool allInputs = false, layer = true, parts = false;
+  bool allInputs = false, layer = true, parts = false, apart = false;
+  std::string only;
   for (int i = 3; i < argc; ++i) {
     if (std::strcmp(argv[i], "all") == 0) allInputs = true;
     if (std::strcmp(argv[i], "nolayer") == 0) layer = false;
     if (std::strcmp(argv[i], "parts") == 0) parts = true;
+    if (std::strcmp(argv[i], "apart") == 0) apart = true;
+    if (std::strncmp(argv[i], "only=", 5) == 0) only = argv[i] + 5;
+  }
+  const char* patterns[] = {"stream", "wide", "chain", "autograd", "ddp", "follow"};
+  if (!only.empty() && std::none_of(std::begin(patterns), std::end(patterns), [&](const char* p) { return only == p; })) {
+    std::fprintf(stderr, "callback_bench: only=%s: no such pattern (stream, wide, chain, autograd, ddp, follow)\n",
+                 only.c_str());
+    return 2;
+  }
+  // apart: every thread made from here on (the fake GPU's, the trace
+  // thread, the writer's) on the CPUs but the first; this thread moves to
+  // the first once they are made, before any launch counts.
+  cpu_set_t mine, others;
+  CPU_ZERO(&mine);
+  CPU_ZERO(&others);
+  if (apart) {
+    cpu_set_t allowed;
+    sched_getaffinity(0, sizeof(allowed), &allowed);
+    for (int c = 0, first = -1; c < CPU_SETSIZE; ++c) {
+      if (!CPU_ISSET(c, &allowed)) continue;
+      if (first < 0) {
+        first = c;
+        CPU_SET(c, &mine);
+      } else {
+        CPU_SET(c, &others);
+      }
+    }
+    if (CPU_COUNT(&others) == 0) {
+      std::fprintf(stderr, "callback_bench: apart needs two CPUs; this process may use one\n");
+      return 2;
+    }
+    pthread_setaffinity_np(pthread_self(), sizeof(others), &others);
   }
   FakeGpu fake;
   gpu = &fake;
@@ -565,7 +616,7 @@ int main(int argc, char** argv) {
     call(*session, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &p);
     if (layer) framework::blockEvent(b, bufferBytes, true);  // the caching allocator's block
   }
-  Counter counter(fake, sink);
+  Counter counter(fake, sink, only);
   // Whether the emulated layer observes ops (it stops once it follows a
   // learned step, as the PyTorch layer does).
   bool observing = layer;
@@ -634,12 +685,13 @@ int main(int argc, char** argv) {
     launch(0, buffers[i % 64], buffers[(i * 7 + 1) % 64], buffers[(i * 13 + 5) % 64], i, us);
   };
   launch(0, buffers[0], buffers[1], buffers[5], 0, ignored);  // the first: module load, ring allocation
+  if (apart) pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine);  // the trace thread is made
   // The recorder's pools grow to what is in flight when the program runs as
   // far ahead of the trace thread as it goes before waking it (an eighth of
   // the trace ring): the process's warm-up, before anything counts.
   for (uint64_t i = 1; i <= kProcessWarmUp; ++i) plainLaunch(i, ignored);
   const auto start = Clock::now();
-  const Measured plain = counter.measure([&](std::vector<double>& us, uint64_t& counted) {
+  const Measured plain = counter.measure("stream", [&](std::vector<double>& us, uint64_t& counted) {
     us.reserve(launches);
     for (uint64_t i = 1; i <= launches; ++i) plainLaunch(i, us);
     counted = launches;
@@ -647,7 +699,7 @@ int main(int argc, char** argv) {
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   // The plain stream again, its kernel with TensorIterator's parameters.
-  const Measured wide = counter.measure([&](std::vector<double>& us, uint64_t& counted) {
+  const Measured wide = counter.measure("wide", [&](std::vector<double>& us, uint64_t& counted) {
     us.reserve(launches);
     for (uint64_t i = 1; i <= kWarmUp + launches; ++i) {
       const bool counts = i > kWarmUp;
@@ -661,7 +713,7 @@ int main(int argc, char** argv) {
 
   // A dependent chain: each launch reads the output of the one before and
   // writes a buffer of its own (buffers 0-47; weights 48-63).
-  const Measured chain = counter.measure([&](std::vector<double>& us, uint64_t& counted) {
+  const Measured chain = counter.measure("chain", [&](std::vector<double>& us, uint64_t& counted) {
     us.reserve(launches);
     for (uint64_t i = 1; i <= kWarmUp + launches; ++i) {
       const bool counts = i > kWarmUp;
@@ -675,7 +727,7 @@ int main(int argc, char** argv) {
   // Autograd: the forward thread launches on its stream into buffers 0-31;
   // the backward thread on its own stream reads them and writes 32-63. Every
   // 8 launches each records an event its peer's stream waits on.
-  const Measured autograd = counter.measure([&](std::vector<double>& us, uint64_t& counted) {
+  const Measured autograd = counter.measure("autograd", [&](std::vector<double>& us, uint64_t& counted) {
     std::vector<double> theirs;
     auto work = [&](bool backward, std::vector<double>& mine) {
       programThread = true;
@@ -705,7 +757,7 @@ int main(int argc, char** argv) {
 
   // DDP: launches on the compute stream; every fourth, its gradient is
   // handed to the communication stream through an event and reduced there.
-  const Measured ddp = counter.measure([&](std::vector<double>& us, uint64_t& counted) {
+  const Measured ddp = counter.measure("ddp", [&](std::vector<double>& us, uint64_t& counted) {
     constexpr uint64_t compute = 0xC1, comm = 0xC2, ready = 0xE3;
     us.reserve(launches);
     uint64_t made = 0;
@@ -730,7 +782,7 @@ int main(int argc, char** argv) {
   // no op observed (framework_context.h, kFollow).
   constexpr uint64_t kStepLaunches = 30;
   bool followed = false;
-  const Measured follow = !layer ? Measured{} : counter.measure([&](std::vector<double>& us, uint64_t& counted) {
+  const Measured follow = !layer ? Measured{} : counter.measure("follow", [&](std::vector<double>& us, uint64_t& counted) {
     framework::setAttribution(framework::Attribution::kLearn);
     us.reserve(launches);
     const uint64_t learnt = 2 * kStepLaunches, total = learnt + kWarmUp + launches;
@@ -764,9 +816,13 @@ int main(int argc, char** argv) {
   std::printf("callback_bench: %llu launches of 3 buffers of %llu KiB, fake driver, %s, %.2f s\n",
               static_cast<unsigned long long>(launches), static_cast<unsigned long long>(bufferBytes / 1024),
               allInputs ? "every input hashed (--hash-inputs)" : "inputs hashed at first use", seconds);
-  std::printf("  GPU operations enqueued by the recorder per launch: %.2f   (goal <= 2)\n", plain.opsPerLaunch);
-  std::printf("  host time per launch in the callbacks: median %.2f us, 99th percentile %.2f us   (goal: median <= 5 us)\n",
-              plain.median(), plain.p99());
+  if (plain.ran) {
+    std::printf("  GPU operations enqueued by the recorder per launch: %.2f   (goal <= 2)\n", plain.opsPerLaunch);
+    std::printf("  host time per launch in the callbacks: median %.2f us, 99th percentile %.2f us   (goal: median <= 5 "
+                "us)\n",
+                plain.median(), plain.p99());
+  }
+  if (apart) std::printf("  the program's threads on a CPU of their own, the recorder's and the fake GPU's on the others\n");
   if (!recorded.empty()) {
     std::printf("  ... as the trace records it (recorderNs, every pattern): median %.2f us, 99th percentile %.2f us\n",
                 recorded[recorded.size() / 2] / 1e3, recorded[recorded.size() * 99 / 100] / 1e3);
@@ -824,7 +880,7 @@ int main(int argc, char** argv) {
                                ddp.allocations + follow.allocations;
   if (plain.opsPerLaunch > 2 || waits != 0 || allocations != 0 || plain.wakeupsPerLaunch > 0.01 || sinkAllocations > 0)
     return 1;
-  if (layer && !followed) return 1;
+  if (layer && follow.ran && !followed) return 1;
   if (!allInputs && layer && plain.hashesPerLaunch > 0.25) return 1;
   return plain.median() <= 5 ? 0 : 3;
 }
