@@ -88,6 +88,8 @@ class Hand {
     out = std::move(things_[--count_]);
     return true;
   }
+  // The thing the next take() gives, if the hand holds one.
+  const Thing* next() const { return count_ == 0 ? nullptr : &things_[count_ - 1]; }
   void put(Thing& thing) {
     if (count_ == Size) giveBack(Size / 2);
     things_[count_++] = std::move(thing);

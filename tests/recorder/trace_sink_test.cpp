@@ -239,11 +239,14 @@ TEST_CASE("a thread's hand fills from its shelf and empties into it half a hand 
     REQUIRE(hand.take(b));
     CHECK(*b == 1);
     CHECK_FALSE(hand.take(c));  // neither the hand nor the shelf has any
+    CHECK(hand.next() == nullptr);
     // Four fit in the hand; the fifth sends the two given back longest ago
     // to the shelf.
     for (std::unique_ptr<int>* p : {&a, &b, &five[3], &five[4]}) hand.put(*p);
     hand.put(left);
     CHECK(disposed == 0);
+    REQUIRE(hand.next() != nullptr);
+    CHECK(**hand.next() == 0);  // what the next take gives: the last put
     REQUIRE(shelf.take(&d, 1) == 1);
     CHECK(*d == 1);  // a (2) and b (1) went to the shelf, b last
     // When it goes, the hand gives back what it holds: three to a shelf
