@@ -1,10 +1,11 @@
 // The recorder's cost on the program's thread, without a GPU: a RecordSession
 // with the real CudaDevice, over a fake driver whose "GPU" is a thread that
 // runs the enqueued work behind the host (device memory is host memory; the
-// hash kernel hashes on the CPU). A program thread allocates buffers, then
-// makes launches of a kernel with three pointer parameters, each through the
-// session's ENTER and EXIT callbacks as CUPTI would call them; the session's
-// trace thread writes a real trace. Measured on the program's thread:
+// hash kernel hashes on the CPU; fake_gpu.h). A program thread allocates
+// buffers, then makes launches of a kernel with three pointer parameters,
+// each through the session's ENTER and EXIT callbacks as CUPTI would call
+// them; the session's trace thread writes a real trace. Measured on the
+// program's thread:
 //   - GPU operations enqueued per recorded launch (goal <= 2);
 //   - host time per launch in the callbacks (goal <= 5 us median);
 //   - driver calls that wait for the GPU (stream, event, context
@@ -63,323 +64,30 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <functional>
 #include <new>
 #include <numeric>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "bench/fake_gpu.h"
 #include "recorder/cuda_device.h"
 #include "recorder/framework_context.h"
 #include "recorder/options.h"
 #include "recorder/session.h"
-#include "trace_format/hash.h"
-#include "trace_format/hash_primitives.h"
 #include "trace_format/trace.h"
 
 using namespace gpurr;
 using namespace gpurr::recorder;
+using namespace gpurr::bench;
 using Clock = std::chrono::steady_clock;
 
-// The kernel: a name as long as PyTorch's elementwise kernels' (the
-// recorder copies and hashes names), with the layout of linear(out, x, w, n).
-constexpr const char* kKernelName =
-    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIfffNS0_15binary_internal10MulFunctorIfEEEESt5"
-    "arrayIPcLm3EEEEviT0_T1_";
-
 namespace {
-
-// A second kernel, with the parameters of PyTorch's elementwise kernels on
-// strided tensors (TensorIterator's): three pointers and an
-// OffsetCalculator of 25 dimensions, each a divisor (divisor, magic number,
-// shift) and three strides. Most of its 8-byte words are small nonzero
-// integers, which the recorder must rule out as pointers.
-const auto kWideKernel = reinterpret_cast<CUfunction>(0x200);
-struct OffsetCalculator {
-  int32_t dims = 3;
-  uint32_t sizes[25][3];
-  uint32_t strides[25][3];
-  OffsetCalculator() {
-    for (uint32_t d = 0; d < 25; ++d) {
-      const bool used = d < static_cast<uint32_t>(dims);
-      sizes[d][0] = used ? 64 : 1, sizes[d][1] = used ? 0x80000001u : 1, sizes[d][2] = used ? 6 : 0;
-      for (uint32_t& stride : strides[d]) stride = used ? 4u << (6 * d) : 0;
-    }
-  }
-};
-
-// Set while the program's thread is inside the recorder's callbacks, and not
-// inside the fake driver.
-thread_local bool inCallbacks = false;
-
-// The fake GPU: a queue of work run by its own thread, in order. Like a
-// GPU's, it holds a bounded number of operations: beyond kQueueDepth, an
-// enqueue waits for room (so the program cannot run further ahead of the
-// GPU than a real one can).
-struct FakeGpu {
-  static constexpr size_t kQueueDepth = 1024;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::function<void()>> queue;
-  bool stop = false;
-  std::thread worker;
-  std::atomic<uint64_t> enqueued{0}, waits{0}, allocations{0};
-  std::atomic<uint64_t> captureQueries{0}, modeExchanges{0}, heapAllocations{0}, hashLaunches{0};
-  std::atomic<bool> counting{false};
-
-  FakeGpu() {
-    worker = std::thread([this] {
-      std::unique_lock lock(mu);
-      for (;;) {
-        cv.wait(lock, [&] { return stop || !queue.empty(); });
-        if (queue.empty()) return;
-        auto op = std::move(queue.front());
-        lock.unlock();
-        op();
-        lock.lock();
-        queue.pop_front();
-        cv.notify_all();
-      }
-    });
-  }
-  ~FakeGpu() {
-    {
-      std::lock_guard lock(mu);
-      stop = true;
-    }
-    cv.notify_all();
-    worker.join();
-  }
-  bool onProgram() const;
-  // Work the recorder enqueues (counted on the program's threads), and the
-  // program's own (`program`: not counted).
-  template <typename Op>
-  void push(Op&& op, bool program = false) {
-    if (!program && onProgram()) ++enqueued;
-    const bool inside = std::exchange(inCallbacks, false);  // the fake GPU's allocations are not the recorder's
-    {
-      std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return queue.size() < kQueueDepth; });
-      queue.emplace_back(std::forward<Op>(op));
-      cv.notify_all();
-    }
-    inCallbacks = inside;
-  }
-  void drain() {
-    std::unique_lock lock(mu);
-    cv.wait(lock, [&] { return queue.empty(); });
-  }
-};
-FakeGpu* gpu = nullptr;
-
-// Set on the program's threads, whose driver calls are counted.
-thread_local bool programThread = false;
-bool FakeGpu::onProgram() const { return counting && programThread; }
-
-void countWait() {
-  if (gpu->onProgram()) ++gpu->waits;
-}
-
-
-}  // namespace
-
-// Heap allocations made inside the recorder's callbacks on the program's
-// thread. Replacing the global allocation functions with malloc and free is
-// what the standard allows; GCC's -Wmismatched-new-delete cannot tell, once
-// they are inlined (a false positive).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(std::size_t n) {
-  if (inCallbacks && gpu != nullptr && gpu->onProgram()) ++gpu->heapAllocations;
-  if (void* p = std::malloc(n != 0 ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
-
-namespace {
-void countAlloc() {
-  if (gpu->onProgram()) ++gpu->allocations;
-}
-
-CUresult fGetErrorString(CUresult, const char** s) { return *s = "fake error", CUDA_SUCCESS; }
-CUresult fModuleLoadData(CUmodule* m, const void*) { return *m = reinterpret_cast<CUmodule>(0x1), CUDA_SUCCESS; }
-CUresult fModuleUnload(CUmodule) { return CUDA_SUCCESS; }
-CUresult fModuleGetFunction(CUfunction* f, CUmodule, const char*) {
-  return *f = reinterpret_cast<CUfunction>(0x2), CUDA_SUCCESS;
-}
-CUresult fCtxGetDevice(CUdevice* d) { return *d = 0, CUDA_SUCCESS; }
-CUresult fDeviceGetAttribute(int* v, CUdevice_attribute, CUdevice) { return *v = 4, CUDA_SUCCESS; }
-CUresult fMemAlloc(CUdeviceptr* p, size_t n) {
-  countAlloc();
-  *p = reinterpret_cast<CUdeviceptr>(std::calloc(n, 1));
-  return CUDA_SUCCESS;
-}
-CUresult fMemFree(CUdeviceptr p) {
-  countAlloc();
-  std::free(reinterpret_cast<void*>(p));
-  return CUDA_SUCCESS;
-}
-CUresult fMemHostAlloc(void** p, size_t n, unsigned) {
-  countAlloc();
-  *p = std::calloc(n, 1);
-  return CUDA_SUCCESS;
-}
-CUresult fMemAllocHost(void** p, size_t n) { return fMemHostAlloc(p, n, 0); }
-CUresult fMemFreeHost(void* p) {
-  countAlloc();
-  std::free(p);
-  return CUDA_SUCCESS;
-}
-CUresult fMemHostGetDevicePointer(CUdeviceptr* d, void* p, unsigned) {
-  *d = reinterpret_cast<CUdeviceptr>(p);
-  return CUDA_SUCCESS;
-}
-CUresult fStreamCreate(CUstream* s, unsigned) { return *s = reinterpret_cast<CUstream>(0xEE00), CUDA_SUCCESS; }
-CUresult fStreamDestroy(CUstream) { return CUDA_SUCCESS; }
-CUresult fMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream) {
-  std::memset(reinterpret_cast<void*>(p), v, n);  // once, at the ring's creation
-  return CUDA_SUCCESS;
-}
-CUresult fMemsetD8(CUdeviceptr p, unsigned char v, size_t n) {
-  std::memset(reinterpret_cast<void*>(p), v, n);
-  return CUDA_SUCCESS;
-}
-// The hash kernel, on the fake GPU's thread.
-CUresult fLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                       void** args, void**) {
-  const auto table = *static_cast<CUdeviceptr*>(args[0]);
-  const auto count = *static_cast<uint32_t*>(args[1]);
-  const auto out = *static_cast<CUdeviceptr*>(args[3]);
-  const auto doneWord = *static_cast<CUdeviceptr*>(args[5]);
-  const auto ticket = *static_cast<uint64_t*>(args[6]);
-  if (gpu->onProgram()) ++gpu->hashLaunches;
-  gpu->push([=] {
-    const auto* ranges = reinterpret_cast<const kernels::DeviceHashRange*>(table);
-    auto* digests = reinterpret_cast<uint64_t*>(out);
-    for (uint32_t r = 0; r < count; ++r) {
-      for (uint64_t c = 0; c < kernels::chunkCount(ranges[r].length); ++c) {
-        const uint64_t start = c * hash::kChunkBytes;
-        const uint64_t len = std::min<uint64_t>(hash::kChunkBytes, ranges[r].length - start);
-        digests[ranges[r].firstSlot + c] =
-            hash::hashChunk({reinterpret_cast<const uint8_t*>(ranges[r].address + start), len}, c);
-      }
-    }
-    if (doneWord != 0) __atomic_store_n(reinterpret_cast<uint64_t*>(doneWord), ticket, __ATOMIC_RELEASE);
-  });
-  return CUDA_SUCCESS;
-}
-CUresult fMemcpyAsync(void* dst, const void* src, size_t n) {
-  gpu->push([=] { std::memcpy(dst, src, n); });
-  return CUDA_SUCCESS;
-}
-CUresult fMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, CUstream) {
-  return fMemcpyAsync(reinterpret_cast<void*>(d), s, n);
-}
-CUresult fMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, CUstream) {
-  return fMemcpyAsync(d, reinterpret_cast<const void*>(s), n);
-}
-CUresult fEventCreate(CUevent* e, unsigned) {
-  *e = reinterpret_cast<CUevent>(new std::atomic<bool>(false));
-  return CUDA_SUCCESS;
-}
-CUresult fEventDestroy(CUevent e) {
-  delete reinterpret_cast<std::atomic<bool>*>(e);
-  return CUDA_SUCCESS;
-}
-CUresult fEventRecord(CUevent e, CUstream) {
-  auto* flag = reinterpret_cast<std::atomic<bool>*>(e);
-  flag->store(false);
-  gpu->push([flag] { flag->store(true); });
-  return CUDA_SUCCESS;
-}
-CUresult fEventSynchronize(CUevent e) {
-  countWait();
-  while (!reinterpret_cast<std::atomic<bool>*>(e)->load()) std::this_thread::yield();
-  return CUDA_SUCCESS;
-}
-CUresult fEventQuery(CUevent e) {
-  return reinterpret_cast<std::atomic<bool>*>(e)->load() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-CUresult fSync() {
-  countWait();
-  gpu->drain();
-  return CUDA_SUCCESS;
-}
-CUresult fStreamSynchronize(CUstream) { return fSync(); }
-CUresult fStreamQuery(CUstream) {
-  countWait();
-  std::lock_guard lock(gpu->mu);
-  return gpu->queue.empty() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-CUresult fExchangeCaptureMode(CUstreamCaptureMode*) {
-  if (gpu->onProgram()) ++gpu->modeExchanges;
-  return CUDA_SUCCESS;
-}
-CUresult fCtxPushCurrent(CUcontext) { return CUDA_SUCCESS; }
-CUresult fCtxPopCurrent(CUcontext* c) { return *c = nullptr, CUDA_SUCCESS; }
-CUresult fStreamIsCapturing(CUstream, CUstreamCaptureStatus* s) {
-  if (gpu->onProgram()) ++gpu->captureQueries;
-  return *s = CU_STREAM_CAPTURE_STATUS_NONE, CUDA_SUCCESS;
-}
-CUresult fDriverGetVersion(int* v) { return *v = 13000, CUDA_SUCCESS; }
-CUresult fDeviceGetCount(int* n) { return *n = 0, CUDA_SUCCESS; }
-CUresult fFuncGetName(const char** name, CUfunction) { return *name = kKernelName, CUDA_SUCCESS; }
-CUresult fFuncGetParamInfo(CUfunction f, size_t i, size_t* off, size_t* size) {
-  if (i >= 4) return CUDA_ERROR_INVALID_VALUE;
-  *off = 8 * i;
-  *size = i < 3 ? 8 : f == kWideKernel ? sizeof(OffsetCalculator) : 4;
-  return CUDA_SUCCESS;
-}
-
-kernels::DriverApi fakeApi() {
-  kernels::DriverApi a;
-  a.cuGetErrorString = fGetErrorString;
-  a.cuModuleLoadData = fModuleLoadData;
-  a.cuModuleUnload = fModuleUnload;
-  a.cuModuleGetFunction = fModuleGetFunction;
-  a.cuCtxGetDevice = fCtxGetDevice;
-  a.cuDeviceGetAttribute = fDeviceGetAttribute;
-  a.cuMemAlloc = fMemAlloc;
-  a.cuMemFree = fMemFree;
-  a.cuMemAllocHost = fMemAllocHost;
-  a.cuMemHostAlloc = fMemHostAlloc;
-  a.cuMemFreeHost = fMemFreeHost;
-  a.cuMemHostGetDevicePointer = fMemHostGetDevicePointer;
-  a.cuMemsetD8 = fMemsetD8;
-  a.cuMemsetD8Async = fMemsetD8Async;
-  a.cuStreamCreate = fStreamCreate;
-  a.cuStreamDestroy = fStreamDestroy;
-  a.cuMemcpyHtoDAsync = fMemcpyHtoDAsync;
-  a.cuMemcpyDtoHAsync = fMemcpyDtoHAsync;
-  a.cuLaunchKernel = fLaunchKernel;
-  a.cuEventCreate = fEventCreate;
-  a.cuEventDestroy = fEventDestroy;
-  a.cuEventRecord = fEventRecord;
-  a.cuEventSynchronize = fEventSynchronize;
-  a.cuEventQuery = fEventQuery;
-  a.cuCtxSynchronize = fSync;
-  a.cuStreamSynchronize = fStreamSynchronize;
-  a.cuStreamQuery = fStreamQuery;
-  a.cuThreadExchangeStreamCaptureMode = fExchangeCaptureMode;
-  a.cuCtxPushCurrent = fCtxPushCurrent;
-  a.cuCtxPopCurrent = fCtxPopCurrent;
-  a.cuStreamIsCapturing = fStreamIsCapturing;
-  a.cuDriverGetVersion = fDriverGetVersion;
-  a.cuDeviceGetCount = fDeviceGetCount;
-  a.cuFuncGetName = fFuncGetName;
-  a.cuFuncGetParamInfo = fFuncGetParamInfo;
-  return a;
-}
 
 // Heap allocations per entry that TraceSink::push makes: entries made
 // beforehand, in their boxes (as the launch path makes them), are pushed
