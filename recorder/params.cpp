@@ -51,25 +51,45 @@ std::vector<ScannedPointer> scanPointers(std::span<const uint8_t> params, const 
   return out;
 }
 
+namespace {
+
+// The parameter word at byte `offset`, when it points into an allocation.
+void addIfPointer(uint64_t word, size_t offset, const AllocationMap& map, uint32_t device,
+                  std::vector<ScannedPointer>& out) {
+  const std::optional<Resolved> r = map.resolveFrom(word, device);
+  if (!r) return;
+  ScannedPointer p;
+  p.param = {static_cast<uint32_t>(offset), r->ordinal, r->offset};
+  p.address = word;
+  p.readableBytes = r->readableBytes;
+  p.kind = r->kind;
+  p.allocationDevice = r->device;
+  out.push_back(p);
+}
+
+}  // namespace
+
 void scanPointers(std::span<const uint8_t> params, const AllocationMap& map, uint32_t device,
                   std::vector<ScannedPointer>& out) {
   out.clear();
   // Most words are sizes, strides and flags, far from any allocation: ruled
-  // out at once, without a lookup in the map.
+  // out at once, without a lookup in the map, four at a time (one branch
+  // for the four). A word w is in the extent [lo, hi) when w - lo < hi - lo
+  // (0 never is: no allocation starts at 0).
   const auto [lo, hi] = map.extent();
-  for (size_t off = 0; off + 8 <= params.size(); off += 8) {
-    uint64_t word;
-    std::memcpy(&word, params.data() + off, 8);
-    if (word == 0 || word < lo || word >= hi) continue;
-    const std::optional<Resolved> r = map.resolveFrom(word, device);
-    if (!r) continue;
-    ScannedPointer p;
-    p.param = {static_cast<uint32_t>(off), r->ordinal, r->offset};
-    p.address = word;
-    p.readableBytes = r->readableBytes;
-    p.kind = r->kind;
-    p.allocationDevice = r->device;
-    out.push_back(p);
+  const uint64_t span = hi - lo;
+  const size_t words = params.size() / 8;
+  uint64_t w[4];
+  size_t i = 0;
+  for (; i + 4 <= words; i += 4) {
+    std::memcpy(w, params.data() + i * 8, sizeof(w));
+    if (!((w[0] - lo < span) | (w[1] - lo < span) | (w[2] - lo < span) | (w[3] - lo < span))) continue;
+    for (size_t j = 0; j < 4; ++j)
+      if (w[j] - lo < span) addIfPointer(w[j], (i + j) * 8, map, device, out);
+  }
+  for (; i < words; ++i) {
+    std::memcpy(w, params.data() + i * 8, 8);
+    if (w[0] - lo < span) addIfPointer(w[0], i * 8, map, device, out);
   }
 }
 

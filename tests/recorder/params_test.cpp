@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <cstring>
+#include <random>
 
 #include "recorder/params.h"
 
@@ -82,6 +83,36 @@ TEST_CASE("pointers are found in aligned words, also inside by-value structs", "
   REQUIRE(ranges.size() == 2);
   CHECK(ranges[0] == trace::DeviceRange{0x10010, 0xff0, 1, 0x10});
   CHECK(ranges[1] == trace::DeviceRange{0x20000, 0x1000, 2, 0});
+}
+
+TEST_CASE("the scan finds what a lookup of every aligned word finds", "[recorder][params]") {
+  // Words at the extent's edges, inside and outside allocations, zeros and
+  // small numbers, in parameter buffers of every length up to 100 bytes:
+  // the scan, which rules words out four at a time, must agree with a
+  // lookup of each word.
+  AllocationMap map;
+  map.add(0x10000, 0x1000, AllocationKind::kDevice, 0, 0);
+  map.add(0x30000, 0x800, AllocationKind::kDevice, 0, 0);
+  const uint64_t candidates[] = {0,       1,       0xffff,  0x10000, 0x10fff, 0x11000, 0x2ffff,
+                                 0x30000, 0x307ff, 0x30800, 0x30801, ~0ull,   0x20000};
+  std::mt19937_64 rng(7);
+  for (size_t bytes = 0; bytes <= 100; ++bytes) {
+    for (int round = 0; round < 20; ++round) {
+      std::vector<uint8_t> params(bytes);
+      for (size_t off = 0; off + 8 <= bytes; off += 8)
+        put<uint64_t>(params, off, candidates[rng() % std::size(candidates)]);
+      std::vector<trace::PointerParam> expected;
+      for (size_t off = 0; off + 8 <= bytes; off += 8) {
+        uint64_t word;
+        std::memcpy(&word, params.data() + off, 8);
+        if (const auto r = map.resolveFrom(word, 0))
+          expected.push_back({static_cast<uint32_t>(off), r->ordinal, r->offset});
+      }
+      std::vector<trace::PointerParam> found;
+      for (const ScannedPointer& p : scanPointers(params, map, 0)) found.push_back(p.param);
+      REQUIRE(found == expected);
+    }
+  }
 }
 
 TEST_CASE("pointers into freed memory are not pointers", "[recorder][params]") {
