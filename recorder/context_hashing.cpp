@@ -94,8 +94,10 @@ class PendingCuda : public PendingHashes, public Pooled<PendingCuda> {
       results_.resize(requests_.size());
       for (size_t i = 0; i < requests_.size(); ++i) {
         results_[i].digest = kernels::foldRequest(plan_, requests_, i, chunks);
+        // A range of one chunk has no chunk digests but its own (the trace
+        // keeps those of 2 to 256 chunks: toRangeDigests).
         const uint64_t first = plan_.firstSlot[i], n = kernels::chunkCount(requests_[i].length);
-        results_[i].chunkDigests.assign(chunks.begin() + first, chunks.begin() + first + n);
+        if (n >= 2) results_[i].chunkDigests.assign(chunks.begin() + first, chunks.begin() + first + n);
       }
     } else if (ok) {
       results_.resize(requests_.size());

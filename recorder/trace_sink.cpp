@@ -45,6 +45,8 @@ bool emptyLaunchEntry(SinkEntry& e) {
   fresh.params.swap(k.params);
   fresh.paramLayout.swap(k.paramLayout);
   fresh.pointers.swap(k.pointers);
+  fresh.inputs.swap(k.inputs);
+  fresh.outputs.swap(k.outputs);
   fresh.reads.swap(k.reads);
   fresh.annotations.swap(k.annotations);
   k = std::move(fresh);
@@ -53,6 +55,8 @@ bool emptyLaunchEntry(SinkEntry& e) {
   k.params.clear();
   k.paramLayout.clear();
   k.pointers.clear();
+  k.inputs.clear();
+  k.outputs.clear();
   k.reads.clear();
   k.annotations.clear();
   for (HashTicket* t : {&e.before, &e.after}) {
@@ -99,16 +103,26 @@ void keepEntries(std::span<EntryBox> written) {
 
 std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRange>& ranges,
                                                const std::vector<kernels::HashResult>& results) {
-  std::vector<trace::RangeDigest> out(ranges.size());
+  std::vector<trace::RangeDigest> out;
+  toRangeDigests(ranges, results, out);
+  return out;
+}
+
+void toRangeDigests(const std::vector<trace::DeviceRange>& ranges, const std::vector<kernels::HashResult>& results,
+                    std::vector<trace::RangeDigest>& out) {
+  out.resize(ranges.size());
   for (size_t i = 0; i < ranges.size(); ++i) {
-    out[i].range = ranges[i];
+    trace::RangeDigest& d = out[i];
+    d.range = ranges[i];
+    d.digest = 0;
+    d.snapshot.reset();
+    d.chunkDigests.clear();
     if (i < results.size()) {
-      out[i].digest = results[i].digest;
+      d.digest = results[i].digest;
       if (results[i].chunkDigests.size() >= 2 && results[i].chunkDigests.size() <= 256)
-        out[i].chunkDigests = results[i].chunkDigests;
+        d.chunkDigests = results[i].chunkDigests;
     }
   }
-  return out;
 }
 
 namespace {
@@ -405,11 +419,11 @@ void TraceSink::complete(SinkEntry& entry) {
   // The digests of a ticket; nothing when its ranges could not be hashed
   // (then none is recorded: a range without its digest would compare as 0).
   std::string failed;  // why a hash enqueued earlier did not complete
-  auto resolve = [&](HashTicket& t) -> std::vector<trace::RangeDigest> {
-    if (!t.pending) return {};
-    std::vector<kernels::HashResult> results;
+  auto resolve = [&](HashTicket& t, std::vector<trace::RangeDigest>& out) {
+    out.clear();
+    if (!t.pending) return;
     std::string error;
-    const bool ok = t.pending->wait(results, error);
+    const bool ok = t.pending->wait(results_, error);
     t.pending.reset();
     if (!ok) {
       if (!digestWarned_) {
@@ -417,12 +431,17 @@ void TraceSink::complete(SinkEntry& entry) {
         warn_("cannot read back buffer digests (" + error + "); the affected events carry no digests");
       }
       failed = error;
-      return {};
+      return;
     }
-    return toRangeDigests(t.ranges, results);
+    toRangeDigests(t.ranges, results_, out);
   };
-  std::vector<trace::RangeDigest> before = resolve(entry.before);
-  std::vector<trace::RangeDigest> after = resolve(entry.after);
+  // A launch's digests go straight into its event, whose kept entry holds
+  // their room from an earlier launch (emptyLaunchEntry).
+  auto* launch = std::get_if<trace::KernelLaunch>(&entry.event.payload);
+  std::vector<trace::RangeDigest>& before = launch ? launch->inputs : beforeDigests_;
+  std::vector<trace::RangeDigest>& after = launch ? launch->outputs : afterDigests_;
+  resolve(entry.before, before);
+  resolve(entry.after, after);
   if (broken_ || !writer_) return;
   try {
     // Each snapshot goes to the blob store as soon as its copy is done, and
@@ -444,7 +463,7 @@ void TraceSink::complete(SinkEntry& entry) {
     store(entry.beforeSnapshots, before);
     store(entry.afterSnapshots, after);
     trace::Event& ev = entry.event;
-    if (auto* k = std::get_if<trace::KernelLaunch>(&ev.payload)) {
+    if (trace::KernelLaunch* k = launch) {
       if (entry.kernel != nullptr) {
         k->function = entry.kernel->name;
         k->paramLayout = entry.kernel->layout;
@@ -456,8 +475,6 @@ void TraceSink::complete(SinkEntry& entry) {
         ev.origin->step = step;
         ev.origin->stepLaunch = stepLaunch;
       }
-      k->inputs = std::move(before);
-      k->outputs = std::move(after);
       // Outputs that could not be hashed: the launch is not compared.
       if (!entry.after.ranges.empty() && k->outputs.empty()) k->hashed = false;
       if (!failed.empty()) k->annotations.emplace_back(std::in_place_type<trace::Note>, "not hashed: " + failed);
@@ -477,7 +494,7 @@ void TraceSink::complete(SinkEntry& entry) {
     } else if (auto* m = std::get_if<trace::ModuleLoad>(&ev.payload)) {
       if (!entry.blob.empty()) m->cubin = writer_->putBlob(entry.blob);
     }
-    writer_->append(ev);
+    writer_->append(ev, entry.kernel);  // a kept kernel text stands for its name
   } catch (const std::exception& e) {
     broken_ = true;
     warn_(std::string("cannot write the trace: ") + e.what() +

@@ -74,6 +74,9 @@ uint64_t entryHeapBytes(const SinkEntry& entry);
 // their chunk digests, which locate a difference inside the range.
 std::vector<trace::RangeDigest> toRangeDigests(const std::vector<trace::DeviceRange>& ranges,
                                                const std::vector<kernels::HashResult>& results);
+// The same into `out` (its capacity reused).
+void toRangeDigests(const std::vector<trace::DeviceRange>& ranges, const std::vector<kernels::HashResult>& results,
+                    std::vector<trace::RangeDigest>& out);
 
 struct SinkOptions {
   // false runs nothing in the background: push() then completes entries at
@@ -160,6 +163,11 @@ class TraceSink {
   bool dropWarned_ = false;
   bool closing_ = false, closed_ = false, broken_ = false;
   bool digestWarned_ = false, snapshotWarned_ = false;
+  // What complete() fills for each entry, kept with its capacity (complete
+  // runs on one thread at a time): a ticket's results, and the digests of
+  // an event other than a launch (a launch's go into its kept entry).
+  std::vector<kernels::HashResult> results_;
+  std::vector<trace::RangeDigest> beforeDigests_, afterDigests_;
   std::thread thread_;
 };
 

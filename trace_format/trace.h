@@ -63,7 +63,12 @@ class TraceWriter {
 
   // Appends an event. Sequence numbers must increase. Throws TraceError when
   // an earlier block could not be written (e.g. the disk is full).
-  void append(const Event& event);
+  // `functionIdentity`: for a launch, an address that stands for its
+  // function's name, the same for every launch of that name and never for
+  // another name while the writer lives (the recorder's kept kernel text):
+  // the writer then finds the function by it and the launch's module, with
+  // no look at the name (null: by the name).
+  void append(const Event& event, const void* functionIdentity = nullptr);
 
   // Ends the current block and waits until every block is on disk.
   void flush();

@@ -182,6 +182,18 @@ struct TraceWriter::Impl {
   Block current;
   std::unordered_map<std::string, uint32_t> functionIds;  // key: module '\0' name
   std::string functionKey;
+  // The same ids by the caller's identity of a name (append) and the module.
+  struct Identity {
+    const void* name;
+    uint32_t module;
+    bool operator==(const Identity&) const = default;
+  };
+  struct IdentityHash {
+    size_t operator()(const Identity& i) const {
+      return std::hash<const void*>()(i.name) ^ (size_t{i.module} * 0x9e3779b97f4a7c15ull);
+    }
+  };
+  std::unordered_map<Identity, uint32_t, IdentityHash> functionIdsByIdentity;
   uint64_t lastSeq = 0;
   bool anyEvent = false;
   uint64_t eventsWritten = 0;
@@ -275,6 +287,7 @@ struct TraceWriter::Impl {
     current = Block{};
     current.frames.reserve(options.blockBytes + options.blockBytes / 8);
     functionIds.clear();
+    functionIdsByIdentity.clear();
     if (!options.background) {
       std::vector<uint8_t> buffer;
       compressAndWrite(block, buffer);
@@ -292,6 +305,13 @@ struct TraceWriter::Impl {
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return (queue.empty() && !busy) || !error.empty(); });
     if (!error.empty()) throw TraceError(error);
+  }
+
+  uint32_t functionId(const KernelLaunch& launch, const void* identity) {
+    if (identity == nullptr) return functionId(launch);
+    const auto found = functionIdsByIdentity.try_emplace(Identity{identity, launch.module}, 0);
+    if (found.second) found.first->second = functionId(launch);
+    return found.first->second;
   }
 
   uint32_t functionId(const KernelLaunch& launch) {
@@ -450,7 +470,7 @@ BlobRef TraceWriter::putBlob(std::span<const uint8_t> bytes, BlobEncoding encodi
   return ref;
 }
 
-void TraceWriter::append(const Event& event) {
+void TraceWriter::append(const Event& event, const void* functionIdentity) {
   Impl& w = *impl_;
   if (w.closed) throw TraceError(fmt::format("{}: append after close", w.dir.string()));
   if (w.anyEvent && event.seq <= w.lastSeq) {
@@ -459,7 +479,7 @@ void TraceWriter::append(const Event& event) {
   }
   w.throwIfFailed();
   const auto* launch = std::get_if<KernelLaunch>(&event.payload);
-  const uint32_t fn = launch ? w.functionId(*launch) : 0;
+  const uint32_t fn = launch ? w.functionId(*launch, functionIdentity) : 0;
   w.scratch.serialize(w.current.frames, [&](capnp::MessageBuilder& b) {
     codec::encodeEvent(event, fn, b.initRoot<schema::Frame>().initEvent());
   });

@@ -294,3 +294,48 @@ TEST_CASE("a launch's kernel name and layout are kept once and copied into its e
   CHECK(launches[1].paramLayout.empty());
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a launch's entry, kept for later launches, carries none of its digests to them", "[recorder][sink]") {
+  // Launches alternate with digests before and after and with none, through
+  // entries the sink keeps and hands out again, where a written launch's
+  // digests leave their room behind.
+  const auto dir = freshTrace("kept-digests");
+  constexpr uint64_t kLaunches = 300;
+  {
+    TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}), [](const std::string&) {},
+                   SinkOptions{.thread = false});
+    for (uint64_t i = 0; i < kLaunches; ++i) {
+      EntryBox e = takeLaunchEntry();
+      auto& k = std::get<trace::KernelLaunch>(e->event.payload);
+      k.function = "k";
+      if (i % 2 == 1) {
+        e->before.ranges = {{0x1000 + i, 8, 1, 0}};
+        e->before.pending = std::make_unique<SlowHashes>(i, 0ms);
+        e->after.ranges = {{0x2000 + i, 8, 1, 0}, {0x3000 + i, 8, 2, 0}};
+        e->after.pending = std::make_unique<SlowHashes>(i + 1000, 0ms);
+      }
+      sink.push(std::move(e));
+    }
+  }
+  uint64_t i = 0;
+  trace::TraceReader(dir).forEach([&](const trace::Event& ev) {
+    const auto& k = std::get<trace::KernelLaunch>(ev.payload);
+    INFO("launch " << i);
+    if (i % 2 == 0) {
+      CHECK(k.inputs.empty());
+      CHECK(k.outputs.empty());
+    } else {
+      REQUIRE(k.inputs.size() == 1);
+      CHECK(k.inputs[0].range.address == 0x1000 + i);
+      CHECK(k.inputs[0].digest == i);
+      REQUIRE(k.outputs.size() == 2);
+      CHECK(k.outputs[0].digest == i + 1000);
+      CHECK(k.outputs[1].range.address == 0x3000 + i);
+      CHECK(k.outputs[1].digest == 0);  // SlowHashes gives one result: the second range has none
+    }
+    ++i;
+    return true;
+  });
+  CHECK(i == kLaunches);
+  std::filesystem::remove_all(dir);
+}

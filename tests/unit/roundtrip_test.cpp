@@ -309,6 +309,47 @@ TEST_CASE("writing the same events twice gives identical bytes") {
   CHECK(files >= 5);
 }
 
+TEST_CASE("a launch's function found by the caller's identity of its name is the one its name gives") {
+  // Three names, two modules, blocks of a few launches each (every block
+  // declares its functions anew): a trace written with identities must be
+  // byte for byte the one written without, and read back with every name.
+  TempDir tmp;
+  const std::string names[] = {"_Z6kernelPf", "_Z11elementwisePfS_i", "_Z6reducePKfPf"};
+  auto launches = [&](TraceWriter& w, bool withIdentity) {
+    for (uint64_t i = 0; i < 600; ++i) {
+      KernelLaunch k;
+      k.function = names[i % 3];
+      k.module = static_cast<uint32_t>(1 + (i / 3) % 2);  // each name in both modules, in turn
+      appendParam(k, &i, sizeof(i), 8);
+      w.append(Event{i, i, 0, k}, withIdentity ? static_cast<const void*>(&names[i % 3]) : nullptr);
+    }
+  };
+  for (const char* name : {"by_name.gpurr", "by_identity.gpurr"}) {
+    WriterOptions options;
+    options.blockBytes = 2048;  // about a dozen launches a block
+    TraceWriter w(tmp / name, sampleHeader(), options);
+    launches(w, std::string(name) == "by_identity.gpurr");
+    w.close();
+  }
+  for (auto& e : fs::recursive_directory_iterator(tmp / "by_name.gpurr")) {
+    if (!e.is_regular_file()) continue;
+    const fs::path rel = fs::relative(e.path(), tmp / "by_name.gpurr");
+    INFO(rel.string());
+    CHECK(readFile(e.path()) == readFile(tmp / "by_identity.gpurr" / rel));
+  }
+  TraceReader r(tmp / "by_identity.gpurr");
+  REQUIRE(r.blocks().size() > 10);
+  uint64_t i = 0;
+  r.forEach([&](const Event& e) {
+    const auto& k = std::get<KernelLaunch>(e.payload);
+    CHECK(k.function == names[i % 3]);
+    CHECK(k.module == 1 + (i / 3) % 2);
+    ++i;
+    return true;
+  });
+  CHECK(i == 600);
+}
+
 TEST_CASE("the seek index jumps to any event") {
   TempDir tmp;
   WriterOptions options;
