@@ -464,9 +464,25 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c, 
   os << st.dim(fmt::format("gpurr diff {} {}", c.a, c.b)) << '\n';
   printRanks(os, st, c);
   if (job) printJob(os, st, c, *job);
-  for (const ProcessDiff& p : c.processes) {
+  // The processes in rank order, a job's origins first: where the
+  // divergence began, then where it arrived.
+  std::vector<size_t> order;
+  if (job) {
+    for (const RankVerdict& v : job->ranks) {
+      if (v.origin) order.push_back(v.process);
+    }
+  }
+  for (size_t i = 0; i < c.processes.size(); ++i) {
+    if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+  }
+  for (size_t i : order) {
+    const ProcessDiff& p = c.processes[i];
     if (!p.name.empty()) os << '\n' << st.bold(fmt::format("== process {} ==", p.name)) << '\n';
     printProcess(os, st, p);
+    if (!job) continue;
+    if (const auto notes = job->notes.find(i); notes != job->notes.end()) {
+      for (const std::string& note : notes->second) os << fmt::format("  {:<8} {}\n", "job", note);
+    }
   }
 }
 

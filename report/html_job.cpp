@@ -91,11 +91,14 @@ void renderRanks(Page& page, const RunComparison& c, const JobView& job) {
     }
     const diff::FirstDivergence& d = *pd.firstDivergence;
     page.addf("<tr><td><b>{}</b></td><td><code>{}</code></td><td class=\"{}\">{}</td><td>{} <span class=\"muted\">"
-              "(run A event #{}, after {})</span></td><td>{}</td><td>{}</td><td><span class=\"cause\">{}</span></td>"
-              "</tr>\n",
+              "(run A event #{}, after {})</span></td><td>{}</td><td>{}</td><td><span class=\"cause\">{}</span>",
               rank, e(pd.name), v->origin ? "bad" : "", v->origin ? "origin" : "receiver", e(divergenceWhere(d)), d.a.seq,
               plural(v->collectivesBefore, "collective", "collectives"), e(lineOf(d.a.origin)), e(stepOf(d.a.origin)),
               e(diff::toString(d.cause)));
+    if (const auto notes = job.notes.find(p); notes != job.notes.end()) {
+      for (const string& note : notes->second) page.addf("<div class=\"muted\">{}</div>", e(note));
+    }
+    page.add("</td></tr>\n");
   }
   page.add("</tbody></table>\n");
 }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "diff/decode.h"
@@ -126,6 +127,49 @@ std::optional<uint64_t> unhashedCarrier(size_t p, uint64_t first, const Issues (
     }
   }
   return std::nullopt;
+}
+
+// The ranks other than process `p`'s that sent collective `key` other data in
+// run B than in run A (recorded in both runs, what they sent hashed).
+std::vector<int32_t> sentOther(const Key& key, size_t p, const Issues (&issues)[2], const std::vector<int32_t>& ranks) {
+  std::vector<int32_t> out;
+  const auto inA = issues[0].find(key), inB = issues[1].find(key);
+  if (inA == issues[0].end() || inB == issues[1].end()) return out;
+  for (const auto& [q, a] : inA->second) {
+    const auto b = inB->second.find(q);
+    if (q != p && b != inB->second.end() && !a.sent.empty() && !b->second.sent.empty() && a.sent != b->second.sent) {
+      out.push_back(ranks[q]);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The notes of job.h's JobView::notes for process `p`.
+std::vector<std::string> notesOf(const ProcessDiff& pd, size_t p, const RankVerdict& v, const Issues (&issues)[2],
+                                 const KeyOfEvent& keyOf, const std::vector<int32_t>& ranks) {
+  std::vector<std::string> out;
+  if (!v.origin) {
+    if (const auto key = keyOf.find({p, v.carrier}); key != keyOf.end()) {
+      const std::vector<int32_t> from = sentOther(key->second, p, issues, ranks);
+      if (!from.empty()) {
+        out.push_back(fmt::format("a receiver: {} sent other data to the collective that brought the divergence "
+                                  "here (run A #{}); it began there",
+                                  ranksText(from), v.carrier));
+      }
+    }
+  }
+  for (const diff::IndependentDivergence& i : pd.blast.independent) {
+    if (i.path || i.a.kind != diff::OpKind::kCollective) continue;
+    const auto key = keyOf.find({p, i.a.seq});
+    if (key == keyOf.end()) continue;
+    const std::vector<int32_t> from = sentOther(key->second, p, issues, ranks);
+    if (from.empty()) continue;
+    out.push_back(fmt::format("not independent: {} sent other data to the collective listed above (run A #{}) "
+                              "too; that is why it received other data",
+                              ranksText(from), i.a.seq));
+  }
+  return out;
 }
 
 // Collectives a process completed in run A before event `seq`: `seqs` holds
@@ -292,6 +336,10 @@ std::optional<JobView> jobView(const RunComparison& c) {
     job.ranks.push_back(
         {p, ranks[p], !carrier, carrier.value_or(0), collectivesBefore(seqs[p], carrier.value_or(first))});
   }
+  for (const RankVerdict& v : job.ranks) {
+    std::vector<std::string> notes = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks);
+    if (!notes.empty()) job.notes[v.process] = std::move(notes);
+  }
   // The earliest origins: the fewest collectives before them; by rank.
   for (size_t i = 0; i < job.ranks.size(); ++i) {
     const RankVerdict& v = job.ranks[i];
@@ -329,11 +377,36 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
          << '\n';
     }
   }
-  for (const RankVerdict& v : job.ranks) {
-    const FirstDivergence& d = *c.processes[v.process].firstDivergence;
-    os << fmt::format("rank {} ({}): {}, after {} collective{}: {}", v.rank, c.processes[v.process].name,
-                      v.origin ? "origin" : "receiver", v.collectivesBefore, v.collectivesBefore == 1 ? "" : "s",
-                      where(d))
+  // One line a rank, in rank order, except that receivers which the same
+  // collective reached after as many collectives share one line, at the
+  // place of the first of them: 63 receivers of a 64-rank job are one line.
+  std::map<std::pair<size_t, uint64_t>, std::vector<int32_t>> together;  // (spread step, collectives before)
+  std::vector<std::optional<std::pair<size_t, uint64_t>>> groupOf(job.ranks.size());
+  std::set<std::pair<size_t, uint64_t>> printed;
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    const RankVerdict& v = job.ranks[i];
+    for (size_t k = 0; k < job.spread.size() && !v.origin; ++k) {
+      const std::vector<int32_t>& to = job.spread[k].to;
+      if (std::find(to.begin(), to.end(), v.rank) == to.end()) continue;
+      groupOf[i] = std::pair{k, v.collectivesBefore};
+      together[*groupOf[i]].push_back(v.rank);
+      break;
+    }
+  }
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    const RankVerdict& v = job.ranks[i];
+    const auto after = fmt::format("after {} collective{}", v.collectivesBefore, v.collectivesBefore == 1 ? "" : "s");
+    if (groupOf[i] && together.at(*groupOf[i]).size() > 1) {
+      if (!printed.insert(*groupOf[i]).second) continue;  // with the first of them
+      std::vector<int32_t> ranks = together.at(*groupOf[i]);
+      std::sort(ranks.begin(), ranks.end());
+      os << fmt::format("{}: {} receivers, {}: {}", ranksText(ranks), ranks.size(), after,
+                        spreadCollectiveText(job.spread[groupOf[i]->first]))
+         << '\n';
+      continue;
+    }
+    os << fmt::format("rank {} ({}): {}, {}: {}", v.rank, c.processes[v.process].name,
+                      v.origin ? "origin" : "receiver", after, where(*c.processes[v.process].firstDivergence))
        << '\n';
   }
   if (job.earliestOrigins.size() == 1) {
@@ -404,6 +477,8 @@ Json jobJson(const RunComparison& c, const JobView& job) {
                      {"seq", d.a.seq},
                      {"carrier", v.origin ? Json(nullptr) : Json(v.carrier)},
                      {"cause", diff::jsonName(d.cause)}});
+    const auto notes = job.notes.find(v.process);
+    ranks.back()["notes"] = notes == job.notes.end() ? std::vector<std::string>{} : notes->second;
   }
   Json earliest = Json::array();
   for (size_t i : job.earliestOrigins) earliest.push_back(ranks[i]);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -88,6 +89,12 @@ struct JobView {
   // identical data (index into `spread`), and the job's verdict at it.
   std::optional<size_t> reductionOrderAt;
   std::optional<diff::CollectiveVerdict> cause;
+  // What the job knows about a process's own report that the process alone
+  // cannot: for a receiver, the ranks that sent its carrier other data; for
+  // a collective its report lists as an independent divergence, the ranks
+  // that sent that collective other data (it came from them). By index into
+  // RunComparison::processes; printed after the process's report.
+  std::map<size_t, std::vector<std::string>> notes;
 };
 
 // The job's view, when `c` compares directories whose run A traces hold

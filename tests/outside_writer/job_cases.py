@@ -88,7 +88,48 @@ def job_origin_on_rank_5():
     expect(job['cause'] is None, 'no job cause at a collective', job['cause'])
     expect('earliest origin: rank 5, ' in text, 'the text names the earliest origin')
     expect('at train.py:30, step 1 carried the divergence from rank 5 to ranks 0-4, 6, 7' in text, 'the text says how it spread')
+    expect('\nranks 0-4, 6, 7: 7 receivers, after 1 collective: ncclAllReduce sum 1024 float32' in text,
+           'the text gives the receivers of one collective one line')
+    sections = [line for line in text.split('\n') if line.startswith('== process')]
+    expect(sections == ['== process rank%d.gpurr ==' % r for r in [5] + OTHERS_THAN_5],
+           "the processes' reports: the origin's first, then in rank order", sections)
+    notes = {x['rank']: x['notes'] for x in job['ranks']}
+    expect(notes[5] == [] and all(notes[r] and notes[r][0].startswith('a receiver: rank 5 sent other data to the '
+                                                                      'collective that brought the divergence here')
+                                  for r in OTHERS_THAN_5),
+           "each receiver's report says where its divergence came from", notes)
+    expect(text.count('\n  job      a receiver: rank 5 sent other data') == 7, 'in the text too')
+    expect(all(len(notes[r]) == 1 for r in OTHERS_THAN_5), 'nothing else to note: no independent collective', notes)
     check_page(page, 'Earliest origin', 'How it spread', 'ranks 0-4, 6, 7', '>origin<', '>receiver<')
+
+
+@case
+def job_origin_sends_again():
+    """Rank 5's batch differs at steps 1 and 2 of a job that all-reduces statistics it never applies: every
+    receiver's all-reduce of step 2 reads identical data and receives other data. A rank's own report calls it
+    an independent divergence; the job's notes say that rank 5 sent it other data."""
+    a = write('a', jobs.Job(update=False))
+    b = write('b', jobs.Job(seed=2, planted={5: {1, 2}}, update=False))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(roles(job) == {r: 'origin' if r == 5 else 'receiver' for r in range(8)},
+           'rank 5 the origin, the other 7 receivers', roles(job))
+    procs = {p['name']: p for p in j['processes']}
+    for r in OTHERS_THAN_5:
+        blast = procs['rank%d.gpurr' % r]['blastRadius']
+        expect(blast['independentCount'] == 1 and blast['independent'][0]['a']['kind'] == 'collective',
+               "rank %d's own report: the all-reduce of step 2 is an independent divergence" % r, blast)
+    notes = {x['rank']: x['notes'] for x in job['ranks']}
+    second = [x for x in procs['rank0.gpurr']['blastRadius']['independent']][0]['a']['seq']
+    for r in OTHERS_THAN_5:
+        expect(len(notes[r]) == 2 and notes[r][1] == ('not independent: rank 5 sent other data to the collective '
+                                                     'listed above (run A #%d) too; that is why it received other '
+                                                     'data' % second),
+               "rank %d: the job's note says rank 5 sent the step-2 all-reduce other data too" % r, notes[r])
+    expect(notes[5] == [], "the origin's report needs no note (its step-2 copy is its own)", notes[5])
+    expect(text.count('\n  job      not independent: rank 5 sent other data') == 7, 'in the text too')
+    expect(page.count('<div class="muted">not independent: rank 5 sent other data') == 7, 'and on the HTML page')
 
 
 @case

@@ -230,7 +230,10 @@ TEST_CASE("a job of ranks that ran collectives: the job section, ranks side by s
   CHECK(has(html, "<tr><td><b>0</b></td><td><code>rank0.gpurr</code></td><td class=\"\">receiver</td>"));
   CHECK(has(html, "<tr><td><b>1</b></td><td><code>rank1.gpurr</code></td><td class=\"bad\">origin</td>"));
   CHECK(has(html, "<td>train.py:28</td><td>0</td><td><span class=\"cause\">host input</span></td></tr>"));
-  CHECK(has(html, "<td>train.py:30</td><td>0</td><td><span class=\"cause\">collective</span></td></tr>"));
+  // The receiver's note says where its divergence came from.
+  CHECK(has(html, "<td>train.py:30</td><td>0</td><td><span class=\"cause\">collective</span><div class=\"muted\">a "
+                  "receiver: rank 1 sent other data to the collective that brought the divergence here (run A #4); it "
+                  "began there</div></td></tr>"));
   // How it spread: the first all-reduce, from rank 1 to rank 0.
   CHECK(has(html, "<h3>How it spread</h3>"));
   CHECK(has(html, "<tr><td><code>ncclAllReduce sum 1024 float32 (communicator 5eed0c0111ec71f5, #0)</code></td>"

@@ -61,7 +61,7 @@ std::string name(int r) { return "rank" + std::to_string(r) + ".gpurr"; }
 
 }  // namespace
 
-TEST_CASE("ranks of two job directories: diffed side by side in name order, missing and incomplete ranks said") {
+TEST_CASE("ranks of two job directories: diffed side by side in rank order, missing and incomplete ranks said") {
   TempDir tmp;
   const fs::path a = tmp.path / "a", b = tmp.path / "b";
   for (int r = 0; r < 12; ++r) {
@@ -70,12 +70,12 @@ TEST_CASE("ranks of two job directories: diffed side by side in name order, miss
   }
   fs::remove(b / name(7) / "index");  // as when rank 7 was killed
   const report::RunComparison c = report::compareRuns(a, b, false, nullptr);
-  // The directory's order (by name), whatever the threads' timing.
+  // Rank order (rank11 after rank9), whatever the threads' timing.
   REQUIRE(c.processes.size() == 11);
   std::vector<std::string> names;
   for (const diff::ProcessDiff& p : c.processes) names.push_back(p.name);
-  CHECK(names == std::vector<std::string>{name(0), name(1), name(11), name(2), name(3), name(4), name(5), name(6),
-                                          name(7), name(8), name(9)});
+  CHECK(names == std::vector<std::string>{name(0), name(1), name(2), name(3), name(4), name(5), name(6), name(7),
+                                          name(8), name(9), name(11)});
   for (const diff::ProcessDiff& p : c.processes) CHECK(p.identical == (p.name != name(3)));
   CHECK(c.onlyA == std::vector<std::string>{name(10)});
   CHECK(c.onlyB.empty());
@@ -133,7 +133,7 @@ TEST_CASE("ranks all there and complete: no ranks lines, the JSON still counts t
   CHECK_FALSE(report::comparisonJson(two).contains("ranks"));
 }
 
-TEST_CASE("ranks diffed side by side: the first refusal in name order is the one thrown") {
+TEST_CASE("ranks diffed side by side: the first refusal in rank order is the one thrown") {
   TempDir tmp;
   for (int r = 0; r < 9; ++r) {
     writeRank(tmp.path / "a" / name(r), r, 1);
@@ -143,8 +143,23 @@ TEST_CASE("ranks diffed side by side: the first refusal in name order is the one
     report::compareRuns(tmp.path / "a", tmp.path / "b", false, nullptr);
     FAIL("different GPU models were compared");
   } catch (const report::UsageError& e) {
-    // rank2.gpurr comes before rank8.gpurr (and rank1x...) by name.
+    // rank2.gpurr comes before rank8.gpurr.
     CHECK(std::string(e.what()).find(name(2)) != std::string::npos);
     CHECK(std::string(e.what()).find(name(8)) == std::string::npos);
   }
+}
+
+TEST_CASE("ranks named by node and local rank: each number counted as a number, the node's first") {
+  TempDir tmp;
+  const std::vector<std::string> ordered{"node0-local2.gpurr", "node0-local10.gpurr", "node1-local0.gpurr",
+                                         "node2-local1.gpurr", "node10-local0.gpurr"};
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    const int r = static_cast<int>(ordered.size() - 1 - i);  // written in another order than expected
+    writeRank(tmp.path / "a" / ordered[r], r, 1);
+    writeRank(tmp.path / "b" / ordered[r], r, 1);
+  }
+  const report::RunComparison c = report::compareRuns(tmp.path / "a", tmp.path / "b", false, nullptr);
+  std::vector<std::string> names;
+  for (const diff::ProcessDiff& p : c.processes) names.push_back(p.name);
+  CHECK(names == ordered);
 }

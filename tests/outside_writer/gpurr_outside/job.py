@@ -39,15 +39,19 @@ def add_in_pairs(parts):
 
 
 class Job:
-    """`ranks` processes. `planted` maps a rank to the step at which its batch
-    differs from the other run's (a host input: that rank is an origin);
-    `pairwise_step` is the step whose all-reduce adds in pairs instead of in
-    rank order (another reduction order, every rank sending the same)."""
+    """`ranks` processes. `planted` maps a rank to the step (or a set of
+    steps) at which its batch differs from the other run's (a host input:
+    that rank is an origin); `pairwise_step` is the step whose all-reduce
+    adds in pairs instead of in rank order (another reduction order, every
+    rank sending the same). With `update=False` no step applies what it
+    received (statistics all-reduced, as a metric is): what a rank sends
+    never depends on what it received."""
 
-    def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS):
+    def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True):
         self.n, self.seed, self.steps = ranks, seed, steps
-        self.planted = dict(planted or {})
+        self.planted = {r: s if isinstance(s, (set, frozenset)) else {s} for r, s in (planted or {}).items()}
         self.pairwise_step = pairwise_step
+        self.update = update
         self.procs = []
 
     def run(self):
@@ -60,7 +64,8 @@ class Job:
             for r in ranks:
                 r.all_reduce(step, total)
             for r in ranks:
-                r.apply(step)
+                if self.update:
+                    r.apply(step)
         self.procs = [r.p for r in ranks]
         return self
 
@@ -92,7 +97,7 @@ class _Rank:
 
     def gradient(self, step):
         p, S = self.p, self.S
-        salt = 1 if self.job.planted.get(self.rank) == step else 0
+        salt = 1 if step in self.job.planted.get(self.rank, ()) else 0
         x = np.random.default_rng([7, self.rank, step, salt]).standard_normal(COUNT).astype(np.float32)
         p.h2d(MAIN, S, self.batch, x, origin=_origin('aten::copy_', step, '', 28))
         p.launch(MAIN, S, self.mod, GRAD_KERNEL, (4, 1, 1), (256, 1, 1),
