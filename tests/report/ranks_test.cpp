@@ -94,6 +94,14 @@ TEST_CASE("ranks of two job directories: diffed side by side in rank order, miss
                            ": rank7.gpurr (the recording did not end cleanly: compared up to its last complete "
                            "block)\n\n== process rank0.gpurr ==\n";
   CHECK(text.str().substr(0, head.size()) == head);
+  // Reports alike (the identical ranks') once, the others named after it;
+  // rank 7's says that its trace ended early, so it is not among them.
+  const std::string alike = "identical: 4 operations match, with equal parameters and outputs\n\n== rank1.gpurr, "
+                            "rank2.gpurr, rank4.gpurr, rank5.gpurr, rank6.gpurr, rank8.gpurr, rank9.gpurr, "
+                            "rank11.gpurr: the same report as rank0.gpurr, each with its own rank ==\n\n"
+                            "== process rank3.gpurr ==\n";
+  CHECK(text.str().substr(head.size(), alike.size()) == alike);
+  CHECK(text.str().find("\n== process rank7.gpurr ==\nwarning: ") != std::string::npos);
 
   const nlohmann::ordered_json j = report::comparisonJson(c);
   const nlohmann::ordered_json& ranks = j.at("ranks");
