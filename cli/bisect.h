@@ -73,8 +73,10 @@ struct RunIndex {
 RunIndex readRunIndex(const fs::path& run);
 
 // The first divergence of one comparison: the process (index into
-// `processes`) whose first divergence comes earliest in run A, by operation
-// index. Nothing when the comparison found no divergent operation.
+// `processes`) where it began: in a job of ranks that ran collectives, the
+// job's earliest origin (report/job.h); otherwise the process whose first
+// divergence comes earliest in run A, by operation index. Nothing when the
+// comparison found no divergent operation.
 struct DivergencePoint {
   size_t process = 0;
   uint64_t indexA = 0, indexB = 0;  // operation indices in run A and run B

@@ -7,6 +7,7 @@
 
 #include "cli/bisect.h"
 #include "cli/record.h"
+#include "report/job.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::cli::bisect {
@@ -160,6 +161,18 @@ std::pair<uint64_t, uint64_t> indices(const FirstDivergence& d) {
 }  // namespace
 
 std::optional<DivergencePoint> earliestDivergence(const report::RunComparison& c) {
+  // In a job, one rank's operation indices say nothing about another's: the
+  // job's collective order does, and its earliest origin (the first in rank
+  // order) is where the divergence began. A receiver may diverge at a lower
+  // index of its own than the origin did.
+  if (c.directories) {
+    const std::optional<report::JobView> job = report::jobView(c);
+    if (job && !job->earliestOrigins.empty()) {
+      const size_t i = job->ranks[job->earliestOrigins.front()].process;
+      const auto [a, b] = indices(*c.processes[i].firstDivergence);
+      return DivergencePoint{i, a, b};
+    }
+  }
   std::optional<DivergencePoint> best;
   for (size_t i = 0; i < c.processes.size(); ++i) {
     const ProcessDiff& p = c.processes[i];

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/bisect_outcome.h"
+#include "report/job.h"
 #include "report/text.h"
 #include "trace_format/trace.h"
 
@@ -104,6 +105,13 @@ std::string renderText(const Outcome& o, const Style& st) {
       }
     }
   } else if (const ProcessDiff* p = o.chosenProcess()) {
+    // A job's view across its ranks first: which rank the divergence began
+    // on (the process reported below), and which received it.
+    const std::optional<JobView> job = jobView(*o.chosenComparison());
+    if (job) {
+      printJob(os, st, *o.chosenComparison(), *job);
+      os << '\n';
+    }
     os << st.bold(fmt::format("runs {} and {} diverge", o.base, o.chosenRun()));
     if (!p->name.empty()) os << st.bold(fmt::format(" in process {}", p->name));
     os << '\n';
@@ -112,7 +120,7 @@ std::string renderText(const Outcome& o, const Style& st) {
     for (const ProcessDiff& q : o.chosenComparison()->processes) {
       if (&q != p && !q.identical) others += (others.empty() ? "" : ", ") + q.name;
     }
-    if (!others.empty()) os << fmt::format("  {:<8} also diverging: {}\n", "process", others);
+    if (!others.empty() && !job) os << fmt::format("  {:<8} also diverging: {}\n", "process", others);
     if (const RunRecord* c = o.confirmationRun(); c && o.reproduced) {
       const std::string what = o.snapshotLaunch ? fmt::format(" (snapshots of launch #{})", *o.snapshotLaunch) : "";
       if (*o.reproduced) {

@@ -576,6 +576,32 @@ TEST_CASE("bisect: processes are matched by name and the diverging one is snapsh
   CHECK_THAT(r.out, Catch::Contains("  replay   not run: "));
 }
 
+TEST_CASE("bisect: in a job of ranks the origin is reported, not a receiver that diverged earlier among its own operations") {
+  Sandbox s;
+  const Result r = s.bisect("job");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "diverged");
+  REQUIRE(rep["diff"]["processes"].size() == 2);
+  // Rank 0 received rank 1's sum at its 9th operation; rank 1's index_add_,
+  // where it began, is its 11th.
+  const Json& receiver = rep["diff"]["processes"][0]["firstDivergence"];
+  const Json& origin = rep["diff"]["processes"][1]["firstDivergence"];
+  CHECK(receiver["cause"] == "collective");
+  CHECK(origin["cause"] == "nondeterministicKernel");
+  CHECK(receiver["a"]["index"].get<uint64_t>() < origin["a"]["index"].get<uint64_t>());
+  CHECK_THAT(r.out, Catch::Contains("runs 1 and 2 diverge in process rank1.gpurr"));
+  CHECK_THAT(r.out, Catch::Contains("\nrank 0 (rank0.gpurr): receiver, after 0 collectives: "));
+  CHECK_THAT(r.out, Catch::Contains("\nrank 1 (rank1.gpurr): origin, after 0 collectives: "));
+  CHECK_THAT(r.out, Catch::Contains("\nearliest origin: rank 1, "));
+  CHECK(rep["timeline"]["process"] == "rank1.gpurr");
+  // The origin's launch is the one snapshotted and confirmed.
+  CHECK(rep["runs"][2]["snapshot"] == "5");
+  CHECK(snapshotLaunches(s.out() / "run3.gpurr" / "rank1.gpurr") == std::vector<uint64_t>{5});
+  CHECK(rep["reproduced"] == true);
+}
+
 TEST_CASE("bisect: a termination signal stops it after the running child and says where the results are") {
   Sandbox s;
   const pid_t pid = ::fork();

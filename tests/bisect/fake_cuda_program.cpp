@@ -27,6 +27,11 @@
 //   first_fails       run 1 exits with code 4 before any CUDA work (no trace)
 //   ranks             two processes (rank0.gpurr, rank1.gpurr); rank 1 as
 //                     nondeterministic, rank 0 identical
+//   job               two ranks that all-reduce index_add_'s output (NCCL's
+//                     events); rank 1 as nondeterministic, and it copies
+//                     three shards of its own first, so that its first
+//                     divergence comes later among its operations than rank
+//                     0's (the all-reduce, which brings rank 1's sum to it)
 //   port              identical, but holds STATE_DIR/port while it runs and
 //                     fails when another run holds it: at once, or after
 //                     FAKE_PORT_FAIL_SECONDS (as torchrun's agent may)
@@ -248,6 +253,33 @@ class Program {
     ++launches_;
   }
 
+  // An in-place all-reduce of buffer `ordinal` over a job of two ranks, as
+  // NCCL's wrappers record it: what this rank sends, then what it receives
+  // (its own data, moved by a rounding error in `perturb` places where the
+  // other rank's contribution differs between runs).
+  void allReduce(uint32_t ordinal, int32_t rank, int perturb) {
+    Collective c;
+    c.call = "ncclAllReduce";
+    c.op = CollectiveOp::kAllReduce;
+    c.communicator = 0x5eed0c0111ec71f5;
+    c.rank = rank;
+    c.size = 2;
+    c.dataType = "float32";
+    c.count = kBytes / 4;
+    c.reduceOp = "sum";
+    c.stream = kStream;
+    c.inputs.push_back(digest(ordinal, false));
+    std::vector<float> sum = floats(memory_[ordinal]);
+    for (float& x : sum) x *= 2;
+    for (int q = 0; q < perturb; ++q) {
+      const size_t i = (static_cast<size_t>(q) * 131 + 5) % sum.size();
+      sum[i] = std::nextafter(sum[i], 1e30f);
+    }
+    memory_[ordinal] = bytesOf(sum);
+    c.outputs.push_back(digest(ordinal, false));
+    append(c);
+  }
+
   uint64_t launches() const { return launches_; }
   void flush() { w_.flush(); }
 
@@ -267,7 +299,9 @@ class Program {
   template <class T>
   void append(const T& payload) {
     std::optional<Origin> origin;
-    if constexpr (std::is_same_v<T, KernelLaunch> || std::is_same_v<T, Memcpy>) origin = std::exchange(next_, {});
+    if constexpr (std::is_same_v<T, KernelLaunch> || std::is_same_v<T, Memcpy> || std::is_same_v<T, Collective>) {
+      origin = std::exchange(next_, {});
+    }
     w_.append(Event{seq_, 1000 * (seq_ + 1), 0, payload, std::move(origin)});
     ++seq_;
   }
@@ -328,7 +362,8 @@ int main(int argc, char** argv) {
     return 4;
   }
   pid_t second = -1;
-  if (scenario == "ranks") {
+  const bool job = scenario == "job";
+  if (scenario == "ranks" || job) {
     // Two processes of one job, told apart by rank as torchrun does.
     std::fflush(nullptr);
     second = ::fork();
@@ -365,7 +400,8 @@ int main(int argc, char** argv) {
   Program p(w, opts);
 
   const bool hostInput = scenario == "host_input";
-  const bool nondeterministic = scenario == "nondeterministic" || (scenario == "ranks" && *opts.rank == 1);
+  const bool nondeterministic =
+      scenario == "nondeterministic" || ((scenario == "ranks" || job) && *opts.rank == 1);
   const bool seed = scenario == "seed";
   const bool flaky = scenario == "flaky";
   const bool crash = scenario == "crash" && run > 1;
@@ -379,6 +415,9 @@ int main(int argc, char** argv) {
   }
   p.from(forward("aten::copy_", kToCuda, "", 33)).copyIn(1, batch);
   p.from(forward("aten::copy_", kToCuda, "", 34)).copyIn(2, weights);
+  for (int shard = 0; job && *opts.rank == 1 && shard < 3; ++shard) {
+    p.from(forward("aten::copy_", kToCuda, "", 35)).copyIn(10, weights);
+  }
   p.from(forward("aten::index_select", {"aten::embedding", "aten::index_select"}, "net.embed", 16))
       .launch("_Z11embed_batchPfPKfi", {1}, 3, 1.0f);
   p.from(forward("aten::addmm", kLinear, "net.fc1", 17)).launch("_Z6linearPfPKfS1_i", {3, 2}, 4, 0.5f);
@@ -391,6 +430,11 @@ int main(int argc, char** argv) {
   p.from(forward("aten::index_add_", {"aten::index_add_"}, "net", 19))
       .launch("_ZN2at6native19indexFuncLargeIndexIfEEvPfPKfPKll", {6}, 7, 1.0f,
               nondeterministic ? run : (flaky && run == 2 ? 4 : 0));
+  if (job) {
+    // Rank 1's index_add_ adds in another order in every run: the sum both
+    // ranks receive moves with it.
+    p.from(forward("c10d::allreduce_", {"c10d::allreduce_"}, "", 40)).allReduce(7, *opts.rank, run);
+  }
   p.from(forward("aten::mse_loss", {"aten::mse_loss"}, "", 41)).launch("_Z8mse_lossPfPKfS1_i", {7, 1}, 8, 1.0f);
   if (crash) {
     p.flush();  // what a recorder killed here leaves: the blocks written so far
