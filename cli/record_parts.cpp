@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "cli/record.h"
+#include "report/compare.h"
 #include "report/text.h"
 #include "trace_format/trace.h"
 
@@ -29,17 +30,6 @@ bool parseNumber(std::string_view s, uint64_t& out) {
   if (s.empty()) return false;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && ptr == s.data() + s.size();
-}
-
-// "rank10" -> ("rank", 10) so that names sort as people count.
-std::pair<std::string, uint64_t> naturalKey(const std::string& name) {
-  size_t end = name.size();
-  if (name.ends_with(".gpurr")) end -= 6;
-  size_t digits = end;
-  while (digits > 0 && name[digits - 1] >= '0' && name[digits - 1] <= '9') --digits;
-  uint64_t n = 0;
-  if (digits < end && end - digits < 19) parseNumber(std::string_view(name).substr(digits, end - digits), n);
-  return {name.substr(0, digits), n};
 }
 
 uint64_t sizeOnDisk(const fs::path& path) {
@@ -317,7 +307,7 @@ std::vector<fs::path> stagedTraces(const fs::path& staging) {
     if (e.path().extension() == ".gpurr" && e.is_directory(ec)) out.push_back(e.path());
   }
   std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
-    return naturalKey(a.filename().string()) < naturalKey(b.filename().string());
+    return report::RankOrder{}(a.filename().string(), b.filename().string());
   });
   return out;
 }
