@@ -1,4 +1,5 @@
-// gpurr info TRACE: what a trace holds, in a screen.
+// gpurr info TRACE: what a trace holds, in a screen; for a directory of
+// per-process traces, a row per process and the job's totals.
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,10 +10,12 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
 #include "cli/commands.h"
+#include "report/compare.h"
 #include "report/event_json.h"
 #include "cli/recorder_cost.h"
 #include "report/text.h"
@@ -177,7 +180,7 @@ Json layerStepsJson(const std::optional<LayerSteps>& l) {
               {"templates", l->templates}, {"switches", l->switches}};
 }
 
-int printJson(const TraceReader& reader, const Stats& s) {
+Json infoJson(const TraceReader& reader, const Stats& s) {
   Json kinds = Json::object(), droppedKinds = Json::object();
   // The program's events; EventsDropped markers are counted apart.
   for (size_t i = 0; i < s.dropped.byKind.size(); ++i) {
@@ -223,8 +226,96 @@ int printJson(const TraceReader& reader, const Stats& s) {
            {"complete", !reader.damage().unclosed},
            {"stoppedAfterStep", reader.stoppedAfterStep() >= 0 ? Json(reader.stoppedAfterStep()) : Json(nullptr)},
            {"damage", reader.damage().detail}};
-  std::cout << out.dump(2) << '\n';
-  return kExitOk;
+  return out;
+}
+
+// A trace's status in a word or two, as `status` ends the text.
+std::string statusOf(const TraceReader& reader) {
+  std::string status = reader.damage().unclosed ? "incomplete" : "complete";
+  if (reader.stoppedAfterStep() >= 0) status += fmt::format(", stopped after step {}", reader.stoppedAfterStep());
+  return status;
+}
+
+// gpurr info DIR, for a directory of per-process traces (what `gpurr record`
+// writes when several processes ran, and every rank of a job wrote into):
+// each trace read on a core of its own, a row each in rank order, and the
+// job's totals. Exit status 2 when a trace cannot be read (it is listed).
+int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string, fs::path>>& traces, bool json) {
+  struct Row {
+    std::unique_ptr<TraceReader> reader;
+    Stats stats;
+    std::string error;
+  };
+  std::vector<Row> rows(traces.size());
+  onEveryCore(traces.size(), [&](size_t i) {
+    try {
+      rows[i].reader = std::make_unique<TraceReader>(traces[i].second);
+      rows[i].stats = collect(*rows[i].reader);
+    } catch (const std::exception& e) {
+      rows[i].reader.reset();
+      rows[i].error = e.what();
+    }
+  });
+  uint64_t launches = 0, collectives = 0, dropped = 0;
+  size_t unreadable = 0, incomplete = 0;
+  const size_t collectiveKind = static_cast<size_t>(EventKind::kCollective);
+  for (const Row& r : rows) {
+    if (!r.reader) {
+      ++unreadable;
+      continue;
+    }
+    launches += r.reader->launchCount();
+    collectives += r.stats.byKind[collectiveKind];
+    dropped += r.stats.dropped.total();
+    incomplete += r.reader->damage().unclosed ? 1 : 0;
+  }
+  if (json) {
+    Json processes = Json::array();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      Json j = rows[i].reader ? infoJson(*rows[i].reader, rows[i].stats) : Json{{"trace", traces[i].second.string()}};
+      j["process"] = traces[i].first;
+      if (!rows[i].reader) j["error"] = rows[i].error;
+      processes.push_back(std::move(j));
+    }
+    std::cout << Json{{"directory", dir.string()},
+                      {"traces", traces.size()},
+                      {"launches", launches},
+                      {"collectives", collectives},
+                      {"eventsDropped", dropped},
+                      {"incomplete", incomplete},
+                      {"unreadable", unreadable},
+                      {"processes", processes}}
+                     .dump(2)
+              << '\n';
+    return unreadable ? kExitTrouble : kExitOk;
+  }
+  std::cout << fmt::format("{}: a directory of {} trace{}, one per process (gpurr info {} for one in full)\n",
+                           dir.string(), traces.size(), traces.size() == 1 ? "" : "s",
+                           (dir / traces.front().first).string());
+  const std::string format = "{:<20} {:>5}  {:<16} {:>12}  {:>11}  {:>11}  {:>7}  {}\n";
+  std::cout << fmt::format(fmt::runtime(format), "process", "rank", "host", "launches", "collectives", "steps",
+                           "dropped", "status");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    if (!r.reader) {
+      std::cout << fmt::format("{:<20} unreadable: {}\n", traces[i].first, r.error);
+      continue;
+    }
+    const Header& h = r.reader->header();
+    const Stats& s = r.stats;
+    const std::string steps = !s.firstStep                 ? "-"
+                              : *s.firstStep == *s.lastStep ? std::to_string(*s.firstStep)
+                                                            : fmt::format("{}-{}", *s.firstStep, *s.lastStep);
+    std::cout << fmt::format(fmt::runtime(format), traces[i].first, h.rank >= 0 ? std::to_string(h.rank) : "-",
+                             h.hostname, withCommas(r.reader->launchCount()), withCommas(s.byKind[collectiveKind]),
+                             steps, withCommas(s.dropped.total()), statusOf(*r.reader));
+  }
+  std::cout << fmt::format(fmt::runtime(format), "total", "", "", withCommas(launches), withCommas(collectives), "",
+                           withCommas(dropped),
+                           fmt::format("{} complete{}{}", traces.size() - incomplete - unreadable,
+                                       incomplete ? fmt::format(", {} incomplete", incomplete) : "",
+                                       unreadable ? fmt::format(", {} unreadable", unreadable) : ""));
+  return unreadable ? kExitTrouble : kExitOk;
 }
 
 int printText(const TraceReader& reader, const Stats& s) {
@@ -374,13 +465,19 @@ void addInfoCommand(CLI::App& app, Action& chosen) {
   auto opts = std::make_shared<InfoOptions>();
   CLI::App* cmd = app.add_subcommand(
       "info", "Summarise a trace: header, GPUs and versions, event counts, sizes, time span.");
-  cmd->add_option("trace", opts->trace, "Trace directory")->required();
+  cmd->add_option("trace", opts->trace, "Trace, or a directory of per-process traces (a row each)")->required();
   cmd->add_flag("--json", opts->json, "Print one JSON object (keys documented in docs/JSON.md)");
   cmd->callback([opts, &chosen] {
     chosen = [opts] {
+      if (!report::isTrace(opts->trace)) {
+        const auto traces = report::directoryTraces(opts->trace);
+        if (!traces.empty()) return printDirectory(opts->trace, traces, opts->json);
+      }
       TraceReader reader(opts->trace);
       const Stats stats = collect(reader);
-      return opts->json ? printJson(reader, stats) : printText(reader, stats);
+      if (!opts->json) return printText(reader, stats);
+      std::cout << infoJson(reader, stats).dump(2) << '\n';
+      return kExitOk;
     };
   });
 }

@@ -1,7 +1,8 @@
 // gpurr verify TRACE: checks a trace's integrity end to end. The reader checks
 // what it reads when it reads it; this reads everything: the index against
 // the blocks, every block decoded, every blob re-hashed against its content
-// address, every snapshot re-hashed against the digest recorded with it.
+// address, every snapshot re-hashed against the digest recorded with it;
+// for a directory of per-process traces, each of them.
 #include <fmt/format.h>
 #include <zstd.h>
 
@@ -11,9 +12,11 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "cli/commands.h"
+#include "report/compare.h"
 #include "report/event_json.h"
 #include "report/text.h"
 #include "trace_format/hash.h"
@@ -287,47 +290,94 @@ Report verify(const TraceReader& reader) {
   return report;
 }
 
-int run(const VerifyOptions& opts) {
-  std::unique_ptr<TraceReader> reader;
+// One trace verified: its report, or why it could not be opened.
+struct Verified {
+  std::string trace;
+  std::optional<Report> report;
+  std::string error;  // when it could not be opened
+  int exitCode() const { return !report ? kExitTrouble : report->problems.empty() ? kExitOk : kExitDifferent; }
+};
+
+Verified verifyTrace(const std::string& trace) {
+  Verified v{trace, std::nullopt, ""};
   try {
-    reader = std::make_unique<TraceReader>(opts.trace);
+    const TraceReader reader(trace);
+    v.report = verify(reader);
   } catch (const TraceError& e) {
+    v.error = e.what();
+  }
+  return v;
+}
+
+Json verifiedJson(const Verified& v) {
+  if (!v.report) return Json{{"trace", v.trace}, {"readable", false}, {"ok", false}, {"error", v.error}};
+  const Report& r = *v.report;
+  return Json{{"trace", v.trace},
+              {"readable", true},
+              {"ok", r.problems.empty()},
+              {"blocks", r.blocks},
+              {"events", r.events},
+              {"eventsOfUnknownKind", r.unknownEvents},
+              {"blobs", r.blobs},
+              {"unreferencedBlobs", r.unreferencedBlobs},
+              {"snapshots", r.snapshots},
+              {"problems", r.problems},
+              {"notes", r.notes}};
+}
+
+// Its problems and notes, a line each, then its summary line.
+std::string verifiedText(const Verified& v) {
+  if (!v.report) return fmt::format("{}: cannot be read: {}\n", v.trace, v.error);
+  const Report& r = *v.report;
+  std::string out;
+  for (const std::string& p : r.problems) out += fmt::format("{}: {}\n", v.trace, p);
+  for (const std::string& n : r.notes) out += fmt::format("{}: note: {}\n", v.trace, n);
+  auto count = [](uint64_t n, std::string_view what) {
+    return fmt::format("{} {}{}", withCommas(n), what, n == 1 ? "" : "s");
+  };
+  return out + fmt::format("{}: {}: {}, {}, {} ({}), {} checked\n", v.trace,
+                           r.problems.empty() ? "ok" : count(r.problems.size(), "problem"), count(r.blocks, "block"),
+                           count(r.events, "event"), count(r.blobs, "blob"), humanBytes(r.blobBytes),
+                           count(r.snapshots, "snapshot"));
+}
+
+int run(const VerifyOptions& opts) {
+  // A directory of per-process traces: each verified on a core of its own,
+  // reported in rank order, then the directory's verdict.
+  const auto traces = isTrace(opts.trace) ? std::vector<std::pair<std::string, fs::path>>{}
+                                          : directoryTraces(opts.trace);
+  if (!traces.empty()) {
+    std::vector<Verified> all(traces.size());
+    onEveryCore(traces.size(), [&](size_t i) { all[i] = verifyTrace(traces[i].second.string()); });
+    int worst = kExitOk;
+    size_t bad = 0;
+    Json each = Json::array();
+    for (const Verified& v : all) {
+      worst = std::max(worst, v.exitCode());
+      bad += v.exitCode() != kExitOk;
+      if (opts.json) {
+        each.push_back(verifiedJson(v));
+      } else {
+        std::cout << verifiedText(v);
+      }
+    }
     if (opts.json) {
-      std::cout << Json{{"trace", opts.trace}, {"readable", false}, {"ok", false},
-                        {"error", e.what()}}
+      std::cout << Json{{"directory", opts.trace}, {"traces", traces.size()}, {"ok", bad == 0}, {"processes", each}}
                        .dump(2)
                 << '\n';
+    } else {
+      std::cout << fmt::format("{}: {} of {} traces ok\n", opts.trace, traces.size() - bad, traces.size());
     }
-    std::fprintf(stderr, "gpurr verify: %s\n", e.what());
-    return kExitTrouble;
+    return worst;
   }
-  const Report r = verify(*reader);
-  if (opts.json) {
-    Json out{{"trace", opts.trace},
-             {"readable", true},
-             {"ok", r.problems.empty()},
-             {"blocks", r.blocks},
-             {"events", r.events},
-             {"eventsOfUnknownKind", r.unknownEvents},
-             {"blobs", r.blobs},
-             {"unreferencedBlobs", r.unreferencedBlobs},
-             {"snapshots", r.snapshots},
-             {"problems", r.problems},
-             {"notes", r.notes}};
-    std::cout << out.dump(2) << '\n';
-  } else {
-    for (const std::string& p : r.problems) std::cout << fmt::format("{}: {}\n", opts.trace, p);
-    for (const std::string& n : r.notes) std::cout << fmt::format("{}: note: {}\n", opts.trace, n);
-    auto count = [](uint64_t n, std::string_view what) {
-      return fmt::format("{} {}{}", withCommas(n), what, n == 1 ? "" : "s");
-    };
-    std::cout << fmt::format("{}: {}: {}, {}, {} ({}), {} checked\n", opts.trace,
-                             r.problems.empty() ? "ok" : count(r.problems.size(), "problem"),
-                             count(r.blocks, "block"), count(r.events, "event"),
-                             count(r.blobs, "blob"), humanBytes(r.blobBytes),
-                             count(r.snapshots, "snapshot"));
+  const Verified v = verifyTrace(opts.trace);
+  if (opts.json) std::cout << verifiedJson(v).dump(2) << '\n';
+  if (!v.report) {
+    std::fprintf(stderr, "gpurr verify: %s\n", v.error.c_str());
+  } else if (!opts.json) {
+    std::cout << verifiedText(v);
   }
-  return r.problems.empty() ? kExitOk : kExitDifferent;
+  return v.exitCode();
 }
 
 }  // namespace
@@ -339,8 +389,9 @@ void addVerifyCommand(CLI::App& app, Action& chosen) {
       "Check a trace's integrity: the index against the blocks, every block decoded, every\n"
       "blob re-hashed against its content address (XXH3-128), every snapshot re-hashed\n"
       "against the digest recorded with it. Prints one problem per line. Exit status 0: no\n"
-      "problem, 1: problems found, 2: usage error or a trace that cannot be opened.");
-  cmd->add_option("trace", opts->trace, "Trace directory")->required();
+      "problem, 1: problems found, 2: usage error or a trace that cannot be opened. A\n"
+      "directory of per-process traces: every trace, each on a core of its own.");
+  cmd->add_option("trace", opts->trace, "Trace, or a directory of per-process traces")->required();
   cmd->add_flag("--json", opts->json, "Print one JSON object (keys documented in docs/JSON.md)");
   cmd->callback([opts, &chosen] { chosen = [opts] { return run(*opts); }; });
 }

@@ -238,5 +238,46 @@ def job_rank_killed():
     expect('earliest origin: rank 5, ' in text and '<section id="job">' in page, 'the text and the page name it')
 
 
+@case
+def job_directory_commands():
+    """A run's directory of per-rank traces, rank 3's cut short as a killed rank leaves it: `gpurr info` gives a
+    row a rank and the job's totals, `gpurr verify` checks every trace, and a command that takes one trace says
+    how to name one."""
+    job = jobs.Job(ranks=12).run()
+    d = os.path.join(kit.TMP, 'job')
+    job.write(d, env=ENV, ranks=[r for r in range(12) if r != 3])
+    p3 = job.procs[3]
+    p3.write(os.path.join(d, 'rank3.gpurr'), env=ENV, compat_version=9, command=('python3', 'train.py', '--ddp'),
+             write_index=False, events_per_block=4)
+    run = lambda *args: subprocess.run([kit.GPURR] + list(args), capture_output=True, text=True)
+    r = run('info', '--json', d)
+    expect(r.returncode == 0, 'info DIR: exit 0', r.stderr[-2000:])
+    j = json.loads(r.stdout)
+    names = [p['process'] for p in j['processes']]
+    expect(names == ['rank%d.gpurr' % i for i in range(12)], 'a row a rank, in rank order (rank10 after rank9)',
+           names)
+    expect(j['traces'] == 12 and j['incomplete'] == 1 and j['unreadable'] == 0 and j['collectives'] == 12 * 3,
+           'the totals: 12 traces, one incomplete, 3 all-reduces a rank', {k: v for k, v in j.items() if k != 'processes'})
+    expect([p['complete'] for p in j['processes']] == [i != 3 for i in range(12)], 'rank 3 incomplete')
+    expect(sum(p['launches'] for p in j['processes']) == j['launches'], 'the launches add up')
+    r = run('info', d)
+    rows = [line.split()[0] for line in r.stdout.split('\n')[2:] if line.strip()]
+    expect(r.returncode == 0 and rows == ['rank%d.gpurr' % i for i in range(12)] + ['total'],
+           'the text: a row a rank, then the total', r.stdout)
+    expect('incomplete' in r.stdout.split('\n')[2 + 3] and '11 complete, 1 incomplete' in r.stdout,
+           "rank 3's row and the total say it is incomplete", r.stdout)
+    r = run('verify', '--json', d)
+    v = json.loads(r.stdout or '{}')
+    expect(r.returncode == 1 and v.get('traces') == 12 and v.get('ok') is False and
+           [p['ok'] for p in v['processes']] == [i != 3 for i in range(12)],
+           'verify DIR: every trace checked, rank 3 has problems (its index is missing), exit 1',
+           {'rc': r.returncode, 'stderr': r.stderr[-1000:]})
+    r = run('verify', d)
+    expect(r.stdout.rstrip().endswith(': 11 of 12 traces ok'), 'verify DIR: the directory\'s verdict last', r.stdout)
+    r = run('dump', d)
+    expect(r.returncode == 2 and 'a directory of 12 per-process traces' in r.stderr and
+           os.path.join(d, 'rank0.gpurr') in r.stderr, 'dump DIR: exit 2, saying how to name one trace', r.stderr)
+
+
 if __name__ == '__main__':
     sys.exit(kit.main(sys.argv, 'gpurr-job-'))
