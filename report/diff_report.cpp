@@ -476,10 +476,10 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c, 
   for (size_t i = 0; i < c.processes.size(); ++i) {
     if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
   }
-  // Each report, with the job's notes; then reports alike but for the
-  // process's own rank ("rank 3 of 64") are printed once, the others named
-  // after it: 63 receivers of one collective are one report.
-  std::vector<std::string> reports(c.processes.size()), alike(c.processes.size());
+  // Each report, with the job's notes; reports alike but for the process's
+  // own rank are printed once, the others named after it.
+  std::vector<std::string> reports(c.processes.size()), names(c.processes.size());
+  std::vector<int32_t> ranks(c.processes.size());
   for (size_t i = 0; i < c.processes.size(); ++i) {
     std::ostringstream r;
     printProcess(r, st, c.processes[i]);
@@ -487,38 +487,21 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c, 
       r << fmt::format("  {:<8} {}\n", "job", note);
     }
     reports[i] = r.str();
-    alike[i] = reports[i];
-    const int32_t rank = c.processes[i].rankA;
-    const std::string own = fmt::format("rank {} of ", rank);
-    for (size_t at = 0; rank >= 0 && (at = alike[i].find(own, at)) != std::string::npos; at += 9) {
-      alike[i].replace(at, own.size(), "rank # of ");
-    }
+    names[i] = c.processes[i].name;
+    ranks[i] = job ? job->processRanks[i] : c.processes[i].rankA;
   }
+  const std::vector<std::vector<size_t>> with = alikeReports(reports, ranks, order);
   std::vector<bool> shown(c.processes.size(), false);
   for (size_t i : order) {
     if (shown[i]) continue;
-    const ProcessDiff& p = c.processes[i];
-    if (!p.name.empty()) os << '\n' << st.bold(fmt::format("== process {} ==", p.name)) << '\n';
+    if (!names[i].empty()) os << '\n' << st.bold(fmt::format("== process {} ==", names[i])) << '\n';
     os << reports[i];
-    std::vector<int32_t> ranks;
-    std::string names;
-    size_t same = 0;
-    for (size_t k : order) {
-      if (k == i || shown[k] || alike[k] != alike[i] || p.name.empty()) continue;
-      shown[k] = true;
-      ++same;
-      if (job) ranks.push_back(job->processRanks[k]);
-      if (same <= 8) names += (names.empty() ? "" : ", ") + c.processes[k].name;
-    }
-    if (same == 0) continue;
-    if (job) {
-      std::sort(ranks.begin(), ranks.end());
-      names = ranksText(ranks);
-    } else if (same > 8) {
-      names += fmt::format(" and {} more", same - 8);
-    }
+    for (size_t k : with[i]) shown[k] = true;
+    if (with[i].empty() || names[i].empty()) continue;
     os << '\n'
-       << st.bold(fmt::format("== {}: the same report as {}, each with its own rank ==", names, p.name)) << '\n';
+       << st.bold(fmt::format("== {}: the same report as {}, each with its own rank ==",
+                              processesText(with[i], ranks, names), names[i]))
+       << '\n';
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "report/html_page.h"
+#include "report/job.h"
 #include "report/text.h"
 #include "diff/wording.h"
 #include "report/words.h"
@@ -252,24 +253,49 @@ void renderCause(Page& page, const Report& report) {
                 e(t.name), side == &diff->incompleteA ? 'A' : 'B', e(t.detail));
     }
   }
-  for (const ProcessDiff& p : diff->processes) {
+  // Each process's part; parts alike but for the process's own rank are
+  // shown once, the others named after it (a job's receivers of one
+  // all-reduce).
+  const size_t n = diff->processes.size();
+  std::vector<string> parts(n), names(n);
+  std::vector<int32_t> ranks(n);
+  std::vector<size_t> order(n);
+  std::vector<bool> shown(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const ProcessDiff& p = diff->processes[i];
+    names[i] = p.name;
+    ranks[i] = p.rankA;
+    order[i] = i;
     const std::vector<string> paired = pairedDespiteLines(p);
     const std::optional<string> setAside = setAsideLine(p);
-    if (!p.firstDivergence && !several && p.warnings.empty() && paired.empty() && !setAside) continue;
-    open();
-    if (several) page.addf("<h3>process <code>{}</code></h3>\n", e(p.name.empty() ? "?" : p.name));
-    for (const string& w : p.warnings) page.addf("<div class=\"box warnbox small\">warning: {}</div>\n", e(w));
-    for (const string& line : paired) page.addf("<p class=\"muted small\">paired: {}</p>\n", e(line));
-    if (setAside) page.addf("<p class=\"muted small\">autotune: {}</p>\n", e(*setAside));
-    if (!p.firstDivergence) {
-      if (p.identical) {
-        page.addf("<p class=\"ok\">identical: {} operations match, with equal parameters and outputs</p>\n",
-                  withCommas(p.matched));
-      }
+    if (!p.firstDivergence && !several && p.warnings.empty() && paired.empty() && !setAside) {
+      shown[i] = true;  // nothing to show
       continue;
     }
-    renderFirst(page, *p.firstDivergence);
-    renderKnown(page, *p.firstDivergence);
+    Page part;
+    for (const string& w : p.warnings) part.addf("<div class=\"box warnbox small\">warning: {}</div>\n", e(w));
+    for (const string& line : paired) part.addf("<p class=\"muted small\">paired: {}</p>\n", e(line));
+    if (setAside) part.addf("<p class=\"muted small\">autotune: {}</p>\n", e(*setAside));
+    if (p.firstDivergence) {
+      renderFirst(part, *p.firstDivergence);
+      renderKnown(part, *p.firstDivergence);
+    } else if (p.identical) {
+      part.addf("<p class=\"ok\">identical: {} operations match, with equal parameters and outputs</p>\n",
+                withCommas(p.matched));
+    }
+    parts[i] = std::move(part.html);
+  }
+  const std::vector<std::vector<size_t>> with = alikeReports(parts, ranks, order);
+  for (size_t i = 0; i < n; ++i) {
+    if (shown[i]) continue;
+    open();
+    if (several) page.addf("<h3>process <code>{}</code></h3>\n", e(names[i].empty() ? "?" : names[i]));
+    page.add(parts[i]);
+    for (size_t k : with[i]) shown[k] = true;
+    if (several && !with[i].empty()) {
+      page.addf("<p class=\"muted\">{}: the same as <code>{}</code>, each with its own rank</p>\n",
+                e(processesText(with[i], ranks, names)), e(names[i]));
+    }
   }
   if (opened) page.add("</section>\n");
 }

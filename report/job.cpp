@@ -304,6 +304,49 @@ std::string ranksText(const std::vector<int32_t>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + s;
 }
 
+std::vector<std::vector<size_t>> alikeReports(const std::vector<std::string>& reports,
+                                              const std::vector<int32_t>& ranks, const std::vector<size_t>& order) {
+  std::vector<std::string> alike(reports.size());
+  for (size_t i = 0; i < reports.size(); ++i) {
+    alike[i] = reports[i];
+    const std::string own = fmt::format("rank {} of ", ranks[i]);
+    for (size_t at = 0; ranks[i] >= 0 && (at = alike[i].find(own, at)) != std::string::npos; at += 9) {
+      alike[i].replace(at, own.size(), "rank # of ");
+    }
+  }
+  std::vector<std::vector<size_t>> with(reports.size());
+  std::vector<bool> taken(reports.size(), false);
+  for (size_t n = 0; n < order.size(); ++n) {
+    const size_t i = order[n];
+    if (taken[i]) continue;
+    for (size_t m = n + 1; m < order.size(); ++m) {
+      const size_t k = order[m];
+      if (!taken[k] && alike[k] == alike[i]) {
+        taken[k] = true;
+        with[i].push_back(k);
+      }
+    }
+  }
+  return with;
+}
+
+std::string processesText(const std::vector<size_t>& group, const std::vector<int32_t>& ranks,
+                          const std::vector<std::string>& names) {
+  std::vector<int32_t> known;
+  for (size_t i : group) {
+    if (ranks[i] >= 0) known.push_back(ranks[i]);
+  }
+  std::sort(known.begin(), known.end());
+  if (known.size() == group.size() && std::adjacent_find(known.begin(), known.end()) == known.end()) {
+    return ranksText(known);
+  }
+  constexpr size_t kNamed = 8;
+  std::string out;
+  for (size_t n = 0; n < group.size() && n < kNamed; ++n) out += (n ? ", " : "") + names[group[n]];
+  if (group.size() > kNamed) out += fmt::format(" and {} more", group.size() - kNamed);
+  return out;
+}
+
 std::string spreadCollectiveText(const SpreadStep& s) {
   std::string out = s.collective;
   if (s.origin && !s.origin->file.empty()) out += fmt::format(" at {}:{}", s.origin->file, s.origin->line);

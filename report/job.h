@@ -103,6 +103,20 @@ std::optional<JobView> jobView(const RunComparison& c);
 
 // "rank 3", "ranks 0-4, 6, 7", "no rank".
 std::string ranksText(const std::vector<int32_t>& ranks);
+
+// Processes whose reports are alike but for their own rank ("rank 3 of
+// 64"), so that a job's 63 receivers of one all-reduce show one report:
+// `reports[i]` is process i's report and `ranks[i]` its rank (-1 unknown);
+// returns, for each process in `order`, the processes shown with it (in
+// `order`, never before it), and an empty list for those shown with an
+// earlier one and for those alike to none.
+std::vector<std::vector<size_t>> alikeReports(const std::vector<std::string>& reports,
+                                              const std::vector<int32_t>& ranks, const std::vector<size_t>& order);
+// The processes `group` (indices, as alikeReports gives them), in few words:
+// "ranks 1-4, 6-63" where every rank is known, else their names ("rank1.gpurr,
+// proc7.gpurr and 3 more").
+std::string processesText(const std::vector<size_t>& group, const std::vector<int32_t>& ranks,
+                          const std::vector<std::string>& names);
 // A spread step's collective with its Python line and step.
 std::string spreadCollectiveText(const SpreadStep& s);
 

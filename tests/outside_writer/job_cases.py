@@ -101,7 +101,10 @@ def job_origin_on_rank_5():
            "each receiver's report says where its divergence came from", notes)
     expect(text.count('\n  job      a receiver: rank 5 sent other data') == 1, 'in the text too, once')
     expect(all(len(notes[r]) == 1 for r in OTHERS_THAN_5), 'nothing else to note: no independent collective', notes)
-    check_page(page, 'Earliest origin', 'How it spread', 'ranks 0-4, 6, 7', '>origin<', '>receiver<')
+    check_page(page, 'Earliest origin', 'How it spread', 'ranks 0-4, 6, 7', '>origin<', '>receiver<',
+               'ranks 1-4, 6, 7: the same as <code>rank0.gpurr</code>, each with its own rank')
+    expect(page.count('<h3>process <code>') == 2, "the page's causes: rank 0's and rank 5's, the rest alike to rank 0's",
+           page.count('<h3>process <code>'))
 
 
 @case

@@ -3,6 +3,7 @@
 // ranks missing from a run or whose trace did not end cleanly, in the text
 // and JSON reports.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 
 #include "report/compare.h"
 #include "report/diff_report.h"
+#include "report/job.h"
 #include "model_util.h"
 #include "trace_format/trace.h"
 
@@ -96,9 +98,8 @@ TEST_CASE("ranks of two job directories: diffed side by side in rank order, miss
   CHECK(text.str().substr(0, head.size()) == head);
   // Reports alike (the identical ranks') once, the others named after it;
   // rank 7's says that its trace ended early, so it is not among them.
-  const std::string alike = "identical: 4 operations match, with equal parameters and outputs\n\n== rank1.gpurr, "
-                            "rank2.gpurr, rank4.gpurr, rank5.gpurr, rank6.gpurr, rank8.gpurr, rank9.gpurr, "
-                            "rank11.gpurr: the same report as rank0.gpurr, each with its own rank ==\n\n"
+  const std::string alike = "identical: 4 operations match, with equal parameters and outputs\n\n== ranks 1, 2, "
+                            "4-6, 8, 9, 11: the same report as rank0.gpurr, each with its own rank ==\n\n"
                             "== process rank3.gpurr ==\n";
   CHECK(text.str().substr(head.size(), alike.size()) == alike);
   CHECK(text.str().find("\n== process rank7.gpurr ==\nwarning: ") != std::string::npos);
@@ -170,4 +171,25 @@ TEST_CASE("ranks named by node and local rank: each number counted as a number, 
   std::vector<std::string> names;
   for (const diff::ProcessDiff& p : c.processes) names.push_back(p.name);
   CHECK(names == ordered);
+}
+
+TEST_CASE("reports alike but for their own rank are grouped; named by rank, or by name where a rank is unknown") {
+  const std::vector<std::string> reports{"sent (rank 0 of 4, comm 7)", "sent (rank 1 of 4, comm 7)", "other",
+                                         "sent (rank 3 of 4, comm 7)", "sent (rank 0 of 4, comm 7)"};
+  // Process 4 names rank 0 although it is rank 2: not alike (only its own
+  // rank is set aside).
+  const std::vector<int32_t> ranks{0, 1, -1, 3, 2};
+  const std::vector<std::string> names{"rank0.gpurr", "rank1.gpurr", "proc7.gpurr", "rank3.gpurr", "rank2.gpurr"};
+  const auto with = report::alikeReports(reports, ranks, {3, 0, 1, 2, 4});
+  CHECK(with[3] == std::vector<size_t>{0, 1});  // in the order shown, after the first
+  CHECK(with[0].empty());
+  CHECK(with[4].empty());
+  CHECK(report::processesText({0, 1}, ranks, names) == "ranks 0, 1");
+  CHECK(report::processesText({1, 2}, ranks, names) == "rank1.gpurr, proc7.gpurr");
+  std::vector<size_t> many;
+  std::vector<std::string> manyNames;
+  for (size_t i = 0; i < 10; ++i) many.push_back(i), manyNames.push_back(fmt::format("proc{}.gpurr", i));
+  CHECK(report::processesText(many, std::vector<int32_t>(10, -1), manyNames) ==
+        "proc0.gpurr, proc1.gpurr, proc2.gpurr, proc3.gpurr, proc4.gpurr, proc5.gpurr, proc6.gpurr, proc7.gpurr "
+        "and 2 more");
 }
