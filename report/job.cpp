@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string_view>
 #include <tuple>
 
 #include "diff/decode.h"
@@ -306,26 +307,17 @@ std::string ranksText(const std::vector<int32_t>& ranks) {
 
 std::vector<std::vector<size_t>> alikeReports(const std::vector<std::string>& reports,
                                               const std::vector<int32_t>& ranks, const std::vector<size_t>& order) {
-  std::vector<std::string> alike(reports.size());
-  for (size_t i = 0; i < reports.size(); ++i) {
-    alike[i] = reports[i];
-    const std::string own = fmt::format("rank {} of ", ranks[i]);
-    for (size_t at = 0; ranks[i] >= 0 && (at = alike[i].find(own, at)) != std::string::npos; at += 9) {
-      alike[i].replace(at, own.size(), "rank # of ");
-    }
-  }
+  constexpr std::string_view kAnyRank = "rank # of ";
   std::vector<std::vector<size_t>> with(reports.size());
-  std::vector<bool> taken(reports.size(), false);
-  for (size_t n = 0; n < order.size(); ++n) {
-    const size_t i = order[n];
-    if (taken[i]) continue;
-    for (size_t m = n + 1; m < order.size(); ++m) {
-      const size_t k = order[m];
-      if (!taken[k] && alike[k] == alike[i]) {
-        taken[k] = true;
-        with[i].push_back(k);
-      }
+  std::map<std::string, size_t> first;  // a report without its rank -> the first process shown with it
+  for (const size_t i : order) {
+    std::string alike = reports[i];
+    const std::string own = fmt::format("rank {} of ", ranks[i]);
+    for (size_t at = 0; ranks[i] >= 0 && (at = alike.find(own, at)) != std::string::npos; at += kAnyRank.size()) {
+      alike.replace(at, own.size(), kAnyRank);
     }
+    const auto [it, added] = first.emplace(std::move(alike), i);
+    if (!added) with[it->second].push_back(i);
   }
   return with;
 }

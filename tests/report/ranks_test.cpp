@@ -173,7 +173,7 @@ TEST_CASE("ranks named by node and local rank: each number counted as a number, 
   CHECK(names == ordered);
 }
 
-TEST_CASE("reports alike but for their own rank are grouped; named by rank, or by name where a rank is unknown") {
+TEST_CASE("reports alike but for their own rank are grouped and named by rank, or by name where a rank is unknown") {
   const std::vector<std::string> reports{"sent (rank 0 of 4, comm 7)", "sent (rank 1 of 4, comm 7)", "other",
                                          "sent (rank 3 of 4, comm 7)", "sent (rank 0 of 4, comm 7)"};
   // Process 4 names rank 0 although it is rank 2: not alike (only its own
