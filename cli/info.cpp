@@ -289,7 +289,7 @@ int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string,
               << '\n';
     return unreadable ? kExitTrouble : kExitOk;
   }
-  std::cout << fmt::format("{}: a directory of {} trace{}, one per process (gpurr info {} for one in full)\n",
+  std::cout << fmt::format("{}: a directory of {} trace{} (gpurr info {} for one in full)\n",
                            dir.string(), traces.size(), traces.size() == 1 ? "" : "s",
                            (dir / traces.front().first).string());
   const std::string format = "{:<20} {:>5}  {:<16} {:>12}  {:>11}  {:>11}  {:>7}  {}\n";

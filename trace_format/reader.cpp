@@ -497,10 +497,10 @@ TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) 
     }
     if (!inside.empty()) {
       std::sort(inside.begin(), inside.end());
-      throw TraceError(fmt::format("{}: a directory of {} per-process traces ({}{}), not one trace: name one of "
+      throw TraceError(fmt::format("{}: a directory of {} per-process trace{} ({}{}), not one trace: name one of "
                                    "them ({}), or give the directory to gpurr info, verify or diff",
-                                   dir.string(), inside.size(), inside.front(), inside.size() > 1 ? ", ..." : "",
-                                   (dir / inside.front()).string()));
+                                   dir.string(), inside.size(), inside.size() == 1 ? "" : "s", inside.front(),
+                                   inside.size() > 1 ? ", ..." : "", (dir / inside.front()).string()));
     }
     throw TraceError(fmt::format("{}: not a gpurr trace (no version marker)", dir.string()));
   }

@@ -59,7 +59,8 @@ case "$check" in
   errors)
     expect_error 2 "no such trace" "$gpurr" dump does-not-exist.gpurr
     expect_error 2 "a trace is a directory" "$gpurr" info tests/golden/golden.sh
-    expect_error 2 "no version marker" "$gpurr" info examples
+    expect_error 2 "no version marker" "$gpurr" info docs
+    expect_error 2 "a directory of 2 per-process traces (a.gpurr, ...), not one trace" "$gpurr" dump examples/gpu
     expect_error 2 "invalid regular expression" "$gpurr" dump --kernel '(' "$trace"
     expect_error 2 "--range" "$gpurr" dump --range x:y "$trace"
     expect_error 2 "trace is required" "$gpurr" dump
