@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/bench_traces.h"
+#include "common/parallel.h"
 #include "report/compare.h"
 #include "report/job.h"
 #include "trace_format/scan.h"
@@ -42,19 +43,6 @@ namespace {
 constexpr int32_t kDivergingRank = 5;
 
 std::string rankName(int32_t rank) { return fmt::format("rank{}.gpurr", rank); }
-
-// Runs f(0) ... f(n - 1) on `threads` threads.
-template <typename F>
-void onThreads(size_t n, unsigned threads, F&& f) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) f(i);
-  };
-  std::vector<std::thread> ts;
-  for (unsigned t = 1; t < threads; ++t) ts.emplace_back(work);
-  work();
-  for (std::thread& t : ts) t.join();
-}
 
 }  // namespace
 
@@ -97,7 +85,7 @@ int main(int argc, char** argv) {
     // In a child process, so that the peak memory reported is the diff's.
     const pid_t child = ::fork();
     if (child == 0) {
-      onThreads(2 * static_cast<size_t>(ranks), cores, [&](size_t i) {
+      parallel::onThreads(2 * static_cast<size_t>(ranks), cores, [&](size_t i) {
         TraceShape s;
         s.launches = launches;
         s.runB = i % 2 == 1;
@@ -139,7 +127,7 @@ int main(int argc, char** argv) {
   for (int round = 0; round < rounds; ++round) {
     std::atomic<uint64_t> bytes{0};
     timed(decompress, [&] {
-      onThreads(traces.size(), cores, [&](size_t i) { bytes += decompressAll(trace::TraceReader(traces[i])); });
+      parallel::onThreads(traces.size(), cores, [&](size_t i) { bytes += decompressAll(trace::TraceReader(traces[i])); });
     });
     if (bytes != uncompressed) {
       fmt::print(stderr, "decompressed {} bytes, expected {}\n", bytes.load(), uncompressed);

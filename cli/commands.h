@@ -4,12 +4,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <atomic>
 #include <functional>
 #include <string>
-#include <thread>
-#include <vector>
 
 namespace gpurr::cli {
 
@@ -32,21 +28,6 @@ inline const CLI::Validator kWholeNumber(
       return digits ? "" : "expected a whole number 0 or more, got '" + value + "'";
     },
     "N>=0");
-
-// Runs f(0) ... f(n - 1), as many at once as the machine has cores (the
-// traces of a directory of per-process traces, each on one thread); f puts
-// its result by index, so that nothing depends on the timing.
-inline void onEveryCore(size_t n, const std::function<void(size_t)>& f) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < n; i = next++) f(i);
-  };
-  const size_t workers = std::min<size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
-}
 
 // Exit codes shared by every command.
 inline constexpr int kExitOk = 0;

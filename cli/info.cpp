@@ -15,6 +15,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "common/parallel.h"
 #include "report/compare.h"
 #include "report/event_json.h"
 #include "cli/recorder_cost.h"
@@ -247,7 +248,7 @@ int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string,
     std::string error;
   };
   std::vector<Row> rows(traces.size());
-  onEveryCore(traces.size(), [&](size_t i) {
+  parallel::onEveryCore(traces.size(), [&](size_t i) {
     try {
       rows[i].reader = std::make_unique<TraceReader>(traces[i].second);
       rows[i].stats = collect(*rows[i].reader);

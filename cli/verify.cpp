@@ -16,6 +16,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "common/parallel.h"
 #include "report/compare.h"
 #include "report/event_json.h"
 #include "report/text.h"
@@ -348,7 +349,7 @@ int run(const VerifyOptions& opts) {
                                           : directoryTraces(opts.trace);
   if (!traces.empty()) {
     std::vector<Verified> all(traces.size());
-    onEveryCore(traces.size(), [&](size_t i) { all[i] = verifyTrace(traces[i].second.string()); });
+    parallel::onEveryCore(traces.size(), [&](size_t i) { all[i] = verifyTrace(traces[i].second.string()); });
     int worst = kExitOk;
     size_t bad = 0;
     Json each = Json::array();
