@@ -26,6 +26,10 @@ struct DiffOptions {
   // compared without holding every operation). The result is the same
   // either way; false keeps them all.
   bool dropAgreed = true;
+  // The traces are one process of a job whose directories are compared:
+  // the job's report says which rank sent a collective other data, so a
+  // rank's own report does not send the user to the other ranks' traces.
+  bool partOfJob = false;
 };
 
 // The header fields that differ: environment variables, GPUs, driver, CUDA,

@@ -190,8 +190,11 @@ std::string sentence(const Evidence& e) {
              "through them";
     case EvidenceKind::kCollectiveReceived:
       return n[0] != 0 ? fmt::format("{}: what this rank sent is identical in both runs, what it received is not; "
-                                     "compare the other ranks' traces (gpurr diff on the job's directories)",
-                                     t[0])
+                                     "{}",
+                                     t[0],
+                                     n.size() > 1 && n[1] != 0
+                                         ? "the job's report says which ranks sent other data"
+                                         : "compare the other ranks' traces (gpurr diff on the job's directories)")
                        : fmt::format("{}: what this rank sent already differs", t[0]);
     case EvidenceKind::kReductionOrder:
       return fmt::format("{}: each of its {} sent identical data in both runs, and what the ranks received differs: "

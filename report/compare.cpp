@@ -168,6 +168,7 @@ PairDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name,
   checkComparable(ra, rb, force, warnings);
   DiffOptions options;
   options.threads = threads;
+  options.partOfJob = !name.empty();
   PairDiff out{diffTraces(ra, rb, options, culprits), {}, {}};
   ProcessDiff& p = out.diff;
   p.name = name;
