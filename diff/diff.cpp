@@ -8,7 +8,9 @@
 //    pointer. Run B's ordinals are then mapped onto run A's by identity.
 // 2. Canonical order (canonical_order.cpp) of each run's host threads.
 // 3. Alignment of the identities (align.cpp), then the pairs the identities
-//    tell apart that are one operation (pairing.cpp).
+//    tell apart that are one operation (pairing.cpp). Where those pairs
+//    show allocations run B named otherwise (renaming.cpp), stages 1 to 3
+//    again with run A's names for them.
 // 4. The first divergence: the earliest stretch of different operations, or
 //    matched pair with different outputs.
 // 5. Its classification (docs/DIFF.md, "Causes"): at a matched pair
@@ -28,6 +30,7 @@
 #include "diff/environment.h"
 #include "diff/model.h"
 #include "diff/pairing.h"
+#include "diff/renaming.h"
 #include "diff/reorder.h"
 #include "diff/summary.h"
 
@@ -166,6 +169,52 @@ FirstAt findFirstDivergence(const Context& ctx, const std::vector<AlignedRun>& r
   return {runs.size(), 0};
 }
 
+// Summaries made again with allocations renamed (renaming.h), at most.
+constexpr int kRenamingRounds = 3;
+
+// Stages 1 to 3 of one pair of runs: summarised, put in canonical order,
+// aligned, and the pairs the identities told apart paired.
+struct Pass {
+  Run a, b;
+  Alignment alignment;
+  bool aCut = false, bCut = false;
+  std::unordered_set<uint64_t> configurationOnly;  // pairLaunchConfigurations
+};
+
+// `renamed`: run B's allocations to summarise with run A's identities
+// (renaming.h).
+std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader& tb, const DiffOptions& options,
+                                        std::unordered_map<uint32_t, uint64_t> renamed) {
+  auto pass = std::make_unique<Pass>();
+  Run& a = pass->a;
+  Run& b = pass->b;
+  // 1. Summary.
+  const unsigned threads = scanThreads(options.threads);
+  a.reader = &ta;
+  b.reader = &tb;
+  a.decoders = b.decoders = threads <= 1 ? 0 : threads;
+  if (!renamed.empty()) b.ids.rename(std::move(renamed));
+  summariseBoth(a, b, threads, options.dropAgreed);
+  b.ordinals = OrdinalMap(a.ids, b.ids);
+  // 2. Canonical order.
+  const uint64_t start = agreedStart(a, b);
+  canonicalOrder(a, start);
+  canonicalOrder(b, start);
+  a.ops.countLaunches();
+  b.ops.countLaunches();
+  // 3. Alignment, and the pairs it left apart that are one operation.
+  // A run whose trace ends before the other's is aligned as a prefix of it.
+  AlignOptions alignOptions = options.align;
+  pass->aCut = endsEarly(ta, a, tb);
+  pass->bCut = endsEarly(tb, b, ta);
+  if (pass->aCut != pass->bCut) alignOptions.cut = pass->aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
+  pass->alignment = alignRuns(a, b, alignOptions);
+  matchSameShape(pass->alignment, a, b);
+  const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
+  pass->configurationOnly = pairLaunchConfigurations(ctx, pass->alignment);
+  return pass;
+}
+
 }  // namespace
 
 ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffOptions& options,
@@ -182,13 +231,28 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     const TraceReader& t;
     ~KeptBlocks() { t.keepRecentBlocks(0); }
   } keptA{ta}, keptB{tb};
-  // 1. Summary.
-  Run a, b;
-  const unsigned threads = scanThreads(options.threads);
-  a.reader = &ta;
-  b.reader = &tb;
-  a.decoders = b.decoders = threads <= 1 ? 0 : threads;
-  summariseBoth(a, b, threads, options.dropAgreed);
+  // 1 to 3; again where run B named allocations otherwise, with run A's
+  // names for them, while more pairs then agree on their identities.
+  std::unique_ptr<Pass> pass = summariseAndAlign(ta, tb, options, {});
+  std::unordered_map<uint32_t, uint64_t> renamed;
+  for (int round = 0; round < kRenamingRounds; ++round) {
+    const Context ctx{options, pass->a, pass->b, ta.header().options.hashChunkBytes};
+    const auto more = renamings(ctx, pass->alignment);
+    if (!more) break;
+    std::unordered_map<uint32_t, uint64_t> next = renamed;
+    std::erase_if(next, [&](const auto& r) {
+      return std::ranges::any_of(*more, [&](const auto& m) { return m.second == r.second; });
+    });
+    for (const auto& [ordinal, id] : *more) next[ordinal] = id;
+    std::unique_ptr<Pass> again = summariseAndAlign(ta, tb, options, next);
+    if (sameIdentities(again->a, again->b, again->alignment) <= sameIdentities(pass->a, pass->b, pass->alignment)) break;
+    pass = std::move(again);
+    renamed = std::move(next);
+  }
+  Run& a = pass->a;
+  Run& b = pass->b;
+  Alignment& alignment = pass->alignment;
+  const bool aCut = pass->aCut, bCut = pass->bCut;
   out.rankA = ta.header().rank;
   out.rankB = tb.header().rank;
   out.benchmarkingA = a.benchmarking;
@@ -201,24 +265,10 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
                                    plural(run->gapEvents, "event"), run->gapSeq));
     out.warnings.push_back(out.gaps.back() + "; compared up to there, nothing after it");
   }
-  b.ordinals = OrdinalMap(a.ids, b.ids);
-  // 2. Canonical order.
-  const uint64_t start = agreedStart(a, b);
-  canonicalOrder(a, start);
-  canonicalOrder(b, start);
-  a.ops.countLaunches();
-  b.ops.countLaunches();
   out.opsA = a.ops.size();
   out.opsB = b.ops.size();
-  // 3. Alignment, and the pairs it left apart that are one operation.
-  // A run whose trace ends before the other's is aligned as a prefix of it.
-  AlignOptions alignOptions = options.align;
-  const bool aCut = endsEarly(ta, a, tb), bCut = endsEarly(tb, b, ta);
-  if (aCut != bCut) alignOptions.cut = aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
-  Alignment alignment = alignRuns(a, b, alignOptions);
-  matchSameShape(alignment, a, b);
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
-  BenignPairs benign(ctx, pairLaunchConfigurations(ctx, alignment));
+  BenignPairs benign(ctx, std::move(pass->configurationOnly));
   out.matched = alignment.matched;
   out.alignmentBounded = alignment.bounded;
   if (alignment.bounded) {

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -71,6 +72,10 @@ class AllocationIds {
     return first(ordinal, user, operand, thread);
   }
 
+  // A launch's pointer points into `ordinal`, which use() named.
+  void pointedAt(uint32_t ordinal) { ++allocations_[ordinal].pointers; }
+  uint32_t pointers(uint32_t ordinal) const { return ordinal < ids_.size() ? allocations_[ordinal].pointers : 0; }
+
   // The identity of `ordinal`, or 0 when nothing used it.
   uint64_t operator()(uint32_t ordinal) const { return ordinal < ids_.size() ? ids_[ordinal] : 0; }
   size_t size() const { return ids_.size(); }
@@ -81,11 +86,19 @@ class AllocationIds {
   }
   uint32_t usedBefore(uint32_t ordinal) const { return allocations_[ordinal].usedBefore; }
 
+  // Gives the allocations of `identities` (by ordinal) the identity there
+  // instead of their own, when they are first used; any other allocation
+  // whose own identity is one of them takes another (renaming.h: run B
+  // summarised again with the identities of the allocations run A's paired
+  // operations used).
+  void rename(std::unordered_map<uint32_t, uint64_t> identities);
+
  private:
   struct Allocation {
     uint64_t size = 0;
     AllocationKind kind = AllocationKind::kDevice;
     uint32_t usedBefore = 0;
+    uint32_t pointers = 0;  // launches' pointers into it (pointedAt)
   };
 
   void grow(uint32_t ordinal) {
@@ -101,6 +114,8 @@ class AllocationIds {
   std::vector<Allocation> allocations_;
   std::unordered_map<uint64_t, uint32_t> seen_;  // allocations first used so far per user, operand and class
   uint32_t used_ = 0;                            // allocations used so far
+  std::unordered_map<uint32_t, uint64_t> renamed_;  // rename()
+  std::unordered_set<uint64_t> renamedTo_;          // the identities renamed_ gives
 };
 
 // Run B's allocation ordinals in run A's numbering: the ordinal of run A's

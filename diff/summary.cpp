@@ -30,8 +30,21 @@ uint64_t AllocationIds::first(uint32_t ordinal, uint64_t user, uint64_t operand,
   const std::array<uint64_t, 5> what{a.size, static_cast<uint64_t>(a.kind), user, operand, thread};
   const uint64_t cls = XXH3_64bits(what.data(), sizeof what);
   ids_[ordinal] = fmix(cls + 0x9e3779b97f4a7c15ull * ++seen_[cls]) | 1;
+  if (!renamed_.empty()) {
+    if (const auto it = renamed_.find(ordinal); it != renamed_.end()) {
+      ids_[ordinal] = it->second;
+    } else if (renamedTo_.count(ids_[ordinal])) {
+      ids_[ordinal] = fmix(ids_[ordinal] ^ 0x72656e616d6564ull) | 1;  // another than the one renamed to it
+    }
+  }
   allocations_[ordinal].usedBefore = used_++;
   return ids_[ordinal];
+}
+
+void AllocationIds::rename(std::unordered_map<uint32_t, uint64_t> identities) {
+  renamed_ = std::move(identities);
+  renamedTo_.clear();
+  for (const auto& [ordinal, id] : renamed_) renamedTo_.insert(id);
 }
 
 OrdinalMap::OrdinalMap(const AllocationIds& a, const AllocationIds& b) : mapped_(true) {
@@ -383,6 +396,7 @@ class Summariser {
         key_.add(shape);
         for (const PointerParam& p : e.pointers) {
           key_.add(run.ids.use(p.allocation, user, p.byteOffset, e.thread)).add(p.offset);
+          if (p.allocation != 0) run.ids.pointedAt(p.allocation);
         }
         pointerTargets = true;
         hashed = e.hashed;

@@ -300,3 +300,42 @@ TEST_CASE("an operation moved before a buffer's first use renames that buffer al
           "outputs differ; reads no data derived from an earlier divergence (inputs identical, parameters identical)");
   }
 }
+
+// Run B launches one kernel once more, early, into a buffer of its own that
+// nothing reads: an extra workspace's fill. Later launches of that kernel
+// count one more before them in run B, so the buffers they use first take
+// the identity their predecessors have in run A; the diff pairs them anew
+// by the operations the alignment pairs. One stretch (the extra buffer and
+// its launch), and nothing else.
+TEST_CASE("an extra launch of a kernel renames none of the buffers its later launches use first",
+          "[diff][property]") {
+  Runs runs;
+  for (uint64_t seed = 300; seed < 340; ++seed) {
+    std::mt19937_64 rng(seed);
+    const std::vector<Step> a = randomProgram(rng);
+    std::vector<Step> b = a;
+    size_t at = std::uniform_int_distribution<size_t>(10, b.size() / 4)(rng);
+    if (std::holds_alternative<Alloc>(b[at - 1])) --at;  // not between a buffer and its first use
+    const int kernel = static_cast<int>(std::uniform_int_distribution<size_t>(0, 2)(rng));
+    std::set<int> live;  // it reads one of the buffers live there
+    for (size_t i = 0; i < at; ++i) {
+      if (const auto* al = std::get_if<Alloc>(&b[i])) live.insert(al->buffer);
+      if (const auto* f = std::get_if<1>(&b[i])) live.erase(f->buffer);  // a Free
+    }
+    const std::vector<int> reads{*std::next(live.begin(), static_cast<long>(rng() % live.size()))};
+    b.insert(b.begin() + static_cast<long>(at), {Alloc{100000}, Launch{kernel, reads, 100000}});
+    INFO("seed " << seed << ", an extra launch of kernel " << kernel << " at step " << at);
+    const diff::ProcessDiff same = runs.diff(a, b);
+    REQUIRE(same.firstDivergence.has_value());
+    CHECK(same.firstDivergence->path);
+    CHECK(same.pathDivergenceCount == 1);
+    CHECK(same.blast.independentCount == 0);
+    const size_t perturbed = launchAvoiding(b, b.size() * 3 / 4);
+    std::get<Launch>(b[perturbed]).perturb = true;
+    INFO("perturbed step " << perturbed);
+    const diff::ProcessDiff d = runs.diff(a, b);
+    CHECK(d.pathDivergenceCount == 1);
+    REQUIRE(d.blast.independentCount == 1);
+    CHECK(d.blast.independent.at(0).a.index == launchIndex(b, perturbed) - 1);
+  }
+}

@@ -1,0 +1,32 @@
+// Stage 3, after the pairing: allocations run B named otherwise than run A.
+// An allocation's identity counts the operations of its first user's kind
+// before that user (model.h, AllocationIds), so one extra launch of a
+// kernel in run B (a workspace's fill) gives every allocation a later
+// launch of that kernel uses first the identity its predecessor has in run
+// A, and the launches that use them no longer match. The launches the
+// alignment paired by shape (pairing.h) say which allocation is which: what
+// each pointer of a pair points to, counted over the pairs, are votes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+
+#include "diff/align.h"
+#include "diff/model.h"
+
+namespace gpurr::diff {
+
+// Run B's allocations (by ordinal) that the pairs of `alignment` whose
+// identities differ place at another allocation of run A than its identity
+// does, with that allocation's identity: more of those pairs point them
+// there than anywhere else, each allocation of run A taken once, its size
+// and kind the same. Reads the events of up to 4096 such pairs. nullopt
+// when there is none.
+std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& ctx, const Alignment& alignment);
+
+// How many matched pairs of `alignment` have the same identity: of two
+// summaries of one pair of runs, the better.
+uint64_t sameIdentities(const Run& a, const Run& b, const Alignment& alignment);
+
+}  // namespace gpurr::diff
