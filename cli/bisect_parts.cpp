@@ -96,7 +96,7 @@ std::string clockTime(double seconds) {
 std::vector<std::pair<std::string, fs::path>> runTraces(const fs::path& run) {
   std::vector<std::pair<std::string, fs::path>> out;
   std::error_code ec;
-  if (report::isTrace(run)) {
+  if (trace::isTrace(run)) {
     out.emplace_back("", run);
   } else if (fs::is_directory(run, ec)) {
     for (const fs::path& p : record::stagedTraces(run)) out.emplace_back(p.filename().string(), p);

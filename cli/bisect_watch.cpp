@@ -32,11 +32,11 @@ constexpr uint64_t kPastOps = 16;
 // is a directory of traces; empty while there is none.
 fs::path recording(const fs::path& first, const fs::path& out) {
   const fs::path staging = record::stagingDirectory(out);
-  if (staging.empty() || !report::isTrace(first)) return staging;
+  if (staging.empty() || !trace::isTrace(first)) return staging;
   std::vector<fs::path> traces;
   std::error_code ec;
   for (const fs::directory_entry& t : fs::directory_iterator(staging, ec)) {
-    if (report::isTrace(t.path())) traces.push_back(t.path());
+    if (trace::isTrace(t.path())) traces.push_back(t.path());
   }
   return traces.size() == 1 ? traces.front() : fs::path();
 }

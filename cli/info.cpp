@@ -470,8 +470,8 @@ void addInfoCommand(CLI::App& app, Action& chosen) {
   cmd->add_flag("--json", opts->json, "Print one JSON object (keys documented in docs/JSON.md)");
   cmd->callback([opts, &chosen] {
     chosen = [opts] {
-      if (!report::isTrace(opts->trace)) {
-        const auto traces = report::directoryTraces(opts->trace);
+      if (!trace::isTrace(opts->trace)) {
+        const auto traces = trace::directoryTraces(opts->trace);
         if (!traces.empty()) return printDirectory(opts->trace, traces, opts->json);
       }
       TraceReader reader(opts->trace);

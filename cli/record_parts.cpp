@@ -307,7 +307,7 @@ std::vector<fs::path> stagedTraces(const fs::path& staging) {
     if (e.path().extension() == ".gpurr" && e.is_directory(ec)) out.push_back(e.path());
   }
   std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) {
-    return report::RankOrder{}(a.filename().string(), b.filename().string());
+    return trace::RankOrder{}(a.filename().string(), b.filename().string());
   });
   return out;
 }

@@ -21,20 +21,6 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Whether `p` is one trace (rather than a directory of traces).
-bool isTrace(const std::filesystem::path& p);
-
-// Entry names in the order ranks are counted: a run of digits compares by
-// its value, so rank2.gpurr comes before rank10.gpurr (and node1-local2
-// before node1-local10); equal values, the one with fewer leading zeros first.
-struct RankOrder {
-  bool operator()(const std::string& x, const std::string& y) const;
-};
-
-// The traces of a directory of per-process traces (rank0.gpurr...), named
-// by entry, in rank order; empty when `dir` holds none.
-std::vector<std::pair<std::string, std::filesystem::path>> directoryTraces(const std::filesystem::path& dir);
-
 // The known-culprits table: `file`, or the default one beside the binary
 // when `file` is empty. A missing default gives nullopt and a warning in
 // `warning`; a bad file throws std::runtime_error naming it.

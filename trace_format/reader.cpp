@@ -491,16 +491,12 @@ TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) 
   if (!fs::exists(dir / container::kVersionFile, ec)) {
     // A directory of per-process traces (what `gpurr record` writes when
     // several processes ran): say so, and how to name one of them.
-    std::vector<std::string> inside;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (fs::exists(entry.path() / container::kVersionFile, ec)) inside.push_back(entry.path().filename().string());
-    }
+    const auto inside = directoryTraces(dir);
     if (!inside.empty()) {
-      std::sort(inside.begin(), inside.end());
       throw TraceError(fmt::format("{}: a directory of {} per-process trace{} ({}{}), not one trace: name one of "
                                    "them ({}), or give the directory to gpurr info, verify or diff",
-                                   dir.string(), inside.size(), inside.size() == 1 ? "" : "s", inside.front(),
-                                   inside.size() > 1 ? ", ..." : "", (dir / inside.front()).string()));
+                                   dir.string(), inside.size(), inside.size() == 1 ? "" : "s", inside.front().first,
+                                   inside.size() > 1 ? ", ..." : "", inside.front().second.string()));
     }
     throw TraceError(fmt::format("{}: not a gpurr trace (no version marker)", dir.string()));
   }

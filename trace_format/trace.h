@@ -9,6 +9,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace_format/events.h"
@@ -184,6 +185,21 @@ class TraceReader {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Whether `p` is one trace: a directory holding a version marker (not a
+// directory of traces).
+bool isTrace(const std::filesystem::path& p);
+
+// Entry names in the order ranks are counted: a run of digits compares by
+// its value, so rank2.gpurr comes before rank10.gpurr (and node1-local2
+// before node1-local10); equal values, the one with fewer leading zeros first.
+struct RankOrder {
+  bool operator()(const std::string& x, const std::string& y) const;
+};
+
+// The traces of a directory of per-process traces (rank0.gpurr...), named
+// by entry, in rank order; empty when `dir` holds none.
+std::vector<std::pair<std::string, std::filesystem::path>> directoryTraces(const std::filesystem::path& dir);
 
 // Where the readers' warnings go (a trace with events of unknown kinds, once
 // per trace): by default to stderr as "gpurr: warning: ...". An empty sink

@@ -1,0 +1,51 @@
+// Directories of per-process traces (what `gpurr record` writes when several
+// processes ran): which entries are traces, in the order ranks are counted.
+#include <algorithm>
+#include <string_view>
+
+#include "trace_format/container.h"
+#include "trace_format/trace.h"
+
+namespace gpurr::trace {
+namespace fs = std::filesystem;
+
+bool isTrace(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p / container::kVersionFile, ec);
+}
+
+bool RankOrder::operator()(const std::string& x, const std::string& y) const {
+  size_t i = 0, j = 0;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (i < x.size() && j < y.size()) {
+    if (!digit(x[i]) || !digit(y[j])) {
+      if (x[i] != y[j]) return x[i] < y[j];
+      ++i, ++j;
+      continue;
+    }
+    size_t ei = i, ej = j;
+    while (ei < x.size() && digit(x[ei])) ++ei;
+    while (ej < y.size() && digit(y[ej])) ++ej;
+    size_t zi = i, zj = j;  // past the leading zeros
+    while (zi + 1 < ei && x[zi] == '0') ++zi;
+    while (zj + 1 < ej && y[zj] == '0') ++zj;
+    const std::string_view vx(x.data() + zi, ei - zi), vy(y.data() + zj, ej - zj);
+    if (vx.size() != vy.size()) return vx.size() < vy.size();
+    if (vx != vy) return vx < vy;
+    if (ei - i != ej - j) return ei - i < ej - j;
+    i = ei, j = ej;
+  }
+  return x.size() - i < y.size() - j;
+}
+
+std::vector<std::pair<std::string, fs::path>> directoryTraces(const fs::path& dir) {
+  std::vector<std::pair<std::string, fs::path>> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_directory(ec) && isTrace(entry.path())) out.emplace_back(entry.path().filename().string(), entry.path());
+  }
+  std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return RankOrder{}(x.first, y.first); });
+  return out;
+}
+
+}  // namespace gpurr::trace
