@@ -265,6 +265,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
                                    plural(run->gapEvents, "event"), run->gapSeq));
     out.warnings.push_back(out.gaps.back() + "; compared up to there, nothing after it");
   }
+  out.allocationsRenamed = renamed.size();
   out.opsA = a.ops.size();
   out.opsB = b.ops.size();
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};

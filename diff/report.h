@@ -346,6 +346,10 @@ struct ProcessDiff {
   // one run gave another identity (an operation moved before its first
   // use), every range both runs hashed agreeing.
   PairedDespite pairedDespiteStaleWords, pairedDespiteLaunchConfiguration, pairedDespiteRenamedAllocation;
+  // Run B's allocations given run A's names, where the launches the
+  // alignment paired by shape showed that run B named them otherwise (one
+  // more launch of their first user's kernel before it: renaming.h).
+  uint64_t allocationsRenamed = 0;
   // Operations of each run set aside, not compared: they ran while the
   // framework timed candidate kernels (an autotuner's benchmarking, whose
   // results it discards; trace::Origin::benchmarking).

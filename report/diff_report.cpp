@@ -438,6 +438,7 @@ Json processJson(const ProcessDiff& p) {
                                     std::pair{&p.pairedDespiteRenamedAllocation, "renamedAllocation"}}) {
     if (paired->count > 0) j["pairedDespite"][key] = {{"count", paired->count}, {"first", opJson(*paired->first)}};
   }
+  if (p.allocationsRenamed > 0) j["allocationsRenamed"] = p.allocationsRenamed;
   if (p.benchmarkingA + p.benchmarkingB > 0) {
     j["setAside"]["benchmarking"] = {{"a", p.benchmarkingA}, {"b", p.benchmarkingB}};
   }

@@ -62,6 +62,12 @@ std::vector<std::string> pairedDespiteLines(const ProcessDiff& p) {
                               withCommas(paired->count), paired->count == 1 ? "" : "es", what, opTitle(o),
                               shortName(o.name, 60), o.seq));
   }
+  if (p.allocationsRenamed > 0) {
+    out.push_back(fmt::format("{} of run B's allocations named as run A's, as the launches paired by their shape "
+                              "show (one more launch of the kernel that used {} first came before {} in run B)",
+                              withCommas(p.allocationsRenamed), p.allocationsRenamed == 1 ? "it" : "each",
+                              p.allocationsRenamed == 1 ? "it" : "them"));
+  }
   return out;
 }
 

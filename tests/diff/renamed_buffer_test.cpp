@@ -330,6 +330,7 @@ TEST_CASE("an extra launch of a kernel renames none of the buffers its later lau
     CHECK(same.firstDivergence->path);
     CHECK(same.pathDivergenceCount == 1);
     CHECK(same.blast.independentCount == 0);
+    CHECK(same.allocationsRenamed > 0);
     const size_t perturbed = launchAvoiding(b, b.size() * 3 / 4);
     std::get<Launch>(b[perturbed]).perturb = true;
     INFO("perturbed step " << perturbed);

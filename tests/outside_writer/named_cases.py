@@ -32,6 +32,38 @@ def extra_kernel_workspace():
 
 
 @case
+def extra_launch_before_first_use():
+    """Run B launches the dropout kernel once more at step 0, before the real
+    dropout, on two 2 MiB buffers a library took for itself. The real dropout
+    is the first launch of its kernel to use a fresh segment of the caching
+    allocator, which every later step uses again: counted among that kernel's
+    launches, run B's is one later, so the segment's identity is the one run
+    A gives the extra launch's buffer. One path divergence (the extra launch),
+    nothing after it: the diff names the segment as run A's, from where the
+    launches it pairs by shape point, and says so."""
+    a, pa = record(Variant(seed=1))
+    b, pb = record(Variant(seed=2, extra_dropout_step=0))
+    j, fd = expect_cause(a, b, 'algorithmChoice', 'one more dropout launch')
+    p = process(j)
+    st = fd['stretch']
+    expect(fd['path'] and st['a']['count'] == 0 and st['b']['count'] == 1 and 'fused_dropout' in fd['b']['name'],
+           'a stretch of the extra dropout launch alone', st)
+    expect(p['pathDivergences']['count'] == 1, '1 path divergence', p['pathDivergences'])
+    br = p['blastRadius']
+    expect(br['laterDivergentOperations'] == 0 and br['independentCount'] == 0, 'nothing divergent after it', br)
+    expect(p.get('allocationsRenamed', 0) >= 1, 'the renamed segment counted', p.get('allocationsRenamed'))
+    expect("of run B's allocations named as run A's" in text_report(a, b), 'the text report says so')
+    # A real divergence later (index_add's atomics at step 2) is still found
+    # after it, as the one independent divergence, with its cause.
+    b, _ = record(Variant(seed=2, extra_dropout_step=0, atomics_step=2))
+    _, j, _ = diff(a, b)
+    p = process(j)
+    ind = p['blastRadius']['independent']
+    expect(p['blastRadius']['independentCount'] == 1 and 'indexFuncLargeIndex' in ind[0]['a']['name'],
+           "index_add's launch of step 2, alone", ind)
+
+
+@case
 def written_only_ranges():
     """Every input hashed (hashInputs), and the writer leaves out of a
     launch's inputs the ranges it only writes (FORMAT.md section 3): run B's
