@@ -232,9 +232,12 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     ~KeptBlocks() { t.keepRecentBlocks(0); }
   } keptA{ta}, keptB{tb};
   // 1 to 3; again where run B named allocations otherwise, with run A's
-  // names for them, while more pairs then agree on their identities.
+  // names for them, while more pairs then agree on their identities. One
+  // summary is held at a time: where the new one is no better, the best is
+  // made again.
   std::unique_ptr<Pass> pass = summariseAndAlign(ta, tb, options, {});
   std::unordered_map<uint32_t, uint64_t> renamed;
+  uint64_t agreeing = sameIdentities(pass->a, pass->b, pass->alignment);
   for (int round = 0; round < kRenamingRounds; ++round) {
     const Context ctx{options, pass->a, pass->b, ta.header().options.hashChunkBytes};
     const auto more = renamings(ctx, pass->alignment);
@@ -244,9 +247,15 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       return std::ranges::any_of(*more, [&](const auto& m) { return m.second == r.second; });
     });
     for (const auto& [ordinal, id] : *more) next[ordinal] = id;
-    std::unique_ptr<Pass> again = summariseAndAlign(ta, tb, options, next);
-    if (sameIdentities(again->a, again->b, again->alignment) <= sameIdentities(pass->a, pass->b, pass->alignment)) break;
-    pass = std::move(again);
+    pass.reset();
+    pass = summariseAndAlign(ta, tb, options, next);
+    const uint64_t now = sameIdentities(pass->a, pass->b, pass->alignment);
+    if (now <= agreeing) {
+      pass.reset();
+      pass = summariseAndAlign(ta, tb, options, renamed);
+      break;
+    }
+    agreeing = now;
     renamed = std::move(next);
   }
   Run& a = pass->a;
