@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "diff/wording.h"
@@ -74,31 +75,101 @@ void renderJobCause(Page& page, const JobView& job) {
   page.addf("<div class=\"box fix\"><b>Fix:</b> {}</div>\n", e(v.fix));
 }
 
+// A job note without the run A event number it gives (" (run A #91346)"):
+// each rank numbers its own events, so the notes of ranks that share a row
+// differ by it alone.
+string withoutEventNumbers(const string& s) {
+  static constexpr std::string_view kMark = " (run A #";
+  string out;
+  for (size_t i = 0; i < s.size();) {
+    if (s.compare(i, kMark.size(), kMark) == 0) {
+      size_t j = i + kMark.size();
+      while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+      if (j < s.size() && s[j] == ')') {
+        i = j + 1;
+        continue;
+      }
+    }
+    out += s[i++];
+  }
+  return out;
+}
+
+// One row of the ranks table: its cells after the rank and process, with
+// and without the run A event number, which a row of several ranks leaves
+// out (each rank numbers its own events).
+struct RankRow {
+  size_t process;
+  int32_t rank;
+  string cells, cellsOfGroup;
+};
+
+RankRow rankRow(const RunComparison& c, const JobView& job, size_t p) {
+  const diff::ProcessDiff& pd = c.processes[p];
+  RankRow row{p, p < job.processRanks.size() ? job.processRanks[p] : -1, {}, {}};
+  const RankVerdict* v = nullptr;
+  for (const RankVerdict& r : job.ranks) v = r.process == p ? &r : v;
+  if (!v) {
+    row.cells = fmt::format("<td class=\"{}\">{}</td><td colspan=\"4\" class=\"muted\">{}</td>",
+                            pd.identical ? "ok" : "", pd.identical ? "identical" : "not known",
+                            pd.identical ? "no divergence" : "compared up to a gap in a trace");
+    row.cellsOfGroup = row.cells;
+    return row;
+  }
+  const diff::FirstDivergence& d = *pd.firstDivergence;
+  string notes, notesOfGroup;
+  if (const auto n = job.notes.find(p); n != job.notes.end()) {
+    for (const string& note : n->second) {
+      notes += fmt::format("<div class=\"muted\">{}</div>", e(note));
+      notesOfGroup += fmt::format("<div class=\"muted\">{}</div>", e(withoutEventNumbers(note)));
+    }
+  }
+  const string after = plural(v->collectivesBefore, "collective", "collectives");
+  auto rest = [&](const string& n) {
+    return fmt::format("<td>{}</td><td>{}</td><td><span class=\"cause\">{}</span>{}</td>", e(lineOf(d.a.origin)),
+                       e(stepOf(d.a.origin)), e(diff::toString(d.cause)), n);
+  };
+  const string role = fmt::format("<td class=\"{}\">{}</td>", v->origin ? "bad" : "", v->origin ? "origin" : "receiver");
+  row.cells = fmt::format("{}<td>{} <span class=\"muted\">(run A event #{}, after {})</span></td>{}", role,
+                          e(divergenceWhere(d)), d.a.seq, after, rest(notes));
+  // A collective names the rank's place in it ("rank 3 of 64"): each its own.
+  string where = divergenceWhere(d);
+  if (const string own = fmt::format("rank {} of ", row.rank); row.rank >= 0) {
+    constexpr std::string_view kEach = "its rank of ";
+    for (size_t at = 0; (at = where.find(own, at)) != string::npos; at += kEach.size()) {
+      where.replace(at, own.size(), kEach);
+    }
+  }
+  row.cellsOfGroup = fmt::format("{}<td>{} <span class=\"muted\">(after {})</span></td>{}", role, e(where), after,
+                                 rest(notesOfGroup));
+  return row;
+}
+
+// One row per rank, in rank order; ranks next to each other whose rows are
+// alike but for their event numbers (a job's receivers of one collective)
+// share one row.
 void renderRanks(Page& page, const RunComparison& c, const JobView& job) {
   page.add("<h3>Ranks</h3>\n<table class=\"small\"><thead><tr><th>rank</th><th>process</th><th>role</th>"
            "<th>first divergent operation</th><th>line</th><th>step</th><th>cause</th></tr></thead><tbody>\n");
-  for (size_t p = 0; p < c.processes.size(); ++p) {
-    const diff::ProcessDiff& pd = c.processes[p];
-    const int32_t rank = p < job.processRanks.size() ? job.processRanks[p] : -1;
-    const RankVerdict* v = nullptr;
-    for (const RankVerdict& r : job.ranks) v = r.process == p ? &r : v;
-    if (!v) {
-      page.addf("<tr><td>{}</td><td><code>{}</code></td><td class=\"{}\">{}</td>"
-                "<td colspan=\"4\" class=\"muted\">{}</td></tr>\n",
-                rank, e(pd.name), pd.identical ? "ok" : "", pd.identical ? "identical" : "not known",
-                pd.identical ? "no divergence" : "compared up to a gap in a trace");
-      continue;
+  std::vector<RankRow> rows;
+  for (size_t p = 0; p < c.processes.size(); ++p) rows.push_back(rankRow(c, job, p));
+  for (size_t i = 0; i < rows.size();) {
+    size_t end = i + 1;
+    while (end < rows.size() && rows[i].rank >= 0 && rows[end].rank >= 0 &&
+           rows[end].cellsOfGroup == rows[i].cellsOfGroup) {
+      ++end;
     }
-    const diff::FirstDivergence& d = *pd.firstDivergence;
-    page.addf("<tr><td><b>{}</b></td><td><code>{}</code></td><td class=\"{}\">{}</td><td>{} <span class=\"muted\">"
-              "(run A event #{}, after {})</span></td><td>{}</td><td>{}</td><td><span class=\"cause\">{}</span>",
-              rank, e(pd.name), v->origin ? "bad" : "", v->origin ? "origin" : "receiver", e(divergenceWhere(d)), d.a.seq,
-              plural(v->collectivesBefore, "collective", "collectives"), e(lineOf(d.a.origin)), e(stepOf(d.a.origin)),
-              e(diff::toString(d.cause)));
-    if (const auto notes = job.notes.find(p); notes != job.notes.end()) {
-      for (const string& note : notes->second) page.addf("<div class=\"muted\">{}</div>", e(note));
+    if (end - i == 1) {
+      page.addf("<tr><td><b>{}</b></td><td><code>{}</code></td>{}</tr>\n", rows[i].rank,
+                e(c.processes[rows[i].process].name), rows[i].cells);
+    } else {
+      std::vector<int32_t> ranks;
+      for (size_t k = i; k < end; ++k) ranks.push_back(rows[k].rank);
+      page.addf("<tr><td><b>{}</b></td><td><code>{}</code> and {} more</td>{}</tr>\n",
+                e(ranksText(ranks).substr(std::string_view("ranks ").size())),
+                e(c.processes[rows[i].process].name), end - i - 1, rows[i].cellsOfGroup);
     }
-    page.add("</td></tr>\n");
+    i = end;
   }
   page.add("</tbody></table>\n");
 }

@@ -10,6 +10,7 @@ Each case writes two runs of the job that differ in one way, checks that
 `gpurr diff --json`, the text report and the HTML page."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -55,10 +56,23 @@ def roles(job):
     return {x['rank']: x['role'] for x in job['ranks']}
 
 
+def table_ranks(page):
+    """The ranks of the HTML ranks table's rows: a row of one rank, or of ranks
+    alike but for their own rank and event numbers ("0-4, 6")."""
+    table = page[page.find('<h3>Ranks</h3>'):]
+    table = table[:table.find('</table>')]
+    ranks = []
+    for cell in re.findall(r'<tr><td><b>([0-9, -]+)</b></td>', table):
+        for part in cell.split(', '):
+            lo, _, hi = part.partition('-')
+            ranks.extend(range(int(lo), int(hi or lo) + 1))
+    return set(ranks) if len(ranks) == len(set(ranks)) else None
+
+
 def check_page(page, *texts):
     expect('<section id="job">' in page and 'href="#job"' in page, 'the HTML page has the job section, linked')
-    expect('<th>first divergent operation</th>' in page and page.count('</td><td><code>rank') >= 7,
-           'the ranks side by side, a row each')
+    expect('<th>first divergent operation</th>' in page, 'the ranks side by side')
+    expect(table_ranks(page) == set(range(8)), 'every rank in the ranks table, once', table_ranks(page))
     for t in texts:
         expect(t in page, 'the page says %r' % t)
 
@@ -134,7 +148,13 @@ def job_origin_sends_again():
     expect(notes[5] == [], "the origin's report needs no note (its step-2 copy is its own)", notes[5])
     expect(text.count('\n  job      not independent: rank 5 sent other data') == 1, 'in the text too (once: '
            'the receivers have one report)')
-    expect(page.count('<div class="muted">not independent: rank 5 sent other data') == 7, 'and on the HTML page')
+    # The ranks table gives ranks 0-4 one row and ranks 6 and 7 another,
+    # each with the note (without the event number, each rank's own).
+    table = page[page.find('<h3>Ranks</h3>'):]
+    table = table[:table.find('</table>')]
+    expect(table.count('<div class="muted">not independent: rank 5 sent other data to the collective listed above '
+                       'too') == table.count('>receiver</td>') == 2, 'and on the HTML page, a row of receivers each',
+           table)
 
 
 @case
