@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <string>
@@ -89,6 +90,11 @@ inline std::vector<Kernel> kernels() {
 // result the same on every rank and read by the next launch; in run B it
 // differs from launch `receivedFrom` on, as when another rank diverged
 // before it.
+//
+// `extraAt` (run B only): one more launch of launch `extraAt`'s kernel just
+// before it, into a buffer of its own that nothing reads (a library's
+// workspace): the first launch of that kernel's buffers' first users shifts
+// by one (the diff's renaming, docs/DIFF.md).
 struct TraceShape {
   uint64_t launches = 1'000'000;
   uint64_t divergeAt = UINT64_MAX;
@@ -100,6 +106,7 @@ struct TraceShape {
   int32_t worldSize = 0;
   uint64_t collectiveEvery = 0;
   uint64_t receivedFrom = UINT64_MAX;
+  uint64_t extraAt = UINT64_MAX;
 };
 
 inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
@@ -177,6 +184,19 @@ inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
       appendParam(k, &v, 4, 4);
     }
     const uint32_t thread = i < s.threadsFrom ? 0 : static_cast<uint32_t>((i / 16) % s.hostThreads);
+    if (s.runB && i == s.extraAt) {
+      // The same kernel and parameters, its output in a buffer of its own.
+      constexpr uint32_t kExtra = kBuffers + 1;
+      w.append({seq, seq * 1000, thread, Allocation{kExtra, address(kExtra), 8u << 20, AllocationKind::kDevice, 0, 0}});
+      ++seq;
+      const uint64_t ptr = address(kExtra);
+      KernelLaunch extra = k;
+      extra.pointers.back().allocation = kExtra;
+      std::memcpy(extra.params.data() + extra.pointers.back().byteOffset, &ptr, sizeof ptr);
+      extra.outputs.back().range = {ptr, 1u << 20, kExtra, 0};
+      w.append({seq, seq * 1000, thread, extra});
+      ++seq;
+    }
     if (s.ownStreams) k.stream = (s.runB ? 0x55 : 0x77) + thread;
     w.append({seq, seq * 1000, thread, k});
     ++seq;

@@ -2,16 +2,46 @@
 // alignment paired by shape (renaming.h).
 #include "diff/renaming.h"
 
+#include <algorithm>
 #include <map>
+#include <string_view>
+#include <vector>
 
-#include "diff/decode.h"
+#include "trace_format/scan.h"
 
 namespace gpurr::diff {
 using namespace gpurr::trace;
 
 namespace {
 
-constexpr size_t kMaxPairs = 4096;
+// Pairs whose pointers are read, at most: a pass over each run's trace from
+// the first to the last of them reads them.
+constexpr size_t kMaxPairs = size_t{1} << 18;
+
+// What a launch's pointers point into, and its kernel (by the hash of its
+// name).
+struct Pointers {
+  size_t function = 0;
+  std::vector<PointerParam> pointers;
+};
+
+// The pointers of the launches `seqs` (sorted) of one run, in one pass over
+// its trace (the light read path: scan.h).
+std::unordered_map<uint64_t, Pointers> pointersOf(const Run& run, const std::vector<uint64_t>& seqs) {
+  std::unordered_map<uint64_t, Pointers> out;
+  if (seqs.empty()) return out;
+  out.reserve(seqs.size());
+  size_t next = 0;
+  scanEvents(*run.reader, [&](const ScanEvent& e) {
+    while (next < seqs.size() && seqs[next] < e.seq) ++next;
+    if (next == seqs.size()) return false;
+    if (seqs[next] == e.seq && e.kind == EventKind::kLaunch) {
+      out.emplace(e.seq, Pointers{std::hash<std::string_view>{}(e.function), {e.pointers.begin(), e.pointers.end()}});
+    }
+    return true;
+  }, seqs.front(), run.decoders);
+  return out;
+}
 
 }  // namespace
 
@@ -19,30 +49,37 @@ std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& c
   const Run& a = ctx.a;
   const Run& b = ctx.b;
   const uint64_t held = a.ops.firstHeld();
-  // votes[run B's ordinal][run A's ordinal]: pairs whose pointers at one
-  // byte offset point into them.
-  std::map<uint32_t, std::map<uint32_t, uint32_t>> votes;
-  bool elsewhere = false;  // some pair points an allocation elsewhere than OrdinalMap
-  size_t read = 0;
+  // The launches the alignment paired by shape: matched, their identities
+  // differing.
+  std::vector<std::pair<uint64_t, uint64_t>> pairs;  // (run A's seq, run B's seq)
   for (const AlignedRun& run : alignment.runs) {
     if (!run.match) continue;
-    for (uint64_t k = run.aBegin < held ? held - run.aBegin : 0; k < run.aCount && read < kMaxPairs; ++k) {
+    for (uint64_t k = run.aBegin < held ? held - run.aBegin : 0; k < run.aCount && pairs.size() < kMaxPairs; ++k) {
       const Op& oa = a.ops[run.aBegin + k];
       const Op& ob = b.ops[run.bBegin + k];
-      if (oa.key == ob.key || oa.kind() != OpKind::kLaunch || ob.kind() != OpKind::kLaunch || oa.shape != ob.shape) {
-        continue;
+      if (oa.key != ob.key && oa.kind() == OpKind::kLaunch && ob.kind() == OpKind::kLaunch && oa.shape == ob.shape) {
+        pairs.emplace_back(oa.seq(), ob.seq());
       }
-      ++read;
-      const Event ea = eventAt(*a.reader, oa.seq()), eb = eventAt(*b.reader, ob.seq());
-      const auto* la = std::get_if<KernelLaunch>(&ea.payload);
-      const auto* lb = std::get_if<KernelLaunch>(&eb.payload);
-      if (la == nullptr || lb == nullptr || la->function != lb->function) continue;
-      for (const PointerParam& pb : lb->pointers) {
-        for (const PointerParam& pa : la->pointers) {
-          if (pa.byteOffset != pb.byteOffset || pa.allocation == 0 || pb.allocation == 0) continue;
-          ++votes[pb.allocation][pa.allocation];
-          elsewhere |= b.ordinals(pb.allocation) != pa.allocation;
-        }
+    }
+  }
+  if (pairs.empty()) return std::nullopt;
+  std::vector<uint64_t> seqsA, seqsB;
+  for (const auto& [sa, sb] : pairs) seqsA.push_back(sa), seqsB.push_back(sb);
+  std::ranges::sort(seqsA);
+  std::ranges::sort(seqsB);
+  const std::unordered_map<uint64_t, Pointers> inA = pointersOf(a, seqsA), inB = pointersOf(b, seqsB);
+  // votes[run B's ordinal][run A's ordinal]: pointers of those pairs at one
+  // byte offset that point into them.
+  std::map<uint32_t, std::map<uint32_t, uint32_t>> votes;
+  bool elsewhere = false;  // some pair points an allocation elsewhere than OrdinalMap
+  for (const auto& [sa, sb] : pairs) {
+    const auto la = inA.find(sa), lb = inB.find(sb);
+    if (la == inA.end() || lb == inB.end() || la->second.function != lb->second.function) continue;
+    for (const PointerParam& pb : lb->second.pointers) {
+      for (const PointerParam& pa : la->second.pointers) {
+        if (pa.byteOffset != pb.byteOffset || pa.allocation == 0 || pb.allocation == 0) continue;
+        ++votes[pb.allocation][pa.allocation];
+        elsewhere |= b.ordinals(pb.allocation) != pa.allocation;
       }
     }
   }

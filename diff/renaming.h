@@ -21,7 +21,8 @@ namespace gpurr::diff {
 // identities differ place at another allocation of run A than its identity
 // does, with that allocation's identity: more of those pairs point them
 // there than anywhere else, each allocation of run A taken once, its size
-// and kind the same. Reads the events of up to 4096 such pairs. nullopt
+// and kind the same. Reads the pointers of up to 2^18 such pairs, in one
+// pass over each run's trace from the first of them to the last. nullopt
 // when there is none.
 std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& ctx, const Alignment& alignment);
 

@@ -133,14 +133,8 @@ RankRow rankRow(const RunComparison& c, const JobView& job, size_t p) {
   row.cells = fmt::format("{}<td>{} <span class=\"muted\">(run A event #{}, after {})</span></td>{}", role,
                           e(divergenceWhere(d)), d.a.seq, after, rest(notes));
   // A collective names the rank's place in it ("rank 3 of 64"): each its own.
-  string where = divergenceWhere(d);
-  if (const string own = fmt::format("rank {} of ", row.rank); row.rank >= 0) {
-    constexpr std::string_view kEach = "its rank of ";
-    for (size_t at = 0; (at = where.find(own, at)) != string::npos; at += kEach.size()) {
-      where.replace(at, own.size(), kEach);
-    }
-  }
-  row.cellsOfGroup = fmt::format("{}<td>{} <span class=\"muted\">(after {})</span></td>{}", role, e(where), after,
+  row.cellsOfGroup = fmt::format("{}<td>{} <span class=\"muted\">(after {})</span></td>{}", role,
+                                 e(withOwnRankAs(divergenceWhere(d), row.rank, "its rank of ")), after,
                                  rest(notesOfGroup));
   return row;
 }

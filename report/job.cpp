@@ -305,18 +305,19 @@ std::string ranksText(const std::vector<int32_t>& ranks) {
   return (ranks.size() == 1 ? "rank " : "ranks ") + s;
 }
 
+std::string withOwnRankAs(std::string text, int32_t rank, std::string_view with) {
+  if (rank < 0) return text;
+  const std::string own = fmt::format("rank {} of ", rank);
+  for (size_t at = 0; (at = text.find(own, at)) != std::string::npos; at += with.size()) text.replace(at, own.size(), with);
+  return text;
+}
+
 std::vector<std::vector<size_t>> alikeReports(const std::vector<std::string>& reports,
                                               const std::vector<int32_t>& ranks, const std::vector<size_t>& order) {
-  constexpr std::string_view kAnyRank = "rank # of ";
   std::vector<std::vector<size_t>> with(reports.size());
   std::map<std::string, size_t> first;  // a report without its rank -> the first process shown with it
   for (const size_t i : order) {
-    std::string alike = reports[i];
-    const std::string own = fmt::format("rank {} of ", ranks[i]);
-    for (size_t at = 0; ranks[i] >= 0 && (at = alike.find(own, at)) != std::string::npos; at += kAnyRank.size()) {
-      alike.replace(at, own.size(), kAnyRank);
-    }
-    const auto [it, added] = first.emplace(std::move(alike), i);
+    const auto [it, added] = first.emplace(withOwnRankAs(reports[i], ranks[i], "rank # of "), i);
     if (!added) with[it->second].push_back(i);
   }
   return with;

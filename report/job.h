@@ -17,6 +17,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -103,6 +104,11 @@ std::optional<JobView> jobView(const RunComparison& c);
 
 // "rank 3", "ranks 0-4, 6, 7", "no rank".
 std::string ranksText(const std::vector<int32_t>& ranks);
+
+// `text` with a process's own place in its collectives ("rank 3 of 64", for
+// rank 3) written `with` instead ("rank # of "): texts of several ranks
+// alike but for it become equal.
+std::string withOwnRankAs(std::string text, int32_t rank, std::string_view with);
 
 // Processes whose reports are alike but for their own rank ("rank 3 of
 // 64"), so that a job's 63 receivers of one all-reduce show one report:

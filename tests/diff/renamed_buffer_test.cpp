@@ -340,3 +340,31 @@ TEST_CASE("an extra launch of a kernel renames none of the buffers its later lau
     CHECK(d.blast.independent.at(0).a.index == launchIndex(b, perturbed) - 1);
   }
 }
+
+// The same with a buffer that thousands of later launches read: each of
+// them is a pair the alignment makes by shape, and most of the buffer's
+// pointers must be read for it to be renamed.
+TEST_CASE("an extra launch of a kernel renames no buffer that thousands of launches read", "[diff][property]") {
+  Runs runs;
+  std::mt19937_64 rng(400);
+  std::vector<Step> a = randomProgram(rng);
+  a.resize(40);
+  std::set<int> live;
+  for (const Step& s : a) {
+    if (const auto* al = std::get_if<Alloc>(&s)) live.insert(al->buffer);
+    if (const auto* f = std::get_if<1>(&s)) live.erase(f->buffer);  // a Free
+  }
+  const std::vector<int> some(live.begin(), live.end());
+  const size_t at = a.size();
+  a.push_back(Alloc{200000});
+  a.push_back(Launch{2, {some.front()}, 200000});
+  for (int i = 0; i < 10000; ++i) a.push_back(Launch{i % 3, {200000}, some[static_cast<size_t>(i) % some.size()]});
+  std::vector<Step> b = a;
+  b.insert(b.begin() + static_cast<long>(at), {Alloc{100000}, Launch{2, {some.back()}, 100000}});
+  const diff::ProcessDiff same = runs.diff(a, b);
+  REQUIRE(same.firstDivergence.has_value());
+  CHECK(same.firstDivergence->path);
+  CHECK(same.pathDivergenceCount == 1);
+  CHECK(same.blast.independentCount == 0);
+  CHECK(same.allocationsRenamed >= 1);  // and any buffer of the prefix that the loop uses first
+}
