@@ -104,7 +104,6 @@ std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& c
         b.ids(ob) == 0 || a.ids.what(best) != b.ids.what(ob)) {
       continue;
     }
-    if (const auto it = counts.find(b.ordinals(ob)); it != counts.end() && it->second >= most) continue;
     auto [claim, fresh] = claims.try_emplace(best, most, ob);
     if (!fresh && claim->second.first < most) {
       claim->second = {most, ob};
