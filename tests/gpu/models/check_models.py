@@ -199,6 +199,23 @@ def describe(origin):
             f"step {origin.get('step')}")
 
 
+def benign_notes(report):
+    """What the diff of a bisect's two recordings paired or renamed rather
+    than call it a divergence (docs/DIFF.md: stale words, launch
+    configurations, renamed allocations), one phrase each, so that a GPU
+    run shows which of these its models need."""
+    notes = []
+    diff = report.get("diff") if isinstance(report, dict) else None
+    for process in (diff or {}).get("processes") or []:
+        if not isinstance(process, dict):
+            continue
+        if process.get("allocationsRenamed"):
+            notes.append(f"{process['allocationsRenamed']} of run B's allocations renamed")
+        for kind, paired in sorted((process.get("pairedDespite") or {}).items()):
+            notes.append(f"{paired.get('count')} launches paired despite {kind}")
+    return notes
+
+
 def evaluate_default(case, report, exit_status, first_step):
     """Checks a default-mode bisect against the ground truth (first_step:
     the first step whose plain runs' lines differ, or None). Returns
@@ -373,6 +390,8 @@ class Runner:
             op = fd.get("a") if isinstance(fd.get("a"), dict) else fd.get("b")
             problems.append(f"two recordings not identical: verdict {verdict}, cause {fd.get('cause')} "
                             f"({fd.get('summary')}) at {describe(op.get('origin') if isinstance(op, dict) else None)}")
+        for note in benign_notes(report):
+            self.say(f"NOTE {name}: {note}")
         plain_lines = step_lines(out)
         recorded = []
         for run in (1, 2):
@@ -456,6 +475,8 @@ class Runner:
         code, seconds, _, report, out_dir = self.bisect(case, "default", "bisect")
         problems, finding = evaluate_default(case, report, code, first)
         self.say(f"FOUND {case.name} default bisect ({seconds:.0f} s): {finding}")
+        for note in benign_notes(report):
+            self.say(f"NOTE {name}: {note}")
         if first is None:
             # Ground truth says equal: whatever bisect says is reported, and
             # only a failure to run is a failure.

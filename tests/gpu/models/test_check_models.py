@@ -23,6 +23,20 @@ def report(verdict="diverged", cause="rngState", origin=None, known=(), replay=N
 ORIGIN = {"op": "aten::scatter_add_", "module": "GCN.conv1", "file": "/site-packages/x.py", "line": 7, "step": 0}
 
 
+class BenignNotes(unittest.TestCase):
+    def test_paired_and_renamed_are_named(self):
+        r = report(verdict="identical")
+        r["diff"]["processes"] = [{"name": "p", "allocationsRenamed": 2,
+                                   "pairedDespite": {"staleWords": {"count": 3}, "launchConfiguration": {"count": 1}}}]
+        self.assertEqual(m.benign_notes(r), ["2 of run B's allocations renamed",
+                                             "1 launches paired despite launchConfiguration",
+                                             "3 launches paired despite staleWords"])
+
+    def test_nothing_to_say(self):
+        self.assertEqual(m.benign_notes(report()), [])
+        self.assertEqual(m.benign_notes(None), [])
+
+
 class Expectations(unittest.TestCase):
     def test_the_suite_parses(self):
         with open(os.path.join(m.HERE, "expectations.txt")) as f:
