@@ -204,6 +204,16 @@ size_t launchAvoiding(const std::vector<Step>& steps, size_t from, const std::se
   return 0;
 }
 
+// The buffers allocated and not freed before step `end`, in order.
+std::vector<int> liveBefore(const std::vector<Step>& steps, size_t end) {
+  std::set<int> live;
+  for (size_t i = 0; i < end; ++i) {
+    if (const auto* al = std::get_if<Alloc>(&steps[i])) live.insert(al->buffer);
+    if (const auto* f = std::get_if<1>(&steps[i])) live.erase(f->buffer);  // a Free
+  }
+  return {live.begin(), live.end()};
+}
+
 }  // namespace
 
 TEST_CASE("a stale device address at a buffer's first use renames no buffer", "[diff][property]") {
@@ -317,12 +327,8 @@ TEST_CASE("an extra launch of a kernel renames none of the buffers its later lau
     size_t at = std::uniform_int_distribution<size_t>(10, b.size() / 4)(rng);
     if (std::holds_alternative<Alloc>(b[at - 1])) --at;  // not between a buffer and its first use
     const int kernel = static_cast<int>(std::uniform_int_distribution<size_t>(0, 2)(rng));
-    std::set<int> live;  // it reads one of the buffers live there
-    for (size_t i = 0; i < at; ++i) {
-      if (const auto* al = std::get_if<Alloc>(&b[i])) live.insert(al->buffer);
-      if (const auto* f = std::get_if<1>(&b[i])) live.erase(f->buffer);  // a Free
-    }
-    const std::vector<int> reads{*std::next(live.begin(), static_cast<long>(rng() % live.size()))};
+    const std::vector<int> live = liveBefore(b, at);  // it reads one of them
+    const std::vector<int> reads{live[rng() % live.size()]};
     b.insert(b.begin() + static_cast<long>(at), {Alloc{100000}, Launch{kernel, reads, 100000}});
     INFO("seed " << seed << ", an extra launch of kernel " << kernel << " at step " << at);
     const diff::ProcessDiff same = runs.diff(a, b);
@@ -349,12 +355,7 @@ TEST_CASE("an extra launch of a kernel renames no buffer that thousands of launc
   std::mt19937_64 rng(400);
   std::vector<Step> a = randomProgram(rng);
   a.resize(40);
-  std::set<int> live;
-  for (const Step& s : a) {
-    if (const auto* al = std::get_if<Alloc>(&s)) live.insert(al->buffer);
-    if (const auto* f = std::get_if<1>(&s)) live.erase(f->buffer);  // a Free
-  }
-  const std::vector<int> some(live.begin(), live.end());
+  const std::vector<int> some = liveBefore(a, a.size());
   const size_t at = a.size();
   a.push_back(Alloc{200000});
   a.push_back(Launch{2, {some.front()}, 200000});
