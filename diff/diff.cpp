@@ -242,10 +242,12 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     const Context ctx{options, pass->a, pass->b, ta.header().options.hashChunkBytes};
     const auto more = renamings(ctx, pass->alignment);
     if (!more) break;
+    // The renamings before, but for those to an identity now given to
+    // another allocation, and the new ones.
+    std::unordered_set<uint64_t> given;
+    for (const auto& [ordinal, id] : *more) given.insert(id);
     std::unordered_map<uint32_t, uint64_t> next = renamed;
-    std::erase_if(next, [&](const auto& r) {
-      return std::ranges::any_of(*more, [&](const auto& m) { return m.second == r.second; });
-    });
+    std::erase_if(next, [&](const auto& r) { return given.count(r.second) > 0; });
     for (const auto& [ordinal, id] : *more) next[ordinal] = id;
     pass.reset();
     pass = summariseAndAlign(ta, tb, options, next);

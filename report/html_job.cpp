@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "diff/wording.h"
@@ -75,26 +76,6 @@ void renderJobCause(Page& page, const JobView& job) {
   page.addf("<div class=\"box fix\"><b>Fix:</b> {}</div>\n", e(v.fix));
 }
 
-// A job note without the run A event number it gives (" (run A #91346)"):
-// each rank numbers its own events, so the notes of ranks that share a row
-// differ by it alone.
-string withoutEventNumbers(const string& s) {
-  static constexpr std::string_view kMark = " (run A #";
-  string out;
-  for (size_t i = 0; i < s.size();) {
-    if (s.compare(i, kMark.size(), kMark) == 0) {
-      size_t j = i + kMark.size();
-      while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
-      if (j < s.size() && s[j] == ')') {
-        i = j + 1;
-        continue;
-      }
-    }
-    out += s[i++];
-  }
-  return out;
-}
-
 // One row of the ranks table: its cells after the rank and process, with
 // and without the run A event number, which a row of several ranks leaves
 // out (each rank numbers its own events).
@@ -118,10 +99,9 @@ RankRow rankRow(const RunComparison& c, const JobView& job, size_t p) {
   }
   const diff::FirstDivergence& d = *pd.firstDivergence;
   string notes, notesOfGroup;
-  if (const auto n = job.notes.find(p); n != job.notes.end()) {
-    for (const string& note : n->second) {
-      notes += fmt::format("<div class=\"muted\">{}</div>", e(note));
-      notesOfGroup += fmt::format("<div class=\"muted\">{}</div>", e(withoutEventNumbers(note)));
+  for (const auto& [of, html] : {std::pair{&job.notes, &notes}, std::pair{&job.notesAlike, &notesOfGroup}}) {
+    if (const auto n = of->find(p); n != of->end()) {
+      for (const string& note : n->second) *html += fmt::format("<div class=\"muted\">{}</div>", e(note));
     }
   }
   const string after = plural(v->collectivesBefore, "collective", "collectives");

@@ -146,17 +146,19 @@ std::vector<int32_t> sentOther(const Key& key, size_t p, const Issues (&issues)[
   return out;
 }
 
-// The notes of job.h's JobView::notes for process `p`.
+// The notes of job.h's JobView::notes for process `p`; without `events`,
+// those of JobView::notesAlike (no run A event numbers).
 std::vector<std::string> notesOf(const ProcessDiff& pd, size_t p, const RankVerdict& v, const Issues (&issues)[2],
-                                 const KeyOfEvent& keyOf, const std::vector<int32_t>& ranks) {
+                                 const KeyOfEvent& keyOf, const std::vector<int32_t>& ranks, bool events) {
+  auto event = [&](uint64_t seq) { return events ? fmt::format(" (run A #{})", seq) : std::string(); };
   std::vector<std::string> out;
   if (!v.origin) {
     if (const auto key = keyOf.find({p, v.carrier}); key != keyOf.end()) {
       const std::vector<int32_t> from = sentOther(key->second, p, issues, ranks);
       if (!from.empty()) {
         out.push_back(fmt::format("a receiver: {} sent other data to the collective that brought the divergence "
-                                  "here (run A #{}); it began there",
-                                  ranksText(from), v.carrier));
+                                  "here{}; it began there",
+                                  ranksText(from), event(v.carrier)));
       }
     }
   }
@@ -166,9 +168,9 @@ std::vector<std::string> notesOf(const ProcessDiff& pd, size_t p, const RankVerd
     if (key == keyOf.end()) continue;
     const std::vector<int32_t> from = sentOther(key->second, p, issues, ranks);
     if (from.empty()) continue;
-    out.push_back(fmt::format("not independent: {} sent other data to the collective listed above (run A #{}) "
-                              "too; that is why it received other data",
-                              ranksText(from), i.a.seq));
+    out.push_back(fmt::format("not independent: {} sent other data to the collective listed above{} too; that "
+                              "is why it received other data",
+                              ranksText(from), event(i.a.seq)));
   }
   return out;
 }
@@ -373,8 +375,10 @@ std::optional<JobView> jobView(const RunComparison& c) {
         {p, ranks[p], !carrier, carrier.value_or(0), collectivesBefore(seqs[p], carrier.value_or(first))});
   }
   for (const RankVerdict& v : job.ranks) {
-    std::vector<std::string> notes = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks);
-    if (!notes.empty()) job.notes[v.process] = std::move(notes);
+    std::vector<std::string> notes = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks, true);
+    if (notes.empty()) continue;
+    job.notes[v.process] = std::move(notes);
+    job.notesAlike[v.process] = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks, false);
   }
   // The earliest origins: the fewest collectives before them; by rank.
   for (size_t i = 0; i < job.ranks.size(); ++i) {

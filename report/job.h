@@ -96,6 +96,9 @@ struct JobView {
   // that sent that collective other data (it came from them). By index into
   // RunComparison::processes; printed after the process's report.
   std::map<size_t, std::vector<std::string>> notes;
+  // The same without the run A event numbers they give, each rank's own:
+  // for ranks shown together (the HTML ranks table's rows).
+  std::map<size_t, std::vector<std::string>> notesAlike;
 };
 
 // The job's view, when `c` compares directories whose run A traces hold
