@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -173,16 +175,17 @@ class TailRanges {
 
 class Taint {
  public:
+  using Label = IntervalLabels::Label;
   // Smallest label among the op's inputs, if any is tainted.
-  std::optional<int> reads(TailRanges& t, uint64_t op) const {
-    std::optional<int> out;
+  std::optional<Label> reads(TailRanges& t, uint64_t op) const {
+    std::optional<Label> out;
     for (const TailRanges::R& x : t.inputs(op)) {
       const auto l = labels_.minLabel(x.allocation, x.begin, x.end);
       if (l && (!out || *l < *out)) out = l;
     }
     return out;
   }
-  void writes(TailRanges& t, uint64_t op, int label) {
+  void writes(TailRanges& t, uint64_t op, Label label) {
     for (const TailRanges::R& x : t.outputs(op)) labels_.assign(x.allocation, x.begin, x.end, label);
   }
 
@@ -190,36 +193,112 @@ class Taint {
   IntervalLabels labels_;
 };
 
+// A divergence's label: when it happened in run A, twice the event number
+// of its earliest operation plus one; a stretch of run B's operations alone
+// just before run A's operation after it. Data derived from several
+// divergences carries the earliest one's label (Taint::reads).
+Taint::Label labelOf(const Run& a, const AlignedRun& run, uint64_t offset) {
+  if (run.match) return static_cast<Taint::Label>(2 * a.ops[run.aBegin + offset].seq() + 1);
+  if (run.aCount == 0) {
+    return run.aBegin < a.ops.size() ? static_cast<Taint::Label>(2 * a.ops[run.aBegin].seq())
+                                     : std::numeric_limits<Taint::Label>::max();
+  }
+  uint64_t seq = UINT64_MAX;
+  for (uint64_t k = 0; k < run.aCount; ++k) seq = std::min(seq, a.ops[run.aBegin + k].seq());
+  return static_cast<Taint::Label>(2 * seq + 1);
+}
+
+// A stretch that reads no data derived from an earlier divergence, as an
+// independent divergence. `listed`: its stretch, where the pass lists it.
+IndependentDivergence independentStretch(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
+                                         Group group, const PathDivergence* listed) {
+  const AlignedRun& run = runs[r];
+  IndependentDivergence ind;
+  ind.path = true;
+  if (run.aCount > 0) ind.a = info(ctx.a, run.aBegin);
+  if (run.bCount > 0) ind.b = info(ctx.b, run.bBegin);
+  if (group.any()) {
+    const Reordering m = listed && listed->reordered ? *listed->reordered : reorderingOf(ctx, runs, r, group);
+    if (run.aCount == 0 && !m.otherOps.empty()) ind.a = m.otherOps.front();
+    if (run.bCount == 0 && !m.otherOps.empty()) ind.b = m.otherOps.front();
+    ind.reason =
+        fmt::format("reordered: {}, reading no data derived from an earlier divergence", reorderingText(m));
+  } else {
+    ind.reason = fmt::format("different path ({} in run A, {} in run B) reading no "
+                             "data derived from an earlier divergence",
+                             plural(run.aCount, "operation"), plural(run.bCount, "operation"));
+  }
+  return ind;
+}
+
+// A matched pair whose outputs differ and which reads no data derived from
+// an earlier divergence, as an independent divergence.
+IndependentDivergence independentPair(const Context& ctx, uint64_t ia, uint64_t ib) {
+  const Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq()), eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq());
+  IndependentDivergence ind;
+  ind.a = info(ctx.a, ia, ea);
+  ind.b = info(ctx.b, ib, eb);
+  const bool sameIn = sameInputs(ctx, ea, eb), sameParams = sameParameters(ctx, ea, eb);
+  ind.reason = fmt::format("outputs differ; reads no data derived from an earlier divergence ({}{})",
+                           sameIn ? "inputs identical" : "inputs differ",
+                           sameParams ? ", parameters identical" : ", parameters differ");
+  return ind;
+}
+
 }  // namespace
 
 BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs, const std::vector<Group>& groups,
-                        size_t firstRun, uint64_t firstOffset, const FirstDivergence& first, BenignPairs& benign) {
+                        AlignmentAt first, const FirstDivergence& firstDivergence, BenignPairs& benign) {
   const Run& a = ctx.a;
   const Run& b = ctx.b;
-  const AlignedRun& firstStretch = runs[firstRun];
-  const uint64_t startA = firstStretch.aBegin + (firstStretch.match ? firstOffset : 0);
-  const uint64_t startB = firstStretch.bBegin + (firstStretch.match ? firstOffset : 0);
+  const AlignedRun& firstStretch = runs[first.run];
+  const uint64_t startA = firstStretch.aBegin + (firstStretch.match ? first.offset : 0);
+  const uint64_t startB = firstStretch.bBegin + (firstStretch.match ? first.offset : 0);
   TailRanges tailA(a, startA);
   TailRanges tailB(b, startB);
   Taint taint;
-  int nextLabel = 1;
-  std::unordered_map<size_t, int> labelOf;  // the first stretch of each reordering: its label
+  std::unordered_map<size_t, Taint::Label> groupLabel;  // the first stretch of each reordering: its label
   BlastResult out;
   BlastRadius& blast = out.blast;
-  auto countA = [&](uint64_t ia, bool tainted0) {
-    ++blast.laterOps;
+  // The divergences that read no data derived from an earlier one, the
+  // first in alignment order first, each with the operations of run A
+  // counted up to it and where it is listed among the independent ones.
+  struct Root {
+    AlignmentAt at;
+    Taint::Label label;
+    uint64_t ops = 0, launches = 0;
+    std::optional<size_t> listed;
+  };
+  std::vector<Root> roots{{first, labelOf(a, firstStretch, first.offset), 0, 0, {}}};
+  struct Count {
+    uint64_t ops = 0, launches = 0;
+  };
+  Count later;                                         // operations of run A after the first
+  std::unordered_map<Taint::Label, Count> taintedBy;   // ... reading data derived from a divergence, by its label
+  auto countA = [&](uint64_t ia, std::optional<Taint::Label> reads) {
     const bool launch = a.ops[ia].kind() == OpKind::kLaunch;
-    if (launch) ++blast.laterLaunches;
-    if (tainted0) {
-      ++blast.taintedOps;
-      if (launch) ++blast.taintedLaunches;
+    ++later.ops;
+    later.launches += launch;
+    if (reads) {
+      Count& c = taintedBy[*reads];
+      ++c.ops;
+      c.launches += launch;
     }
   };
-  for (size_t r = firstRun; r < runs.size(); ++r) {
+  auto addRoot = [&](AlignmentAt at, Taint::Label label, std::optional<IndependentDivergence> listed) {
+    ++blast.independentCount;
+    Root& root = roots.emplace_back(Root{at, label, later.ops, later.launches, {}});
+    if (listed && blast.independent.size() < ctx.options.maxIndependent) {
+      root.listed = blast.independent.size();
+      blast.independent.push_back(std::move(*listed));
+    }
+  };
+  auto listing = [&] { return blast.independent.size() < ctx.options.maxIndependent; };
+  for (size_t r = first.run; r < runs.size(); ++r) {
     const AlignedRun& run = runs[r];
     if (!run.match) {
       // A stretch: everything it writes differs between the runs.
-      std::optional<int> reads;
+      std::optional<Taint::Label> reads;
       for (uint64_t k = 0; k < run.aCount; ++k) {
         const auto l = taint.reads(tailA, run.aBegin + k);
         if (l && (!reads || *l < *reads)) reads = l;
@@ -228,41 +307,27 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
         const auto l = taint.reads(tailB, run.bBegin + k);
         if (l && (!reads || *l < *reads)) reads = l;
       }
-      const bool isFirst = r == firstRun;
+      const bool isFirst = r == first.run;
       // A later stretch of a reordering: what its first wrote, written elsewhere.
       const Group group = groups[r];
-      const bool later = group.any() && group.first < r;
-      int label = isFirst ? 0 : later ? labelOf[group.first] : (reads ? *reads : nextLabel++);
-      if (group.any() && group.first == r) labelOf[r] = label;
+      const bool laterEnd = group.any() && group.first < r;
+      const Taint::Label label = isFirst    ? roots.front().label
+                                 : laterEnd ? groupLabel[group.first]
+                                 : reads    ? *reads
+                                            : labelOf(a, run, 0);
+      if (group.any() && group.first == r) groupLabel[r] = label;
       if (!isFirst) {
-        for (uint64_t k = 0; k < run.aCount; ++k) countA(run.aBegin + k, reads && *reads == 0);
+        for (uint64_t k = 0; k < run.aCount; ++k) countA(run.aBegin + k, reads);
       }
       std::optional<PathDivergence> listed;
       if (out.pathDivergences.size() < ctx.options.maxPathDivergences) {
-        listed = isFirst && first.stretch ? *first.stretch : stretchOf(ctx, runs, r, group);
-        listed->readsTainted = reads.has_value() || later;
+        listed = isFirst && firstDivergence.stretch ? *firstDivergence.stretch : stretchOf(ctx, runs, r, group);
+        listed->readsTainted = reads.has_value() || laterEnd;
       }
-      if (!isFirst && !reads && !later) {
-        ++blast.independentCount;
-        if (blast.independent.size() < ctx.options.maxIndependent) {
-          IndependentDivergence ind;
-          ind.path = true;
-          if (run.aCount > 0) ind.a = info(a, run.aBegin);
-          if (run.bCount > 0) ind.b = info(b, run.bBegin);
-          if (group.any()) {
-            const Reordering m = listed && listed->reordered ? *listed->reordered
-                                                             : reorderingOf(ctx, runs, r, group);
-            if (run.aCount == 0 && !m.otherOps.empty()) ind.a = m.otherOps.front();
-            if (run.bCount == 0 && !m.otherOps.empty()) ind.b = m.otherOps.front();
-            ind.reason = fmt::format("reordered: {}, reading no data derived from an earlier divergence",
-                                     reorderingText(m));
-          } else {
-            ind.reason = fmt::format("different path ({} in run A, {} in run B) reading no "
-                                     "data derived from an earlier divergence",
-                                     plural(run.aCount, "operation"), plural(run.bCount, "operation"));
-          }
-          blast.independent.push_back(std::move(ind));
-        }
+      if (!isFirst && !reads && !laterEnd) {
+        addRoot({r, 0}, label,
+                listing() ? std::optional{independentStretch(ctx, runs, r, group, listed ? &*listed : nullptr)}
+                          : std::nullopt);
       }
       if (listed) out.pathDivergences.push_back(std::move(*listed));
       for (uint64_t k = 0; k < run.aCount; ++k) taint.writes(tailA, run.aBegin + k, label);
@@ -271,18 +336,18 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
       tailB.release(run.bBegin + run.bCount);
       continue;
     }
-    const uint64_t from = r == firstRun ? firstOffset : 0;
+    const uint64_t from = r == first.run ? first.offset : 0;
     for (uint64_t k = from; k < run.aCount; ++k) {
       const uint64_t ia = run.aBegin + k, ib = run.bBegin + k;
       const Op& oa = a.ops[ia];
       const Op& ob = b.ops[ib];
-      if (r == firstRun && k == firstOffset) {
-        taint.writes(tailA, ia, 0);
-        taint.writes(tailB, ib, 0);
+      if (r == first.run && k == first.offset) {
+        taint.writes(tailA, ia, roots.front().label);
+        taint.writes(tailB, ib, roots.front().label);
         continue;
       }
       const auto reads = taint.reads(tailA, ia);
-      countA(ia, reads && *reads == 0);
+      countA(ia, reads);
       const bool comparable = oa.hashed() && ob.hashed();
       const bool absorbed = oa.key != ob.key && benign.absorb(ia, ib);
       const bool differs = comparable && oa.outputs != ob.outputs && !absorbed;
@@ -293,20 +358,8 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
           taint.writes(tailA, ia, *reads);
           taint.writes(tailB, ib, *reads);
         } else {
-          ++blast.independentCount;
-          const int label = nextLabel++;
-          if (blast.independent.size() < ctx.options.maxIndependent) {
-            const Event ea = eventAt(*a.reader, oa.seq()), eb = eventAt(*b.reader, ob.seq());
-            IndependentDivergence ind;
-            ind.a = info(a, ia, ea);
-            ind.b = info(b, ib, eb);
-            const bool sameIn = sameInputs(ctx, ea, eb), sameParams = sameParameters(ctx, ea, eb);
-            ind.reason = fmt::format(
-                "outputs differ; reads no data derived from an earlier divergence ({}{})",
-                sameIn ? "inputs identical" : "inputs differ",
-                sameParams ? ", parameters identical" : ", parameters differ");
-            blast.independent.push_back(std::move(ind));
-          }
+          const Taint::Label label = labelOf(a, run, k);
+          addRoot({r, k}, label, listing() ? std::optional{independentPair(ctx, ia, ib)} : std::nullopt);
           taint.writes(tailA, ia, label);
           taint.writes(tailB, ib, label);
         }
@@ -318,6 +371,28 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
       tailA.release(ia + 1);
       tailB.release(ib + 1);
     }
+  }
+  // The first divergence is the one that happened first in run A: on one
+  // host thread, the first in alignment order; with several, the canonical
+  // order puts operations that nothing orders in any order, and a later
+  // one's divergence may come before an earlier one that reads nothing of
+  // it. Data derived from both carries the earlier one's label.
+  const Root& root = *std::ranges::min_element(roots, {}, &Root::label);
+  const Count tainted = taintedBy[root.label];
+  blast.laterOps = later.ops - root.ops;
+  blast.laterLaunches = later.launches - root.launches;
+  blast.taintedOps = tainted.ops;
+  blast.taintedLaunches = tainted.launches;
+  if (&root != &roots.front()) {
+    out.earliest = root.at;
+    if (root.listed) blast.independent.erase(blast.independent.begin() + static_cast<ptrdiff_t>(*root.listed));
+    const AlignedRun& at = runs[first.run];
+    blast.independent.insert(
+        blast.independent.begin(),
+        at.match ? independentPair(ctx, at.aBegin + first.offset, at.bBegin + first.offset)
+                 : independentStretch(ctx, runs, first.run, groups[first.run],
+                                      firstDivergence.stretch ? &*firstDivergence.stretch : nullptr));
+    if (blast.independent.size() > ctx.options.maxIndependent) blast.independent.pop_back();
   }
   return out;
 }

@@ -1,10 +1,12 @@
 // Stage 6, the blast radius: from the first divergence on, which later
 // operations read data derived from it, and which later divergences no
-// earlier one explains (independent).
+// earlier one explains (independent); of those that read nothing of each
+// other, the first is the one that happened first.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "diff/model.h"
@@ -13,20 +15,30 @@
 
 namespace gpurr::diff {
 
+// A place in the alignment: stretch `run` of it, and `offset` within it
+// when it is matched.
+struct AlignmentAt {
+  size_t run = 0;
+  uint64_t offset = 0;
+};
+
 // What the pass over the rest of the alignment finds: the blast radius, and
 // the stretches of the alignment from the first divergence's on (the first
 // few).
 struct BlastResult {
   BlastRadius blast;
   std::vector<PathDivergence> pathDivergences;
+  // Where a divergence that happened before the one found first in
+  // alignment order is, when one is: `blast` is then its blast radius, and
+  // the one found first is among the independent ones.
+  std::optional<AlignmentAt> earliest;
 };
 
-// The blast radius of `first`, found at stretch `firstRun` of `runs` (at
-// `firstOffset` within it, when matched), by taint propagated through
-// allocations over the rest of the alignment. `groups`: the reordering of
-// each stretch (reorderings); `benign` absorbs and counts the pairs that
-// differ by a benign difference alone.
+// The blast radius of `firstDivergence`, found at `first`, by taint
+// propagated through allocations over the rest of the alignment. `groups`:
+// the reordering of each stretch (reorderings); `benign` absorbs and counts
+// the pairs that differ by a benign difference alone.
 BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs, const std::vector<Group>& groups,
-                        size_t firstRun, uint64_t firstOffset, const FirstDivergence& first, BenignPairs& benign);
+                        AlignmentAt first, const FirstDivergence& firstDivergence, BenignPairs& benign);
 
 }  // namespace gpurr::diff

@@ -18,7 +18,10 @@
 //    at a stretch (classify_path.cpp, reorder.cpp); the runs' environments
 //    (environment.cpp) may outrank it.
 // 6. Blast radius (blast_radius.cpp): taint propagated through allocations
-//    from the first divergence over the rest of the alignment.
+//    from the first divergence over the rest of the alignment. Of the
+//    divergences that read nothing of each other, the first is the one that
+//    happened first in run A (with several host threads, not always the
+//    first in alignment order): classified as in 5.
 #include "diff/diff.h"
 
 #include <fmt/format.h>
@@ -129,13 +132,6 @@ Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options) {
   return alignment;
 }
 
-// Where the first divergence is, in alignment order: a stretch, or a pair
-// at `offset` of a matched run. `run` is runs.size() when there is none.
-struct FirstAt {
-  size_t run = 0;
-  uint64_t offset = 0;  // within a matched run
-};
-
 // Whether trace `t` (summarised into `r`) ends before the other run's does:
 // its process crashed or was killed, its recorder dropped events, or gpurr
 // stopped it (--until-step, --stop-file) after an earlier training step
@@ -146,7 +142,9 @@ bool endsEarly(const TraceReader& t, const Run& r, const TraceReader& other) {
   return t.damage().unclosed || r.gapSeq != UINT64_MAX || stoppedEarlier;
 }
 
-FirstAt findFirstDivergence(const Context& ctx, const std::vector<AlignedRun>& runs, BenignPairs& benign) {
+// Where the first divergence is in alignment order: a stretch, or a pair of
+// a matched stretch; `run` is runs.size() when there is none.
+AlignmentAt findFirstDivergence(const Context& ctx, const std::vector<AlignedRun>& runs, BenignPairs& benign) {
   const Run& a = ctx.a;
   const Run& b = ctx.b;
   const uint64_t held = a.ops.firstHeld();
@@ -309,7 +307,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   const std::vector<Group> groups = reorderings(ctx, alignment.runs);
 
   // 4. The first divergence.
-  const FirstAt first = findFirstDivergence(ctx, alignment.runs, benign);
+  const AlignmentAt first = findFirstDivergence(ctx, alignment.runs, benign);
   for (const AlignedRun& run : alignment.runs) {
     if (run.match) continue;
     ++out.pathDivergenceCount;
@@ -325,9 +323,18 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.identical = false;
 
   // 5. Its classification.
-  const AlignedRun& at = alignment.runs[first.run];
-  FirstDivergence d = at.match ? classifyMatched(ctx, at.aBegin + first.offset, at.bBegin + first.offset)
-                               : classifyPath(ctx, alignment.runs, first.run, groups[first.run]);
+  auto classifyAt = [&](AlignmentAt where) {
+    const AlignedRun& at = alignment.runs[where.run];
+    return at.match ? classifyMatched(ctx, at.aBegin + where.offset, at.bBegin + where.offset)
+                    : classifyPath(ctx, alignment.runs, where.run, groups[where.run]);
+  };
+  FirstDivergence d = classifyAt(first);
+
+  // 6. Blast radius and later divergences, over the rest of the alignment.
+  // Where a divergence found later in alignment order happened first
+  // (several host threads), it is the first divergence: classified instead.
+  BlastResult blast = blastRadius(ctx, alignment.runs, groups, first, d, benign);
+  if (blast.earliest) d = classifyAt(*blast.earliest);
   for (const auto& [check, run] : {std::pair{&d.determinismA, 'A'}, std::pair{&d.determinismB, 'B'}}) {
     if (*check && (*check)->distinctResults > 1 &&
         provenNondeterministic(d, Evidence{EvidenceKind::kRecorderReran,
@@ -345,10 +352,6 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
                             envSummary(out.environment));
   }
   if (culprits) d.known = culprits->match(d, out.environment);
-
-
-  // 6. Blast radius and later divergences, over the rest of the alignment.
-  BlastResult blast = blastRadius(ctx, alignment.runs, groups, first.run, first.offset, d, benign);
   out.blast = std::move(blast.blast);
   out.pathDivergences = std::move(blast.pathDivergences);
   out.pairedDespiteStaleWords = benign.staleWords;

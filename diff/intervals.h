@@ -13,9 +13,11 @@ namespace gpurr::diff {
 
 class IntervalLabels {
  public:
+  using Label = int64_t;
+
   // Labels [begin, end) of `allocation` with `label`, replacing what was
   // there; a negative label clears the bytes.
-  void assign(uint32_t allocation, uint64_t begin, uint64_t end, int label) {
+  void assign(uint32_t allocation, uint64_t begin, uint64_t end, Label label) {
     if (begin >= end) return;
     auto& m = map_[allocation];
     auto it = m.lower_bound(begin);
@@ -64,9 +66,9 @@ class IntervalLabels {
   }
 
   // Smallest label among the bytes of [begin, end), if any is labelled.
-  std::optional<int> minLabel(uint32_t allocation, uint64_t begin, uint64_t end) const {
-    std::optional<int> out;
-    forEach(allocation, begin, end, [&](int label) {
+  std::optional<Label> minLabel(uint32_t allocation, uint64_t begin, uint64_t end) const {
+    std::optional<Label> out;
+    forEach(allocation, begin, end, [&](Label label) {
       if (!out || label < *out) out = label;
     });
     return out;
@@ -97,7 +99,7 @@ class IntervalLabels {
  private:
   struct Span {
     uint64_t end;
-    int label;
+    Label label;
   };
   std::unordered_map<uint32_t, std::map<uint64_t, Span>> map_;
 };

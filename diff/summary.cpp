@@ -129,7 +129,7 @@ class DataDependencies {
 
   // Operation `index` of `ops`, summarised from `e`.
   void operation(const ScanEvent& e, const OpStore& ops, uint64_t index) {
-    if (index > static_cast<uint64_t>(std::numeric_limits<int>::max())) overflow_ = true;  // (labels are ints)
+    if (index > static_cast<uint64_t>(std::numeric_limits<int>::max())) overflow_ = true;  // (dependencies are held as 32-bit indices)
     if (overflow_) {
       found = {};  // ordered by threads and streams alone
       return;
@@ -142,7 +142,7 @@ class DataDependencies {
     const int self = static_cast<int>(index);
     from_.clear();
     // Only an operation the host saw finish can have handed its data over.
-    auto other = [&](int label) {
+    auto other = [&](IntervalLabels::Label label) {
       const Op& x = ops[static_cast<uint64_t>(label)];
       if (x.thread != op.thread && x.stream != op.stream && x.seq() < finished_[x.stream]) {
         from_.push_back(static_cast<uint32_t>(label));
@@ -151,7 +151,7 @@ class DataDependencies {
     auto dependOn = [&](const IntervalLabels& labels, const ScanRange& r) {
       labels.forEach(r.range.allocation, r.range.offset, r.range.offset + r.range.size, other);
     };
-    auto label = [](IntervalLabels& labels, const ScanRange& r, int value) {
+    auto label = [](IntervalLabels& labels, const ScanRange& r, IntervalLabels::Label value) {
       labels.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, value);
     };
     // What it depends on, then what it leaves (a launch reads what it writes).
