@@ -64,6 +64,24 @@ bool sameOperation(const Context& ctx, const Event& ea, const Event& eb) {
          compareRanges(ctx, a->outputs, b->outputs, differences);
 }
 
+
+// How much of what two launches read and wrote agrees, by content alone:
+// the inputs and outputs whose digests are equal, position by position.
+// Allocation identities play no part: where a launch was paired wrongly,
+// they are what is in doubt.
+int agreement(const Run& a, const Run& b, uint64_t ia, uint64_t ib) {
+  const Event ea = eventAt(*a.reader, a.ops[ia].seq()), eb = eventAt(*b.reader, b.ops[ib].seq());
+  const auto* ka = std::get_if<KernelLaunch>(&ea.payload);
+  const auto* kb = std::get_if<KernelLaunch>(&eb.payload);
+  if (ka == nullptr || kb == nullptr) return 0;
+  auto equal = [](const std::vector<RangeDigest>& x, const std::vector<RangeDigest>& y) {
+    int n = 0;
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) n += x[i].digest == y[i].digest;
+    return n;
+  };
+  return equal(ka->inputs, kb->inputs) + equal(ka->outputs, kb->outputs);
+}
+
 }  // namespace
 
 void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
@@ -74,16 +92,51 @@ void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
     const Op& y = b.ops[j];
     return x.kind() == OpKind::kLaunch && y.kind() == OpKind::kLaunch && x.shape == y.shape;
   };
+  // Pairs of same shape from the start of a stretch, up to `limit` of them;
+  // from its end.
+  auto fromHead = [&](const AlignedRun& r, uint64_t limit) {
+    uint64_t n = 0;
+    while (n < limit && same(r.aBegin + n, r.bBegin + n)) ++n;
+    return n;
+  };
+  auto fromTail = [&](const AlignedRun& r, uint64_t limit) {
+    uint64_t n = 0;
+    while (n < limit && same(r.aBegin + r.aCount - 1 - n, r.bBegin + r.bCount - 1 - n)) ++n;
+    return n;
+  };
+  // Stretches of unequal lengths whose pairs from the start and from the
+  // end compete are weighed by reading their events: up to so many pairs
+  // of each, and so many pairs in all (each reads two events again).
+  constexpr uint64_t kWeighedPairs = 16;
+  uint64_t budget = 1024;
   for (const AlignedRun& r : alignment.runs) {
     if (r.match) {
       out.push_back(r);
       continue;
     }
-    uint64_t head = 0, tail = 0;
-    while (head < r.aCount && head < r.bCount && same(r.aBegin + head, r.bBegin + head)) ++head;
-    while (tail < r.aCount - head && tail < r.bCount - head &&
-           same(r.aBegin + r.aCount - 1 - tail, r.bBegin + r.bCount - 1 - tail)) {
-      ++tail;
+    const uint64_t shorter = std::min(r.aCount, r.bCount);
+    uint64_t head = fromHead(r, shorter);
+    uint64_t tail = fromTail(r, shorter - head);
+    // With more operations on one side, the pairs from the start and those
+    // from the end may pair one operation with different partners: an
+    // extra launch of a kernel next to its real one. Where the pairs from
+    // the end, taken first, agree more in what they read and wrote, they
+    // are the operations that correspond.
+    if (r.aCount != r.bCount && head > 0 && budget >= 2 * kWeighedPairs) {
+      const uint64_t tailFirst = fromTail(r, shorter), headAfter = fromHead(r, shorter - tailFirst);
+      if (tailFirst > tail) {
+        int headScore = 0, tailScore = 0;
+        for (uint64_t k = headAfter; k < std::min(head, headAfter + kWeighedPairs); ++k, --budget) {
+          headScore += agreement(a, b, r.aBegin + k, r.bBegin + k);
+        }
+        for (uint64_t k = tail; k < std::min(tailFirst, tail + kWeighedPairs); ++k, --budget) {
+          tailScore += agreement(a, b, r.aBegin + r.aCount - 1 - k, r.bBegin + r.bCount - 1 - k);
+        }
+        if (tailScore > headScore) {
+          head = headAfter;
+          tail = tailFirst;
+        }
+      }
     }
     if (head > 0) out.push_back({true, r.aBegin, r.bBegin, head, head});
     const uint64_t restA = r.aCount - head - tail, restB = r.bCount - head - tail;

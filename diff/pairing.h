@@ -18,7 +18,10 @@ namespace gpurr::diff {
 // (kernel, launch configuration, parameter size) are the same operation with
 // its pointers moved, or with a pointer seen on one side only: they are
 // matched here, so that the diff compares their parameters instead of
-// reporting a different path.
+// reporting a different path. In a stretch with more operations on one
+// side, where the pairs from the end taken first would pair an operation
+// with another partner, the pairs whose inputs and outputs agree more by
+// digest are kept (an extra launch next to the real one).
 void matchSameShape(Alignment& alignment, const Run& a, const Run& b);
 
 // A stretch of one launch in each run, the same kernel with the same
