@@ -285,15 +285,15 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
       c.launches += launch;
     }
   };
-  auto addRoot = [&](AlignmentAt at, Taint::Label label, std::optional<IndependentDivergence> listed) {
+  // An independent divergence at `at`: listed, made by `make`, among the first few.
+  auto addRoot = [&](AlignmentAt at, Taint::Label label, auto&& make) {
     ++blast.independentCount;
     Root& root = roots.emplace_back(Root{at, label, later.ops, later.launches, {}});
-    if (listed && blast.independent.size() < ctx.options.maxIndependent) {
+    if (blast.independent.size() < ctx.options.maxIndependent) {
       root.listed = blast.independent.size();
-      blast.independent.push_back(std::move(*listed));
+      blast.independent.push_back(make());
     }
   };
-  auto listing = [&] { return blast.independent.size() < ctx.options.maxIndependent; };
   for (size_t r = first.run; r < runs.size(); ++r) {
     const AlignedRun& run = runs[r];
     if (!run.match) {
@@ -326,8 +326,7 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
       }
       if (!isFirst && !reads && !laterEnd) {
         addRoot({r, 0}, label,
-                listing() ? std::optional{independentStretch(ctx, runs, r, group, listed ? &*listed : nullptr)}
-                          : std::nullopt);
+                [&] { return independentStretch(ctx, runs, r, group, listed ? &*listed : nullptr); });
       }
       if (listed) out.pathDivergences.push_back(std::move(*listed));
       for (uint64_t k = 0; k < run.aCount; ++k) taint.writes(tailA, run.aBegin + k, label);
@@ -359,7 +358,7 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
           taint.writes(tailB, ib, *reads);
         } else {
           const Taint::Label label = labelOf(a, run, k);
-          addRoot({r, k}, label, listing() ? std::optional{independentPair(ctx, ia, ib)} : std::nullopt);
+          addRoot({r, k}, label, [&] { return independentPair(ctx, ia, ib); });
           taint.writes(tailA, ia, label);
           taint.writes(tailB, ib, label);
         }
