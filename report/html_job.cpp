@@ -140,7 +140,7 @@ void renderRanks(Page& page, const RunComparison& c, const JobView& job) {
       std::vector<int32_t> ranks;
       for (size_t k = i; k < end; ++k) ranks.push_back(rows[k].rank);
       page.addf("<tr><td><b>{}</b></td><td><code>{}</code> and {} more</td>{}</tr>\n",
-                e(ranksText(ranks).substr(std::string_view("ranks ").size())),
+                e(rankList(ranks)),
                 e(c.processes[rows[i].process].name), end - i - 1, rows[i].cellsOfGroup);
     }
     i = end;

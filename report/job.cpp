@@ -294,8 +294,7 @@ Json collectiveJson(const SpreadStep& s) {
 
 }  // namespace
 
-std::string ranksText(const std::vector<int32_t>& ranks) {
-  if (ranks.empty()) return "no rank";
+std::string rankList(const std::vector<int32_t>& ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size();) {
     size_t j = i;
@@ -304,7 +303,12 @@ std::string ranksText(const std::vector<int32_t>& ranks) {
     if (j == i + 1) s += fmt::format(", {}", ranks[j]);
     i = j + 1;
   }
-  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
+  return s;
+}
+
+std::string ranksText(const std::vector<int32_t>& ranks) {
+  if (ranks.empty()) return "no rank";
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rankList(ranks);
 }
 
 std::string withOwnRankAs(std::string text, int32_t rank, std::string_view with) {

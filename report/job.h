@@ -107,6 +107,8 @@ std::optional<JobView> jobView(const RunComparison& c);
 
 // "rank 3", "ranks 0-4, 6, 7", "no rank".
 std::string ranksText(const std::vector<int32_t>& ranks);
+// The same list without its word: "0-4, 6, 7".
+std::string rankList(const std::vector<int32_t>& ranks);
 
 // `text` with a process's own place in its collectives ("rank 3 of 64", for
 // rank 3) written `with` instead ("rank # of "): texts of several ranks
