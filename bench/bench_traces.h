@@ -95,6 +95,12 @@ inline std::vector<Kernel> kernels() {
 // before it, into a buffer of its own that nothing reads (a library's
 // workspace): the first launch of that kernel's buffers' first users shifts
 // by one (the diff's renaming, docs/DIFF.md).
+//
+// `staleEvery` (0: never): every so many launches take a 16-byte struct by
+// value whose second word is never written: a host stack address in run A,
+// a device address into another buffer in run B, which the recorder then
+// took for a pointer and hashed through (a launch the diff pairs despite a
+// stale word, docs/DIFF.md).
 struct TraceShape {
   uint64_t launches = 1'000'000;
   uint64_t divergeAt = UINT64_MAX;
@@ -107,6 +113,7 @@ struct TraceShape {
   uint64_t collectiveEvery = 0;
   uint64_t receivedFrom = UINT64_MAX;
   uint64_t extraAt = UINT64_MAX;
+  uint64_t staleEvery = 0;
 };
 
 inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
@@ -182,6 +189,16 @@ inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
     for (uint32_t p = 0; p < kd.scalars; ++p) {
       const uint32_t v = static_cast<uint32_t>(i % 1024 + p);
       appendParam(k, &v, 4, 4);
+    }
+    if (s.staleEvery != 0 && i % s.staleEvery == 0) {
+      const uint32_t target = 1 + static_cast<uint32_t>(mix(i * 8 + 7) % kBuffers);
+      const uint64_t functor[2] = {i, s.runB ? address(target) + 0x100 : 0x00007ffc1a9fdfd0ULL};
+      const uint32_t at = appendParam(k, functor, sizeof functor, 8);
+      if (s.runB) {
+        k.pointers.push_back({at + 8, target, 0x100});
+        const bool written = std::ranges::any_of(k.outputs, [&](const RangeDigest& r) { return r.range.allocation == target; });
+        if (!written) k.outputs.push_back({{address(target), 1u << 20, target, 0}, content[target], {}, std::nullopt});
+      }
     }
     const uint32_t thread = i < s.threadsFrom ? 0 : static_cast<uint32_t>((i / 16) % s.hostThreads);
     if (s.runB && i == s.extraAt) {

@@ -9,8 +9,10 @@
 // thread within 1.3x the decompression.
 //
 //   diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] [--host-threads N]
-//              [--threads-from FRACTION] [--own-streams] [--extra-launch-at FRACTION] [--keep DIR]
+//              [--threads-from FRACTION] [--own-streams] [--extra-launch-at FRACTION] [--stale-every N]
+//              [--keep DIR]
 //   diff_bench --launches 10000000 --rounds 1     # an hour of training: memory
+//   diff_bench --stale-every 100   # a launch in 100 paired despite a stale word in run B
 #include <fmt/format.h>
 
 #include <sys/resource.h>
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
   double threadsFraction = 0;  // of the way in
   bool ownStreams = false;
   double extraFraction = -1;  // of the way in; negative: none
+  uint64_t staleEvery = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--launches") == 0 && i + 1 < argc) {
       launches = std::stoull(argv[++i]);
@@ -69,12 +72,14 @@ int main(int argc, char** argv) {
       diffOnly = true;  // for profiling: just the diff on one thread, ten times
     } else if (std::strcmp(argv[i], "--extra-launch-at") == 0 && i + 1 < argc) {
       extraFraction = std::clamp(std::stod(argv[++i]), 0.0, 0.999999);
+    } else if (std::strcmp(argv[i], "--stale-every") == 0 && i + 1 < argc) {
+      staleEvery = std::stoull(argv[++i]);
     } else if (std::strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
       keep = argv[++i];
     } else {
       fmt::print(stderr, "usage: diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] "
                          "[--host-threads N] [--threads-from FRACTION] [--own-streams] [--extra-launch-at FRACTION] "
-                         "[--keep DIR] [--diff-only] "
+                         "[--stale-every N] [--keep DIR] [--diff-only] "
                          "[--scan-only DECODERS]\n");
       return 2;
     }
@@ -93,6 +98,7 @@ int main(int argc, char** argv) {
     const pid_t child = ::fork();
     if (child == 0) {
       TraceShape shape{launches, divergeAt, false, hostThreads, threadsFrom, ownStreams};
+      shape.staleEvery = staleEvery;
       writeTrace(a, shape);
       shape.runB = true;
       shape.extraAt = extraAt;
@@ -115,6 +121,7 @@ int main(int argc, char** argv) {
   const unsigned parallel = threads != 0 ? threads : cores;
 
   uint64_t renamed = 0;  // with --extra-launch-at: allocations the diff renamed
+  uint64_t stale = 0;    // with --stale-every: launches paired despite a stale word
   auto runDiff = [&](unsigned t) {
     diff::DiffOptions options;
     options.threads = t;
@@ -130,10 +137,15 @@ int main(int argc, char** argv) {
         std::exit(1);
       }
       renamed = result.allocationsRenamed;
+    } else if (staleEvery != 0 && result.pairedDespiteStaleWords.count < (divergeAt + staleEvery - 1) / staleEvery) {
+      fmt::print(stderr, "diff paired {} launches despite a stale word, {} before the divergence\n",
+                 result.pairedDespiteStaleWords.count, (divergeAt + staleEvery - 1) / staleEvery);
+      std::exit(1);
     } else if (!result.firstDivergence || result.firstDivergence->a.seq != 256 + divergeAt + syncsBefore) {
       fmt::print(stderr, "diff did not find the divergence at launch {}\n", divergeAt);
       std::exit(1);
     }
+    stale = result.pairedDespiteStaleWords.count;
   };
   if (scanOnly >= 0) {
     for (int round = 0; round < 10; ++round) {
@@ -211,6 +223,9 @@ int main(int argc, char** argv) {
   fmt::print("peak RSS of the process: {:.0f} MiB\n", peakRssMiB());
   if (extraAt != UINT64_MAX) {
     fmt::print("one extra launch in run B at launch {}: {} of run B's allocations renamed\n", extraAt, renamed);
+  }
+  if (staleEvery != 0) {
+    fmt::print("a stale word in run B every {} launches: {} launches paired despite it\n", staleEvery, stale);
   }
   const bool ok = diffSerial.cpu <= 1.3 * d;
   fmt::print("target (diff on 1 thread <= 1.3x decompression): {}\n", ok ? "met" : "NOT met");

@@ -8,18 +8,9 @@ namespace gpurr::diff {
 using namespace gpurr::trace;
 
 Event eventAt(const TraceReader& reader, uint64_t seq) {
-  Event out;
-  bool found = false;
-  reader.forEach([&](const Event& e) {
-    if (e.seq == seq) {
-      out = e;
-      found = true;
-    }
-    return false;
-  }, seq);
-  if (!found) throw TraceError(fmt::format("{}: event #{} vanished between two reads",
-                                           reader.path().string(), seq));
-  return out;
+  std::optional<Event> out = reader.event(seq);
+  if (!out) throw TraceError(fmt::format("{}: event #{} vanished between two reads", reader.path().string(), seq));
+  return std::move(*out);
 }
 
 OpView view(const Event& e) {

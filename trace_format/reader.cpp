@@ -11,6 +11,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -163,6 +164,22 @@ struct TraceReader::Impl {
   mutable std::unique_ptr<std::atomic<uint32_t>[]> unknownPerBlock;
   mutable std::atomic<bool> warnedUnknown{false};
   mutable RecentBlocks recent;
+  // A block decompressed for event(): where each event's frame starts, and
+  // the functions its launches name.
+  struct Indexed {
+    size_t block = SIZE_MAX;
+    std::vector<capnp::word> words;
+    std::vector<codec::FunctionEntry> functions;
+    struct At {
+      uint64_t seq;
+      size_t offset;  // in words
+    };
+    std::vector<At> events;
+  };
+  // The blocks event() read last, the most recent first: two, for lookups
+  // on either side of a block's end.
+  mutable std::mutex lookupMu;
+  mutable std::array<Indexed, 2> lookups;
 
   void readVersion() {
     File file(dir / container::kVersionFile);
@@ -420,6 +437,54 @@ struct TraceReader::Impl {
     return n;
   }
 
+  // Decompresses block `i` into `out` and finds its frames: each event's
+  // by its number, each function it declares decoded (events are decoded
+  // one at a time, by event()).
+  void index(size_t i, Indexed& out) const {
+    out.block = SIZE_MAX;  // until it is whole: a corrupt block throws
+    out.functions.clear();
+    out.events.clear();
+    if (decompress(i, out.words) % 8 != 0) {
+      throw TraceError(fmt::format("{}: block at offset {} is not a whole number of words",
+                                   events.path().string(), blocks[i].fileOffset));
+    }
+    guarded(events.path(), fmt::format("block at offset {}", blocks[i].fileOffset), [&] {
+      kj::ArrayPtr<const capnp::word> rest(out.words.data(), out.words.size());
+      while (rest.size() > 0) {
+        capnp::FlatArrayMessageReader message(rest, readerOptions(rest.size()));
+        auto frame = message.getRoot<schema::Frame>();
+        if (frame.isFunction()) {
+          auto f = frame.getFunction();
+          auto name = f.getName();
+          out.functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
+        } else if (frame.isEvent()) {
+          const uint64_t seq = frame.getEvent().getSeq();
+          if (!out.events.empty() && seq <= out.events.back().seq) {
+            throw TraceError(fmt::format("event seq {} out of order", seq));
+          }
+          out.events.push_back({seq, static_cast<size_t>(rest.begin() - out.words.data())});
+        } else {
+          throw TraceError("frame of unknown kind");
+        }
+        rest = kj::arrayPtr(message.getEnd(), rest.end());
+      }
+    });
+    out.block = i;
+  }
+
+  // Event `seq` of block `x`, if it holds one of a kind this gpurr knows.
+  std::optional<Event> eventIn(const Indexed& x, uint64_t seq) const {
+    const auto at = std::ranges::lower_bound(x.events, seq, {}, &Indexed::At::seq);
+    if (at == x.events.end() || at->seq != seq) return std::nullopt;
+    return guarded(events.path(), fmt::format("block at offset {}", blocks[x.block].fileOffset), [&] {
+      kj::ArrayPtr<const capnp::word> rest(x.words.data() + at->offset, x.words.data() + x.words.size());
+      capnp::FlatArrayMessageReader message(rest, readerOptions(rest.size()));
+      std::optional<Event> out(std::in_place);
+      if (!codec::decodeEvent(message.getRoot<schema::Frame>().getEvent(), x.functions, *out)) out.reset();
+      return out;
+    });
+  }
+
   // Decodes block `i`, calling `visit(event)` for each event (reusing `event`);
   // returns false when `visit` asked to stop.
   template <typename Visit>
@@ -561,6 +626,18 @@ void TraceReader::forEach(const std::function<bool(const Event&)>& visit, uint64
   }
 }
 
+std::optional<Event> TraceReader::event(uint64_t seq) const {
+  if (impl_->blocks.empty()) return std::nullopt;
+  const size_t block = blockOf(seq);
+  std::lock_guard lock(impl_->lookupMu);
+  auto& lookups = impl_->lookups;
+  if (lookups[0].block != block) {
+    std::swap(lookups[0], lookups[1]);
+    if (lookups[0].block != block) impl_->index(block, lookups[0]);
+  }
+  return impl_->eventIn(lookups[0], seq);
+}
+
 std::vector<Event> TraceReader::readAll() const {
   std::vector<Event> out;
   for (size_t i = 0; i < impl_->blocks.size(); ++i) readBlock(i, out);
@@ -587,7 +664,13 @@ void TraceReader::noteUnknownEvents(size_t block, uint32_t count, uint64_t first
   impl_->noteUnknown(block, count, firstSeq, kind);
 }
 
-void TraceReader::keepRecentBlocks(uint64_t bytes) const { impl_->recent.setBudget(bytes); }
+void TraceReader::keepRecentBlocks(uint64_t bytes) const {
+  impl_->recent.setBudget(bytes);
+  if (bytes == 0) {
+    std::lock_guard lock(impl_->lookupMu);
+    impl_->lookups = {};
+  }
+}
 
 RecentBlocks& TraceReader::recentBlocks() const { return impl_->recent; }
 

@@ -151,6 +151,11 @@ class TraceReader {
   // one Event object; stops early when `visit` returns false.
   void forEach(const std::function<bool(const Event&)>& visit, uint64_t fromSeq = 0) const;
 
+  // Event `seq`, or nothing when the trace holds none. The last two blocks
+  // it decoded are kept (until keepRecentBlocks(0)), so that lookups close
+  // together decode a block once.
+  std::optional<Event> event(uint64_t seq) const;
+
   // All events (convenient for small traces and tests).
   std::vector<Event> readAll() const;
 
@@ -176,7 +181,7 @@ class TraceReader {
 
   // Keeps the decompressed frames of the last blocks read, up to `bytes` of
   // them, for later scans of this trace not to decompress them again (0,
-  // the default: none; what was kept is given back).
+  // the default: none; what was kept is given back, event()'s blocks too).
   void keepRecentBlocks(uint64_t bytes) const;
   // Used by the scanners (frame_buffer.h).
   RecentBlocks& recentBlocks() const;

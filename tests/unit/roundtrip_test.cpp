@@ -388,6 +388,35 @@ TEST_CASE("the seek index jumps to any event") {
   }
 }
 
+TEST_CASE("one event looked up by its number in any order across blocks and again") {
+  TempDir tmp;
+  WriterOptions options;
+  options.blockBytes = 1024;
+  const uint64_t n = 3000;
+  {
+    TraceWriter w(tmp / "t.gpurr", sampleHeader(), options);
+    for (uint64_t i = 0; i < n; ++i) w.append(Event{i * 2, i, 0, launchNumbered(i)});
+  }
+  TraceReader r(tmp / "t.gpurr");
+  REQUIRE(r.blocks().size() > 20);
+  const std::vector<Event> all = r.readAll();
+  // Neighbours on either side of a block's end, a jump back, far ones, the
+  // same one twice; the odd numbers are in no block.
+  const uint64_t edge = r.blocks()[5].firstSeq;
+  for (uint64_t seq : {edge, edge - 2, edge, edge - 2, uint64_t{0}, 2 * n - 2, edge + 2, uint64_t{0}}) {
+    INFO("seq " << seq);
+    const std::optional<Event> e = r.event(seq);
+    REQUIRE(e.has_value());
+    CHECK(*e == all[seq / 2]);
+  }
+  for (uint64_t seq : {uint64_t{1}, edge - 1, 2 * n - 1, 2 * n, uint64_t{1} << 40}) {
+    INFO("seq " << seq);
+    CHECK_FALSE(r.event(seq).has_value());
+  }
+  r.keepRecentBlocks(0);  // gives the blocks back: found again
+  CHECK(r.event(edge) == all[edge / 2]);
+}
+
 TEST_CASE("sequence numbers must increase") {
   TempDir tmp;
   TraceWriter w(tmp / "t.gpurr", sampleHeader());
