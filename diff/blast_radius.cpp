@@ -384,13 +384,20 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
   blast.taintedLaunches = tainted.launches;
   if (&root != &roots.front()) {
     out.earliest = root.at;
+    // Those the walk met before it come before it in the launch numbers too.
+    constexpr std::string_view kBefore =
+        "; it happened after the first divergence in run A, though the host threads' canonical order puts it first";
+    for (const Root* r = &roots[1]; r < &root; ++r) {
+      if (r->listed) blast.independent[*r->listed].reason += kBefore;
+    }
     if (root.listed) blast.independent.erase(blast.independent.begin() + static_cast<ptrdiff_t>(*root.listed));
     const AlignedRun& at = runs[first.run];
-    blast.independent.insert(
-        blast.independent.begin(),
+    IndependentDivergence demoted =
         at.match ? independentPair(ctx, at.aBegin + first.offset, at.bBegin + first.offset)
                  : independentStretch(ctx, runs, first.run, groups[first.run],
-                                      firstDivergence.stretch ? &*firstDivergence.stretch : nullptr));
+                                      firstDivergence.stretch ? &*firstDivergence.stretch : nullptr);
+    demoted.reason += kBefore;
+    blast.independent.insert(blast.independent.begin(), std::move(demoted));
     if (blast.independent.size() > ctx.options.maxIndependent) blast.independent.pop_back();
   }
   return out;
