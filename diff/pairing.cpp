@@ -64,7 +64,6 @@ bool sameOperation(const Context& ctx, const Event& ea, const Event& eb) {
          compareRanges(ctx, a->outputs, b->outputs, differences);
 }
 
-
 // How much of what two launches read and wrote agrees, by content alone:
 // the inputs and outputs whose digests are equal, position by position.
 // Allocation identities play no part: where a launch was paired wrongly,

@@ -455,6 +455,9 @@ struct TraceReader::Impl {
         auto frame = message.getRoot<schema::Frame>();
         if (frame.isFunction()) {
           auto f = frame.getFunction();
+          if (f.getId() != out.functions.size()) {
+            throw TraceError(fmt::format("function #{} declared out of order", f.getId()));
+          }
           auto name = f.getName();
           out.functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
         } else if (frame.isEvent()) {

@@ -207,6 +207,12 @@ TEST_CASE("every single-bit flip in the events and header files is caught or har
       auto bytes = original;
       bytes[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
       writeFile(dir / file, bytes);
+      try {  // each event looked up by its number (the diff's lookups)
+        TraceReader r(dir);
+        for (uint64_t seq = 0; seq < expected + 2; ++seq) (void)r.event(seq);
+      } catch (const TraceError& e) {
+        CHECK(std::string(e.what()).find(dir.string()) != std::string::npos);
+      }
       try {
         TraceReader r(dir);
         size_t n = r.readAll().size();
