@@ -152,14 +152,22 @@ std::unordered_set<uint64_t> pairLaunchConfigurations(const Context& ctx, Alignm
   std::unordered_set<uint64_t> configurationOnly;  // run A's index of each
   const Run& a = ctx.a;
   const Run& b = ctx.b;
-  for (size_t r = 0, checked = 0; r < alignment.runs.size() && checked < 4096; ++r) {
+  // Each check reads both events again (in trace order, a few microseconds
+  // each): at most so many, and none after so many in a row that were no
+  // such pair (then the runs differ otherwise).
+  constexpr size_t kMaxChecked = size_t{1} << 18, kMaxFailedInARow = 4096;
+  for (size_t r = 0, checked = 0, failed = 0;
+       r < alignment.runs.size() && checked < kMaxChecked && failed < kMaxFailedInARow; ++r) {
     AlignedRun& run = alignment.runs[r];
     if (run.match || run.aCount != 1 || run.bCount != 1 || a.ops[run.aBegin].kind() != OpKind::kLaunch ||
         b.ops[run.bBegin].kind() != OpKind::kLaunch)
       continue;
     ++checked;
-    if (!sameOperation(ctx, eventAt(*a.reader, a.ops[run.aBegin].seq()), eventAt(*b.reader, b.ops[run.bBegin].seq())))
+    if (!sameOperation(ctx, eventAt(*a.reader, a.ops[run.aBegin].seq()), eventAt(*b.reader, b.ops[run.bBegin].seq()))) {
+      ++failed;
       continue;
+    }
+    failed = 0;
     run.match = true;
     ++alignment.matched;
     configurationOnly.insert(run.aBegin);

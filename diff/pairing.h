@@ -27,8 +27,9 @@ void matchSameShape(Alignment& alignment, const Run& a, const Run& b);
 // A stretch of one launch in each run, the same kernel with the same
 // parameters, inputs and outputs launched with another configuration: one
 // operation (an autotuner timed block sizes and kept another). Paired in
-// `alignment`; returns run A's index of each. Checked for the first 4096
-// such stretches: each reads both events again.
+// `alignment`; returns run A's index of each. Each check reads both events
+// again: at most 2^18 of them, and none after 4,096 in a row that were no
+// such pair.
 std::unordered_set<uint64_t> pairLaunchConfigurations(const Context& ctx, Alignment& alignment);
 
 // Matched pairs whose identities differ (their pointers, their launch

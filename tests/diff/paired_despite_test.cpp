@@ -276,6 +276,31 @@ TEST_CASE("a launch with another configuration of the same kernel, its ranges eq
   }
 }
 
+// An autotuner kept another block size for one kernel in run B: every
+// launch of it, all run long, is a launch with another configuration and
+// equal ranges. Thousands of them (a long run) are all paired, and a real
+// divergence after them is still found, alone.
+TEST_CASE("every launch of a kernel autotuned otherwise in a long run is no divergence", "[diff]") {
+  Runs runs;
+  std::mt19937_64 rng(17);
+  std::vector<Launch> a;
+  for (int i = 0; i < 30000; ++i) {
+    a.push_back(Launch{i % 5 == 0 ? 0 : 1 + i % 2, {static_cast<int>(rng() % kBuffers)}, static_cast<int>(rng() % kBuffers)});
+  }
+  std::vector<Launch> b = a;
+  for (size_t i = 0; i < b.size(); i += 5) b[i].otherGrid = true;
+  const diff::ProcessDiff same = runs.diff(a, b);
+  CHECK(same.identical);
+  CHECK(same.pathDivergenceCount == 0);
+  CHECK(same.pairedDespiteLaunchConfiguration.count == 6000);
+  b[29001].perturb = true;
+  const diff::ProcessDiff d = runs.diff(a, b);
+  CHECK(d.pathDivergenceCount == 0);
+  REQUIRE(d.firstDivergence.has_value());
+  CHECK(d.firstDivergence->a.index == 29001);
+  CHECK(d.blast.independentCount == 0);
+}
+
 TEST_CASE("another launch configuration whose output differs is still a divergence", "[diff]") {
   Runs runs;
   std::mt19937_64 rng(9);
