@@ -107,7 +107,7 @@ void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
   // end compete are weighed by reading their events: up to so many pairs
   // of each, and so many pairs in all (each reads two events again).
   constexpr uint64_t kWeighedPairs = 16;
-  uint64_t budget = 1024;
+  uint64_t budget = uint64_t{1} << 14;
   for (const AlignedRun& r : alignment.runs) {
     if (r.match) {
       out.push_back(r);
