@@ -600,4 +600,12 @@ bool decodeEvent(schema::Event::Reader in, const std::vector<FunctionEntry>& fun
   return false;
 }
 
+void declareFunction(schema::FunctionDef::Reader f, std::vector<FunctionEntry>& functions) {
+  if (f.getId() != functions.size()) {
+    throw TraceError(fmt::format("function #{} declared out of order", f.getId()));
+  }
+  auto name = f.getName();
+  functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
+}
+
 }  // namespace gpurr::trace::codec

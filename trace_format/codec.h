@@ -34,6 +34,10 @@ struct FunctionEntry {
   std::string name;
 };
 
+// Adds function `f`, declared in a block, to the block's table. Throws
+// TraceError when it is not declared in order (its id the table's size).
+void declareFunction(schema::FunctionDef::Reader f, std::vector<FunctionEntry>& functions);
+
 void encodeHeader(const Header& in, schema::Header::Builder out);
 Header decodeHeader(schema::Header::Reader in);
 

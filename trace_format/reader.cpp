@@ -454,12 +454,7 @@ struct TraceReader::Impl {
         capnp::FlatArrayMessageReader message(rest, readerOptions(rest.size()));
         auto frame = message.getRoot<schema::Frame>();
         if (frame.isFunction()) {
-          auto f = frame.getFunction();
-          if (f.getId() != out.functions.size()) {
-            throw TraceError(fmt::format("function #{} declared out of order", f.getId()));
-          }
-          auto name = f.getName();
-          out.functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
+          codec::declareFunction(frame.getFunction(), out.functions);
         } else if (frame.isEvent()) {
           const uint64_t seq = frame.getEvent().getSeq();
           if (!out.events.empty() && seq <= out.events.back().seq) {
@@ -509,12 +504,7 @@ struct TraceReader::Impl {
         capnp::FlatArrayMessageReader message(rest, readerOptions(rest.size()));
         auto frame = message.getRoot<schema::Frame>();
         if (frame.isFunction()) {
-          auto f = frame.getFunction();
-          if (f.getId() != functions.size()) {
-            throw TraceError(fmt::format("function #{} declared out of order", f.getId()));
-          }
-          auto name = f.getName();
-          functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
+          codec::declareFunction(frame.getFunction(), functions);
         } else if (frame.isEvent()) {
           auto in = frame.getEvent();
           const bool known = codec::decodeEvent(in, functions, event);

@@ -292,10 +292,7 @@ void pointerParams(capnp::List<schema::PointerParam>::Reader in, std::vector<Poi
 
 Dim3 dim(schema::Dim3::Reader d) { return {d.getX(), d.getY(), d.getZ()}; }
 
-struct Function {
-  uint32_t module;
-  std::string name;
-};
+using Function = codec::FunctionEntry;
 
 // Scratch storage behind one ScanEvent's spans.
 struct Scratch {
@@ -553,12 +550,7 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
       capnp::FlatArrayMessageReader message(frameWords, options(words));
       auto frame = message.getRoot<schema::Frame>();
       if (frame.isFunction()) {
-        auto f = frame.getFunction();
-        if (f.getId() != scratch.functions.size()) {
-          throw TraceError(fmt::format("function #{} declared out of order", f.getId()));
-        }
-        auto name = f.getName();
-        scratch.functions.push_back({f.getModule(), std::string(name.begin(), name.size())});
+        codec::declareFunction(frame.getFunction(), scratch.functions);
       } else if (frame.isEvent()) {
         ++seen;
         event.blockIndex = i;

@@ -169,6 +169,15 @@ KernelLaunch launchNumbered(uint64_t i) {
   return k;
 }
 
+// A trace of `n` launches numbered 0, 2, 4... in blocks of about 1 KiB.
+fs::path numberedTrace(const fs::path& dir, uint64_t n) {
+  WriterOptions options;
+  options.blockBytes = 1024;
+  TraceWriter w(dir, sampleHeader(), options);
+  for (uint64_t i = 0; i < n; ++i) w.append(Event{i * 2, i, 0, launchNumbered(i)});
+  return dir;  // the destructor closes the trace
+}
+
 }  // namespace
 
 TEST_CASE("every event kind survives a write and a read") {
@@ -352,14 +361,8 @@ TEST_CASE("a launch's function found by the caller's identity of its name is the
 
 TEST_CASE("the seek index jumps to any event") {
   TempDir tmp;
-  WriterOptions options;
-  options.blockBytes = 1024;
   const uint64_t n = 3000;
-  {
-    TraceWriter w(tmp / "t.gpurr", sampleHeader(), options);
-    for (uint64_t i = 0; i < n; ++i) w.append(Event{i * 2, i, 0, launchNumbered(i)});
-  }  // the destructor closes the trace
-  TraceReader r(tmp / "t.gpurr");
+  TraceReader r(numberedTrace(tmp / "t.gpurr", n));
   REQUIRE(r.blocks().size() > 20);
   CHECK(r.eventCount() == n);
   for (uint64_t from : {uint64_t{0}, uint64_t{1}, uint64_t{777}, uint64_t{2 * n - 2}, uint64_t{5000}}) {
@@ -390,14 +393,8 @@ TEST_CASE("the seek index jumps to any event") {
 
 TEST_CASE("one event looked up by its number in any order across blocks and again") {
   TempDir tmp;
-  WriterOptions options;
-  options.blockBytes = 1024;
   const uint64_t n = 3000;
-  {
-    TraceWriter w(tmp / "t.gpurr", sampleHeader(), options);
-    for (uint64_t i = 0; i < n; ++i) w.append(Event{i * 2, i, 0, launchNumbered(i)});
-  }
-  TraceReader r(tmp / "t.gpurr");
+  TraceReader r(numberedTrace(tmp / "t.gpurr", n));
   REQUIRE(r.blocks().size() > 20);
   const std::vector<Event> all = r.readAll();
   // Neighbours on either side of a block's end, a jump back, far ones, the
