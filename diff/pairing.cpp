@@ -64,26 +64,97 @@ bool sameOperation(const Context& ctx, const Event& ea, const Event& eb) {
          compareRanges(ctx, a->outputs, b->outputs, differences);
 }
 
-// How much of what two launches read and wrote agrees, by content alone:
-// the inputs and outputs whose digests are equal, position by position.
-// Allocation identities play no part: where a launch was paired wrongly,
-// they are what is in doubt.
-int agreement(const Run& a, const Run& b, uint64_t ia, uint64_t ib) {
+// How much of what two launches read and wrote agrees, by content: the
+// inputs and outputs whose digests are equal, position by position, and
+// whether all are; then, to break a tie, by the inputs read at the same
+// place (allocations by their identities: those a launch reads were named
+// before it, unlike the fresh outputs whose names are in doubt where a
+// launch was paired wrongly).
+struct Agreement {
+  int equal = 0;
+  bool full = false;
+  int inputsAt = 0;
+};
+Agreement agreement(const Run& a, const Run& b, uint64_t ia, uint64_t ib) {
   const Event ea = eventAt(*a.reader, a.ops[ia].seq()), eb = eventAt(*b.reader, b.ops[ib].seq());
   const auto* ka = std::get_if<KernelLaunch>(&ea.payload);
   const auto* kb = std::get_if<KernelLaunch>(&eb.payload);
-  if (ka == nullptr || kb == nullptr) return 0;
-  auto equal = [](const std::vector<RangeDigest>& x, const std::vector<RangeDigest>& y) {
+  if (ka == nullptr || kb == nullptr) return {};
+  bool hashed = false;  // a digest of 0 is none
+  auto equal = [&](const std::vector<RangeDigest>& x, const std::vector<RangeDigest>& y) {
     int n = 0;
-    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) n += x[i].digest == y[i].digest;
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+      n += x[i].digest == y[i].digest;
+      hashed |= x[i].digest != 0;
+    }
     return n;
   };
-  return equal(ka->inputs, kb->inputs) + equal(ka->outputs, kb->outputs);
+  Agreement out{equal(ka->inputs, kb->inputs) + equal(ka->outputs, kb->outputs)};
+  out.full = hashed && ka->inputs.size() == kb->inputs.size() && ka->outputs.size() == kb->outputs.size() &&
+             out.equal == static_cast<int>(ka->inputs.size() + ka->outputs.size());
+  for (size_t i = 0; i < std::min(ka->inputs.size(), kb->inputs.size()); ++i) {
+    const DeviceRange& x = ka->inputs[i].range;
+    const DeviceRange& y = kb->inputs[i].range;
+    out.inputsAt += x.offset == y.offset && a.ordinals(x.allocation) == b.ordinals(y.allocation);
+  }
+  return out;
+}
+
+// Stretches are weighed by reading their events: up to so many pairs of
+// each, and so many pairs in a diff (each reads two events again).
+constexpr uint64_t kWeighedPairs = 16;
+constexpr uint64_t kWeighedInAll = uint64_t{1} << 14;
+
+// One extra launch of a kernel in one run shifts by one the count that
+// names the allocations its later launches use first (AllocationIds). A
+// later launch of the other run then carries exactly the identity of the
+// next such launch where both compute the same (the same kernel, inputs
+// and outputs), and the alignment may match those two at a tie: a stretch
+// with more operations of one run, L matched, a stretch with as many more
+// of the other. Where the operations of the three, paired in order, are
+// launches of the same shapes, and no fewer of those pairs than of the L
+// matched ones agree in every input and output digest (hashed), they are
+// one stretch: paired by shape below, and the allocations renamed by the
+// pairs (renaming.h).
+std::vector<AlignedRun> unshift(Alignment& alignment, const Run& a, const Run& b, uint64_t& budget) {
+  const std::vector<AlignedRun>& runs = alignment.runs;
+  std::vector<AlignedRun> out;
+  out.reserve(runs.size());
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const AlignedRun& first = runs[r];
+    if (r + 2 < runs.size() && !first.match && first.aCount != first.bCount && runs[r + 1].match &&
+        !runs[r + 2].match &&
+        first.aCount + runs[r + 2].aCount == first.bCount + runs[r + 2].bCount) {
+      const uint64_t n = first.aCount + runs[r + 1].aCount + runs[r + 2].aCount;
+      bool shapes = n <= kWeighedPairs && budget >= 2 * n;
+      for (uint64_t i = 0; shapes && i < n; ++i) {
+        const Op& x = a.ops[first.aBegin + i];
+        const Op& y = b.ops[first.bBegin + i];
+        shapes = x.kind() == OpKind::kLaunch && y.kind() == OpKind::kLaunch && x.shape == y.shape;
+      }
+      if (shapes) {
+        uint64_t inOrder = 0, matched = 0;
+        const AlignedRun& m = runs[r + 1];
+        for (uint64_t i = 0; i < n; ++i, --budget) inOrder += agreement(a, b, first.aBegin + i, first.bBegin + i).full;
+        for (uint64_t i = 0; i < m.aCount; ++i, --budget) matched += agreement(a, b, m.aBegin + i, m.bBegin + i).full;
+        if (inOrder >= matched) {
+          out.push_back({false, first.aBegin, first.bBegin, n, n});
+          alignment.matched -= m.aCount;
+          r += 2;
+          continue;
+        }
+      }
+    }
+    out.push_back(first);
+  }
+  return out;
 }
 
 }  // namespace
 
 void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
+  uint64_t budget = kWeighedInAll;
+  const std::vector<AlignedRun> runs = unshift(alignment, a, b, budget);
   std::vector<AlignedRun> out;
   out.reserve(alignment.runs.size());
   auto same = [&](uint64_t i, uint64_t j) {
@@ -104,11 +175,8 @@ void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
     return n;
   };
   // Stretches of unequal lengths whose pairs from the start and from the
-  // end compete are weighed by reading their events: up to so many pairs
-  // of each, and so many pairs in all (each reads two events again).
-  constexpr uint64_t kWeighedPairs = 16;
-  uint64_t budget = uint64_t{1} << 14;
-  for (const AlignedRun& r : alignment.runs) {
+  // end compete are weighed by reading their events.
+  for (const AlignedRun& r : runs) {
     if (r.match) {
       out.push_back(r);
       continue;
@@ -124,12 +192,17 @@ void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
     if (r.aCount != r.bCount && head > 0 && budget >= 2 * kWeighedPairs) {
       const uint64_t tailFirst = fromTail(r, shorter), headAfter = fromHead(r, shorter - tailFirst);
       if (tailFirst > tail) {
-        int headScore = 0, tailScore = 0;
+        // Digests first, where the inputs lie on a tie.
+        std::pair<int, int> headScore, tailScore;
+        auto add = [](std::pair<int, int>& score, const Agreement& agreed) {
+          score.first += agreed.equal;
+          score.second += agreed.inputsAt;
+        };
         for (uint64_t k = headAfter; k < std::min(head, headAfter + kWeighedPairs); ++k, --budget) {
-          headScore += agreement(a, b, r.aBegin + k, r.bBegin + k);
+          add(headScore, agreement(a, b, r.aBegin + k, r.bBegin + k));
         }
         for (uint64_t k = tail; k < std::min(tailFirst, tail + kWeighedPairs); ++k, --budget) {
-          tailScore += agreement(a, b, r.aBegin + r.aCount - 1 - k, r.bBegin + r.bCount - 1 - k);
+          add(tailScore, agreement(a, b, r.aBegin + r.aCount - 1 - k, r.bBegin + r.bCount - 1 - k));
         }
         if (tailScore > headScore) {
           head = headAfter;

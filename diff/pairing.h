@@ -21,7 +21,12 @@ namespace gpurr::diff {
 // reporting a different path. In a stretch with more operations on one
 // side, where the pairs from the end taken first would pair an operation
 // with another partner, the pairs whose inputs and outputs agree more by
-// digest are kept (an extra launch next to the real one).
+// digest are kept (an extra launch next to the real one). First, a match
+// between two stretches that it shifts against each other (more of run A
+// before it, as many more of run B after it) is undone where the
+// operations, paired in order, have the same shapes and agree in their
+// digests at least as well: the tie an extra launch's shifted identities
+// leave to the alignment.
 void matchSameShape(Alignment& alignment, const Run& a, const Run& b);
 
 // A stretch of one launch in each run, the same kernel with the same
