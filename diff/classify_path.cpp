@@ -209,6 +209,17 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
   if (!s.aOps.empty()) d.a = s.aOps.front();
   if (!s.bOps.empty()) d.b = s.bOps.front();
   if (s.reordered) return classifyReordering(ctx, runs, g, d);
+  // The end of one run: the other goes on. What stopped it is not in the
+  // traces.
+  if (r + 1 == runs.size() && (s.aCount == 0) != (s.bCount == 0)) {
+    const bool aEnds = s.aCount == 0;
+    d.cause = Cause::kUnknown;
+    d.mechanism = d.cause;
+    d.summary = fmt::format("unknown: run {} ends here, and run {} goes on for {}", aEnds ? 'A' : 'B',
+                            aEnds ? 'B' : 'A', plural(aEnds ? s.bCount : s.aCount, "operation"));
+    d.evidence.push_back({EvidenceKind::kRunEnds, {aEnds ? 0u : 1u, aEnds ? s.bCount : s.aCount}});
+    return;
+  }
   d.cause = Cause::kAlgorithmChoice;
   d.mechanism = d.cause;
   d.summary = fmt::format("algorithm choice: the runs take different paths here ({} in run A, "

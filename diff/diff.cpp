@@ -294,13 +294,21 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     const bool bEnds = last.bCount == 0 && bCut;
     if (aEnds || bEnds) {
       const TraceReader& cut = aEnds ? ta : tb;
-      out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends{}; not compared",
-                                         aEnds ? 'B' : 'A',
-                                         plural(aEnds ? last.bCount : last.aCount, "operation"), aEnds ? 'A' : 'B',
+      const uint64_t after = aEnds ? last.bCount : last.aCount;
+      const char goesOn = aEnds ? 'B' : 'A', ends = aEnds ? 'A' : 'B';
+      out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends{}; not compared", goesOn,
+                                         plural(after, "operation"), ends,
                                          !cut.damage().unclosed && cut.stoppedAfterStep() >= 0
                                              ? fmt::format(" (gpurr stopped it after training step {})",
                                                            cut.stoppedAfterStep())
                                              : ""));
+      // A recording cut short (killed, crashed, a full disk) is not known
+      // to agree with what the other run did after it, as after a gap.
+      if (cut.damage().unclosed && (aEnds ? a : b).gapSeq == UINT64_MAX) {
+        out.gaps.push_back(fmt::format("run {}'s trace ends (its recording did not end cleanly) and run {} goes on "
+                                       "for {}",
+                                       ends, goesOn, plural(after, "operation")));
+      }
       alignment.runs.pop_back();
     }
   }

@@ -361,8 +361,7 @@ struct Context {
   uint64_t chunkBytes;
 };
 
-inline std::string plural(uint64_t n, const char* word) {
-  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
-}
+// "1 operation", "4,500 operations" (wording.cpp).
+std::string plural(uint64_t n, const char* word);
 
 }  // namespace gpurr::diff

@@ -231,6 +231,7 @@ enum class EvidenceKind : uint8_t {
   // Another path.
   kAlgorithm,                // run (0: A, 1: B), candidates; library, call, algorithm
   kNoAlgorithm,
+  kRunEnds,                  // the run whose trace ends (0: A, 1: B), the other's operations after it
   // Each side the same kernels in the same order, one or more launched with
   // another grid or block: how many; run A's first such kernel, then
   // grid x, y, z and block x, y, z of run A, of run B.
@@ -330,8 +331,9 @@ struct ProcessDiff {
   std::vector<EnvDifference> environment;
   uint64_t opsA = 0, opsB = 0, matched = 0;
   // No divergence among the operations compared. Where a run's recorder
-  // dropped events (`gaps`, one line per run), only those before the gap
-  // were compared: identical then says nothing of the rest.
+  // dropped events, or its recording was cut short while the other run
+  // went on (`gaps`, one line per run), only those before the gap were
+  // compared: identical then says nothing of the rest.
   bool identical = true;
   std::vector<std::string> gaps;
   bool alignmentBounded = false;

@@ -7,10 +7,16 @@
 
 #include <cstdint>
 
-namespace gpurr::diff {
-namespace {
+#include "common/text.h"
+#include "diff/model.h"
 
-std::string plural(uint64_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
+namespace gpurr::diff {
+
+std::string plural(uint64_t n, const char* word) {
+  return fmt::format("{} {}{}", text::withCommas(n), word, n == 1 ? "" : "s");
+}
+
+namespace {
 
 // A parameter index stored plus one: "parameter 3", or `none` without one.
 std::string parameter(uint64_t stored, const char* prefix, const char* none) {
@@ -279,6 +285,12 @@ std::string sentence(const Evidence& e) {
     case EvidenceKind::kNoAlgorithm:
       return "no algorithm choice was recorded for these operations; a library (cuDNN, cuBLAS) or the program picked "
              "a different sequence of kernels";
+    case EvidenceKind::kRunEnds:
+      return fmt::format("run {0}'s trace ends here, closed as a run ends (not cut short); run {1} goes on for {2}: "
+                         "run {0}'s program made no more GPU operations (it exited, stopped on an exception or an "
+                         "early return, or ran fewer steps), a difference of control flow that its output or exit "
+                         "status may explain",
+                         n[0] == 0 ? 'A' : 'B', n[0] == 0 ? 'B' : 'A', plural(n[1], "operation"));
     case EvidenceKind::kOtherConfiguration:
       return fmt::format("the same kernel{} in both runs, {}launched with another configuration: {} grid ({},{},{}) "
                          "block ({},{},{}) in run A, grid ({},{},{}) block ({},{},{}) in run B; an autotuner's choice "

@@ -1,6 +1,7 @@
 // A run whose recorder dropped events (an EventsDropped marker in their
-// place): the diff compares both runs up to the marker and claims nothing
-// past it, neither a divergence nor identity.
+// place), or whose recording was cut short: the diff compares both runs up
+// to there and claims nothing past it, neither a divergence nor identity.
+// A run that ended cleanly before the other is a divergence of its own.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -16,11 +17,11 @@ using namespace gpurr::trace;
 
 namespace {
 
-// An allocation and 10 launches, each writing it; launch `divergent` (if
-// any) with another digest. With `gapAt`, launches gapAt..gapAt+2 are
-// dropped and a marker stands in their place.
+// An allocation and `launches` launches, each writing it; launch
+// `divergent` (if any) with another digest. With `gapAt`, launches
+// gapAt..gapAt+2 are dropped and a marker stands in their place.
 std::filesystem::path writeRun(const std::filesystem::path& dir, std::optional<uint64_t> divergent,
-                               std::optional<uint64_t> gapAt) {
+                               std::optional<uint64_t> gapAt, uint64_t launches = 10) {
   std::filesystem::remove_all(dir);
   TraceWriter w(dir, Header{});
   uint64_t seq = 0;
@@ -29,7 +30,7 @@ std::filesystem::path writeRun(const std::filesystem::path& dir, std::optional<u
   a.address = 0x7f0000000000;
   a.size = 1 << 20;
   w.append(Event{seq++, 0, 0, a});
-  for (uint64_t i = 0; i < 10; ++i) {
+  for (uint64_t i = 0; i < launches; ++i) {
     if (gapAt && i >= *gapAt && i < *gapAt + 3) {
       if (i == *gapAt + 2) {
         EventsDropped d;
@@ -95,6 +96,47 @@ TEST_CASE("a diff across dropped events compares up to the gap and claims nothin
     REQUIRE(d.firstDivergence);
     CHECK(d.firstDivergence->a.seq == 3);
     CHECK(d.gaps.size() == 1);
+  }
+  std::filesystem::remove_all(root);
+}
+
+TEST_CASE("a trace cut short is compared up to its end and claims nothing past it") {
+  const auto root = std::filesystem::temp_directory_path() / ("gpurr-cut-" + std::to_string(getpid()));
+  const auto full = writeRun(root / "full.gpurr", std::nullopt, std::nullopt);
+  auto cut = [&](std::optional<uint64_t> divergent) {
+    const auto dir = writeRun(root / "cut.gpurr", divergent, std::nullopt, 6);
+    std::filesystem::remove(dir / "index");  // as when the recorded process was killed
+    return dir;
+  };
+  SECTION("no divergence before the end: neither identical nor different, and the end is named") {
+    TraceReader ra(full), rb(cut(std::nullopt));
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    CHECK(d.identical);  // of what was compared
+    REQUIRE(d.gaps.size() == 1);
+    CHECK(d.gaps[0] == "run B's trace ends (its recording did not end cleanly) and run A goes on for 4 operations");
+    CHECK(d.matched == 6);
+    CHECK_FALSE(d.firstDivergence);
+  }
+  SECTION("a divergence before the end is reported as usual") {
+    TraceReader ra(full), rb(cut(3));
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    CHECK_FALSE(d.identical);
+    REQUIRE(d.firstDivergence);
+    CHECK(d.firstDivergence->a.seq == 4);
+    CHECK(d.gaps.size() == 1);
+  }
+  SECTION("a run that ended cleanly before the other diverges where it ends, for no known reason") {
+    TraceReader ra(full), rb(writeRun(root / "short.gpurr", std::nullopt, std::nullopt, 6));
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    CHECK_FALSE(d.identical);
+    CHECK(d.gaps.empty());
+    REQUIRE(d.firstDivergence);
+    CHECK(d.firstDivergence->path);
+    CHECK(d.firstDivergence->a.seq == 7);
+    CHECK(d.firstDivergence->cause == diff::Cause::kUnknown);
+    CHECK(d.firstDivergence->summary == "unknown: run B ends here, and run A goes on for 4 operations");
+    REQUIRE(!d.firstDivergence->evidence.empty());
+    CHECK(d.firstDivergence->evidence[0].kind == diff::EvidenceKind::kRunEnds);
   }
   std::filesystem::remove_all(root);
 }

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 
 import case_kit as kit
-from case_kit import case, diff, expect, process, record, seq_of, verify
+from case_kit import case, diff, expect, first, process, record, seq_of, verify
 from gpurr_outside import reader, trace, training
 from gpurr_outside.training import Variant
 
@@ -67,7 +67,13 @@ def damaged_traces():
     with open(ev, 'r+b') as f:
         f.truncate(size - 300)
     rc, j, err = diff(a, t)
-    expect(rc == 0 and j['identical'], 'truncated run B: identical up to where it stops, exit 0', {'rc': rc, 'err': err})
+    # Identical up to where it stops, and nothing known past it: neither
+    # identical nor different, exit 2, and the gap named.
+    expect(rc == 2 and not j['identical'] and process(j)['identical'] and first(j) is None,
+           'truncated run B: not known past where it stops, exit 2', {'rc': rc, 'err': err})
+    gaps = process(j).get('gaps', [])
+    expect(len(gaps) == 1 and gaps[0].startswith("run B's trace ends (its recording did not end cleanly)"),
+           'the gap says where run B ends', gaps)
     expect(any('lost' in w or 'complete' in w or 'cleanly' in w for w in process(j)['warnings']),
            'a warning says what was lost', process(j)['warnings'])
     expect(process(j)['operations']['b'] < process(j)['operations']['a'], 'run B has fewer operations',

@@ -8,8 +8,9 @@
 #           `gpurr info` saying it ended early. Skipped (77) where mounting
 #           is not allowed.
 #   kill    the recorded process is killed (SIGKILL) in the middle of a step:
-#           the trace is readable up to its last block, and `gpurr info` and
-#           `gpurr diff` say it ended early; as a rank of a job, the diff of
+#           the trace is readable up to its last block, `gpurr info` says
+#           it ended early, and `gpurr diff` against a complete run claims
+#           nothing past it (exit status 2); as a rank of a job, the diff of
 #           the two jobs' directories names it incomplete.
 #   behind  the trace thread falls behind (GPURR_TEST_SLOW_WRITER_US) with a
 #           1 MiB queue: events are dropped, `gpurr info` says how many and
@@ -75,10 +76,13 @@ kill)
   "$gpurr" diff "$work/full.gpurr" "$work/killed.gpurr" > "$work/diff.out" 2>&1
   dcode=$?
   cat "$work/diff.out"
-  [ "$dcode" = 0 ] || fail "diff exit status $dcode"
+  # Identical up to where the killed run stops, nothing known past it.
+  [ "$dcode" = 2 ] || fail "diff exit status $dcode, not 2 (not known past the kill)"
   expect "$work/diff.out" "no index"
   expect "$work/diff.out" "compared up to its last complete block"
   expect "$work/diff.out" "after run B's trace ends; not compared"
+  expect "$work/diff.out" "not known: "
+  expect "$work/diff.out" "up to where run B's trace ends (its recording did not end cleanly)"
   # As ranks of a job, one gpurr per rank (RANK and WORLD_SIZE in its own
   # environment, as srun starts them): the killed rank's trace joins the
   # job's directory, and the diff of two jobs says which rank is incomplete
