@@ -29,6 +29,7 @@
 #include "cli/commands.h"
 #include "cli/cuda_driver.h"
 #include "report/diff_report.h"
+#include "report/event_json.h"
 #include "cli/record.h"
 #include "report/text.h"
 #include "diff/diff.h"
@@ -222,6 +223,10 @@ class Bisect {
       return;
     }
     if (!compare(traced)) return;
+    if (!out_.chosen && !out_.error.empty()) {  // compared in part only (compare)
+      out_.verdict = "failed";
+      return;
+    }
     if (!out_.chosen) {
       out_.verdict = "identical";
       progress_.phase(fmt::format("reading run {} to summarise what was compared", out_.base));
@@ -498,6 +503,17 @@ class Bisect {
       }
       const RunComparison& c = out_.comparisons.back().second;
       const std::optional<DivergencePoint> p = earliestDivergence(c);
+      // A run compared only in part (its trace cut short, or a gap), with
+      // no divergence before: nothing known of it, said, and no verdict.
+      if (!p && c.unknown()) {
+        for (const ProcessDiff& d : c.processes) {
+          for (const std::string& gap : d.gaps) {
+            out_.error = fmt::format("run {} and run {} agree up to where {}; nothing after it was compared",
+                                     first.number, other.number, gap);
+          }
+        }
+        continue;
+      }
       // Processes present in one run only diverge too, after any operation.
       const std::optional<uint64_t> key =
           p ? std::optional<uint64_t>(p->indexA) : (c.identical() ? std::nullopt : std::optional<uint64_t>(UINT64_MAX));
@@ -643,9 +659,6 @@ class Bisect {
 
 // ------------------------------------------------------------ the command
 
-// Logs quoted in the report may hold bytes that are not UTF-8.
-std::string dumped(const Json& j) { return j.dump(2, ' ', false, Json::error_handler_t::replace); }
-
 bool writeFile(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
@@ -717,7 +730,7 @@ int run(const BisectOptions& opts) {
   const Report model{outcome.chosenComparison(), outcome.timeline, &facts};
   const Json report = bisectJson(model);
   bool written = writeFile(dir / "report.txt", renderText(outcome, Style{false}));
-  written = writeFile(dir / "report.json", dumped(report) + "\n") && written;
+  written = writeFile(dir / "report.json", report::jsonText(report) + "\n") && written;
   try {
     written = writeFile(dir / "report.html", renderHtml(model)) && written;
   } catch (const std::exception& e) {
@@ -725,7 +738,7 @@ int run(const BisectOptions& opts) {
     written = false;
   }
   if (opts.json) {
-    std::cout << dumped(report) << '\n';
+    std::cout << report::jsonText(report) << '\n';
   } else {
     std::cout << renderText(outcome, Style{useColor(opts.color)});
     std::string files = "report.txt report.json report.html";

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "report/diff_report.h"
+#include "report/event_json.h"
 #include "diff/diff.h"
 #include "report/html.h"
 #include "report/job.h"
@@ -79,7 +80,7 @@ int run(const DiffCommandOptions& opts) {
     }
   }
   if (opts.json) {
-    std::cout << comparisonJson(comparison, job ? &*job : nullptr).dump(2) << '\n';
+    std::cout << report::jsonText(comparisonJson(comparison, job ? &*job : nullptr)) << '\n';
   } else {
     printComparison(std::cout, Style{useColor(opts.color)}, comparison, job ? &*job : nullptr);
   }
@@ -105,7 +106,8 @@ void addDiffCommand(CLI::App& app, Action& chosen) {
                 "Compare traces from different GPU models or different command lines anyway");
   cmd->add_option("--html", opts->html,
                   "Also write the report as one self-contained HTML page (with the operations around the "
-                  "first divergence) to FILE");
+                  "first divergence) to FILE")
+      ->check([](const std::string& file) { return file.empty() ? std::string("give the page's file name") : ""; });
   cmd->add_option("--culprits", opts->culprits,
                   "Known-culprits table (default: share/gpurr/known_culprits.json beside the binary)");
   cmd->callback([opts, &chosen] { chosen = [opts] { return run(*opts); }; });

@@ -22,40 +22,50 @@ struct DumpOptions {
   std::string trace;
   bool json = false;
   std::string range;
-  std::string kernel;
+  std::optional<std::string> kernel;
 };
 
-// "A:B" (A included, B excluded), "A:", ":B" or "N" (just N).
-std::pair<uint64_t, uint64_t> parseRange(const std::string& text) {
-  auto number = [&](std::string_view s, uint64_t fallback) {
+// "A:B" (A included, B excluded), "A:", ":B" or "N" (just N); nullopt for
+// anything else.
+std::optional<std::pair<uint64_t, uint64_t>> parseRange(const std::string& text) {
+  auto number = [](std::string_view s, uint64_t fallback) -> std::optional<uint64_t> {
     if (s.empty()) return fallback;
     uint64_t v = 0;
     auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || ptr != s.data() + s.size()) {
-      throw CLI::ValidationError("--range", "expected A:B with event numbers, got '" + text + "'");
-    }
+    if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
     return v;
   };
-  if (text.empty()) return {0, std::numeric_limits<uint64_t>::max()};
+  if (text.empty()) return std::pair<uint64_t, uint64_t>{0, std::numeric_limits<uint64_t>::max()};
   const size_t colon = text.find(':');
   if (colon == std::string::npos) {
-    const uint64_t n = number(text, 0);
-    return {n, n + 1};
+    const auto n = number(text, 0);
+    if (!n || *n == std::numeric_limits<uint64_t>::max()) return std::nullopt;
+    return std::pair{*n, *n + 1};
   }
   const std::string_view s(text);
-  return {number(s.substr(0, colon), 0),
-          number(s.substr(colon + 1), std::numeric_limits<uint64_t>::max())};
+  const auto from = number(s.substr(0, colon), 0);
+  const auto to = number(s.substr(colon + 1), std::numeric_limits<uint64_t>::max());
+  if (!from || !to) return std::nullopt;
+  return std::pair{*from, *to};
+}
+
+// --range's check, when the command line is read.
+std::string checkRange(const std::string& text) {
+  const auto range = parseRange(text);
+  if (!range) return "expected A:B, A:, :B or N with event numbers (0, 1, ...), got '" + text + "'";
+  if (range->first >= range->second) return "'" + text + "' selects no event (B must be larger than A)";
+  return "";
 }
 
 int run(const DumpOptions& opts) {
-  const auto [from, to] = parseRange(opts.range);
+  const auto [from, to] = *parseRange(opts.range);  // checked when read
   std::optional<std::regex> pattern;
-  if (!opts.kernel.empty()) {
+  if (opts.kernel) {
     try {
-      pattern.emplace(opts.kernel, std::regex::ECMAScript | std::regex::optimize);
+      pattern.emplace(*opts.kernel, std::regex::ECMAScript | std::regex::optimize);
     } catch (const std::regex_error& e) {
       std::fprintf(stderr, "gpurr dump: --kernel: invalid regular expression '%s': %s\n",
-                   opts.kernel.c_str(), e.what());
+                   opts.kernel->c_str(), e.what());
       return kExitTrouble;
     }
   }
@@ -79,17 +89,25 @@ int run(const DumpOptions& opts) {
     return it->second;
   };
   std::string out;
+  std::optional<uint64_t> last;  // the last event read
   reader.forEach(
       [&](const Event& e) {
         if (e.seq >= to) return false;
+        last = e.seq;
         if (!selected(e)) return true;
-        out = opts.json ? toJson(e).dump() : describe(e);
+        out = opts.json ? report::jsonText(toJson(e), -1) : describe(e);
         out += '\n';
         std::fwrite(out.data(), 1, out.size(), stdout);
         return true;
       },
       from);
   std::fflush(stdout);
+  if (!last && from > 0) {
+    const uint64_t n = reader.eventCount();
+    std::fprintf(stderr, "gpurr dump: --range %s: no such event: %s\n", opts.range.c_str(),
+                 n == 0 ? "the trace holds none" : fmt::format("the trace's events are #0 to #{}", n - 1).c_str());
+    return kExitTrouble;
+  }
   return kExitOk;
 }
 
@@ -102,11 +120,12 @@ void addDumpCommand(CLI::App& app, Action& chosen) {
       "Print a trace's events, one line each: sequence number, time, host thread, kind and\n"
       "details. Launches show the demangled kernel, launch configuration, and the digests\n"
       "of the ranges each launch read (in) and wrote (out).");
-  cmd->add_option("trace", opts->trace, "Trace directory")->required();
+  cmd->add_option("trace", opts->trace, "Trace (one process's: gpurr info lists a directory of several)")->required();
   cmd->add_flag("--json", opts->json, "One JSON object per line (keys documented in docs/JSON.md)");
   cmd->add_option("--range", opts->range,
                   "Only events with sequence numbers in A:B (A included, B excluded; either may "
-                  "be left out), or a single number");
+                  "be left out), or a single number")
+      ->check(checkRange);
   cmd->add_option("--kernel", opts->kernel,
                   "Only launches whose kernel name (mangled or demangled) matches this "
                   "regular expression");

@@ -278,15 +278,14 @@ int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string,
       if (!rows[i].reader) j["error"] = rows[i].error;
       processes.push_back(std::move(j));
     }
-    std::cout << Json{{"directory", dir.string()},
+    std::cout << report::jsonText(Json{{"directory", dir.string()},
                       {"traces", traces.size()},
                       {"launches", launches},
                       {"collectives", collectives},
                       {"eventsDropped", dropped},
                       {"incomplete", incomplete},
                       {"unreadable", unreadable},
-                      {"processes", processes}}
-                     .dump(2)
+                      {"processes", processes}})
               << '\n';
     return unreadable ? kExitTrouble : kExitOk;
   }
@@ -477,7 +476,7 @@ void addInfoCommand(CLI::App& app, Action& chosen) {
       TraceReader reader(opts->trace);
       const Stats stats = collect(reader);
       if (!opts->json) return printText(reader, stats);
-      std::cout << infoJson(reader, stats).dump(2) << '\n';
+      std::cout << report::jsonText(infoJson(reader, stats)) << '\n';
       return kExitOk;
     };
   });

@@ -1,6 +1,8 @@
 // gpurr: record GPU programs, find where two runs first differ, and why.
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -25,6 +27,21 @@ int main(int argc, char** argv) {
   addReplayCommand(app, chosen);
   addDiffCommand(app, chosen);
   addBisectCommand(app, chosen);
+  // A word where the command goes that names none: said as such (the
+  // parser would only say that a command is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    const CLI::App& commands = app;
+    std::string names;
+    bool known = false;
+    for (const CLI::App* c : commands.get_subcommands(std::function<bool(const CLI::App*)>{})) {
+      names += (names.empty() ? "" : ", ") + c->get_name();
+      known = known || c->get_name() == argv[1];
+    }
+    if (!known) {
+      std::fprintf(stderr, "gpurr: no command '%s'; the commands are %s (gpurr --help)\n", argv[1], names.c_str());
+      return kExitTrouble;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

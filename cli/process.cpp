@@ -14,7 +14,7 @@
 namespace gpurr::cli {
 
 const std::vector<int>& forwardedSignals() {
-  static const std::vector<int> signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+  static const std::vector<int> signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   return signals;
 }
 

@@ -27,7 +27,10 @@ struct ChildExit {
   std::string error;  // why it could not start ("not found", "permission denied")
 };
 
-// The signals gpurr forwards to its child: SIGINT, SIGTERM, SIGHUP, SIGQUIT.
+// The signals gpurr forwards to its child: SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+// and SIGUSR1 and SIGUSR2 (a batch system's warning before it stops a job,
+// Slurm's --signal, which a program may handle by saving a checkpoint):
+// each of them would kill gpurr and leave the program running alone.
 const std::vector<int>& forwardedSignals();
 
 // Whether a forwarded signal that gpurr received should be sent on to the

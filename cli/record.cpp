@@ -44,6 +44,7 @@ struct RecordOptions {
   uint64_t snapshotMemoryMb = 2048;
   uint64_t traceQueueMb = 64;
   uint64_t checkDeterminism = 0;  // re-runs; 0 = off
+  bool checkDeterminismGiven = false;
   bool force = false;
   bool noFramework = false;
   bool aslr = false;
@@ -100,10 +101,11 @@ int run(const RecordOptions& opts) {
     // A Python slice of step numbers; the recorder reads it (GPURR_STEPS).
     static const std::regex kSlice(R"((\d{0,18}):(\d{0,18})(:(\d{0,18}))?)");
     std::smatch m;
-    const bool ok = std::regex_match(opts.steps, m, kSlice) &&
-                    (m[1].str().empty() || m[2].str().empty() || std::stoull(m[1].str()) < std::stoull(m[2].str())) &&
-                    (m[4].str().empty() || std::stoull(m[4].str()) > 0);
-    if (!ok) {
+    const bool slice = std::regex_match(opts.steps, m, kSlice) && (m[4].str().empty() || std::stoull(m[4].str()) > 0);
+    if (slice && !m[1].str().empty() && !m[2].str().empty() && std::stoull(m[1].str()) >= std::stoull(m[2].str())) {
+      return usageError(fmt::format("--steps: '{}' selects no step (B must be larger than A)", opts.steps));
+    }
+    if (!slice) {
       return usageError(fmt::format("--steps: '{}' is not A:B or A:B:N (steps A up to, not including, B, every "
                                     "N-th; either end may be left out: 10:12, 100:, ::50)",
                                     opts.steps));
@@ -131,7 +133,7 @@ int run(const RecordOptions& opts) {
     return usageError(fmt::format("{} needs the PyTorch layer, which counts training steps: leave out --no-framework",
                                   opts.untilStep >= 0 ? "--until-step" : "--stop-file"));
   }
-  if (opts.checkDeterminism != 0) {
+  if (opts.checkDeterminismGiven) {
     if (std::string e = checkDeterminismOptions(opts.checkDeterminism, opts.launchesGiven, opts.kernelsGiven,
                                                     opts.snapshotGiven);
         !e.empty())
@@ -170,13 +172,15 @@ int run(const RecordOptions& opts) {
                                     (out / self.name).string()));
     }
   } else if (fs::exists(fs::symlink_status(out, ec))) {
+    // Only a trace is ever replaced: other data is not offered --force.
+    if (!replaceable(out)) {
+      return usageError(fmt::format("{} exists and is not a gpurr trace; choose another -o OUT (gpurr replaces "
+                                    "only a trace, with --force)",
+                                    out.string()));
+    }
     if (!opts.force) {
       return usageError(fmt::format(
           "{} already exists; choose another -o OUT, or add --force to replace it", out.string()));
-    }
-    if (!replaceable(out)) {
-      return usageError(fmt::format(
-          "{} exists and is not a gpurr trace; not replacing it, even with --force", out.string()));
     }
   }
   if (!fs::is_directory(out.parent_path(), ec)) {
@@ -323,7 +327,7 @@ int run(const RecordOptions& opts) {
                                                   : "--until-step or --stop-file";
   for (const TraceSummary& t : summary.traces) {
     if (t.stoppedAfterStep < 0) continue;
-    say(fmt::format("{}gpurr stopped the program after training step {} ({}): the trace is complete up to there",
+    say(fmt::format("{}stopped the program after training step {} ({}): the trace is complete up to there",
                     placed.directoryOfTraces ? t.path.filename().string() + ": " : "", t.stoppedAfterStep,
                     stopOption));
   }
@@ -393,10 +397,12 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                   "regular expressions; selected launches are always hashed");
   cmd->add_option("--snapshot-memory", opts->snapshotMemoryMb,
                   "Host memory for snapshots on their way to disk, in MiB (default 2048); the program "
-                  "waits for the trace writer when it is full");
+                  "waits for the trace writer when it is full")
+      ->check(kWholeNumber);
   cmd->add_option("--trace-queue", opts->traceQueueMb,
                   "Host memory for events waiting for the trace writer, in MiB (default 64); when it is full, "
-                  "events are dropped, counted and marked in the trace (the program never waits for the writer)");
+                  "events are dropped, counted and marked in the trace (the program never waits for the writer)")
+      ->check(kWholeNumber);
   cmd->add_flag("--no-defer-hashes", opts->noDeferHashes,
                 "Hash each launch's outputs when it ends, instead of with later launches' in one hash launch "
                 "(the default on a GPU; docs/RECORDING.md, Deferred output hashes)");
@@ -434,6 +440,7 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->callback([opts, cmd, determinism, &chosen] {
     // Alone, the flag reads "true" (counted as 1): the default count.
     if (determinism->results() == std::vector<std::string>{"true"}) opts->checkDeterminism = kDefaultDeterminismRuns;
+    opts->checkDeterminismGiven = determinism->count() > 0;
     opts->launchesGiven = cmd->count("--launches") > 0;
     opts->kernelsGiven = cmd->count("--kernels") > 0;
     opts->snapshotGiven = cmd->count("--snapshot") > 0;

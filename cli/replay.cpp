@@ -23,6 +23,7 @@
 #include "replayer/report.h"
 #include "replayer/stream_execute.h"
 #include "replayer/stream_plan.h"
+#include "report/event_json.h"
 #endif
 
 namespace gpurr::cli {
@@ -48,20 +49,6 @@ int fail(const std::string& message) {
 }
 
 #if GPURR_HAVE_REPLAYER
-// A directory of traces (one per process, as `gpurr record` leaves when
-// several processes ran) is not a trace: say which ones it holds.
-std::string traceHint(const std::string& path) {
-  std::error_code ec;
-  std::vector<std::string> traces;
-  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
-    if (entry.is_directory(ec) && entry.path().extension() == ".gpurr") traces.push_back(entry.path().string());
-  }
-  if (traces.empty()) return "";
-  std::sort(traces.begin(), traces.end());
-  return " (it is a directory of " + std::to_string(traces.size()) +
-         " traces, one per process: replay one of them, e.g. " + traces.front() + ")";
-}
-
 int usage(const std::string& message) {
   std::fprintf(stderr, "gpurr replay: error: %s\nRun with --help for more information.\n", message.c_str());
   return kExitTrouble;
@@ -74,7 +61,7 @@ int runStream(const ReplayCliOptions& opts, const trace::TraceReader& reader,
   const replay::StreamPlan plan = replay::planStreamReplay(reader, planOptions);
   if (opts.planOnly) {
     if (opts.json) {
-      std::cout << replay::streamPlanJson(plan).dump(2) << '\n';
+      std::cout << report::jsonText(replay::streamPlanJson(plan)) << '\n';
     } else {
       std::cout << replay::formatStreamPlan(plan);
     }
@@ -86,7 +73,7 @@ int runStream(const ReplayCliOptions& opts, const trace::TraceReader& reader,
   options.elementType = elementType;
   const replay::StreamOutcome outcome = replay::executeStreamReplay(reader, plan, options);
   if (opts.json) {
-    std::cout << replay::streamOutcomeJson(plan, outcome).dump(2) << '\n';
+    std::cout << report::jsonText(replay::streamOutcomeJson(plan, outcome)) << '\n';
   } else {
     std::cout << replay::formatStreamOutcome(plan, outcome);
   }
@@ -119,7 +106,7 @@ int run(const ReplayCliOptions& opts) {
     try {
       opened.emplace(opts.trace);
     } catch (const trace::TraceError& e) {
-      return fail(e.what() + traceHint(opts.trace));
+      return fail(e.what());  // a directory of traces: the reader names one
     }
     const trace::TraceReader& reader = *opened;
     if (reader.damage().unclosed) {
@@ -129,7 +116,7 @@ int run(const ReplayCliOptions& opts) {
     const replay::ReplayPlan plan = replay::planReplay(reader, *opts.launch);
     if (opts.planOnly) {
       if (opts.json) {
-        std::cout << replay::planJson(plan).dump(2) << '\n';
+        std::cout << report::jsonText(replay::planJson(plan)) << '\n';
       } else {
         std::cout << replay::formatPlan(plan);
       }
@@ -137,7 +124,7 @@ int run(const ReplayCliOptions& opts) {
     }
     const replay::ReplayOutcome outcome = replay::executeReplay(reader, plan, options);
     if (opts.json) {
-      std::cout << replay::outcomeJson(plan, outcome).dump(2) << '\n';
+      std::cout << report::jsonText(replay::outcomeJson(plan, outcome)) << '\n';
     } else {
       std::cout << replay::formatOutcome(plan, outcome);
     }
@@ -168,10 +155,12 @@ void addReplayCommand(CLI::App& app, Action& chosen) {
       "recorded host bytes, sets, copies and launches, in recorded order) and checks every launch's outputs\n"
       "against the recorded digests, stopping at the first mismatch. Exit status: 0 every check equal, 1 a\n"
       "mismatch, 2 trouble or stopped early (at a CUDA graph launch, say). Details: replayer/README.md.");
-  cmd->add_option("trace", opts->trace, "Trace directory (from gpurr record)")->required();
-  cmd->add_option("--launch,-l", opts->launch, "Event number of the launch (as `gpurr dump` shows it)");
+  cmd->add_option("trace", opts->trace, "Trace (one process's, from gpurr record)")->required();
+  cmd->add_option("--launch,-l", opts->launch, "Event number of the launch (as `gpurr dump` shows it)")
+      ->check(kWholeNumber);
   cmd->add_flag("--all", opts->all, "Replay the whole recorded stream (a --full trace) and check every launch");
-  cmd->add_option("--until", opts->until, "With --all: stop after event K (as `gpurr dump` numbers events)");
+  cmd->add_option("--until", opts->until, "With --all: stop after event K (as `gpurr dump` numbers events)")
+      ->check(kWholeNumber);
   cmd->add_option("--repeat,-n", opts->repeat, "Launch N times, each from freshly restored inputs")
       ->check(CLI::Range(1u, 1000000u))
       ->each([opts](const std::string&) { opts->repeatGiven = true; });

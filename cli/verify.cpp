@@ -363,8 +363,8 @@ int run(const VerifyOptions& opts) {
       }
     }
     if (opts.json) {
-      std::cout << Json{{"directory", opts.trace}, {"traces", traces.size()}, {"ok", bad == 0}, {"processes", each}}
-                       .dump(2)
+      std::cout << report::jsonText(
+                       Json{{"directory", opts.trace}, {"traces", traces.size()}, {"ok", bad == 0}, {"processes", each}})
                 << '\n';
     } else {
       std::cout << fmt::format("{}: {} of {} traces ok\n", opts.trace, traces.size() - bad, traces.size());
@@ -372,7 +372,7 @@ int run(const VerifyOptions& opts) {
     return worst;
   }
   const Verified v = verifyTrace(opts.trace);
-  if (opts.json) std::cout << verifiedJson(v).dump(2) << '\n';
+  if (opts.json) std::cout << report::jsonText(verifiedJson(v)) << '\n';
   if (!v.report) {
     std::fprintf(stderr, "gpurr verify: %s\n", v.error.c_str());
   } else if (!opts.json) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
@@ -197,17 +198,16 @@ RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, cons
   }
   const ProcessTraces pa = ta ? ProcessTraces{} : processTraces(a);
   const ProcessTraces pb = tb ? ProcessTraces{} : processTraces(b);
+  for (const auto& [side, trace, path] : {std::tuple{&pa, ta, a}, std::tuple{&pb, tb, b}}) {
+    if (!trace && side->empty()) {
+      throw UsageError(fmt::format("{}: neither a gpurr trace nor a directory of traces", path.string()));
+    }
+  }
   if (ta != tb) {
     throw UsageError(fmt::format("{} is {} and {} is {}: give two traces, or two directories of "
                                  "per-process traces (rank0.gpurr, rank1.gpurr...)",
                                  a.string(), ta ? "a trace" : fmt::format("a directory of {} traces", pa.size()),
                                  b.string(), tb ? "a trace" : fmt::format("a directory of {} traces", pb.size())));
-  }
-  for (const auto* side : {&pa, &pb}) {
-    if (side->empty()) {
-      throw UsageError(fmt::format("{}: neither a gpurr trace nor a directory of traces",
-                                   (side == &pa ? a : b).string()));
-    }
   }
   std::vector<std::pair<fs::path, fs::path>> pairs;
   std::vector<std::string> names;

@@ -16,4 +16,12 @@ Json toJson(const trace::Origin& origin);  // "origin" of an event (docs/JSON.md
 Json toJson(const trace::Annotation& annotation);
 Json toJson(const trace::RangeDigest& range);
 
+// `j` as text, `indent` spaces a level (-1: one line). Strings come from
+// the recorded program (its command line, environment, kernel names) and
+// need not be UTF-8: bytes that are not are written as U+FFFD, so that the
+// text is JSON still.
+inline std::string jsonText(const Json& j, int indent = 2) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace gpurr::report

@@ -485,8 +485,14 @@ TEST_CASE("bisect: a crashing run stops the bisect with the end of its log unles
   INFO(kept.out << kept.err);
   const Json krep = k.report();
   CHECK(krep["runs"].size() >= 2);
-  CHECK(krep["verdict"] != "failed");  // the runs that left traces were compared
-  CHECK_THAT(kept.out, Catch::Contains("warning: runs 1 and 2: "));  // where run 2's trace ends
+  // The runs that left traces were compared: they agree up to where run 2's
+  // trace ends, and nothing is known after it (not "identical").
+  CHECK(kept.code == 2);
+  CHECK(krep["verdict"] == "failed");
+  CHECK_THAT(krep["error"].get<std::string>(),
+             Catch::Contains("run 1 and run 2 agree up to where run B's trace ends (its recording did not end "
+                             "cleanly) and run A goes on for "));
+  CHECK_THAT(kept.out, Catch::Contains("failed: run 1 and run 2 agree up to where run B's trace ends"));
   CHECK_THAT(kept.out, Catch::Contains("run 2 failed: exit code 3"));
 }
 

@@ -1,11 +1,13 @@
-# Checks that the reports quoted in docs/DIFF.md are, verbatim, the expected
-# output of their golden cases.
+# Checks that the reports quoted in a document (DOC: docs/DIFF.md, the
+# README) are, verbatim, the expected output of their golden cases
+# (DOC_CASES, separated by commas).
 file(READ ${DOC} doc)
-foreach(case nondeterministic_kernel two_independent environment algorithm_choice pointer_parameter)
+string(REPLACE "," ";" cases "${DOC_CASES}")
+foreach(case ${cases})
   file(READ ${CASES}/${case}/expected.txt report)
   string(FIND "${doc}" "${report}" at)
   if(at EQUAL -1)
-    message(FATAL_ERROR "docs/DIFF.md no longer shows the report of tests/diff/cases/${case}; "
+    message(FATAL_ERROR "${DOC} no longer shows the report of tests/diff/cases/${case}; "
                         "paste ${CASES}/${case}/expected.txt into it")
   endif()
 endforeach()

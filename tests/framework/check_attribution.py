@@ -250,7 +250,7 @@ r, trace = record("until", [sys.executable, train], "--until-step", "0")
 first_line = plain.stdout.splitlines(keepends=True)[:1]
 check(r.returncode == 0, f"--until-step 0: exit code 0 (got {r.returncode}): {r.stderr[-1000:]}")
 check(r.stdout.splitlines(keepends=True) == first_line, f"--until-step 0: step 0's output only: {r.stdout!r}")
-check("gpurr stopped the program after training step 0 (--until-step)" in r.stderr, f"record says so: {r.stderr!r}")
+check("gpurr: stopped the program after training step 0 (--until-step)" in r.stderr, f"record says so: {r.stderr!r}")
 info = json.loads(subprocess.run([args.gpurr, "info", "--json", trace], capture_output=True, text=True).stdout)
 check(info["complete"] and info["stoppedAfterStep"] == 0, f"info: complete, stopped after step 0: {info.get('complete')} "
       f"{info.get('stoppedAfterStep')}")

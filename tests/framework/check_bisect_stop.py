@@ -104,7 +104,7 @@ r = subprocess.run([args.gpurr, "record", "-o", trace, "--stop-file", stop, "--"
                    env=env_alone, capture_output=True, text=True, timeout=300)
 check(r.returncode == 0, f"record --stop-file: exit 0 (got {r.returncode}): {r.stderr[-800:]}")
 check(r.stdout.count("loss") == 4, f"record --stop-file 3: steps 0 to 3 ran: {r.stdout!r}")
-check("gpurr stopped the program after training step 3 (--stop-file)" in r.stderr, f"record says so: {r.stderr!r}")
+check("gpurr: stopped the program after training step 3 (--stop-file)" in r.stderr, f"record says so: {r.stderr!r}")
 # Written while the program runs, after the layer has begun to follow its
 # template (step 2 on): the program stops after the step the file names, or
 # at its next step when that has passed.
@@ -125,7 +125,7 @@ proc.wait(timeout=300)
 last = int(lines[-1].split()[1]) if lines else -1
 check(proc.returncode == 0, f"late stop file: exit 0 (got {proc.returncode}): {err[-800:]}")
 check(12 <= last < steps - 1, f"late stop file naming step 12: the program stopped after step {last}")
-check(f"gpurr stopped the program after training step {last} (--stop-file)" in err, f"record says so: {err!r}")
+check(f"gpurr: stopped the program after training step {last} (--stop-file)" in err, f"record says so: {err!r}")
 r = subprocess.run([args.gpurr, "record", "-o", trace + "2", "--stop-file", stop, "--no-framework", "--",
                     sys.executable, script], env=env_alone, capture_output=True, text=True, timeout=300)
 check(r.returncode == 2 and "--stop-file needs the PyTorch layer" in r.stderr,

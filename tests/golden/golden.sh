@@ -62,9 +62,18 @@ case "$check" in
     expect_error 2 "no version marker" "$gpurr" info docs
     expect_error 2 "a directory of 2 per-process traces (a.gpurr, ...), not one trace" "$gpurr" dump examples/gpu
     expect_error 2 "invalid regular expression" "$gpurr" dump --kernel '(' "$trace"
-    expect_error 2 "--range" "$gpurr" dump --range x:y "$trace"
+    expect_error 2 "--html: give the page's file name" "$gpurr" diff --html '' "$trace" "$trace"
+    expect_error 2 "tests/golden/golden.sh: neither a gpurr trace nor a directory of traces" \
+      "$gpurr" diff examples/gpu/a.gpurr tests/golden/golden.sh
+    expect_error 2 "--range: expected A:B, A:, :B or N with event numbers" "$gpurr" dump --range x:y "$trace"
+    expect_error 2 "selects no event (B must be larger than A)" "$gpurr" dump --range 5:2 "$trace"
+    expect_error 2 "no such event: the trace's events are #0 to #" "$gpurr" dump --range 5000 "$trace"
+    if "$gpurr" dump --kernel '' "$trace" | grep -v ' launch '; then
+      echo "FAIL: dump --kernel '' printed events that are not launches"; exit 1
+    fi
     expect_error 2 "trace is required" "$gpurr" dump
-    expect_error 2 "" "$gpurr" no-such-command
+    expect_error 2 "no command 'no-such-command'; the commands are info, dump, verify, record, replay, diff, bisect" \
+      "$gpurr" no-such-command
     expect_error 2 "" "$gpurr" dump --no-such-flag "$trace"
     "$gpurr" --help | grep -q "dump" || { echo "FAIL: --help lists no commands"; exit 1; }
     "$gpurr" dump --help | grep -q -- "--kernel" || { echo "FAIL: dump --help"; exit 1; }

@@ -46,11 +46,15 @@ inline std::string quoted(const std::string& s) {
 }
 
 // A trace as a recorded process would leave it: `launches` kernel launches,
-// each with one input and one output range of `rangeBytes`.
-inline void makeTrace(const fs::path& dir, int launches, uint64_t rangeBytes, int32_t rank = -1) {
+// each with one input and one output range of `rangeBytes`; the program's
+// command line and environment as given.
+inline void makeTrace(const fs::path& dir, int launches, uint64_t rangeBytes, int32_t rank = -1,
+                      std::vector<std::string> commandLine = {"python", "train.py"},
+                      std::vector<trace::KeyValue> environment = {}) {
   trace::Header h;
   h.toolVersion = GPURR_VERSION;
-  h.commandLine = {"python", "train.py"};
+  h.commandLine = std::move(commandLine);
+  h.environment = std::move(environment);
   h.rank = rank;
   trace::TraceWriter w(dir, h);
   uint64_t seq = 0;

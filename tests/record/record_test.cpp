@@ -5,6 +5,10 @@
 // traces made here with TraceWriter, so the staging, placement and summary
 // logic runs exactly as after a real recording. The command's parts alone:
 // record_parts_test.cpp.
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
 #include "tests/record/record_harness.h"
 
 using namespace gpurr;
@@ -33,7 +37,7 @@ TEST_CASE("record reports death by a signal as 128 + signal, like a shell") {
 
 TEST_CASE("signals sent to gpurr reach the command, whose handler decides the exit code") {
   Sandbox s;
-  const int sig = GENERATE(SIGTERM, SIGHUP, SIGINT, SIGQUIT);
+  const int sig = GENERATE(SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2);
   CAPTURE(sig);
   const fs::path ready = s.tmp / "ready";
   const fs::path handled = s.tmp / "handled";
@@ -41,7 +45,7 @@ TEST_CASE("signals sent to gpurr reach the command, whose handler decides the ex
   // foreground would delay the trap until it ends.
   const std::string script = "trap 'echo $(( $(cat " + quoted(handled.string()) +
                              " 2>/dev/null || echo 0) + 1 )) > " + quoted(handled.string()) +
-                             "; kill $child; exit 7' HUP INT QUIT TERM; sleep 30 & child=$!; "
+                             "; kill $child; exit 7' HUP INT QUIT TERM USR1 USR2; sleep 30 & child=$!; "
                              "touch " + quoted(ready.string()) + "; wait";
   const pid_t pid = start({"record", "-o", "out.gpurr", "--", "sh", "-c", script}, s.io, "", s.env,
                           s.work);
@@ -169,9 +173,14 @@ TEST_CASE("with --force a trace is replaced, never other data") {
 
   fs::create_directories(s.work / "mine");
   writeText(s.work / "mine" / "thesis.tex", "precious");
-  r = s.record("mine", copy, {"--force"});
-  CHECK(r.code == 2);
-  CHECK_THAT(r.err, Catch::Contains("is not a gpurr trace; not replacing it"));
+  // Refused alike with and without --force, and --force is not offered.
+  for (const std::vector<std::string>& options : {std::vector<std::string>{"--force"}, std::vector<std::string>{}}) {
+    r = s.record("mine", copy, options);
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("mine exists and is not a gpurr trace; choose another -o OUT (gpurr replaces "
+                                      "only a trace, with --force)"));
+    CHECK_THAT(r.err, !Catch::Contains("add --force"));
+  }
   CHECK(readText(s.work / "mine" / "thesis.tex") == "precious");
 }
 
@@ -183,16 +192,31 @@ TEST_CASE("bad options are usage errors found before the command starts") {
   r = s.record("out.gpurr", "touch ran", {"--launches", "10:5"});
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("--launches"));
-  for (const char* steps : {"9:3", "1:2:0", "7", "x:", "99999999999999999999:"}) {
+  for (const char* steps : {"1:2:0", "7", "x:", "99999999999999999999:"}) {
     r = s.record("out.gpurr", "touch ran", {"--steps", steps});
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Catch::Contains("--steps: '" + std::string(steps) + "' is not A:B or A:B:N"));
+  }
+  for (const char* steps : {"9:3", "5:5:2"}) {
+    r = s.record("out.gpurr", "touch ran", {"--steps", steps});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--steps: '" + std::string(steps) + "' selects no step (B must be larger than A)"));
   }
   for (const char* step : {"-3", "x", "1.5"}) {
     r = s.record("out.gpurr", "touch ran", {"--until-step", step});
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Catch::Contains("--until-step: expected a whole number 0 or more, got '" + std::string(step)));
   }
+  for (const char* mib : {"-1", "x"}) {
+    for (const char* option : {"--trace-queue", "--snapshot-memory"}) {
+      r = s.record("out.gpurr", "touch ran", {option, mib});
+      CHECK(r.code == 2);
+      CHECK_THAT(r.err, Catch::Contains(std::string(option) + ": expected a whole number 0 or more"));
+    }
+  }
+  r = s.record("out.gpurr", "touch ran", {"--check-determinism=0", "--launches", "0:1"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--check-determinism=0: give the number of re-runs, from 2 to 1000"));
   r = s.record("out.gpurr", "touch ran", {"--no-such-flag"});
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("unknown option '--no-such-flag'"));
@@ -401,4 +425,31 @@ TEST_CASE("without -o the trace is named after the command and the time, and sai
   CHECK(std::regex_match(name, std::regex(R"(sh-\d{8}-\d{6}\.gpurr)")));
   CHECK_THAT(r.err, Catch::Contains("recording to " + made[0].string()));
   CHECK(trace::TraceReader(made[0]).launchCount() == 1);
+}
+
+TEST_CASE("a command line and environment that are not UTF-8 leave every JSON output valid JSON") {
+  // Bytes from another encoding (Latin-1 here) reach the trace unchanged.
+  Sandbox s;
+  const fs::path a = s.work / "a.gpurr", b = s.work / "b.gpurr";
+  makeTrace(a, 3, 64, -1, {"python", "train.py", "caf\xe9"}, {{"CUBLAS_WORKSPACE_CONFIG", "\xff:4096:8"}});
+  makeTrace(b, 3, 64, -1, {"python", "train.py", "caf\xe9"}, {{"CUBLAS_WORKSPACE_CONFIG", ":4096:8"}});
+  const std::vector<std::vector<std::string>> commands{{"info", "--json", "a.gpurr"},
+                                                       {"info", "--json", "."},
+                                                       {"verify", "--json", "a.gpurr"},
+                                                       {"diff", "--json", "a.gpurr", "b.gpurr"},
+                                                       {"dump", "--json", "a.gpurr"}};
+  for (const auto& args : commands) {
+    CAPTURE(args);
+    const Result r = s.run(args);
+    CHECK(r.code <= 1);
+    CHECK(r.err.empty());
+    if (args[0] == "dump") {
+      std::istringstream lines(r.out);
+      for (std::string line; std::getline(lines, line);) CHECK_NOTHROW(nlohmann::json::parse(line));
+    } else {
+      CHECK_NOTHROW(nlohmann::json::parse(r.out));
+    }
+  }
+  const nlohmann::json info = nlohmann::json::parse(s.run({"info", "--json", "a.gpurr"}).out);
+  CHECK(info.dump().find("caf\xef\xbf\xbd") != std::string::npos);  // U+FFFD in place of the byte
 }
