@@ -506,6 +506,10 @@ class Bisect {
       // A run compared only in part (its trace cut short, or a gap), with
       // no divergence before: nothing known of it, said, and no verdict.
       if (!p && c.unknown()) {
+        for (const report::IncompleteTrace& u : c.unreadable) {
+          out_.error = fmt::format("comparing run {} with run {}: {} could not be read: {}", first.number,
+                                   other.number, u.name, u.detail);
+        }
         for (const ProcessDiff& d : c.processes) {
           for (const std::string& gap : d.gaps) {
             out_.error = fmt::format("run {} and run {} agree up to where {}; nothing after it was compared",

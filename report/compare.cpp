@@ -12,6 +12,7 @@
 #include <string_view>
 #include <thread>
 #include <tuple>
+#include <variant>
 
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
@@ -102,13 +103,13 @@ std::optional<Culprits> loadCulprits(const std::string& file, std::string& warni
 }
 
 bool RunComparison::identical() const {
-  bool same = onlyA.empty() && onlyB.empty();
+  bool same = onlyA.empty() && onlyB.empty() && unreadable.empty();
   for (const ProcessDiff& p : processes) same = same && p.identical && p.gaps.empty();
   return same;
 }
 
 bool RunComparison::unknown() const {
-  bool seen = onlyA.empty() && onlyB.empty(), gap = false;
+  bool seen = onlyA.empty() && onlyB.empty(), gap = !unreadable.empty();
   for (const ProcessDiff& p : processes) {
     seen = seen && p.identical;
     gap = gap || !p.gaps.empty();
@@ -146,14 +147,17 @@ PairDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name,
 // (each on one thread), or, with fewer pairs than cores, each pair on its
 // share of them. So 64 ranks on 8 cores run 8 one-thread diffs at a time,
 // never 64 x 8 threads, and hold the summaries of 8 pairs at most. Results
-// keep the pairs' order; the first failure in that order is thrown.
-std::vector<PairDiff> diffPairs(const std::vector<std::pair<fs::path, fs::path>>& paths,
-                                const std::vector<std::string>& names, bool force, const Culprits* culprits) {
+// keep the pairs' order: a pair whose trace cannot be read has its error
+// (TraceError's message) in place of its diff; the first other failure in
+// that order is thrown.
+std::vector<std::variant<PairDiff, std::string>> diffPairs(const std::vector<std::pair<fs::path, fs::path>>& paths,
+                                                           const std::vector<std::string>& names, bool force,
+                                                           const Culprits* culprits) {
   const size_t n = paths.size();
   const unsigned cores = scanThreads(0);
   const size_t workers = std::min<size_t>(n, cores);
   const unsigned each = workers == 0 ? 1 : std::max(1u, static_cast<unsigned>(cores / workers));
-  std::vector<std::optional<PairDiff>> results(n);
+  std::vector<std::optional<std::variant<PairDiff, std::string>>> results(n);
   std::vector<std::exception_ptr> errors(n);
   std::atomic<size_t> next{0};
   std::atomic<size_t> firstError{n};  // pairs after a failed one need not run
@@ -162,6 +166,8 @@ std::vector<PairDiff> diffPairs(const std::vector<std::pair<fs::path, fs::path>>
       if (i > firstError.load()) continue;
       try {
         results[i] = diffPair(paths[i].first, paths[i].second, names[i], force, culprits, each);
+      } catch (const TraceError& e) {
+        results[i] = std::string(e.what());
       } catch (...) {
         errors[i] = std::current_exception();
         for (size_t f = firstError.load(); i < f && !firstError.compare_exchange_weak(f, i);) {}
@@ -172,7 +178,7 @@ std::vector<PairDiff> diffPairs(const std::vector<std::pair<fs::path, fs::path>>
   for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
   work();
   for (std::thread& t : threads) t.join();
-  std::vector<PairDiff> out;
+  std::vector<std::variant<PairDiff, std::string>> out;
   for (size_t i = 0; i < n; ++i) {
     if (errors[i]) std::rethrow_exception(errors[i]);
     out.push_back(std::move(*results[i]));
@@ -226,7 +232,13 @@ RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, cons
   out.directories = true;
   out.tracesA = pa.size();
   out.tracesB = pb.size();
-  for (PairDiff& p : diffPairs(pairs, names, force, culprits)) {
+  std::vector<std::variant<PairDiff, std::string>> diffs = diffPairs(pairs, names, force, culprits);
+  for (size_t i = 0; i < diffs.size(); ++i) {
+    if (auto* error = std::get_if<std::string>(&diffs[i])) {
+      out.unreadable.push_back({names[i], std::move(*error)});
+      continue;
+    }
+    PairDiff& p = std::get<PairDiff>(diffs[i]);
     if (p.incompleteA) out.incompleteA.push_back({p.diff.name, *p.incompleteA});
     if (p.incompleteB) out.incompleteB.push_back({p.diff.name, *p.incompleteB});
     out.processes.push_back(std::move(p.diff));

@@ -45,10 +45,15 @@ struct RunComparison {
   bool directories = false;
   size_t tracesA = 0, tracesB = 0;
   std::vector<IncompleteTrace> incompleteA, incompleteB;
+  // Processes whose traces could not be read (a damaged header, an empty
+  // directory where a trace should be), in process order: the others are
+  // compared all the same. `detail` is the reader's error, naming the file.
+  std::vector<IncompleteTrace> unreadable;
   // Every process compared identical, and none lost events.
   bool identical() const;
-  // No divergence seen, but a run's recorder dropped events: the rest is
-  // not known (exit status 2).
+  // No divergence seen, but a run's recorder dropped events, a trace was
+  // cut short or a process could not be read: the rest is not known (exit
+  // status 2).
   bool unknown() const;
 };
 
@@ -56,8 +61,9 @@ struct RunComparison {
 // traces matched by entry name, the pairs diffed side by side on every core
 // (the result is the same for any number of cores). Refuses traces of
 // different GPU models or command lines unless `force`. `culprits` may be
-// null. Throws UsageError for paths that cannot be compared,
-// trace::TraceError for bad traces (the first pair's, in process order).
+// null. Throws UsageError for paths that cannot be compared, and
+// trace::TraceError for a bad trace given as a trace (in directories, a
+// process whose trace cannot be read is listed in `unreadable`).
 RunComparison compareRuns(const std::filesystem::path& a, const std::filesystem::path& b, bool force,
                           const diff::Culprits* culprits);
 

@@ -253,6 +253,12 @@ void renderCause(Page& page, const Report& report) {
                 e(t.name), side == &diff->incompleteA ? 'A' : 'B', e(t.detail));
     }
   }
+  for (const IncompleteTrace& t : diff->unreadable) {
+    open();
+    page.addf("<div class=\"box warnbox\">process <code>{}</code> could not be read, and was not compared "
+              "<span class=\"muted small\">({})</span></div>\n",
+              e(t.name), e(t.detail));
+  }
   // Each process's part; parts alike but for the process's own rank are
   // shown once, the others named after it (a job's receivers of one
   // all-reduce).

@@ -1,5 +1,6 @@
 // The ranks of a directory comparison (ranks.h): counts, the ranks missing
-// from a run and the traces that did not end cleanly.
+// from a run, the traces that did not end cleanly and those that could not
+// be read.
 #include "report/ranks.h"
 
 #include <fmt/format.h>
@@ -27,7 +28,8 @@ std::vector<std::string> namesOf(const std::vector<IncompleteTrace>& traces) {
 
 void printRanks(std::ostream& os, const Style& st, const RunComparison& c) {
   if (!c.directories) return;
-  if (c.onlyA.empty() && c.onlyB.empty() && c.incompleteA.empty() && c.incompleteB.empty()) return;
+  if (c.onlyA.empty() && c.onlyB.empty() && c.incompleteA.empty() && c.incompleteB.empty() && c.unreadable.empty())
+    return;
   os << st.yellow(fmt::format("ranks: {} in {}, {} in {}", c.tracesA, c.a, c.tracesB, c.b)) << '\n';
   // Present in the other run only: missing from this one.
   for (const auto& [names, run] : {std::pair{&c.onlyB, &c.a}, std::pair{&c.onlyA, &c.b}}) {
@@ -39,6 +41,9 @@ void printRanks(std::ostream& os, const Style& st, const RunComparison& c) {
                                 "last complete block)",
                                 *run, listed(namesOf(*traces))))
        << '\n';
+  }
+  for (const IncompleteTrace& t : c.unreadable) {
+    os << st.yellow(fmt::format("  unreadable: {}, not compared: {}", t.name, t.detail)) << '\n';
   }
 }
 
@@ -53,7 +58,8 @@ nlohmann::ordered_json ranksJson(const RunComparison& c) {
   return Json{{"a", c.tracesA},
               {"b", c.tracesB},
               {"missing", {{"a", c.onlyB}, {"b", c.onlyA}}},
-              {"incomplete", {{"a", incomplete(c.incompleteA)}, {"b", incomplete(c.incompleteB)}}}};
+              {"incomplete", {{"a", incomplete(c.incompleteA)}, {"b", incomplete(c.incompleteB)}}},
+              {"unreadable", incomplete(c.unreadable)}};
 }
 
 }  // namespace gpurr::report

@@ -39,11 +39,19 @@ bool RankOrder::operator()(const std::string& x, const std::string& y) const {
 }
 
 std::vector<std::pair<std::string, fs::path>> directoryTraces(const fs::path& dir) {
-  std::vector<std::pair<std::string, fs::path>> out;
+  std::vector<std::pair<std::string, fs::path>> out, unmarked;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_directory(ec) && isTrace(entry.path())) out.emplace_back(entry.path().filename().string(), entry.path());
+    if (!entry.is_directory(ec)) continue;
+    if (isTrace(entry.path())) {
+      out.emplace_back(entry.path().filename().string(), entry.path());
+    } else if (entry.path().extension() == ".gpurr") {
+      unmarked.emplace_back(entry.path().filename().string(), entry.path());
+    }
   }
+  // Beside traces, a trace's name without its version marker is a process
+  // that left its trace unbegun or damaged: listed, to be found unreadable.
+  if (!out.empty()) out.insert(out.end(), unmarked.begin(), unmarked.end());
   std::sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return RankOrder{}(x.first, y.first); });
   return out;
 }

@@ -203,7 +203,9 @@ struct RankOrder {
 };
 
 // The traces of a directory of per-process traces (rank0.gpurr...), named
-// by entry, in rank order; empty when `dir` holds none.
+// by entry, in rank order; empty when `dir` holds none. Where it holds some,
+// also its other directories named *.gpurr (no version marker: a process
+// that left its trace unbegun or damaged), which the reader then refuses.
 std::vector<std::pair<std::string, std::filesystem::path>> directoryTraces(const std::filesystem::path& dir);
 
 // Where the readers' warnings go (a trace with events of unknown kinds, once

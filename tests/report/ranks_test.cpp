@@ -1,7 +1,7 @@
 // Two directories of per-rank traces compared: the pairs diffed side by side
-// and reported in name order, the first failure in that order, and the
-// ranks missing from a run or whose trace did not end cleanly, in the text
-// and JSON reports.
+// and reported in name order, the first refusal in that order, and the
+// ranks missing from a run, whose trace did not end cleanly or could not be
+// read, in the text and JSON reports.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -156,6 +156,42 @@ TEST_CASE("ranks diffed side by side: the first refusal in rank order is the one
     CHECK(std::string(e.what()).find(name(2)) != std::string::npos);
     CHECK(std::string(e.what()).find(name(8)) == std::string::npos);
   }
+}
+
+TEST_CASE("a rank whose trace cannot be read is listed and the other ranks are compared all the same") {
+  TempDir tmp;
+  for (int r = 0; r < 4; ++r) {
+    writeRank(tmp.path / "a" / name(r), r, 1);
+    writeRank(tmp.path / "b" / name(r), r, r == 3 ? 2 : 1);
+  }
+  fs::remove(tmp.path / "a" / name(1) / "header");        // damaged
+  fs::remove_all(tmp.path / "b" / name(2));                // left unbegun: its directory alone
+  fs::create_directories(tmp.path / "b" / name(2));
+  const report::RunComparison c = report::compareRuns(tmp.path / "a", tmp.path / "b", false, nullptr);
+  REQUIRE(c.unreadable.size() == 2);
+  CHECK(c.unreadable[0].name == name(1));
+  CHECK_THAT(c.unreadable[0].detail, Catch::Contains((tmp.path / "a" / name(1)).string()));
+  CHECK(c.unreadable[1].name == name(2));
+  CHECK_THAT(c.unreadable[1].detail, Catch::Contains("no version marker"));
+  REQUIRE(c.processes.size() == 2);  // ranks 0 and 3, rank 3 diverging
+  CHECK(c.processes[1].name == name(3));
+  CHECK(c.processes[1].firstDivergence.has_value());
+  CHECK_FALSE(c.identical());
+  CHECK_FALSE(c.unknown());  // a divergence was found
+  std::ostringstream text;
+  report::printComparison(text, report::Style{}, c);
+  CHECK_THAT(text.str(), Catch::Contains("  unreadable: " + name(1) + ", not compared: "));
+  CHECK_THAT(text.str(), Catch::Contains("  unreadable: " + name(2) + ", not compared: "));
+  const auto json = report::comparisonJson(c).at("ranks").at("unreadable");
+  REQUIRE(json.size() == 2);
+  CHECK(json[1].at("process") == name(2));
+
+  // With no divergence among the ranks read, nothing is known of the rest.
+  fs::remove_all(tmp.path / "b" / name(3));
+  writeRank(tmp.path / "b" / name(3), 3, 1);
+  const report::RunComparison rest = report::compareRuns(tmp.path / "a", tmp.path / "b", false, nullptr);
+  CHECK_FALSE(rest.identical());
+  CHECK(rest.unknown());
 }
 
 TEST_CASE("ranks named by node and local rank: each number counted as a number, the node's first") {
