@@ -50,6 +50,8 @@ GPURR_EXPORT void gpurr_framework_stop_after_step(int64_t step) { fw::stopAfterS
 
 GPURR_EXPORT void gpurr_framework_finish(void) { fw::finishRecording(); }
 
+GPURR_EXPORT void gpurr_framework_flush(void) { fw::flushRecording(); }
+
 GPURR_EXPORT int gpurr_framework_attribution(int mode) {
   if (mode < 0 || mode > 2) return 0;
   return fw::setAttribution(static_cast<fw::Attribution>(mode)) ? 1 : 0;

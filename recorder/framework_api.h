@@ -42,6 +42,11 @@ void gpurr_framework_stop_after_step(int64_t step);
 /* The layer ends the program now, without the interpreter's teardown (gpurr
  * record --quick-exit): the recording ends as it would at the exit. */
 void gpurr_framework_finish(void);
+/* The program is ending on Ctrl-C (KeyboardInterrupt), after which Python
+ * kills itself with SIGINT before the recorder's exit handler can run:
+ * what was recorded so far is written to the trace, left open (it reads as
+ * a recording that did not end cleanly, cut where the program stopped). */
+void gpurr_framework_flush(void);
 /* How launches, copies and sets take their origin (framework_context.h,
  * Attribution): 0 from what the layer reports; 1 so, and each step is kept,
  * the last complete one as the template; 2 from the template, by place in

@@ -466,13 +466,19 @@ void stopAfterStep(int64_t step) { stoppedAfterStep_.store(step); }
 int64_t stoppedAfterStep() { return stoppedAfterStep_.load(); }
 
 namespace {
-std::atomic<void (*)()> finishRecording_{nullptr};
+std::atomic<void (*)()> finishRecording_{nullptr}, flushRecording_{nullptr};
 }  // namespace
 
 void setFinishRecording(void (*finish)()) { finishRecording_.store(finish); }
 
 void finishRecording() {
   if (void (*finish)() = finishRecording_.exchange(nullptr)) finish();
+}
+
+void setFlushRecording(void (*flush)()) { flushRecording_.store(flush); }
+
+void flushRecording() {
+  if (void (*flush)() = flushRecording_.load()) flush();
 }
 
 namespace {
@@ -649,6 +655,7 @@ void resetForTesting() {
   }
   setOnDiverged(nullptr);
   setFinishRecording(nullptr);
+  setFlushRecording(nullptr);
   pendingRoles.reset();
   benchmarkingScopes.store(0);
   reported.store(false);

@@ -111,6 +111,12 @@ int64_t stoppedAfterStep();
 // the session's owner set (nothing when none was set).
 void setFinishRecording(void (*finish)());
 void finishRecording();
+// Writes what was recorded so far to the trace, which stays open: the
+// program is ending on Ctrl-C (a Python program then kills itself with
+// SIGINT after its atexit handlers, and the recorder's own exit handler
+// never runs). Calls what the session's owner set, if anything.
+void setFlushRecording(void (*flush)());
+void flushRecording();
 
 // The calling thread's origin, or nothing when no framework layer has
 // reported anything in this process. `launch`: the operation is a kernel

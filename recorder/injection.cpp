@@ -36,6 +36,10 @@ void finishAtExit() {
   if (const std::string parts = gSession->launchPartsText(); !parts.empty()) sayToStderr(parts);
 }
 
+void flushAtInterrupt() {
+  if (gSession != nullptr) gSession->flush();
+}
+
 void abandonInChild() {
   if (gSession != nullptr) gSession->abandonInForkedChild();
 }
@@ -125,6 +129,7 @@ int initialize() {
   setActiveCollectives(&gSession->collectives());
   std::atexit(finishAtExit);
   framework::setFinishRecording(finishAtExit);  // the same, earlier, when the layer ends the program itself
+  framework::setFlushRecording(flushAtInterrupt);  // the program ends on Ctrl-C: C's exit handlers will not run
   pthread_atfork(nullptr, nullptr, abandonInChild);
   return 1;
 }

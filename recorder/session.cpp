@@ -13,6 +13,12 @@ RecordSession::RecordSession(RecorderOptions options, std::unique_ptr<Device> de
 
 RecordSession::~RecordSession() { finish(); }
 
+void RecordSession::flush() {
+  if (finished_.load()) return;
+  hashing_.flushAll();
+  out_.flush();
+}
+
 void RecordSession::finish() {
   if (finished_.exchange(true)) return;
   if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);

@@ -58,6 +58,9 @@ class RecordSession {
 
   // Writes everything pending and closes the trace (process exit). Idempotent.
   void finish();
+  // Writes everything pending, every deferred hash waited for, to the
+  // trace, which stays open (a program about to die of SIGINT).
+  void flush();
 
   // With options.timeParts: one line saying how the launch callbacks' time
   // divides among their parts, per launch (empty without it or before the

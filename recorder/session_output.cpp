@@ -60,6 +60,12 @@ void SessionOutput::close() {
   sink_->close(readableHostRegions(), framework::stoppedAfterStep(), memory, framework::layerSteps());
 }
 
+void SessionOutput::flush() {
+  std::lock_guard lock(startMu_);
+  ReentrancyGuard guard;
+  if (sink_) sink_->flush();
+}
+
 void SessionOutput::warnOnce(const std::string& key, const std::string& message) {
   {
     std::lock_guard lock(warnMu_);

@@ -42,6 +42,8 @@ class SessionOutput {
   bool recording() const { return sink_ != nullptr; }
   // Writes everything pending and closes the trace.
   void close();
+  // Writes everything pending to the trace, which stays open.
+  void flush();
 
   // The event of a call on this thread: its time, thread and origin.
   trace::Event newEvent(trace::Payload payload);

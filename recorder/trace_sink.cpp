@@ -317,6 +317,19 @@ void TraceSink::drain() {
   idle_.wait(lock, [&] { return done_ >= target || closed_; });
 }
 
+void TraceSink::flush() {
+  std::unique_lock lock(mu_);
+  if (closing_ || closed_) return;
+  if (!options_.thread) {  // entries were written as they came, under the lock
+    if (writer_ && !broken_) writer_->flush();
+    return;
+  }
+  const uint64_t generation = flushes_;
+  flushWanted_ = wakeSent_ = true;
+  wake_.notify_one();
+  idle_.wait(lock, [&] { return flushes_ > generation || closed_; });
+}
+
 void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppedAfterStep,
                       std::optional<trace::RecorderMemory> memory, std::optional<trace::LayerSteps> layerSteps) {
   {
@@ -396,7 +409,8 @@ void TraceSink::run() {
       done_ += n;
       idle_.notify_all();
     }
-    if (unflushed && Clock::now() - lastFlush >= std::chrono::milliseconds(options_.flushIntervalMs)) {
+    const bool wanted = flushWanted_;  // by flush(), after the entries just written
+    if (unflushed && (wanted || Clock::now() - lastFlush >= std::chrono::milliseconds(options_.flushIntervalMs))) {
       lock.unlock();
       if (writer_ && !broken_) {
         try {
@@ -410,6 +424,11 @@ void TraceSink::run() {
       lock.lock();
       unflushed = false;
       lastFlush = Clock::now();
+    }
+    if (wanted) {
+      flushWanted_ = false;
+      ++flushes_;
+      idle_.notify_all();
     }
     if (closing_ && count_ == 0) return;
   }

@@ -123,6 +123,12 @@ class TraceSink {
   // Waits until every entry queued so far is written (or dropped).
   void drain();
 
+  // drain(), then writes the trace's open block to its file: what was
+  // recorded so far stays readable if the process then dies without
+  // closing the trace (a Python program ended by Ctrl-C kills itself with
+  // SIGINT after its atexit handlers, before C's). The trace stays open.
+  void flush();
+
   // drain(), then closes the trace, writing `hostRegions`, the step after
   // which the program was stopped (-1: it was not) and, when given, the
   // recorder's memory into its index (`memory`'s snapshot, pinned and device
@@ -162,6 +168,8 @@ class TraceSink {
   uint64_t droppedTotal_ = 0;
   bool dropWarned_ = false;
   bool closing_ = false, closed_ = false, broken_ = false;
+  bool flushWanted_ = false;  // flush(): the trace thread writes its open block next
+  uint64_t flushes_ = 0;      // ... and counts it done
   bool digestWarned_ = false, snapshotWarned_ = false;
   // What complete() fills for each entry, kept with its capacity (complete
   // runs on one thread at a time): a ticket's results, and the digests of

@@ -285,6 +285,17 @@ def quick_exit():
     os._exit(0)
 
 
+def flush_on_interrupt():
+    """The program ends on Ctrl-C (an unhandled KeyboardInterrupt), called by
+    sitecustomize after the program's atexit handlers: Python then kills
+    itself with SIGINT, so the recorder's exit handler, which closes the
+    trace, never runs. What was recorded is written to the trace now (every
+    hash waited for); the trace stays open, and reads as a recording that
+    did not end cleanly, cut where the program stopped."""
+    if _recorder is not None:
+        _recorder.gpurr_framework_flush()
+
+
 def _is_compiling():
     return False
 

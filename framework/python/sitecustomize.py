@@ -35,17 +35,26 @@ def _chain():
     spec.loader.exec_module(module)
 
 
-def _quick_exit():
+# Registered before any other atexit handler, so that it runs after all of
+# them: the program's own run first.
+_LAST = getattr(atexit, "_ncallbacks", lambda: 1)() == 0
+
+
+def _at_exit():
     layer = sys.modules.get("gpurr_torch_layer")
-    if layer is not None:
+    if layer is None:
+        return
+    if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+        # Ctrl-C: Python kills itself with SIGINT next, and the recorder's
+        # own exit handler never runs; what it recorded is written now.
+        layer.flush_on_interrupt()
+    elif _LAST and os.environ.get("GPURR_QUICK_EXIT") == "1":
+        # gpurr record --quick-exit: the layer ends a program gpurr stopped
+        # without the interpreter's teardown (not when another handler came
+        # first: it would be skipped).
         layer.quick_exit()
 
 
-# gpurr record --quick-exit: registered before any other atexit handler, so
-# that it runs after all of them (the layer then ends a program gpurr
-# stopped without the interpreter's teardown); not at all when some other
-# handler came first.
-if os.environ.get("GPURR_QUICK_EXIT") == "1" and getattr(atexit, "_ncallbacks", lambda: 1)() == 0:
-    atexit.register(_quick_exit)
+atexit.register(_at_exit)
 when_imported("torch", _start)  # at once when something earlier at start-up imported it
 _chain()

@@ -66,6 +66,17 @@ r, info, marks, log = run("whole", "--quick-exit")
 check(r.returncode == 0 and r.stdout.count("step ") == 5, f"never stopped: {r.returncode} {r.stdout!r}")
 check(marks == {"atexit", "teardown"}, f"never stopped: the usual end: {sorted(marks)}")
 check(info.get("complete") and info.get("stoppedAfterStep") is None, f"never stopped: {info}")
+per_step = info.get("launches", 0) // 5
+
+# Ctrl-C after step 1, well within the recorder's second between blocks:
+# Python kills itself with SIGINT after its atexit handlers, so the
+# recorder's exit handler never closes the trace; what it recorded is
+# written all the same, and the trace reads as cut where the program stopped.
+r, info, marks, log = run("interrupt", "--quick-exit", QUICK_EXIT_INTERRUPT="1")
+check(r.returncode == 130, f"Ctrl-C: status 130, 128 + SIGINT (got {r.returncode}): {r.stderr[-800:]}")
+check("atexit" in marks, f"Ctrl-C: the program's atexit handler ran: {sorted(marks)}")
+check(per_step > 0 and info.get("launches") == 2 * per_step and not info.get("complete"),
+      f"Ctrl-C: every launch of steps 0 and 1 ({2 * per_step}) kept in a trace left open: {info}")
 
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")

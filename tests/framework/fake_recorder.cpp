@@ -77,6 +77,7 @@ RecordSession* theSession() {
   const auto finish = [] { session->finish(); };
   std::atexit(finish);
   framework::setFinishRecording(finish);  // the same, earlier, when the layer ends the program itself
+  framework::setFlushRecording([] { session->flush(); });  // the program ends on Ctrl-C
   setActiveCollectives(&session->collectives());
   return session;
 }

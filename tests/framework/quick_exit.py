@@ -4,6 +4,8 @@
 # whose __del__, run by the interpreter's teardown, leaves the marker
 # `teardown`. argv[1]: the directory for these files. QUICK_EXIT_FINALLY=N:
 # the loop's `finally` ends the program with sys.exit(N).
+# QUICK_EXIT_INTERRUPT=N: Ctrl-C after step N (a KeyboardInterrupt raised
+# there, as Python raises it for SIGINT).
 import atexit
 import ctypes
 import os
@@ -54,6 +56,8 @@ try:
         opt.step()
         log.write(f"step {step} loss {loss.item():.6f}\n")
         print(f"step {step}")
+        if os.environ.get("QUICK_EXIT_INTERRUPT") == str(step):
+            raise KeyboardInterrupt
 finally:
     libc = ctypes.CDLL(None)
     libc.printf(b"from C stdio")  # no newline: kept in C's buffer when stdout is a pipe

@@ -96,6 +96,30 @@ TEST_CASE("blocks are flushed periodically, so an unclosed trace is readable", "
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("flush writes what was recorded at once, digests waited for, and the trace stays open", "[recorder][sink]") {
+  const auto dir = freshTrace("flush-now");
+  // A flush interval far beyond the test: only flush() writes the block.
+  for (const bool thread : {true, false}) {
+    CAPTURE(thread);
+    std::filesystem::remove_all(dir);
+    TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}), [](const std::string&) {},
+                   SinkOptions{.thread = thread, .flushIntervalMs = 600'000});
+    for (uint64_t i = 0; i < 20; ++i) sink.push(memsetEntry(0x3000 + i, std::make_unique<SlowHashes>(7 + i, 5ms)));
+    sink.flush();
+    {
+      trace::TraceReader reader(dir);  // as the process would leave it, killed now
+      CHECK(reader.damage().unclosed);
+      const auto events = reader.readAll();
+      REQUIRE(events.size() == 20);
+      CHECK(std::get<trace::Memset>(events[19].payload).digest == 26);
+    }
+    sink.push(memsetEntry(0x4000, nullptr));  // recording goes on
+    sink.close();
+    CHECK(trace::TraceReader(dir).readAll().size() == 21);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("digests that cannot be read cost one warning and leave the events", "[recorder][sink]") {
   const auto dir = freshTrace("fail");
   std::vector<std::string> warnings;
