@@ -327,7 +327,14 @@ void TraceSink::flush() {
   const uint64_t generation = flushes_;
   flushWanted_ = wakeSent_ = true;
   wake_.notify_one();
-  idle_.wait(lock, [&] { return flushes_ > generation || closed_; });
+  // Bounded: a GPU that hangs (the program was stopped because it did)
+  // would hold the digests the trace thread waits for, and the program's
+  // exit with them.
+  if (!idle_.wait_for(lock, std::chrono::milliseconds(options_.flushWaitMs),
+                      [&] { return flushes_ > generation || closed_; })) {
+    warn_("the trace thread did not write what was recorded within " + std::to_string(options_.flushWaitMs) +
+          " ms (is the GPU hung?); the trace keeps what it wrote before");
+  }
 }
 
 void TraceSink::close(std::vector<trace::HostRegion> hostRegions, int64_t stoppedAfterStep,

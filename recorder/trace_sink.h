@@ -83,6 +83,7 @@ struct SinkOptions {
   // once (tests, and a fallback when no thread can be started).
   bool thread = true;
   unsigned flushIntervalMs = 1000;  // a block is closed at least this often
+  unsigned flushWaitMs = 10'000;    // flush() waits this long at most
   unsigned wakeIntervalMs = 50;     // the trace thread looks at the ring at least this often
   // The ring's host memory, its slots and what the queued entries hold
   // (GPURR_TRACE_QUEUE_MB).
@@ -127,6 +128,7 @@ class TraceSink {
   // recorded so far stays readable if the process then dies without
   // closing the trace (a Python program ended by Ctrl-C kills itself with
   // SIGINT after its atexit handlers, before C's). The trace stays open.
+  // Waits SinkOptions::flushWaitMs at most (then warns).
   void flush();
 
   // drain(), then closes the trace, writing `hostRegions`, the step after

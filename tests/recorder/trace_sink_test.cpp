@@ -120,6 +120,22 @@ TEST_CASE("flush writes what was recorded at once, digests waited for, and the t
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("flush waits a bounded time for digests a hung GPU would never give", "[recorder][sink]") {
+  const auto dir = freshTrace("flush-hung");
+  std::vector<std::string> warnings;
+  TraceSink sink(std::make_unique<trace::TraceWriter>(dir, trace::Header{}),
+                 [&](const std::string& w) { warnings.push_back(w); }, SinkOptions{.flushWaitMs = 50});
+  sink.push(memsetEntry(0x5000, std::make_unique<SlowHashes>(1, 1500ms)));
+  const auto start = std::chrono::steady_clock::now();
+  sink.flush();
+  CHECK(std::chrono::steady_clock::now() - start < 1000ms);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("did not write what was recorded within 50 ms"));
+  sink.close();
+  CHECK(trace::TraceReader(dir).readAll().size() == 1);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("digests that cannot be read cost one warning and leave the events", "[recorder][sink]") {
   const auto dir = freshTrace("fail");
   std::vector<std::string> warnings;
