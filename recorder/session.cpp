@@ -4,6 +4,8 @@
 
 #include <utility>
 
+#include "recorder/reentrancy.h"
+
 namespace gpurr::recorder {
 
 RecordSession::RecordSession(RecorderOptions options, std::unique_ptr<Device> device, OpenSink openSink,
@@ -15,6 +17,9 @@ RecordSession::~RecordSession() { finish(); }
 
 void RecordSession::flush() {
   if (finished_.load()) return;
+  // The deferred hashes' launches are the recorder's own: not recorded
+  // (finish() has its callbacks ignored by then).
+  ReentrancyGuard guard;
   hashing_.flushAll();
   out_.flush();
 }

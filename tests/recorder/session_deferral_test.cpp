@@ -287,3 +287,25 @@ TEST_CASE("deferred hashes: a batch that cannot be enqueued leaves each of its l
   }
   framework::resetForTesting();
 }
+
+TEST_CASE("deferred hashes: the flush at Ctrl-C writes every launch with its digests into a trace left open",
+          "[recorder][session][deferral]") {
+  const auto [plain, plainCalls] = recordChain(false, 5);
+  framework::resetForTesting();
+  Harness h;
+  h.device->deferHashes = true;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  auto bufs = blocks(h, 6, 300);
+  for (size_t i = 1; i <= 5; ++i) {
+    opLaunch(h, 0x5, addr(bufs[i].data()), addr(bufs[i - 1].data()), [&] {
+      for (size_t b = 0; b < bufs[i].size(); ++b) bufs[i][b] = static_cast<uint8_t>(bufs[i - 1][b] + i);
+    });
+  }
+  h.session->flush();  // the batch still held back is hashed, and everything written
+  trace::TraceReader reader(h.traceDir);
+  CHECK(reader.damage().unclosed);  // the process would now die of SIGINT
+  const auto launches = eventsOf<trace::KernelLaunch>(reader.readAll());
+  REQUIRE(launches.size() == 5);
+  for (size_t i = 0; i < 5; ++i) CHECK(outputDigest(launches[i]) == plain[i]);
+  framework::resetForTesting();
+}
