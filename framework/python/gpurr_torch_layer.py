@@ -285,17 +285,6 @@ def quick_exit():
     os._exit(0)
 
 
-def flush_on_interrupt():
-    """The program ends on Ctrl-C (an unhandled KeyboardInterrupt), called by
-    sitecustomize after the program's atexit handlers: Python then kills
-    itself with SIGINT, so the recorder's exit handler, which closes the
-    trace, never runs. What was recorded is written to the trace now (every
-    hash waited for); the trace stays open, and reads as a recording that
-    did not end cleanly, cut where the program stopped."""
-    if _recorder is not None:
-        _recorder.gpurr_framework_flush()
-
-
 def _is_compiling():
     return False
 
@@ -541,7 +530,7 @@ def install(torch, skipped=()):
     except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
         pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
-    if _recorder.gpurr_framework_api_version() != 8:  # GPURR_FRAMEWORK_API_VERSION
+    if _recorder.gpurr_framework_api_version() != 9:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")
         return
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]

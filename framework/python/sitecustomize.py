@@ -1,8 +1,10 @@
 # gpurr's framework layer, first on PYTHONPATH under `gpurr record` (unless
 # --no-framework): it waits for `import torch`, then gpurr_torch_layer
 # reports PyTorch's ops, modules, source lines and training steps to the
-# recorder. A program that never imports torch sees nothing of it. Any
-# sitecustomize this file hides runs right after it, as it would have.
+# recorder. A program that never imports torch sees nothing of it but one
+# atexit handler, which has the recorder write what it holds when Ctrl-C
+# ends the program. Any sitecustomize this file hides runs right after it,
+# as it would have.
 import atexit
 import importlib.machinery
 import importlib.util
@@ -40,15 +42,32 @@ def _chain():
 _LAST = getattr(atexit, "_ncallbacks", lambda: 1)() == 0
 
 
-def _at_exit():
-    layer = sys.modules.get("gpurr_torch_layer")
-    if layer is None:
+def _flush_recording():
+    """The program ends on Ctrl-C (an unhandled KeyboardInterrupt): Python
+    kills itself with SIGINT after its atexit handlers, so the recorder's own
+    exit handler, which closes the trace, never runs. The recorder, where
+    this process started CUDA and so loaded it, writes what it recorded (every
+    hash waited for) into the trace now; the trace stays open, and reads as a
+    recording that did not end cleanly, cut where the program stopped."""
+    library = os.environ.get("CUDA_INJECTION64_PATH")
+    if not library or not os.environ.get("GPURR_OUTPUT"):
         return
+    import ctypes
+
+    try:
+        recorder = ctypes.CDLL(library, mode=os.RTLD_NOLOAD)  # only where the driver loaded it
+        if recorder.gpurr_framework_api_version() >= 9:  # gpurr_framework_flush came with 9
+            recorder.gpurr_framework_flush()
+    except (OSError, AttributeError):  # not loaded: nothing recorded here
+        pass
+
+
+def _at_exit():
     if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
-        # Ctrl-C: Python kills itself with SIGINT next, and the recorder's
-        # own exit handler never runs; what it recorded is written now.
-        layer.flush_on_interrupt()
-    elif _LAST and os.environ.get("GPURR_QUICK_EXIT") == "1":
+        _flush_recording()
+        return
+    layer = sys.modules.get("gpurr_torch_layer")
+    if layer is not None and _LAST and os.environ.get("GPURR_QUICK_EXIT") == "1":
         # gpurr record --quick-exit: the layer ends a program gpurr stopped
         # without the interpreter's teardown (not when another handler came
         # first: it would be skipped).

@@ -78,6 +78,25 @@ check("atexit" in marks, f"Ctrl-C: the program's atexit handler ran: {sorted(mar
 check(per_step > 0 and info.get("launches") == 2 * per_step and not info.get("complete"),
       f"Ctrl-C: every launch of steps 0 and 1 ({2 * per_step}) kept in a trace left open: {info}")
 
+# The same in a Python program that never imports torch (a JAX program, a
+# plain CUDA one through ctypes): three launches, then Ctrl-C.
+plain = os.path.join(args.work, "plain.py")
+with open(plain, "w") as f:
+    f.write("import ctypes, os\n"
+            "recorder = ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])\n"
+            "for _ in range(3):\n"
+            "    recorder.gpurr_test_launch(b'_Z6kernelv')\n"
+            "raise KeyboardInterrupt\n")
+trace = os.path.join(args.work, "plain.gpurr")
+env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder)
+r = subprocess.run([args.gpurr, "record", "-o", trace, "--", args.python, plain], env=env, capture_output=True,
+                   text=True, timeout=300)
+info = subprocess.run([args.gpurr, "info", "--json", trace], capture_output=True, text=True)
+info = json.loads(info.stdout) if info.returncode == 0 else {}
+check(r.returncode == 130 and info.get("launches") == 3 and not info.get("complete"),
+      f"Ctrl-C without PyTorch: status 130, the 3 launches kept ({r.returncode}, {info.get('launches')}): "
+      f"{r.stderr[-600:]}")
+
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")
 print("quick exit: all checks passed")
