@@ -4,7 +4,10 @@
 #   - its output (the final loss, to the last bit) is the same recorded or not;
 #   - two recordings match at every launch (the training is deterministic);
 #   - the recorded launch count equals torch.profiler's kernel count
-#     (count_launches.py, run separately: the two cannot share CUPTI).
+#     (count_launches.py, run separately: the two cannot share CUPTI);
+#   - a run ended by Ctrl-C after step 3 exits 130 and keeps every launch up
+#     to there: its trace, left open, agrees with a complete one as far as
+#     it goes (`gpurr diff`: not known past its end, exit 2).
 # Prints one PASS or FAIL line per check; exits 77 (skipped) without a GPU or
 # PyTorch.
 set -u
@@ -73,6 +76,23 @@ if "$gpurr" diff "$work/a.gpurr" "$work/b.gpurr" >"$work/diff.out" 2>&1; then
 else
   fail "gpurr diff finds the two recordings different:"
   head -30 "$work/diff.out" | sed 's/^/  /'
+fi
+
+# Ctrl-C: Python kills itself with SIGINT after its atexit handlers; the
+# recorder wrote what it held before (docs/RECORDING.md).
+TRAIN_CNN_INTERRUPT=3 "$gpurr" record --force -o "$work/int.gpurr" -- "$python" "$here/train_cnn.py" \
+  >"$work/int.out" 2>"$work/int.err"
+code=$?
+"$gpurr" diff "$work/a.gpurr" "$work/int.gpurr" >"$work/int-diff.out" 2>&1
+dcode=$?
+launches() { "$gpurr" info --json "$1" | "$python" -c "import json, sys; print(json.load(sys.stdin)['launches'])"; }
+whole=$(launches "$work/a.gpurr") kept=$(launches "$work/int.gpurr")
+if [ "$code" = 130 ] && [ "$dcode" = 2 ] && grep -q "^not known: " "$work/int-diff.out" && [ $((kept * 2)) -ge "$whole" ]; then
+  echo "PASS pytorch: Ctrl-C after step 3 keeps its $kept launches of $whole, agreeing with a whole run up to there"
+else
+  fail "Ctrl-C after step 3: exit $code, diff exit $dcode, $kept of $whole launches kept:"
+  tail -5 "$work/int.err" | sed 's/^/  /'
+  head -8 "$work/int-diff.out" | sed 's/^/  /'
 fi
 
 recorded=$("$gpurr" info --json "$work/a.gpurr" | "$python" -c "import json, sys; print(json.load(sys.stdin)['launches'])")

@@ -6,7 +6,9 @@ precision. Deterministic by construction (fixed seeds, deterministic
 algorithms, no TF32), so its output must be the same recorded or not, and
 two recordings must match at every launch.
 
-Exits 77 (skipped) where there is no GPU or no PyTorch.
+Exits 77 (skipped) where there is no GPU or no PyTorch. TRAIN_CNN_INTERRUPT=N:
+Ctrl-C after step N (a KeyboardInterrupt raised there, as Python raises it
+for SIGINT).
 """
 import os
 import sys
@@ -57,11 +59,13 @@ def main():
     model = Net().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss = None
-    for _ in range(STEPS):
+    for step in range(STEPS):
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(inputs), labels)
         loss.backward()
         optimizer.step()
+        if os.environ.get("TRAIN_CNN_INTERRUPT") == str(step):
+            raise KeyboardInterrupt
     torch.cuda.synchronize()
     return loss.item()
 
