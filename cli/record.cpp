@@ -318,8 +318,9 @@ int run(const RecordOptions& opts) {
   }
   if (opts.untilStep >= 0 && std::none_of(summary.traces.begin(), summary.traces.end(),
                                           [](const TraceSummary& t) { return t.stoppedAfterStep >= 0; })) {
-    say(fmt::format("warning: the program was not stopped (--until-step {}): it ended before that step completed, "
-                    "or it never stepped a torch.optim optimizer",
+    say(fmt::format("warning: the program was not stopped (--until-step {}): it ended by itself before gpurr "
+                    "stopped it (gpurr stops it at its first module call after that step's optimizer step, or at "
+                    "the end of the next step), or it never stepped a torch.optim optimizer",
                     opts.untilStep));
   }
   const char* stopOption = opts.stopFile.empty() ? "--until-step"
