@@ -223,8 +223,8 @@ class Bisect {
       return;
     }
     if (!compare(traced)) return;
-    if (!out_.chosen && !out_.error.empty()) {  // compared in part only (compare)
-      out_.verdict = "failed";
+    if (!out_.chosen && comparedInPart_) {
+      out_.verdict = "failed";  // out_.error says where the comparison stopped
       return;
     }
     if (!out_.chosen) {
@@ -506,6 +506,7 @@ class Bisect {
       // A run compared only in part (its trace cut short, or a gap), with
       // no divergence before: nothing known of it, said, and no verdict.
       if (!p && c.unknown()) {
+        comparedInPart_ = true;
         for (const report::IncompleteTrace& u : c.unreadable) {
           out_.error = fmt::format("comparing run {} with run {}: {} could not be read: {}", first.number,
                                    other.number, u.name, u.detail);
@@ -656,6 +657,7 @@ class Bisect {
   const Culprits* culprits_;
   Progress progress_;
   Outcome out_;
+  bool comparedInPart_ = false;  // compare(): a run agreed as far as it was compared, with nothing known after
   // Why runs cannot record, when this machine has no CUDA driver (a stand-in
   // program that writes its own traces records anyway).
   const std::optional<std::string> noDriver_ = missingCudaDriver();
