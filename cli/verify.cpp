@@ -1,5 +1,6 @@
 // gpurr verify TRACE: checks a trace's integrity end to end. The reader checks
-// what it reads when it reads it; this reads everything: the index against
+// what it reads when it reads it (the header and the index against their
+// checksums among it); this reads everything: the index against
 // the blocks, every block decoded, every blob re-hashed against its content
 // address, every snapshot re-hashed against the digest recorded with it;
 // for a directory of per-process traces, each of them.
@@ -387,11 +388,12 @@ void addVerifyCommand(CLI::App& app, Action& chosen) {
   auto opts = std::make_shared<VerifyOptions>();
   CLI::App* cmd = app.add_subcommand(
       "verify",
-      "Check a trace's integrity: the index against the blocks, every block decoded, every\n"
-      "blob re-hashed against its content address (XXH3-128), every snapshot re-hashed\n"
-      "against the digest recorded with it. Prints one problem per line. Exit status 0: no\n"
-      "problem, 1: problems found, 2: usage error or a trace that cannot be opened. A\n"
-      "directory of per-process traces: every trace, each on a core of its own.");
+      "Check a trace's integrity: the header and the index against their checksums, the\n"
+      "index against the blocks, every block decoded, every blob re-hashed against its\n"
+      "content address (XXH3-128), every snapshot re-hashed against the digest recorded\n"
+      "with it. Prints one problem per line. Exit status 0: no problem, 1: problems found,\n"
+      "2: usage error or a trace that cannot be opened. A directory of per-process traces:\n"
+      "every trace, each on a core of its own.");
   cmd->add_option("trace", opts->trace, "Trace, or a directory of per-process traces")->required();
   cmd->add_flag("--json", opts->json, "Print one JSON object (keys documented in docs/JSON.md)");
   cmd->callback([opts, &chosen] { chosen = [opts] { return run(*opts); }; });

@@ -16,6 +16,7 @@ inline constexpr const char* kVersionFile = "version";
 inline constexpr const char* kHeaderFile = "header";
 inline constexpr const char* kEventsFile = "events";
 inline constexpr const char* kIndexFile = "index";
+inline constexpr const char* kChecksumsFile = "checksums";
 inline constexpr const char* kBlobDir = "blobs";
 inline constexpr const char* kVersionPrefix = "gpurr-trace ";
 
@@ -25,6 +26,7 @@ inline constexpr uint64_t kBlockMagic = 0x4b4c425252555047ULL;  // "GPURRBLK"
 // allocation.
 inline constexpr uint64_t kMaxHeaderBytes = 16 << 20;
 inline constexpr uint64_t kMaxIndexBytes = 256 << 20;
+inline constexpr uint64_t kMaxChecksumsBytes = 64 << 10;
 inline constexpr uint32_t kMaxBlockHeaderWords = 64;
 inline constexpr uint64_t kMaxBlockBytes = 256 << 20;
 

@@ -23,8 +23,8 @@ inline constexpr uint32_t kFormatVersion = 1;
 // 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions;
 // 7: Origin.inPlace; 8: Index.stoppedAfterStep; 9: EventsDropped,
 // Index.recorderMemory, Collective events; 10: Index.layerSteps;
-// 11: Origin.benchmarking; 12: ModuleLoad.digest
-inline constexpr uint32_t kCompatVersion = 12;
+// 11: Origin.benchmarking; 12: ModuleLoad.digest; 13: the checksums file
+inline constexpr uint32_t kCompatVersion = 13;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {

@@ -17,8 +17,10 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
@@ -155,6 +157,8 @@ struct TraceReader::Impl {
   std::optional<RecorderMemory> recorderMemory;
   std::optional<LayerSteps> layerSteps;
   Damage damage;
+  // `checksums` (compatVersion 13): file name -> XXH3-128 of its bytes.
+  std::map<std::string, BlobId, std::less<>> checksums;
   File events;
   uint64_t eventCount = 0;
   uint64_t launchCount = 0;
@@ -210,9 +214,55 @@ struct TraceReader::Impl {
     }
   }
 
+  // Reads `checksums` when the trace has one: lines as `xxhsum -H2` prints
+  // them. Names this reader does not know are left alone.
+  void readChecksums() {
+    const fs::path path = dir / container::kChecksumsFile;
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return;
+    File file(path);
+    if (file.size() > container::kMaxChecksumsBytes) {
+      throw TraceError(fmt::format("{}: {} bytes, more than the {} a valid file can have", path.string(),
+                                   file.size(), container::kMaxChecksumsBytes));
+    }
+    std::string text(file.size(), '\0');
+    file.read(0, text.data(), text.size());
+    std::string_view rest = text;
+    for (size_t line = 1; !rest.empty(); ++line) {
+      const size_t end = rest.find('\n');
+      const std::string_view l = rest.substr(0, end);
+      const auto id = end != std::string_view::npos && l.size() > 34 && l.substr(32, 2) == "  "
+                          ? BlobId::fromHex(l.substr(0, 32))
+                          : std::nullopt;
+      if (!id) {
+        throw TraceError(fmt::format(
+            "{}: line {} is not \"<32 hex digits>  <file>\" as `xxhsum -H2` prints it: the file is damaged "
+            "(remove it to read the trace without checking its header and index)",
+            path.string(), line));
+      }
+      checksums.insert_or_assign(std::string(l.substr(34)), *id);
+      rest.remove_prefix(end + 1);
+    }
+  }
+
+  // Throws when `checksums` records a digest for `file` that its first
+  // `size` bytes, in `words`, do not have.
+  void checkSum(const File& file, const std::vector<capnp::word>& words, std::string_view consequence) const {
+    const auto it = checksums.find(file.path().filename().string());
+    if (it == checksums.end()) return;
+    const BlobId got = blobIdOf({reinterpret_cast<const uint8_t*>(words.data()), file.size()});
+    if (got != it->second) {
+      throw TraceError(fmt::format("{}: damaged: its XXH3-128 is {}, but {} records {}{}", file.path().string(),
+                                   got.hex(), container::kChecksumsFile, it->second.hex(), consequence));
+    }
+  }
+
   void readHeader() {
     File file(dir / container::kHeaderFile);
     const auto words = file.readWords(container::kMaxHeaderBytes);
+    checkSum(file, words,
+             ". Its fields (command line, environment, GPUs, library versions) cannot be trusted; remove the "
+             "trace's checksums file to read it anyway");
     header = guarded(file.path(), "header", [&] {
       capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
                                             readerOptions(words.size()));
@@ -266,9 +316,15 @@ struct TraceReader::Impl {
   bool readIndex() {
     const fs::path path = dir / container::kIndexFile;
     std::error_code ec;
-    if (!fs::exists(path, ec)) return false;
+    if (!fs::exists(path, ec)) {
+      if (checksums.contains(container::kIndexFile)) {
+        throw TraceError(fmt::format("{}: missing, though {} lists it", path.string(), container::kChecksumsFile));
+      }
+      return false;
+    }
     File file(path);
     const auto words = file.readWords(container::kMaxIndexBytes);
+    checkSum(file, words, "");
     std::vector<HostRegion> regions;
     int64_t stopped = -1;
     std::optional<RecorderMemory> memory;
@@ -367,16 +423,13 @@ struct TraceReader::Impl {
       blocks.push_back(info);
       offset = frameOffset + info.compressedSize;
     }
-    damage.detail = fmt::format(
-        "the recording did not end cleanly (no index): read {} complete block{}",
-        blocks.size(), blocks.size() == 1 ? "" : "s");
+    damage.detail = fmt::format("read {} complete block{}", blocks.size(), blocks.size() == 1 ? "" : "s");
     if (damage.discardedBytes > 0) {
       damage.detail += fmt::format("; discarded {} trailing bytes of an incomplete block", damage.discardedBytes);
       if (damage.discardedEvents > 0) {
         damage.detail += fmt::format(" ({} events)", damage.discardedEvents);
       }
     }
-    damage.detail += "; events still buffered in the recorder when it stopped are lost";
   }
 
   void checkSequence() {
@@ -559,6 +612,7 @@ TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) 
     throw TraceError(fmt::format("{}: not a gpurr trace (no version marker)", dir.string()));
   }
   r.readVersion();
+  r.readChecksums();
   r.readHeader();
   r.events = File(dir / container::kEventsFile);
   bool indexed = false;
@@ -571,10 +625,12 @@ TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) 
   if (!indexed) {
     r.blocks.clear();
     r.scanBlocks();
-    if (!indexProblem.empty()) {
-      r.damage.detail = indexProblem + "; ignored the index and scanned the blocks instead. " +
-                        r.damage.detail;
-    }
+    // The index is written last: without one the recording did not end
+    // cleanly; with a damaged one it cannot be told whether it did.
+    r.damage.detail = indexProblem.empty()
+                          ? "the recording did not end cleanly (no index): " + r.damage.detail +
+                                "; events still buffered in the recorder when it stopped are lost"
+                          : indexProblem + "; ignored the index and scanned the blocks instead: " + r.damage.detail;
   }
   r.checkSequence();
   r.unknownPerBlock = std::make_unique<std::atomic<uint32_t>[]>(r.blocks.size());

@@ -212,6 +212,7 @@ struct TraceWriter::Impl {
   std::optional<LayerSteps> layerSteps;
   uint64_t fileOffset = 0;
   uint64_t bytesWritten = 0;
+  BlobId headerSum, indexSum;  // XXH3-128 of the header and index files
   std::set<BlobId> blobs;  // only touched by the owner
   std::thread worker;
 
@@ -378,6 +379,17 @@ struct TraceWriter::Impl {
     capnp::writeMessage(sink, builder);
     writeFileAtomic(dir / container::kIndexFile, bytes);
     bytesWritten += bytes.size();
+    indexSum = blobIdOf(bytes);
+  }
+
+  // Last of all: the XXH3-128 of `header` and `index`, as `xxhsum -H2`
+  // prints them, so that readers can tell a damaged one (FORMAT.md §5a).
+  void writeChecksums() {
+    const std::string text = fmt::format("{}  {}\n{}  {}\n", headerSum.hex(), container::kHeaderFile,
+                                         indexSum.hex(), container::kIndexFile);
+    writeFileAtomic(dir / container::kChecksumsFile,
+                    {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+    bytesWritten += text.size();
   }
 };
 
@@ -408,6 +420,7 @@ TraceWriter::TraceWriter(const fs::path& dir, const Header& header, WriterOption
     capnp::writeMessage(sink, builder);
     writeFileAtomic(dir / container::kHeaderFile, bytes);
     w.bytesWritten += bytes.size() + version.size();
+    w.headerSum = blobIdOf(bytes);
   }
   const fs::path events = dir / container::kEventsFile;
   w.eventsFd = createPrivate(events, O_TRUNC | O_APPEND);
@@ -521,6 +534,7 @@ void TraceWriter::close() {
   w.sealBlock();
   w.drain();
   w.writeIndex();
+  w.writeChecksums();
 }
 
 uint64_t TraceWriter::eventsWritten() const { return impl_->eventsWritten; }

@@ -782,6 +782,7 @@ void truncated(const fs::path& dir) {
   });
   const fs::path b = dir / "b.gpurr";
   fs::remove(b / "index");
+  fs::remove(b / "checksums");
   const uint64_t size = fs::file_size(b / "events");
   fs::resize_file(b / "events", size - 100);
 }

@@ -109,7 +109,7 @@ TEST_CASE("trace files are created 0600 and its folders 0700, whatever the umask
       }
     }
     CHECK(dirs == 2);    // blobs/ and blobs/<xx>/
-    CHECK(files == 5);   // version, header, events, index, one blob
+    CHECK(files == 6);   // version, header, events, index, checksums, one blob
     trace::TraceReader r(dir);
     CHECK(r.eventCount() == 1);
   }

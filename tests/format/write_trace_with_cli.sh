@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes a gpurr trace using nothing but the `capnp` and `zstd` command-line
-# tools (plus `xxhsum` to name a blob), following trace_format/FORMAT.md. It
+# tools (plus `xxhsum` to name a blob and write `checksums`), following
+# trace_format/FORMAT.md. It
 # is the proof that FORMAT.md says enough to write a trace without gpurr's code.
 #
 #   write_trace_with_cli.sh SCHEMA OUT_DIR EVENTS_TEXT [HEADER_TEXT]
@@ -90,4 +91,6 @@ flush_block
 
 # index: written last, as a recorder does when it closes a trace cleanly
 (IFS=,; echo "(blocks = [${entries[*]}])") | capnp encode "$schema" Index > "$out/index"
+# checksums: after the index, the two files' XXH3-128 as xxhsum prints them
+(cd "$out" && xxhsum -H2 header index > checksums)
 echo "wrote $block block(s) to $out"

@@ -192,6 +192,7 @@ void apply(const fs::path& dir, Mode mode, std::span<const uint8_t> payload) {
       std::vector<uint8_t> events = encodeBlockHeader(info);
       events.insert(events.end(), frame.begin(), frame.end());
       removeAll(dir / "index");  // an index would describe the old events file
+      removeAll(dir / "checksums");
       return replace("events", events);
     }
     case Mode::kOddEntry: {

@@ -165,6 +165,7 @@ TEST_CASE("the summary counts processes, launches, bytes hashed and size on disk
   makeTrace(out / "rank1.gpurr", 2, 1000);
   makeTrace(out / "rank2.gpurr", 1, 1 << 20);
   fs::remove(out / "rank2.gpurr" / "index");
+  fs::remove(out / "rank2.gpurr" / "checksums");
   fs::create_directories(out / "rank3.gpurr");
   writeText(out / "rank3.gpurr" / "version", "garbage");
   const std::vector<fs::path> traces{out / "rank0.gpurr", out / "rank1.gpurr", out / "rank2.gpurr",

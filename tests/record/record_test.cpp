@@ -402,6 +402,7 @@ TEST_CASE("a trace the recorder could not close is summarised with the reader's 
   const fs::path fake = s.tmp / "fake.gpurr";
   makeTrace(fake, 4, 256);
   fs::remove(fake / "index");  // as when the process was killed
+  fs::remove(fake / "checksums");
   const Result r = s.record("out.gpurr", "cp -r " + quoted(fake.string()) +
                                              " \"$GPURR_OUTPUT/proc0.gpurr\"; kill -KILL $$");
   CHECK(r.code == 128 + SIGKILL);

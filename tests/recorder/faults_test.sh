@@ -67,6 +67,8 @@ kill)
   steps=4 launches=3000
   "$gpurr" record -o "$work/full.gpurr" -- "$program" $steps $launches > "$work/full.out" 2> "$work/full.err"
   [ $? = 7 ] || { cat "$work/full.err"; fail "the complete run did not exit with its own status"; }
+  # A trace closed cleanly carries checksums that xxhsum itself accepts.
+  (cd "$work/full.gpurr" && xxhsum -c checksums) || fail "xxhsum -c rejects the trace's checksums"
   KILL_IN_STEP=2 "$gpurr" record -o "$work/killed.gpurr" -- "$program" $steps $launches \
     > "$work/rec.out" 2> "$work/rec.err"
   code=$?

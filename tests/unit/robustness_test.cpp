@@ -99,6 +99,7 @@ TEST_CASE("a trace cut in the middle of a block keeps the blocks before it") {
   REQUIRE(blocks.size() >= 4);
   const uint64_t cut = blocks[3].fileOffset + 80;  // inside block 3's frame
   fs::remove(dir / "index");  // as after a crash: no index
+  fs::remove(dir / "checksums");
   fs::resize_file(dir / "events", cut);
 
   TraceReader r(dir);
@@ -178,6 +179,7 @@ TEST_CASE("a corrupt header, events file or blob names the file") {
     std::memcpy(bad.data() + 28, &huge, 4);
     writeFile(dir / "events", bad);
     fs::remove(dir / "index");
+    fs::remove(dir / "checksums");
     const std::string error = errorOf(dir);
     CHECK_THAT(error, Catch::Contains("events"));
   }

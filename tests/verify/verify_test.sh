@@ -54,6 +54,23 @@ fresh
 truncate -s 20 "$tmp/t.gpurr/index"
 expect 1 "ignored the index and scanned the blocks instead" "$tmp/t.gpurr"
 
+# checksums (FORMAT.md §5), written here by xxhsum: a damaged header is
+# refused, a damaged index ignored, a line of another form an error, and a
+# file name this gpurr does not know skipped.
+sums() { (cd "$tmp/t.gpurr" && xxhsum -H2 header index > checksums && printf "%s" "$1" >> checksums); }
+fresh; sums $'0123456789abcdef0123456789abcdef  a-later-file\n'
+expect 0 ": ok:" "$tmp/t.gpurr"
+fresh; sums ""; flip "$tmp/t.gpurr/header" "$(( $(stat -c %s "$tmp/t.gpurr/header") - 3 ))"
+expect 2 "header: damaged: its XXH3-128 is" "$tmp/t.gpurr"
+expect 2 "remove the trace's checksums file to read it anyway" "$tmp/t.gpurr"
+fresh; sums ""; flip "$tmp/t.gpurr/index" "$(( $(stat -c %s "$tmp/t.gpurr/index") - 3 ))"
+expect 1 "index: damaged: its XXH3-128 is" "$tmp/t.gpurr"
+expect 1 "ignored the index and scanned the blocks instead: read 2 complete blocks" "$tmp/t.gpurr"
+fresh; sums ""; rm "$tmp/t.gpurr/index"
+expect 1 "index: missing, though checksums lists it" "$tmp/t.gpurr"
+fresh; sums $'not a checksum line\n'
+expect 2 "line 3 is not \"<32 hex digits>  <file>\"" "$tmp/t.gpurr"
+
 # A block's frame damaged (checksum).
 fresh
 flip "$tmp/t.gpurr/events" 80
