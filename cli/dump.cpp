@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "cli/commands.h"
+#include "common/name_pattern.h"
 #include "report/event_json.h"
 #include "report/text.h"
 #include "trace_format/trace.h"
@@ -62,7 +63,7 @@ int run(const DumpOptions& opts) {
   std::optional<std::regex> pattern;
   if (opts.kernel) {
     try {
-      pattern.emplace(*opts.kernel, std::regex::ECMAScript | std::regex::optimize);
+      pattern.emplace(*opts.kernel, kNamePattern | std::regex::optimize);
     } catch (const std::regex_error& e) {
       std::fprintf(stderr, "gpurr dump: --kernel: invalid regular expression '%s': %s\n",
                    opts.kernel->c_str(), e.what());

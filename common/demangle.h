@@ -15,13 +15,23 @@
 
 namespace gpurr {
 
-// The demangled C++ name, or the name itself when it is not a mangled one.
+// Demangled names longer than this are not used. Real kernel names demangle
+// to tens of kilobytes at most; a name built from nested back-references
+// (each template argument twice the one before) demangles to four times as
+// much for every 40 more bytes, and everything that reads it (reports,
+// pattern matching) would pay for it again.
+inline constexpr size_t kMaxDemangledBytes = 1 << 20;
+
+// The demangled C++ name, or the name itself when it is not a mangled one
+// (or demangles to more than kMaxDemangledBytes).
 inline std::string demangled(const std::string& name) {
   if (name.rfind("_Z", 0) != 0) return name;
   int status = 0;
   std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status),
                                                 &std::free);
-  return status == 0 && d ? std::string(d.get()) : name;
+  if (status != 0 || !d) return name;
+  std::string_view text(d.get());
+  return text.size() <= kMaxDemangledBytes ? std::string(text) : name;
 }
 
 // Top-level parameter types of a demangled function name ("f<a, b>(int, x::y)"

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "common/name_pattern.h"
+
 namespace gpurr::diff {
 namespace fs = std::filesystem;
 
@@ -77,12 +79,12 @@ Culprits Culprits::load(const fs::path& file) {
                               entry.id));
     }
     try {
-      if (!entry.kernelPattern.empty()) entry.kernel.emplace(entry.kernelPattern, std::regex::ECMAScript);
+      if (!entry.kernelPattern.empty()) entry.kernel.emplace(entry.kernelPattern, kNamePattern);
       if (!entry.frameworkOpPattern.empty()) {
-        entry.frameworkOp.emplace(entry.frameworkOpPattern, std::regex::ECMAScript);
+        entry.frameworkOp.emplace(entry.frameworkOpPattern, kNamePattern);
       }
       if (!entry.forwardOpPattern.empty()) {
-        entry.forwardOp.emplace(entry.forwardOpPattern, std::regex::ECMAScript);
+        entry.forwardOp.emplace(entry.forwardOpPattern, kNamePattern);
       }
     } catch (const std::regex_error& err) {
       throw where(fmt::format("{}: invalid regular expression: {}", entry.id, err.what()));
@@ -159,6 +161,8 @@ std::vector<CulpritMatch> Culprits::match(const FirstDivergence& d,
     for (const OpInfo& o : d.stretch->bOps) ops.push_back(&o);
   }
   std::erase_if(ops, [](const OpInfo* op) { return op->name.empty(); });
+  std::vector<std::string> kernels;  // each op's name demangled, once
+  for (const OpInfo* op : ops) kernels.push_back(op->kind == OpKind::kLaunch ? demangled(op->name) : "");
   for (const Entry& e : entries_) {
     if (!e.causes.empty()) {
       bool applies = false;
@@ -195,10 +199,11 @@ std::vector<CulpritMatch> Culprits::match(const FirstDivergence& d,
     // The kernel name stands for the op: for an entry that names ops, only
     // where the framework op is unknown (a kernel can serve several ops).
     const bool namesOps = e.frameworkOp || e.forwardOp;
-    for (const OpInfo* op : ops) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const OpInfo* op = ops[i];
       if (!by.empty() || !e.kernel) break;
       if (namesOps && !frameworkOpOf(*op).empty()) continue;
-      if (op->kind == OpKind::kLaunch && std::regex_search(demangled(op->name), *e.kernel)) {
+      if (op->kind == OpKind::kLaunch && std::regex_search(kernels[i], *e.kernel)) {
         by = "kernel";
         if (op->origin) matched = matchedText(*op->origin, false);  // where it ran: a compiled region, an op
       }

@@ -172,6 +172,26 @@ TEST_CASE("the culprits file loads and matches") {
 
 }
 
+TEST_CASE("names of hundreds of kilobytes are matched without overflowing the stack") {
+  // A `.*` in a pattern used to recurse once per character it consumed: 30 KB
+  // of name were enough to overflow the stack.
+  const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
+  FirstDivergence d;
+  d.cause = d.mechanism = Cause::kNondeterministicKernel;
+  d.a.kind = OpKind::kLaunch;
+  const std::string name = "max_pool3d_with_indices_backward" + std::string(400000, 'x');
+  d.a.name = "_Z" + std::to_string(name.size()) + name + "v";
+  d.b = d.a;
+  auto matches = c.match(d, {});  // by the kernel
+  REQUIRE(matches.size() == 1);
+  CHECK(matches[0].matchedBy == "kernel");
+  d.a.origin = d.b.origin = gpurr::trace::Origin{"aten::embedding_bag" + std::string(400000, 'x') + "_backward", {}};
+  d.a.name = d.b.name = "_Z6kernelPfS_i";
+  matches = c.match(d, {});  // by the framework op
+  REQUIRE(matches.size() == 1);
+  CHECK(matches[0].matchedBy == "framework op");
+}
+
 TEST_CASE("uninitialised memory read in a PyTorch program matches torch.empty's entry and its fix") {
   const Culprits c = Culprits::load(std::filesystem::path(GPURR_SOURCE_DIR) / "data/known_culprits.json");
   FirstDivergence d;

@@ -188,6 +188,13 @@ TEST_CASE("kernel regex matches the demangled name too", "[recorder][options]") 
   REQUIRE(problems.empty());
   CHECK(kernelSelected(o, "_Z6reducePfi"));  // reduce(float*, int)
   CHECK_FALSE(kernelSelected(o, "_Z6scalePfi"));
+  // A long name (templates run to tens of kilobytes) under a `.*` pattern,
+  // matched in the recorded program's thread: it must not exhaust the stack.
+  o = parseOptions(envOf({{"GPURR_KERNELS", "gemm.*tn$"}}), problems);
+  REQUIRE(problems.empty());
+  const std::string name = "cutlass_gemm" + std::string(400000, 'x');
+  CHECK(kernelSelected(o, name + "_tn"));
+  CHECK_FALSE(kernelSelected(o, name + "_nt"));
 }
 
 TEST_CASE("only determinism-relevant environment variables are kept, sorted", "[recorder][options]") {

@@ -325,6 +325,19 @@ TEST_CASE("short kernel names") {
   CHECK(report::shortKernelName("_Z8bias_addPfPKfi") == "bias_add");
   CHECK(report::demangled("not_mangled") == "not_mangled");
   CHECK(report::demangled("_Zgarbage") == "_Zgarbage");
+  // A name of nested back-references (each template argument twice the one
+  // before) would demangle to 200 MB at 44 levels: it is shown mangled.
+  auto nested = [](int levels) {
+    std::string name = "_Z1fIJ1AIiiE";
+    for (int k = 0; k < levels; ++k) {
+      std::string id;  // the substitution S<k in base 36>_
+      for (int n = k; id.empty() || n > 0; n /= 36) id.insert(id.begin(), "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[n % 36]);
+      name += "S_IS" + id + "_S" + id + "_E";
+    }
+    return name + "EEvv";
+  };
+  CHECK(report::demangled(nested(8)).starts_with("void f<A<int, int>, f<A, A>, f<A<int, int>, A<int, int> >"));
+  CHECK(report::demangled(nested(44)) == nested(44));
   // Deeply nested templates lose their inner arguments first.
   const std::string cutlass =
       "_ZN7cutlass6KernelINS_4gemm6kernel4GemmINS1_11threadblock12MmaPipelinedINS1_9GemmShapeILi128ELi128ELi8EEEfEELb1EEEEEvNT_6ParamsE";
