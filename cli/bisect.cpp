@@ -31,6 +31,7 @@
 #include "report/diff_report.h"
 #include "report/event_json.h"
 #include "cli/record.h"
+#include "report/terminal.h"
 #include "report/text.h"
 #include "diff/diff.h"
 #include "report/html.h"
@@ -98,7 +99,7 @@ class Progress {
     if (terminal_) {
       draw();
     } else {
-      std::fprintf(stderr, "gpurr bisect: %s%s\n", text.c_str(), note.empty() ? "" : (" " + note).c_str());
+      std::fprintf(stderr, "gpurr bisect: %s\n", report::terminalText(note.empty() ? text : text + " " + note).c_str());
     }
   }
   void tick() {
@@ -107,7 +108,7 @@ class Progress {
   // A line that stays (a finished run, a warning).
   void say(const std::string& line) {
     clear();
-    std::fprintf(stderr, "gpurr bisect: %s\n", line.c_str());
+    std::fprintf(stderr, "gpurr bisect: %s\n", report::terminalText(line).c_str());
     if (terminal_ && !text_.empty()) draw();
   }
   void clear() {
@@ -136,7 +137,7 @@ class Progress {
       text = text.substr(0, room) + "...";
     }
     const std::string line = text + tail;
-    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    std::fprintf(stderr, "\r\033[K%s", report::terminalText(line).c_str());
     std::fflush(stderr);
     drawn_ = true;
   }
@@ -670,14 +671,14 @@ bool writeFile(const fs::path& path, const std::string& text) {
   out << text;
   out.close();
   if (!out) {
-    std::fprintf(stderr, "gpurr bisect: error: cannot write %s\n", path.c_str());
+    std::fprintf(stderr, "gpurr bisect: error: cannot write %s\n", report::terminalText(path.string()).c_str());
     return false;
   }
   return true;
 }
 
 int usageError(const std::string& text) {
-  std::fprintf(stderr, "gpurr bisect: %s\n", text.c_str());
+  std::fprintf(stderr, "gpurr bisect: %s\n", report::terminalText(text).c_str());
   return kExitTrouble;
 }
 
@@ -717,18 +718,18 @@ int run(const BisectOptions& opts) {
   try {
     std::string warning;
     culprits = loadCulprits(opts.culprits, warning);
-    if (!warning.empty()) std::fprintf(stderr, "gpurr bisect: warning: %s\n", warning.c_str());
+    if (!warning.empty()) std::fprintf(stderr, "gpurr bisect: warning: %s\n", report::terminalText(warning).c_str());
   } catch (const std::runtime_error& e) {
     return usageError(fmt::format("error: {}", e.what()));
   }
-  if (opts.output.empty()) std::fprintf(stderr, "gpurr bisect: results go to %s/\n", shown.c_str());
+  if (opts.output.empty()) std::fprintf(stderr, "gpurr bisect: results go to %s/\n", report::terminalText(shown.string()).c_str());
   catchInterrupts(shown);
 
   Bisect bisect(opts, exe, dir, shown, culprits ? &*culprits : nullptr);
   const Outcome outcome = bisect.run();
   if (outcome.interruptedBy != 0) {
     std::fprintf(stderr, "gpurr bisect: interrupted (%s); what was recorded so far is in %s/\n",
-                 strsignal(outcome.interruptedBy), shown.c_str());
+                 strsignal(outcome.interruptedBy), report::terminalText(shown.string()).c_str());
     return 128 + outcome.interruptedBy;
   }
 
@@ -740,7 +741,8 @@ int run(const BisectOptions& opts) {
   try {
     written = writeFile(dir / "report.html", renderHtml(model)) && written;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpurr bisect: error: cannot render %s/report.html: %s\n", shown.c_str(), e.what());
+    std::fprintf(stderr, "gpurr bisect: error: cannot render %s/report.html: %s\n", report::terminalText(shown.string()).c_str(),
+                 report::terminalText(e.what()).c_str());
     written = false;
   }
   if (opts.json) {

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "common/name_pattern.h"
 #include "report/event_json.h"
+#include "report/terminal.h"
 #include "report/text.h"
 #include "trace_format/trace.h"
 
@@ -66,14 +67,14 @@ int run(const DumpOptions& opts) {
       pattern.emplace(*opts.kernel, kNamePattern | std::regex::optimize);
     } catch (const std::regex_error& e) {
       std::fprintf(stderr, "gpurr dump: --kernel: invalid regular expression '%s': %s\n",
-                   opts.kernel->c_str(), e.what());
+                   report::terminalText(*opts.kernel).c_str(), e.what());
       return kExitTrouble;
     }
   }
   TraceReader reader(opts.trace);
   if (reader.damage().unclosed) {
-    std::fprintf(stderr, "gpurr dump: warning: %s: %s\n", opts.trace.c_str(),
-                 reader.damage().detail.c_str());
+    std::fprintf(stderr, "gpurr dump: warning: %s: %s\n", report::terminalText(opts.trace).c_str(),
+                 report::terminalText(reader.damage().detail).c_str());
   }
   // Whether a function name matches --kernel, cached per mangled name.
   std::unordered_map<std::string, bool> matches;
@@ -98,14 +99,14 @@ int run(const DumpOptions& opts) {
         if (!selected(e)) return true;
         out = opts.json ? report::jsonText(toJson(e), -1) : describe(e);
         out += '\n';
-        std::fwrite(out.data(), 1, out.size(), stdout);
+        std::cout << out;  // through the terminal filter (report/terminal.h)
         return true;
       },
       from);
-  std::fflush(stdout);
+  std::cout.flush();
   if (!last && from > 0) {
     const uint64_t n = reader.eventCount();
-    std::fprintf(stderr, "gpurr dump: --range %s: no such event: %s\n", opts.range.c_str(),
+    std::fprintf(stderr, "gpurr dump: --range %s: no such event: %s\n", report::terminalText(opts.range).c_str(),
                  n == 0 ? "the trace holds none" : fmt::format("the trace's events are #0 to #{}", n - 1).c_str());
     return kExitTrouble;
   }

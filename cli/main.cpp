@@ -7,10 +7,13 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "report/terminal.h"
 #include "trace_format/trace.h"
 
 int main(int argc, char** argv) {
   using namespace gpurr::cli;
+  // What the commands print holds text from traces and programs.
+  gpurr::report::filterTerminalOutput();
   CLI::App app{
       "gpurr: a bitwise record-and-replay debugger for GPU programs.\n"
       "Finds the first kernel launch whose output differs between two runs, and why."};
@@ -38,7 +41,8 @@ int main(int argc, char** argv) {
       known = known || c->get_name() == argv[1];
     }
     if (!known) {
-      std::fprintf(stderr, "gpurr: no command '%s'; the commands are %s (gpurr --help)\n", argv[1], names.c_str());
+      std::fprintf(stderr, "gpurr: no command '%s'; the commands are %s (gpurr --help)\n",
+                   gpurr::report::terminalText(argv[1]).c_str(), names.c_str());
       return kExitTrouble;
     }
   }
@@ -53,10 +57,10 @@ int main(int argc, char** argv) {
   try {
     return chosen ? chosen() : kExitTrouble;
   } catch (const gpurr::trace::TraceError& e) {
-    std::fprintf(stderr, "gpurr: error: %s\n", e.what());
+    std::fprintf(stderr, "gpurr: error: %s\n", gpurr::report::terminalText(e.what()).c_str());
     return kExitTrouble;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpurr: internal error: %s\n", e.what());
+    std::fprintf(stderr, "gpurr: internal error: %s\n", gpurr::report::terminalText(e.what()).c_str());
     return kExitTrouble;
   }
 }

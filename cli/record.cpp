@@ -22,6 +22,7 @@
 #include "cli/cuda_driver.h"
 #include "cli/process.h"
 #include "common/job_rank.h"
+#include "report/terminal.h"
 #include "report/text.h"
 
 extern char** environ;
@@ -79,10 +80,10 @@ std::string fixAddressLayout() {
   return {};
 }
 
-void say(const std::string& text) { std::fprintf(stderr, "gpurr: %s\n", text.c_str()); }
+void say(const std::string& text) { std::fprintf(stderr, "gpurr: %s\n", report::terminalText(text).c_str()); }
 
 int usageError(const std::string& text) {
-  std::fprintf(stderr, "gpurr record: %s\n", text.c_str());
+  std::fprintf(stderr, "gpurr record: %s\n", report::terminalText(text).c_str());
   return kExitTrouble;
 }
 
@@ -268,7 +269,7 @@ int run(const RecordOptions& opts) {
   const ChildExit exit = runChild(command, applyEnv(baseEnv, changes));
   if (!exit.started) {
     fs::remove_all(staging, ec);
-    std::fprintf(stderr, "gpurr record: cannot run '%s': %s\n", command[0].c_str(),
+    std::fprintf(stderr, "gpurr record: cannot run '%s': %s\n", report::terminalText(command[0]).c_str(),
                  exit.error.c_str());
     return exit.code;
   }

@@ -24,6 +24,7 @@
 #include "replayer/stream_execute.h"
 #include "replayer/stream_plan.h"
 #include "report/event_json.h"
+#include "report/terminal.h"
 #endif
 
 namespace gpurr::cli {
@@ -44,13 +45,13 @@ struct ReplayCliOptions {
 };
 
 int fail(const std::string& message) {
-  std::fprintf(stderr, "gpurr replay: error: %s\n", message.c_str());
+  std::fprintf(stderr, "gpurr replay: error: %s\n", report::terminalText(message).c_str());
   return kExitTrouble;
 }
 
 #if GPURR_HAVE_REPLAYER
 int usage(const std::string& message) {
-  std::fprintf(stderr, "gpurr replay: error: %s\nRun with --help for more information.\n", message.c_str());
+  std::fprintf(stderr, "gpurr replay: error: %s\nRun with --help for more information.\n", report::terminalText(message).c_str());
   return kExitTrouble;
 }
 
@@ -110,7 +111,8 @@ int run(const ReplayCliOptions& opts) {
     }
     const trace::TraceReader& reader = *opened;
     if (reader.damage().unclosed) {
-      std::fprintf(stderr, "gpurr replay: warning: %s: %s\n", opts.trace.c_str(), reader.damage().detail.c_str());
+      std::fprintf(stderr, "gpurr replay: warning: %s: %s\n", report::terminalText(opts.trace).c_str(),
+                   report::terminalText(reader.damage().detail).c_str());
     }
     if (opts.all) return runStream(opts, reader, options.elementType);
     const replay::ReplayPlan plan = replay::planReplay(reader, *opts.launch);

@@ -20,6 +20,7 @@
 #include "common/parallel.h"
 #include "report/compare.h"
 #include "report/event_json.h"
+#include "report/terminal.h"
 #include "report/text.h"
 #include "trace_format/hash.h"
 #include "trace_format/hash_primitives.h"
@@ -375,7 +376,7 @@ int run(const VerifyOptions& opts) {
   const Verified v = verifyTrace(opts.trace);
   if (opts.json) std::cout << report::jsonText(verifiedJson(v)) << '\n';
   if (!v.report) {
-    std::fprintf(stderr, "gpurr verify: %s\n", v.error.c_str());
+    std::fprintf(stderr, "gpurr verify: %s\n", report::terminalText(v.error).c_str());
   } else if (!opts.json) {
     std::cout << verifiedText(v);
   }

@@ -9,6 +9,7 @@
 
 #include "report/html_page.h"
 #include "report/event_json.h"
+#include "report/terminal.h"
 #include "report/timeline.h"
 #include "trace_format/events.h"
 
@@ -97,15 +98,10 @@ std::vector<std::string> strings(const json* arr) {
 // ------------------------------------------------------------ words
 
 string e(std::string_view s) {
-  // Text from traces and logs may hold bytes that are not UTF-8: shown as
-  // U+FFFD, as the JSON reports write them.
-  for (const char c : s) {
-    if (static_cast<unsigned char>(c) >= 0x80) {
-      const string quoted = json(string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
-      return escapeHtml(json::parse(quoted).get<string>());
-    }
-  }
-  return escapeHtml(s);
+  // Text from traces and logs may hold bytes that are not UTF-8, control
+  // characters and bidirectional overrides (which would reverse the
+  // headline): shown escaped, as the text report shows them.
+  return escapeHtml(terminalText(s));
 }
 
 string plural(uint64_t n, const char* one, const char* many) {

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <unordered_map>
@@ -17,6 +18,12 @@ const std::string& demangle(const std::string& mangled) {
   auto it = cache.find(mangled);
   if (it != cache.end()) return it->second;
   return cache.emplace(mangled, demangled(mangled)).first->second;
+}
+
+size_t characterStart(std::string_view s, size_t i) {
+  i = std::min(i, s.size());
+  while (i > 0 && i < s.size() && (static_cast<unsigned char>(s[i]) & 0xc0) == 0x80) --i;
+  return i;
 }
 
 std::string dim(const Dim3& d) { return fmt::format("({},{},{})", d.x, d.y, d.z); }

@@ -16,6 +16,10 @@ using text::withCommas;
 // Demangled C++ name, or the name itself when it is not mangled. Cached.
 const std::string& demangle(const std::string& mangled);
 
+// `i`, or the nearest position before it where a UTF-8 character starts: a
+// name cut there stays valid UTF-8.
+size_t characterStart(std::string_view s, size_t i);
+
 // "(512,1,1)".
 std::string dim(const trace::Dim3& d);
 

@@ -362,9 +362,10 @@ void shareStreamOrdinals(json& rows) {
 // Cuts `s` in the middle to `max` characters, keeping both ends (kernel
 // names say the most at their start and their end).
 std::string cutMiddle(const std::string& s, size_t max) {
-  if (s.size() <= max || max < 5) return s.size() <= max ? s : s.substr(0, max);
+  if (s.size() <= max || max < 5) return s.size() <= max ? s : s.substr(0, characterStart(s, max));
   const size_t keep = max - 3;
-  return s.substr(0, keep - keep / 3) + "..." + s.substr(s.size() - keep / 3);
+  return s.substr(0, characterStart(s, keep - keep / 3)) + "..." +
+         s.substr(characterStart(s, s.size() - keep / 3));
 }
 
 // The text inside template brackets deeper than `depth`, replaced by "...".

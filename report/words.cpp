@@ -13,7 +13,7 @@ using namespace gpurr::diff;
 
 std::string shortName(const std::string& name, size_t max) {
   std::string d = demangle(name);
-  if (d.size() > max) d = d.substr(0, max - 3) + "...";
+  if (d.size() > max) d = d.substr(0, characterStart(d, max - 3)) + "...";
   return d;
 }
 

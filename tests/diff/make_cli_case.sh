@@ -17,7 +17,7 @@ for run in a b; do
 done
 if [ $# -ge 3 ]; then
   for run in a b; do
-    for f in version header events index; do
+    for f in version header events index checksums; do
       cmp "$out/$run.gpurr/$f" "$3/$run.gpurr/$f"
     done
   done

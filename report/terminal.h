@@ -1,0 +1,44 @@
+// Text from a trace made safe to print: a kernel, op, module or file name, an
+// environment variable or a command line comes from whoever recorded the
+// trace, and its control characters would reach the reader's terminal
+// (clearing the screen, retitling the window, hiding or reordering the rest
+// of a report). Printed escaped instead, as \x1b or \u202e.
+#pragma once
+
+#include <streambuf>
+#include <string>
+#include <string_view>
+
+namespace gpurr::report {
+
+// `text` with every character a terminal would act on written as an
+// escape: control characters but line feed and tab (\x1b, \x0d, \x7f),
+// C1 controls and the bidirectional overrides and isolates (\u0085,
+// \u202e), and bytes that are not UTF-8 (\xff). The one escape sequence
+// kept is a colour of those the reports write themselves (SGR: ESC [ 1;91 m;
+// reset, bold, faint and foreground colours only). JSON as gpurr writes it passes unchanged in meaning: it holds
+// no raw control character or stray byte, and \u202e is JSON's own escape.
+std::string terminalText(std::string_view text);
+
+// A stream buffer that writes what it is given through terminalText() to
+// `out` at once, holding back only a character or a colour cut between two
+// writes until the next (or a flush).
+class TerminalFilter : public std::streambuf {
+ public:
+  explicit TerminalFilter(std::streambuf* out) : out_(out) {}
+
+ protected:
+  int overflow(int c) override;
+  std::streamsize xsputn(const char* s, std::streamsize n) override;
+  int sync() override;
+
+ private:
+  std::streambuf* out_;
+  std::string pending_;
+};
+
+// Puts a TerminalFilter in front of std::cout and std::cerr for the rest of
+// the process.
+void filterTerminalOutput();
+
+}  // namespace gpurr::report

@@ -1,0 +1,57 @@
+// Text from traces printed to a terminal: what a terminal would act on is
+// escaped, the reports' own colours and valid UTF-8 pass, and a character or
+// colour split between two writes to the stream arrives whole.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+
+#include "report/terminal.h"
+#include "report/text.h"
+
+using gpurr::report::terminalText;
+
+TEST_CASE("what a terminal would act on is escaped") {
+  CHECK(terminalText("plain text\twith a tab\n") == "plain text\twith a tab\n");
+  CHECK(terminalText("\x1b]0;title\x07") == "\\x1b]0;title\\x07");                // window title
+  CHECK(terminalText("a\x1b[2Jb\x1b[Hc") == "a\\x1b[2Jb\\x1b[Hc");                // clear, move
+  CHECK(terminalText("x\ry\bz\x7f\x01") == "x\\x0dy\\x08z\\x7f\\x01");
+  CHECK(terminalText("\x1b[8mhidden") == "\\x1b[8mhidden");                       // conceal
+  CHECK(terminalText("\x1b[7;31m") == "\\x1b[7;31m");                              // reverse
+  CHECK(terminalText("\x1b[1m\x1b[91mred\x1b[0m\x1b[2mfaint\x1b[33m") ==
+        "\x1b[1m\x1b[91mred\x1b[0m\x1b[2mfaint\x1b[33m");                         // the reports' own
+  CHECK(terminalText("\u202eevil\u202c \u2067x\u2069") == "\\u202eevil\\u202c \\u2067x\\u2069");
+  CHECK(terminalText("\u0085next") == "\\u0085next");                              // C1
+  CHECK(terminalText("h\u00e9 \u4e2d \U0001f600") == "h\u00e9 \u4e2d \U0001f600");  // valid UTF-8
+  // Not UTF-8: a stray continuation, an overlong form, a surrogate, a cut sequence.
+  CHECK(terminalText("\x80") == "\\x80");
+  CHECK(terminalText("\xc0\x80") == "\\xc0\\x80");
+  CHECK(terminalText("\xed\xa0\x80") == "\\xed\\xa0\\x80");
+  CHECK(terminalText("\xe4\xb8") == "\\xe4\\xb8");
+}
+
+TEST_CASE("the filter writes what it is given at once and holds back only a split character") {
+  std::stringstream sink;
+  gpurr::report::TerminalFilter filter(sink.rdbuf());
+  std::ostream out(&filter);
+  out << "a\x1b]0;t\x07 ";
+  CHECK(sink.str() == "a\\x1b]0;t\\x07 ");
+  out << "\xe4\xb8";  // the first two bytes of U+4E2D
+  CHECK(sink.str() == "a\\x1b]0;t\\x07 ");
+  out << "\xad and \x1b[9";  // its last byte; a colour cut short
+  CHECK(sink.str() == "a\\x1b]0;t\\x07 \u4e2d and ");
+  out << "1mred";
+  CHECK(sink.str() == "a\\x1b]0;t\\x07 \u4e2d and \x1b[91mred");
+  out << "\xe4" << std::flush;  // a flush writes what is held, escaped
+  CHECK(sink.str() == "a\\x1b]0;t\\x07 \u4e2d and \x1b[91mred\\xe4");
+}
+
+TEST_CASE("a name cut short stays valid UTF-8") {
+  const std::string s = "a\u00e9\u4e2d";  // 1, 2 and 3 bytes
+  CHECK(gpurr::report::characterStart(s, 0) == 0);
+  CHECK(gpurr::report::characterStart(s, 2) == 1);
+  CHECK(gpurr::report::characterStart(s, 3) == 3);
+  CHECK(gpurr::report::characterStart(s, 5) == 3);
+  CHECK(gpurr::report::characterStart(s, 6) == 6);
+  CHECK(gpurr::report::characterStart(s, 9) == 6);
+}
