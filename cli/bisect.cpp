@@ -736,7 +736,7 @@ int run(const BisectOptions& opts) {
   const BisectFacts facts = factsOf(outcome);
   const Report model{outcome.chosenComparison(), outcome.timeline, &facts};
   const Json report = bisectJson(model);
-  bool written = writeFile(dir / "report.txt", renderText(outcome, Style{false}));
+  bool written = writeFile(dir / "report.txt", report::terminalText(renderText(outcome, Style{false})));
   written = writeFile(dir / "report.json", report::jsonText(report) + "\n") && written;
   try {
     written = writeFile(dir / "report.html", renderHtml(model)) && written;
