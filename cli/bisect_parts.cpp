@@ -216,7 +216,9 @@ std::optional<LaunchLocation> findLaunch(const fs::path& trace, uint64_t launchI
   uint64_t n = 0;
   reader.forEach([&](const Event& e) {
     const auto* k = std::get_if<KernelLaunch>(&e.payload);
-    if (k == nullptr) return true;
+    // Counted as the recorder numbered them: one captured into a graph has
+    // no number (it did not run then).
+    if (k == nullptr || k->captured) return true;
     if (n++ < launchIndex) return true;
     LaunchLocation at;
     at.seq = e.seq;

@@ -148,6 +148,13 @@ void canonicalOrder(Run& run, uint64_t start) {
   dependentsAt = {};
   dependents = {};
   syncs = {};
+  // The recorder numbers launches in trace order (OpInfo::launchIndex):
+  // the seqs of those from the start, before they move.
+  run.reorderedFrom = start;
+  run.reorderedLaunchSeqs.clear();
+  for (uint64_t k = 0; k < n; ++k) {
+    if (opAt(k).kind() == OpKind::kLaunch) run.reorderedLaunchSeqs.push_back(opAt(k).seq());
+  }
   // ops[start + k] = old ops[start + order[k]], cycle by cycle.
   std::vector<bool> placed(n, false);
   for (uint64_t k = 0; k < n; ++k) {

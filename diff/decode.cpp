@@ -78,10 +78,14 @@ OpInfo info(const Run& run, uint64_t index, const Event& e) {
   OpInfo out;
   out.seq = op.seq();
   out.index = index;
-  const auto& setAside = run.benchmarkingLaunches;
-  out.launchIndex = run.droppedLaunches + run.ops.launchesBefore(index) +
-                    static_cast<uint64_t>(std::lower_bound(setAside.begin(), setAside.end(), op.seq()) -
-                                          setAside.begin());
+  // The recorder's number: launches before it in trace order, those set
+  // aside included (the canonical order may have moved it among others).
+  const auto before = [&](const std::vector<uint64_t>& seqs) {
+    return static_cast<uint64_t>(std::lower_bound(seqs.begin(), seqs.end(), op.seq()) - seqs.begin());
+  };
+  out.launchIndex = run.droppedLaunches + before(run.benchmarkingLaunches) +
+                    (index < run.reorderedFrom ? run.ops.launchesBefore(index)
+                                               : run.ops.launchesBefore(run.reorderedFrom) + before(run.reorderedLaunchSeqs));
   out.kind = op.kind();
   out.name = opName(e);
   out.stream = knownStreamOrdinal(run, streamOf(e));

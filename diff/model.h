@@ -334,6 +334,11 @@ struct Run {
   // rest (a launch's number, OpInfo::launchIndex, counts them).
   uint64_t benchmarking = 0;
   std::vector<uint64_t> benchmarkingLaunches;
+  // Where the canonical order moved operations (canonicalOrder; UINT64_MAX
+  // when it moved none), and the seqs of the launches from there on, in
+  // trace order: a launch's number is its place in trace order.
+  uint64_t reorderedFrom = UINT64_MAX;
+  std::vector<uint64_t> reorderedLaunchSeqs;
   std::vector<CollectiveCall> collectives;  // every one, in trace order (ProcessDiff)
   // Each loaded module's image digest by ordinal (trace::ModuleLoad::digest;
   // those without one are left out): which code a launch ran.

@@ -191,6 +191,27 @@ TEST_CASE("bisect directory: a full one only with --force which removes only bis
   CHECK_FALSE(cli::bisect::isBisectFile("report.json.bak"));
 }
 
+TEST_CASE("bisect finds the launch of a number as the recorder numbered it: graphs' captured launches have none") {
+  TempDir tmp;
+  const fs::path trace = tmp / "t.gpurr";
+  {
+    trace::TraceWriter w(trace, trace::Header{});
+    uint64_t seq = 0;
+    for (const bool captured : {false, true, true, false, false}) {
+      trace::KernelLaunch k;
+      k.function = "_Z1kv";
+      k.captured = captured;
+      w.append(trace::Event{seq, seq, 0, k});
+      ++seq;
+    }
+    w.close();
+  }
+  CHECK(cli::bisect::findLaunch(trace, 0)->seq == 0);
+  CHECK(cli::bisect::findLaunch(trace, 1)->seq == 3);
+  CHECK(cli::bisect::findLaunch(trace, 2)->seq == 4);
+  CHECK_FALSE(cli::bisect::findLaunch(trace, 3));
+}
+
 TEST_CASE("bisect helpers: log tails and clocks and replay errors") {
   TempDir tmp;
   writeText(tmp / "log", "one\ntwo\r\nthree\nfour\n");
