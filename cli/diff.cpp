@@ -32,19 +32,12 @@ struct DiffCommandOptions {
   std::string html;
 };
 
-// The page of `--html`: the comparison and, for the process that diverges
-// first, the operations around its first divergence in both runs.
+// The page of `--html`: the comparison and, for the process the page leads
+// with (a job's earliest origin, else the first that diverged), the
+// operations around its first divergence in both runs.
 std::string htmlPage(const RunComparison& c, const std::optional<JobView>& job) {
-  const ProcessDiff* first = nullptr;
-  for (const ProcessDiff& p : c.processes) {
-    if (p.identical || !p.firstDivergence) continue;
-    const FirstDivergence& d = *p.firstDivergence;
-    const uint64_t at = d.path && d.stretch ? d.stretch->aBegin : d.a.index;
-    const FirstDivergence* best = first ? &*first->firstDivergence : nullptr;
-    if (!best || at < (best->path && best->stretch ? best->stretch->aBegin : best->a.index)) first = &p;
-  }
   Report page{&c, nullptr, nullptr, &job};
-  if (first) {
+  if (const ProcessDiff* first = leadProcess(c, job ? &*job : nullptr)) {
     page.timeline = report::timelineAround(first->pathA, first->pathB, *first);
   }
   return renderHtml(page);

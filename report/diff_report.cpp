@@ -466,17 +466,7 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c, 
   os << st.dim(fmt::format("gpurr diff {} {}", c.a, c.b)) << '\n';
   printRanks(os, st, c);
   if (job) printJob(os, st, c, *job);
-  // The processes in rank order, a job's origins first: where the
-  // divergence began, then where it arrived.
-  std::vector<size_t> order;
-  if (job) {
-    for (const RankVerdict& v : job->ranks) {
-      if (v.origin) order.push_back(v.process);
-    }
-  }
-  for (size_t i = 0; i < c.processes.size(); ++i) {
-    if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
-  }
+  const std::vector<size_t> order = processOrder(c, job);
   // Each report, with the job's notes; reports alike but for the process's
   // own rank are printed once, the others named after it.
   std::vector<std::string> reports(c.processes.size()), names(c.processes.size());

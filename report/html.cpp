@@ -90,16 +90,19 @@ footer{margin-top:36px;color:var(--muted);font-size:12px;border-top:1px solid va
 
 }  // namespace
 
-std::string renderHtml(const Report& report) {
+std::string renderHtml(const Report& given) {
   using namespace html;
+  // The job's view first: the page leads with its earliest origin.
+  const std::optional<JobView> computed = given.diff && !given.job ? jobView(*given.diff) : std::nullopt;
+  const std::optional<JobView>& job = given.job ? *given.job : computed;
+  Report report = given;
+  report.job = &job;
   Page page;
   const Headline h = headline(report);
   page.add("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
   page.add("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
   page.addf("<title>gpurr: {}</title>\n", e(h.title));
   page.addf("<style>{}</style>\n</head>\n<body>\n<main>\n", kStyle);
-  const std::optional<JobView> computed = report.diff && !report.job ? jobView(*report.diff) : std::nullopt;
-  const std::optional<JobView>& job = report.job ? *report.job : computed;
   renderHeader(page, report, job ? &*job : nullptr);
   renderRuns(page, report);
   renderJob(page, report, job ? &*job : nullptr);

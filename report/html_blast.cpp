@@ -14,7 +14,7 @@ namespace gpurr::report::html {
 // ------------------------------------------------------------ blast radius
 
 void renderBlast(Page& page, const Report& report) {
-  const diff::ProcessDiff* p = firstDifferingProcess(report.diff);
+  const diff::ProcessDiff* p = firstDifferingProcess(report);
   if (!p) return;
   const diff::BlastRadius& b = p->blast;
   page.addf("<section id=\"blast\"><h2>Blast radius{}</h2>\n", p->name.empty() ? "" : " in process <code>" + e(p->name) + "</code>");

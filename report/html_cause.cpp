@@ -265,13 +265,12 @@ void renderCause(Page& page, const Report& report) {
   const size_t n = diff->processes.size();
   std::vector<string> parts(n), names(n);
   std::vector<int32_t> ranks(n);
-  std::vector<size_t> order(n);
+  const std::vector<size_t> order = processOrder(*diff, report.job && *report.job ? &**report.job : nullptr);
   std::vector<bool> shown(n, false);
   for (size_t i = 0; i < n; ++i) {
     const ProcessDiff& p = diff->processes[i];
     names[i] = p.name;
     ranks[i] = p.rankA;
-    order[i] = i;
     const std::vector<string> paired = pairedDespiteLines(p);
     const std::optional<string> setAside = setAsideLine(p);
     if (!p.firstDivergence && !several && p.warnings.empty() && paired.empty() && !setAside) {
@@ -292,7 +291,7 @@ void renderCause(Page& page, const Report& report) {
     parts[i] = std::move(part.html);
   }
   const std::vector<std::vector<size_t>> with = alikeReports(parts, ranks, order);
-  for (size_t i = 0; i < n; ++i) {
+  for (const size_t i : order) {
     if (shown[i]) continue;
     open();
     if (several) page.addf("<h3>process <code>{}</code></h3>\n", e(names[i].empty() ? "?" : names[i]));

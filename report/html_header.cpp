@@ -16,13 +16,11 @@ using diff::ProcessDiff;
 
 // ------------------------------------------------------------ header
 
-const ProcessDiff* firstDifferingProcess(const RunComparison* c) {
-  if (!c) return nullptr;
-  for (const ProcessDiff& p : c->processes) {
-    if (p.firstDivergence) return &p;
-  }
-  return nullptr;
+const ProcessDiff* firstDifferingProcess(const RunComparison* c, const std::optional<JobView>* job) {
+  return c ? leadProcess(*c, job && *job ? &**job : nullptr) : nullptr;
 }
+
+const ProcessDiff* firstDifferingProcess(const Report& report) { return firstDifferingProcess(report.diff, report.job); }
 
 string divergenceWhere(const FirstDivergence& d) {
   const OpInfo* op = shownOp(d, true) ? shownOp(d, true) : shownOp(d, false);
@@ -36,7 +34,7 @@ Headline headline(const Report& report) {
   const BisectFacts* bisect = report.bisect;
   string verdict = bisect ? bisect->verdict : "";
   if (verdict.empty() && report.diff) verdict = report.diff->identical() ? "identical" : "diverged";
-  const ProcessDiff* p = firstDifferingProcess(report.diff);
+  const ProcessDiff* p = firstDifferingProcess(report);
   const FirstDivergence* first = p ? &*p->firstDivergence : nullptr;
   if (verdict == "identical") {
     string s = "Identical: the runs produced the same bits";
@@ -80,7 +78,7 @@ void renderHeader(Page& page, const Report& report, const JobView* job) {
   page.addf("<header class=\"verdict v-{}\" id=\"verdict\">\n", h.cls);
   page.addf("<div class=\"kicker\">gpurr {} report</div>\n", bisect ? "bisect" : "diff");
   page.addf("<h1>{}</h1>\n", e(h.title));
-  const ProcessDiff* first = firstDifferingProcess(report.diff);
+  const ProcessDiff* first = firstDifferingProcess(report);
   if (first) page.addf("<div class=\"small\">{}</div>\n", e(causeSummary(*first->firstDivergence)));
   if (bisect) {
     if (const string cmd = joined(bisect->command); !cmd.empty()) {

@@ -89,7 +89,10 @@ string opStackText(const trace::Origin& o);
 const char* streamColor(uint64_t ordinal);
 
 // ------------------------------------------------------------ shared by sections
-const diff::ProcessDiff* firstDifferingProcess(const RunComparison* c);
+// The process whose first divergence the page leads with: in a job, the
+// earliest origin (processOrder); `job` null or empty: the first that diverged.
+const diff::ProcessDiff* firstDifferingProcess(const RunComparison* c, const std::optional<JobView>* job = nullptr);
+const diff::ProcessDiff* firstDifferingProcess(const Report& report);
 string divergenceWhere(const diff::FirstDivergence& d);
 bool hasReplaySection(const Report& report);
 

@@ -318,6 +318,26 @@ std::string withOwnRankAs(std::string text, int32_t rank, std::string_view with)
   return text;
 }
 
+std::vector<size_t> processOrder(const RunComparison& c, const JobView* job) {
+  std::vector<size_t> order;
+  if (job) {
+    for (const RankVerdict& v : job->ranks) {
+      if (v.origin) order.push_back(v.process);
+    }
+  }
+  for (size_t i = 0; i < c.processes.size(); ++i) {
+    if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+  }
+  return order;
+}
+
+const diff::ProcessDiff* leadProcess(const RunComparison& c, const JobView* job) {
+  for (const size_t i : processOrder(c, job)) {
+    if (c.processes[i].firstDivergence) return &c.processes[i];
+  }
+  return nullptr;
+}
+
 std::vector<std::vector<size_t>> alikeReports(const std::vector<std::string>& reports,
                                               const std::vector<int32_t>& ranks, const std::vector<size_t>& order) {
   std::vector<std::vector<size_t>> with(reports.size());

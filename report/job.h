@@ -105,6 +105,13 @@ struct JobView {
 // collectives (nullopt otherwise: nothing is added to the report).
 std::optional<JobView> jobView(const RunComparison& c);
 
+// The order in which the reports show the processes: a job's origins first
+// (where the divergence began), in rank order, then the others as compared.
+std::vector<size_t> processOrder(const RunComparison& c, const JobView* job);
+// The process a report leads with: the first in that order that diverged
+// (null when none did).
+const diff::ProcessDiff* leadProcess(const RunComparison& c, const JobView* job);
+
 // "rank 3", "ranks 0-4, 6, 7", "no rank".
 std::string ranksText(const std::vector<int32_t>& ranks);
 // The same list without its word: "0-4, 6, 7".

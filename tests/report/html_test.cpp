@@ -240,6 +240,10 @@ TEST_CASE("a job of ranks that ran collectives: the job section, ranks side by s
                   "<td>train.py:30</td><td>0</td><td>rank 1</td><td>rank 0</td></tr>"));
   // The job comes before the processes' causes.
   CHECK(html.find("<section id=\"job\"") < html.find("<section id=\"cause\""));
+  // The page leads with the origin, as the text report does: its headline
+  // is rank 1's first divergence (a host input), and its cause comes first.
+  CHECK(has(html, "<h1>Diverged at memcpy HtoD (operation #0) \u2014 host input</h1>"));
+  CHECK(html.find("<h3>process <code>rank1.gpurr</code>") < html.find("<h3>process <code>rank0.gpurr</code>"));
 }
 
 TEST_CASE("a comparison of directories without collectives has no job section") {
