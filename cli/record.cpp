@@ -377,13 +377,15 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   cmd->add_option("--start-gate", opts->startGate,
                   "Hold every CUDA process of the program at its first CUDA call until FILE exists; a line "
                   "\"snapshot SELECTION\" in FILE then selects launches as --snapshot does. gpurr bisect uses it "
-                  "to start a run while the one before it records: only the program's start overlaps.");
+                  "to start a run while an earlier one records, holding it until the runs before it have ended: only "
+                  "the program's start overlaps.");
   cmd->add_flag("--sync", opts->sync,
                 "Synchronise around every launch: slower, but hashes see each launch in "
                 "isolation");
   cmd->add_flag("--hash-inputs", opts->hashInputs,
                 "Hash every launch's buffers before it runs too, not only those holding bytes no recorded "
-                "operation has touched yet (costs about as much again as hashing the outputs)");
+                "operation has touched yet (in the cost model, about 1.5 times the bytes hashed without the "
+                "PyTorch layer and about 3 times in a PyTorch program; docs/RECORDING.md, What hashing costs)");
   cmd->add_flag("-v,--verbose", opts->verbose,
                 "Say where CUPTI is looked for and which copy each process loaded; after the run, also say what "
                 "recording cost the program, per process: time its threads spent in the recorder per launch (and "
