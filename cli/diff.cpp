@@ -55,11 +55,22 @@ int run(const DiffCommandOptions& opts) {
   }
 
   RunComparison comparison;
+  // With --json, a comparison refused or a trace that cannot be read still
+  // gives one object, its message on standard error as well.
+  auto refused = [&](const std::exception& e) {
+    if (opts.json) {
+      std::cout << report::jsonText(Json{{"gpurrDiff", 1}, {"a", opts.a}, {"b", opts.b}, {"error", e.what()}}) << '\n';
+    }
+  };
   try {
     comparison = compareRuns(opts.a, opts.b, opts.force, culprits ? &*culprits : nullptr);
   } catch (const UsageError& e) {
+    refused(e);
     std::cerr << "gpurr diff: " << e.what() << '\n';
     return kExitTrouble;
+  } catch (const trace::TraceError& e) {
+    refused(e);
+    throw;
   }
   // The job's view across ranks, once, for the page and the report alike.
   const std::optional<JobView> job = jobView(comparison);

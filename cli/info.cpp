@@ -473,10 +473,18 @@ void addInfoCommand(CLI::App& app, Action& chosen) {
         const auto traces = trace::directoryTraces(opts->trace);
         if (!traces.empty()) return printDirectory(opts->trace, traces, opts->json);
       }
-      TraceReader reader(opts->trace);
-      const Stats stats = collect(reader);
-      if (!opts->json) return printText(reader, stats);
-      std::cout << report::jsonText(infoJson(reader, stats)) << '\n';
+      if (!opts->json) {
+        TraceReader reader(opts->trace);
+        return printText(reader, collect(reader));
+      }
+      try {
+        TraceReader reader(opts->trace);
+        std::cout << report::jsonText(infoJson(reader, collect(reader))) << '\n';
+      } catch (const TraceError& e) {
+        // Still one object, as a directory's row for such a trace is.
+        std::cout << report::jsonText(Json{{"trace", opts->trace}, {"error", e.what()}}) << '\n';
+        throw;
+      }
       return kExitOk;
     };
   });

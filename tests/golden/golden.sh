@@ -75,6 +75,14 @@ case "$check" in
     expect_error 2 "no command 'no-such-command'; the commands are info, dump, verify, record, replay, diff, bisect" \
       "$gpurr" no-such-command
     expect_error 2 "" "$gpurr" dump --no-such-flag "$trace"
+    # With --json, a trace that cannot be read is still one JSON object.
+    expect_error 2 "no such trace" "$gpurr" info --json does-not-exist.gpurr
+    { "$gpurr" info --json does-not-exist.gpurr 2>/dev/null || true; } | python3 -c 'import json, sys
+j = json.load(sys.stdin); assert j == {"trace": "does-not-exist.gpurr", "error": "does-not-exist.gpurr: no such trace"}, j' ||
+      { echo "FAIL: info --json on a missing trace"; exit 1; }
+    { "$gpurr" diff --json does-not-exist.gpurr "$trace" 2>/dev/null || true; } | python3 -c 'import json, sys
+j = json.load(sys.stdin); assert j["error"] == "does-not-exist.gpurr: no such trace" and j["gpurrDiff"] == 1, j' ||
+      { echo "FAIL: diff --json on a missing trace"; exit 1; }
     "$gpurr" --help | grep -q "dump" || { echo "FAIL: --help lists no commands"; exit 1; }
     "$gpurr" dump --help | grep -q -- "--kernel" || { echo "FAIL: dump --help"; exit 1; }
     ;;
