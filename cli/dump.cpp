@@ -97,7 +97,7 @@ int run(const DumpOptions& opts) {
         if (e.seq >= to) return false;
         last = e.seq;
         if (!selected(e)) return true;
-        out = opts.json ? report::jsonText(toJson(e), -1) : describe(e);
+        out = opts.json ? report::jsonText(toJson(e), -1) : text::oneLine(describe(e));
         out += '\n';
         std::cout << out;  // through the terminal filter (report/terminal.h)
         return true;

@@ -321,7 +321,7 @@ int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string,
 int printText(const TraceReader& reader, const Stats& s) {
   const Header& h = reader.header();
   auto line = [](std::string_view key, const std::string& value) {
-    std::cout << fmt::format("{:<12} {}\n", key, value);
+    std::cout << fmt::format("{:<12} {}\n", key, text::oneLine(value));
   };
   line("trace", reader.path().string());
   line("format", fmt::format("{} (compat {}), written by gpurr {}", h.formatVersion,

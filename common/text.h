@@ -1,5 +1,5 @@
 // Numbers for people: the byte sizes and counts that gpurr's reports (text,
-// replay, HTML) print, formatted one way everywhere. Header-only; every
+// replay, HTML) print, formatted one way everywhere, and text kept to a line. Header-only; every
 // library that links gpurr_trace_format has fmt and this folder on its path.
 #pragma once
 
@@ -10,6 +10,13 @@
 #include <string>
 
 namespace gpurr::text {
+
+// `s` for a line of a report: its line feeds written \n, so that a name
+// from a trace that holds one cannot start a line of its own.
+inline std::string oneLine(std::string s) {
+  for (size_t at = s.find('\n'); at != std::string::npos; at = s.find('\n', at + 2)) s.replace(at, 1, "\\n");
+  return s;
+}
 
 // "48 B", "1.5 KiB", "4.0 MiB".
 inline std::string humanBytes(uint64_t bytes) {

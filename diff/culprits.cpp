@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "common/name_pattern.h"
+#include "common/text.h"
 
 namespace gpurr::diff {
 namespace fs = std::filesystem;
@@ -128,7 +129,7 @@ std::string matchedText(const trace::Origin& o, bool byForwardOp) {
                               : o.op + (backward ? ", backward of " + o.forwardOp : std::string());
   if (const std::string at = sourceLine(o); !at.empty()) s += " at " + at;
   if (byForwardOp && !o.op.empty()) s += " (" + o.op + ")";
-  return s;
+  return text::oneLine(std::move(s));
 }
 
 // The framework op of an operation: its origin's, else a FrameworkOp

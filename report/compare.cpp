@@ -14,6 +14,7 @@
 #include <tuple>
 #include <variant>
 
+#include "common/text.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
@@ -79,7 +80,7 @@ void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
   if (ca != cb && !ca.empty() && !cb.empty()) {
     const std::string text =
         fmt::format("{} and {} record different programs:\n  A: {}\n  B: {}", a.path().string(),
-                    b.path().string(), joined(ca), joined(cb));
+                    b.path().string(), gpurr::text::oneLine(joined(ca)), gpurr::text::oneLine(joined(cb)));
     if (!force) {
       throw UsageError(text + "\nCompare two runs of the same command, or pass --force to compare "
                               "them anyway.");

@@ -333,8 +333,8 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
       os << st.bold("environment differs") << " (shown first: it can change results)\n";
       anyEnv = true;
     }
-    os << fmt::format("  {:<28} A {}   B {}{}\n", e.field, e.a ? *e.a : "(unset)",
-                      e.b ? *e.b : "(unset)", e.affectsResults ? "" : "   (context)");
+    os << fmt::format("  {:<28} A {}   B {}{}\n", text::oneLine(e.field), text::oneLine(e.a ? *e.a : "(unset)"),
+                      text::oneLine(e.b ? *e.b : "(unset)"), e.affectsResults ? "" : "   (context)");
   }
   // The pairs matched despite a benign difference, a line for each kind.
   auto absorbed = [&] {

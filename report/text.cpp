@@ -17,7 +17,7 @@ const std::string& demangle(const std::string& mangled) {
   static thread_local std::unordered_map<std::string, std::string> cache;
   auto it = cache.find(mangled);
   if (it != cache.end()) return it->second;
-  return cache.emplace(mangled, demangled(mangled)).first->second;
+  return cache.emplace(mangled, text::oneLine(demangled(mangled))).first->second;
 }
 
 size_t characterStart(std::string_view s, size_t i) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/text.h"
 #include "trace_format/container.h"
 #include "trace_format/trace.h"
 
@@ -261,6 +262,7 @@ std::string describe(const Origin& o, OriginStep step) {
     const size_t slash = o.file.rfind('/');
     out += fmt::format(", {}:{}", slash == std::string::npos ? o.file : o.file.substr(slash + 1), o.line);
   }
+  out = text::oneLine(std::move(out));
   if (o.step < 0 || step == OriginStep::kNone) return out;
   if (step == OriginStep::kLaunch) return out + fmt::format(", step {} (launch {} of the step)", o.step, o.stepLaunch + 1);
   if (o.stepLaunch == 0) return out + fmt::format(", step {} (before its first launch of the step)", o.step);
