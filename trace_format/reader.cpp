@@ -245,8 +245,8 @@ struct TraceReader::Impl {
     }
   }
 
-  // Throws when `checksums` records a digest for `file` that its first
-  // `size` bytes, in `words`, do not have.
+  // Throws when `checksums` records a digest for `file` that its bytes (read
+  // into `words`) do not have; `consequence` ends the message.
   void checkSum(const File& file, const std::vector<capnp::word>& words, std::string_view consequence) const {
     const auto it = checksums.find(file.path().filename().string());
     if (it == checksums.end()) return;

@@ -383,7 +383,7 @@ struct TraceWriter::Impl {
   }
 
   // Last of all: the XXH3-128 of `header` and `index`, as `xxhsum -H2`
-  // prints them, so that readers can tell a damaged one (FORMAT.md §5a).
+  // prints them, so that readers can tell a damaged one (FORMAT.md §5).
   void writeChecksums() {
     const std::string text = fmt::format("{}  {}\n{}  {}\n", headerSum.hex(), container::kHeaderFile,
                                          indexSum.hex(), container::kIndexFile);
