@@ -66,7 +66,7 @@ int run(const DiffCommandOptions& opts) {
     comparison = compareRuns(opts.a, opts.b, opts.force, culprits ? &*culprits : nullptr);
   } catch (const UsageError& e) {
     refused(e);
-    std::cerr << "gpurr diff: " << e.what() << '\n';
+    std::cerr << "gpurr diff: error: " << e.what() << '\n';
     return kExitTrouble;
   } catch (const trace::TraceError& e) {
     refused(e);

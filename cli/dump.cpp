@@ -66,7 +66,7 @@ int run(const DumpOptions& opts) {
     try {
       pattern.emplace(*opts.kernel, kNamePattern | std::regex::optimize);
     } catch (const std::regex_error& e) {
-      std::fprintf(stderr, "gpurr dump: --kernel: invalid regular expression '%s': %s\n",
+      std::fprintf(stderr, "gpurr dump: error: --kernel: invalid regular expression '%s': %s\n",
                    report::terminalText(*opts.kernel).c_str(), e.what());
       return kExitTrouble;
     }
@@ -106,7 +106,7 @@ int run(const DumpOptions& opts) {
   std::cout.flush();
   if (!last && from > 0) {
     const uint64_t n = reader.eventCount();
-    std::fprintf(stderr, "gpurr dump: --range %s: no such event: %s\n", report::terminalText(opts.range).c_str(),
+    std::fprintf(stderr, "gpurr dump: error: --range %s: no such event: %s\n", report::terminalText(opts.range).c_str(),
                  n == 0 ? "the trace holds none" : fmt::format("the trace's events are #0 to #{}", n - 1).c_str());
     return kExitTrouble;
   }

@@ -54,13 +54,16 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kExitTrouble;
   }
+  // Errors begin "gpurr COMMAND: error:", as the commands' own do.
+  const auto parsed = app.get_subcommands();
+  const std::string who = parsed.empty() ? "gpurr" : "gpurr " + parsed.front()->get_name();
   try {
     return chosen ? chosen() : kExitTrouble;
   } catch (const gpurr::trace::TraceError& e) {
-    std::fprintf(stderr, "gpurr: error: %s\n", gpurr::report::terminalText(e.what()).c_str());
+    std::fprintf(stderr, "%s: error: %s\n", who.c_str(), gpurr::report::terminalText(e.what()).c_str());
     return kExitTrouble;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpurr: internal error: %s\n", gpurr::report::terminalText(e.what()).c_str());
+    std::fprintf(stderr, "%s: internal error: %s\n", who.c_str(), gpurr::report::terminalText(e.what()).c_str());
     return kExitTrouble;
   }
 }

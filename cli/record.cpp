@@ -283,7 +283,7 @@ int run(const RecordOptions& opts) {
     placed = jobMember ? joinTraces(staging, out, opts.force) : placeTraces(staging, out, opts.force);
   } catch (const fs::filesystem_error& e) {
     std::fprintf(stderr,
-                 "gpurr: error: could not move the trace to %s: %s\n"
+                 "gpurr record: error: could not move the trace to %s: %s\n"
                  "gpurr: the recorded traces are still in %s\n",
                  out.string().c_str(), e.code().message().c_str(), staging.string().c_str());
     return exit.code != 0 ? exit.code : kExitTrouble;

@@ -376,7 +376,7 @@ int run(const VerifyOptions& opts) {
   const Verified v = verifyTrace(opts.trace);
   if (opts.json) std::cout << report::jsonText(verifiedJson(v)) << '\n';
   if (!v.report) {
-    std::fprintf(stderr, "gpurr verify: %s\n", report::terminalText(v.error).c_str());
+    std::fprintf(stderr, "gpurr verify: error: %s\n", report::terminalText(v.error).c_str());
   } else if (!opts.json) {
     std::cout << verifiedText(v);
   }
