@@ -231,7 +231,9 @@ struct TraceReader::Impl {
     for (size_t line = 1; !rest.empty(); ++line) {
       const size_t end = rest.find('\n');
       const std::string_view l = rest.substr(0, end);
-      const auto id = end != std::string_view::npos && l.size() > 34 && l.substr(32, 2) == "  "
+      const bool plainName = std::ranges::none_of(l.substr(std::min<size_t>(34, l.size())),
+                                                  [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+      const auto id = end != std::string_view::npos && l.size() > 34 && l.substr(32, 2) == "  " && plainName
                           ? BlobId::fromHex(l.substr(0, 32))
                           : std::nullopt;
       if (!id) {

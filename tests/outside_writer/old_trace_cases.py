@@ -1,10 +1,12 @@
 """run_cases.py's cases on old and broken traces: a newer schema, an unknown
-event kind, damaged files, a program stopped after a step, and traces that
-cannot be compared."""
+event kind, damaged files, the `checksums` of header and index (FORMAT.md
+section 5), a program stopped after a step, and traces that cannot be
+compared."""
 import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 
 import case_kit as kit
@@ -61,7 +63,9 @@ def damaged_traces():
     b, pb = record(Variant(seed=2))
     t = os.path.join(kit.TMP, 'truncated.gpurr')
     shutil.copytree(b, t)
+    # a recording that did not end cleanly has neither index nor checksums
     os.remove(os.path.join(t, 'index'))
+    os.remove(os.path.join(t, 'checksums'))
     ev = os.path.join(t, 'events')
     size = os.path.getsize(ev)
     with open(ev, 'r+b') as f:
@@ -104,6 +108,186 @@ def damaged_traces():
     expect(rc == 2 and err.strip(), 'damaged zstd frame: exit 2 with a message', {'rc': rc, 'err': err})
     rc, j = verify(c, want_ok=False)
     expect(rc in (1, 2) and not j.get('ok'), 'verify finds it (exit %d)' % rc, j)
+
+
+def changed_copy(src, name, file, change):
+    """A copy of the trace src named name, whose `file` is change(its bytes)
+    (None: removed)."""
+    c = os.path.join(kit.TMP, name)
+    shutil.copytree(src, c)
+    f = os.path.join(c, file)
+    with open(f, 'rb') as fh:
+        data = change(fh.read())
+    if data is None:
+        os.remove(f)
+    else:
+        with open(f, 'wb') as fh:
+            fh.write(data)
+    return c
+
+
+def flip(data, marker, at):
+    """data with byte `at` of the first occurrence of marker changed."""
+    i = bytes(data).index(marker) + at
+    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1:]
+
+
+def refused(path, other, what):
+    """gpurr verify and gpurr diff (either side) refuse the trace at path with
+    an error, exit 2; returns verify's error."""
+    rc, j = verify(path, want_ok=False)
+    expect(rc == 2 and not j.get('ok') and not j.get('readable'), what + ': verify cannot read it, exit 2',
+           {'rc': rc, 'out': j})
+    for x, y in ((other, path), (path, other)):
+        rc, _, err = diff(x, y)
+        expect(rc == 2 and err.strip(), what + ': diff %s: exit 2 with a message' % ('A B' if x == other else 'B A'),
+               {'rc': rc, 'stderr': err})
+    return j.get('error', '')
+
+
+@case
+def checksums_clean():
+    """A trace that ended cleanly has `checksums` (compatVersion 13), as
+    `xxhsum -H2 header index` prints it, and `xxhsum -c` accepts it: gpurr
+    verify finds it sound and the diff compares two such traces. A trace
+    without an index has none."""
+    a, pa = record(Variant(seed=1))
+    b, _ = record(Variant(seed=2))
+    for t in (a, b):
+        with open(os.path.join(t, 'checksums'), 'rb') as f:
+            text = f.read()
+        cli = subprocess.run(['xxhsum', '-H2', 'header', 'index'], cwd=t, capture_output=True, check=True).stdout
+        expect(text == cli, '%s: checksums is what `xxhsum -H2 header index` prints' % os.path.basename(t),
+               [text.decode(), cli.decode()])
+        r = subprocess.run(['xxhsum', '-c', 'checksums'], cwd=t, capture_output=True, text=True)
+        expect(r.returncode == 0, '`xxhsum -c checksums` accepts it', r.stdout + r.stderr)
+        rc, j = verify(t)
+        expect(rc == 0 and j['ok'] and not j['problems'] and j['blocks'] > 1,
+               'verify: sound, no problems, %d blocks' % j['blocks'], j)
+        t_read = reader.read(t)
+        expect(t_read.has_index and t_read.index_problem is None and t_read.header['compatVersion'] == 13,
+               'the outside reader checks it and uses the index; compatVersion 13')
+    rc, j, err = diff(a, b)
+    p = process(j) if j else {}
+    expect(rc == 0 and j['identical'], 'diff of two traces with checksums: identical, exit 0', {'rc': rc, 'err': err})
+    expect(not any('index' in w or 'checksums' in w for w in p.get('warnings', [])),
+           'no warning about their index or checksums', p.get('warnings'))
+    kit._count[0] += 1
+    c = os.path.join(kit.TMP, 'no-index.gpurr')
+    pa.write(c, env={'CUBLAS_WORKSPACE_CONFIG': ':4096:8', 'PYTHONHASHSEED': '0'}, write_index=False,
+             host_regions=training.HOST_REGIONS)
+    expect(not os.path.exists(os.path.join(c, 'index')) and not os.path.exists(os.path.join(c, 'checksums')),
+           'a trace written without an index has no checksums')
+
+
+@case
+def checksums_damaged_header():
+    """One byte of the header changed after checksums were written (an
+    environment variable's value: the message still parses, and without
+    checksums the trace reads as sound): refused, saying the header is
+    damaged (FORMAT.md section 5), by verify and by the diff, exit 2."""
+    a, _ = record(Variant(seed=1))
+    b, _ = record(Variant(seed=2))
+    change = lambda d: flip(d, b':4096:8', 6)
+    plain = changed_copy(b, 'header-changed-no-checksums.gpurr', 'header', change)
+    os.remove(os.path.join(plain, 'checksums'))
+    rc, _ = verify(plain)
+    expect(rc == 0, 'without checksums the changed header reads as sound')
+    c = changed_copy(b, 'header-changed.gpurr', 'header', change)
+    error = refused(c, a, 'header changed')
+    expect('header' in error and any(w in error for w in ('damaged', 'checksum', 'XXH3')),
+           'the error says the header is damaged', error)
+    try:
+        reader.read(c)
+        refused_outside = False
+    except ValueError as e:
+        refused_outside = 'header' in str(e)
+    expect(refused_outside, 'the outside reader refuses it too')
+
+
+@case
+def checksums_damaged_index():
+    """One byte of the index changed after checksums were written (a host
+    region's end: every block entry still describes the file exactly), or
+    the index removed while checksums lists it: the index is ignored, the
+    blocks scanned instead (FORMAT.md section 5): verify reads every block
+    and reports the problem, naming the index (exit 1); the diff compares
+    every operation and says why."""
+    a, _ = record(Variant(seed=1))
+    b, _ = record(Variant(seed=2))
+    rc, clean = verify(b)
+    end = struct.pack('<Q', training.HOST_REGIONS[0][1])
+    change = lambda d: flip(d, end, 2)
+    plain = changed_copy(b, 'index-changed-no-checksums.gpurr', 'index', change)
+    os.remove(os.path.join(plain, 'checksums'))
+    rc, _ = verify(plain)
+    expect(rc == 0, 'without checksums the changed index reads as sound')
+    for name, how in (('index-changed.gpurr', change), ('index-missing.gpurr', lambda d: None)):
+        c = changed_copy(b, name, 'index', how)
+        what = 'index changed' if how is change else 'index listed but missing'
+        rc, j = verify(c, want_ok=False)
+        expect(rc == 1 and j.get('readable') and not j['ok'], what + ': verify reads the trace, problems found, exit 1',
+               {'rc': rc, 'out': j})
+        expect(any('index' in p for p in j['problems']), what + ': a problem names the index', j['problems'])
+        expect(j['blocks'] == clean['blocks'] and j['events'] == clean['events'],
+               what + ': every block scanned (%d blocks, %d events)' % (j['blocks'], j['events']), j)
+        rc, dj, err = diff(a, c)
+        p = process(dj) if dj else {}
+        ops = p.get('operations', {})
+        expect(rc in (0, 2) and p.get('firstDivergence') is None and ops.get('a') == ops.get('b') == ops.get('matched'),
+               what + ': the diff compares every operation, no divergence (exit %d)' % rc, {'rc': rc, 'err': err, 'ops': ops})
+        expect(any('index' in w for w in p.get('warnings', [])), what + ': a warning says why the index was ignored',
+               p.get('warnings'))
+        t = reader.read(c)
+        expect(not t.has_index and t.index_problem and not t.host_regions and len(t.events) == clean['events'],
+               what + ': the outside reader ignores the index too', t.index_problem)
+
+
+@case
+def checksums_unknown_name():
+    """checksums lines naming files gpurr does not know (a later version's;
+    one that exists with other bytes, one that does not exist) are skipped
+    (FORMAT.md section 5): verify finds the trace sound, the diff identical."""
+    a, _ = record(Variant(seed=1))
+    b, _ = record(Variant(seed=2))
+    extra = b'%s  summary\n%s  later-file\n' % (trace.checksum(b'something').encode(), trace.checksum(b'').encode())
+    c = changed_copy(b, 'unknown-name.gpurr', 'checksums', lambda d: d + extra)
+    with open(os.path.join(c, 'summary'), 'wb') as f:
+        f.write(b'other bytes')
+    rc, j = verify(c)
+    expect(rc == 0 and j['ok'] and not j['problems'], 'verify: sound, exit 0', j)
+    rc, j, err = diff(a, c)
+    expect(rc == 0 and j['identical'], 'diff: identical, exit 0', {'rc': rc, 'err': err})
+    expect(reader.read(c).has_index, 'the outside reader skips them too')
+
+
+@case
+def checksums_malformed():
+    """A checksums line of another form than `<32 lowercase hex digits>
+    <name>` and a line feed makes the file damaged: an error that says so
+    (FORMAT.md section 5), for verify and the diff (exit 2); so does a file
+    over 64 KiB (section 10)."""
+    a, _ = record(Variant(seed=1))
+    b, _ = record(Variant(seed=2))
+    forms = (('a line of prose', lambda d: d + b'not a checksum line\n'),
+             ('upper-case hex digits', lambda d: d[:32].upper() + d[32:]),
+             ('one space', lambda d: d.replace(b'  header', b' header', 1)),
+             ('31 hex digits', lambda d: d[1:]),
+             ('no final line feed', lambda d: d[:-1]),
+             ('an empty line', lambda d: d + b'\n'))
+    for i, (what, change) in enumerate(forms):
+        c = changed_copy(b, 'malformed-%d.gpurr' % i, 'checksums', change)
+        error = refused(c, a, what)
+        expect('checksums' in error and 'damaged' in error, what + ': the error says checksums is damaged', error)
+        try:
+            reader.read(c)
+            refused_outside = False
+        except ValueError as e:
+            refused_outside = 'checksums' in str(e)
+        expect(refused_outside, what + ': the outside reader refuses it too')
+    c = changed_copy(b, 'checksums-too-large.gpurr', 'checksums', lambda d: d + b'\n' * (64 << 10))
+    error = refused(c, a, 'a checksums file over 64 KiB')
+    expect('checksums' in error, 'the error names the checksums file', error)
 
 
 @case

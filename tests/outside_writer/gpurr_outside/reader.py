@@ -2,13 +2,16 @@
 
 Written from FORMAT.md and trace.capnp alone, like the writer: the header,
 the blocks of `events` (block headers, zstd frames, Frame messages with their
-FunctionDefs), the index with its host regions, and the blob store. Events
+FunctionDefs), the index with its host regions, the `checksums` of header
+and index (FORMAT.md section 5: a damaged header is refused, a damaged or
+missing index ignored), and the blob store. Events
 come back as dicts in the shape TraceWriter.add takes: a launch names its
 function as (module ordinal, mangled name), and each event carries the
 number of the block it was read from under BLOCK, so `write` can lay the
 events out in the same blocks again.
 """
 import os
+import re
 
 import zstandard
 
@@ -19,8 +22,12 @@ BLOCK_HEADER_BYTES = 64
 KINDS = ('launch', 'memcpy', 'memset', 'alloc', 'free', 'module', 'sync', 'graph')
 
 
+_CHECKSUM_LINE = re.compile(rb'([0-9a-f]{32})  ([^\n]+)\n')
+
+
 class Trace:
-    def __init__(self, path, header, events, host_regions, has_index, stopped_after_step=-1, layer_steps=None):
+    def __init__(self, path, header, events, host_regions, has_index, stopped_after_step=-1, layer_steps=None,
+                 index_problem=None):
         self.path = path
         self.header = header              # Header as a dict
         self.events = events              # Event dicts, in file order
@@ -28,6 +35,7 @@ class Trace:
         self.has_index = has_index
         self.stopped_after_step = stopped_after_step  # the index's stoppedAfterStep
         self.layer_steps = layer_steps  # the index's layerSteps (a dict), None when absent
+        self.index_problem = index_problem  # why an index was ignored (then has_index is False), or None
 
     def blob(self, ref):
         """The decoded bytes of a BlobRef (a dict), their id checked."""
@@ -55,6 +63,27 @@ def _unplane(data, k):
     return bytes(out) + data[n:]
 
 
+def checksums(path):
+    """The trace's `checksums` as {name: [digest...]}, {} when it has none; a
+    line of another form makes the file damaged (FORMAT.md section 5)."""
+    f = os.path.join(path, 'checksums')
+    if not os.path.exists(f):
+        return {}
+    if os.path.getsize(f) > trace.CHECKSUMS_LIMIT:
+        raise ValueError('%s: over %d bytes' % (f, trace.CHECKSUMS_LIMIT))
+    with open(f, 'rb') as fh:
+        data = fh.read()
+    sums, at = {}, 0
+    while at < len(data):
+        m = _CHECKSUM_LINE.match(data, at)
+        if m is None:
+            raise ValueError('%s: damaged: line %d is not "<32 hex digits>  <file>"'
+                             % (f, data.count(b'\n', 0, at) + 1))
+        sums.setdefault(m.group(2).decode('utf-8', 'replace'), []).append(m.group(1).decode())
+        at = m.end()
+    return sums
+
+
 def _message(s, struct, data):
     with struct.from_bytes(data, traversal_limit_in_words=1 << 30) as m:
         return m.to_dict()
@@ -65,8 +94,12 @@ def read(path, schema_module=None):
     with open(os.path.join(path, 'version'), 'rb') as f:
         if f.read() != b'gpurr-trace %d\n' % trace.FORMAT_VERSION:
             raise ValueError('%s: not a gpurr trace of format %d' % (path, trace.FORMAT_VERSION))
+    sums = checksums(path)     # names other than header and index are skipped
     with open(os.path.join(path, 'header'), 'rb') as f:
-        header = _message(s, s.Header, f.read())
+        data = f.read()
+    if any(d != trace.checksum(data) for d in sums.get('header', [])):
+        raise ValueError('%s: header damaged: its XXH3-128 is not the one checksums records' % path)
+    header = _message(s, s.Header, data)
     with open(os.path.join(path, 'events'), 'rb') as f:
         data = f.read()
     events = []
@@ -100,13 +133,23 @@ def read(path, schema_module=None):
     stopped = -1
     layer_steps = None
     has_index = os.path.exists(os.path.join(path, 'index'))
+    problem = None
     if has_index:
         with open(os.path.join(path, 'index'), 'rb') as f:
-            index = _message(s, s.Index, f.read())
+            data = f.read()
+        if any(d != trace.checksum(data) for d in sums.get('index', [])):
+            problem = 'its XXH3-128 is not the one checksums records'
+    elif 'index' in sums:
+        problem = 'missing, though checksums lists it'
+    if problem:
+        has_index = False     # ignored: the events were read from the blocks anyway
+    if has_index:
+        index = _message(s, s.Index, data)
         host_regions = [(r['start'], r['end']) for r in index.get('hostRegions', [])]
         stopped = index.get('stoppedAfterStep', -1)
         layer_steps = index.get('layerSteps')
-    return Trace(path, header, events, host_regions, has_index, stopped, layer_steps)
+    return Trace(path, header, events, host_regions, has_index, stopped, layer_steps,
+                 problem and '%s: index ignored: %s' % (path, problem))
 
 
 def write(t, path):

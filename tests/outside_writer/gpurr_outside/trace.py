@@ -4,6 +4,7 @@ import subprocess
 import tempfile
 
 import capnp
+import xxhash
 import zstandard
 
 capnp.remove_import_hook()
@@ -16,7 +17,13 @@ _IMPORTS = [os.path.dirname(os.path.dirname(capnp.__file__)), '/usr/include']
 
 MAGIC = 0x4b4c425252555047
 FORMAT_VERSION = 1
-COMPAT_VERSION = 6
+# The newest additions the writer writes (FORMAT.md section 3): the
+# `checksums` file of a trace that ended cleanly is compatVersion 13.
+COMPAT_VERSION = 13
+# The files `checksums` covers, in the order it lists them (FORMAT.md
+# section 5: as `xxhsum -H2 header index` prints them).
+CHECKSUMMED = ('header', 'index')
+CHECKSUMS_LIMIT = 64 << 10    # FORMAT.md section 10
 
 
 def load_schema(path=SCHEMA_PATH):
@@ -41,6 +48,22 @@ def xxh3_128(data):
         text = out.split()[1].decode()
     assert len(text) == 32, out
     return text
+
+
+def checksum(data):
+    """A file's XXH3-128 as `checksums` gives it (FORMAT.md section 5): 32
+    lowercase hex digits, high 64 bits first."""
+    return '%032x' % xxhash.xxh3_128_intdigest(bytes(data))
+
+
+def checksums_text(path, names=CHECKSUMMED):
+    """The `checksums` file for the named files of the trace at path: one
+    line each, `<digest>  <name>` and a line feed."""
+    lines = []
+    for name in names:
+        with open(os.path.join(path, name), 'rb') as f:
+            lines.append('%s  %s\n' % (checksum(f.read()), name))
+    return ''.join(lines).encode()
 
 
 def byte_planes(data, k):
@@ -151,7 +174,9 @@ class TraceWriter:
         memory, for the index (FORMAT.md section 5); stopped_after_step: the
         training step after which the recorder stopped the program, -1 when
         it ended by itself; layer_steps: how the framework layer attributed
-        the steps (a dict of LayerSteps' fields), None to leave it null."""
+        the steps (a dict of LayerSteps' fields), None to leave it null.
+        With the index (a recording that ended cleanly) goes `checksums`,
+        written last (FORMAT.md sections 1 and 5); without it, neither."""
         self.flush()
         self.events.close()
         if write_index:
@@ -161,3 +186,4 @@ class TraceWriter:
             if layer_steps is not None:
                 index.layerSteps = layer_steps
             self._write_atomic('index', index.to_bytes())
+            self._write_atomic('checksums', checksums_text(self.path))
