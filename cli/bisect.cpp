@@ -748,7 +748,9 @@ int run(const BisectOptions& opts) {
   if (opts.json) {
     std::cout << report::jsonText(report) << '\n';
   } else {
-    std::cout << renderText(outcome, Style{useColor(opts.color)});
+    const bool colour = useColor(opts.color);
+    report::keepTerminalColours(colour);
+    std::cout << renderText(outcome, Style{colour});
     std::string files = "report.txt report.json report.html";
     if (outcome.replay) files += " replay.json";
     std::cout << fmt::format("results in {}/ ({}, and each run's trace and log)\n", shown.string(), files);

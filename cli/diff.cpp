@@ -15,6 +15,7 @@
 #include "diff/diff.h"
 #include "report/html.h"
 #include "report/job.h"
+#include "report/terminal.h"
 #include "report/timeline.h"
 
 namespace gpurr::cli {
@@ -86,7 +87,9 @@ int run(const DiffCommandOptions& opts) {
   if (opts.json) {
     std::cout << report::jsonText(comparisonJson(comparison, job ? &*job : nullptr)) << '\n';
   } else {
-    printComparison(std::cout, Style{useColor(opts.color)}, comparison, job ? &*job : nullptr);
+    const bool colour = useColor(opts.color);
+    keepTerminalColours(colour);
+    printComparison(std::cout, Style{colour}, comparison, job ? &*job : nullptr);
   }
   if (comparison.identical()) return kExitOk;
   return comparison.unknown() ? kExitTrouble : kExitDifferent;

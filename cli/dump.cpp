@@ -65,9 +65,9 @@ int run(const DumpOptions& opts) {
   if (opts.kernel) {
     try {
       pattern.emplace(*opts.kernel, kNamePattern | std::regex::optimize);
-    } catch (const std::regex_error& e) {
+    } catch (const std::regex_error&) {
       std::fprintf(stderr, "gpurr dump: error: --kernel: invalid regular expression '%s': %s\n",
-                   report::terminalText(*opts.kernel).c_str(), e.what());
+                   report::terminalText(*opts.kernel).c_str(), namePatternError(*opts.kernel).c_str());
       return kExitTrouble;
     }
   }

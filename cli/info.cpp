@@ -307,7 +307,7 @@ int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string,
                               : *s.firstStep == *s.lastStep ? std::to_string(*s.firstStep)
                                                             : fmt::format("{}-{}", *s.firstStep, *s.lastStep);
     std::cout << fmt::format(fmt::runtime(format), traces[i].first, h.rank >= 0 ? std::to_string(h.rank) : "-",
-                             h.hostname, withCommas(r.reader->launchCount()), withCommas(s.byKind[collectiveKind]),
+                             text::oneLine(h.hostname), withCommas(r.reader->launchCount()), withCommas(s.byKind[collectiveKind]),
                              steps, withCommas(s.dropped.total()), statusOf(*r.reader));
   }
   std::cout << fmt::format(fmt::runtime(format), "total", "", "", withCommas(launches), withCommas(collectives), "",

@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "cli/record.h"
+#include "common/name_pattern.h"
 #include "report/compare.h"
 #include "report/text.h"
 #include "trace_format/trace.h"
@@ -76,10 +77,8 @@ std::string checkLaunchRange(const std::string& range) {
 
 std::string checkKernelRegex(const std::string& regex) {
   if (regex.empty()) return "--kernels: empty regular expression (leave the option out to record every kernel)";
-  try {
-    std::regex r(regex, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    return fmt::format("--kernels: invalid regular expression '{}': {}", regex, e.what());
+  if (const std::string why = namePatternError(regex); !why.empty()) {
+    return fmt::format("--kernels: invalid regular expression '{}': {}", regex, why);
   }
   return "";
 }
@@ -105,11 +104,9 @@ std::string checkSnapshotSelection(const std::string& selection) {
         return fmt::format("--snapshot: '{}' is not a launch range A:B with A < B", item);
       }
     } else {
-      try {
-        std::regex r(item, std::regex::ECMAScript);
-      } catch (const std::regex_error& e) {
+      if (const std::string why = namePatternError(item); !why.empty()) {
         return fmt::format("--snapshot: '{}' is neither a launch number nor a valid regular expression: {}",
-                           item, e.what());
+                           item, why);
       }
     }
     if (comma == std::string::npos) return "";

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <regex>
+#include <string>
 
 namespace gpurr {
 
@@ -16,5 +17,16 @@ inline constexpr std::regex::flag_type kNamePattern = std::regex::ECMAScript
                                                       | std::regex_constants::__polynomial
 #endif
     ;
+
+// Why `pattern` cannot be a name pattern, in words for its user; empty when
+// it can. Checked where the pattern is given, so that it is refused there.
+inline std::string namePatternError(const std::string& pattern) {
+  try {
+    std::regex r(pattern, kNamePattern);
+  } catch (const std::regex_error& e) {
+    return e.code() == std::regex_constants::error_complexity ? "back-references (\\1) are not supported" : e.what();
+  }
+  return "";
+}
 
 }  // namespace gpurr

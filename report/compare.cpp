@@ -63,7 +63,7 @@ void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
         "their digests cannot be compared",
         a.path().string(), chunkA, b.path().string(), chunkB));
   }
-  const std::string ga = gpuModels(a.header()), gb = gpuModels(b.header());
+  const std::string ga = gpurr::text::oneLine(gpuModels(a.header())), gb = gpurr::text::oneLine(gpuModels(b.header()));
   if (ga != gb && !ga.empty() && !gb.empty()) {
     const std::string text = fmt::format(
         "{} was recorded on {} and {} on {}: different GPU models run different kernels and "

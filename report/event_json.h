@@ -19,9 +19,12 @@ Json toJson(const trace::RangeDigest& range);
 // `j` as text, `indent` spaces a level (-1: one line). Strings come from
 // the recorded program (its command line, environment, kernel names) and
 // need not be UTF-8: bytes that are not are written as U+FFFD, so that the
-// text is JSON still.
+// text is JSON still. DEL is written \u007f, as the other control
+// characters are escaped, so that no raw one reaches a terminal.
 inline std::string jsonText(const Json& j, int indent = 2) {
-  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+  std::string s = j.dump(indent, ' ', false, Json::error_handler_t::replace);
+  for (size_t at = s.find('\x7f'); at != std::string::npos; at = s.find('\x7f', at)) s.replace(at, 1, "\\u007f");
+  return s;
 }
 
 }  // namespace gpurr::report

@@ -321,8 +321,9 @@ std::string withOwnRankAs(std::string text, int32_t rank, std::string_view with)
 std::vector<size_t> processOrder(const RunComparison& c, const JobView* job) {
   std::vector<size_t> order;
   if (job) {
+    for (const size_t r : job->earliestOrigins) order.push_back(job->ranks[r].process);
     for (const RankVerdict& v : job->ranks) {
-      if (v.origin) order.push_back(v.process);
+      if (v.origin && std::find(order.begin(), order.end(), v.process) == order.end()) order.push_back(v.process);
     }
   }
   for (size_t i = 0; i < c.processes.size(); ++i) {

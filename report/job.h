@@ -105,8 +105,9 @@ struct JobView {
 // collectives (nullopt otherwise: nothing is added to the report).
 std::optional<JobView> jobView(const RunComparison& c);
 
-// The order in which the reports show the processes: a job's origins first
-// (where the divergence began), in rank order, then the others as compared.
+// The order in which the reports show the processes: a job's earliest
+// origins first (where the divergence began), then its other origins, in
+// rank order, then the others as compared.
 std::vector<size_t> processOrder(const RunComparison& c, const JobView* job);
 // The process a report leads with: the first in that order that diverged
 // (null when none did).

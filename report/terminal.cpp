@@ -3,17 +3,18 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <iostream>
 
 namespace gpurr::report {
 namespace {
 
-// Whether an SGR parameter is one the reports write: reset, bold, faint,
-// normal intensity, a foreground colour. Not conceal, blink or reverse,
-// which would hide or disguise what follows.
-bool reportColour(unsigned p) {
-  return p == 0 || p == 1 || p == 2 || p == 22 || (p >= 30 && p <= 37) || p == 39 || (p >= 90 && p <= 97);
-}
+std::atomic<bool> coloursKept{false};
+
+// Whether an SGR parameter is one the reports write (report/diff_report.cpp):
+// reset, bold, faint, green, yellow, bright red. Not conceal, reverse or a
+// colour the terminal's background may have, which would hide what follows.
+bool reportColour(unsigned p) { return p == 0 || p == 1 || p == 2 || p == 32 || p == 33 || p == 91; }
 
 // The length of the colour escape (ESC [ parameters m, every parameter one
 // reportColour() allows) at the start of `s`; 0 when there is none. `*cut`
@@ -93,12 +94,12 @@ size_t complete(std::string_view s) {
 
 }  // namespace
 
-std::string terminalText(std::string_view text) {
+std::string terminalText(std::string_view text, bool keepColours) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '\x1b') {
+    if (c == '\x1b' && keepColours) {
       if (const size_t n = colourLength(text.substr(i)); n > 0) {
         out.append(text.substr(i, n));
         i += n;
@@ -140,7 +141,7 @@ int TerminalFilter::overflow(int c) {
 std::streamsize TerminalFilter::xsputn(const char* s, std::streamsize n) {
   pending_.append(s, static_cast<size_t>(n));
   const size_t ready = complete(pending_);
-  const std::string safe = terminalText(std::string_view(pending_).substr(0, ready));
+  const std::string safe = terminalText(std::string_view(pending_).substr(0, ready), coloursKept);
   out_->sputn(safe.data(), static_cast<std::streamsize>(safe.size()));
   pending_.erase(0, ready);
   return n;
@@ -148,12 +149,14 @@ std::streamsize TerminalFilter::xsputn(const char* s, std::streamsize n) {
 
 int TerminalFilter::sync() {
   if (!pending_.empty()) {
-    const std::string safe = terminalText(pending_);
+    const std::string safe = terminalText(pending_, coloursKept);
     out_->sputn(safe.data(), static_cast<std::streamsize>(safe.size()));
     pending_.clear();
   }
   return out_->pubsync();
 }
+
+void keepTerminalColours(bool keep) { coloursKept = keep; }
 
 void filterTerminalOutput() {
   // Never destroyed: the streams are flushed after static destructors run.

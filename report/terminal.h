@@ -14,11 +14,18 @@ namespace gpurr::report {
 // `text` with every character a terminal would act on written as an
 // escape: control characters but line feed and tab (\x1b, \x0d, \x7f),
 // C1 controls and the bidirectional overrides and isolates (\u0085,
-// \u202e), and bytes that are not UTF-8 (\xff). The one escape sequence
-// kept is a colour of those the reports write themselves (SGR: ESC [ 1;91 m;
-// reset, bold, faint and foreground colours only). JSON as gpurr writes it passes unchanged in meaning: it holds
-// no raw control character or stray byte, and \u202e is JSON's own escape.
-std::string terminalText(std::string_view text);
+// \u202e), and bytes that are not UTF-8 (\xff). With `keepColours`, the
+// colours the reports write themselves pass (SGR: ESC [ 1;91 m; reset,
+// bold, faint, green, yellow, bright red); a trace could only recolour
+// text with them, not hide it. JSON as gpurr writes it passes unchanged
+// in meaning: it holds no raw control character or stray byte (jsonText),
+// and \u202e is JSON's own escape.
+std::string terminalText(std::string_view text, bool keepColours = false);
+
+// Whether the filters let the reports' colours through: set by a command
+// that colours its report (--color); off otherwise, so that no escape
+// sequence at all reaches the terminal.
+void keepTerminalColours(bool keep);
 
 // A stream buffer that writes what it is given through terminalText() to
 // `out` at once, holding back only a character or a colour cut between two

@@ -139,6 +139,7 @@ struct Side {
   fs::path path;
   std::optional<uint64_t> anchorSeq;  // unknown for a stretch empty on this side
   uint64_t anchorIndex = 0;
+  std::optional<uint64_t> anchorLaunch;  // the anchor's launch number, the recorder's (OpInfo::launchIndex)
   std::unordered_map<uint64_t, uint32_t> ordinalsBySeq;  // from the diff
   std::map<uint64_t, json> ops;                           // by operation index
 };
@@ -210,22 +211,30 @@ void readSide(Side& side, const std::vector<uint64_t>& wanted) {
     start = seqByCount(reader, lo);
   }
   if (!start) return;  // the run has no operation `lo`: its side stays empty
-  std::optional<uint64_t> launchIndex = launchesBefore(reader, *start);
+  // Launch numbers as the recorder gave them: counted from the anchor's,
+  // which the diff knows, over the launches it numbered (not those captured
+  // into a graph; those it set aside too). Without a launch as anchor, from
+  // the trace's start.
+  uint64_t counted = 0;
+  std::optional<uint64_t> countedAtAnchor;
   std::unordered_map<uint64_t, uint32_t> ordinalsByHandle{{0, 0}};
   uint64_t index = lo;
   size_t next = 0;  // position in `wanted`
   reader.forEach(
       [&](const Event& e) {
+        const auto* k = std::get_if<KernelLaunch>(&e.payload);
+        const uint64_t number = counted;
+        if (k && !k->captured) ++counted;
         if (!isOperation(e)) return true;
+        if (side.anchorSeq && e.seq == *side.anchorSeq && k) countedAtAnchor = number;
         if (side.anchorSeq && index == side.anchorIndex && e.seq != *side.anchorSeq) {
           throw std::invalid_argument(fmt::format(
               "{}: the diff places event #{} at operation {}, but operation {} is event #{}: the diff "
               "was made from other traces",
               reader.path().string(), *side.anchorSeq, side.anchorIndex, index, e.seq));
         }
-        const bool launch = std::holds_alternative<KernelLaunch>(e.payload);
         if (next < wanted.size() && wanted[next] == index) {
-          side.ops.emplace(index, opJson(e, index, launch ? launchIndex : std::nullopt));
+          side.ops.emplace(index, opJson(e, index, k ? std::optional<uint64_t>(number) : std::nullopt));
           ++next;
         }
         auto known = side.ordinalsBySeq.find(e.seq);
@@ -236,12 +245,15 @@ void readSide(Side& side, const std::vector<uint64_t>& wanted) {
               },
               e.payload);
         }
-        if (launch) ++*launchIndex;
         ++index;
         return index <= hi;
       },
       *start);
+  const uint64_t base = side.anchorLaunch && countedAtAnchor && *side.anchorLaunch >= *countedAtAnchor
+                            ? *side.anchorLaunch - *countedAtAnchor
+                            : launchesBefore(reader, *start);
   for (auto& [i, op] : side.ops) {
+    if (op["launchIndex"].is_number()) op["launchIndex"] = op["launchIndex"].get<uint64_t>() + base;
     auto it = ordinalsByHandle.find(op["stream"].get<uint64_t>());
     if (it != ordinalsByHandle.end()) op["streamOrdinal"] = it->second;
   }
@@ -430,7 +442,7 @@ json timelineAround(const fs::path& traceA, const fs::path& traceB, const diff::
   if (!process.firstDivergence) return out;
   const diff::FirstDivergence& first = *process.firstDivergence;
 
-  Side a{traceA, {}, 0, {}, {}}, b{traceB, {}, 0, {}, {}};
+  Side a{traceA, {}, 0, {}, {}, {}}, b{traceB, {}, 0, {}, {}, {}};
   const bool path = first.path;
   const std::optional<Stretch> firstStretch = first.stretch ? stretchOf(*first.stretch) : std::nullopt;
   for (auto [side, isA] : {std::pair{&a, true}, std::pair{&b, false}}) {
@@ -438,6 +450,7 @@ json timelineAround(const fs::path& traceA, const fs::path& traceB, const diff::
     if (const diff::OpInfo* op = shownOp(first, isA)) {
       side->anchorSeq = op->seq;
       side->anchorIndex = op->index;
+      if (op->kind == diff::OpKind::kLaunch) side->anchorLaunch = op->launchIndex;
       collectOrdinals(*op, side->ordinalsBySeq);
     } else {
       side->anchorIndex = isA ? first.stretch->aBegin : first.stretch->bBegin;

@@ -62,6 +62,8 @@ case "$check" in
     expect_error 2 "no version marker" "$gpurr" info docs
     expect_error 2 "a directory of 2 per-process traces (a.gpurr, ...), not one trace" "$gpurr" dump examples/gpu
     expect_error 2 "invalid regular expression" "$gpurr" dump --kernel '(' "$trace"
+    expect_error 2 "back-references (\1) are not supported" "$gpurr" dump --kernel '(a)\1' "$trace"
+    expect_error 2 "back-references (\1) are not supported" "$gpurr" record --kernels '(gemm)\1' -- true
     expect_error 2 "--html: give the page's file name" "$gpurr" diff --html '' "$trace" "$trace"
     expect_error 2 "tests/golden/golden.sh: neither a gpurr trace nor a directory of traces" \
       "$gpurr" diff examples/gpu/a.gpurr tests/golden/golden.sh

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "report/event_json.h"
 #include "report/terminal.h"
 #include "report/text.h"
 
@@ -16,10 +17,13 @@ TEST_CASE("what a terminal would act on is escaped") {
   CHECK(terminalText("\x1b]0;title\x07") == "\\x1b]0;title\\x07");                // window title
   CHECK(terminalText("a\x1b[2Jb\x1b[Hc") == "a\\x1b[2Jb\\x1b[Hc");                // clear, move
   CHECK(terminalText("x\ry\bz\x7f\x01") == "x\\x0dy\\x08z\\x7f\\x01");
-  CHECK(terminalText("\x1b[8mhidden") == "\\x1b[8mhidden");                       // conceal
-  CHECK(terminalText("\x1b[7;31m") == "\\x1b[7;31m");                              // reverse
-  CHECK(terminalText("\x1b[1m\x1b[91mred\x1b[0m\x1b[2mfaint\x1b[33m") ==
-        "\x1b[1m\x1b[91mred\x1b[0m\x1b[2mfaint\x1b[33m");                         // the reports' own
+  // The reports' own colours pass where asked for; nothing else does.
+  const std::string own = "\x1b[1m\x1b[91mred\x1b[0m\x1b[2mfaint\x1b[33m\x1b[32m";
+  CHECK(terminalText(own, true) == own);
+  CHECK(terminalText("\x1b[1mbold") == "\\x1b[1mbold");
+  CHECK(terminalText("\x1b[8mhidden", true) == "\\x1b[8mhidden");    // conceal
+  CHECK(terminalText("\x1b[7;91m", true) == "\\x1b[7;91m");          // reverse
+  CHECK(terminalText("\x1b[30mblack", true) == "\\x1b[30mblack");    // as the background may be
   CHECK(terminalText("\u202eevil\u202c \u2067x\u2069") == "\\u202eevil\\u202c \\u2067x\\u2069");
   CHECK(terminalText("\u0085next") == "\\u0085next");                              // C1
   CHECK(terminalText("h\u00e9 \u4e2d \U0001f600") == "h\u00e9 \u4e2d \U0001f600");  // valid UTF-8
@@ -30,7 +34,15 @@ TEST_CASE("what a terminal would act on is escaped") {
   CHECK(terminalText("\xe4\xb8") == "\\xe4\\xb8");
 }
 
+TEST_CASE("JSON through the filter is the same JSON") {
+  // nlohmann writes DEL raw, which the filter would escape as no JSON escape.
+  const std::string json = gpurr::report::jsonText(gpurr::report::Json("a\x7f\x1b\u202e\xff"), -1);
+  CHECK(json == "\"a\\u007f\\u001b\u202e\ufffd\"");
+  CHECK(terminalText(json) == "\"a\\u007f\\u001b\\u202e\ufffd\"");  // \u202e: JSON's escape too
+}
+
 TEST_CASE("the filter writes what it is given at once and holds back only a split character") {
+  gpurr::report::keepTerminalColours(true);
   std::stringstream sink;
   gpurr::report::TerminalFilter filter(sink.rdbuf());
   std::ostream out(&filter);
@@ -44,6 +56,9 @@ TEST_CASE("the filter writes what it is given at once and holds back only a spli
   CHECK(sink.str() == "a\\x1b]0;t\\x07 \u4e2d and \x1b[91mred");
   out << "\xe4" << std::flush;  // a flush writes what is held, escaped
   CHECK(sink.str() == "a\\x1b]0;t\\x07 \u4e2d and \x1b[91mred\\xe4");
+  gpurr::report::keepTerminalColours(false);
+  out << "\x1b[91m" << std::flush;  // no colours asked for: none pass
+  CHECK(sink.str().ends_with("\\x1b[91m"));
 }
 
 TEST_CASE("a name cut short stays valid UTF-8") {
