@@ -219,7 +219,8 @@ std::optional<LaunchLocation> findLaunch(const fs::path& trace, uint64_t launchI
     // Counted as the recorder numbered them: one captured into a graph has
     // no number (it did not run then).
     if (k == nullptr || k->captured) return true;
-    if (n++ < launchIndex) return true;
+    // The recorder's own number where the trace has it (compatVersion 13).
+    if (k->number != kNoLaunchNumber ? k->number != launchIndex : n++ < launchIndex) return true;
     LaunchLocation at;
     at.seq = e.seq;
     for (const auto* list : {&k->inputs, &k->outputs}) {

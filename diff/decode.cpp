@@ -78,14 +78,20 @@ OpInfo info(const Run& run, uint64_t index, const Event& e) {
   OpInfo out;
   out.seq = op.seq();
   out.index = index;
-  // The recorder's number: launches before it in trace order, those set
-  // aside included (the canonical order may have moved it among others).
+  // The recorder's number: as the trace gives it, else counted as the
+  // recorder counts, over launches before it in trace order, those set aside
+  // included (the canonical order may have moved it among others). Counted,
+  // it can be off where launches of several threads overlapped or one failed.
   const auto before = [&](const std::vector<uint64_t>& seqs) {
     return static_cast<uint64_t>(std::lower_bound(seqs.begin(), seqs.end(), op.seq()) - seqs.begin());
   };
-  out.launchIndex = run.droppedLaunches + before(run.benchmarkingLaunches) +
-                    (index < run.reorderedFrom ? run.ops.launchesBefore(index)
-                                               : run.ops.launchesBefore(run.reorderedFrom) + before(run.reorderedLaunchSeqs));
+  const auto* launch = std::get_if<KernelLaunch>(&e.payload);
+  out.launchIndex = launch && launch->number != kNoLaunchNumber
+                        ? launch->number  // the recorder wrote it (compatVersion 13)
+                        : run.droppedLaunches + before(run.benchmarkingLaunches) +
+                              (index < run.reorderedFrom ? run.ops.launchesBefore(index)
+                                                         : run.ops.launchesBefore(run.reorderedFrom) +
+                                                               before(run.reorderedLaunchSeqs));
   out.kind = op.kind();
   out.name = opName(e);
   out.stream = knownStreamOrdinal(run, streamOf(e));

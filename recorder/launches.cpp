@@ -176,7 +176,7 @@ void LaunchRecorder::processLaunch(const RuntimeEntry& e, const CUpti_CallbackDa
         "captured");
     {
       std::lock_guard lock(mu_);
-      ++nextLaunch_;
+      call.launch.number = nextLaunch_++;
     }
     SinkEntry entry;
     entry.event = out_.newEvent(std::move(call.launch));
@@ -272,6 +272,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
     index = nextLaunch_++;
     scanPointers(k.params, memory_.allocations(), device, scanned);
   }
+  k.number = index;
   k.pointers.reserve(scanned.size());
   for (const ScannedPointer& p : scanned) k.pointers.push_back(p.param);
   std::vector<trace::DeviceRange> ranges = std::move(entry.after.ranges);  // emptied, its capacity kept

@@ -83,6 +83,7 @@ Json launch(const KernelLaunch& k) {
               {"hashed", k.hashed},
               {"captured", k.captured},
               {"captureId", k.captureId},
+              {"number", k.number == kNoLaunchNumber ? Json(nullptr) : Json(k.number)},
               {"inputs", rangeList(k.inputs)},
               {"outputs", rangeList(k.outputs)},
               {"reads", reads},

@@ -217,6 +217,7 @@ void readSide(Side& side, const std::vector<uint64_t>& wanted) {
   // the trace's start.
   uint64_t counted = 0;
   std::optional<uint64_t> countedAtAnchor;
+  std::unordered_map<uint64_t, uint64_t> recorded;  // by operation index: numbers the trace gives (compatVersion 13)
   std::unordered_map<uint64_t, uint32_t> ordinalsByHandle{{0, 0}};
   uint64_t index = lo;
   size_t next = 0;  // position in `wanted`
@@ -235,6 +236,7 @@ void readSide(Side& side, const std::vector<uint64_t>& wanted) {
         }
         if (next < wanted.size() && wanted[next] == index) {
           side.ops.emplace(index, opJson(e, index, k ? std::optional<uint64_t>(number) : std::nullopt));
+          if (k && k->number != kNoLaunchNumber) recorded[index] = k->number;
           ++next;
         }
         auto known = side.ordinalsBySeq.find(e.seq);
@@ -253,7 +255,11 @@ void readSide(Side& side, const std::vector<uint64_t>& wanted) {
                             ? *side.anchorLaunch - *countedAtAnchor
                             : launchesBefore(reader, *start);
   for (auto& [i, op] : side.ops) {
-    if (op["launchIndex"].is_number()) op["launchIndex"] = op["launchIndex"].get<uint64_t>() + base;
+    if (auto r = recorded.find(i); r != recorded.end()) {
+      op["launchIndex"] = r->second;
+    } else if (op["launchIndex"].is_number()) {
+      op["launchIndex"] = op["launchIndex"].get<uint64_t>() + base;
+    }
     auto it = ordinalsByHandle.find(op["stream"].get<uint64_t>());
     if (it != ordinalsByHandle.end()) op["streamOrdinal"] = it->second;
   }

@@ -222,6 +222,7 @@ void encodeLaunch(const KernelLaunch& in, uint32_t functionId, schema::KernelLau
   out.setCaptureId(in.captureId);
   out.setRecorderNs(in.recorderNs);
   out.setRecorderOps(in.recorderOps);
+  out.setNumber(in.number);
 }
 
 void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEntry>& functions,
@@ -272,6 +273,7 @@ void decodeLaunch(schema::KernelLaunch::Reader in, const std::vector<FunctionEnt
   out.captureId = in.getCaptureId();
   out.recorderNs = in.getRecorderNs();
   out.recorderOps = in.getRecorderOps();
+  out.number = in.getNumber();
 }
 
 void encodeCollective(const Collective& in, schema::Collective::Builder out) {

@@ -23,7 +23,8 @@ inline constexpr uint32_t kFormatVersion = 1;
 // 5: Memcpy, Memset and GraphLaunch .captured, .captureId; 6: Index.hostRegions;
 // 7: Origin.inPlace; 8: Index.stoppedAfterStep; 9: EventsDropped,
 // Index.recorderMemory, Collective events; 10: Index.layerSteps;
-// 11: Origin.benchmarking; 12: ModuleLoad.digest; 13: the checksums file
+// 11: Origin.benchmarking; 12: ModuleLoad.digest; 13: the checksums file,
+// KernelLaunch.number
 inline constexpr uint32_t kCompatVersion = 13;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
@@ -281,6 +282,8 @@ struct DeterminismCheck {
 
 using Annotation = std::variant<AlgorithmChoice, RngState, FrameworkOp, Note, DeterminismCheck>;
 
+inline constexpr uint64_t kNoLaunchNumber = UINT64_MAX;
+
 struct KernelLaunch {
   LaunchApi api = LaunchApi::kLaunchKernel;
   uint64_t context = 0;
@@ -308,6 +311,9 @@ struct KernelLaunch {
   // its callbacks (ns; 0 = not measured) and GPU operations it enqueued.
   uint32_t recorderNs = 0;
   uint16_t recorderOps = 0;
+  // The recorder's number for it, as --launches and --snapshot count;
+  // kNoLaunchNumber when it has none (captured, or an older trace).
+  uint64_t number = kNoLaunchNumber;
   bool operator==(const KernelLaunch&) const = default;
 };
 

@@ -305,6 +305,10 @@ struct KernelLaunch {
   recorderNs @18 :UInt32;      # time the program's thread spent in the recorder for it (0 = not measured)
   recorderOps @19 :UInt16;     # GPU operations the recorder enqueued for it
   reads @20 :List(RangeDigest); # ranges it only reads, by its framework op's schema: never hashed after it, digest 0 (compatVersion 4)
+  # The recorder's number for it, as --launches and --snapshot count (from 0
+  # in the process); all ones when it has none (captured, or an older trace)
+  # (compatVersion 13).
+  number @21 :UInt64 = 0xffffffffffffffff;
 }
 
 enum MemcpyKind {

@@ -33,6 +33,7 @@ struct Launch {
   bool sharedStream = false;  // on stream 0x100, shared by every thread, rather than its thread's own
   bool library = false;       // chosen by a library: an AlgorithmChoice annotation
   std::optional<uint32_t> inputThread{};  // whose buffer it reads: its own unless set
+  std::optional<uint64_t> number{};       // the recorder's number, written when set
 };
 
 constexpr uint32_t kThreads = 3;
@@ -96,6 +97,7 @@ fs::path write(const fs::path& dir, const std::vector<Launch>& launches, bool on
     content[out] = hash::fmix(content[in] + static_cast<uint64_t>(l.kernel)) ^ (l.perturb ? 1 : 0);
     k.outputs.push_back({{address(out), 4096, out, 0}, content[out], {}});
     if (l.library) k.annotations.push_back(AlgorithmChoice{"cudnn", "cudnnBackendExecute", kKernels[l.kernel], {}, {}});
+    if (l.number) k.number = *l.number;
     const uint32_t thread = oneThread ? 0 : 1 + l.thread;
     w.append(Event{seq++, seq, thread, k});
     if (l.sync) w.append(Event{seq++, seq, thread, Sync{SyncKind::kStreamSynchronize, k.stream, 0}});
@@ -497,6 +499,27 @@ TEST_CASE("a read handed over between host threads stays after its write", "[dif
     CHECK(d.firstDivergence->a.name == "_Z4convPfPKf");
     CHECK(d.blast.independentCount == 0);
     CHECK(d.blast.taintedOps > 0);
+  }
+}
+
+TEST_CASE("a launch's number is the one the recorder wrote where the trace has it", "[diff]") {
+  // The recorder numbered a launch that failed (it left no event): from
+  // there on each launch's number is one more than the launches before it.
+  auto program = [](int perturbed) {
+    std::vector<Launch> out;
+    for (int k = 0; k < 60; ++k) {
+      Launch l{0, k % 3, k % kBuffers, (k + 1) % kBuffers};
+      l.number = static_cast<uint64_t>(k < 20 ? k : k + 1);
+      l.perturb = k == perturbed;
+      out.push_back(l);
+    }
+    return out;
+  };
+  Runs runs;
+  for (const int perturbed : {10, 40}) {
+    const diff::ProcessDiff d = runs.diff(program(-1), program(perturbed));
+    REQUIRE(d.firstDivergence.has_value());
+    CHECK(d.firstDivergence->a.launchIndex == static_cast<uint64_t>(perturbed < 20 ? perturbed : perturbed + 1));
   }
 }
 

@@ -78,6 +78,7 @@ std::vector<Event> everyKind(TraceWriter& w) {
   k.block = {128, 2, 1};
   k.cluster = {2, 1, 1};
   k.sharedMemBytes = 4096;
+  k.number = 41;  // the recorder's number (compatVersion 13)
   k.attributes = {{4, {1, 2, 3}}, {7, {}}};
   k.params = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
   k.paramLayout = {{0, 8}, {8, 8}, {16, 4}};

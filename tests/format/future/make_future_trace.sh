@@ -20,7 +20,7 @@ def add(after, text):
     assert after in schema, after
     schema = schema.replace(after, after + text, 1)
 add("    dropped @13 :EventsDropped;  # compatVersion 9\n", "    checkpoint @14 :Checkpoint;   # added: a new kind of event\n")
-add("  reads @20 :List(RangeDigest);", "\n  priority @21 :Int32;         # added\n  label @22 :Text;             # added")
+add("  number @21 :UInt64 = 0xffffffffffffffff;", "\n  priority @22 :Int32;         # added\n  label @23 :Text;             # added")
 add("  captureId @9 :UInt64;        # the capture's id, when captured", "\n  bandwidth @10 :Float64;      # added")
 add("  pointersResolved @17 :Bool = true;", "\n  futureQuirk @18 :Bool;       # added")
 schema += "\nstruct Checkpoint {\n  step @0 :UInt64;\n  path @1 :Text;\n}\n"
