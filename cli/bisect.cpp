@@ -129,15 +129,16 @@ class Progress {
     const size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
     // A line longer than the terminal wraps, and \r then rewrites only its
     // last part: the description gives way, the clock stays.
+    // Escaped before it is measured, and cut at a character's start.
+    const std::string note = report::terminalText(note_);
+    std::string text = report::terminalText(text_);
     std::string tail = "  " + clockTime(secondsSince(start_));
-    if (!note_.empty() && text_.size() + tail.size() + note_.size() + 2 < width) tail += "  " + note_;
-    std::string text = text_;
+    if (!note.empty() && text.size() + tail.size() + note.size() + 2 < width) tail += "  " + note;
     if (text.size() + tail.size() >= width) {
       const size_t room = width > tail.size() + 8 ? width - tail.size() - 4 : 4;
-      text = text.substr(0, room) + "...";
+      text = text.substr(0, report::characterStart(text, room)) + "...";
     }
-    const std::string line = text + tail;
-    std::fprintf(stderr, "\r\033[K%s", report::terminalText(line).c_str());
+    std::fprintf(stderr, "\r\033[K%s", (text + tail).c_str());
     std::fflush(stderr);
     drawn_ = true;
   }

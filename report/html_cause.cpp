@@ -265,7 +265,7 @@ void renderCause(Page& page, const Report& report) {
   const size_t n = diff->processes.size();
   std::vector<string> parts(n), names(n);
   std::vector<int32_t> ranks(n);
-  const std::vector<size_t> order = processOrder(*diff, report.job && *report.job ? &**report.job : nullptr);
+  const std::vector<size_t> order = processOrder(*diff, jobOf(report));
   std::vector<bool> shown(n, false);
   for (size_t i = 0; i < n; ++i) {
     const ProcessDiff& p = diff->processes[i];

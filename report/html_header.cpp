@@ -16,11 +16,9 @@ using diff::ProcessDiff;
 
 // ------------------------------------------------------------ header
 
-const ProcessDiff* firstDifferingProcess(const RunComparison* c, const std::optional<JobView>* job) {
-  return c ? leadProcess(*c, job && *job ? &**job : nullptr) : nullptr;
+const ProcessDiff* firstDifferingProcess(const Report& report) {
+  return report.diff ? leadProcess(*report.diff, jobOf(report)) : nullptr;
 }
-
-const ProcessDiff* firstDifferingProcess(const Report& report) { return firstDifferingProcess(report.diff, report.job); }
 
 string divergenceWhere(const FirstDivergence& d) {
   const OpInfo* op = shownOp(d, true) ? shownOp(d, true) : shownOp(d, false);

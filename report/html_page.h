@@ -90,9 +90,10 @@ const char* streamColor(uint64_t ordinal);
 
 // ------------------------------------------------------------ shared by sections
 // The process whose first divergence the page leads with: in a job, the
-// earliest origin (processOrder); `job` null or empty: the first that diverged.
-const diff::ProcessDiff* firstDifferingProcess(const RunComparison* c, const std::optional<JobView>* job = nullptr);
+// earliest origin (leadProcess); otherwise the first that diverged.
 const diff::ProcessDiff* firstDifferingProcess(const Report& report);
+// The job's view the page was given or computed (renderHtml sets it), or null.
+inline const JobView* jobOf(const Report& report) { return report.job && *report.job ? &**report.job : nullptr; }
 string divergenceWhere(const diff::FirstDivergence& d);
 bool hasReplaySection(const Report& report);
 

@@ -69,7 +69,7 @@ void renderReplay(Page& page, const Report& report) {
     for (const RunComparison* c : {b.confirmation, b.confirmationOther}) {
       if (!c) continue;
       const char* against = c == b.confirmation ? "against run 1" : "against the other run of the pair";
-      if (const diff::ProcessDiff* p = firstDifferingProcess(c)) {
+      if (const diff::ProcessDiff* p = leadProcess(*c, nullptr)) {
         const diff::FirstDivergence& f = *p->firstDivergence;
         page.addf("<div class=\"small muted\">{}: first divergence at {}: {}</div>", against, e(divergenceWhere(f)),
                   e(causeSummary(f)));
