@@ -16,6 +16,8 @@
 #include "recorder/library_call.h"
 #include "recorder/reentrancy.h"
 #include "recorder/session.h"
+#include "recorder/signal_flush.h"
+#include "recorder/trace_sink.h"
 #include "recorder/warn.h"
 #include "trace_format/trace.h"
 
@@ -131,6 +133,8 @@ int initialize() {
   framework::setFinishRecording(finishAtExit);  // the same, earlier, when the layer ends the program itself
   framework::setFlushRecording(flushAtInterrupt);  // the program ends on Ctrl-C: C's exit handlers will not run
   pthread_atfork(nullptr, nullptr, abandonInChild);
+  // Killed by a signal (SIGTERM at a job's time limit, a crash): the same, first.
+  flushOnEndingSignals(flushAtInterrupt, std::chrono::milliseconds(sinkOptions(options).flushWaitMs + 2000));
   return 1;
 }
 

@@ -78,24 +78,43 @@ check("atexit" in marks, f"Ctrl-C: the program's atexit handler ran: {sorted(mar
 check(per_step > 0 and info.get("launches") == 2 * per_step and not info.get("complete"),
       f"Ctrl-C: every launch of steps 0 and 1 ({2 * per_step}) kept in a trace left open: {info}")
 
+# SIGTERM after step 1 (Slurm at a job's time limit, torchrun stopping a
+# rank), which Python leaves to its default action: the recorder writes what
+# it holds before the signal ends the program.
+r, info, marks, log = run("term", QUICK_EXIT_TERM="1")
+check(r.returncode == 143, f"SIGTERM: status 143, 128 + SIGTERM (got {r.returncode}): {r.stderr[-800:]}")
+check(r.stdout == "step 0\nstep 1\n", f"SIGTERM: the program's output up to the signal: {r.stdout!r}")
+check(per_step > 0 and info.get("launches") == 2 * per_step and not info.get("complete"),
+      f"SIGTERM: every launch of steps 0 and 1 ({2 * per_step}) kept in a trace left open: {info}")
+
 # The same in a Python program that never imports torch (a JAX program, a
 # plain CUDA one through ctypes): three launches, then Ctrl-C.
-plain = os.path.join(args.work, "plain.py")
-with open(plain, "w") as f:
-    f.write("import ctypes, os\n"
-            "recorder = ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])\n"
-            "for _ in range(3):\n"
-            "    recorder.gpurr_test_launch(b'_Z6kernelv')\n"
-            "raise KeyboardInterrupt\n")
-trace = os.path.join(args.work, "plain.gpurr")
-env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder)
-r = subprocess.run([args.gpurr, "record", "-o", trace, "--", args.python, plain], env=env, capture_output=True,
-                   text=True, timeout=300)
-info = subprocess.run([args.gpurr, "info", "--json", trace], capture_output=True, text=True)
-info = json.loads(info.stdout) if info.returncode == 0 else {}
-check(r.returncode == 130 and info.get("launches") == 3 and not info.get("complete"),
-      f"Ctrl-C without PyTorch: status 130, the 3 launches kept ({r.returncode}, {info.get('launches')}): "
-      f"{r.stderr[-600:]}")
+def record_plain(name, ending, *options):
+    """Records a Python program that never imports torch (a JAX program, a
+    plain CUDA one through ctypes): three launches, then ENDING. Returns the
+    result and the trace's `gpurr info --json`."""
+    plain = os.path.join(args.work, name + ".py")
+    with open(plain, "w") as f:
+        f.write("import ctypes, os, signal, time\n"
+                "recorder = ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])\n"
+                "for _ in range(3):\n"
+                "    recorder.gpurr_test_launch(b'_Z6kernelv')\n" + ending + "\n")
+    trace = os.path.join(args.work, name + ".gpurr")
+    env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder)
+    r = subprocess.run([args.gpurr, "record", "-o", trace, *options, "--", args.python, plain], env=env,
+                       capture_output=True, text=True, timeout=300)
+    info = subprocess.run([args.gpurr, "info", "--json", trace], capture_output=True, text=True)
+    return r, json.loads(info.stdout) if info.returncode == 0 else {}
+
+
+for name, ending, options, status in (
+        ("Ctrl-C", "raise KeyboardInterrupt", (), 130),
+        ("SIGTERM with --no-framework", "os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)", ("--no-framework",),
+         143)):
+    r, info = record_plain(name.split()[0].replace("-", "").lower(), ending, *options)
+    check(r.returncode == status and info.get("launches") == 3 and not info.get("complete"),
+          f"{name} without PyTorch: status {status}, the 3 launches kept ({r.returncode}, {info.get('launches')}): "
+          f"{r.stderr[-600:]}")
 
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")

@@ -23,6 +23,7 @@
 #include "recorder/framework_context.h"
 #include "recorder/options.h"
 #include "recorder/session.h"
+#include "recorder/signal_flush.h"
 #include "recorder/warn.h"
 #include "trace_format/trace.h"
 
@@ -78,6 +79,7 @@ RecordSession* theSession() {
   std::atexit(finish);
   framework::setFinishRecording(finish);  // the same, earlier, when the layer ends the program itself
   framework::setFlushRecording([] { session->flush(); });  // the program ends on Ctrl-C
+  flushOnEndingSignals([] { session->flush(); }, std::chrono::seconds(12));  // or by a signal
   setActiveCollectives(&session->collectives());
   return session;
 }

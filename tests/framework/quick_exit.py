@@ -5,11 +5,14 @@
 # `teardown`. argv[1]: the directory for these files. QUICK_EXIT_FINALLY=N:
 # the loop's `finally` ends the program with sys.exit(N).
 # QUICK_EXIT_INTERRUPT=N: Ctrl-C after step N (a KeyboardInterrupt raised
-# there, as Python raises it for SIGINT).
+# there, as Python raises it for SIGINT). QUICK_EXIT_TERM=N: SIGTERM after
+# step N, which Python does not handle (the process waits for its end).
 import atexit
 import ctypes
 import os
+import signal
 import sys
+import time
 
 import torch
 from torch import nn
@@ -58,6 +61,10 @@ try:
         print(f"step {step}")
         if os.environ.get("QUICK_EXIT_INTERRUPT") == str(step):
             raise KeyboardInterrupt
+        if os.environ.get("QUICK_EXIT_TERM") == str(step):
+            sys.stdout.flush()
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
 finally:
     libc = ctypes.CDLL(None)
     libc.printf(b"from C stdio")  # no newline: kept in C's buffer when stdout is a pipe

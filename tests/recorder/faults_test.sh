@@ -12,12 +12,19 @@
 #           it ended early, and `gpurr diff` against a complete run claims
 #           nothing past it (exit status 2); as a rank of a job, the diff of
 #           the two jobs' directories names it incomplete.
+#   signal  the recorded process ends by a signal at once, in the middle of
+#           a step, well within the recorder's second between blocks:
+#           SIGTERM (sent twice), a write through a null pointer (SIGSEGV)
+#           and abort() (SIGABRT). Each ends as it does unrecorded (exit
+#           status, output), and the trace holds every launch made before
+#           it, `gpurr info` saying it ended early. A program that handles
+#           SIGTERM itself keeps its own handler.
 #   behind  the trace thread falls behind (GPURR_TEST_SLOW_WRITER_US) with a
 #           1 MiB queue: events are dropped, `gpurr info` says how many and
 #           where, and `gpurr diff` against a complete run claims nothing
 #           past the gap (exit status 2).
 #
-#   faults_test.sh BUILD_DIR PROGRAM enospc|kill|behind
+#   faults_test.sh BUILD_DIR PROGRAM enospc|kill|signal|behind
 set -u
 build=$1 program=$2 mode=$3
 unset RANK SLURM_PROCID LOCAL_RANK NODE_RANK WORLD_SIZE SLURM_NTASKS SLURM_STEP_NUM_TASKS  # set below for a job
@@ -109,6 +116,34 @@ assert [t["process"] for t in r["incomplete"]["b"]] == ["rank1.gpurr"] and not r
     "$work/job.json" || fail "diff --json: ranks"
   unset WORLD_SIZE
   trace=$work/killed.gpurr
+  ;;
+signal)
+  steps=4 launches=3000
+  for how in TERM SEGV ABRT; do
+    SIGNAL_IN_STEP=2 SIGNAL=$how env -u GPURR_OUTPUT "$program" $steps $launches > "$work/plain-$how.out" 2>/dev/null
+    plain=$?
+    SIGNAL_IN_STEP=2 SIGNAL=$how "$gpurr" record -o "$work/$how.gpurr" -- "$program" $steps $launches \
+      > "$work/$how.out" 2> "$work/$how.err"
+    code=$?
+    cat "$work/$how.err"
+    [ "$code" = "$plain" ] || fail "SIG$how: exit status $code under the recorder, $plain without"
+    [ "$code" -gt 128 ] || fail "SIG$how: exit status $code, not that of a signal"
+    cmp -s "$work/plain-$how.out" "$work/$how.out" || fail "SIG$how: the program's output changed under the recorder"
+    "$gpurr" info --json "$work/$how.gpurr" > "$work/$how.json" || fail "SIG$how: gpurr info"
+    python3 -c 'import json, sys
+i = json.load(open(sys.argv[1]))
+want = 2 * 3000 + 1500
+got = i["launches"]
+assert got == want, f"{got} launches in the trace, not the {want} made before the signal"
+assert not i["complete"], "the trace should read as not ended cleanly"' "$work/$how.json" || fail "SIG$how: the trace"
+  done
+  # A program with its own SIGTERM handler keeps it.
+  HANDLES_TERM=1 SIGNAL_IN_STEP=2 SIGNAL=TERM "$gpurr" record -o "$work/own.gpurr" -- "$program" $steps $launches \
+    > "$work/own.out" 2> "$work/own.err"
+  code=$?
+  [ "$code" = 3 ] || { cat "$work/own.err"; fail "a program's own SIGTERM handler: exit status $code, not its 3"; }
+  expect "$work/own.out" "^handled SIGTERM$"
+  trace=$work/TERM.gpurr
   ;;
 behind)
   steps=3 launches=2000

@@ -11,7 +11,13 @@
 // With KILL_IN_STEP=K it kills itself (SIGKILL) in the middle of step K,
 // after waiting 1.5 s there, so that the recorder's periodic flush has run
 // (an environment variable: the command line, which the diff compares,
-// stays that of the run it is compared with).
+// stays that of the run it is compared with). With SIGNAL_IN_STEP=K and
+// SIGNAL=TERM, SEGV or ABRT it ends there at once, as the recorder takes
+// these signals in a real program (recorder/signal_flush.h): SIGTERM sent
+// twice (Slurm's signal to a job step reaches a program twice under gpurr
+// record), then 30 s of waiting for its end; a write through a null
+// pointer; abort(). With HANDLES_TERM=1 it handles SIGTERM itself (ending
+// with status 3 in its handler) from the start.
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,11 +26,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "recorder/options.h"
 #include "recorder/session.h"
+#include "recorder/signal_flush.h"
 #include "trace_format/hash.h"
 
 using namespace gpurr;
@@ -72,6 +80,31 @@ class HostDevice : public Device {
   void contextDestroying(uint64_t) override {}
 };
 
+RecordSession* gSession = nullptr;
+
+// The program's own SIGTERM handler (HANDLES_TERM=1).
+void onTerm(int) {
+  const char line[] = "handled SIGTERM\n";
+  if (::write(1, line, sizeof(line) - 1) < 0) _exit(4);
+  _exit(3);
+}
+
+// Ends the program as SIGNAL=TERM, SEGV or ABRT says.
+void endBySignal(const std::string& how) {
+  std::fflush(stdout);
+  if (how == "TERM") {
+    ::kill(::getpid(), SIGTERM);
+    ::kill(::getpid(), SIGTERM);
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+  } else if (how == "SEGV") {
+    *static_cast<volatile int*>(nullptr) = 1;
+  } else if (how == "ABRT") {
+    std::abort();
+  }
+  std::fprintf(stderr, "unknown SIGNAL=%s, or the program outlived it\n", how.c_str());
+  std::exit(5);
+}
+
 void call(RecordSession& session, CUpti_CallbackId cbid, const void* params, const std::function<void()>& body = {}) {
   uint64_t correlation = 0;
   CUresult ret = CUDA_SUCCESS;
@@ -95,6 +128,10 @@ int main(int argc, char** argv) {
   const uint64_t steps = std::strtoull(argv[1], nullptr, 10), launches = std::strtoull(argv[2], nullptr, 10);
   const char* kill = std::getenv("KILL_IN_STEP");
   const int64_t killStep = kill != nullptr ? std::atoll(kill) : -1;
+  const char* signalIn = std::getenv("SIGNAL_IN_STEP");
+  const int64_t signalStep = signalIn != nullptr ? std::atoll(signalIn) : -1;
+  const char* signalName = std::getenv("SIGNAL");
+  if (const char* h = std::getenv("HANDLES_TERM"); h != nullptr && std::string(h) == "1") ::signal(SIGTERM, onTerm);
   std::vector<std::string> problems;
   RecorderOptions options = parseOptions([](const char* n) { return std::getenv(n); }, problems);
   for (const std::string& p : problems) warnToStderr(p);
@@ -115,6 +152,8 @@ int main(int argc, char** argv) {
           }
         },
         warnToStderr);
+    gSession = session.get();
+    flushOnEndingSignals([] { gSession->flush(); }, std::chrono::seconds(12));
   }
   constexpr size_t kBytes = 64 << 10;
   std::vector<std::vector<uint8_t>> buffers(8, std::vector<uint8_t>(kBytes));
@@ -131,6 +170,7 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         ::raise(SIGKILL);
       }
+      if (static_cast<int64_t>(step) == signalStep && i == launches / 2) endBySignal(signalName ? signalName : "");
       auto& out = buffers[(step + i) % 8];
       auto& in = buffers[(step + i + 3) % 8];
       CUdeviceptr o = reinterpret_cast<CUdeviceptr>(out.data()), x = reinterpret_cast<CUdeviceptr>(in.data());
