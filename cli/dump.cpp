@@ -64,7 +64,7 @@ int run(const DumpOptions& opts) {
   std::optional<std::regex> pattern;
   if (opts.kernel) {
     try {
-      pattern.emplace(*opts.kernel, kNamePattern | std::regex::optimize);
+      pattern = namePattern(*opts.kernel, std::regex::optimize);
     } catch (const std::regex_error&) {
       std::fprintf(stderr, "gpurr dump: error: --kernel: invalid regular expression '%s': %s\n",
                    report::terminalText(*opts.kernel).c_str(), namePatternError(*opts.kernel).c_str());

@@ -80,12 +80,12 @@ Culprits Culprits::load(const fs::path& file) {
                               entry.id));
     }
     try {
-      if (!entry.kernelPattern.empty()) entry.kernel.emplace(entry.kernelPattern, kNamePattern);
+      if (!entry.kernelPattern.empty()) entry.kernel = namePattern(entry.kernelPattern);
       if (!entry.frameworkOpPattern.empty()) {
-        entry.frameworkOp.emplace(entry.frameworkOpPattern, kNamePattern);
+        entry.frameworkOp = namePattern(entry.frameworkOpPattern);
       }
       if (!entry.forwardOpPattern.empty()) {
-        entry.forwardOp.emplace(entry.forwardOpPattern, kNamePattern);
+        entry.forwardOp = namePattern(entry.forwardOpPattern);
       }
     } catch (const std::regex_error& err) {
       throw where(fmt::format("{}: invalid regular expression: {}", entry.id, err.what()));

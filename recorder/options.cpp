@@ -119,7 +119,7 @@ std::optional<LaunchSelection> parseLaunchSelection(std::string_view text, std::
       }
     } else {
       try {
-        sel.kernels.emplace_back(std::string(item), kNamePattern | std::regex::optimize);
+        sel.kernels.push_back(namePattern(std::string(item), std::regex::optimize));
       } catch (const std::regex_error& e) {
         error = "'" + std::string(item) + "' is neither a launch number nor a valid regular expression (" +
                 e.what() + ")";
@@ -173,7 +173,7 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
   }
   if (const char* v = getenv("GPURR_KERNELS"); v != nullptr && *v != '\0') {
     try {
-      o.kernels.emplace(v, kNamePattern | std::regex::optimize);
+      o.kernels = namePattern(v, std::regex::optimize);
       o.kernelsText = v;
     } catch (const std::regex_error& e) {
       problems.push_back(std::string("GPURR_KERNELS=") + v + " is not a valid regular expression (" + e.what() +
