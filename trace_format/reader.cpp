@@ -242,8 +242,17 @@ struct TraceReader::Impl {
             "(remove it to read the trace without checking its header and index)",
             path.string(), line));
       }
-      checksums.insert_or_assign(std::string(l.substr(34)), *id);
+      if (!checksums.emplace(std::string(l.substr(34)), *id).second) {
+        throw TraceError(fmt::format("{}: line {} names {} again: the file is damaged (remove it to read the trace "
+                                     "without checking its header and index)",
+                                     path.string(), line, l.substr(34)));
+      }
       rest.remove_prefix(end + 1);
+    }
+    if (!checksums.contains(container::kHeaderFile)) {
+      throw TraceError(fmt::format("{}: lists no {}: the file is damaged (remove it to read the trace without "
+                                   "checking its header and index)",
+                                   path.string(), container::kHeaderFile));
     }
   }
 

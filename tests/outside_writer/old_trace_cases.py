@@ -264,9 +264,10 @@ def checksums_unknown_name():
 @case
 def checksums_malformed():
     """A checksums line of another form than `<32 lowercase hex digits>
-    <name>` and a line feed makes the file damaged: an error that says so
-    (FORMAT.md section 5), for verify and the diff (exit 2); so does a file
-    over 64 KiB (section 10)."""
+    <name>` and a line feed, a name listed twice or a file that lists no
+    header makes the file damaged: an error that says so (FORMAT.md section
+    5), for verify and the diff (exit 2); so does a file over 64 KiB
+    (section 10)."""
     a, _ = record(Variant(seed=1))
     b, _ = record(Variant(seed=2))
     forms = (('a line of prose', lambda d: d + b'not a checksum line\n'),
@@ -274,7 +275,10 @@ def checksums_malformed():
              ('one space', lambda d: d.replace(b'  header', b' header', 1)),
              ('31 hex digits', lambda d: d[1:]),
              ('no final line feed', lambda d: d[:-1]),
-             ('an empty line', lambda d: d + b'\n'))
+             ('an empty line', lambda d: d + b'\n'),
+             ('header listed twice', lambda d: d + d.split(b'\n')[0] + b'\n'),
+             ('no header listed', lambda d: b''.join(l + b'\n' for l in d.split(b'\n') if l and b'header' not in l)),
+             ('an empty file', lambda d: b''))
     for i, (what, change) in enumerate(forms):
         c = changed_copy(b, 'malformed-%d.gpurr' % i, 'checksums', change)
         error = refused(c, a, what)

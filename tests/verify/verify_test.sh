@@ -70,6 +70,12 @@ fresh; sums ""; rm "$tmp/t.gpurr/index"
 expect 1 "index: missing, though checksums lists it" "$tmp/t.gpurr"
 fresh; sums $'not a checksum line\n'
 expect 2 "line 3 is not \"<32 hex digits>  <file>\"" "$tmp/t.gpurr"
+fresh; sums "$(cd "$tmp/t.gpurr" && xxhsum -H2 index)"$'\n'
+expect 2 "line 3 names index again: the file is damaged" "$tmp/t.gpurr"
+fresh; (cd "$tmp/t.gpurr" && xxhsum -H2 index > checksums)
+expect 2 "lists no header: the file is damaged" "$tmp/t.gpurr"
+fresh; : > "$tmp/t.gpurr/checksums"
+expect 2 "lists no header: the file is damaged" "$tmp/t.gpurr"
 
 # A block's frame damaged (checksum).
 fresh

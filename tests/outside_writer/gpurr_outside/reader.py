@@ -64,8 +64,9 @@ def _unplane(data, k):
 
 
 def checksums(path):
-    """The trace's `checksums` as {name: [digest...]}, {} when it has none; a
-    line of another form makes the file damaged (FORMAT.md section 5)."""
+    """The trace's `checksums` as {name: [digest]}, {} when it has none; a
+    line of another form, a name listed twice or no `header` makes the file
+    damaged (FORMAT.md section 5)."""
     f = os.path.join(path, 'checksums')
     if not os.path.exists(f):
         return {}
@@ -79,8 +80,13 @@ def checksums(path):
         if m is None:
             raise ValueError('%s: damaged: line %d is not "<32 hex digits>  <file>"'
                              % (f, data.count(b'\n', 0, at) + 1))
-        sums.setdefault(m.group(2).decode('utf-8', 'replace'), []).append(m.group(1).decode())
+        name = m.group(2).decode('utf-8', 'replace')
+        if name in sums:
+            raise ValueError('%s: damaged: line %d names %s again' % (f, data.count(b'\n', 0, at) + 1, name))
+        sums[name] = [m.group(1).decode()]
         at = m.end()
+    if 'header' not in sums:
+        raise ValueError('%s: damaged: it lists no header' % f)
     return sums
 
 
