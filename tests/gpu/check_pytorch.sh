@@ -7,7 +7,9 @@
 #     (count_launches.py, run separately: the two cannot share CUPTI);
 #   - a run ended by Ctrl-C after step 3 exits 130 and keeps every launch up
 #     to there: its trace, left open, agrees with a complete one as far as
-#     it goes (`gpurr diff`: not known past its end, exit 2).
+#     it goes (`gpurr diff`: not known past its end, exit 2);
+#   - a run ended by SIGTERM or a crash after step 3 exits as it would
+#     unrecorded (143, 139) and keeps as many launches as the Ctrl-C run.
 # Prints one PASS or FAIL line per check; exits 77 (skipped) without a GPU or
 # PyTorch.
 set -u
@@ -94,6 +96,27 @@ else
   tail -5 "$work/int.err" | sed 's/^/  /'
   head -8 "$work/int-diff.out" | sed 's/^/  /'
 fi
+
+# A signal after step 3 (SIGTERM, as Slurm or torchrun sends it; a crash),
+# which Python leaves to its default action: the recorder writes what it
+# held before the signal ends the program, with its own status (143, 139),
+# and keeps as many launches as Ctrl-C there did (recorder/signal_flush.h).
+for sig in TERM:143 SEGV:139; do
+  TRAIN_CNN_SIGNAL=${sig%:*}:3 "$gpurr" record --force -o "$work/$sig.gpurr" -- "$python" "$here/train_cnn.py" \
+    >"$work/$sig.out" 2>"$work/$sig.err"
+  code=$?
+  "$gpurr" diff "$work/a.gpurr" "$work/$sig.gpurr" >"$work/$sig-diff.out" 2>&1
+  dcode=$?
+  got=$(launches "$work/$sig.gpurr")
+  if [ "$code" = "${sig#*:}" ] && [ "$dcode" = 2 ] && grep -q "^not known: " "$work/$sig-diff.out" &&
+     [ "$got" = "$kept" ]; then
+    echo "PASS pytorch: SIG${sig%:*} after step 3 exits ${sig#*:} and keeps its $got launches, as Ctrl-C there"
+  else
+    fail "SIG${sig%:*} after step 3: exit $code (not ${sig#*:}), diff exit $dcode, $got launches kept (Ctrl-C: $kept):"
+    tail -5 "$work/$sig.err" | sed 's/^/  /'
+    head -8 "$work/$sig-diff.out" | sed 's/^/  /'
+  fi
+done
 
 recorded=$("$gpurr" info --json "$work/a.gpurr" | "$python" -c "import json, sys; print(json.load(sys.stdin)['launches'])")
 if profiled=$("$python" "$here/count_launches.py" 2>"$work/profile.err"); then

@@ -8,7 +8,9 @@ two recordings must match at every launch.
 
 Exits 77 (skipped) where there is no GPU or no PyTorch. TRAIN_CNN_INTERRUPT=N:
 Ctrl-C after step N (a KeyboardInterrupt raised there, as Python raises it
-for SIGINT).
+for SIGINT). TRAIN_CNN_SIGNAL=TERM:N or SEGV:N: after step N, once the GPU
+has finished it, SIGTERM (then waiting for the end) or a read through a null
+pointer.
 """
 import os
 import sys
@@ -43,6 +45,21 @@ class Net(nn.Module):
         return self.fc2(x)
 
 
+def end_by_signal(how):
+    """Ends the program as TRAIN_CNN_SIGNAL says, its GPU work done."""
+    import ctypes
+    import signal
+    import time
+    torch.cuda.synchronize()
+    sys.stdout.flush()
+    if how == "TERM":
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)
+    elif how == "SEGV":
+        ctypes.string_at(0)
+    raise SystemExit(f"TRAIN_CNN_SIGNAL: unknown signal {how!r}, or the program outlived it")
+
+
 def main():
     """Everything CUDA happens in here (count_launches.py profiles it)."""
     torch.manual_seed(0)
@@ -66,6 +83,9 @@ def main():
         optimizer.step()
         if os.environ.get("TRAIN_CNN_INTERRUPT") == str(step):
             raise KeyboardInterrupt
+        how, _, when = os.environ.get("TRAIN_CNN_SIGNAL", "").partition(":")
+        if when == str(step):
+            end_by_signal(how)
     torch.cuda.synchronize()
     return loss.item()
 
