@@ -99,7 +99,7 @@ class Progress {
     if (terminal_) {
       draw();
     } else {
-      std::fprintf(stderr, "gpurr bisect: %s\n", report::terminalText(note.empty() ? text : text + " " + note).c_str());
+      std::cerr << "gpurr bisect: " << (note.empty() ? text : text + " " + note) << "\n";
     }
   }
   void tick() {
@@ -108,7 +108,7 @@ class Progress {
   // A line that stays (a finished run, a warning).
   void say(const std::string& line) {
     clear();
-    std::fprintf(stderr, "gpurr bisect: %s\n", report::terminalText(line).c_str());
+    std::cerr << "gpurr bisect: " << line << "\n";
     if (terminal_ && !text_.empty()) draw();
   }
   void clear() {
@@ -672,14 +672,14 @@ bool writeFile(const fs::path& path, const std::string& text) {
   out << text;
   out.close();
   if (!out) {
-    std::fprintf(stderr, "gpurr bisect: error: cannot write %s\n", report::terminalText(path.string()).c_str());
+    std::cerr << "gpurr bisect: error: cannot write " << path.string() << "\n";
     return false;
   }
   return true;
 }
 
 int usageError(const std::string& text) {
-  std::fprintf(stderr, "gpurr bisect: %s\n", report::terminalText(text).c_str());
+  std::cerr << "gpurr bisect: " << text << "\n";
   return kExitTrouble;
 }
 
@@ -719,18 +719,18 @@ int run(const BisectOptions& opts) {
   try {
     std::string warning;
     culprits = loadCulprits(opts.culprits, warning);
-    if (!warning.empty()) std::fprintf(stderr, "gpurr bisect: warning: %s\n", report::terminalText(warning).c_str());
+    if (!warning.empty()) std::cerr << "gpurr bisect: warning: " << warning << "\n";
   } catch (const std::runtime_error& e) {
     return usageError(fmt::format("error: {}", e.what()));
   }
-  if (opts.output.empty()) std::fprintf(stderr, "gpurr bisect: results go to %s/\n", report::terminalText(shown.string()).c_str());
+  if (opts.output.empty()) std::cerr << "gpurr bisect: results go to " << shown.string() << "/\n";
   catchInterrupts(shown);
 
   Bisect bisect(opts, exe, dir, shown, culprits ? &*culprits : nullptr);
   const Outcome outcome = bisect.run();
   if (outcome.interruptedBy != 0) {
-    std::fprintf(stderr, "gpurr bisect: interrupted (%s); what was recorded so far is in %s/\n",
-                 strsignal(outcome.interruptedBy), report::terminalText(shown.string()).c_str());
+    std::cerr << "gpurr bisect: interrupted (" << strsignal(outcome.interruptedBy) << "); what was recorded so far is in "
+              << shown.string() << "/\n";
     return 128 + outcome.interruptedBy;
   }
 
@@ -742,8 +742,7 @@ int run(const BisectOptions& opts) {
   try {
     written = writeFile(dir / "report.html", renderHtml(model)) && written;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gpurr bisect: error: cannot render %s/report.html: %s\n", report::terminalText(shown.string()).c_str(),
-                 report::terminalText(e.what()).c_str());
+    std::cerr << "gpurr bisect: error: cannot render " << shown.string() << "/report.html: " << e.what() << "\n";
     written = false;
   }
   if (opts.json) {

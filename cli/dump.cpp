@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <cstdio>
 #include <iostream>
 #include <limits>
 #include <regex>
@@ -11,7 +10,6 @@
 #include "cli/commands.h"
 #include "common/name_pattern.h"
 #include "report/event_json.h"
-#include "report/terminal.h"
 #include "report/text.h"
 #include "trace_format/trace.h"
 
@@ -66,15 +64,14 @@ int run(const DumpOptions& opts) {
     try {
       pattern = namePattern(*opts.kernel, std::regex::optimize);
     } catch (const std::regex_error&) {
-      std::fprintf(stderr, "gpurr dump: error: --kernel: invalid regular expression '%s': %s\n",
-                   report::terminalText(*opts.kernel).c_str(), namePatternError(*opts.kernel).c_str());
+      std::cerr << "gpurr dump: error: --kernel: invalid regular expression '" << *opts.kernel
+                << "': " << namePatternError(*opts.kernel) << "\n";
       return kExitTrouble;
     }
   }
   TraceReader reader(opts.trace);
   if (reader.damage().unclosed) {
-    std::fprintf(stderr, "gpurr dump: warning: %s: %s\n", report::terminalText(opts.trace).c_str(),
-                 report::terminalText(reader.damage().detail).c_str());
+    std::cerr << "gpurr dump: warning: " << opts.trace << ": " << reader.damage().detail << "\n";
   }
   // Whether a function name matches --kernel, cached per mangled name.
   std::unordered_map<std::string, bool> matches;
@@ -106,8 +103,9 @@ int run(const DumpOptions& opts) {
   std::cout.flush();
   if (!last && from > 0) {
     const uint64_t n = reader.eventCount();
-    std::fprintf(stderr, "gpurr dump: error: --range %s: no such event: %s\n", report::terminalText(opts.range).c_str(),
-                 n == 0 ? "the trace holds none" : fmt::format("the trace's events are #0 to #{}", n - 1).c_str());
+    std::cerr << "gpurr dump: error: --range " << opts.range << ": no such event: "
+              << (n == 0 ? std::string("the trace holds none") : fmt::format("the trace's events are #0 to #{}", n - 1))
+              << "\n";
     return kExitTrouble;
   }
   return kExitOk;

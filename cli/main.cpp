@@ -1,7 +1,7 @@
 // gpurr: record GPU programs, find where two runs first differ, and why.
-#include <cstdio>
 #include <exception>
 #include <functional>
+#include <iostream>
 #include <string>
 
 #include <fmt/format.h>
@@ -41,8 +41,7 @@ int main(int argc, char** argv) {
       known = known || c->get_name() == argv[1];
     }
     if (!known) {
-      std::fprintf(stderr, "gpurr: no command '%s'; the commands are %s (gpurr --help)\n",
-                   gpurr::report::terminalText(argv[1]).c_str(), names.c_str());
+      std::cerr << "gpurr: no command '" << argv[1] << "'; the commands are " << names << " (gpurr --help)\n";
       return kExitTrouble;
     }
   }
@@ -60,10 +59,10 @@ int main(int argc, char** argv) {
   try {
     return chosen ? chosen() : kExitTrouble;
   } catch (const gpurr::trace::TraceError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", who.c_str(), gpurr::report::terminalText(e.what()).c_str());
+    std::cerr << who << ": error: " << e.what() << "\n";
     return kExitTrouble;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: internal error: %s\n", who.c_str(), gpurr::report::terminalText(e.what()).c_str());
+    std::cerr << who << ": internal error: " << e.what() << "\n";
     return kExitTrouble;
   }
 }

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <regex>
 #include <stdexcept>
 
@@ -22,7 +23,6 @@
 #include "cli/cuda_driver.h"
 #include "cli/process.h"
 #include "common/job_rank.h"
-#include "report/terminal.h"
 #include "report/text.h"
 
 extern char** environ;
@@ -80,10 +80,10 @@ std::string fixAddressLayout() {
   return {};
 }
 
-void say(const std::string& text) { std::fprintf(stderr, "gpurr: %s\n", report::terminalText(text).c_str()); }
+void say(const std::string& text) { std::cerr << "gpurr: " << text << "\n"; }
 
 int usageError(const std::string& text) {
-  std::fprintf(stderr, "gpurr record: %s\n", report::terminalText(text).c_str());
+  std::cerr << "gpurr record: " << text << "\n";
   return kExitTrouble;
 }
 
@@ -269,8 +269,7 @@ int run(const RecordOptions& opts) {
   const ChildExit exit = runChild(command, applyEnv(baseEnv, changes));
   if (!exit.started) {
     fs::remove_all(staging, ec);
-    std::fprintf(stderr, "gpurr record: cannot run '%s': %s\n", report::terminalText(command[0]).c_str(),
-                 exit.error.c_str());
+    std::cerr << "gpurr record: cannot run '" << command[0] << "': " << exit.error << "\n";
     return exit.code;
   }
   if (exit.signal != 0) {
@@ -282,10 +281,8 @@ int run(const RecordOptions& opts) {
   try {
     placed = jobMember ? joinTraces(staging, out, opts.force) : placeTraces(staging, out, opts.force);
   } catch (const fs::filesystem_error& e) {
-    std::fprintf(stderr,
-                 "gpurr record: error: could not move the trace to %s: %s\n"
-                 "gpurr: the recorded traces are still in %s\n",
-                 out.string().c_str(), e.code().message().c_str(), staging.string().c_str());
+    std::cerr << "gpurr record: error: could not move the trace to " << out.string() << ": " << e.code().message()
+              << "\ngpurr: the recorded traces are still in " << staging.string() << "\n";
     return exit.code != 0 ? exit.code : kExitTrouble;
   }
   for (const fs::path& p : placed.leftovers) {

@@ -7,7 +7,6 @@
 // is resolved at run time (dlopen), so `gpurr` itself starts on machines
 // without one; replay then fails with a clear message.
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -24,7 +23,6 @@
 #include "replayer/stream_execute.h"
 #include "replayer/stream_plan.h"
 #include "report/event_json.h"
-#include "report/terminal.h"
 #endif
 
 namespace gpurr::cli {
@@ -45,13 +43,13 @@ struct ReplayCliOptions {
 };
 
 int fail(const std::string& message) {
-  std::fprintf(stderr, "gpurr replay: error: %s\n", report::terminalText(message).c_str());
+  std::cerr << "gpurr replay: error: " << message << "\n";
   return kExitTrouble;
 }
 
 #if GPURR_HAVE_REPLAYER
 int usage(const std::string& message) {
-  std::fprintf(stderr, "gpurr replay: error: %s\nRun with --help for more information.\n", report::terminalText(message).c_str());
+  std::cerr << "gpurr replay: error: " << message << "\nRun with --help for more information.\n";
   return kExitTrouble;
 }
 
@@ -111,8 +109,7 @@ int run(const ReplayCliOptions& opts) {
     }
     const trace::TraceReader& reader = *opened;
     if (reader.damage().unclosed) {
-      std::fprintf(stderr, "gpurr replay: warning: %s: %s\n", report::terminalText(opts.trace).c_str(),
-                   report::terminalText(reader.damage().detail).c_str());
+      std::cerr << "gpurr replay: warning: " << opts.trace << ": " << reader.damage().detail << "\n";
     }
     if (opts.all) return runStream(opts, reader, options.elementType);
     const replay::ReplayPlan plan = replay::planReplay(reader, *opts.launch);

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <zstd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,7 +19,6 @@
 #include "common/parallel.h"
 #include "report/compare.h"
 #include "report/event_json.h"
-#include "report/terminal.h"
 #include "report/text.h"
 #include "trace_format/hash.h"
 #include "trace_format/hash_primitives.h"
@@ -376,7 +374,7 @@ int run(const VerifyOptions& opts) {
   const Verified v = verifyTrace(opts.trace);
   if (opts.json) std::cout << report::jsonText(verifiedJson(v)) << '\n';
   if (!v.report) {
-    std::fprintf(stderr, "gpurr verify: error: %s\n", report::terminalText(v.error).c_str());
+    std::cerr << "gpurr verify: error: " << v.error << "\n";
   } else if (!opts.json) {
     std::cout << verifiedText(v);
   }
