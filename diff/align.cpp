@@ -5,6 +5,13 @@
 // operations cost O(N). Long middles are cut into windows, and only the first
 // half of each window's script is kept, so that a stretch cut by a window's
 // end is aligned again in the next one.
+//
+// Before each window the runs are followed in step, as far as they agree or
+// differ by lone substitutions that Myers would align the same way (see
+// substitution()). A window costs O(D^2) in Myers' inner loop and its V
+// vectors; a launch in ten with a stale word (its identity differs, its
+// shape does not) made D a fifth of the window, and the diff 18 times the
+// decompression (bench/diff_bench --stale-every 10).
 #include "diff/align.h"
 
 #include <algorithm>
@@ -85,6 +92,70 @@ bool myers(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions::Cut cu
   return true;
 }
 
+// Operations of one run that differ pairwise from the other's, at most, in
+// a lone substitution; and how far beyond it a counterpart is looked for.
+constexpr uint64_t kMaxSubstituted = 4;
+constexpr uint64_t kNearby = 8;
+
+bool occurs(uint64_t key, const Keys& k, uint64_t from, uint64_t end) {
+  for (uint64_t p = from; p < end; ++p)
+    if (k[p] == key) return true;
+  return false;
+}
+
+// The length r of a lone substitution at (i, j), 0 where there is none: a[i
+// .. i+r) and b[j .. j+r) differ pairwise (r <= kMaxSubstituted), a[i+r] and
+// b[j+r] agree, and none of the 2r differing operations occurs among the
+// other run's next r + kNearby: no shift of either run could match one of
+// them nearby. Myers' script there is r deletions and r insertions, one
+// stretch of r operations of each run, which is what this gives.
+uint64_t substitution(const Keys& a, const Keys& b, uint64_t i, uint64_t j, uint64_t aEnd, uint64_t bEnd) {
+  for (uint64_t r = 1; r <= kMaxSubstituted && i + r < aEnd && j + r < bEnd; ++r) {
+    if (a[i + r] != b[j + r]) continue;
+    for (uint64_t t = 0; t < r; ++t) {
+      if (occurs(a[i + t], b, j, std::min(bEnd, j + r + kNearby)) ||
+          occurs(b[j + t], a, i, std::min(aEnd, i + r + kNearby)))
+        return 0;
+    }
+    return r;
+  }
+  return 0;
+}
+
+// Whether Myers would surely find no script within maxEdits: a script has
+// at least as many edits as the operations it cannot match, and it can
+// match no more of either run's operations than the keys the two have in
+// common, counted as multisets (sorted copies, merged). Where the
+// identities differ nearly everywhere (every allocation renamed, before
+// the diff's renaming pass), Myers ran to maxEdits in every window, O(D^2)
+// each: 1.5 s of a 2.5 s diff.
+bool surelyBeyond(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions::Cut cut,
+                  std::vector<uint64_t>& sa, std::vector<uint64_t>& sb) {
+  const auto sorted = [](const Keys& k, std::vector<uint64_t>& out) {
+    out.resize(k.size());
+    for (uint64_t p = 0; p < k.size(); ++p) out[p] = k[p];
+    std::sort(out.begin(), out.end());
+  };
+  sorted(a, sa);
+  sorted(b, sb);
+  uint64_t common = 0;
+  for (size_t x = 0, y = 0; x < sa.size() && y < sb.size();) {
+    if (sa[x] < sb[y]) {
+      ++x;
+    } else if (sb[y] < sa[x]) {
+      ++y;
+    } else {
+      ++common, ++x, ++y;
+    }
+  }
+  // Cut short, the other run's operations after the cut one's last match
+  // are free: only the cut run's unmatched ones are sure edits.
+  const uint64_t unmatched = cut == AlignOptions::Cut::kA   ? a.size() - common
+                             : cut == AlignOptions::Cut::kB ? b.size() - common
+                                                            : a.size() + b.size() - 2 * common;
+  return unmatched > maxEdits;
+}
+
 }  // namespace
 
 Alignment align(Keys a, Keys b, const AlignOptions& options) {
@@ -101,15 +172,30 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
   const uint64_t aEnd = a.size() - suffix, bEnd = b.size() - suffix;
   const uint64_t window = std::max<uint64_t>(2, options.window);
   std::vector<StepKind> script;
+  std::vector<uint64_t> sortedA, sortedB;  // surelyBeyond's, capacity kept
   uint64_t i = prefix, j = prefix;
   while (i < aEnd || j < bEnd) {
+    while (i < aEnd && j < bEnd) {
+      if (a[i] == b[j]) {
+        uint64_t same = 1;
+        while (i + same < aEnd && j + same < bEnd && a[i + same] == b[j + same]) ++same;
+        push(out, true, i, j, same, same);
+        i += same, j += same;
+      } else if (const uint64_t r = substitution(a, b, i, j, aEnd, bEnd); r > 0) {
+        push(out, false, i, j, r, r);
+        i += r, j += r;
+      } else {
+        break;
+      }
+    }
     const uint64_t n = std::min(aEnd - i, window), m = std::min(bEnd - j, window);
     // The cut sequence's last window: the other's rest is free.
     const AlignOptions::Cut cut = (options.cut == AlignOptions::Cut::kA && i + n == aEnd) ||
                                           (options.cut == AlignOptions::Cut::kB && j + m == bEnd)
                                       ? options.cut
                                       : AlignOptions::Cut::kNeither;
-    if (n == 0 || m == 0 || !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, script)) {
+    if (n == 0 || m == 0 || surelyBeyond(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, sortedA, sortedB) ||
+        !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, script)) {
       if (n != 0 && m != 0) out.bounded = true;
       // The rest of the sequence that goes on after the cut one's end is a
       // run of its own, not merged with a stretch of both before it.

@@ -109,6 +109,57 @@ TEST_CASE("alignment is minimal on random sequences, windowed or not") {
   }
 }
 
+TEST_CASE("lone substitutions among distinct identities align minimally") {
+  // As a stale word makes them: one launch in a few differs in identity
+  // alone; now and then a launch more or less in one run.
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<uint64_t> a(1500), b;
+    for (auto& x : a) x = rng() % 100000;
+    b = a;
+    const uint64_t every = 2 + rng() % 8;
+    for (size_t i = rng() % every; i < b.size(); i += every) b[i] = 200000 + rng() % 100000;
+    for (int e = 0; e < 4; ++e) {
+      if (rng() % 2 == 0) b.erase(b.begin() + rng() % b.size());
+      else b.insert(b.begin() + rng() % b.size(), 300000 + rng() % 100000);
+    }
+    for (const uint64_t window : {uint64_t{4096}, uint64_t{64}}) {
+      AlignOptions options;
+      options.window = window;
+      const Alignment al = align(a, b, options);
+      checkCover(al, a, b);
+      if (window == 4096) REQUIRE(al.matched == lcs(a, b));
+      REQUIRE_FALSE(al.bounded);
+    }
+  }
+  // A substitution next to a repeated identity is not taken for one: the
+  // extra operation before two equal ones is an insertion.
+  const std::vector<uint64_t> a{1, 2, 7, 7, 9, 10, 11}, b{1, 2, 8, 7, 7, 9, 10, 11};
+  const Alignment al = align(a, b);
+  REQUIRE(al.matched == 7);
+  REQUIRE(al.runs.size() == 3);
+  CHECK(al.runs[1].aCount == 0);
+  CHECK(al.runs[1].bCount == 1);
+}
+
+TEST_CASE("a window with too few identities in common is one stretch at once") {
+  // 100 operations each, 30 in common: at least 140 edits, beyond 100.
+  std::vector<uint64_t> a(100), b(100);
+  for (uint64_t i = 0; i < 100; ++i) a[i] = i, b[i] = i < 30 ? 29 - i : 1000 + i;
+  AlignOptions options;
+  options.maxEdits = 100;
+  const Alignment beyond = align(a, b, options);
+  checkCover(beyond, a, b);
+  CHECK(beyond.bounded);
+  CHECK(beyond.matched == 0);
+  // 60 in common, in order: 80 edits, within the bound, and minimal.
+  for (uint64_t i = 0; i < 60; ++i) b[i] = a[i];
+  const Alignment within = align(a, b, options);
+  checkCover(within, a, b);
+  CHECK_FALSE(within.bounded);
+  CHECK(within.matched == 60);
+}
+
 TEST_CASE("windows re-synchronise after a long stretch") {
   std::vector<uint64_t> a, b;
   for (uint64_t i = 0; i < 20000; ++i) a.push_back(i);
