@@ -17,7 +17,6 @@
 #include "recorder/reentrancy.h"
 #include "recorder/session.h"
 #include "recorder/signal_flush.h"
-#include "recorder/trace_sink.h"
 #include "recorder/warn.h"
 #include "trace_format/trace.h"
 
@@ -28,6 +27,11 @@ namespace {
 // session. Never deleted: other threads may still be in callbacks at exit.
 RecordSession* gSession = nullptr;
 
+// How long a signal's flush may hold the program's end (signal_flush.h): a
+// rank torchrun stops while it waits in a collective has digests that never
+// come.
+constexpr std::chrono::seconds kSignalWait{5};
+
 void CUPTIAPI onCupti(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
   static_cast<RecordSession*>(userdata)->onCallback(domain, cbid, cbdata);
 }
@@ -36,6 +40,7 @@ void finishAtExit() {
   if (gSession == nullptr) return;
   gSession->finish();
   if (const std::string parts = gSession->launchPartsText(); !parts.empty()) sayToStderr(parts);
+  endIfSignalled();  // the program exited while a signal's flush ran: it ends by the signal
 }
 
 void flushAtInterrupt() {
@@ -134,7 +139,7 @@ int initialize() {
   framework::setFlushRecording(flushAtInterrupt);  // the program ends on Ctrl-C: C's exit handlers will not run
   pthread_atfork(nullptr, nullptr, abandonInChild);
   // Killed by a signal (SIGTERM at a job's time limit, a crash): the same, first.
-  flushOnEndingSignals(flushAtInterrupt, std::chrono::milliseconds(sinkOptions(options).flushWaitMs + 2000));
+  flushOnEndingSignals(flushAtInterrupt, kSignalWait);
   return 1;
 }
 

@@ -16,7 +16,10 @@ RecordSession::RecordSession(RecorderOptions options, std::unique_ptr<Device> de
 RecordSession::~RecordSession() { finish(); }
 
 void RecordSession::flush() {
-  if (finished_.load()) return;
+  if (finished_.load()) {
+    std::lock_guard lock(finishMu_);  // a finish() under way: the trace is closed once it ends
+    return;
+  }
   // The deferred hashes' launches are the recorder's own: not recorded
   // (finish() has its callbacks ignored by then).
   ReentrancyGuard guard;
@@ -25,6 +28,8 @@ void RecordSession::flush() {
 }
 
 void RecordSession::finish() {
+  if (finished_.load()) return;  // done, under way, or a forked child's (finishMu_ may be held forever there)
+  std::lock_guard lock(finishMu_);
   if (finished_.exchange(true)) return;
   if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);
   hashing_.flushAll();  // the trace thread waits for every deferred hash

@@ -59,7 +59,8 @@ class RecordSession {
   // Writes everything pending and closes the trace (process exit). Idempotent.
   void finish();
   // Writes everything pending, every deferred hash waited for, to the
-  // trace, which stays open (a program about to die of SIGINT).
+  // trace, which stays open (a program about to die of a signal). Where
+  // finish() is under way, waits for it to end instead.
   void flush();
 
   // With options.timeParts: one line saying how the launch callbacks' time
@@ -98,6 +99,7 @@ class RecordSession {
   std::unique_ptr<Device> device_;
   SessionOutput out_;  // after the device, which outlives the sink
   std::atomic<bool> finished_{false};
+  std::mutex finishMu_;  // held by finish() from before finished_ is set to its end
 
   std::mutex mu_;  // the session's lock (above)
   MemoryRecorder memory_{mu_, options_, *device_, out_};

@@ -13,6 +13,7 @@
 #include "recorder/framework_context.h"
 #include "recorder/host_memory.h"
 #include "recorder/reentrancy.h"
+#include "recorder/signal_flush.h"
 #include "recorder/thread_local_ref.h"
 
 extern char** environ;
@@ -100,7 +101,12 @@ void SessionOutput::start() {
   device_.describeSystem(h);
   for (const trace::KeyValue& lib : h.libraries)
     if (lib.key == "pytorch") torchVersion_ = lib.value;
-  sink_ = openSink_(h);
+  {
+    // The trace thread and the writer's take none of the signals whose end
+    // the recorder writes first (signal_flush.h): they would wait on themselves.
+    EndingSignalsBlocked blocked;
+    sink_ = openSink_(h);
+  }
   startedFast_.store(true, std::memory_order_release);
 }
 

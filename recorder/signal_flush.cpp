@@ -1,12 +1,12 @@
 // The trace written before a signal ends the program (see signal_flush.h).
-// The handler uses only async-signal-safe calls: atomics, getpid,
-// sigaction, raise, clock_gettime and futex system calls; no file
-// descriptor of the recorder's can be closed or reused by the program.
+// The handler uses only async-signal-safe calls: atomics, getpid, gettid,
+// sigaction, raise, kill, clock_gettime, nanosleep and futex system calls;
+// no file descriptor of the recorder's can be closed or reused by the
+// program.
 #include "recorder/signal_flush.h"
 
 #include <linux/futex.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,14 +25,16 @@
 namespace gpurr::recorder {
 namespace {
 
-constexpr int kEnding[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-constexpr int kFaults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+constexpr int kEnding[] = {SIGINT,  SIGTERM, SIGHUP,    SIGQUIT, SIGUSR1, SIGUSR2,
+                           SIGPIPE, SIGALRM, SIGVTALRM, SIGXCPU, SIGXFSZ};
+constexpr int kFaults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS};
 
 void (*gFlush)() = nullptr;
 std::chrono::milliseconds gWait{0};
 pid_t gOwner = 0;
-std::atomic<uint32_t> gTaken{0};  // the signal being handled; the thread waits while 0
+std::atomic<uint32_t> gTaken{0};  // the signal taken; the thread waits while 0
 std::atomic<uint32_t> gDone{0};   // 1 once the trace is written (or the wait is over)
+std::atomic<pid_t> gWriters[2];   // the recorder's thread and the one it writes on
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free);
 
 long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* timeout) {
@@ -45,14 +47,29 @@ bool isFault(int sig) {
   return false;
 }
 
-// The default action back, and the signal again: it is blocked while its
-// handler runs, so it ends the program as soon as the handler returns.
-void endWithDefault(int sig) {
+sigset_t endingSet() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kEnding) sigaddset(&set, sig);
+  return set;
+}
+
+void restoreDefault(int sig) {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(sig, &dfl, nullptr);
-  raise(sig);
+}
+
+// The default action back, and the signal again. A fault the hardware
+// raised (si_code > 0) happens again once the handler returns, with its own
+// siginfo for the core dump; any other signal is sent again, blocked until
+// the handler returns.
+void endWithDefault(int sig, const siginfo_t* info) {
+  restoreDefault(sig);
+  const bool again = (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) && info != nullptr &&
+                     info->si_code > 0;
+  if (!again) raise(sig);
 }
 
 int64_t nowNs() {
@@ -61,30 +78,51 @@ int64_t nowNs() {
   return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
 }
 
-// A fault's thread waits here for the trace to be written, gWait at most.
-void awaitWritten() {
-  const int64_t end = nowNs() + std::chrono::nanoseconds(gWait).count();
+// Waits for the trace to be written, `wait` at most; whether it was.
+bool awaitWritten(std::chrono::milliseconds wait) {
+  const int64_t end = nowNs() + std::chrono::nanoseconds(wait).count();
   for (int64_t left = end - nowNs(); gDone.load() == 0 && left > 0; left = end - nowNs()) {
     const timespec t{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
     futex(gDone, FUTEX_WAIT, 0, &t);
   }
+  return gDone.load() != 0;
 }
 
-void onSignal(int sig, siginfo_t*, void*) {
+bool isWriter(pid_t tid) { return gWriters[0].load() == tid || gWriters[1].load() == tid; }
+
+void onSignal(int sig, siginfo_t* info, void*) {
   const int saved = errno;
-  uint32_t none = 0;
   if (getpid() != gOwner) {
-    endWithDefault(sig);  // a forked process: the thread that writes is the parent's
-  } else if (gTaken.compare_exchange_strong(none, static_cast<uint32_t>(sig))) {
-    futex(gTaken, FUTEX_WAKE, 1, nullptr);
-    if (isFault(sig)) {
-      awaitWritten();
-      endWithDefault(sig);
-    }
-  } else if (isFault(sig)) {
-    endWithDefault(sig);  // a fault while the trace is written, perhaps in the writing itself
+    endWithDefault(sig, info);  // a forked process: the thread that writes is the parent's
+    errno = saved;
+    return;
   }
-  // An ending signal while the trace is written: the first one ends the program.
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  if (isWriter(tid)) {
+    // A fault in the writing itself (the ending signals are blocked there):
+    // the program ends by the signal taken, from another thread.
+    const int taken = static_cast<int>(gTaken.load());
+    if (taken != 0 && taken != sig) {
+      restoreDefault(taken);
+      kill(getpid(), taken);
+      const timespec second{1, 0};
+      for (int i = 0; i < 5; ++i) nanosleep(&second, nullptr);
+    }
+    endWithDefault(sig, info);
+    errno = saved;
+    return;
+  }
+  uint32_t none = 0;
+  const bool first = gTaken.compare_exchange_strong(none, static_cast<uint32_t>(sig));
+  if (first) futex(gTaken, FUTEX_WAKE, 1, nullptr);
+  if (isFault(sig)) {
+    awaitWritten(gWait);
+    endWithDefault(sig, info);
+  } else if (awaitWritten(kHeld)) {
+    // The first signal ends the program, from whichever thread it reached.
+    endWithDefault(static_cast<int>(gTaken.load()), first ? info : nullptr);
+  }
+  // Otherwise the thread runs on: the recorder's thread ends the program.
   errno = saved;
 }
 
@@ -99,6 +137,7 @@ bool flushWithin() {
   auto state = std::make_shared<State>();
   try {
     std::thread([state] {
+      gWriters[1].store(static_cast<pid_t>(syscall(SYS_gettid)));
       gFlush();
       std::lock_guard lock(state->mu);
       state->done = true;
@@ -113,26 +152,33 @@ bool flushWithin() {
 }
 
 void writeThenEnd() {
-  uint32_t sig = 0;
-  while ((sig = gTaken.load()) == 0) futex(gTaken, FUTEX_WAIT, 0, nullptr);
+  gWriters[0].store(static_cast<pid_t>(syscall(SYS_gettid)));
+  uint32_t taken = 0;
+  while ((taken = gTaken.load()) == 0) futex(gTaken, FUTEX_WAIT, 0, nullptr);
+  const int sig = static_cast<int>(taken);
   if (!flushWithin()) {
     const int64_t ms = gWait.count();
     warnToStderr("what was recorded could not be written within " +
                  (ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms") + " of SIG" +
-                 sigabbrev_np(static_cast<int>(sig)) + "; the trace may lack the program's last second");
+                 sigabbrev_np(sig) + "; the trace may lack the program's last second");
   }
   gDone.store(1);
   futex(gDone, FUTEX_WAKE, INT32_MAX, nullptr);
-  if (!isFault(static_cast<int>(sig))) {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    sigaction(static_cast<int>(sig), &dfl, nullptr);
-    kill(getpid(), static_cast<int>(sig));
+  // A handler that returned (or never waited): the program ends here.
+  if (!isFault(sig)) {
+    restoreDefault(sig);
+    kill(getpid(), sig);
   }
 }
 
 }  // namespace
+
+EndingSignalsBlocked::EndingSignalsBlocked() {
+  const sigset_t ending = endingSet();
+  pthread_sigmask(SIG_BLOCK, &ending, &before_);
+}
+
+EndingSignalsBlocked::~EndingSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
 
 bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait) {
   static std::once_flag once;
@@ -141,19 +187,17 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait) {
     gFlush = flush;
     gWait = wait;
     gOwner = getpid();
-    // The thread (and the one it writes on) blocks every signal: none is
-    // delivered to it, and it never waits on itself.
-    sigset_t all, before;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &before);
     try {
+      // The ending signals are never delivered to the recorder's thread or
+      // the one it writes on (it would wait on itself); a fault there still
+      // reaches the handler.
+      EndingSignalsBlocked blocked;
       std::thread thread(writeThenEnd);
       pthread_setname_np(thread.native_handle(), "gpurr-signals");
       thread.detach();
       started = true;
     } catch (const std::system_error&) {
     }
-    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     if (!started) return;
     struct sigaction ours {};
     ours.sa_sigaction = onSignal;
@@ -162,13 +206,19 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait) {
     const auto take = [&](int sig) {
       struct sigaction current {};
       if (sigaction(sig, nullptr, &current) != 0) return;
-      const bool isDefault = (current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL;
-      if (isDefault) sigaction(sig, &ours, nullptr);
+      if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL) sigaction(sig, &ours, nullptr);
     };
     for (int sig : kEnding) take(sig);
     for (int sig : kFaults) take(sig);
   });
   return started;
+}
+
+void endIfSignalled() {
+  const int sig = static_cast<int>(gTaken.load());
+  if (sig == 0 || getpid() != gOwner) return;
+  restoreDefault(sig);
+  kill(getpid(), sig);
 }
 
 }  // namespace gpurr::recorder

@@ -1,37 +1,69 @@
 // Keeps what was recorded when a signal ends the program. Without it a
 // process killed by a signal (Slurm's SIGTERM at a job's time limit,
-// torchrun's SIGTERM to the other ranks when one fails, a crash) loses what
-// the recorder held: up to the last second, as with SIGKILL.
+// torchrun's SIGTERM to the other ranks when one fails, `| head`'s SIGPIPE,
+// a crash) loses what the recorder held: up to the last second, as with
+// SIGKILL.
 //
 // For each signal below whose action is still the default when recording
 // begins, the recorder takes the signal first: everything it holds is
 // written into the trace (`flush`, as at Ctrl-C in a Python program), then
-// the default action is put back and the signal sent again, so the program
-// ends as it would have, exit status and core dump included. The trace reads
-// as a recording that did not end cleanly, cut where the program stopped.
+// the default action is put back and the signal taken ends the program as
+// it would have: exit status, core dump and a fault's own siginfo (a
+// hardware fault is left to happen again) included. The trace reads as a
+// recording that did not end cleanly, cut where the program stopped.
 //
-// The handler only stores the signal's number and wakes a thread of the
-// recorder's own (every signal blocked there), which does the writing:
-//   - SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, sent to end the
-//     program: the handler returns at once, so that no thread waits in it
-//     holding a lock the writing needs. The program runs on while the
-//     trace is written (milliseconds; `wait` at most), and ends then. More
-//     of these signals meanwhile are absorbed: a signal Slurm sends to a
-//     job step's processes reaches the program twice under `gpurr record`.
-//   - SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, faults the thread cannot run
-//     on from: the thread waits in the handler, `wait` at most.
-//   - A fault while the trace is written, or any of them in a process
-//     forked from the recorded one, takes the default action at once.
+// The handler stores the signal's number and wakes a thread of the
+// recorder's own, which does the writing, and waits for it in the handler:
+// the thread the signal reached runs none of the program's code meanwhile,
+// as it would not have (a sleep or poll it was in is never seen to return
+// early). An ending signal's handler waits kHeld at most: a thread held
+// there may hold a lock the writing needs, so it then returns and runs on,
+// and the recorder's thread ends the program once the trace is written,
+// `wait` after the signal at most. A fault's handler waits `wait`. Any
+// thread the same or another ending signal reaches meanwhile waits as well
+// (a signal Slurm sends to a job step's processes reaches the program twice
+// under `gpurr record`); the first signal ends the program. A fault in
+// another thread meanwhile waits too, and ends the program with its own
+// signal; a fault in the writing itself ends it with the signal taken. A
+// process forked from the recorded one takes these signals' default action.
 // A signal the program handles or ignores itself is never touched, and one
-// it takes over later is its own: nothing is installed over it.
+// it takes over later is its own.
+//
+//   ending: SIGINT SIGTERM SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGPIPE SIGALRM
+//           SIGVTALRM SIGXCPU SIGXFSZ
+//   faults: SIGSEGV SIGBUS SIGFPE SIGILL SIGABRT SIGSYS
 #pragma once
+
+#include <signal.h>
 
 #include <chrono>
 
 namespace gpurr::recorder {
 
+// How long the thread an ending signal reached waits in the handler.
+inline constexpr std::chrono::milliseconds kHeld{1000};
+
 // Installs the handlers and starts the thread; at most once a process.
 // Returns false, installing nothing, where the thread cannot start.
 bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait);
+
+// For the recording's end while the program still runs (its exit handlers):
+// where a signal was taken, the program ends by it now, as it would have
+// at once, instead of exiting with a status of its own.
+void endIfSignalled();
+
+// Blocks the ending signals in the calling thread for its lifetime, so that
+// threads it starts (the trace thread, the writer's) never take one that
+// the program's own threads could.
+class EndingSignalsBlocked {
+ public:
+  EndingSignalsBlocked();
+  ~EndingSignalsBlocked();
+  EndingSignalsBlocked(const EndingSignalsBlocked&) = delete;
+  EndingSignalsBlocked& operator=(const EndingSignalsBlocked&) = delete;
+
+ private:
+  sigset_t before_;  // the caller's mask
+};
 
 }  // namespace gpurr::recorder

@@ -75,11 +75,13 @@ RecordSession* theSession() {
                                            sinkOptions(options));
       },
       warnToStderr);
-  const auto finish = [] { session->finish(); };
+  const auto finish = [] {
+    session->finish();
+    endIfSignalled();
+  };
   std::atexit(finish);
   framework::setFinishRecording(finish);  // the same, earlier, when the layer ends the program itself
   framework::setFlushRecording([] { session->flush(); });  // the program ends on Ctrl-C
-  flushOnEndingSignals([] { session->flush(); }, std::chrono::seconds(12));  // or by a signal
   setActiveCollectives(&session->collectives());
   return session;
 }
@@ -95,6 +97,9 @@ __attribute__((constructor)) void startSession() {
 extern "C" __attribute__((visibility("default"))) void gpurr_test_launch(const char* kernel) {
   RecordSession* s = theSession();
   if (s == nullptr) return;
+  // Or by a signal: from the first launch on, as the recorder takes signals
+  // from the program's first CUDA call on (after Python's own handlers).
+  flushOnEndingSignals([] { session->flush(); }, std::chrono::seconds(5));
   const uint64_t function = 0x1000 + std::hash<std::string>()(kernel) % 0xffff * 16;
   {
     std::lock_guard lock(device->mu);

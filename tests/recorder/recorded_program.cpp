@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
         },
         warnToStderr);
     gSession = session.get();
-    flushOnEndingSignals([] { gSession->flush(); }, std::chrono::seconds(12));
+    flushOnEndingSignals([] { gSession->flush(); }, std::chrono::seconds(5));
   }
   constexpr size_t kBytes = 64 << 10;
   std::vector<std::vector<uint8_t>> buffers(8, std::vector<uint8_t>(kBytes));
@@ -195,5 +195,6 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(checksum));
   }
   if (session) session->finish();
+  endIfSignalled();
   return 7;
 }

@@ -1,14 +1,20 @@
 // The trace written before a signal ends the program (recorder/signal_flush.h):
-// each case runs in a forked process, whose "flush" writes a byte into a
-// pipe, and checks how that process ended and whether it flushed.
+// each case runs in a forked process, whose "flush" writes 'f' into a pipe
+// (the program writes other letters there), and checks how that process
+// ended and what it wrote.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "recorder/signal_flush.h"
@@ -18,20 +24,26 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int gPipe = -1;  // the flush's end of the pipe, in the forked process
+int gPipe = -1;  // the forked process's end of the pipe
 
-void flushByte() {
-  const char b = 'f';
-  if (::write(gPipe, &b, 1) != 1) _exit(90);
+void mark(char c) {
+  if (::write(gPipe, &c, 1) != 1) _exit(90);
 }
 
-void flushNever() {
-  std::this_thread::sleep_for(100s);
+void flushByte() { mark('f'); }
+
+void flushSlowly() {  // longer than a handler holds its thread (kHeld)
+  std::this_thread::sleep_for(kHeld + 1500ms);
+  mark('f');
 }
+
+void flushNever() { std::this_thread::sleep_for(100s); }
+
+void flushCrashing() { *static_cast<volatile int*>(nullptr) = 1; }
 
 struct Ended {
   int status = 0;
-  size_t flushes = 0;  // bytes the flushes wrote
+  std::string marks;  // what the flush and the program wrote, in order
   std::chrono::milliseconds took{};
 };
 
@@ -47,15 +59,15 @@ Ended runForked(const std::function<void()>& body) {
     ::close(fds[0]);
     gPipe = fds[1];
     // As a program starts: Catch's own handlers (for its report of a crash) gone.
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
-      ::signal(sig, SIG_DFL);
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (sig != SIGKILL && sig != SIGSTOP) ::signal(sig, SIG_DFL);
     body();
     _exit(0);
   }
   ::close(fds[1]);
   Ended e;
-  char buf[16];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) e.flushes += static_cast<size_t>(n);
+  char buf[64];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) e.marks.append(buf, static_cast<size_t>(n));
   ::close(fds[0]);
   REQUIRE(::waitpid(pid, &e.status, 0) == pid);
   e.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
@@ -67,18 +79,77 @@ bool killedBy(const Ended& e, int sig) { return WIFSIGNALED(e.status) && WTERMSI
 }  // namespace
 
 TEST_CASE("a signal sent to end the program is written first and then ends it as it would have") {
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGALRM}) {
     const Ended e = runForked([sig] {
       REQUIRE(flushOnEndingSignals(flushByte, 5s));
       ::kill(::getpid(), sig);
       ::kill(::getpid(), sig);  // twice: a job step's signal under gpurr record
+      mark('r');                // never: the thread the signal reached runs no more of the program
       std::this_thread::sleep_for(30s);
       _exit(80);
     });
     INFO("signal " << sig);
     CHECK(killedBy(e, sig));
-    CHECK(e.flushes == 1);
+    CHECK(e.marks == "f");
   }
+}
+
+TEST_CASE("a thread held by a signal never sees its sleep or poll end early") {
+  // poll() and nanosleep() return EINTR when a handler returns, whatever
+  // SA_RESTART says: the program would run on and exit by itself.
+  for (const bool usePoll : {true, false}) {
+    const Ended e = runForked([usePoll] {
+      REQUIRE(flushOnEndingSignals([] {
+        std::this_thread::sleep_for(50ms);
+        mark('f');
+      }, 5s));
+      const pthread_t main = pthread_self();
+      std::thread([main] {
+        std::this_thread::sleep_for(100ms);
+        pthread_kill(main, SIGTERM);
+      }).detach();
+      if (usePoll) {
+        ::poll(nullptr, 0, 3000);
+      } else {
+        const timespec t{3, 0};
+        ::nanosleep(&t, nullptr);
+      }
+      mark('r');
+      _exit(0);
+    });
+    INFO((usePoll ? "poll" : "nanosleep"));
+    CHECK(killedBy(e, SIGTERM));
+    CHECK(e.marks == "f");
+  }
+}
+
+TEST_CASE("a signal taken while the program exits by itself still ends it") {
+  // The signal reaches another thread; the main thread exits meanwhile.
+  const Ended e = runForked([] {
+    REQUIRE(flushOnEndingSignals(flushSlowly, 5s));
+    std::atexit(endIfSignalled);  // as the recorder's exit handler calls it once the trace is closed
+    std::thread([] {
+      pthread_kill(pthread_self(), SIGTERM);
+      std::this_thread::sleep_for(30s);
+    }).detach();
+    std::this_thread::sleep_for(200ms);
+    mark('x');
+    std::exit(0);
+  });
+  CHECK(killedBy(e, SIGTERM));
+  CHECK(e.marks.find('x') != std::string::npos);
+}
+
+TEST_CASE("a thread held longer than kHeld runs on and the program ends once the trace is written") {
+  const Ended e = runForked([] {
+    REQUIRE(flushOnEndingSignals(flushSlowly, 5s));
+    ::raise(SIGTERM);
+    mark('r');  // after kHeld: a lock it holds may be what the writing waits for
+    std::this_thread::sleep_for(30s);
+    _exit(80);
+  });
+  CHECK(killedBy(e, SIGTERM));
+  CHECK(e.marks == "rf");
 }
 
 TEST_CASE("a fault is written first and then ends the program with its own signal") {
@@ -87,13 +158,51 @@ TEST_CASE("a fault is written first and then ends the program with its own signa
     *static_cast<volatile int*>(nullptr) = 1;
   });
   CHECK(killedBy(segv, SIGSEGV));
-  CHECK(segv.flushes == 1);
+  CHECK(segv.marks == "f");
   const Ended abrt = runForked([] {
     REQUIRE(flushOnEndingSignals(flushByte, 5s));
     std::abort();
   });
   CHECK(killedBy(abrt, SIGABRT));
-  CHECK(abrt.flushes == 1);
+  CHECK(abrt.marks == "f");
+  const Ended pipe = runForked([] {
+    REQUIRE(flushOnEndingSignals(flushByte, 5s));
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    ::close(fds[0]);
+    if (::write(fds[1], "x", 1) < 0) mark('e');  // EPIPE: the handler returned
+    _exit(80);
+  });
+  CHECK(killedBy(pipe, SIGPIPE));
+  CHECK(pipe.marks == "f");
+}
+
+TEST_CASE("faults in two threads at once are written once and end the program") {
+  const Ended e = runForked([] {
+    REQUIRE(flushOnEndingSignals(flushSlowly, 5s));
+    std::atomic<int> ready{0};
+    const auto crash = [&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) {
+      }
+      *static_cast<volatile int*>(nullptr) = 1;
+    };
+    std::thread one(crash), two(crash);
+    one.join();
+    two.join();
+  });
+  CHECK(killedBy(e, SIGSEGV));
+  CHECK(e.marks == "f");
+}
+
+TEST_CASE("a fault in the writing itself ends the program by the signal taken") {
+  const Ended e = runForked([] {
+    REQUIRE(flushOnEndingSignals(flushCrashing, 5s));
+    ::raise(SIGTERM);
+    std::this_thread::sleep_for(30s);
+    _exit(80);
+  });
+  CHECK(killedBy(e, SIGTERM));
 }
 
 TEST_CASE("a flush that never ends holds the program no longer than its wait") {
@@ -123,7 +232,7 @@ TEST_CASE("a signal the program handles or ignores itself is left to it") {
   });
   CHECK(WIFEXITED(e.status));
   CHECK(WEXITSTATUS(e.status) == 7);
-  CHECK(e.flushes == 0);
+  CHECK(e.marks.empty());
 }
 
 TEST_CASE("a process forked from the recorded one takes a signal's default action at once") {
@@ -141,5 +250,5 @@ TEST_CASE("a process forked from the recorded one takes a signal's default actio
   });
   CHECK(WIFEXITED(e.status));
   CHECK(WEXITSTATUS(e.status) == 7);
-  CHECK(e.flushes == 0);  // neither the child nor its parent flushed
+  CHECK(e.marks.empty());  // neither the child nor its parent flushed
 }
