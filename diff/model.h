@@ -60,6 +60,7 @@ class AllocationIds {
 
   void allocate(uint32_t ordinal, uint64_t size, AllocationKind kind) {
     grow(ordinal);
+    ++allocated_;
     allocations_[ordinal] = {size, kind};
     ids_[ordinal] = 0;
   }
@@ -101,10 +102,20 @@ class AllocationIds {
     uint32_t pointers = 0;  // launches' pointers into it (pointedAt)
   };
 
+  // Ordinals number allocations 1, 2, 3... (FORMAT.md §4): one far beyond
+  // twice the allocations seen (threads' events out of order, allocations
+  // whose events were dropped) is no recorder's, and would size these
+  // vectors by a damaged trace's word.
+  static constexpr uint64_t kOrdinalSlack = uint64_t{1} << 20;
   void grow(uint32_t ordinal) {
     if (ordinal < ids_.size()) return;
-    ids_.resize(ordinal + 1, 0);
-    allocations_.resize(ordinal + 1);
+    if (ordinal > 2 * allocated_ + kOrdinalSlack) {
+      throw TraceError(fmt::format("allocation ordinal {} is far beyond the {} allocations the trace made: the "
+                                   "trace is damaged",
+                                   ordinal, allocated_));
+    }
+    ids_.resize(uint64_t{ordinal} + 1, 0);
+    allocations_.resize(uint64_t{ordinal} + 1);
   }
 
   // The identity given at the first use (summary.cpp).
@@ -114,6 +125,7 @@ class AllocationIds {
   std::vector<Allocation> allocations_;
   std::unordered_map<uint64_t, uint32_t> seen_;  // allocations first used so far per user, operand and class
   uint32_t used_ = 0;                            // allocations used so far
+  uint64_t allocated_ = 0;                       // allocation events seen so far
   std::unordered_map<uint32_t, uint64_t> renamed_;  // rename()
   std::unordered_set<uint64_t> renamedTo_;          // the identities renamed_ gives
 };
