@@ -146,6 +146,15 @@ capnp::ReaderOptions readerOptions(size_t words) {
   return options;
 }
 
+// The options for the frame at the start of `rest` (a block's remaining
+// words): its limit counts the frame's own words, as its segment table
+// gives them, not the rest of the block's. A small frame early in a block
+// of 256 MiB could otherwise visit a gigabyte through pointers that all
+// lead to one text.
+capnp::ReaderOptions frameOptions(kj::ArrayPtr<const capnp::word> rest) {
+  return readerOptions(std::min<size_t>(rest.size(), capnp::expectedSizeInWordsFromPrefix(rest)));
+}
+
 }  // namespace
 
 struct TraceReader::Impl {
@@ -515,7 +524,7 @@ struct TraceReader::Impl {
     guarded(events.path(), fmt::format("block at offset {}", blocks[i].fileOffset), [&] {
       kj::ArrayPtr<const capnp::word> rest(out.words.data(), out.words.size());
       while (rest.size() > 0) {
-        capnp::FlatArrayMessageReader message(rest, readerOptions(rest.size()));
+        capnp::FlatArrayMessageReader message(rest, frameOptions(rest));
         auto frame = message.getRoot<schema::Frame>();
         if (frame.isFunction()) {
           codec::declareFunction(frame.getFunction(), out.functions);
@@ -540,7 +549,7 @@ struct TraceReader::Impl {
     if (at == x.events.end() || at->seq != seq) return std::nullopt;
     return guarded(events.path(), fmt::format("block at offset {}", blocks[x.block].fileOffset), [&] {
       kj::ArrayPtr<const capnp::word> rest(x.words.data() + at->offset, x.words.data() + x.words.size());
-      capnp::FlatArrayMessageReader message(rest, readerOptions(rest.size()));
+      capnp::FlatArrayMessageReader message(rest, frameOptions(rest));
       std::optional<Event> out(std::in_place);
       if (!codec::decodeEvent(message.getRoot<schema::Frame>().getEvent(), x.functions, *out)) out.reset();
       return out;
@@ -565,7 +574,7 @@ struct TraceReader::Impl {
       uint64_t nextSeq = b.firstSeq, firstUnknown = 0;
       unsigned unknownKind = 0;
       while (rest.size() > 0) {
-        capnp::FlatArrayMessageReader message(rest, readerOptions(rest.size()));
+        capnp::FlatArrayMessageReader message(rest, frameOptions(rest));
         auto frame = message.getRoot<schema::Frame>();
         if (frame.isFunction()) {
           codec::declareFunction(frame.getFunction(), functions);
