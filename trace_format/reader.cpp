@@ -353,7 +353,17 @@ struct TraceReader::Impl {
       capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
                                             readerOptions(words.size()));
       const auto root = message.getRoot<schema::Index>();
+      // Each block takes at least its header's segment table and root
+      // pointer, 16 bytes, in the events file: a count beyond that (a list
+      // of empty elements costs no bytes) is refused before anything is
+      // stored for it.
+      const uint64_t most = events.size() / 16;
+      if (root.getBlocks().size() > most) {
+        throw TraceError(fmt::format("lists {} blocks, more than the {} an events file of {} bytes can hold",
+                                     root.getBlocks().size(), most, events.size()));
+      }
       std::vector<BlockInfo> out;
+      out.reserve(root.getBlocks().size());
       for (auto e : root.getBlocks()) {
         out.push_back({e.getFileOffset(), e.getFirstSeq(), e.getEventCount(), e.getLaunchCount(),
                        e.getFirstTimeNs(), e.getLastTimeNs(), e.getCompressedSize(),
