@@ -8,6 +8,9 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
+#include <zstd.h>
+
 #include "trace_format/events.h"
 
 namespace gpurr::trace::container {
@@ -35,6 +38,17 @@ inline constexpr uint64_t kMaxBlockBytes = 256 << 20;
 // pinned device-to-host copy delivers a snapshot.
 inline constexpr uint64_t kParallelBlobBytes = 4 << 20;
 inline unsigned blobThreads() { return std::clamp(std::thread::hardware_concurrency(), 1u, 8u); }
+
+// What is wrong with a block's zstd frame's own header against the block
+// header's `uncompressedSize` (FORMAT.md §3: it carries the content size,
+// and that size is the block's); empty when nothing is.
+inline std::string frameSizeProblem(const void* frame, size_t size, uint64_t uncompressedSize) {
+  const unsigned long long declared = ZSTD_getFrameContentSize(frame, size);
+  if (declared == uncompressedSize) return "";
+  if (declared == ZSTD_CONTENTSIZE_UNKNOWN) return "its zstd frame does not declare its content size";
+  if (declared == ZSTD_CONTENTSIZE_ERROR) return "its zstd frame has no valid header";
+  return fmt::format("its zstd frame declares {} bytes, its block header {}", declared, uncompressedSize);
+}
 
 // blobs/<first two hex digits>/<all 32>
 inline std::filesystem::path blobPath(const std::filesystem::path& dir, const BlobId& id) {

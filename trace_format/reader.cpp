@@ -500,12 +500,10 @@ struct TraceReader::Impl {
     const uint64_t frameOffset = readBlockHeader(b.fileOffset).second;
     std::vector<uint8_t> compressed(b.compressedSize);
     events.read(frameOffset, compressed.data(), compressed.size());
-    const unsigned long long declared = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
-    if (declared != b.uncompressedSize) {
-      throw TraceError(fmt::format("{}: block at offset {}: zstd frame declares {} bytes, block "
-                                   "header {}",
-                                   events.path().string(), b.fileOffset,
-                                   static_cast<long long>(declared), b.uncompressedSize));
+    if (const std::string problem =
+            container::frameSizeProblem(compressed.data(), compressed.size(), b.uncompressedSize);
+        !problem.empty()) {
+      throw TraceError(fmt::format("{}: block at offset {}: {}", events.path().string(), b.fileOffset, problem));
     }
     // Assigned, not resized: resize() needs a movable element, capnp::word
     // is not, and clang rejects it.

@@ -171,6 +171,11 @@ class BlockSource {
       throw TraceError(fmt::format("{}: block at offset {} declares {} bytes", path_.string(),
                                    b.fileOffset, b.uncompressedSize));
     }
+    if (const std::string problem =
+            container::frameSizeProblem(compressed_.data(), compressed_.size(), b.uncompressedSize);
+        !problem.empty()) {
+      throw TraceError(fmt::format("{}: block at offset {}: {}", path_.string(), b.fileOffset, problem));
+    }
     const size_t count = b.uncompressedSize / 8;
     words_.reserve(count);
   }
