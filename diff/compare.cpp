@@ -6,6 +6,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unordered_set>
+#include <unordered_map>
 
 #include "common/demangle.h"
 #include "compare/compare.h"
@@ -131,16 +136,25 @@ bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
                    const std::vector<RangeDigest>& b, std::vector<RangeDifference>& out) {
   std::vector<size_t> pairOfA(a.size(), b.size());
   std::vector<bool> pairedB(b.size(), false);
+  // What sameRange() compares, as a key: size, and allocation identity and
+  // offset (neither, for a range outside every allocation).
+  using Key = std::tuple<uint64_t, bool, uint64_t, uint64_t>;
+  const auto key = [](const Run& run, const DeviceRange& r) {
+    return r.allocation == 0 ? Key{r.size, false, 0, 0}
+                             : Key{r.size, true, normalisedOrdinal(run, r.allocation), r.offset};
+  };
+  std::map<Key, std::set<size_t>> unpairedB;
+  for (size_t j = 0; j < b.size(); ++j) unpairedB[key(ctx.b, b[j].range)].insert(j);
   for (size_t i = 0; i < a.size(); ++i) {
-    // Most lists are in the same order in both runs: look at the same place
-    // first.
-    for (size_t k = 0; k < b.size(); ++k) {
-      const size_t j = (i + k) % b.size();
-      if (pairedB[j] || !sameRange(ctx, a[i].range, b[j].range)) continue;
-      pairOfA[i] = j;
-      pairedB[j] = true;
-      break;
-    }
+    // Most lists are in the same order in both runs: the same place first,
+    // then the next ones, wrapping around.
+    const auto found = unpairedB.find(key(ctx.a, a[i].range));
+    if (found == unpairedB.end() || found->second.empty()) continue;
+    auto at = found->second.lower_bound(i);
+    if (at == found->second.end()) at = found->second.begin();
+    pairOfA[i] = *at;
+    pairedB[*at] = true;
+    found->second.erase(at);
   }
   if (a.size() == b.size()) {
     size_t j = 0;
@@ -186,12 +200,15 @@ ParamMeaning pointerMeaning(const KernelLaunch& with, const KernelLaunch& withou
 }
 
 std::vector<uint32_t> staleWordAllocations(const KernelLaunch& with, const KernelLaunch& without) {
+  std::unordered_set<uint32_t> offsets;
+  for (const PointerParam& q : without.pointers) offsets.insert(q.byteOffset);
   std::vector<uint32_t> out;
   for (const PointerParam& p : with.pointers) {
-    if (std::ranges::any_of(without.pointers, [&](const PointerParam& q) { return q.byteOffset == p.byteOffset; }))
-      continue;
+    if (offsets.contains(p.byteOffset)) continue;
     if (pointerMeaning(with, without, p.byteOffset) == ParamMeaning::kStaleAddress) out.push_back(p.allocation);
   }
+  std::ranges::sort(out);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
@@ -200,7 +217,7 @@ bool throughStaleWord(const RangeDifference& d, const std::vector<uint32_t>& sta
   if ((d.a.size != 0) == (d.b.size != 0)) return false;
   const DeviceRange& alone = d.a.size != 0 ? d.a : d.b;
   const std::vector<uint32_t>& through = d.a.size != 0 ? staleA : staleB;
-  return alone.allocation != 0 && std::ranges::find(through, alone.allocation) != through.end();
+  return alone.allocation != 0 && std::ranges::binary_search(through, alone.allocation);
 }
 
 // Parameter differences after pointer normalisation, grouped by parameter.
@@ -209,11 +226,15 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
   std::vector<ParamDifference> out;
   // Pointers: compared as (allocation, offset).
   std::vector<bool> isPointer(std::max(a.params.size(), b.params.size()), false);
+  // Each run's pointers by byte offset (the last one at an offset, as a
+  // damaged trace may list several): looked up, not searched, so that a
+  // trace of a hundred thousand pointers costs no more than its reading.
+  std::unordered_map<uint32_t, const PointerParam*> atA, atB;
+  for (const PointerParam& p : a.pointers) atA[p.byteOffset] = &p;
+  for (const PointerParam& p : b.pointers) atB[p.byteOffset] = &p;
   for (const PointerParam& pa : a.pointers) {
-    const PointerParam* pb = nullptr;
-    for (const PointerParam& p : b.pointers) {
-      if (p.byteOffset == pa.byteOffset) pb = &p;
-    }
+    const auto found = atB.find(pa.byteOffset);
+    const PointerParam* pb = found != atB.end() ? found->second : nullptr;
     for (uint32_t i = pa.byteOffset; i < pa.byteOffset + 8 && i < isPointer.size(); ++i) isPointer[i] = true;
     const bool same = pb && ctx.a.ordinals(pa.allocation) == ctx.b.ordinals(pb->allocation) &&
                       pa.offset == pb->offset;
@@ -228,9 +249,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
     out.push_back(d);
   }
   for (const PointerParam& pb : b.pointers) {
-    bool inA = false;
-    for (const PointerParam& p : a.pointers) inA = inA || p.byteOffset == pb.byteOffset;
-    if (inA) continue;
+    if (atA.contains(pb.byteOffset)) continue;
     for (uint32_t i = pb.byteOffset; i < pb.byteOffset + 8 && i < isPointer.size(); ++i) isPointer[i] = true;
     out.push_back({pb.byteOffset, 8, parameterAt(a, pb.byteOffset), notAPointer(a, pb.byteOffset),
                    fmt::format("alloc#{}+{:#x}", pb.allocation, pb.offset), pointerMeaning(b, a, pb.byteOffset)});

@@ -39,7 +39,8 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
 ParamMeaning pointerMeaning(const KernelLaunch& with, const KernelLaunch& without, uint32_t at);
 
 // The allocations into which the stale words of `with` point: its pointers
-// that `without` lacks and that are device addresses in one run only.
+// that `without` lacks and that are device addresses in one run only;
+// sorted, each once.
 std::vector<uint32_t> staleWordAllocations(const KernelLaunch& with, const KernelLaunch& without);
 
 // Whether a range difference is a range of one run alone that lies in an

@@ -136,7 +136,7 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
     staleB = staleWordAllocations(*vb.launch, *va.launch);
   }
   auto counts = [](const RangeDigest& r, const std::vector<uint32_t>& stale) {
-    return r.range.allocation == 0 || std::ranges::find(stale, r.range.allocation) == stale.end();
+    return r.range.allocation == 0 || !std::ranges::binary_search(stale, r.range.allocation);
   };
   size_t oneSided = 0;
   for (size_t i = 0, j = 0; firstUseA && i < va.inputs.size(); ++i) {

@@ -274,12 +274,37 @@ void forEachAccess(const ScanEvent& e, bool allInputs, Read&& read, Write&& writ
       if (r.range.allocation != 0) f(r);
     }
   };
+  // Inputs by allocation and offset, each with the largest end of its
+  // allocation's inputs up to it: an output's overlap is then found by a
+  // binary search, not a pass over every input (a launch of thousands of
+  // ranges). Built only for that many.
+  struct Sorted {
+    uint64_t allocation, offset, maxEnd;
+  };
+  std::vector<Sorted> sorted;
+  const bool checkInputs = allInputs && e.hashed;
+  if (checkInputs && e.inputs.size() > 32 && (e.kind == EventKind::kLaunch || e.kind == EventKind::kGraphLaunch)) {
+    sorted.reserve(e.inputs.size());
+    for (const ScanRange& in : e.inputs) sorted.push_back({in.range.allocation, in.range.offset, in.range.offset + in.range.size});
+    std::ranges::sort(sorted, {}, [](const Sorted& x) { return std::pair(x.allocation, x.offset); });
+    for (size_t i = 1; i < sorted.size(); ++i)
+      if (sorted[i].allocation == sorted[i - 1].allocation) sorted[i].maxEnd = std::max(sorted[i].maxEnd, sorted[i - 1].maxEnd);
+  }
   auto readByInputs = [&](const ScanRange& r) {
-    if (!allInputs || !e.hashed) return true;
-    return std::ranges::any_of(e.inputs, [&](const ScanRange& in) {
-      return in.range.allocation == r.range.allocation && in.range.offset < r.range.offset + r.range.size &&
-             r.range.offset < in.range.offset + in.range.size;
-    });
+    if (!checkInputs) return true;
+    const uint64_t end = r.range.offset + r.range.size;
+    if (sorted.empty()) {
+      return std::ranges::any_of(e.inputs, [&](const ScanRange& in) {
+        return in.range.allocation == r.range.allocation && in.range.offset < end &&
+               r.range.offset < in.range.offset + in.range.size;
+      });
+    }
+    // The last input of the allocation that begins before the output ends.
+    auto at = std::ranges::lower_bound(sorted, std::pair(uint64_t{r.range.allocation}, end), {},
+                                       [](const Sorted& x) { return std::pair(x.allocation, x.offset); });
+    if (at == sorted.begin()) return false;
+    --at;
+    return at->allocation == r.range.allocation && at->maxEnd > r.range.offset;
   };
   const bool copy = e.kind == EventKind::kMemcpy;
   if (!copy || readsDeviceMemory(e.memcpyKind)) each(e.inputs, read);

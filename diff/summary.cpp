@@ -166,9 +166,20 @@ class DataDependencies {
       label(writer_, r, self);
       for (auto& [thread, read] : readers_) label(read, r, -1);
     });
-    std::sort(from_.begin(), from_.end());
-    from_.erase(std::unique(from_.begin(), from_.end()), from_.end());
-    for (const uint32_t f : from_) found.emplace_back(f, static_cast<uint32_t>(index));
+    // Of each host thread, only the last it depends on: a thread's
+    // operations keep their order (canonicalOrder), so the earlier ones go
+    // before it anyway. Reading the buffers of N earlier launches made N
+    // dependencies each, N x M for M such readers (2 GB for 12,000 of
+    // each); now one for each thread, and kMaxDependencies at most.
+    std::sort(from_.begin(), from_.end(), std::greater<>());
+    threadsSeen_.clear();
+    uint32_t kept = 0;
+    for (size_t k = 0; k < from_.size() && kept < kMaxDependencies; ++k) {
+      if (k > 0 && from_[k] == from_[k - 1]) continue;
+      if (!threadsSeen_.insert(ops[from_[k]].thread).second) continue;
+      found.emplace_back(from_[k], static_cast<uint32_t>(index));
+      ++kept;
+    }
   }
 
  private:
@@ -183,6 +194,10 @@ class DataDependencies {
   std::vector<uint64_t> finished_ = std::vector<uint64_t>(uint32_t{1} << 16, 0);
   std::unordered_map<uint64_t, std::pair<uint16_t, uint64_t>> events_;  // event -> stream, last operation before it
   std::vector<uint32_t> from_;
+  std::unordered_set<uint16_t> threadsSeen_;  // operation()'s
+  // An operation's dependencies at most (one on each host thread): beyond
+  // them, its latest ones (a damaged trace of thousands of threads).
+  static constexpr uint32_t kMaxDependencies = 256;
   bool overflow_ = false;
   bool allInputs_;
 };

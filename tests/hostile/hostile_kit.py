@@ -53,7 +53,13 @@ def frame_function(fid, name, module=0):
     return S.Frame.new_message(function={'id': fid, 'module': module, 'name': name}).to_bytes()
 
 
-def zframe(raw, level=3, content_size=True, checksum=True):
+def zframe(raw, level=3, content_size=True, checksum=True, window_log=None):
+    """One zstd frame of raw. window_log (at most 27, what readers accept)
+    lets repeats further apart than the level's window compress too."""
+    if window_log:
+        params = zstandard.ZstdCompressionParameters.from_level(
+            level, window_log=window_log, write_content_size=int(content_size), write_checksum=int(checksum))
+        return zstandard.ZstdCompressor(compression_params=params).compress(raw)
     return zstandard.ZstdCompressor(level=level, write_content_size=content_size,
                                     write_checksum=checksum).compress(raw)
 
@@ -83,8 +89,9 @@ class Trace:
         self.entries = []
         self.offset = 0
 
-    def add_block(self, raw, first_seq, events, launches, frame=None, usize=None, level=3, t0=0, t1=0):
-        frame = frame if frame is not None else zframe(raw, level=level)
+    def add_block(self, raw, first_seq, events, launches, frame=None, usize=None, level=3, t0=0, t1=0,
+                  window_log=None):
+        frame = frame if frame is not None else zframe(raw, level=level, window_log=window_log)
         usize = len(raw) if usize is None else usize
         h = block_header(len(frame), usize, first_seq, events, launches, t0, t1)
         self.ev.write(h)
