@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include "diff/diff.h"
 
@@ -13,25 +16,28 @@ using namespace gpurr::trace;
 
 namespace {
 
-std::optional<std::string> lookup(const std::vector<KeyValue>& kvs, const std::string& key) {
-  for (const KeyValue& kv : kvs) {
-    if (kv.key == key) return kv.value;
-  }
-  return std::nullopt;
+// Each key's value (the first, where a damaged header lists a key twice),
+// by key in order.
+std::map<std::string_view, std::string_view> byKey(const std::vector<KeyValue>& kvs) {
+  std::map<std::string_view, std::string_view> out;
+  for (const KeyValue& kv : kvs) out.emplace(kv.key, kv.value);
+  return out;
 }
 
 void compareKeyValues(const std::vector<KeyValue>& a, const std::vector<KeyValue>& b,
                       const std::string& prefix, std::vector<EnvDifference>& out) {
-  std::vector<std::string> keys;
-  for (const auto* kvs : {&a, &b}) {
-    for (const KeyValue& kv : *kvs) {
-      if (std::find(keys.begin(), keys.end(), kv.key) == keys.end()) keys.push_back(kv.key);
-    }
-  }
-  std::sort(keys.begin(), keys.end());
-  for (const std::string& k : keys) {
-    auto va = lookup(a, k), vb = lookup(b, k);
-    if (va != vb) out.push_back({prefix + k, va, vb, true});
+  const auto inA = byKey(a), inB = byKey(b);
+  const auto value = [](const std::map<std::string_view, std::string_view>& m,
+                        std::string_view k) -> std::optional<std::string> {
+    const auto it = m.find(k);
+    return it == m.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  std::set<std::string_view> keys;
+  for (const auto& [k, v] : inA) keys.insert(k);
+  for (const auto& [k, v] : inB) keys.insert(k);
+  for (const std::string_view k : keys) {
+    auto va = value(inA, k), vb = value(inB, k);
+    if (va != vb) out.push_back({prefix + std::string(k), va, vb, true});
   }
 }
 
