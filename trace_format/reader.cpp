@@ -581,6 +581,11 @@ struct TraceReader::Impl {
       uint32_t seen = 0, unknown = 0;
       uint64_t nextSeq = b.firstSeq, firstUnknown = 0;
       unsigned unknownKind = 0;
+      // A launch names its function by the block's number for it, and is
+      // decoded with the name copied in: the copies may take no more than a
+      // block may hold, or a name of megabytes launched thousands of times
+      // in a few kilobytes of trace would take gigabytes to read.
+      uint64_t names = 0;
       while (rest.size() > 0) {
         capnp::FlatArrayMessageReader message(rest, frameOptions(rest));
         auto frame = message.getRoot<schema::Frame>();
@@ -588,6 +593,14 @@ struct TraceReader::Impl {
           codec::declareFunction(frame.getFunction(), functions);
         } else if (frame.isEvent()) {
           auto in = frame.getEvent();
+          if (in.isLaunch() && in.getLaunch().getFunction() < functions.size()) {
+            names += functions[in.getLaunch().getFunction()].name.size();
+            if (names > container::kMaxBlockBytes) {
+              throw TraceError(fmt::format("its launches' function names, each launch's copied in, take {} bytes "
+                                           "and more, beyond the {} a block may hold",
+                                           names, container::kMaxBlockBytes));
+            }
+          }
           const bool known = codec::decodeEvent(in, functions, event);
           if (++seen > b.eventCount || event.seq < nextSeq) {
             throw TraceError(fmt::format("event seq {} out of order or beyond the block's {} events",
