@@ -2,6 +2,7 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <new>
 #include <string>
 
 #include <fmt/format.h>
@@ -60,6 +61,10 @@ int main(int argc, char** argv) {
     return chosen ? chosen() : kExitTrouble;
   } catch (const gpurr::trace::TraceError& e) {
     std::cerr << who << ": error: " << e.what() << "\n";
+    return kExitTrouble;
+  } catch (const std::bad_alloc&) {
+    std::cerr << who << ": error: out of memory: a trace may be damaged, made to exhaust memory, or larger than "
+                        "this machine can read\n";
     return kExitTrouble;
   } catch (const std::exception& e) {
     std::cerr << who << ": internal error: " << e.what() << "\n";

@@ -173,6 +173,12 @@ bool unreferencedBlobMatches(const TraceReader& reader, const BlobId& id, const 
   return false;
 }
 
+// A blob whose decoded bytes this process could not hold: not checked.
+std::string tooLarge(const std::string& blob, uint64_t size) {
+  return fmt::format("{}: {} bytes decoded, more than this process could allocate: not checked", blob,
+                     withCommas(size));
+}
+
 void checkBlobs(const TraceReader& reader, Report& report, const Refs& refs) {
   const fs::path root = reader.path() / "blobs";
   std::set<BlobId> present;
@@ -227,6 +233,8 @@ void checkBlobs(const TraceReader& reader, Report& report, const Refs& refs) {
         reader.readBlob(ref);  // checks the size and the content address
       } catch (const TraceError& e) {
         report.problems.push_back(e.what());
+      } catch (const std::bad_alloc&) {
+        report.notes.push_back(tooLarge(rel, ref.size));
       }
     }
   }
@@ -234,22 +242,30 @@ void checkBlobs(const TraceReader& reader, Report& report, const Refs& refs) {
 
 void checkSnapshots(const TraceReader& reader, Report& report, const Refs& refs) {
   const uint64_t chunkBytes = reader.header().options.hashChunkBytes;
+  // Each blob read and hashed once, however many ranges it is the snapshot
+  // of (the same buffer at every launch): its size and digests.
+  std::map<std::pair<BlobId, uint64_t>, std::optional<std::pair<uint64_t, Digests>>> hashed;
   for (const Snapshot& s : refs.snapshots) {
-    std::vector<uint8_t> bytes;
-    try {
-      bytes = reader.readBlob(*s.range.snapshot);
-    } catch (const TraceError&) {
-      continue;  // reported with the blobs
+    auto [at, fresh] = hashed.try_emplace({s.range.snapshot->id, s.range.snapshot->size});
+    if (fresh) {
+      try {
+        const std::vector<uint8_t> bytes = reader.readBlob(*s.range.snapshot);
+        at->second.emplace(bytes.size(), digestsOf(bytes, chunkBytes));
+      } catch (const TraceError&) {
+        // reported with the blobs
+      } catch (const std::bad_alloc&) {
+        // noted with the blobs
+      }
     }
+    if (!at->second) continue;
+    const auto& [size, d] = *at->second;
     ++report.snapshots;
     const std::string where = fmt::format("event #{}: snapshot of {} ({})", s.seq, s.what,
                                           s.range.snapshot->id.hex());
-    if (bytes.size() != s.range.range.size) {
-      report.problems.push_back(fmt::format("{}: holds {} bytes, the range {}", where, bytes.size(),
-                                            s.range.range.size));
+    if (size != s.range.range.size) {
+      report.problems.push_back(fmt::format("{}: holds {} bytes, the range {}", where, size, s.range.range.size));
       continue;
     }
-    const Digests d = digestsOf(bytes, chunkBytes);
     if (s.range.digest != 0 && d.digest != s.range.digest) {
       report.problems.push_back(fmt::format("{}: hashes to {}, the recorded digest is {}", where,
                                             hex16(d.digest), hex16(s.range.digest)));

@@ -15,6 +15,7 @@ PACKAGES=(
   libfmt-dev                  # formatting
   clang libclang-rt-14-dev    # the reader fuzzer (libFuzzer, ASan, UBSan)
   chromium fonts-dejavu-core  # renders the HTML report in a test (headless)
+  time                        # /usr/bin/time: peak memory in the hostile-trace suite
 )
 
 missing=()

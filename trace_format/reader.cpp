@@ -288,6 +288,11 @@ struct TraceReader::Impl {
                                             readerOptions(words.size()));
       return codec::decodeHeader(message.getRoot<schema::Header>());
     });
+    if (const uint64_t chunk = header.options.hashChunkBytes; chunk != 0 && chunk < 1024) {
+      throw TraceError(fmt::format("{}: hashChunkBytes {} is below 1024 (FORMAT.md §3): a snapshot would be "
+                                   "re-hashed in chunks of a few bytes, a digest each",
+                                   file.path().string(), chunk));
+    }
     if (header.formatVersion != kFormatVersion) {
       throw TraceError(fmt::format("{}: header says format {}, version marker says {}",
                                    file.path().string(), header.formatVersion, kFormatVersion));
