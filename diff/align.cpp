@@ -7,19 +7,23 @@
 // end is aligned again in the next one.
 //
 // Before each window the runs are followed in step, as far as they agree or
-// differ by lone substitutions that Myers would align the same way (see
-// substitution()). A window costs O(D^2) in Myers' inner loop and its V
-// vectors; a launch in ten with a stale word (its identity differs, its
-// shape does not) made D a fifth of the window, and the diff 18 times the
-// decompression (bench/diff_bench --stale-every 10).
+// differ by lone substitutions (see substitution()). A window costs O(D^2)
+// in Myers' inner loop and its V vectors; a launch in ten with a stale word
+// (its identity differs, its shape does not) made D a fifth of the window,
+// and the diff 18 times the decompression (bench/diff_bench --stale-every
+// 10).
 #include "diff/align.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace gpurr::diff {
 namespace {
 
 enum class StepKind : uint8_t { kMatch, kDeleteA, kInsertB };
+
+// Edits after which myers() asks whether its window can finish at all.
+constexpr int64_t kCheckAfter = 64;
 
 // Appends a run, merging it with the previous one of the same kind.
 void push(Alignment& out, bool match, uint64_t aBegin, uint64_t bBegin, uint64_t aCount,
@@ -39,10 +43,11 @@ void push(Alignment& out, bool match, uint64_t aBegin, uint64_t bBegin, uint64_t
 }
 
 // Shortest edit script from a to b, in order; false when the edit distance
-// exceeds maxEdits. With `cut`, from a to a prefix of b that takes all of a
+// exceeds maxEdits, or when `hopeless` (asked once, after kCheckAfter edits)
+// says it will. With `cut`, from a to a prefix of b that takes all of a
 // (kA), or from a prefix of a that takes all of b to b (kB).
 bool myers(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions::Cut cut,
-           std::vector<StepKind>& script) {
+           std::vector<StepKind>& script, const std::function<bool()>& hopeless) {
   const int64_t n = static_cast<int64_t>(a.size()), m = static_cast<int64_t>(b.size());
   const int64_t maxD = std::min<int64_t>(n + m, static_cast<int64_t>(maxEdits));
   const int64_t offset = maxD + 1;
@@ -52,6 +57,9 @@ bool myers(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions::Cut cu
   int64_t found = -1;
   int64_t x = n, y = m;
   for (int64_t d = 0; d <= maxD && found < 0; ++d) {
+    // Past a few edits, a window that cannot finish within the bound is
+    // given up before its O(D^2).
+    if (d == kCheckAfter && hopeless()) return false;
     for (int64_t k = -d; k <= d; k += 2) {
       int64_t kx = (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1]))
                        ? v[offset + k + 1]       // from diagonal k+1: insertion
@@ -95,7 +103,7 @@ bool myers(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions::Cut cu
 // Operations of one run that differ pairwise from the other's, at most, in
 // a lone substitution; and how far beyond it a counterpart is looked for.
 constexpr uint64_t kMaxSubstituted = 4;
-constexpr uint64_t kNearby = 8;
+constexpr uint64_t kNearby = 64;
 
 bool occurs(uint64_t key, const Keys& k, uint64_t from, uint64_t end) {
   for (uint64_t p = from; p < end; ++p)
@@ -107,8 +115,11 @@ bool occurs(uint64_t key, const Keys& k, uint64_t from, uint64_t end) {
 // .. i+r) and b[j .. j+r) differ pairwise (r <= kMaxSubstituted), a[i+r] and
 // b[j+r] agree, and none of the 2r differing operations occurs among the
 // other run's next r + kNearby: no shift of either run could match one of
-// them nearby. Myers' script there is r deletions and r insertions, one
-// stretch of r operations of each run, which is what this gives.
+// them nearby. It is taken as one stretch of r operations of each run, as
+// Myers' r deletions and r insertions would be. Not minimal in every case:
+// where a differing identity occurs again further on, after a stretch that
+// one run alone took, matching it there can match more (a training loop's
+// next step repeats identities, but hundreds of operations on).
 uint64_t substitution(const Keys& a, const Keys& b, uint64_t i, uint64_t j, uint64_t aEnd, uint64_t bEnd) {
   for (uint64_t r = 1; r <= kMaxSubstituted && i + r < aEnd && j + r < bEnd; ++r) {
     if (a[i + r] != b[j + r]) continue;
@@ -181,7 +192,8 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
         while (i + same < aEnd && j + same < bEnd && a[i + same] == b[j + same]) ++same;
         push(out, true, i, j, same, same);
         i += same, j += same;
-      } else if (const uint64_t r = substitution(a, b, i, j, aEnd, bEnd); r > 0) {
+      } else if (const uint64_t r = options.cut == AlignOptions::Cut::kNeither ? substitution(a, b, i, j, aEnd, bEnd) : 0;
+                 r > 0) {  // (a sequence cut short is aligned by Myers alone: its other run's rest is free)
         push(out, false, i, j, r, r);
         i += r, j += r;
       } else {
@@ -194,8 +206,10 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
                                           (options.cut == AlignOptions::Cut::kB && j + m == bEnd)
                                       ? options.cut
                                       : AlignOptions::Cut::kNeither;
-    if (n == 0 || m == 0 || surelyBeyond(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, sortedA, sortedB) ||
-        !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, script)) {
+    const auto beyond = [&] {
+      return surelyBeyond(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, sortedA, sortedB);
+    };
+    if (n == 0 || m == 0 || !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, script, beyond)) {
       if (n != 0 && m != 0) out.bounded = true;
       // The rest of the sequence that goes on after the cut one's end is a
       // run of its own, not merged with a stretch of both before it.

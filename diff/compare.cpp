@@ -9,7 +9,6 @@
 #include <map>
 #include <set>
 #include <tuple>
-#include <unordered_set>
 #include <unordered_map>
 
 #include "common/demangle.h"
@@ -66,13 +65,15 @@ RangeDifference compareRange(const Context& ctx, size_t index, const RangeDigest
     // on threads of their own): a pair the runs' ranges share again and
     // again (the same buffer snapshotted at every launch) is read once.
     struct Compared {
-      BlobId a, b;
+      const TraceReader *readerA, *readerB;
+      BlobRef a, b;
       RangeDifference::Values values;
       std::vector<std::pair<uint64_t, uint64_t>> spans;
     };
     thread_local std::optional<Compared> last;
     try {
-      if (!last || last->a != ra.snapshot->id || last->b != rb.snapshot->id) {
+      if (!last || last->readerA != ctx.a.reader || last->readerB != ctx.b.reader || last->a != *ra.snapshot ||
+          last->b != *rb.snapshot) {
         last.reset();
         const auto ba = ctx.a.reader->readBlob(*ra.snapshot);
         const auto bb = ctx.b.reader->readBlob(*rb.snapshot);
@@ -80,7 +81,7 @@ RangeDifference compareRange(const Context& ctx, size_t index, const RangeDigest
         // a NaN counts, but gives no magnitude).
         compare::ByteDiff bytes = compare::compareBytes(ba, bb);
         const compare::ElementDiff floats = compare::compareElements(ba, bb, compare::ElementType::kFloat32);
-        last = Compared{ra.snapshot->id, rb.snapshot->id,
+        last = Compared{ctx.a.reader, ctx.b.reader, *ra.snapshot, *rb.snapshot,
                         {bytes.differing, floats.elements, floats.differing, floats.maxAbs}, std::move(bytes.spans)};
       }
       d.values = last->values;
@@ -157,18 +158,31 @@ bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
     return r.allocation == 0 ? Key{r.size, false, 0, 0}
                              : Key{r.size, true, normalisedOrdinal(run, r.allocation), r.offset};
   };
-  std::map<Key, std::set<size_t>> unpairedB;
-  for (size_t j = 0; j < b.size(); ++j) unpairedB[key(ctx.b, b[j].range)].insert(j);
-  for (size_t i = 0; i < a.size(); ++i) {
-    // Most lists are in the same order in both runs: the same place first,
-    // then the next ones, wrapping around.
-    const auto found = unpairedB.find(key(ctx.a, a[i].range));
-    if (found == unpairedB.end() || found->second.empty()) continue;
-    auto at = found->second.lower_bound(i);
-    if (at == found->second.end()) at = found->second.begin();
-    pairOfA[i] = *at;
-    pairedB[*at] = true;
-    found->second.erase(at);
+  // Most lists are in the same order in both runs: the same place first,
+  // then the next ones, wrapping around. Short lists are searched; long ones
+  // (a damaged trace's thousands of ranges) looked up.
+  if (b.size() <= 32) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      for (size_t k = 0; k < b.size(); ++k) {
+        const size_t j = (i + k) % b.size();
+        if (pairedB[j] || key(ctx.a, a[i].range) != key(ctx.b, b[j].range)) continue;
+        pairOfA[i] = j;
+        pairedB[j] = true;
+        break;
+      }
+    }
+  } else {
+    std::map<Key, std::set<size_t>> unpairedB;
+    for (size_t j = 0; j < b.size(); ++j) unpairedB[key(ctx.b, b[j].range)].insert(j);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const auto found = unpairedB.find(key(ctx.a, a[i].range));
+      if (found == unpairedB.end() || found->second.empty()) continue;
+      auto at = found->second.lower_bound(i);
+      if (at == found->second.end()) at = found->second.begin();
+      pairOfA[i] = *at;
+      pairedB[*at] = true;
+      found->second.erase(at);
+    }
   }
   if (a.size() == b.size()) {
     size_t j = 0;
@@ -213,16 +227,20 @@ ParamMeaning pointerMeaning(const KernelLaunch& with, const KernelLaunch& withou
   return inStruct && wordAt(without, at) ? ParamMeaning::kStaleAddress : ParamMeaning::kPointer;
 }
 
+std::unordered_map<uint32_t, const PointerParam*> pointersByOffset(const KernelLaunch& launch) {
+  std::unordered_map<uint32_t, const PointerParam*> out;
+  for (const PointerParam& p : launch.pointers) out[p.byteOffset] = &p;
+  return out;
+}
+
 std::vector<uint32_t> staleWordAllocations(const KernelLaunch& with, const KernelLaunch& without) {
-  std::unordered_set<uint32_t> offsets;
-  for (const PointerParam& q : without.pointers) offsets.insert(q.byteOffset);
+  const auto inWithout = pointersByOffset(without);
   std::vector<uint32_t> out;
   for (const PointerParam& p : with.pointers) {
-    if (offsets.contains(p.byteOffset)) continue;
+    if (inWithout.contains(p.byteOffset)) continue;
     if (pointerMeaning(with, without, p.byteOffset) == ParamMeaning::kStaleAddress) out.push_back(p.allocation);
   }
   std::ranges::sort(out);
-  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
@@ -240,12 +258,7 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
   std::vector<ParamDifference> out;
   // Pointers: compared as (allocation, offset).
   std::vector<bool> isPointer(std::max(a.params.size(), b.params.size()), false);
-  // Each run's pointers by byte offset (the last one at an offset, as a
-  // damaged trace may list several): looked up, not searched, so that a
-  // trace of a hundred thousand pointers costs no more than its reading.
-  std::unordered_map<uint32_t, const PointerParam*> atA, atB;
-  for (const PointerParam& p : a.pointers) atA[p.byteOffset] = &p;
-  for (const PointerParam& p : b.pointers) atB[p.byteOffset] = &p;
+  const auto atA = pointersByOffset(a), atB = pointersByOffset(b);
   for (const PointerParam& pa : a.pointers) {
     const auto found = atB.find(pa.byteOffset);
     const PointerParam* pb = found != atB.end() ? found->second : nullptr;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "diff/model.h"
@@ -38,9 +39,14 @@ std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunc
 // a stale address or a pointer.
 ParamMeaning pointerMeaning(const KernelLaunch& with, const KernelLaunch& without, uint32_t at);
 
+// A launch's pointers by byte offset (the last one at an offset, where a
+// damaged trace lists several): looked up, not searched, so that a launch of
+// a hundred thousand pointers costs no more than its reading.
+std::unordered_map<uint32_t, const trace::PointerParam*> pointersByOffset(const trace::KernelLaunch& launch);
+
 // The allocations into which the stale words of `with` point: its pointers
-// that `without` lacks and that are device addresses in one run only;
-// sorted, each once.
+// that `without` lacks and that are device addresses in one run only; one
+// for each such pointer, sorted.
 std::vector<uint32_t> staleWordAllocations(const KernelLaunch& with, const KernelLaunch& without);
 
 // Whether a range difference is a range of one run alone that lies in an

@@ -24,20 +24,18 @@ bool staleWordsOnly(const Context& ctx, const Event& ea, const Event& eb) {
   if (a == nullptr || b == nullptr || a->function != b->function) return false;
   // Every pointer of one run alone a stale word, and at least one.
   const std::vector<uint32_t> staleA = staleWordAllocations(*a, *b), staleB = staleWordAllocations(*b, *a);
-  auto alone = [](const KernelLaunch& with, const KernelLaunch& without) {
-    return std::ranges::count_if(with.pointers, [&](const PointerParam& p) {
-      return std::ranges::none_of(without.pointers, [&](const PointerParam& q) { return q.byteOffset == p.byteOffset; });
-    });
+  const auto atA = pointersByOffset(*a), atB = pointersByOffset(*b);
+  auto alone = [](const KernelLaunch& with, const auto& without) {
+    return std::ranges::count_if(with.pointers, [&](const PointerParam& p) { return !without.contains(p.byteOffset); });
   };
-  if (staleA.size() != static_cast<size_t>(alone(*a, *b)) || staleB.size() != static_cast<size_t>(alone(*b, *a)) ||
+  if (staleA.size() != static_cast<size_t>(alone(*a, atB)) || staleB.size() != static_cast<size_t>(alone(*b, atA)) ||
       (staleA.empty() && staleB.empty()))
     return false;
   for (const PointerParam& pa : a->pointers) {
-    for (const PointerParam& pb : b->pointers) {
-      if (pa.byteOffset == pb.byteOffset &&
-          (ctx.a.ordinals(pa.allocation) != ctx.b.ordinals(pb.allocation) || pa.offset != pb.offset))
-        return false;
-    }
+    const auto it = atB.find(pa.byteOffset);
+    if (it != atB.end() &&
+        (ctx.a.ordinals(pa.allocation) != ctx.b.ordinals(it->second->allocation) || pa.offset != it->second->offset))
+      return false;
   }
   auto agree = [&](const std::vector<RangeDigest>& ra, const std::vector<RangeDigest>& rb) {
     std::vector<RangeDifference> differences;

@@ -16,6 +16,7 @@ RecordSession::RecordSession(RecorderOptions options, std::unique_ptr<Device> de
 RecordSession::~RecordSession() { finish(); }
 
 void RecordSession::flush() {
+  if (abandoned_.load()) return;
   if (finished_.load()) {
     std::lock_guard lock(finishMu_);  // a finish() under way: the trace is closed once it ends
     return;

@@ -75,6 +75,7 @@ class RecordSession {
   // trace belongs to the parent, so the child records nothing and finish()
   // does nothing. Async-signal-safe.
   void abandonInForkedChild() {
+    abandoned_.store(true);
     finished_.store(true);
     if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);
   }
@@ -100,6 +101,7 @@ class RecordSession {
   SessionOutput out_;  // after the device, which outlives the sink
   std::atomic<bool> finished_{false};
   std::mutex finishMu_;  // held by finish() from before finished_ is set to its end
+  std::atomic<bool> abandoned_{false};  // a forked child's (finishMu_ may be held forever there)
 
   std::mutex mu_;  // the session's lock (above)
   MemoryRecorder memory_{mu_, options_, *device_, out_};

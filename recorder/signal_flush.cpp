@@ -115,12 +115,15 @@ void onSignal(int sig, siginfo_t* info, void*) {
   uint32_t none = 0;
   const bool first = gTaken.compare_exchange_strong(none, static_cast<uint32_t>(sig));
   if (first) futex(gTaken, FUTEX_WAKE, 1, nullptr);
+  const int taken = static_cast<int>(gTaken.load());
   if (isFault(sig)) {
     awaitWritten(gWait);
     endWithDefault(sig, info);
+  } else if (isFault(taken)) {
+    awaitWritten(gWait);  // the faulting thread ends the program, with its own siginfo
   } else if (awaitWritten(kHeld)) {
     // The first signal ends the program, from whichever thread it reached.
-    endWithDefault(static_cast<int>(gTaken.load()), first ? info : nullptr);
+    endWithDefault(taken, first ? info : nullptr);
   }
   // Otherwise the thread runs on: the recorder's thread ends the program.
   errno = saved;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "trace_format/trace.h"
 
@@ -27,7 +28,7 @@ constexpr uint32_t kAttrDeviceUpdatableKernelNode = 13;
 struct History {
   std::unordered_map<uint32_t, Allocation> allocations;  // every allocation seen, by ordinal
   std::unordered_set<uint32_t> live;
-  std::unordered_map<uint64_t, uint32_t> liveAt;  // the live allocation at an address (a free by address)
+  std::unordered_map<uint64_t, std::vector<uint32_t>> liveAt;  // live allocations at an address (a free by address)
   std::unordered_map<uint32_t, ModuleLoad> modules;
   uint64_t launchesBefore = 0;
   std::optional<uint64_t> previousLaunch, nextLaunch;
@@ -58,18 +59,16 @@ bool absorb(History& h, const Event& e, uint64_t seq) {
     if (a->ordinal != 0) {
       h.allocations[a->ordinal] = *a;
       h.live.insert(a->ordinal);
-      h.liveAt[a->address] = a->ordinal;
+      h.liveAt[a->address].push_back(a->ordinal);
     }
   } else if (const auto* f = std::get_if<Free>(&e.payload)) {
     uint32_t ordinal = f->ordinal;
     if (ordinal == 0) {
       const auto at = h.liveAt.find(f->address);
-      if (at != h.liveAt.end()) ordinal = at->second;
+      if (at != h.liveAt.end() && !at->second.empty()) ordinal = at->second.back();
     }
-    if (const auto it = h.allocations.find(ordinal); it != h.allocations.end()) {
-      if (const auto at = h.liveAt.find(it->second.address); at != h.liveAt.end() && at->second == ordinal) {
-        h.liveAt.erase(at);
-      }
+    if (const auto it = h.allocations.find(ordinal); it != h.allocations.end() && h.live.contains(ordinal)) {
+      if (const auto at = h.liveAt.find(it->second.address); at != h.liveAt.end()) std::erase(at->second, ordinal);
     }
     h.live.erase(ordinal);
   } else if (const auto* m = std::get_if<ModuleLoad>(&e.payload)) {

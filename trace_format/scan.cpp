@@ -526,6 +526,7 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
   size_t available = source.start(i), pos = 0;
   scratch.functions.clear();
   uint32_t seen = 0;
+  uint64_t names = 0;
   stats = {};
   try {
     // Each frame is a message: a segment table, then its segments.
@@ -546,9 +547,21 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
       need(words);
       const auto frameWords = kj::arrayPtr(source.words() + pos, words);
       pos += words;
+      // The names a block's launches take, counted once a launch (FORMAT.md
+      // §10), as TraceReader counts the copies it makes.
+      const auto named = [&] {
+        if (event.kind != EventKind::kLaunch) return;
+        names += event.function.size();
+        if (names > container::kMaxBlockBytes) {
+          throw TraceError(fmt::format("its launches' function names, each launch's counted, take {} bytes and "
+                                       "more, beyond the {} a block may hold",
+                                       names, container::kMaxBlockBytes));
+        }
+      };
       if (segments == 1 && fastLaunch(frameWords, headerWords, scratch, event)) {
         ++seen;
         event.blockIndex = i;
+        named();
         if (event.seq >= fromSeq && !emit(event)) return false;
         continue;
       }
@@ -567,6 +580,7 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
           }
           continue;
         }
+        named();
         if (event.seq >= fromSeq && !emit(event)) return false;
       } else {
         throw TraceError("frame of unknown kind");

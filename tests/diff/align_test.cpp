@@ -142,6 +142,17 @@ TEST_CASE("lone substitutions among distinct identities align minimally") {
   CHECK(al.runs[1].bCount == 1);
 }
 
+TEST_CASE("a substituted identity that occurs again a few operations on is left to Myers") {
+  // Run B's four operations differ from run A's, then run B takes a stretch
+  // of its own, then repeats run A's four: matching them there matches more.
+  std::vector<uint64_t> a{0, 11, 12, 13, 14, 99, 50, 50, 50, 50, 50, 1};
+  std::vector<uint64_t> b{0, 21, 22, 23, 24, 99, 31, 32, 33, 34, 35, 36, 37, 11, 12, 13, 14, 50, 50, 50, 50, 50, 2};
+  const Alignment al = align(a, b);
+  checkCover(al, a, b);
+  CHECK(al.matched == lcs(a, b));
+  CHECK(al.matched == 10);
+}
+
 TEST_CASE("a window with too few identities in common is one stretch at once") {
   // 100 operations each, 30 in common: at least 140 edits, beyond 100.
   std::vector<uint64_t> a(100), b(100);

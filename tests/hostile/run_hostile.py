@@ -23,7 +23,10 @@ except ImportError as e:  # pycapnp, zstandard or xxhash missing
     sys.exit('run_hostile.py: %s (run it with the gpurr venv\'s Python, which has pycapnp, '
              'zstandard and xxhash)' % e)
 
-AS_LIMIT = 1500000000     # bytes of address space gpurr may map
+# Bytes of address space gpurr may map: 1.5 GB, and for each core 16 MiB
+# more (a decoding thread's stack); malloc keeps two arenas at most
+# (MALLOC_ARENA_MAX below), each of which reserves 64 MiB.
+AS_LIMIT = 1500000000 + (os.cpu_count() or 1) * (16 << 20)
 TIMEOUT = 60              # seconds per command
 FORBIDDEN = ('internal error', 'bad_alloc', 'std::')
 OUT_HEAD = 1 << 20        # bytes of stdout a check sees (head and tail)
@@ -49,7 +52,7 @@ def run_gpurr(gpurr, args, folder, timeout, as_limit):
     cmd = ['/usr/bin/time', '-f', '%M', '-o', tfile,
            'timeout', '-k', '5', str(timeout),
            'prlimit', '--as=%d' % as_limit, gpurr] + args
-    env = dict(os.environ, NO_COLOR='1')
+    env = dict(os.environ, NO_COLOR='1', MALLOC_ARENA_MAX='2')
     t = time.monotonic()
     with open(ofile, 'wb') as so, open(efile, 'wb') as se:
         p = subprocess.run(cmd, stdout=so, stderr=se, stdin=subprocess.DEVNULL, env=env)
