@@ -492,24 +492,25 @@ def h_header_17mib(folder):
     return readers(path, expect='error')
 
 
-@case('h_events_dev_zero', 'events is a symbolic link to /dev/zero', handled=True)
-def h_events_dev_zero(folder):
+def events_replaced(folder, make):
+    """A trace without an index whose events file `make(path)` puts back as
+    something other than a file."""
     path = os.path.join(folder, 't')
     t = Trace(path)
     t.close(index=False)
     os.remove(os.path.join(path, 'events'))
-    os.symlink('/dev/zero', os.path.join(path, 'events'))
+    make(os.path.join(path, 'events'))
     return readers(path, expect='error')
+
+
+@case('h_events_dev_zero', 'events is a symbolic link to /dev/zero', handled=True)
+def h_events_dev_zero(folder):
+    return events_replaced(folder, lambda p: os.symlink('/dev/zero', p))
 
 
 @case('h_events_fifo', 'events is a named pipe (nobody writes to it)', handled=True)
 def h_events_fifo(folder):
-    path = os.path.join(folder, 't')
-    t = Trace(path)
-    t.close(index=False)
-    os.remove(os.path.join(path, 'events'))
-    os.mkfifo(os.path.join(path, 'events'))
-    return readers(path, expect='error')
+    return events_replaced(folder, os.mkfifo)
 
 
 @case('h_empty_struct_list', "a launch whose inputs list claims 2^29-1 zero-size elements", handled=True)
