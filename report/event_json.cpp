@@ -2,7 +2,10 @@
 // annotations and range digests, with the keys docs/JSON.md documents.
 #include "report/event_json.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
+
+#include <chrono>
 
 #include "report/text.h"
 
@@ -90,6 +93,15 @@ Json launch(const KernelLaunch& k) {
               {"annotations", annotations}};
 }
 
+// A Unix time in nanoseconds as ISO 8601 in UTC, to the nanosecond; null for
+// 0 (unknown). The number itself exceeds 2^53, which JavaScript's
+// JSON.parse rounds to a multiple of 256 ns.
+Json isoTime(uint64_t ns) {
+  if (ns == 0) return nullptr;
+  const std::chrono::sys_seconds t{std::chrono::seconds(ns / 1'000'000'000)};
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:09}Z", t, ns % 1'000'000'000);
+}
+
 }  // namespace
 
 Json toJson(const RangeDigest& r) {
@@ -153,6 +165,7 @@ Json toJson(const Header& h) {
               {"pid", h.pid},
               {"rank", h.rank},
               {"startTimeNs", h.startTimeNs},
+              {"startTime", isoTime(h.startTimeNs)},
               {"gpus", gpus},
               {"driverVersion", h.driverVersion},
               {"cudaRuntimeVersion", h.cudaRuntimeVersion},
