@@ -762,6 +762,15 @@ EventScanner::EventScanner(const TraceReader& reader, uint64_t fromSeq, unsigned
   m.end = blocks.size();
   m.claimed = m.next;
   decoders = static_cast<unsigned>(std::min<size_t>(decoders, m.end - m.next));
+  // A decoded block in flight takes about its content's size, more with its
+  // ranges: 1 GiB of content at most, so that blocks of 256 MiB (a crafted
+  // trace's compress to almost nothing) are not held 2 x cores + 2 times.
+  // A recorder's blocks of 1 MiB leave the decoders as many as asked for.
+  constexpr uint64_t kInFlightBytes = uint64_t{1} << 30;
+  uint64_t largest = 1;
+  for (size_t b = m.next; b < m.end; ++b) largest = std::max<uint64_t>(largest, blocks[b].uncompressedSize);
+  const uint64_t slotsAllowed = std::max<uint64_t>(4, kInFlightBytes / largest);
+  decoders = static_cast<unsigned>(std::min<uint64_t>(decoders, (slotsAllowed - 2) / 2));
   if (decoders == 0) {
     m.source = std::make_unique<BlockSource>(reader);
     return;
