@@ -427,40 +427,34 @@ def no_content_size_diff(folder):
 EV1 = frame_event({'seq': 1, 'timeNs': 1, 'sync': {}})
 
 
-@case('h_no_content_size', 'a block whose zstd frame lacks its content size', handled=True)
-def h_no_content_size(folder):
+def one_block(folder, raw, index=True, **block):
+    """A trace of one block of `raw` (add_block's other arguments in
+    `block`), with or without its index, which every reader must refuse."""
     path = os.path.join(folder, 't')
     t = Trace(path)
-    t.add_block(EV1, 1, 1, 0, frame=zframe(EV1, content_size=False), t0=1, t1=1)
-    t.close()
+    t.add_block(raw, 1, 1, 0, t0=1, t1=1, **block)
+    t.close(index=index)
     return readers(path, expect='error')
+
+
+@case('h_no_content_size', 'a block whose zstd frame lacks its content size', handled=True)
+def h_no_content_size(folder):
+    return one_block(folder, EV1, frame=zframe(EV1, content_size=False))
 
 
 @case('h_content_size_lies', 'a 64-byte frame whose block header declares 200 MiB, no index', handled=True)
 def h_content_size_lies(folder):
-    path = os.path.join(folder, 't')
-    t = Trace(path)
-    t.add_block(EV1, 1, 1, 0, frame=zframe(EV1, checksum=False), usize=200 << 20, t0=1, t1=1)
-    t.close(index=False)
-    return readers(path, expect='error')
+    return one_block(folder, EV1, index=False, frame=zframe(EV1, checksum=False), usize=200 << 20)
 
 
 @case('h_zero_bomb_block', 'one block of 256 MiB of zeros (decompresses, then fails to parse)', handled=True)
 def h_zero_bomb_block(folder):
-    path = os.path.join(folder, 't')
-    t = Trace(path)
-    t.add_block(bytes(256 << 20), 1, 1, 0, t0=1, t1=1)
-    t.close()
-    return readers(path, expect='error')
+    return one_block(folder, bytes(256 << 20))
 
 
 @case('h_over_limit_block', 'a block header declaring 256 MiB + 8 bytes, no index', handled=True)
 def h_over_limit_block(folder):
-    path = os.path.join(folder, 't')
-    t = Trace(path)
-    t.add_block(EV1, 1, 1, 0, usize=(256 << 20) + 8, t0=1, t1=1)
-    t.close(index=False)
-    return readers(path, expect='error')
+    return one_block(folder, EV1, index=False, usize=(256 << 20) + 8)
 
 
 @case('h_many_frames', "one block whose compressed bytes are 10000 concatenated zstd frames", handled=True)
