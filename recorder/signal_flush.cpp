@@ -61,6 +61,13 @@ void restoreDefault(int sig) {
   sigaction(sig, &dfl, nullptr);
 }
 
+// The default action back, and `sig` sent to the whole process: it ends the
+// program from whichever thread does not block it.
+void endProcessBy(int sig) {
+  restoreDefault(sig);
+  kill(getpid(), sig);
+}
+
 // The default action back, and the signal again. A fault the hardware
 // raised (si_code > 0) happens again once the handler returns, with its own
 // siginfo for the core dump; any other signal is sent again, blocked until
@@ -103,8 +110,7 @@ void onSignal(int sig, siginfo_t* info, void*) {
     // the program ends by the signal taken, from another thread.
     const int taken = static_cast<int>(gTaken.load());
     if (taken != 0 && taken != sig) {
-      restoreDefault(taken);
-      kill(getpid(), taken);
+      endProcessBy(taken);
       const timespec second{1, 0};
       for (int i = 0; i < 5; ++i) nanosleep(&second, nullptr);
     }
@@ -169,8 +175,7 @@ void writeThenEnd() {
   futex(gDone, FUTEX_WAKE, INT32_MAX, nullptr);
   // A handler that returned (or never waited): the program ends here.
   if (!isFault(sig)) {
-    restoreDefault(sig);
-    kill(getpid(), sig);
+    endProcessBy(sig);
   }
 }
 
@@ -220,8 +225,7 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait) {
 void endIfSignalled() {
   const int sig = static_cast<int>(gTaken.load());
   if (sig == 0 || getpid() != gOwner) return;
-  restoreDefault(sig);
-  kill(getpid(), sig);
+  endProcessBy(sig);
 }
 
 }  // namespace gpurr::recorder

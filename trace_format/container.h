@@ -50,6 +50,17 @@ inline std::string frameSizeProblem(const void* frame, size_t size, uint64_t unc
   return fmt::format("its zstd frame declares {} bytes, its block header {}", declared, uncompressedSize);
 }
 
+// Adds a launch's function name of `bytes` to `names`, the bytes a block's
+// launches name so far (each launch's counted once, FORMAT.md §10); what is
+// wrong once they pass the limit, empty before.
+inline std::string launchNamesProblem(uint64_t& names, size_t bytes) {
+  names += bytes;
+  if (names <= kMaxBlockBytes) return "";
+  return fmt::format("its launches' function names, counted once a launch, take {} bytes and more, beyond the {} "
+                     "a block may hold",
+                     names, kMaxBlockBytes);
+}
+
 // blobs/<first two hex digits>/<all 32>
 inline std::filesystem::path blobPath(const std::filesystem::path& dir, const BlobId& id) {
   const std::string hex = id.hex();

@@ -599,12 +599,9 @@ struct TraceReader::Impl {
         } else if (frame.isEvent()) {
           auto in = frame.getEvent();
           if (in.isLaunch() && in.getLaunch().getFunction() < functions.size()) {
-            names += functions[in.getLaunch().getFunction()].name.size();
-            if (names > container::kMaxBlockBytes) {
-              throw TraceError(fmt::format("its launches' function names, each launch's copied in, take {} bytes "
-                                           "and more, beyond the {} a block may hold",
-                                           names, container::kMaxBlockBytes));
-            }
+            const std::string problem =
+                container::launchNamesProblem(names, functions[in.getLaunch().getFunction()].name.size());
+            if (!problem.empty()) throw TraceError(problem);
           }
           const bool known = codec::decodeEvent(in, functions, event);
           if (++seen > b.eventCount || event.seq < nextSeq) {

@@ -551,12 +551,8 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
       // §10), as TraceReader counts the copies it makes.
       const auto named = [&] {
         if (event.kind != EventKind::kLaunch) return;
-        names += event.function.size();
-        if (names > container::kMaxBlockBytes) {
-          throw TraceError(fmt::format("its launches' function names, each launch's counted, take {} bytes and "
-                                       "more, beyond the {} a block may hold",
-                                       names, container::kMaxBlockBytes));
-        }
+        if (const std::string problem = container::launchNamesProblem(names, event.function.size()); !problem.empty())
+          throw TraceError(problem);
       };
       if (segments == 1 && fastLaunch(frameWords, headerWords, scratch, event)) {
         ++seen;
