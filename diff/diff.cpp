@@ -236,9 +236,10 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   std::unique_ptr<Pass> pass = summariseAndAlign(ta, tb, options, {});
   std::unordered_map<uint32_t, uint64_t> renamed;
   uint64_t agreeing = sameIdentities(pass->a, pass->b, pass->alignment);
+  LaunchPointers read;
   for (int round = 0; round < kRenamingRounds; ++round) {
     const Context ctx{options, pass->a, pass->b, ta.header().options.hashChunkBytes};
-    const auto more = renamings(ctx, pass->alignment);
+    const auto more = renamings(ctx, pass->alignment, read);
     if (!more) break;
     // The renamings before, but for those to an identity now given to
     // another allocation, and the new ones.

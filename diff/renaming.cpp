@@ -18,34 +18,32 @@ namespace {
 // the first to the last of them reads them.
 constexpr size_t kMaxPairs = size_t{1} << 18;
 
-// What a launch's pointers point into, and its kernel (by the hash of its
-// name).
-struct Pointers {
-  size_t function = 0;
-  std::vector<PointerParam> pointers;
-};
+}  // namespace
 
-// The pointers of the launches `seqs` (sorted) of one run, in one pass over
-// its trace (the light read path: scan.h).
-std::unordered_map<uint64_t, Pointers> pointersOf(const Run& run, const std::vector<uint64_t>& seqs) {
-  std::unordered_map<uint64_t, Pointers> out;
-  if (seqs.empty()) return out;
-  out.reserve(seqs.size());
+const LaunchPointers::Map& LaunchPointers::of(const Run& run, const std::vector<uint64_t>& seqs) {
+  Map& out = byTrace_[run.reader];
+  std::vector<uint64_t> missing;
+  for (uint64_t seq : seqs) {
+    if (!out.contains(seq)) missing.push_back(seq);
+  }
+  if (missing.empty()) return out;
+  out.reserve(out.size() + missing.size());
+  // Each looked for is entered, found or not, so that no round reads it again.
+  for (uint64_t seq : missing) out.try_emplace(seq);
   size_t next = 0;
   scanEvents(*run.reader, [&](const ScanEvent& e) {
-    while (next < seqs.size() && seqs[next] < e.seq) ++next;
-    if (next == seqs.size()) return false;
-    if (seqs[next] == e.seq && e.kind == EventKind::kLaunch) {
-      out.emplace(e.seq, Pointers{std::hash<std::string_view>{}(e.function), {e.pointers.begin(), e.pointers.end()}});
+    while (next < missing.size() && missing[next] < e.seq) ++next;
+    if (next == missing.size()) return false;
+    if (missing[next] == e.seq && e.kind == EventKind::kLaunch) {
+      out[e.seq] = Launch{std::hash<std::string_view>{}(e.function) | 1, {e.pointers.begin(), e.pointers.end()}};
     }
     return true;
-  }, seqs.front(), run.decoders);
+  }, missing.front(), run.decoders);
   return out;
 }
 
-}  // namespace
-
-std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& ctx, const Alignment& alignment) {
+std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& ctx, const Alignment& alignment,
+                                                                 LaunchPointers& read) {
   const Run& a = ctx.a;
   const Run& b = ctx.b;
   const uint64_t held = a.ops.firstHeld();
@@ -67,14 +65,16 @@ std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& c
   for (const auto& [sa, sb] : pairs) seqsA.push_back(sa), seqsB.push_back(sb);
   std::ranges::sort(seqsA);
   std::ranges::sort(seqsB);
-  const std::unordered_map<uint64_t, Pointers> inA = pointersOf(a, seqsA), inB = pointersOf(b, seqsB);
+  const LaunchPointers::Map &inA = read.of(a, seqsA), &inB = read.of(b, seqsB);
   // votes[run B's ordinal][run A's ordinal]: pointers of those pairs at one
   // byte offset that point into them.
   std::map<uint32_t, std::map<uint32_t, uint32_t>> votes;
   bool elsewhere = false;  // some pair points an allocation elsewhere than OrdinalMap
   for (const auto& [sa, sb] : pairs) {
     const auto la = inA.find(sa), lb = inB.find(sb);
-    if (la == inA.end() || lb == inB.end() || la->second.function != lb->second.function) continue;
+    if (la == inA.end() || lb == inB.end() || la->second.function == 0 ||
+        la->second.function != lb->second.function)
+      continue;
     for (const PointerParam& pb : lb->second.pointers) {
       for (const PointerParam& pa : la->second.pointers) {
         if (pa.byteOffset != pb.byteOffset || pa.allocation == 0 || pb.allocation == 0) continue;

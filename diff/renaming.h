@@ -11,20 +11,42 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "diff/align.h"
 #include "diff/model.h"
 
 namespace gpurr::diff {
 
+// The pointers of the launches renamings() read, kept across its rounds: a
+// round reads from a trace only the launches no round before it read.
+class LaunchPointers {
+ public:
+  // What a launch's pointers point into, and its kernel (by a nonzero
+  // hash of its name; 0: not a launch).
+  struct Launch {
+    size_t function = 0;
+    std::vector<trace::PointerParam> pointers;
+  };
+  using Map = std::unordered_map<uint64_t, Launch>;  // by seq
+
+  // Those of the launches `seqs` (sorted) of `run`: the ones not read
+  // before are read in one pass over its trace from the first of them to
+  // the last.
+  const Map& of(const Run& run, const std::vector<uint64_t>& seqs);
+
+ private:
+  std::unordered_map<const trace::TraceReader*, Map> byTrace_;
+};
+
 // Run B's allocations (by ordinal) that the pairs of `alignment` whose
 // identities differ place at another allocation of run A than its identity
 // does, with that allocation's identity: more of those pairs point them
 // there than anywhere else, each allocation of run A taken once, its size
-// and kind the same. Reads the pointers of up to 2^18 such pairs, in one
-// pass over each run's trace from the first of them to the last. nullopt
-// when there is none.
-std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& ctx, const Alignment& alignment);
+// and kind the same. Reads the pointers of up to 2^18 such pairs through
+// `read`. nullopt when there is none.
+std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& ctx, const Alignment& alignment,
+                                                                 LaunchPointers& read);
 
 // How many matched pairs of `alignment` have the same identity: of two
 // summaries of one pair of runs, the better.
