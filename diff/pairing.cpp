@@ -247,16 +247,18 @@ std::unordered_set<uint64_t> pairLaunchConfigurations(const Context& ctx, Alignm
 }
 
 bool BenignPairs::absorb(uint64_t ia, uint64_t ib) {
-  auto note = [&](PairedDespite& p, const OpInfo& first) {
-    if (p.count++ == 0) p.first = first;
-    return true;
-  };
   const Run& a = ctx_.a;
   const Run& b = ctx_.b;
-  if (configurationOnly_.count(ia)) return note(launchConfiguration, info(a, ia));
+  // The first of each kind is described (`describe`), the rest counted.
+  auto note = [&](PairedDespite& p, const auto& describe) {
+    if (p.count++ == 0) p.first = describe();
+    return true;
+  };
+  if (configurationOnly_.count(ia)) return note(launchConfiguration, [&] { return info(a, ia); });
   const Event ea = eventAt(*a.reader, a.ops[ia].seq()), eb = eventAt(*b.reader, b.ops[ib].seq());
-  if (staleWordsOnly(ctx_, ea, eb)) return note(staleWords, info(a, ia, ea));
-  return sameOperation(ctx_, ea, eb) && note(renamedAllocation, info(a, ia, ea));
+  const auto described = [&] { return info(a, ia, ea); };
+  if (staleWordsOnly(ctx_, ea, eb)) return note(staleWords, described);
+  return sameOperation(ctx_, ea, eb) && note(renamedAllocation, described);
 }
 
 }  // namespace gpurr::diff
