@@ -1,6 +1,6 @@
 // The trace written before a signal ends the program (see signal_flush.h).
 // The handler uses only async-signal-safe calls: atomics, getpid, gettid,
-// sigaction, raise, kill, clock_gettime, nanosleep and futex system calls;
+// sigaction, clock_gettime, nanosleep, and the kill, tgkill and futex system calls;
 // no file descriptor of the recorder's can be closed or reused by the
 // program.
 #include "recorder/signal_flush.h"
@@ -29,7 +29,7 @@ constexpr int kEnding[] = {SIGINT,  SIGTERM, SIGHUP,    SIGQUIT, SIGUSR1, SIGUSR
                            SIGPIPE, SIGALRM, SIGVTALRM, SIGXCPU, SIGXFSZ};
 constexpr int kFaults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS};
 
-void (*gFlush)() = nullptr;
+std::atomic<void (*)()> gFlush{nullptr};  // set once the handlers are installed
 std::chrono::milliseconds gWait{0};
 pid_t gOwner = 0;
 std::atomic<uint32_t> gTaken{0};  // the signal taken; the thread waits while 0
@@ -40,6 +40,8 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<u
 long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), op | FUTEX_PRIVATE_FLAG, value, timeout, nullptr, 0);
 }
+
+void onSignal(int sig, siginfo_t* info, void*);
 
 bool isFault(int sig) {
   for (int f : kFaults)
@@ -54,6 +56,31 @@ sigset_t endingSet() {
   return set;
 }
 
+bool isTaken(int sig) {
+  for (int s : kEnding)
+    if (s == sig) return true;
+  return isFault(sig);
+}
+
+// The handler this module installs.
+struct sigaction ourAction() {
+  struct sigaction ours {};
+  ours.sa_sigaction = onSignal;
+  ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&ours.sa_mask);
+  return ours;
+}
+
+// Installs the handler for `sig` where its action is the default.
+void takeIfDefault(int sig) {
+  struct sigaction current {};
+  if (sigaction(sig, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL) {
+    const struct sigaction ours = ourAction();
+    sigaction(sig, &ours, nullptr);
+  }
+}
+
 void restoreDefault(int sig) {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -65,7 +92,7 @@ void restoreDefault(int sig) {
 // program from whichever thread does not block it.
 void endProcessBy(int sig) {
   restoreDefault(sig);
-  kill(getpid(), sig);
+  syscall(SYS_kill, getpid(), sig);
 }
 
 // The default action back, and the signal again. A fault the hardware
@@ -76,7 +103,7 @@ void endWithDefault(int sig, const siginfo_t* info) {
   restoreDefault(sig);
   const bool again = (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) && info != nullptr &&
                      info->si_code > 0;
-  if (!again) raise(sig);
+  if (!again) syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
 }
 
 int64_t nowNs() {
@@ -147,13 +174,13 @@ bool flushWithin() {
   try {
     std::thread([state] {
       gWriters[1].store(static_cast<pid_t>(syscall(SYS_gettid)));
-      gFlush();
+      gFlush.load()();
       std::lock_guard lock(state->mu);
       state->done = true;
       state->cv.notify_all();
     }).detach();
   } catch (const std::system_error&) {
-    gFlush();
+    gFlush.load()();
     return true;
   }
   std::unique_lock lock(state->mu);
@@ -192,7 +219,6 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait) {
   static std::once_flag once;
   bool started = false;
   std::call_once(once, [&] {
-    gFlush = flush;
     gWait = wait;
     gOwner = getpid();
     try {
@@ -207,19 +233,16 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait) {
     } catch (const std::system_error&) {
     }
     if (!started) return;
-    struct sigaction ours {};
-    ours.sa_sigaction = onSignal;
-    ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&ours.sa_mask);
-    const auto take = [&](int sig) {
-      struct sigaction current {};
-      if (sigaction(sig, nullptr, &current) != 0) return;
-      if ((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL) sigaction(sig, &ours, nullptr);
-    };
-    for (int sig : kEnding) take(sig);
-    for (int sig : kFaults) take(sig);
+    gFlush.store(flush);
+    for (int sig : kEnding) takeIfDefault(sig);
+    for (int sig : kFaults) takeIfDefault(sig);
   });
   return started;
+}
+
+void selfSignal(int sig) {
+  if (gFlush.load() == nullptr || !isTaken(sig) || gTaken.load() != 0 || getpid() != gOwner) return;
+  takeIfDefault(sig);
 }
 
 void endIfSignalled() {

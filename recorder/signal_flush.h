@@ -27,7 +27,12 @@
 // signal; a fault in the writing itself ends it with the signal taken. A
 // process forked from the recorded one takes these signals' default action.
 // A signal the program handles or ignores itself is never touched, and one
-// it takes over later is its own.
+// it takes over later is its own; but where the program sends itself one
+// of these signals with the default action in place (a handler that cleans
+// up, puts the default back and raises the signal again: Python after an
+// unhandled KeyboardInterrupt), the recorder takes it first, as one sent
+// from outside (selfSignal, through the `kill` and `raise` that
+// self_signal.cpp exports for LD_PRELOAD).
 //
 //   ending: SIGINT SIGTERM SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGPIPE SIGALRM
 //           SIGVTALRM SIGXCPU SIGXFSZ
@@ -46,6 +51,11 @@ inline constexpr std::chrono::milliseconds kHeld{1000};
 // Installs the handlers and starts the thread; at most once a process.
 // Returns false, installing nothing, where the thread cannot start.
 bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait);
+
+// Called before the program sends `sig` to its own process (kill to its
+// pid, raise): where the recorder took these signals and the action of
+// `sig` is the default, its handler is put in place first.
+void selfSignal(int sig);
 
 // For the recording's end while the program still runs (its exit handlers):
 // where a signal was taken, the program ends by it now, as it would have

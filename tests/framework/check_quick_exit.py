@@ -109,9 +109,12 @@ def record_plain(name, ending, *options):
 
 for name, ending, options, status in (
         ("Ctrl-C", "raise KeyboardInterrupt", (), 130),
+        # No atexit handler of gpurr's: Python's own kill(getpid(), SIGINT)
+        # after its exit handlers reaches the recorder's `kill` first.
+        ("Ctrl-C with --no-framework", "raise KeyboardInterrupt", ("--no-framework",), 130),
         ("SIGTERM with --no-framework", "os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)", ("--no-framework",),
          143)):
-    r, info = record_plain(name.split()[0].replace("-", "").lower(), ending, *options)
+    r, info = record_plain(name.replace("-", "").replace(" ", "_").lower(), ending, *options)
     check(r.returncode == status and info.get("launches") == 3 and not info.get("complete"),
           f"{name} without PyTorch: status {status}, the 3 launches kept ({r.returncode}, {info.get('launches')}): "
           f"{r.stderr[-600:]}")

@@ -15,9 +15,11 @@
 #   signal  the recorded process ends by a signal at once, in the middle of
 #           a step, well within the recorder's second between blocks:
 #           SIGTERM (sent twice), a write through a null pointer (SIGSEGV)
-#           and abort() (SIGABRT). Each ends as it does unrecorded (exit
-#           status, output), and the trace holds every launch made before
-#           it, `gpurr info` saying it ended early. A program that handles
+#           abort() (SIGABRT), and a SIGTERM handler of the program's own
+#           that cleans up and raises the signal again with the default
+#           action back. Each ends as it does unrecorded (exit status,
+#           output), and the trace holds every launch made before it,
+#           `gpurr info` saying it ended early. A program that handles
 #           SIGTERM itself keeps its own handler.
 #   behind  the trace thread falls behind (GPURR_TEST_SLOW_WRITER_US) with a
 #           1 MiB queue: events are dropped, `gpurr info` says how many and
@@ -119,7 +121,7 @@ assert [t["process"] for t in r["incomplete"]["b"]] == ["rank1.gpurr"] and not r
   ;;
 signal)
   steps=4 launches=3000
-  for how in TERM SEGV ABRT; do
+  for how in TERM SEGV ABRT RERAISE; do
     SIGNAL_IN_STEP=2 SIGNAL=$how env -u GPURR_OUTPUT "$program" $steps $launches > "$work/plain-$how.out" 2>/dev/null
     plain=$?
     SIGNAL_IN_STEP=2 SIGNAL=$how "$gpurr" record -o "$work/$how.gpurr" -- "$program" $steps $launches \

@@ -16,8 +16,12 @@
 // these signals in a real program (recorder/signal_flush.h): SIGTERM sent
 // twice (Slurm's signal to a job step reaches a program twice under gpurr
 // record), then 30 s of waiting for its end; a write through a null
-// pointer; abort(). With HANDLES_TERM=1 it handles SIGTERM itself (ending
-// with status 3 in its handler) from the start.
+// pointer; abort(); or, with SIGNAL=RERAISE, a SIGTERM handler of its own
+// installed there, which cleans up, puts the default action back and raises
+// SIGTERM again (the recorder's `kill` and `raise`, self_signal.cpp, are
+// linked in, as `gpurr record` preloads them into a real program). With
+// HANDLES_TERM=1 it handles SIGTERM itself (ending with status 3 in its
+// handler) from the start.
 #include <signal.h>
 #include <unistd.h>
 
@@ -89,10 +93,22 @@ void onTerm(int) {
   _exit(3);
 }
 
-// Ends the program as SIGNAL=TERM, SEGV or ABRT says.
+// SIGNAL=RERAISE's handler: the default action back, and the signal again.
+void onTermReraise(int sig) {
+  const char line[] = "cleaned up\n";
+  if (::write(1, line, sizeof(line) - 1) < 0) _exit(4);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Ends the program as SIGNAL=TERM, SEGV, ABRT or RERAISE says.
 void endBySignal(const std::string& how) {
   std::fflush(stdout);
-  if (how == "TERM") {
+  if (how == "RERAISE") {
+    ::signal(SIGTERM, onTermReraise);
+    ::kill(::getpid(), SIGTERM);
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+  } else if (how == "TERM") {
     ::kill(::getpid(), SIGTERM);
     ::kill(::getpid(), SIGTERM);
     std::this_thread::sleep_for(std::chrono::seconds(30));
