@@ -89,13 +89,13 @@ check(per_step > 0 and info.get("launches") == 2 * per_step and not info.get("co
 
 # The same in a Python program that never imports torch (a JAX program, a
 # plain CUDA one through ctypes): three launches, then Ctrl-C.
-def record_plain(name, ending, *options):
+def record_plain(name, start, ending, *options):
     """Records a Python program that never imports torch (a JAX program, a
-    plain CUDA one through ctypes): three launches, then ENDING. Returns the
-    result and the trace's `gpurr info --json`."""
+    plain CUDA one through ctypes): START, three launches, then ENDING.
+    Returns the result and the trace's `gpurr info --json`."""
     plain = os.path.join(args.work, name + ".py")
     with open(plain, "w") as f:
-        f.write("import ctypes, os, signal, time\n"
+        f.write("import ctypes, faulthandler, os, signal, time\n" + start + "\n"
                 "recorder = ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])\n"
                 "for _ in range(3):\n"
                 "    recorder.gpurr_test_launch(b'_Z6kernelv')\n" + ending + "\n")
@@ -107,17 +107,25 @@ def record_plain(name, ending, *options):
     return r, json.loads(info.stdout) if info.returncode == 0 else {}
 
 
-for name, ending, options, status in (
-        ("Ctrl-C", "raise KeyboardInterrupt", (), 130),
+for name, start, ending, options, status in (
+        ("Ctrl-C", "", "raise KeyboardInterrupt", (), 130),
         # No atexit handler of gpurr's: Python's own kill(getpid(), SIGINT)
         # after its exit handlers reaches the recorder's `kill` first.
-        ("Ctrl-C with --no-framework", "raise KeyboardInterrupt", ("--no-framework",), 130),
-        ("SIGTERM with --no-framework", "os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)", ("--no-framework",),
-         143)):
-    r, info = record_plain(name.replace("-", "").replace(" ", "_").lower(), ending, *options)
+        ("Ctrl-C with --no-framework", "", "raise KeyboardInterrupt", ("--no-framework",), 130),
+        ("SIGTERM with --no-framework", "", "os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)",
+         ("--no-framework",), 143),
+        # faulthandler (pytest turns it on) takes the faults before the
+        # recorder starts; it prints the stack, puts the handler before it
+        # back (the default) and raises the signal again: the recorder's
+        # `raise` takes it first.
+        ("a crash under faulthandler", "faulthandler.enable()", "ctypes.string_at(0)", ("--no-framework",), 139)):
+    r, info = record_plain(name.replace("-", "").replace(" ", "_").lower(), start, ending, *options)
     check(r.returncode == status and info.get("launches") == 3 and not info.get("complete"),
           f"{name} without PyTorch: status {status}, the 3 launches kept ({r.returncode}, {info.get('launches')}): "
           f"{r.stderr[-600:]}")
+    if start:
+        check("Fatal Python error: Segmentation fault" in r.stderr,
+              f"{name}: faulthandler's report kept: {r.stderr[-600:]}")
 
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")
