@@ -138,8 +138,9 @@ int initialize() {
   framework::setFinishRecording(finishAtExit);  // the same, earlier, when the layer ends the program itself
   framework::setFlushRecording(flushAtInterrupt);  // the program ends on Ctrl-C: C's exit handlers will not run
   pthread_atfork(nullptr, nullptr, abandonInChild);
-  // Killed by a signal (SIGTERM at a job's time limit, a crash): the same, first.
-  flushOnEndingSignals(flushAtInterrupt, kSignalWait);
+  // Killed by a signal (SIGTERM at a job's time limit, a crash): the same,
+  // first; ended by its own _exit (os._exit): closed as at the exit.
+  flushOnEndingSignals(flushAtInterrupt, kSignalWait, finishAtExit);
   return 1;
 }
 

@@ -29,13 +29,17 @@ constexpr int kEnding[] = {SIGINT,  SIGTERM, SIGHUP,    SIGQUIT, SIGUSR1, SIGUSR
                            SIGPIPE, SIGALRM, SIGVTALRM, SIGXCPU, SIGXFSZ};
 constexpr int kFaults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS};
 
-std::atomic<void (*)()> gFlush{nullptr};  // set once the handlers are installed
+std::atomic<void (*)()> gFlush{nullptr};   // set once the handlers are installed
+std::atomic<void (*)()> gFinish{nullptr};  // for the program's own _exit; null: none
 std::chrono::milliseconds gWait{0};
 pid_t gOwner = 0;
-std::atomic<uint32_t> gTaken{0};  // the signal taken; the thread waits while 0
+std::atomic<uint32_t> gTaken{0};  // the signal taken, or kExitCall; the thread waits while 0
 std::atomic<uint32_t> gDone{0};   // 1 once the trace is written (or the wait is over)
 std::atomic<pid_t> gWriters[2];   // the recorder's thread and the one it writes on
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free);
+// gTaken's value for the program's own _exit: no signal's number.
+constexpr uint32_t kExitCall = 1u << 16;
+static_assert(kExitCall > NSIG);
 
 long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), op | FUTEX_PRIVATE_FLAG, value, timeout, nullptr, 0);
@@ -136,7 +140,7 @@ void onSignal(int sig, siginfo_t* info, void*) {
     // A fault in the writing itself (the ending signals are blocked there):
     // the program ends by the signal taken, from another thread.
     const int taken = static_cast<int>(gTaken.load());
-    if (taken != 0 && taken != sig) {
+    if (taken != 0 && taken != sig && taken != static_cast<int>(kExitCall)) {
       endProcessBy(taken);
       const timespec second{1, 0};
       for (int i = 0; i < 5; ++i) nanosleep(&second, nullptr);
@@ -149,7 +153,12 @@ void onSignal(int sig, siginfo_t* info, void*) {
   const bool first = gTaken.compare_exchange_strong(none, static_cast<uint32_t>(sig));
   if (first) futex(gTaken, FUTEX_WAKE, 1, nullptr);
   const int taken = static_cast<int>(gTaken.load());
-  if (isFault(sig)) {
+  if (taken == static_cast<int>(kExitCall)) {
+    // The program is ending by its own _exit: the signal ends it once the
+    // trace is closed, as it would have had it come first.
+    awaitWritten(gWait);
+    endWithDefault(sig, info);
+  } else if (isFault(sig)) {
     awaitWritten(gWait);
     endWithDefault(sig, info);
   } else if (isFault(taken)) {
@@ -162,9 +171,10 @@ void onSignal(int sig, siginfo_t* info, void*) {
   errno = saved;
 }
 
-// Runs gFlush on a thread of its own, so that a flush stuck on a lock still
-// lets the program end after gWait. Returns whether it ended in time.
-bool flushWithin() {
+// Runs `write` (gFlush or gFinish) on a thread of its own, so that one
+// stuck on a lock still lets the program end after gWait. Returns whether
+// it ended in time.
+bool writeWithin(void (*write)()) {
   struct State {
     std::mutex mu;
     std::condition_variable cv;
@@ -172,15 +182,15 @@ bool flushWithin() {
   };
   auto state = std::make_shared<State>();
   try {
-    std::thread([state] {
+    std::thread([state, write] {
       gWriters[1].store(static_cast<pid_t>(syscall(SYS_gettid)));
-      gFlush.load()();
+      write();
       std::lock_guard lock(state->mu);
       state->done = true;
       state->cv.notify_all();
     }).detach();
   } catch (const std::system_error&) {
-    gFlush.load()();
+    write();
     return true;
   }
   std::unique_lock lock(state->mu);
@@ -191,17 +201,20 @@ void writeThenEnd() {
   gWriters[0].store(static_cast<pid_t>(syscall(SYS_gettid)));
   uint32_t taken = 0;
   while ((taken = gTaken.load()) == 0) futex(gTaken, FUTEX_WAIT, 0, nullptr);
+  const bool exitCall = taken == kExitCall;
   const int sig = static_cast<int>(taken);
-  if (!flushWithin()) {
+  if (!writeWithin(exitCall ? gFinish.load() : gFlush.load())) {
     const int64_t ms = gWait.count();
     warnToStderr("what was recorded could not be written within " +
-                 (ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms") + " of SIG" +
-                 sigabbrev_np(sig) + "; the trace may lack the program's last second");
+                 (ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms") + " of " +
+                 (exitCall ? std::string("the program's _exit") : std::string("SIG") + sigabbrev_np(sig)) +
+                 "; the trace may lack the program's last second");
   }
   gDone.store(1);
   futex(gDone, FUTEX_WAKE, INT32_MAX, nullptr);
-  // A handler that returned (or never waited): the program ends here.
-  if (!isFault(sig)) {
+  // A handler that returned (or never waited): the program ends here. An
+  // exit call ends it itself.
+  if (!exitCall && !isFault(sig)) {
     endProcessBy(sig);
   }
 }
@@ -215,7 +228,7 @@ EndingSignalsBlocked::EndingSignalsBlocked() {
 
 EndingSignalsBlocked::~EndingSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
 
-bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait) {
+bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait, void (*finish)()) {
   static std::once_flag once;
   bool started = false;
   std::call_once(once, [&] {
@@ -233,6 +246,7 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait) {
     } catch (const std::system_error&) {
     }
     if (!started) return;
+    gFinish.store(finish);
     gFlush.store(flush);
     for (int sig : kEnding) takeIfDefault(sig);
     for (int sig : kFaults) takeIfDefault(sig);
@@ -245,9 +259,16 @@ void selfSignal(int sig) {
   takeIfDefault(sig);
 }
 
+void beforeExitCall() {
+  if (gFinish.load() == nullptr || getpid() != gOwner || isWriter(static_cast<pid_t>(syscall(SYS_gettid)))) return;
+  uint32_t none = 0;
+  if (gTaken.compare_exchange_strong(none, kExitCall)) futex(gTaken, FUTEX_WAKE, 1, nullptr);
+  awaitWritten(gWait);  // this exit's finish, or the flush of a signal taken before it
+}
+
 void endIfSignalled() {
   const int sig = static_cast<int>(gTaken.load());
-  if (sig == 0 || getpid() != gOwner) return;
+  if (sig == 0 || sig == static_cast<int>(kExitCall) || getpid() != gOwner) return;
   endProcessBy(sig);
 }
 

@@ -32,7 +32,7 @@
 // up, puts the default back and raises the signal again: Python after an
 // unhandled KeyboardInterrupt), the recorder takes it first, as one sent
 // from outside (selfSignal, through the `kill` and `raise` that
-// self_signal.cpp exports for LD_PRELOAD).
+// ending_calls.cpp exports for LD_PRELOAD).
 //
 //   ending: SIGINT SIGTERM SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGPIPE SIGALRM
 //           SIGVTALRM SIGXCPU SIGXFSZ
@@ -49,8 +49,18 @@ namespace gpurr::recorder {
 inline constexpr std::chrono::milliseconds kHeld{1000};
 
 // Installs the handlers and starts the thread; at most once a process.
-// Returns false, installing nothing, where the thread cannot start.
-bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait);
+// Returns false, installing nothing, where the thread cannot start. With
+// `finish` (the recording's end, as at the exit), the program's own `_exit`
+// and `_Exit` have that thread run it first (beforeExitCall).
+bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait, void (*finish)() = nullptr);
+
+// Called as the program ends its process without C's exit handlers (`_exit`,
+// `_Exit`, Python's `os._exit`): the recorder's thread closes the trace
+// with `finish`, as at the exit, and the caller waits for it (`wait` at
+// most) before its exit goes on. Safe in a signal handler: the caller only
+// waits, so a lock it holds costs the wait, never a hang. A signal that
+// arrives meanwhile ends the program once the trace is closed.
+void beforeExitCall();
 
 // Called before the program sends `sig` to its own process (kill to its
 // pid, raise): where the recorder took these signals and the action of

@@ -107,22 +107,30 @@ def record_plain(name, start, ending, *options):
     return r, json.loads(info.stdout) if info.returncode == 0 else {}
 
 
-for name, start, ending, options, status in (
-        ("Ctrl-C", "", "raise KeyboardInterrupt", (), 130),
+# `complete`: whether the trace is closed as at an exit (else it reads as
+# cut where the program stopped).
+for name, start, ending, options, status, complete in (
+        ("Ctrl-C", "", "raise KeyboardInterrupt", (), 130, False),
         # No atexit handler of gpurr's: Python's own kill(getpid(), SIGINT)
         # after its exit handlers reaches the recorder's `kill` first.
-        ("Ctrl-C with --no-framework", "", "raise KeyboardInterrupt", ("--no-framework",), 130),
+        ("Ctrl-C with --no-framework", "", "raise KeyboardInterrupt", ("--no-framework",), 130, False),
         ("SIGTERM with --no-framework", "", "os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)",
-         ("--no-framework",), 143),
+         ("--no-framework",), 143, False),
         # faulthandler (pytest turns it on) takes the faults before the
         # recorder starts; it prints the stack, puts the handler before it
         # back (the default) and raises the signal again: the recorder's
         # `raise` takes it first.
-        ("a crash under faulthandler", "faulthandler.enable()", "ctypes.string_at(0)", ("--no-framework",), 139)):
-    r, info = record_plain(name.replace("-", "").replace(" ", "_").lower(), start, ending, *options)
-    check(r.returncode == status and info.get("launches") == 3 and not info.get("complete"),
-          f"{name} without PyTorch: status {status}, the 3 launches kept ({r.returncode}, {info.get('launches')}): "
-          f"{r.stderr[-600:]}")
+        ("a crash under faulthandler", "faulthandler.enable()", "ctypes.string_at(0)", ("--no-framework",), 139,
+         False),
+        # os._exit skips every exit handler: the recorder's `_exit` closes the
+        # trace first.
+        ("os._exit", "", "os._exit(5)", (), 5, True),
+        ("os._exit with --no-framework", "", "os._exit(5)", ("--no-framework",), 5, True)):
+    r, info = record_plain(name.replace("-", "").replace(" ", "_").replace(".", "").lower(), start, ending,
+                           *options)
+    check(r.returncode == status and info.get("launches") == 3 and bool(info.get("complete")) == complete,
+          f"{name} without PyTorch: status {status}, the 3 launches kept, complete {complete} ({r.returncode}, "
+          f"{info.get('launches')}, {info.get('complete')}): {r.stderr[-600:]}")
     if start:
         check("Fatal Python error: Segmentation fault" in r.stderr,
               f"{name}: faulthandler's report kept: {r.stderr[-600:]}")

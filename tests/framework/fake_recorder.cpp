@@ -57,6 +57,11 @@ std::mutex sessionMu;
 RecordSession* session = nullptr;
 CpuDevice* device = nullptr;
 
+void finish() {
+  session->finish();
+  endIfSignalled();
+}
+
 RecordSession* theSession() {
   std::lock_guard lock(sessionMu);
   if (session != nullptr) return session;
@@ -75,10 +80,6 @@ RecordSession* theSession() {
                                            sinkOptions(options));
       },
       warnToStderr);
-  const auto finish = [] {
-    session->finish();
-    endIfSignalled();
-  };
   std::atexit(finish);
   framework::setFinishRecording(finish);  // the same, earlier, when the layer ends the program itself
   framework::setFlushRecording([] { session->flush(); });  // the program ends on Ctrl-C
@@ -97,9 +98,10 @@ __attribute__((constructor)) void startSession() {
 extern "C" __attribute__((visibility("default"))) void gpurr_test_launch(const char* kernel) {
   RecordSession* s = theSession();
   if (s == nullptr) return;
-  // Or by a signal: from the first launch on, as the recorder takes signals
-  // from the program's first CUDA call on (after Python's own handlers).
-  flushOnEndingSignals([] { session->flush(); }, std::chrono::seconds(5));
+  // Or by a signal, or the program's own _exit: from the first launch on, as
+  // the recorder takes signals from the program's first CUDA call on (after
+  // Python's own handlers).
+  flushOnEndingSignals([] { session->flush(); }, std::chrono::seconds(5), finish);
   const uint64_t function = 0x1000 + std::hash<std::string>()(kernel) % 0xffff * 16;
   {
     std::lock_guard lock(device->mu);

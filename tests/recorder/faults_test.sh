@@ -20,7 +20,9 @@
 #           action back. Each ends as it does unrecorded (exit status,
 #           output), and the trace holds every launch made before it,
 #           `gpurr info` saying it ended early. A program that handles
-#           SIGTERM itself keeps its own handler.
+#           SIGTERM itself keeps its own handler, which ends it by _exit;
+#           that trace, and one of a program that calls _exit in a step,
+#           are closed whole.
 #   behind  the trace thread falls behind (GPURR_TEST_SLOW_WRITER_US) with a
 #           1 MiB queue: events are dropped, `gpurr info` says how many and
 #           where, and `gpurr diff` against a complete run claims nothing
@@ -139,12 +141,25 @@ got = i["launches"]
 assert got == want, f"{got} launches in the trace, not the {want} made before the signal"
 assert not i["complete"], "the trace should read as not ended cleanly"' "$work/$how.json" || fail "SIG$how: the trace"
   done
-  # A program with its own SIGTERM handler keeps it.
+  # A program with its own SIGTERM handler keeps it; the handler ends the
+  # program by _exit, and the trace is closed first, whole. So with _exit
+  # called outside a handler.
   HANDLES_TERM=1 SIGNAL_IN_STEP=2 SIGNAL=TERM "$gpurr" record -o "$work/own.gpurr" -- "$program" $steps $launches \
     > "$work/own.out" 2> "$work/own.err"
   code=$?
   [ "$code" = 3 ] || { cat "$work/own.err"; fail "a program's own SIGTERM handler: exit status $code, not its 3"; }
   expect "$work/own.out" "^handled SIGTERM$"
+  SIGNAL_IN_STEP=2 SIGNAL=EXIT "$gpurr" record -o "$work/exit.gpurr" -- "$program" $steps $launches \
+    > "$work/exit.out" 2> "$work/exit.err"
+  code=$?
+  [ "$code" = 9 ] || { cat "$work/exit.err"; fail "_exit(9): exit status $code, not 9"; }
+  for t in own exit; do
+    "$gpurr" info --json "$work/$t.gpurr" > "$work/$t.json" || fail "$t: gpurr info"
+    python3 -c 'import json, sys
+i = json.load(open(sys.argv[1]))
+assert i["launches"] == 2 * 3000 + 1500 and i["complete"], (i["launches"], i["complete"])' \
+      "$work/$t.json" || fail "$t: the trace closed before _exit"
+  done
   trace=$work/TERM.gpurr
   ;;
 behind)

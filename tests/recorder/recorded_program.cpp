@@ -18,10 +18,11 @@
 // record), then 30 s of waiting for its end; a write through a null
 // pointer; abort(); or, with SIGNAL=RERAISE, a SIGTERM handler of its own
 // installed there, which cleans up, puts the default action back and raises
-// SIGTERM again (the recorder's `kill` and `raise`, self_signal.cpp, are
+// SIGTERM again (the recorder's `kill` and `raise`, ending_calls.cpp, are
 // linked in, as `gpurr record` preloads them into a real program). With
+// SIGNAL=EXIT it calls _exit(9) there, skipping C's exit handlers. With
 // HANDLES_TERM=1 it handles SIGTERM itself (ending with status 3 in its
-// handler) from the start.
+// handler, by _exit) from the start.
 #include <signal.h>
 #include <unistd.h>
 
@@ -101,10 +102,12 @@ void onTermReraise(int sig) {
   ::raise(sig);
 }
 
-// Ends the program as SIGNAL=TERM, SEGV, ABRT or RERAISE says.
+// Ends the program as SIGNAL=TERM, SEGV, ABRT, RERAISE or EXIT says.
 void endBySignal(const std::string& how) {
   std::fflush(stdout);
-  if (how == "RERAISE") {
+  if (how == "EXIT") {
+    _exit(9);
+  } else if (how == "RERAISE") {
     ::signal(SIGTERM, onTermReraise);
     ::kill(::getpid(), SIGTERM);
     std::this_thread::sleep_for(std::chrono::seconds(30));
@@ -169,7 +172,7 @@ int main(int argc, char** argv) {
         },
         warnToStderr);
     gSession = session.get();
-    flushOnEndingSignals([] { gSession->flush(); }, std::chrono::seconds(5));
+    flushOnEndingSignals([] { gSession->flush(); }, std::chrono::seconds(5), [] { gSession->finish(); });
   }
   constexpr size_t kBytes = 64 << 10;
   std::vector<std::vector<uint8_t>> buffers(8, std::vector<uint8_t>(kBytes));

@@ -1,7 +1,7 @@
-// The trace written before a signal ends the program (recorder/signal_flush.h):
-// each case runs in a forked process, whose "flush" writes 'f' into a pipe
-// (the program writes other letters there), and checks how that process
-// ended and what it wrote.
+// The trace written before a signal or the program's own _exit ends the
+// program (recorder/signal_flush.h): each case runs in a forked process,
+// whose "flush" writes 'f' into a pipe ("finish", 'F'; the program writes
+// other letters there), and checks how that process ended and what it wrote.
 #include <catch2/catch.hpp>
 
 #include <poll.h>
@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -251,4 +252,77 @@ TEST_CASE("a process forked from the recorded one takes a signal's default actio
   CHECK(WIFEXITED(e.status));
   CHECK(WEXITSTATUS(e.status) == 7);
   CHECK(e.marks.empty());  // neither the child nor its parent flushed
+}
+
+// The program's own _exit (recorder/ending_calls.cpp calls beforeExitCall,
+// then the exit system call; here the test calls both).
+void finishByte() { mark('F'); }
+
+TEST_CASE("the program's own _exit has the trace closed first and keeps its status") {
+  const Ended e = runForked([] {
+    REQUIRE(flushOnEndingSignals(flushByte, 5s, finishByte));
+    mark('p');
+    beforeExitCall();
+    _exit(4);
+  });
+  CHECK(WIFEXITED(e.status));
+  CHECK(WEXITSTATUS(e.status) == 4);
+  CHECK(e.marks == "pF");
+}
+
+TEST_CASE("an _exit in a process forked from the recorded one goes on at once") {
+  // multiprocessing's and DataLoader's forked workers end with os._exit.
+  const Ended e = runForked([] {
+    REQUIRE(flushOnEndingSignals(flushByte, 5s, finishByte));
+    const auto start = std::chrono::steady_clock::now();
+    const pid_t child = ::fork();
+    if (child == 0) {
+      beforeExitCall();
+      _exit(6);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    const bool prompt = std::chrono::steady_clock::now() - start < 2s;
+    _exit(WIFEXITED(status) && WEXITSTATUS(status) == 6 && prompt ? 7 : 81);
+  });
+  CHECK(WIFEXITED(e.status));
+  CHECK(WEXITSTATUS(e.status) == 7);
+  CHECK(e.marks.empty());  // the child closed nothing: the trace is its parent's
+}
+
+TEST_CASE("an _exit whose closing waits on a lock the caller holds goes on after the wait") {
+  // As a signal handler that calls _exit in a thread the recorder's lock
+  // was taken in: the closing cannot finish, the exit still happens.
+  static std::mutex held;
+  const Ended e = runForked([] {
+    REQUIRE(flushOnEndingSignals(flushByte, 300ms, [] {
+      std::lock_guard lock(held);
+      mark('F');
+    }));
+    held.lock();
+    beforeExitCall();
+    _exit(4);
+  });
+  CHECK(WIFEXITED(e.status));
+  CHECK(WEXITSTATUS(e.status) == 4);
+  CHECK(e.marks.empty());
+  CHECK(e.took < 5s);
+}
+
+TEST_CASE("a signal that arrives while an _exit closes the trace ends the program once it is closed") {
+  const Ended e = runForked([] {
+    REQUIRE(flushOnEndingSignals(flushByte, 5s, [] {
+      std::this_thread::sleep_for(500ms);
+      mark('F');
+    }));
+    const pthread_t main = pthread_self();
+    std::thread([main] {
+      std::this_thread::sleep_for(100ms);
+      pthread_kill(main, SIGTERM);
+    }).detach();
+    beforeExitCall();
+    _exit(4);
+  });
+  CHECK(killedBy(e, SIGTERM));
+  CHECK(e.marks == "F");
 }
