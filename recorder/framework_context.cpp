@@ -41,6 +41,7 @@ struct Scope {
   // The line before this scope gave its own (an op inside ranges only), put
   // back when it closes; nothing when it gave none.
   std::optional<std::pair<const char*, uint32_t>> outerLine;
+  size_t modules = 0;  // the thread's modules entered when it opened
 };
 
 struct ThreadContext {
@@ -57,6 +58,30 @@ struct ThreadContext {
 std::atomic<uint64_t> threads{0};
 
 thread_local ThreadContext tls;
+
+// This thread's number, from 1 in order of first use.
+uint64_t threadNumber(ThreadContext& t) {
+  if (t.thread == 0) t.thread = ++threads;
+  return t.thread;
+}
+
+// An operation's key in a template: its kind (and kernel) and the thread
+// that made it, so that steps whose threads interleave otherwise, or whose
+// threads run each other's kernels, match no template rather than take
+// another thread's origins.
+uint64_t placeKey(uint64_t key) { return key ^ threadNumber(threadLocalRef(tls)) * 0x9e3779b97f4a7c15ull; }
+
+// The innermost backward node open whose ops belong to the backward pass:
+// none when a module was entered inside it since (a forward recomputed in
+// the backward pass, as activation checkpointing does: forward ops of that
+// module, which name the nodes they make).
+const Scope* backwardNode(const ThreadContext& t) {
+  for (size_t i = t.scopes.size(); i-- > 0;) {
+    const Scope& s = t.scopes[i];
+    if (s.kind == ScopeKind::kBackwardNode) return t.modules.size() > s.modules ? nullptr : &s;
+  }
+  return nullptr;
+}
 
 // What a backward node's launches are attributed to: its forward op.
 struct ForwardOp {
@@ -280,9 +305,10 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
                const char* file, uint32_t line, trace::InPlace inPlace) {
   reported.store(true, std::memory_order_relaxed);
   ThreadContext& t = threadLocalRef(tls);
-  if (t.thread == 0) t.thread = ++threads;
+  threadNumber(t);
   Scope scope{id, name == nullptr ? "" : name, kind, sequence, sequenceThread, ++t.serials, nullptr,
-              t.operands.size(), false, kind == ScopeKind::kOp ? inPlace : trace::InPlace::kUnknown, std::nullopt};
+              t.operands.size(), false, kind == ScopeKind::kOp ? inPlace : trace::InPlace::kUnknown, std::nullopt,
+              t.modules.size()};
   if (t.scopes.empty()) {
     t.file = file;
     t.line = line;
@@ -305,10 +331,8 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
   t.scopes.push_back(std::move(scope));
   if (kind == ScopeKind::kOp && sequence >= 0) {
     // An op inside a backward node belongs to the backward pass: only forward
-    // ops name nodes.
-    bool inBackward = false;
-    for (const Scope& s : t.scopes) inBackward |= s.kind == ScopeKind::kBackwardNode;
-    if (!inBackward) rememberForward(t.scopes.back(), t);
+    // ops (recomputed ones too) name nodes.
+    if (backwardNode(t) == nullptr) rememberForward(t.scopes.back(), t);
   }
 }
 
@@ -442,6 +466,7 @@ void setOnDiverged(void (*observe)()) { onDiverged.store(observe); }
 void learnRoles(std::vector<uint8_t> roles) { threadLocalRef(pendingRoles) = std::move(roles); }
 
 bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles) {
+  key = placeKey(key);
   std::lock_guard lock(learning.mu);
   const Learned* l = entryAt(learning.place, key);
   if (l == nullptr || l->roles.size() != count) return false;
@@ -485,10 +510,11 @@ namespace {
 
 // The origin of the operation at the next place in the templates, kept
 // for the process (its step and stepLaunch apart), when one has the same key
-// there (entryAt); counts the place. When none has, nothing: the recorder
+// there (entryAt; with the thread's: placeKey); counts the place. When none has, nothing: the recorder
 // learns again from here (this step is no template; the templates are
 // kept) and asks the layer to observe.
 const trace::Origin* followed(uint64_t key) {
+  key = placeKey(key);
   {
     std::lock_guard lock(learning.mu);
     if (const Learned* l = entryAt(learning.place++, key)) return l->kept;
@@ -503,6 +529,7 @@ const trace::Origin* followed(uint64_t key) {
 }
 
 void learn(uint64_t key, const trace::Origin& o) {
+  key = placeKey(key);
   std::optional<std::vector<uint8_t>>& pending = threadLocalRef(pendingRoles);
   std::optional<std::vector<uint8_t>> roles = std::move(pending);
   pending.reset();
@@ -604,14 +631,13 @@ void observe(bool launch, trace::Origin& o) {
   o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)
                         : stepLaunches.load(std::memory_order_relaxed);
   const Scope* op = nullptr;
-  const Scope* node = nullptr;
+  const Scope* node = backwardNode(t);
   o.opStack.resize(t.scopes.size());
   for (size_t i = 0; i < t.scopes.size(); ++i) {
     const Scope& s = t.scopes[i];
     o.opStack[i].assign(s.name);
     o.benchmarking |= s.kind == ScopeKind::kBenchmark;
     if (s.kind == ScopeKind::kOp) op = &s;
-    if (s.kind == ScopeKind::kBackwardNode) node = &s;
   }
   if (op == nullptr && !t.scopes.empty()) op = &t.scopes.back();
   if (op != nullptr) {

@@ -33,6 +33,11 @@ import weakref
 _recorder = None
 _local = threading.local()
 _paths = weakref.WeakKeyDictionary()  # module -> its path (bytes, kept alive here)
+_named_by = weakref.WeakKeyDictionary()  # module -> a weak reference to the module whose tree named it
+_roots = set()  # ids of modules named as roots: renamed when run as a part of another
+_root_names = weakref.WeakValueDictionary()  # a root's path -> the live module that has it
+_retired = []  # paths replaced by a bigger root's: a thread may still be inside one
+_graph_verdicts = weakref.WeakKeyDictionary()  # fx GraphModule -> whether it is a compiled graph
 _lead_optimizer = None
 _step = 0
 _until_step = None  # gpurr record --until-step: stop the program after this step
@@ -63,22 +68,98 @@ def _same_minor(a, b):
     return a.split("+")[0].split(".")[:2] == b.split("+")[0].split(".")[:2]
 
 
+def _tree_names(module):
+    """(name, submodule) below `module`, itself first (name ""); torch.compile's
+    wrapper lists them as the module it wraps does (no `_orig_mod.`)."""
+    for name, sub in module.named_modules():
+        if name == "_orig_mod" or name.startswith("_orig_mod."):
+            name = name[len("_orig_mod."):]
+        yield name, sub
+
+
+def _name_tree(top, path):
+    """Names `top` `path` and every module below it from there: those not
+    named yet, and those a root below `top` named (a module first called on
+    its own, or run as a bigger module's part, takes the bigger one's names).
+    The names replaced stay alive: a thread may be inside one."""
+    tree = {id(m) for m in top.modules()}
+    named_by = weakref.ref(top)
+    for name, sub in _tree_names(top):
+        by = _named_by.get(sub)
+        by = by() if by is not None else None
+        if sub in _paths and (by is None or id(by) not in tree):
+            continue
+        if sub in _paths:
+            _retired.append(_paths[sub])
+        _paths[sub] = path + b"." + name.encode() if name else path
+        _named_by[sub] = named_by
+    if id(top) in _roots:  # a root no more: its name is free
+        _roots.discard(id(top))
+        for name in [n for n, m in _root_names.items() if m is top]:
+            del _root_names[name]
+
+
+def _root_path(module):
+    """A new root's path: its class, `#2`, `#3`... after it while another
+    module of that name is alive and a root."""
+    inner = getattr(module, "_orig_mod", module)  # torch.compile's wrapper: the module it wraps
+    name = type(inner).__name__
+    path, n = name, 1
+    while path in _root_names and _root_names[path] not in (module, inner):
+        n += 1
+        path = f"{name}#{n}"
+    _root_names[path] = module
+    return path.encode()
+
+
+def _owner(module):
+    """The nn.Module whose method called `module` holding it below itself (a
+    LightningModule's training_step calling self.gen), found as the caller's
+    `self`; None when there is none."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in (__file__, _nn_module.__file__):
+        frame = frame.f_back  # the layer's and torch's call machinery
+    owner = frame.f_locals.get("self") if frame is not None and "self" in frame.f_code.co_varnames else None
+    if owner is None or owner is module or not isinstance(owner, _nn_module.Module):
+        return None
+    return owner if any(sub is module for sub in owner.modules()) else None
+
+
 def _path_of(module, stack):
+    """The module's path, rooted at the class of the outermost module that
+    holds it (docs/RECORDING.md, "Module paths")."""
+    if stack and id(module) in _roots:
+        # Named as a root, now run inside a module that holds it as a child:
+        # named as that one's part from now on.
+        _name_as_child(module, stack)
     path = _paths.get(module)
     if path is not None:
         return path
     if not stack:
-        # The outermost module running names itself and every module below it
-        # (torch.compile's wrapper by the module it wraps).
-        root = type(getattr(module, "_orig_mod", module)).__name__
-        for name, sub in module.named_modules():
-            if sub not in _paths:
-                _paths[sub] = (root + "." + name if name else root).encode()
+        # The outermost module running names itself and every module below
+        # it; or the module that owns it, where its method calls it.
+        top = _owner(module) or module
+        _name_tree(top, _root_path(top))
+        _roots.add(id(top))
         return _paths[module]
-    # Called inside another module without being its submodule.
+    # Called inside another module: its part (a child set after the module
+    # was named), or else a module of its own there.
+    if _name_as_child(module, stack):
+        return _paths[module]
     path = stack[-1][1] + b"." + type(module).__name__.encode()
     _paths[module] = path
     return path
+
+
+def _name_as_child(module, stack):
+    """Names `module` and those below it as the child of the innermost module
+    running that it is; False when it is none of its children."""
+    parent, parent_path = stack[-1]
+    for attribute, child in getattr(parent, "_modules", {}).items():
+        if child is module:
+            _name_tree(module, parent_path + b"." + attribute.encode())
+            return True
+    return False
 
 
 def _module_stack():
@@ -89,9 +170,22 @@ def _module_stack():
     return stack
 
 
+def _compiled_graph(module):
+    """Whether `module` is a graph dynamo or AOTAutograd made (no module of the
+    program's: its ops stay with the caller's): an fx GraphModule that calls
+    no module. A program's own fx model (symbolic_trace, a feature extractor,
+    PyG's to_hetero) calls its modules, and is one."""
+    if not isinstance(module, _GraphModule):
+        return False
+    verdict = _graph_verdicts.get(module)
+    if verdict is None:
+        verdict = _graph_verdicts[module] = not any(n.op == "call_module" for n in module.graph.nodes)
+    return verdict
+
+
 def _module_enter(module, args):
-    if not _enabled or _is_compiling() or isinstance(module, _GraphModule):
-        return  # a compiled graph is no module of the program's: its ops stay with the caller's
+    if not _enabled or _is_compiling() or _is_fx_tracing() or _compiled_graph(module):
+        return
     if _until_step is not None and _step > _until_step:
         _stop()
     if _following:
@@ -104,7 +198,7 @@ def _module_enter(module, args):
 
 def _module_stop_check(module, args):
     """While the layer follows: only --until-step's stop, as _module_enter has it."""
-    if not _enabled or _is_compiling() or isinstance(module, _GraphModule):
+    if not _enabled or _is_compiling() or _compiled_graph(module):
         return
     if _until_step is not None and _step > _until_step:
         _stop()
@@ -114,7 +208,20 @@ def _module_exit(module, args, output):
     if not _enabled or _is_compiling():
         return
     stack = getattr(_local, "modules", None)
-    if stack and stack[-1][0] is module:
+    if not stack:
+        return
+    # The modules above it too: an exception other than Exception
+    # (KeyboardInterrupt, one of the program's own) ran no exit hook of the
+    # modules it left, and the program caught it inside this one.
+    for depth in range(len(stack) - 1, -1, -1):
+        if stack[depth][0] is module:
+            _leave_modules(stack, depth)
+            return
+
+
+def _leave_modules(stack, depth):
+    """Leaves this thread's modules from `depth` on."""
+    while len(stack) > depth:
         stack.pop()
         _recorder.gpurr_framework_exit_module()
 
@@ -131,6 +238,11 @@ def _optimizer_stepped(optimizer, args, kwargs):
     elif lead is not optimizer:
         return
     _step += 1
+    # No module runs around an optimizer's step: any left open were left by
+    # an exception other than Exception that the program caught outside them.
+    stack = getattr(_local, "modules", None)
+    if stack:
+        _leave_modules(stack, 0)
     _recorder.gpurr_framework_set_step(_step)
     _adapt()
     if _stop_file is not None:
@@ -286,6 +398,10 @@ def quick_exit():
 
 
 def _is_compiling():
+    return False
+
+
+def _is_fx_tracing():
     return False
 
 
@@ -520,7 +636,8 @@ def _watch_compiled_regions(output_graph):
 
 
 def install(torch, skipped=()):
-    global _recorder, _is_compiling, _GraphModule, _enabled, _until_step, _stop_file, _learning, _observer, _nn_module
+    global _recorder, _is_compiling, _is_fx_tracing, _GraphModule, _enabled, _until_step, _stop_file, _learning
+    global _observer, _nn_module
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -555,6 +672,10 @@ def install(torch, skipped=()):
     if compiler is not None and hasattr(compiler, "is_compiling"):
         _is_compiling = compiler.is_compiling
     _GraphModule = GraphModule
+    from torch.fx import _symbolic_trace
+
+    # fx's tracing calls modules with proxies: nothing runs, nothing is named.
+    _is_fx_tracing = getattr(_symbolic_trace, "is_fx_symbolic_tracing", _is_fx_tracing)
     # torch.compile warns that global module hooks also fire for its wrapper
     # module: the layer's do, harmlessly (the wrapper takes its module's name).
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")

@@ -1,0 +1,112 @@
+"""Records module_paths.py through gpurr's PyTorch layer (the test's fake
+recorder, "kernels" launched inside aten::addmm and aten::mm) and checks the
+module each launch names where a program calls its modules in ways other
+than one model called whole: a torch.fx model of its own, a part called on
+its own before the whole, a child replaced after a call, parts called from
+a method of a module never called itself, two models of one class, an
+exception other than Exception caught outside the modules it left, and
+activation checkpointing (its forward recomputed in the backward pass);
+then two threads each evaluating its own model while the layer follows its
+templates. The program's output must be unchanged by the layer."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+p = argparse.ArgumentParser()
+for a in ("--gpurr", "--recorder", "--launcher", "--scripts", "--work"):
+    p.add_argument(a, required=True)
+args = p.parse_args()
+shutil.rmtree(args.work, ignore_errors=True)
+os.makedirs(args.work)
+failures = []
+program = os.path.join(args.scripts, "module_paths.py")
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def record(name, *program_args, **extra):
+    """The program run plainly and recorded; the recorded run's launches."""
+    env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher)
+    plain = subprocess.run([sys.executable, program, *program_args], capture_output=True, text=True, timeout=300,
+                           env=dict(env, GPURR_TEST_LAUNCHER=""))
+    trace = os.path.join(args.work, name + ".gpurr")
+    r = subprocess.run([args.gpurr, "record", "-o", trace, "--", sys.executable, program, *program_args],
+                       capture_output=True, text=True, timeout=300, env=dict(env, **extra))
+    check(plain.returncode == 0 and r.returncode == 0 and r.stdout == plain.stdout,
+          f"{name}: output unchanged ({plain.returncode}, {r.returncode}): {plain.stdout!r} vs {r.stdout!r} "
+          f"{r.stderr[-800:]}")
+    check("gpurr: warning" not in r.stderr, f"{name}: no warning from the layer: {r.stderr[-800:]}")
+    dump = subprocess.run([args.gpurr, "dump", "--json", trace], capture_output=True, text=True)
+    return [e for e in map(json.loads, dump.stdout.splitlines()) if e["kind"] == "launch"]
+
+
+# Every op observed (GPURR_FULL_ATTRIBUTION=1, as gpurr bisect records):
+# (op's kernel, phase, module) of each step's launches, as sets.
+launches = record("cases", GPURR_FULL_ATTRIBUTION="1")
+steps = {}
+for e in launches:
+    o = e.get("origin") or {}
+    steps.setdefault(o.get("step"), set()).add((e["launch"]["function"].split("_kernel")[0], o.get("phase"),
+                                                o.get("module") or ""))
+
+
+def modules(step, op, phase):
+    return {m for k, ph, m in steps.get(step, ()) if k == op and ph == phase}
+
+
+# A program's own fx model calls its modules: rooted at the traced class.
+check(modules(0, "aten::addmm", "forward") == {"Traced.body.0.fc", "Traced.body.1.fc"},
+      f"fx: {modules(0, 'aten::addmm', 'forward')}")
+check(modules(0, "aten::mm", "backward") == {"Traced.body.0.fc", "Traced.body.1.fc"},
+      f"fx backward: {modules(0, 'aten::mm', 'backward')}")
+# A part called on its own first (named as a root then) is the whole's part
+# once the whole runs.
+check(modules(1, "aten::mm", "backward") == {"Outer.inner.0.fc", "Outer.head"},
+      f"a part first: {modules(1, 'aten::mm', 'backward')}")
+check({"Outer.inner.0.fc", "Outer.head"} <= modules(1, "aten::addmm", "forward"),
+      f"a part first, forward: {modules(1, 'aten::addmm', 'forward')}")
+# A child set after the module was named takes its attribute's name.
+check(modules(2, "aten::addmm", "forward") == {"Outer.inner.0.fc", "Outer.head"},
+      f"a child replaced: {modules(2, 'aten::addmm', 'forward')}")
+# Parts called from a method of their owner, which is never called itself.
+check(modules(3, "aten::addmm", "forward") == {"Owner.gen.0", "Owner.disc.0"},
+      f"an owner's method: {modules(3, 'aten::addmm', 'forward')}")
+# Two live models of one class called on their own are told apart.
+check(modules(4, "aten::addmm", "forward") == {"Sequential.0", "Sequential#2.0"},
+      f"two models of one class: {modules(4, 'aten::addmm', 'forward')}")
+# The modules a BaseException left are left at the optimizer's step: the
+# next step's op outside every module names none.
+check(modules(5, "aten::addmm", "forward") == {"Raising.fc", "Raising.outer"},
+      f"interrupted: {modules(5, 'aten::addmm', 'forward')}")
+check(modules(6, "aten::addmm", "forward") == {""}, f"after the interruption: {modules(6, 'aten::addmm', 'forward')}")
+# Activation checkpointing: the forward recomputed in the backward pass is
+# its module's forward, and (reentrant) the backward it runs names it.
+for step, kind in ((7, "non-reentrant"), (8, "reentrant")):
+    check(modules(step, "aten::addmm", "forward") == {"Checkpointed.a.fc", "Checkpointed.b.fc"} and
+          not modules(step, "aten::addmm", "backward"),
+          f"checkpoint ({kind}): {sorted(k for k in steps.get(step, ()) if k[0] == 'aten::addmm')}")
+    check(modules(step, "aten::mm", "backward") == {"Checkpointed.a.fc", "Checkpointed.b.fc"},
+          f"checkpoint ({kind}) backward: {modules(step, 'aten::mm', 'backward')}")
+
+# Two threads, each evaluating a model of its own, their launches
+# interleaving otherwise in each step, under the default attribution: no
+# launch takes the other thread's module.
+launches = record("threads", "threads")
+roots = {}
+for e in launches:
+    module = (e.get("origin") or {}).get("module") or ""
+    roots.setdefault(e["thread"], set()).add(module.split(".")[0])
+crossed = [t for t, r in roots.items() if {"Alpha", "Beta"} <= r]
+check(any("Alpha" in r for r in roots.values()) and any("Beta" in r for r in roots.values()) and not crossed,
+      f"threads: the roots each thread's launches name: {roots}")
+
+if failures:
+    raise SystemExit(f"{len(failures)} check(s) failed")
+print("module paths: all checks passed")

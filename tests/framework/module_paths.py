@@ -1,0 +1,192 @@
+# Module paths as gpurr's PyTorch layer gives them where a program calls its
+# modules in ways other than one model called whole: each case below trains
+# its own small model for an optimizer step (so its launches carry their own
+# step: the cases' steps in the order of CASES, "interrupted" taking two) and
+# prints its loss. Under the test's fake
+# recorder a "kernel" is launched inside every aten::addmm (a Linear's
+# forward) and aten::mm (its backward); check_module_paths.py reads the
+# module each launch names.
+import ctypes
+import os
+import sys
+
+import torch
+import torch.fx
+import torch.utils.checkpoint
+from torch import nn
+
+if os.environ.get("GPURR_TEST_LAUNCHER"):
+    recorder = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+    launcher = ctypes.CDLL(os.environ["GPURR_TEST_LAUNCHER"])
+    launcher.gpurr_test_launch_on_ops.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    assert launcher.gpurr_test_launch_on_ops(recorder._handle, b"aten::addmm,aten::mm") == 0
+
+torch.manual_seed(0)
+x = torch.randn(4, 8)
+
+
+def train(model, forward=None):
+    """One step: forward (the model called whole unless `forward`), backward,
+    the optimizer's step; prints the loss."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = (forward() if forward else model(x)).square().mean()
+    loss.backward()
+    opt.step()
+    print(f"{case}: {loss.item():.6f}")
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, v):
+        return torch.relu(self.fc(v))
+
+
+class Traced(nn.Module):
+    """Traced by torch.fx: a program's own graph module, which calls its
+    modules (call_module)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(Block(), Block())
+
+    def forward(self, v):
+        return self.body(v)
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = nn.Sequential(Block())
+        self.head = nn.Linear(8, 8)
+
+    def forward(self, v):
+        return self.head(self.inner(v))
+
+
+class Owner(nn.Module):
+    """Never called: its method calls its two parts, as a LightningModule's
+    training_step calls a GAN's generator and discriminator."""
+
+    def __init__(self):
+        super().__init__()
+        self.gen = nn.Sequential(nn.Linear(8, 8))
+        self.disc = nn.Sequential(nn.Linear(8, 8))
+
+    def step(self):
+        return self.disc(self.gen(x))
+
+
+class Interrupted(Exception.__base__):  # a BaseException, as KeyboardInterrupt
+    pass
+
+
+class Raising(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.outer = nn.Linear(8, 8)
+
+    def forward(self, v):
+        v = self.fc(v)
+        raise Interrupted()
+
+
+class Checkpointed(nn.Module):
+    """Its blocks' forward is recomputed in the backward pass."""
+
+    def __init__(self, reentrant):
+        super().__init__()
+        self.a = Block()
+        self.b = Block()
+        self.reentrant = reentrant
+
+    def forward(self, v):
+        v = torch.utils.checkpoint.checkpoint(self.a, v, use_reentrant=self.reentrant)
+        return self.b(v)
+
+
+def threads(steps):
+    """A training loop whose step hands two persistent threads each a model
+    of its own to evaluate, concurrently: their launches interleave
+    differently from step to step. Under the layer's default attribution
+    (two steps observed, then followed), no launch may take the other
+    thread's module."""
+    import queue
+    import threading
+
+    class Alpha(nn.Sequential):
+        pass
+
+    class Beta(nn.Sequential):
+        pass
+
+    def worker(m, q, out):
+        while (v := q.get()) is not None:
+            with torch.no_grad():
+                for _ in range(10):
+                    v = m(v)
+            out.put(v.sum().item())
+
+    model = nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    queues = [(queue.Queue(), queue.Queue(), m) for m in (Alpha(nn.Linear(8, 8), nn.Linear(8, 8)),
+                                                          Beta(nn.Linear(8, 8), nn.Linear(8, 8)))]
+    workers = [threading.Thread(target=worker, args=(m, q, out)) for q, out, m in queues]
+    for w in workers:
+        w.start()
+    for step in range(steps):
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        for q, _, _ in queues:
+            q.put(x / 10)
+        print(f"step {step}: {loss.item():.6f}", *(f"{out.get():.6f}" for _, out, _ in queues))
+    for q, _, _ in queues:
+        q.put(None)
+    for w in workers:
+        w.join()
+
+
+if sys.argv[1:2] == ["threads"]:
+    threads(8)
+    sys.exit(0)
+
+CASES = sys.argv[1:] or ["fx", "inner-first", "replaced", "owner", "siblings", "interrupted", "checkpoint",
+                         "checkpoint-reentrant"]
+for case in CASES:
+    if case == "fx":
+        train(torch.fx.symbolic_trace(Traced()))
+    elif case == "inner-first":
+        m = Outer()
+        with torch.no_grad():
+            m.inner(x)  # a part called on its own first
+        train(m)
+    elif case == "replaced":
+        m = Outer()
+        with torch.no_grad():
+            m(x)
+        m.head = nn.Linear(8, 8)  # a head replaced after a call, as in transfer learning
+        train(m)
+    elif case == "owner":
+        o = Owner()
+        train(o, o.step)
+    elif case == "siblings":
+        one, two = nn.Sequential(nn.Linear(8, 8)), nn.Sequential(nn.Linear(8, 8))
+        train(nn.ModuleList([one, two]), lambda: two(one(x)))
+    elif case == "interrupted":
+        m = Raising()
+        try:
+            m(x)
+        except Interrupted:
+            pass
+        train(m.outer)  # still inside Raising, whose exit hooks never ran: the step ends it
+        w = nn.Parameter(torch.randn(8, 8))
+        train(nn.ParameterList([w]), lambda: torch.addmm(x, x, w))  # outside every module
+    elif case == "checkpoint":
+        train(Checkpointed(reentrant=False))
+    elif case == "checkpoint-reentrant":
+        model = Checkpointed(reentrant=True)
+        train(model, lambda: model(x.requires_grad_()))
