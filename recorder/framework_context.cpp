@@ -600,6 +600,7 @@ void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out,
       *kept = k;  // the rest of `o` is the caller's to fill from it
     } else {
       o = *k;
+      o.byPlace = true;
     }
     o.step = currentStep_.load(std::memory_order_relaxed);
     o.stepLaunch = launch ? stepLaunches.fetch_add(1, std::memory_order_relaxed)

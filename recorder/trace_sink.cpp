@@ -500,6 +500,7 @@ void TraceSink::complete(SinkEntry& entry) {
         *ev.origin = *entry.followedOrigin;
         ev.origin->step = step;
         ev.origin->stepLaunch = stepLaunch;
+        ev.origin->byPlace = true;
       }
       // Outputs that could not be hashed: the launch is not compared.
       if (!entry.after.ranges.empty() && k->outputs.empty()) k->hashed = false;

@@ -191,7 +191,7 @@ Json toJson(const Origin& o) {
   return Json{{"op", o.op},         {"opStack", o.opStack}, {"phase", toString(o.phase)},
               {"forwardOp", o.forwardOp}, {"module", o.module}, {"file", o.file},
               {"line", o.line},     {"step", o.step},       {"stepLaunch", o.stepLaunch},
-              {"inPlace", toString(o.inPlace)}, {"benchmarking", o.benchmarking}};
+              {"inPlace", toString(o.inPlace)}, {"benchmarking", o.benchmarking}, {"byPlace", o.byPlace}};
 }
 
 Json toJson(const Event& event) {

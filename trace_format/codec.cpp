@@ -418,6 +418,7 @@ void encodeOrigin(const Origin& in, schema::Origin::Builder out) {
   out.setStepLaunch(in.stepLaunch);
   out.setInPlace(castEnum<schema::InPlace>(in.inPlace));
   out.setBenchmarking(in.benchmarking);
+  out.setByPlace(in.byPlace);
 }
 
 Origin decodeOrigin(schema::Origin::Reader in) {
@@ -433,6 +434,7 @@ Origin decodeOrigin(schema::Origin::Reader in) {
   o.stepLaunch = in.getStepLaunch();
   o.inPlace = in.getInPlace() <= schema::InPlace::YES ? castEnum<InPlace>(in.getInPlace()) : InPlace::kUnknown;
   o.benchmarking = in.getBenchmarking();
+  o.byPlace = in.getByPlace();
   return o;
 }
 

@@ -262,6 +262,7 @@ std::string describe(const Origin& o, OriginStep step) {
     const size_t slash = o.file.rfind('/');
     out += fmt::format(", {}:{}", slash == std::string::npos ? o.file : o.file.substr(slash + 1), o.line);
   }
+  if (o.byPlace) out += " (by its place in a step observed earlier)";
   out = text::oneLine(std::move(out));
   if (o.step < 0 || step == OriginStep::kNone) return out;
   if (step == OriginStep::kLaunch) return out + fmt::format(", step {} (launch {} of the step)", o.step, o.stepLaunch + 1);

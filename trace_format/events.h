@@ -25,7 +25,7 @@ inline constexpr uint32_t kFormatVersion = 1;
 // Index.recorderMemory, Collective events; 10: Index.layerSteps;
 // 11: Origin.benchmarking; 12: ModuleLoad.digest; 13: the checksums file,
 // KernelLaunch.number
-inline constexpr uint32_t kCompatVersion = 13;
+inline constexpr uint32_t kCompatVersion = 14;
 
 // Content address of a blob: XXH3-128 of its (decoded) bytes.
 struct BlobId {
@@ -479,6 +479,11 @@ struct Origin {
   // It ran while the framework timed candidate implementations (Inductor's
   // autotuner): not one of the program's computations, its results discarded.
   bool benchmarking = false;
+  // Its op, module and line are those of the operation at its place in a
+  // step the framework layer observed earlier (it followed that step's
+  // template, FORMAT.md): exact for a step that runs the same ops in the
+  // same order, the same modules' included.
+  bool byPlace = false;
   bool operator==(const Origin&) const = default;
 };
 

@@ -397,6 +397,7 @@ struct Origin {
   stepLaunch @8 :UInt64;       # kernel launches of the same step before it
   inPlace @9 :InPlace;         # op's schema: it updates an argument it reads (compatVersion 7)
   benchmarking @10 :Bool;      # ran while the framework timed candidates (an autotuner) (compatVersion 11)
+  byPlace @11 :Bool;           # op, module and line those at its place in a step observed earlier (compatVersion 14)
 }
 
 # A collective operation of a communicator (FORMAT.md, collective): seen

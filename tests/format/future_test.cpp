@@ -40,7 +40,7 @@ TEST_CASE("events of a kind a newer gpurr added are skipped, with one warning pe
   const fs::path path = writeFutureTrace(tmp);
   Warnings warnings;
   TraceReader r(path);
-  CHECK(r.header().compatVersion == 13);
+  CHECK(r.header().compatVersion == 15);
   CHECK(r.eventCount() == 6);
   CHECK(warnings.seen.empty());  // opening reads block headers only
 
@@ -55,7 +55,7 @@ TEST_CASE("events of a kind a newer gpurr added are skipped, with one warning pe
   const std::string& w = warnings.seen[0];
   CHECK_THAT(w, Catch::Contains(path.string()));
   CHECK_THAT(w, Catch::Contains("event #1"));
-  CHECK_THAT(w, Catch::Contains("compatibility 13"));
+  CHECK_THAT(w, Catch::Contains("compatibility 15"));
   CHECK_THAT(w, Catch::Contains(fmt::format("this gpurr reads compatibility {}", kCompatVersion)));
 
   // Every other read path skips them too, without warning again.

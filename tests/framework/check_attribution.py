@@ -145,11 +145,16 @@ full = [e["origin"] for e in launches]
 r, trace = record("follow", [sys.executable, train], GPURR_TEST_STEPS="5")
 check(r.returncode == 3 and "gpurr: warning" not in r.stderr, f"follow run: {r.returncode} {r.stderr}")
 followed = [e for e in events(trace) if e["kind"] == "launch"]
-steps = {}
+steps, by_place = {}, {}
 for e in followed:
     o = dict(e["origin"])
-    steps.setdefault(o.pop("step"), []).append((kernel(e), o))
+    step = o.pop("step")
+    by_place.setdefault(step, set()).add(o.pop("byPlace"))
+    steps.setdefault(step, []).append((kernel(e), o))
 check(sorted(steps) == [0, 1, 2, 3, 4, 5], f"follow steps {sorted(steps)}")
+# A followed launch says so (Origin.byPlace); an observed one does not.
+check(by_place == {0: {False}, 1: {False}, 2: {True}, 3: {True}, 4: {True}, 5: {False}},
+      f"launches attributed by place, by step: {by_place}")
 for s in (2, 3, 4):
     check(steps.get(s) == steps.get(1), f"step {s} followed step 1: {steps.get(s)} vs {steps.get(1)}")
 after = steps.get(5, [])
@@ -160,6 +165,7 @@ if len(after) == 3 and len(full) >= 3:
     for (_, o), f in zip(after[1:], full[-2:]):
         f = dict(f, stepLaunch=o["stepLaunch"])
         f.pop("step")
+        f.pop("byPlace")
         check(o == f, f"observed again after the loop: {o} vs {f}")
 
 # A loop that logs every fourth step: one launch more (a copy of the loss),
@@ -187,6 +193,7 @@ def attributed_steps(name, **extra):
         for e in events(trace):
             if e["kind"] == "launch":
                 o = dict(e["origin"])
+                o.pop("byPlace")  # what differs from the full run is the origin itself
                 steps.setdefault(o.pop("step"), []).append((kernel(e), o))
         by_step.append(steps)
         info = subprocess.run([args.gpurr, "info", "--json", trace], capture_output=True, text=True, check=True)

@@ -119,13 +119,19 @@ def followed_problems(gpurr, trace, launches):
     tally = info["origins"]["layerSteps"]
     if tally is None or (tally["observed"], tally["followed"], tally["unmatched"]) != (2, STEPS - 2, 0):
         return [f"steps attributed {tally}, expected 2 observed in full and {STEPS - 2} followed"]
-    by_step = {}
+    by_step, by_place = {}, {}
     for e in launches:
         o = dict(e.get("origin") or {})
-        by_step.setdefault(o.pop("step", None), []).append((e["launch"]["function"], o))
+        step = o.pop("step", None)
+        by_place.setdefault(step, set()).add(o.pop("byPlace", None))
+        by_step.setdefault(step, []).append((e["launch"]["function"], o))
     learned = [by_step.get(0), by_step.get(1)]
-    return [f"step {s} followed otherwise than step 0 or 1 ran: {by_step.get(s)} vs {learned}"[:800]
-            for s in range(2, STEPS) if by_step.get(s) not in learned]
+    problems = [f"step {s} followed otherwise than step 0 or 1 ran: {by_step.get(s)} vs {learned}"[:800]
+                for s in range(2, STEPS) if by_step.get(s) not in learned]
+    # A followed launch says so (Origin.byPlace); an observed one does not.
+    if by_place != {s: {s >= 2} for s in range(STEPS)}:
+        problems.append(f"launches attributed by place, by step: {by_place}")
+    return problems
 
 
 def main():

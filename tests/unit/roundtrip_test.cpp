@@ -103,6 +103,7 @@ std::vector<Event> everyKind(TraceWriter& w) {
   out.back().origin = Origin{"aten::index_add_",
                              {"autograd::engine::evaluate_function: IndexSelectBackward0", "aten::index_add_"},
                              Phase::kBackward, "aten::index_select", "Net.embed", "/src/train.py", 42, 3, 36, InPlace::kYes};
+  out.back().origin->byPlace = true;  // compatVersion 14
 
   KernelLaunch plain;  // defaults everywhere, same function: reuses its id
   plain.function = "_Z6kernelPfS_i";

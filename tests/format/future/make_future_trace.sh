@@ -2,7 +2,7 @@
 # Writes a trace as a newer gpurr would: its schema (trace_format/trace.capnp
 # with additions made by the rules of FORMAT.md §9) has a new kind of event
 # (Event.checkpoint, a union member this gpurr does not know) and new fields
-# in Header, KernelLaunch and Memcpy; its header says compatVersion 13. Old
+# in Header, KernelLaunch and Memcpy; its header says compatVersion 15. Old
 # readers must skip the new events (one warning) and ignore the new fields.
 #
 #   make_future_trace.sh SOURCE_DIR OUT_DIR
