@@ -236,7 +236,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   std::unique_ptr<Pass> pass = summariseAndAlign(ta, tb, options, {});
   std::unordered_map<uint32_t, uint64_t> renamed;
   uint64_t agreeing = sameIdentities(pass->a, pass->b, pass->alignment);
-  LaunchPointers read;
+  LaunchPointers read;  // across the rounds; given back after them
   for (int round = 0; round < kRenamingRounds; ++round) {
     const Context ctx{options, pass->a, pass->b, ta.header().options.hashChunkBytes};
     const auto more = renamings(ctx, pass->alignment, read);
@@ -259,6 +259,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     agreeing = now;
     renamed = std::move(next);
   }
+  read = {};
   Run& a = pass->a;
   Run& b = pass->b;
   Alignment& alignment = pass->alignment;

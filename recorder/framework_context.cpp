@@ -510,9 +510,9 @@ namespace {
 
 // The origin of the operation at the next place in the templates, kept
 // for the process (its step and stepLaunch apart), when one has the same key
-// there (entryAt; with the thread's: placeKey); counts the place. When none has, nothing: the recorder
-// learns again from here (this step is no template; the templates are
-// kept) and asks the layer to observe.
+// there (entryAt; the key with the thread's: placeKey); counts the place.
+// When none has, nothing: the recorder learns again from here (this step is
+// no template; the templates are kept) and asks the layer to observe.
 const trace::Origin* followed(uint64_t key) {
   key = placeKey(key);
   {
@@ -561,6 +561,7 @@ void clear(trace::Origin& o) {
   o.stepLaunch = 0;
   o.inPlace = trace::InPlace::kUnknown;
   o.benchmarking = false;
+  o.byPlace = false;
 }
 
 // Whether the calling thread is inside a kBenchmark scope: one atomic load

@@ -6,6 +6,7 @@
 #include <cupti.h>
 #include <pthread.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -39,7 +40,9 @@ void CUPTIAPI onCupti(void* userdata, CUpti_CallbackDomain domain, CUpti_Callbac
 void finishAtExit() {
   if (gSession == nullptr) return;
   gSession->finish();
-  if (const std::string parts = gSession->launchPartsText(); !parts.empty()) sayToStderr(parts);
+  static std::atomic<bool> said{false};  // once, however many ends call this (os._exit after --quick-exit's)
+  if (const std::string parts = gSession->launchPartsText(); !parts.empty() && !said.exchange(true))
+    sayToStderr(parts);
   endIfSignalled();  // the program exited while a signal's flush ran: it ends by the signal
 }
 

@@ -29,12 +29,16 @@ void RecordSession::flush() {
 }
 
 void RecordSession::finish() {
-  if (finished_.load()) return;  // done, under way, or a forked child's (finishMu_ may be held forever there)
-  std::lock_guard lock(finishMu_);
+  // A forked child's (finishMu_ may be held forever there), or a call from
+  // inside the close itself.
+  if (abandoned_.load() || closing_.load() == std::this_thread::get_id()) return;
+  std::lock_guard lock(finishMu_);  // one under way on another thread: returns once the trace is closed
   if (finished_.exchange(true)) return;
+  closing_.store(std::this_thread::get_id());
   if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);
   hashing_.flushAll();  // the trace thread waits for every deferred hash
   out_.close();
+  closing_.store(std::thread::id());
 }
 
 }  // namespace gpurr::recorder

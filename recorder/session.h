@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "recorder/collectives.h"
 #include "recorder/copies.h"
@@ -56,7 +57,8 @@ class RecordSession {
   // them). Ignores calls made by the recorder itself.
   void onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);
 
-  // Writes everything pending and closes the trace (process exit). Idempotent.
+  // Writes everything pending and closes the trace (process exit).
+  // Idempotent; where another thread's is under way, returns once it ends.
   void finish();
   // Writes everything pending, every deferred hash waited for, to the
   // trace, which stays open (a program about to die of a signal). Where
@@ -102,6 +104,7 @@ class RecordSession {
   std::atomic<bool> finished_{false};
   std::mutex finishMu_;  // held by finish() from before finished_ is set to its end
   std::atomic<bool> abandoned_{false};  // a forked child's (finishMu_ may be held forever there)
+  std::atomic<std::thread::id> closing_{};  // the thread in finish()'s close, while it runs
 
   std::mutex mu_;  // the session's lock (above)
   MemoryRecorder memory_{mu_, options_, *device_, out_};

@@ -60,7 +60,7 @@ sigset_t endingSet() {
   return set;
 }
 
-bool isTaken(int sig) {
+bool isOurs(int sig) {  // one of the signals this module takes
   for (int s : kEnding)
     if (s == sig) return true;
   return isFault(sig);
@@ -154,10 +154,11 @@ void onSignal(int sig, siginfo_t* info, void*) {
   if (first) futex(gTaken, FUTEX_WAKE, 1, nullptr);
   const int taken = static_cast<int>(gTaken.load());
   if (taken == static_cast<int>(kExitCall)) {
-    // The program is ending by its own _exit: the signal ends it once the
-    // trace is closed, as it would have had it come first.
-    awaitWritten(gWait);
-    endWithDefault(sig, info);
+    // The program is ending by its own _exit, which would have come first:
+    // the signal is absorbed. The thread waits for the trace to be closed,
+    // kHeld at most (it may hold a lock the close needs), then runs on
+    // until the exit.
+    awaitWritten(kHeld);
   } else if (isFault(sig)) {
     awaitWritten(gWait);
     endWithDefault(sig, info);
@@ -255,7 +256,7 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait, void 
 }
 
 void selfSignal(int sig) {
-  if (gFlush.load() == nullptr || !isTaken(sig) || gTaken.load() != 0 || getpid() != gOwner) return;
+  if (gFlush.load() == nullptr || !isOurs(sig) || gTaken.load() != 0 || getpid() != gOwner) return;
   takeIfDefault(sig);
 }
 
@@ -264,6 +265,13 @@ void beforeExitCall() {
   uint32_t none = 0;
   if (gTaken.compare_exchange_strong(none, kExitCall)) futex(gTaken, FUTEX_WAKE, 1, nullptr);
   awaitWritten(gWait);  // this exit's finish, or the flush of a signal taken before it
+  if (gTaken.load() != kExitCall) {
+    // A signal taken before this exit ends the program (its status, its
+    // core dump), as it would have: the exit waits for that.
+    const int64_t end = nowNs() + std::chrono::nanoseconds(kHeld + gWait).count();
+    const timespec tick{0, 10'000'000};
+    while (nowNs() < end) nanosleep(&tick, nullptr);
+  }
 }
 
 void endIfSignalled() {

@@ -59,7 +59,9 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait, void 
 // with `finish`, as at the exit, and the caller waits for it (`wait` at
 // most) before its exit goes on. Safe in a signal handler: the caller only
 // waits, so a lock it holds costs the wait, never a hang. A signal that
-// arrives meanwhile ends the program once the trace is closed.
+// arrives meanwhile is absorbed (the exit would have come first; a thread
+// it reaches waits kHeld at most); one taken before the exit ends the
+// program, as it would have.
 void beforeExitCall();
 
 // Called before the program sends `sig` to its own process (kill to its

@@ -32,11 +32,14 @@ import weakref
 
 _recorder = None
 _local = threading.local()
-_paths = weakref.WeakKeyDictionary()  # module -> its path (bytes, kept alive here)
+# module -> its path (bytes, kept alive here; a path replaced by a bigger
+# root's stays alive while a thread is inside the module: its stack holds it)
+_paths = weakref.WeakKeyDictionary()
 _named_by = weakref.WeakKeyDictionary()  # module -> a weak reference to the module whose tree named it
-_roots = set()  # ids of modules named as roots: renamed when run as a part of another
+_parents = weakref.WeakKeyDictionary()  # module -> (weak reference to its latest parent, its name there)
+_roots = {}  # id -> weak reference of the modules named as roots: renamed when run as a part of another
 _root_names = weakref.WeakValueDictionary()  # a root's path -> the live module that has it
-_retired = []  # paths replaced by a bigger root's: a thread may still be inside one
+_naming = threading.RLock()
 _graph_verdicts = weakref.WeakKeyDictionary()  # fx GraphModule -> whether it is a compiled graph
 _lead_optimizer = None
 _step = 0
@@ -70,18 +73,41 @@ def _same_minor(a, b):
 
 def _tree_names(module):
     """(name, submodule) below `module`, itself first (name ""); torch.compile's
-    wrapper lists them as the module it wraps does (no `_orig_mod.`)."""
+    wrappers list theirs as the modules they wrap do (no `_orig_mod`)."""
     for name, sub in module.named_modules():
-        if name == "_orig_mod" or name.startswith("_orig_mod."):
-            name = name[len("_orig_mod."):]
+        if "_orig_mod" in name:
+            name = ".".join(part for part in name.split(".") if part != "_orig_mod")
         yield name, sub
+
+
+def _registered(parent, name, child):
+    """The global module registration hook: each module's latest parent."""
+    try:
+        if isinstance(child, _nn_module.Module):
+            _parents[child] = (weakref.ref(parent), name)
+    except Exception:  # noqa: BLE001  a module that cannot be a key (unhashable): it goes without
+        pass
+
+
+def _outermost_holder(module):
+    """The outermost module that holds `module` below itself, by the parents
+    modules were registered in (a LightningModule holding the generator its
+    training_step calls, a CausalLM holding the model called on its own);
+    `module` itself when none does."""
+    top, seen = module, {id(module)}
+    while (link := _parents.get(top)) is not None:
+        parent = link[0]()
+        if parent is None or id(parent) in seen or getattr(parent, "_modules", {}).get(link[1]) is not top:
+            break  # gone, a cycle, or no longer its child there
+        seen.add(id(parent))
+        top = parent
+    return top
 
 
 def _name_tree(top, path):
     """Names `top` `path` and every module below it from there: those not
     named yet, and those a root below `top` named (a module first called on
-    its own, or run as a bigger module's part, takes the bigger one's names).
-    The names replaced stay alive: a thread may be inside one."""
+    its own, or run as a bigger module's part, takes the bigger one's names)."""
     tree = {id(m) for m in top.modules()}
     named_by = weakref.ref(top)
     for name, sub in _tree_names(top):
@@ -89,14 +115,17 @@ def _name_tree(top, path):
         by = by() if by is not None else None
         if sub in _paths and (by is None or id(by) not in tree):
             continue
-        if sub in _paths:
-            _retired.append(_paths[sub])
         _paths[sub] = path + b"." + name.encode() if name else path
         _named_by[sub] = named_by
-    if id(top) in _roots:  # a root no more: its name is free
-        _roots.discard(id(top))
-        for name in [n for n, m in _root_names.items() if m is top]:
-            del _root_names[name]
+    if _is_root(top):  # a root no more: its name is free
+        del _roots[id(top)]
+        for name in [n for n, m in list(_root_names.items()) if m is top]:
+            _root_names.pop(name, None)
+
+
+def _is_root(module):
+    root = _roots.get(id(module))
+    return root is not None and root() is module
 
 
 def _root_path(module):
@@ -105,50 +134,42 @@ def _root_path(module):
     inner = getattr(module, "_orig_mod", module)  # torch.compile's wrapper: the module it wraps
     name = type(inner).__name__
     path, n = name, 1
-    while path in _root_names and _root_names[path] not in (module, inner):
+    while _root_names.get(path) not in (None, module, inner):
         n += 1
         path = f"{name}#{n}"
     _root_names[path] = module
     return path.encode()
 
 
-def _owner(module):
-    """The nn.Module whose method called `module` holding it below itself (a
-    LightningModule's training_step calling self.gen), found as the caller's
-    `self`; None when there is none."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename in (__file__, _nn_module.__file__):
-        frame = frame.f_back  # the layer's and torch's call machinery
-    owner = frame.f_locals.get("self") if frame is not None and "self" in frame.f_code.co_varnames else None
-    if owner is None or owner is module or not isinstance(owner, _nn_module.Module):
-        return None
-    return owner if any(sub is module for sub in owner.modules()) else None
-
-
 def _path_of(module, stack):
     """The module's path, rooted at the class of the outermost module that
     holds it (docs/RECORDING.md, "Module paths")."""
-    if stack and id(module) in _roots:
+    if stack and _is_root(module):
         # Named as a root, now run inside a module that holds it as a child:
         # named as that one's part from now on.
-        _name_as_child(module, stack)
+        with _naming:
+            _name_as_child(module, stack)
     path = _paths.get(module)
     if path is not None:
         return path
-    if not stack:
-        # The outermost module running names itself and every module below
-        # it; or the module that owns it, where its method calls it.
-        top = _owner(module) or module
-        _name_tree(top, _root_path(top))
-        _roots.add(id(top))
-        return _paths[module]
-    # Called inside another module: its part (a child set after the module
-    # was named), or else a module of its own there.
-    if _name_as_child(module, stack):
-        return _paths[module]
-    path = stack[-1][1] + b"." + type(module).__name__.encode()
-    _paths[module] = path
-    return path
+    with _naming:  # threads name modules one at a time
+        path = _paths.get(module)
+        if path is not None:
+            return path
+        if not stack:
+            # The outermost module running, or the outermost one holding it,
+            # names itself and every module below it.
+            top = _outermost_holder(module)
+            _name_tree(top, _root_path(top))
+            _roots[id(top)] = weakref.ref(top)
+            return _paths[module]
+        # Called inside another module: its part (a child set after the
+        # module was named), or else a module of its own there.
+        if _name_as_child(module, stack):
+            return _paths[module]
+        path = stack[-1][1] + b"." + type(module).__name__.encode()
+        _paths[module] = path
+        return path
 
 
 def _name_as_child(module, stack):
@@ -191,7 +212,10 @@ def _module_enter(module, args):
     if _following:
         return  # kept while the layer follows, in a program whose compiled graphs call modules (_observe)
     stack = _module_stack()
-    path = _path_of(module, stack)
+    try:
+        path = _path_of(module, stack)
+    except Exception:  # noqa: BLE001  never into the program: the module goes without a path of its own
+        return
     stack.append((module, path))
     _recorder.gpurr_framework_enter_module(path)
 
@@ -219,6 +243,22 @@ def _module_exit(module, args, output):
             return
 
 
+def _runs(module):
+    """Whether `module`'s forward runs on this thread: a frame of its code is
+    on the thread's stack. A forward without Python code (a script module's),
+    or a compiled region (no module), counts as running."""
+    forward = getattr(module, "forward", None) if isinstance(module, _nn_module.Module) else None
+    code = getattr(getattr(forward, "__func__", forward), "__code__", None)
+    if code is None:
+        return True
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _leave_modules(stack, depth):
     """Leaves this thread's modules from `depth` on."""
     while len(stack) > depth:
@@ -238,10 +278,11 @@ def _optimizer_stepped(optimizer, args, kwargs):
     elif lead is not optimizer:
         return
     _step += 1
-    # No module runs around an optimizer's step: any left open were left by
-    # an exception other than Exception that the program caught outside them.
     stack = getattr(_local, "modules", None)
-    if stack:
+    if stack and not _runs(stack[0][0]):
+        # Left by an exception other than Exception that the program caught
+        # outside them (a step may run inside a module: Lightning's manual
+        # optimisation under DDP).
         _leave_modules(stack, 0)
     _recorder.gpurr_framework_set_step(_step)
     _adapt()
@@ -681,6 +722,7 @@ def install(torch, skipped=()):
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
     _nn_module = nn_module
     _observe(True)
+    nn_module.register_module_module_registration_hook(_registered)
     optim.register_optimizer_step_post_hook(_optimizer_stepped)
 
     observer = os.environ.get("GPURR_TORCH_OBSERVER") or os.path.join(os.path.dirname(library), "libgpurr_torch.so")

@@ -4,8 +4,9 @@ module each launch names where a program calls its modules in ways other
 than one model called whole: a torch.fx model of its own, a part called on
 its own before the whole, a child replaced after a call, parts called from
 a method of a module never called itself, two models of one class, an
-exception other than Exception caught outside the modules it left, and
-activation checkpointing (its forward recomputed in the backward pass);
+exception other than Exception caught outside the modules it left,
+activation checkpointing (its forward recomputed in the backward pass) and
+an optimizer stepped inside a module's forward;
 then two threads each evaluating its own model while the layer follows its
 templates. The program's output must be unchanged by the layer."""
 import argparse
@@ -66,11 +67,11 @@ check(modules(0, "aten::addmm", "forward") == {"Traced.body.0.fc", "Traced.body.
       f"fx: {modules(0, 'aten::addmm', 'forward')}")
 check(modules(0, "aten::mm", "backward") == {"Traced.body.0.fc", "Traced.body.1.fc"},
       f"fx backward: {modules(0, 'aten::mm', 'backward')}")
-# A part called on its own first (named as a root then) is the whole's part
-# once the whole runs.
+# A part called on its own, before the whole ever ran, is the whole's part:
+# the outermost module that holds it names it.
 check(modules(1, "aten::mm", "backward") == {"Outer.inner.0.fc", "Outer.head"},
       f"a part first: {modules(1, 'aten::mm', 'backward')}")
-check({"Outer.inner.0.fc", "Outer.head"} <= modules(1, "aten::addmm", "forward"),
+check(modules(1, "aten::addmm", "forward") == {"Outer.inner.0.fc", "Outer.head"},
       f"a part first, forward: {modules(1, 'aten::addmm', 'forward')}")
 # A child set after the module was named takes its attribute's name.
 check(modules(2, "aten::addmm", "forward") == {"Outer.inner.0.fc", "Outer.head"},
@@ -94,6 +95,12 @@ for step, kind in ((7, "non-reentrant"), (8, "reentrant")):
           f"checkpoint ({kind}): {sorted(k for k in steps.get(step, ()) if k[0] == 'aten::addmm')}")
     check(modules(step, "aten::mm", "backward") == {"Checkpointed.a.fc", "Checkpointed.b.fc"},
           f"checkpoint ({kind}) backward: {modules(step, 'aten::mm', 'backward')}")
+
+# An optimizer stepped inside a module's forward: the rest of it is still
+# the module's.
+check(modules(9, "aten::addmm", "forward") == {"Stepping.fc"} and
+      modules(10, "aten::addmm", "forward") == {"Stepping.after"},
+      f"a step inside a forward: {modules(9, 'aten::addmm', 'forward')} {modules(10, 'aten::addmm', 'forward')}")
 
 # Two threads, each evaluating a model of its own, their launches
 # interleaving otherwise in each step, under the default attribution: no

@@ -1,14 +1,15 @@
 # Module paths as gpurr's PyTorch layer gives them where a program calls its
 # modules in ways other than one model called whole: each case below trains
 # its own small model for an optimizer step (so its launches carry their own
-# step: the cases' steps in the order of CASES, "interrupted" taking two) and
-# prints its loss. Under the test's fake
+# step: the cases' steps in the order of CASES, "interrupted" taking two;
+# "step-inside" steps inside its module) and prints its loss. Under the test's fake
 # recorder a "kernel" is launched inside every aten::addmm (a Linear's
 # forward) and aten::mm (its backward); check_module_paths.py reads the
 # module each launch names.
 import ctypes
 import os
 import sys
+import types
 
 import torch
 import torch.fx
@@ -154,8 +155,24 @@ if sys.argv[1:2] == ["threads"]:
     threads(8)
     sys.exit(0)
 
+class Stepping(nn.Module):
+    """Steps its optimizer inside its forward (Lightning's manual optimisation
+    under DDP, meta-learning): the rest of the forward is still its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.after = nn.Linear(8, 8)
+        self.opt = torch.optim.SGD(self.fc.parameters(), lr=0.1)
+
+    def forward(self, v):
+        self.fc(v).square().mean().backward()
+        self.opt.step()
+        return self.after(v)
+
+
 CASES = sys.argv[1:] or ["fx", "inner-first", "replaced", "owner", "siblings", "interrupted", "checkpoint",
-                         "checkpoint-reentrant"]
+                         "checkpoint-reentrant", "step-inside"]
 for case in CASES:
     if case == "fx":
         train(torch.fx.symbolic_trace(Traced()))
@@ -175,7 +192,8 @@ for case in CASES:
         train(o, o.step)
     elif case == "siblings":
         one, two = nn.Sequential(nn.Linear(8, 8)), nn.Sequential(nn.Linear(8, 8))
-        train(nn.ModuleList([one, two]), lambda: two(one(x)))
+        both = types.SimpleNamespace(parameters=lambda: [*one.parameters(), *two.parameters()])  # no module
+        train(both, lambda: two(one(x)))
     elif case == "interrupted":
         m = Raising()
         try:
@@ -187,6 +205,9 @@ for case in CASES:
         train(nn.ParameterList([w]), lambda: torch.addmm(x, x, w))  # outside every module
     elif case == "checkpoint":
         train(Checkpointed(reentrant=False))
+    elif case == "step-inside":
+        m = Stepping()
+        print(f"{case}: {m(x).sum().item():.6f}")
     elif case == "checkpoint-reentrant":
         model = Checkpointed(reentrant=True)
         train(model, lambda: model(x.requires_grad_()))

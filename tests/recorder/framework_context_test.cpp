@@ -382,6 +382,7 @@ TEST_CASE("an origin built in the storage of one written earlier holds nothing o
   stale.step = 42;
   stale.stepLaunch = 17;
   stale.inPlace = InPlace::kYes;
+  stale.byPlace = true;
   auto inStale = [&](uint64_t key, bool launch = true) {
     std::optional<Origin> o = stale;
     fw::currentOrigin(launch, key, o);
@@ -422,6 +423,7 @@ TEST_CASE("an origin built in the storage of one written earlier holds nothing o
   expected.step = 3;
   expected.stepLaunch = 0;
   expected.inPlace = InPlace::kNo;
+  expected.byPlace = true;
   CHECK(*followed == expected);
   const auto unmatched = inStale(a);  // kernel_a where the template has kernel_b
   REQUIRE(unmatched);

@@ -309,20 +309,42 @@ TEST_CASE("an _exit whose closing waits on a lock the caller holds goes on after
   CHECK(e.took < 5s);
 }
 
-TEST_CASE("a signal that arrives while an _exit closes the trace ends the program once it is closed") {
+TEST_CASE("a signal that arrives while an _exit closes the trace is absorbed: the exit's status wins") {
+  // To the exiting thread and to another one, which runs on after kHeld.
+  for (const bool toExiting : {true, false}) {
+    const Ended e = runForked([toExiting] {
+      REQUIRE(flushOnEndingSignals(flushByte, 5s, [] {
+        std::this_thread::sleep_for(500ms);
+        mark('F');
+      }));
+      const pthread_t main = pthread_self();
+      std::thread([main, toExiting] {
+        std::this_thread::sleep_for(100ms);
+        pthread_kill(toExiting ? main : pthread_self(), SIGTERM);
+        mark('r');
+        std::this_thread::sleep_for(30s);
+      }).detach();
+      beforeExitCall();
+      _exit(4);
+    });
+    INFO((toExiting ? "to the exiting thread" : "to another thread"));
+    CHECK(WIFEXITED(e.status));
+    CHECK(WEXITSTATUS(e.status) == 4);
+    CHECK(e.marks.find('F') != std::string::npos);
+  }
+}
+
+TEST_CASE("an _exit after a signal was taken waits for the signal to end the program") {
   const Ended e = runForked([] {
-    REQUIRE(flushOnEndingSignals(flushByte, 5s, [] {
-      std::this_thread::sleep_for(500ms);
-      mark('F');
-    }));
-    const pthread_t main = pthread_self();
-    std::thread([main] {
-      std::this_thread::sleep_for(100ms);
-      pthread_kill(main, SIGTERM);
+    REQUIRE(flushOnEndingSignals(flushSlowly, 5s, finishByte));
+    std::thread([] {
+      ::raise(SIGTERM);  // held in the handler while the slow flush runs
+      std::this_thread::sleep_for(30s);
     }).detach();
+    std::this_thread::sleep_for(100ms);
     beforeExitCall();
     _exit(4);
   });
   CHECK(killedBy(e, SIGTERM));
-  CHECK(e.marks == "F");
+  CHECK(e.marks == "f");
 }
