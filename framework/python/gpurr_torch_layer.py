@@ -134,6 +134,8 @@ def _root_path(module):
     inner = getattr(module, "_orig_mod", module)  # torch.compile's wrapper: the module it wraps
     name = type(inner).__name__
     path, n = name, 1
+    if getattr(module, "_is_replica", False):
+        return path.encode()  # DataParallel's, made anew at each call: the module it copies
     while _root_names.get(path) not in (None, module, inner):
         n += 1
         path = f"{name}#{n}"
@@ -192,12 +194,10 @@ def _module_stack():
 
 
 def _compiled_graph(module):
-    """Whether `module` is a graph dynamo or AOTAutograd made (no module of the
-    program's: its ops stay with the caller's): an fx GraphModule that calls
-    no module. A program's own fx model (symbolic_trace, a feature extractor,
-    PyG's to_hetero) calls its modules, and is one."""
-    if not isinstance(module, _GraphModule):
-        return False
+    """Whether the fx GraphModule `module` is a graph dynamo or AOTAutograd
+    made (no module of the program's: its ops stay with the caller's): one
+    that calls no module. A program's own fx model (symbolic_trace, a
+    feature extractor, PyG's to_hetero) calls its modules, and is one."""
     verdict = _graph_verdicts.get(module)
     if verdict is None:
         verdict = _graph_verdicts[module] = not any(n.op == "call_module" for n in module.graph.nodes)
@@ -205,7 +205,8 @@ def _compiled_graph(module):
 
 
 def _module_enter(module, args):
-    if not _enabled or _is_compiling() or _is_fx_tracing() or _compiled_graph(module):
+    if (not _enabled or _is_compiling() or _fx_tracing._is_fx_tracing_flag or
+            (isinstance(module, _GraphModule) and _compiled_graph(module))):
         return
     if _until_step is not None and _step > _until_step:
         _stop()
@@ -222,7 +223,8 @@ def _module_enter(module, args):
 
 def _module_stop_check(module, args):
     """While the layer follows: only --until-step's stop, as _module_enter has it."""
-    if not _enabled or _is_compiling() or _compiled_graph(module):
+    if (not _enabled or _is_compiling() or _fx_tracing._is_fx_tracing_flag or
+            (isinstance(module, _GraphModule) and _compiled_graph(module))):
         return
     if _until_step is not None and _step > _until_step:
         _stop()
@@ -442,8 +444,8 @@ def _is_compiling():
     return False
 
 
-def _is_fx_tracing():
-    return False
+class _fx_tracing:  # torch.fx._symbolic_trace once installed: its flag says fx traces modules now
+    _is_fx_tracing_flag = False
 
 
 class _GraphModule:
@@ -677,7 +679,7 @@ def _watch_compiled_regions(output_graph):
 
 
 def install(torch, skipped=()):
-    global _recorder, _is_compiling, _is_fx_tracing, _GraphModule, _enabled, _until_step, _stop_file, _learning
+    global _recorder, _is_compiling, _fx_tracing, _GraphModule, _enabled, _until_step, _stop_file, _learning
     global _observer, _nn_module
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
@@ -716,7 +718,8 @@ def install(torch, skipped=()):
     from torch.fx import _symbolic_trace
 
     # fx's tracing calls modules with proxies: nothing runs, nothing is named.
-    _is_fx_tracing = getattr(_symbolic_trace, "is_fx_symbolic_tracing", _is_fx_tracing)
+    if hasattr(_symbolic_trace, "_is_fx_tracing_flag"):
+        _fx_tracing = _symbolic_trace
     # torch.compile warns that global module hooks also fire for its wrapper
     # module: the layer's do, harmlessly (the wrapper takes its module's name).
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
