@@ -146,7 +146,8 @@ def _root_path(module):
 def _path_of(module, stack):
     """The module's path, rooted at the class of the outermost module that
     holds it (docs/RECORDING.md, "Module paths")."""
-    if stack and _is_root(module):
+    root = _roots.get(id(module)) if stack else None
+    if root is not None and root() is module:
         # Named as a root, now run inside a module that holds it as a child:
         # named as that one's part from now on.
         with _naming:
@@ -235,6 +236,10 @@ def _module_exit(module, args, output):
         return
     stack = getattr(_local, "modules", None)
     if not stack:
+        return
+    if stack[-1][0] is module:
+        stack.pop()
+        _recorder.gpurr_framework_exit_module()
         return
     # The modules above it too: an exception other than Exception
     # (KeyboardInterrupt, one of the program's own) ran no exit hook of the
