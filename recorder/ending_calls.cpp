@@ -2,9 +2,9 @@
 // preloads the recorder), so that what was recorded is written before they
 // take effect; each does what glibc's does otherwise (the system call, errno
 // set on failure):
-// - `kill` to the program's own process and `raise`: a signal that ends it,
-//   its action the default, is taken by the recorder first (signal_flush.h,
-//   selfSignal). Python ends so after an unhandled KeyboardInterrupt (its
+// - `kill` to the program's own process or a process group it is in, and
+//   `raise`: a signal that ends it, its action the default, is taken by the
+//   recorder first (signal_flush.h, selfSignal). Python ends so after an unhandled KeyboardInterrupt (its
 //   atexit handlers, then SIGINT's default back and `kill(getpid(),
 //   SIGINT)`); so do faulthandler after a crash and any handler that cleans
 //   up and raises its signal again.
@@ -31,7 +31,8 @@ namespace {
 }  // namespace
 
 GPURR_EXPORT int kill(pid_t pid, int sig) noexcept {
-  if (pid == getpid()) gpurr::recorder::selfSignal(sig);
+  // Its own pid, or a process group it is in (0: its own; -pgid).
+  if (pid == getpid() || pid == 0 || (pid < -1 && -pid == getpgrp())) gpurr::recorder::selfSignal(sig);
   return static_cast<int>(syscall(SYS_kill, pid, sig));
 }
 

@@ -17,7 +17,7 @@
 #           SIGTERM (sent twice), a write through a null pointer (SIGSEGV)
 #           abort() (SIGABRT), and a SIGTERM handler of the program's own
 #           that cleans up and raises the signal again with the default
-#           action back. Each ends as it does unrecorded (exit status,
+#           action back (by raise, and by kill to its process group). Each ends as it does unrecorded (exit status,
 #           output), and the trace holds every launch made before it,
 #           `gpurr info` saying it ended early. A program that handles
 #           SIGTERM itself keeps its own handler, which ends it by _exit;
@@ -123,7 +123,7 @@ assert [t["process"] for t in r["incomplete"]["b"]] == ["rank1.gpurr"] and not r
   ;;
 signal)
   steps=4 launches=3000
-  for how in TERM SEGV ABRT RERAISE; do
+  for how in TERM SEGV ABRT RERAISE GROUP; do
     SIGNAL_IN_STEP=2 SIGNAL=$how env -u GPURR_OUTPUT "$program" $steps $launches > "$work/plain-$how.out" 2>/dev/null
     plain=$?
     SIGNAL_IN_STEP=2 SIGNAL=$how "$gpurr" record -o "$work/$how.gpurr" -- "$program" $steps $launches \

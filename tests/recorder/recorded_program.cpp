@@ -19,7 +19,8 @@
 // pointer; abort(); or, with SIGNAL=RERAISE, a SIGTERM handler of its own
 // installed there, which cleans up, puts the default action back and raises
 // SIGTERM again (the recorder's `kill` and `raise`, ending_calls.cpp, are
-// linked in, as `gpurr record` preloads them into a real program). With
+// linked in, as `gpurr record` preloads them into a real program); with
+// SIGNAL=GROUP the same, in a process group of its own, by kill(0). With
 // SIGNAL=EXIT it calls _exit(9) there, skipping C's exit handlers. With
 // HANDLES_TERM=1 it handles SIGTERM itself (ending with status 3 in its
 // handler, by _exit) from the start.
@@ -94,21 +95,29 @@ void onTerm(int) {
   _exit(3);
 }
 
-// SIGNAL=RERAISE's handler: the default action back, and the signal again.
+// SIGNAL=RERAISE's handler: the default action back, and the signal again;
+// SIGNAL=GROUP's: to its process group.
 void onTermReraise(int sig) {
   const char line[] = "cleaned up\n";
   if (::write(1, line, sizeof(line) - 1) < 0) _exit(4);
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
+void onTermToGroup(int sig) {
+  const char line[] = "cleaned up\n";
+  if (::write(1, line, sizeof(line) - 1) < 0) _exit(4);
+  ::signal(sig, SIG_DFL);
+  ::kill(0, sig);
+}
 
-// Ends the program as SIGNAL=TERM, SEGV, ABRT, RERAISE or EXIT says.
+// Ends the program as SIGNAL=TERM, SEGV, ABRT, RERAISE, GROUP or EXIT says.
 void endBySignal(const std::string& how) {
   std::fflush(stdout);
   if (how == "EXIT") {
     _exit(9);
-  } else if (how == "RERAISE") {
-    ::signal(SIGTERM, onTermReraise);
+  } else if (how == "RERAISE" || how == "GROUP") {
+    if (how == "GROUP") ::setpgid(0, 0);  // gpurr record's own process is left out of it
+    ::signal(SIGTERM, how == "GROUP" ? onTermToGroup : onTermReraise);
     ::kill(::getpid(), SIGTERM);
     std::this_thread::sleep_for(std::chrono::seconds(30));
   } else if (how == "TERM") {
