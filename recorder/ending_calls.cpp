@@ -24,7 +24,9 @@
 
 namespace {
 
-[[noreturn]] void exitGroup(int status) {
+// The trace closed first (beforeExitCall), then the process ends.
+[[noreturn]] void exitAfterClose(int status) {
+  gpurr::recorder::beforeExitCall();
   for (;;) syscall(SYS_exit_group, status);
 }
 
@@ -44,12 +46,6 @@ GPURR_EXPORT int raise(int sig) noexcept {
   return -1;
 }
 
-GPURR_EXPORT void _exit(int status) {
-  gpurr::recorder::beforeExitCall();
-  exitGroup(status);
-}
+GPURR_EXPORT void _exit(int status) { exitAfterClose(status); }
 
-GPURR_EXPORT void _Exit(int status) noexcept {
-  gpurr::recorder::beforeExitCall();
-  exitGroup(status);
-}
+GPURR_EXPORT void _Exit(int status) noexcept { exitAfterClose(status); }

@@ -95,19 +95,18 @@ void onTerm(int) {
   _exit(3);
 }
 
-// SIGNAL=RERAISE's handler: the default action back, and the signal again;
-// SIGNAL=GROUP's: to its process group.
+// SIGNAL=RERAISE's and GROUP's handler: the default action back, and the
+// signal again (GROUP: to its process group).
+bool gToGroup = false;
 void onTermReraise(int sig) {
   const char line[] = "cleaned up\n";
   if (::write(1, line, sizeof(line) - 1) < 0) _exit(4);
   ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-void onTermToGroup(int sig) {
-  const char line[] = "cleaned up\n";
-  if (::write(1, line, sizeof(line) - 1) < 0) _exit(4);
-  ::signal(sig, SIG_DFL);
-  ::kill(0, sig);
+  if (gToGroup) {
+    ::kill(0, sig);
+  } else {
+    ::raise(sig);
+  }
 }
 
 // Ends the program as SIGNAL=TERM, SEGV, ABRT, RERAISE, GROUP or EXIT says.
@@ -116,8 +115,9 @@ void endBySignal(const std::string& how) {
   if (how == "EXIT") {
     _exit(9);
   } else if (how == "RERAISE" || how == "GROUP") {
-    if (how == "GROUP") ::setpgid(0, 0);  // gpurr record's own process is left out of it
-    ::signal(SIGTERM, how == "GROUP" ? onTermToGroup : onTermReraise);
+    gToGroup = how == "GROUP";
+    if (gToGroup) ::setpgid(0, 0);  // gpurr record's own process is left out of it
+    ::signal(SIGTERM, onTermReraise);
     ::kill(::getpid(), SIGTERM);
     std::this_thread::sleep_for(std::chrono::seconds(30));
   } else if (how == "TERM") {
