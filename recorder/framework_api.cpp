@@ -61,6 +61,10 @@ GPURR_EXPORT int gpurr_framework_diverged(void) { return fw::divergedSinceLastCa
 
 GPURR_EXPORT void gpurr_framework_on_diverged(void (*observe)(void)) { fw::setOnDiverged(observe); }
 
+GPURR_EXPORT void gpurr_framework_parameters(const uint64_t* ranges, uint32_t count) {
+  fw::setParameters(std::span<const uint64_t>(ranges, ranges == nullptr ? 0 : size_t{count} * 2));
+}
+
 GPURR_EXPORT void gpurr_framework_block(uint64_t address, uint64_t size, int allocated) {
   fw::blockEvent(address, size, allocated != 0);
 }

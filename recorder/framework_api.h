@@ -14,7 +14,7 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 9
+#define GPURR_FRAMEWORK_API_VERSION 10
 int gpurr_framework_api_version(void);
 
 /* kind: 0 op, 1 autograd backward node, 2 user range, 3 the framework
@@ -60,6 +60,11 @@ int gpurr_framework_diverged(void);
  * template, inside that operation: the recorder has gone back to mode 1 and
  * the layer should observe again. */
 void gpurr_framework_on_diverged(void (*observe)(void));
+/* The framework's parameters (a model's weights): `count` (address, size)
+ * pairs of their storages, replacing those given before. A launch at a
+ * template's place must point at the same ones as the template's did there
+ * (framework_context.h, setParameters). */
+void gpurr_framework_parameters(const uint64_t* ranges, uint32_t count);
 /* allocated: 1 for a block handed out, 0 for one taken back (size ignored). */
 void gpurr_framework_block(uint64_t address, uint64_t size, int allocated);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -140,10 +141,17 @@ std::atomic<uint32_t> benchmarkingScopes{0};
 // in a way that comes again: a step that logs its loss (a copy to the host),
 // one that evaluates, one whose scaler skips the optimizer. Each such kind
 // of step that the layer learned is followed by its own template.
+// A launch's parameter word that points into the framework's parameters
+// (setParameters): where in its parameter bytes, and the address.
+struct ParameterWord {
+  uint32_t offset;
+  uint64_t address;
+};
 struct Learned {
   uint64_t key = 0;
   trace::Origin origin;
   std::vector<uint8_t> roles;  // a launch's operand roles, when learned
+  std::vector<ParameterWord> words;  // a launch's, at most kParameterWords
   const trace::Origin* kept = nullptr;  // `origin` kept for the process (keptOrigin), once in a template
 };
 struct Template {
@@ -161,6 +169,7 @@ struct Learning {
   uint64_t steps = 0;                // steps begun: the templates' clock
   bool unmatched = false;            // an operation of this step matched no template
   trace::LayerSteps tally;           // the steps completed (but `templates`)
+  std::vector<std::pair<uint64_t, uint64_t>> parameters;  // the framework's, [begin, end), by begin
 };
 Learning& learning = *new Learning;
 std::atomic<int> mode{static_cast<int>(Attribution::kObserve)};
@@ -231,22 +240,52 @@ void stepBegins(bool complete) {
   learning.place = 0;
 }
 
-// The templates' entry for an operation of `key` at `place` in this step:
-// the current template's, or another's that has this step's operations so
-// far and `key` next (the most recently followed), which becomes current.
-// Nothing when none has. Under learning.mu.
-const Learned* entryAt(uint64_t place, uint64_t key) {
+uint64_t wordAt(std::span<const uint8_t> params, size_t offset) {
+  uint64_t word;
+  std::memcpy(&word, params.data() + offset, sizeof(word));
+  return word;
+}
+
+// The words of a launch's parameter bytes that point into the framework's
+// parameters, at most kParameterWords. Under learning.mu.
+std::vector<ParameterWord> parameterWords(std::span<const uint8_t> params) {
+  std::vector<ParameterWord> words;
+  const auto& ps = learning.parameters;
+  for (size_t at = 0; !ps.empty() && at + 8 <= params.size() && words.size() < kParameterWords; at += 8) {
+    const uint64_t word = wordAt(params, at);
+    auto it = std::upper_bound(ps.begin(), ps.end(), word, [](uint64_t w, const auto& r) { return w < r.first; });
+    if (it != ps.begin() && word < std::prev(it)->second) words.push_back({static_cast<uint32_t>(at), word});
+  }
+  return words;
+}
+
+// Whether the operation of `key` and parameter bytes `params` is the one
+// template `t` has at `place`.
+bool matches(const Template& t, uint64_t place, uint64_t key, std::span<const uint8_t> params) {
+  if (place >= t.keys.size() || t.keys[place] != key) return false;
+  for (const ParameterWord& w : t.ops[place].words) {
+    if (w.offset + 8 > params.size() || wordAt(params, w.offset) != w.address) return false;
+  }
+  return true;
+}
+
+// The templates' entry for an operation of `key` and parameter bytes
+// `params` at `place` in this step: the current template's, or another's
+// that has this step's operations so far and this one next (the most
+// recently followed), which becomes current. Nothing when none has. Under
+// learning.mu.
+const Learned* entryAt(uint64_t place, uint64_t key, std::span<const uint8_t> params) {
   std::vector<Template>& ts = learning.templates;
   if (ts.empty()) return nullptr;
   const Template& current = ts[learning.current];
-  if (place < current.keys.size() && current.keys[place] == key) return &current.ops[place];
+  if (matches(current, place, key, params)) return &current.ops[place];
   if (place > current.keys.size()) return nullptr;
   // This step so far is the current template's first `place` operations.
   const auto seen = std::span<const uint64_t>(current.keys).first(place);
   size_t other = ts.size();
   for (size_t i = 0; i < ts.size(); ++i) {
     const Template& t = ts[i];
-    if (i == learning.current || place >= t.keys.size() || t.keys[place] != key) continue;
+    if (i == learning.current || !matches(t, place, key, params)) continue;
     if (!std::equal(seen.begin(), seen.end(), t.keys.begin())) continue;
     if (other == ts.size() || t.used > ts[other].used) other = i;
   }
@@ -465,13 +504,33 @@ void setOnDiverged(void (*observe)()) { onDiverged.store(observe); }
 
 void learnRoles(std::vector<uint8_t> roles) { threadLocalRef(pendingRoles) = std::move(roles); }
 
-bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles) {
+bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std::span<const uint8_t> params) {
   key = placeKey(key);
   std::lock_guard lock(learning.mu);
-  const Learned* l = entryAt(learning.place, key);
+  const Learned* l = entryAt(learning.place, key, params);
   if (l == nullptr || l->roles.size() != count) return false;
   roles.assign(l->roles.begin(), l->roles.end());
   return true;
+}
+
+void setParameters(std::span<const uint64_t> ranges) {
+  std::vector<std::pair<uint64_t, uint64_t>> ps;
+  for (size_t i = 0; i + 1 < ranges.size(); i += 2) {
+    if (ranges[i + 1] != 0 && ranges[i] + ranges[i + 1] > ranges[i]) ps.emplace_back(ranges[i], ranges[i] + ranges[i + 1]);
+  }
+  std::sort(ps.begin(), ps.end());
+  // Overlapping storages (never two live ones; a range given twice) merged.
+  size_t kept = 0;
+  for (const auto& r : ps) {
+    if (kept > 0 && r.first < ps[kept - 1].second) {
+      ps[kept - 1].second = std::max(ps[kept - 1].second, r.second);
+    } else {
+      ps[kept++] = r;
+    }
+  }
+  ps.resize(kept);
+  std::lock_guard lock(learning.mu);
+  learning.parameters = std::move(ps);
 }
 
 bool active() { return reported.load(std::memory_order_relaxed); }
@@ -513,11 +572,11 @@ namespace {
 // there (entryAt; the key with the thread's: placeKey); counts the place.
 // When none has, nothing: the recorder learns again from here (this step is
 // no template; the templates are kept) and asks the layer to observe.
-const trace::Origin* followed(uint64_t key) {
+const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params) {
   key = placeKey(key);
   {
     std::lock_guard lock(learning.mu);
-    if (const Learned* l = entryAt(learning.place++, key)) return l->kept;
+    if (const Learned* l = entryAt(learning.place++, key, params)) return l->kept;
     learning.step.clear();
     learning.overflowed = true;
     learning.unmatched = true;
@@ -528,7 +587,7 @@ const trace::Origin* followed(uint64_t key) {
   return nullptr;
 }
 
-void learn(uint64_t key, const trace::Origin& o) {
+void learn(uint64_t key, const trace::Origin& o, std::span<const uint8_t> params) {
   key = placeKey(key);
   std::optional<std::vector<uint8_t>>& pending = threadLocalRef(pendingRoles);
   std::optional<std::vector<uint8_t>> roles = std::move(pending);
@@ -541,7 +600,8 @@ void learn(uint64_t key, const trace::Origin& o) {
     learning.step = {};
     return;
   }
-  learning.step.push_back(Learned{key, o, roles ? std::move(*roles) : std::vector<uint8_t>()});
+  learning.step.push_back(
+      Learned{key, o, roles ? std::move(*roles) : std::vector<uint8_t>(), parameterWords(params)});
 }
 
 // Every field of `o` set anew from this thread's context; its strings and
@@ -572,13 +632,14 @@ bool benchmarkingHere() {
 
 }  // namespace
 
-std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key) {
+std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key, std::span<const uint8_t> params) {
   std::optional<trace::Origin> o;
-  currentOrigin(launch, key, o);
+  currentOrigin(launch, key, o, nullptr, params);
   return o;
 }
 
-void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out, const trace::Origin** kept) {
+void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out, const trace::Origin** kept,
+                   std::span<const uint8_t> params) {
   if (kept != nullptr) *kept = nullptr;
   if (!active()) {
     out.reset();
@@ -594,7 +655,7 @@ void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out,
     return;
   }
   if (m == Attribution::kFollow) {
-    if (const trace::Origin* k = followed(key); k == nullptr) {
+    if (const trace::Origin* k = followed(key, params); k == nullptr) {
       clear(o);
       o.opStack.clear();
     } else if (kept != nullptr) {
@@ -609,7 +670,7 @@ void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out,
     return;
   }
   observe(launch, o);
-  if (m == Attribution::kLearn) learn(key, o);
+  if (m == Attribution::kLearn) learn(key, o, params);
 }
 
 std::optional<trace::Origin> originOutsideTemplate() {
@@ -680,6 +741,7 @@ void resetForTesting() {
     std::lock_guard learningLock(learning.mu);
     learning.tally = {};
     learning.unmatched = false;
+    learning.parameters.clear();
   }
   setOnDiverged(nullptr);
   setFinishRecording(nullptr);

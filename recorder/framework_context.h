@@ -16,7 +16,10 @@
 // (a step that logs, one that evaluates): at an operation the current
 // template does not have, another that has this step's operations so far
 // and this one next is followed instead. When none has, the layer observes
-// again (docs/RECORDING.md, "What the layer costs").
+// again (docs/RECORDING.md, "What the layer costs"). A launch's place also
+// holds the addresses of the framework's parameters it was given
+// (setParameters), so that a step running the same kernels through other
+// modules of one kind matches no template.
 #pragma once
 
 #include <cstdint>
@@ -121,8 +124,9 @@ void flushRecording();
 // The calling thread's origin, or nothing when no framework layer has
 // reported anything in this process. `launch`: the operation is a kernel
 // launch, counted in the step's launches. `key` (operationKey): what the
-// operation is, for the template.
-std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0);
+// operation is, for the template; `params`: a launch's parameter bytes
+// (setParameters).
+std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0, std::span<const uint8_t> params = {});
 // The same, built in `out`; when it holds an origin (one written earlier),
 // its strings' and vectors' capacity is reused, and the launch path
 // allocates nothing for it. With `kept`, while the recorder follows a
@@ -130,7 +134,7 @@ std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0);
 // process, and `out` holds only its step and stepLaunch (the rest is left
 // as it was, for the caller to copy from `*kept` later); else null.
 void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out,
-                   const trace::Origin** kept = nullptr);
+                   const trace::Origin** kept = nullptr, std::span<const uint8_t> params = {});
 // The calling thread's origin for an event outside the step's template (a
 // collective): while the layer observes, as currentOrigin's; while the
 // recorder follows its template, only the step. Nothing when no framework
@@ -167,7 +171,17 @@ void setOnDiverged(void (*observe)());
 // place had in the templates, into `roles` (false, and `roles` untouched,
 // unless it had `key` and `count` ranges).
 void learnRoles(std::vector<uint8_t> roles);
-bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles);
+bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std::span<const uint8_t> params = {});
+
+// The framework's parameters (a model's weights): their storages, as
+// (address, size) pairs, replacing those given before. A launch learned
+// into a template keeps the words of its parameter bytes that point into
+// them (at most kParameterWords, 8-byte aligned), and a launch following
+// the template takes that place only with the same words there: the same
+// kernels run through another module of one kind (a layer LayerDrop did
+// not skip, another expert) match no template, and are observed.
+void setParameters(std::span<const uint64_t> ranges);
+constexpr size_t kParameterWords = 8;
 
 // How the steps completed so far were attributed; nothing before the first.
 std::optional<trace::LayerSteps> layerSteps();

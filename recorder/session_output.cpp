@@ -124,7 +124,8 @@ void SessionOutput::stamp(trace::Event& ev, uint64_t key, std::chrono::steady_cl
   if (number.session != this) number = {this, nextThread_.fetch_add(1)};
   ev.thread = number.id;
   const trace::Payload& payload = ev.payload;
-  const bool launch = std::holds_alternative<trace::KernelLaunch>(payload);
+  const auto* kernel = std::get_if<trace::KernelLaunch>(&payload);
+  const bool launch = kernel != nullptr;
   if (launch || std::holds_alternative<trace::Memcpy>(payload) || std::holds_alternative<trace::Memset>(payload)) {
     if (framework::attribution() == framework::Attribution::kObserve) {
       key = 0;
@@ -132,7 +133,8 @@ void SessionOutput::stamp(trace::Event& ev, uint64_t key, std::chrono::steady_cl
       key = framework::operationKey(payload);
     }
     // The calling thread's: handlers run on the program's.
-    framework::currentOrigin(launch, key, ev.origin, keptOrigin);
+    framework::currentOrigin(launch, key, ev.origin, keptOrigin,
+                             launch ? std::span<const uint8_t>(kernel->params) : std::span<const uint8_t>());
   }
 }
 

@@ -165,6 +165,7 @@ def _path_of(module, stack):
             top = _outermost_holder(module)
             _name_tree(top, _root_path(top))
             _roots[id(top)] = weakref.ref(top)
+            _report_parameters()
             return _paths[module]
         # Called inside another module: its part (a child set after the
         # module was named), or else a module of its own there.
@@ -292,11 +293,41 @@ def _optimizer_stepped(optimizer, args, kwargs):
         # optimisation under DDP).
         _leave_modules(stack, 0)
     _recorder.gpurr_framework_set_step(_step)
+    if not _following:
+        _report_parameters()  # those the step learned took: a head replaced, an optimizer's own
     _adapt()
     if _stop_file is not None:
         _read_stop_file()
     if _until_step is not None and _step > _until_step + 1:
         _stop()  # a program that calls no module after the step it was to stop at
+
+
+def _report_parameters():
+    """While the recorder learns steps: tells it where the weights are (the
+    storages of the roots' parameters and the lead optimizer's), so that a
+    step running the same kernels through other modules of one kind (a
+    layer LayerDrop did not skip, another expert) matches no template
+    (gpurr_framework_parameters). Never raises into the program."""
+    if not _learning:
+        return
+    try:
+        tensors = [p for r in list(_roots.values()) if r() is not None for p in r().parameters()]
+        lead = _lead_optimizer() if _lead_optimizer is not None else None
+        for group in getattr(lead, "param_groups", ()):
+            tensors.extend(group["params"])
+        storages = {}
+        for p in tensors:
+            try:
+                storage = p.untyped_storage()
+                address, size = storage.data_ptr(), storage.nbytes()
+            except Exception:  # noqa: BLE001  a tensor without storage of its own (a DTensor's)
+                continue
+            if address and size:
+                storages[address] = max(size, storages.get(address, 0))
+        flat = [n for pair in storages.items() for n in pair]
+        _recorder.gpurr_framework_parameters((ctypes.c_uint64 * len(flat))(*flat), len(storages))
+    except Exception:  # noqa: BLE001  the check goes without them: by place alone
+        pass
 
 
 def _observe(on):
@@ -695,7 +726,7 @@ def install(torch, skipped=()):
     except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
         pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
-    if _recorder.gpurr_framework_api_version() != 9:  # GPURR_FRAMEWORK_API_VERSION
+    if _recorder.gpurr_framework_api_version() != 10:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")
         return
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]
@@ -707,6 +738,7 @@ def install(torch, skipped=()):
     _recorder.gpurr_framework_open_scope.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int64,
                                                      ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int]
     _recorder.gpurr_framework_close_scope.argtypes = [ctypes.c_void_p]
+    _recorder.gpurr_framework_parameters.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
 
     # The hooks first: an API that moved raises here, before anything is
     # reported (sitecustomize then warns once and the program runs on).

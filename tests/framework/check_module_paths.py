@@ -8,7 +8,9 @@ exception other than Exception caught outside the modules it left,
 activation checkpointing (its forward recomputed in the backward pass) and
 an optimizer stepped inside a module's forward;
 then two threads each evaluating its own model while the layer follows its
-templates. The program's output must be unchanged by the layer."""
+templates, and steps that run the same kernels through other layers or
+experts of one kind (LayerDrop, a mixture of experts). The program's output
+must be unchanged by the layer."""
 import argparse
 import json
 import os
@@ -113,6 +115,24 @@ for e in launches:
 crossed = [t for t, r in roots.items() if {"Alpha", "Beta"} <= r]
 check(any("Alpha" in r for r in roots.values()) and any("Beta" in r for r in roots.values()) and not crossed,
       f"threads: the roots each thread's launches name: {roots}")
+
+# LayerDrop and experts: a step running the same kernels through other
+# modules of one kind matches no template (the launches point at other
+# parameters) and is observed from there; every launch names the module
+# that every op observed names, or (the one at which the step stopped
+# matching) none.
+truth = record("dropping-full", "dropping", GPURR_FULL_ATTRIBUTION="1")
+followed = record("dropping", "dropping")
+wrong = [(o["launch"]["function"], (o.get("origin") or {}).get("step"), (o.get("origin") or {}).get("module"),
+          (t.get("origin") or {}).get("module")) for o, t in zip(followed, truth)
+         if (o.get("origin") or {}).get("module") not in ("", None, (t.get("origin") or {}).get("module"))]
+info = subprocess.run([args.gpurr, "info", "--json", os.path.join(args.work, "dropping.gpurr")], capture_output=True,
+                      text=True)
+steps_by = json.loads(info.stdout)["origins"]["layerSteps"] if info.returncode == 0 else {}
+check(len(followed) == len(truth) and not wrong and steps_by.get("followed", 0) >= 3 and
+      steps_by.get("unmatched", 0) >= 2,
+      f"dropping: {len(followed)} vs {len(truth)} launches, {len(wrong)} named another module "
+      f"(kernel, step, named, true): {wrong[:6]}; steps: {steps_by}")
 
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")

@@ -3,7 +3,10 @@
 // through the framework layer. It exports what libgpurr_recorder.so exports
 // for the framework layer, and gpurr_test_launch(kernel): one kernel launch,
 // made through the same RecordSession callbacks a real launch takes, on the
-// calling thread (so it carries that thread's framework origin). With
+// calling thread (so it carries that thread's framework origin);
+// gpurr_test_launch_with(kernel, words, count) gives it up to kWords
+// parameter words (the op's tensors' addresses: every kernel's parameters
+// are kWords 8-byte words, the rest 0). With
 // GPURR_TEST_OPERANDS_LOG set, each launch also appends to that file the
 // operands the framework layer reported for the op it runs in:
 // "KERNEL ADDRESS:r|w ...", or "KERNEL unknown". Its session starts when it
@@ -30,6 +33,8 @@
 namespace {
 using namespace gpurr::recorder;
 
+constexpr size_t kWords = 4;
+
 class CpuDevice : public Device {
  public:
   std::mutex mu;
@@ -40,7 +45,8 @@ class CpuDevice : public Device {
     if (it == names.end()) return false;
     out = FunctionInfo{};
     out.name = it->second;
-    out.layoutKnown = true;  // no parameters
+    for (uint32_t i = 0; i < kWords; ++i) out.layout.push_back({i * 8, 8});
+    out.layoutKnown = true;
     return true;
   }
   StreamCapture captureState(uint64_t) override { return {std::nullopt, true}; }
@@ -95,7 +101,9 @@ __attribute__((constructor)) void startSession() {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) void gpurr_test_launch(const char* kernel) {
+extern "C" __attribute__((visibility("default"))) void gpurr_test_launch_with(const char* kernel,
+                                                                             const uint64_t* words,
+                                                                             uint32_t count) {
   RecordSession* s = theSession();
   if (s == nullptr) return;
   // Or by a signal, or the program's own _exit: from the first launch on, as
@@ -111,8 +119,11 @@ extern "C" __attribute__((visibility("default"))) void gpurr_test_launch(const c
   p.f = reinterpret_cast<CUfunction>(function);
   p.gridDimX = p.gridDimY = p.gridDimZ = 1;
   p.blockDimX = p.blockDimY = p.blockDimZ = 1;
-  void* none[] = {nullptr};
-  p.kernelParams = none;
+  uint64_t given[kWords] = {};
+  for (size_t i = 0; i < kWords && i < count; ++i) given[i] = words[i];
+  void* params[kWords];
+  for (size_t i = 0; i < kWords; ++i) params[i] = &given[i];
+  p.kernelParams = params;
   if (const char* log = std::getenv("GPURR_TEST_OPERANDS_LOG")) {
     std::string line = kernel;
     if (const auto operands = framework::innermostOpOperands()) {
@@ -137,4 +148,8 @@ extern "C" __attribute__((visibility("default"))) void gpurr_test_launch(const c
   s->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &cb);
   cb.callbackSite = CUPTI_API_EXIT;
   s->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &cb);
+}
+
+extern "C" __attribute__((visibility("default"))) void gpurr_test_launch(const char* kernel) {
+  gpurr_test_launch_with(kernel, nullptr, 0);
 }

@@ -151,8 +151,41 @@ def threads(steps):
         w.join()
 
 
+def dropping():
+    """A training loop whose steps run the same kernels through other modules
+    of one kind: LayerDrop skips one of four identical layers, and the batch
+    goes to one of three identical experts, as a schedule says (most steps
+    alike, some not). Under the layer's default attribution no launch may
+    take the module of the template's step."""
+
+    class Dropping(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(4))
+            self.experts = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+
+        def forward(self, v, skip, expert):
+            for i, layer in enumerate(self.layers):
+                if i != skip:
+                    v = torch.relu(layer(v))
+            return self.experts[expert](v)
+
+    model = Dropping()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    schedule = [(3, 0), (3, 0), (3, 0), (1, 0), (3, 0), (3, 2), (3, 0), (3, 0), (0, 1), (3, 0), (3, 0), (3, 0)]
+    for step, (skip, expert) in enumerate(schedule):
+        loss = model(x, skip, expert).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        print(f"step {step}: {loss.item():.6f}")
+
+
 if sys.argv[1:2] == ["threads"]:
     threads(8)
+    sys.exit(0)
+if sys.argv[1:2] == ["dropping"]:
+    dropping()
     sys.exit(0)
 
 class Stepping(nn.Module):

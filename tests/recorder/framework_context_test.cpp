@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <string>
 #include <thread>
 #include <utility>
@@ -366,6 +367,63 @@ TEST_CASE("at most kTemplates kinds of step are kept: a new one replaces the lea
   }
   CHECK(stepOf(step++, {{"aten::op", keys[1]}})[0].op.empty());
   CHECK(fw::divergedSinceLastCall());
+  fw::resetForTesting();
+}
+
+TEST_CASE("a launch takes its place only with the framework parameters the template's launch was given",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  static int diverged = 0;
+  diverged = 0;
+  fw::setOnDiverged([] { ++diverged; });
+  const uint64_t a = fw::launchKey("kernel_a");
+  // Two layers' weights; an activation outside both.
+  const uint64_t weights[] = {0x10000, 0x100, 0x20000, 0x100};
+  fw::setParameters(weights);
+  auto params = [](uint64_t activation, uint64_t weight) {
+    std::vector<uint8_t> bytes(24);
+    std::memcpy(bytes.data(), &activation, 8);
+    std::memcpy(bytes.data() + 8, &weight, 8);  // at 16: a scalar
+    return bytes;
+  };
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  auto layer = [&](const char* module, uint64_t activation, uint64_t weight) {
+    fw::enterModule(module);
+    fw::openScope(&ids[0], "aten::addmm", fw::ScopeKind::kOp, -1, 1, "/w/train.py", 7);
+    const auto bytes = params(activation, weight);
+    auto o = fw::currentOrigin(true, a, bytes);
+    fw::closeScope(&ids[0]);
+    fw::exitModule();
+    return o;
+  };
+  for (int64_t step : {0, 1}) {
+    fw::setStep(step);
+    layer("Net.layers.0", 0x90000 + step, 0x10000);
+    layer("Net.layers.1", 0x90100 + step, 0x20040);  // inside the second weight
+  }
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  // Other activations, the same weights: followed.
+  std::vector<uint8_t> roles;
+  CHECK(fw::followedRoles(a, 0, roles, params(0x50000, 0x10000)));
+  CHECK(fw::currentOrigin(true, a, params(0x50000, 0x10000))->module == "Net.layers.0");
+  CHECK(fw::currentOrigin(true, a, params(0x50100, 0x20040))->module == "Net.layers.1");
+  CHECK(diverged == 0);
+  // LayerDrop skipped layer 0: layer 1's launch at layer 0's place matches
+  // no template, and is observed.
+  fw::setStep(3);
+  CHECK_FALSE(fw::followedRoles(a, 0, roles, params(0x50000, 0x20040)));
+  CHECK(fw::currentOrigin(true, a, params(0x50000, 0x20040))->module.empty());
+  CHECK(diverged == 1);
+  CHECK(fw::attribution() == fw::Attribution::kLearn);
+  // Parameters that moved (a head replaced) are given again; launches
+  // given none of them match by kind and kernel alone, as before.
+  fw::setStep(4);
+  fw::setParameters({});
+  layer("Net.head", 0x1, 0x2);
+  fw::setStep(5);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  CHECK(fw::currentOrigin(true, a, params(0x3, 0x4))->module == "Net.head");
   fw::resetForTesting();
 }
 
