@@ -61,9 +61,9 @@ int gpurr_framework_diverged(void);
  * the layer should observe again. */
 void gpurr_framework_on_diverged(void (*observe)(void));
 /* The framework's parameters (a model's weights): `count` (address, size)
- * pairs of their storages, replacing those given before. A launch at a
- * template's place must point at the same ones as the template's did there
- * (framework_context.h, setParameters). */
+ * pairs, each one parameter's bytes, replacing those given before. A launch
+ * at a template's place must not point at another one than the template's
+ * did there (framework_context.h, setParameters). */
 void gpurr_framework_parameters(const uint64_t* ranges, uint32_t count);
 /* allocated: 1 for a block handed out, 0 for one taken back (size ignored). */
 void gpurr_framework_block(uint64_t address, uint64_t size, int allocated);

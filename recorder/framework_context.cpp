@@ -141,17 +141,19 @@ std::atomic<uint32_t> benchmarkingScopes{0};
 // in a way that comes again: a step that logs its loss (a copy to the host),
 // one that evaluates, one whose scaler skips the optimizer. Each such kind
 // of step that the layer learned is followed by its own template.
-// A launch's parameter word that points into the framework's parameters
-// (setParameters): where in its parameter bytes, and the address.
-struct ParameterWord {
+// The first word of a launch's parameter bytes that points into one of the
+// framework's parameters (setParameters): where, and that parameter's
+// extent [begin, end).
+struct Weight {
   uint32_t offset;
-  uint64_t address;
+  uint64_t begin, end;
+  bool operator==(const Weight&) const = default;
 };
 struct Learned {
   uint64_t key = 0;
   trace::Origin origin;
   std::vector<uint8_t> roles;  // a launch's operand roles, when learned
-  std::vector<ParameterWord> words;  // a launch's, at most kParameterWords
+  std::optional<Weight> weight;  // a launch's
   const trace::Origin* kept = nullptr;  // `origin` kept for the process (keptOrigin), once in a template
 };
 struct Template {
@@ -169,7 +171,7 @@ struct Learning {
   uint64_t steps = 0;                // steps begun: the templates' clock
   bool unmatched = false;            // an operation of this step matched no template
   trace::LayerSteps tally;           // the steps completed (but `templates`)
-  std::vector<std::pair<uint64_t, uint64_t>> parameters;  // the framework's, [begin, end), by begin
+  std::vector<std::pair<uint64_t, uint64_t>> parameters;  // the framework's extents, [begin, end), by begin
 };
 Learning& learning = *new Learning;
 std::atomic<int> mode{static_cast<int>(Attribution::kObserve)};
@@ -209,8 +211,12 @@ void keepTemplate(std::vector<Learned>&& ops) {
   for (size_t i = 0; i < ops.size(); ++i) keys[i] = ops[i].key;
   for (Learned& op : ops) op.kept = keptOrigin(op.origin);
   size_t at = ts.size();
+  auto sameWeights = [&ops](const Template& t) {
+    return std::equal(ops.begin(), ops.end(), t.ops.begin(),
+                      [](const Learned& x, const Learned& y) { return x.weight == y.weight; });
+  };
   for (size_t i = 0; i < ts.size() && at == ts.size(); ++i) {
-    if (ts[i].keys == keys) at = i;
+    if (ts[i].keys == keys && sameWeights(ts[i])) at = i;
   }
   if (at == ts.size() && ts.size() == kTemplates) {
     at = 0;
@@ -246,27 +252,38 @@ uint64_t wordAt(std::span<const uint8_t> params, size_t offset) {
   return word;
 }
 
-// The words of a launch's parameter bytes that point into the framework's
-// parameters, at most kParameterWords. Under learning.mu.
-std::vector<ParameterWord> parameterWords(std::span<const uint8_t> params) {
-  std::vector<ParameterWord> words;
+// The extent of the framework's parameter that `address` points into, if
+// any. Under learning.mu.
+const std::pair<uint64_t, uint64_t>* parameterAt(uint64_t address) {
   const auto& ps = learning.parameters;
-  for (size_t at = 0; !ps.empty() && at + 8 <= params.size() && words.size() < kParameterWords; at += 8) {
-    const uint64_t word = wordAt(params, at);
-    auto it = std::upper_bound(ps.begin(), ps.end(), word, [](uint64_t w, const auto& r) { return w < r.first; });
-    if (it != ps.begin() && word < std::prev(it)->second) words.push_back({static_cast<uint32_t>(at), word});
+  auto it = std::upper_bound(ps.begin(), ps.end(), address, [](uint64_t a, const auto& r) { return a < r.first; });
+  return it != ps.begin() && address < std::prev(it)->second ? &*std::prev(it) : nullptr;
+}
+
+// The first word of a launch's parameter bytes that points into one of the
+// framework's parameters: only the first, since a struct passed by value
+// (an optimizer's tensor lists, a reduction's outputs) may hold in its
+// unused slots, after those it uses, whatever the stack held. Under
+// learning.mu.
+std::optional<Weight> weightOf(std::span<const uint8_t> params) {
+  for (size_t at = 0; !learning.parameters.empty() && at + 8 <= params.size(); at += 8) {
+    if (const auto* p = parameterAt(wordAt(params, at))) return Weight{static_cast<uint32_t>(at), p->first, p->second};
   }
-  return words;
+  return std::nullopt;
 }
 
 // Whether the operation of `key` and parameter bytes `params` is the one
-// template `t` has at `place`.
+// template `t` has at `place`: of the same kind and kernel, and, where the
+// template's launch was given a weight, not given another of the
+// framework's parameters there (a word that points at none is taken for a
+// stale one: what a slot the kernel does not use held). Under learning.mu.
 bool matches(const Template& t, uint64_t place, uint64_t key, std::span<const uint8_t> params) {
   if (place >= t.keys.size() || t.keys[place] != key) return false;
-  for (const ParameterWord& w : t.ops[place].words) {
-    if (w.offset + 8 > params.size() || wordAt(params, w.offset) != w.address) return false;
-  }
-  return true;
+  const std::optional<Weight>& w = t.ops[place].weight;
+  if (!w) return true;
+  if (w->offset + 8 > params.size()) return false;
+  const uint64_t word = wordAt(params, w->offset);
+  return (word >= w->begin && word < w->end) || parameterAt(word) == nullptr;
 }
 
 // The templates' entry for an operation of `key` and parameter bytes
@@ -519,7 +536,7 @@ void setParameters(std::span<const uint64_t> ranges) {
     if (ranges[i + 1] != 0 && ranges[i] + ranges[i + 1] > ranges[i]) ps.emplace_back(ranges[i], ranges[i] + ranges[i + 1]);
   }
   std::sort(ps.begin(), ps.end());
-  // Overlapping storages (never two live ones; a range given twice) merged.
+  // Overlapping extents (a parameter given twice, views of one another) merged.
   size_t kept = 0;
   for (const auto& r : ps) {
     if (kept > 0 && r.first < ps[kept - 1].second) {
@@ -601,7 +618,7 @@ void learn(uint64_t key, const trace::Origin& o, std::span<const uint8_t> params
     return;
   }
   learning.step.push_back(
-      Learned{key, o, roles ? std::move(*roles) : std::vector<uint8_t>(), parameterWords(params)});
+      Learned{key, o, roles ? std::move(*roles) : std::vector<uint8_t>(), weightOf(params)});
 }
 
 // Every field of `o` set anew from this thread's context; its strings and

@@ -17,9 +17,9 @@
 // template does not have, another that has this step's operations so far
 // and this one next is followed instead. When none has, the layer observes
 // again (docs/RECORDING.md, "What the layer costs"). A launch's place also
-// holds the addresses of the framework's parameters it was given
-// (setParameters), so that a step running the same kernels through other
-// modules of one kind matches no template.
+// holds the framework parameter it was given (setParameters), so that a
+// step running the same kernels through other modules of one kind matches
+// no template.
 #pragma once
 
 #include <cstdint>
@@ -173,15 +173,16 @@ void setOnDiverged(void (*observe)());
 void learnRoles(std::vector<uint8_t> roles);
 bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std::span<const uint8_t> params = {});
 
-// The framework's parameters (a model's weights): their storages, as
+// The framework's parameters (a model's weights): each one's extent, as
 // (address, size) pairs, replacing those given before. A launch learned
-// into a template keeps the words of its parameter bytes that point into
-// them (at most kParameterWords, 8-byte aligned), and a launch following
-// the template takes that place only with the same words there: the same
-// kernels run through another module of one kind (a layer LayerDrop did
-// not skip, another expert) match no template, and are observed.
+// into a template keeps the first 8-byte aligned word of its parameter
+// bytes that points into one of them, and a launch following the template
+// takes that place only when its word there points into the same one, or
+// into none: the same kernels run through another module of one kind (a
+// layer LayerDrop did not skip, an expert of its own) match no template,
+// and are observed. (Experts fused in one parameter, indexed by the data,
+// are one module: any of them matches.)
 void setParameters(std::span<const uint64_t> ranges);
-constexpr size_t kParameterWords = 8;
 
 // How the steps completed so far were attributed; nothing before the first.
 std::optional<trace::LayerSteps> layerSteps();

@@ -293,9 +293,9 @@ def _optimizer_stepped(optimizer, args, kwargs):
         # optimisation under DDP).
         _leave_modules(stack, 0)
     _recorder.gpurr_framework_set_step(_step)
-    if not _following:
-        _report_parameters()  # those the step learned took: a head replaced, an optimizer's own
     _adapt()
+    if not _following:
+        _report_parameters()  # for the step it learns next: a head replaced, the optimizer's own
     if _stop_file is not None:
         _read_stop_file()
     if _until_step is not None and _step > _until_step + 1:
@@ -304,30 +304,38 @@ def _optimizer_stepped(optimizer, args, kwargs):
 
 def _report_parameters():
     """While the recorder learns steps: tells it where the weights are (the
-    storages of the roots' parameters and the lead optimizer's), so that a
-    step running the same kernels through other modules of one kind (a
-    layer LayerDrop did not skip, another expert) matches no template
-    (gpurr_framework_parameters). Never raises into the program."""
+    parameters of the roots named and of the lead optimizer, each one's
+    bytes; a DTensor's local part), so that a step running the same kernels
+    through other modules of one kind (a layer LayerDrop did not skip, an
+    expert of its own) matches no template (gpurr_framework_parameters).
+    Never raises into the program: a parameter it cannot read is left out."""
     if not _learning:
         return
-    try:
-        tensors = [p for r in list(_roots.values()) if r() is not None for p in r().parameters()]
-        lead = _lead_optimizer() if _lead_optimizer is not None else None
-        for group in getattr(lead, "param_groups", ()):
-            tensors.extend(group["params"])
-        storages = {}
-        for p in tensors:
+    extents = {}
+
+    def add(p):
+        try:
+            p = getattr(p, "_local_tensor", p)
+            address, size = p.data_ptr(), p.numel() * p.element_size()
+        except Exception:  # noqa: BLE001  a tensor without storage of its own
+            return
+        if address and size:
+            extents[address] = max(size, extents.get(address, 0))
+
+    for ref in list(_roots.values()):
+        root = ref()
+        if root is not None:
             try:
-                storage = p.untyped_storage()
-                address, size = storage.data_ptr(), storage.nbytes()
-            except Exception:  # noqa: BLE001  a tensor without storage of its own (a DTensor's)
-                continue
-            if address and size:
-                storages[address] = max(size, storages.get(address, 0))
-        flat = [n for pair in storages.items() for n in pair]
-        _recorder.gpurr_framework_parameters((ctypes.c_uint64 * len(flat))(*flat), len(storages))
-    except Exception:  # noqa: BLE001  the check goes without them: by place alone
-        pass
+                for p in root.parameters():
+                    add(p)
+            except Exception:  # noqa: BLE001  a module whose parameters() fails: its weights unknown
+                pass
+    lead = _lead_optimizer() if _lead_optimizer is not None else None
+    for group in getattr(lead, "param_groups", ()):
+        for p in group.get("params", ()):
+            add(p)
+    flat = [n for pair in extents.items() for n in pair]
+    _recorder.gpurr_framework_parameters((ctypes.c_uint64 * len(flat))(*flat), len(extents))
 
 
 def _observe(on):

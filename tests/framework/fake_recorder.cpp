@@ -4,9 +4,9 @@
 // for the framework layer, and gpurr_test_launch(kernel): one kernel launch,
 // made through the same RecordSession callbacks a real launch takes, on the
 // calling thread (so it carries that thread's framework origin);
-// gpurr_test_launch_with(kernel, words, count) gives it up to kWords
-// parameter words (the op's tensors' addresses: every kernel's parameters
-// are kWords 8-byte words, the rest 0). With
+// gpurr_test_launch_with(kernel, words, count) gives it the first kWords
+// of `words` as its parameters (the op's tensors' addresses: every kernel's
+// parameters are kWords 8-byte words, those not given 0). With
 // GPURR_TEST_OPERANDS_LOG set, each launch also appends to that file the
 // operands the framework layer reported for the op it runs in:
 // "KERNEL ADDRESS:r|w ...", or "KERNEL unknown". Its session starts when it

@@ -153,28 +153,41 @@ def threads(steps):
 
 def dropping():
     """A training loop whose steps run the same kernels through other modules
-    of one kind: LayerDrop skips one of four identical layers, and the batch
-    goes to one of three identical experts, as a schedule says (most steps
-    alike, some not). Under the layer's default attribution no launch may
-    take the module of the template's step."""
+    of one kind, as a schedule says (most steps alike, some not): LayerDrop
+    skips one of four identical layers, the batch goes to one of three
+    identical experts, and to one of three experts fused in one parameter
+    of one module (as transformers' mixtures of experts hold them). Under
+    the layer's default attribution no launch may take the module of the
+    template's step, and a step that differs only in the fused expert is
+    followed (the same module, by its place)."""
+
+    class Fused(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(3, 8, 8) / 3)
+
+        def forward(self, v, expert):
+            return nn.functional.linear(v, self.weight[expert])
 
     class Dropping(nn.Module):
         def __init__(self):
             super().__init__()
             self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(4))
             self.experts = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))
+            self.fused = Fused()
 
-        def forward(self, v, skip, expert):
+        def forward(self, v, skip, expert, fused):
             for i, layer in enumerate(self.layers):
                 if i != skip:
                     v = torch.relu(layer(v))
-            return self.experts[expert](v)
+            return self.fused(self.experts[expert](v), fused)
 
     model = Dropping()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    schedule = [(3, 0), (3, 0), (3, 0), (1, 0), (3, 0), (3, 2), (3, 0), (3, 0), (0, 1), (3, 0), (3, 0), (3, 0)]
-    for step, (skip, expert) in enumerate(schedule):
-        loss = model(x, skip, expert).square().mean()
+    schedule = [(3, 0, 0), (3, 0, 0), (3, 0, 1), (1, 0, 0), (3, 0, 2), (3, 2, 0), (3, 0, 1), (3, 0, 0), (0, 1, 2),
+                (3, 0, 0), (3, 0, 1), (3, 0, 0)]
+    for step, (skip, expert, fused) in enumerate(schedule):
+        loss = model(x, skip, expert, fused).square().mean()
         loss.backward()
         opt.step()
         opt.zero_grad()

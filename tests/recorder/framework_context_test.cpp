@@ -4,7 +4,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -370,14 +372,14 @@ TEST_CASE("at most kTemplates kinds of step are kept: a new one replaces the lea
   fw::resetForTesting();
 }
 
-TEST_CASE("a launch takes its place only with the framework parameters the template's launch was given",
+TEST_CASE("a launch takes its place only when not given another framework parameter than the template's launch",
           "[recorder][framework]") {
   fw::resetForTesting();
   static int diverged = 0;
   diverged = 0;
   fw::setOnDiverged([] { ++diverged; });
   const uint64_t a = fw::launchKey("kernel_a");
-  // Two layers' weights; an activation outside both.
+  // Two layers' weights; activations outside both.
   const uint64_t weights[] = {0x10000, 0x100, 0x20000, 0x100};
   fw::setParameters(weights);
   auto params = [](uint64_t activation, uint64_t weight) {
@@ -403,27 +405,105 @@ TEST_CASE("a launch takes its place only with the framework parameters the templ
   }
   fw::setStep(2);
   REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
-  // Other activations, the same weights: followed.
+  // Other activations; the same weights, or elsewhere in them (an expert
+  // of several fused in one parameter); a word that points at no parameter
+  // (a slot the kernel does not use): followed.
   std::vector<uint8_t> roles;
   CHECK(fw::followedRoles(a, 0, roles, params(0x50000, 0x10000)));
   CHECK(fw::currentOrigin(true, a, params(0x50000, 0x10000))->module == "Net.layers.0");
-  CHECK(fw::currentOrigin(true, a, params(0x50100, 0x20040))->module == "Net.layers.1");
+  CHECK(fw::currentOrigin(true, a, params(0x50100, 0x20080))->module == "Net.layers.1");
+  fw::setStep(3);
+  CHECK(fw::currentOrigin(true, a, params(0x50000, 0x7000))->module == "Net.layers.0");
+  CHECK(fw::currentOrigin(true, a, params(0x50100, 0x20000))->module == "Net.layers.1");
   CHECK(diverged == 0);
   // LayerDrop skipped layer 0: layer 1's launch at layer 0's place matches
   // no template, and is observed.
-  fw::setStep(3);
+  fw::setStep(4);
   CHECK_FALSE(fw::followedRoles(a, 0, roles, params(0x50000, 0x20040)));
   CHECK(fw::currentOrigin(true, a, params(0x50000, 0x20040))->module.empty());
   CHECK(diverged == 1);
   CHECK(fw::attribution() == fw::Attribution::kLearn);
-  // Parameters that moved (a head replaced) are given again; launches
-  // given none of them match by kind and kernel alone, as before.
-  fw::setStep(4);
-  fw::setParameters({});
-  layer("Net.head", 0x1, 0x2);
+  // Learned in full, a step of the same kernels through the other layers
+  // is a template of its own: both kinds are followed, each by its own.
   fw::setStep(5);
+  layer("Net.layers.1", 0x1, 0x20000);
+  layer("Net.layers.0", 0x2, 0x10000);
+  fw::setStep(6);
   REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
-  CHECK(fw::currentOrigin(true, a, params(0x3, 0x4))->module == "Net.head");
+  CHECK(fw::layerSteps()->templates == 2);
+  CHECK(fw::currentOrigin(true, a, params(0x3, 0x10000))->module == "Net.layers.0");
+  CHECK(fw::currentOrigin(true, a, params(0x4, 0x20000))->module == "Net.layers.1");
+  fw::setStep(7);
+  CHECK(fw::currentOrigin(true, a, params(0x3, 0x20000))->module == "Net.layers.1");
+  CHECK(fw::currentOrigin(true, a, params(0x4, 0x10000))->module == "Net.layers.0");
+  CHECK(diverged == 1);
+  fw::resetForTesting();
+}
+
+TEST_CASE("threads whose launches interleave otherwise in each step match no template", "[recorder][framework]") {
+  fw::resetForTesting();
+  static int diverged = 0;
+  diverged = 0;
+  fw::setOnDiverged([] { ++diverged; });
+  const uint64_t a = fw::launchKey("kernel_a");
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  // Two threads, each launching kernel_a in a module of its own when its
+  // turn comes: no parameter bytes tell their launches apart.
+  std::vector<Origin> origins;
+  std::mutex mu;
+  std::condition_variable cv;
+  int turn = -1, done = 0;
+  bool stop = false;
+  auto worker = [&](int me, const char* module) {
+    fw::enterModule(module);
+    std::unique_lock lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return stop || turn == me; });
+      if (stop) break;
+      origins.push_back(*fw::currentOrigin(true, a));
+      turn = -1;
+      ++done;
+      cv.notify_all();
+    }
+    fw::exitModule();
+  };
+  std::thread alpha(worker, 0, "Alpha"), beta(worker, 1, "Beta");
+  auto launchOn = [&](int who) {
+    std::unique_lock lock(mu);
+    const int before = done;
+    turn = who;
+    cv.notify_all();
+    cv.wait(lock, [&] { return done > before; });
+  };
+  for (int64_t n : {0, 1}) {
+    fw::setStep(n);
+    launchOn(0);
+    launchOn(1);
+  }
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  origins.clear();
+  launchOn(0);
+  launchOn(1);
+  CHECK(origins.at(0).module == "Alpha");
+  CHECK(origins.at(1).module == "Beta");
+  CHECK(diverged == 0);
+  // Beta first: the place of Alpha's launch holds Beta's: no template, and
+  // neither takes the other's module.
+  fw::setStep(3);
+  origins.clear();
+  launchOn(1);
+  launchOn(0);
+  CHECK(origins.at(0).module.empty());
+  CHECK(origins.at(1).module == "Alpha");  // observed again
+  CHECK(diverged == 1);
+  {
+    std::lock_guard lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  alpha.join();
+  beta.join();
   fw::resetForTesting();
 }
 
