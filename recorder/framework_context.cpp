@@ -136,11 +136,6 @@ std::atomic<uint64_t> stepLaunches{0};
 // never looks at its thread's scopes to learn whether it is benchmarking.
 std::atomic<uint32_t> benchmarkingScopes{0};
 
-// The templates: steps learned whole, each its operations in order with
-// their origins. A training loop's steps are mostly alike, but some differ
-// in a way that comes again: a step that logs its loss (a copy to the host),
-// one that evaluates, one whose scaler skips the optimizer. Each such kind
-// of step that the layer learned is followed by its own template.
 // The first word of a launch's parameter bytes that points into one of the
 // framework's parameters (setParameters): where, and that parameter's
 // extent [begin, end).
@@ -149,6 +144,12 @@ struct Weight {
   uint64_t begin, end;
   bool operator==(const Weight&) const = default;
 };
+
+// The templates: steps learned whole, each its operations in order with
+// their origins. A training loop's steps are mostly alike, but some differ
+// in a way that comes again: a step that logs its loss (a copy to the host),
+// one that evaluates, one whose scaler skips the optimizer. Each such kind
+// of step that the layer learned is followed by its own template.
 struct Learned {
   uint64_t key = 0;
   trace::Origin origin;
@@ -533,7 +534,8 @@ bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std:
 void setParameters(std::span<const uint64_t> ranges) {
   std::vector<std::pair<uint64_t, uint64_t>> ps;
   for (size_t i = 0; i + 1 < ranges.size(); i += 2) {
-    if (ranges[i + 1] != 0 && ranges[i] + ranges[i + 1] > ranges[i]) ps.emplace_back(ranges[i], ranges[i] + ranges[i + 1]);
+    const uint64_t begin = ranges[i], end = ranges[i] + ranges[i + 1];
+    if (end > begin) ps.emplace_back(begin, end);  // (not empty, nor wrapping around)
   }
   std::sort(ps.begin(), ps.end());
   // Overlapping extents (a parameter given twice, views of one another) merged.
