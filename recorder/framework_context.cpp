@@ -6,6 +6,8 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+
+#include <fmt/format.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -285,6 +287,29 @@ bool matches(const Template& t, uint64_t place, uint64_t key, std::span<const ui
   if (w->offset + 8 > params.size()) return false;
   const uint64_t word = wordAt(params, w->offset);
   return (word >= w->begin && word < w->end) || parameterAt(word) == nullptr;
+}
+
+// Why the operation of `key` and parameter bytes `params` matched no
+// template at `place` (entryAt found none). Under learning.mu.
+std::string whyUnmatched(uint64_t place, uint64_t key, std::span<const uint8_t> params) {
+  const Template& t = learning.templates[learning.current];
+  if (place >= t.keys.size()) return "matched no template: the step learned had ended before this launch";
+  const std::optional<Weight>& w = t.ops[place].weight;
+  if (t.keys[place] != key || !w) {
+    return "matched no template: the step learned had another operation at this launch's place";
+  }
+  if (w->offset + 8 > params.size()) {
+    return fmt::format("matched no template: its parameters end before byte {}, where the launch at its place in the "
+                       "step learned was given a weight",
+                       w->offset);
+  }
+  const uint64_t word = wordAt(params, w->offset);
+  const auto* p = parameterAt(word);
+  return fmt::format("matched no template: given another weight than the launch at its place in the step learned "
+                     "(its word at byte {} points into the parameter of {} bytes at {:#x}, that launch's into the one "
+                     "of {} bytes at {:#x})",
+                     w->offset, p != nullptr ? p->second - p->first : 0, p != nullptr ? p->first : 0,
+                     w->end - w->begin, w->begin);
 }
 
 // The templates' entry for an operation of `key` and parameter bytes
@@ -591,11 +616,13 @@ namespace {
 // there (entryAt; the key with the thread's: placeKey); counts the place.
 // When none has, nothing: the recorder learns again from here (this step is
 // no template; the templates are kept) and asks the layer to observe.
-const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params) {
+const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params, std::string* why) {
   key = placeKey(key);
   {
     std::lock_guard lock(learning.mu);
-    if (const Learned* l = entryAt(learning.place++, key, params)) return l->kept;
+    const uint64_t place = learning.place++;
+    if (const Learned* l = entryAt(place, key, params)) return l->kept;
+    if (why != nullptr && !learning.templates.empty()) *why = whyUnmatched(place, key, params);
     learning.step.clear();
     learning.overflowed = true;
     learning.unmatched = true;
@@ -658,7 +685,7 @@ std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key, std::span<
 }
 
 void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out, const trace::Origin** kept,
-                   std::span<const uint8_t> params) {
+                   std::span<const uint8_t> params, std::string* unmatched) {
   if (kept != nullptr) *kept = nullptr;
   if (!active()) {
     out.reset();
@@ -674,7 +701,7 @@ void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out,
     return;
   }
   if (m == Attribution::kFollow) {
-    if (const trace::Origin* k = followed(key, params); k == nullptr) {
+    if (const trace::Origin* k = followed(key, params, unmatched); k == nullptr) {
       clear(o);
       o.opStack.clear();
     } else if (kept != nullptr) {

@@ -132,9 +132,12 @@ std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0, std::s
 // allocates nothing for it. With `kept`, while the recorder follows a
 // template: `*kept` is the template's origin for this place, kept for the
 // process, and `out` holds only its step and stepLaunch (the rest is left
-// as it was, for the caller to copy from `*kept` later); else null.
+// as it was, for the caller to copy from `*kept` later); else null. With
+// `unmatched`, where the operation matched no template: why, for a note on
+// the launch (else left as it was).
 void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out,
-                   const trace::Origin** kept = nullptr, std::span<const uint8_t> params = {});
+                   const trace::Origin** kept = nullptr, std::span<const uint8_t> params = {},
+                   std::string* unmatched = nullptr);
 // The calling thread's origin for an event outside the step's template (a
 // collective): while the layer observes, as currentOrigin's; while the
 // recorder follows its template, only the step. Nothing when no framework

@@ -124,7 +124,7 @@ void SessionOutput::stamp(trace::Event& ev, uint64_t key, std::chrono::steady_cl
   if (number.session != this) number = {this, nextThread_.fetch_add(1)};
   ev.thread = number.id;
   const trace::Payload& payload = ev.payload;
-  const auto* kernel = std::get_if<trace::KernelLaunch>(&payload);
+  auto* kernel = std::get_if<trace::KernelLaunch>(&ev.payload);
   const bool launch = kernel != nullptr;
   if (launch || std::holds_alternative<trace::Memcpy>(payload) || std::holds_alternative<trace::Memset>(payload)) {
     if (framework::attribution() == framework::Attribution::kObserve) {
@@ -132,9 +132,13 @@ void SessionOutput::stamp(trace::Event& ev, uint64_t key, std::chrono::steady_cl
     } else if (key == 0) {
       key = framework::operationKey(payload);
     }
-    // The calling thread's: handlers run on the program's.
+    // The calling thread's: handlers run on the program's. A launch at which
+    // the step stopped matching the templates says why.
+    std::string unmatched;
     framework::currentOrigin(launch, key, ev.origin, keptOrigin,
-                             launch ? std::span<const uint8_t>(kernel->params) : std::span<const uint8_t>());
+                             launch ? std::span<const uint8_t>(kernel->params) : std::span<const uint8_t>(),
+                             launch ? &unmatched : nullptr);
+    if (!unmatched.empty()) kernel->annotations.emplace_back(std::in_place_type<trace::Note>, std::move(unmatched));
   }
 }
 

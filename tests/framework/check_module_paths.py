@@ -130,6 +130,9 @@ check(any("Alpha" in r for r in roots.values()) and any("Beta" in r for r in roo
 truth = record("dropping-full", "dropping", GPURR_FULL_ATTRIBUTION="1")
 followed = record("dropping", "dropping")
 wrong, unnamed = [], {}
+notes = [a["text"] for e in followed for a in e["launch"].get("annotations", []) if a.get("kind") == "note"]
+check(len(notes) == 3 and all(n.startswith("matched no template: given another weight") for n in notes),
+      f"dropping: the launches at which a step stopped matching say why: {notes}")
 for o, t in zip(followed, truth):
     o, t = o.get("origin") or {}, t.get("origin") or {}
     if o.get("module") and o.get("module") != t.get("module"):

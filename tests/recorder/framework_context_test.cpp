@@ -420,7 +420,14 @@ TEST_CASE("a launch takes its place only when not given another framework parame
   // no template, and is observed.
   fw::setStep(4);
   CHECK_FALSE(fw::followedRoles(a, 0, roles, params(0x50000, 0x20040)));
-  CHECK(fw::currentOrigin(true, a, params(0x50000, 0x20040))->module.empty());
+  std::optional<Origin> o;
+  std::string why;
+  fw::currentOrigin(true, a, o, nullptr, params(0x50000, 0x20040), &why);
+  CHECK(o->module.empty());
+  CHECK(why ==
+        "matched no template: given another weight than the launch at its place in the step learned (its word at "
+        "byte 8 points into the parameter of 256 bytes at 0x20000, that launch's into the one of 256 bytes at "
+        "0x10000)");
   CHECK(diverged == 1);
   CHECK(fw::attribution() == fw::Attribution::kLearn);
   // Learned in full, a step of the same kernels through the other layers
