@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <frameobject.h>
 
+#include <ATen/SequenceNumber.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
@@ -46,10 +47,20 @@ namespace {
 using OpenScope = decltype(&gpurr_framework_open_scope);
 using CloseScope = decltype(&gpurr_framework_close_scope);
 using OpOperands = decltype(&gpurr_framework_op_operands);
+using SequenceAt = decltype(&gpurr_framework_step_sequence);
 
 OpenScope openScope = nullptr;
 CloseScope closeScope = nullptr;
 OpOperands opOperands = nullptr;
+SequenceAt stepSequence = nullptr, divergedSequence = nullptr;
+
+// This thread's autograd sequence counter, reported to `to` with the
+// thread's number (as a scope's sequenceThread).
+void reportSequence(SequenceAt to) {
+  if (to != nullptr) {
+    to(at::RecordFunction::currentThreadId(), static_cast<int64_t>(at::sequence_number::peek()));
+  }
+}
 // libgpurr_torch_cuda.so's gpurr_torch_cuda_try_install, asked at each op
 // until the caching allocator has started and it has answered (not 1).
 std::atomic<int (*)(void*)> attachBlocks{nullptr};
@@ -323,6 +334,7 @@ int callLayer(void*) {
 // ops are observed again from the next one on, modules once the interpreter
 // has run the layer's function. Inside an op, maybe without the GIL.
 void onDiverged() {
+  reportSequence(divergedSequence);
   observe(true);
   if (layerObserves.load() != nullptr) Py_AddPendingCall(callLayer, nullptr);
 }
@@ -345,6 +357,8 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
   opOperands = reinterpret_cast<OpOperands>(dlsym(recorder, "gpurr_framework_op_operands"));
   if (version == nullptr || openScope == nullptr || closeScope == nullptr || opOperands == nullptr) return -1;
   if (version() != GPURR_FRAMEWORK_API_VERSION) return -2;
+  stepSequence = reinterpret_cast<SequenceAt>(dlsym(recorder, "gpurr_framework_step_sequence"));
+  divergedSequence = reinterpret_cast<SequenceAt>(dlsym(recorder, "gpurr_framework_diverged_sequence"));
   recorderHandle = recorder;
   cpuOperands = std::getenv("GPURR_TEST_CPU_OPERANDS") != nullptr;
   for (const char* p = skipped; p != nullptr && *p != '\0';) {
@@ -365,6 +379,13 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
 extern "C" __attribute__((visibility("default"))) void gpurr_torch_on_diverged(PyObject* observe) {
   Py_IncRef(observe);
   if (PyObject* old = layerObserves.exchange(observe)) Py_DecRef(old);
+}
+
+// A training step begins on the calling thread (the layer's optimizer step
+// hook, after gpurr_framework_set_step): its autograd sequence counter, for
+// the backward of ops the recorder then follows (framework_api.h).
+extern "C" __attribute__((visibility("default"))) void gpurr_torch_step_began(void) {
+  if (installed) reportSequence(stepSequence);
 }
 
 // Stops (`on` 0) or starts again reporting scopes, between training steps:

@@ -159,10 +159,21 @@ struct Learned {
   std::optional<Weight> weight;  // a launch's
   const trace::Origin* kept = nullptr;  // `origin` kept for the process (keptOrigin), once in a template
 };
+// A learned step's forward op on the step's thread, by its autograd
+// sequence number from the step's first, with the name of the backward
+// node it made (once the step's backward ran it): for the backward of the
+// ops a step ran while the recorder followed, when it then stopped
+// matching (followedForward).
+struct SequencedOp {
+  ForwardOp op;
+  std::string node;
+};
+using Sequenced = std::unordered_map<int64_t, SequencedOp>;
 struct Template {
   std::vector<uint64_t> keys;  // its operations' keys, apart: what a miss compares
   std::vector<Learned> ops;
   uint64_t used = 0;  // the step it was last followed in: the least recent goes first
+  Sequenced sequenced;
 };
 struct Learning {
   std::mutex mu;
@@ -175,6 +186,16 @@ struct Learning {
   bool unmatched = false;            // an operation of this step matched no template
   trace::LayerSteps tally;           // the steps completed (but `templates`)
   std::vector<std::pair<uint64_t, uint64_t>> parameters;  // the framework's extents, [begin, end), by begin
+  // The step's thread (RecordFunction's number) and the autograd sequence
+  // number it began at (stepSequence; -1 until told), this step's sequenced
+  // ops (learning), and where it stopped matching: the template followed
+  // then, and the first sequence number on the step's thread not run while
+  // following.
+  uint64_t stepThread = 0;
+  int64_t stepBase = -1;
+  Sequenced sequenced;
+  size_t missTemplate = 0;
+  int64_t missSequence = INT64_MAX;
 };
 Learning& learning = *new Learning;
 std::atomic<int> mode{static_cast<int>(Attribution::kObserve)};
@@ -208,7 +229,7 @@ const trace::Origin* keptOrigin(const trace::Origin& o) {
 // Keeps the complete step `ops` as a template, in place of one of the same
 // operations or else of the least recently followed; it becomes current.
 // Under learning.mu.
-void keepTemplate(std::vector<Learned>&& ops) {
+void keepTemplate(std::vector<Learned>&& ops, Sequenced&& sequenced) {
   std::vector<Template>& ts = learning.templates;
   std::vector<uint64_t> keys(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) keys[i] = ops[i].key;
@@ -228,7 +249,7 @@ void keepTemplate(std::vector<Learned>&& ops) {
     }
   }
   if (at == ts.size()) ts.emplace_back();
-  ts[at] = Template{std::move(keys), std::move(ops), learning.steps};
+  ts[at] = Template{std::move(keys), std::move(ops), learning.steps, std::move(sequenced)};
   learning.current = at;
 }
 
@@ -242,9 +263,14 @@ void stepBegins(bool complete) {
     ++(learning.unmatched ? t.unmatched : modeNow() == Attribution::kFollow ? t.followed : t.observed);
   }
   learning.unmatched = false;
-  if (modeNow() == Attribution::kLearn && complete && !learning.overflowed) keepTemplate(std::move(learning.step));
+  if (modeNow() == Attribution::kLearn && complete && !learning.overflowed) {
+    keepTemplate(std::move(learning.step), std::move(learning.sequenced));
+  }
   if (!learning.templates.empty()) learning.templates[learning.current].used = learning.steps;
   learning.step.clear();
+  learning.sequenced.clear();
+  learning.stepBase = -1;
+  learning.missSequence = INT64_MAX;
   learning.overflowed = false;
   learning.place = 0;
 }
@@ -346,6 +372,13 @@ const Learned* entryAt(uint64_t place, uint64_t key, std::span<const uint8_t> pa
 // or rather by the outermost op open around it (the program's own call:
 // aten::linear rather than the aten::addmm inside it, aten::cross_entropy_loss
 // rather than aten::nll_loss).
+// While learning, a forward op or backward node of the step's thread, by
+// its sequence number from the step's first (Learning::sequenced).
+SequencedOp* sequencedAt(uint64_t thread, int64_t sequence) {
+  if (thread != learning.stepThread || learning.stepBase < 0 || sequence < learning.stepBase) return nullptr;
+  return &learning.sequenced[sequence - learning.stepBase];
+}
+
 void rememberForward(const Scope& s, const ThreadContext& t) {
   const Scope* outermost = &s;
   for (const Scope& open : t.scopes) {
@@ -354,23 +387,29 @@ void rememberForward(const Scope& s, const ThreadContext& t) {
       break;
     }
   }
-  std::lock_guard lock(forwardMu);
-  const SequenceKey key{s.sequenceThread, s.sequence};
-  auto it = forwardNew.find(key);
-  if (it == forwardNew.end()) {
-    if (forwardOld.count(key)) return;  // named long ago
-    if (forwardNew.size() >= kGeneration) {
-      forwardOld = std::move(forwardNew);
-      forwardNew.clear();
+  ForwardOp named{outermost->name, t.modules.empty() ? std::string() : t.modules.back(), t.file, t.line, t.thread,
+                  outermost->serial};
+  {
+    std::lock_guard lock(forwardMu);
+    const SequenceKey key{s.sequenceThread, s.sequence};
+    auto it = forwardNew.find(key);
+    if (it == forwardNew.end()) {
+      if (forwardOld.count(key)) return;  // named long ago
+      if (forwardNew.size() >= kGeneration) {
+        forwardOld = std::move(forwardNew);
+        forwardNew.clear();
+      }
+      it = forwardNew.emplace(key, ForwardOp{}).first;
+    } else if (it->second.thread == t.thread) {
+      for (const Scope& open : t.scopes) {
+        if (open.serial == it->second.serial) return;  // named by an op still open around this one
+      }
     }
-    it = forwardNew.emplace(key, ForwardOp{}).first;
-  } else if (it->second.thread == t.thread) {
-    for (const Scope& open : t.scopes) {
-      if (open.serial == it->second.serial) return;  // named by an op still open around this one
-    }
+    it->second = named;
   }
-  it->second = ForwardOp{outermost->name, t.modules.empty() ? std::string() : t.modules.back(), t.file, t.line,
-                         t.thread, outermost->serial};
+  if (modeNow() != Attribution::kLearn) return;
+  std::lock_guard lock(learning.mu);
+  if (SequencedOp* op = sequencedAt(s.sequenceThread, s.sequence)) op->op = std::move(named);
 }
 
 std::optional<ForwardOp> forwardOf(const Scope& s) {
@@ -379,6 +418,24 @@ std::optional<ForwardOp> forwardOf(const Scope& s) {
   if (auto it = forwardNew.find(key); it != forwardNew.end()) return it->second;
   if (auto it = forwardOld.find(key); it != forwardOld.end()) return it->second;
   return std::nullopt;
+}
+
+// The forward op of backward node `node` made while the recorder followed a
+// template, in a step that then stopped matching (no op of it observed):
+// that template's op at the same sequence number from the step's first,
+// when the node the template's op made there had the same name; before the
+// op at which the step stopped matching. Nothing otherwise.
+std::optional<ForwardOp> followedForward(const Scope& node) {
+  std::lock_guard lock(learning.mu);
+  if (!learning.unmatched || learning.stepBase < 0 || node.sequenceThread != learning.stepThread ||
+      node.sequence < learning.stepBase || node.sequence >= learning.missSequence ||
+      learning.missTemplate >= learning.templates.size()) {
+    return std::nullopt;
+  }
+  const Sequenced& ops = learning.templates[learning.missTemplate].sequenced;
+  const auto it = ops.find(node.sequence - learning.stepBase);
+  if (it == ops.end() || it->second.node != node.name || it->second.op.op.empty()) return std::nullopt;
+  return it->second.op;
 }
 
 }  // namespace
@@ -415,6 +472,9 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
     // An op inside a backward node belongs to the backward pass: only forward
     // ops (recomputed ones too) name nodes.
     if (backwardNode(t) == nullptr) rememberForward(t.scopes.back(), t);
+  } else if (kind == ScopeKind::kBackwardNode && sequence >= 0 && modeNow() == Attribution::kLearn) {
+    std::lock_guard lock(learning.mu);
+    if (SequencedOp* op = sequencedAt(sequenceThread, sequence)) op->node = t.scopes.back().name;
   }
 }
 
@@ -556,6 +616,17 @@ bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std:
   return true;
 }
 
+void stepSequence(uint64_t thread, int64_t sequence) {
+  std::lock_guard lock(learning.mu);
+  learning.stepThread = thread;
+  learning.stepBase = sequence;
+}
+
+void divergedAtSequence(uint64_t thread, int64_t sequence) {
+  std::lock_guard lock(learning.mu);
+  if (learning.unmatched && thread == learning.stepThread) learning.missSequence = sequence - 1;
+}
+
 void setParameters(std::span<const uint64_t> ranges) {
   std::vector<std::pair<uint64_t, uint64_t>> ps;
   for (size_t i = 0; i + 1 < ranges.size(); i += 2) {
@@ -622,6 +693,7 @@ const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params, std
     std::lock_guard lock(learning.mu);
     const uint64_t place = learning.place++;
     if (const Learned* l = entryAt(place, key, params)) return l->kept;
+    learning.missTemplate = learning.current;
     if (why != nullptr && !learning.templates.empty()) *why = whyUnmatched(place, key, params);
     learning.step.clear();
     learning.overflowed = true;
@@ -756,7 +828,9 @@ void observe(bool launch, trace::Origin& o) {
   if (node != nullptr) {
     o.phase = trace::Phase::kBackward;
     if (node->sequence >= 0) {
-      if (std::optional<ForwardOp> f = forwardOf(*node)) {
+      std::optional<ForwardOp> f = forwardOf(*node);
+      if (!f && modeNow() == Attribution::kLearn) o.byPlace = (f = followedForward(*node)).has_value();
+      if (f) {
         o.forwardOp = std::move(f->op);
         o.module = std::move(f->module);
         if (f->file != nullptr) o.file = f->file;
@@ -788,6 +862,10 @@ void resetForTesting() {
     learning.tally = {};
     learning.unmatched = false;
     learning.parameters.clear();
+    learning.stepThread = 0;
+    learning.stepBase = -1;
+    learning.sequenced.clear();
+    learning.missSequence = INT64_MAX;
   }
   setOnDiverged(nullptr);
   setFinishRecording(nullptr);

@@ -447,6 +447,65 @@ TEST_CASE("a launch takes its place only when not given another framework parame
   fw::resetForTesting();
 }
 
+TEST_CASE("in a step that stops matching the backward of ops run while following takes the template's forward ops",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  // The op that does not match began at sequence number 301 of thread 7.
+  fw::setOnDiverged([] { fw::divergedAtSequence(7, 302); });
+  const uint64_t a = fw::launchKey("kernel_a"), b = fw::launchKey("kernel_b"), c = fw::launchKey("kernel_c");
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  // Each step's forward: Net.a's and Net.b's linear (sequence numbers 0 and
+  // 1 from the step's first, on thread 7); its backward the nodes they made,
+  // in reverse.
+  auto forward = [&](const char* module, int64_t sequence, uint64_t key) {
+    fw::enterModule(module);
+    fw::openScope(&ids[0], "aten::linear", fw::ScopeKind::kOp, sequence, 7, "/w/train.py", 9);
+    auto o = fw::currentOrigin(true, key);
+    fw::closeScope(&ids[0]);
+    fw::exitModule();
+    return o;
+  };
+  auto backward = [&](int64_t sequence) {
+    fw::openScope(&ids[1], "AddmmBackward0", fw::ScopeKind::kBackwardNode, sequence, 7, nullptr, 0);
+    auto o = fw::currentOrigin(true, b);
+    fw::closeScope(&ids[1]);
+    return o;
+  };
+  for (int64_t step : {0, 1}) {
+    fw::setStep(step);
+    fw::stepSequence(7, 100 * step);
+    forward("Net.a", 100 * step, a);
+    forward("Net.b", 100 * step + 1, a);
+    CHECK(backward(100 * step + 1)->module == "Net.b");
+    CHECK(backward(100 * step)->module == "Net.a");
+  }
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  fw::stepSequence(7, 300);
+  // Net.a's launch is followed; the next op (sequence number 301) launches
+  // another kernel: observed from there.
+  CHECK(fw::currentOrigin(true, a)->module == "Net.a");
+  CHECK(fw::currentOrigin(true, c)->op.empty());
+  CHECK(fw::attribution() == fw::Attribution::kLearn);
+  // The node of the op that did not match: its forward op is unknown. The
+  // node of Net.a's op, which ran while following: the template's forward op
+  // at its place, by place.
+  auto o = backward(301);
+  CHECK(o->module.empty());
+  CHECK(o->phase == Phase::kBackward);
+  o = backward(300);
+  CHECK(o->module == "Net.a");
+  CHECK(o->forwardOp == "aten::linear");
+  CHECK(o->line == 9);
+  CHECK(o->byPlace);
+  // A node of another name at that number (the op that ran there was
+  // another): unknown.
+  fw::openScope(&ids[1], "MulBackward0", fw::ScopeKind::kBackwardNode, 300, 7, nullptr, 0);
+  CHECK(fw::currentOrigin(true, b)->module.empty());
+  fw::closeScope(&ids[1]);
+  fw::resetForTesting();
+}
+
 TEST_CASE("threads whose launches interleave otherwise in each step match no template", "[recorder][framework]") {
   fw::resetForTesting();
   static int diverged = 0;
