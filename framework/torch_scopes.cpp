@@ -47,19 +47,16 @@ namespace {
 using OpenScope = decltype(&gpurr_framework_open_scope);
 using CloseScope = decltype(&gpurr_framework_close_scope);
 using OpOperands = decltype(&gpurr_framework_op_operands);
-using SequenceAt = decltype(&gpurr_framework_step_sequence);
 
 OpenScope openScope = nullptr;
 CloseScope closeScope = nullptr;
 OpOperands opOperands = nullptr;
-SequenceAt stepSequence = nullptr, divergedSequence = nullptr;
 
-// This thread's autograd sequence counter, reported to `to` with the
-// thread's number (as a scope's sequenceThread).
-void reportSequence(SequenceAt to) {
-  if (to != nullptr) {
-    to(at::RecordFunction::currentThreadId(), static_cast<int64_t>(at::sequence_number::peek()));
-  }
+// This thread's number (as a scope's sequenceThread) and its autograd
+// sequence counter: the next node it makes takes it (framework_api.h).
+void sequenceNow(uint64_t* thread, int64_t* sequence) {
+  *thread = at::RecordFunction::currentThreadId();
+  *sequence = static_cast<int64_t>(at::sequence_number::peek());
 }
 // libgpurr_torch_cuda.so's gpurr_torch_cuda_try_install, asked at each op
 // until the caching allocator has started and it has answered (not 1).
@@ -334,7 +331,6 @@ int callLayer(void*) {
 // ops are observed again from the next one on, modules once the interpreter
 // has run the layer's function. Inside an op, maybe without the GIL.
 void onDiverged() {
-  reportSequence(divergedSequence);
   observe(true);
   if (layerObserves.load() != nullptr) Py_AddPendingCall(callLayer, nullptr);
 }
@@ -357,8 +353,9 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
   opOperands = reinterpret_cast<OpOperands>(dlsym(recorder, "gpurr_framework_op_operands"));
   if (version == nullptr || openScope == nullptr || closeScope == nullptr || opOperands == nullptr) return -1;
   if (version() != GPURR_FRAMEWORK_API_VERSION) return -2;
-  stepSequence = reinterpret_cast<SequenceAt>(dlsym(recorder, "gpurr_framework_step_sequence"));
-  divergedSequence = reinterpret_cast<SequenceAt>(dlsym(recorder, "gpurr_framework_diverged_sequence"));
+  if (auto source = reinterpret_cast<decltype(&gpurr_framework_sequence_source)>(
+          dlsym(recorder, "gpurr_framework_sequence_source")))
+    source(sequenceNow);
   recorderHandle = recorder;
   cpuOperands = std::getenv("GPURR_TEST_CPU_OPERANDS") != nullptr;
   for (const char* p = skipped; p != nullptr && *p != '\0';) {
@@ -379,13 +376,6 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
 extern "C" __attribute__((visibility("default"))) void gpurr_torch_on_diverged(PyObject* observe) {
   Py_IncRef(observe);
   if (PyObject* old = layerObserves.exchange(observe)) Py_DecRef(old);
-}
-
-// A training step begins on the calling thread (the layer's optimizer step
-// hook, after gpurr_framework_set_step): its autograd sequence counter, for
-// the backward of ops the recorder then follows (framework_api.h).
-extern "C" __attribute__((visibility("default"))) void gpurr_torch_step_began(void) {
-  if (installed) reportSequence(stepSequence);
 }
 
 // Stops (`on` 0) or starts again reporting scopes, between training steps:

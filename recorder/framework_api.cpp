@@ -65,12 +65,8 @@ GPURR_EXPORT void gpurr_framework_parameters(const uint64_t* ranges, uint32_t co
   fw::setParameters(std::span<const uint64_t>(ranges, ranges == nullptr ? 0 : size_t{count} * 2));
 }
 
-GPURR_EXPORT void gpurr_framework_step_sequence(uint64_t thread, int64_t sequence) {
-  fw::stepSequence(thread, sequence);
-}
-
-GPURR_EXPORT void gpurr_framework_diverged_sequence(uint64_t thread, int64_t sequence) {
-  fw::divergedAtSequence(thread, sequence);
+GPURR_EXPORT void gpurr_framework_sequence_source(void (*now)(uint64_t* thread, int64_t* sequence)) {
+  fw::setSequenceSource(now);
 }
 
 GPURR_EXPORT void gpurr_framework_block(uint64_t address, uint64_t size, int allocated) {

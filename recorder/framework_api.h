@@ -65,13 +65,10 @@ void gpurr_framework_on_diverged(void (*observe)(void));
  * at a template's place must not point at another one than the template's
  * did there (framework_context.h, setParameters). */
 void gpurr_framework_parameters(const uint64_t* ranges, uint32_t count);
-/* The step that began last (gpurr_framework_set_step) began on thread
- * `thread` (the framework's number, as sequence_thread) with its autograd
- * sequence counter at `sequence`; and, called by the on_diverged function,
- * the counter of the thread of the operation that did not match
- * (framework_context.h, stepSequence and divergedAtSequence). */
-void gpurr_framework_step_sequence(uint64_t thread, int64_t sequence);
-void gpurr_framework_diverged_sequence(uint64_t thread, int64_t sequence);
+/* `now` writes the calling thread's number (as sequence_thread) and its
+ * autograd sequence counter; the recorder asks it at each step's start and
+ * at some launches (framework_context.h, setSequenceSource). */
+void gpurr_framework_sequence_source(void (*now)(uint64_t* thread, int64_t* sequence));
 /* allocated: 1 for a block handed out, 0 for one taken back (size ignored). */
 void gpurr_framework_block(uint64_t address, uint64_t size, int allocated);
 

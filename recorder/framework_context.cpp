@@ -157,18 +157,23 @@ struct Learned {
   trace::Origin origin;
   std::vector<uint8_t> roles;  // a launch's operand roles, when learned
   std::optional<Weight> weight;  // a launch's
+  // A launch's with a weight, on the step's thread: the autograd counter at
+  // it, and the number below which its op and those before made their nodes
+  // (its op may make its own after it), both from the step's (Learning).
+  int64_t counter = -1, madeBefore = -1;
   const trace::Origin* kept = nullptr;  // `origin` kept for the process (keptOrigin), once in a template
 };
 // A learned step's forward op on the step's thread, by its autograd
 // sequence number from the step's first, with the name of the backward
 // node it made (once the step's backward ran it): for the backward of the
 // ops a step ran while the recorder followed, when it then stopped
-// matching (followedForward).
+// matching (followedForward). At most kMaxSequenced a step.
 struct SequencedOp {
   ForwardOp op;
   std::string node;
 };
 using Sequenced = std::unordered_map<int64_t, SequencedOp>;
+constexpr size_t kMaxSequenced = size_t{1} << 17;
 struct Template {
   std::vector<uint64_t> keys;  // its operations' keys, apart: what a miss compares
   std::vector<Learned> ops;
@@ -186,24 +191,39 @@ struct Learning {
   bool unmatched = false;            // an operation of this step matched no template
   trace::LayerSteps tally;           // the steps completed (but `templates`)
   std::vector<std::pair<uint64_t, uint64_t>> parameters;  // the framework's extents, [begin, end), by begin
-  // The step's thread (RecordFunction's number) and the autograd sequence
-  // number it began at (stepSequence; -1 until told), this step's sequenced
-  // ops (learning), and where it stopped matching: the template followed
-  // then, and the first sequence number on the step's thread not run while
-  // following.
+  // The step's thread (the framework's number) and its autograd sequence
+  // counter when the step began (setSequenceSource; -1: unknown), this
+  // step's sequenced ops (learning); following, the counter (from the
+  // step's) at its last launch given a weight that came where the template's
+  // did (nodes made before it are the template's), or whether one did not;
+  // the template followed when the step stopped matching.
   uint64_t stepThread = 0;
   int64_t stepBase = -1;
   Sequenced sequenced;
+  int64_t verified = 0;
+  bool shifted = false;
   size_t missTemplate = 0;
-  int64_t missSequence = INT64_MAX;
 };
 Learning& learning = *new Learning;
 std::atomic<int> mode{static_cast<int>(Attribution::kObserve)};
 std::atomic<bool> diverged{false};
 std::atomic<void (*)()> onDiverged{nullptr};
+std::atomic<void (*)(uint64_t*, int64_t*)> sequenceSource{nullptr};
 thread_local std::optional<std::vector<uint8_t>> pendingRoles;
 
 Attribution modeNow() { return static_cast<Attribution>(mode.load(std::memory_order_relaxed)); }
+
+// The calling thread's autograd sequence counter from the step's, when it is
+// the step's thread (setSequenceSource). Under learning.mu.
+std::optional<int64_t> sequenceInStep() {
+  void (*now)(uint64_t*, int64_t*) = sequenceSource.load(std::memory_order_relaxed);
+  if (now == nullptr || learning.stepBase < 0) return std::nullopt;
+  uint64_t thread = 0;
+  int64_t sequence = -1;
+  now(&thread, &sequence);
+  if (thread != learning.stepThread || sequence < learning.stepBase) return std::nullopt;
+  return sequence - learning.stepBase;
+}
 
 // `o` but for its step and stepLaunch, kept once for the process: a launch
 // following a template points at it, and the trace thread copies it into
@@ -269,8 +289,10 @@ void stepBegins(bool complete) {
   if (!learning.templates.empty()) learning.templates[learning.current].used = learning.steps;
   learning.step.clear();
   learning.sequenced.clear();
+  learning.verified = 0;
+  learning.shifted = false;
   learning.stepBase = -1;
-  learning.missSequence = INT64_MAX;
+  if (void (*now)(uint64_t*, int64_t*) = sequenceSource.load()) now(&learning.stepThread, &learning.stepBase);
   learning.overflowed = false;
   learning.place = 0;
 }
@@ -360,9 +382,27 @@ const Learned* entryAt(uint64_t place, uint64_t key, std::span<const uint8_t> pa
   }
   if (other == ts.size()) return nullptr;
   learning.current = other;
+  learning.verified = 0;  // the nodes made before were checked against another template's
   ts[other].used = learning.steps;
   ++learning.tally.switches;
   return &ts[other].ops[place];
+}
+
+// While learning, a forward op or backward node of the step's thread, by
+// its sequence number from the step's first (Learning::sequenced).
+SequencedOp* sequencedAt(uint64_t thread, int64_t sequence) {
+  if (thread != learning.stepThread || learning.stepBase < 0 || sequence < learning.stepBase || learning.overflowed)
+    return nullptr;
+  Sequenced& ops = learning.sequenced;
+  if (auto it = ops.find(sequence - learning.stepBase); it != ops.end()) return &it->second;
+  return ops.size() < kMaxSequenced ? &ops[sequence - learning.stepBase] : nullptr;
+}
+
+// A backward node's name, the same for its own scope and the engine's
+// around it (where its gradients are summed and its hooks run).
+std::string_view nodeName(std::string_view name) {
+  constexpr std::string_view kEngine = "autograd::engine::evaluate_function: ";
+  return name.starts_with(kEngine) ? name.substr(kEngine.size()) : name;
 }
 
 // An op that carries sequence number N opens. Autograd numbers the node an
@@ -372,13 +412,6 @@ const Learned* entryAt(uint64_t place, uint64_t key, std::span<const uint8_t> pa
 // or rather by the outermost op open around it (the program's own call:
 // aten::linear rather than the aten::addmm inside it, aten::cross_entropy_loss
 // rather than aten::nll_loss).
-// While learning, a forward op or backward node of the step's thread, by
-// its sequence number from the step's first (Learning::sequenced).
-SequencedOp* sequencedAt(uint64_t thread, int64_t sequence) {
-  if (thread != learning.stepThread || learning.stepBase < 0 || sequence < learning.stepBase) return nullptr;
-  return &learning.sequenced[sequence - learning.stepBase];
-}
-
 void rememberForward(const Scope& s, const ThreadContext& t) {
   const Scope* outermost = &s;
   for (const Scope& open : t.scopes) {
@@ -387,8 +420,7 @@ void rememberForward(const Scope& s, const ThreadContext& t) {
       break;
     }
   }
-  ForwardOp named{outermost->name, t.modules.empty() ? std::string() : t.modules.back(), t.file, t.line, t.thread,
-                  outermost->serial};
+  std::optional<ForwardOp> learned;  // its copy for the step learned
   {
     std::lock_guard lock(forwardMu);
     const SequenceKey key{s.sequenceThread, s.sequence};
@@ -405,11 +437,13 @@ void rememberForward(const Scope& s, const ThreadContext& t) {
         if (open.serial == it->second.serial) return;  // named by an op still open around this one
       }
     }
-    it->second = named;
+    it->second = ForwardOp{outermost->name, t.modules.empty() ? std::string() : t.modules.back(), t.file, t.line,
+                           t.thread, outermost->serial};
+    if (modeNow() == Attribution::kLearn) learned = it->second;
   }
-  if (modeNow() != Attribution::kLearn) return;
+  if (!learned) return;
   std::lock_guard lock(learning.mu);
-  if (SequencedOp* op = sequencedAt(s.sequenceThread, s.sequence)) op->op = std::move(named);
+  if (SequencedOp* op = sequencedAt(s.sequenceThread, s.sequence)) op->op = std::move(*learned);
 }
 
 std::optional<ForwardOp> forwardOf(const Scope& s) {
@@ -423,18 +457,20 @@ std::optional<ForwardOp> forwardOf(const Scope& s) {
 // The forward op of backward node `node` made while the recorder followed a
 // template, in a step that then stopped matching (no op of it observed):
 // that template's op at the same sequence number from the step's first,
-// when the node the template's op made there had the same name; before the
-// op at which the step stopped matching. Nothing otherwise.
+// where the template's node there had the same name, and only for nodes
+// made before the step's last launch given a weight that came at the same
+// counter as the template's (none once one did not: the step made other
+// nodes than the template's before it). Nothing otherwise.
 std::optional<ForwardOp> followedForward(const Scope& node) {
   std::lock_guard lock(learning.mu);
-  if (!learning.unmatched || learning.stepBase < 0 || node.sequenceThread != learning.stepThread ||
-      node.sequence < learning.stepBase || node.sequence >= learning.missSequence ||
+  if (!learning.unmatched || learning.shifted || learning.stepBase < 0 || node.sequenceThread != learning.stepThread ||
+      node.sequence < learning.stepBase || node.sequence - learning.stepBase >= learning.verified ||
       learning.missTemplate >= learning.templates.size()) {
     return std::nullopt;
   }
   const Sequenced& ops = learning.templates[learning.missTemplate].sequenced;
   const auto it = ops.find(node.sequence - learning.stepBase);
-  if (it == ops.end() || it->second.node != node.name || it->second.op.op.empty()) return std::nullopt;
+  if (it == ops.end() || it->second.node != nodeName(node.name) || it->second.op.op.empty()) return std::nullopt;
   return it->second.op;
 }
 
@@ -474,7 +510,7 @@ void openScope(const void* id, const char* name, ScopeKind kind, int64_t sequenc
     if (backwardNode(t) == nullptr) rememberForward(t.scopes.back(), t);
   } else if (kind == ScopeKind::kBackwardNode && sequence >= 0 && modeNow() == Attribution::kLearn) {
     std::lock_guard lock(learning.mu);
-    if (SequencedOp* op = sequencedAt(sequenceThread, sequence)) op->node = t.scopes.back().name;
+    if (SequencedOp* op = sequencedAt(sequenceThread, sequence)) op->node = nodeName(t.scopes.back().name);
   }
 }
 
@@ -616,16 +652,7 @@ bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std:
   return true;
 }
 
-void stepSequence(uint64_t thread, int64_t sequence) {
-  std::lock_guard lock(learning.mu);
-  learning.stepThread = thread;
-  learning.stepBase = sequence;
-}
-
-void divergedAtSequence(uint64_t thread, int64_t sequence) {
-  std::lock_guard lock(learning.mu);
-  if (learning.unmatched && thread == learning.stepThread) learning.missSequence = sequence - 1;
-}
+void setSequenceSource(void (*now)(uint64_t* thread, int64_t* sequence)) { sequenceSource.store(now); }
 
 void setParameters(std::span<const uint64_t> ranges) {
   std::vector<std::pair<uint64_t, uint64_t>> ps;
@@ -692,7 +719,16 @@ const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params, std
   {
     std::lock_guard lock(learning.mu);
     const uint64_t place = learning.place++;
-    if (const Learned* l = entryAt(place, key, params)) return l->kept;
+    if (const Learned* l = entryAt(place, key, params)) {
+      if (l->counter >= 0) {
+        // Given its weight: the nodes made by its op and before are the
+        // template's when the counter stands where the template's did.
+        const std::optional<int64_t> now = sequenceInStep();
+        if (now && *now == l->counter) learning.verified = std::max(learning.verified, l->madeBefore);
+        if (now && *now != l->counter) learning.shifted = true;
+      }
+      return l->kept;
+    }
     learning.missTemplate = learning.current;
     if (why != nullptr && !learning.templates.empty()) *why = whyUnmatched(place, key, params);
     learning.step.clear();
@@ -718,8 +754,20 @@ void learn(uint64_t key, const trace::Origin& o, std::span<const uint8_t> params
     learning.step = {};
     return;
   }
+  std::optional<Weight> weight = weightOf(params);
+  int64_t counter = -1, madeBefore = -1;
+  if (const std::optional<int64_t> now = weight ? sequenceInStep() : std::nullopt) {
+    counter = madeBefore = *now;
+    const std::vector<Scope>& scopes = threadLocalRef(tls).scopes;
+    for (size_t i = scopes.size(); i-- > 0;) {
+      const Scope& op = scopes[i];
+      if (op.kind != ScopeKind::kOp || op.sequence < 0) continue;
+      if (op.sequenceThread == learning.stepThread) madeBefore = std::max(*now, op.sequence - learning.stepBase + 1);
+      break;
+    }
+  }
   learning.step.push_back(
-      Learned{key, o, roles ? std::move(*roles) : std::vector<uint8_t>(), weightOf(params)});
+      Learned{key, o, roles ? std::move(*roles) : std::vector<uint8_t>(), weight, counter, madeBefore});
 }
 
 // Every field of `o` set anew from this thread's context; its strings and
@@ -865,9 +913,11 @@ void resetForTesting() {
     learning.stepThread = 0;
     learning.stepBase = -1;
     learning.sequenced.clear();
-    learning.missSequence = INT64_MAX;
+    learning.verified = 0;
+    learning.shifted = false;
   }
   setOnDiverged(nullptr);
+  setSequenceSource(nullptr);
   setFinishRecording(nullptr);
   setFlushRecording(nullptr);
   pendingRoles.reset();

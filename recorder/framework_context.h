@@ -187,20 +187,18 @@ bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std:
 // are one module: any of them matches.)
 void setParameters(std::span<const uint64_t> ranges);
 
-// The step that began last (setStep) began on thread `thread` (the
-// framework's number for it, as a scope's sequenceThread) when its autograd
-// sequence counter stood at `sequence`: the forward ops learned on that
-// thread are kept by their sequence number from there, with the names of
+// Where the calling thread's autograd sequence counter stands (the
+// framework's number for the thread, as a scope's sequenceThread, and the
+// counter), asked at each step's start (setStep), at the launches given a
+// weight it learns and follows. The forward ops learned on the step's
+// thread are kept by their number from the step's first, with the names of
 // the backward nodes they made. In a step that stops matching its
 // templates, a backward node made while the recorder followed (no op of it
 // observed) then takes the forward op of the template at the same number,
-// where the template's node there had the same name (Origin.byPlace).
-void stepSequence(uint64_t thread, int64_t sequence);
-// At the operation that matched no template (setOnDiverged's call): its
-// thread's autograd sequence counter. On the step's thread, the forward ops
-// before the one under way ran while following; the one under way did not
-// match.
-void divergedAtSequence(uint64_t thread, int64_t sequence);
+// where the template's node there had the same name, if it was made before
+// the step's last launch given a weight whose counter stood where the
+// template's did (Origin.byPlace); none if one's did not.
+void setSequenceSource(void (*now)(uint64_t* thread, int64_t* sequence));
 
 // How the steps completed so far were attributed; nothing before the first.
 std::optional<trace::LayerSteps> layerSteps();

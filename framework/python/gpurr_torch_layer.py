@@ -293,8 +293,6 @@ def _optimizer_stepped(optimizer, args, kwargs):
         # optimisation under DDP).
         _leave_modules(stack, 0)
     _recorder.gpurr_framework_set_step(_step)
-    if _observer is not None and _learning:
-        _observer.gpurr_torch_step_began()  # where the step's autograd sequence numbers start
     _adapt()
     if not _following:
         _report_parameters()  # for the step it learns next: a head replaced, the optimizer's own
@@ -798,7 +796,6 @@ def install(torch, skipped=()):
             else:
                 observing = lib
                 lib.gpurr_torch_observe.argtypes = [ctypes.c_int]
-                lib.gpurr_torch_step_began.argtypes = []
                 with_gil = ctypes.PyDLL(observer)  # the same library: it keeps a reference
                 with_gil.gpurr_torch_on_diverged.argtypes = [ctypes.py_object]
                 with_gil.gpurr_torch_on_diverged(_observe_again)
@@ -822,7 +819,5 @@ def install(torch, skipped=()):
     _learning = os.environ.get("GPURR_FULL_ATTRIBUTION", "") in ("", "0")
     _recorder.gpurr_framework_attribution(1 if _learning else 0)
     _recorder.gpurr_framework_set_step(0)
-    if _observer is not None and _learning:
-        _observer.gpurr_torch_step_began()
     _enabled = True
     os.register_at_fork(after_in_child=lambda: _forked(torch, observing))

@@ -450,59 +450,86 @@ TEST_CASE("a launch takes its place only when not given another framework parame
 TEST_CASE("in a step that stops matching the backward of ops run while following takes the template's forward ops",
           "[recorder][framework]") {
   fw::resetForTesting();
-  // The op that does not match began at sequence number 301 of thread 7.
-  fw::setOnDiverged([] { fw::divergedAtSequence(7, 302); });
-  const uint64_t a = fw::launchKey("kernel_a"), b = fw::launchKey("kernel_b"), c = fw::launchKey("kernel_c");
+  // The step's thread is the framework's thread 7; its autograd counter is
+  // `counter` (a node takes it, and it goes up by one).
+  static int64_t counter = 0;
+  fw::setSequenceSource([](uint64_t* thread, int64_t* sequence) {
+    *thread = 7;
+    *sequence = counter;
+  });
+  const uint64_t weights[] = {0x10000, 0x100, 0x20000, 0x100, 0x30000, 0x100};
+  fw::setParameters(weights);
+  auto weight = [](uint64_t address) {
+    std::vector<uint8_t> bytes(8);
+    std::memcpy(bytes.data(), &address, 8);
+    return bytes;
+  };
+  const uint64_t a = fw::launchKey("kernel_a"), b = fw::launchKey("kernel_b");
   REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
-  // Each step's forward: Net.a's and Net.b's linear (sequence numbers 0 and
-  // 1 from the step's first, on thread 7); its backward the nodes they made,
-  // in reverse.
-  auto forward = [&](const char* module, int64_t sequence, uint64_t key) {
-    fw::enterModule(module);
-    fw::openScope(&ids[0], "aten::linear", fw::ScopeKind::kOp, sequence, 7, "/w/train.py", 9);
-    auto o = fw::currentOrigin(true, key);
-    fw::closeScope(&ids[0]);
-    fw::exitModule();
+  // A linear of `module` given `w`: its node takes the counter, then it
+  // launches. While the recorder follows, the layer reports nothing.
+  auto forward = [&](const char* module, uint64_t w) {
+    const bool observed = fw::attribution() != fw::Attribution::kFollow;
+    if (observed) {
+      fw::enterModule(module);
+      fw::openScope(&ids[0], "aten::linear", fw::ScopeKind::kOp, counter, 7, "/w/train.py", 9);
+    }
+    ++counter;
+    auto o = fw::currentOrigin(true, a, weight(w));
+    if (observed) {
+      fw::closeScope(&ids[0]);
+      fw::exitModule();
+    }
     return o;
   };
-  auto backward = [&](int64_t sequence) {
-    fw::openScope(&ids[1], "AddmmBackward0", fw::ScopeKind::kBackwardNode, sequence, 7, nullptr, 0);
+  auto backward = [&](const char* node, int64_t sequence) {
+    fw::openScope(&ids[1], node, fw::ScopeKind::kBackwardNode, sequence, 7, nullptr, 0);
     auto o = fw::currentOrigin(true, b);
     fw::closeScope(&ids[1]);
     return o;
   };
   for (int64_t step : {0, 1}) {
+    counter = 100 * step;
     fw::setStep(step);
-    fw::stepSequence(7, 100 * step);
-    forward("Net.a", 100 * step, a);
-    forward("Net.b", 100 * step + 1, a);
-    CHECK(backward(100 * step + 1)->module == "Net.b");
-    CHECK(backward(100 * step)->module == "Net.a");
+    forward("Net.a", 0x10000);
+    forward("Net.b", 0x20000);
+    CHECK(backward("AddmmBackward0", 100 * step + 1)->module == "Net.b");
+    CHECK(backward("AddmmBackward0", 100 * step)->module == "Net.a");
   }
+  counter = 300;
   fw::setStep(2);
   REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
-  fw::stepSequence(7, 300);
-  // Net.a's launch is followed; the next op (sequence number 301) launches
-  // another kernel: observed from there.
-  CHECK(fw::currentOrigin(true, a)->module == "Net.a");
-  CHECK(fw::currentOrigin(true, c)->op.empty());
+  // Net.a's launch is followed (the counter where the template's stood);
+  // the next op's is given another layer's weight: observed from there.
+  CHECK(forward("Net.a", 0x10000)->module == "Net.a");
+  CHECK(forward("Net.c", 0x30000)->op.empty());
   CHECK(fw::attribution() == fw::Attribution::kLearn);
-  // The node of the op that did not match: its forward op is unknown. The
-  // node of Net.a's op, which ran while following: the template's forward op
-  // at its place, by place.
-  auto o = backward(301);
+  // The node of the op that did not match (made after the last launch
+  // checked): unknown. That of Net.a's op, made while following: the
+  // template's forward op at its number, by place; also in the engine's
+  // scope around the node (where its gradients are summed).
+  auto o = backward("AddmmBackward0", 301);
   CHECK(o->module.empty());
   CHECK(o->phase == Phase::kBackward);
-  o = backward(300);
+  o = backward("AddmmBackward0", 300);
   CHECK(o->module == "Net.a");
   CHECK(o->forwardOp == "aten::linear");
   CHECK(o->line == 9);
   CHECK(o->byPlace);
-  // A node of another name at that number (the op that ran there was
-  // another): unknown.
-  fw::openScope(&ids[1], "MulBackward0", fw::ScopeKind::kBackwardNode, 300, 7, nullptr, 0);
-  CHECK(fw::currentOrigin(true, b)->module.empty());
-  fw::closeScope(&ids[1]);
+  CHECK(backward("autograd::engine::evaluate_function: AddmmBackward0", 300)->module == "Net.a");
+  // A node of another name at that number (another op ran there): unknown.
+  CHECK(backward("MulBackward0", 300)->module.empty());
+  // A step that made a node more before Net.a's launch (a view, a layer
+  // trained now and frozen then): the counters differ, and no node is
+  // named by place.
+  counter = 400;
+  fw::setStep(3);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  ++counter;
+  CHECK(forward("Net.a", 0x10000)->module == "Net.a");
+  CHECK(forward("Net.c", 0x30000)->op.empty());
+  CHECK(backward("AddmmBackward0", 401)->module.empty());
+  CHECK(backward("AddmmBackward0", 400)->module.empty());
   fw::resetForTesting();
 }
 
