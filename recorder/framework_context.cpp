@@ -5,9 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cstring>
-
-#include <fmt/format.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +17,7 @@
 
 #include "recorder/kept_once.h"
 #include "recorder/thread_local_ref.h"
+#include "recorder/weights.h"
 #include "recorder/write_history.h"
 
 namespace gpurr::recorder::framework {
@@ -138,15 +136,6 @@ std::atomic<uint64_t> stepLaunches{0};
 // never looks at its thread's scopes to learn whether it is benchmarking.
 std::atomic<uint32_t> benchmarkingScopes{0};
 
-// The first word of a launch's parameter bytes that points into one of the
-// framework's parameters (setParameters): where, and that parameter's
-// extent [begin, end).
-struct Weight {
-  uint32_t offset;
-  uint64_t begin, end;
-  bool operator==(const Weight&) const = default;
-};
-
 // The templates: steps learned whole, each its operations in order with
 // their origins. A training loop's steps are mostly alike, but some differ
 // in a way that comes again: a step that logs its loss (a copy to the host),
@@ -190,7 +179,7 @@ struct Learning {
   uint64_t steps = 0;                // steps begun: the templates' clock
   bool unmatched = false;            // an operation of this step matched no template
   trace::LayerSteps tally;           // the steps completed (but `templates`)
-  std::vector<std::pair<uint64_t, uint64_t>> parameters;  // the framework's extents, [begin, end), by begin
+  Weights weights;                   // the framework's parameters (setParameters)
   // The step's thread (the framework's number) and its autograd sequence
   // counter when the step began (setSequenceSource; -1: unknown), this
   // step's sequenced ops (learning); following, the counter (from the
@@ -297,32 +286,6 @@ void stepBegins(bool complete) {
   learning.place = 0;
 }
 
-uint64_t wordAt(std::span<const uint8_t> params, size_t offset) {
-  uint64_t word;
-  std::memcpy(&word, params.data() + offset, sizeof(word));
-  return word;
-}
-
-// The extent of the framework's parameter that `address` points into, if
-// any. Under learning.mu.
-const std::pair<uint64_t, uint64_t>* parameterAt(uint64_t address) {
-  const auto& ps = learning.parameters;
-  auto it = std::upper_bound(ps.begin(), ps.end(), address, [](uint64_t a, const auto& r) { return a < r.first; });
-  return it != ps.begin() && address < std::prev(it)->second ? &*std::prev(it) : nullptr;
-}
-
-// The first word of a launch's parameter bytes that points into one of the
-// framework's parameters: only the first, since a struct passed by value
-// (an optimizer's tensor lists, a reduction's outputs) may hold in its
-// unused slots, after those it uses, whatever the stack held. Under
-// learning.mu.
-std::optional<Weight> weightOf(std::span<const uint8_t> params) {
-  for (size_t at = 0; !learning.parameters.empty() && at + 8 <= params.size(); at += 8) {
-    if (const auto* p = parameterAt(wordAt(params, at))) return Weight{static_cast<uint32_t>(at), p->first, p->second};
-  }
-  return std::nullopt;
-}
-
 // Whether the operation of `key` and parameter bytes `params` is the one
 // template `t` has at `place`: of the same kind and kernel, and, where the
 // template's launch was given a weight, not given another of the
@@ -331,10 +294,7 @@ std::optional<Weight> weightOf(std::span<const uint8_t> params) {
 bool matches(const Template& t, uint64_t place, uint64_t key, std::span<const uint8_t> params) {
   if (place >= t.keys.size() || t.keys[place] != key) return false;
   const std::optional<Weight>& w = t.ops[place].weight;
-  if (!w) return true;
-  if (w->offset + 8 > params.size()) return false;
-  const uint64_t word = wordAt(params, w->offset);
-  return (word >= w->begin && word < w->end) || parameterAt(word) == nullptr;
+  return !w || learning.weights.allows(*w, params);
 }
 
 // Why the operation of `key` and parameter bytes `params` matched no
@@ -346,18 +306,7 @@ std::string whyUnmatched(uint64_t place, uint64_t key, std::span<const uint8_t> 
   if (t.keys[place] != key || !w) {
     return "matched no template: the step learned had another operation at this launch's place";
   }
-  if (w->offset + 8 > params.size()) {
-    return fmt::format("matched no template: its parameters end before byte {}, where the launch at its place in the "
-                       "step learned was given a weight",
-                       w->offset);
-  }
-  const uint64_t word = wordAt(params, w->offset);
-  const auto* p = parameterAt(word);
-  return fmt::format("matched no template: given another weight than the launch at its place in the step learned "
-                     "(its word at byte {} points into the parameter of {} bytes at {:#x}, that launch's into the one "
-                     "of {} bytes at {:#x})",
-                     w->offset, p != nullptr ? p->second - p->first : 0, p != nullptr ? p->first : 0,
-                     w->end - w->begin, w->begin);
+  return learning.weights.whyNot(*w, params);
 }
 
 // The templates' entry for an operation of `key` and parameter bytes
@@ -655,24 +604,8 @@ bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std:
 void setSequenceSource(void (*now)(uint64_t* thread, int64_t* sequence)) { sequenceSource.store(now); }
 
 void setParameters(std::span<const uint64_t> ranges) {
-  std::vector<std::pair<uint64_t, uint64_t>> ps;
-  for (size_t i = 0; i + 1 < ranges.size(); i += 2) {
-    const uint64_t begin = ranges[i], end = ranges[i] + ranges[i + 1];
-    if (end > begin) ps.emplace_back(begin, end);  // (not empty, nor wrapping around)
-  }
-  std::sort(ps.begin(), ps.end());
-  // Overlapping extents (a parameter given twice, views of one another) merged.
-  size_t kept = 0;
-  for (const auto& r : ps) {
-    if (kept > 0 && r.first < ps[kept - 1].second) {
-      ps[kept - 1].second = std::max(ps[kept - 1].second, r.second);
-    } else {
-      ps[kept++] = r;
-    }
-  }
-  ps.resize(kept);
   std::lock_guard lock(learning.mu);
-  learning.parameters = std::move(ps);
+  learning.weights.set(ranges);
 }
 
 bool active() { return reported.load(std::memory_order_relaxed); }
@@ -754,7 +687,7 @@ void learn(uint64_t key, const trace::Origin& o, std::span<const uint8_t> params
     learning.step = {};
     return;
   }
-  std::optional<Weight> weight = weightOf(params);
+  std::optional<Weight> weight = learning.weights.of(params);
   int64_t counter = -1, madeBefore = -1;
   if (const std::optional<int64_t> now = weight ? sequenceInStep() : std::nullopt) {
     counter = madeBefore = *now;
@@ -909,7 +842,7 @@ void resetForTesting() {
     std::lock_guard learningLock(learning.mu);
     learning.tally = {};
     learning.unmatched = false;
-    learning.parameters.clear();
+    learning.weights.set({});
     learning.stepThread = 0;
     learning.stepBase = -1;
     learning.sequenced.clear();
