@@ -17,6 +17,8 @@
 // arguments, each marked with whether the op's schema writes it
 // (Tensor(a!)), so that the recorder hashes after the op's launches only what
 // they may write; and whether the op updates one of its arguments in place.
+// The recorder may also read a thread's autograd sequence counter through it
+// (gpurr_framework_sequence_source).
 // The callback asks for the op's inputs: the dispatcher then boxes every
 // op's arguments.
 #include <Python.h>
@@ -58,6 +60,7 @@ void sequenceNow(uint64_t* thread, int64_t* sequence) {
   *thread = at::RecordFunction::currentThreadId();
   *sequence = static_cast<int64_t>(at::sequence_number::peek());
 }
+
 // libgpurr_torch_cuda.so's gpurr_torch_cuda_try_install, asked at each op
 // until the caching allocator has started and it has answered (not 1).
 std::atomic<int (*)(void*)> attachBlocks{nullptr};
