@@ -12,6 +12,7 @@ templates, and steps that run the same kernels through other layers or
 experts of one kind (LayerDrop, a mixture of experts). The program's output
 must be unchanged by the layer."""
 import argparse
+import collections
 import json
 import os
 import shutil
@@ -131,7 +132,7 @@ check(any("Alpha" in r for r in roots.values()) and any("Beta" in r for r in roo
 # partly, the rest followed.
 truth = record("dropping-full", "dropping", GPURR_FULL_ATTRIBUTION="1")
 followed = record("dropping", "dropping")
-wrong, unnamed, by_place = [], {}, 0
+wrong, unnamed, by_place = [], collections.Counter(), 0
 notes = [a["text"] for e in followed for a in e["launch"].get("annotations", []) if a.get("kind") == "note"]
 check(len(notes) == 3 and all(n.startswith("matched no template: given another weight") for n in notes),
       f"dropping: the launches at which a step stopped matching say why: {notes}")
@@ -140,7 +141,7 @@ for o, t in zip(followed, truth):
     if o.get("module") and o.get("module") != t.get("module"):
         wrong.append((o.get("step"), o.get("op"), o.get("module"), t.get("module")))
     elif not o.get("module") and t.get("module"):
-        unnamed[(o.get("step"), t.get("phase"))] = unnamed.get((o.get("step"), t.get("phase")), 0) + 1
+        unnamed[(o.get("step"), t.get("phase"))] += 1
     by_place += o.get("phase") == "backward" and o.get("byPlace", False) and o.get("step") in (3, 5, 8)
 info = subprocess.run([args.gpurr, "info", "--json", os.path.join(args.work, "dropping.gpurr")], capture_output=True,
                       text=True)
@@ -149,7 +150,7 @@ check(len(followed) == len(truth) and not wrong and by_place >= 6 and
       all(n <= (1 if phase == "forward" else 2) for (_, phase), n in unnamed.items()) and
       (steps_by.get("observed"), steps_by.get("followed"), steps_by.get("unmatched")) == (4, 5, 3),
       f"dropping: {len(followed)} vs {len(truth)} launches, {len(wrong)} named another module "
-      f"(step, op, named, true): {wrong[:6]}; launches unnamed by step and phase: {unnamed}; backward launches "
+      f"(step, op, named, true): {wrong[:6]}; launches unnamed by step and phase: {dict(unnamed)}; backward launches "
       f"named by place in the partly observed steps: {by_place}; steps: {steps_by}")
 
 if failures:
