@@ -67,7 +67,12 @@ void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbi
     return;
   ReentrancyGuard guard(inside);
   try {
-    hashing_.flushIfAsked();  // the trace thread waits for a deferred hash
+    // The trace thread waits for a deferred hash: flushed at the program's
+    // next API call, never inside a resource callback (a module loading in
+    // the middle of cuModuleLoadData or of the recorder's own lookup, a
+    // stream or graph node being made), where the driver is in the middle
+    // of a call of its own.
+    if (domain != CUPTI_CB_DOMAIN_RESOURCE) hashing_.flushIfAsked();
     // A capture begins: counted open before the driver begins it, once
     // the other threads' callbacks in flight are done (capture_tracker.h).
     if (domain != CUPTI_CB_DOMAIN_RESOURCE) {

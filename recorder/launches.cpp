@@ -147,6 +147,11 @@ void LaunchRecorder::prepareLaunch(const RuntimeEntry& e, const CUpti_CallbackDa
   if (cb.correlationData != nullptr) *cb.correlationData = 0;
   out_.ensureStarted();
   if (!out_.recording()) return;
+  // No context yet: the runtime binds one to the thread inside this call
+  // (cupti_callbacks.h: the context may change from the entry to the exit
+  // of a runtime call that initialises one), so the driver callback it
+  // makes has the context the launch runs in.
+  if (cb.context == nullptr) return;
   LaunchCall call = runtimeCall(e, cb);
   if (call.function == 0) return;  // left to the driver callback, if one comes
   runtime.recorded = true;
@@ -161,7 +166,7 @@ void LaunchRecorder::processLaunch(const RuntimeEntry& e, const CUpti_CallbackDa
   if (cb.correlationData != nullptr && *cb.correlationData != 0) {
     std::unique_ptr<PendingLaunch> pending(reinterpret_cast<PendingLaunch*>(*cb.correlationData));
     *cb.correlationData = 0;
-    if (ok) finishLaunch(std::move(pending));
+    settleLaunch(std::move(pending), ok);
   } else if (ok && !frame.driverSeen && out_.recording()) {
     // Neither domain could describe the function (a program linked with
     // the static runtime, say): the launch is still counted, bare.
@@ -392,13 +397,12 @@ void LaunchRecorder::processLaunch(const CUpti_CallbackData& cb) {
   if (cb.correlationData == nullptr || *cb.correlationData == 0) return;
   std::unique_ptr<PendingLaunch> pending(reinterpret_cast<PendingLaunch*>(*cb.correlationData));
   *cb.correlationData = 0;
-  if (succeeded(cb)) {
-    finishLaunch(std::move(pending));
-  } else {
-    // Nothing ran and nothing is recorded: the first uses it hashed are
-    // first uses still.
-    hashing_.forgotten(pending->entry->before.ranges);
-  }
+  settleLaunch(std::move(pending), succeeded(cb));
+}
+
+void LaunchRecorder::settleLaunch(std::unique_ptr<PendingLaunch> pending, bool succeeded) {
+  if (succeeded) finishLaunch(std::move(pending));
+  else hashing_.forgotten(pending->entry->before.ranges);
 }
 
 void LaunchRecorder::finishLaunch(std::unique_ptr<PendingLaunch> pending) {

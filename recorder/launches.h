@@ -82,6 +82,10 @@ class LaunchRecorder {
   std::unique_ptr<PendingLaunch> describeLaunch(LaunchCall& call, const CUpti_CallbackData& cb,
                                                 std::chrono::steady_clock::time_point began);
   void finishLaunch(std::unique_ptr<PendingLaunch> pending);
+  // A launch's EXIT: finished when its call succeeded; otherwise nothing ran
+  // and nothing is recorded, and the first uses it hashed are first uses
+  // still.
+  void settleLaunch(std::unique_ptr<PendingLaunch> pending, bool succeeded);
 
   std::mutex& mu_;
   const RecorderOptions& options_;

@@ -116,6 +116,35 @@ TEST_CASE("deferred hashes: an input only read at its first use waits in the bat
   framework::resetForTesting();
 }
 
+TEST_CASE("deferred hashes: a flush the trace thread asks for waits for an API call and not a resource callback",
+          "[recorder][session][deferral]") {
+  // A module loading inside cuModuleLoadData (or inside the recorder's own
+  // function lookup), a stream or graph node being made: the driver is in
+  // the middle of a call of its own there.
+  framework::resetForTesting();
+  Harness h;
+  h.device->deferHashes = true;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  auto bufs = blocks(h, 2, 750);
+  opLaunch(h, 0x5, addr(bufs[1].data()), addr(bufs[0].data()), [&] { bufs[1][0] ^= 1; });
+  const size_t callsBefore = h.calls.size();
+  HashDeferral::asked().store(true);
+  const std::vector<uint8_t> image = {1, 2, 3, 4};
+  CUpti_ModuleResourceData m{9, image.size(), reinterpret_cast<const char*>(image.data())};
+  CUpti_ResourceData r{h.ctx, {nullptr}, &m};
+  h.session->onCallback(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED, &r);
+  CUpti_ResourceData stream{h.ctx, {reinterpret_cast<CUstream>(0x7)}, nullptr};
+  h.session->onCallback(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_STREAM_CREATED, &stream);
+  CHECK(h.calls.size() == callsBefore);
+  CHECK(HashDeferral::asked().load());
+  cuCtxGetDevice_params p{};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice, &p);  // the program's next call
+  CHECK(h.calls.size() == callsBefore + 1);
+  CHECK_FALSE(HashDeferral::asked().load());
+  REQUIRE(eventsOf<trace::KernelLaunch>(h.finishAndRead()).size() == 1);
+  framework::resetForTesting();
+}
+
 TEST_CASE("deferred hashes: a launch that writes a held-back range in place has it hashed first",
           "[recorder][session][deferral]") {
   framework::resetForTesting();

@@ -333,9 +333,12 @@ struct Harness {
 
   // cudaLaunchKernel of the host function `stub` as the runtime reports it:
   // its callbacks around `inside` (nothing, or the driver's own launch
-  // callbacks when the runtime launches through the driver).
+  // callbacks when the runtime launches through the driver), returning
+  // `result`. The ENTER's context is `ctx` as it is then; `inside` may bind
+  // one (the runtime's first call on a thread).
   void runtimeLaunch(uint64_t stub, void** args, const std::function<void()>& inside = {},
-                     CUpti_CallbackId cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+                     CUpti_CallbackId cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     cudaError_t result = cudaSuccess) {
     cudaLaunchKernel_v7000_params p{};
     p.func = reinterpret_cast<const void*>(stub);
     p.gridDim = dim3(4, 1, 1);
@@ -355,6 +358,8 @@ struct Harness {
     cb.callbackSite = CUPTI_API_ENTER;
     session->onCallback(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
     if (inside) inside();
+    ret = result;
+    cb.context = ctx;
     cb.callbackSite = CUPTI_API_EXIT;
     session->onCallback(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &cb);
   }

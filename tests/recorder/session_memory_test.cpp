@@ -430,6 +430,14 @@ TEST_CASE("bytes written without a digest, and first uses left unrecorded, are h
     h.launch(kAxpy, args, 0x5);
     CHECK(hashedBefore() == std::vector<size_t>{2});
   }
+  SECTION("a runtime launch that failed") {
+    constexpr uint64_t kStub = 0x4000;
+    h.device->runtimeStubs[kStub] = kAxpy;
+    h.runtimeLaunch(kStub, args, {}, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                    cudaErrorLaunchOutOfResources);  // not in the trace
+    h.launch(kAxpy, args, 0x5);
+    CHECK(hashedBefore() == std::vector<size_t>{2});
+  }
   SECTION("a 2D copy into device memory") {
     h.launch(kAxpy, args, 0);
     CUDA_MEMCPY2D c{};

@@ -580,6 +580,20 @@ TEST_CASE("a launch is recorded once whichever domain reports it: runtime, drive
     CHECK(std::get<trace::Note>(launches[0].annotations[0]).text.find("runtime alone") != std::string::npos);
     checkFull(launches[1], y);
   }
+  SECTION("the runtime's ENTER has no context yet: the driver's callback inside records it in its context") {
+    Harness h;
+    setUp(h, y);
+    h.ctx = nullptr;  // the thread's first runtime call binds the primary context
+    h.runtimeLaunch(kStub, args, [&] {
+      h.ctx = reinterpret_cast<CUcontext>(0xC0);
+      h.launch(kAxpy, args, 0x5);
+    });
+    const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+    REQUIRE(launches.size() == 1);
+    checkFull(launches[0], y);
+    CHECK(launches[0].context == 0xC0);
+    CHECK(h.warnings.empty());
+  }
   SECTION("__cudaLaunchKernel names a CUkernel, used as it is") {
     Harness h;
     setUp(h, y);
