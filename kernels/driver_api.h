@@ -56,6 +56,7 @@ namespace gpurr::kernels {
   X(cuStreamIsCapturing)          \
   X(cuStreamGetCaptureInfo)       \
   X(cuStreamGetCtx)               \
+  X(cuStreamGetFlags)             \
   X(cuThreadExchangeStreamCaptureMode) \
   X(cuEventCreate)                \
   X(cuEventDestroy)               \

@@ -391,6 +391,13 @@ uint64_t CudaDevice::streamContext(uint64_t stream) {
   return 0;
 }
 
+bool CudaDevice::blockingStream(uint64_t stream) {
+  unsigned int flags = 0;
+  return api_.cuStreamGetFlags == nullptr ||
+         api_.cuStreamGetFlags(reinterpret_cast<CUstream>(stream), &flags) != CUDA_SUCCESS ||
+         (flags & CU_STREAM_NON_BLOCKING) == 0;
+}
+
 bool CudaDevice::addressRange(uint64_t address, uint64_t& base, uint64_t& size) {
   if (api_.cuMemGetAddressRange == nullptr) return false;
   CUdeviceptr b = 0;

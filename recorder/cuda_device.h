@@ -41,6 +41,7 @@ class CudaDevice : public Device {
                    uint32_t runs, std::vector<std::vector<uint64_t>>& digests, std::string& error) override;
   uint32_t currentDevice() override;
   uint64_t streamContext(uint64_t stream) override;
+  bool blockingStream(uint64_t stream) override;
   bool addressRange(uint64_t address, uint64_t& base, uint64_t& size) override;
 
   void setCheckpointApi(const CheckpointApi& api) { checkpoint_ = api; }

@@ -181,6 +181,13 @@ class Device {
     return 0;
   }
 
+  // Whether `stream` (not the legacy one) synchronizes with the legacy
+  // stream: made without CU_STREAM_NON_BLOCKING. True when unknown.
+  virtual bool blockingStream(uint64_t stream) {
+    (void)stream;
+    return true;
+  }
+
   // The start and size of the allocation containing `address`
   // (cuMemGetAddressRange), for memory whose size the call that made it does
   // not give (IPC handles, imported pool allocations). False when unknown.

@@ -31,7 +31,8 @@ void flushDeferredHashes(HashRules& hashing, Handler h, bool perThread, const CU
   switch (h) {
     case Handler::kEventRecord: case Handler::kEventRecordWithFlags:
       // Another stream may wait on the event, then write the ranges.
-      hashing.flushStream(u64(cb.context), enqueueStream(u64(params<cuEventRecord_params>(cb).hStream), perThread));
+      hashing.beforeEventRecord(u64(cb.context),
+                                enqueueStream(u64(params<cuEventRecord_params>(cb).hStream), perThread));
       return;
     case Handler::kMemcpyHtoD: case Handler::kMemcpyHtoDAsync: case Handler::kMemcpyDtoH:
     case Handler::kMemcpyDtoHAsync: case Handler::kMemcpyDtoD: case Handler::kMemcpyDtoDAsync:

@@ -202,10 +202,29 @@ void HashDeferral::flushAll() {
   flushAllLocked();
 }
 
-void HashDeferral::flushStream(uint64_t context, uint64_t stream) {
+bool HashDeferral::orderedBeforeLegacy(Open& o, uint64_t context) {
+  if (o.context != context || legacy(o.stream)) return false;
+  if (o.blocking < 0) o.blocking = device_.blockingStream(o.stream) ? 1 : 0;
+  return o.blocking == 1;
+}
+
+void HashDeferral::beforeEventRecord(uint64_t context, uint64_t stream) {
   std::lock_guard lock(mu_);
   std::string error;
+  if (legacy(stream)) {
+    for (size_t i = open_.size(); i-- > 0;)
+      if (open_[i].context == context && (legacy(open_[i].stream) || orderedBeforeLegacy(open_[i], context)))
+        flushLocked(open_[i], error);
+    return;
+  }
   if (Open* o = openFor(context, stream)) flushLocked(*o, error);
+  // A blocking stream's work after now waits for the legacy stream's.
+  for (size_t i = open_.size(); i-- > 0;) {
+    if (open_[i].context == context && legacy(open_[i].stream) && device_.blockingStream(stream)) {
+      flushLocked(open_[i], error);
+      break;
+    }
+  }
 }
 
 bool HashDeferral::anyOpen() {
@@ -233,7 +252,7 @@ void HashDeferral::beforeLaunch(uint64_t context, uint64_t stream, std::span<con
     // Only a launch ordered after the batch's writers can write its ranges
     // unseen, in order: one on its stream, or across the legacy stream.
     if (own || implicit) ++o.launches;
-    bool flush = o.launches >= kMaxLaunches;
+    bool flush = o.launches >= kMaxLaunches || (legacy(stream) && orderedBeforeLegacy(o, context));
     for (size_t j = 0; j < ranges.size() && !flush; ++j) {
       // A launch that only reads a range leaves the bytes its digest is to
       // be of. Another stream's launch that may write a held output is

@@ -43,7 +43,13 @@ class HashDeferral {
   // write the recorder cannot see (through a pointer held in device memory)
   // could land before a digest in stream order. Another stream's launch is
   // ordered after the batch's writers only through an event recorded on
-  // their stream, whose record flushes.
+  // their stream, whose record flushes, or through the legacy stream: work
+  // on it waits for every blocking stream's work before it, and a blocking
+  // stream's later work waits for it (cuda.h, CU_STREAM_NON_BLOCKING). So a
+  // launch or event record on the legacy stream flushes the blocking
+  // streams' batches, and an event record on a blocking stream the legacy
+  // stream's batch (a blocking stream's launch that may write it flushes
+  // it as any launch does).
   static constexpr uint64_t kMaxLaunches = 8;
   // Bounds of one batch: launches' shares, descriptors and bytes (well
   // within the hash ring: 64K descriptors, 256 GiB).
@@ -59,8 +65,9 @@ class HashDeferral {
   // A launch on `stream` is about to be enqueued, reaching `ranges` (each
   // `roles[i]`, or unknown when `roles` is empty: then it may write them).
   // Flushes every open batch it may write, or reaches at all across the
-  // legacy stream, and those older than kMaxLaunches launches; all of them
-  // when `unseen` (the launch may reach memory no scanned pointer shows).
+  // legacy stream, those older than kMaxLaunches launches, and for a launch
+  // on the legacy stream those of blocking streams; all of them when
+  // `unseen` (the launch may reach memory no scanned pointer shows).
   void beforeLaunch(uint64_t context, uint64_t stream, std::span<const trace::DeviceRange> ranges,
                     std::span<const OperandRole> roles, bool unseen);
   // Adds `ranges` to `stream`'s open batch (of `context`) and returns this
@@ -76,9 +83,11 @@ class HashDeferral {
   // legacy stream.
   std::unique_ptr<PendingHashes> add(uint64_t context, uint64_t stream, std::span<const trace::DeviceRange> ranges,
                                      bool now, bool onlyRead, std::string& error);
-  // Flushes `stream`'s open batch (of `context`); every open batch; every
+  // An event is recorded on `stream` (of `context`), which another stream
+  // may wait on: flushes the stream's open batch and those it is ordered
+  // after or before across the legacy stream. Then every open batch; every
   // open batch when the trace thread asked for it since.
-  void flushStream(uint64_t context, uint64_t stream);
+  void beforeEventRecord(uint64_t context, uint64_t stream);
   void flushAll();
   void flushIfAsked() {
     if (asked().load(std::memory_order_relaxed)) flushAll();
@@ -95,8 +104,12 @@ class HashDeferral {
     uint64_t launches = 0;  // since its first range came, on its stream (or across the legacy stream)
     uint64_t bytes = 0;
     DeferredBatch* batch = nullptr;
+    int blocking = -1;  // whether its stream synchronizes with the legacy stream; -1: not asked yet
   };
   Open* openFor(uint64_t context, uint64_t stream);
+  // Whether work on the legacy stream of `context` after now is ordered
+  // after `o`'s writers (and so everything a blocking stream runs after it).
+  bool orderedBeforeLegacy(Open& o, uint64_t context);
   // Enqueues `o`'s batch and closes it (under mu_). Null with `error` when
   // it could not be enqueued (the batch failed, its ranges reported).
   bool flushLocked(Open& o, std::string& error);

@@ -62,10 +62,11 @@ class HashRules {
   // pointer shows): the deferred hashes it may disturb are enqueued first.
   void beforeLaunch(uint64_t context, uint64_t stream, const std::vector<trace::DeviceRange>& ranges,
                     const std::vector<OperandRole>& roles, bool unseen);
-  // Enqueues the deferred hashes of `stream`; of every stream; of every
-  // stream when the trace thread waits for one.
-  void flushStream(uint64_t context, uint64_t stream) {
-    if (defers()) deferral_.flushStream(context, stream);
+  // Enqueues the deferred hashes another stream may be ordered after by an
+  // event recorded on `stream` (HashDeferral::beforeEventRecord); those of
+  // every stream; of every stream when the trace thread waits for one.
+  void beforeEventRecord(uint64_t context, uint64_t stream) {
+    if (defers()) deferral_.beforeEventRecord(context, stream);
   }
   void flushAll() {
     if (defers()) deferral_.flushAll();

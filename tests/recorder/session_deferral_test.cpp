@@ -193,6 +193,71 @@ TEST_CASE("deferred hashes: an event record hashes what its stream holds back be
   framework::resetForTesting();
 }
 
+TEST_CASE("deferred hashes: what the legacy stream orders after a batch's writers has the batch hashed first",
+          "[recorder][session][deferral]") {
+  // A blocking stream's work waits for the legacy stream's before it, and
+  // the legacy stream's for every blocking stream's (cuda.h,
+  // CU_STREAM_NON_BLOCKING): a later write on a third stream can be ordered
+  // after a held batch's writers without touching the program's ranges
+  // before then.
+  framework::resetForTesting();
+  Harness h;
+  h.device->deferHashes = true;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  auto bufs = blocks(h, 4, 560);
+  const uint64_t x = addr(bufs[0].data()), y = addr(bufs[1].data()), z = addr(bufs[2].data()),
+                 w = addr(bufs[3].data());
+  auto eventRecord = [&](uint64_t stream) {
+    cuEventRecord_params record{reinterpret_cast<CUevent>(0xE1), reinterpret_cast<CUstream>(stream)};
+    h.call(CUPTI_DRIVER_TRACE_CBID_cuEventRecord, &record);
+  };
+  // What was hashed since `before`, by stream.
+  auto hashedOn = [&](size_t before) {
+    std::vector<uint64_t> streams;
+    for (size_t i = before; i < h.calls.size(); ++i) streams.push_back(h.calls[i].stream);
+    return streams;
+  };
+  auto fill = [&](size_t b, uint8_t v) { return [&bufs, b, v] { std::fill(bufs[b].begin(), bufs[b].end(), v); }; };
+  SECTION("a launch on the legacy stream hashes a blocking stream's batch first") {
+    opLaunch(h, 0xA, y, x, fill(1, 1));
+    const size_t before = h.calls.size();
+    opLaunch(h, 0, w, z, fill(3, 2));  // reaches nothing of stream A's
+    CHECK(hashedOn(before) == std::vector<uint64_t>{0xA});
+  }
+  SECTION("but not a non-blocking stream's") {
+    h.device->nonBlocking.insert(0xA);
+    opLaunch(h, 0xA, y, x, fill(1, 1));
+    const size_t before = h.calls.size();
+    opLaunch(h, 0, w, z, fill(3, 2));
+    CHECK(hashedOn(before).empty());
+  }
+  SECTION("an event recorded on the legacy stream hashes a blocking stream's batch first") {
+    opLaunch(h, 0xA, y, x, fill(1, 1));
+    opLaunch(h, 0xC, w, z, fill(3, 2));
+    h.device->nonBlocking.insert(0xC);
+    const size_t before = h.calls.size();
+    eventRecord(0);
+    CHECK(hashedOn(before) == std::vector<uint64_t>{0xA});
+  }
+  SECTION("an event recorded on a blocking stream hashes the legacy stream's batch first") {
+    opLaunch(h, 0, y, x, fill(1, 1));
+    const size_t before = h.calls.size();
+    eventRecord(0xA);
+    CHECK(hashedOn(before) == std::vector<uint64_t>{0});
+  }
+  SECTION("but one recorded on a non-blocking stream does not") {
+    h.device->nonBlocking.insert(0xA);
+    opLaunch(h, 0, y, x, fill(1, 1));
+    const size_t before = h.calls.size();
+    eventRecord(0xA);
+    CHECK(hashedOn(before).empty());
+  }
+  const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
+  REQUIRE(launches.size() >= 1);
+  CHECK(outputDigest(launches[0]) == digestOf(bufs[1]));
+  framework::resetForTesting();
+}
+
 TEST_CASE("deferred hashes: another stream's launch that writes a held-back range has it hashed first",
           "[recorder][session][deferral]") {
   framework::resetForTesting();

@@ -149,6 +149,8 @@ class FakeDevice : public Device {
 
   uint32_t currentDevice() override { return device; }
   uint64_t streamContext(uint64_t) override { return 0xC0; }  // the harness's context
+  std::set<uint64_t> nonBlocking;  // streams made with CU_STREAM_NON_BLOCKING
+  bool blockingStream(uint64_t stream) override { return !nonBlocking.contains(stream); }
   bool throwOnDescribe = false;
   std::function<void()> onDescribe;  // what the driver does inside the description (a lazy module load)
 
