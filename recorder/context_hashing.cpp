@@ -68,9 +68,7 @@ class PendingCuda : public PendingHashes, public Pooled<PendingCuda> {
     kernels::planHashBatch(requests_, plan_);
   }
   ~PendingCuda() override {
-    std::vector<kernels::HashResult> ignored;
-    std::string error;
-    if (batch_) wait(ignored, error);
+    if (batch_) orphan();
     held_->makeRoom();
     Recycler<HashRequests>::give(std::move(held_));
   }
@@ -120,6 +118,25 @@ class PendingCuda : public PendingHashes, public Pooled<PendingCuda> {
       cs_->ringFreed.notify_all();
       batch_.reset();
     }
+    done_ = true;
+  }
+
+  // Destroyed unread (its entry dropped, its launch failed): not waited for
+  // on the program's thread, which may be far ahead of the GPU. Its room
+  // comes back once its ticket shows, as an abandoned batch's, without
+  // making later waits give up.
+  void orphan() {
+    std::lock_guard lock(cs_->mu);
+    if (!batch_) return;  // finished meanwhile (by the context's teardown)
+    if (completed()) {
+      cs_->ring.giveBack(batch_->sequence);
+    } else {
+      cs_->orphaned.emplace_back(batch_->sequence, ticket());
+    }
+    std::erase(cs_->inFlight, this);
+    cs_->reclaimAbandonedLocked();
+    cs_->ringFreed.notify_all();
+    batch_.reset();
     done_ = true;
   }
 
@@ -321,11 +338,13 @@ bool ContextHashing::createRing(std::string& error) {
 
 void ContextHashing::reclaimAbandonedLocked() {
   if (ringHost == nullptr) return;  // released with the context
-  std::erase_if(abandoned, [&](const std::pair<uint64_t, uint64_t>& b) {
+  auto ran = [&](const std::pair<uint64_t, uint64_t>& b) {
     if (__atomic_load_n(doneWords() + b.first % kRingBatches, __ATOMIC_ACQUIRE) != b.second) return false;
     ring.giveBack(b.first);
     return true;
-  });
+  };
+  std::erase_if(abandoned, ran);
+  std::erase_if(orphaned, ran);
 }
 
 bool ContextHashing::healthy(std::string& why) {
@@ -382,6 +401,7 @@ void ContextHashing::releaseResources() {
   ringDev = counters = 0;
   watch = nullptr;
   abandoned.clear();
+  orphaned.clear();
   hasher.reset();
 }
 

@@ -85,6 +85,9 @@ struct ContextHashing {
   // past the wait limit): (sequence, ticket). Their room comes back once
   // their ticket shows.
   std::vector<std::pair<uint64_t, uint64_t>> abandoned;
+  // Batches whose ticket was destroyed unread while their kernel had not
+  // run (an entry dropped): the same, but nobody waited for them.
+  std::vector<std::pair<uint64_t, uint64_t>> orphaned;
   // Snapshot staging: free pinned buffers by capacity, spare events, copies
   // in flight (detached when the context goes away). `stagingBytes` counts
   // every staging buffer the context holds, in use or free; a buffer given
@@ -119,7 +122,8 @@ struct ContextHashing {
   // Allocates the ring (once, with the context current). False with `error`.
   bool createRing(std::string& error);
   void releaseResources();
-  // Gives back the room of abandoned batches whose kernel has run since.
+  // Gives back the room of abandoned and orphaned batches whose kernel has
+  // run since.
   void reclaimAbandonedLocked();
   // False with the reason once the context has failed.
   bool healthy(std::string& why);

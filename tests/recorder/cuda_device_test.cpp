@@ -9,6 +9,19 @@ using namespace gpurr;
 using namespace gpurr::recorder;
 using namespace gpurr::recorder::cuda_device_testing;
 
+namespace {
+
+// The context's hash ring made by a first hash, which is read back.
+void makeRing(Device& device, const kernels::HashRequest& req) {
+  std::string error;
+  std::unique_ptr<PendingHashes> first = device.hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  REQUIRE(first);
+  std::vector<kernels::HashResult> r;
+  REQUIRE(first->wait(r, error));
+}
+
+}  // namespace
+
 TEST_CASE("hashes are enqueued and read back only after the GPU ran them", "[recorder][cudadevice]") {
   Fixture fx;
   auto device = CudaDevice::create(fakeApi());
@@ -232,7 +245,7 @@ TEST_CASE("a stream blocked past the wait limit abandons that batch, not the con
   const auto a = randomBytes(100, 11);
   const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
   std::string error;
-  REQUIRE(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));  // the ring is made
+  makeRing(*device, req);  // and its first batch read: only the rest of the ring is free
   gpu->blocked = true;
   auto stuck = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
   REQUIRE(stuck);
@@ -258,6 +271,47 @@ TEST_CASE("a stream blocked past the wait limit abandons that batch, not the con
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
   pending.push_back(std::move(next));
   for (auto& p : pending) {
+    REQUIRE(p);
+    REQUIRE(p->wait(r, error));
+    CHECK(r.at(0).digest == hash::hashBuffer(a));
+  }
+  device->contextDestroying(0xC0);
+}
+
+TEST_CASE("a hash destroyed unread is not waited for and its room comes back once it ran",
+          "[recorder][cudadevice][ring]") {
+  // A launch entry dropped because the trace thread fell behind, or a launch
+  // that failed: its program thread may be far ahead of the GPU.
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  const auto a = randomBytes(100, 15);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  makeRing(*device, req);  // and its first batch read: only the rest of the ring is free
+  gpu->blocked = true;
+  auto start = std::chrono::steady_clock::now();
+  device->hash(0xC0, 0x5, std::span(&req, 1), false, error).reset();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
+  // Every other batch place taken: only the dropped batch's room is left to come back.
+  std::vector<std::unique_ptr<PendingHashes>> pending;
+  for (int i = 0; i < 8191; ++i) {
+    pending.push_back(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));
+    REQUIRE(pending.back());
+  }
+  gpu->blocked = false;
+  {
+    std::lock_guard lock(gpu->mu);  // the GPU catches up with the dropped batch's kernel only
+    auto op = std::move(gpu->queue.front());
+    gpu->queue.pop_front();
+    op();
+  }
+  start = std::chrono::steady_clock::now();
+  auto next = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  CHECK(next);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  pending.push_back(std::move(next));
+  std::vector<kernels::HashResult> r;
+  for (auto& p : pending) {  // and no later wait gives up for it
     REQUIRE(p);
     REQUIRE(p->wait(r, error));
     CHECK(r.at(0).digest == hash::hashBuffer(a));
