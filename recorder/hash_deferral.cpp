@@ -227,6 +227,12 @@ void HashDeferral::beforeEventRecord(uint64_t context, uint64_t stream) {
   }
 }
 
+void HashDeferral::close() {
+  std::lock_guard lock(mu_);
+  closed_ = true;
+  flushAllLocked();
+}
+
 bool HashDeferral::anyOpen() {
   std::lock_guard lock(mu_);
   return !open_.empty();
@@ -275,7 +281,8 @@ std::unique_ptr<PendingHashes> HashDeferral::add(uint64_t context, uint64_t stre
   uint64_t bytes = 0;
   for (const trace::DeviceRange& r : ranges) bytes += r.size;
   std::lock_guard lock(mu_);
-  if (stream == reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD) || device_.captures().mayBeOpen()) now = true;
+  if (closed_ || stream == reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD) || device_.captures().mayBeOpen())
+    now = true;
   Open* o = openFor(context, stream);
   if (o != nullptr && (o->batch->slices == kMaxSlices || o->batch->ranges.size() + ranges.size() > kMaxRanges ||
                        o->bytes + bytes > kMaxBytes)) {

@@ -89,6 +89,11 @@ class HashDeferral {
   // open batch when the trace thread asked for it since.
   void beforeEventRecord(uint64_t context, uint64_t stream);
   void flushAll();
+  // The recorder closes: every open batch is flushed, and from now on a
+  // batch is flushed as its ranges come (a launch already past the session's
+  // end check on another thread must not leave one open that nothing will
+  // flush again, with the trace thread waiting on it).
+  void close();
   void flushIfAsked() {
     if (asked().load(std::memory_order_relaxed)) flushAll();
   }
@@ -118,6 +123,7 @@ class HashDeferral {
   Device& device_;
   Failed failed_;
   std::mutex mu_;  // held while a batch is enqueued: a launch that must follow it waits for it
+  bool closed_ = false;  // under mu_
   std::vector<Open> open_;  // one per stream with an open batch (few)
   std::vector<kernels::HashRequest> requests_;  // a flush's, capacity kept
 };

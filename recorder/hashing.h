@@ -71,6 +71,10 @@ class HashRules {
   void flushAll() {
     if (defers()) deferral_.flushAll();
   }
+  // The recorder closes: nothing is held back from now on (HashDeferral::close).
+  void closeDeferral() {
+    if (defers()) deferral_.close();
+  }
   void flushIfAsked() { deferral_.flushIfAsked(); }
   // The ranges a launch hashes before it runs: all of them with
   // hashesAllInputs, else those holding bytes no recorded operation has

@@ -36,7 +36,7 @@ void RecordSession::finish() {
   if (finished_.exchange(true)) return;
   closing_.store(std::this_thread::get_id());
   if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);
-  hashing_.flushAll();  // the trace thread waits for every deferred hash
+  hashing_.closeDeferral();  // the trace thread waits for every deferred hash
   out_.close();
   closing_.store(std::thread::id());
 }

@@ -145,6 +145,33 @@ TEST_CASE("deferred hashes: a flush the trace thread asks for waits for an API c
   framework::resetForTesting();
 }
 
+TEST_CASE("deferred hashes: once the recorder closes a batch is flushed as its ranges come",
+          "[recorder][session][deferral]") {
+  // A launch on another thread already past the session's end check when
+  // it finished: nothing would flush its batch again, and the trace thread
+  // would wait on it for good.
+  std::vector<HashCall> calls;
+  FakeDevice device;
+  device.calls = &calls;
+  device.deferHashes = true;
+  HashDeferral deferral(device, [](std::span<const trace::DeviceRange>, const std::string&) {});
+  const std::vector<uint8_t> a = randomBytes(64, 1);
+  const trace::DeviceRange r{addr(a.data()), a.size()};
+  std::string error;
+  std::unique_ptr<PendingHashes> held = deferral.add(0xC0, 0x5, std::span(&r, 1), false, false, error);
+  REQUIRE(held);
+  CHECK(deferral.anyOpen());
+  deferral.close();
+  CHECK_FALSE(deferral.anyOpen());
+  std::unique_ptr<PendingHashes> late = deferral.add(0xC0, 0x5, std::span(&r, 1), false, false, error);
+  REQUIRE(late);
+  CHECK_FALSE(deferral.anyOpen());
+  std::vector<kernels::HashResult> out;
+  REQUIRE(late->wait(out, error));
+  REQUIRE(held->wait(out, error));
+  CHECK(calls.size() == 2);
+}
+
 TEST_CASE("deferred hashes: a launch that writes a held-back range in place has it hashed first",
           "[recorder][session][deferral]") {
   framework::resetForTesting();
