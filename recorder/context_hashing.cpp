@@ -79,6 +79,7 @@ class PendingCuda : public PendingHashes, public Pooled<PendingCuda> {
     batch_ = b;
     cs_->inFlight.push_back(this);
   }
+  uint64_t sequence() const { return batch_->sequence; }
   uint64_t ticket() const { return batch_->sequence + 1; }  // never 0, the words' initial value
   uint64_t* doneWord() const { return cs_->doneWords() + batch_->sequence % ContextHashing::kRingBatches; }
   bool completed() const { return __atomic_load_n(doneWord(), __ATOMIC_ACQUIRE) == ticket(); }
@@ -345,6 +346,35 @@ void ContextHashing::reclaimAbandonedLocked() {
   };
   std::erase_if(abandoned, ran);
   std::erase_if(orphaned, ran);
+}
+
+bool ContextHashing::awaitInFlight(std::string& why) {
+  std::vector<std::pair<uint64_t, uint64_t>> batches;  // (sequence, ticket)
+  {
+    std::lock_guard lock(mu);
+    if (dead || ringHost == nullptr) return true;
+    for (const PendingCuda* p : inFlight) batches.emplace_back(p->sequence(), p->ticket());
+    batches.insert(batches.end(), orphaned.begin(), orphaned.end());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (uint32_t polls = 0; !batches.empty(); ++polls) {
+    {
+      std::lock_guard lock(mu);
+      if (dead) return true;  // finished by the context's teardown
+      std::erase_if(batches, [&](const std::pair<uint64_t, uint64_t>& b) {
+        return __atomic_load_n(doneWords() + b.first % kRingBatches, __ATOMIC_ACQUIRE) == b.second;
+      });
+    }
+    if (batches.empty()) break;
+    if (std::chrono::steady_clock::now() - start > waitLimit) {
+      why = fmt::format("{} hash kernels did not complete within {} s", batches.size(),
+                        std::chrono::duration_cast<std::chrono::seconds>(waitLimit).count());
+      return false;
+    }
+    if (polls % 1024 == 1023 && !healthy(why)) return false;
+    pollPause(polls);
+  }
+  return true;
 }
 
 bool ContextHashing::healthy(std::string& why) {

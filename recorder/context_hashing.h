@@ -127,6 +127,10 @@ struct ContextHashing {
   void reclaimAbandonedLocked();
   // False with the reason once the context has failed.
   bool healthy(std::string& why);
+  // Waits until every hash kernel enqueued so far has run (those abandoned
+  // excepted), polling their completion words, for at most the wait limit;
+  // the trace thread still folds them. False with `why` when one did not.
+  bool awaitInFlight(std::string& why);
 };
 
 }  // namespace gpurr::recorder

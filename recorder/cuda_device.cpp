@@ -391,6 +391,17 @@ uint64_t CudaDevice::streamContext(uint64_t stream) {
   return 0;
 }
 
+bool CudaDevice::awaitHashesInFlight(std::string& why) {
+  std::vector<std::shared_ptr<ContextHashing>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [context, cs] : contexts_) all.push_back(cs);
+  }
+  bool ok = true;
+  for (const auto& cs : all) ok = cs->awaitInFlight(why) && ok;
+  return ok;
+}
+
 bool CudaDevice::blockingStream(uint64_t stream) {
   unsigned int flags = 0;
   return api_.cuStreamGetFlags == nullptr ||

@@ -42,6 +42,7 @@ class CudaDevice : public Device {
   uint32_t currentDevice() override;
   uint64_t streamContext(uint64_t stream) override;
   bool blockingStream(uint64_t stream) override;
+  bool awaitHashesInFlight(std::string& why) override;
   bool addressRange(uint64_t address, uint64_t& base, uint64_t& size) override;
 
   void setCheckpointApi(const CheckpointApi& api) { checkpoint_ = api; }

@@ -181,6 +181,15 @@ class Device {
     return 0;
   }
 
+  // Memory is about to go away outside stream order (cuMemUnmap,
+  // cuMemAddressFree, cuMemHostUnregister, cuIpcCloseMemHandle): waits
+  // until every hash kernel enqueued so far has run, so that none reads it
+  // afterwards (a bounded wait; false with `why` when one did not run).
+  virtual bool awaitHashesInFlight(std::string& why) {
+    (void)why;
+    return true;
+  }
+
   // Whether `stream` (not the legacy one) synchronizes with the legacy
   // stream: made without CU_STREAM_NON_BLOCKING. True when unknown.
   virtual bool blockingStream(uint64_t stream) {

@@ -27,6 +27,14 @@ uint64_t captureStream(const CUpti_CallbackData& cb, bool perThread) {
 // deferred hash is to read, or order another stream after it: the hashes
 // held back are enqueued first (hash_deferral.h). Launches check their own
 // ranges (LaunchRecorder); capture begins flush in onCallback.
+// Memory that goes away outside stream order (no wait for the GPU, unlike
+// cuMemFree): a hash kernel enqueued before, which may run later, must have
+// run first.
+bool releasesUnordered(Handler h) {
+  return h == Handler::kMemUnmap || h == Handler::kAddressFree || h == Handler::kMemHostUnregister ||
+         h == Handler::kIpcCloseMemHandle;
+}
+
 void flushDeferredHashes(HashRules& hashing, Handler h, bool perThread, const CUpti_CallbackData& cb) {
   switch (h) {
     case Handler::kEventRecord: case Handler::kEventRecordWithFlags:
@@ -134,7 +142,12 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
   if (launch && enter && cb.correlationData != nullptr) *cb.correlationData = 0;
   out_.ensureStarted();
   if (!out_.recording()) return;  // recording is off (warned when the trace could not be opened)
-  if (enter) flushDeferredHashes(hashing_, e.handler, e.perThread, cb);
+  if (enter) {
+    flushDeferredHashes(hashing_, e.handler, e.perThread, cb);
+    if (std::string why; releasesUnordered(e.handler) && !device_->awaitHashesInFlight(why))
+      out_.warnOnce("unmapped", "memory was released while a hash kernel that reads it had not run (" + why +
+                                    "); that digest may be of released memory");
+  }
   switch (e.handler) {
     case Handler::kLaunchKernel:
     case Handler::kLaunchKernelEx:

@@ -319,6 +319,35 @@ TEST_CASE("a hash destroyed unread is not waited for and its room comes back onc
   device->contextDestroying(0xC0);
 }
 
+TEST_CASE("before memory goes away outside stream order every hash kernel enqueued has run",
+          "[recorder][cudadevice][ring]") {
+  // cuMemUnmap does not wait for the GPU: a hash kernel still queued would
+  // read unmapped memory.
+  Fixture fx;
+  auto device = CudaDevice::create(fakeApi());
+  device->setHashWaitLimit(std::chrono::milliseconds(300));
+  const auto a = randomBytes(100, 16);
+  const kernels::HashRequest req{reinterpret_cast<uint64_t>(a.data()), a.size()};
+  std::string error;
+  makeRing(*device, req);
+  auto queued = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  REQUIRE(queued);
+  REQUIRE(gpu->queue.size() == 1);
+  std::string why;
+  CHECK(device->awaitHashesInFlight(why));
+  CHECK(gpu->queue.empty());  // it ran (the fake GPU runs when its state is asked)
+  std::vector<kernels::HashResult> r;
+  REQUIRE(queued->wait(r, error));  // and the trace thread still reads it
+  CHECK(r.at(0).digest == hash::hashBuffer(a));
+  gpu->blocked = true;
+  auto stuck = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  REQUIRE(stuck);
+  CHECK_FALSE(device->awaitHashesInFlight(why));
+  CHECK(why == "1 hash kernels did not complete within 0 s");
+  gpu->blocked = false;
+  device->contextDestroying(0xC0);
+}
+
 TEST_CASE("while a batch stays stuck, later ones are given up without a wait limit of their own",
           "[recorder][cudadevice][ring]") {
   Fixture fx;

@@ -342,12 +342,21 @@ TEST_CASE("deferred hashes: synchronisations, frees and capture begins hash what
     CHECK(h.calls.back().requests.at(0).address == y);
     h.endCapture(0x5);
   }
-  // A free of the range's allocation.
+  // An unmap, which does not wait for the GPU: the hash kernels enqueued are
+  // waited for, after the flush.
+  opLaunch(h, 0x5, y, x, [&] { std::fill(bufs[1].begin(), bufs[1].end(), 45); });
+  left.push_back(bufs[1]);
+  const size_t beforeUnmap = h.calls.size();
+  cuMemUnmap_params u{y, bufs[1].size()};
+  h.call(CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &u);
+  CHECK(h.device->awaited == std::vector<size_t>{beforeUnmap + 1});
+  // A free of the range's allocation (cuMemFree waits for the GPU itself).
   opLaunch(h, 0x5, y, x, [&] { std::fill(bufs[1].begin(), bufs[1].end(), 50); });
   left.push_back(bufs[1]);
   cuMemFree_v2_params f{y};
   h.call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &f);
   std::fill(bufs[1].begin(), bufs[1].end(), 51);  // the memory's next owner
+  CHECK(h.device->awaited.size() == 1);
   const auto launches = eventsOf<trace::KernelLaunch>(h.finishAndRead());
   REQUIRE(launches.size() == left.size());
   for (size_t i = 0; i < left.size(); ++i) {

@@ -149,6 +149,11 @@ class FakeDevice : public Device {
 
   uint32_t currentDevice() override { return device; }
   uint64_t streamContext(uint64_t) override { return 0xC0; }  // the harness's context
+  std::vector<size_t> awaited;  // the hash calls made before each awaitHashesInFlight
+  bool awaitHashesInFlight(std::string&) override {
+    awaited.push_back(calls->size());
+    return true;
+  }
   std::set<uint64_t> nonBlocking;  // streams made with CU_STREAM_NON_BLOCKING
   bool blockingStream(uint64_t stream) override { return !nonBlocking.contains(stream); }
   bool throwOnDescribe = false;
