@@ -111,8 +111,9 @@ std::unique_ptr<PendingCollective> CollectiveRecorder::before(CollectiveCall cal
   return p;
 }
 
-void CollectiveRecorder::after(std::unique_ptr<PendingCollective> pending, bool ok) {
+void CollectiveRecorder::after(std::unique_ptr<PendingCollective> pending, bool ok, bool inProgress) {
   if (pending == nullptr || !ok) return;
+  pending->inProgress = inProgress;
   if (tGroup.depth > 0) {
     tGroup.waiting.push_back(std::move(pending));
     return;
@@ -126,7 +127,7 @@ void CollectiveRecorder::complete(PendingCollective& p) {
   const uint64_t stream = call.event.stream;
   if (call.recv != 0 && call.recvBytes > 0) {
     const trace::DeviceRange received = memory_.deviceRange(call.recv, call.recvBytes);
-    if (p.canEnqueue && memory_.readableIn(p.context, received)) {
+    if (p.canEnqueue && !p.inProgress && memory_.readableIn(p.context, received)) {
       p.entry.after = hashing_.hashRanges(p.context, stream, {received});
       hashing_.touched(p.entry.after, stream);
     }
@@ -144,13 +145,16 @@ void CollectiveRecorder::groupStart() {
   }
 }
 
-void CollectiveRecorder::groupEnd(bool ok) {
+void CollectiveRecorder::groupEnd(bool ok, bool inProgress) {
   if (tGroup.depth == 0) return;
   if (--tGroup.depth > 0) return;
   std::vector<std::unique_ptr<PendingCollective>> waiting = std::move(tGroup.waiting);
   tGroup.waiting.clear();
   if (!ok) return;
-  for (auto& p : waiting) complete(*p);
+  for (auto& p : waiting) {
+    p->inProgress = p->inProgress || inProgress;
+    complete(*p);
+  }
 }
 
 uint64_t CollectiveRecorder::hashFrameworkTensors(uint64_t stream,

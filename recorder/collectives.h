@@ -35,6 +35,10 @@ struct PendingCollective {
   uint64_t context = 0;
   bool canEnqueue = false;
   SinkEntry entry;
+  // Returned ncclInProgress (a non-blocking communicator): NCCL may enqueue
+  // its work later, from a thread of its own, so nothing enqueued now is
+  // ordered after it; the receive buffer is not hashed.
+  bool inProgress = false;
 };
 
 // The stable id of a communicator made from a unique id (ncclCommInitRank*):
@@ -65,14 +69,15 @@ class CollectiveRecorder {
   // Before the real call: the communicator's id, rank, size and sequence
   // number, the send buffer hashed on the call's stream.
   std::unique_ptr<PendingCollective> before(CollectiveCall call);
-  // After it returned (`ok`: successfully): the receive buffer hashed and the
-  // event emitted, or, inside a group on this thread, both kept until the
-  // group's end. A failed call is not recorded.
-  void after(std::unique_ptr<PendingCollective> pending, bool ok);
+  // After it returned (`ok`: successfully; `inProgress`: ncclInProgress):
+  // the receive buffer hashed and the event emitted, or, inside a group on
+  // this thread, both kept until the group's end. A failed call is not
+  // recorded.
+  void after(std::unique_ptr<PendingCollective> pending, bool ok, bool inProgress = false);
   // ncclGroupStart / ncclGroupEnd on this thread (groups nest; the outermost
   // end completes the group's collectives, `ok` when it succeeded).
   void groupStart();
-  void groupEnd(bool ok);
+  void groupEnd(bool ok, bool inProgress = false);
 
   // A framework's device tensors that its collective sends or receives,
   // hashed on `stream` behind the work enqueued there so far: a handle for

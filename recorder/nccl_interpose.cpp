@@ -96,12 +96,18 @@ struct Buffers {
   uint64_t recvBytes = 0;
 };
 
+// Set while this thread is inside a wrapped collective: NCCL's own entry
+// points call one another through their PLT (ncclBcast calls
+// ncclBroadcast), which reaches the wrapper again; that inner call is the
+// same collective, and only forwards.
+thread_local bool tInCollective = false;
+
 // Runs `real` as a recorded collective: described by `event` (its call, op,
 // type, count, reduction, peer and stream), buffers by `buffers`.
 template <typename Buf, typename Call>
 ncclResult_t collective(trace::Collective event, ncclComm_t comm, Buf buffers, Call real) {
   CollectiveRecorder* r = recorder();
-  if (r == nullptr) return real();
+  if (r == nullptr || tInCollective) return real();
   std::unique_ptr<PendingCollective> pending;
   try {
     int32_t rank = -1, size = 0;
@@ -112,9 +118,11 @@ ncclResult_t collective(trace::Collective event, ncclComm_t comm, Buf buffers, C
   } catch (const std::exception&) {
     pending.reset();  // the program runs on; the call is not recorded
   }
+  tInCollective = true;
   const ncclResult_t result = real();
+  tInCollective = false;
   try {
-    r->after(std::move(pending), result == ncclSuccess || result == ncclInProgress);
+    r->after(std::move(pending), result == ncclSuccess || result == ncclInProgress, result == ncclInProgress);
   } catch (const std::exception&) {
   }
   return result;
@@ -227,7 +235,7 @@ GPURR_EXPORT ncclResult_t ncclGroupEnd() {
   const ncclResult_t result = real();
   if (CollectiveRecorder* r = recorder()) {
     try {
-      r->groupEnd(result == ncclSuccess || result == ncclInProgress);
+      r->groupEnd(result == ncclSuccess || result == ncclInProgress, result == ncclInProgress);
     } catch (const std::exception&) {
     }
   }

@@ -1,0 +1,37 @@
+// A stand-in libnccl.so.2 for the NCCL wrappers' test (nccl_wrappers_test.cpp):
+// a communicator of one rank, collectives that count their calls and
+// succeed (or say they are in progress), and ncclBcast made of ncclBroadcast through the library's PLT, as
+// NCCL 2.28 makes it (its libnccl.so.2 has a JUMP_SLOT relocation for
+// ncclBroadcast), so that a preloaded ncclBroadcast is reached from inside
+// ncclBcast.
+#include <nccl.h>
+
+#define FAKE extern "C" __attribute__((visibility("default")))
+
+extern "C" {
+__attribute__((visibility("default"))) int gFakeNcclBroadcasts = 0;
+__attribute__((visibility("default"))) int gFakeNcclAllReduces = 0;
+// What ncclAllReduce returns (ncclInProgress: a non-blocking communicator's).
+__attribute__((visibility("default"))) ncclResult_t gFakeNcclAllReduceResult = ncclSuccess;
+}
+
+FAKE ncclResult_t ncclCommUserRank(const ncclComm_t, int* rank) {
+  *rank = 0;
+  return ncclSuccess;
+}
+FAKE ncclResult_t ncclCommCount(const ncclComm_t, int* count) {
+  *count = 1;
+  return ncclSuccess;
+}
+FAKE ncclResult_t ncclBroadcast(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  ++gFakeNcclBroadcasts;
+  return ncclSuccess;
+}
+FAKE ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                            cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+FAKE ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) {
+  ++gFakeNcclAllReduces;
+  return gFakeNcclAllReduceResult;
+}
