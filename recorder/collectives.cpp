@@ -84,6 +84,12 @@ bool CollectiveRecorder::rankAndSize(uint64_t comm, int32_t& rank, int32_t& size
   return true;
 }
 
+void CollectiveRecorder::communicatorSized(uint64_t comm, int32_t rank, int32_t size) {
+  if (size <= 0) return;
+  std::lock_guard lock(mu_);
+  if (auto it = communicators_.find(comm); it != communicators_.end()) it->second.rank = rank, it->second.size = size;
+}
+
 std::unique_ptr<PendingCollective> CollectiveRecorder::before(CollectiveCall call) {
   ReentrancyGuard guard;  // the hash's own driver calls are not recorded
   out_.ensureStarted();

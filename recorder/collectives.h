@@ -65,6 +65,8 @@ class CollectiveRecorder {
   // known (a wrapper asks the library for those of one made before
   // recording began, and registers it with id 0).
   bool rankAndSize(uint64_t comm, int32_t& rank, int32_t& size);
+  // Its rank and size, learnt after it was registered (size > 0 only).
+  void communicatorSized(uint64_t comm, int32_t rank, int32_t size);
 
   // Before the real call: the communicator's id, rank, size and sequence
   // number, the send buffer hashed on the call's stream.

@@ -80,11 +80,15 @@ void askRankAndSize(ncclComm_t comm, int32_t& rank, int32_t& size) {
 }
 
 // Registers a communicator made before recording began (or by a call not
-// wrapped, ncclCommInitAll): its rank and size from the library, id 0.
+// wrapped, ncclCommInitAll): its rank and size from the library, id 0. One
+// whose size was not known when it was made (a non-blocking communicator
+// still being initialised) is asked again.
 void learn(CollectiveRecorder& r, ncclComm_t comm, int32_t& rank, int32_t& size) {
-  if (r.rankAndSize(u64(comm), rank, size)) return;
+  const bool known = r.rankAndSize(u64(comm), rank, size);
+  if (known && size > 0) return;
   askRankAndSize(comm, rank, size);
-  r.communicatorCreated(u64(comm), 0, rank, size);
+  if (known) r.communicatorSized(u64(comm), rank, size);
+  else r.communicatorCreated(u64(comm), 0, rank, size);
 }
 
 // The buffers of one collective, in bytes, by what this rank sends and

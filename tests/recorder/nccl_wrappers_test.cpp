@@ -4,7 +4,8 @@
 // recording into a session (session_harness.h): each collective the program
 // calls is one Collective event, also when NCCL makes it of another entry
 // point that reaches a wrapper again; a call still in progress (a
-// non-blocking communicator's) has its received bytes left unhashed.
+// non-blocking communicator's) has its received bytes left unhashed, and a
+// communicator whose size was unknown when it was made is asked again.
 #include <dlfcn.h>
 #include <nccl.h>
 
@@ -40,8 +41,17 @@ TEST_CASE("each NCCL call is one collective and one still in progress leaves its
   *result = ncclInProgress;
   CHECK(ncclAllReduce(buffer.data(), buffer.data(), 1024, ncclFloat32, ncclSum, comm, stream) == ncclInProgress);
   *result = ncclSuccess;
+  // A non-blocking communicator split off another may not tell its size yet
+  // when made: it is asked again at its first collective.
+  h.session->collectives().communicatorCreated(0x99, 5, -1, 0);
+  CHECK(ncclAllReduce(buffer.data(), buffer.data(), 1024, ncclFloat32, ncclSum, reinterpret_cast<ncclComm_t>(0x99),
+                      stream) == ncclSuccess);
   const auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
-  REQUIRE(collectives.size() == 3);
+  REQUIRE(collectives.size() == 4);
+  CHECK(collectives[3].communicator == 5);
+  CHECK(collectives[3].rank == 0);
+  CHECK(collectives[3].size == 1);
+  CHECK(collectives[3].sequence == 0);
   CHECK(collectives[0].call == "ncclBcast");
   CHECK(collectives[0].sequence == 0);
   CHECK(collectives[0].outputs.size() == 1);
