@@ -8,6 +8,7 @@
 
 #include "recorder/framework_context.h"
 #include "recorder/reentrancy.h"
+#include "recorder/thread_local_ref.h"
 #include "trace_format/hash.h"
 
 namespace gpurr::recorder {
@@ -22,7 +23,7 @@ struct GroupState {
   uint64_t number = 0;
   std::vector<std::unique_ptr<PendingCollective>> waiting;
 };
-thread_local GroupState tGroup;
+thread_local EndsWithThread<GroupState> tGroup;
 
 // A collective's origin. Outside a backward node's scope no phase is
 // claimed: autograd's hooks run there too (DistributedDataParallel issues

@@ -66,11 +66,16 @@ void flushDeferredHashes(HashRules& hashing, Handler h, bool perThread, const CU
 
 void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata) {
   if (finished_.load(std::memory_order_relaxed) || cbdata == nullptr) return;
+  ThreadFlags& flags = threadFlags();
+  if (flags.ended) {
+    afterThreadEnded(domain, cbid, *static_cast<const CUpti_CallbackData*>(cbdata), flags.inside);
+    return;
+  }
   // The recorder's own calls are not recorded. But the driver may load one of
   // the program's modules inside them (lazily, from the recorder's
   // cuKernelGetFunction): that module is the program's, and its load will
   // not be announced again.
-  bool& inside = inRecorderFlag();
+  bool& inside = flags.inside;
   if (inside && (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_MODULE_LOADED ||
                  kernels::loadingHashModule()))
     return;
@@ -108,6 +113,23 @@ void RecordSession::onCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbi
     // Nothing may propagate into the driver: the program must run on.
     out_.warnOnce(std::string("exception:") + e.what(),
                   std::string("internal recorder error (") + e.what() + "); the event was not recorded");
+  }
+}
+
+void RecordSession::afterThreadEnded(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                     const CUpti_CallbackData& cb, bool& inside) {
+  // A thread whose thread_locals are being destroyed (EndsWithThread): its
+  // calls are no longer recorded, but memory it frees is hashed first, so
+  // that no hash enqueued later reads it.
+  if (inside || domain != CUPTI_CB_DOMAIN_DRIVER_API || cb.callbackSite != CUPTI_API_ENTER) return;
+  const Handler h = driverHandler(cbid).handler;
+  if (!releasesUnordered(h) && h != Handler::kMemFree && h != Handler::kMemFreeAsync && h != Handler::kMemFreeHost)
+    return;
+  ReentrancyGuard guard(inside);
+  try {
+    hashing_.flushAll();
+    if (std::string why; releasesUnordered(h)) device_->awaitHashesInFlight(why);
+  } catch (const std::exception&) {
   }
 }
 

@@ -33,7 +33,7 @@ GPURR_EXPORT void gpurr_framework_close_scope(const void* id) { fw::closeScope(i
 
 GPURR_EXPORT void gpurr_framework_op_operands(const void* id, const uint64_t* addresses, const uint8_t* written,
                                               uint32_t count) {
-  thread_local std::vector<fw::Operand> tlsOperands;
+  thread_local gpurr::recorder::EndsWithThread<std::vector<fw::Operand>> tlsOperands;
   std::vector<fw::Operand>& operands = gpurr::recorder::threadLocalRef(tlsOperands);
   operands.resize(count);
   for (uint32_t i = 0; i < count; ++i) operands[i] = {addresses[i], written[i] != 0};

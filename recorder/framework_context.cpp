@@ -58,7 +58,7 @@ struct ThreadContext {
 
 std::atomic<uint64_t> threads{0};
 
-thread_local ThreadContext tls;
+thread_local EndsWithThread<ThreadContext> tls;
 
 // This thread's number, from 1 in order of first use.
 uint64_t threadNumber(ThreadContext& t) {
@@ -198,7 +198,7 @@ std::atomic<int> mode{static_cast<int>(Attribution::kObserve)};
 std::atomic<bool> diverged{false};
 std::atomic<void (*)()> onDiverged{nullptr};
 std::atomic<void (*)(uint64_t*, int64_t*)> sequenceSource{nullptr};
-thread_local std::optional<std::vector<uint8_t>> pendingRoles;
+thread_local EndsWithThread<std::optional<std::vector<uint8_t>>> pendingRoles;
 
 Attribution modeNow() { return static_cast<Attribution>(mode.load(std::memory_order_relaxed)); }
 

@@ -32,7 +32,7 @@ HashTicket HashRules::hashRanges(uint64_t context, uint64_t stream, std::vector<
                                  bool wait) {
   HashTicket t;
   if (ranges.empty()) return t;
-  thread_local std::vector<kernels::HashRequest> tlsRequests;  // this thread's, capacity kept
+  thread_local EndsWithThread<std::vector<kernels::HashRequest>> tlsRequests;  // this thread's, capacity kept
   std::vector<kernels::HashRequest>& requests = threadLocalRef(tlsRequests);
   requests.clear();
   for (const trace::DeviceRange& r : ranges) requests.push_back({r.address, r.size});
@@ -127,7 +127,7 @@ void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, st
   roles.clear();
   if (framework::attribution() == framework::Attribution::kFollow) {
     // No op observed: the roles the launch at this place of the template had.
-    thread_local std::vector<uint8_t> tlsLearned;  // capacity kept
+    thread_local EndsWithThread<std::vector<uint8_t>> tlsLearned;  // capacity kept
     std::vector<uint8_t>& learned = threadLocalRef(tlsLearned);
     if (framework::followedRoles(key, ranges.size(), learned, params))
       for (uint8_t r : learned) roles.push_back(static_cast<OperandRole>(r));

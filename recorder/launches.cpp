@@ -39,7 +39,7 @@ struct LaunchBuffers {
   std::vector<Block> blocks;            // the framework allocator's block of each of its ranges
   std::vector<OperandRole> roles;       // the roles of its ranges in its framework op
 };
-thread_local LaunchBuffers tlsBuffers;
+thread_local EndsWithThread<LaunchBuffers> tlsBuffers;
 
 // The note on a hashed launch whose pointer parameters point into memory its
 // device cannot read (so no range of theirs is hashed), one entry per

@@ -35,7 +35,7 @@ struct FunctionMemo {
   static constexpr size_t kEntries = 256;  // more than the kernels of most training steps
   std::array<Entry, kEntries> entries;
 };
-thread_local FunctionMemo tlsFunctions;
+thread_local EndsWithThread<FunctionMemo> tlsFunctions;
 
 }  // namespace
 

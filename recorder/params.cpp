@@ -102,7 +102,7 @@ std::vector<trace::DeviceRange> referencedRanges(std::span<const ScannedPointer>
 
 void referencedRanges(std::span<const ScannedPointer> pointers, const BlockLookup& blockAt,
                       std::vector<trace::DeviceRange>& out, std::vector<Block>* blocks) {
-  thread_local std::vector<const ScannedPointer*> tlsSorted;  // this thread's, capacity kept
+  thread_local EndsWithThread<std::vector<const ScannedPointer*>> tlsSorted;  // this thread's, capacity kept
   std::vector<const ScannedPointer*>& sorted = threadLocalRef(tlsSorted);
   sorted.clear();
   for (const ScannedPointer& p : pointers)

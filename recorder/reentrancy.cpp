@@ -5,11 +5,12 @@
 namespace gpurr::recorder {
 
 namespace {
-thread_local bool tlsInRecorder = false;
+thread_local ThreadFlags tlsFlags;
 }
 
-bool inRecorder() { return tlsInRecorder; }
-bool& inRecorderFlag() { return threadLocalRef(tlsInRecorder); }
+ThreadFlags& threadFlags() { return threadLocalRef(tlsFlags); }
+bool inRecorder() { return tlsFlags.inside; }
+bool& inRecorderFlag() { return threadLocalRef(tlsFlags).inside; }
 ReentrancyGuard::ReentrancyGuard() : ReentrancyGuard(inRecorderFlag()) {}
 ReentrancyGuard::ReentrancyGuard(bool& flag) : flag_(&flag), previous_(flag) { flag = true; }
 ReentrancyGuard::~ReentrancyGuard() { *flag_ = previous_; }

@@ -5,6 +5,18 @@
 
 namespace gpurr::recorder {
 
+// This thread's flags, one thread_local destroyed trivially (valid to the
+// thread's very end): `inside`, the recorder's own driver calls; `ended`,
+// the thread's thread_locals with destructors have begun to be destroyed
+// (the thread ends; or exit(), which destroys the main thread's before C's
+// exit handlers run, and those may still call CUDA: EndsWithThread,
+// thread_local_ref.h).
+struct ThreadFlags {
+  bool inside = false;
+  bool ended = false;
+};
+ThreadFlags& threadFlags();
+
 bool inRecorder();
 // This thread's flag itself, for a caller that tests it and then sets it
 // (one thread_local lookup instead of two: thread_local_ref.h).

@@ -94,6 +94,10 @@ class RecordSession {
   void onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onRuntime(CUpti_CallbackId cbid, const CUpti_CallbackData& cb);
   void onResource(CUpti_CallbackId cbid, const void* cbdata);
+  // A callback on a thread whose thread_locals are being destroyed
+  // (ThreadFlags::ended): only memory it frees is hashed first.
+  void afterThreadEnded(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const CUpti_CallbackData& cb,
+                        bool& inside);
   // EXIT of a call that begins or ends a graph capture (either domain;
   // `ok`: it succeeded): whether its stream may still be capturing.
   void captureSettled(Handler h, bool perThread, const CUpti_CallbackData& cb, bool ok);

@@ -8,7 +8,22 @@
 // stack) instead of computing it again.
 #pragma once
 
+#include "recorder/reentrancy.h"
+
 namespace gpurr::recorder {
+
+// The recorder's thread_locals whose type has a destructor are kept as
+// this: destroying one first marks the thread ended (ThreadFlags), and the
+// dispatcher leaves that thread's later callbacks alone, so that none
+// reaches a thread_local already destroyed. The main thread's are destroyed
+// by exit() before C's exit handlers run, some of which (a library loaded
+// after CUDA started unregistering its kernels) still call the driver.
+template <typename T>
+struct EndsWithThread : T {
+  using T::T;
+  using T::operator=;
+  ~EndsWithThread() { threadFlags().ended = true; }
+};
 
 template <typename T>
 inline T& threadLocalRef(T& v) {

@@ -172,6 +172,46 @@ TEST_CASE("deferred hashes: once the recorder closes a batch is flushed as its r
   CHECK(calls.size() == 2);
 }
 
+// What a thread does as it ends, after its other thread_locals were
+// destroyed (made before them, so destroyed after them).
+struct AtThreadEnd {
+  std::function<void()> run;
+  ~AtThreadEnd() {
+    if (run) run();
+  }
+};
+thread_local AtThreadEnd atThreadEnd;
+
+TEST_CASE("calls on a thread whose thread_locals are destroyed are not recorded but its frees flush first",
+          "[recorder][session][deferral]") {
+  // As the main thread at exit(): C's exit handlers run after its
+  // thread_locals were destroyed, and some still call the driver.
+  framework::resetForTesting();
+  Harness h;
+  h.device->deferHashes = true;
+  h.device->functions[kAxpy] = axpyInfo(0);
+  auto bufs = blocks(h, 2, 770);
+  const uint64_t x = addr(bufs[0].data()), y = addr(bufs[1].data());
+  size_t callsAtEnd = 0, callsAfterFree = 0;
+  std::thread([&] {
+    atThreadEnd.run = [&] {
+      callsAtEnd = h.calls.size();
+      uint64_t out = y, in = x;
+      float a = 1.0f;
+      int n = 16;
+      void* args[] = {&out, &in, &a, &n};
+      h.launch(kAxpy, args, 0x5, CUDA_SUCCESS, [&] { bufs[1][1] ^= 1; });  // not recorded
+      cuMemFree_v2_params f{y};
+      h.call(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, &f);
+      callsAfterFree = h.calls.size();
+    };
+    opLaunch(h, 0x5, y, x, [&] { bufs[1][0] ^= 1; });  // held back
+  }).join();
+  CHECK(callsAfterFree == callsAtEnd + 1);  // the held-back hash, before the free
+  REQUIRE(eventsOf<trace::KernelLaunch>(h.finishAndRead()).size() == 1);
+  framework::resetForTesting();
+}
+
 TEST_CASE("deferred hashes: a launch that writes a held-back range in place has it hashed first",
           "[recorder][session][deferral]") {
   framework::resetForTesting();
