@@ -18,7 +18,12 @@
 # PyTorch programs and checkers come from the source tree beside run.sh.
 # Every ELF file is stripped of debug information and symbols it does not
 # export. Prints the bundle's size; exits non-zero when something it needs is
-# not built or a binary would load a library from outside the bundle.
+# not built or a binary would load a library from outside the bundle. What it
+# needs: bin/gpurr, lib/libgpurr_recorder.so and PyTorch's two layers,
+# lib/libgpurr_torch.so (op names) and lib/libgpurr_torch_cuda.so (the CUDA
+# caching allocator's blocks), which framework/CMakeLists.txt leaves out
+# without a word where GPURR_TORCH_PYTHON has no PyTorch or its PyTorch no
+# libc10_cuda.so: a bundle without them would record less than users get.
 set -euo pipefail
 usage="usage: scripts/gpu_bundle.sh BUILD_DIR OUT_DIR [WHEEL]"
 build=$(cd "${1:?$usage}" && pwd -P)
@@ -31,6 +36,13 @@ fi
 [ -x "$build/bin/gpurr" ] || { echo "gpu_bundle: $build/bin/gpurr is not built (cmake --build $build)" >&2; exit 2; }
 [ -f "$build/lib/libgpurr_recorder.so" ] ||
   { echo "gpu_bundle: $build/lib/libgpurr_recorder.so is not built (configure with the CUDA toolkit)" >&2; exit 2; }
+[ -f "$build/lib/libgpurr_torch.so" ] ||
+  { echo "gpu_bundle: $build/lib/libgpurr_torch.so is not built: configure with GPURR_TORCH_PYTHON naming a" \
+      "Python whose PyTorch imports (framework/CMakeLists.txt skips it otherwise)" >&2; exit 2; }
+[ -f "$build/lib/libgpurr_torch_cuda.so" ] ||
+  { echo "gpu_bundle: $build/lib/libgpurr_torch_cuda.so is not built: GPURR_TORCH_PYTHON's PyTorch needs" \
+      "lib/libc10_cuda.so (a CUDA build of PyTorch) and the CUDA toolkit must be found" \
+      "(framework/CMakeLists.txt skips it otherwise)" >&2; exit 2; }
 rm -rf "$out"
 mkdir -p "$out"
 out=$(cd "$out" && pwd -P)
@@ -63,6 +75,10 @@ if [ -n "$wheel" ]; then
   cp -r "$out/.unpacked/gpurr/bin" "$out/.unpacked/gpurr/lib" "$out/.unpacked/gpurr/share" "$out/"
   chmod +x "$out/bin/gpurr"
   rm -rf "$out/.unpacked"
+  for lib in libgpurr_recorder.so libgpurr_torch.so libgpurr_torch_cuda.so; do
+    [ -f "$out/lib/$lib" ] ||
+      { echo "gpu_bundle: the wheel $wheel has no gpurr/lib/$lib (scripts/build_wheel.sh from a build that has it)" >&2; exit 2; }
+  done
 fi
 
 # Every program the suite's scripts run: the GPU test programs and checkers

@@ -11,7 +11,10 @@
 #   - a run ended by SIGTERM or a crash after step 3 exits as it would
 #     unrecorded (143, 139) and keeps as many launches as the Ctrl-C run.
 # Prints one PASS or FAIL line per check; exits 77 (skipped) without a GPU or
-# PyTorch.
+# PyTorch. Its files (each run's output, the comparisons and diffs, and
+# info.txt: `gpurr info` of every trace) go to GPURR_GPU_KEEP, a folder that
+# tests/gpu/run.sh names in its logs, and stay there with the traces; without
+# it, to a new folder under TMPDIR that is kept only when a check fails.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:?usage: check_pytorch.sh BUILD_DIR}" && pwd)
@@ -26,9 +29,24 @@ case $? in
   *) echo "no PyTorch for $python: skipped"; exit 77 ;;
 esac
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-pytorch-XXXXXX")
-keep=0
-cleanup() { [ $keep -eq 1 ] && echo "  (files kept in $work)" || rm -rf "$work"; }
+if [ -n "${GPURR_GPU_KEEP:-}" ]; then
+  work=$GPURR_GPU_KEEP
+  mkdir -p "$work" || exit 1
+  keep=1
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-pytorch-XXXXXX")
+  keep=0
+fi
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  if [ "$keep" -eq 0 ]; then rm -rf "$work"; return; fi
+  for t in "$work"/*.gpurr; do
+    [ -e "$t" ] || continue
+    echo "== $(basename "$t")"
+    timeout 10 "$gpurr" info "$t" 2>&1
+  done >"$work/info.txt"
+  echo "  (files kept in $work)"
+}
 trap cleanup EXIT
 status=0
 fail() { echo "FAIL pytorch: $*"; status=1; keep=1; }

@@ -10,13 +10,17 @@
 #   programs: each program of expectations.txt recorded twice with
 #     BUILD_DIR/bin/gpurr record and the traces compared launch by launch;
 #   pytorch: the PyTorch training script: output unchanged by recording, two
-#     recordings identical, launch count equal to torch.profiler's;
+#     recordings identical, launch count equal to torch.profiler's (its runs'
+#     files in pytorch/ of the logs folder);
 #   annotations: the library annotations (annotations/check_annotations.sh);
-#   bisect: gpurr bisect on PyTorch scripts (bisect/check_bisect.py);
+#   bisect: gpurr bisect on PyTorch scripts (bisect/check_bisect.py), each
+#     bisect's folder (reports, logs, traces) in bisect/ of the logs folder;
 #   wheel: the wheel a bundle carries, pip-installed into a fresh
 #     environment, records train_cnn.py (check_wheel_gpu.sh);
 #   frameworks: torch.compile, CUDA graphs, torchrun, JAX and
-#     torch.profiler programs recorded (frameworks/check_frameworks.sh);
+#     torch.profiler programs recorded (frameworks/check_frameworks.sh), each
+#     case's files (outputs, diffs, gpurr info, traces) in frameworks/ of the
+#     logs folder;
 #   models: transformers, torchvision, timm, torch-geometric and Lightning
 #     models recorded, diffed and bisected (models/check_models.py), their
 #     runs' files and the cost table in models/ of the logs folder;
@@ -36,8 +40,9 @@
 #     not reached are listed (and saved as not_reached.txt in the logs);
 #   GPURR_GPU_TAR (a .tgz path): the logs folder is tarred there after every
 #     check, so that a command stopped at its limit still leaves them
-#     (files over 8 MiB, and traces over 8 MiB together, are left out and
-#     listed in left_out.txt).
+#     (files over 8 MiB, the traces the pytorch, bisect and frameworks
+#     checks keep, and the other traces once they pass 8 MiB together, are
+#     left out and listed in left_out.txt).
 # The build folder may have been copied from another machine: its binaries
 # find their libraries through their RPATH (BUILD_DIR/lib), not the
 # environment.
@@ -80,14 +85,18 @@ skip() { echo "SKIP $1"; skipped=$((skipped + 1)); }
 
 # The logs folder, tarred where GPURR_GPU_TAR says (written aside, then
 # moved, so that the tarball is whole whenever the command is stopped).
-# Files over 8 MiB are left out, and so are the traces' files (the example
-# pair's) once they pass 8 MiB together: the tarball has to stay small
+# Files over 8 MiB are left out, and so are the traces the pytorch, bisect
+# and frameworks checks keep (their outputs, diffs, reports and `gpurr info`
+# say what they hold), and the other traces' files (the example pair's, the
+# models') once they pass 8 MiB together: the tarball has to stay small
 # enough to come back from a remote machine.
 save_logs() {
   [ -n "${GPURR_GPU_TAR:-}" ] || return 0
   (cd "$(dirname "$log")" && b=$(basename "$log") &&
-    traces=$(find "$b" -path '*.gpurr/*' -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}') &&
-    big=(-size +8388608c) &&
+    kept=(-path "$b/pytorch/*.gpurr/*" -o -path "$b/bisect/*.gpurr/*" -o -path "$b/frameworks/*.gpurr/*") &&
+    traces=$(find "$b" -path '*.gpurr/*' -type f ! \( "${kept[@]}" \) -printf '%s\n' |
+      awk '{s += $1} END {print s + 0}') &&
+    big=(\( -size +8388608c -o "${kept[@]}" \)) &&
     if [ "$traces" -gt 8388608 ]; then big=(\( "${big[@]}" -o -path '*.gpurr/*' \)); fi &&
     find "$b" -type f "${big[@]}" >"$log/left_out.txt" &&
     find "$b" -type f ! "${big[@]}" -print0 |
@@ -232,18 +241,19 @@ part_programs() {
   done <"$here/expectations.txt"
 }
 
-# PyTorch.
-part_pytorch() { check "pytorch train_cnn.py" "$here/check_pytorch.sh" "$build"; }
+# PyTorch; its files kept in pytorch/ of the logs.
+part_pytorch() { check "pytorch train_cnn.py" env GPURR_GPU_KEEP="$log/pytorch" "$here/check_pytorch.sh" "$build"; }
 
 # The algorithm choices and RNG state of library calls.
 part_annotations() { check "library annotations" "$here/annotations/check_annotations.sh" "$build"; }
 
 # gpurr bisect on unmodified PyTorch scripts (bisect/expectations.txt).
-# GPURR_BISECT_ONLY="a.py b.py" narrows it to those scripts.
+# GPURR_BISECT_ONLY="a.py b.py" narrows it to those scripts. Each bisect's
+# folder and logs kept in bisect/ of the logs.
 part_bisect() {
   local only=() s
   for s in ${GPURR_BISECT_ONLY:-}; do only+=(--only "$s"); done
-  check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build" "${only[@]}"
+  check "gpurr bisect" python3 "$here/bisect/check_bisect.py" "$build" --keep "$log/bisect" "${only[@]}"
 }
 
 # The pip route: the bundle's wheel installed and used.
@@ -251,9 +261,11 @@ part_wheel() { check "wheel" "$here/check_wheel_gpu.sh" "$build"; }
 
 # Programs of other shapes: compiled, graphed, distributed, JAX, profiled.
 # GPURR_FRAMEWORKS="name..." narrows it to those programs, in that order.
+# Each case's files kept in frameworks/ of the logs.
 part_frameworks() {
   # shellcheck disable=SC2086  # names are words by design
-  check "frameworks" "$here/frameworks/check_frameworks.sh" "$build" ${GPURR_FRAMEWORKS:-}
+  check "frameworks" env GPURR_GPU_KEEP="$log/frameworks" "$here/frameworks/check_frameworks.sh" "$build" \
+    ${GPURR_FRAMEWORKS:-}
 }
 
 # The models people train (models/expectations.txt). GPURR_MODELS="case..."

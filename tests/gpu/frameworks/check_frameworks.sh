@@ -12,7 +12,12 @@
 # For each: the program's output and exit status unchanged by recording,
 # launches recorded, what the case adds (below), and the two recordings
 # identical by `gpurr diff`. Prints one PASS or FAIL line per check; exits 77
-# (skipped) without a GPU. Files of a failed case are kept.
+# (skipped) without a GPU. Each case's files (outputs, diffs, the traces, and
+# info.txt: `gpurr info` of each recording) are in a folder of its name: in
+# GPURR_GPU_KEEP, a folder tests/gpu/run.sh names in its logs, where they
+# stay; without it, in a new folder under TMPDIR, kept only when a check
+# fails. Inductor's and Triton's caches are always in a folder of their own
+# under TMPDIR, removed at the end.
 # GPURR_FRAMEWORKS_ARGS: more arguments for every program (the harness test
 # runs them with "--device cpu" against a stand-in recorder).
 set -u
@@ -26,9 +31,29 @@ read -r -a extra <<<"${GPURR_FRAMEWORKS_ARGS:-}"
 "$build/tests/gpu/gpu_probe" >/dev/null || { echo "no GPU: skipped"; exit 77; }
 "$python" -c "" 2>/dev/null || { echo "no $python: skipped"; exit 77; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-frameworks-XXXXXX")
-keep=0
-cleanup() { [ $keep -eq 1 ] && echo "  (files kept in $work)" || rm -rf "$work"; }
+if [ -n "${GPURR_GPU_KEEP:-}" ]; then
+  work=$GPURR_GPU_KEEP
+  mkdir -p "$work" || exit 1
+  keep=1
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-frameworks-XXXXXX")
+  keep=0
+fi
+caches=$(mktemp -d "${TMPDIR:-/tmp}/gpurr-gpu-frameworks-caches-XXXXXX")
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+  rm -rf "$caches"
+  if [ "$keep" -eq 0 ]; then rm -rf "$work"; return; fi
+  local d t
+  for d in "$work"/*/; do
+    for t in "$d"*.gpurr; do
+      [ -e "$t" ] || continue
+      echo "== $(basename "$t")"
+      timeout 10 "$gpurr" info "$t" 2>&1
+    done >"${d}info.txt"
+  done
+  echo "  (files kept in $work)"
+}
 trap cleanup EXIT
 status=0
 name=
@@ -79,9 +104,10 @@ print('  %s: collectives %s, %d with a digest of what they sent'
 # Each run (the plain one and both recordings) starts from empty Inductor
 # and Triton caches: with a cache an earlier run wrote, a later one skips
 # compile-time work (autotuning, its benchmarking launches) and the
-# recordings would differ by it. The same folder ($w/cache), emptied before
-# each run: the cache paths are in the recorded environment, and folders of
-# different names would make `gpurr diff` name the environment as a cause.
+# recordings would differ by it. The same folder ($caches/NAME), emptied
+# before each run: the cache paths are in the recorded environment, and
+# folders of different names would make `gpurr diff` name the environment as
+# a cause. (Not in $w: compiled kernels are not worth carrying back.)
 run_case() {
   name=$1
   local how=$2
@@ -93,9 +119,10 @@ run_case() {
   mkdir -p "$w"
   local order=cat
   [ "$how" = sorted ] && order="sort"
-  local caches=(TORCHINDUCTOR_CACHE_DIR="$w/cache/inductor" TRITON_CACHE_DIR="$w/cache/triton")
-  rm -rf "$w/cache" && mkdir "$w/cache"
-  (cd "$here" && env "${caches[@]}" "${envs[@]}" "$@") >"$w/plain.raw" 2>"$w/plain.err"
+  local cache=$caches/$name
+  local cache_env=(TORCHINDUCTOR_CACHE_DIR="$cache/inductor" TRITON_CACHE_DIR="$cache/triton")
+  rm -rf "$cache" && mkdir "$cache"
+  (cd "$here" && env "${cache_env[@]}" "${envs[@]}" "$@") >"$w/plain.raw" 2>"$w/plain.err"
   local rc=$?
   if [ $rc -eq 77 ]; then
     echo "  $name: skipped ($(tail -1 "$w/plain.raw"))"
@@ -109,8 +136,8 @@ run_case() {
   fi
   local run rrc
   for run in a b; do
-    rm -rf "$w/cache" && mkdir "$w/cache"
-    (cd "$here" && env "${caches[@]}" "${envs[@]}" "$gpurr" record --force -o "$w/$run.gpurr" -- "$@") \
+    rm -rf "$cache" && mkdir "$cache"
+    (cd "$here" && env "${cache_env[@]}" "${envs[@]}" "$gpurr" record --force -o "$w/$run.gpurr" -- "$@") \
       >"$w/$run.raw" 2>"$w/$run.err"
     rrc=$?
     $order "$w/$run.raw" >"$w/$run.out"
@@ -211,6 +238,8 @@ print(sum(1 for l in sys.stdin for e in [json.loads(l)]
       done
       "$gpurr" diff --json "$w/a.gpurr" "$w/planted.gpurr" >"$w/diff.json" 2>"$w/diff.err"
       rc=$?
+      # The same diff as a user reads it, for the logs.
+      timeout 60 "$gpurr" diff "$w/a.gpurr" "$w/planted.gpurr" >"$w/diff.txt" 2>&1
       while read -r verdict what; do
         if [ "$verdict" = ok ]; then pass "$what"; else fail "$what"; fi
       done < <("$python" - "$w/diff.json" $rc "$gpurr" "$w/a.gpurr" <<'CHECK'

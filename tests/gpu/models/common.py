@@ -45,13 +45,25 @@ def setup(args):
     """PyTorch set up for args.mode, or exit 77 (skipped) where PyTorch or
     the device is missing. Returns (torch, device).
 
-    GPURR_MODELS_FRESH_CACHE (set by check_models.py): a folder emptied here
-    and made Inductor's and Triton's cache, so that every run of a compiled
-    script compiles (and launches) as the first did, also the runs that
-    gpurr bisect makes one after another."""
+    GPURR_MODELS_FRESH_CACHE (set by check_models.py, a folder per case):
+    Inductor's and Triton's caches go in its subfolder for args.mode, which
+    this process empties once it holds the GPU, so that every run of a
+    compiled script compiles (and launches) as the first did. Each process
+    has that folder to itself while it runs:
+      - the case's two modes run at the same time (check_models.py's lanes):
+        a folder each;
+      - runs of one mode run one after another, except those gpurr bisect
+        starts while the run before records: they wait in their first CUDA
+        call (cuInit: torch.cuda.is_available() below, or torch.cuda.init())
+        until it has ended, and only then empty the folder, so none of them
+        reuses what the run before compiled.
+    Not a folder per process (a pid in the path): the cache variables are in
+    the environment the recorder keeps, and two runs' traces that differ
+    there make `gpurr diff` name the environment as the cause of any
+    divergence."""
     fresh = os.environ.get("GPURR_MODELS_FRESH_CACHE")
     if fresh:
-        shutil.rmtree(fresh, ignore_errors=True)
+        fresh = os.path.join(fresh, args.mode)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(fresh, "inductor")
         os.environ["TRITON_CACHE_DIR"] = os.path.join(fresh, "triton")
     if args.mode == "deterministic":
@@ -65,6 +77,11 @@ def setup(args):
     if args.device == "cuda" and not torch.cuda.is_available():
         print("PyTorch sees no GPU: skipped")
         sys.exit(77)
+    if fresh:
+        if args.device == "cuda":
+            torch.cuda.init()  # cuInit, where a run bisect started early waits for its turn
+        shutil.rmtree(fresh, ignore_errors=True)
+        os.makedirs(fresh, exist_ok=True)
     torch.manual_seed(0)
     if args.mode == "deterministic":
         random.seed(0)
