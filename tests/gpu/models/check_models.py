@@ -308,8 +308,9 @@ class Runner:
 
     def env(self, case):
         """The environment of every run of a case: Inductor's and Triton's
-        caches in a folder of the case's own that common.py empties when
-        the script starts, so that every run compiles as the first did."""
+        caches in a folder of the case's own (a subfolder per mode) that
+        common.py empties once the run holds the GPU, so that every run
+        compiles as the first did."""
         env = dict(os.environ)
         env["GPURR_MODELS_FRESH_CACHE"] = os.path.join(tempfile.gettempdir(), "gpurr-models-cache", case.name)
         env["PYTHONUNBUFFERED"] = "1"
