@@ -105,20 +105,9 @@ class PendingCuda : public PendingHashes, public Pooled<PendingCuda> {
       failed_ = true;
       error_ = error;
     }
-    if (batch_) {
-      // Room is given back only when the GPU is done with it: a batch given
-      // up while its kernel may still run keeps its room until its ticket
-      // shows; one of a failed context keeps it for good.
-      if (ok) {
-        cs_->ring.giveBack(batch_->sequence);
-      } else if (abandoned) {
-        cs_->abandoned.emplace_back(batch_->sequence, ticket());
-      }
-      std::erase(cs_->inFlight, this);
-      cs_->reclaimAbandonedLocked();
-      cs_->ringFreed.notify_all();
-      batch_.reset();
-    }
+    // A batch given up while its kernel may still run keeps its room until
+    // its ticket shows; one of a failed context keeps it for good.
+    if (batch_) releaseLocked(ok, abandoned ? &cs_->abandoned : nullptr);
     done_ = true;
   }
 
@@ -129,15 +118,7 @@ class PendingCuda : public PendingHashes, public Pooled<PendingCuda> {
   void orphan() {
     std::lock_guard lock(cs_->mu);
     if (!batch_) return;  // finished meanwhile (by the context's teardown)
-    if (completed()) {
-      cs_->ring.giveBack(batch_->sequence);
-    } else {
-      cs_->orphaned.emplace_back(batch_->sequence, ticket());
-    }
-    std::erase(cs_->inFlight, this);
-    cs_->reclaimAbandonedLocked();
-    cs_->ringFreed.notify_all();
-    batch_.reset();
+    releaseLocked(completed(), &cs_->orphaned);
     done_ = true;
   }
 
@@ -208,6 +189,21 @@ class PendingCuda : public PendingHashes, public Pooled<PendingCuda> {
       }
       pollPause(polls);
     }
+  }
+
+  // The batch leaves the ring's flight (caller holds cs_->mu): its room is
+  // given back when its kernel has run (`ran`: the GPU is done with it),
+  // else kept on `until` until its ticket shows, or for good (null).
+  void releaseLocked(bool ran, std::vector<std::pair<uint64_t, uint64_t>>* until) {
+    if (ran) {
+      cs_->ring.giveBack(batch_->sequence);
+    } else if (until != nullptr) {
+      until->emplace_back(batch_->sequence, ticket());
+    }
+    std::erase(cs_->inFlight, this);
+    cs_->reclaimAbandonedLocked();
+    cs_->ringFreed.notify_all();
+    batch_.reset();
   }
 
   std::shared_ptr<ContextHashing> cs_;
