@@ -23,10 +23,6 @@ uint64_t captureStream(const CUpti_CallbackData& cb, bool perThread) {
   return streamIdentity(enqueueStream(u64(params<cuStreamEndCapture_params>(cb).hStream), perThread));
 }
 
-// At the ENTER of a call that may write, free or show the host what a
-// deferred hash is to read, or order another stream after it: the hashes
-// held back are enqueued first (hash_deferral.h). Launches check their own
-// ranges (LaunchRecorder); capture begins flush in onCallback.
 // Memory that goes away outside stream order (no wait for the GPU, unlike
 // cuMemFree): a hash kernel enqueued before, which may run later, must have
 // run first.
@@ -35,6 +31,10 @@ bool releasesUnordered(Handler h) {
          h == Handler::kIpcCloseMemHandle;
 }
 
+// At the ENTER of a call that may write, free or show the host what a
+// deferred hash is to read, or order another stream after it: the hashes
+// held back are enqueued first (hash_deferral.h). Launches check their own
+// ranges (LaunchRecorder); capture begins flush in onCallback.
 void flushDeferredHashes(HashRules& hashing, Handler h, bool perThread, const CUpti_CallbackData& cb) {
   switch (h) {
     case Handler::kEventRecord: case Handler::kEventRecordWithFlags:
