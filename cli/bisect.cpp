@@ -433,6 +433,9 @@ class Bisect {
   void dropHeld() {
     while (!held_.empty()) {
       const uint32_t number = held_.back().number;
+      // A program that handles SIGTERM itself would not end where it is
+      // held: its gate tells it to go.
+      writeAtomically(runFile(".run{}.gate", number), "cancel\n");
       held_.pop_back();  // SIGTERM, then waits
       heldBefore_.erase(number);
       std::error_code ec;

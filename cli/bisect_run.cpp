@@ -9,13 +9,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 extern char** environ;
 
 namespace gpurr::cli::bisect {
 namespace {
+
+// How long end() lets a child take to end after SIGTERM before SIGKILL.
+constexpr auto kEndWait = std::chrono::milliseconds(10'000);
 
 ChildExit notStarted(int code, std::string why) {
   ChildExit out;
@@ -159,9 +164,18 @@ StepExit StepChild::wait(const std::function<void()>& tick) {
 void StepChild::end() {
   if (ended()) return;
   kill(pid_, SIGTERM);
+  // A program that handles SIGTERM itself may take its time, or not end
+  // (one held at its start ends through its gate instead): `gpurr record`
+  // is killed after kEndWait, and a program it held then ends with it.
   int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  pid_t done = 0;
+  for (auto waited = std::chrono::milliseconds(0);
+       (done = waitpid(pid_, &status, WNOHANG)) == 0 || (done < 0 && errno == EINTR);
+       waited += std::chrono::milliseconds(50)) {
+    if (waited == kEndWait) kill(pid_, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  if (done < 0) status = 0;  // reaped elsewhere: its status is lost
   exit_.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   exit_.code = WIFSIGNALED(status) ? 128 + exit_.signal : WEXITSTATUS(status);
   ended_ = true;

@@ -45,7 +45,7 @@ class StepChild {
   // Waits for it, calling `tick` about twice a second. Signals are
   // forwarded as runChild forwards them.
   StepExit wait(const std::function<void()>& tick);
-  // Sends it SIGTERM and waits for it.
+  // Sends it SIGTERM and waits for it, 10 s at most, then kills it.
   void end();
 
  private:

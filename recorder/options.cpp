@@ -2,7 +2,10 @@
 #include "recorder/options.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -341,14 +344,19 @@ trace::RecordingOptions toRecordingOptions(const RecorderOptions& options) {
 RecorderOptions awaitOptions(const GetEnv& getenv, std::vector<std::string>& problems) {
   const char* gate = getenv("GPURR_START_GATE");
   if (gate == nullptr || *gate == '\0') return parseOptions(getenv, problems);
-  // gpurr bisect ends a held run that it no longer needs with a signal, and
-  // one whose parent dies gets SIGTERM (PR_SET_PDEATHSIG): the wait needs
-  // no limit of its own.
+  // gpurr bisect cancels a held run that it no longer needs through the
+  // gate, and one whose `gpurr record` is gone ends too: the wait needs no
+  // limit of its own.
+  const pid_t parent = ::getppid();
   std::error_code ec;
-  while (!std::filesystem::exists(gate, ec)) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (!std::filesystem::exists(gate, ec)) {
+    if (::getppid() != parent) ::syscall(SYS_exit_group, 128 + SIGTERM);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   std::string snapshot;
   std::ifstream in(gate);
   for (std::string line; std::getline(in, line);) {
+    if (line == "cancel") ::syscall(SYS_exit_group, 128 + SIGTERM);
     if (line.rfind("snapshot ", 0) == 0) snapshot = line.substr(9);
   }
   if (snapshot.empty()) return parseOptions(getenv, problems);

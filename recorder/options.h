@@ -68,8 +68,12 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
 // The options of a process that `gpurr record --start-gate FILE` holds at
 // its start (GPURR_START_GATE=FILE): waits until FILE exists (gpurr bisect
 // creates it once the run before has ended), then parseOptions. A line
-// "snapshot SELECTION" in FILE stands for GPURR_SNAPSHOT. Without the
-// variable, parseOptions at once.
+// "snapshot SELECTION" in FILE stands for GPURR_SNAPSHOT; a line "cancel"
+// ends the process at once (status 143, as SIGTERM would), as does its
+// parent's end (`gpurr record` gone): a signal cannot end a program held
+// here once it handles SIGTERM itself (Python runs its handler only when
+// the thread held here returns). Without the variable, parseOptions at
+// once.
 RecorderOptions awaitOptions(const GetEnv& getenv, std::vector<std::string>& problems);
 
 // Parses "A:B", "A:" or ":B" (decimal). Nothing when malformed or A > B.

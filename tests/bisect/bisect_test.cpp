@@ -373,6 +373,25 @@ TEST_CASE("bisect: each run starts while the one before records and waits before
   for (const std::string& name : filesIn(s.out())) CHECK(name[0] != '.');  // no gate or stop file left
 }
 
+TEST_CASE("bisect: a run held at its start that handles SIGTERM itself is ended through its gate") {
+  // Identical runs need no confirmation: the run held beside run 2 is ended.
+  // A Python program whose SIGTERM handler was set before its first CUDA
+  // call cannot run it where it is held.
+  Sandbox s;
+  Result r;
+  ::setenv("FAKE_IGNORES_TERM", "1", 1);
+  const auto start = std::chrono::steady_clock::now();
+  withSlowRuns("1", [&] { r = s.bisect("identical"); });
+  const auto took = std::chrono::steady_clock::now() - start;
+  ::unsetenv("FAKE_IGNORES_TERM");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(s.report()["verdict"] == "identical");
+  CHECK(took < std::chrono::seconds(8));  // not the 10 s after which a child that stays is killed
+  CHECK(readText(s.state / "order") == "begin 1\nend 1\nbegin 2\nend 2\n");
+  for (const std::string& name : filesIn(s.out())) CHECK(name[0] != '.');  // no gate or stop file left
+}
+
 TEST_CASE("bisect: a run started early that ends before its turn runs again, and --no-overlap starts none early") {
   Sandbox s;
   Result r;

@@ -17,7 +17,7 @@
 // STATE_DIR/counter counts the runs (1, 2, 3...; STATE_DIR is made when
 // missing), and STATE_DIR/order gets "begin N" and "end N" (on a clean
 // exit) around each run's work; FAKE_RUN_SECONDS makes each run take that
-// much longer. The scenario decides what differs in which run:
+// much longer, and FAKE_IGNORES_TERM=1 has it ignore SIGTERM. The scenario decides what differs in which run:
 //   identical         nothing
 //   nondeterministic  launch 5 (index_add) adds in another order in every run
 //   seed              launch 3 (dropout) takes an unseeded Philox seed
@@ -36,6 +36,7 @@
 //                     fails when another run holds it: at once, or after
 //                     FAKE_PORT_FAIL_SECONDS (as torchrun's agent may)
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -344,6 +345,11 @@ int main(int argc, char** argv) {
     }
     ::close(taken);
   }
+  // FAKE_IGNORES_TERM=1: SIGTERM does not end it where it waits for its
+  // turn, as a Python program that set a SIGTERM handler before its first
+  // CUDA call (the handler would run only once that call returns).
+  if (const char* ignores = std::getenv("FAKE_IGNORES_TERM"); ignores != nullptr && *ignores == '1')
+    ::signal(SIGTERM, SIG_IGN);
   // The recorder reads its options at the program's first CUDA call, where
   // a run that gpurr bisect started early waits for its turn.
   std::vector<std::string> problems;
