@@ -729,7 +729,13 @@ int run(const BisectOptions& opts) {
   if (opts.output.empty()) std::cerr << "gpurr bisect: results go to " << shown.string() << "/\n";
   catchInterrupts(shown);
 
-  Bisect bisect(opts, exe, dir, shown, culprits ? &*culprits : nullptr);
+  BisectOptions chosen = opts;
+  if (const std::string launcher = launcherOf(opts.command); !launcher.empty() && !opts.noOverlap) {
+    chosen.noOverlap = true;
+    std::cerr << "gpurr bisect: each run starts when the one before has ended (--no-overlap): two runs of a "
+              << launcher << " job side by side could meet at one rendezvous\n";
+  }
+  Bisect bisect(chosen, exe, dir, shown, culprits ? &*culprits : nullptr);
   const Outcome outcome = bisect.run();
   if (outcome.interruptedBy != 0) {
     std::cerr << "gpurr bisect: interrupted (" << strsignal(outcome.interruptedBy) << "); what was recorded so far is in "

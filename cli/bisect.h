@@ -29,6 +29,13 @@ fs::path defaultDirectory(const std::vector<std::string>& command, std::time_t n
 // space or a character the shell treats specially, in single quotes.
 std::string joinedCommand(const std::vector<std::string>& command);
 
+// The launcher of many processes that `command` runs (torchrun, `python -m
+// torch.distributed.run`, accelerate launch, deepspeed, srun, mpirun), or
+// empty: two runs of such a job started side by side could meet at one
+// rendezvous (a fixed c10d endpoint, MASTER_ADDR and MASTER_PORT), so
+// their runs are not overlapped.
+std::string launcherOf(const std::vector<std::string>& command);
+
 // Whether `name` is a file that a bisect writes in its directory:
 // run<N>.gpurr, run<N>.log, report.txt/json/html, replay.json, replay.log.
 bool isBisectFile(const std::string& name);

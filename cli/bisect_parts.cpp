@@ -17,6 +17,28 @@ using gpurr::diff::FirstDivergence;
 using gpurr::diff::OpKind;
 using gpurr::diff::ProcessDiff;
 
+std::string launcherOf(const std::vector<std::string>& command) {
+  if (command.empty()) return "";
+  const std::string program = fs::path(command[0]).filename().string();
+  for (const char* launcher : {"torchrun", "deepspeed", "srun", "mpirun", "mpiexec"})
+    if (program == launcher) return program;
+  if (program == "accelerate" && std::find(command.begin(), command.end(), "launch") != command.end())
+    return "accelerate launch";
+  if (program.starts_with("python")) {
+    for (size_t i = 1; i < command.size(); ++i) {
+      const std::string& a = command[i];
+      const std::string module = a == "-m" && i + 1 < command.size() ? command[i + 1]
+                                 : a.starts_with("-m")            ? a.substr(2)
+                                                                  : "";
+      if (module == "torch.distributed.run" || module == "torch.distributed.launch" ||
+          module == "accelerate.commands.launch" || module == "deepspeed")
+        return "python -m " + module;
+      if (!module.empty() || !a.starts_with("-")) break;  // the script or module the interpreter runs
+    }
+  }
+  return "";
+}
+
 fs::path defaultDirectory(const std::vector<std::string>& command, std::time_t now, const fs::path& dir) {
   // record::defaultOutput names a trace "<command>-<date>-<time>.gpurr" with
   // a shell-friendly command name; the bisect directory takes its stem.

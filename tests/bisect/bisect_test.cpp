@@ -212,6 +212,22 @@ TEST_CASE("bisect finds the launch of a number as the recorder numbered it: grap
   CHECK_FALSE(cli::bisect::findLaunch(trace, 3));
 }
 
+TEST_CASE("bisect helpers: launchers of many processes are known by their command") {
+  using S = std::vector<std::string>;
+  CHECK(cli::bisect::launcherOf(S{"torchrun", "--nproc-per-node", "2", "train.py"}) == "torchrun");
+  CHECK(cli::bisect::launcherOf(S{"/opt/venv/bin/torchrun", "train.py"}) == "torchrun");
+  CHECK(cli::bisect::launcherOf(S{"python3", "-u", "-m", "torch.distributed.run", "train.py"}) ==
+        "python -m torch.distributed.run");
+  CHECK(cli::bisect::launcherOf(S{"python", "-mtorch.distributed.launch", "train.py"}) ==
+        "python -m torch.distributed.launch");
+  CHECK(cli::bisect::launcherOf(S{"accelerate", "launch", "train.py"}) == "accelerate launch");
+  CHECK(cli::bisect::launcherOf(S{"srun", "-n", "8", "python", "train.py"}) == "srun");
+  CHECK(cli::bisect::launcherOf(S{"python", "train.py", "-m", "torch.distributed.run"}).empty());  // the script's own
+  CHECK(cli::bisect::launcherOf(S{"python", "-m", "mypackage.train"}).empty());
+  CHECK(cli::bisect::launcherOf(S{"accelerate", "config"}).empty());
+  CHECK(cli::bisect::launcherOf(S{}).empty());
+}
+
 TEST_CASE("bisect helpers: log tails and clocks and replay errors") {
   TempDir tmp;
   writeText(tmp / "log", "one\ntwo\r\nthree\nfour\n");
