@@ -363,8 +363,18 @@ def _observe(on):
 def _read_stop_file():
     """gpurr record --stop-file, at every step: once the file names a step,
     the program stops after it, as with --until-step (at once, at the next
-    module call, when that step has passed)."""
+    module call, when that step has passed). Not in a job of several ranks:
+    each reads the file when it ends a step, so one that ended the step
+    named before the file was written would run on into the next step's
+    collectives while another stopped, and wait for it (NCCL) or fail
+    (gloo). Such a job runs whole, or to --until-step, which every rank
+    knows from its start."""
     global _stop_file, _until_step
+    if _ranks() > 1:
+        _stop_file = None
+        print("gpurr: a job of several ranks is not stopped early by the comparison (its ranks would stop after "
+              "different steps); each rank runs to its end or to --until-step", file=sys.stderr)
+        return
     try:
         with open(_stop_file) as f:
             step = int(f.read().strip())
@@ -375,6 +385,15 @@ def _read_stop_file():
         _until_step = step
         if _following:
             _observe(False)  # not observing modules: the stop's check alone
+
+
+def _ranks():
+    """The size of the default process group this process is in; 1 when none."""
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    try:
+        return dist.get_world_size() if dist is not None and dist.is_available() and dist.is_initialized() else 1
+    except Exception:  # noqa: BLE001  a process group being torn down
+        return 1
 
 
 def _adapt():

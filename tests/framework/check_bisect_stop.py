@@ -5,8 +5,8 @@ run stops after step 1, runs 2 and 3 are started while run 1 records
 (held at their first launch until the run before ends), and the report
 still names the divergence, its op, line and step, reproduced, with run
 1's later operations not compared. Then the same under a real torchrun
-whose port the runs contend for, and `gpurr record --stop-file` on its
-own."""
+(its runs not overlapped), `gpurr record --stop-file` on its own, and on a
+job of two ranks, which it does not stop early."""
 import argparse
 import json
 import os
@@ -72,9 +72,9 @@ check("gpurr stopped it after training step" in text, "run 1's later operations 
 check(not any(name.endswith(".stop") or ".staging-" in name for name in os.listdir(out)),
       f"no stop file or staging directory left: {os.listdir(out)}")
 
-# A real torchrun job on one fixed port: runs started together contend for
-# it (the agent's store), and the loser runs again at its turn, alone; the
-# bisect still finds the divergence and reproduces it.
+# A real torchrun job on one fixed port: a launcher of many processes, its
+# runs not overlapped (two side by side could meet at one rendezvous); the
+# bisect finds the divergence and reproduces it.
 torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
 if os.path.exists(torchrun):
     with socket.socket() as sock:
@@ -86,10 +86,13 @@ if os.path.exists(torchrun):
                         "--master-port", str(port), script], env=env_job, capture_output=True, text=True, timeout=500)
     print(r.stdout, r.stderr, sep="\n")
     check(r.returncode == 1, f"torchrun: bisect says diverged (exit {r.returncode})")
-    check("running it again" in r.stderr, "torchrun: the run that lost the port ran again")
+    check("two runs of a torchrun job side by side could meet at one rendezvous" in r.stderr,
+          "torchrun: bisect says it runs one run after another")
     job = json.load(open(os.path.join(out_job, "report.json")))
     check(job.get("reproduced") is True and all(run["exitCode"] == 0 for run in job["runs"]),
-          f"torchrun: every run succeeded in the end, and the divergence was reproduced: {job.get('runs')}")
+          f"torchrun: every run succeeded, and the divergence was reproduced: {job.get('runs')}")
+    check(all(run["startedDuring"] is None for run in job["runs"]),
+          f"torchrun: no run started during another: {[run['startedDuring'] for run in job['runs']]}")
 else:
     print(f"no {torchrun}: the torchrun case is skipped")
 
@@ -130,6 +133,18 @@ r = subprocess.run([args.gpurr, "record", "-o", trace + "2", "--stop-file", stop
                     sys.executable, script], env=env_alone, capture_output=True, text=True, timeout=300)
 check(r.returncode == 2 and "--stop-file needs the PyTorch layer" in r.stderr,
       f"--stop-file without the layer: {r.returncode} {r.stderr!r}")
+
+# A job of two ranks whose ranks read the stop file at different steps
+# (ranks_stop_skew.py): not stopped early, so that no rank is left alone in
+# a collective; each rank says so.
+skew = os.path.join(args.work, "stop-skew")
+r = subprocess.run([args.gpurr, "record", "-o", os.path.join(args.work, "skew"), "--stop-file", skew, "--",
+                    sys.executable, os.path.join(args.scripts, "ranks_stop_skew.py")],
+                   env=dict(env, GPURR_TEST_MARKER=os.path.join(args.work, "marker-skew")), capture_output=True,
+                   text=True, timeout=300)
+check(r.returncode == 0, f"ranks and a stop file: exit 0 (got {r.returncode}): {r.stderr[-1500:]}")
+check(r.stdout.count("finished step 5") == 2, f"ranks and a stop file: both ranks ran to the end: {r.stdout!r}")
+check(r.stderr.count("a job of several ranks is not stopped early") == 2, f"each rank says so: {r.stderr[-1500:]!r}")
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
