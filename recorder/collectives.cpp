@@ -3,6 +3,7 @@
 // hashes, groups.
 #include "recorder/collectives.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -24,6 +25,7 @@ struct GroupState {
   std::vector<std::unique_ptr<PendingCollective>> waiting;
 };
 thread_local EndsWithThread<GroupState> tGroup;
+thread_local int tObjects = 0;  // objectsOnThisThread's depth
 
 // A collective's origin. Outside a backward node's scope no phase is
 // claimed: autograd's hooks run there too (DistributedDataParallel issues
@@ -110,7 +112,8 @@ std::unique_ptr<PendingCollective> CollectiveRecorder::before(CollectiveCall cal
   // NCCL's kernels reach the buffers through NCCL's own structures, which no
   // scanned pointer shows: every held-back output hash goes out first.
   hashing_.flushAll();
-  if (p->canEnqueue && call.send != 0 && call.sendBytes > 0) {
+  p->objects = tObjects > 0;
+  if (p->canEnqueue && !p->objects && call.send != 0 && call.sendBytes > 0) {
     const trace::DeviceRange sent = memory_.deviceRange(call.send, call.sendBytes);
     if (memory_.readableIn(p->context, sent)) p->entry.before = hashing_.hashRanges(p->context, c.stream, {sent});
   }
@@ -134,7 +137,7 @@ void CollectiveRecorder::complete(PendingCollective& p) {
   const uint64_t stream = call.event.stream;
   if (call.recv != 0 && call.recvBytes > 0) {
     const trace::DeviceRange received = memory_.deviceRange(call.recv, call.recvBytes);
-    if (p.canEnqueue && !p.inProgress && memory_.readableIn(p.context, received)) {
+    if (p.canEnqueue && !p.inProgress && !p.objects && memory_.readableIn(p.context, received)) {
       p.entry.after = hashing_.hashRanges(p.context, stream, {received});
       hashing_.touched(p.entry.after, stream);
     }
@@ -144,6 +147,8 @@ void CollectiveRecorder::complete(PendingCollective& p) {
   p.entry.event.origin = collectiveOrigin();
   out_.emit(std::move(p.entry));
 }
+
+void CollectiveRecorder::objectsOnThisThread(int delta) { tObjects = std::max(0, tObjects + delta); }
 
 void CollectiveRecorder::groupStart() {
   if (tGroup.depth++ == 0) {

@@ -39,6 +39,9 @@ struct PendingCollective {
   // its work later, from a thread of its own, so nothing enqueued now is
   // ordered after it; the receive buffer is not hashed.
   bool inProgress = false;
+  // Its buffers hold serialised objects (CollectiveRecorder::objectsOnThisThread):
+  // neither is hashed.
+  bool objects = false;
 };
 
 // The stable id of a communicator made from a unique id (ncclCommInitRank*):
@@ -76,6 +79,11 @@ class CollectiveRecorder {
   // this thread, both kept until the group's end. A failed call is not
   // recorded.
   void after(std::unique_ptr<PendingCollective> pending, bool ok, bool inProgress = false);
+  // The collectives this thread issues from now on (`delta` 1) carry objects
+  // the framework serialised (torch.distributed's *_object* calls pickle
+  // them, and a pickled tensor holds a host address that differs from run
+  // to run): they are recorded without digests until `delta` -1 (nests).
+  static void objectsOnThisThread(int delta);
   // ncclGroupStart / ncclGroupEnd on this thread (groups nest; the outermost
   // end completes the group's collectives, `ok` when it succeeded).
   void groupStart();

@@ -130,6 +130,10 @@ GPURR_EXPORT uint64_t gpurr_framework_hash_device(uint64_t stream, const uint64_
   }
 }
 
+GPURR_EXPORT void gpurr_framework_collectives_of_objects(int delta) {
+  gpurr::recorder::CollectiveRecorder::objectsOnThisThread(delta);
+}
+
 GPURR_EXPORT void gpurr_framework_hash_drop(uint64_t handle) {
   if (gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives()) r->dropFrameworkHashes(handle);
 }

@@ -14,7 +14,7 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 10
+#define GPURR_FRAMEWORK_API_VERSION 11
 int gpurr_framework_api_version(void);
 
 /* kind: 0 op, 1 autograd backward node, 2 user range, 3 the framework
@@ -97,6 +97,11 @@ void gpurr_framework_hash_drop(uint64_t handle);
  * handles of gpurr_framework_hash_device (0 none), whose digests follow
  * the triples'; the event is on their stream. `file` and `line` the
  * program's line that called it. */
+/* The collectives this thread issues from now on (`delta` 1, until -1;
+ * nests) carry objects the framework serialised (torch.distributed's
+ * *_object* calls, whose pickled tensors hold host addresses): recorded,
+ * NCCL's included, without digests. */
+void gpurr_framework_collectives_of_objects(int delta);
 void gpurr_framework_collective(const char* call, int op, const char* process_group, const char* communicator_key,
                                 int32_t rank, int32_t size, int64_t sequence, const char* data_type, uint64_t count,
                                 const char* reduce_op, int32_t peer, const uint64_t* inputs, uint32_t input_count,

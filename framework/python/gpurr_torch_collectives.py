@@ -13,6 +13,12 @@ reach the program.
 An asynchronous call (async_op=True, isend, irecv) is recorded when it
 returns, its outputs without digests: they are complete only at its wait().
 
+The object calls (broadcast_object_list, all_gather_object...) pickle their
+objects into byte tensors and move those with the calls above. A pickled
+tensor holds a host address (its storage's key) that differs from run to
+run, so the collectives inside them are recorded without digests, those the
+recorder's NCCL wrappers record included.
+
 Collectives that C++ issues itself (DistributedDataParallel's gradient
 buckets and its broadcast of the module's state) do not pass through these
 functions. They do pass through c10d's dispatcher ops, where the op
@@ -26,6 +32,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 
 # name -> (CollectiveOp value, tensors sent, tensors received, root or peer
 # argument, whether the root alone sends or receives). "tensor_list" and
@@ -51,7 +58,12 @@ _SPECS = {
     "barrier": (_BARRIER, (), (), None, None),
 }
 
+# The calls that move pickled objects through the collectives above.
+_OBJECT_CALLS = ("broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
+                 "send_object_list", "recv_object_list")
+
 _recorder = None
+_local = threading.local()  # objects: object calls under way on this thread
 _skipped = ()
 _observer = None  # libgpurr_torch.so, when it records c10d's ops as C++ calls them
 _keys = {}  # process group name -> communicator key
@@ -131,8 +143,9 @@ def _reduce_name(op):
 # One call as described before it runs: the recorder's arguments up to the
 # tensors (`args`), the host tensors sent (triples), the handle of the CUDA
 # tensors sent, the tensors it receives, whether its CUDA tensors are hashed
-# here, and the program's line.
-_Call = collections.namedtuple("_Call", "args inputs device_inputs outs cuda file line")
+# here, the program's line, and whether it moves pickled objects (inside an
+# object call: nothing hashed).
+_Call = collections.namedtuple("_Call", "args inputs device_inputs outs cuda file line objects")
 
 
 def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
@@ -157,17 +170,18 @@ def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
     count = first.numel() if first is not None else 0
     key = _key(dist, group)
     file, line = _line()
-    cuda = _cuda_hashed(group, ins + outs)
+    objects = getattr(_local, "objects", 0) > 0
+    cuda = not objects and _cuda_hashed(group, ins + outs)
     args = (call_name, kind, group.group_name.encode(), key, rank, size, sequence, dtype.encode(), count,
             op.encode(), peer)
-    return _Call(args, _ranges(ins, True), _device_hashes(ins) if cuda else 0, outs, cuda, file, line)
+    return _Call(args, _ranges(ins, not objects), _device_hashes(ins) if cuda else 0, outs, cuda, file, line, objects)
 
 
 def _record(call, asynchronous):
     """The call, once it has returned: what it received hashed unless it is
     asynchronous (complete only at its wait())."""
     inputs = call.inputs
-    outputs = _ranges(call.outs, not asynchronous, call.cuda and asynchronous)
+    outputs = _ranges(call.outs, not asynchronous and not call.objects, call.cuda and asynchronous)
     device_outputs = _device_hashes(call.outs) if call.cuda and not asynchronous else 0
     try:
         _recorder.gpurr_framework_collective(
@@ -222,6 +236,22 @@ def _wrap(dist, name, fn, spec):
     return wrapper
 
 
+def _wrap_objects(fn):
+    """An object call: the collectives it makes carry pickled objects."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        _local.objects = getattr(_local, "objects", 0) + 1
+        _recorder.gpurr_framework_collectives_of_objects(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _recorder.gpurr_framework_collectives_of_objects(-1)
+            _local.objects -= 1
+
+    return wrapper
+
+
 def _key(dist, group):
     """The group's communicator key (its name and global ranks), kept by name."""
     key = _keys.get(group.group_name)
@@ -265,6 +295,8 @@ def install(recorder, skipped, observer=None):
     recorder.gpurr_framework_hash_device.argtypes = [ctypes.c_uint64, u64p, ctypes.c_uint32]
     recorder.gpurr_framework_hash_drop.restype = None
     recorder.gpurr_framework_hash_drop.argtypes = [ctypes.c_uint64]
+    recorder.gpurr_framework_collectives_of_objects.restype = None
+    recorder.gpurr_framework_collectives_of_objects.argtypes = [ctypes.c_int]
     recorder.gpurr_framework_collective.restype = None
     recorder.gpurr_framework_collective.argtypes = [
         ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32,
@@ -281,6 +313,14 @@ def install(recorder, skipped, observer=None):
         if fn is None:
             continue
         wrapped = _wrap(dist, name, fn, spec)
+        setattr(c10d, name, wrapped)
+        if getattr(dist, name, None) is fn:
+            setattr(dist, name, wrapped)
+    for name in _OBJECT_CALLS:
+        fn = getattr(c10d, name, None)
+        if fn is None:
+            continue
+        wrapped = _wrap_objects(fn)
         setattr(c10d, name, wrapped)
         if getattr(dist, name, None) is fn:
             setattr(dist, name, wrapped)

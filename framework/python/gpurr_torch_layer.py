@@ -753,7 +753,7 @@ def install(torch, skipped=()):
     except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
         pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
-    if _recorder.gpurr_framework_api_version() != 10:  # GPURR_FRAMEWORK_API_VERSION
+    if _recorder.gpurr_framework_api_version() != 11:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")
         return
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]

@@ -3,7 +3,8 @@ launched as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in
 each worker's environment). With COLLECTIVES_PLANT=1 in the environment (the
 command line stays the same, so that the runs compare), rank 1 draws its
 tensor from another seed before the all_reduce: the job's divergence starts
-on rank 1 and reaches rank 0 through the collective."""
+on rank 1 and reaches rank 0 through the collective. It gathers a dict
+holding a tensor too (all_gather_object: two all_gathers of pickled bytes)."""
 import os
 
 import two_ranks
@@ -25,6 +26,9 @@ def worker(plant):
     dist.broadcast(x, src=0)  # at:broadcast
     gathered = [torch.empty(256) for _ in range(2)]
     dist.all_gather(gathered, x)  # at:allgather
+    # Pickled: the tensor's storage key is a host address, run to run.
+    objects = [None, None]
+    dist.all_gather_object(objects, {"sum": x.sum()})  # at:objects
     dist.barrier()
     print(rank, round(float(x.sum()), 3))
     dist.destroy_process_group()

@@ -45,6 +45,10 @@ TEST_CASE("a collective is an operation: the send buffer hashed before it, the r
   recv[9] ^= 0xff;  // the group's work runs at its end
   const std::vector<uint8_t> recvAfterGroup = recv;
   c.groupEnd(true);
+  // Pickled objects (torch.distributed's *_object* calls): not hashed.
+  CollectiveRecorder::objectsOnThisThread(1);
+  c.after(c.before(call("ncclAllGather", trace::CollectiveOp::kAllGather, 4096, 4096)), true);
+  CollectiveRecorder::objectsOnThisThread(-1);
   // Another communicator at the same time: numbered on its own.
   c.communicatorCreated(0x88, id + 1, 0, 4);
   CollectiveCall other = call("ncclBroadcast", trace::CollectiveOp::kBroadcast, 4096, 4096);
@@ -52,10 +56,13 @@ TEST_CASE("a collective is an operation: the send buffer hashed before it, the r
   c.after(c.before(std::move(other)), true);
 
   const auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
-  REQUIRE(collectives.size() == 4);
-  CHECK(collectives[3].communicator == id + 1);
-  CHECK(collectives[3].sequence == 0);
-  CHECK(collectives[3].size == 4);
+  REQUIRE(collectives.size() == 5);
+  CHECK(collectives[3].call == "ncclAllGather");
+  CHECK(collectives[3].inputs.empty());
+  CHECK(collectives[3].outputs.empty());
+  CHECK(collectives[4].communicator == id + 1);
+  CHECK(collectives[4].sequence == 0);
+  CHECK(collectives[4].size == 4);
   const trace::Collective& a = collectives[0];
   CHECK(a.call == "ncclAllReduce");
   CHECK(a.communicator == id);
