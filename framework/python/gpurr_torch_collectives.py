@@ -194,6 +194,17 @@ def _record(call, asynchronous):
         raise
 
 
+def _peer(dist, group, a, root_arg):
+    """The call's root or peer as a global rank (`src`, `dst`), or from its
+    rank in the group (`group_src`, `group_dst`); None when it has none."""
+    if root_arg is None:
+        return None
+    if a.get(root_arg) is not None:
+        return a[root_arg]
+    in_group = a.get("group_" + root_arg)
+    return dist.get_global_rank(group, in_group) if in_group is not None else None
+
+
 def _wrap(dist, name, fn, spec):
     signature = inspect.signature(fn)
     call_name = name.encode()
@@ -210,7 +221,7 @@ def _wrap(dist, name, fn, spec):
             group = a.get("group") or dist.distributed_c10d._get_default_group()
             op = _reduce_name(a["op"]) if "op" in a else ""
             described = _describe(dist, call_name, spec, a, group, dist.get_rank(group), dist.get_world_size(group),
-                                  op, a.get(root_arg) if root_arg else None)
+                                  op, _peer(dist, group, a, root_arg))
             asynchronous = bool(a.get("async_op")) or name in ("isend", "irecv")
         except Exception:  # noqa: BLE001  never the program's failure
             return fn(*args, **kwargs)

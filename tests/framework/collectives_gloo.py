@@ -23,7 +23,7 @@ def worker(plant):
         w = torch.randn(256)  # at:planted
     x = w * (rank + 1)
     dist.all_reduce(x)  # at:allreduce
-    dist.broadcast(x, src=0)  # at:broadcast
+    dist.broadcast(x, group_src=0)  # at:broadcast (its root by its rank in the group)
     gathered = [torch.empty(256) for _ in range(2)]
     dist.all_gather(gathered, x)  # at:allgather
     # Pickled: the tensor's storage key is a host address, run to run.
