@@ -363,23 +363,24 @@ def _observe(on):
 def _read_stop_file():
     """gpurr record --stop-file, at every step: once the file names a step,
     the program stops after it, as with --until-step (at once, at the next
-    module call, when that step has passed). Not in a job of several ranks:
-    each reads the file when it ends a step, so one that ended the step
-    named before the file was written would run on into the next step's
-    collectives while another stopped, and wait for it (NCCL) or fail
-    (gloo). Such a job runs whole, or to --until-step, which every rank
-    knows from its start."""
+    module call, when that step has passed). In a job of several ranks
+    only a file there at the first step counts (gpurr bisect's confirmation
+    run): each rank reads the file when it ends a step, so with one written
+    later a rank that ended the step named before it was written would run
+    on into the next step's collectives while another stopped, and wait
+    for it (NCCL) or fail (gloo). Such a job runs whole, or to
+    --until-step, which every rank knows from its start."""
     global _stop_file, _until_step
-    if _ranks() > 1:
-        _stop_file = None
-        print("gpurr: a job of several ranks is not stopped early by the comparison (its ranks would stop after "
-              "different steps); each rank runs to its end or to --until-step", file=sys.stderr)
-        return
     try:
         with open(_stop_file) as f:
             step = int(f.read().strip())
     except (OSError, ValueError):
-        return  # not written yet (or being written)
+        if _ranks() > 1:
+            _stop_file = None
+            print("gpurr: a job of several ranks is not stopped early by a stop file written while it runs (its "
+                  "ranks would stop after different steps); each rank runs to its end or to --until-step",
+                  file=sys.stderr)
+        return  # not written yet
     _stop_file = None
     if _until_step is None or step < _until_step:
         _until_step = step

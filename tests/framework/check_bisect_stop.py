@@ -135,8 +135,10 @@ check(r.returncode == 2 and "--stop-file needs the PyTorch layer" in r.stderr,
       f"--stop-file without the layer: {r.returncode} {r.stderr!r}")
 
 # A job of two ranks whose ranks read the stop file at different steps
-# (ranks_stop_skew.py): not stopped early, so that no rank is left alone in
-# a collective; each rank says so.
+# (ranks_stop_skew.py): not stopped early by a file written while it runs,
+# so that no rank is left alone in a collective; each rank says so. One
+# there from the start (bisect's confirmation run) stops every rank after
+# the step it names.
 skew = os.path.join(args.work, "stop-skew")
 r = subprocess.run([args.gpurr, "record", "-o", os.path.join(args.work, "skew"), "--stop-file", skew, "--",
                     sys.executable, os.path.join(args.scripts, "ranks_stop_skew.py")],
@@ -145,6 +147,14 @@ r = subprocess.run([args.gpurr, "record", "-o", os.path.join(args.work, "skew"),
 check(r.returncode == 0, f"ranks and a stop file: exit 0 (got {r.returncode}): {r.stderr[-1500:]}")
 check(r.stdout.count("finished step 5") == 2, f"ranks and a stop file: both ranks ran to the end: {r.stdout!r}")
 check(r.stderr.count("a job of several ranks is not stopped early") == 2, f"each rank says so: {r.stderr[-1500:]!r}")
+with open(skew, "w") as f:
+    f.write("1\n")
+r = subprocess.run([args.gpurr, "record", "-o", os.path.join(args.work, "skew-early"), "--stop-file", skew, "--",
+                    sys.executable, os.path.join(args.scripts, "ranks_stop_skew.py")],
+                   env=dict(env, GPURR_TEST_MARKER=os.path.join(args.work, "marker-skew-early")), capture_output=True,
+                   text=True, timeout=300)
+check(r.returncode == 0 and r.stdout.count("finished step 1") == 2 and "finished step 2" not in r.stdout,
+      f"ranks and a stop file there from the start: both stop after step 1: {r.returncode} {r.stdout!r}")
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

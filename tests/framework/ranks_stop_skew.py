@@ -3,7 +3,9 @@ CPU, 6 steps, whose ranks end step 2 a second apart; between the two, rank
 0 names step 2 in gpurr record's stop file (GPURR_STOP_FILE), as gpurr
 bisect's comparison may. A rank that stopped after step 2 while the other
 ran on into step 3's all-reduce would leave it waiting (NCCL) or failing
-(gloo): the job must run to its end. Prints each step each rank finishes."""
+(gloo): the job must run to its end. A stop file there from the start
+stops both ranks after the step it names. Prints each step each rank
+finishes."""
 import os
 import time
 
