@@ -319,22 +319,20 @@ def install(recorder, skipped, observer=None):
     _recorder = recorder
     _skipped = tuple(skipped) + (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
     c10d = dist.distributed_c10d
+
+    def replace(name, wrap):
+        fn = getattr(c10d, name, None)
+        if fn is None:
+            return
+        wrapped = wrap(fn)
+        setattr(c10d, name, wrapped)
+        if getattr(dist, name, None) is fn:
+            setattr(dist, name, wrapped)
+
     for name, spec in _SPECS.items():
-        fn = getattr(c10d, name, None)
-        if fn is None:
-            continue
-        wrapped = _wrap(dist, name, fn, spec)
-        setattr(c10d, name, wrapped)
-        if getattr(dist, name, None) is fn:
-            setattr(dist, name, wrapped)
+        replace(name, functools.partial(_wrap, dist, name, spec=spec))
     for name in _OBJECT_CALLS:
-        fn = getattr(c10d, name, None)
-        if fn is None:
-            continue
-        wrapped = _wrap_objects(fn)
-        setattr(c10d, name, wrapped)
-        if getattr(dist, name, None) is fn:
-            setattr(dist, name, wrapped)
+        replace(name, _wrap_objects)
     if observer is not None and hasattr(observer, "gpurr_torch_collectives_install"):
         observer = ctypes.PyDLL(observer._name)  # the same library, called with the GIL held
         observer.gpurr_torch_collective_wrapped.argtypes = [ctypes.c_int]
