@@ -20,6 +20,38 @@ void makeRing(Device& device, const kernels::HashRequest& req) {
   REQUIRE(first->wait(r, error));
 }
 
+// With the GPU blocked, takes every batch place of the ring but the one a
+// batch before kept (made after makeRing); then the GPU runs the first
+// `kernels` queued, that batch's among them: a hash finds its room within a
+// second, and every batch taken reads back the digest of `a`.
+void takeRingThenFreeOne(Device& device, const kernels::HashRequest& req, const std::vector<uint8_t>& a,
+                         size_t kernels) {
+  std::string error;
+  std::vector<std::unique_ptr<PendingHashes>> pending;
+  for (int i = 0; i < 8191; ++i) {
+    pending.push_back(device.hash(0xC0, 0x5, std::span(&req, 1), false, error));
+    REQUIRE(pending.back());
+  }
+  gpu->blocked = false;
+  for (size_t i = 0; i < kernels; ++i) {
+    std::lock_guard lock(gpu->mu);
+    auto op = std::move(gpu->queue.front());
+    gpu->queue.pop_front();
+    op();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto next = device.hash(0xC0, 0x5, std::span(&req, 1), false, error);
+  CHECK(next);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+  pending.push_back(std::move(next));
+  std::vector<kernels::HashResult> r;
+  for (auto& p : pending) {  // and no later wait gives up for it
+    REQUIRE(p);
+    REQUIRE(p->wait(r, error));
+    CHECK(r.at(0).digest == hash::hashBuffer(a));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("hashes are enqueued and read back only after the GPU ran them", "[recorder][cudadevice]") {
@@ -252,29 +284,8 @@ TEST_CASE("a stream blocked past the wait limit abandons that batch, not the con
   std::vector<kernels::HashResult> r;
   CHECK_FALSE(stuck->wait(r, error));
   CHECK(error.find("did not complete within 0 s: its stream stayed blocked") != std::string::npos);
-  // Every other batch place taken: only the abandoned batch's room is left to come back.
-  std::vector<std::unique_ptr<PendingHashes>> pending;
-  for (int i = 0; i < 8191; ++i) {
-    pending.push_back(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));
-    REQUIRE(pending.back());
-  }
-  gpu->blocked = false;
-  for (size_t i = 0; i < 2; ++i) {  // the GPU catches up with the first two kernels only
-    std::lock_guard lock(gpu->mu);
-    auto op = std::move(gpu->queue.front());
-    gpu->queue.pop_front();
-    op();
-  }
-  const auto start = std::chrono::steady_clock::now();
-  auto next = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
-  CHECK(next);  // the abandoned batch's room, given back since its ticket showed
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
-  pending.push_back(std::move(next));
-  for (auto& p : pending) {
-    REQUIRE(p);
-    REQUIRE(p->wait(r, error));
-    CHECK(r.at(0).digest == hash::hashBuffer(a));
-  }
+  // Only the abandoned batch's room is left to come back, once its ticket shows.
+  takeRingThenFreeOne(*device, req, a, 2);
   device->contextDestroying(0xC0);
 }
 
@@ -289,33 +300,11 @@ TEST_CASE("a hash destroyed unread is not waited for and its room comes back onc
   std::string error;
   makeRing(*device, req);  // and its first batch read: only the rest of the ring is free
   gpu->blocked = true;
-  auto start = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
   device->hash(0xC0, 0x5, std::span(&req, 1), false, error).reset();
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(250));
-  // Every other batch place taken: only the dropped batch's room is left to come back.
-  std::vector<std::unique_ptr<PendingHashes>> pending;
-  for (int i = 0; i < 8191; ++i) {
-    pending.push_back(device->hash(0xC0, 0x5, std::span(&req, 1), false, error));
-    REQUIRE(pending.back());
-  }
-  gpu->blocked = false;
-  {
-    std::lock_guard lock(gpu->mu);  // the GPU catches up with the dropped batch's kernel only
-    auto op = std::move(gpu->queue.front());
-    gpu->queue.pop_front();
-    op();
-  }
-  start = std::chrono::steady_clock::now();
-  auto next = device->hash(0xC0, 0x5, std::span(&req, 1), false, error);
-  CHECK(next);
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
-  pending.push_back(std::move(next));
-  std::vector<kernels::HashResult> r;
-  for (auto& p : pending) {  // and no later wait gives up for it
-    REQUIRE(p);
-    REQUIRE(p->wait(r, error));
-    CHECK(r.at(0).digest == hash::hashBuffer(a));
-  }
+  // Only the dropped batch's room is left to come back, once its kernel ran.
+  takeRingThenFreeOne(*device, req, a, 1);
   device->contextDestroying(0xC0);
 }
 
