@@ -276,6 +276,7 @@ class Bisect {
     bool begun = false, heldAtItsStart = false;
     const StepExit step = child->exit().started ? child->wait([&] {
       progress_.tick();
+      guardMemory();
       begun = holdAhead(number, heldAtItsStart) || begun;
     })
                                                 : StepExit{child->exit(), 0};
@@ -352,7 +353,7 @@ class Bisect {
   // Returns whether this run has begun its CUDA work.
   bool holdAhead(uint32_t number, bool& heldAtItsStart) {
     const bool begun = begunCudaWork(number);
-    if (opts_.noOverlap || out_.interruptedBy != 0) return begun;
+    if (opts_.noOverlap || overlapOff_ || out_.interruptedBy != 0) return begun;
     const uint32_t confirmation = opts_.runs + 1;
     for (uint32_t next = number + 1; next <= std::min(number + 2, confirmation); ++next) {
       // The next run at once, unless this one failed so before (aloneNext_).
@@ -425,6 +426,25 @@ class Bisect {
     std::error_code ec;
     fs::rename(partial, file, ec);
     return !ec;
+  }
+
+  // The runs held beside the one recorded build what they build before
+  // their first CUDA call (a model on the CPU, their data) in host memory:
+  // once less than the larger of 4 GiB and a tenth of the machine's is
+  // available (GPURR_BISECT_MIN_AVAILABLE_MB, when set), they are ended, to
+  // run at their turn, and no run starts early from then on, so that the
+  // OOM killer does not take the run being recorded.
+  void guardMemory() {
+    if (held_.empty() || overlapOff_) return;
+    const auto [available, total] = hostMemory();
+    uint64_t least = std::max<uint64_t>(uint64_t{4} << 30, total / 10);
+    if (const char* mb = std::getenv("GPURR_BISECT_MIN_AVAILABLE_MB")) least = std::strtoull(mb, nullptr, 10) << 20;
+    if (total == 0 || available >= least) return;
+    overlapOff_ = true;
+    progress_.say(fmt::format("{} MiB of host memory left: the runs started early are ended, and each run starts "
+                              "when the one before has ended from now on",
+                              available >> 20));
+    dropHeld();
   }
 
   // Ends the held runs (identical runs need no confirmation; a failure or
@@ -656,6 +676,7 @@ class Bisect {
   std::vector<Held> held_;         // in run order, at most kMaxHeld
   std::set<uint32_t> heldBefore_;  // runs started ahead of their turn (and not ended by dropHeld)
   uint32_t aloneNext_ = 0;         // the run to start with no run beside it at its start (one failed so)
+  bool overlapOff_ = false;        // host memory ran short: no run starts early any more (guardMemory)
   fs::path exe_;
   fs::path dir_;    // absolute
   fs::path shown_;  // as the user named it (or the default, relative)

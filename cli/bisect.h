@@ -36,6 +36,11 @@ std::string joinedCommand(const std::vector<std::string>& command);
 // their runs are not overlapped.
 std::string launcherOf(const std::vector<std::string>& command);
 
+// The host memory the kernel says is available for new allocations
+// without swapping (MemAvailable) and the machine's (MemTotal), in bytes;
+// 0 and 0 when /proc/meminfo cannot be read.
+std::pair<uint64_t, uint64_t> hostMemory();
+
 // Whether `name` is a file that a bisect writes in its directory:
 // run<N>.gpurr, run<N>.log, report.txt/json/html, replay.json, replay.log.
 bool isBisectFile(const std::string& name);

@@ -17,6 +17,18 @@ using gpurr::diff::FirstDivergence;
 using gpurr::diff::OpKind;
 using gpurr::diff::ProcessDiff;
 
+std::pair<uint64_t, uint64_t> hostMemory() {
+  std::ifstream in("/proc/meminfo");
+  uint64_t available = 0, total = 0;
+  std::string name, unit;
+  for (uint64_t kib = 0; in >> name >> kib;) {
+    if (name == "MemAvailable:") available = kib << 10;
+    if (name == "MemTotal:") total = kib << 10;
+    std::getline(in, unit);
+  }
+  return {available, total};
+}
+
 std::string launcherOf(const std::vector<std::string>& command) {
   if (command.empty()) return "";
   const std::string program = fs::path(command[0]).filename().string();

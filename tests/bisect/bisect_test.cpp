@@ -212,6 +212,13 @@ TEST_CASE("bisect finds the launch of a number as the recorder numbered it: grap
   CHECK_FALSE(cli::bisect::findLaunch(trace, 3));
 }
 
+TEST_CASE("bisect helpers: the host's memory from /proc/meminfo") {
+  const auto [available, total] = cli::bisect::hostMemory();
+  CHECK(total > 0);
+  CHECK(available > 0);
+  CHECK(available <= total);
+}
+
 TEST_CASE("bisect helpers: launchers of many processes are known by their command") {
   using S = std::vector<std::string>;
   CHECK(cli::bisect::launcherOf(S{"torchrun", "--nproc-per-node", "2", "train.py"}) == "torchrun");
@@ -386,6 +393,25 @@ TEST_CASE("bisect: each run starts while the one before records and waits before
   const fs::path run3 = s.out() / "run3.gpurr";
   CHECK(trace::TraceReader(run3).header().options.snapshot == "5");
   CHECK(snapshotLaunches(run3) == std::vector<uint64_t>{5});
+  for (const std::string& name : filesIn(s.out())) CHECK(name[0] != '.');  // no gate or stop file left
+}
+
+TEST_CASE("bisect: when host memory runs short the runs started early are ended and none starts early again") {
+  // The runs held beside the one recorded build their model on the CPU:
+  // the OOM killer could take the run being recorded.
+  Sandbox s;
+  Result r;
+  ::setenv("GPURR_BISECT_MIN_AVAILABLE_MB", "1000000000", 1);  // more than any machine has: short at once
+  withSlowRuns("1", [&] { r = s.bisect("nondeterministic", {"--repeat", "3"}); });
+  ::unsetenv("GPURR_BISECT_MIN_AVAILABLE_MB");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  CHECK_THAT(r.err, Catch::Contains("MiB of host memory left: the runs started early are ended"));
+  const Json rep = s.report();
+  REQUIRE(rep["runs"].size() == 3);
+  for (const Json& run : rep["runs"]) CHECK(run["startedDuring"].is_null());
+  CHECK(rep["reproduced"] == true);
+  CHECK(readText(s.state / "order") == "begin 1\nend 1\nbegin 2\nend 2\nbegin 3\nend 3\n");
   for (const std::string& name : filesIn(s.out())) CHECK(name[0] != '.');  // no gate or stop file left
 }
 
