@@ -431,19 +431,19 @@ class Bisect {
   // The runs held beside the one recorded build what they build before
   // their first CUDA call (a model on the CPU, their data) in host memory:
   // once less than the larger of 4 GiB and a tenth of the machine's is
-  // available (GPURR_BISECT_MIN_AVAILABLE_MB, when set), they are ended, to
-  // run at their turn, and no run starts early from then on, so that the
-  // OOM killer does not take the run being recorded.
+  // available (GPURR_BISECT_MIN_AVAILABLE_MB, when set), the held runs are
+  // ended, to run at their turn, and no run starts early from then on, so
+  // that the OOM killer does not take the run being recorded. Checked
+  // before a run is started early too.
   void guardMemory() {
-    if (held_.empty() || overlapOff_) return;
+    if (overlapOff_ || opts_.noOverlap) return;
     const auto [available, total] = hostMemory();
     uint64_t least = std::max<uint64_t>(uint64_t{4} << 30, total / 10);
     if (const char* mb = std::getenv("GPURR_BISECT_MIN_AVAILABLE_MB")) least = std::strtoull(mb, nullptr, 10) << 20;
     if (total == 0 || available >= least) return;
     overlapOff_ = true;
-    progress_.say(fmt::format("{} MiB of host memory left: the runs started early are ended, and each run starts "
-                              "when the one before has ended from now on",
-                              available >> 20));
+    progress_.say(fmt::format("{} MiB of host memory left: no run starts early from now on{}", available >> 20,
+                              held_.empty() ? "" : ", and the runs started early are ended"));
     dropHeld();
   }
 

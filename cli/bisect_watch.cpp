@@ -61,6 +61,11 @@ RunWatch::~RunWatch() {
 }
 
 void RunWatch::watch() {
+  // The runs of a job of several processes are not stopped so: their ranks
+  // would read the stop file after different steps, one that stopped
+  // leaving the others in a collective (the layer heeds only a stop file
+  // there from the job's start).
+  if (runTraces(first_).size() > 1) return;
   std::unique_lock lock(mu_);
   auto pause = kMinPause;
   while (!wake_.wait_for(lock, pause, [this] { return done_; })) {

@@ -6,7 +6,8 @@
 // the same place, the run is told to stop after step D + 1
 // (`gpurr record --stop-file`): far enough for the report's blast radius
 // over the rest of that step and the next. The comparison made after the
-// run is the one reported; this one only decides when to stop.
+// run is the one reported; this one only decides when to stop. The runs of
+// a job of several processes are not watched.
 #pragma once
 
 #include <atomic>

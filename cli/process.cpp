@@ -53,7 +53,8 @@ ChildExit fromStatus(int status) {
 
 }  // namespace
 
-ChildExit runChild(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+ChildExit runChild(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                   const std::function<void(int)>& onSignal) {
   ChildExit out;
   if (argv.empty()) {
     out.started = false;
@@ -132,6 +133,7 @@ ChildExit runChild(const std::vector<std::string>& argv, const std::vector<std::
       if (done < 0 && errno == ECHILD) return out;  // reaped elsewhere; nothing to report
       continue;
     }
+    if (onSignal) onSignal(sig);
     if (shouldForward(info, child)) kill(child, sig);
   }
 }

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include <csignal>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,9 +68,11 @@ std::vector<std::string> applyEnv(const std::vector<std::string>& base,
                                   const std::vector<EnvChange>& changes);
 
 // Runs `argv` (argv[0] looked up in PATH like a shell) with environment
-// `env` and waits for it, forwarding signals as shouldForward() says.
-// When the command cannot be executed, returns started = false with code 127
-// (not found) or 126 (found but not executable), as a shell does.
-ChildExit runChild(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+// `env` and waits for it, forwarding signals as shouldForward() says, each
+// after `onSignal` (when given) has seen it. When the command cannot be
+// executed, returns started = false with code 127 (not found) or 126 (found
+// but not executable), as a shell does.
+ChildExit runChild(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                   const std::function<void(int)>& onSignal = {});
 
 }  // namespace gpurr::cli

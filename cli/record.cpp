@@ -10,11 +10,13 @@
 #include <fmt/format.h>
 #include <sys/personality.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <regex>
 #include <stdexcept>
@@ -231,6 +233,8 @@ int run(const RecordOptions& opts) {
       {"GPURR_FLUSH_MS", "250", opts.stopFile.empty()},
       {"GPURR_START_GATE", opts.startGate.empty() ? "" : fs::absolute(opts.startGate).string(),
        opts.startGate.empty()},
+      // The held program's parent: once it is gone the program ends.
+      {"GPURR_START_GATE_PARENT", std::to_string(::getpid()), opts.startGate.empty()},
       {"GPURR_QUICK_EXIT", "1", !opts.quickExit},
   };
   // The CUPTI the recorder loads when the process has none yet (see
@@ -266,7 +270,17 @@ int run(const RecordOptions& opts) {
   std::fflush(stdout);
   std::fflush(stderr);
 
-  const ChildExit exit = runChild(command, applyEnv(baseEnv, changes));
+  // A signal to end it (gpurr bisect's, or its death's) reaches a program
+  // still held at its start gate, where one that handles SIGTERM itself
+  // cannot run its handler: its gate tells it to go.
+  const fs::path gate = opts.startGate.empty() ? fs::path() : fs::absolute(opts.startGate);
+  const ChildExit exit = runChild(command, applyEnv(baseEnv, changes), [&gate](int sig) {
+    std::error_code ec;
+    if (gate.empty() || (sig != SIGTERM && sig != SIGINT && sig != SIGHUP) || fs::exists(gate, ec)) return;
+    const fs::path partial = fs::path(gate).concat(".part");
+    std::ofstream(partial) << "cancel\n";
+    fs::rename(partial, gate, ec);
+  });
   if (!exit.started) {
     fs::remove_all(staging, ec);
     std::cerr << "gpurr record: cannot run '" << command[0] << "': " << exit.error << "\n";

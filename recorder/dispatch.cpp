@@ -123,12 +123,12 @@ void RecordSession::afterThreadEnded(CUpti_CallbackDomain domain, CUpti_Callback
   // that no hash enqueued later reads it.
   if (inside || domain != CUPTI_CB_DOMAIN_DRIVER_API || cb.callbackSite != CUPTI_API_ENTER) return;
   const Handler h = driverHandler(cbid).handler;
-  if (!releasesUnordered(h) && h != Handler::kMemFree && h != Handler::kMemFreeAsync && h != Handler::kMemFreeHost)
-    return;
+  const bool unordered = releasesUnordered(h);
+  if (!unordered && h != Handler::kMemFree && h != Handler::kMemFreeAsync && h != Handler::kMemFreeHost) return;
   ReentrancyGuard guard(inside);
   try {
     hashing_.flushAll();
-    if (std::string why; releasesUnordered(h)) device_->awaitHashesInFlight(why);
+    if (std::string why; unordered) device_->awaitHashesInFlight(why);
   } catch (const std::exception&) {
   }
 }
@@ -167,8 +167,8 @@ void RecordSession::onDriver(CUpti_CallbackId cbid, const CUpti_CallbackData& cb
   if (enter) {
     flushDeferredHashes(hashing_, e.handler, e.perThread, cb);
     if (std::string why; releasesUnordered(e.handler) && !device_->awaitHashesInFlight(why))
-      out_.warnOnce("unmapped", "memory was released while a hash kernel that reads it had not run (" + why +
-                                    "); that digest may be of released memory");
+      out_.warnOnce("unmapped", "memory was released while a hash kernel enqueued before it had not run (" + why +
+                                    "); a digest may be of released memory");
   }
   switch (e.handler) {
     case Handler::kLaunchKernel:

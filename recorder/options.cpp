@@ -345,9 +345,10 @@ RecorderOptions awaitOptions(const GetEnv& getenv, std::vector<std::string>& pro
   const char* gate = getenv("GPURR_START_GATE");
   if (gate == nullptr || *gate == '\0') return parseOptions(getenv, problems);
   // gpurr bisect cancels a held run that it no longer needs through the
-  // gate, and one whose `gpurr record` is gone ends too: the wait needs no
-  // limit of its own.
-  const pid_t parent = ::getppid();
+  // gate (so does its `gpurr record` on a signal to end), and one whose
+  // `gpurr record` is gone ends too: the wait needs no limit of its own.
+  const char* parentText = getenv("GPURR_START_GATE_PARENT");
+  const pid_t parent = parentText != nullptr ? static_cast<pid_t>(std::atoll(parentText)) : ::getppid();
   std::error_code ec;
   while (!std::filesystem::exists(gate, ec)) {
     if (::getppid() != parent) ::syscall(SYS_exit_group, 128 + SIGTERM);

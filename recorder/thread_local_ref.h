@@ -17,7 +17,10 @@ namespace gpurr::recorder {
 // The recorder's thread_locals whose type has a destructor are kept as
 // this: destroying one first marks the thread ended (ThreadFlags), and the
 // dispatcher leaves that thread's later callbacks alone, so that none
-// reaches a thread_local already destroyed. The main thread's are destroyed
+// reaches a thread_local already destroyed (but the Hands of recycling.h,
+// which give their things back to their shelf and may be used after it: a
+// thing put in one then is never freed, which a flush at the thread's end
+// may do). The main thread's are destroyed
 // by exit() before C's exit handlers run, some of which (a library loaded
 // after CUDA started unregistering its kernels) still call the driver.
 template <typename T>

@@ -76,16 +76,19 @@ since "logs.tgz and traces.tgz written"
 
 # The traces' summaries, until SECONDS + 30.
 info_end=$((end + 30))
-left() { local s=$((info_end - $(date +%s))); [ $s -gt 5 ] && s=5; echo $s; }
+# Seconds left for one command (5 at most; 0 when none is: `timeout 0` would
+# mean no limit, so the caller stops).
+left() { local s=$((info_end - $(date +%s))); [ $s -gt 5 ] && s=5; [ $s -lt 0 ] && s=0; echo $s; }
 find "$L" -name '*.gpurr' | sort | while IFS= read -r t; do
-  if [ "$(left)" -lt 1 ]; then
+  s=$(left)
+  if [ "$s" -lt 1 ]; then
     echo "(stopped at SECONDS + 30 s: the traces from here on are not summarised)"
     break
   fi
   echo "== ${t#"$L"/}"
-  timeout "$(left)" "$b/bin/gpurr" info "$t" 2>&1 | grep -E 'dropped|events|launches|recorder|status' | head -8
+  timeout "$s" "$b/bin/gpurr" info "$t" 2>&1 | grep -E 'dropped|events|launches|recorder|status' | head -8
   case $t in
-    *gpt2_compile*) [ "$(left)" -ge 1 ] && timeout "$(left)" "$b/bin/gpurr" dump "$t" 2>/dev/null | grep -m 12 'digest=' ;;
+    *gpt2_compile*) s=$(left); [ "$s" -ge 1 ] && timeout "$s" "$b/bin/gpurr" dump "$t" 2>/dev/null | grep -m 12 'digest=' ;;
   esac
 done >"$L/infos.txt" 2>&1
 since "infos done"

@@ -64,6 +64,17 @@ struct Sandbox {
     writeText(lib, "not really a library");
   }
   Result run(const std::vector<std::string>& args, bool withLibrary = true) {
+    const pid_t pid = start(args, withLibrary);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
+    r.out = readText(io / "stdout");
+    r.err = readText(io / "stderr");
+    return r;
+  }
+  // gpurr ARGS started, not waited for.
+  pid_t start(const std::vector<std::string>& args, bool withLibrary = true) {
     const pid_t pid = ::fork();
     if (pid == 0) {
       const int in = ::open("/dev/null", O_RDONLY);
@@ -79,19 +90,16 @@ struct Sandbox {
         ::setenv("GPURR_RECORDER_LIB", (tmp / "missing.so").c_str(), 1);
       }
       ::unsetenv("GPURR_SNAPSHOT");
+      // The runs started early are the tests' to check, whatever memory a
+      // busy machine has left (a test that sets a bound keeps it).
+      ::setenv("GPURR_BISECT_MIN_AVAILABLE_MB", "0", 0);
       std::vector<char*> argv{const_cast<char*>(kGpurr.c_str())};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
       ::execv(kGpurr.c_str(), argv.data());
       ::_exit(98);
     }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
-    r.out = readText(io / "stdout");
-    r.err = readText(io / "stderr");
-    return r;
+    return pid;
   }
   // gpurr bisect -o DIR [options] -- fake_cuda_program SCENARIO STATE
   Result bisect(const std::string& scenario, std::vector<std::string> options = {}) {
@@ -396,7 +404,7 @@ TEST_CASE("bisect: each run starts while the one before records and waits before
   for (const std::string& name : filesIn(s.out())) CHECK(name[0] != '.');  // no gate or stop file left
 }
 
-TEST_CASE("bisect: when host memory runs short the runs started early are ended and none starts early again") {
+TEST_CASE("bisect: when host memory runs short no run starts early from then on") {
   // The runs held beside the one recorded build their model on the CPU:
   // the OOM killer could take the run being recorded.
   Sandbox s;
@@ -406,13 +414,51 @@ TEST_CASE("bisect: when host memory runs short the runs started early are ended 
   ::unsetenv("GPURR_BISECT_MIN_AVAILABLE_MB");
   INFO(r.out << r.err);
   REQUIRE(r.code == 1);
-  CHECK_THAT(r.err, Catch::Contains("MiB of host memory left: the runs started early are ended"));
+  CHECK_THAT(r.err, Catch::Contains("MiB of host memory left: no run starts early from now on"));
   const Json rep = s.report();
   REQUIRE(rep["runs"].size() == 3);
   for (const Json& run : rep["runs"]) CHECK(run["startedDuring"].is_null());
   CHECK(rep["reproduced"] == true);
   CHECK(readText(s.state / "order") == "begin 1\nend 1\nbegin 2\nend 2\nbegin 3\nend 3\n");
   for (const std::string& name : filesIn(s.out())) CHECK(name[0] != '.');  // no gate or stop file left
+}
+
+// Whether a process whose command line holds `text` is alive.
+bool running(const std::string& text) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc", ec)) {
+    const std::string cmdline = readText(e.path() / "cmdline");
+    if (cmdline.find(text) != std::string::npos && e.path().filename() != std::to_string(::getpid())) return true;
+  }
+  return false;
+}
+
+TEST_CASE("record --start-gate: a held program that ignores SIGTERM ends when record is told to end or is gone") {
+  // gpurr bisect ends a held run with SIGTERM, and kills its gpurr record
+  // 10 s later; when bisect dies, its record gets SIGTERM.
+  Sandbox s;
+  ::setenv("FAKE_IGNORES_TERM", "1", 1);
+  for (const int sig : {SIGTERM, SIGKILL}) {
+    INFO("signal " << sig);
+    const std::string n = std::to_string(sig);
+    const fs::path gate = s.tmp / ("gate" + n), state = s.tmp / ("state" + n);
+    const pid_t record = s.start({"record", "-o", "run" + n + ".gpurr", "--start-gate", gate.string(),
+                                  "--", kFake.string(), "identical", state.string()});
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // the program waits at its gate
+    REQUIRE(running(state.string()));
+    ::kill(record, sig);
+    int status = 0;
+    ::waitpid(record, &status, 0);
+    bool gone = false;
+    for (int i = 0; i < 50 && !gone; ++i) {
+      gone = !running(state.string());
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    CHECK(gone);
+    CHECK_FALSE(fs::exists(state / "counter"));  // it never went past its gate
+    if (sig == SIGTERM) CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 143));
+  }
+  ::unsetenv("FAKE_IGNORES_TERM");
 }
 
 TEST_CASE("bisect: a run held at its start that handles SIGTERM itself is ended through its gate") {

@@ -40,8 +40,11 @@ def marked(mark):
     raise KeyError(mark)
 
 
+# GPURR_BISECT_MIN_AVAILABLE_MB=0: runs start early whatever memory a busy
+# machine has left, as the checks below expect.
 env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher,
-           GPURR_TEST_MARKER=os.path.join(args.work, "marker"), GPURR_TEST_STEPS=str(steps))
+           GPURR_TEST_MARKER=os.path.join(args.work, "marker"), GPURR_TEST_STEPS=str(steps),
+           GPURR_BISECT_MIN_AVAILABLE_MB="0")
 out = os.path.join(args.work, "bisect")
 r = subprocess.run([args.gpurr, "bisect", "-o", out, "--", sys.executable, script], env=env,
                    capture_output=True, text=True, timeout=500)
