@@ -347,11 +347,19 @@ RecorderOptions awaitOptions(const GetEnv& getenv, std::vector<std::string>& pro
   // gpurr bisect cancels a held run that it no longer needs through the
   // gate (so does its `gpurr record` on a signal to end), and one whose
   // `gpurr record` is gone ends too: the wait needs no limit of its own.
-  const char* parentText = getenv("GPURR_START_GATE_PARENT");
-  const pid_t parent = parentText != nullptr ? static_cast<pid_t>(std::atoll(parentText)) : ::getppid();
+  // The process may be the program's child (a worker, a shell's command):
+  // its own parent's end counts, and so does `gpurr record`'s, however
+  // many generations above (GPURR_START_GATE_PARENT, its pid), also one
+  // that came before this wait began.
+  const pid_t parent = ::getppid();
+  const char* recordText = getenv("GPURR_START_GATE_PARENT");
+  const long record = recordText != nullptr ? std::atol(recordText) : 0;
+  auto gone = [&] {
+    return ::getppid() != parent || (record > 0 && ::syscall(SYS_kill, record, 0) != 0 && errno == ESRCH);
+  };
   std::error_code ec;
   while (!std::filesystem::exists(gate, ec)) {
-    if (::getppid() != parent) ::syscall(SYS_exit_group, 128 + SIGTERM);
+    if (gone()) ::syscall(SYS_exit_group, 128 + SIGTERM);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::string snapshot;

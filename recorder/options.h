@@ -70,11 +70,10 @@ RecorderOptions parseOptions(const GetEnv& getenv, std::vector<std::string>& pro
 // creates it once the run before has ended), then parseOptions. A line
 // "snapshot SELECTION" in FILE stands for GPURR_SNAPSHOT; a line "cancel"
 // ends the process at once (status 143, as SIGTERM would), as does its
-// parent's end (GPURR_START_GATE_PARENT, `gpurr record`'s pid, no longer
-// its parent): a signal cannot end a program held
-// here once it handles SIGTERM itself (Python runs its handler only when
-// the thread held here returns). Without the variable, parseOptions at
-// once.
+// parent's end or that of `gpurr record` (GPURR_START_GATE_PARENT, its
+// pid): a signal cannot end a program held here once it handles SIGTERM
+// itself (Python runs its handler only when the thread held here
+// returns). Without the variable, parseOptions at once.
 RecorderOptions awaitOptions(const GetEnv& getenv, std::vector<std::string>& problems);
 
 // Parses "A:B", "A:" or ":B" (decimal). Nothing when malformed or A > B.

@@ -461,6 +461,22 @@ TEST_CASE("record --start-gate: a held program that ignores SIGTERM ends when re
   ::unsetenv("FAKE_IGNORES_TERM");
 }
 
+TEST_CASE("record --start-gate: a program that is not gpurr record's own child waits for its gate too") {
+  // A shell's command, a worker the program started: their parent is not
+  // gpurr record, which is alive.
+  Sandbox s;
+  const fs::path gate = s.tmp / "gate", state = s.tmp / "state-child";
+  const pid_t record = s.start({"record", "-o", "child.gpurr", "--start-gate", gate.string(), "--", "sh", "-c",
+                                "'" + kFake.string() + "' identical '" + state.string() + "'; true"});
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  CHECK(running(state.string()));  // still waiting
+  writeText(gate, "");
+  int status = 0;
+  ::waitpid(record, &status, 0);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(readText(state / "counter") == "1\n");  // it ran, once let go
+}
+
 TEST_CASE("bisect: a run held at its start that handles SIGTERM itself is ended through its gate") {
   // Identical runs need no confirmation: the run held beside run 2 is ended.
   // A Python program whose SIGTERM handler was set before its first CUDA
