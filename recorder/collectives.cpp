@@ -39,6 +39,14 @@ std::optional<trace::Origin> collectiveOrigin() {
 // Ids are never 0 (0: unknown).
 uint64_t nonZero(uint64_t id) { return id == 0 ? 1 : id; }
 
+// A tagged id of numbers (the tag keeps ids of different kinds apart).
+uint64_t idOfNumbers(char tag, std::span<const int64_t> numbers) {
+  std::vector<uint8_t> bytes(1 + numbers.size() * 8);
+  bytes[0] = static_cast<uint8_t>(tag);
+  std::memcpy(bytes.data() + 1, numbers.data(), numbers.size() * 8);
+  return nonZero(hash::hashBuffer(bytes));
+}
+
 }  // namespace
 
 CollectiveRecorder* activeCollectives() { return gActive.load(std::memory_order_acquire); }
@@ -53,6 +61,20 @@ uint64_t communicatorIdFromSplit(uint64_t parent, int color, uint64_t split) {
   std::memcpy(bytes + 8, &c, 8);
   std::memcpy(bytes + 16, &split, 8);
   return nonZero(hash::hashBuffer(bytes));
+}
+
+uint64_t communicatorIdFromShrink(uint64_t parent, std::span<const int> excluded, uint64_t split) {
+  std::vector<int64_t> numbers{static_cast<int64_t>(parent), static_cast<int64_t>(split)};
+  const size_t head = numbers.size();
+  numbers.insert(numbers.end(), excluded.begin(), excluded.end());
+  std::sort(numbers.begin() + static_cast<std::ptrdiff_t>(head), numbers.end());
+  return idOfNumbers('S', numbers);
+}
+
+uint64_t communicatorIdFromDevices(std::span<const int> devices, uint64_t call) {
+  std::vector<int64_t> numbers{static_cast<int64_t>(call)};
+  numbers.insert(numbers.end(), devices.begin(), devices.end());
+  return idOfNumbers('D', numbers);
 }
 
 CollectiveRecorder::CollectiveRecorder(Device& device, SessionOutput& out, MemoryRecorder& memory, HashRules& hashing)
@@ -77,6 +99,11 @@ uint64_t CollectiveRecorder::communicatorId(uint64_t comm) {
 uint64_t CollectiveRecorder::nextSplit(uint64_t comm) {
   std::lock_guard lock(mu_);
   return ++communicators_[comm].splits;
+}
+
+uint64_t CollectiveRecorder::nextWholeCommunicator() {
+  std::lock_guard lock(mu_);
+  return ++wholeCommunicators_;
 }
 
 bool CollectiveRecorder::rankAndSize(uint64_t comm, int32_t& rank, int32_t& size) {

@@ -52,6 +52,12 @@ uint64_t communicatorIdFromUniqueId(std::span<const uint8_t> uniqueId);
 // parent's splits, in the order each rank makes them (collective calls, so
 // the same in every rank).
 uint64_t communicatorIdFromSplit(uint64_t parent, int color, uint64_t split);
+// ... made by shrinking `parent` (ncclCommShrink): the ranks left pass the
+// same excluded ranks (in any order) to the same split of the parent.
+uint64_t communicatorIdFromShrink(uint64_t parent, std::span<const int> excluded, uint64_t split);
+// ... made with every one of its ranks in this process (ncclCommInitAll,
+// one rank a device): the process's `call`th such call, over `devices`.
+uint64_t communicatorIdFromDevices(std::span<const int> devices, uint64_t call);
 
 class CollectiveRecorder {
  public:
@@ -64,6 +70,9 @@ class CollectiveRecorder {
   // number of splits made of it so far (counting this one).
   uint64_t communicatorId(uint64_t comm);
   uint64_t nextSplit(uint64_t comm);
+  // The number of communicators made whole in this process so far (counting
+  // this one; ncclCommInitAll).
+  uint64_t nextWholeCommunicator();
   // The rank and size `comm` was registered with; false when it is not
   // known (a wrapper asks the library for those of one made before
   // recording began, and registers it with id 0).
@@ -124,6 +133,7 @@ class CollectiveRecorder {
   uint64_t groups_ = 0;
   std::unordered_map<uint64_t, std::pair<HashTicket, uint64_t>> frameworkHashes_;  // by handle, with the stream
   uint64_t nextHandle_ = 0;
+  uint64_t wholeCommunicators_ = 0;
 };
 
 // The session's collective recorder while one records (the wrappers and the

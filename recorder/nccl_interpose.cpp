@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <exception>
 #include <span>
+#include <vector>
 
 #include "recorder/collectives.h"
 #include "recorder/real_function.h"
@@ -80,7 +81,7 @@ void askRankAndSize(ncclComm_t comm, int32_t& rank, int32_t& size) {
 }
 
 // Registers a communicator made before recording began (or by a call not
-// wrapped, ncclCommInitAll): its rank and size from the library, id 0. One
+// wrapped): its rank and size from the library, id 0. One
 // whose size was not known when it was made (a non-blocking communicator
 // still being initialised) is asked again.
 void learn(CollectiveRecorder& r, ncclComm_t comm, int32_t& rank, int32_t& size) {
@@ -157,6 +158,29 @@ uint64_t idOf(const ncclUniqueId& id) {
   return communicatorIdFromUniqueId({reinterpret_cast<const uint8_t*>(id.internal), sizeof(id.internal)});
 }
 
+// Runs `real`, which makes `*newcomm` of `comm` (a split or a shrink), and
+// registers it with the id `idOf(the parent's id, its split number)`: the
+// parent's splits are numbered in the order each rank makes them
+// (collective calls, so the same in every rank that makes them).
+template <typename Call, typename IdOf>
+ncclResult_t derive(ncclComm_t comm, ncclComm_t* newcomm, Call real, IdOf idOf) {
+  CollectiveRecorder* r = recorder();
+  uint64_t parent = 0, split = 0;
+  if (r != nullptr) {
+    int32_t rank = -1, size = 0;
+    learn(*r, comm, rank, size);
+    parent = r->communicatorId(u64(comm));
+    split = r->nextSplit(u64(comm));
+  }
+  const ncclResult_t result = real();
+  if (r != nullptr && newcomm != nullptr && *newcomm != nullptr && (result == ncclSuccess || result == ncclInProgress)) {
+    int32_t rank = -1, size = 0;
+    askRankAndSize(*newcomm, rank, size);  // a non-blocking communicator may not tell yet
+    r->communicatorCreated(u64(*newcomm), idOf(parent, split), rank, size);
+  }
+  return result;
+}
+
 using Op = trace::CollectiveOp;
 
 }  // namespace
@@ -196,20 +220,35 @@ GPURR_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks,
 GPURR_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                         ncclConfig_t* config) {
   GPURR_REAL(ncclCommSplit, Nccl);
+  return derive(comm, newcomm, [&] { return real(comm, color, key, newcomm, config); },
+                [&](uint64_t parent, uint64_t split) { return communicatorIdFromSplit(parent, color, split); });
+}
+
+// The ranks left after excluding some (NCCL 2.27); the excluded ranks do not
+// call it.
+GPURR_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  GPURR_REAL(ncclCommShrink, Nccl);
+  const std::span<const int> excluded =
+      excludeRanksList != nullptr && excludeRanksCount > 0
+          ? std::span<const int>(excludeRanksList, static_cast<size_t>(excludeRanksCount))
+          : std::span<const int>();
+  return derive(comm, newcomm, [&] { return real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags); },
+                [&](uint64_t parent, uint64_t split) { return communicatorIdFromShrink(parent, excluded, split); });
+}
+
+// Every rank in this process, one a device (torch.nn.DataParallel's
+// communicators): rank i is devlist[i], or device i without a list.
+GPURR_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
+  GPURR_REAL(ncclCommInitAll, Nccl);
+  const ncclResult_t result = real(comm, ndev, devlist);
   CollectiveRecorder* r = recorder();
-  uint64_t parent = 0, split = 0;
-  if (r != nullptr) {
-    int32_t rank = -1, size = 0;
-    learn(*r, comm, rank, size);
-    parent = r->communicatorId(u64(comm));
-    split = r->nextSplit(u64(comm));  // every rank of the parent calls it, with or without a color
-  }
-  const ncclResult_t result = real(comm, color, key, newcomm, config);
-  if (r != nullptr && newcomm != nullptr && *newcomm != nullptr && (result == ncclSuccess || result == ncclInProgress)) {
-    int32_t rank = -1, size = 0;
-    askRankAndSize(*newcomm, rank, size);  // a non-blocking communicator may not tell yet
-    r->communicatorCreated(u64(*newcomm), communicatorIdFromSplit(parent, color, split), rank, size);
-  }
+  if (r == nullptr || comm == nullptr || ndev <= 0 || result != ncclSuccess) return result;
+  std::vector<int> devices(static_cast<size_t>(ndev));
+  for (int i = 0; i < ndev; ++i) devices[static_cast<size_t>(i)] = devlist != nullptr ? devlist[i] : i;
+  const uint64_t id = communicatorIdFromDevices(devices, r->nextWholeCommunicator());
+  for (int i = 0; i < ndev; ++i)
+    if (comm[i] != nullptr) r->communicatorCreated(u64(comm[i]), id, i, ndev);
   return result;
 }
 

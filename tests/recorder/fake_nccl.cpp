@@ -1,10 +1,13 @@
 // A stand-in libnccl.so.2 for the NCCL wrappers' test (nccl_wrappers_test.cpp):
-// a communicator of one rank, collectives that count their calls and
+// a communicator of one rank (those of ncclCommInitAll and ncclCommShrink
+// made up handles), collectives that count their calls and
 // succeed (or say they are in progress), and ncclBcast made of ncclBroadcast through the library's PLT, as
 // NCCL 2.28 makes it (its libnccl.so.2 has a JUMP_SLOT relocation for
 // ncclBroadcast), so that a preloaded ncclBroadcast is reached from inside
 // ncclBcast.
 #include <nccl.h>
+
+#include <cstdint>
 
 #define FAKE extern "C" __attribute__((visibility("default")))
 
@@ -34,4 +37,13 @@ FAKE ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, i
 FAKE ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) {
   ++gFakeNcclAllReduces;
   return gFakeNcclAllReduceResult;
+}
+FAKE ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int*) {
+  static uintptr_t next = 0x1000;
+  for (int i = 0; i < ndev; ++i, next += 0x10) comm[i] = reinterpret_cast<ncclComm_t>(next);
+  return ncclSuccess;
+}
+FAKE ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {
+  *newcomm = reinterpret_cast<ncclComm_t>(0x2000);
+  return ncclSuccess;
 }

@@ -84,11 +84,15 @@ int main(int argc, char** argv) {
   compare<Result (*)()>(lib, "ncclGroupEnd");  // without a start: an error, the same one
   void* newcomm = nullptr;
   compare<Result (*)(void*, int, int, void**, void*)>(lib, "ncclCommSplit", comm, 0, 0, &newcomm, nullptr);
+  void* comms[1] = {};
+  compare<Result (*)(void**, int, const int*)>(lib, "ncclCommInitAll", comms, 0, nullptr);  // no devices
   compare<Result (*)(void*)>(lib, "ncclCommDestroy", comm);
   compare<Result (*)(void*)>(lib, "ncclCommAbort", comm);
-  // Entry points that need a device or a peer (ncclCommInitRank*) are only
-  // resolved, not called.
-  for (const char* name : {"ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable"}) {
+  // Entry points that need a device or a peer (ncclCommInitRank*), or a
+  // communicator (ncclCommShrink reads a null one), are only resolved, not
+  // called.
+  for (const char* name :
+       {"ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable", "ncclCommShrink"}) {
     void* wrapper = dlsym(RTLD_DEFAULT, name);
     Dl_info info{};
     check(wrapper != nullptr && dladdr(wrapper, &info) != 0 && std::strstr(info.dli_fname, "gpurr_recorder"),

@@ -4,8 +4,10 @@
 // recording into a session (session_harness.h): each collective the program
 // calls is one Collective event, also when NCCL makes it of another entry
 // point that reaches a wrapper again; a call still in progress (a
-// non-blocking communicator's) has its received bytes left unhashed, and a
-// communicator whose size was unknown when it was made is asked again.
+// non-blocking communicator's) has its received bytes left unhashed, a
+// communicator whose size was unknown when it was made is asked again, and
+// the communicators of ncclCommInitAll and ncclCommShrink have ids that are
+// the same in every run.
 #include <dlfcn.h>
 #include <nccl.h>
 
@@ -60,5 +62,59 @@ TEST_CASE("each NCCL call is one collective and one still in progress leaves its
   CHECK(collectives[1].outputs.size() == 1);
   CHECK(collectives[2].inputs.size() == 1);
   CHECK(collectives[2].outputs.empty());  // its received bytes not hashed
+  dlclose(lib);
+}
+
+namespace {
+
+// One run's communicators, recorded: ncclCommInitAll over devices 3 and 5
+// twice, and the first one's rank 0 shrunk without the ranks `excluded`,
+// each used by one all-reduce (in this order: the first call's rank 1, the
+// second call's rank 0, the shrunk one).
+std::vector<trace::Collective> madeTogetherAndShrunk(std::vector<int> excluded) {
+  Harness h;
+  setActiveCollectives(&h.session->collectives());
+  std::vector<uint8_t> buffer = randomBytes(4096, 22);
+  h.memAlloc(buffer);
+  const auto stream = reinterpret_cast<cudaStream_t>(0x5);
+  const int devices[] = {3, 5};
+  ncclComm_t first[2] = {}, second[2] = {};
+  REQUIRE(ncclCommInitAll(first, 2, devices) == ncclSuccess);
+  REQUIRE(ncclCommInitAll(second, 2, devices) == ncclSuccess);
+  ncclComm_t shrunk = nullptr;
+  REQUIRE(ncclCommShrink(first[0], excluded.data(), static_cast<int>(excluded.size()), &shrunk, nullptr,
+                         NCCL_SHRINK_DEFAULT) == ncclSuccess);
+  for (ncclComm_t comm : {first[1], second[0], shrunk})
+    CHECK(ncclAllReduce(buffer.data(), buffer.data(), 16, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
+  setActiveCollectives(nullptr);
+  return collectives;
+}
+
+}  // namespace
+
+TEST_CASE("communicators made together or shrunk have ids that are the same in every run", "[recorder][nccl]") {
+  void* lib = dlopen(GPURR_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(lib != nullptr);
+  const auto run = madeTogetherAndShrunk({2, 1});
+  REQUIRE(run.size() == 3);
+  // ncclCommInitAll's communicators: rank i of as many as devices.
+  CHECK(run[0].rank == 1);
+  CHECK(run[0].size == 2);
+  CHECK(run[1].rank == 0);
+  CHECK(run[1].size == 2);
+  CHECK(run[0].communicator != 0);
+  CHECK(run[0].communicator != run[1].communicator);  // the second call's
+  CHECK(run[2].communicator != 0);
+  CHECK(run[2].communicator != run[0].communicator);
+  // Another run: the same ids; the excluded ranks' order does not count,
+  // which of them are excluded does.
+  const auto again = madeTogetherAndShrunk({1, 2});
+  REQUIRE(again.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(again[i].communicator == run[i].communicator);
+  const auto other = madeTogetherAndShrunk({1});
+  REQUIRE(other.size() == 3);
+  CHECK(other[0].communicator == run[0].communicator);
+  CHECK(other[2].communicator != run[2].communicator);
   dlclose(lib);
 }
