@@ -32,6 +32,12 @@ std::pair<uint64_t, uint64_t> hostMemory() {
 std::string launcherOf(const std::vector<std::string>& command) {
   if (command.empty()) return "";
   const std::string program = fs::path(command[0]).filename().string();
+  if (program == "env") {  // env [-i] [NAME=value]... command
+    auto first = std::find_if(command.begin() + 1, command.end(), [](const std::string& a) {
+      return !a.starts_with("-") && a.find('=') == std::string::npos;
+    });
+    return launcherOf(std::vector<std::string>(first, command.end()));
+  }
   for (const char* launcher : {"torchrun", "deepspeed", "srun", "mpirun", "mpiexec"})
     if (program == launcher) return program;
   if (program == "accelerate" && std::find(command.begin(), command.end(), "launch") != command.end())
@@ -45,7 +51,9 @@ std::string launcherOf(const std::vector<std::string>& command) {
       if (module == "torch.distributed.run" || module == "torch.distributed.launch" ||
           module == "accelerate.commands.launch" || module == "deepspeed")
         return "python -m " + module;
-      if (!module.empty() || !a.starts_with("-")) break;  // the script or module the interpreter runs
+      // The script, module or code the interpreter runs ends its options.
+      if (!module.empty() || !a.starts_with("-") || a.starts_with("-c") || a == "-" || a == "--") break;
+      if (a == "-X" || a == "-W") ++i;  // an option with its value in the next argument
     }
   }
   return "";

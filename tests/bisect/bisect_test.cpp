@@ -239,6 +239,15 @@ TEST_CASE("bisect helpers: launchers of many processes are known by their comman
   CHECK(cli::bisect::launcherOf(S{"srun", "-n", "8", "python", "train.py"}) == "srun");
   CHECK(cli::bisect::launcherOf(S{"python", "train.py", "-m", "torch.distributed.run"}).empty());  // the script's own
   CHECK(cli::bisect::launcherOf(S{"python", "-m", "mypackage.train"}).empty());
+  CHECK(cli::bisect::launcherOf(S{"python", "-X", "dev", "-W", "error", "-m", "torch.distributed.run", "t.py"}) ==
+        "python -m torch.distributed.run");
+  CHECK(cli::bisect::launcherOf(S{"python", "-Xdev", "-m", "torch.distributed.run", "t.py"}) ==
+        "python -m torch.distributed.run");
+  CHECK(cli::bisect::launcherOf(S{"python", "-c", "import x", "-m", "torch.distributed.run"}).empty());
+  CHECK(cli::bisect::launcherOf(S{"env", "-i", "NCCL_ALGO=Ring", "torchrun", "t.py"}) == "torchrun");
+  CHECK(cli::bisect::launcherOf(S{"/usr/bin/env", "A=1", "python", "-m", "torch.distributed.run"}) ==
+        "python -m torch.distributed.run");
+  CHECK(cli::bisect::launcherOf(S{"env", "A=1"}).empty());
   CHECK(cli::bisect::launcherOf(S{"accelerate", "config"}).empty());
   CHECK(cli::bisect::launcherOf(S{}).empty());
 }
