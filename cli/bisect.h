@@ -37,9 +37,12 @@ std::string joinedCommand(const std::vector<std::string>& command);
 std::string launcherOf(const std::vector<std::string>& command);
 
 // The host memory the kernel says is available for new allocations
-// without swapping (MemAvailable) and the machine's (MemTotal), in bytes;
-// 0 and 0 when /proc/meminfo cannot be read.
-std::pair<uint64_t, uint64_t> hostMemory();
+// without swapping (MemAvailable) and the machine's (MemTotal), in bytes,
+// each bounded by the memory limits of the cgroups this process is in
+// (cgroup v2's, or v1's memory controller: a container's, a Slurm job's)
+// less what their processes use; 0 and 0 when /proc/meminfo cannot be read.
+// `root` is where /proc and /sys are found.
+std::pair<uint64_t, uint64_t> hostMemory(const fs::path& root = "/");
 
 // Whether `name` is a file that a bisect writes in its directory:
 // run<N>.gpurr, run<N>.log, report.txt/json/html, replay.json, replay.log.

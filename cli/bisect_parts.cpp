@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <optional>
 #include <regex>
 
 #include "cli/bisect.h"
@@ -17,14 +19,73 @@ using gpurr::diff::FirstDivergence;
 using gpurr::diff::OpKind;
 using gpurr::diff::ProcessDiff;
 
-std::pair<uint64_t, uint64_t> hostMemory() {
-  std::ifstream in("/proc/meminfo");
+namespace {
+
+// The number a cgroup file holds (its first word), or nullopt when it holds
+// none ("max": no limit) or cannot be read.
+std::optional<uint64_t> cgroupNumber(const fs::path& file) {
+  std::ifstream in(file);
+  std::string word;
+  if (!(in >> word) || word.empty() || !std::isdigit(static_cast<unsigned char>(word[0]))) return std::nullopt;
+  return std::strtoull(word.c_str(), nullptr, 10);
+}
+
+// The value of `key` in a cgroup's memory.stat (0 when absent).
+uint64_t statOf(const fs::path& file, const std::string& key) {
+  std::ifstream in(file);
+  std::string name;
+  for (uint64_t value = 0; in >> name >> value;)
+    if (name == key) return value;
+  return 0;
+}
+
+// Narrows (available, total) to a cgroup's limit, less the memory its
+// processes use and cannot give back (usage less inactive page cache).
+void boundBy(std::optional<uint64_t> limit, uint64_t usage, uint64_t inactiveFile, uint64_t& available,
+             uint64_t& total) {
+  if (!limit || *limit >= total) return;  // none, or v1's "unlimited" (a page-rounded 2^63-1)
+  const uint64_t used = usage > inactiveFile ? usage - inactiveFile : 0;
+  total = *limit;
+  available = std::min(available, *limit > used ? *limit - used : 0);
+}
+
+}  // namespace
+
+std::pair<uint64_t, uint64_t> hostMemory(const fs::path& root) {
+  std::ifstream in(root / "proc/meminfo");
   uint64_t available = 0, total = 0;
   std::string name, unit;
   for (uint64_t kib = 0; in >> name >> kib;) {
     if (name == "MemAvailable:") available = kib << 10;
     if (name == "MemTotal:") total = kib << 10;
     std::getline(in, unit);
+  }
+  if (total == 0) return {0, 0};
+  // The cgroups this process is in (lines "<id>:<controllers>:<path>"):
+  // v2's unified one (id 0) and every cgroup above it up to the mount, or
+  // v1's memory controller's (its path may not exist below the mount inside
+  // a container, whose own cgroup is the mount itself).
+  std::ifstream cgroups(root / "proc/self/cgroup");
+  for (std::string line; std::getline(cgroups, line);) {
+    const size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const fs::path path = fs::path(line.substr(second + 1)).relative_path();
+    if (line.starts_with("0::")) {
+      const fs::path mount = root / "sys/fs/cgroup";
+      // A path outside this namespace's cgroups ("/../..") is not below the mount.
+      const bool below = !path.empty() && path.string().find("..") == std::string::npos;
+      for (fs::path dir = below ? mount / path : mount;; dir = dir.parent_path()) {
+        boundBy(cgroupNumber(dir / "memory.max"), cgroupNumber(dir / "memory.current").value_or(0),
+                statOf(dir / "memory.stat", "inactive_file"), available, total);
+        if (dir == mount || dir.parent_path() == dir) break;
+      }
+    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
+      fs::path dir = root / "sys/fs/cgroup/memory" / path;
+      if (!fs::exists(dir / "memory.limit_in_bytes")) dir = root / "sys/fs/cgroup/memory";
+      boundBy(cgroupNumber(dir / "memory.limit_in_bytes"), cgroupNumber(dir / "memory.usage_in_bytes").value_or(0),
+              statOf(dir / "memory.stat", "total_inactive_file"), available, total);
+    }
   }
   return {available, total};
 }

@@ -227,6 +227,70 @@ TEST_CASE("bisect helpers: the host's memory from /proc/meminfo") {
   CHECK(available <= total);
 }
 
+namespace {
+
+// Writes `text` to `root`/`relative`, making its folders.
+void put(const fs::path& root, const std::string& relative, const std::string& text) {
+  fs::create_directories((root / relative).parent_path());
+  std::ofstream(root / relative) << text;
+}
+
+}  // namespace
+
+TEST_CASE("bisect helpers: the host's memory is bounded by the cgroups the process is in") {
+  const fs::path root = fs::temp_directory_path() / ("gpurr-cgroups-" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const std::string meminfo = "MemTotal:       67108864 kB\nMemFree: 1 kB\nMemAvailable:   50331648 kB\n";
+  const uint64_t gib = uint64_t{1} << 30;
+  SECTION("cgroup v2: the tightest limit of the process's cgroup and those above it less their working set") {
+    put(root, "proc/meminfo", meminfo);
+    put(root, "proc/self/cgroup", "0::/job.slice/step_0\n");
+    put(root, "sys/fs/cgroup/job.slice/memory.max", std::to_string(16 * gib) + "\n");
+    put(root, "sys/fs/cgroup/job.slice/memory.current", std::to_string(10 * gib) + "\n");
+    put(root, "sys/fs/cgroup/job.slice/memory.stat", "anon 1\ninactive_file " + std::to_string(2 * gib) + "\n");
+    put(root, "sys/fs/cgroup/job.slice/step_0/memory.max", "max\n");
+    put(root, "sys/fs/cgroup/job.slice/step_0/memory.current", std::to_string(9 * gib) + "\n");
+    const auto [available, total] = cli::bisect::hostMemory(root);
+    CHECK(total == 16 * gib);
+    CHECK(available == 8 * gib);  // 16 less (10 less 2 of page cache it can give back)
+  }
+  SECTION("cgroup v2 in a container: its own cgroup is the mount") {
+    put(root, "proc/meminfo", meminfo);
+    put(root, "proc/self/cgroup", "0::/\n");
+    put(root, "sys/fs/cgroup/memory.max", std::to_string(4 * gib) + "\n");
+    put(root, "sys/fs/cgroup/memory.current", std::to_string(5 * gib) + "\n");
+    const auto [available, total] = cli::bisect::hostMemory(root);
+    CHECK(total == 4 * gib);
+    CHECK(available == 0);  // over its limit: nothing left
+  }
+  SECTION("cgroup v1: the memory controller's limit with unlimited read as none") {
+    put(root, "proc/meminfo", meminfo);
+    put(root, "proc/self/cgroup", "4:cpuset:/\n3:cpuacct,memory:/docker/abc\n0::/\n");
+    put(root, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    SECTION("limited") {
+      put(root, "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", std::to_string(32 * gib) + "\n");
+      put(root, "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", std::to_string(30 * gib) + "\n");
+      put(root, "sys/fs/cgroup/memory/docker/abc/memory.stat",
+          "inactive_file 7\ntotal_inactive_file " + std::to_string(6 * gib) + "\n");
+      const auto [available, total] = cli::bisect::hostMemory(root);
+      CHECK(total == 32 * gib);
+      CHECK(available == 8 * gib);
+    }
+    SECTION("unlimited and the path not below the mount (a container's)") {
+      const auto [available, total] = cli::bisect::hostMemory(root);
+      CHECK(total == 64 * gib);
+      CHECK(available == 48 * gib);
+    }
+  }
+  SECTION("no cgroup files: the host's alone") {
+    put(root, "proc/meminfo", meminfo);
+    const auto [available, total] = cli::bisect::hostMemory(root);
+    CHECK(total == 64 * gib);
+    CHECK(available == 48 * gib);
+  }
+  fs::remove_all(root);
+}
+
 TEST_CASE("bisect helpers: launchers of many processes are known by their command") {
   using S = std::vector<std::string>;
   CHECK(cli::bisect::launcherOf(S{"torchrun", "--nproc-per-node", "2", "train.py"}) == "torchrun");
