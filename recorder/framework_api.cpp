@@ -15,11 +15,19 @@ namespace fw = gpurr::recorder::framework;
 
 #define GPURR_EXPORT extern "C" __attribute__((visibility("default")))
 
+namespace {
+// The calls that reach this thread's state are ignored once its
+// thread_locals are gone (thread_local_ref.h): the main thread's at exit(),
+// before C's exit handlers and static destructors run.
+bool ended() { return gpurr::recorder::threadFlags().ended; }
+}  // namespace
+
 GPURR_EXPORT int gpurr_framework_api_version(void) { return GPURR_FRAMEWORK_API_VERSION; }
 
 GPURR_EXPORT void gpurr_framework_open_scope(const void* id, const char* name, int kind, int64_t sequence,
                                              uint64_t sequence_thread, const char* file, uint32_t line,
                                              int in_place) {
+  if (ended()) return;
   const auto k = kind == 1   ? fw::ScopeKind::kBackwardNode
                  : kind == 2 ? fw::ScopeKind::kRange
                  : kind == 3 ? fw::ScopeKind::kBenchmark
@@ -29,10 +37,13 @@ GPURR_EXPORT void gpurr_framework_open_scope(const void* id, const char* name, i
   fw::openScope(id, name, k, sequence, sequence_thread, file, line, p);
 }
 
-GPURR_EXPORT void gpurr_framework_close_scope(const void* id) { fw::closeScope(id); }
+GPURR_EXPORT void gpurr_framework_close_scope(const void* id) {
+  if (!ended()) fw::closeScope(id);
+}
 
 GPURR_EXPORT void gpurr_framework_op_operands(const void* id, const uint64_t* addresses, const uint8_t* written,
                                               uint32_t count) {
+  if (ended()) return;
   thread_local gpurr::recorder::EndsWithThread<std::vector<fw::Operand>> tlsOperands;
   std::vector<fw::Operand>& operands = gpurr::recorder::threadLocalRef(tlsOperands);
   operands.resize(count);
@@ -40,9 +51,13 @@ GPURR_EXPORT void gpurr_framework_op_operands(const void* id, const uint64_t* ad
   fw::opOperands(id, operands);
 }
 
-GPURR_EXPORT void gpurr_framework_enter_module(const char* path) { fw::enterModule(path); }
+GPURR_EXPORT void gpurr_framework_enter_module(const char* path) {
+  if (!ended()) fw::enterModule(path);
+}
 
-GPURR_EXPORT void gpurr_framework_exit_module(void) { fw::exitModule(); }
+GPURR_EXPORT void gpurr_framework_exit_module(void) {
+  if (!ended()) fw::exitModule();
+}
 
 GPURR_EXPORT void gpurr_framework_set_step(int64_t step) { fw::setStep(step); }
 
@@ -85,7 +100,7 @@ GPURR_EXPORT void gpurr_framework_collective(const char* call, int op, const cha
                                              uint64_t device_inputs, uint64_t device_outputs, const char* file,
                                              uint32_t line) {
   gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
-  if (r == nullptr) return;
+  if (r == nullptr || ended()) return;
   auto text = [](const char* s) { return std::string(s != nullptr ? s : ""); };
   auto ranges = [](const uint64_t* triples, uint32_t n) {
     std::vector<gpurr::trace::RangeDigest> out(n);
@@ -120,7 +135,7 @@ GPURR_EXPORT void gpurr_framework_collective(const char* call, int op, const cha
 
 GPURR_EXPORT uint64_t gpurr_framework_hash_device(uint64_t stream, const uint64_t* ranges, uint32_t count) {
   gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
-  if (r == nullptr || count == 0) return 0;
+  if (r == nullptr || count == 0 || ended()) return 0;
   std::vector<std::pair<uint64_t, uint64_t>> tensors(count);
   for (uint32_t i = 0; i < count; ++i) tensors[i] = {ranges[2 * i], ranges[2 * i + 1]};
   try {

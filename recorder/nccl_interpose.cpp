@@ -65,9 +65,13 @@ const char* redOpName(ncclRedOp_t op) {
   }
 }
 
-// The session's collective recorder, unless there is none or this call is
-// the recorder's own.
-CollectiveRecorder* recorder() { return inRecorder() ? nullptr : activeCollectives(); }
+// The session's collective recorder, unless there is none, this call is
+// the recorder's own, or its thread's thread_locals are gone (a static
+// destructor's ncclCommDestroy at exit(): thread_local_ref.h).
+CollectiveRecorder* recorder() {
+  const ThreadFlags& flags = threadFlags();
+  return flags.inside || flags.ended ? nullptr : activeCollectives();
+}
 
 // A communicator's rank and size as the library tells them (-1 and 0 when
 // it does not).
