@@ -139,6 +139,7 @@ int TerminalFilter::overflow(int c) {
 }
 
 std::streamsize TerminalFilter::xsputn(const char* s, std::streamsize n) {
+  std::lock_guard lock(mu_);
   pending_.append(s, static_cast<size_t>(n));
   const size_t ready = complete(pending_);
   const std::string safe = terminalText(std::string_view(pending_).substr(0, ready), coloursKept);
@@ -148,6 +149,7 @@ std::streamsize TerminalFilter::xsputn(const char* s, std::streamsize n) {
 }
 
 int TerminalFilter::sync() {
+  std::lock_guard lock(mu_);
   if (!pending_.empty()) {
     const std::string safe = terminalText(pending_, coloursKept);
     out_->sputn(safe.data(), static_cast<std::streamsize>(safe.size()));

@@ -5,6 +5,7 @@
 // of a report). Printed escaped instead, as \x1b or \u202e.
 #pragma once
 
+#include <mutex>
 #include <streambuf>
 #include <string>
 #include <string_view>
@@ -29,7 +30,9 @@ void keepTerminalColours(bool keep);
 
 // A stream buffer that writes what it is given through terminalText() to
 // `out` at once, holding back only a character or a colour cut between two
-// writes until the next (or a flush).
+// writes until the next (or a flush). Threads may write through it at once
+// (warnings from the workers that read and compare traces): each write
+// goes out whole.
 class TerminalFilter : public std::streambuf {
  public:
   explicit TerminalFilter(std::streambuf* out) : out_(out) {}
@@ -41,6 +44,7 @@ class TerminalFilter : public std::streambuf {
 
  private:
   std::streambuf* out_;
+  std::mutex mu_;  // pending_ and out_'s writes
   std::string pending_;
 };
 

@@ -3,8 +3,13 @@
 // colour split between two writes to the stream arrives whole.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <map>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "report/event_json.h"
 #include "report/terminal.h"
@@ -59,6 +64,47 @@ TEST_CASE("the filter writes what it is given at once and holds back only a spli
   gpurr::report::keepTerminalColours(false);
   out << "\x1b[91m" << std::flush;  // no colours asked for: none pass
   CHECK(sink.str().ends_with("\\x1b[91m"));
+}
+
+namespace {
+
+// A sink that counts the writes that reached it while another was under way.
+class OverlapSink : public std::streambuf {
+ public:
+  std::atomic<int> inside{0}, overlaps{0};
+  std::string text;  // written only by a write alone inside
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    if (inside.fetch_add(1) != 0) ++overlaps;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (overlaps == 0) text.append(s, static_cast<size_t>(n));
+    inside.fetch_sub(1);
+    return n;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("threads that write through the filter at once each have their writes go out whole") {
+  OverlapSink sink;
+  gpurr::report::TerminalFilter filter(&sink);
+  constexpr int kLines = 200;
+  std::vector<std::thread> threads;
+  for (char letter : {'a', 'b', 'c', 'd'}) {
+    threads.emplace_back([&filter, letter] {
+      std::ostream out(&filter);
+      const std::string line = std::string(40, letter) + "\n";
+      for (int i = 0; i < kLines; ++i) out << line;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  REQUIRE(sink.overlaps == 0);
+  std::map<std::string, int> lines;
+  std::istringstream in(sink.text);
+  for (std::string line; std::getline(in, line);) ++lines[line];
+  CHECK(lines.size() == 4);
+  for (char letter : {'a', 'b', 'c', 'd'}) CHECK(lines[std::string(40, letter)] == kLines);
 }
 
 TEST_CASE("a name cut short stays valid UTF-8") {
