@@ -19,6 +19,9 @@ class IntervalLabels {
   // there; a negative label clears the bytes.
   void assign(uint32_t allocation, uint64_t begin, uint64_t end, Label label) {
     if (begin >= end) return;
+    // Clearing bytes of an allocation never labelled adds nothing (a
+    // thread's readers cleared at every write of any other thread).
+    if (label < 0 && !map_.contains(allocation)) return;
     auto& m = map_[allocation];
     auto it = m.lower_bound(begin);
     // The common case: a buffer written again whole (spans never overlap,
@@ -55,13 +58,20 @@ class IntervalLabels {
   // Calls f(label) for each labelled span that holds bytes of [begin, end).
   template <typename F>
   void forEach(uint32_t allocation, uint64_t begin, uint64_t end, F&& f) const {
+    forEachSpan(allocation, begin, end, [&](uint64_t, uint64_t, Label label) { f(label); });
+  }
+
+  // Calls f(spanBegin, spanEnd, label) for each labelled span that holds
+  // bytes of [begin, end), in order of its bytes.
+  template <typename F>
+  void forEachSpan(uint32_t allocation, uint64_t begin, uint64_t end, F&& f) const {
     auto found = map_.find(allocation);
     if (found == map_.end() || begin >= end) return;
     const auto& m = found->second;
     auto it = m.upper_bound(begin);
     if (it != m.begin()) --it;
     for (; it != m.end() && it->first < end; ++it) {
-      if (it->second.end > begin) f(it->second.label);
+      if (it->second.end > begin) f(it->first, it->second.end, it->second.label);
     }
   }
 

@@ -122,6 +122,7 @@ class DataDependencies {
   void finish() {
     writer_ = {};
     readers_ = {};
+    accounted_ = {};
     lastOnStream_ = {};
     finished_ = {};
     events_ = {};
@@ -141,12 +142,14 @@ class DataDependencies {
     if (syncCopy && e.memcpyKind == MemcpyKind::kDeviceToHost) finished_[op.stream] = lastOnStream_[op.stream];
     const int self = static_cast<int>(index);
     from_.clear();
-    // Only an operation the host saw finish can have handed its data over.
+    // Only an operation the host saw finish can have handed its data over;
+    // false for one it has not seen finish yet (it may later: accounted_).
     auto other = [&](IntervalLabels::Label label) {
       const Op& x = ops[static_cast<uint64_t>(label)];
-      if (x.thread != op.thread && x.stream != op.stream && x.seq() < finished_[x.stream]) {
-        from_.push_back(static_cast<uint32_t>(label));
-      }
+      if (x.thread == op.thread || x.stream == op.stream) return true;
+      if (x.seq() >= finished_[x.stream]) return false;
+      from_.push_back(static_cast<uint32_t>(label));
+      return true;
     };
     auto dependOn = [&](const IntervalLabels& labels, const ScanRange& r) {
       labels.forEach(r.range.allocation, r.range.offset, r.range.offset + r.range.size, other);
@@ -154,8 +157,44 @@ class DataDependencies {
     auto label = [](IntervalLabels& labels, const ScanRange& r, IntervalLabels::Label value) {
       labels.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, value);
     };
+    // Past kMaxDependencies threads, an operation may keep only some of
+    // what it depends on: nothing is accounted for from then on.
+    readers_.try_emplace(op.thread);
+    if (readers_.size() > kMaxDependencies) accounted_.clear();
+    IntervalLabels* accounted = readers_.size() > kMaxDependencies ? nullptr : &accounted_[op.thread];
+    // A read looks only at the bytes its thread has not accounted for, and
+    // then has.
+    auto readBytes = [&](const ScanRange& r) {
+      if (!accounted) return dependOn(writer_, r);
+      const uint32_t a = r.range.allocation;
+      const uint64_t begin = r.range.offset, end = begin + r.range.size;
+      unfinished_.clear();
+      auto look = [&](uint64_t from, uint64_t to) {
+        writer_.forEachSpan(a, from, to, [&](uint64_t b, uint64_t e, IntervalLabels::Label l) {
+          if (other(l)) return;
+          if (!unfinished_.empty() && unfinished_.back().second == std::max(b, from)) {
+            unfinished_.back().second = std::min(e, to);  // one run of them
+          } else {
+            unfinished_.emplace_back(std::max(b, from), std::min(e, to));
+          }
+        });
+      };
+      uint64_t at = begin;
+      accounted->forEachSpan(a, begin, end, [&](uint64_t b, uint64_t e, IntervalLabels::Label) {
+        if (b > at) look(at, b);
+        at = std::max(at, e);
+      });
+      if (at < end) look(at, end);
+      // All of it but the bytes of writers not seen finish (in order).
+      at = begin;
+      for (const auto& [b, e] : unfinished_) {
+        accounted->assign(a, at, b, 0);
+        at = e;
+      }
+      accounted->assign(a, at, end, 0);
+    };
     // What it depends on, then what it leaves (a launch reads what it writes).
-    forEachAccess(e, allInputs_, [&](const ScanRange& r) { dependOn(writer_, r); }, [&](const ScanRange& r) {
+    forEachAccess(e, allInputs_, readBytes, [&](const ScanRange& r) {
       dependOn(writer_, r);
       for (const auto& [thread, read] : readers_) {
         if (thread != op.thread) dependOn(read, r);
@@ -165,6 +204,7 @@ class DataDependencies {
     forEachAccess(e, allInputs_, [&](const ScanRange& r) { label(mine, r, self); }, [&](const ScanRange& r) {
       label(writer_, r, self);
       for (auto& [thread, read] : readers_) label(read, r, -1);
+      for (auto& [thread, bytes] : accounted_) label(bytes, r, thread == op.thread ? 0 : -1);
     });
     // Of each host thread, only the last it depends on: a thread's
     // operations keep their order (canonicalOrder), so the earlier ones go
@@ -187,6 +227,18 @@ class DataDependencies {
   // that last read them since (those before it on its thread come before it).
   IntervalLabels writer_;
   std::unordered_map<uint16_t, IntervalLabels> readers_;
+  // Of each host thread, the bytes whose last writer goes before the
+  // thread's next operation whatever that one depends on: the writer is of
+  // the thread, or an operation of the thread has read the bytes since and
+  // then either depended on that writer or on a later one of the writer's
+  // thread, or needed no dependency (the writer was of its stream). A read
+  // looks only at the other bytes, not at every span of a buffer each time
+  // (thousands of small writes read whole by each of thousands of
+  // launches, N x M); the dependencies it leaves out would change no
+  // operation's place in the canonical order (Kahn's algorithm frees an
+  // operation at the same point with or without them).
+  std::unordered_map<uint16_t, IntervalLabels> accounted_;
+  std::vector<std::pair<uint64_t, uint64_t>> unfinished_;  // operation()'s
   // By stream (folded as Op's): the last operation enqueued, and the last
   // one the host has seen finish, as seq + 1 (0: none; an operation may be
   // event 0).
