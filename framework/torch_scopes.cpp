@@ -11,9 +11,10 @@
 // and from an operation the recorder's template did not foresee on,
 // onDiverged); disabled, it costs the program's ops nothing. Per scope:
 // two calls into the recorder; for a thread's outermost scope issued from
-// Python, and for an op with only user ranges around it, also the GIL and a
-// walk up the Python frames to the first one outside PyTorch (cached per
-// code object). Per op: its device tensor
+// Python, for an op with only user ranges (or a Python autograd.Function)
+// around it, and for an op directly inside a backward node, also the GIL
+// and a walk up the Python frames to the first one outside PyTorch (cached
+// per code object). Per op: its device tensor
 // arguments, each marked with whether the op's schema writes it
 // (Tensor(a!)), so that the recorder hashes after the op's launches only what
 // they may write; and whether the op updates one of its arguments in place.
@@ -71,10 +72,15 @@ bool installed = false;  // gpurr_torch_install has reached the recorder (until 
 // Path prefixes of frames that are not the program's (torch, gpurr's layer).
 std::vector<std::string> skippedPrefixes;
 // Code object -> its file (interned, for the process's life), or nullptr
-// when its frames are skipped. Code objects are kept alive (one reference
-// each) so an address never names two. Guarded by the GIL.
+// when its frames are skipped, or kEngineEntry. Code objects are kept
+// alive (one reference each) so an address never names two. Guarded by
+// the GIL.
 std::unordered_map<PyObject*, const char*> fileOfCode;
 std::unordered_set<std::string> files;
+// The frame that runs autograd's engine from Python (torch.autograd's
+// _engine_run_backward, which backward() and grad() call): skipped, and
+// where a line for an op inside a backward node is no longer looked for.
+const char* const kEngineEntry = "<autograd engine>";
 
 // Scopes open per thread, by RecordFunction's thread id (small numbers, in
 // order of first use): a scope may end on another thread than the one it
@@ -88,10 +94,22 @@ std::atomic<int>& depthOf(uint64_t thread) { return depths[thread % kThreads]; }
 std::atomic<int> opDepths[kThreads];
 std::atomic<int>& opDepthOf(uint64_t thread) { return opDepths[thread % kThreads]; }
 
-void decrement(std::atomic<int>& depth) {
-  for (int d = depth.load(std::memory_order_relaxed); d > 0 && !depth.compare_exchange_weak(d, d - 1);) {
+// Returns the depth after.
+int decrement(std::atomic<int>& depth) {
+  int d = depth.load(std::memory_order_relaxed);
+  while (d > 0 && !depth.compare_exchange_weak(d, d - 1)) {
   }
+  return d > 0 ? d - 1 : 0;
 }
+// The scopes of this thread's backward nodes open, each the op depth it
+// began at (the ops directly inside it are one deeper).
+thread_local std::vector<int> tlsNodes;
+// The context of a scope that counts as a range (onStart): its end leaves
+// the op depth alone.
+struct NotCounted : at::ObserverContext {};
+
+// The engine's own scopes (autograd::engine::evaluate_function: ...).
+bool engineScope(const char* name) { return std::strncmp(name, "autograd::engine::", 18) == 0; }
 
 // Tests only (GPURR_TEST_CPU_OPERANDS): CPU tensors count as device tensors,
 // so a CPU program's ops report operands.
@@ -113,6 +131,11 @@ const char* fileOf(PyCodeObject* code) {
     }
     Py_DecRef(name);
   }
+  if (PyObject* name = file == nullptr ? PyObject_GetAttrString(key, "co_name") : nullptr) {
+    if (const char* utf8 = PyUnicode_AsUTF8(name); utf8 != nullptr && std::strcmp(utf8, "_engine_run_backward") == 0)
+      file = kEngineEntry;
+    Py_DecRef(name);
+  }
   PyErr_Clear();
   PyErr_Restore(type, value, traceback);
   Py_IncRef(key);
@@ -120,8 +143,11 @@ const char* fileOf(PyCodeObject* code) {
   return file;
 }
 
-// The innermost frame of this thread's Python stack outside PyTorch.
-void sourceLine(const char*& file, uint32_t& line) {
+// The innermost frame of this thread's Python stack outside PyTorch; with
+// `inBackward` (an op inside a backward node), only one inside the
+// engine's run (a forward recomputed by activation checkpointing, a hook
+// or custom backward of the program's), not the line that ran backward().
+void sourceLine(const char*& file, uint32_t& line, bool inBackward = false) {
   if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return;  // not a Python thread
   const PyGILState_STATE gil = PyGILState_Ensure();
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
@@ -130,6 +156,10 @@ void sourceLine(const char*& file, uint32_t& line) {
     PyCodeObject* code = PyFrame_GetCode(frame);
     const char* f = fileOf(code);
     Py_DecRef(reinterpret_cast<PyObject*>(code));
+    if (f == kEngineEntry) {
+      if (inBackward) break;
+      f = nullptr;
+    }
     if (f != nullptr) {
       file = f;
       line = static_cast<uint32_t>(PyFrame_GetLineNumber(frame));
@@ -245,9 +275,49 @@ void reportOperands(const at::RecordFunction& fn, const OpSchema& schema) {
   opOperands(&fn, addresses.data(), written.data(), static_cast<uint32_t>(addresses.size()));
 }
 
+// The layer's function that observes modules again (gpurr_torch_on_diverged),
+// called at the next op of the thread whose op did not match the template,
+// or by the interpreter on its main thread at its next chance.
+std::atomic<PyObject*> layerObserves{nullptr};
+
+// The thread whose operation did not match (RecordFunction's id + 1; 0:
+// none waiting): its next op runs the layer's function first (runLayerHere),
+// unless the interpreter's pending call ran it before.
+std::atomic<uint64_t> divergedOn{0};
+
+int callLayer(void*) {
+  divergedOn.store(0);
+  if (PyObject* f = layerObserves.load()) {
+    // An op may begin while the program handles a Python error: it stays.
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (PyObject* r = PyObject_CallNoArgs(f)) {
+      Py_DecRef(r);
+    } else {
+      PyErr_Clear();  // the layer's failure is never the program's
+    }
+    PyErr_Restore(type, value, traceback);
+  }
+  return 0;
+}
+
+// At an op's start, before its scope opens (no lock of the recorder's
+// held): on the thread whose op did not match, the layer observes modules
+// again, entering those whose calls run now, so that this op names them.
+// The pending call then finds it done.
+void runLayerHere(uint64_t thread) {
+  uint64_t waiting = thread + 1;
+  if (!divergedOn.compare_exchange_strong(waiting, 0)) return;
+  if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return;  // not a Python thread
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  callLayer(nullptr);
+  PyGILState_Release(gil);
+}
+
 constexpr std::string_view kEvaluateFunction = "autograd::engine::evaluate_function: ";
 
 std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
+  if (divergedOn.load(std::memory_order_relaxed) != 0) runLayerHere(fn.threadId());
   const at::RecordScope scope = fn.scope();
   int kind = scope == at::RecordScope::BACKWARD_FUNCTION ? 1 : scope == at::RecordScope::USER_SCOPE ? 2 : 0;
   const char* name = fn.name();
@@ -263,28 +333,50 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     sequence = node != nullptr ? static_cast<int64_t>(node->sequence_nr()) : -1;  // AccumulateGrad's: -1
     sequenceThread = node != nullptr ? node->thread_id() : 0;
   }
-  const char* file = nullptr;
-  uint32_t line = 0;
-  // The outermost scope's line, and an op's with only ranges around it; not
-  // for autograd's work, which takes its forward op's (and would take the
-  // GIL once per node).
-  const bool outermost = depthOf(fn.threadId()).fetch_add(1, std::memory_order_relaxed) == 0;
-  const bool outermostOp = kind != 2 && opDepthOf(fn.threadId()).fetch_add(1, std::memory_order_relaxed) == 0;
-  if ((outermost || (outermostOp && kind == 0)) && kind != 1 && std::strncmp(name, "autograd::engine::", 18) != 0)
-    sourceLine(file, line);
   // The schema stays cached until this thread's next op: attaching the block
   // tracker, which may run ops, comes after.
   const OpSchema* schema = kind == 0 ? &schemaOf(fn) : nullptr;
+  // A Python autograd.Function's forward (a scope of its class's name, with
+  // a sequence number and no schema: activation checkpointing's reentrant
+  // CheckpointFunction, a program's own) counts as a range: the ops its
+  // Python code calls get their own lines.
+  const bool function = schema != nullptr && !schema->known && sequence >= 0 && !engineScope(name);
+  const uint64_t thread = fn.threadId();
+  const bool outermost = depthOf(thread).fetch_add(1, std::memory_order_relaxed) == 0;
+  const int opDepth = kind == 2 || function ? -1 : opDepthOf(thread).fetch_add(1, std::memory_order_relaxed);
+  // Backward nodes open on this thread, by the op depth each began at.
+  std::vector<int>& nodes = gpurr::recorder::threadLocalRef(tlsNodes);
+  const bool here = thread == at::RecordFunction::currentThreadId();
+  const char* file = nullptr;
+  uint32_t line = 0;
+  // The outermost scope's line, and an op's with only ranges around it; not
+  // for autograd's work, which takes its forward op's; for an op directly
+  // inside a backward node, only a line inside the engine's run.
+  if (kind == 1) {
+    if (here) nodes.push_back(opDepth);
+  } else if (engineScope(name)) {
+  } else if (outermost || (opDepth == 0 && kind == 0)) {
+    sourceLine(file, line);
+  } else if (kind == 0 && here && !nodes.empty() && opDepth == nodes.back() + 1) {
+    sourceLine(file, line, true);
+  }
   openScope(&fn, name, kind, sequence, sequenceThread, file, line, schema != nullptr ? schema->inPlace : 0);
   if (schema != nullptr) reportOperands(fn, *schema);
   if (auto attach = attachBlocks.load(std::memory_order_relaxed); attach != nullptr && attach(recorderHandle) != 1)
     attachBlocks = nullptr;
-  return nullptr;
+  return function ? std::make_unique<NotCounted>() : nullptr;
 }
 
-void onEnd(const at::RecordFunction& fn, at::ObserverContext*) {
-  decrement(depthOf(fn.threadId()));
-  if (fn.scope() != at::RecordScope::USER_SCOPE) decrement(opDepthOf(fn.threadId()));
+void onEnd(const at::RecordFunction& fn, at::ObserverContext* context) {
+  const uint64_t thread = fn.threadId();
+  decrement(depthOf(thread));
+  if (fn.scope() != at::RecordScope::USER_SCOPE && context == nullptr) {
+    const int opDepth = decrement(opDepthOf(thread));
+    // Back at the depth a backward node began at: the node ends.
+    std::vector<int>& nodes = gpurr::recorder::threadLocalRef(tlsNodes);
+    if (!nodes.empty() && opDepth == nodes.back() && thread == at::RecordFunction::currentThreadId())
+      nodes.pop_back();
+  }
   closeScope(&fn);
 }
 
@@ -315,27 +407,16 @@ void observe(bool on) {
   enabled = on;
 }
 
-// The layer's function that observes modules again (gpurr_torch_on_diverged),
-// called by the interpreter on its main thread at its next chance.
-std::atomic<PyObject*> layerObserves{nullptr};
-
-int callLayer(void*) {
-  if (PyObject* f = layerObserves.load()) {
-    if (PyObject* r = PyObject_CallNoArgs(f)) {
-      Py_DecRef(r);
-    } else {
-      PyErr_Clear();  // the layer's failure is never the program's
-    }
-  }
-  return 0;
-}
-
 // An operation did not match the recorder's template (framework_api.h):
-// ops are observed again from the next one on, modules once the interpreter
-// has run the layer's function. Inside an op, maybe without the GIL.
+// ops are observed again from the next one on, and modules from the next op
+// of the thread it ran on, or else once the interpreter's main thread runs
+// the layer's function (a pending call: an op on a thread without Python
+// frames, or none after it). Inside an op, maybe without the GIL.
 void onDiverged() {
   observe(true);
-  if (layerObserves.load() != nullptr) Py_AddPendingCall(callLayer, nullptr);
+  if (layerObserves.load() == nullptr) return;
+  divergedOn.store(at::RecordFunction::currentThreadId() + 1);
+  Py_AddPendingCall(callLayer, nullptr);
 }
 
 }  // namespace

@@ -57,6 +57,7 @@ _observed_from = 0  # the step since which it has observed
 _unmatched = []  # the last two steps in which an operation matched no template
 _observer = None  # the op observer's library, once installed
 _nn_module = None  # torch.nn.modules.module, for the global module hooks
+_call_impl_code = None  # Module._call_impl's code: its frames are the module calls running
 _hooks = []  # the global module hooks' handles
 # Dynamo compiled a graph that called modules, whose guards count the global
 # module hooks: they stay as they are (_observe).
@@ -206,9 +207,15 @@ def _compiled_graph(module):
     return verdict
 
 
+def _unseen(module):
+    """Whether a call of `module` enters nothing: the layer is off, dynamo
+    compiles or fx traces, or it is a graph dynamo made."""
+    return (not _enabled or _is_compiling() or _fx_tracing._is_fx_tracing_flag or
+            (isinstance(module, _GraphModule) and _compiled_graph(module)))
+
+
 def _module_enter(module, args):
-    if (not _enabled or _is_compiling() or _fx_tracing._is_fx_tracing_flag or
-            (isinstance(module, _GraphModule) and _compiled_graph(module))):
+    if _unseen(module):
         return
     if _until_step is not None and _step > _until_step:
         _stop()
@@ -225,8 +232,7 @@ def _module_enter(module, args):
 
 def _module_stop_check(module, args):
     """While the layer follows: only --until-step's stop, as _module_enter has it."""
-    if (not _enabled or _is_compiling() or _fx_tracing._is_fx_tracing_flag or
-            (isinstance(module, _GraphModule) and _compiled_graph(module))):
+    if _unseen(module):
         return
     if _until_step is not None and _step > _until_step:
         _stop()
@@ -441,6 +447,58 @@ def _observe_again():
     if _enabled and _following:
         _observe(True)
         _following, _observed_from = False, _step
+        try:
+            _enter_running()
+        except Exception:  # noqa: BLE001  never into the program: the step's ops go without the modules running
+            pass
+
+
+def _enter_running():
+    """The modules whose call runs now on this thread, which the layer did not
+    enter while it followed, are entered, outermost first, so that the ops
+    they run from here name them. A call begun without the layer's hooks
+    runs no exit hook of the layer's at its end: each is left as its call
+    returns, seen by a profile function of this thread's (until the last
+    has returned; where the program has one of its own, such as cProfile,
+    nothing is entered). With the hooks kept while following (dynamo's
+    guards), their calls run the exit hooks."""
+    stack = _module_stack()
+    if stack or (not _hooks_guarded and sys.getprofile() is not None):
+        return
+    calls = []  # (frame of Module._call_impl, module), outermost first
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is _call_impl_code:
+            module = frame.f_locals.get("self")
+            if isinstance(module, _nn_module.Module) and not _unseen(module):
+                calls.append((frame, module))
+        frame = frame.f_back
+    calls.reverse()
+    for _, module in calls:
+        path = _path_of(module, stack)
+        stack.append((module, path))
+        _recorder.gpurr_framework_enter_module(path)
+    if calls and not _hooks_guarded:
+        sys.setprofile(_leaving(dict(calls)))
+
+
+def _leaving(calls):
+    """A profile function that leaves each module of `calls` (frame -> module)
+    when its frame returns (or ends by an exception), and removes itself
+    when none is left. A module already left (its call ran the layer's
+    exit hook) is not left again."""
+    def profile(frame, event, arg):
+        if event != "return" or frame not in calls:
+            return
+        module = calls.pop(frame)
+        stack = getattr(_local, "modules", None) or []
+        for depth in range(len(stack) - 1, -1, -1):
+            if stack[depth][0] is module:
+                _leave_modules(stack, depth)
+                break
+        if not calls:
+            sys.setprofile(None)
+    return profile
 
 
 def _stop():
@@ -744,7 +802,7 @@ def _watch_compiled_regions(output_graph):
 
 def install(torch, skipped=()):
     global _recorder, _is_compiling, _fx_tracing, _GraphModule, _enabled, _until_step, _stop_file, _learning
-    global _observer, _nn_module
+    global _observer, _nn_module, _call_impl_code
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -789,6 +847,7 @@ def install(torch, skipped=()):
     # module: the layer's do, harmlessly (the wrapper takes its module's name).
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
     _nn_module = nn_module
+    _call_impl_code = nn_module.Module._call_impl.__code__
     _observe(True)
     nn_module.register_module_module_registration_hook(_registered)
     optim.register_optimizer_step_post_hook(_optimizer_stepped)

@@ -27,6 +27,9 @@ shutil.rmtree(args.work, ignore_errors=True)
 os.makedirs(args.work)
 failures = []
 program = os.path.join(args.scripts, "module_paths.py")
+# The line of Block.forward that calls its layer.
+with open(program) as f:
+    BLOCK_LINE = 1 + [n for n, text in enumerate(f) if "return torch.relu(self.fc(v))" in text][0]
 
 
 def check(condition, what):
@@ -55,10 +58,12 @@ def record(name, *program_args, **extra):
 # (op's kernel, phase, module) of each step's launches, as sets.
 launches = record("cases", GPURR_FULL_ATTRIBUTION="1")
 steps = {}
+lines = {}  # (step, op's kernel, phase, module) -> the source lines of its launches
 for e in launches:
     o = e.get("origin") or {}
-    steps.setdefault(o.get("step"), set()).add((e["launch"]["function"].split("_kernel")[0], o.get("phase"),
-                                                o.get("module") or ""))
+    key = (e["launch"]["function"].split("_kernel")[0], o.get("phase"), o.get("module") or "")
+    steps.setdefault(o.get("step"), set()).add(key)
+    lines.setdefault((o.get("step"), *key), set()).add(f"{os.path.basename(o.get('file') or '')}:{o.get('line')}")
 
 
 def modules(step, op, phase):
@@ -98,6 +103,11 @@ for step, kind in ((7, "non-reentrant"), (8, "reentrant")):
           f"checkpoint ({kind}): {sorted(k for k in steps.get(step, ()) if k[0] == 'aten::addmm')}")
     check(modules(step, "aten::mm", "backward") == {"Checkpointed.a.fc", "Checkpointed.b.fc"},
           f"checkpoint ({kind}) backward: {modules(step, 'aten::mm', 'backward')}")
+    # Its ops, in the forward and recomputed, have the line of the block's
+    # forward that called them (not none in the backward pass, nor the
+    # checkpoint call's line for the reentrant CheckpointFunction's).
+    check(lines.get((step, "aten::addmm", "forward", "Checkpointed.a.fc")) == {f"module_paths.py:{BLOCK_LINE}"},
+          f"checkpoint ({kind}) lines: {lines.get((step, 'aten::addmm', 'forward', 'Checkpointed.a.fc'))}")
 
 # An optimizer stepped inside a module's forward: the rest of it is still
 # the module's.
@@ -152,6 +162,25 @@ check(len(followed) == len(truth) and not wrong and by_place >= 6 and
       f"dropping: {len(followed)} vs {len(truth)} launches, {len(wrong)} named another module "
       f"(step, op, named, true): {wrong[:6]}; launches unnamed by step and phase: {dict(unnamed)}; backward launches "
       f"named by place in the partly observed steps: {by_place}; steps: {steps_by}")
+
+# A step that stops matching inside a module: the modules running then
+# name the ops they run from there on, as when every op is observed; only
+# the launch at which it stopped matching (no phase either) and its op's
+# backward have none.
+truth = record("resumed-full", "resumed", GPURR_FULL_ATTRIBUTION="1")
+followed = record("resumed", "resumed")
+named = [((o.get("origin") or {}).get("step"), (o.get("origin") or {}).get("phase"),
+          (o.get("origin") or {}).get("module") or "", (t.get("origin") or {}).get("module") or "")
+         for o, t in zip(followed, truth)]
+wrong = [n for n in named if n[2] and n[2] != n[3]]
+unnamed = collections.Counter((step, phase) for step, phase, got, true in named if true and not got)
+check(len(followed) == len(truth) and not wrong and unnamed[(3, "unknown")] == 1 and
+      all(n <= (1 if phase == "unknown" else 2 if phase == "backward" else 0) for (_, phase), n in unnamed.items()) and
+      {got for step, phase, got, _ in named if step == 3 and phase == "forward"} ==
+      {"Model.block.first", "Model.block", "Model.block.last", "Model", "Model.head"},
+      f"resumed: {len(followed)} vs {len(truth)} launches, named another module (step, phase, named, true): "
+      f"{wrong[:6]}; unnamed by step and phase: {dict(unnamed)}; step 3's forward: "
+      f"{[n for n in named if n[0] == 3 and n[1] == 'forward']}")
 
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")

@@ -194,11 +194,57 @@ def dropping():
         print(f"step {step}: {loss.item():.6f}")
 
 
+def resumed():
+    """A training loop whose step 3 takes a branch inside a module (data
+    dependent, as a detection model's or an evaluation's): it stops matching
+    the template inside the branch, and the rest of the modules running
+    then (the block, the model) must still name their ops, before and after
+    the branch's module returns."""
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = nn.Linear(8, 8)
+            self.branch = nn.Linear(8, 8)
+            self.weight = nn.Parameter(torch.randn(8, 8) / 3)
+            self.last = nn.Linear(8, 8)
+
+        def forward(self, v, branch):
+            v = self.first(v)
+            if branch:
+                v = self.branch(v)
+            v = torch.addmm(v, v, self.weight)  # the block's own op
+            return self.last(torch.relu(v))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+            self.weight = nn.Parameter(torch.randn(8, 8) / 3)
+            self.head = nn.Linear(8, 8)
+
+        def forward(self, v, branch):
+            v = self.block(v, branch)
+            return self.head(torch.addmm(v, v, self.weight))  # the model's own op, after the block
+
+    model = Model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(6):
+        loss = model(x, step == 3).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        print(f"step {step}: {loss.item():.6f}")
+
+
 if sys.argv[1:2] == ["threads"]:
     threads(8)
     sys.exit(0)
 if sys.argv[1:2] == ["dropping"]:
     dropping()
+    sys.exit(0)
+if sys.argv[1:2] == ["resumed"]:
+    resumed()
     sys.exit(0)
 
 class Stepping(nn.Module):
