@@ -26,7 +26,8 @@ STEPS = 4  # each script's training steps: epochs.py's two epochs of two batches
 # module); `recompiles`: dynamo's recompilations, logged, must be as many
 # recorded as plain; `file`: the base name of the source line's file; `phase`;
 # `steps`: the steps its launches must span; `inside`: a range that must be
-# open around it.
+# open around it; `every`: every launch of the op in the module has the
+# line's file, not only the first.
 CASES = {
     "llama.py": {
         "ops": "aten::embedding,aten::scaled_dot_product_attention,aten::_fused_adamw_",
@@ -36,6 +37,17 @@ CASES = {
             {"op": "aten::scaled_dot_product_attention", "phase": "forward",
              "module": "LlamaForCausalLM.model.layers.0.self_attn", "file": "sdpa_attention.py"},
             {"op": "aten::_fused_adamw_", "phase": "forward", "module": None, "file": "llama.py"},
+        ],
+    },
+    # Activation checkpointing (transformers' gradient_checkpointing_enable):
+    # each layer's forward recomputed in the backward pass has the module and
+    # the library's line of the forward it repeats, at every launch.
+    "llama.py --checkpointing": {
+        "ops": "aten::scaled_dot_product_attention",
+        "expect": [
+            {"op": "aten::scaled_dot_product_attention", "phase": "forward",
+             "module": "LlamaForCausalLM.model.layers.0.self_attn", "file": "sdpa_attention.py", "every": True,
+             "steps": list(range(STEPS))},
         ],
     },
     "gpt2.py": {
@@ -196,9 +208,12 @@ def main():
                 problems.append(f"{where}: no launch in module {want['module']!r} "
                                 f"(seen: {sorted({o.get('module') or '' for o in mine})})")
                 continue
+            for o in inside if want.get("every") else inside[:1]:
+                if os.path.basename(str(o.get("file"))) != want["file"] or not o.get("line"):
+                    problems.append(f"{where}: line {o.get('file')}:{o.get('line')} (step {o.get('step')}), "
+                                    f"expected in {want['file']}")
+                    break
             o = inside[0]
-            if os.path.basename(str(o.get("file"))) != want["file"] or not o.get("line"):
-                problems.append(f"{where}: line {o.get('file')}:{o.get('line')}, expected in {want['file']}")
             if "inside" in want and want["inside"] not in (o.get("opStack") or []):
                 problems.append(f"{where}: not inside {want['inside']} (stack {o.get('opStack')})")
             got = sorted({x.get("step") for x in inside})

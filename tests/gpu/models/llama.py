@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """A Llama-style causal LM from transformers (LlamaConfig: 4 layers, hidden
 256, SDPA attention), trained under bf16 autocast (common.autocast) with AdamW(fused=True) on
-synthetic token batches. Default mode leaves what a user leaves: nothing
-but torch.manual_seed (common.py).
+synthetic token batches; with --checkpointing, each layer's forward is
+recomputed in the backward pass. Default mode leaves what a user leaves:
+nothing but torch.manual_seed (common.py).
 
 Exits 77 (skipped) without PyTorch, transformers or the device.
 """
 import common
 
-args = common.arguments(__doc__.split("\n\n")[0])
+args = common.arguments(__doc__.split("\n\n")[0], extra=lambda p: p.add_argument(
+    "--checkpointing", action="store_true", help="activation checkpointing (gradient_checkpointing_enable)"))
 torch, device = common.setup(args)
 transformers = common.need("transformers")
 
@@ -18,6 +20,8 @@ config = transformers.LlamaConfig(
     attn_implementation="sdpa")
 model = transformers.LlamaForCausalLM(config).to(device)
 model.train()
+if args.checkpointing:
+    model.gradient_checkpointing_enable()  # each layer's forward recomputed in the backward pass
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
 g = common.generator(torch)
 batches = [torch.randint(0, config.vocab_size, (8, 128), generator=g) for _ in range(args.steps)]
