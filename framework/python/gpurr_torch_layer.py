@@ -223,11 +223,32 @@ def _module_enter(module, args):
         return  # kept while the layer follows, in a program whose compiled graphs call modules (_observe)
     stack = _module_stack()
     try:
-        path = _path_of(module, stack)
+        path = _call_path(module, stack)
     except Exception:  # noqa: BLE001  never into the program: the module goes without a path of its own
         return
     stack.append((module, path))
     _recorder.gpurr_framework_enter_module(path)
+
+
+def _call_path(module, stack):
+    """`module`'s path in a call inside the modules of `stack`."""
+    path = _path_of(module, stack)
+    return _as_called(module, path, stack[-1]) if stack else path
+
+
+def _as_called(module, path, caller):
+    """`module`'s path in this call, inside `caller` (module, path): its own,
+    unless that is not below the caller's and the caller holds it as a child,
+    which names it (a module shared by two parents: T5's and BART's
+    embedding, held by the model, its encoder and its decoder, is the
+    encoder's or the decoder's as either calls it; its own modules too)."""
+    parent, parent_path = caller
+    if path.startswith(parent_path) and path[len(parent_path):len(parent_path) + 1] == b".":
+        return path
+    for attribute, child in getattr(parent, "_modules", {}).items():
+        if child is module:
+            return parent_path + b"." + attribute.encode()
+    return path
 
 
 def _module_stop_check(module, args):
@@ -475,7 +496,7 @@ def _enter_running():
         frame = frame.f_back
     calls.reverse()
     for _, module in calls:
-        path = _path_of(module, stack)
+        path = _call_path(module, stack)
         stack.append((module, path))
         _recorder.gpurr_framework_enter_module(path)
     if calls and not _hooks_guarded:

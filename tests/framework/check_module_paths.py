@@ -111,9 +111,13 @@ for step, kind in ((7, "non-reentrant"), (8, "reentrant")):
 
 # An optimizer stepped inside a module's forward: the rest of it is still
 # the module's.
-check(modules(9, "aten::addmm", "forward") == {"Stepping.fc"} and
-      modules(10, "aten::addmm", "forward") == {"Stepping.after"},
-      f"a step inside a forward: {modules(9, 'aten::addmm', 'forward')} {modules(10, 'aten::addmm', 'forward')}")
+check(modules(10, "aten::addmm", "forward") == {"Stepping.fc"} and
+      modules(11, "aten::addmm", "forward") == {"Stepping.after"},
+      f"a step inside a forward: {modules(10, 'aten::addmm', 'forward')} {modules(11, 'aten::addmm', 'forward')}")
+
+# A layer held by two parts is named by the part that calls it.
+check(modules(9, "aten::addmm", "forward") == {"Shared.enc.0", "Shared.dec.1"},
+      f"a layer held by two parts: {modules(9, 'aten::addmm', 'forward')}")
 
 # Two threads, each evaluating a model of its own, their launches
 # interleaving otherwise in each step, under the default attribution: no

@@ -263,8 +263,22 @@ class Stepping(nn.Module):
         return self.after(v)
 
 
+class Shared(nn.Module):
+    """One layer held by two parts (as T5's and BART's embedding is by the
+    encoder and the decoder), called from each."""
+
+    def __init__(self):
+        super().__init__()
+        fc = nn.Linear(8, 8)
+        self.enc = nn.Sequential(fc, nn.ReLU())
+        self.dec = nn.Sequential(nn.Tanh(), fc)
+
+    def forward(self, v):
+        return self.dec(self.enc(v))
+
+
 CASES = sys.argv[1:] or ["fx", "inner-first", "replaced", "owner", "siblings", "interrupted", "checkpoint",
-                         "checkpoint-reentrant", "step-inside"]
+                         "checkpoint-reentrant", "shared", "step-inside"]
 for case in CASES:
     if case == "fx":
         train(torch.fx.symbolic_trace(Traced()))
@@ -300,6 +314,8 @@ for case in CASES:
     elif case == "step-inside":
         m = Stepping()
         print(f"{case}: {m(x).sum().item():.6f}")
+    elif case == "shared":
+        train(Shared())
     elif case == "checkpoint-reentrant":
         model = Checkpointed(reentrant=True)
         train(model, lambda: model(x.requires_grad_()))
