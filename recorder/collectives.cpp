@@ -63,8 +63,8 @@ uint64_t communicatorIdFromSplit(uint64_t parent, int color, uint64_t split) {
   return nonZero(hash::hashBuffer(bytes));
 }
 
-uint64_t communicatorIdFromShrink(uint64_t parent, std::span<const int> excluded, uint64_t split) {
-  std::vector<int64_t> numbers{static_cast<int64_t>(parent), static_cast<int64_t>(split)};
+uint64_t communicatorIdFromShrink(uint64_t parent, std::span<const int> excluded, uint64_t shrink) {
+  std::vector<int64_t> numbers{static_cast<int64_t>(parent), static_cast<int64_t>(shrink)};
   const size_t head = numbers.size();
   numbers.insert(numbers.end(), excluded.begin(), excluded.end());
   std::sort(numbers.begin() + static_cast<std::ptrdiff_t>(head), numbers.end());
@@ -82,7 +82,7 @@ CollectiveRecorder::CollectiveRecorder(Device& device, SessionOutput& out, Memor
 
 void CollectiveRecorder::communicatorCreated(uint64_t comm, uint64_t id, int32_t rank, int32_t size) {
   std::lock_guard lock(mu_);
-  communicators_[comm] = Communicator{id, rank, size, 0, 0};
+  communicators_[comm] = Communicator{id, rank, size, 0, 0, {}};
 }
 
 void CollectiveRecorder::communicatorDestroyed(uint64_t comm) {
@@ -99,6 +99,12 @@ uint64_t CollectiveRecorder::communicatorId(uint64_t comm) {
 uint64_t CollectiveRecorder::nextSplit(uint64_t comm) {
   std::lock_guard lock(mu_);
   return ++communicators_[comm].splits;
+}
+
+uint64_t CollectiveRecorder::nextShrink(uint64_t comm, std::span<const int> excluded) {
+  const uint64_t key = communicatorIdFromShrink(0, excluded, 0);  // the ranks, in any order
+  std::lock_guard lock(mu_);
+  return ++communicators_[comm].shrinks[key];
 }
 
 uint64_t CollectiveRecorder::nextWholeCommunicator() {

@@ -53,8 +53,9 @@ uint64_t communicatorIdFromUniqueId(std::span<const uint8_t> uniqueId);
 // the same in every rank).
 uint64_t communicatorIdFromSplit(uint64_t parent, int color, uint64_t split);
 // ... made by shrinking `parent` (ncclCommShrink): the ranks left pass the
-// same excluded ranks (in any order) to the same split of the parent.
-uint64_t communicatorIdFromShrink(uint64_t parent, std::span<const int> excluded, uint64_t split);
+// same excluded ranks (in any order); `shrink` numbers the parent's shrinks
+// of those ranks (nextShrink).
+uint64_t communicatorIdFromShrink(uint64_t parent, std::span<const int> excluded, uint64_t shrink);
 // ... made with every one of its ranks in this process (ncclCommInitAll,
 // one rank a device): the process's `call`th such call, over `devices`.
 uint64_t communicatorIdFromDevices(std::span<const int> devices, uint64_t call);
@@ -70,6 +71,9 @@ class CollectiveRecorder {
   // number of splits made of it so far (counting this one).
   uint64_t communicatorId(uint64_t comm);
   uint64_t nextSplit(uint64_t comm);
+  // The number of shrinks of it that excluded the ranks `excluded` (in any
+  // order) so far, counting this one: only the ranks left make them.
+  uint64_t nextShrink(uint64_t comm, std::span<const int> excluded);
   // The number of communicators made whole in this process so far (counting
   // this one; ncclCommInitAll).
   uint64_t nextWholeCommunicator();
@@ -118,6 +122,7 @@ class CollectiveRecorder {
     uint64_t id = 0;
     int32_t rank = -1, size = 0;
     uint64_t nextSequence = 0, splits = 0;
+    std::unordered_map<uint64_t, uint64_t> shrinks;  // by the excluded ranks' hash
   };
   void complete(PendingCollective& pending);
   // The hashes of `handle` and their stream (none: an empty ticket).

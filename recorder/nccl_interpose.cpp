@@ -163,24 +163,25 @@ uint64_t idOf(const ncclUniqueId& id) {
 }
 
 // Runs `real`, which makes `*newcomm` of `comm` (a split or a shrink), and
-// registers it with the id `idOf(the parent's id, its split number)`: the
-// parent's splits are numbered in the order each rank makes them
-// (collective calls, so the same in every rank that makes them).
+// registers it with the id `idOf(recorder, the parent's id)` gives, asked
+// before the call (it numbers the parent's splits or shrinks). A
+// non-blocking call, or one inside a group, leaves `*newcomm` null until
+// NCCL's own thread or the group's end sets it: that communicator is
+// registered at its first collective, with id 0.
 template <typename Call, typename IdOf>
 ncclResult_t derive(ncclComm_t comm, ncclComm_t* newcomm, Call real, IdOf idOf) {
   CollectiveRecorder* r = recorder();
-  uint64_t parent = 0, split = 0;
+  uint64_t id = 0;
   if (r != nullptr) {
     int32_t rank = -1, size = 0;
     learn(*r, comm, rank, size);
-    parent = r->communicatorId(u64(comm));
-    split = r->nextSplit(u64(comm));
+    id = idOf(*r, r->communicatorId(u64(comm)));
   }
   const ncclResult_t result = real();
   if (r != nullptr && newcomm != nullptr && *newcomm != nullptr && (result == ncclSuccess || result == ncclInProgress)) {
     int32_t rank = -1, size = 0;
-    askRankAndSize(*newcomm, rank, size);  // a non-blocking communicator may not tell yet
-    r->communicatorCreated(u64(*newcomm), idOf(parent, split), rank, size);
+    askRankAndSize(*newcomm, rank, size);
+    r->communicatorCreated(u64(*newcomm), id, rank, size);
   }
   return result;
 }
@@ -225,11 +226,14 @@ GPURR_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncc
                                         ncclConfig_t* config) {
   GPURR_REAL(ncclCommSplit, Nccl);
   return derive(comm, newcomm, [&] { return real(comm, color, key, newcomm, config); },
-                [&](uint64_t parent, uint64_t split) { return communicatorIdFromSplit(parent, color, split); });
+                [&](CollectiveRecorder& r, uint64_t parent) {
+                  return communicatorIdFromSplit(parent, color, r.nextSplit(u64(comm)));
+                });
 }
 
-// The ranks left after excluding some (NCCL 2.27); the excluded ranks do not
-// call it.
+// The ranks left after excluding some (NCCL 2.27). The excluded ranks do not
+// call it: its number counts the parent's shrinks of the same ranks, apart
+// from its splits, which every rank makes.
 GPURR_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                          ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   GPURR_REAL(ncclCommShrink, Nccl);
@@ -237,8 +241,11 @@ GPURR_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
       excludeRanksList != nullptr && excludeRanksCount > 0
           ? std::span<const int>(excludeRanksList, static_cast<size_t>(excludeRanksCount))
           : std::span<const int>();
-  return derive(comm, newcomm, [&] { return real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags); },
-                [&](uint64_t parent, uint64_t split) { return communicatorIdFromShrink(parent, excluded, split); });
+  return derive(comm, newcomm,
+                [&] { return real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags); },
+                [&](CollectiveRecorder& r, uint64_t parent) {
+                  return communicatorIdFromShrink(parent, excluded, r.nextShrink(u64(comm), excluded));
+                });
 }
 
 // Every rank in this process, one a device (torch.nn.DataParallel's

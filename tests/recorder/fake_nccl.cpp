@@ -1,6 +1,6 @@
 // A stand-in libnccl.so.2 for the NCCL wrappers' test (nccl_wrappers_test.cpp):
-// a communicator of one rank (those of ncclCommInitAll and ncclCommShrink
-// made up handles), collectives that count their calls and
+// a communicator of one rank (those of ncclCommInitAll, ncclCommSplit and
+// ncclCommShrink made up handles), collectives that count their calls and
 // succeed (or say they are in progress), and ncclBcast made of ncclBroadcast through the library's PLT, as
 // NCCL 2.28 makes it (its libnccl.so.2 has a JUMP_SLOT relocation for
 // ncclBroadcast), so that a preloaded ncclBroadcast is reached from inside
@@ -41,6 +41,10 @@ FAKE ncclResult_t ncclAllReduce(const void*, void*, size_t, ncclDataType_t, nccl
 FAKE ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int*) {
   static uintptr_t next = 0x1000;
   for (int i = 0; i < ndev; ++i, next += 0x10) comm[i] = reinterpret_cast<ncclComm_t>(next);
+  return ncclSuccess;
+}
+FAKE ncclResult_t ncclCommSplit(ncclComm_t, int, int, ncclComm_t* newcomm, ncclConfig_t*) {
+  *newcomm = reinterpret_cast<ncclComm_t>(0x3000);
   return ncclSuccess;
 }
 FAKE ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t* newcomm, ncclConfig_t*, int) {

@@ -118,3 +118,26 @@ TEST_CASE("communicators made together or shrunk have ids that are the same in e
   CHECK(other[2].communicator != run[2].communicator);
   dlclose(lib);
 }
+
+TEST_CASE("a shrink leaves the numbers of its parent's splits alone as the ranks it excluded never shrink",
+          "[recorder][nccl]") {
+  void* lib = dlopen(GPURR_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(lib != nullptr);
+  // The same split of one parent on a rank that shrank it first (without
+  // rank 3) and on rank 3, which did not: one communicator, one id.
+  auto splitAfter = [](bool shrinkFirst) {
+    Harness h;
+    setActiveCollectives(&h.session->collectives());
+    const auto parent = reinterpret_cast<ncclComm_t>(0x77);
+    h.session->collectives().communicatorCreated(0x77, 9, 0, 4);
+    int excluded[] = {3};
+    ncclComm_t shrunk = nullptr, split = nullptr;
+    if (shrinkFirst) REQUIRE(ncclCommShrink(parent, excluded, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT) == ncclSuccess);
+    REQUIRE(ncclCommSplit(parent, 0, 0, &split, nullptr) == ncclSuccess);
+    const uint64_t id = h.session->collectives().communicatorId(reinterpret_cast<uint64_t>(split));
+    setActiveCollectives(nullptr);
+    return id;
+  };
+  CHECK(splitAfter(true) == splitAfter(false));
+  dlclose(lib);
+}
