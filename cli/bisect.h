@@ -39,8 +39,8 @@ std::string launcherOf(const std::vector<std::string>& command);
 // The host memory the kernel says is available for new allocations
 // without swapping (MemAvailable) and the machine's (MemTotal), in bytes,
 // each bounded by the memory limits of the cgroups this process is in
-// (cgroup v2's, or v1's memory controller: a container's, a Slurm job's)
-// less what their processes use; 0 and 0 when /proc/meminfo cannot be read.
+// (cgroup v2's up to the mount, or v1's memory controller: a container's,
+// a Slurm job's) less what their processes use but their page cache; 0 and 0 when /proc/meminfo cannot be read.
 // `root` is where /proc and /sys are found.
 std::pair<uint64_t, uint64_t> hostMemory(const fs::path& root = "/");
 

@@ -30,22 +30,27 @@ std::optional<uint64_t> cgroupNumber(const fs::path& file) {
   return std::strtoull(word.c_str(), nullptr, 10);
 }
 
-// The value of `key` in a cgroup's memory.stat (0 when absent).
-uint64_t statOf(const fs::path& file, const std::string& key) {
+// The page cache a cgroup's processes hold, which the kernel gives back
+// before it fails an allocation (memory.stat's active and inactive file
+// pages; `prefix` "total_" for v1's hierarchical counts).
+uint64_t pageCache(const fs::path& file, const std::string& prefix) {
   std::ifstream in(file);
   std::string name;
+  uint64_t cache = 0;
   for (uint64_t value = 0; in >> name >> value;)
-    if (name == key) return value;
-  return 0;
+    if (name == prefix + "active_file" || name == prefix + "inactive_file") cache += value;
+  return cache;
 }
 
 // Narrows (available, total) to a cgroup's limit, less the memory its
-// processes use and cannot give back (usage less inactive page cache).
-void boundBy(std::optional<uint64_t> limit, uint64_t usage, uint64_t inactiveFile, uint64_t& available,
+// processes use and cannot give back (usage less page cache). A limit at or
+// above the host's memory (`host`; v1's "unlimited" is a page-rounded
+// 2^63-1) is none.
+void boundBy(std::optional<uint64_t> limit, uint64_t usage, uint64_t cache, uint64_t host, uint64_t& available,
              uint64_t& total) {
-  if (!limit || *limit >= total) return;  // none, or v1's "unlimited" (a page-rounded 2^63-1)
-  const uint64_t used = usage > inactiveFile ? usage - inactiveFile : 0;
-  total = *limit;
+  if (!limit || *limit >= host) return;
+  const uint64_t used = usage > cache ? usage - cache : 0;
+  total = std::min(total, *limit);
   available = std::min(available, *limit > used ? *limit - used : 0);
 }
 
@@ -61,6 +66,7 @@ std::pair<uint64_t, uint64_t> hostMemory(const fs::path& root) {
     std::getline(in, unit);
   }
   if (total == 0) return {0, 0};
+  const uint64_t host = total;
   // The cgroups this process is in (lines "<id>:<controllers>:<path>"):
   // v2's unified one (id 0) and every cgroup above it up to the mount, or
   // v1's memory controller's (its path may not exist below the mount inside
@@ -77,14 +83,14 @@ std::pair<uint64_t, uint64_t> hostMemory(const fs::path& root) {
       const bool below = !path.empty() && path.string().find("..") == std::string::npos;
       for (fs::path dir = below ? mount / path : mount;; dir = dir.parent_path()) {
         boundBy(cgroupNumber(dir / "memory.max"), cgroupNumber(dir / "memory.current").value_or(0),
-                statOf(dir / "memory.stat", "inactive_file"), available, total);
+                pageCache(dir / "memory.stat", ""), host, available, total);
         if (dir == mount || dir.parent_path() == dir) break;
       }
     } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
       fs::path dir = root / "sys/fs/cgroup/memory" / path;
       if (!fs::exists(dir / "memory.limit_in_bytes")) dir = root / "sys/fs/cgroup/memory";
       boundBy(cgroupNumber(dir / "memory.limit_in_bytes"), cgroupNumber(dir / "memory.usage_in_bytes").value_or(0),
-              statOf(dir / "memory.stat", "total_inactive_file"), available, total);
+              pageCache(dir / "memory.stat", "total_"), host, available, total);
     }
   }
   return {available, total};

@@ -247,12 +247,24 @@ TEST_CASE("bisect helpers: the host's memory is bounded by the cgroups the proce
     put(root, "proc/self/cgroup", "0::/job.slice/step_0\n");
     put(root, "sys/fs/cgroup/job.slice/memory.max", std::to_string(16 * gib) + "\n");
     put(root, "sys/fs/cgroup/job.slice/memory.current", std::to_string(10 * gib) + "\n");
-    put(root, "sys/fs/cgroup/job.slice/memory.stat", "anon 1\ninactive_file " + std::to_string(2 * gib) + "\n");
+    put(root, "sys/fs/cgroup/job.slice/memory.stat",
+        "anon 1\nactive_file " + std::to_string(gib) + "\ninactive_file " + std::to_string(gib) + "\n");
     put(root, "sys/fs/cgroup/job.slice/step_0/memory.max", "max\n");
     put(root, "sys/fs/cgroup/job.slice/step_0/memory.current", std::to_string(9 * gib) + "\n");
     const auto [available, total] = cli::bisect::hostMemory(root);
     CHECK(total == 16 * gib);
     CHECK(available == 8 * gib);  // 16 less (10 less 2 of page cache it can give back)
+  }
+  SECTION("cgroup v2: a job's limit above a step's as large counts with what the job's other steps use") {
+    put(root, "proc/meminfo", meminfo);
+    put(root, "proc/self/cgroup", "0::/job_1/step_0\n");
+    put(root, "sys/fs/cgroup/job_1/memory.max", std::to_string(40 * gib) + "\n");
+    put(root, "sys/fs/cgroup/job_1/memory.current", std::to_string(38 * gib) + "\n");
+    put(root, "sys/fs/cgroup/job_1/step_0/memory.max", std::to_string(40 * gib) + "\n");
+    put(root, "sys/fs/cgroup/job_1/step_0/memory.current", std::to_string(10 * gib) + "\n");
+    const auto [available, total] = cli::bisect::hostMemory(root);
+    CHECK(total == 40 * gib);
+    CHECK(available == 2 * gib);
   }
   SECTION("cgroup v2 in a container: its own cgroup is the mount") {
     put(root, "proc/meminfo", meminfo);
@@ -271,7 +283,8 @@ TEST_CASE("bisect helpers: the host's memory is bounded by the cgroups the proce
       put(root, "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", std::to_string(32 * gib) + "\n");
       put(root, "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", std::to_string(30 * gib) + "\n");
       put(root, "sys/fs/cgroup/memory/docker/abc/memory.stat",
-          "inactive_file 7\ntotal_inactive_file " + std::to_string(6 * gib) + "\n");
+          "inactive_file 7\ntotal_active_file " + std::to_string(4 * gib) + "\ntotal_inactive_file " +
+              std::to_string(2 * gib) + "\n");
       const auto [available, total] = cli::bisect::hostMemory(root);
       CHECK(total == 32 * gib);
       CHECK(available == 8 * gib);
