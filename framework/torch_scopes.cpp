@@ -12,7 +12,8 @@
 // onDiverged); disabled, it costs the program's ops nothing. Per scope:
 // two calls into the recorder; for a thread's outermost scope issued from
 // Python, for an op with only user ranges (or a Python autograd.Function)
-// around it, and for an op directly inside a backward node, also the GIL
+// around it, and for an op of a forward recomputed directly inside a
+// backward node, also the GIL
 // and a walk up the Python frames to the first one outside PyTorch (cached
 // per code object). Per op: its device tensor
 // arguments, each marked with whether the op's schema writes it
@@ -54,6 +55,7 @@ using OpOperands = decltype(&gpurr_framework_op_operands);
 OpenScope openScope = nullptr;
 CloseScope closeScope = nullptr;
 OpOperands opOperands = nullptr;
+decltype(&gpurr_framework_recomputing) recomputing = nullptr;
 
 // This thread's number (as a scope's sequenceThread) and its autograd
 // sequence counter: the next node it makes takes it (framework_api.h).
@@ -351,14 +353,16 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   uint32_t line = 0;
   // The outermost scope's line, and an op's with only ranges around it; not
   // for autograd's work, which takes its forward op's; for an op directly
-  // inside a backward node, only a line inside the engine's run.
+  // inside a backward node with a module entered in it (a forward
+  // recomputed), a line inside the engine's run.
   if (kind == 1) {
     if (here) nodes.push_back(opDepth);
   } else if (engineScope(name)) {
   } else if (outermost || (opDepth == 0 && kind == 0)) {
     sourceLine(file, line);
-  } else if (kind == 0 && here && !nodes.empty() && opDepth == nodes.back() + 1) {
-    sourceLine(file, line, true);
+  } else if (kind == 0 && here && !nodes.empty() && opDepth == nodes.back() + 1 && recomputing != nullptr &&
+             recomputing() != 0) {
+    sourceLine(file, line, true);  // a forward recomputed: the GIL only then, not for every backward op
   }
   openScope(&fn, name, kind, sequence, sequenceThread, file, line, schema != nullptr ? schema->inPlace : 0);
   if (schema != nullptr) reportOperands(fn, *schema);
@@ -435,6 +439,7 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
   openScope = reinterpret_cast<OpenScope>(dlsym(recorder, "gpurr_framework_open_scope"));
   closeScope = reinterpret_cast<CloseScope>(dlsym(recorder, "gpurr_framework_close_scope"));
   opOperands = reinterpret_cast<OpOperands>(dlsym(recorder, "gpurr_framework_op_operands"));
+  recomputing = reinterpret_cast<decltype(recomputing)>(dlsym(recorder, "gpurr_framework_recomputing"));
   if (version == nullptr || openScope == nullptr || closeScope == nullptr || opOperands == nullptr) return -1;
   if (version() != GPURR_FRAMEWORK_API_VERSION) return -2;
   if (auto source = reinterpret_cast<decltype(&gpurr_framework_sequence_source)>(

@@ -59,6 +59,8 @@ GPURR_EXPORT void gpurr_framework_exit_module(void) {
   if (!ended()) fw::exitModule();
 }
 
+GPURR_EXPORT int gpurr_framework_recomputing(void) { return !ended() && fw::recomputing() ? 1 : 0; }
+
 GPURR_EXPORT void gpurr_framework_set_step(int64_t step) { fw::setStep(step); }
 
 GPURR_EXPORT void gpurr_framework_stop_after_step(int64_t step) { fw::stopAfterStep(step); }

@@ -35,6 +35,11 @@ void gpurr_framework_op_operands(const void* id, const uint64_t* addresses, cons
                                  uint32_t count);
 void gpurr_framework_enter_module(const char* path);
 void gpurr_framework_exit_module(void);
+/* 1 when this thread is inside a backward node in which a module was
+ * entered since (a forward recomputed in the backward pass, as activation
+ * checkpointing does): its ops are forward ops, which take the lines of the
+ * code that calls them. */
+int gpurr_framework_recomputing(void);
 void gpurr_framework_set_step(int64_t step);
 /* The layer is about to stop the program after training step `step`
  * (gpurr record --until-step): the trace's index records it. */

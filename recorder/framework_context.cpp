@@ -505,6 +505,14 @@ void enterModule(const char* path) {
   threadLocalRef(tls).modules.push_back(path == nullptr ? "" : path);
 }
 
+bool recomputing() {
+  const ThreadContext& t = threadLocalRef(tls);
+  for (size_t i = t.scopes.size(); i-- > 0;) {
+    if (t.scopes[i].kind == ScopeKind::kBackwardNode) return t.modules.size() > t.scopes[i].modules;
+  }
+  return false;
+}
+
 void exitModule() {
   std::vector<const char*>& modules = threadLocalRef(tls).modules;
   if (!modules.empty()) modules.pop_back();

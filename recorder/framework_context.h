@@ -81,6 +81,9 @@ std::optional<std::span<const Operand>> innermostOpOperands();
 // valid for the process's life.
 void enterModule(const char* path);
 void exitModule();
+// Whether this thread is inside a backward node with a module entered in it
+// since (a forward recomputed in the backward pass).
+bool recomputing();
 
 // A block of device memory the framework's allocator handed out
 // (`allocated`: PyTorch's caching allocator's ALLOC trace event, with the

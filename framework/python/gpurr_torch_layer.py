@@ -2,10 +2,9 @@
 set the program makes, the op that issued it (through libgpurr_torch.so's
 RecordFunction observer), the nn.Module whose forward ran, and the training
 step (optimizer steps); c10d's collectives (gpurr_torch_collectives.py);
-what Inductor's autotuners launch while they time candidates (marked
-benchmarking, which `gpurr diff` sets aside); and says once when the
-program's profiler asks for the GPU's activity, which it cannot get while
-gpurr records. Started by gpurr's sitecustomize once torch is imported; does
+what Inductor's autotuners launch while they time candidates, and a word
+when the program's profiler asks for the GPU's activity
+(gpurr_torch_tools.py). Started by gpurr's sitecustomize once torch is imported; does
 nothing outside `gpurr record`.
 
 Costs: while it observes, one global RecordFunction callback (C++) per op
@@ -30,6 +29,8 @@ import sys
 import threading
 import weakref
 
+import gpurr_torch_tools
+
 _recorder = None
 _local = threading.local()
 # module -> its path (bytes, kept alive here; a path replaced by a bigger
@@ -47,7 +48,6 @@ _until_step = None  # gpurr record --until-step: stop the program after this ste
 _stop_file = None  # gpurr record --stop-file: a file that may name the step to stop after
 _ended_by_stop = False  # the interpreter is ending the program on _stop's exception (_Stop)
 _enabled = False  # set once every hook is in place
-_profiler_warned = False  # said that a profiler session gets no GPU events
 # Steps observed in full before the layer first follows its template: the
 # first step sets up state (optimizer buffers) and often launches unlike the rest.
 _FOLLOW_AFTER = 2
@@ -635,97 +635,6 @@ def _watch_cuda_blocks(torch, observer, path):
     torch.cuda._lazy_call(attach)
 
 
-def _profiler_wants_gpu(profiler, cuda_activity):
-    """Whether a torch.autograd.profiler.profile about to start asks Kineto
-    for the GPU's activity, which Kineto takes from CUPTI: its Kineto
-    activities hold CUDA. torch.profiler.profile runs one of these, with CUDA
-    when its activities name it or, given none, where PyTorch supports it;
-    torch.autograd.profiler.profile(use_device="cuda") only with
-    use_kineto=True (by default it times the GPU with CUDA events instead,
-    which recording leaves alone). Without a GPU PyTorch drops CUDA."""
-    return cuda_activity in (getattr(profiler, "kineto_activities", None) or ())
-
-
-def _watch_profiler(torch):
-    """Says once, when the program starts a PyTorch profiler session that wants
-    the GPU's activity, that the session gets none: the recorder subscribed to
-    CUPTI at CUDA's start, and CUPTI takes one subscriber (Kineto's is
-    refused, and its GPU kernel events are lost without a word of its own).
-    Every Kineto session of torch.profiler and torch.autograd.profiler starts
-    in profile._prepare_trace; the wrapper calls it through unchanged."""
-    profile = torch.autograd.profiler.profile
-    prepare = profile._prepare_trace
-    cuda = torch.autograd.ProfilerActivity.CUDA
-
-    @functools.wraps(prepare)
-    def _prepare_trace(self, *args, **kwargs):
-        global _profiler_warned
-        try:  # nothing here may fail the program's profiler
-            if not _profiler_warned and _profiler_wants_gpu(self, cuda):
-                _profiler_warned = True
-                _warn("the program starts torch.profiler with CUDA activity, but gpurr holds CUDA's profiling "
-                      "interface (CUPTI) while it records: the profiler records no GPU kernel events. To profile "
-                      "the GPU, run the program without gpurr; to record it, run it without the profiler (or "
-                      "with CPU activity only)")
-        except Exception:  # noqa: BLE001
-            pass
-        return prepare(self, *args, **kwargs)
-
-    profile._prepare_trace = _prepare_trace
-
-
-# Where Inductor times candidates on the program's tensors and keeps only the
-# fastest one's configuration: each class's methods, by module.
-_BENCHMARKING = {
-    "torch._inductor.runtime.triton_heuristics": ("CachingAutotuner",
-                                                  ("benchmark_all_configs", "coordinate_descent_tuning")),
-    "torch._inductor.select_algorithm": ("AlgorithmSelectorCache", ("autotune",)),
-}
-
-
-def _benchmarking(method, label):
-    """`method` inside a scope of kind 3 (the framework benchmarking), reported
-    whether the layer observes or not: every launch, copy and set it makes is
-    recorded as benchmarking (FORMAT.md, Origin.benchmarking)."""
-
-    @functools.wraps(method)
-    def benchmarking(*args, **kwargs):
-        scope = object()
-        _recorder.gpurr_framework_open_scope(id(scope), label, 3, -1, 0, None, 0, 0)
-        try:
-            return method(*args, **kwargs)
-        finally:
-            _recorder.gpurr_framework_close_scope(id(scope))
-
-    return benchmarking
-
-
-def _wrap_benchmarking(class_name, methods, module):
-    try:
-        cls = getattr(module, class_name)
-        wrapped = [(name, _benchmarking(getattr(cls, name), f"{class_name}.{name}".encode())) for name in methods]
-    except Exception as e:  # noqa: BLE001  an API that moved: nothing wrapped, the program unchanged
-        _warn(f"{module.__name__} has no {class_name}.{'/'.join(methods)} ({type(e).__name__}: {e}): what "
-              "Inductor launches while it autotunes is not marked, and `gpurr diff` compares it as the program's")
-        return
-    for name, method in wrapped:
-        setattr(cls, name, method)
-
-
-def _watch_benchmarking():
-    """Marks what Inductor launches while it autotunes: at a kernel's first
-    call it times each candidate configuration on the program's tensors, and
-    at compile time (max-autotune) each candidate template; a run that finds
-    the choice in Inductor's cache launches none of that. Marked, `gpurr diff`
-    sets those launches aside, so such runs compare alike. Each class is
-    wrapped once its module is imported: a program that never compiles
-    imports nothing more."""
-    from gpurr_import_watch import when_imported
-
-    for module, (class_name, methods) in _BENCHMARKING.items():
-        when_imported(module, functools.partial(_wrap_benchmarking, class_name, methods))
-
-
 def _dotted(qualified):
     """A qualified name as dynamo writes it (`.h[0]`, `['a']`) in dotted form."""
     return qualified.replace("['", ".").replace("']", "").replace("[", ".").replace("]", "")
@@ -829,7 +738,7 @@ def install(torch, skipped=()):
         return  # not under `gpurr record`
     # First, and whatever else of the layer starts: the recorder holds CUPTI.
     try:
-        _watch_profiler(torch)
+        gpurr_torch_tools.watch_profiler(torch, _warn)
     except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
         pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
@@ -908,7 +817,7 @@ def install(torch, skipped=()):
             [os.path.abspath(s) + os.sep for s in skipped], observing)
     except Exception as e:  # noqa: BLE001  an API that moved: collectives go without c10d's view
         _warn(f"c10d's collectives are not recorded ({type(e).__name__}: {e})")
-    _watch_benchmarking()
+    gpurr_torch_tools.watch_benchmarking(_recorder, _warn)
     from gpurr_import_watch import when_imported
 
     when_imported("torch._dynamo.output_graph", _watch_compiled_regions)

@@ -1,0 +1,100 @@
+"""What gpurr's PyTorch layer (gpurr_torch_layer.py) does around the
+program's own tooling: says once when the program starts a torch.profiler
+session that wants the GPU's activity, which it cannot get while gpurr
+records; and marks what Inductor's autotuners launch while they time
+candidates (benchmarking, which `gpurr diff` sets aside). `recorder` is
+the recorder library (ctypes), `warn` the layer's warning."""
+import functools
+
+_profiler_warned = False  # said that a profiler session gets no GPU events
+
+
+def _wants_gpu(profiler, cuda_activity):
+    """Whether a torch.autograd.profiler.profile about to start asks Kineto
+    for the GPU's activity, which Kineto takes from CUPTI: its Kineto
+    activities hold CUDA. torch.profiler.profile runs one of these, with CUDA
+    when its activities name it or, given none, where PyTorch supports it;
+    torch.autograd.profiler.profile(use_device="cuda") only with
+    use_kineto=True (by default it times the GPU with CUDA events instead,
+    which recording leaves alone). Without a GPU PyTorch drops CUDA."""
+    return cuda_activity in (getattr(profiler, "kineto_activities", None) or ())
+
+
+def watch_profiler(torch, warn):
+    """Says once, when the program starts a PyTorch profiler session that wants
+    the GPU's activity, that the session gets none: the recorder subscribed to
+    CUPTI at CUDA's start, and CUPTI takes one subscriber (Kineto's is
+    refused, and its GPU kernel events are lost without a word of its own).
+    Every Kineto session of torch.profiler and torch.autograd.profiler starts
+    in profile._prepare_trace; the wrapper calls it through unchanged."""
+    profile = torch.autograd.profiler.profile
+    prepare = profile._prepare_trace
+    cuda = torch.autograd.ProfilerActivity.CUDA
+
+    @functools.wraps(prepare)
+    def _prepare_trace(self, *args, **kwargs):
+        global _profiler_warned
+        try:  # nothing here may fail the program's profiler
+            if not _profiler_warned and _wants_gpu(self, cuda):
+                _profiler_warned = True
+                warn("the program starts torch.profiler with CUDA activity, but gpurr holds CUDA's profiling "
+                     "interface (CUPTI) while it records: the profiler records no GPU kernel events. To profile "
+                     "the GPU, run the program without gpurr; to record it, run it without the profiler (or "
+                     "with CPU activity only)")
+        except Exception:  # noqa: BLE001
+            pass
+        return prepare(self, *args, **kwargs)
+
+    profile._prepare_trace = _prepare_trace
+
+
+# Where Inductor times candidates on the program's tensors and keeps only the
+# fastest one's configuration: each class's methods, by module.
+_BENCHMARKING = {
+    "torch._inductor.runtime.triton_heuristics": ("CachingAutotuner",
+                                                  ("benchmark_all_configs", "coordinate_descent_tuning")),
+    "torch._inductor.select_algorithm": ("AlgorithmSelectorCache", ("autotune",)),
+}
+
+
+def _benchmarking(recorder, method, label):
+    """`method` inside a scope of kind 3 (the framework benchmarking), reported
+    whether the layer observes or not: every launch, copy and set it makes is
+    recorded as benchmarking (FORMAT.md, Origin.benchmarking)."""
+
+    @functools.wraps(method)
+    def benchmarking(*args, **kwargs):
+        scope = object()
+        recorder.gpurr_framework_open_scope(id(scope), label, 3, -1, 0, None, 0, 0)
+        try:
+            return method(*args, **kwargs)
+        finally:
+            recorder.gpurr_framework_close_scope(id(scope))
+
+    return benchmarking
+
+
+def _wrap_benchmarking(recorder, warn, class_name, methods, module):
+    try:
+        cls = getattr(module, class_name)
+        wrapped = [(name, _benchmarking(recorder, getattr(cls, name), f"{class_name}.{name}".encode())) for name in methods]
+    except Exception as e:  # noqa: BLE001  an API that moved: nothing wrapped, the program unchanged
+        warn(f"{module.__name__} has no {class_name}.{'/'.join(methods)} ({type(e).__name__}: {e}): what "
+             "Inductor launches while it autotunes is not marked, and `gpurr diff` compares it as the program's")
+        return
+    for name, method in wrapped:
+        setattr(cls, name, method)
+
+
+def watch_benchmarking(recorder, warn):
+    """Marks what Inductor launches while it autotunes: at a kernel's first
+    call it times each candidate configuration on the program's tensors, and
+    at compile time (max-autotune) each candidate template; a run that finds
+    the choice in Inductor's cache launches none of that. Marked, `gpurr diff`
+    sets those launches aside, so such runs compare alike. Each class is
+    wrapped once its module is imported: a program that never compiles
+    imports nothing more."""
+    from gpurr_import_watch import when_imported
+
+    for module, (class_name, methods) in _BENCHMARKING.items():
+        when_imported(module, functools.partial(_wrap_benchmarking, recorder, warn, class_name, methods))
