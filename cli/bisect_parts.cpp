@@ -99,11 +99,18 @@ std::pair<uint64_t, uint64_t> hostMemory(const fs::path& root) {
 std::string launcherOf(const std::vector<std::string>& command) {
   if (command.empty()) return "";
   const std::string program = fs::path(command[0]).filename().string();
-  if (program == "env") {  // env [-i] [NAME=value]... command
-    auto first = std::find_if(command.begin() + 1, command.end(), [](const std::string& a) {
-      return !a.starts_with("-") && a.find('=') == std::string::npos;
-    });
-    return launcherOf(std::vector<std::string>(first, command.end()));
+  if (program == "env") {  // env [OPTION]... [NAME=value]... command
+    size_t i = 1;
+    for (; i < command.size(); ++i) {
+      const std::string& a = command[i];
+      if (a == "-u" || a == "-C" || a == "-S" || a == "--unset" || a == "--chdir" || a == "--split-string") {
+        ++i;  // its value is the next argument
+      } else if (!a.starts_with("-") && a.find('=') == std::string::npos) {
+        break;
+      }
+    }
+    const auto rest = command.begin() + static_cast<std::ptrdiff_t>(std::min(i, command.size()));
+    return launcherOf(std::vector<std::string>(rest, command.end()));
   }
   for (const char* launcher : {"torchrun", "deepspeed", "srun", "mpirun", "mpiexec"})
     if (program == launcher) return program;

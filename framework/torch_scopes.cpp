@@ -287,8 +287,12 @@ std::atomic<PyObject*> layerObserves{nullptr};
 // unless the interpreter's pending call ran it before.
 std::atomic<uint64_t> divergedOn{0};
 
-int callLayer(void*) {
-  divergedOn.store(0);
+// Runs the layer's function: `queued` is the divergence it was asked for
+// (divergedOn's value then; 0 from runLayerHere, which took it), which no
+// longer waits for its thread's next op; a later one on another thread does.
+int callLayer(void* queued) {
+  uint64_t waiting = reinterpret_cast<uintptr_t>(queued);
+  if (waiting != 0) divergedOn.compare_exchange_strong(waiting, 0);
   if (PyObject* f = layerObserves.load()) {
     // An op may begin while the program handles a Python error: it stays.
     PyObject *type, *value, *traceback;
@@ -296,7 +300,11 @@ int callLayer(void*) {
     if (PyObject* r = PyObject_CallNoArgs(f)) {
       Py_DecRef(r);
     } else {
-      PyErr_Clear();  // the layer's failure is never the program's
+      // The layer's failure is never the program's; a Ctrl-C while it ran
+      // is: delivered again, at the interpreter's next chance.
+      const bool interrupted = PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0;
+      PyErr_Clear();
+      if (interrupted) PyErr_SetInterrupt();
     }
     PyErr_Restore(type, value, traceback);
   }
@@ -419,8 +427,9 @@ void observe(bool on) {
 void onDiverged() {
   observe(true);
   if (layerObserves.load() == nullptr) return;
-  divergedOn.store(at::RecordFunction::currentThreadId() + 1);
-  Py_AddPendingCall(callLayer, nullptr);
+  const uint64_t thread = at::RecordFunction::currentThreadId() + 1;
+  divergedOn.store(thread);
+  Py_AddPendingCall(callLayer, reinterpret_cast<void*>(static_cast<uintptr_t>(thread)));
 }
 
 }  // namespace

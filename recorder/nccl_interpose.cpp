@@ -178,7 +178,8 @@ ncclResult_t derive(ncclComm_t comm, ncclComm_t* newcomm, Call real, IdOf idOf) 
     id = idOf(*r, r->communicatorId(u64(comm)));
   }
   const ncclResult_t result = real();
-  if (r != nullptr && newcomm != nullptr && *newcomm != nullptr && (result == ncclSuccess || result == ncclInProgress)) {
+  const bool made = result == ncclSuccess || result == ncclInProgress;
+  if (r != nullptr && newcomm != nullptr && *newcomm != nullptr && made) {
     int32_t rank = -1, size = 0;
     askRankAndSize(*newcomm, rank, size);
     r->communicatorCreated(u64(*newcomm), id, rank, size);

@@ -482,7 +482,9 @@ def _enter_running():
     returns, seen by a profile function of this thread's (until the last
     has returned; where the program has one of its own, such as cProfile,
     nothing is entered). With the hooks kept while following (dynamo's
-    guards), their calls run the exit hooks."""
+    guards), their calls run the exit hooks. One whose frame outlives the
+    profile function (the program set its own since) is left at the next
+    optimizer step, as modules an exception left are."""
     stack = _module_stack()
     if stack or (not _hooks_guarded and sys.getprofile() is not None):
         return
@@ -495,8 +497,10 @@ def _enter_running():
                 calls.append((frame, module))
         frame = frame.f_back
     calls.reverse()
+    entered = []  # (module, path): all named before any is entered, so a failure enters none
     for _, module in calls:
-        path = _call_path(module, stack)
+        entered.append((module, _call_path(module, entered)))
+    for module, path in entered:
         stack.append((module, path))
         _recorder.gpurr_framework_enter_module(path)
     if calls and not _hooks_guarded:

@@ -325,6 +325,7 @@ TEST_CASE("bisect helpers: launchers of many processes are known by their comman
   CHECK(cli::bisect::launcherOf(S{"/usr/bin/env", "A=1", "python", "-m", "torch.distributed.run"}) ==
         "python -m torch.distributed.run");
   CHECK(cli::bisect::launcherOf(S{"env", "A=1"}).empty());
+  CHECK(cli::bisect::launcherOf(S{"env", "-u", "CUDA_VISIBLE_DEVICES", "-C", "/job", "torchrun", "t.py"}) == "torchrun");
   CHECK(cli::bisect::launcherOf(S{"accelerate", "config"}).empty());
   CHECK(cli::bisect::launcherOf(S{}).empty());
 }
