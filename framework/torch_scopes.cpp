@@ -13,9 +13,8 @@
 // two calls into the recorder; for a thread's outermost scope issued from
 // Python, for an op with only user ranges (or a Python autograd.Function)
 // around it, and for an op of a forward recomputed directly inside a
-// backward node, also the GIL
-// and a walk up the Python frames to the first one outside PyTorch (cached
-// per code object). Per op: its device tensor
+// backward node, also the GIL and a walk up the Python frames to the first
+// one outside PyTorch (cached per code object). Per op: its device tensor
 // arguments, each marked with whether the op's schema writes it
 // (Tensor(a!)), so that the recorder hashes after the op's launches only what
 // they may write; and whether the op updates one of its arguments in place.
@@ -146,9 +145,9 @@ const char* fileOf(PyCodeObject* code) {
 }
 
 // The innermost frame of this thread's Python stack outside PyTorch; with
-// `inBackward` (an op inside a backward node), only one inside the
-// engine's run (a forward recomputed by activation checkpointing, a hook
-// or custom backward of the program's), not the line that ran backward().
+// `inBackward` (an op inside a backward node: a forward recomputed by
+// activation checkpointing), only one inside the engine's run, not the
+// line that ran backward().
 void sourceLine(const char*& file, uint32_t& line, bool inBackward = false) {
   if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return;  // not a Python thread
   const PyGILState_STATE gil = PyGILState_Ensure();
