@@ -68,9 +68,21 @@ std::pair<uint64_t, uint64_t> hostMemory(const fs::path& root) {
   if (total == 0) return {0, 0};
   const uint64_t host = total;
   // The cgroups this process is in (lines "<id>:<controllers>:<path>"):
-  // v2's unified one (id 0) and every cgroup above it up to the mount, or
-  // v1's memory controller's (its path may not exist below the mount inside
-  // a container, whose own cgroup is the mount itself).
+  // v2's unified one (id 0), or v1's memory controller's, and every cgroup
+  // above it up to the mount. Its path may not be below the mount (inside a
+  // container, whose own cgroup is the mount itself; "/../.." outside this
+  // namespace's cgroups): then the mount's alone.
+  auto bound = [&](const fs::path& mount, const fs::path& path, const char* limit, const char* usage,
+                   const std::string& stats) {
+    std::error_code ec;
+    const bool below = !path.empty() && path.string().find("..") == std::string::npos &&
+                       fs::is_directory(mount / path, ec);
+    for (fs::path dir = below ? mount / path : mount;; dir = dir.parent_path()) {
+      boundBy(cgroupNumber(dir / limit), cgroupNumber(dir / usage).value_or(0), pageCache(dir / "memory.stat", stats),
+              host, available, total);
+      if (dir == mount || dir.parent_path() == dir) break;
+    }
+  };
   std::ifstream cgroups(root / "proc/self/cgroup");
   for (std::string line; std::getline(cgroups, line);) {
     const size_t first = line.find(':'), second = line.find(':', first + 1);
@@ -78,19 +90,9 @@ std::pair<uint64_t, uint64_t> hostMemory(const fs::path& root) {
     const std::string controllers = line.substr(first + 1, second - first - 1);
     const fs::path path = fs::path(line.substr(second + 1)).relative_path();
     if (line.starts_with("0::")) {
-      const fs::path mount = root / "sys/fs/cgroup";
-      // A path outside this namespace's cgroups ("/../..") is not below the mount.
-      const bool below = !path.empty() && path.string().find("..") == std::string::npos;
-      for (fs::path dir = below ? mount / path : mount;; dir = dir.parent_path()) {
-        boundBy(cgroupNumber(dir / "memory.max"), cgroupNumber(dir / "memory.current").value_or(0),
-                pageCache(dir / "memory.stat", ""), host, available, total);
-        if (dir == mount || dir.parent_path() == dir) break;
-      }
+      bound(root / "sys/fs/cgroup", path, "memory.max", "memory.current", "");
     } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
-      fs::path dir = root / "sys/fs/cgroup/memory" / path;
-      if (!fs::exists(dir / "memory.limit_in_bytes")) dir = root / "sys/fs/cgroup/memory";
-      boundBy(cgroupNumber(dir / "memory.limit_in_bytes"), cgroupNumber(dir / "memory.usage_in_bytes").value_or(0),
-              pageCache(dir / "memory.stat", "total_"), host, available, total);
+      bound(root / "sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_");
     }
   }
   return {available, total};

@@ -335,6 +335,10 @@ struct Run {
   AllocationIds ids;     // identities, for the summary's hashes
   OrdinalMap ordinals;   // in run A's numbering, once both runs are summarised
   std::unordered_map<uint64_t, uint32_t> streams;
+  // Communicators, by id: the order of their first collective in the trace.
+  // An NCCL communicator's id is the hash of the ncclUniqueId it was made
+  // from, which NCCL draws anew in every run.
+  std::unordered_map<uint64_t, uint32_t> communicators;
   std::vector<Sync> syncs;          // in trace order
   bool threads = false;             // more than one host thread
   uint64_t opsOfOneThread = UINT64_MAX;  // operations before the first event of a second host thread

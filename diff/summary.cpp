@@ -502,11 +502,13 @@ class Summariser {
         user = nthOf(shape, e.thread);
         break;
       case EventKind::kCollective:
-        // What it does and with whom: its communicator, operation, element
-        // count and type, reduction and peer (its sequence number is its
-        // place in the alignment).
+        // What it does and with whom: its communicator (by the order of its
+        // first collective: its id differs between runs), operation,
+        // element count and type, reduction and peer (its sequence number
+        // is its place in the alignment).
         kind = OpKind::kCollective;
-        key_.add(uint64_t{8}).add(e.communicator).add(static_cast<uint64_t>(e.collectiveOp)).add(e.count);
+        key_.add(uint64_t{8}).add(run.communicators.try_emplace(e.communicator, run.communicators.size()).first->second);
+        key_.add(static_cast<uint64_t>(e.collectiveOp)).add(e.count);
         key_.add(static_cast<uint64_t>(static_cast<uint32_t>(e.peer)));
         key_.add(std::hash<std::string_view>()(e.dataType)).add(std::hash<std::string_view>()(e.reduceOp));
         shape = key_.hash();

@@ -2,7 +2,8 @@
 // by the wrappers of nccl_interpose.cpp; a framework's, reported by its layer)
 // recorded as operations: the send buffer hashed on the call's stream before
 // the call, the receive buffer after it (after ncclGroupEnd inside a group),
-// each with its communicator's stable id, rank, size and sequence number.
+// each with its communicator's id (the same in every rank of one run),
+// rank, size and sequence number.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +45,8 @@ struct PendingCollective {
   bool objects = false;
 };
 
-// The stable id of a communicator made from a unique id (ncclCommInitRank*):
-// every rank passes the same bytes.
+// The id of a communicator made from a unique id (ncclCommInitRank*): every
+// rank passes the same bytes (which NCCL draws anew in every run).
 uint64_t communicatorIdFromUniqueId(std::span<const uint8_t> uniqueId);
 // ... made by splitting `parent` (ncclCommSplit): the ranks that pass the same
 // color to the same split of the same parent share it. `split` numbers the

@@ -3,8 +3,9 @@
 // Collective event of the session's CollectiveRecorder (collectives.h), its
 // send buffer hashed on its stream before the call and its receive buffer
 // after it, or after ncclGroupEnd inside a group. Communicators are known by
-// a stable id: a hash of the ncclUniqueId they were made from, or of their
-// parent's id, color and split number. The real functions are found in the
+// an id the same in every rank of one run: a hash of the ncclUniqueId they
+// were made from, or of their parent's id and how it was split or shrunk,
+// or of the devices of ncclCommInitAll. The real functions are found in the
 // loaded libnccl.so.2 however it was loaded (PyTorch opens it RTLD_LOCAL,
 // through libtorch_cuda.so), and their result is returned unchanged; without
 // a recording session the wrappers only forward.

@@ -51,17 +51,43 @@ int32_t rankOf(const ProcessDiff& p, size_t process) {
   return p.rankA >= 0 ? p.rankA : p.rankB >= 0 ? p.rankB : static_cast<int32_t>(process);
 }
 
+// Run B's communicator ids in run A's: an NCCL communicator's id is the hash
+// of its ncclUniqueId, which NCCL draws anew in every run (the same in every
+// rank of one run). Each process's communicators pair up in the order of
+// their first collective in its trace; the first process to pair an id
+// decides it. Ids not paired, and 0 (unknown), stay as they are.
+std::map<uint64_t, uint64_t> communicatorsInA(const RunComparison& c) {
+  auto firsts = [](const std::vector<diff::CollectiveCall>& calls) {
+    std::vector<uint64_t> ids;
+    for (const diff::CollectiveCall& call : calls) {
+      if (call.communicator != 0 && std::find(ids.begin(), ids.end(), call.communicator) == ids.end()) {
+        ids.push_back(call.communicator);
+      }
+    }
+    return ids;
+  };
+  std::map<uint64_t, uint64_t> inA;
+  for (const ProcessDiff& pd : c.processes) {
+    const std::vector<uint64_t> a = firsts(pd.collectivesA), b = firsts(pd.collectivesB);
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) inA.try_emplace(b[i], a[i]);
+  }
+  return inA;
+}
+
 // The collectives of one run, by process, from what the diff's summary
-// gathered (no trace is read again); whether any process issued one. For
-// run A, `seqs` gets each process's collectives' events, in order.
-bool collectIssues(const RunComparison& c, bool runB, Issues& issues, std::map<uint64_t, std::vector<size_t>>& members,
-                   KeyOfEvent& keyOf, std::vector<std::vector<uint64_t>>& seqs) {
+// gathered (no trace is read again), run B's by run A's communicator ids
+// (`inA`); whether any process issued one. For run A, `seqs` gets each
+// process's collectives' events, in order.
+bool collectIssues(const RunComparison& c, bool runB, const std::map<uint64_t, uint64_t>& inA, Issues& issues,
+                   std::map<uint64_t, std::vector<size_t>>& members, KeyOfEvent& keyOf,
+                   std::vector<std::vector<uint64_t>>& seqs) {
   bool any = false;
   if (!runB) seqs.assign(c.processes.size(), {});
   for (size_t p = 0; p < c.processes.size(); ++p) {
     const ProcessDiff& pd = c.processes[p];
-    for (const diff::CollectiveCall& call : runB ? pd.collectivesB : pd.collectivesA) {
+    for (diff::CollectiveCall call : runB ? pd.collectivesB : pd.collectivesA) {
       any = true;
+      if (const auto it = inA.find(call.communicator); runB && it != inA.end()) call.communicator = it->second;
       const Key key{static_cast<int>(call.source), call.communicator, call.sequence};
       if (!runB) {
         keyOf[{p, call.seq}] = key;
@@ -75,7 +101,7 @@ bool collectIssues(const RunComparison& c, bool runB, Issues& issues, std::map<u
   return any;
 }
 
-void findMismatches(const RunComparison& c, bool runB, const Issues& issues,
+void findMismatches(const RunComparison& c, bool runB, const std::map<uint64_t, uint64_t>& inA, const Issues& issues,
                     const std::map<uint64_t, std::vector<size_t>>& members, const std::vector<int32_t>& ranks,
                     std::vector<CollectiveMismatch>& out) {
   size_t found = 0;
@@ -90,6 +116,11 @@ void findMismatches(const RunComparison& c, bool runB, const Issues& issues,
     if (same) continue;
     ++found;
     CollectiveMismatch m{runB ? c.b : c.a, communicator, sequence, {}};
+    if (runB) {  // as run B's traces name it
+      for (const auto& [b, a] : inA) {
+        if (a == communicator) m.communicator = b;
+      }
+    }
     for (size_t p : in) {
       CollectiveCallSite site{c.processes[p].name, ranks[p], "(none)", "", 0};
       if (auto it = byProcess.find(p); it != byProcess.end()) {
@@ -384,10 +415,11 @@ std::optional<JobView> jobView(const RunComparison& c) {
   std::map<uint64_t, std::vector<size_t>> members[2];
   KeyOfEvent keyOf;
   std::vector<std::vector<uint64_t>> seqs;  // run A's collectives' events, by process
+  const std::map<uint64_t, uint64_t> inA = communicatorsInA(c);
   for (bool runB : {false, true}) {
-    any |= collectIssues(c, runB, issues[runB], members[runB], keyOf, seqs);
+    any |= collectIssues(c, runB, inA, issues[runB], members[runB], keyOf, seqs);
     if (!any) return std::nullopt;  // run A issued no collective
-    findMismatches(c, runB, issues[runB], members[runB], ranks, job.mismatches);
+    findMismatches(c, runB, inA, issues[runB], members[runB], ranks, job.mismatches);
   }
   job.processRanks = ranks;
   for (size_t p = 0; p < c.processes.size(); ++p) {

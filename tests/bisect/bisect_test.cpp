@@ -289,6 +289,15 @@ TEST_CASE("bisect helpers: the host's memory is bounded by the cgroups the proce
       CHECK(total == 32 * gib);
       CHECK(available == 8 * gib);
     }
+    SECTION("a job's limit above its step's") {
+      put(root, "sys/fs/cgroup/memory/docker/memory.limit_in_bytes", std::to_string(40 * gib) + "\n");
+      put(root, "sys/fs/cgroup/memory/docker/memory.usage_in_bytes", std::to_string(38 * gib) + "\n");
+      put(root, "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", std::to_string(40 * gib) + "\n");
+      put(root, "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", std::to_string(10 * gib) + "\n");
+      const auto [available, total] = cli::bisect::hostMemory(root);
+      CHECK(total == 40 * gib);
+      CHECK(available == 2 * gib);
+    }
     SECTION("unlimited and the path not below the mount (a container's)") {
       const auto [available, total] = cli::bisect::hostMemory(root);
       CHECK(total == 64 * gib);

@@ -720,10 +720,11 @@ void processes(const fs::path& dir) {
 // A two-rank job whose gradients are summed by NCCL: in run B, rank 1 copies
 // other data to the GPU (the origin), so the all-reduce gives rank 0 another
 // sum (a receiver); and rank 1 then issues its second all-reduce with half
-// the count (a collective mismatch).
+// the count (a collective mismatch). The communicator has another id in run
+// B, as NCCL's unique ids differ from run to run.
 void collectives(const fs::path& dir) {
   const Buffer grad{1, 4096}, sum{2, 4096}, weights{3, 4096};
-  const uint64_t comm = 0x5eed0c0111ec71f5ULL;
+  uint64_t comm = 0x5eed0c0111ec71f5ULL;
   auto at = [](const char* op, uint32_t line) {
     return Origin{op, {op}, Phase::kForward, "", "", "train.py", line, 0, 0, InPlace::kUnknown};
   };
@@ -744,6 +745,7 @@ void collectives(const fs::path& dir) {
     r.add(c, at("c10d::allreduce_", 30));
   };
   for (bool second : {false, true}) {
+    if (second) comm = 0x0b0b1d5ec0dd1e55ULL;
     auto gradOf = [&](int rank) { return floatsOf(second && rank == 1 ? 99 : 10 + rank, grad.size); };
     const auto total = floatsOf(gpurr::hash::hashBuffer(gradOf(0)) ^ gpurr::hash::hashBuffer(gradOf(1)), sum.size);
     for (int rank : {0, 1}) {

@@ -221,8 +221,8 @@ TEST_CASE("a job of ranks that ran collectives: the job section, ranks side by s
   CHECK(has(html, "<a href=\"#job\">Job</a>"));
   CHECK(has(html, "<h2>Job: 2 processes</h2>"));
   // The mismatch of run B, each rank's call.
-  CHECK(has(html, "collectives/b</code>: communicator <code>5eed0c0111ec71f5</code>, collective #1 differs between ranks"));
-  CHECK(has(html, "<code>ncclAllReduce sum 512 float32 (rank 1 of 2, communicator 5eed0c0111ec71f5, #1)</code>"));
+  CHECK(has(html, "collectives/b</code>: communicator <code>0b0b1d5ec0dd1e55</code>, collective #1 differs between ranks"));
+  CHECK(has(html, "<code>ncclAllReduce sum 512 float32 (rank 1 of 2, communicator 0b0b1d5ec0dd1e55, #1)</code>"));
   // The earliest origin, and the ranks side by side.
   CHECK(has(html, "<b>Earliest origin</b><ul class=\"evidence\">\n<li>rank <b>1</b> <code>rank1.gpurr</code>"));
   CHECK(has(html, "<th>rank</th><th>process</th><th>role</th><th>first divergent operation</th><th>line</th>"
