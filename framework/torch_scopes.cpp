@@ -281,33 +281,46 @@ void reportOperands(const at::RecordFunction& fn, const OpSchema& schema) {
 // or by the interpreter on its main thread at its next chance.
 std::atomic<PyObject*> layerObserves{nullptr};
 
-// The thread whose operation did not match (RecordFunction's id + 1; 0:
-// none waiting): its next op runs the layer's function first (runLayerHere),
-// unless the interpreter's pending call ran it before.
+// The divergence waiting for its thread's next op (0: none): a number of
+// its own (kTicket and up) and the thread whose operation did not match
+// (RecordFunction's id + 1, below kTicket). Its next op runs the layer's
+// function first (runLayerHere), unless the interpreter's pending call,
+// queued for that divergence, ran it before.
 std::atomic<uint64_t> divergedOn{0};
+constexpr uint64_t kTicket = uint64_t{1} << 32;
+std::atomic<uint64_t> tickets{0};
 
-// Runs the layer's function: `queued` is the divergence it was asked for
-// (divergedOn's value then; 0 from runLayerHere, which took it), which no
-// longer waits for its thread's next op; a later one on another thread does.
+// Runs the layer's function. Its failure is never the program's, but an
+// exception that ends the program (Ctrl-C's, a signal handler's SystemExit)
+// is: returned to the interpreter (`pending`: as the pending call, which
+// raises it in the program), or, inside an op, Ctrl-C delivered again.
+int runLayer(bool pending) {
+  PyObject* f = layerObserves.load();
+  if (f == nullptr) return 0;
+  // An op may begin while the program handles a Python error: it stays.
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  if (PyObject* r = PyObject_CallNoArgs(f)) {
+    Py_DecRef(r);
+  } else if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+    if (pending && type == nullptr) return -1;
+    const bool interrupted = PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0;
+    PyErr_Clear();
+    if (interrupted) PyErr_SetInterrupt();
+  } else {
+    PyErr_Clear();
+  }
+  PyErr_Restore(type, value, traceback);
+  return 0;
+}
+
+// The interpreter's pending call for divergence `queued` (divergedOn's
+// value then): it no longer waits for its thread's next op (a later one
+// does).
 int callLayer(void* queued) {
   uint64_t waiting = reinterpret_cast<uintptr_t>(queued);
-  if (waiting != 0) divergedOn.compare_exchange_strong(waiting, 0);
-  if (PyObject* f = layerObserves.load()) {
-    // An op may begin while the program handles a Python error: it stays.
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    if (PyObject* r = PyObject_CallNoArgs(f)) {
-      Py_DecRef(r);
-    } else {
-      // The layer's failure is never the program's; a Ctrl-C while it ran
-      // is: delivered again, at the interpreter's next chance.
-      const bool interrupted = PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) != 0;
-      PyErr_Clear();
-      if (interrupted) PyErr_SetInterrupt();
-    }
-    PyErr_Restore(type, value, traceback);
-  }
-  return 0;
+  divergedOn.compare_exchange_strong(waiting, 0);
+  return runLayer(true);
 }
 
 // At an op's start, before its scope opens (no lock of the recorder's
@@ -315,11 +328,11 @@ int callLayer(void* queued) {
 // again, entering those whose calls run now, so that this op names them.
 // The pending call then finds it done.
 void runLayerHere(uint64_t thread) {
-  uint64_t waiting = thread + 1;
-  if (!divergedOn.compare_exchange_strong(waiting, 0)) return;
+  uint64_t waiting = divergedOn.load();
+  if (waiting % kTicket != thread + 1 || !divergedOn.compare_exchange_strong(waiting, 0)) return;
   if (!Py_IsInitialized() || PyGILState_GetThisThreadState() == nullptr) return;  // not a Python thread
   const PyGILState_STATE gil = PyGILState_Ensure();
-  callLayer(nullptr);
+  runLayer(false);
   PyGILState_Release(gil);
 }
 
@@ -426,9 +439,10 @@ void observe(bool on) {
 void onDiverged() {
   observe(true);
   if (layerObserves.load() == nullptr) return;
-  const uint64_t thread = at::RecordFunction::currentThreadId() + 1;
-  divergedOn.store(thread);
-  Py_AddPendingCall(callLayer, reinterpret_cast<void*>(static_cast<uintptr_t>(thread)));
+  const uint64_t thread = (at::RecordFunction::currentThreadId() + 1) % kTicket;
+  const uint64_t divergence = (tickets.fetch_add(1) + 1) * kTicket + thread;
+  divergedOn.store(divergence);
+  Py_AddPendingCall(callLayer, reinterpret_cast<void*>(static_cast<uintptr_t>(divergence)));
 }
 
 }  // namespace
