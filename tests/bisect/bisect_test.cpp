@@ -242,11 +242,15 @@ TEST_CASE("bisect helpers: the host's memory is bounded by the cgroups the proce
   fs::remove_all(root);
   const std::string meminfo = "MemTotal:       67108864 kB\nMemFree: 1 kB\nMemAvailable:   50331648 kB\n";
   const uint64_t gib = uint64_t{1} << 30;
+  // A cgroup's limit and usage, in GiB: v2's files, or v1's.
+  auto cgroup = [&](const std::string& dir, bool v1, uint64_t limit, uint64_t usage) {
+    put(root, dir + (v1 ? "/memory.limit_in_bytes" : "/memory.max"), std::to_string(limit * gib) + "\n");
+    put(root, dir + (v1 ? "/memory.usage_in_bytes" : "/memory.current"), std::to_string(usage * gib) + "\n");
+  };
   SECTION("cgroup v2: the tightest limit of the process's cgroup and those above it less their working set") {
     put(root, "proc/meminfo", meminfo);
     put(root, "proc/self/cgroup", "0::/job.slice/step_0\n");
-    put(root, "sys/fs/cgroup/job.slice/memory.max", std::to_string(16 * gib) + "\n");
-    put(root, "sys/fs/cgroup/job.slice/memory.current", std::to_string(10 * gib) + "\n");
+    cgroup("sys/fs/cgroup/job.slice", false, 16, 10);
     put(root, "sys/fs/cgroup/job.slice/memory.stat",
         "anon 1\nactive_file " + std::to_string(gib) + "\ninactive_file " + std::to_string(gib) + "\n");
     put(root, "sys/fs/cgroup/job.slice/step_0/memory.max", "max\n");
@@ -258,10 +262,8 @@ TEST_CASE("bisect helpers: the host's memory is bounded by the cgroups the proce
   SECTION("cgroup v2: a job's limit above a step's as large counts with what the job's other steps use") {
     put(root, "proc/meminfo", meminfo);
     put(root, "proc/self/cgroup", "0::/job_1/step_0\n");
-    put(root, "sys/fs/cgroup/job_1/memory.max", std::to_string(40 * gib) + "\n");
-    put(root, "sys/fs/cgroup/job_1/memory.current", std::to_string(38 * gib) + "\n");
-    put(root, "sys/fs/cgroup/job_1/step_0/memory.max", std::to_string(40 * gib) + "\n");
-    put(root, "sys/fs/cgroup/job_1/step_0/memory.current", std::to_string(10 * gib) + "\n");
+    cgroup("sys/fs/cgroup/job_1", false, 40, 38);
+    cgroup("sys/fs/cgroup/job_1/step_0", false, 40, 10);
     const auto [available, total] = cli::bisect::hostMemory(root);
     CHECK(total == 40 * gib);
     CHECK(available == 2 * gib);
@@ -269,8 +271,7 @@ TEST_CASE("bisect helpers: the host's memory is bounded by the cgroups the proce
   SECTION("cgroup v2 in a container: its own cgroup is the mount") {
     put(root, "proc/meminfo", meminfo);
     put(root, "proc/self/cgroup", "0::/\n");
-    put(root, "sys/fs/cgroup/memory.max", std::to_string(4 * gib) + "\n");
-    put(root, "sys/fs/cgroup/memory.current", std::to_string(5 * gib) + "\n");
+    cgroup("sys/fs/cgroup", false, 4, 5);
     const auto [available, total] = cli::bisect::hostMemory(root);
     CHECK(total == 4 * gib);
     CHECK(available == 0);  // over its limit: nothing left
@@ -280,8 +281,7 @@ TEST_CASE("bisect helpers: the host's memory is bounded by the cgroups the proce
     put(root, "proc/self/cgroup", "4:cpuset:/\n3:cpuacct,memory:/docker/abc\n0::/\n");
     put(root, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
     SECTION("limited") {
-      put(root, "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", std::to_string(32 * gib) + "\n");
-      put(root, "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", std::to_string(30 * gib) + "\n");
+      cgroup("sys/fs/cgroup/memory/docker/abc", true, 32, 30);
       put(root, "sys/fs/cgroup/memory/docker/abc/memory.stat",
           "inactive_file 7\ntotal_active_file " + std::to_string(4 * gib) + "\ntotal_inactive_file " +
               std::to_string(2 * gib) + "\n");
@@ -290,10 +290,8 @@ TEST_CASE("bisect helpers: the host's memory is bounded by the cgroups the proce
       CHECK(available == 8 * gib);
     }
     SECTION("a job's limit above its step's") {
-      put(root, "sys/fs/cgroup/memory/docker/memory.limit_in_bytes", std::to_string(40 * gib) + "\n");
-      put(root, "sys/fs/cgroup/memory/docker/memory.usage_in_bytes", std::to_string(38 * gib) + "\n");
-      put(root, "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", std::to_string(40 * gib) + "\n");
-      put(root, "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", std::to_string(10 * gib) + "\n");
+      cgroup("sys/fs/cgroup/memory/docker", true, 40, 38);
+      cgroup("sys/fs/cgroup/memory/docker/abc", true, 40, 10);
       const auto [available, total] = cli::bisect::hostMemory(root);
       CHECK(total == 40 * gib);
       CHECK(available == 2 * gib);
