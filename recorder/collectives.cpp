@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
 
 #include "recorder/framework_context.h"
 #include "recorder/reentrancy.h"
@@ -124,6 +125,25 @@ void CollectiveRecorder::communicatorSized(uint64_t comm, int32_t rank, int32_t 
   if (size <= 0) return;
   std::lock_guard lock(mu_);
   if (auto it = communicators_.find(comm); it != communicators_.end()) it->second.rank = rank, it->second.size = size;
+}
+
+void CollectiveRecorder::communicatorPromised(uint64_t slot, uint64_t id) {
+  std::lock_guard lock(mu_);
+  if (promises_.size() == kPromises) promises_.pop_front();
+  promises_.emplace_back(slot, id);
+}
+
+uint64_t CollectiveRecorder::promisedId(uint64_t comm, const std::function<bool(uint64_t, uint64_t&)>& read) {
+  std::lock_guard lock(mu_);
+  for (auto it = promises_.rbegin(); it != promises_.rend(); ++it) {
+    uint64_t value = 0;
+    if (read(it->first, value) && value == comm) {
+      const uint64_t id = it->second;
+      promises_.erase(std::next(it).base());
+      return id;
+    }
+  }
+  return 0;
 }
 
 std::unique_ptr<PendingCollective> CollectiveRecorder::before(CollectiveCall call) {

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -80,10 +82,23 @@ class CollectiveRecorder {
   uint64_t nextWholeCommunicator();
   // The rank and size `comm` was registered with; false when it is not
   // known (a wrapper asks the library for those of one made before
-  // recording began, and registers it with id 0).
+  // recording began, or promised, and registers it with id 0 or the
+  // promised one).
   bool rankAndSize(uint64_t comm, int32_t& rank, int32_t& size);
   // Its rank and size, learnt after it was registered (size > 0 only).
   void communicatorSized(uint64_t comm, int32_t rank, int32_t size);
+  // A split or shrink returned before the library wrote its communicator
+  // to `slot` (the call's ncclComm_t*: a non-blocking call, whose
+  // communicator NCCL's own thread writes there later, or one inside a
+  // group, written at the group's end): the communicator found there later
+  // stands for `id`. The latest kPromises are kept.
+  void communicatorPromised(uint64_t slot, uint64_t id);
+  // The id promised for `comm`, a communicator not known yet (0: none): the
+  // promised slots are read with `read` (false where they cannot be read:
+  // memory the program has given back), the latest first, and the promise
+  // whose slot holds `comm` is kept, once.
+  uint64_t promisedId(uint64_t comm, const std::function<bool(uint64_t slot, uint64_t& value)>& read);
+  static constexpr size_t kPromises = 64;
 
   // Before the real call: the communicator's id, rank, size and sequence
   // number, the send buffer hashed on the call's stream.
@@ -133,13 +148,14 @@ class CollectiveRecorder {
   SessionOutput& out_;
   MemoryRecorder& memory_;
   HashRules& hashing_;
-  std::mutex mu_;  // communicators_, frameworkSequences_, groups_, frameworkHashes_
+  std::mutex mu_;  // communicators_, frameworkSequences_, groups_, frameworkHashes_, promises_
   std::unordered_map<uint64_t, Communicator> communicators_;
   std::unordered_map<uint64_t, uint64_t> frameworkSequences_;  // by communicator id
   uint64_t groups_ = 0;
   std::unordered_map<uint64_t, std::pair<HashTicket, uint64_t>> frameworkHashes_;  // by handle, with the stream
   uint64_t nextHandle_ = 0;
   uint64_t wholeCommunicators_ = 0;
+  std::deque<std::pair<uint64_t, uint64_t>> promises_;  // (slot, id), oldest first
 };
 
 // The session's collective recorder while one records (the wrappers and the

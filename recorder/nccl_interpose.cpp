@@ -9,7 +9,9 @@
 // loaded libnccl.so.2 however it was loaded (PyTorch opens it RTLD_LOCAL,
 // through libtorch_cuda.so), and their result is returned unchanged; without
 // a recording session the wrappers only forward.
+#include <fcntl.h>
 #include <nccl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <exception>
@@ -85,16 +87,31 @@ void askRankAndSize(ncclComm_t comm, int32_t& rank, int32_t& size) {
   rank = rk, size = n;
 }
 
-// Registers a communicator made before recording began (or by a call not
-// wrapped): its rank and size from the library, id 0. One
-// whose size was not known when it was made (a non-blocking communicator
-// still being initialised) is asked again.
+// The 8 bytes at `address` in this process, read without a fault where
+// the program has given that memory back (a promised slot on a stack that
+// is gone): through a pipe, whose write of unreadable memory fails
+// (EFAULT).
+bool readWord(uint64_t address, uint64_t& value) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  const bool read8 = write(fds[1], reinterpret_cast<const void*>(address), sizeof value) == sizeof value &&
+                     read(fds[0], &value, sizeof value) == sizeof value;
+  close(fds[0]);
+  close(fds[1]);
+  return read8;
+}
+
+// Registers a communicator not known yet: one a split or shrink promised
+// (derive), with its id, or else one made before recording began (or by a
+// call not wrapped), id 0; its rank and size from the library. One whose
+// size was not known when it was made (a non-blocking communicator still
+// being initialised) is asked again.
 void learn(CollectiveRecorder& r, ncclComm_t comm, int32_t& rank, int32_t& size) {
   const bool known = r.rankAndSize(u64(comm), rank, size);
   if (known && size > 0) return;
   askRankAndSize(comm, rank, size);
   if (known) r.communicatorSized(u64(comm), rank, size);
-  else r.communicatorCreated(u64(comm), 0, rank, size);
+  else r.communicatorCreated(u64(comm), r.promisedId(u64(comm), readWord), rank, size);
 }
 
 // The buffers of one collective, in bytes, by what this rank sends and
@@ -168,7 +185,7 @@ uint64_t idOf(const ncclUniqueId& id) {
 // before the call (it numbers the parent's splits or shrinks). A
 // non-blocking call, or one inside a group, leaves `*newcomm` null until
 // NCCL's own thread or the group's end sets it: that communicator is
-// registered at its first collective, with id 0.
+// promised the id, and registered with it at its first use (learn).
 template <typename Call, typename IdOf>
 ncclResult_t derive(ncclComm_t comm, ncclComm_t* newcomm, Call real, IdOf idOf) {
   CollectiveRecorder* r = recorder();
@@ -180,11 +197,14 @@ ncclResult_t derive(ncclComm_t comm, ncclComm_t* newcomm, Call real, IdOf idOf) 
   }
   const ncclResult_t result = real();
   const bool made = result == ncclSuccess || result == ncclInProgress;
-  if (r != nullptr && newcomm != nullptr && *newcomm != nullptr && made) {
-    int32_t rank = -1, size = 0;
-    askRankAndSize(*newcomm, rank, size);
-    r->communicatorCreated(u64(*newcomm), id, rank, size);
+  if (r == nullptr || newcomm == nullptr || !made) return result;
+  if (*newcomm == nullptr) {
+    r->communicatorPromised(u64(newcomm), id);
+    return result;
   }
+  int32_t rank = -1, size = 0;
+  askRankAndSize(*newcomm, rank, size);
+  r->communicatorCreated(u64(*newcomm), id, rank, size);
   return result;
 }
 
@@ -251,12 +271,15 @@ GPURR_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
 }
 
 // Every rank in this process, one a device (torch.nn.DataParallel's
-// communicators): rank i is devlist[i], or device i without a list.
+// communicators): rank i is devlist[i], or device i without a list. Its
+// communicators are written before it returns, also when NCCL_COMM_BLOCKING=0
+// has it return ncclInProgress.
 GPURR_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   GPURR_REAL(ncclCommInitAll, Nccl);
   const ncclResult_t result = real(comm, ndev, devlist);
   CollectiveRecorder* r = recorder();
-  if (r == nullptr || comm == nullptr || ndev <= 0 || result != ncclSuccess) return result;
+  if (r == nullptr || comm == nullptr || ndev <= 0 || (result != ncclSuccess && result != ncclInProgress))
+    return result;
   std::vector<int> devices(static_cast<size_t>(ndev));
   for (int i = 0; i < ndev; ++i) devices[static_cast<size_t>(i)] = devlist != nullptr ? devlist[i] : i;
   const uint64_t id = communicatorIdFromDevices(devices, r->nextWholeCommunicator());

@@ -7,9 +7,12 @@
 // non-blocking communicator's) has its received bytes left unhashed, a
 // communicator whose size was unknown when it was made is asked again, and
 // the communicators of ncclCommInitAll and ncclCommShrink have ids that are
-// the same in every run.
+// the same in every run, as has a split's that NCCL writes after the call
+// returned (inside a group, or non-blocking).
 #include <dlfcn.h>
 #include <nccl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "recorder/collectives.h"
 #include "tests/recorder/session_harness.h"
@@ -139,5 +142,75 @@ TEST_CASE("a shrink leaves the numbers of its parent's splits alone as the ranks
     return id;
   };
   CHECK(splitAfter(true) == splitAfter(false));
+  dlclose(lib);
+}
+
+namespace {
+
+// When NCCL writes a split's communicator to the slot the program gave it.
+enum class Written {
+  kAtOnce,      // a blocking split's, before it returns
+  kAtGroupEnd,  // a split inside a group's, at ncclGroupEnd
+  kByNccl,      // a non-blocking split's, by NCCL's thread after it returned
+  kGone,        // the same, the slot's memory given back before the first use
+};
+
+// One split of a communicator of id 9, its communicator written as `when`
+// says, then used by one all-reduce: that collective's communicator id.
+uint64_t splitWritten(void* lib, Written when) {
+  auto* inProgress = static_cast<bool*>(dlsym(lib, "gFakeNcclSplitInProgress"));
+  auto finish = reinterpret_cast<void (*)()>(dlsym(lib, "gpurr_fake_nccl_finish_split"));
+  REQUIRE(inProgress != nullptr);
+  REQUIRE(finish != nullptr);
+  Harness h;
+  setActiveCollectives(&h.session->collectives());
+  std::vector<uint8_t> buffer = randomBytes(4096, 23);
+  h.memAlloc(buffer);
+  h.session->collectives().communicatorCreated(0x77, 9, 0, 4);
+  const auto parent = reinterpret_cast<ncclComm_t>(0x77);
+  // The slot on a page of its own, which the program may give back.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* memory = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(memory != MAP_FAILED);
+  auto* slot = static_cast<ncclComm_t*>(memory);
+  if (when == Written::kAtOnce) {
+    CHECK(ncclCommSplit(parent, 1, 0, slot, nullptr) == ncclSuccess);
+  } else if (when == Written::kAtGroupEnd) {
+    CHECK(ncclGroupStart() == ncclSuccess);
+    CHECK(ncclCommSplit(parent, 1, 0, slot, nullptr) == ncclSuccess);
+    CHECK(*slot == nullptr);
+    CHECK(ncclGroupEnd() == ncclSuccess);
+  } else {
+    *inProgress = true;
+    CHECK(ncclCommSplit(parent, 1, 0, slot, nullptr) == ncclInProgress);
+    *inProgress = false;
+    CHECK(*slot == nullptr);
+    finish();
+  }
+  const ncclComm_t comm = *slot;
+  REQUIRE(comm != nullptr);
+  if (when == Written::kGone) munmap(memory, page);
+  const auto stream = reinterpret_cast<cudaStream_t>(0x5);
+  CHECK(ncclAllReduce(buffer.data(), buffer.data(), 16, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  if (when != Written::kGone) munmap(memory, page);
+  const auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
+  setActiveCollectives(nullptr);
+  REQUIRE(collectives.size() == 1);
+  return collectives[0].communicator;
+}
+
+}  // namespace
+
+TEST_CASE("a split whose communicator NCCL writes after the call returned has the id a blocking split gets",
+          "[recorder][nccl]") {
+  void* lib = dlopen(GPURR_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(lib != nullptr);
+  const uint64_t atOnce = splitWritten(lib, Written::kAtOnce);
+  CHECK(atOnce != 0);
+  CHECK(splitWritten(lib, Written::kAtGroupEnd) == atOnce);
+  CHECK(splitWritten(lib, Written::kByNccl) == atOnce);
+  // A slot the program gave back is not read (no fault): the communicator
+  // is one of unknown making.
+  CHECK(splitWritten(lib, Written::kGone) == 0);
   dlclose(lib);
 }
