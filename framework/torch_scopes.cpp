@@ -12,8 +12,8 @@
 // onDiverged); disabled, it costs the program's ops nothing. Per scope:
 // two calls into the recorder; for a thread's outermost scope issued from
 // Python, for an op with only user ranges (or a Python autograd.Function)
-// around it, and for an op of a forward recomputed directly inside a
-// backward node, also the GIL and a walk up the Python frames to the first
+// around it, and for an op directly inside a backward node that is a Python
+// autograd.Function's or recomputes a forward, also the GIL and a walk up the Python frames to the first
 // one outside PyTorch (cached per code object). Per op: its device tensor
 // arguments, each marked with whether the op's schema writes it
 // (Tensor(a!)), so that the recorder hashes after the op's launches only what
@@ -38,6 +38,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -102,9 +103,63 @@ int decrement(std::atomic<int>& depth) {
   }
   return d > 0 ? d - 1 : 0;
 }
-// The scopes of this thread's backward nodes open, each the op depth it
-// began at (the ops directly inside it are one deeper).
-thread_local std::vector<int> tlsNodes;
+// The scopes of this thread's backward nodes open, each with the op depth
+// it began at (the ops directly inside it are one deeper) and whether the
+// node runs the program's Python code (a Python autograd.Function's
+// backward).
+struct OpenNode {
+  int depth = 0;
+  bool python = false;
+};
+thread_local std::vector<OpenNode> tlsNodes;
+
+// Whether a backward node, named `name`, is a Python autograd.Function's
+// (torch::autograd::PyNode, known by its dynamic type: libtorch_python
+// exports no typeinfo to cast to), other than torch.compile's
+// (CompiledFunctionBackward, whose code is generated).
+bool pythonNode(const torch::autograd::Node* node, const char* name) {
+  return node != nullptr && std::strcmp(typeid(*node).name(), "N5torch8autograd6PyNodeE") == 0 &&
+         std::strcmp(name, "CompiledFunctionBackward") != 0;
+}
+
+// The backward node this thread was evaluating when observing began again,
+// whose scopes began unobserved (a scope's end reaches only the callbacks
+// its start did): reported as a node scope of its own from the thread's
+// first op after, so that the ops left in it belong to the backward pass,
+// and closed once the thread evaluates another node or none (at the scope
+// that opens it: `opening`, which then opens no other).
+struct ResumedNode {
+  const torch::autograd::Node* node = nullptr;  // while open
+  uint64_t sequence = 0;                        // its sequence number (an address may be reused)
+  std::string name;
+  uint64_t resumes = 0;  // `resumes` when this thread last looked
+};
+thread_local ResumedNode tlsResumed;
+std::atomic<uint64_t> resumes{0};  // the times observing began again
+
+void resumeNode(uint64_t thread, std::vector<OpenNode>& nodes, bool opening) {
+  ResumedNode& r = gpurr::recorder::threadLocalRef(tlsResumed);
+  const uint64_t now = resumes.load(std::memory_order_relaxed);
+  if (r.node == nullptr && r.resumes == now) return;
+  r.resumes = now;
+  if (r.node != nullptr && nodes.size() > 1) return;  // a node evaluated inside it (a nested backward pass)
+  const std::shared_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
+  if (r.node != nullptr) {
+    if (node.get() == r.node && node->sequence_nr() == r.sequence) return;
+    nodes.pop_back();
+    decrement(depthOf(thread));
+    decrement(opDepthOf(thread));
+    closeScope(&r);
+    r.node = nullptr;
+  }
+  if (node == nullptr || !nodes.empty() || opening) return;
+  r.node = node.get();
+  r.sequence = node->sequence_nr();
+  r.name = node->name();
+  nodes.push_back({opDepthOf(thread).fetch_add(1, std::memory_order_relaxed), pythonNode(r.node, r.name.c_str())});
+  depthOf(thread).fetch_add(1, std::memory_order_relaxed);
+  openScope(&r, r.name.c_str(), 1, static_cast<int64_t>(r.sequence), node->thread_id(), nullptr, 0, 0);
+}
 // The context of a scope that counts as a range (onStart): its end leaves
 // the op depth alone.
 struct NotCounted : at::ObserverContext {};
@@ -364,25 +419,29 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   // Python code calls get their own lines.
   const bool function = schema != nullptr && !schema->known && sequence >= 0 && !engineScope(name);
   const uint64_t thread = fn.threadId();
+  // Backward nodes open on this thread, by the op depth each began at.
+  std::vector<OpenNode>& nodes = gpurr::recorder::threadLocalRef(tlsNodes);
+  const bool here = thread == at::RecordFunction::currentThreadId();
+  if (here) resumeNode(thread, nodes, kind == 1);
   const bool outermost = depthOf(thread).fetch_add(1, std::memory_order_relaxed) == 0;
   const int opDepth = kind == 2 || function ? -1 : opDepthOf(thread).fetch_add(1, std::memory_order_relaxed);
-  // Backward nodes open on this thread, by the op depth each began at.
-  std::vector<int>& nodes = gpurr::recorder::threadLocalRef(tlsNodes);
-  const bool here = thread == at::RecordFunction::currentThreadId();
   const char* file = nullptr;
   uint32_t line = 0;
   // The outermost scope's line, and an op's with only ranges around it; not
   // for autograd's work, which takes its forward op's; for an op directly
-  // inside a backward node with a module entered in it (a forward
+  // inside a backward node that runs Python code (a Python
+  // autograd.Function's backward) or with a module entered in it (a forward
   // recomputed), a line inside the engine's run.
   if (kind == 1) {
-    if (here) nodes.push_back(opDepth);
+    if (here)
+      nodes.push_back({opDepth, scope == at::RecordScope::BACKWARD_FUNCTION &&
+                                    pythonNode(torch::autograd::get_current_node().get(), name)});
   } else if (engineScope(name)) {
   } else if (outermost || (opDepth == 0 && kind == 0)) {
     sourceLine(file, line);
-  } else if (kind == 0 && here && !nodes.empty() && opDepth == nodes.back() + 1 && recomputing != nullptr &&
-             recomputing() != 0) {
-    sourceLine(file, line, true);  // a forward recomputed: the GIL only then, not for every backward op
+  } else if (kind == 0 && here && !nodes.empty() && opDepth == nodes.back().depth + 1 &&
+             (nodes.back().python || (recomputing != nullptr && recomputing() != 0))) {
+    sourceLine(file, line, true);  // the GIL only then, not for every backward op
   }
   openScope(&fn, name, kind, sequence, sequenceThread, file, line, schema != nullptr ? schema->inPlace : 0);
   if (schema != nullptr) reportOperands(fn, *schema);
@@ -397,8 +456,8 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* context) {
   if (fn.scope() != at::RecordScope::USER_SCOPE && context == nullptr) {
     const int opDepth = decrement(opDepthOf(thread));
     // Back at the depth a backward node began at: the node ends.
-    std::vector<int>& nodes = gpurr::recorder::threadLocalRef(tlsNodes);
-    if (!nodes.empty() && opDepth == nodes.back() && thread == at::RecordFunction::currentThreadId())
+    std::vector<OpenNode>& nodes = gpurr::recorder::threadLocalRef(tlsNodes);
+    if (!nodes.empty() && opDepth == nodes.back().depth && thread == at::RecordFunction::currentThreadId())
       nodes.pop_back();
   }
   closeScope(&fn);
@@ -424,6 +483,7 @@ void observe(bool on) {
   }
   if (on == enabled) return;
   if (on) {
+    resumes.fetch_add(1, std::memory_order_relaxed);  // each thread looks for a node it is inside (resumeNode)
     at::reenableCallback(handle);
   } else {
     at::disableCallback(handle);

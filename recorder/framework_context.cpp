@@ -826,6 +826,15 @@ void observe(bool launch, trace::Origin& o) {
         o.line = f->line;
       }
     }
+    // An op inside the node that gave a line of its own (the program's code
+    // in a Python autograd.Function's backward) names it, not the forward's.
+    for (const Scope* s = node + 1; s != t.scopes.data() + t.scopes.size(); ++s) {
+      if (s->outerLine && t.file != nullptr) {
+        o.file = t.file;
+        o.line = t.line;
+        break;
+      }
+    }
     return;
   }
   if (!t.scopes.empty() || !t.modules.empty()) o.phase = trace::Phase::kForward;

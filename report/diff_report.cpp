@@ -113,6 +113,16 @@ std::string rangeLine(const char* what, const RangeDifference& r) {
   return s;
 }
 
+// Whether the first divergence's operation has an origin without its op: one
+// the PyTorch layer did not observe (where a step it followed stopped
+// matching its template, docs/RECORDING.md).
+bool opUnobserved(const FirstDivergence& d) {
+  auto unobserved = [](const OpInfo& o) { return o.origin && o.origin->op.empty() && !o.origin->benchmarking; };
+  if (!d.path) return unobserved(d.a) || unobserved(d.b);
+  const PathDivergence& s = *d.stretch;
+  return (!s.aOps.empty() && unobserved(s.aOps.front())) || (!s.bOps.empty() && unobserved(s.bOps.front()));
+}
+
 void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
                 const std::vector<std::string>& replayRows) {
   auto row = [&](const std::string& key, const std::string& value) {
@@ -195,6 +205,10 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
       row(first ? "outputs" : "", (first ? "differ: " : "        ") + rangeLine("output", r));
       first = false;
     }
+  }
+  if (opUnobserved(d)) {
+    row("unnamed", "the PyTorch layer did not observe this operation's op (it ran where a step stopped matching the");
+    row("", "steps learnt before): `gpurr bisect -- COMMAND` records with every op observed and names it");
   }
   row("cause", st.red(causeSummary(d)));
   const std::vector<std::string> evidence = evidenceSentences(d);

@@ -43,6 +43,7 @@ _root_names = weakref.WeakValueDictionary()  # a root's path -> the live module 
 _naming = threading.RLock()
 _graph_verdicts = weakref.WeakKeyDictionary()  # fx GraphModule -> whether it is a compiled graph
 _lead_optimizer = None
+_challenger = None  # (weak reference to another optimizer, its steps since the lead's last one)
 _step = 0
 _until_step = None  # gpurr record --until-step: stop the program after this step
 _stop_file = None  # gpurr record --stop-file: a file that may name the step to stop after
@@ -304,14 +305,22 @@ def _leave_modules(stack, depth):
 def _optimizer_stepped(optimizer, args, kwargs):
     # Steps are counted on the first optimizer that steps: a program with
     # several (GANs, per-group optimizers) steps them all once per iteration.
-    global _lead_optimizer, _step
+    # Another that steps twice while the lead does not (a second phase's
+    # optimizer, the first one still alive) leads from its second step on.
+    global _lead_optimizer, _challenger, _step
     if not _enabled:
         return
     lead = _lead_optimizer() if _lead_optimizer is not None else None
+    if lead is not None and lead is not optimizer:
+        other, steps = _challenger or (None, 0)
+        steps = steps + 1 if other is not None and other() is optimizer else 1
+        _challenger = (weakref.ref(optimizer), steps)
+        if steps < 2:
+            return
+        lead = None
     if lead is None:
         _lead_optimizer = weakref.ref(optimizer)
-    elif lead is not optimizer:
-        return
+    _challenger = None
     _step += 1
     stack = getattr(_local, "modules", None)
     if stack and not _runs(stack[0][0]):

@@ -5,8 +5,11 @@ than one model called whole: a torch.fx model of its own, a part called on
 its own before the whole, a child replaced after a call, parts called from
 a method of a module never called itself, two models of one class, an
 exception other than Exception caught outside the modules it left,
-activation checkpointing (its forward recomputed in the backward pass) and
-an optimizer stepped inside a module's forward;
+activation checkpointing (its forward recomputed in the backward pass), an
+optimizer stepped inside a module's forward, a Python autograd.Function's
+own backward and a second phase's optimizer taking over the step count;
+a step that stops matching its template inside a module or inside a
+backward node;
 then two threads each evaluating its own model while the layer follows its
 templates, and steps that run the same kernels through other layers or
 experts of one kind (LayerDrop, a mixture of experts). The program's output
@@ -29,7 +32,11 @@ failures = []
 program = os.path.join(args.scripts, "module_paths.py")
 # The line of Block.forward that calls its layer.
 with open(program) as f:
-    BLOCK_LINE = 1 + [n for n, text in enumerate(f) if "return torch.relu(self.fc(v))" in text][0]
+    text = f.read().splitlines()
+BLOCK_LINE = 1 + [n for n, t in enumerate(text) if "return torch.relu(self.fc(v))" in t][0]
+# The lines of Product's forward and backward that multiply.
+PRODUCT_LINE = 1 + [n for n, t in enumerate(text) if "# the forward's own line" in t][0]
+PRODUCT_BACKWARD_LINE = 1 + [n for n, t in enumerate(text) if "# the backward's own line" in t][0]
 
 
 def check(condition, what):
@@ -42,7 +49,7 @@ def record(name, *program_args, **extra):
     """The program run plainly and recorded; the recorded run's launches."""
     env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher)
     plain = subprocess.run([sys.executable, program, *program_args], capture_output=True, text=True, timeout=300,
-                           env=dict(env, GPURR_TEST_LAUNCHER=""))
+                           env=dict(env, **extra, GPURR_TEST_LAUNCHER=""))
     trace = os.path.join(args.work, name + ".gpurr")
     r = subprocess.run([args.gpurr, "record", "-o", trace, "--", sys.executable, program, *program_args],
                        capture_output=True, text=True, timeout=300, env=dict(env, **extra))
@@ -115,6 +122,19 @@ check(modules(10, "aten::addmm", "forward") == {"Stepping.fc"} and
       modules(11, "aten::addmm", "forward") == {"Stepping.after"},
       f"a step inside a forward: {modules(10, 'aten::addmm', 'forward')} {modules(11, 'aten::addmm', 'forward')}")
 
+# A Python autograd.Function's backward runs the program's own code: its ops
+# have the backward's line, not the line of the forward op they differentiate.
+check(lines.get((11, "aten::mm", "forward", "Custom")) == {f"module_paths.py:{PRODUCT_LINE}"} and
+      lines.get((11, "aten::mm", "backward", "Custom")) == {f"module_paths.py:{PRODUCT_BACKWARD_LINE}"},
+      f"a Python autograd.Function's lines: {lines.get((11, 'aten::mm', 'forward', 'Custom'))} "
+      f"{lines.get((11, 'aten::mm', 'backward', 'Custom'))}")
+
+# A second phase's optimizer, the first one alive: it leads from its second
+# step on (its first iteration shares the step of its second).
+check([sorted(modules(step, "aten::addmm", "forward")) for step in (12, 13, 14, 15)] ==
+      [["Phases.fc"], ["Phases.fc"], ["Phases.fc"], []],
+      f"two phases: {[modules(step, 'aten::addmm', 'forward') for step in (12, 13, 14, 15)]}")
+
 # A layer held by two parts is named by the part that calls it.
 check(modules(9, "aten::addmm", "forward") == {"Shared.enc.0", "Shared.dec.1"},
       f"a layer held by two parts: {modules(9, 'aten::addmm', 'forward')}")
@@ -185,6 +205,28 @@ check(len(followed) == len(truth) and not wrong and unnamed[(3, "unknown")] == 1
       f"resumed: {len(followed)} vs {len(truth)} launches, named another module (step, phase, named, true): "
       f"{wrong[:6]}; unnamed by step and phase: {dict(unnamed)}; step 3's forward: "
       f"{[n for n in named if n[0] == 3 and n[1] == 'forward']}")
+
+# A step that stops matching inside a backward node: the ops left in the
+# node are the backward pass's, with the node's forward op, module and line
+# (the Function's own backward), as when every op is observed.
+truth = record("resumed-backward-full", "resumed-backward", GPURR_FULL_ATTRIBUTION="1")
+followed = record("resumed-backward", "resumed-backward")
+fields = ("step", "phase", "forwardOp", "module", "line")
+pairs = [tuple(tuple((e.get("origin") or {}).get(f) for f in fields) for e in (o, t))
+         for o, t in zip(followed, truth)]
+diverged = [got for got, true in pairs if got[1] == "unknown"]
+after = [(got, true) for got, true in pairs if got[0] == 3 and true[1] == "backward" and got[1] != "unknown"]
+check(len(followed) == len(truth) and len(diverged) == 1 and after and all(got == true for got, true in after),
+      f"resumed in backward: {len(followed)} vs {len(truth)} launches; where it stopped matching: {diverged}; "
+      f"step 3's backward (followed, observed): {after}")
+
+# Against a run without that op, the first divergence is where step 3
+# stopped matching: its op unobserved, the report says how to name it.
+record("resumed-backward-straight", "resumed-backward", RESUMED_EXTRA_STEP="-1")
+r = subprocess.run([args.gpurr, "diff", os.path.join(args.work, "resumed-backward-straight.gpurr"),
+                    os.path.join(args.work, "resumed-backward.gpurr")], capture_output=True, text=True)
+check(r.returncode == 1 and "unnamed" in r.stdout and "gpurr bisect" in r.stdout,
+      f"the report says how to name an unobserved op: {r.stdout[:1500]}")
 
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")

@@ -2,7 +2,8 @@
 # modules in ways other than one model called whole: each case below trains
 # its own small model for an optimizer step (so its launches carry their own
 # step: the cases' steps in the order of CASES, "interrupted" taking two;
-# "step-inside" steps inside its module) and prints its loss. Under the test's fake
+# "step-inside" steps inside its module, so "custom-function" shares its
+# second step; "phases" takes three) and prints its loss. Under the test's fake
 # recorder a "kernel" is launched inside every aten::addmm (a Linear's
 # forward) and aten::mm (its backward); check_module_paths.py reads the
 # module each launch names.
@@ -195,7 +196,7 @@ def dropping():
 
 
 def resumed():
-    """A training loop whose step 3 takes a branch inside a module (data
+    """A training loop whose step 3 (RESUMED_BRANCH_STEP) takes a branch inside a module (data
     dependent, as a detection model's or an evaluation's): it stops matching
     the template inside the branch, and the rest of the modules running
     then (the block, the model) must still name their ops, before and after
@@ -229,8 +230,49 @@ def resumed():
 
     model = Model()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    branch = int(os.environ.get("RESUMED_BRANCH_STEP", "3"))
     for step in range(6):
-        loss = model(x, step == 3).square().mean()
+        loss = model(x, step == branch).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        print(f"step {step}: {loss.item():.6f}")
+
+
+def resumed_backward():
+    """A training loop whose step 3 (RESUMED_EXTRA_STEP) runs one op more in a Python
+    autograd.Function's backward: it stops matching the template inside that
+    backward node, and the ops left in the node still belong to the backward
+    pass, though the node's scopes began while the layer did not observe."""
+
+    class Extra(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, v, w, extra):
+            ctx.save_for_backward(v, w)
+            ctx.extra = extra
+            return v.mm(w)
+
+        @staticmethod
+        def backward(ctx, g):
+            v, w = ctx.saved_tensors
+            if ctx.extra:
+                g = torch.addmm(g, g, torch.zeros(8, 8))  # the op more: g, bit for bit
+            return g.mm(w.t()), v.t().mm(g), None
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(8, 8)
+            self.weight = nn.Parameter(torch.randn(8, 8) / 3)
+
+        def forward(self, v, extra):
+            return self.head(Extra.apply(v, self.weight, extra))
+
+    model = Model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    extra = int(os.environ.get("RESUMED_EXTRA_STEP", "3"))
+    for step in range(6):
+        loss = model(x.requires_grad_(), step == extra).square().mean()
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -245,6 +287,9 @@ if sys.argv[1:2] == ["dropping"]:
     sys.exit(0)
 if sys.argv[1:2] == ["resumed"]:
     resumed()
+    sys.exit(0)
+if sys.argv[1:2] == ["resumed-backward"]:
+    resumed_backward()
     sys.exit(0)
 
 class Stepping(nn.Module):
@@ -277,8 +322,57 @@ class Shared(nn.Module):
         return self.dec(self.enc(v))
 
 
+class Product(torch.autograd.Function):
+    """v @ w, differentiated by the program's own backward."""
+
+    @staticmethod
+    def forward(ctx, v, w):
+        ctx.save_for_backward(v, w)
+        return v.mm(w)  # the forward's own line
+
+    @staticmethod
+    def backward(ctx, g):
+        v, w = ctx.saved_tensors
+        return g.mm(w.t()), v.t().mm(g)  # the backward's own line
+
+
+class Custom(nn.Module):
+    """Its forward is a Python autograd.Function."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, v):
+        return Product.apply(v, self.w)
+
+
+class Phases(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, v):
+        return self.fc(v)
+
+
+def phases():
+    """A fine-tune in two phases, each with an optimizer of its own, the
+    first still alive: its head alone for an iteration, then all of it for
+    three. Prints the last loss."""
+    m = Phases()
+    head = torch.optim.SGD([m.fc.bias], lr=0.1)
+    whole = torch.optim.SGD(m.parameters(), lr=0.1)
+    for opt in (head, whole, whole, whole):
+        loss = m(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    print(f"{case}: {loss.item():.6f}")
+
+
 CASES = sys.argv[1:] or ["fx", "inner-first", "replaced", "owner", "siblings", "interrupted", "checkpoint",
-                         "checkpoint-reentrant", "shared", "step-inside"]
+                         "checkpoint-reentrant", "shared", "step-inside", "custom-function", "phases"]
 for case in CASES:
     if case == "fx":
         train(torch.fx.symbolic_trace(Traced()))
@@ -314,6 +408,11 @@ for case in CASES:
     elif case == "step-inside":
         m = Stepping()
         print(f"{case}: {m(x).sum().item():.6f}")
+        del m  # its optimizer, which counted the steps, with it
+    elif case == "phases":
+        phases()
+    elif case == "custom-function":
+        train(Custom())
     elif case == "shared":
         train(Shared())
     elif case == "checkpoint-reentrant":
