@@ -258,6 +258,35 @@ std::pair<HashTicket, uint64_t> CollectiveRecorder::takeFrameworkHashes(uint64_t
 
 void CollectiveRecorder::frameworkCollective(trace::Collective event, const char* file, uint32_t line, uint64_t sent,
                                              uint64_t received) {
+  emitFramework(std::move(event), collectiveOrigin(), file, line, sent, received);
+}
+
+uint64_t CollectiveRecorder::frameworkPending(trace::Collective event, const char* file, uint32_t line) {
+  KeptCall call{std::move(event), collectiveOrigin(), file != nullptr ? file : "", line};
+  std::lock_guard lock(mu_);
+  kept_.emplace(++nextKept_, std::move(call));
+  return nextKept_;
+}
+
+bool CollectiveRecorder::frameworkDone(uint64_t ticket) {
+  std::lock_guard lock(mu_);
+  return kept_.erase(ticket) > 0;
+}
+
+void CollectiveRecorder::emitPending() {
+  std::map<uint64_t, KeptCall> kept;
+  {
+    std::lock_guard lock(mu_);
+    kept.swap(kept_);
+  }
+  for (auto& [ticket, call] : kept) {
+    emitFramework(std::move(call.event), std::move(call.origin), call.file.empty() ? nullptr : call.file.c_str(),
+                  call.line, 0, 0);
+  }
+}
+
+void CollectiveRecorder::emitFramework(trace::Collective event, std::optional<trace::Origin> origin, const char* file,
+                                       uint32_t line, uint64_t sent, uint64_t received) {
   out_.ensureStarted();
   {
     std::lock_guard lock(mu_);
@@ -281,7 +310,7 @@ void CollectiveRecorder::frameworkCollective(trace::Collective event, const char
   }
   if (entry.after.pending) hashing_.touched(entry.after, event.stream);
   entry.event = out_.newEvent(std::move(event));
-  trace::Origin& o = *(entry.event.origin = collectiveOrigin().value_or(trace::Origin{}));
+  trace::Origin& o = *(entry.event.origin = std::move(origin).value_or(trace::Origin{}));
   if (o.op.empty()) o.op = call, o.opStack = {call};
   if (file != nullptr) o.file = file, o.line = line;
   out_.emit(std::move(entry));

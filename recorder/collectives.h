@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -132,6 +134,19 @@ class CollectiveRecorder {
   // `line`; none when null).
   void frameworkCollective(trace::Collective event, const char* file, uint32_t line, uint64_t sent = 0,
                            uint64_t received = 0);
+  // A framework's synchronous collective about to run, which may never
+  // return (ranks that issue other collectives wait for good, or until the
+  // backend's timeout): kept, with the calling thread's origin, until
+  // frameworkDone, and emitted as described (what it receives without
+  // digests) by emitPending if the trace is flushed or closed first. Returns
+  // its ticket.
+  uint64_t frameworkPending(trace::Collective event, const char* file, uint32_t line);
+  // The call of `ticket` returned or raised: whether it was still kept
+  // (false: emitPending wrote it).
+  bool frameworkDone(uint64_t ticket);
+  // Emits the framework collectives still kept, in the order they began
+  // (the session's flush and finish).
+  void emitPending();
 
  private:
   struct Communicator {
@@ -141,6 +156,14 @@ class CollectiveRecorder {
     std::unordered_map<uint64_t, uint64_t> shrinks;  // by the excluded ranks' hash
   };
   void complete(PendingCollective& pending);
+  void emitFramework(trace::Collective event, std::optional<trace::Origin> origin, const char* file, uint32_t line,
+                     uint64_t sent, uint64_t received);
+  struct KeptCall {
+    trace::Collective event;
+    std::optional<trace::Origin> origin;
+    std::string file;  // empty: none
+    uint32_t line = 0;
+  };
   // The hashes of `handle` and their stream (none: an empty ticket).
   std::pair<HashTicket, uint64_t> takeFrameworkHashes(uint64_t handle);
 
@@ -148,7 +171,7 @@ class CollectiveRecorder {
   SessionOutput& out_;
   MemoryRecorder& memory_;
   HashRules& hashing_;
-  std::mutex mu_;  // communicators_, frameworkSequences_, groups_, frameworkHashes_, promises_
+  std::mutex mu_;  // communicators_, frameworkSequences_, groups_, frameworkHashes_, promises_, kept_
   std::unordered_map<uint64_t, Communicator> communicators_;
   std::unordered_map<uint64_t, uint64_t> frameworkSequences_;  // by communicator id
   uint64_t groups_ = 0;
@@ -156,6 +179,8 @@ class CollectiveRecorder {
   uint64_t nextHandle_ = 0;
   uint64_t wholeCommunicators_ = 0;
   std::deque<std::pair<uint64_t, uint64_t>> promises_;  // (slot, id), oldest first
+  std::map<uint64_t, KeptCall> kept_;                   // frameworkPending's, by ticket
+  uint64_t nextKept_ = 0;
 };
 
 // The session's collective recorder while one records (the wrappers and the

@@ -94,15 +94,14 @@ GPURR_EXPORT uint64_t gpurr_framework_hash_host(const void* data, uint64_t size)
   return gpurr::hash::hashBuffer({static_cast<const uint8_t*>(data), static_cast<size_t>(size)});
 }
 
-GPURR_EXPORT void gpurr_framework_collective(const char* call, int op, const char* process_group,
-                                             const char* communicator_key, int32_t rank, int32_t size,
-                                             int64_t sequence, const char* data_type, uint64_t count,
-                                             const char* reduce_op, int32_t peer, const uint64_t* inputs,
-                                             uint32_t input_count, const uint64_t* outputs, uint32_t output_count,
-                                             uint64_t device_inputs, uint64_t device_outputs, const char* file,
-                                             uint32_t line) {
-  gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
-  if (r == nullptr || ended()) return;
+namespace {
+
+// The event gpurr_framework_collective's arguments describe.
+gpurr::trace::Collective describeCollective(const char* call, int op, const char* process_group,
+                                            const char* communicator_key, int32_t rank, int32_t size,
+                                            int64_t sequence, const char* data_type, uint64_t count,
+                                            const char* reduce_op, int32_t peer, const uint64_t* inputs,
+                                            uint32_t input_count, const uint64_t* outputs, uint32_t output_count) {
   auto text = [](const char* s) { return std::string(s != nullptr ? s : ""); };
   auto ranges = [](const uint64_t* triples, uint32_t n) {
     std::vector<gpurr::trace::RangeDigest> out(n);
@@ -129,10 +128,50 @@ GPURR_EXPORT void gpurr_framework_collective(const char* call, int op, const cha
   c.peer = peer;
   c.inputs = ranges(inputs, input_count);
   c.outputs = ranges(outputs, output_count);
+  return c;
+}
+
+}  // namespace
+
+GPURR_EXPORT void gpurr_framework_collective(const char* call, int op, const char* process_group,
+                                             const char* communicator_key, int32_t rank, int32_t size,
+                                             int64_t sequence, const char* data_type, uint64_t count,
+                                             const char* reduce_op, int32_t peer, const uint64_t* inputs,
+                                             uint32_t input_count, const uint64_t* outputs, uint32_t output_count,
+                                             uint64_t device_inputs, uint64_t device_outputs, const char* file,
+                                             uint32_t line) {
+  gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
+  if (r == nullptr || ended()) return;
   try {
-    r->frameworkCollective(std::move(c), file, line, device_inputs, device_outputs);
+    r->frameworkCollective(describeCollective(call, op, process_group, communicator_key, rank, size, sequence,
+                                              data_type, count, reduce_op, peer, inputs, input_count, outputs,
+                                              output_count),
+                           file, line, device_inputs, device_outputs);
   } catch (const std::exception&) {
   }
+}
+
+GPURR_EXPORT uint64_t gpurr_framework_collective_pending(const char* call, int op, const char* process_group,
+                                                        const char* communicator_key, int32_t rank, int32_t size,
+                                                        int64_t sequence, const char* data_type, uint64_t count,
+                                                        const char* reduce_op, int32_t peer, const uint64_t* inputs,
+                                                        uint32_t input_count, const uint64_t* outputs,
+                                                        uint32_t output_count, const char* file, uint32_t line) {
+  gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
+  if (r == nullptr || ended()) return 0;
+  try {
+    return r->frameworkPending(describeCollective(call, op, process_group, communicator_key, rank, size, sequence,
+                                                  data_type, count, reduce_op, peer, inputs, input_count, outputs,
+                                                  output_count),
+                               file, line);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+GPURR_EXPORT int gpurr_framework_collective_done(uint64_t ticket) {
+  gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
+  return r != nullptr && !ended() && r->frameworkDone(ticket) ? 1 : 0;
 }
 
 GPURR_EXPORT uint64_t gpurr_framework_hash_device(uint64_t stream, const uint64_t* ranges, uint32_t count) {

@@ -112,6 +112,23 @@ void gpurr_framework_collective(const char* call, int op, const char* process_gr
                                 const char* reduce_op, int32_t peer, const uint64_t* inputs, uint32_t input_count,
                                 const uint64_t* outputs, uint32_t output_count, uint64_t device_inputs,
                                 uint64_t device_outputs, const char* file, uint32_t line);
+/* A synchronous collective of the framework's about to run, described as
+ * gpurr_framework_collective's (without device handles; `outputs` listed
+ * without digests), which may never return (ranks that issue other
+ * collectives wait for good, or until the backend's timeout): the recorder
+ * keeps it, with the calling thread's origin, and writes it as described if
+ * the trace is flushed or closed first (a signal ends the program; it exits
+ * from another thread). Returns a ticket for gpurr_framework_collective_done
+ * (0: nothing kept). Found with dlsym: a recorder without it keeps none. */
+uint64_t gpurr_framework_collective_pending(const char* call, int op, const char* process_group,
+                                           const char* communicator_key, int32_t rank, int32_t size,
+                                           int64_t sequence, const char* data_type, uint64_t count,
+                                           const char* reduce_op, int32_t peer, const uint64_t* inputs,
+                                           uint32_t input_count, const uint64_t* outputs, uint32_t output_count,
+                                           const char* file, uint32_t line);
+/* The call of `ticket` returned or raised: 1 when the recorder still kept it
+ * (record it with gpurr_framework_collective), 0 when it wrote it already. */
+int gpurr_framework_collective_done(uint64_t ticket);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@ void RecordSession::flush() {
   // The deferred hashes' launches are the recorder's own: not recorded
   // (finish() has its callbacks ignored by then).
   ReentrancyGuard guard;
+  collectives_.emitPending();  // a collective the program waits in (a rank that issued another)
   hashing_.flushAll();
   out_.flush();
 }
@@ -35,6 +36,7 @@ void RecordSession::finish() {
   std::lock_guard lock(finishMu_);  // one under way on another thread: returns once the trace is closed
   if (finished_.exchange(true)) return;
   closing_.store(std::this_thread::get_id());
+  collectives_.emitPending();
   if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);
   hashing_.closeDeferral();  // the trace thread waits for every deferred hash
   out_.close();

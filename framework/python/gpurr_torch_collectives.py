@@ -12,6 +12,13 @@ reach the program.
 
 An asynchronous call (async_op=True, isend, irecv) is recorded when it
 returns, its outputs without digests: they are complete only at its wait().
+A synchronous call is also kept by the recorder while it runs: one that
+never returns (ranks that issued other collectives wait for good) is
+written as it was described if the trace is flushed or closed first (a
+signal ends the program), and one that raises (the backend's timeout, a
+mismatch it found) is recorded all the same, what it received without
+digests. A call another wrapped call makes (torch's send calls isend) is
+the outer call's: recorded once.
 
 The object calls (broadcast_object_list, all_gather_object...) pickle their
 objects into byte tensors and move those with the calls above. A pickled
@@ -63,9 +70,10 @@ _OBJECT_CALLS = ("broadcast_object_list", "all_gather_object", "gather_object", 
                  "send_object_list", "recv_object_list")
 
 _recorder = None
-_local = threading.local()  # objects: object calls under way on this thread
+_local = threading.local()  # objects: object calls under way on this thread; inside: wrapped calls
 _skipped = ()
 _observer = None  # libgpurr_torch.so, when it records c10d's ops as C++ calls them
+_keep_pending = None  # the recorder's gpurr_framework_collective_pending, where it has it
 _keys = {}  # process group name -> communicator key
 
 
@@ -194,6 +202,33 @@ def _record(call, asynchronous):
         raise
 
 
+def _keep(call):
+    """The recorder keeps a synchronous call while it runs
+    (gpurr_framework_collective_pending): its ticket, 0 for none."""
+    if _keep_pending is None:
+        return 0
+    outputs = _ranges(call.outs, False, call.cuda)
+    return _keep_pending(*call.args, (ctypes.c_uint64 * max(len(call.inputs), 1))(*call.inputs),
+                         len(call.inputs) // 3, (ctypes.c_uint64 * max(len(outputs), 1))(*outputs),
+                         len(outputs) // 3, call.file, call.line)
+
+
+def _finish(call, ticket, asynchronous):
+    """Records a call that returned (or raised: `asynchronous`, what it
+    received not hashed), unless the recorder wrote what it kept of it.
+    Never raises: its device handle is given back where no record took it
+    (a second drop finds nothing)."""
+    try:
+        if ticket and not _recorder.gpurr_framework_collective_done(ticket):
+            if call.device_inputs:
+                _recorder.gpurr_framework_hash_drop(call.device_inputs)
+            return
+        _record(call, asynchronous)
+    except Exception:  # noqa: BLE001
+        if call.device_inputs:
+            _recorder.gpurr_framework_hash_drop(call.device_inputs)
+
+
 def _peer(dist, group, a, root_arg):
     """The call's root or peer as a global rank (`src`, `dst`), or from its
     rank in the group (`group_src`, `group_dst`); None when it has none."""
@@ -212,7 +247,7 @@ def _wrap(dist, name, fn, spec):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _is_compiling():  # traced by torch.compile: its collectives are the graph's
+        if _is_compiling() or getattr(_local, "inside", 0):  # the graph's; the outer call's
             return fn(*args, **kwargs)
         try:
             bound = signature.bind(*args, **kwargs)
@@ -225,23 +260,24 @@ def _wrap(dist, name, fn, spec):
             asynchronous = bool(a.get("async_op")) or name in ("isend", "irecv")
         except Exception:  # noqa: BLE001  never the program's failure
             return fn(*args, **kwargs)
+        try:
+            ticket = 0 if asynchronous else _keep(described)
+        except Exception:  # noqa: BLE001  not kept: recorded once it returns
+            ticket = 0
         observer = _observer
         if observer is not None:
             observer.gpurr_torch_collective_wrapped(1)
+        _local.inside = 1
         try:
             result = fn(*args, **kwargs)
         except BaseException:
-            if described.device_inputs:
-                _recorder.gpurr_framework_hash_drop(described.device_inputs)
+            _finish(described, ticket, True)
             raise
         finally:
+            _local.inside = 0
             if observer is not None:
                 observer.gpurr_torch_collective_wrapped(-1)
-        try:
-            _record(described, asynchronous)
-        except Exception:  # noqa: BLE001  its handle given back (a second drop finds nothing)
-            if described.device_inputs:
-                _recorder.gpurr_framework_hash_drop(described.device_inputs)
+        _finish(described, ticket, asynchronous)
         return result
 
     return wrapper
@@ -291,7 +327,7 @@ def install(recorder, skipped, observer=None):
     """Wraps torch.distributed's collectives, when the program's PyTorch has
     them and the recorder takes them; with `observer` (libgpurr_torch.so,
     loaded), also records the calls C++ makes itself."""
-    global _recorder, _skipped, _is_compiling, _observer
+    global _recorder, _skipped, _is_compiling, _observer, _keep_pending
     if not hasattr(recorder, "gpurr_framework_collective"):
         return
     import torch
@@ -313,6 +349,13 @@ def install(recorder, skipped, observer=None):
         ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int32,
         ctypes.c_int64, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_int32, u64p, ctypes.c_uint32,
         u64p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint32]
+    if hasattr(recorder, "gpurr_framework_collective_pending"):
+        recorder.gpurr_framework_collective_pending.restype = ctypes.c_uint64
+        recorder.gpurr_framework_collective_pending.argtypes = (
+            recorder.gpurr_framework_collective.argtypes[:15] + [ctypes.c_char_p, ctypes.c_uint32])
+        recorder.gpurr_framework_collective_done.restype = ctypes.c_int
+        recorder.gpurr_framework_collective_done.argtypes = [ctypes.c_uint64]
+        _keep_pending = recorder.gpurr_framework_collective_pending
     compiler = getattr(torch, "compiler", None)
     if compiler is not None and hasattr(compiler, "is_compiling"):
         _is_compiling = compiler.is_compiling

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 p = argparse.ArgumentParser()
-for a in ("--gpurr", "--recorder", "--scripts", "--work"):
+for a in ("--gpurr", "--recorder", "--launcher", "--scripts", "--work"):
     p.add_argument(a, required=True)
 args = p.parse_args()
 shutil.rmtree(args.work, ignore_errors=True)
@@ -31,13 +31,13 @@ def check(condition, what):
         print("FAIL:", what)
 
 
-def record(name, program=script, **extra):
+def record(name, program=script, fails=False, **extra):
     out = os.path.join(args.work, name)
     env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, **extra)
     r = subprocess.run([args.gpurr, "record", "-o", out, "--", sys.executable, program], env=env,
                        capture_output=True, text=True, timeout=300)
-    print(r.stderr, end="")
-    check(r.returncode == 0, f"{name}: the job ran (exit {r.returncode})")
+    print(r.stderr[-3000:], end="")
+    check((r.returncode != 0) == fails, f"{name}: the job {'failed' if fails else 'ran'} (exit {r.returncode})")
     return out, r
 
 
@@ -59,13 +59,13 @@ check(sorted(os.listdir(a)) == ["rank0.gpurr", "rank1.gpurr"], f"one trace per r
 by_rank = {r: collectives(os.path.join(a, f"rank{r}.gpurr")) for r in (0, 1)}
 for rank, events in by_rank.items():
     calls = [e["collective"]["call"] for e in events]
-    check(calls == ["all_reduce", "broadcast", "all_gather", "all_gather", "all_gather", "barrier"],
-          f"rank {rank}: calls {calls}")
-    if len(events) < 6:
+    check(calls == ["all_reduce", "broadcast", "all_gather", "all_gather", "all_gather", "barrier",
+                    "send" if rank == 0 else "recv"], f"rank {rank}: calls {calls}")
+    if len(events) < 7:
         continue
     c = [e["collective"] for e in events]
     check(all(x["source"] == "framework" and x["processGroup"] == "0" for x in c), f"rank {rank}: c10d's view")
-    check([x["sequence"] for x in c] == list(range(6)), f"rank {rank}: sequence {[x['sequence'] for x in c]}")
+    check([x["sequence"] for x in c] == list(range(7)), f"rank {rank}: sequence {[x['sequence'] for x in c]}")
     check(all(x["rank"] == rank and x["size"] == 2 for x in c), f"rank {rank}: rank and size")
     check(c[0]["op"] == "allReduce" and c[0]["reduceOp"] == "sum" and c[0]["dataType"] == "float32" and
           c[0]["count"] == 256, f"rank {rank}: all_reduce described: {c[0]}")
@@ -114,6 +114,25 @@ text = subprocess.run([args.gpurr, "diff", a, b], capture_output=True, text=True
 print(text)
 check("earliest origin: rank 1" in text, "the text report names the earliest origin")
 check("carried the divergence from rank 1 to rank 0" in text, "the text report says how it spread")
+
+# A collective mismatch: rank 1 reduces one element fewer. gloo finds it:
+# rank 0 aborts inside its all_reduce (the recorder writes the call it
+# waits in as a signal ends it), rank 1's all_reduce raises (recorded all
+# the same). The report names the mismatch first, with each rank's call and
+# line; each rank's own call is a path divergence against the clean run.
+ma, _ = record("mismatch-a", GPURR_TEST_LAUNCHER=args.launcher)
+mb, _ = record("mismatch-b", fails=True, COLLECTIVES_PLANT="mismatch", GPURR_TEST_LAUNCHER=args.launcher)
+r = subprocess.run([args.gpurr, "diff", "--json", ma, mb], capture_output=True, text=True)
+job = json.loads(r.stdout).get("job") if r.stdout else None
+mismatches = (job or {}).get("collectiveMismatches") or []
+calls = {c["rank"]: (c["call"].split(" (")[0], c["line"]) for m in mismatches for c in m.get("calls", [])}
+check(r.returncode == 1 and len(mismatches) == 1 and
+      calls == {0: ("all_reduce sum 256 float32", marked("allreduce")),
+                1: ("all_reduce sum 255 float32", marked("allreduce"))},
+      f"the mismatch named with each rank's call and line: {mismatches} {r.stderr[-500:]}")
+text = subprocess.run([args.gpurr, "diff", ma, mb], capture_output=True, text=True).stdout
+check(text.find("collective mismatch") >= 0 and text.find("collective mismatch") < text.find("earliest origin"),
+      f"the text report names the mismatch first: {text[:1500]}")
 
 # DistributedDataParallel: its C++ Reducer's all-reduces, one per step.
 ddp = os.path.join(args.scripts, "ddp_gloo.py")
