@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <sys/personality.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
@@ -87,6 +88,26 @@ void say(const std::string& text) { std::cerr << "gpurr: " << text << "\n"; }
 int usageError(const std::string& text) {
   std::cerr << "gpurr record: " << text << "\n";
   return kExitTrouble;
+}
+
+// Ends gpurr as the command ended: by its signal where one killed it (its
+// default action, without a core file of gpurr's), so that what waits for
+// gpurr (torchrun, srun, Python's subprocess) sees the command's death, as
+// a shell's `$?` does (128 + N); else returns `code`.
+int passOn(const ChildExit& exit, int code) {
+  if (exit.signal == 0) return code;
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  const rlimit noCore{0, 0};
+  setrlimit(RLIMIT_CORE, &noCore);
+  signal(exit.signal, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, exit.signal);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  raise(exit.signal);
+  return code;  // a signal whose default action does not end a process
 }
 
 fs::path thisExecutable() {
@@ -297,7 +318,7 @@ int run(const RecordOptions& opts) {
   } catch (const fs::filesystem_error& e) {
     std::cerr << "gpurr record: error: could not move the trace to " << out.string() << ": " << e.code().message()
               << "\ngpurr: the recorded traces are still in " << staging.string() << "\n";
-    return exit.code != 0 ? exit.code : kExitTrouble;
+    return passOn(exit, exit.code != 0 ? exit.code : kExitTrouble);
   }
   for (const fs::path& p : placed.leftovers) {
     say(fmt::format("warning: the recorder left {} (not a trace) in {}", p.filename().string(),
@@ -305,7 +326,7 @@ int run(const RecordOptions& opts) {
   }
   if (placed.traces.empty()) {
     if (!noDriver) say("no CUDA process ran (no trace written)");
-    return exit.code;
+    return passOn(exit, exit.code);
   }
   if (placed.directoryOfTraces) {
     std::string names;
@@ -350,7 +371,7 @@ int run(const RecordOptions& opts) {
       if (t.readable) say(fmt::format("{}: recorder {}", t.path.filename().string(), t.cost.line()));
     }
   }
-  return exit.code;
+  return passOn(exit, exit.code);
 }
 
 }  // namespace
@@ -448,7 +469,7 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
       "two runs match by name. Started once per rank of several (srun gpurr record -o DIR -- ...),\n"
       "each gpurr puts its rank's trace in the directory OUT, shared by the job's ranks.\n"
       "The command's input and output pass through untouched; gpurr exits with its\n"
-      "exit code (128+N when signal N killed it). More in docs/RECORDING.md.");
+      "exit code, and dies of the signal that killed it. More in docs/RECORDING.md.");
   // Unknown options are collected rather than rejected by the parser, so
   // that the error can say how to pass options to the command.
   cmd->allow_extras();

@@ -266,10 +266,16 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
     d.cause = Cause::kCollective;
     d.mechanism = d.cause;
     const auto unhashed = [](const RangeDigest& r) { return r.digest == 0; };
-    d.summary = d.inputsIdentical
+    const bool receivedUnhashedA = std::any_of(va.outputs.begin(), va.outputs.end(), unhashed);
+    const bool receivedUnhashedB = std::any_of(vb.outputs.begin(), vb.outputs.end(), unhashed);
+    d.summary = d.inputsIdentical && receivedUnhashedA != receivedUnhashedB
+                    ? fmt::format("collective: this rank sent identical data; what it received has no digest in "
+                                  "run {} (the call never returned there, or returned before it completed)",
+                                  receivedUnhashedA ? 'A' : 'B')
+                : d.inputsIdentical
                     ? "collective: this rank sent identical data and received different data: another rank "
                       "diverged first, or the collective's reduction is not deterministic"
-                : std::any_of(va.outputs.begin(), va.outputs.end(), unhashed)
+                : receivedUnhashedA
                     ? "collective: this rank sent different data (what it received has no digest: an "
                       "asynchronous call): it passes on an earlier divergence of this rank's"
                     : "collective: this rank sent different data, so it received different data: it passes on "

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -218,6 +219,19 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
     d.summary = fmt::format("unknown: run {} ends here, and run {} goes on for {}", aEnds ? 'A' : 'B',
                             aEnds ? 'B' : 'A', plural(aEnds ? s.bCount : s.aCount, "operation"));
     d.evidence.push_back({EvidenceKind::kRunEnds, {aEnds ? 0u : 1u, aEnds ? s.bCount : s.aCount}});
+    return;
+  }
+  // Collectives one run issued and the other did not, or others in their
+  // place: the program's own path, which no library chose (where the ranks
+  // disagree, the job's report lists the mismatch first).
+  auto collective = [](const OpInfo& o) { return o.kind == OpKind::kCollective; };
+  if (std::any_of(s.aOps.begin(), s.aOps.end(), collective) ||
+      std::any_of(s.bOps.begin(), s.bOps.end(), collective)) {
+    d.cause = Cause::kUnknown;
+    d.mechanism = d.cause;
+    d.summary = fmt::format("unknown: the program issued other collectives here ({} in run A, {} in run B): "
+                            "it took another path",
+                            plural(s.aCount, "operation"), plural(s.bCount, "operation"));
     return;
   }
   d.cause = Cause::kAlgorithmChoice;

@@ -190,6 +190,13 @@ PathDivergence stretchOf(const Context& ctx, const std::vector<AlignedRun>& runs
   p.bCount = run.bCount;
   p.aOps = opsOf(ctx, ctx.a, p.aBegin, p.aCount);
   p.bOps = opsOf(ctx, ctx.b, p.bBegin, p.bCount);
+  auto seqAt = [](const Run& side, uint64_t index, const std::vector<OpInfo>& ops) {
+    if (!ops.empty()) return ops.front().seq;
+    if (index < side.ops.size()) return side.ops[index].seq();
+    return side.ops.size() == 0 ? 0 : side.ops[side.ops.size() - 1].seq() + 1;
+  };
+  p.aSeq = seqAt(ctx.a, p.aBegin, p.aOps);
+  p.bSeq = seqAt(ctx.b, p.bBegin, p.bOps);
   if (g.any()) p.reordered = reorderingOf(ctx, runs, r, g);
   return p;
 }

@@ -143,6 +143,10 @@ struct Reordering {
 struct PathDivergence {
   uint64_t aBegin = 0, aCount = 0;  // operation indices in run A
   uint64_t bBegin = 0, bCount = 0;
+  // The event where each side's stretch is: its first operation's, or for a
+  // side with none, that of its operation the other side's stretch comes
+  // before (one past its last where there is none).
+  uint64_t aSeq = 0, bSeq = 0;
   std::vector<OpInfo> aOps, bOps;   // the first few of each side
   bool readsTainted = false;        // explained by an earlier divergence
   std::optional<Reordering> reordered;

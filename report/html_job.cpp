@@ -11,6 +11,7 @@
 
 #include "diff/wording.h"
 #include "report/html_page.h"
+#include "report/words.h"
 
 namespace gpurr::report::html {
 
@@ -52,10 +53,10 @@ void renderOrigins(Page& page, const RunComparison& c, const JobView& job) {
   for (size_t i : job.earliestOrigins) {
     const RankVerdict& v = job.ranks[i];
     const diff::FirstDivergence& d = *c.processes[v.process].firstDivergence;
-    const string from = originText(d.a);
+    const string from = originText(firstShown(d));
     page.addf("<li>rank <b>{}</b> <code>{}</code>: {} <span class=\"muted\">(run A event #{})</span>{} &mdash; "
               "<span class=\"cause\">{}</span> {}</li>\n",
-              v.rank, e(c.processes[v.process].name), e(divergenceWhere(d)), d.a.seq,
+              v.rank, e(c.processes[v.process].name), e(divergenceWhere(d)), seqInA(d),
               from.empty() ? "" : " <span class=\"muted\">op " + e(from) + "</span>", e(diff::toString(d.cause)),
               e(d.summary));
   }
@@ -106,12 +107,12 @@ RankRow rankRow(const RunComparison& c, const JobView& job, size_t p) {
   }
   const string after = plural(v->collectivesBefore, "collective", "collectives");
   auto rest = [&](const string& n) {
-    return fmt::format("<td>{}</td><td>{}</td><td><span class=\"cause\">{}</span>{}</td>", e(lineOf(d.a.origin)),
-                       e(stepOf(d.a.origin)), e(diff::toString(d.cause)), n);
+    return fmt::format("<td>{}</td><td>{}</td><td><span class=\"cause\">{}</span>{}</td>", e(lineOf(firstShown(d).origin)),
+                       e(stepOf(firstShown(d).origin)), e(diff::toString(d.cause)), n);
   };
   const string role = fmt::format("<td class=\"{}\">{}</td>", v->origin ? "bad" : "", v->origin ? "origin" : "receiver");
   row.cells = fmt::format("{}<td>{} <span class=\"muted\">(run A event #{}, after {})</span></td>{}", role,
-                          e(divergenceWhere(d)), d.a.seq, after, rest(notes));
+                          e(divergenceWhere(d)), seqInA(d), after, rest(notes));
   // A collective names the rank's place in it ("rank 3 of 64"): each its own.
   row.cellsOfGroup = fmt::format("{}<td>{} <span class=\"muted\">(after {})</span></td>{}", role,
                                  e(withOwnRankAs(divergenceWhere(d), row.rank, "its rank of ")), after,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/html_page.h"
+#include "diff/decode.h"
 #include "report/event_json.h"
 #include "report/terminal.h"
 #include "report/timeline.h"
@@ -158,10 +159,7 @@ json annotationsJson(const diff::OpInfo& op) {
 }
 
 // "alloc#3+0x40"; a range outside known allocations by its offset.
-string rangeWhere(const trace::DeviceRange& r) {
-  if (r.allocation == 0) return fmt::format("{:#x}", r.offset);
-  return fmt::format("alloc#{}+{:#x}", r.allocation, r.offset);
-}
+string rangeWhere(const trace::DeviceRange& r) { return diff::rangeText(r); }
 
 // ------------------------------------------------------------ an operation of the timeline
 

@@ -16,6 +16,7 @@
 #include "diff/decode.h"
 #include "diff/environment.h"
 #include "diff/wording.h"
+#include "report/words.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::report {
@@ -213,8 +214,8 @@ uint64_t collectivesBefore(const std::vector<uint64_t>& seqs, uint64_t seq) {
 }
 
 std::string where(const FirstDivergence& d) {
-  const diff::OpInfo& o = d.a;
-  std::string s = fmt::format("#{} {}", o.seq, o.name);
+  const diff::OpInfo& o = firstShown(d);
+  std::string s = fmt::format("{}#{} {}", &o == &d.b ? "run B " : "", o.seq, o.name);
   if (o.origin) s += fmt::format(" {{op {}}}", describe(*o.origin, OriginStep::kOperation));
   return s;
 }
@@ -425,7 +426,7 @@ std::optional<JobView> jobView(const RunComparison& c) {
   for (size_t p = 0; p < c.processes.size(); ++p) {
     const ProcessDiff& pd = c.processes[p];
     if (!pd.firstDivergence) continue;
-    const uint64_t first = pd.firstDivergence->a.seq;
+    const uint64_t first = seqInA(*pd.firstDivergence);
     const std::optional<uint64_t> carrier =
         received(*pd.firstDivergence) ? first : unhashedCarrier(p, first, issues, keyOf, seqs[p]);
     job.ranks.push_back(
@@ -571,7 +572,7 @@ Json jobJson(const RunComparison& c, const JobView& job) {
                      {"rank", v.rank},
                      {"role", v.origin ? "origin" : "receiver"},
                      {"collectivesBefore", v.collectivesBefore},
-                     {"seq", d.a.seq},
+                     {"seq", seqInA(d)},
                      {"carrier", v.origin ? Json(nullptr) : Json(v.carrier)},
                      {"cause", diff::jsonName(d.cause)}});
     const auto notes = job.notes.find(v.process);

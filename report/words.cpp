@@ -33,6 +33,10 @@ const OpInfo* shownOp(const FirstDivergence& d, bool a) {
   return oneSided ? nullptr : a ? &d.a : &d.b;
 }
 
+const OpInfo& firstShown(const FirstDivergence& d) { return shownOp(d, true) != nullptr ? d.a : d.b; }
+
+uint64_t seqInA(const FirstDivergence& d) { return d.path && d.stretch ? d.stretch->aSeq : d.a.seq; }
+
 std::string spansText(const RangeDifference& r, size_t shown) {
   std::string s;
   shown = std::min(r.spans.size(), shown);

@@ -25,6 +25,12 @@ std::string opTitleNamed(const diff::OpInfo& o);
 // for a path divergence that holds no operation on that side (a reordering
 // holds them at its other end).
 const diff::OpInfo* shownOp(const diff::FirstDivergence& d, bool a);
+// The operation that shows the first divergence: run A's, or run B's where
+// run A has none there (a stretch run B alone took).
+const diff::OpInfo& firstShown(const diff::FirstDivergence& d);
+// Where the first divergence is in run A's trace: its operation's event, or
+// for a stretch run B alone took, the event it comes before in run A.
+uint64_t seqInA(const diff::FirstDivergence& d);
 
 // "0x0-0x40, 0x80-0xc0 and 2 more": the first `shown` differing spans.
 std::string spansText(const diff::RangeDifference& r, size_t shown = 3);

@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 
 p = argparse.ArgumentParser()
@@ -73,7 +74,7 @@ per_step = info.get("launches", 0) // 5
 # recorder's exit handler never closes the trace; what it recorded is
 # written all the same, and the trace reads as cut where the program stopped.
 r, info, marks, log = run("interrupt", "--quick-exit", QUICK_EXIT_INTERRUPT="1")
-check(r.returncode == 130, f"Ctrl-C: status 130, 128 + SIGINT (got {r.returncode}): {r.stderr[-800:]}")
+check(r.returncode == -signal.SIGINT, f"Ctrl-C: gpurr dies of SIGINT (got {r.returncode}): {r.stderr[-800:]}")
 check("atexit" in marks, f"Ctrl-C: the program's atexit handler ran: {sorted(marks)}")
 check(per_step > 0 and info.get("launches") == 2 * per_step and not info.get("complete"),
       f"Ctrl-C: every launch of steps 0 and 1 ({2 * per_step}) kept in a trace left open: {info}")
@@ -82,7 +83,7 @@ check(per_step > 0 and info.get("launches") == 2 * per_step and not info.get("co
 # rank), which Python leaves to its default action: the recorder writes what
 # it holds before the signal ends the program.
 r, info, marks, log = run("term", QUICK_EXIT_TERM="1")
-check(r.returncode == 143, f"SIGTERM: status 143, 128 + SIGTERM (got {r.returncode}): {r.stderr[-800:]}")
+check(r.returncode == -signal.SIGTERM, f"SIGTERM: gpurr dies of SIGTERM (got {r.returncode}): {r.stderr[-800:]}")
 check(r.stdout == "step 0\nstep 1\n", f"SIGTERM: the program's output up to the signal: {r.stdout!r}")
 check(per_step > 0 and info.get("launches") == 2 * per_step and not info.get("complete"),
       f"SIGTERM: every launch of steps 0 and 1 ({2 * per_step}) kept in a trace left open: {info}")
@@ -107,21 +108,22 @@ def record_plain(name, start, ending, *options):
     return r, json.loads(info.stdout) if info.returncode == 0 else {}
 
 
+# `status`: gpurr's (-N: it dies of the signal N the program died of).
 # `complete`: whether the trace is closed as at an exit (else it reads as
 # cut where the program stopped).
 for name, start, ending, options, status, complete in (
-        ("Ctrl-C", "", "raise KeyboardInterrupt", (), 130, False),
+        ("Ctrl-C", "", "raise KeyboardInterrupt", (), -signal.SIGINT, False),
         # No atexit handler of gpurr's: Python's own kill(getpid(), SIGINT)
         # after its exit handlers reaches the recorder's `kill` first.
-        ("Ctrl-C with --no-framework", "", "raise KeyboardInterrupt", ("--no-framework",), 130, False),
+        ("Ctrl-C with --no-framework", "", "raise KeyboardInterrupt", ("--no-framework",), -signal.SIGINT, False),
         ("SIGTERM with --no-framework", "", "os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)",
-         ("--no-framework",), 143, False),
+         ("--no-framework",), -signal.SIGTERM, False),
         # faulthandler (pytest turns it on) takes the faults before the
         # recorder starts; it prints the stack, puts the handler before it
         # back (the default) and raises the signal again: the recorder's
         # `raise` takes it first.
-        ("a crash under faulthandler", "faulthandler.enable()", "ctypes.string_at(0)", ("--no-framework",), 139,
-         False),
+        ("a crash under faulthandler", "faulthandler.enable()", "ctypes.string_at(0)", ("--no-framework",),
+         -signal.SIGSEGV, False),
         # os._exit skips every exit handler: the recorder's `_exit` closes the
         # trace first.
         ("os._exit", "", "os._exit(5)", (), 5, True),
