@@ -176,6 +176,25 @@ def job_two_origins():
 
 
 @case
+def job_origin_takes_another_path():
+    """Rank 3 alone launches one kernel more at step 1 in run B, which changes no byte: its first divergence is
+    a stretch run B alone took, after one collective, named by run B's operation; no other rank diverges."""
+    a = write('a', jobs.Job())
+    b = write('b', jobs.Job(extra={3: 1}))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(roles(job) == {3: 'origin'}, 'rank 3 the origin, alone', roles(job))
+    origin = job['earliestOrigin']
+    first = [p for p in j['processes'] if p['name'] == 'rank3.gpurr'][0]['firstDivergence']
+    expect(origin['rank'] == 3 and origin['collectivesBefore'] == 1, 'after the all-reduce of step 0', origin)
+    expect(first['a'] is None and first['b']['seq'] > 0 and 0 < origin['seq'] <= first['b']['seq'],
+           "placed in run A where run B's stretch comes", {'origin': origin, 'b': first['b']})
+    expect('earliest origin: rank 3, run B #%d ' % first['b']['seq'] in text and 'aten::mul_' in text,
+           "the text names run B's operation", text[:1500])
+
+
+@case
 def job_reduction_order():
     """Every rank sends identical data in both runs; run B's all-reduce of step 1 adds in another order."""
     a = write('a', jobs.Job())

@@ -19,6 +19,7 @@ STEPS = 3
 COMMUNICATOR = bufhash.digest(np.frombuffer(bytes(range(128)), dtype=np.uint8))
 GRAD_KERNEL = 'void at::native::mul_kernel<float>(float*, float const*, float const*)'
 SGD_KERNEL = 'void at::native::sgd_kernel<float>(float*, float const*, float)'
+SCALE_KERNEL = 'void at::native::scale_kernel<float>(float*, float)'
 
 
 def add_in_order(parts):
@@ -45,11 +46,14 @@ class Job:
     adds in pairs instead of in rank order (another reduction order, every
     rank sending the same). With `update=False` no step applies what it
     received (statistics all-reduced, as a metric is): what a rank sends
-    never depends on what it received."""
+    never depends on what it received. `extra` maps a rank to the step (or
+    steps) at which it scales its batch by 1 before its gradient: a kernel
+    the other run does not launch there, which changes no byte."""
 
-    def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True):
+    def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True, extra=None):
         self.n, self.seed, self.steps = ranks, seed, steps
-        self.planted = {r: s if isinstance(s, (set, frozenset)) else {s} for r, s in (planted or {}).items()}
+        steps_of = lambda m: {r: s if isinstance(s, (set, frozenset)) else {s} for r, s in (m or {}).items()}
+        self.planted, self.extra = steps_of(planted), steps_of(extra)
         self.pairwise_step = pairwise_step
         self.update = update
         self.procs = []
@@ -100,6 +104,9 @@ class _Rank:
         salt = 1 if step in self.job.planted.get(self.rank, ()) else 0
         x = np.random.default_rng([7, self.rank, step, salt]).standard_normal(COUNT).astype(np.float32)
         p.h2d(MAIN, S, self.batch, x, origin=_origin('aten::copy_', step, '', 28))
+        if step in self.job.extra.get(self.rank, ()):
+            p.launch(MAIN, S, self.mod, SCALE_KERNEL, (4, 1, 1), (256, 1, 1), [model.Ptr(self.batch, 'rw'), ('f', 1.0)],
+                     lambda: self.batch.put(self.batch.f32()), origin=_origin('aten::mul_', step, 'model', 27))
         p.launch(MAIN, S, self.mod, GRAD_KERNEL, (4, 1, 1), (256, 1, 1),
                  [model.Ptr(self.grad, 'w'), model.Ptr(self.batch, 'r'), model.Ptr(self.weight, 'r')],
                  lambda: self.grad.put(self.batch.f32() * self.weight.f32()),
