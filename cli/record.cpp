@@ -190,6 +190,11 @@ int run(const RecordOptions& opts) {
                                     "puts its trace in OUT beside the other ranks'; choose another -o OUT",
                                     out.string(), self.source));
     }
+    std::string kept;
+    if (self.attempt > 0 && fs::exists(fs::symlink_status(out / self.name, ec)) &&
+        !job::keepEarlierAttempt(out, self, kept)) {
+      return usageError(kept);
+    }
     if (fs::exists(fs::symlink_status(out / self.name, ec)) && !opts.force) {
       return usageError(fmt::format("{} already exists; choose another -o OUT, or add --force to replace this "
                                     "rank's trace",

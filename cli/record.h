@@ -75,7 +75,8 @@ std::string preloadWith(const char* existing, const std::string& library);
 bool isElf(const fs::path& path);
 
 // Whether `path` may be replaced by --force: a trace, a directory of traces
-// or an empty directory. Anything else is the user's data.
+// (with a restarted job's earlier attempts, attempts/) or an empty
+// directory. Anything else is the user's data.
 bool replaceable(const fs::path& path);
 
 // The staging directory `gpurr record -o out` writes into while the program

@@ -275,7 +275,10 @@ bool replaceable(const fs::path& path) {
   if (fs::exists(path / "version", ec)) return true;  // a trace
   for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
     std::error_code entryEc;
-    if (!(e.path().extension() == ".gpurr" && e.is_directory(entryEc))) return false;
+    if (!e.is_directory(entryEc)) return false;
+    // A restarted job's earlier attempts (job::keepEarlierAttempt).
+    if (e.path().filename() == "attempts") continue;
+    if (e.path().extension() != ".gpurr") return false;
   }
   return !ec;  // empty, or only traces
 }

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <climits>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -25,6 +26,10 @@ struct RankName {
   std::string name;
   std::optional<int32_t> rank;  // the job-wide rank, when known
   std::string source;           // the variables it came from: "RANK=3"
+  // The job's attempt, where its launcher starts the whole job again after a
+  // rank failed (torchrun --max-restarts: TORCHELASTIC_RESTART_COUNT); 0
+  // the first. A later attempt's trace takes the name from the earlier's.
+  int32_t attempt = 0;
 };
 
 inline std::optional<int32_t> rankNumber(const char* v) {
@@ -64,9 +69,10 @@ inline RankName rankName(const std::function<const char*(const char*)>& getenv, 
     if (!n) problems.push_back(std::string(var) + "=" + v + " is not a rank number; it does not name the trace");
     return n;
   };
+  const int32_t attempt = rankNumber(getenv("TORCHELASTIC_RESTART_COUNT")).value_or(0);
   for (const char* var : {"RANK", "SLURM_PROCID"}) {
     if (const std::optional<int32_t> r = number(var)) {
-      return {"rank" + std::to_string(*r) + ".gpurr", r, std::string(var) + "=" + std::to_string(*r)};
+      return {"rank" + std::to_string(*r) + ".gpurr", r, std::string(var) + "=" + std::to_string(*r), attempt};
     }
   }
   const std::optional<int32_t> local = number("LOCAL_RANK");
@@ -74,14 +80,28 @@ inline RankName rankName(const std::function<const char*(const char*)>& getenv, 
   const std::string l = std::to_string(*local);
   if (const std::optional<int32_t> node = number("NODE_RANK")) {
     return {"node" + std::to_string(*node) + "-local" + l + ".gpurr", std::nullopt,
-            "NODE_RANK=" + std::to_string(*node) + " and LOCAL_RANK=" + l};
+            "NODE_RANK=" + std::to_string(*node) + " and LOCAL_RANK=" + l, attempt};
   }
   const std::string host = hostName();
   if (host.empty()) {
     problems.push_back("LOCAL_RANK is set but neither NODE_RANK nor the host name is known; the trace is named proc<N>");
     return {};
   }
-  return {host + "-local" + l + ".gpurr", std::nullopt, "LOCAL_RANK=" + l + " on host " + host};
+  return {host + "-local" + l + ".gpurr", std::nullopt, "LOCAL_RANK=" + l + " on host " + host, attempt};
+}
+
+// Where a restarted job's rank keeps the trace its earlier attempt left
+// under its name in the job's directory `dir`: attempts/<attempt - 1>/, out
+// of the job's view (which reads the traces beside each other) and kept.
+// The launcher stopped every rank of that attempt before it started this
+// one. False, with a reason in `error`, when it cannot be moved.
+inline bool keepEarlierAttempt(const std::filesystem::path& dir, const RankName& name, std::string& error) {
+  std::error_code ec;
+  const std::filesystem::path to = dir / "attempts" / std::to_string(name.attempt - 1);
+  std::filesystem::create_directories(to, ec);
+  if (!ec) std::filesystem::rename(dir / name.name, to / name.name, ec);
+  if (ec) error = "cannot keep the earlier attempt's trace in " + to.string() + ": " + ec.message();
+  return !ec;
 }
 
 // Whether the launcher started several processes as this one (WORLD_SIZE,

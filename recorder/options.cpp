@@ -316,7 +316,13 @@ std::optional<std::filesystem::path> claimTraceDirectory(const std::filesystem::
   bool taken = false;
   if (!name.name.empty()) {
     if (auto d = tryClaim(name.name, taken)) return d;
-    if (taken) error = (output / name.name).string() + " already exists (two processes with " + name.source + "?)";
+    // A restarted job's rank: the trace is its earlier attempt's.
+    if (taken && name.attempt > 0 && job::keepEarlierAttempt(output, name, error)) {
+      if (auto d = tryClaim(name.name, taken)) return d;
+    }
+    if (taken && error.empty()) {
+      error = (output / name.name).string() + " already exists (two processes with " + name.source + "?)";
+    }
     return std::nullopt;
   }
   for (int n = 0; n < 100000; ++n) {

@@ -123,7 +123,8 @@ std::vector<trace::KeyValue> determinismEnvironment(char* const* environ);
 // Creates this process's trace directory under `output`: `name` when the
 // environment names the process's rank ("rank3.gpurr"), else the first free
 // "proc<N>.gpurr", claimed with mkdir so that concurrent processes never
-// share one. Returns nothing with a reason in
+// share one; a restarted job's rank first moves its earlier attempt's trace
+// out of the way (job::keepEarlierAttempt). Returns nothing with a reason in
 // `error` on failure.
 std::optional<std::filesystem::path> claimTraceDirectory(const std::filesystem::path& output,
                                                          const job::RankName& name, std::string& error);

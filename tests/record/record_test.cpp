@@ -378,6 +378,20 @@ TEST_CASE("started once per rank, each gpurr record joins the job's directory OU
   CHECK(trace::TraceReader(out / "rank0.gpurr").launchCount() == 1);
   CHECK(fs::exists(out / "rank2.gpurr"));
 
+  // A restarted job's rank (torchrun --max-restarts starts every rank again
+  // after one failed): the earlier attempt's trace is kept in attempts/,
+  // out of the job's view, and this attempt's takes its name; the
+  // directory is still one that --force may replace.
+  fs::remove_all(s.tmp / "rank1.gpurr");
+  makeTrace(s.tmp / "rank1.gpurr", 9, 512, 1);
+  s.env["TORCHELASTIC_RESTART_COUNT"] = "1";
+  const auto [restarted, ioRestarted] = startRank("RANK", 1);
+  CHECK(finish(restarted, ioRestarted).code == 0);
+  s.env.erase("TORCHELASTIC_RESTART_COUNT");
+  CHECK(trace::TraceReader(out / "rank1.gpurr").launchCount() == 9);
+  CHECK(trace::TraceReader(out / "attempts" / "0" / "rank1.gpurr").launchCount() == 7);
+  CHECK(replaceable(out));
+
   // OUT must be a directory of traces: a single trace is not joined.
   makeTrace(s.work / "one.gpurr", 1, 64);
   s.env["RANK"] = "0";

@@ -146,6 +146,9 @@ TEST_CASE("the trace is named by RANK, else SLURM_PROCID, else LOCAL_RANK with t
   RecorderOptions o = named({{"RANK", "7"}, {"SLURM_PROCID", "2"}, {"LOCAL_RANK", "3"}, {"NODE_RANK", "1"}});
   CHECK(o.rankName.name == "rank7.gpurr");
   CHECK(o.rank == 7);
+  CHECK(o.rankName.attempt == 0);
+  o = named({{"RANK", "7"}, {"TORCHELASTIC_RESTART_COUNT", "2"}});  // torchrun's third attempt
+  CHECK(o.rankName.attempt == 2);
   o = named({{"SLURM_PROCID", "12"}, {"LOCAL_RANK", "0"}});
   CHECK(o.rankName.name == "rank12.gpurr");
   CHECK(o.rankName.source == "SLURM_PROCID=12");
@@ -251,6 +254,15 @@ TEST_CASE("trace directories are claimed atomically", "[recorder][options]") {
   CHECK(claimTraceDirectory(dir, four, error) == dir / "rank4.gpurr");
   CHECK_FALSE(claimTraceDirectory(dir, four, error));
   CHECK(error.find("rank4.gpurr already exists (two processes with RANK=4?)") != std::string::npos);
+  // The same rank of a restarted job (torchrun --max-restarts): the earlier
+  // attempt's trace is kept in attempts/, and this one takes its name.
+  std::ofstream(dir / "rank4.gpurr" / "marker") << "attempt 0";
+  const gpurr::job::RankName again{"rank4.gpurr", 4, "RANK=4", 1};
+  error.clear();
+  CHECK(claimTraceDirectory(dir, again, error) == dir / "rank4.gpurr");
+  CHECK(error.empty());
+  CHECK(std::filesystem::exists(dir / "attempts" / "0" / "rank4.gpurr" / "marker"));
+  CHECK_FALSE(std::filesystem::exists(dir / "rank4.gpurr" / "marker"));
 
   // Concurrent claimers never share a name.
   std::mutex mu;
