@@ -275,6 +275,9 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
                 : d.inputsIdentical
                     ? "collective: this rank sent identical data and received different data: another rank "
                       "diverged first, or the collective's reduction is not deterministic"
+                : va.outputs.empty()
+                    ? "collective: this rank sent different data (it receives nothing from this call): it "
+                      "passes on an earlier divergence of this rank's"
                 : receivedUnhashedA
                     ? "collective: this rank sent different data (what it received has no digest: an "
                       "asynchronous call): it passes on an earlier divergence of this rank's"
