@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -91,9 +92,11 @@ int usageError(const std::string& text) {
 }
 
 // Ends gpurr as the command ended: by its signal where one killed it (its
-// default action, without a core file of gpurr's), so that what waits for
-// gpurr (torchrun, srun, Python's subprocess) sees the command's death, as
-// a shell's `$?` does (128 + N); else returns `code`.
+// default action, without a core dump of gpurr's: neither a core file nor a
+// crash handler's report), so that what waits for gpurr (torchrun, srun,
+// Python's subprocess) sees the command's death, as a shell's `$?` does
+// (128 + N); else returns `code`. `gpurr bisect`, which is no recorded
+// program, exits 128 + N instead (docs/BISECT.md).
 int passOn(const ChildExit& exit, int code) {
   if (exit.signal == 0) return code;
   std::cout.flush();
@@ -101,13 +104,16 @@ int passOn(const ChildExit& exit, int code) {
   std::fflush(nullptr);
   const rlimit noCore{0, 0};
   setrlimit(RLIMIT_CORE, &noCore);
+  prctl(PR_SET_DUMPABLE, 0);  // a piped core_pattern (systemd-coredump) ignores the limit
   signal(exit.signal, SIG_DFL);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, exit.signal);
   sigprocmask(SIG_UNBLOCK, &set, nullptr);
   raise(exit.signal);
-  return code;  // a signal whose default action does not end a process
+  // Still here: gpurr is a PID namespace's init (a container's PID 1), to
+  // which the kernel delivers no signal it has no handler for.
+  return code;
 }
 
 fs::path thisExecutable() {

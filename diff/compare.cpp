@@ -203,10 +203,7 @@ bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
       out.push_back(d);
       continue;
     }
-    // A digest of 0 is none (a range listed unhashed: what an asynchronous
-    // collective, or one that never returned, received; FORMAT.md).
-    const bool compared = a[i].digest != 0 && b[j].digest != 0;
-    if ((a[i].digest == b[j].digest || !compared) && sameRange(ctx, a[i].range, b[j].range)) continue;
+    if (a[i].digest == b[j].digest && sameRange(ctx, a[i].range, b[j].range)) continue;
     same = false;
     out.push_back(compareRange(ctx, i, a[i], b[j]));
   }

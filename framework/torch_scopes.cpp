@@ -106,10 +106,12 @@ int decrement(std::atomic<int>& depth) {
 // The scopes of this thread's backward nodes open, each with the op depth
 // it began at (the ops directly inside it are one deeper) and whether the
 // node runs the program's Python code (a Python autograd.Function's
-// backward).
+// backward), or is one a thread was inside when observing began again
+// (resumeNode).
 struct OpenNode {
   int depth = 0;
   bool python = false;
+  bool resumed = false;
 };
 thread_local std::vector<OpenNode> tlsNodes;
 
@@ -126,8 +128,10 @@ bool pythonNode(const torch::autograd::Node* node, const char* name) {
 // whose scopes began unobserved (a scope's end reaches only the callbacks
 // its start did): reported as a node scope of its own from the thread's
 // first op after, so that the ops left in it belong to the backward pass,
-// and closed once the thread evaluates another node or none (at the scope
-// that opens it: `opening`, which then opens no other).
+// and closed at the thread's first scope once it evaluates another node or
+// none (at the scope that opens another: `opening`, which then opens no
+// other). A backward pass run inside it (reentrant checkpointing's) ends it
+// too: the ops left after that pass are not the node's.
 struct ResumedNode {
   const torch::autograd::Node* node = nullptr;  // while open
   uint64_t sequence = 0;                        // its sequence number (an address may be reused)
@@ -142,11 +146,10 @@ void resumeNode(uint64_t thread, std::vector<OpenNode>& nodes, bool opening) {
   const uint64_t now = resumes.load(std::memory_order_relaxed);
   if (r.node == nullptr && r.resumes == now) return;
   r.resumes = now;
-  if (r.node != nullptr && nodes.size() > 1) return;  // a node evaluated inside it (a nested backward pass)
   const std::shared_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
   if (r.node != nullptr) {
     if (node.get() == r.node && node->sequence_nr() == r.sequence) return;
-    nodes.pop_back();
+    if (!nodes.empty() && nodes.back().resumed) nodes.pop_back();
     decrement(depthOf(thread));
     decrement(opDepthOf(thread));
     closeScope(&r);
@@ -155,8 +158,11 @@ void resumeNode(uint64_t thread, std::vector<OpenNode>& nodes, bool opening) {
   if (node == nullptr || !nodes.empty() || opening) return;
   r.node = node.get();
   r.sequence = node->sequence_nr();
-  r.name = node->name();
-  nodes.push_back({opDepthOf(thread).fetch_add(1, std::memory_order_relaxed), pythonNode(r.node, r.name.c_str())});
+  // A Python node's name takes the GIL (PyNode::name), as PyTorch's own
+  // scope for the node does.
+  r.name = Py_IsInitialized() ? node->name() : std::string("autograd node");
+  nodes.push_back(
+      {opDepthOf(thread).fetch_add(1, std::memory_order_relaxed), pythonNode(r.node, r.name.c_str()), true});
   depthOf(thread).fetch_add(1, std::memory_order_relaxed);
   openScope(&r, r.name.c_str(), 1, static_cast<int64_t>(r.sequence), node->thread_id(), nullptr, 0, 0);
 }
@@ -433,9 +439,15 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
   // autograd.Function's backward) or with a module entered in it (a forward
   // recomputed), a line inside the engine's run.
   if (kind == 1) {
-    if (here)
-      nodes.push_back({opDepth, scope == at::RecordScope::BACKWARD_FUNCTION &&
-                                    pythonNode(torch::autograd::get_current_node().get(), name)});
+    if (here) {
+      // The node evaluated is this scope's own (not one called directly
+      // inside another's backward).
+      const std::shared_ptr<torch::autograd::Node> current =
+          scope == at::RecordScope::BACKWARD_FUNCTION ? torch::autograd::get_current_node() : nullptr;
+      const bool python = current != nullptr && static_cast<int64_t>(current->sequence_nr()) == fn.seqNr() &&
+                          pythonNode(current.get(), name);
+      nodes.push_back({opDepth, python});
+    }
   } else if (engineScope(name)) {
   } else if (outermost || (opDepth == 0 && kind == 0)) {
     sourceLine(file, line);
@@ -457,7 +469,8 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* context) {
     const int opDepth = decrement(opDepthOf(thread));
     // Back at the depth a backward node began at: the node ends.
     std::vector<OpenNode>& nodes = gpurr::recorder::threadLocalRef(tlsNodes);
-    if (!nodes.empty() && opDepth == nodes.back().depth && thread == at::RecordFunction::currentThreadId())
+    if (!nodes.empty() && !nodes.back().resumed && opDepth == nodes.back().depth &&
+        thread == at::RecordFunction::currentThreadId())
       nodes.pop_back();
   }
   closeScope(&fn);

@@ -261,8 +261,9 @@ void CollectiveRecorder::frameworkCollective(trace::Collective event, const char
   emitFramework(std::move(event), collectiveOrigin(), file, line, sent, received);
 }
 
-uint64_t CollectiveRecorder::frameworkPending(trace::Collective event, const char* file, uint32_t line) {
-  KeptCall call{std::move(event), collectiveOrigin(), file != nullptr ? file : "", line};
+uint64_t CollectiveRecorder::frameworkPending(trace::Collective event, const char* file, uint32_t line,
+                                              uint64_t sent) {
+  KeptCall call{std::move(event), collectiveOrigin(), file != nullptr ? file : "", line, sent};
   std::lock_guard lock(mu_);
   kept_.emplace(++nextKept_, std::move(call));
   return nextKept_;
@@ -281,7 +282,7 @@ void CollectiveRecorder::emitPending() {
   }
   for (auto& [ticket, call] : kept) {
     emitFramework(std::move(call.event), std::move(call.origin), call.file.empty() ? nullptr : call.file.c_str(),
-                  call.line, 0, 0);
+                  call.line, call.sent, 0);
   }
 }
 

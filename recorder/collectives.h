@@ -138,9 +138,10 @@ class CollectiveRecorder {
   // return (ranks that issue other collectives wait for good, or until the
   // backend's timeout): kept, with the calling thread's origin, until
   // frameworkDone, and emitted as described (what it receives without
-  // digests) by emitPending if the trace is flushed or closed first. Returns
-  // its ticket.
-  uint64_t frameworkPending(trace::Collective event, const char* file, uint32_t line);
+  // digests; `sent` the handle of what it sends from device memory, taken
+  // only then) by emitPending if the trace is flushed or closed first.
+  // Returns its ticket.
+  uint64_t frameworkPending(trace::Collective event, const char* file, uint32_t line, uint64_t sent = 0);
   // The call of `ticket` returned or raised: whether it was still kept
   // (false: emitPending wrote it).
   bool frameworkDone(uint64_t ticket);
@@ -163,6 +164,7 @@ class CollectiveRecorder {
     std::optional<trace::Origin> origin;
     std::string file;  // empty: none
     uint32_t line = 0;
+    uint64_t sent = 0;
   };
   // The hashes of `handle` and their stream (none: an empty ticket).
   std::pair<HashTicket, uint64_t> takeFrameworkHashes(uint64_t handle);

@@ -156,14 +156,15 @@ GPURR_EXPORT uint64_t gpurr_framework_collective_pending(const char* call, int o
                                                         int64_t sequence, const char* data_type, uint64_t count,
                                                         const char* reduce_op, int32_t peer, const uint64_t* inputs,
                                                         uint32_t input_count, const uint64_t* outputs,
-                                                        uint32_t output_count, const char* file, uint32_t line) {
+                                                        uint32_t output_count, uint64_t device_inputs,
+                                                        const char* file, uint32_t line) {
   gpurr::recorder::CollectiveRecorder* r = gpurr::recorder::activeCollectives();
   if (r == nullptr || ended()) return 0;
   try {
     return r->frameworkPending(describeCollective(call, op, process_group, communicator_key, rank, size, sequence,
                                                   data_type, count, reduce_op, peer, inputs, input_count, outputs,
                                                   output_count),
-                               file, line);
+                               file, line, device_inputs);
   } catch (const std::exception&) {
     return 0;
   }

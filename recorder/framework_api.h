@@ -113,8 +113,9 @@ void gpurr_framework_collective(const char* call, int op, const char* process_gr
                                 const uint64_t* outputs, uint32_t output_count, uint64_t device_inputs,
                                 uint64_t device_outputs, const char* file, uint32_t line);
 /* A synchronous collective of the framework's about to run, described as
- * gpurr_framework_collective's (without device handles; `outputs` listed
- * without digests), which may never return (ranks that issue other
+ * gpurr_framework_collective's (`outputs` listed without digests;
+ * `device_inputs` a handle the recorder takes only when it writes the call
+ * itself), which may never return (ranks that issue other
  * collectives wait for good, or until the backend's timeout): the recorder
  * keeps it, with the calling thread's origin, and writes it as described if
  * the trace is flushed or closed first (a signal ends the program; it exits
@@ -125,9 +126,10 @@ uint64_t gpurr_framework_collective_pending(const char* call, int op, const char
                                            int64_t sequence, const char* data_type, uint64_t count,
                                            const char* reduce_op, int32_t peer, const uint64_t* inputs,
                                            uint32_t input_count, const uint64_t* outputs, uint32_t output_count,
-                                           const char* file, uint32_t line);
+                                           uint64_t device_inputs, const char* file, uint32_t line);
 /* The call of `ticket` returned or raised: 1 when the recorder still kept it
- * (record it with gpurr_framework_collective), 0 when it wrote it already. */
+ * (record it with gpurr_framework_collective, or give its device handle
+ * back), 0 when it wrote it already (with that handle). */
 int gpurr_framework_collective_done(uint64_t ticket);
 
 #ifdef __cplusplus

@@ -87,19 +87,28 @@ void askRankAndSize(ncclComm_t comm, int32_t& rank, int32_t& size) {
   rank = rk, size = n;
 }
 
-// The 8 bytes at `address` in this process, read without a fault where
-// the program has given that memory back (a promised slot on a stack that
-// is gone): through a pipe, whose write of unreadable memory fails
-// (EFAULT).
-bool readWord(uint64_t address, uint64_t& value) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
-  const bool read8 = write(fds[1], reinterpret_cast<const void*>(address), sizeof value) == sizeof value &&
-                     read(fds[0], &value, sizeof value) == sizeof value;
-  close(fds[0]);
-  close(fds[1]);
-  return read8;
-}
+// Reads 8-byte words of this process without a fault where the program has
+// gone on to unmap that memory (a promised slot on a thread's stack that is
+// gone): through a pipe, whose write of unreadable memory fails (EFAULT).
+// Memory freed but still mapped reads as what it holds now: the lookup
+// is a best effort. One pipe for one lookup's words.
+class SafeReader {
+ public:
+  SafeReader() { open_ = pipe2(fds_, O_CLOEXEC | O_NONBLOCK) == 0; }
+  ~SafeReader() {
+    if (open_) close(fds_[0]), close(fds_[1]);
+  }
+  SafeReader(const SafeReader&) = delete;
+  SafeReader& operator=(const SafeReader&) = delete;
+  bool operator()(uint64_t address, uint64_t& value) const {
+    return open_ && write(fds_[1], reinterpret_cast<const void*>(address), sizeof value) == sizeof value &&
+           read(fds_[0], &value, sizeof value) == sizeof value;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+  bool open_ = false;
+};
 
 // Registers a communicator not known yet: one a split or shrink promised
 // (derive), with its id, or else one made before recording began (or by a
@@ -110,8 +119,13 @@ void learn(CollectiveRecorder& r, ncclComm_t comm, int32_t& rank, int32_t& size)
   const bool known = r.rankAndSize(u64(comm), rank, size);
   if (known && size > 0) return;
   askRankAndSize(comm, rank, size);
-  if (known) r.communicatorSized(u64(comm), rank, size);
-  else r.communicatorCreated(u64(comm), r.promisedId(u64(comm), readWord), rank, size);
+  if (known) {
+    r.communicatorSized(u64(comm), rank, size);
+    return;
+  }
+  const SafeReader reader;
+  r.communicatorCreated(u64(comm), r.promisedId(u64(comm), [&reader](uint64_t a, uint64_t& v) { return reader(a, v); }),
+                        rank, size);
 }
 
 // The buffers of one collective, in bytes, by what this rank sends and
@@ -184,10 +198,13 @@ uint64_t idOf(const ncclUniqueId& id) {
 // registers it with the id `idOf(recorder, the parent's id)` gives, asked
 // before the call (it numbers the parent's splits or shrinks). A
 // non-blocking call, or one inside a group, leaves `*newcomm` null until
-// NCCL's own thread or the group's end sets it: that communicator is
-// promised the id, and registered with it at its first use (learn).
+// NCCL's own thread (with an atomic store) or the group's end sets it: that
+// communicator is promised the id, and registered with it at its first use
+// (learn). A split this rank takes no part in (`makes` false:
+// NCCL_SPLIT_NOCOLOR, as PyTorch's new_group splits on the ranks outside
+// the group) makes none.
 template <typename Call, typename IdOf>
-ncclResult_t derive(ncclComm_t comm, ncclComm_t* newcomm, Call real, IdOf idOf) {
+ncclResult_t derive(ncclComm_t comm, ncclComm_t* newcomm, bool makes, Call real, IdOf idOf) {
   CollectiveRecorder* r = recorder();
   uint64_t id = 0;
   if (r != nullptr) {
@@ -197,14 +214,15 @@ ncclResult_t derive(ncclComm_t comm, ncclComm_t* newcomm, Call real, IdOf idOf) 
   }
   const ncclResult_t result = real();
   const bool made = result == ncclSuccess || result == ncclInProgress;
-  if (r == nullptr || newcomm == nullptr || !made) return result;
-  if (*newcomm == nullptr) {
+  if (r == nullptr || newcomm == nullptr || !made || !makes) return result;
+  const ncclComm_t written = __atomic_load_n(newcomm, __ATOMIC_ACQUIRE);
+  if (written == nullptr) {
     r->communicatorPromised(u64(newcomm), id);
     return result;
   }
   int32_t rank = -1, size = 0;
-  askRankAndSize(*newcomm, rank, size);
-  r->communicatorCreated(u64(*newcomm), id, rank, size);
+  askRankAndSize(written, rank, size);
+  r->communicatorCreated(u64(written), id, rank, size);
   return result;
 }
 
@@ -247,7 +265,7 @@ GPURR_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks,
 GPURR_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                         ncclConfig_t* config) {
   GPURR_REAL(ncclCommSplit, Nccl);
-  return derive(comm, newcomm, [&] { return real(comm, color, key, newcomm, config); },
+  return derive(comm, newcomm, color != NCCL_SPLIT_NOCOLOR, [&] { return real(comm, color, key, newcomm, config); },
                 [&](CollectiveRecorder& r, uint64_t parent) {
                   return communicatorIdFromSplit(parent, color, r.nextSplit(u64(comm)));
                 });
@@ -263,7 +281,7 @@ GPURR_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
       excludeRanksList != nullptr && excludeRanksCount > 0
           ? std::span<const int>(excludeRanksList, static_cast<size_t>(excludeRanksCount))
           : std::span<const int>();
-  return derive(comm, newcomm,
+  return derive(comm, newcomm, true,
                 [&] { return real(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags); },
                 [&](CollectiveRecorder& r, uint64_t parent) {
                   return communicatorIdFromShrink(parent, excluded, r.nextShrink(u64(comm), excluded));

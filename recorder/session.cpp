@@ -36,8 +36,8 @@ void RecordSession::finish() {
   std::lock_guard lock(finishMu_);  // one under way on another thread: returns once the trace is closed
   if (finished_.exchange(true)) return;
   closing_.store(std::this_thread::get_id());
-  collectives_.emitPending();
   if (activeCollectives() == &collectives_) setActiveCollectives(nullptr);
+  collectives_.emitPending();  // none kept after the line above
   hashing_.closeDeferral();  // the trace thread waits for every deferred hash
   out_.close();
   closing_.store(std::thread::id());

@@ -108,16 +108,21 @@ std::string rangeLine(const char* what, const RangeDifference& r) {
   } else if (r.chunkBytes > 0) {
     s += fmt::format(" (bytes {})", spansText(r));
   } else {
-    s += fmt::format(": digest {} vs {}", hex16(r.digestA), hex16(r.digestB));
+    auto digest = [](uint64_t d) { return d == 0 ? std::string("none (not hashed)") : hex16(d); };
+    s += fmt::format(": digest {} vs {}", digest(r.digestA), digest(r.digestB));
   }
   return s;
 }
 
-// Whether the first divergence's operation has an origin without its op: one
-// the PyTorch layer did not observe (where a step it followed stopped
-// matching its template, docs/RECORDING.md).
+// Whether the first divergence's operation has an origin that holds its step
+// alone: one the PyTorch layer did not observe (where a step it followed
+// stopped matching its template, docs/RECORDING.md). A launch no op issued
+// (a Triton kernel of the program's, an extension's) has its line at least.
 bool opUnobserved(const FirstDivergence& d) {
-  auto unobserved = [](const OpInfo& o) { return o.origin && o.origin->op.empty() && !o.origin->benchmarking; };
+  auto unobserved = [](const OpInfo& o) {
+    return o.origin && o.origin->op.empty() && o.origin->opStack.empty() && o.origin->module.empty() &&
+           o.origin->file.empty() && !o.origin->benchmarking;
+  };
   if (!d.path) return unobserved(d.a) || unobserved(d.b);
   const PathDivergence& s = *d.stretch;
   return (!s.aOps.empty() && unobserved(s.aOps.front())) || (!s.bOps.empty() && unobserved(s.bOps.front()));

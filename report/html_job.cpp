@@ -17,6 +17,12 @@ namespace gpurr::report::html {
 
 namespace {
 
+// The rank's first divergent operation; run B's where run A has none there.
+string whereInJob(const diff::FirstDivergence& d) {
+  return (&firstShown(d) == &d.b ? "run B " : "") + divergenceWhere(d);
+}
+
+
 string lineOf(const std::optional<trace::Origin>& o) {
   return o && !o->file.empty() ? fmt::format("{}:{}", o->file, o->line) : string();
 }
@@ -56,7 +62,7 @@ void renderOrigins(Page& page, const RunComparison& c, const JobView& job) {
     const string from = originText(firstShown(d));
     page.addf("<li>rank <b>{}</b> <code>{}</code>: {} <span class=\"muted\">(run A event #{})</span>{} &mdash; "
               "<span class=\"cause\">{}</span> {}</li>\n",
-              v.rank, e(c.processes[v.process].name), e(divergenceWhere(d)), seqInA(d),
+              v.rank, e(c.processes[v.process].name), e(whereInJob(d)), seqInA(d),
               from.empty() ? "" : " <span class=\"muted\">op " + e(from) + "</span>", e(diff::toString(d.cause)),
               e(d.summary));
   }
@@ -112,7 +118,7 @@ RankRow rankRow(const RunComparison& c, const JobView& job, size_t p) {
   };
   const string role = fmt::format("<td class=\"{}\">{}</td>", v->origin ? "bad" : "", v->origin ? "origin" : "receiver");
   row.cells = fmt::format("{}<td>{} <span class=\"muted\">(run A event #{}, after {})</span></td>{}", role,
-                          e(divergenceWhere(d)), seqInA(d), after, rest(notes));
+                          e(whereInJob(d)), seqInA(d), after, rest(notes));
   // A collective names the rank's place in it ("rank 3 of 64"): each its own.
   row.cellsOfGroup = fmt::format("{}<td>{} <span class=\"muted\">(after {})</span></td>{}", role,
                                  e(withOwnRankAs(divergenceWhere(d), row.rank, "its rank of ")), after,

@@ -158,7 +158,7 @@ json annotationsJson(const diff::OpInfo& op) {
   return out;
 }
 
-// "alloc#3+0x40"; a range outside known allocations by its offset.
+// "alloc#3+0x40"; a range outside known allocations (a host tensor) by its address.
 string rangeWhere(const trace::DeviceRange& r) { return diff::rangeText(r); }
 
 // ------------------------------------------------------------ an operation of the timeline

@@ -35,7 +35,7 @@ const OpInfo* shownOp(const FirstDivergence& d, bool a) {
 
 const OpInfo& firstShown(const FirstDivergence& d) { return shownOp(d, true) != nullptr ? d.a : d.b; }
 
-uint64_t seqInA(const FirstDivergence& d) { return d.path && d.stretch ? d.stretch->aSeq : d.a.seq; }
+uint64_t seqInA(const FirstDivergence& d) { return &firstShown(d) == &d.b ? d.stretch->aSeq : d.a.seq; }
 
 std::string spansText(const RangeDifference& r, size_t shown) {
   std::string s;

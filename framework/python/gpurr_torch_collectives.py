@@ -15,9 +15,9 @@ returns, its outputs without digests: they are complete only at its wait().
 A synchronous call is also kept by the recorder while it runs: one that
 never returns (ranks that issued other collectives wait for good) is
 written as it was described if the trace is flushed or closed first (a
-signal ends the program), and one that raises (the backend's timeout, a
-mismatch it found) is recorded all the same, what it received without
-digests. A call another wrapped call makes (torch's send calls isend) is
+signal ends the program), and one that raises after it reached the
+backend (the backend's timeout, a mismatch it found: c10d numbered it) is
+recorded all the same, what it received without digests. A call another wrapped call makes (torch's send calls isend) is
 the outer call's: recorded once.
 
 The object calls (broadcast_object_list, all_gather_object...) pickle their
@@ -204,22 +204,39 @@ def _record(call, asynchronous):
 
 def _keep(call):
     """The recorder keeps a synchronous call while it runs
-    (gpurr_framework_collective_pending): its ticket, 0 for none."""
+    (gpurr_framework_collective_pending), what it sends from device memory
+    included: its ticket, 0 for none. Never raises."""
     if _keep_pending is None:
         return 0
-    outputs = _ranges(call.outs, False, call.cuda)
-    return _keep_pending(*call.args, (ctypes.c_uint64 * max(len(call.inputs), 1))(*call.inputs),
-                         len(call.inputs) // 3, (ctypes.c_uint64 * max(len(outputs), 1))(*outputs),
-                         len(outputs) // 3, call.file, call.line)
+    try:
+        outputs = _ranges(call.outs, False, call.cuda)
+        return _keep_pending(*call.args, (ctypes.c_uint64 * max(len(call.inputs), 1))(*call.inputs),
+                             len(call.inputs) // 3, (ctypes.c_uint64 * max(len(outputs), 1))(*outputs),
+                             len(outputs) // 3, call.device_inputs, call.file, call.line)
+    except Exception:  # noqa: BLE001  not kept: recorded once it returns
+        return 0
 
 
-def _finish(call, ticket, asynchronous):
+def _reached(group, call):
+    """Whether a call that raised reached the backend: c10d numbered it (a
+    timeout, a mismatch the backend found), unlike one refused before (an
+    argument c10d checks, which the program may catch on one rank alone)."""
+    try:
+        return call.args[6] < 0 or group._get_sequence_number_for_group() != call.args[6]
+    except Exception:  # noqa: BLE001  a backend without sequence numbers
+        return True
+
+
+def _finish(call, ticket, asynchronous, reached=True):
     """Records a call that returned (or raised: `asynchronous`, what it
-    received not hashed), unless the recorder wrote what it kept of it.
-    Never raises: its device handle is given back where no record took it
+    received not hashed; none where it did not `reached` the backend),
+    unless the recorder wrote what it kept of it (its device handle with
+    it). Never raises: the handle is given back where no record took it
     (a second drop finds nothing)."""
     try:
         if ticket and not _recorder.gpurr_framework_collective_done(ticket):
+            return
+        if not reached:
             if call.device_inputs:
                 _recorder.gpurr_framework_hash_drop(call.device_inputs)
             return
@@ -260,18 +277,17 @@ def _wrap(dist, name, fn, spec):
             asynchronous = bool(a.get("async_op")) or name in ("isend", "irecv")
         except Exception:  # noqa: BLE001  never the program's failure
             return fn(*args, **kwargs)
-        try:
-            ticket = 0 if asynchronous else _keep(described)
-        except Exception:  # noqa: BLE001  not kept: recorded once it returns
-            ticket = 0
+        ticket = 0
         observer = _observer
         if observer is not None:
             observer.gpurr_torch_collective_wrapped(1)
         _local.inside = 1
         try:
+            if not asynchronous:
+                ticket = _keep(described)
             result = fn(*args, **kwargs)
         except BaseException:
-            _finish(described, ticket, True)
+            _finish(described, ticket, True, not asynchronous and _reached(group, described))
             raise
         finally:
             _local.inside = 0
@@ -352,7 +368,7 @@ def install(recorder, skipped, observer=None):
     if hasattr(recorder, "gpurr_framework_collective_pending"):
         recorder.gpurr_framework_collective_pending.restype = ctypes.c_uint64
         recorder.gpurr_framework_collective_pending.argtypes = (
-            recorder.gpurr_framework_collective.argtypes[:15] + [ctypes.c_char_p, ctypes.c_uint32])
+            recorder.gpurr_framework_collective.argtypes[:16] + [ctypes.c_char_p, ctypes.c_uint32])
         recorder.gpurr_framework_collective_done.restype = ctypes.c_int
         recorder.gpurr_framework_collective_done.argtypes = [ctypes.c_uint64]
         _keep_pending = recorder.gpurr_framework_collective_pending

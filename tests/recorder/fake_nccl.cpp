@@ -72,8 +72,9 @@ FAKE ncclResult_t ncclGroupEnd() {
   if (--groupDepth == 0) writeSplit();
   return ncclSuccess;
 }
-FAKE ncclResult_t ncclCommSplit(ncclComm_t, int, int, ncclComm_t* newcomm, ncclConfig_t*) {
+FAKE ncclResult_t ncclCommSplit(ncclComm_t, int color, int, ncclComm_t* newcomm, ncclConfig_t*) {
   *newcomm = nullptr;
+  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;  // this rank is in no communicator it makes
   unwritten = newcomm;
   if (gFakeNcclSplitInProgress) return ncclInProgress;
   if (groupDepth == 0) writeSplit();

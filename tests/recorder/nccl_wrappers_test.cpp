@@ -214,3 +214,40 @@ TEST_CASE("a split whose communicator NCCL writes after the call returned has th
   CHECK(splitWritten(lib, Written::kGone) == 0);
   dlclose(lib);
 }
+
+TEST_CASE("splits a rank takes no part in promise nothing and leave a later communicator its id",
+          "[recorder][nccl]") {
+  void* lib = dlopen(GPURR_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(lib != nullptr);
+  auto* inProgress = static_cast<bool*>(dlsym(lib, "gFakeNcclSplitInProgress"));
+  auto finish = reinterpret_cast<void (*)()>(dlsym(lib, "gpurr_fake_nccl_finish_split"));
+  REQUIRE(inProgress != nullptr);
+  REQUIRE(finish != nullptr);
+  Harness h;
+  setActiveCollectives(&h.session->collectives());
+  std::vector<uint8_t> buffer = randomBytes(4096, 24);
+  h.memAlloc(buffer);
+  h.session->collectives().communicatorCreated(0x77, 9, 0, 4);
+  const auto parent = reinterpret_cast<ncclComm_t>(0x77);
+  // A non-blocking split, then as many NOCOLOR splits as PyTorch's new_group
+  // makes on the ranks outside the groups of a large job, before NCCL's
+  // thread writes the first one's communicator.
+  ncclComm_t split = nullptr;
+  *inProgress = true;
+  CHECK(ncclCommSplit(parent, 1, 0, &split, nullptr) == ncclInProgress);
+  *inProgress = false;
+  for (size_t i = 0; i < CollectiveRecorder::kPromises + 6; ++i) {
+    ncclComm_t none = nullptr;
+    CHECK(ncclCommSplit(parent, NCCL_SPLIT_NOCOLOR, 0, &none, nullptr) == ncclSuccess);
+    CHECK(none == nullptr);
+  }
+  finish();
+  REQUIRE(split != nullptr);
+  CHECK(ncclAllReduce(buffer.data(), buffer.data(), 16, ncclFloat32, ncclSum, split,
+                      reinterpret_cast<cudaStream_t>(0x5)) == ncclSuccess);
+  const auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
+  setActiveCollectives(nullptr);
+  REQUIRE(collectives.size() == 1);
+  CHECK(collectives[0].communicator == communicatorIdFromSplit(9, 1, 1));
+  dlclose(lib);
+}
