@@ -211,8 +211,9 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
   if (!s.bOps.empty()) d.b = s.bOps.front();
   if (s.reordered) return classifyReordering(ctx, runs, g, d);
   // The end of one run: the other goes on. What stopped it is not in the
-  // traces.
-  if (r + 1 == runs.size() && (s.aCount == 0) != (s.bCount == 0)) {
+  // traces. (Where the other's trace ends early, what this one did after
+  // its end was not compared: this one does not end here.)
+  if (r + 1 == runs.size() && (s.aCount == 0) != (s.bCount == 0) && !(s.aCount == 0 ? ctx.b : ctx.a).endsEarly) {
     const bool aEnds = s.aCount == 0;
     d.cause = Cause::kUnknown;
     d.mechanism = d.cause;

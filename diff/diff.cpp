@@ -203,8 +203,8 @@ std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader
   // 3. Alignment, and the pairs it left apart that are one operation.
   // A run whose trace ends before the other's is aligned as a prefix of it.
   AlignOptions alignOptions = options.align;
-  pass->aCut = endsEarly(ta, a, tb);
-  pass->bCut = endsEarly(tb, b, ta);
+  a.endsEarly = pass->aCut = endsEarly(ta, a, tb);
+  b.endsEarly = pass->bCut = endsEarly(tb, b, ta);
   if (pass->aCut != pass->bCut) alignOptions.cut = pass->aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
   pass->alignment = alignRuns(a, b, alignOptions);
   matchSameShape(pass->alignment, a, b);

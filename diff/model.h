@@ -369,6 +369,9 @@ struct Run {
   // and how many events it stands for. Nothing from it on is summarised.
   uint64_t gapSeq = UINT64_MAX;
   uint64_t gapEvents = 0;
+  // Its trace ends before the other run's does (cut short, or stopped at an
+  // earlier step): the other's operations after its end are not compared.
+  bool endsEarly = false;
   // Operations that ran while the framework timed candidates (an
   // autotuner's; trace::Origin::benchmarking): set aside, not summarised;
   // the launches among them by seq, which the recorder numbered with the

@@ -21,7 +21,7 @@ namespace {
 // `divergent` (if any) with another digest. With `gapAt`, launches
 // gapAt..gapAt+2 are dropped and a marker stands in their place.
 std::filesystem::path writeRun(const std::filesystem::path& dir, std::optional<uint64_t> divergent,
-                               std::optional<uint64_t> gapAt, uint64_t launches = 10) {
+                               std::optional<uint64_t> gapAt, uint64_t launches = 10, bool extraLast = false) {
   std::filesystem::remove_all(dir);
   TraceWriter w(dir, Header{});
   uint64_t seq = 0;
@@ -48,6 +48,13 @@ std::filesystem::path writeRun(const std::filesystem::path& dir, std::optional<u
     appendPointerParam(k, a.address, 1, 0);
     k.outputs = {{{a.address, 4096, 1, 0}, divergent == i ? 0xbad : 0x1000 + i, {}}};
     w.append(Event{seq++, (i + 1) * 1000, 0, k});
+  }
+  if (extraLast) {  // a kernel the other run does not launch there
+    KernelLaunch k;
+    k.function = "_Z5extraPf";
+    k.grid = {1, 1, 1};
+    k.block = {32, 1, 1};
+    w.append(Event{seq++, (launches + 1) * 1000, 0, k});
   }
   w.close();
   return dir;
@@ -103,8 +110,8 @@ TEST_CASE("a diff across dropped events compares up to the gap and claims nothin
 TEST_CASE("a trace cut short is compared up to its end and claims nothing past it") {
   const auto root = std::filesystem::temp_directory_path() / ("gpurr-cut-" + std::to_string(getpid()));
   const auto full = writeRun(root / "full.gpurr", std::nullopt, std::nullopt);
-  auto cut = [&](std::optional<uint64_t> divergent) {
-    const auto dir = writeRun(root / "cut.gpurr", divergent, std::nullopt, 6);
+  auto cut = [&](std::optional<uint64_t> divergent, bool extraLast = false) {
+    const auto dir = writeRun(root / "cut.gpurr", divergent, std::nullopt, 6, extraLast);
     std::filesystem::remove(dir / "index");  // as when the recorded process was killed
     std::filesystem::remove(dir / "checksums");
     return dir;
@@ -125,6 +132,14 @@ TEST_CASE("a trace cut short is compared up to its end and claims nothing past i
     REQUIRE(d.firstDivergence);
     CHECK(d.firstDivergence->a.seq == 4);
     CHECK(d.gaps.size() == 1);
+  }
+  SECTION("an operation more just before the end: the other run does not end there, its rest uncompared") {
+    TraceReader ra(full), rb(cut(std::nullopt, true));
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    REQUIRE(d.firstDivergence);
+    CHECK(d.firstDivergence->path);
+    CHECK(d.firstDivergence->cause == diff::Cause::kAlgorithmChoice);
+    CHECK(d.firstDivergence->summary.find("ends here") == std::string::npos);
   }
   SECTION("a run that ended cleanly before the other diverges where it ends, for no known reason") {
     TraceReader ra(full), rb(writeRun(root / "short.gpurr", std::nullopt, std::nullopt, 6));
