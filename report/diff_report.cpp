@@ -403,10 +403,9 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
                             withCommas(b.independentCount), b.independentCount == 1 ? "" : "s"));
     for (const IndependentDivergence& i : b.independent) {
       const OpInfo& o = i.a.name.empty() ? i.b : i.a;
-      row("", fmt::format("{} {}{} (run A #{}, run B #{}): {}", opTitle(o),
-                          o.kind == OpKind::kLaunch ? shortName(o.name, 60) : o.name,
-                          o.origin ? fmt::format(" [{}]", describe(*o.origin, OriginStep::kNone)) : std::string(), i.a.seq,
-                          i.b.seq, i.reason));
+      row("", fmt::format("{} {}{} ({}): {}", opTitle(o), o.kind == OpKind::kLaunch ? shortName(o.name, 60) : o.name,
+                          o.origin ? fmt::format(" [{}]", describe(*o.origin, OriginStep::kNone)) : std::string(),
+                          whereBoth(i), i.reason));
     }
   }
   if (p.pathDivergenceCount > (p.firstDivergence->path ? 1u : 0u)) {

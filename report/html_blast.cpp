@@ -43,9 +43,8 @@ void renderBlast(Page& page, const Report& report) {
       const diff::OpInfo* ia = i.a.name.empty() ? nullptr : &i.a;
       const diff::OpInfo* ib = i.b.name.empty() ? nullptr : &i.b;
       const diff::OpInfo* op = ia ? ia : ib;
-      page.addf("<li><b>{}</b> <code>{}</code> <span class=\"muted\">(run A #{}, run B #{})</span>: {}</li>\n",
-                op ? e(opTitleNamed(*op)) : "?", op ? e(kernelShort(*op)) : "", ia ? ia->seq : 0, ib ? ib->seq : 0,
-                e(i.reason));
+      page.addf("<li><b>{}</b> <code>{}</code> <span class=\"muted\">({})</span>: {}</li>\n",
+                op ? e(opTitleNamed(*op)) : "?", op ? e(kernelShort(*op)) : "", e(whereBoth(i)), e(i.reason));
     }
     if (independent > b.independent.size()) {
       page.addf("<li class=\"muted\">... {} more</li>\n", independent - b.independent.size());

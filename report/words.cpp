@@ -37,6 +37,12 @@ const OpInfo& firstShown(const FirstDivergence& d) { return shownOp(d, true) != 
 
 uint64_t seqInA(const FirstDivergence& d) { return &firstShown(d) == &d.b ? d.stretch->aSeq : d.a.seq; }
 
+std::string whereBoth(const IndependentDivergence& i) {
+  if (i.a.name.empty()) return fmt::format("run B #{}", i.b.seq);
+  if (i.b.name.empty()) return fmt::format("run A #{}", i.a.seq);
+  return fmt::format("run A #{}, run B #{}", i.a.seq, i.b.seq);
+}
+
 std::string spansText(const RangeDifference& r, size_t shown) {
   std::string s;
   shown = std::min(r.spans.size(), shown);

@@ -31,6 +31,9 @@ const diff::OpInfo& firstShown(const diff::FirstDivergence& d);
 // Where the first divergence is in run A's trace: its operation's event, or
 // for a stretch run B alone took, the event it comes before in run A.
 uint64_t seqInA(const diff::FirstDivergence& d);
+// Where an independent divergence is: "run A #3, run B #4", or one run's
+// alone for an operation the other run has not there ("run B #4").
+std::string whereBoth(const diff::IndependentDivergence& i);
 
 // "0x0-0x40, 0x80-0xc0 and 2 more": the first `shown` differing spans.
 std::string spansText(const diff::RangeDifference& r, size_t shown = 3);
