@@ -155,48 +155,67 @@ enum class Written {
   kGone,        // the same, the slot's memory given back before the first use
 };
 
-// One split of a communicator of id 9, its communicator written as `when`
+// A recording with a communicator of id 9 to split (0x77), the stand-in's
+// controls of its split (fake_nccl.cpp) and a buffer for collectives.
+struct Splitting {
+  Harness h;
+  std::vector<uint8_t> buffer = randomBytes(4096, 23);
+  const ncclComm_t parent = reinterpret_cast<ncclComm_t>(0x77);
+  bool* inProgress;
+  void (*finish)();
+  explicit Splitting(void* lib)
+      : inProgress(static_cast<bool*>(dlsym(lib, "gFakeNcclSplitInProgress"))),
+        finish(reinterpret_cast<void (*)()>(dlsym(lib, "gpurr_fake_nccl_finish_split"))) {
+    REQUIRE(inProgress != nullptr);
+    REQUIRE(finish != nullptr);
+    setActiveCollectives(&h.session->collectives());
+    h.memAlloc(buffer);
+    h.session->collectives().communicatorCreated(0x77, 9, 0, 4);
+  }
+  // A split that returns before NCCL's thread writes its communicator.
+  void nonBlocking(ncclComm_t* slot) {
+    *inProgress = true;
+    CHECK(ncclCommSplit(parent, 1, 0, slot, nullptr) == ncclInProgress);
+    *inProgress = false;
+    CHECK(*slot == nullptr);
+  }
+  // One all-reduce on `comm`, then the recording's end: its communicator id.
+  uint64_t idOf(ncclComm_t comm) {
+    CHECK(ncclAllReduce(buffer.data(), buffer.data(), 16, ncclFloat32, ncclSum, comm,
+                        reinterpret_cast<cudaStream_t>(0x5)) == ncclSuccess);
+    const auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
+    setActiveCollectives(nullptr);
+    REQUIRE(collectives.size() == 1);
+    return collectives[0].communicator;
+  }
+};
+
+// One split of the communicator of id 9, its communicator written as `when`
 // says, then used by one all-reduce: that collective's communicator id.
 uint64_t splitWritten(void* lib, Written when) {
-  auto* inProgress = static_cast<bool*>(dlsym(lib, "gFakeNcclSplitInProgress"));
-  auto finish = reinterpret_cast<void (*)()>(dlsym(lib, "gpurr_fake_nccl_finish_split"));
-  REQUIRE(inProgress != nullptr);
-  REQUIRE(finish != nullptr);
-  Harness h;
-  setActiveCollectives(&h.session->collectives());
-  std::vector<uint8_t> buffer = randomBytes(4096, 23);
-  h.memAlloc(buffer);
-  h.session->collectives().communicatorCreated(0x77, 9, 0, 4);
-  const auto parent = reinterpret_cast<ncclComm_t>(0x77);
+  Splitting s(lib);
   // The slot on a page of its own, which the program may give back.
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   void* memory = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(memory != MAP_FAILED);
   auto* slot = static_cast<ncclComm_t*>(memory);
   if (when == Written::kAtOnce) {
-    CHECK(ncclCommSplit(parent, 1, 0, slot, nullptr) == ncclSuccess);
+    CHECK(ncclCommSplit(s.parent, 1, 0, slot, nullptr) == ncclSuccess);
   } else if (when == Written::kAtGroupEnd) {
     CHECK(ncclGroupStart() == ncclSuccess);
-    CHECK(ncclCommSplit(parent, 1, 0, slot, nullptr) == ncclSuccess);
+    CHECK(ncclCommSplit(s.parent, 1, 0, slot, nullptr) == ncclSuccess);
     CHECK(*slot == nullptr);
     CHECK(ncclGroupEnd() == ncclSuccess);
   } else {
-    *inProgress = true;
-    CHECK(ncclCommSplit(parent, 1, 0, slot, nullptr) == ncclInProgress);
-    *inProgress = false;
-    CHECK(*slot == nullptr);
-    finish();
+    s.nonBlocking(slot);
+    s.finish();
   }
   const ncclComm_t comm = *slot;
   REQUIRE(comm != nullptr);
   if (when == Written::kGone) munmap(memory, page);
-  const auto stream = reinterpret_cast<cudaStream_t>(0x5);
-  CHECK(ncclAllReduce(buffer.data(), buffer.data(), 16, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  const uint64_t id = s.idOf(comm);
   if (when != Written::kGone) munmap(memory, page);
-  const auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
-  setActiveCollectives(nullptr);
-  REQUIRE(collectives.size() == 1);
-  return collectives[0].communicator;
+  return id;
 }
 
 }  // namespace
@@ -219,35 +238,21 @@ TEST_CASE("splits a rank takes no part in promise nothing and leave a later comm
           "[recorder][nccl]") {
   void* lib = dlopen(GPURR_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL);
   REQUIRE(lib != nullptr);
-  auto* inProgress = static_cast<bool*>(dlsym(lib, "gFakeNcclSplitInProgress"));
-  auto finish = reinterpret_cast<void (*)()>(dlsym(lib, "gpurr_fake_nccl_finish_split"));
-  REQUIRE(inProgress != nullptr);
-  REQUIRE(finish != nullptr);
-  Harness h;
-  setActiveCollectives(&h.session->collectives());
-  std::vector<uint8_t> buffer = randomBytes(4096, 24);
-  h.memAlloc(buffer);
-  h.session->collectives().communicatorCreated(0x77, 9, 0, 4);
-  const auto parent = reinterpret_cast<ncclComm_t>(0x77);
-  // A non-blocking split, then as many NOCOLOR splits as PyTorch's new_group
-  // makes on the ranks outside the groups of a large job, before NCCL's
-  // thread writes the first one's communicator.
-  ncclComm_t split = nullptr;
-  *inProgress = true;
-  CHECK(ncclCommSplit(parent, 1, 0, &split, nullptr) == ncclInProgress);
-  *inProgress = false;
-  for (size_t i = 0; i < CollectiveRecorder::kPromises + 6; ++i) {
-    ncclComm_t none = nullptr;
-    CHECK(ncclCommSplit(parent, NCCL_SPLIT_NOCOLOR, 0, &none, nullptr) == ncclSuccess);
-    CHECK(none == nullptr);
+  {
+    Splitting s(lib);
+    // A non-blocking split, then as many NOCOLOR splits as PyTorch's new_group
+    // makes on the ranks outside the groups of a large job, before NCCL's
+    // thread writes the first one's communicator.
+    ncclComm_t split = nullptr;
+    s.nonBlocking(&split);
+    for (size_t i = 0; i < CollectiveRecorder::kPromises + 6; ++i) {
+      ncclComm_t none = nullptr;
+      CHECK(ncclCommSplit(s.parent, NCCL_SPLIT_NOCOLOR, 0, &none, nullptr) == ncclSuccess);
+      CHECK(none == nullptr);
+    }
+    s.finish();
+    REQUIRE(split != nullptr);
+    CHECK(s.idOf(split) == communicatorIdFromSplit(9, 1, 1));
   }
-  finish();
-  REQUIRE(split != nullptr);
-  CHECK(ncclAllReduce(buffer.data(), buffer.data(), 16, ncclFloat32, ncclSum, split,
-                      reinterpret_cast<cudaStream_t>(0x5)) == ncclSuccess);
-  const auto collectives = eventsOf<trace::Collective>(h.finishAndRead());
-  setActiveCollectives(nullptr);
-  REQUIRE(collectives.size() == 1);
-  CHECK(collectives[0].communicator == communicatorIdFromSplit(9, 1, 1));
   dlclose(lib);
 }
