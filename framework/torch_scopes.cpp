@@ -13,8 +13,9 @@
 // two calls into the recorder; for a thread's outermost scope issued from
 // Python, for an op with only user ranges (or a Python autograd.Function)
 // around it, and for an op directly inside a backward node that is a Python
-// autograd.Function's or recomputes a forward, also the GIL and a walk up the Python frames to the first
-// one outside PyTorch (cached per code object). Per op: its device tensor
+// autograd.Function's or recomputes a forward, also the GIL and a walk up
+// the Python frames to the first one outside PyTorch (cached per code
+// object). Per op: its device tensor
 // arguments, each marked with whether the op's schema writes it
 // (Tensor(a!)), so that the recorder hashes after the op's launches only what
 // they may write; and whether the op updates one of its arguments in place.
@@ -32,9 +33,11 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -149,7 +152,8 @@ void resumeNode(uint64_t thread, std::vector<OpenNode>& nodes, bool opening) {
   const std::shared_ptr<torch::autograd::Node> node = torch::autograd::get_current_node();
   if (r.node != nullptr) {
     if (node.get() == r.node && node->sequence_nr() == r.sequence) return;
-    if (!nodes.empty() && nodes.back().resumed) nodes.pop_back();
+    const auto it = std::find_if(nodes.rbegin(), nodes.rend(), [](const OpenNode& n) { return n.resumed; });
+    if (it != nodes.rend()) nodes.erase(std::next(it).base());
     decrement(depthOf(thread));
     decrement(opDepthOf(thread));
     closeScope(&r);
