@@ -114,20 +114,6 @@ std::string rangeLine(const char* what, const RangeDifference& r) {
   return s;
 }
 
-// Whether the first divergence's operation has an origin that holds its step
-// alone: one the PyTorch layer did not observe (where a step it followed
-// stopped matching its template, docs/RECORDING.md). A launch no op issued
-// (a Triton kernel of the program's, an extension's) has its line at least.
-bool opUnobserved(const FirstDivergence& d) {
-  auto unobserved = [](const OpInfo& o) {
-    return o.origin && o.origin->op.empty() && o.origin->opStack.empty() && o.origin->module.empty() &&
-           o.origin->file.empty() && !o.origin->benchmarking;
-  };
-  if (!d.path) return unobserved(d.a) || unobserved(d.b);
-  const PathDivergence& s = *d.stretch;
-  return (!s.aOps.empty() && unobserved(s.aOps.front())) || (!s.bOps.empty() && unobserved(s.bOps.front()));
-}
-
 void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
                 const std::vector<std::string>& replayRows) {
   auto row = [&](const std::string& key, const std::string& value) {
@@ -211,10 +197,7 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
       first = false;
     }
   }
-  if (opUnobserved(d)) {
-    row("unnamed", "the PyTorch layer did not observe this operation's op (it ran where a step stopped matching the");
-    row("", "steps learnt before): `gpurr bisect -- COMMAND` records with every op observed and names it");
-  }
+  if (opUnobserved(d)) row("unnamed", kUnobservedHint);
   row("cause", st.red(causeSummary(d)));
   const std::vector<std::string> evidence = evidenceSentences(d);
   for (size_t i = 0; i < evidence.size(); ++i) row(i == 0 ? "evidence" : "", evidence[i]);
@@ -331,6 +314,7 @@ Json firstJson(const FirstDivergence& d) {
          {"params", {{"identical", d.paramsIdentical}, {"differing", params}}},
          {"outputs", {{"count", d.outputCount}, {"differing", outputs}}},
          {"known", known}};
+  if (opUnobserved(d)) j["unobserved"] = true;
   if (d.stretch) j["stretch"] = pathJson(*d.stretch);
   Json checks = Json::object();
   if (d.determinismA) checks["a"] = {{"runs", d.determinismA->runs}, {"distinctResults", d.determinismA->distinctResults}};

@@ -37,6 +37,16 @@ const OpInfo& firstShown(const FirstDivergence& d) { return shownOp(d, true) != 
 
 uint64_t seqInA(const FirstDivergence& d) { return &firstShown(d) == &d.b ? d.stretch->aSeq : d.a.seq; }
 
+bool opUnobserved(const FirstDivergence& d) {
+  auto unobserved = [](const OpInfo& o) {
+    return o.origin && o.origin->op.empty() && o.origin->opStack.empty() && o.origin->module.empty() &&
+           o.origin->file.empty() && !o.origin->benchmarking;
+  };
+  if (!d.path) return unobserved(d.a) || unobserved(d.b);
+  const PathDivergence& s = *d.stretch;
+  return (!s.aOps.empty() && unobserved(s.aOps.front())) || (!s.bOps.empty() && unobserved(s.bOps.front()));
+}
+
 std::string whereBoth(const IndependentDivergence& i) {
   if (i.a.name.empty()) return fmt::format("run B #{}", i.b.seq);
   if (i.b.name.empty()) return fmt::format("run A #{}", i.a.seq);

@@ -31,6 +31,16 @@ const diff::OpInfo& firstShown(const diff::FirstDivergence& d);
 // Where the first divergence is in run A's trace: its operation's event, or
 // for a stretch run B alone took, the event it comes before in run A.
 uint64_t seqInA(const diff::FirstDivergence& d);
+// Whether the first divergence's operation has an origin that holds its
+// step alone: one the PyTorch layer did not observe (where a step it
+// followed stopped matching its template, docs/RECORDING.md). A launch no
+// op issued (a Triton kernel of the program's, an extension's) has its line
+// at least.
+bool opUnobserved(const diff::FirstDivergence& d);
+// What the reports say of such an operation.
+inline constexpr const char* kUnobservedHint =
+    "the PyTorch layer did not observe this operation's op (it ran where a step stopped matching the steps "
+    "learnt before): `gpurr bisect -- COMMAND` records with every op observed and names it";
 // Where an independent divergence is: "run A #3, run B #4", or one run's
 // alone for an operation the other run has not there ("run B #4").
 std::string whereBoth(const diff::IndependentDivergence& i);

@@ -227,6 +227,10 @@ r = subprocess.run([args.gpurr, "diff", os.path.join(args.work, "resumed-backwar
                     os.path.join(args.work, "resumed-backward.gpurr")], capture_output=True, text=True)
 check(r.returncode == 1 and "unnamed" in r.stdout and "gpurr bisect" in r.stdout,
       f"the report says how to name an unobserved op: {r.stdout[:1500]}")
+r = subprocess.run([args.gpurr, "diff", "--json", os.path.join(args.work, "resumed-backward-straight.gpurr"),
+                    os.path.join(args.work, "resumed-backward.gpurr")], capture_output=True, text=True)
+first = ((json.loads(r.stdout).get("processes") or [{}])[0].get("firstDivergence") or {}) if r.stdout else {}
+check(first.get("unobserved") is True, f"the JSON says so: {r.stdout[:1500]}")
 
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")
