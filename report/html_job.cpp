@@ -46,8 +46,9 @@ void renderMismatches(Page& page, const JobView& job) {
 void renderOrigins(Page& page, const RunComparison& c, const JobView& job) {
   if (job.earliestOrigins.empty()) {
     if (!job.ranks.empty() && !job.cause) {
-      page.add("<div class=\"box warnbox\">No origin: every rank that diverged received its divergence through a "
-               "collective (a collective's reduction that is not deterministic, or a rank not recorded).</div>\n");
+      page.addf("<div class=\"box warnbox\">No origin: every rank that diverged received its divergence through a "
+                "collective ({}).</div>\n",
+                e(noOriginWhy(job)));
     }
     return;
   }

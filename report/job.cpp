@@ -326,6 +326,13 @@ Json collectiveJson(const SpreadStep& s) {
 
 }  // namespace
 
+std::string noOriginWhy(const JobView& job) {
+  return job.mismatches.empty()
+             ? "a collective's reduction that is not deterministic, or a rank not recorded"
+             : "the collective mismatch above is where the ranks parted: a rank issued another collective there, or "
+               "none";
+}
+
 std::string rankList(const std::vector<int32_t>& ranks) {
   std::string s;
   for (size_t i = 0; i < ranks.size();) {
@@ -525,8 +532,9 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
       os << st.bold(fmt::format("  rank {}, {}; cause: {}", v.rank, where(d), d.summary)) << '\n';
     }
   } else if (!job.ranks.empty() && !job.cause) {
-    os << st.yellow("no origin: every rank that diverged received its divergence through a collective (a "
-                    "collective's reduction that is not deterministic, or a rank not recorded)")
+    os << st.yellow(fmt::format("no origin: every rank that diverged received its divergence through a collective "
+                                "({})",
+                                noOriginWhy(job)))
        << '\n';
   }
   for (const SpreadStep& s : job.spread) {

@@ -140,6 +140,8 @@ std::string processesText(const std::vector<size_t>& group, const std::vector<in
 std::string spreadCollectiveText(const SpreadStep& s);
 
 void printJob(std::ostream& os, const Style& st, const RunComparison& c, const JobView& job);
+// Why a job whose ranks diverged has no origin, as its reports say it.
+std::string noOriginWhy(const JobView& job);
 nlohmann::ordered_json jobJson(const RunComparison& c, const JobView& job);
 
 }  // namespace gpurr::report
