@@ -18,9 +18,7 @@ namespace gpurr::report::html {
 namespace {
 
 // The rank's first divergent operation; run B's where run A has none there.
-string whereInJob(const diff::FirstDivergence& d) {
-  return (&firstShown(d) == &d.b ? "run B " : "") + divergenceWhere(d);
-}
+string whereInJob(const diff::FirstDivergence& d) { return shownSide(d) + divergenceWhere(d); }
 
 
 string lineOf(const std::optional<trace::Origin>& o) {

@@ -35,6 +35,8 @@ const OpInfo* shownOp(const FirstDivergence& d, bool a) {
 
 const OpInfo& firstShown(const FirstDivergence& d) { return shownOp(d, true) != nullptr ? d.a : d.b; }
 
+const char* shownSide(const FirstDivergence& d) { return &firstShown(d) == &d.b ? "run B " : ""; }
+
 uint64_t seqInA(const FirstDivergence& d) { return &firstShown(d) == &d.b ? d.stretch->aSeq : d.a.seq; }
 
 bool opUnobserved(const FirstDivergence& d) {

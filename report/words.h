@@ -28,6 +28,8 @@ const diff::OpInfo* shownOp(const diff::FirstDivergence& d, bool a);
 // The operation that shows the first divergence: run A's, or run B's where
 // run A has none there (a stretch run B alone took).
 const diff::OpInfo& firstShown(const diff::FirstDivergence& d);
+// "run B " where that operation is run B's, else "": what names it so.
+const char* shownSide(const diff::FirstDivergence& d);
 // Where the first divergence is in run A's trace: its operation's event, or
 // for a stretch run B alone took, the event it comes before in run A.
 uint64_t seqInA(const diff::FirstDivergence& d);

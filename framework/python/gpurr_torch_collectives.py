@@ -185,6 +185,12 @@ def _describe(dist, call_name, spec, a, group, rank, size, op, peer):
     return _Call(args, _ranges(ins, not objects), _device_hashes(ins) if cuda else 0, outs, cuda, file, line, objects)
 
 
+def _triples(ranges):
+    """(address, size, digest) triples as the recorder takes them: an array
+    and their count."""
+    return (ctypes.c_uint64 * max(len(ranges), 1))(*ranges), len(ranges) // 3
+
+
 def _record(call, asynchronous):
     """The call, once it has returned: what it received hashed unless it is
     asynchronous (complete only at its wait())."""
@@ -192,10 +198,8 @@ def _record(call, asynchronous):
     outputs = _ranges(call.outs, not asynchronous and not call.objects, call.cuda and asynchronous)
     device_outputs = _device_hashes(call.outs) if call.cuda and not asynchronous else 0
     try:
-        _recorder.gpurr_framework_collective(
-            *call.args, (ctypes.c_uint64 * max(len(inputs), 1))(*inputs), len(inputs) // 3,
-            (ctypes.c_uint64 * max(len(outputs), 1))(*outputs), len(outputs) // 3, call.device_inputs,
-            device_outputs, call.file, call.line)
+        _recorder.gpurr_framework_collective(*call.args, *_triples(inputs), *_triples(outputs), call.device_inputs,
+                                             device_outputs, call.file, call.line)
     except Exception:
         if device_outputs:
             _recorder.gpurr_framework_hash_drop(device_outputs)
@@ -210,9 +214,8 @@ def _keep(call):
         return 0
     try:
         outputs = _ranges(call.outs, False, call.cuda)
-        return _keep_pending(*call.args, (ctypes.c_uint64 * max(len(call.inputs), 1))(*call.inputs),
-                             len(call.inputs) // 3, (ctypes.c_uint64 * max(len(outputs), 1))(*outputs),
-                             len(outputs) // 3, call.device_inputs, call.file, call.line)
+        return _keep_pending(*call.args, *_triples(call.inputs), *_triples(outputs), call.device_inputs, call.file,
+                             call.line)
     except Exception:  # noqa: BLE001  not kept: recorded once it returns
         return 0
 
