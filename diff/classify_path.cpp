@@ -203,6 +203,43 @@ bool otherConfiguration(const PathDivergence& s, FirstDivergence& d) {
   return true;
 }
 
+// Where a framework op is in the program: what one run's stretch shares
+// with the other's operations around the same place, if the program took
+// the same path (another kernel sequence within one op).
+std::string site(const Origin& o) {
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", o.op, static_cast<int>(o.phase), o.module, o.file,
+                     o.line, o.step);
+}
+
+// An operation of the stretch whose framework op neither the other run's
+// stretch (the first few shown) nor its operations either side of it ran:
+// the program itself ran another op there. (0: run A's, 1: run B's.)
+std::optional<std::pair<int, OpInfo>> ranAlone(const Context& ctx, const PathDivergence& s) {
+  const std::vector<OpInfo>* sides[2] = {&s.aOps, &s.bOps};
+  const Run* runs[2] = {&ctx.a, &ctx.b};
+  const uint64_t begin[2] = {s.aBegin, s.bBegin}, count[2] = {s.aCount, s.bCount};
+  std::unordered_set<std::string> sites[2];
+  for (int side = 0; side < 2; ++side) {
+    for (const OpInfo& o : *sides[side]) {
+      if (o.origin && !o.origin->op.empty()) sites[side].insert(site(*o.origin));
+    }
+    const Run& run = *runs[side];
+    auto around = [&](uint64_t i) {
+      const OpInfo o = info(run, i);
+      if (o.origin && !o.origin->op.empty()) sites[side].insert(site(*o.origin));
+    };
+    if (begin[side] > run.ops.firstHeld()) around(begin[side] - 1);
+    if (begin[side] + count[side] < run.ops.size()) around(begin[side] + count[side]);
+  }
+  for (int side = 0; side < 2; ++side) {
+    if (sites[1 - side].empty()) continue;  // the other run's ops are unknown here
+    for (const OpInfo& o : *sides[side]) {
+      if (o.origin && !o.origin->op.empty() && sites[1 - side].count(site(*o.origin)) == 0) return std::pair{side, o};
+    }
+  }
+  return std::nullopt;
+}
+
 void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r, Group g, FirstDivergence& d) {
   d.path = true;
   d.stretch = stretchOf(ctx, runs, r, g);
@@ -233,6 +270,18 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
     d.summary = fmt::format("unknown: the program issued other collectives here ({} in run A, {} in run B): "
                             "it took another path",
                             plural(s.aCount, "operation"), plural(s.bCount, "operation"));
+    return;
+  }
+  // The program ran an op here that the other run did not: its own path.
+  if (const auto alone = ranAlone(ctx, s)) {
+    const char side = alone->first == 0 ? 'A' : 'B', other = alone->first == 0 ? 'B' : 'A';
+    const Origin& o = *alone->second.origin;
+    d.cause = Cause::kUnknown;
+    d.mechanism = d.cause;
+    d.summary = fmt::format("unknown: run {} ran {}{} here and run {} did not: the program took another path", side,
+                            o.op, o.module.empty() ? "" : " in " + o.module, other);
+    d.evidence.push_back({EvidenceKind::kOpRanAlone, {static_cast<uint64_t>(alone->first), alone->second.seq},
+                          {describe(o, OriginStep::kOperation)}});
     return;
   }
   d.cause = Cause::kAlgorithmChoice;

@@ -7,8 +7,9 @@
 //    so that an extra allocation in one run does not shift every later
 //    pointer. Run B's ordinals are then mapped onto run A's by identity.
 // 2. Canonical order (canonical_order.cpp) of each run's host threads.
-// 3. Alignment of the identities (align.cpp), then the pairs the identities
-//    tell apart that are one operation (pairing.cpp). Where those pairs
+// 3. Alignment of the identities (align.cpp), its ties broken by what the
+//    operations agree on (ties.cpp), then the pairs the identities tell
+//    apart that are one operation (pairing.cpp). Where those pairs
 //    show allocations run B named otherwise (renaming.cpp), stages 1 to 3
 //    again with run A's names for them.
 // 4. The first divergence: the earliest stretch of different operations, or
@@ -36,6 +37,7 @@
 #include "diff/renaming.h"
 #include "diff/reorder.h"
 #include "diff/summary.h"
+#include "diff/ties.h"
 
 namespace gpurr::diff {
 using namespace gpurr::trace;
@@ -207,6 +209,7 @@ std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader
   b.endsEarly = pass->bCut = endsEarly(tb, b, ta);
   if (pass->aCut != pass->bCut) alignOptions.cut = pass->aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
   pass->alignment = alignRuns(a, b, alignOptions);
+  breakTies(pass->alignment, a, b, pass->aCut != pass->bCut);
   matchSameShape(pass->alignment, a, b);
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
   pass->configurationOnly = pairLaunchConfigurations(ctx, pass->alignment);

@@ -291,6 +291,12 @@ std::string sentence(const Evidence& e) {
                          "early return, or ran fewer steps), a difference of control flow that its output or exit "
                          "status may explain",
                          n[0] == 0 ? 'A' : 'B', n[0] == 0 ? 'B' : 'A', plural(n[1], "operation"));
+    case EvidenceKind::kOpRanAlone:
+      return fmt::format("run {0}'s program ran {2} here (event #{1}), an op that run {3}'s did not run at this "
+                         "place: a branch of the program went the other way (a condition on data or a flag, "
+                         "host-side randomness, another batch from the data loader, an exception caught); no library "
+                         "chose these kernels",
+                         n[0] == 0 ? 'A' : 'B', n[1], t[0], n[0] == 0 ? 'B' : 'A');
     case EvidenceKind::kOtherConfiguration:
       return fmt::format("the same kernel{} in both runs, {}launched with another configuration: {} grid ({},{},{}) "
                          "block ({},{},{}) in run A, grid ({},{},{}) block ({},{},{}) in run B; an autotuner's choice "

@@ -1,0 +1,187 @@
+// Equally short alignments told apart by what the operations agree on
+// (ties.h). A region is aligned again by the textbook dynamic programme for
+// edit distance, a match allowed only between operations of one identity,
+// an edit costing more than all the pairs a region can hold whose origins
+// disagree.
+#include "diff/ties.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace gpurr::diff {
+namespace {
+
+constexpr uint64_t kGap = 64;     // matched operations between the stretches of one region, at most
+constexpr uint64_t kMargin = 64;  // matched operations taken into a region on either side, at most
+constexpr uint64_t kMaxCells = uint64_t{1} << 22;  // (na + 1) * (nb + 1) of one region
+constexpr uint64_t kOriginBudget = uint64_t{1} << 16;
+
+// Where a framework origin says an operation is in the program (its count
+// within the step aside, which an extra operation shifts); 0 for none.
+uint64_t siteOf(const std::optional<Origin>& o) {
+  if (!o) return 0;
+  return std::hash<std::string>()(fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", o->op,
+                                              fmt::join(o->opStack, "\x1e"), static_cast<int>(o->phase),
+                                              o->forwardOp, o->module, o->file, o->line, o->step)) |
+         1;
+}
+
+// Appends a run, merged with the last where it continues it; empty ones
+// are dropped.
+void append(std::vector<AlignedRun>& out, const AlignedRun& r) {
+  if (r.aCount == 0 && r.bCount == 0) return;
+  if (!out.empty()) {
+    AlignedRun& last = out.back();
+    if (last.match == r.match && last.aBegin + last.aCount == r.aBegin && last.bBegin + last.bCount == r.bBegin) {
+      last.aCount += r.aCount;
+      last.bCount += r.bCount;
+      return;
+    }
+  }
+  out.push_back(r);
+}
+
+// One region: run A's operations [a0, a0 + na) against run B's [b0, b0 + nb).
+class Region {
+ public:
+  Region(const Run& a, const Run& b, uint64_t a0, uint64_t na, uint64_t b0, uint64_t nb)
+      : a_(a), b_(b), a0_(a0), b0_(b0), na_(na), nb_(nb), edit_(na + nb + 1) {
+    for (uint64_t i = 0; i < na; ++i) sitesA_.push_back(site(a, a0 + i));
+    for (uint64_t j = 0; j < nb; ++j) sitesB_.push_back(site(b, b0 + j));
+  }
+
+  // The cost of `runs`, which cover the region exactly.
+  uint64_t cost(const std::vector<AlignedRun>& runs) const {
+    uint64_t c = 0;
+    for (const AlignedRun& r : runs) {
+      if (!r.match) {
+        c += edit_ * (r.aCount + r.bCount);
+        continue;
+      }
+      for (uint64_t k = 0; k < r.aCount; ++k) c += pair(r.aBegin - a0_ + k, r.bBegin - b0_ + k);
+    }
+    return c;
+  }
+
+  // The cheapest alignment of the region, and its cost.
+  std::pair<std::vector<AlignedRun>, uint64_t> best() const {
+    enum : uint8_t { kMatch, kDeleteA, kInsertB };
+    const uint64_t width = nb_ + 1;
+    std::vector<uint8_t> from((na_ + 1) * width);
+    std::vector<uint64_t> prev(width), cur(width);
+    for (uint64_t j = 0; j < width; ++j) prev[j] = j * edit_, from[j] = kInsertB;
+    for (uint64_t i = 1; i <= na_; ++i) {
+      cur[0] = i * edit_;
+      from[i * width] = kDeleteA;
+      const uint64_t key = a_.ops[a0_ + i - 1].key;
+      for (uint64_t j = 1; j <= nb_; ++j) {
+        uint64_t c = prev[j] + edit_;
+        uint8_t f = kDeleteA;
+        if (cur[j - 1] + edit_ < c) c = cur[j - 1] + edit_, f = kInsertB;
+        if (key == b_.ops[b0_ + j - 1].key) {
+          const uint64_t m = prev[j - 1] + pair(i - 1, j - 1);
+          if (m <= c) c = m, f = kMatch;
+        }
+        cur[j] = c;
+        from[i * width + j] = f;
+      }
+      std::swap(prev, cur);
+    }
+    std::vector<uint8_t> steps;
+    for (uint64_t i = na_, j = nb_; i > 0 || j > 0;) {
+      const uint8_t f = from[i * width + j];
+      steps.push_back(f);
+      if (f != kInsertB) --i;
+      if (f != kDeleteA) --j;
+    }
+    std::vector<AlignedRun> runs;
+    uint64_t i = a0_, j = b0_;
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      const bool match = *it == kMatch, da = *it != kInsertB, db = *it != kDeleteA;
+      append(runs, AlignedRun{match, i, j, da ? 1u : 0u, db ? 1u : 0u});
+      i += da, j += db;
+    }
+    return {std::move(runs), prev[nb_]};
+  }
+
+ private:
+  static uint64_t site(const Run& run, uint64_t index) {
+    const auto e = run.reader->event(run.ops[index].seq());
+    return e ? siteOf(e->origin) : 0;
+  }
+  uint64_t pair(uint64_t i, uint64_t j) const { return sitesA_[i] != sitesB_[j] ? 1 : 0; }
+
+  const Run& a_;
+  const Run& b_;
+  uint64_t a0_, b0_, na_, nb_;
+  uint64_t edit_;  // the cost of an edit (a pair whose origins disagree costs 1)
+  std::vector<uint64_t> sitesA_, sitesB_;
+};
+
+}  // namespace
+
+void breakTies(Alignment& alignment, const Run& a, const Run& b, bool cutLast) {
+  std::vector<AlignedRun>& runs = alignment.runs;
+  const uint64_t held = std::max(a.ops.firstHeld(), b.ops.firstHeld());
+  // Runs from `last` on are left as they are.
+  const size_t last = cutLast && !runs.empty() && !runs.back().match ? runs.size() - 1 : runs.size();
+  uint64_t budget = kOriginBudget;
+  std::vector<AlignedRun> out;
+  for (size_t i = 0; i < runs.size();) {
+    if (runs[i].match || i >= last) {
+      append(out, runs[i++]);
+      continue;
+    }
+    // Stretches i to j, a few matched operations apart, and the matched
+    // operations either side, at most kMargin each.
+    size_t j = i;
+    while (j + 2 < last && runs[j + 1].match && runs[j + 1].aCount <= kGap && !runs[j + 2].match) j += 2;
+    uint64_t before = 0, after = 0;
+    if (!out.empty() && out.back().match) {
+      const AlignedRun& m = out.back();
+      before = std::min({m.aCount, kMargin, m.aBegin + m.aCount - std::min(m.aBegin + m.aCount, held),
+                         m.bBegin + m.bCount - std::min(m.bBegin + m.bCount, held)});
+    }
+    if (j + 1 < runs.size() && runs[j + 1].match) after = std::min(runs[j + 1].aCount, kMargin);
+    const uint64_t a0 = runs[i].aBegin - before, b0 = runs[i].bBegin - before;
+    const uint64_t na = runs[j].aBegin + runs[j].aCount + after - a0;
+    const uint64_t nb = runs[j].bBegin + runs[j].bCount + after - b0;
+    if ((na + 1) * (nb + 1) > kMaxCells || na + nb > budget) {
+      while (i <= j) append(out, runs[i++]);
+      continue;
+    }
+    budget -= na + nb;
+    const Region region(a, b, a0, na, b0, nb);
+    std::vector<AlignedRun> had;
+    append(had, AlignedRun{true, a0, b0, before, before});
+    for (size_t k = i; k <= j; ++k) append(had, runs[k]);
+    append(had, AlignedRun{true, runs[j].aBegin + runs[j].aCount, runs[j].bBegin + runs[j].bCount, after, after});
+    auto [better, cost] = region.best();
+    if (cost < region.cost(had)) {
+      if (before > 0) {
+        out.back().aCount -= before;
+        out.back().bCount -= before;
+        if (out.back().aCount == 0) out.pop_back();
+      }
+      for (const AlignedRun& r : better) append(out, r);
+      if (after > 0) {
+        AlignedRun& next = runs[j + 1];
+        next.aBegin += after, next.bBegin += after;
+        next.aCount -= after, next.bCount -= after;
+      }
+    } else {
+      for (size_t k = i; k <= j; ++k) append(out, runs[k]);
+    }
+    i = j + 1;
+  }
+  runs = std::move(out);
+  alignment.matched = 0;
+  for (const AlignedRun& r : runs) alignment.matched += r.match ? r.aCount : 0;
+}
+
+}  // namespace gpurr::diff

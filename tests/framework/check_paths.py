@@ -1,0 +1,89 @@
+"""Records paths.py through gpurr's PyTorch layer (the test's fake recorder,
+"kernels" without parameter words inside aten::addmm, aten::relu and
+aten::mul, every op observed as gpurr bisect records) once as it is and
+once per planted path, and checks that `gpurr diff` names the operations
+the program ran in one run only: where every block launches the same
+kernels, the alignment alone could take another block's for them. Also that
+recording leaves the program's output unchanged."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+p = argparse.ArgumentParser()
+for a in ("--gpurr", "--recorder", "--launcher", "--scripts", "--work"):
+    p.add_argument(a, required=True)
+args = p.parse_args()
+shutil.rmtree(args.work, ignore_errors=True)
+os.makedirs(args.work)
+failures = []
+program = os.path.join(args.scripts, "paths.py")
+launch_in = os.path.join(args.scripts, "launch_in.py")
+with open(program) as f:
+    PLANT_LINE = 1 + [n for n, t in enumerate(f.read().splitlines()) if "# the planted multiplication" in t][0]
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def record(plant):
+    """paths.py with `plant`, run plainly and recorded; the trace."""
+    env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher,
+               GPURR_TEST_LAUNCH_WORDS="0", GPURR_FULL_ATTRIBUTION="1", PATHS_PLANT=plant)
+    plain = subprocess.run([sys.executable, program], capture_output=True, text=True, timeout=300, env=env)
+    trace = os.path.join(args.work, (plant or "straight") + ".gpurr")
+    r = subprocess.run([args.gpurr, "record", "-o", trace, "--", sys.executable, launch_in,
+                        "aten::addmm,aten::relu,aten::mul", program], capture_output=True, text=True, timeout=300,
+                       env=env)
+    check(plain.returncode == 0 and r.returncode == 0 and r.stdout == plain.stdout,
+          f"{plant}: output unchanged ({plain.returncode}, {r.returncode}): {plain.stdout!r} vs {r.stdout!r} "
+          f"{r.stderr[-800:]}")
+    return trace
+
+
+def first_divergence(a, b):
+    r = subprocess.run([args.gpurr, "diff", "--json", a, b], capture_output=True, text=True)
+    check(r.returncode == 1, f"diff {a} {b}: exit status {r.returncode}: {r.stderr[-800:]}")
+    return ((json.loads(r.stdout).get("processes") or [{}])[0].get("firstDivergence") or {}) if r.stdout else {}
+
+
+def origins(side):
+    return [(o["origin"]["op"], o["origin"]["module"], o["origin"]["line"], o["origin"]["step"])
+            for o in side["ops"]]
+
+
+straight = record("")
+# One more multiplication in block 1 at step 2, among the same kernels of
+# every block: its own line, module and step; in either order of the runs.
+mul = record("mul")
+for a, b, side in ((straight, mul, "b"), (mul, straight, "a")):
+    fd = first_divergence(a, b)
+    stretch = fd.get("stretch") or {}
+    other = "a" if side == "b" else "b"
+    check(fd.get("path") and stretch.get(other, {}).get("count") == 0 and stretch.get(side, {}).get("count") == 1 and
+          origins(stretch[side]) == [("aten::mul", "Stack.blocks.1", PLANT_LINE, 2)] and
+          "took another path" in fd.get("summary", ""),
+          f"one more mul (run {side.upper()}): {fd.get('summary')} {stretch}")
+# Block 2 called twice at step 1: one call's launches, all of block 2's.
+fd = first_divergence(straight, record("twice"))
+stretch = fd.get("stretch") or {}
+got = origins(stretch.get("b", {"ops": []}))
+check(fd.get("path") and stretch.get("a", {}).get("count") == 0 and stretch.get("b", {}).get("count") == 3 and
+      {m for _, m, _, _ in got} == {"Stack.blocks.2.fc", "Stack.blocks.2"} and {s for *_, s in got} == {1},
+      f"a block called twice: {fd.get('summary')} {got}")
+# Block 1 skipped from step 2: run A's launches of block 1 alone.
+fd = first_divergence(straight, record("skip"))
+stretch = fd.get("stretch") or {}
+got = origins(stretch.get("a", {"ops": []}))
+check(fd.get("path") and stretch.get("b", {}).get("count") == 0 and stretch.get("a", {}).get("count") == 3 and
+      {m for _, m, _, _ in got} == {"Stack.blocks.1.fc", "Stack.blocks.1"} and {s for *_, s in got} == {2},
+      f"a block skipped: {fd.get('summary')} {got}")
+
+if failures:
+    raise SystemExit(f"{len(failures)} check(s) failed")
+print("paths: all checks passed")

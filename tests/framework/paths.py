@@ -1,0 +1,54 @@
+# A small stack of identical blocks trained for four optimizer steps, whose
+# run B takes another path where PATHS_PLANT says: "mul", one more
+# multiplication in block 1 at step 2; "twice", block 2 called twice at step
+# 1; "skip", block 1 skipped from step 2 on. Every block launches the same
+# kernels (check_paths.py launches inside aten::addmm, aten::relu and
+# aten::mul without parameter words), so only the framework origins tell
+# where the path changed. Prints the losses.
+import os
+
+import torch
+from torch import nn
+
+PLANT = os.environ.get("PATHS_PLANT", "")
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, v, extra=False):
+        h = torch.relu(self.fc(v))
+        if extra:
+            h = h * 1.0  # the planted multiplication
+        return h * 0.5
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(4))
+        self.step = 0
+
+    def forward(self, v):
+        for i, block in enumerate(self.blocks):
+            if PLANT == "skip" and i == 1 and self.step >= 2:
+                continue
+            v = block(v, PLANT == "mul" and i == 1 and self.step == 2)
+            if PLANT == "twice" and i == 2 and self.step == 1:
+                v = block(v)
+        return v
+
+
+torch.manual_seed(0)
+model = Stack()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(16, 8)
+for step in range(4):
+    model.step = step
+    loss = model(x).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f"step {step}: {loss.item():.6f}")
