@@ -249,8 +249,10 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
   if (s.reordered) return classifyReordering(ctx, runs, g, d);
   // The end of one run: the other goes on. What stopped it is not in the
   // traces. (Where the other's trace ends early, what this one did after
-  // its end was not compared: this one does not end here.)
-  if (r + 1 == runs.size() && (s.aCount == 0) != (s.bCount == 0) && !(s.aCount == 0 ? ctx.b : ctx.a).endsEarly) {
+  // its end was not compared: this one does not end here. Where gpurr
+  // stopped this one after a step, the other's operations left are of that
+  // step, which this one finished without them.)
+  if (r + 1 == runs.size() && (s.aCount == 0) != (s.bCount == 0) && !ctx.a.endsEarly && !ctx.b.endsEarly) {
     const bool aEnds = s.aCount == 0;
     d.cause = Cause::kUnknown;
     d.mechanism = d.cause;

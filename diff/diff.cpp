@@ -109,13 +109,17 @@ std::vector<std::string> traceWarnings(const TraceReader& ta, const TraceReader&
   return out;
 }
 
-// The alignment of both runs' identities. The operations both runs agreed
+// The alignment of both runs' identities, of run A's first `sizeA`
+// operations and run B's first `sizeB`. The operations both runs agreed
 // on from the start, if dropped, are the start of the alignment's common
 // prefix: the rest is aligned and shifted.
-Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options) {
+Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options, uint64_t sizeA = UINT64_MAX,
+                    uint64_t sizeB = UINT64_MAX) {
   const uint64_t held = a.ops.firstHeld();
   std::vector<const uint64_t*> chunksA, chunksB;
-  Alignment alignment = align(a.ops.keys(chunksA), b.ops.keys(chunksB), options);
+  const Keys keysA = a.ops.keys(chunksA), keysB = b.ops.keys(chunksB);
+  Alignment alignment = align(keysA.subspan(0, std::min(sizeA, a.ops.size()) - held),
+                              keysB.subspan(0, std::min(sizeB, b.ops.size()) - held), options);
   if (held > 0) {
     for (AlignedRun& r : alignment.runs) {
       r.aBegin += held;
@@ -130,6 +134,47 @@ Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options) {
       alignment.runs.insert(alignment.runs.begin(), AlignedRun{true, 0, 0, held, held});
     }
     alignment.matched += held;
+  }
+  return alignment;
+}
+
+// Whether gpurr stopped the run of trace `t` after a training step
+// (--until-step, --stop-file), which it then finished.
+bool stoppedByGpurr(const TraceReader& t) { return !t.damage().unclosed && t.stoppedAfterStep() >= 0; }
+
+// Of the `count` operations of `run` from `begin`, how many come first
+// whose origins put them in training steps up to `step`.
+uint64_t operationsUpToStep(const Run& run, uint64_t begin, uint64_t count, int64_t step) {
+  uint64_t n = 0;
+  for (; n < count; ++n) {
+    const std::optional<Event> e = run.reader->event(run.ops[begin + n].seq());
+    if (!e || !e->origin || e->origin->step < 0 || e->origin->step > step) break;
+  }
+  return n;
+}
+
+// The alignment of a run cut short, as a prefix of the other; `rest`: its
+// last run is what the other did after the cut. Where gpurr stopped it
+// after training step N, it did all of that step: the other run's
+// operations of steps up to N are aligned with it whole, as edits where it
+// did not do them, and only those after are the other's rest.
+Alignment alignCut(const Run& a, const Run& b, const TraceReader& cut, const AlignOptions& options, bool& rest) {
+  const bool aCut = options.cut == AlignOptions::Cut::kA;
+  Alignment alignment = alignRuns(a, b, options);
+  rest = !alignment.runs.empty() && !alignment.runs.back().match &&
+         (aCut ? alignment.runs.back().aCount : alignment.runs.back().bCount) == 0;
+  if (!rest || !stoppedByGpurr(cut)) return alignment;
+  const AlignedRun last = alignment.runs.back();
+  const uint64_t begin = aCut ? last.bBegin : last.aBegin, count = aCut ? last.bCount : last.aCount;
+  const uint64_t within = operationsUpToStep(aCut ? b : a, begin, count, cut.stoppedAfterStep());
+  if (within == 0) return alignment;
+  AlignOptions whole = options;
+  whole.cut = AlignOptions::Cut::kNeither;
+  alignment = alignRuns(a, b, whole, aCut ? UINT64_MAX : begin + within, aCut ? begin + within : UINT64_MAX);
+  rest = within < count;
+  if (rest) {
+    alignment.runs.push_back(aCut ? AlignedRun{false, a.ops.size(), begin + within, 0, count - within}
+                                  : AlignedRun{false, begin + within, b.ops.size(), count - within, 0});
   }
   return alignment;
 }
@@ -178,6 +223,7 @@ struct Pass {
   Run a, b;
   Alignment alignment;
   bool aCut = false, bCut = false;
+  bool rest = false;  // the alignment's last run is what one run did after the other's trace ends
   std::unordered_set<uint64_t> configurationOnly;  // pairLaunchConfigurations
 };
 
@@ -208,8 +254,10 @@ std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader
   a.endsEarly = pass->aCut = endsEarly(ta, a, tb);
   b.endsEarly = pass->bCut = endsEarly(tb, b, ta);
   if (pass->aCut != pass->bCut) alignOptions.cut = pass->aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
-  pass->alignment = alignRuns(a, b, alignOptions);
-  breakTies(pass->alignment, a, b, pass->aCut != pass->bCut);
+  pass->alignment = alignOptions.cut == AlignOptions::Cut::kNeither
+                        ? alignRuns(a, b, alignOptions)
+                        : alignCut(a, b, pass->aCut ? ta : tb, alignOptions, pass->rest);
+  breakTies(pass->alignment, a, b, pass->rest);
   matchSameShape(pass->alignment, a, b);
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
   pass->configurationOnly = pairLaunchConfigurations(ctx, pass->alignment);
@@ -266,7 +314,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   Run& a = pass->a;
   Run& b = pass->b;
   Alignment& alignment = pass->alignment;
-  const bool aCut = pass->aCut, bCut = pass->bCut;
+  const bool aCut = pass->aCut;
   out.rankA = ta.header().rank;
   out.rankB = tb.header().rank;
   out.benchmarkingA = a.benchmarking;
@@ -293,29 +341,31 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
                                        options.align.maxEdits, options.align.window));
   }
   // A trace cut short: what the other run did afterwards was not compared.
-  if (!alignment.runs.empty() && !alignment.runs.back().match) {
+  if (pass->rest && !alignment.runs.back().match &&
+      (aCut ? alignment.runs.back().aCount : alignment.runs.back().bCount) == 0) {
     const AlignedRun& last = alignment.runs.back();
-    const bool aEnds = last.aCount == 0 && aCut;
-    const bool bEnds = last.bCount == 0 && bCut;
-    if (aEnds || bEnds) {
-      const TraceReader& cut = aEnds ? ta : tb;
-      const uint64_t after = aEnds ? last.bCount : last.aCount;
-      const char goesOn = aEnds ? 'B' : 'A', ends = aEnds ? 'A' : 'B';
-      out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends{}; not compared", goesOn,
-                                         plural(after, "operation"), ends,
-                                         !cut.damage().unclosed && cut.stoppedAfterStep() >= 0
-                                             ? fmt::format(" (gpurr stopped it after training step {})",
-                                                           cut.stoppedAfterStep())
-                                             : ""));
-      // A recording cut short (killed, crashed, a full disk) is not known
-      // to agree with what the other run did after it, as after a gap.
-      if (cut.damage().unclosed && (aEnds ? a : b).gapSeq == UINT64_MAX) {
-        out.gaps.push_back(fmt::format("run {}'s trace ends (its recording did not end cleanly) and run {} goes on "
-                                       "for {}",
-                                       ends, goesOn, plural(after, "operation")));
-      }
-      alignment.runs.pop_back();
+    const TraceReader& cut = aCut ? ta : tb;
+    const uint64_t after = aCut ? last.bCount : last.aCount;
+    const char goesOn = aCut ? 'B' : 'A', ends = aCut ? 'A' : 'B';
+    out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends{}; not compared", goesOn,
+                                       plural(after, "operation"), ends,
+                                       stoppedByGpurr(cut) ? fmt::format(" (gpurr stopped it after training step {})",
+                                                                         cut.stoppedAfterStep())
+                                                           : ""));
+    // A recording cut short (killed, crashed, a full disk) is not known
+    // to agree with what the other run did after it, as after a gap.
+    if (cut.damage().unclosed && (aCut ? a : b).gapSeq == UINT64_MAX) {
+      out.gaps.push_back(fmt::format("run {}'s trace ends (its recording did not end cleanly) and run {} goes on "
+                                     "for {}",
+                                     ends, goesOn, plural(after, "operation")));
     }
+    alignment.runs.pop_back();
+  }
+  // Both cut short at one place: neither is known to have ended there.
+  if (out.gaps.empty() && (ta.damage().unclosed || tb.damage().unclosed)) {
+    out.gaps.push_back(fmt::format("run {}'s trace ends (its recording did not end cleanly) where the other's "
+                                   "does: what it did after is not known",
+                                   ta.damage().unclosed ? 'A' : 'B'));
   }
   const std::vector<Group> groups = reorderings(ctx, alignment.runs);
 

@@ -133,7 +133,11 @@ void breakTies(Alignment& alignment, const Run& a, const Run& b, bool cutLast) {
   uint64_t budget = kOriginBudget;
   std::vector<AlignedRun> out;
   for (size_t i = 0; i < runs.size();) {
-    if (runs[i].match || i >= last) {
+    if (i >= last) {
+      out.push_back(runs[i++]);  // kept apart, even from a stretch of the same run before it
+      continue;
+    }
+    if (runs[i].match) {
       append(out, runs[i++]);
       continue;
     }

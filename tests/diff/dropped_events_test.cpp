@@ -141,6 +141,18 @@ TEST_CASE("a trace cut short is compared up to its end and claims nothing past i
     CHECK(d.firstDivergence->cause == diff::Cause::kAlgorithmChoice);
     CHECK(d.firstDivergence->summary.find("ends here") == std::string::npos);
   }
+  SECTION("both cut short at one place: neither identical nor different") {
+    const auto other = writeRun(root / "cut2.gpurr", std::nullopt, std::nullopt, 6);
+    std::filesystem::remove(other / "index");
+    std::filesystem::remove(other / "checksums");
+    TraceReader ra(other), rb(cut(std::nullopt));
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    CHECK(d.identical);  // of what was compared
+    REQUIRE(d.gaps.size() == 1);
+    CHECK(d.gaps[0] == "run A's trace ends (its recording did not end cleanly) where the other's does: what it did "
+                       "after is not known");
+    CHECK_FALSE(d.firstDivergence);
+  }
   SECTION("a run that ended cleanly before the other diverges where it ends, for no known reason") {
     TraceReader ra(full), rb(writeRun(root / "short.gpurr", std::nullopt, std::nullopt, 6));
     const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);

@@ -3,7 +3,8 @@
 aten::mul, every op observed as gpurr bisect records) once as it is and
 once per planted path, and checks that `gpurr diff` names the operations
 the program ran in one run only: where every block launches the same
-kernels, the alignment alone could take another block's for them. Also that
+kernels, the alignment alone could take another block's for them; also
+against a run gpurr stopped after the step of the planted path. And that
 recording leaves the program's output unchanged."""
 import argparse
 import json
@@ -22,7 +23,9 @@ failures = []
 program = os.path.join(args.scripts, "paths.py")
 launch_in = os.path.join(args.scripts, "launch_in.py")
 with open(program) as f:
-    PLANT_LINE = 1 + [n for n, t in enumerate(f.read().splitlines()) if "# the planted multiplication" in t][0]
+    text = f.read().splitlines()
+PLANT_LINE = 1 + [n for n, t in enumerate(text) if "# the planted multiplication" in t][0]
+END_LINE = 1 + [n for n, t in enumerate(text) if "# the planted multiplication at a step's end" in t][0]
 
 
 def check(condition, what):
@@ -31,16 +34,19 @@ def check(condition, what):
         print("FAIL:", what)
 
 
-def record(plant):
-    """paths.py with `plant`, run plainly and recorded; the trace."""
+def record(plant, *options, name=None):
+    """paths.py with `plant`, run plainly and recorded with `options`; the
+    trace."""
     env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher,
                GPURR_TEST_LAUNCH_WORDS="0", GPURR_FULL_ATTRIBUTION="1", PATHS_PLANT=plant)
     plain = subprocess.run([sys.executable, program], capture_output=True, text=True, timeout=300, env=env)
-    trace = os.path.join(args.work, (plant or "straight") + ".gpurr")
-    r = subprocess.run([args.gpurr, "record", "-o", trace, "--", sys.executable, launch_in,
+    trace = os.path.join(args.work, (name or plant or "straight") + ".gpurr")
+    r = subprocess.run([args.gpurr, "record", *options, "-o", trace, "--", sys.executable, launch_in,
                         "aten::addmm,aten::relu,aten::mul", program], capture_output=True, text=True, timeout=300,
                        env=env)
-    check(plain.returncode == 0 and r.returncode == 0 and r.stdout == plain.stdout,
+    stopped = "--until-step" in options  # then the output ends after that step's
+    check(plain.returncode == 0 and r.returncode == 0 and
+          (plain.stdout.startswith(r.stdout) if stopped else r.stdout == plain.stdout),
           f"{plant}: output unchanged ({plain.returncode}, {r.returncode}): {plain.stdout!r} vs {r.stdout!r} "
           f"{r.stderr[-800:]}")
     return trace
@@ -69,6 +75,19 @@ for a, b, side in ((straight, mul, "b"), (mul, straight, "a")):
           origins(stretch[side]) == [("aten::mul", "Stack.blocks.1", PLANT_LINE, 2)] and
           "took another path" in fd.get("summary", ""),
           f"one more mul (run {side.upper()}): {fd.get('summary')} {stretch}")
+# The run without it stopped by gpurr after step 2: it did all of step 2,
+# so one more multiplication as the last launch of step 2 in the other run
+# is still a divergence, in either order of the runs (the steps after it
+# are not compared).
+stopped = record("", "--until-step", "2", name="stopped")
+end = record("end")
+for a, b, side in ((stopped, end, "b"), (end, stopped, "a")):
+    fd = first_divergence(a, b)
+    stretch = fd.get("stretch") or {}
+    check(fd.get("path") and stretch.get(side, {}).get("count") == 1 and
+          origins(stretch[side]) == [("aten::mul", "", END_LINE, 2)],
+          f"one more mul at the end of the step a run was stopped after (run {side.upper()}): {fd.get('summary')} "
+          f"{stretch}")
 # Block 2 called twice at step 1: one call's launches, all of block 2's.
 fd = first_divergence(straight, record("twice"))
 stretch = fd.get("stretch") or {}
