@@ -3,6 +3,7 @@
 // docs/DIFF.md, "Reading the report"), --json for programs (docs/DIFF.md). Exit codes as diff(1).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -44,7 +45,27 @@ std::string htmlPage(const RunComparison& c, const std::optional<JobView>& job) 
   return renderHtml(page);
 }
 
+// The input of `--html` FILE lies in: a file of trace A or B (or either
+// itself), which the page must not replace; "" when none.
+std::string inputHolding(const std::string& file, const DiffCommandOptions& opts) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return "";
+  const fs::path target = fs::weakly_canonical(file, ec);
+  for (const std::string& input : {opts.a, opts.b}) {
+    const fs::path root = fs::weakly_canonical(input, ec);
+    const auto [end, _] = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
+    if (end == root.end()) return input;
+  }
+  return "";
+}
+
 int run(const DiffCommandOptions& opts) {
+  if (const std::string input = inputHolding(opts.html, opts); !opts.html.empty() && !input.empty()) {
+    std::cerr << fmt::format("gpurr diff: error: --html {} would replace a file of the trace {}; give the page "
+                             "another name\n",
+                             opts.html, input);
+    return kExitTrouble;
+  }
   std::optional<Culprits> culprits;
   try {
     std::string warning;
@@ -76,8 +97,9 @@ int run(const DiffCommandOptions& opts) {
   // The job's view across ranks, once, for the page and the report alike.
   const std::optional<JobView> job = jobView(comparison);
   if (!opts.html.empty()) {
+    const std::string page = htmlPage(comparison, job);  // reads the traces again: before the file is opened
     std::ofstream out(opts.html, std::ios::binary | std::ios::trunc);
-    out << htmlPage(comparison, job);
+    out << page;
     out.close();
     if (!out) {
       std::cerr << fmt::format("gpurr diff: error: cannot write {}\n", opts.html);

@@ -65,6 +65,11 @@ case "$check" in
     expect_error 2 "back-references (\1) are not supported" "$gpurr" dump --kernel '(a)\1' "$trace"
     expect_error 2 "back-references (\1) are not supported" "$gpurr" record --kernels '(gemm)\1' -- true
     expect_error 2 "--html: give the page's file name" "$gpurr" diff --html '' "$trace" "$trace"
+    copy=$(mktemp -d)/t.gpurr && cp -r "$trace" "$copy"
+    expect_error 2 "would replace a file of the trace $copy; give the page another name" \
+      "$gpurr" diff --html "$copy/events" "$copy" "$trace"
+    "$gpurr" verify "$copy" > /dev/null || { echo "FAIL: diff --html into a trace damaged it"; exit 1; }
+    rm -rf "$(dirname "$copy")"
     expect_error 2 "tests/golden/golden.sh: neither a gpurr trace nor a directory of traces" \
       "$gpurr" diff examples/gpu/a.gpurr tests/golden/golden.sh
     expect_error 2 "--range: expected A:B, A:, :B or N with event numbers" "$gpurr" dump --range x:y "$trace"
