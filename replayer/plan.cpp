@@ -284,7 +284,7 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
     throw ReplayError(fmt::format(
         "{}: no snapshot of input {}: the trace holds only digests of what the kernel read, and replay "
         "needs the bytes. Record them with `gpurr record --snapshot {} -- {}`",
-        what, list, seq, commandLineOf(header)));
+        what, list, h.launchesBefore, commandLineOf(header)));
   }
   // A hashed launch without inputs reads nothing (a fill); one the recording
   // skipped may read anything.
@@ -292,7 +292,7 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
     throw ReplayError(fmt::format(
         "{}: the kernel takes {} device pointer(s) but the trace holds no record of what it read (the "
         "recording skipped this launch). Record the inputs' bytes with `gpurr record --snapshot {} -- {}`",
-        what, launch.pointers.size(), seq, commandLineOf(header)));
+        what, launch.pointers.size(), h.launchesBefore, commandLineOf(header)));
   }
   for (ReservedRange& r : plan.ranges) {
     for (const InputRestore& in : plan.inputs) {
