@@ -67,7 +67,13 @@ std::string renderText(const Outcome& o, const Style& st) {
        << '\n';
   } else if (o.verdict == "identical") {
     const RunTally& t = o.tally;
-    os << st.green(fmt::format("identical: the {} runs are bitwise identical", o.comparisons.size() + 1)) << '\n';
+    const uint64_t unhashed = t.launches - std::min(t.hashedLaunches, t.launches);
+    os << st.green(unhashed == 0
+                       ? fmt::format("identical: the {} runs are bitwise identical", o.comparisons.size() + 1)
+                       : fmt::format("identical: the {} runs agree in all that was compared; {} of the launches "
+                                     "were not hashed, so only their parameters were compared",
+                                     o.comparisons.size() + 1, withCommas(unhashed)))
+       << '\n';
     os << fmt::format("  {:<8} {} process{}, {} launches ({} hashed), {} copies, {} memsets, {} hashed per run\n",
                       "compared", t.processes, t.processes == 1 ? "" : "es", withCommas(t.launches),
                       withCommas(t.hashedLaunches), withCommas(t.copies), withCommas(t.memsets),

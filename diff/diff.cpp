@@ -330,6 +330,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.allocationsRenamed = renamed.size();
   out.opsA = a.ops.size();
   out.opsB = b.ops.size();
+  out.undigestedA = a.undigested;
+  out.undigestedB = b.undigested;
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
   BenignPairs benign(ctx, std::move(pass->configurationOnly));
   out.matched = alignment.matched;

@@ -359,6 +359,10 @@ struct Run {
   // their digest (a launch or graph launch whose hash failed or was not
   // taken, a copy or set with digest 0); UINT64_MAX when none did.
   uint64_t firstUndigested = UINT64_MAX;
+  // Operations that wrote device bytes without their digest (a launch not
+  // hashed, --kernels or --launches leaving it out): their outputs are not
+  // compared.
+  uint64_t undigested = 0;
   // The blocks holding a launch whose kernel takes PyTorch's Philox state as
   // a parameter of its own, with annotations (the recorder's RngState), in
   // order: where the run's Philox seeds can be read (philoxSeedsNear).

@@ -335,6 +335,9 @@ struct ProcessDiff {
   std::vector<std::string> warnings;
   std::vector<EnvDifference> environment;
   uint64_t opsA = 0, opsB = 0, matched = 0;
+  // Operations of each run that wrote device bytes without their digest
+  // (not hashed): only their parameters were compared.
+  uint64_t undigestedA = 0, undigestedB = 0;
   // No divergence among the operations compared. Where a run's recorder
   // dropped events, or its recording was cut short while the other run
   // went on (`gaps`, one line per run), only those before the gap were

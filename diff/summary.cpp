@@ -536,7 +536,10 @@ class Summariser {
       for (const ScanRange& r : e.inputs) out_.add(r.digest);
     }
     if (firstUse_ && kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) noteFirstReads(e);
-    if (firstUse_ && run.firstUndigested == UINT64_MAX && writesUndigested(e, hashed)) run.firstUndigested = e.seq;
+    if (writesUndigested(e, hashed)) {
+      ++run.undigested;
+      if (firstUse_ && run.firstUndigested == UINT64_MAX) run.firstUndigested = e.seq;
+    }
     // Filled in where it is kept: a copy from the stack would read back
     // narrow stores with wide loads.
     Op& op = run.ops.emplace();

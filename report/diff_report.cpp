@@ -353,8 +353,8 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
     return;
   }
   if (p.identical) {
-    os << st.green(fmt::format("identical: {} operations match, with equal parameters and outputs",
-                               withCommas(p.matched)))
+    os << st.green(fmt::format("identical: {} operations match, with equal parameters and outputs{}",
+                               withCommas(p.matched), notHashed(p)))
        << '\n';
     absorbed();
     return;
@@ -435,6 +435,9 @@ Json processJson(const ProcessDiff& p) {
                                {"independentCount", b.independentCount},
                                {"independent", independent}}},
               {"pathDivergences", {{"count", p.pathDivergenceCount}, {"listed", paths}}}};
+  if (p.undigestedA != 0 || p.undigestedB != 0) {
+    j["operations"]["notHashed"] = {{"a", p.undigestedA}, {"b", p.undigestedB}};  // only their parameters compared
+  }
   for (const auto& [paired, key] : {std::pair{&p.pairedDespiteStaleWords, "staleWords"},
                                     std::pair{&p.pairedDespiteLaunchConfiguration, "launchConfiguration"},
                                     std::pair{&p.pairedDespiteRenamedAllocation, "renamedAllocation"}}) {

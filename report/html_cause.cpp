@@ -286,8 +286,8 @@ void renderCause(Page& page, const Report& report) {
       renderFirst(part, *p.firstDivergence);
       renderKnown(part, *p.firstDivergence);
     } else if (p.identical) {
-      part.addf("<p class=\"ok\">identical: {} operations match, with equal parameters and outputs</p>\n",
-                withCommas(p.matched));
+      part.addf("<p class=\"ok\">identical: {} operations match, with equal parameters and outputs{}</p>\n",
+                withCommas(p.matched), e(notHashed(p)));
     }
     parts[i] = std::move(part.html);
   }

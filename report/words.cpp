@@ -49,6 +49,16 @@ bool opUnobserved(const FirstDivergence& d) {
   return (!s.aOps.empty() && unobserved(s.aOps.front())) || (!s.bOps.empty() && unobserved(s.bOps.front()));
 }
 
+std::string notHashed(const ProcessDiff& p) {
+  if (p.undigestedA == 0 && p.undigestedB == 0) return "";
+  return fmt::format(", but {} not hashed (--kernels, --launches or a failed hash): only their parameters were "
+                     "compared",
+                     p.undigestedA == p.undigestedB
+                         ? fmt::format("{} of them were", withCommas(p.undigestedA))
+                         : fmt::format("{} of run A's and {} of run B's were", withCommas(p.undigestedA),
+                                       withCommas(p.undigestedB)));
+}
+
 std::string whereBoth(const IndependentDivergence& i) {
   if (i.a.name.empty()) return fmt::format("run B #{}", i.b.seq);
   if (i.b.name.empty()) return fmt::format("run A #{}", i.a.seq);

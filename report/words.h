@@ -47,6 +47,10 @@ inline constexpr const char* kUnobservedHint =
 // alone for an operation the other run has not there ("run B #4").
 std::string whereBoth(const diff::IndependentDivergence& i);
 
+// What an identical verdict adds where operations were not hashed (their
+// outputs not compared): "", or ", but 40 of them were not hashed...".
+std::string notHashed(const diff::ProcessDiff& p);
+
 // "0x0-0x40, 0x80-0xc0 and 2 more": the first `shown` differing spans.
 std::string spansText(const diff::RangeDifference& r, size_t shown = 3);
 

@@ -103,6 +103,17 @@ check(fd.get("path") and stretch.get("b", {}).get("count") == 0 and stretch.get(
       {m for _, m, _, _ in got} == {"Stack.blocks.1.fc", "Stack.blocks.1"} and {s for *_, s in got} == {2},
       f"a block skipped: {fd.get('summary')} {got}")
 
+# The same path twice, the launches of one kernel alone hashed: identical,
+# and the report says that the others had only their parameters compared.
+straight = record("", "--kernels", "addmm", name="addmm-hashed")
+again = record("", "--kernels", "addmm", name="addmm-hashed-again")
+r = subprocess.run([args.gpurr, "diff", straight, again], capture_output=True, text=True)
+check(r.returncode == 0 and "identical:" in r.stdout and "not hashed" in r.stdout,
+      f"the same path twice: {r.returncode} {r.stdout[-600:]}")
+r = subprocess.run([args.gpurr, "diff", "--json", straight, again], capture_output=True, text=True)
+operations = (json.loads(r.stdout).get("processes") or [{}])[0].get("operations", {}) if r.stdout else {}
+check(operations.get("notHashed", {}).get("a", 0) > 0, f"the JSON counts them: {operations}")
+
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")
 print("paths: all checks passed")
