@@ -1,6 +1,7 @@
 // Directories of per-process traces (what `gpurr record` writes when several
 // processes ran): which entries are traces, in the order ranks are counted.
 #include <algorithm>
+#include <fstream>
 #include <string_view>
 
 #include "trace_format/container.h"
@@ -38,12 +39,25 @@ bool RankOrder::operator()(const std::string& x, const std::string& y) const {
   return x.size() - i < y.size() - j;
 }
 
+namespace {
+
+// Whether the version file of `p` begins as a trace's does: a directory
+// that merely holds a file named `version` (/proc, a package) is no trace.
+bool markedAsTrace(const fs::path& p) {
+  std::ifstream in(p / container::kVersionFile, std::ios::binary);
+  const std::string_view prefix = container::kVersionPrefix;
+  std::string head(prefix.size(), '\0');
+  return in.read(head.data(), static_cast<std::streamsize>(head.size())) && head == prefix;
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, fs::path>> directoryTraces(const fs::path& dir) {
   std::vector<std::pair<std::string, fs::path>> out, unmarked;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_directory(ec)) continue;
-    if (isTrace(entry.path())) {
+    if (isTrace(entry.path()) && (markedAsTrace(entry.path()) || entry.path().extension() == ".gpurr")) {
       out.emplace_back(entry.path().filename().string(), entry.path());
     } else if (entry.path().extension() == ".gpurr") {
       unmarked.emplace_back(entry.path().filename().string(), entry.path());

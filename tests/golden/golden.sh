@@ -60,6 +60,9 @@ case "$check" in
     expect_error 2 "no such trace" "$gpurr" dump does-not-exist.gpurr
     expect_error 2 "a trace is a directory" "$gpurr" info tests/golden/golden.sh
     expect_error 2 "no version marker" "$gpurr" info docs
+    holder=$(mktemp -d) && mkdir "$holder/package" && echo 1.0 > "$holder/package/version"
+    expect_error 2 "no version marker" "$gpurr" info "$holder"  # a file named version is no trace's marker
+    rm -rf "$holder"
     expect_error 2 "a directory of 2 per-process traces (a.gpurr, ...), not one trace" "$gpurr" dump examples/gpu
     expect_error 2 "invalid regular expression" "$gpurr" dump --kernel '(' "$trace"
     expect_error 2 "back-references (\1) are not supported" "$gpurr" dump --kernel '(a)\1' "$trace"
