@@ -4,6 +4,7 @@
 #include <iostream>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -51,7 +52,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // Said as the commands' own errors are; a count given to an option
+    // whose value is optional must follow its '=' (the parser took it for
+    // the command's first word).
+    const std::string command = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
+    std::string message = e.what();
+    for (int i = 2; i + 1 < argc && std::string_view(argv[i]) != "--"; ++i) {
+      if (std::string_view(argv[i]) == "--check-determinism" && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
+        message = fmt::format("--check-determinism takes its count after '=': --check-determinism={}", argv[i + 1]);
+      }
+    }
+    std::cerr << fmt::format("gpurr{}: error: {} (gpurr {}--help)\n", command.empty() ? "" : " " + command, message,
+                             command.empty() ? "" : command + " ");
     return kExitTrouble;
   }
   // Errors begin "gpurr COMMAND: error:", as the commands' own do.
