@@ -68,6 +68,8 @@ case "$check" in
     expect_error 2 "back-references (\1) are not supported" "$gpurr" dump --kernel '(a)\1' "$trace"
     expect_error 2 "back-references (\1) are not supported" "$gpurr" record --kernels '(gemm)\1' -- true
     expect_error 2 "--html: give the page's file name" "$gpurr" diff --html '' "$trace" "$trace"
+    expect_error 2 "gpurr record: error: --check-determinism takes its count after '=': --check-determinism=5" \
+      "$gpurr" record --check-determinism 5 -- echo a b
     copy=$(mktemp -d)/t.gpurr && cp -r "$trace" "$copy"
     expect_error 2 "would replace a file of the trace $copy; give the page another name" \
       "$gpurr" diff --html "$copy/events" "$copy" "$trace"
