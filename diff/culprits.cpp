@@ -31,6 +31,10 @@ std::optional<Cause> causeNamed(const std::string& name) {
 }  // namespace
 
 Culprits Culprits::load(const fs::path& file) {
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) {
+    throw std::runtime_error(fmt::format("{}: a directory, not the known-culprits file (a JSON file)", file.string()));
+  }
   std::ifstream in(file);
   if (!in) {
     throw std::runtime_error(fmt::format("{}: cannot read the known-culprits file", file.string()));
@@ -39,7 +43,12 @@ Culprits Culprits::load(const fs::path& file) {
   try {
     doc = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+    // Without the library's tag ("[json.exception.parse_error.101] ").
+    std::string what = e.what();
+    if (const size_t tag = what.find("] "); what.rfind("[json.exception.", 0) == 0 && tag != std::string::npos) {
+      what = what.substr(tag + 2);
+    }
+    throw std::runtime_error(fmt::format("{}: not valid JSON: {}", file.string(), what));
   }
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array()) {
     throw std::runtime_error(

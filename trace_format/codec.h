@@ -3,8 +3,10 @@
 #pragma once
 
 #include <capnp/any.h>
+#include <kj/exception.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trace_format/events.h"
@@ -14,6 +16,21 @@
 namespace gpurr::trace::codec {
 
 namespace schema = gpurr::capnp_schema;
+
+// What a Cap'n Proto exception says went wrong in a message, without the
+// library's source text ("expected boundsCheck(...); Message contained
+// out-of-bounds struct pointer." gives "out-of-bounds struct pointer").
+inline std::string problem(const kj::Exception& e) {
+  std::string text = e.getDescription().cStr();
+  if (text.rfind("expected ", 0) == 0) {
+    if (const size_t cut = text.find("; "); cut != std::string::npos) text = text.substr(cut + 2);
+  }
+  for (const std::string_view lead : {"Message contains ", "Message contained ", "Message has "}) {
+    if (text.rfind(lead, 0) == 0) text = text.substr(lead.size());
+  }
+  while (!text.empty() && text.back() == '.') text.pop_back();
+  return text.empty() ? "its structure is damaged" : "its structure is damaged (" + text + ")";
+}
 
 // Throws unless the elements of a struct list hold something. A list of
 // empty structs costs no bytes in a message whatever its length, so a file of

@@ -111,8 +111,7 @@ auto guarded(const fs::path& file, std::string_view what, Body&& body) {
   try {
     return body();
   } catch (const kj::Exception& e) {
-    throw TraceError(fmt::format("{}: corrupt {}: {}", file.string(), what,
-                                 e.getDescription().cStr()));
+    throw TraceError(fmt::format("{}: corrupt {}: {}", file.string(), what, codec::problem(e)));
   } catch (const TraceError& e) {
     throw TraceError(fmt::format("{}: corrupt {}: {}", file.string(), what, e.what()));
   }
@@ -791,9 +790,13 @@ std::vector<uint8_t> TraceReader::readBlob(const BlobRef& ref, uint64_t maxBytes
   std::vector<uint8_t> compressed(file.size());
   file.read(0, compressed.data(), compressed.size());
   const unsigned long long declared = ZSTD_getFrameContentSize(compressed.data(), compressed.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR || declared == ZSTD_CONTENTSIZE_UNKNOWN) {
+    throw TraceError(fmt::format("{}: corrupt blob: not a zstd frame that states its size ({} bytes)", path.string(),
+                                 compressed.size()));
+  }
   if (declared != ref.size) {
-    throw TraceError(fmt::format("{}: corrupt blob: holds {} bytes, the trace expects {}",
-                                 path.string(), static_cast<long long>(declared), ref.size));
+    throw TraceError(fmt::format("{}: corrupt blob: holds {} bytes, the trace expects {}", path.string(), declared,
+                                 ref.size));
   }
   // The buffer grows as zstd produces bytes instead of being sized from the
   // frame header: a header can claim 10 GiB in 15 bytes, the data cannot.

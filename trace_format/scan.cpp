@@ -584,7 +584,7 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
     }
   } catch (const kj::Exception& e) {
     throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
-                                 blocks[i].fileOffset, e.getDescription().cStr()));
+                                 blocks[i].fileOffset, codec::problem(e)));
   } catch (const TraceError& e) {
     throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
                                  blocks[i].fileOffset, e.what()));

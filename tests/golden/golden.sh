@@ -68,6 +68,9 @@ case "$check" in
     expect_error 2 "back-references (\1) are not supported" "$gpurr" dump --kernel '(a)\1' "$trace"
     expect_error 2 "back-references (\1) are not supported" "$gpurr" record --kernels '(gemm)\1' -- true
     expect_error 2 "--html: give the page's file name" "$gpurr" diff --html '' "$trace" "$trace"
+    expect_error 2 "docs: a directory, not the known-culprits file (a JSON file)" \
+      "$gpurr" diff --culprits docs "$trace" "$trace"
+    expect_error 2 "README.md: not valid JSON: parse error at line 1" "$gpurr" diff --culprits README.md "$trace" "$trace"
     expect_error 2 "gpurr record: error: --check-determinism takes its count after '=': --check-determinism=5" \
       "$gpurr" record --check-determinism 5 -- echo a b
     copy=$(mktemp -d)/t.gpurr && cp -r "$trace" "$copy"
