@@ -431,6 +431,16 @@ struct TraceReader::Impl {
     return true;
   }
 
+  // The size of a whole zstd frame at `offset` of the events file (looked
+  // for in the next 16 MiB, a block's frame being about 1 MiB); 0 where
+  // there is none, as where the writer stopped in the middle of one.
+  uint64_t frameSizeAt(uint64_t offset) const {
+    std::vector<uint8_t> bytes(std::min<uint64_t>(events.size() - offset, 16 << 20));
+    events.read(offset, bytes.data(), bytes.size());
+    const size_t size = ZSTD_findFrameCompressedSize(bytes.data(), bytes.size());
+    return ZSTD_isError(size) ? 0 : size;
+  }
+
   // Without an index (the writer did not close the trace), walk the block
   // headers; stop at the first incomplete block and record what was lost.
   void scanBlocks() {
@@ -450,6 +460,14 @@ struct TraceReader::Impl {
       }
       auto [info, frameOffset] = readBlockHeader(offset);
       if (info.compressedSize > events.size() - frameOffset) {
+        // A whole frame there, though the header says it runs past the
+        // end: the header is damaged, and the blocks after it are not lost.
+        const uint64_t whole = frameSizeAt(frameOffset);
+        if (whole != 0) {
+          throw TraceError(fmt::format("{}: corrupt block header at offset {}: it declares a frame of {} bytes, "
+                                       "past the file's end, where a whole frame of {} bytes lies",
+                                       events.path().string(), offset, info.compressedSize, whole));
+        }
         damage.discardedBytes = left;
         damage.discardedEvents = info.eventCount;
         break;
