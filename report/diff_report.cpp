@@ -388,7 +388,9 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
     for (const IndependentDivergence& i : b.independent) {
       const OpInfo& o = i.a.name.empty() ? i.b : i.a;
       row("", fmt::format("{} {}{} ({}): {}", opTitle(o), o.kind == OpKind::kLaunch ? shortName(o.name, 60) : o.name,
-                          o.origin ? fmt::format(" [{}]", describe(*o.origin, OriginStep::kNone)) : std::string(),
+                          o.origin ? fmt::format(" [{}{}]", describe(*o.origin, OriginStep::kNone),
+                                                 o.origin->step < 0 ? "" : fmt::format(", step {}", o.origin->step))
+                                   : std::string(),
                           whereBoth(i), i.reason));
     }
   }
