@@ -142,15 +142,32 @@ Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options, uin
 // (--until-step, --stop-file), which it then finished.
 bool stoppedByGpurr(const TraceReader& t) { return !t.damage().unclosed && t.stoppedAfterStep() >= 0; }
 
-// Of the `count` operations of `run` from `begin`, how many come first
-// whose origins put them in training steps up to `step`.
-uint64_t operationsUpToStep(const Run& run, uint64_t begin, uint64_t count, int64_t step) {
-  uint64_t n = 0;
-  for (; n < count; ++n) {
-    const std::optional<Event> e = run.reader->event(run.ops[begin + n].seq());
-    if (!e || !e->origin || e->origin->step < 0 || e->origin->step > step) break;
+// The training step an operation's origin gives; -1 where none does.
+int64_t stepOf(const Run& run, uint64_t index) {
+  const std::optional<Event> e = run.reader->event(run.ops[index].seq());
+  return e && e->origin ? e->origin->step : -1;
+}
+
+// Where the operations of `run` whose origins put them in training steps up
+// to `step` end, near `near` (where an alignment as a prefix left them):
+// looked for a few thousand operations either way.
+uint64_t endOfStep(const Run& run, uint64_t near, int64_t step) {
+  constexpr uint64_t kReach = 1 << 16;
+  uint64_t end = near;
+  const uint64_t held = run.ops.firstHeld();
+  while (end > held && near - end < kReach) {
+    const int64_t s = stepOf(run, end - 1);
+    if (s < 0 || s <= step) break;
+    --end;
   }
-  return n;
+  if (end < near) return end;  // the operations before `near` are of later steps
+  end = near;
+  while (end < run.ops.size() && end - near < kReach) {
+    const int64_t s = stepOf(run, end);
+    if (s < 0 || s > step) break;
+    ++end;
+  }
+  return end;
 }
 
 // The alignment of a run cut short, as a prefix of the other; `rest`: its
@@ -161,20 +178,23 @@ uint64_t operationsUpToStep(const Run& run, uint64_t begin, uint64_t count, int6
 Alignment alignCut(const Run& a, const Run& b, const TraceReader& cut, const AlignOptions& options, bool& rest) {
   const bool aCut = options.cut == AlignOptions::Cut::kA;
   Alignment alignment = alignRuns(a, b, options);
-  rest = !alignment.runs.empty() && !alignment.runs.back().match &&
-         (aCut ? alignment.runs.back().aCount : alignment.runs.back().bCount) == 0;
-  if (!rest || !stoppedByGpurr(cut)) return alignment;
-  const AlignedRun last = alignment.runs.back();
-  const uint64_t begin = aCut ? last.bBegin : last.aBegin, count = aCut ? last.bCount : last.aCount;
-  const uint64_t within = operationsUpToStep(aCut ? b : a, begin, count, cut.stoppedAfterStep());
-  if (within == 0) return alignment;
+  auto restOf = [&](const Alignment& x) {
+    return !x.runs.empty() && !x.runs.back().match && (aCut ? x.runs.back().aCount : x.runs.back().bCount) == 0;
+  };
+  rest = restOf(alignment);
+  if (!stoppedByGpurr(cut)) return alignment;
+  const Run& other = aCut ? b : a;
+  const uint64_t near = rest ? (aCut ? alignment.runs.back().bBegin : alignment.runs.back().aBegin) : other.ops.size();
+  const uint64_t end = endOfStep(other, near, cut.stoppedAfterStep());
+  if (end == near) return alignment;
   AlignOptions whole = options;
   whole.cut = AlignOptions::Cut::kNeither;
-  alignment = alignRuns(a, b, whole, aCut ? UINT64_MAX : begin + within, aCut ? begin + within : UINT64_MAX);
-  rest = within < count;
+  alignment = alignRuns(a, b, whole, aCut ? UINT64_MAX : end, aCut ? end : UINT64_MAX);
+  rest = end < other.ops.size();
   if (rest) {
-    alignment.runs.push_back(aCut ? AlignedRun{false, a.ops.size(), begin + within, 0, count - within}
-                                  : AlignedRun{false, begin + within, b.ops.size(), count - within, 0});
+    const uint64_t count = other.ops.size() - end;
+    alignment.runs.push_back(aCut ? AlignedRun{false, a.ops.size(), end, 0, count}
+                                  : AlignedRun{false, end, b.ops.size(), count, 0});
   }
   return alignment;
 }
@@ -254,9 +274,16 @@ std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader
   a.endsEarly = pass->aCut = endsEarly(ta, a, tb);
   b.endsEarly = pass->bCut = endsEarly(tb, b, ta);
   if (pass->aCut != pass->bCut) alignOptions.cut = pass->aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
-  pass->alignment = alignOptions.cut == AlignOptions::Cut::kNeither
-                        ? alignRuns(a, b, alignOptions)
-                        : alignCut(a, b, pass->aCut ? ta : tb, alignOptions, pass->rest);
+  if (alignOptions.cut == AlignOptions::Cut::kNeither) {
+    // Both cut short (or neither): the last run is one's rest where it is
+    // the other's alone and that one's trace ends early.
+    pass->alignment = alignRuns(a, b, alignOptions);
+    const std::vector<AlignedRun>& runs = pass->alignment.runs;
+    pass->rest = !runs.empty() && !runs.back().match &&
+                 ((runs.back().aCount == 0 && pass->aCut) || (runs.back().bCount == 0 && pass->bCut));
+  } else {
+    pass->alignment = alignCut(a, b, pass->aCut ? ta : tb, alignOptions, pass->rest);
+  }
   breakTies(pass->alignment, a, b, pass->rest);
   matchSameShape(pass->alignment, a, b);
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
@@ -344,11 +371,12 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   }
   // A trace cut short: what the other run did afterwards was not compared.
   if (pass->rest && !alignment.runs.back().match &&
-      (aCut ? alignment.runs.back().aCount : alignment.runs.back().bCount) == 0) {
+      ((alignment.runs.back().aCount == 0 && aCut) || (alignment.runs.back().bCount == 0 && pass->bCut))) {
     const AlignedRun& last = alignment.runs.back();
-    const TraceReader& cut = aCut ? ta : tb;
-    const uint64_t after = aCut ? last.bCount : last.aCount;
-    const char goesOn = aCut ? 'B' : 'A', ends = aCut ? 'A' : 'B';
+    const bool aEnds = last.aCount == 0 && aCut;
+    const TraceReader& cut = aEnds ? ta : tb;
+    const uint64_t after = aEnds ? last.bCount : last.aCount;
+    const char goesOn = aEnds ? 'B' : 'A', ends = aEnds ? 'A' : 'B';
     out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends{}; not compared", goesOn,
                                        plural(after, "operation"), ends,
                                        stoppedByGpurr(cut) ? fmt::format(" (gpurr stopped it after training step {})",
@@ -356,7 +384,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
                                                            : ""));
     // A recording cut short (killed, crashed, a full disk) is not known
     // to agree with what the other run did after it, as after a gap.
-    if (cut.damage().unclosed && (aCut ? a : b).gapSeq == UINT64_MAX) {
+    if (cut.damage().unclosed && (aEnds ? a : b).gapSeq == UINT64_MAX) {
       out.gaps.push_back(fmt::format("run {}'s trace ends (its recording did not end cleanly) and run {} goes on "
                                      "for {}",
                                      ends, goesOn, plural(after, "operation")));

@@ -25,7 +25,7 @@ launch_in = os.path.join(args.scripts, "launch_in.py")
 with open(program) as f:
     text = f.read().splitlines()
 PLANT_LINE = 1 + [n for n, t in enumerate(text) if "# the planted multiplication" in t][0]
-END_LINE = 1 + [n for n, t in enumerate(text) if "# the planted multiplication at a step's end" in t][0]
+END_LINE = 1 + [n for n, t in enumerate(text) if "# the planted layer call at a step's end" in t][0]
 
 
 def check(condition, what):
@@ -75,19 +75,20 @@ for a, b, side in ((straight, mul, "b"), (mul, straight, "a")):
           origins(stretch[side]) == [("aten::mul", "Stack.blocks.1", PLANT_LINE, 2)] and
           "took another path" in fd.get("summary", ""),
           f"one more mul (run {side.upper()}): {fd.get('summary')} {stretch}")
-# The run without it stopped by gpurr after step 2: it did all of step 2,
-# so one more multiplication as the last launch of step 2 in the other run
-# is still a divergence, in either order of the runs (the steps after it
-# are not compared).
-stopped = record("", "--until-step", "2", name="stopped")
-end = record("end")
-for a, b, side in ((stopped, end, "b"), (end, stopped, "a")):
+# One more layer call as the last launch of step 2, the same launch as step
+# 3's first. A run stopped by gpurr after step 2 did all of it: against the
+# other run whole, that call is still a divergence, in either order of the
+# runs and whichever run was stopped (the steps after it not compared).
+stopped, end = record("", "--until-step", "2", name="stopped"), record("end")
+end_stopped, straight_whole = record("end", "--until-step", "2", name="end-stopped"), straight
+for a, b, side in ((stopped, end, "b"), (end, stopped, "a"), (straight_whole, end_stopped, "b"),
+                   (end_stopped, straight_whole, "a")):
     fd = first_divergence(a, b)
     stretch = fd.get("stretch") or {}
     check(fd.get("path") and stretch.get(side, {}).get("count") == 1 and
-          origins(stretch[side]) == [("aten::mul", "", END_LINE, 2)],
-          f"one more mul at the end of the step a run was stopped after (run {side.upper()}): {fd.get('summary')} "
-          f"{stretch}")
+          origins(stretch[side]) == [("aten::addmm", "Stack.blocks.0.fc", END_LINE, 2)],
+          f"one more call at the end of the step a run was stopped after ({os.path.basename(a)}, "
+          f"{os.path.basename(b)}): {fd.get('summary')} {stretch}")
 # Block 2 called twice at step 1: one call's launches, all of block 2's.
 fd = first_divergence(straight, record("twice"))
 stretch = fd.get("stretch") or {}
@@ -95,6 +96,16 @@ got = origins(stretch.get("b", {"ops": []}))
 check(fd.get("path") and stretch.get("a", {}).get("count") == 0 and stretch.get("b", {}).get("count") == 3 and
       {m for _, m, _, _ in got} == {"Stack.blocks.2.fc", "Stack.blocks.2"} and {s for *_, s in got} == {1},
       f"a block called twice: {fd.get('summary')} {got}")
+# The run that called block 2 twice stopped by gpurr after that step, the
+# other run whole: still block 2's launches at step 1, in either order.
+twice_stopped = record("twice", "--until-step", "1", name="twice-stopped")
+for a, b, side in ((straight, twice_stopped, "b"), (twice_stopped, straight, "a")):
+    fd = first_divergence(a, b)
+    stretch = fd.get("stretch") or {}
+    got = origins(stretch.get(side, {"ops": []}))
+    check(fd.get("path") and stretch.get(side, {}).get("count") == 3 and
+          {m for _, m, _, _ in got} == {"Stack.blocks.2.fc", "Stack.blocks.2"} and {s for *_, s in got} == {1},
+          f"a block called twice, that run stopped after the step (run {side.upper()}): {fd.get('summary')} {got}")
 # Block 1 skipped from step 2: run A's launches of block 1 alone.
 fd = first_divergence(straight, record("skip"))
 stretch = fd.get("stretch") or {}

@@ -1,8 +1,8 @@
 # A small stack of identical blocks trained for four optimizer steps, whose
 # run B takes another path where PATHS_PLANT says: "mul", one more
 # multiplication in block 1 at step 2; "twice", block 2 called twice at step
-# 1; "skip", block 1 skipped from step 2 on; "end", one more multiplication
-# as step 2's last launch. Every block launches the same
+# 1; "skip", block 1 skipped from step 2 on; "end", block 0's layer called
+# once more as step 2's last launch (the next step's first is the same). Every block launches the same
 # kernels (check_paths.py launches inside aten::addmm, aten::relu and
 # aten::mul without parameter words), so only the framework origins tell
 # where the path changed. Prints the losses.
@@ -52,6 +52,6 @@ for step in range(4):
     opt.zero_grad()
     loss.backward()
     if PLANT == "end" and step == 2:
-        x = x * 1.0  # the planted multiplication at a step's end
+        model.blocks[0].fc(x)  # the planted layer call at a step's end
     opt.step()
     print(f"step {step}: {loss.item():.6f}")
