@@ -153,6 +153,17 @@ TEST_CASE("a trace cut short is compared up to its end and claims nothing past i
                        "after is not known");
     CHECK_FALSE(d.firstDivergence);
   }
+  SECTION("both cut short at different places: the longer one's rest is not compared") {
+    const auto other = writeRun(root / "cut8.gpurr", std::nullopt, std::nullopt, 8);
+    std::filesystem::remove(other / "index");
+    std::filesystem::remove(other / "checksums");
+    TraceReader ra(other), rb(cut(std::nullopt));
+    const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    CHECK(d.identical);  // of what was compared
+    REQUIRE(d.gaps.size() == 1);
+    CHECK(d.gaps[0] == "run B's trace ends (its recording did not end cleanly) and run A goes on for 2 operations");
+    CHECK_FALSE(d.firstDivergence);
+  }
   SECTION("a run that ended cleanly before the other diverges where it ends, for no known reason") {
     TraceReader ra(full), rb(writeRun(root / "short.gpurr", std::nullopt, std::nullopt, 6));
     const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
