@@ -2,7 +2,9 @@
 // (ties.h). A region is aligned again by the textbook dynamic programme for
 // edit distance, a match allowed only between operations of one identity,
 // an edit costing more than all the pairs a region can hold whose origins
-// disagree.
+// disagree, and such a pair more than all those whose counts within their
+// step disagree (which puts an extra operation among repeated ones last,
+// as the extra iteration of a loop is).
 #include "diff/ties.h"
 
 #include <fmt/format.h>
@@ -50,7 +52,7 @@ void append(std::vector<AlignedRun>& out, const AlignedRun& r) {
 class Region {
  public:
   Region(const Run& a, const Run& b, uint64_t a0, uint64_t na, uint64_t b0, uint64_t nb)
-      : a_(a), b_(b), a0_(a0), b0_(b0), na_(na), nb_(nb), edit_(na + nb + 1) {
+      : a_(a), b_(b), a0_(a0), b0_(b0), na_(na), nb_(nb), site_(na + nb + 1), edit_(site_ * (na + nb + 1)) {
     for (uint64_t i = 0; i < na; ++i) sitesA_.push_back(site(a, a0 + i));
     for (uint64_t j = 0; j < nb; ++j) sitesB_.push_back(site(b, b0 + j));
   }
@@ -110,17 +112,24 @@ class Region {
   }
 
  private:
-  static uint64_t site(const Run& run, uint64_t index) {
+  struct Site {
+    uint64_t where = 0;      // siteOf
+    uint64_t stepLaunch = 0;  // Origin::stepLaunch
+  };
+  static Site site(const Run& run, uint64_t index) {
     const auto e = run.reader->event(run.ops[index].seq());
-    return e ? siteOf(e->origin) : 0;
+    if (!e) return {};
+    return {siteOf(e->origin), e->origin ? e->origin->stepLaunch : 0};
   }
-  uint64_t pair(uint64_t i, uint64_t j) const { return sitesA_[i] != sitesB_[j] ? 1 : 0; }
+  uint64_t pair(uint64_t i, uint64_t j) const {
+    return (sitesA_[i].where != sitesB_[j].where ? site_ : 0) + (sitesA_[i].stepLaunch != sitesB_[j].stepLaunch);
+  }
 
   const Run& a_;
   const Run& b_;
   uint64_t a0_, b0_, na_, nb_;
-  uint64_t edit_;  // the cost of an edit (a pair whose origins disagree costs 1)
-  std::vector<uint64_t> sitesA_, sitesB_;
+  uint64_t site_, edit_;  // the cost of a pair whose origins disagree, of an edit
+  std::vector<Site> sitesA_, sitesB_;
 };
 
 }  // namespace

@@ -15,8 +15,9 @@ namespace gpurr::diff {
 // apart, with a margin of matched operations either side), by dynamic
 // programming: the fewest edits first, as before; among those, the most
 // matched pairs whose framework origins agree (op, module, source line,
-// step). A region changes only where that is strictly better than the
-// alignment it had. The last stretch of a run cut
+// step); then whose counts within their step agree, so that an extra
+// operation among repeated ones is the last of them. A region changes only
+// where that is strictly better than the alignment it had. The last stretch of a run cut
 // short (`cutLast`) is left alone: it is what the other run did after the
 // cut. Bounded: regions of at most a few million cells, origins of at most
 // 2^16 operations read in all.
