@@ -80,8 +80,8 @@ std::string renderText(const Outcome& o, const Style& st) {
                       humanBytes(t.bytesHashed));
     uint64_t matched = 0;
     for (const ProcessDiff& p : o.comparisons.front().second.processes) matched += p.matched;
-    os << fmt::format("  {:<8} {} operations in each pair of runs, with equal parameters and outputs\n", "matched",
-                      withCommas(matched));
+    os << fmt::format("  {:<8} {} operations in each pair of runs, with equal parameters and outputs{}\n", "matched",
+                      withCommas(matched), unhashed == 0 ? "" : " where hashed");
     std::vector<std::string> env;
     for (const auto& [number, c] : o.comparisons) {
       for (const ProcessDiff& p : c.processes) {

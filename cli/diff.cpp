@@ -51,10 +51,17 @@ std::string inputHolding(const std::string& file, const DiffCommandOptions& opts
   std::error_code ec;
   if (!fs::exists(file, ec)) return "";
   const fs::path target = fs::weakly_canonical(file, ec);
+  const bool linked = fs::hard_link_count(target, ec) > 1;
   for (const std::string& input : {opts.a, opts.b}) {
     const fs::path root = fs::weakly_canonical(input, ec);
     const auto [end, _] = std::mismatch(root.begin(), root.end(), target.begin(), target.end());
     if (end == root.end()) return input;
+    // Another name of one of its files (a hard link).
+    if (linked) {
+      for (const auto& entry : fs::recursive_directory_iterator(root, ec)) {
+        if (entry.is_regular_file(ec) && fs::equivalent(entry.path(), target, ec)) return input;
+      }
+    }
   }
   return "";
 }

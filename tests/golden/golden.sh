@@ -76,6 +76,9 @@ case "$check" in
     copy=$(mktemp -d)/t.gpurr && cp -r "$trace" "$copy"
     expect_error 2 "would replace a file of the trace $copy; give the page another name" \
       "$gpurr" diff --html "$copy/events" "$copy" "$trace"
+    ln "$copy/checksums" "$copy.page"  # another name of one of its files
+    expect_error 2 "would replace a file of the trace $copy; give the page another name" \
+      "$gpurr" diff --html "$copy.page" "$copy" "$trace"
     "$gpurr" verify "$copy" > /dev/null || { echo "FAIL: diff --html into a trace damaged it"; exit 1; }
     rm -rf "$(dirname "$copy")"
     expect_error 2 "tests/golden/golden.sh: neither a gpurr trace nor a directory of traces" \
