@@ -110,8 +110,9 @@ TEST_CASE("a diff across dropped events compares up to the gap and claims nothin
 TEST_CASE("a trace cut short is compared up to its end and claims nothing past it") {
   const auto root = std::filesystem::temp_directory_path() / ("gpurr-cut-" + std::to_string(getpid()));
   const auto full = writeRun(root / "full.gpurr", std::nullopt, std::nullopt);
-  auto cut = [&](std::optional<uint64_t> divergent, bool extraLast = false) {
-    const auto dir = writeRun(root / "cut.gpurr", divergent, std::nullopt, 6, extraLast);
+  auto cut = [&](std::optional<uint64_t> divergent, bool extraLast = false, const char* name = "cut.gpurr",
+                 uint64_t launches = 6) {
+    const auto dir = writeRun(root / name, divergent, std::nullopt, launches, extraLast);
     std::filesystem::remove(dir / "index");  // as when the recorded process was killed
     std::filesystem::remove(dir / "checksums");
     return dir;
@@ -142,10 +143,7 @@ TEST_CASE("a trace cut short is compared up to its end and claims nothing past i
     CHECK(d.firstDivergence->summary.find("ends here") == std::string::npos);
   }
   SECTION("both cut short at one place: neither identical nor different") {
-    const auto other = writeRun(root / "cut2.gpurr", std::nullopt, std::nullopt, 6);
-    std::filesystem::remove(other / "index");
-    std::filesystem::remove(other / "checksums");
-    TraceReader ra(other), rb(cut(std::nullopt));
+    TraceReader ra(cut(std::nullopt, false, "cut2.gpurr")), rb(cut(std::nullopt));
     const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
     CHECK(d.identical);  // of what was compared
     REQUIRE(d.gaps.size() == 1);
@@ -154,10 +152,7 @@ TEST_CASE("a trace cut short is compared up to its end and claims nothing past i
     CHECK_FALSE(d.firstDivergence);
   }
   SECTION("both cut short at different places: the longer one's rest is not compared") {
-    const auto other = writeRun(root / "cut8.gpurr", std::nullopt, std::nullopt, 8);
-    std::filesystem::remove(other / "index");
-    std::filesystem::remove(other / "checksums");
-    TraceReader ra(other), rb(cut(std::nullopt));
+    TraceReader ra(cut(std::nullopt, false, "cut8.gpurr", 8)), rb(cut(std::nullopt));
     const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
     CHECK(d.identical);  // of what was compared
     REQUIRE(d.gaps.size() == 1);

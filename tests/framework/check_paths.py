@@ -63,6 +63,18 @@ def origins(side):
             for o in side["ops"]]
 
 
+def check_block(a, b, side, modules, step, what):
+    """The first divergence of `a` against `b` is a stretch of run `side`
+    alone: one call of a block (its three launches), in `modules` at `step`."""
+    fd = first_divergence(a, b)
+    stretch = fd.get("stretch") or {}
+    got = origins(stretch.get(side, {"ops": []}))
+    other = "a" if side == "b" else "b"
+    check(fd.get("path") and stretch.get(other, {}).get("count") == 0 and stretch.get(side, {}).get("count") == 3 and
+          {m for _, m, _, _ in got} == modules and {s for *_, s in got} == {step},
+          f"{what} ({os.path.basename(a)}, {os.path.basename(b)}): {fd.get('summary')} {got}")
+
+
 straight = record("")
 # One more multiplication in block 1 at step 2, among the same kernels of
 # every block: its own line, module and step; in either order of the runs.
@@ -89,30 +101,16 @@ for a, b, side in ((stopped, end, "b"), (end, stopped, "a"), (straight_whole, en
           origins(stretch[side]) == [("aten::addmm", "Stack.blocks.0.fc", END_LINE, 2)],
           f"one more call at the end of the step a run was stopped after ({os.path.basename(a)}, "
           f"{os.path.basename(b)}): {fd.get('summary')} {stretch}")
-# Block 2 called twice at step 1: one call's launches, all of block 2's.
-fd = first_divergence(straight, record("twice"))
-stretch = fd.get("stretch") or {}
-got = origins(stretch.get("b", {"ops": []}))
-check(fd.get("path") and stretch.get("a", {}).get("count") == 0 and stretch.get("b", {}).get("count") == 3 and
-      {m for _, m, _, _ in got} == {"Stack.blocks.2.fc", "Stack.blocks.2"} and {s for *_, s in got} == {1},
-      f"a block called twice: {fd.get('summary')} {got}")
-# The run that called block 2 twice stopped by gpurr after that step, the
-# other run whole: still block 2's launches at step 1, in either order.
+# Block 2 called twice at step 1: one call's launches, all of block 2's;
+# also where gpurr stopped that run after the step, the other run whole, in
+# either order.
+block2 = {"Stack.blocks.2.fc", "Stack.blocks.2"}
+check_block(straight, record("twice"), "b", block2, 1, "a block called twice")
 twice_stopped = record("twice", "--until-step", "1", name="twice-stopped")
-for a, b, side in ((straight, twice_stopped, "b"), (twice_stopped, straight, "a")):
-    fd = first_divergence(a, b)
-    stretch = fd.get("stretch") or {}
-    got = origins(stretch.get(side, {"ops": []}))
-    check(fd.get("path") and stretch.get(side, {}).get("count") == 3 and
-          {m for _, m, _, _ in got} == {"Stack.blocks.2.fc", "Stack.blocks.2"} and {s for *_, s in got} == {1},
-          f"a block called twice, that run stopped after the step (run {side.upper()}): {fd.get('summary')} {got}")
+check_block(straight, twice_stopped, "b", block2, 1, "a block called twice, that run stopped after the step")
+check_block(twice_stopped, straight, "a", block2, 1, "a block called twice, that run stopped after the step")
 # Block 1 skipped from step 2: run A's launches of block 1 alone.
-fd = first_divergence(straight, record("skip"))
-stretch = fd.get("stretch") or {}
-got = origins(stretch.get("a", {"ops": []}))
-check(fd.get("path") and stretch.get("b", {}).get("count") == 0 and stretch.get("a", {}).get("count") == 3 and
-      {m for _, m, _, _ in got} == {"Stack.blocks.1.fc", "Stack.blocks.1"} and {s for *_, s in got} == {2},
-      f"a block skipped: {fd.get('summary')} {got}")
+check_block(straight, record("skip"), "a", {"Stack.blocks.1.fc", "Stack.blocks.1"}, 2, "a block skipped")
 
 # The same path twice, the launches of one kernel alone hashed: identical,
 # and the report says that the others had only their parameters compared.
