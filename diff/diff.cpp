@@ -150,7 +150,7 @@ int64_t stepOf(const Run& run, uint64_t index) {
 
 // Where the operations of `run` whose origins put them in training steps up
 // to `step` end, near `near` (where an alignment as a prefix left them):
-// looked for a few thousand operations either way.
+// looked for up to 2^16 operations either way.
 uint64_t endOfStep(const Run& run, uint64_t near, int64_t step) {
   constexpr uint64_t kReach = 1 << 16;
   uint64_t end = near;
@@ -178,10 +178,8 @@ uint64_t endOfStep(const Run& run, uint64_t near, int64_t step) {
 Alignment alignCut(const Run& a, const Run& b, const TraceReader& cut, const AlignOptions& options, bool& rest) {
   const bool aCut = options.cut == AlignOptions::Cut::kA;
   Alignment alignment = alignRuns(a, b, options);
-  auto restOf = [&](const Alignment& x) {
-    return !x.runs.empty() && !x.runs.back().match && (aCut ? x.runs.back().aCount : x.runs.back().bCount) == 0;
-  };
-  rest = restOf(alignment);
+  rest = !alignment.runs.empty() && !alignment.runs.back().match &&
+         (aCut ? alignment.runs.back().aCount : alignment.runs.back().bCount) == 0;
   if (!stoppedByGpurr(cut)) return alignment;
   const Run& other = aCut ? b : a;
   const uint64_t near = rest ? (aCut ? alignment.runs.back().bBegin : alignment.runs.back().aBegin) : other.ops.size();
@@ -341,7 +339,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   Run& a = pass->a;
   Run& b = pass->b;
   Alignment& alignment = pass->alignment;
-  const bool aCut = pass->aCut;
+  const bool aCut = pass->aCut, bCut = pass->bCut;
   out.rankA = ta.header().rank;
   out.rankB = tb.header().rank;
   out.benchmarkingA = a.benchmarking;
@@ -371,7 +369,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   }
   // A trace cut short: what the other run did afterwards was not compared.
   if (pass->rest && !alignment.runs.back().match &&
-      ((alignment.runs.back().aCount == 0 && aCut) || (alignment.runs.back().bCount == 0 && pass->bCut))) {
+      ((alignment.runs.back().aCount == 0 && aCut) || (alignment.runs.back().bCount == 0 && bCut))) {
     const AlignedRun& last = alignment.runs.back();
     const bool aEnds = last.aCount == 0 && aCut;
     const TraceReader& cut = aEnds ? ta : tb;
