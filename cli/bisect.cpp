@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -719,6 +720,12 @@ int run(const BisectOptions& opts) {
   }
   if (opts.untilStep >= 0 && opts.noFramework) {
     return usageError("--until-step needs the PyTorch layer, which counts training steps: leave out --no-framework");
+  }
+  // A command that cannot run would fail every run.
+  if (const fs::path program = record::findProgram(opts.command[0], std::getenv("PATH"));
+      program.empty() || ::access(program.c_str(), X_OK) != 0) {
+    return usageError(fmt::format("cannot run '{}': {}", opts.command[0],
+                                  program.empty() || errno == ENOENT ? "command not found" : std::strerror(errno)));
   }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);

@@ -52,6 +52,11 @@ fs::path recorderLibrary(const fs::path& executable, const char* overridePath);
 // names its op observer; nothing when the layer is not installed.
 std::vector<EnvChange> frameworkEnv(const fs::path& executable, const char* pythonPath);
 
+// Where `program` runs from: itself when it names a folder, else the first
+// match in `path` (a PATH list); empty when none. Not resolved through
+// links: a virtual environment's python is a link to the base interpreter.
+fs::path findProgram(const std::string& program, const char* path);
+
 // The nvidia-cuda-cupti copy of libcupti.so.13 (nvidia/cu13/lib/, or
 // nvidia/cuda_cupti/lib/ for older wheels) in the Python environment the
 // recorded command runs in, so that the recorder loads the copy PyTorch will

@@ -209,9 +209,8 @@ std::string cuptiInEnvironment(const fs::path& prefix) {
   return {};
 }
 
-// Where `program` runs from: itself when it names a folder, else the first
-// match in `path` (a PATH list). Not resolved through links: a virtual
-// environment's python is a link to the base interpreter.
+}  // namespace
+
 fs::path findProgram(const std::string& program, const char* path) {
   if (program.find('/') != std::string::npos) return fs::absolute(program);
   const std::string dirs = path != nullptr ? path : "";
@@ -224,8 +223,6 @@ fs::path findProgram(const std::string& program, const char* path) {
   }
   return {};
 }
-
-}  // namespace
 
 std::string pythonCupti(const std::vector<std::string>& command, const fs::path& executable,
                         const std::function<const char*(const char*)>& getenv) {

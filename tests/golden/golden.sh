@@ -73,6 +73,9 @@ case "$check" in
     expect_error 2 "README.md: not valid JSON: parse error at line 1" "$gpurr" diff --culprits README.md "$trace" "$trace"
     expect_error 2 "gpurr record: error: --check-determinism takes its count after '=': --check-determinism=5" \
       "$gpurr" record --check-determinism 5 -- echo a b
+    # A command that cannot run: said once, before any run starts.
+    expect_error 2 "gpurr bisect: cannot run '/nonexistent/train': command not found" \
+      "$gpurr" bisect -- /nonexistent/train
     copy=$(mktemp -d)/t.gpurr && cp -r "$trace" "$copy"
     expect_error 2 "would replace a file of the trace $copy; give the page another name" \
       "$gpurr" diff --html "$copy/events" "$copy" "$trace"
