@@ -494,7 +494,7 @@ std::string formatStreamOutcome(const StreamPlan& plan, const StreamOutcome& o) 
     if (m.kind == StreamOpKind::kLaunch) {
       line(out, "next", fmt::format("{} re-runs it alone from recorded inputs (they need snapshots: `gpurr record "
                                     "--full --snapshot {} -- {}`)",
-                                    launchSuggestion(plan, m.seq), m.seq, commandLineOf(plan.header)));
+                                    launchSuggestion(plan, m.seq), m.launchNumber, commandLineOf(plan.header)));
     }
   } else if (plan.stopSeq) {
     line(out, "stop", fmt::format("#{}: {}", *plan.stopSeq, plan.stopReason));

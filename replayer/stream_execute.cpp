@@ -180,6 +180,7 @@ class StreamRunner {
     m.seq = op.seq;
     m.kind = StreamOpKind::kLaunch;
     m.launchIndex = index;
+    m.launchNumber = k.number != trace::kNoLaunchNumber ? k.number : index;
     m.function = k.function;
     m.outputsChecked = outputs.size();
     std::vector<size_t> differing;  // positions in `requests`

@@ -44,6 +44,9 @@ struct StreamMismatch {
   uint64_t seq = 0;
   StreamOpKind kind = StreamOpKind::kLaunch;  // a launch, or a copy to host
   uint64_t launchIndex = 0;                   // launches replayed before it
+  // A launch's number as the recorder counted it (what `gpurr record
+  // --snapshot K` selects); launchIndex where the trace has none.
+  uint64_t launchNumber = 0;
   std::string function;                       // launches
   std::vector<DigestMismatch> outputs;        // the differing ones
   uint64_t outputsChecked = 0;

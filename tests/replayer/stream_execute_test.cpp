@@ -267,6 +267,8 @@ TEST_CASE("stream replay: launch 3's output differs: replay stops there and says
   CHECK_THAT(text, Catch::Contains(fmt::format("output    #1 alloc#2+0x0 (11.7 KiB): recorded {:016x}, replayed {:016x}",
                                                m.outputs[0].recorded, m.outputs[0].replayed)));
   CHECK_THAT(text, Catch::Contains(fmt::format("gpurr replay {} --launch {} --repeat 50", t.path.string(), m.seq)));
+  CHECK(m.launchNumber == 3);  // --snapshot selects launches by their number, not their event's
+  CHECK_THAT(text, Catch::Contains("--full --snapshot 3 -- "));
   CHECK_THAT(text, Catch::Contains("inputs    equal to the recording (2 range(s), the stream replayed again up to "
                                    "the launch): same inputs, different outputs"));
   const auto json = replay::streamOutcomeJson(plan, o);
