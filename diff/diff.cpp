@@ -197,6 +197,17 @@ Alignment alignCut(const Run& a, const Run& b, const TraceReader& cut, const Ali
   return alignment;
 }
 
+// The operations an alignment leaves without a counterpart, but for its
+// last run where that is one run's rest after the other's trace ends.
+uint64_t edits(const Alignment& alignment, bool rest) {
+  uint64_t n = 0;
+  for (const AlignedRun& r : alignment.runs) {
+    if (!r.match) n += r.aCount + r.bCount;
+  }
+  if (rest) n -= alignment.runs.back().aCount + alignment.runs.back().bCount;
+  return n;
+}
+
 // Whether trace `t` (summarised into `r`) ends before the other run's does:
 // its process crashed or was killed, its recorder dropped events, or gpurr
 // stopped it (--until-step, --stop-file) after an earlier training step
@@ -271,16 +282,24 @@ std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader
   AlignOptions alignOptions = options.align;
   a.endsEarly = pass->aCut = endsEarly(ta, a, tb);
   b.endsEarly = pass->bCut = endsEarly(tb, b, ta);
-  if (pass->aCut != pass->bCut) alignOptions.cut = pass->aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
-  if (alignOptions.cut == AlignOptions::Cut::kNeither) {
-    // Both cut short (or neither): the last run is one's rest where it is
-    // the other's alone and that one's trace ends early.
-    pass->alignment = alignRuns(a, b, alignOptions);
-    const std::vector<AlignedRun>& runs = pass->alignment.runs;
-    pass->rest = !runs.empty() && !runs.back().match &&
-                 ((runs.back().aCount == 0 && pass->aCut) || (runs.back().bCount == 0 && pass->bCut));
-  } else {
+  if (pass->aCut && pass->bCut) {
+    // Both cut short: what either did after the other's end is not known.
+    // One of them is aligned whole as a prefix of the other, whichever
+    // takes fewer edits (the other's operations after it are not edits).
+    alignOptions.cut = AlignOptions::Cut::kA;
+    pass->alignment = alignCut(a, b, ta, alignOptions, pass->rest);
+    bool rest = false;
+    alignOptions.cut = AlignOptions::Cut::kB;
+    Alignment other = alignCut(a, b, tb, alignOptions, rest);
+    if (edits(other, rest) < edits(pass->alignment, pass->rest)) {
+      pass->alignment = std::move(other);
+      pass->rest = rest;
+    }
+  } else if (pass->aCut || pass->bCut) {
+    alignOptions.cut = pass->aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
     pass->alignment = alignCut(a, b, pass->aCut ? ta : tb, alignOptions, pass->rest);
+  } else {
+    pass->alignment = alignRuns(a, b, alignOptions);
   }
   breakTies(pass->alignment, a, b, pass->rest);
   matchSameShape(pass->alignment, a, b);

@@ -22,6 +22,7 @@ constexpr uint64_t kGap = 64;     // matched operations between the stretches of
 constexpr uint64_t kMargin = 64;  // matched operations taken into a region on either side, at most
 constexpr uint64_t kMaxCells = uint64_t{1} << 22;  // (na + 1) * (nb + 1) of one region
 constexpr uint64_t kOriginBudget = uint64_t{1} << 16;
+constexpr int64_t kMaxShift = 16;  // operations a cut run's last region may end sooner or later
 
 // Where a framework origin says an operation is in the program (its count
 // within the step aside, which an extra operation shifts); 0 for none.
@@ -48,11 +49,19 @@ void append(std::vector<AlignedRun>& out, const AlignedRun& r) {
   out.push_back(r);
 }
 
+// The operations of each run that `runs` match.
+uint64_t matchedIn(const std::vector<AlignedRun>& runs) {
+  uint64_t n = 0;
+  for (const AlignedRun& r : runs) n += r.match ? r.aCount : 0;
+  return n;
+}
+
 // One region: run A's operations [a0, a0 + na) against run B's [b0, b0 + nb).
 class Region {
  public:
-  Region(const Run& a, const Run& b, uint64_t a0, uint64_t na, uint64_t b0, uint64_t nb)
-      : a_(a), b_(b), a0_(a0), b0_(b0), na_(na), nb_(nb), site_(na + nb + 1), edit_(site_ * (na + nb + 1)) {
+  // `span`: at least na + nb; regions of one span have costs that compare.
+  Region(const Run& a, const Run& b, uint64_t a0, uint64_t na, uint64_t b0, uint64_t nb, uint64_t span)
+      : a_(a), b_(b), a0_(a0), b0_(b0), na_(na), nb_(nb), site_(span + 1), edit_(site_ * (span + 1)) {
     for (uint64_t i = 0; i < na; ++i) sitesA_.push_back(site(a, a0 + i));
     for (uint64_t j = 0; j < nb; ++j) sitesB_.push_back(site(b, b0 + j));
   }
@@ -132,6 +141,16 @@ class Region {
   std::vector<Site> sitesA_, sitesB_;
 };
 
+// Whether run A's `count` operations from `a0` have the identities of run
+// B's from `b0`, each shifted by `da` and `db`.
+bool shiftedMatch(const Run& a, const Run& b, uint64_t a0, uint64_t b0, uint64_t count, int64_t da, int64_t db) {
+  if (a0 + da + count > a.ops.size() || b0 + db + count > b.ops.size()) return false;
+  for (uint64_t k = 0; k < count; ++k) {
+    if (a.ops[a0 + da + k].key != b.ops[b0 + db + k].key) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void breakTies(Alignment& alignment, const Run& a, const Run& b, bool cutLast) {
@@ -169,12 +188,40 @@ void breakTies(Alignment& alignment, const Run& a, const Run& b, bool cutLast) {
       continue;
     }
     budget -= na + nb;
-    const Region region(a, b, a0, na, b0, nb);
     std::vector<AlignedRun> had;
     append(had, AlignedRun{true, a0, b0, before, before});
     for (size_t k = i; k <= j; ++k) append(had, runs[k]);
     append(had, AlignedRun{true, runs[j].aBegin + runs[j].aCount, runs[j].bBegin + runs[j].bCount, after, after});
+    // The last region before a cut run's rest, all matched after it: the
+    // other run may end the region sooner or later (its operations after
+    // the cut are not edits), where the operations after it still match:
+    // by up to twice as many operations as the region has edits (those of
+    // one run moved to the other).
+    const bool free = last < runs.size() && j + 2 == last && runs[j + 1].match;
+    const int64_t reach =
+        free ? std::min<int64_t>(kMaxShift, 2 * static_cast<int64_t>(na + nb - 2 * matchedIn(had))) : 0;
+    const uint64_t span = na + nb + static_cast<uint64_t>(reach);
+    const Region region(a, b, a0, na, b0, nb, span);
     auto [better, cost] = region.best();
+    int64_t shift = 0;
+    if (free) {
+      const bool restB = runs[last].aCount == 0;  // run B goes on after A's end
+      const AlignedRun& next = runs[j + 1];
+      const uint64_t remaining = next.aCount - after;
+      for (int64_t d = -reach; d <= reach; ++d) {
+        const uint64_t nFree = restB ? nb : na;
+        if (d == 0 || (d < 0 && static_cast<uint64_t>(-d) > nFree) ||
+            (d > 0 && static_cast<uint64_t>(d) > (restB ? runs[last].bCount : runs[last].aCount)) ||
+            (restB ? (na + 1) * (nb + d + 1) : (na + d + 1) * (nb + 1)) > kMaxCells || na + nb + d > budget ||
+            !shiftedMatch(a, b, next.aBegin + after, next.bBegin + after, remaining, restB ? 0 : d, restB ? d : 0)) {
+          continue;
+        }
+        budget -= na + nb + d;
+        const Region shifted(a, b, a0, restB ? na : na + d, b0, restB ? nb + d : nb, span);
+        auto [runsThere, costThere] = shifted.best();
+        if (costThere < cost) better = std::move(runsThere), cost = costThere, shift = d;
+      }
+    }
     if (cost < region.cost(had)) {
       if (before > 0) {
         out.back().aCount -= before;
@@ -182,10 +229,15 @@ void breakTies(Alignment& alignment, const Run& a, const Run& b, bool cutLast) {
         if (out.back().aCount == 0) out.pop_back();
       }
       for (const AlignedRun& r : better) append(out, r);
-      if (after > 0) {
+      if (after > 0 || shift != 0) {
         AlignedRun& next = runs[j + 1];
+        AlignedRun& rest = runs[last];
+        const bool restB = rest.aCount == 0;
         next.aBegin += after, next.bBegin += after;
         next.aCount -= after, next.bCount -= after;
+        (restB ? next.bBegin : next.aBegin) += shift;
+        (restB ? rest.bBegin : rest.aBegin) += shift;
+        (restB ? rest.bCount : rest.aCount) -= shift;
       }
     } else {
       for (size_t k = i; k <= j; ++k) append(out, runs[k]);
@@ -193,8 +245,7 @@ void breakTies(Alignment& alignment, const Run& a, const Run& b, bool cutLast) {
     i = j + 1;
   }
   runs = std::move(out);
-  alignment.matched = 0;
-  for (const AlignedRun& r : runs) alignment.matched += r.match ? r.aCount : 0;
+  alignment.matched = matchedIn(runs);
 }
 
 }  // namespace gpurr::diff

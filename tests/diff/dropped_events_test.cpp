@@ -60,6 +60,41 @@ std::filesystem::path writeRun(const std::filesystem::path& dir, std::optional<u
   return dir;
 }
 
+// A loop of `turns` turns, each launching two kernels (a linear layer's,
+// then a multiplication's, at train.py:4), cut short as a killed recording
+// is; with `extraAt`, one more multiplication (at train.py:5) after that
+// turn's.
+std::filesystem::path writeLoop(const std::filesystem::path& dir, uint64_t turns, std::optional<uint64_t> extraAt) {
+  std::filesystem::remove_all(dir);
+  TraceWriter w(dir, Header{});
+  uint64_t seq = 0;
+  auto launch = [&](const char* kernel, const char* op, uint32_t line) {
+    KernelLaunch k;
+    k.function = kernel;
+    k.grid = {1, 1, 1};
+    k.block = {32, 1, 1};
+    Origin o;
+    o.op = op;
+    o.opStack = {op};
+    o.phase = Phase::kForward;
+    o.file = "train.py";
+    o.line = line;
+    o.step = 0;
+    o.stepLaunch = seq;
+    w.append(Event{seq, (seq + 1) * 1000, 0, k, o});
+    ++seq;
+  };
+  for (uint64_t i = 0; i < turns; ++i) {
+    launch("_Z6linearPf", "aten::addmm", 4);
+    launch("_Z3mulPf", "aten::mul", 4);
+    if (extraAt == i) launch("_Z3mulPf", "aten::mul", 5);
+  }
+  w.close();
+  std::filesystem::remove(dir / "index");
+  std::filesystem::remove(dir / "checksums");
+  return dir;
+}
+
 }  // namespace
 
 TEST_CASE("a diff across dropped events compares up to the gap and claims nothing past it") {
@@ -158,6 +193,30 @@ TEST_CASE("a trace cut short is compared up to its end and claims nothing past i
     REQUIRE(d.gaps.size() == 1);
     CHECK(d.gaps[0] == "run B's trace ends (its recording did not end cleanly) and run A goes on for 2 operations");
     CHECK_FALSE(d.firstDivergence);
+  }
+  SECTION("both cut short, one with an operation more in a loop: that one, whichever run is longer") {
+    // Either run's operations after the other's end are free, so moving an
+    // extra operation to the other run costs no more edits: the origins
+    // tell which run made it.
+    for (const auto& [extraTurns, plainTurns] : {std::pair{10, 15}, std::pair{15, 10}}) {
+      const auto extra = writeLoop(root / "extra.gpurr", extraTurns, 5);
+      const auto plain = writeLoop(root / "plain.gpurr", plainTurns, std::nullopt);
+      for (const bool extraIsA : {false, true}) {
+        TraceReader ra(extraIsA ? extra : plain), rb(extraIsA ? plain : extra);
+        const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+        INFO("turns " << extraTurns << " with the extra one, " << plainTurns << " without; it in run "
+                      << (extraIsA ? 'A' : 'B'));
+        REQUIRE(d.firstDivergence);
+        REQUIRE(d.firstDivergence->stretch);
+        const diff::PathDivergence& s = *d.firstDivergence->stretch;
+        CHECK((extraIsA ? s.aCount : s.bCount) == 1);
+        CHECK((extraIsA ? s.bCount : s.aCount) == 0);
+        const diff::OpInfo& op = extraIsA ? d.firstDivergence->a : d.firstDivergence->b;
+        CHECK(op.seq == 12);
+        REQUIRE(op.origin);
+        CHECK(op.origin->line == 5);
+      }
+    }
   }
   SECTION("a run that ended cleanly before the other diverges where it ends, for no known reason") {
     TraceReader ra(full), rb(writeRun(root / "short.gpurr", std::nullopt, std::nullopt, 6));
