@@ -240,6 +240,80 @@ std::optional<std::pair<int, OpInfo>> ranAlone(const Context& ctx, const PathDiv
   return std::nullopt;
 }
 
+// A stretch of one run alone, each of whose operations launched a kernel
+// that the other run's operation just before or after the same place
+// launched from the same framework op site: the program ran that op more
+// times there (a loop's extra iteration, a call repeated), which no library
+// chose. The run (0: A, 1: B) and its first operation.
+std::optional<std::pair<int, OpInfo>> ranAgain(const Context& ctx, const PathDivergence& s) {
+  if ((s.aCount == 0) == (s.bCount == 0)) return std::nullopt;
+  const int side = s.aCount == 0 ? 1 : 0;
+  const std::vector<OpInfo>& ops = side == 0 ? s.aOps : s.bOps;
+  if (ops.size() != (side == 0 ? s.aCount : s.bCount)) return std::nullopt;  // not all kept: not all known
+  const Run& other = side == 0 ? ctx.b : ctx.a;
+  const uint64_t at = side == 0 ? s.bBegin : s.aBegin;
+  std::unordered_set<std::string> around;  // site and kernel
+  for (uint64_t i : {at - 1, at}) {
+    if (i < other.ops.firstHeld() || i >= other.ops.size()) continue;  // (at - 1 wraps where at is 0)
+    const OpInfo o = info(other, i);
+    if (o.kind == OpKind::kLaunch && o.origin && !o.origin->op.empty()) around.insert(site(*o.origin) + '\x1e' + o.name);
+  }
+  for (const OpInfo& o : ops) {
+    if (o.kind != OpKind::kLaunch || !o.origin || o.origin->op.empty() ||
+        around.count(site(*o.origin) + '\x1e' + o.name) == 0) {
+      return std::nullopt;
+    }
+  }
+  return std::pair{side, ops.front()};
+}
+
+// Whether the stretch holds a launch the PyTorch layer did not observe (it
+// ran where a step stopped matching the steps it had learnt, so its op is
+// not known): whether the program or a library changed the path there
+// cannot be told from these traces.
+bool unobserved(const PathDivergence& s) {
+  auto any = [](const std::vector<OpInfo>& ops) {
+    return std::any_of(ops.begin(), ops.end(), [](const OpInfo& o) {
+      return o.kind == OpKind::kLaunch && o.origin && o.origin->op.empty() && o.origin->module.empty() &&
+             o.origin->file.empty() && !o.origin->benchmarking;
+    });
+  };
+  return any(s.aOps) || any(s.bOps);
+}
+
+// Where the stretch of one run alone starts at a launch the layer did not
+// observe: the launches just before it that repeat the stretch's kernels
+// (each the same kernel and configuration as the one as many later) and
+// took their origins by their place in a learnt step. The program may have
+// added its operations at any of them. The run (0: A, 1: B), the first
+// such launch and how many.
+std::optional<std::tuple<int, OpInfo, uint64_t>> byPlaceBefore(const Context& ctx, const PathDivergence& s) {
+  constexpr uint64_t kMaxLook = 4096;
+  if ((s.aCount == 0) == (s.bCount == 0)) return std::nullopt;
+  const int side = s.aCount == 0 ? 1 : 0;
+  const Run& run = side == 0 ? ctx.a : ctx.b;
+  const uint64_t begin = side == 0 ? s.aBegin : s.bBegin, count = side == 0 ? s.aCount : s.bCount;
+  uint64_t k = begin;
+  while (k > run.ops.firstHeld() && begin - k < kMaxLook && run.ops[k - 1].kind() == OpKind::kLaunch &&
+         run.ops[k - 1].shape == run.ops[k - 1 + count].shape) {
+    const OpInfo o = info(run, k - 1);
+    if (!o.origin || !o.origin->byPlace) break;
+    --k;
+  }
+  if (k == begin) return std::nullopt;
+  return std::tuple{side, info(run, k), begin - k};
+}
+
+bool choseAlgorithm(const PathDivergence& s) {
+  auto any = [](const std::vector<OpInfo>& ops) {
+    return std::any_of(ops.begin(), ops.end(), [](const OpInfo& o) {
+      return std::any_of(o.annotations.begin(), o.annotations.end(),
+                         [](const Annotation& a) { return std::holds_alternative<AlgorithmChoice>(a); });
+    });
+  };
+  return any(s.aOps) || any(s.bOps);
+}
+
 void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r, Group g, FirstDivergence& d) {
   d.path = true;
   d.stretch = stretchOf(ctx, runs, r, g);
@@ -286,28 +360,50 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
                           {describe(o, OriginStep::kOperation)}});
     return;
   }
-  d.cause = Cause::kAlgorithmChoice;
+  const bool algorithm = choseAlgorithm(s);
+  // The program ran an op here more times than the other run did.
+  if (const auto again = algorithm ? std::nullopt : ranAgain(ctx, s)) {
+    const char side = again->first == 0 ? 'A' : 'B', other = again->first == 0 ? 'B' : 'A';
+    const Origin& o = *again->second.origin;
+    const uint64_t count = again->first == 0 ? s.aCount : s.bCount;
+    d.cause = Cause::kUnknown;
+    d.mechanism = d.cause;
+    d.summary = fmt::format("unknown: run {} ran {}{} here {} more than run {}: the program took another path", side,
+                            o.op, o.module.empty() ? "" : " in " + o.module,
+                            count == 1 ? std::string("once") : fmt::format("{} times", count), other);
+    d.evidence.push_back({EvidenceKind::kOpRanAgain, {static_cast<uint64_t>(again->first), again->second.seq, count},
+                          {describe(o, OriginStep::kOperation)}});
+    return;
+  }
+  // Ops the layer did not observe: the program's path or a library's.
+  const bool unknown = !algorithm && unobserved(s);
+  d.cause = unknown ? Cause::kUnknown : Cause::kAlgorithmChoice;
   d.mechanism = d.cause;
-  d.summary = fmt::format("algorithm choice: the runs take different paths here ({} in run A, "
-                          "{} in run B)",
-                          plural(s.aCount, "operation"), plural(s.bCount, "operation"));
-  // `side`: 0 run A, 1 run B.
-  auto algos = [&](const std::vector<OpInfo>& ops, uint64_t side) {
-    bool any = false;
-    for (const OpInfo& o : ops) {
+  d.summary = fmt::format("{}: the runs take different paths here ({} in run A, {} in run B){}",
+                          unknown ? "unknown" : "algorithm choice", plural(s.aCount, "operation"),
+                          plural(s.bCount, "operation"),
+                          unknown ? ", at ops the PyTorch layer did not observe: the program's own path or a "
+                                    "library's choice of kernels"
+                                  : "");
+  for (const auto* ops : {&s.aOps, &s.bOps}) {
+    const uint64_t side = ops == &s.aOps ? 0 : 1;
+    for (const OpInfo& o : *ops) {
       for (const Annotation& a : o.annotations) {
-        if (const auto* g = std::get_if<AlgorithmChoice>(&a)) {
+        if (const auto* c = std::get_if<AlgorithmChoice>(&a)) {
           d.evidence.push_back(
-              {EvidenceKind::kAlgorithm, {side, g->candidates.size()}, {g->library, g->call, g->algorithm}});
-          any = true;
+              {EvidenceKind::kAlgorithm, {side, c->candidates.size()}, {c->library, c->call, c->algorithm}});
         }
       }
     }
-    return any;
-  };
-  const bool anyA = algos(s.aOps, 0), anyB = algos(s.bOps, 1);
-  if (!anyA && !anyB && !otherConfiguration(s, d)) {
+  }
+  if (!algorithm && !otherConfiguration(s, d)) {
     d.evidence.push_back({EvidenceKind::kNoAlgorithm});
+  }
+  if (const auto before = unknown ? byPlaceBefore(ctx, s) : std::nullopt) {
+    const auto& [side, first, n] = *before;
+    d.evidence.push_back({EvidenceKind::kByPlaceBefore,
+                          {static_cast<uint64_t>(side), first.launchIndex, n, side == 0 ? s.aCount : s.bCount,
+                           (side == 0 ? s.aOps : s.bOps).front().launchIndex}});
   }
 }
 

@@ -237,6 +237,9 @@ enum class EvidenceKind : uint8_t {
   kNoAlgorithm,
   kRunEnds,                  // the run whose trace ends (0: A, 1: B), the other's operations after it
   kOpRanAlone,               // the run (0: A, 1: B), its event; its framework op, described
+  kByPlaceBefore,            // the run (0: A, 1: B), its first such launch's number, how many, the stretch's length
+                             // and its first launch's number
+  kOpRanAgain,               // the run (0: A, 1: B), its first event, how many; its framework op, described
   // Each side the same kernels in the same order, one or more launched with
   // another grid or block: how many; run A's first such kernel, then
   // grid x, y, z and block x, y, z of run A, of run B.

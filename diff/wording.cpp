@@ -297,6 +297,24 @@ std::string sentence(const Evidence& e) {
                          "host-side randomness, another batch from the data loader, an exception caught); no library "
                          "chose these kernels",
                          n[0] == 0 ? 'A' : 'B', n[1], t[0], n[0] == 0 ? 'B' : 'A');
+    case EvidenceKind::kByPlaceBefore:
+      return fmt::format("run {}'s {} the same kernel{} as {} later, and took {} op{} by place in a step the PyTorch "
+                         "layer had learnt: the {} the program added may {} any of #{} to #{} (`gpurr bisect -- "
+                         "COMMAND` records with every op observed)",
+                         n[0] == 0 ? 'A' : 'B',
+                         n[2] == 1 ? fmt::format("launch #{} launches", n[1])
+                                   : fmt::format("launches #{} to #{} launch", n[1], n[1] + n[2] - 1),
+                         n[2] == 1 ? "" : "s", n[3] == 1 ? std::string("the launch one") : plural(n[3], "launch"),
+                         n[2] == 1 ? "its" : "their", n[2] == 1 ? "" : "s",
+                         n[3] == 1 ? std::string("operation") : plural(n[3], "operation"),
+                         n[3] == 1 ? "be" : "start at", n[1], n[4]);
+    case EvidenceKind::kOpRanAgain:
+      return fmt::format("run {0}'s program ran {2} {3} more here (from event #{1}), the op, line and kernel{4} that "
+                         "run {5}'s ran just before or after this place: a loop ran longer or a call was repeated (a "
+                         "condition on data or a flag, another batch's size, host-side randomness); no library chose "
+                         "these kernels",
+                         n[0] == 0 ? 'A' : 'B', n[1], t[0], n[2] == 1 ? std::string("once") : plural(n[2], "time"),
+                         n[2] == 1 ? "" : "s", n[0] == 0 ? 'B' : 'A');
     case EvidenceKind::kOtherConfiguration:
       return fmt::format("the same kernel{} in both runs, {}launched with another configuration: {} grid ({},{},{}) "
                          "block ({},{},{}) in run A, grid ({},{},{}) block ({},{},{}) in run B; an autotuner's choice "

@@ -2,7 +2,9 @@
 # run B takes another path where PATHS_PLANT says: "mul", one more
 # multiplication in block 1 at step 2; "twice", block 2 called twice at step
 # 1; "skip", block 1 skipped from step 2 on; "end", block 0's layer called
-# once more as step 2's last launch (the next step's first is the same). Every block launches the same
+# once more as step 2's last launch (the next step's first is the same);
+# "loop", block 1 halves twice at step 2 (one more turn of its loop, the
+# same op at the same line). Every block launches the same
 # kernels (check_paths.py launches inside aten::addmm, aten::relu and
 # aten::mul without parameter words), so only the framework origins tell
 # where the path changed. Prints the losses.
@@ -19,11 +21,13 @@ class Block(nn.Module):
         super().__init__()
         self.fc = nn.Linear(8, 8)
 
-    def forward(self, v, extra=False):
+    def forward(self, v, extra=False, turns=1):
         h = torch.relu(self.fc(v))
         if extra:
             h = h * 1.0  # the planted multiplication
-        return h * 0.5
+        for _ in range(turns):
+            h = h * 0.5  # the halving, in a loop
+        return h
 
 
 class Stack(nn.Module):
@@ -36,7 +40,8 @@ class Stack(nn.Module):
         for i, block in enumerate(self.blocks):
             if PLANT == "skip" and i == 1 and self.step >= 2:
                 continue
-            v = block(v, PLANT == "mul" and i == 1 and self.step == 2)
+            here = i == 1 and self.step == 2
+            v = block(v, PLANT == "mul" and here, 2 if PLANT == "loop" and here else 1)
             if PLANT == "twice" and i == 2 and self.step == 1:
                 v = block(v)
         return v
