@@ -28,6 +28,11 @@ string lineOf(const std::optional<trace::Origin>& o) {
 string stepOf(const std::optional<trace::Origin>& o) { return o && o->step >= 0 ? std::to_string(o->step) : string(); }
 
 void renderMismatches(Page& page, const JobView& job) {
+  if (job.sizes) {
+    std::string text = sizesText(*job.sizes);
+    text[0] = 'T';
+    page.addf("<div class=\"box warnbox\">{}.</div>\n", e(text));
+  }
   for (const CollectiveMismatch& m : job.mismatches) {
     page.addf("<div class=\"box warnbox\"><b>Collective mismatch</b> in <code>{}</code>: communicator <code>{:016x}</code>, "
               "collective #{} differs between ranks\n<table class=\"small\"><thead><tr><th>rank</th><th>process</th>"
@@ -44,9 +49,9 @@ void renderMismatches(Page& page, const JobView& job) {
 void renderOrigins(Page& page, const RunComparison& c, const JobView& job) {
   if (job.earliestOrigins.empty()) {
     if (!job.ranks.empty() && !job.cause) {
-      page.addf("<div class=\"box warnbox\">No origin: every rank that diverged received its divergence through a "
-                "collective ({}).</div>\n",
-                e(noOriginWhy(job)));
+      std::string text = noOriginText(job);
+      text[0] = 'N';
+      page.addf("<div class=\"box warnbox\">{}.</div>\n", e(text));
     }
     return;
   }
@@ -115,7 +120,7 @@ RankRow rankRow(const RunComparison& c, const JobView& job, size_t p) {
     return fmt::format("<td>{}</td><td>{}</td><td><span class=\"cause\">{}</span>{}</td>", e(lineOf(firstShown(d).origin)),
                        e(stepOf(firstShown(d).origin)), e(diff::toString(d.cause)), n);
   };
-  const string role = fmt::format("<td class=\"{}\">{}</td>", v->origin ? "bad" : "", v->origin ? "origin" : "receiver");
+  const string role = fmt::format("<td class=\"{}\">{}</td>", v->origin ? "bad" : "", roleOf(*v));
   row.cells = fmt::format("{}<td>{} <span class=\"muted\">(run A event #{}, after {})</span></td>{}", role,
                           e(whereInJob(d)), seqInA(d), after, rest(notes));
   // A collective names the rank's place in it ("rank 3 of 64"): each its own.

@@ -6,6 +6,7 @@
 #include "report/job.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -102,17 +103,33 @@ bool collectIssues(const RunComparison& c, bool runB, const std::map<uint64_t, u
   return any;
 }
 
+// The processes whose traces of run A (or B) were cut short: a killed or
+// crashed rank, or one ended by its launcher when another died.
+std::set<size_t> cutShort(const RunComparison& c, bool runB) {
+  std::set<size_t> out;
+  for (const IncompleteTrace& t : runB ? c.incompleteB : c.incompleteA) {
+    for (size_t p = 0; p < c.processes.size(); ++p) {
+      if (c.processes[p].name == t.name) out.insert(p);
+    }
+  }
+  return out;
+}
+
 void findMismatches(const RunComparison& c, bool runB, const std::map<uint64_t, uint64_t>& inA, const Issues& issues,
                     const std::map<uint64_t, std::vector<size_t>>& members, const std::vector<int32_t>& ranks,
                     std::vector<CollectiveMismatch>& out) {
   size_t found = 0;
+  const std::set<size_t> cut = cutShort(c, runB);
   for (const auto& [key, byProcess] : issues) {
     if (found == kMismatchesShown) break;
     const auto& [source, communicator, sequence] = key;
     if (communicator == 0) continue;  // communicators made before recording: not told apart
     const std::vector<size_t>& in = members.at(communicator);
     const Issued& first = byProcess.begin()->second;
-    bool same = byProcess.size() == in.size();
+    // A rank that issued nothing here is a mismatch only where its trace
+    // went on: one cut short may have issued it after its trace's end.
+    bool same = true;
+    for (size_t p : in) same = same && (byProcess.count(p) != 0 || cut.count(p) != 0);
     for (const auto& [p, issued] : byProcess) same = same && agree(first, issued);
     if (same) continue;
     ++found;
@@ -123,7 +140,8 @@ void findMismatches(const RunComparison& c, bool runB, const std::map<uint64_t, 
       }
     }
     for (size_t p : in) {
-      CollectiveCallSite site{c.processes[p].name, ranks[p], "(none)", "", 0};
+      CollectiveCallSite site{c.processes[p].name, ranks[p],
+                              cut.count(p) != 0 ? "(its trace ends before it: cut short)" : "(none)", "", 0};
       if (auto it = byProcess.find(p); it != byProcess.end()) {
         const TraceReader reader(runB ? c.processes[p].pathB : c.processes[p].pathA);
         const Event e = diff::eventAt(reader, it->second.seq);
@@ -140,12 +158,60 @@ void findMismatches(const RunComparison& c, bool runB, const std::map<uint64_t, 
 // data: it received the divergence.
 bool received(const FirstDivergence& d) { return !d.path && d.cause == Cause::kCollective && d.inputsIdentical; }
 
+// Whether what a rank sent to a collective is known: every input hashed
+// (none at all for a rank that sends nothing, as a broadcast's receivers).
+bool sentKnown(const Issued& x) { return std::find(x.sent.begin(), x.sent.end(), 0) == x.sent.end(); }
+
+// The ranks of collective `key`'s communicator not recorded with it, what
+// they sent hashed, in both runs (missing from a run's directory,
+// unreadable, cut short before it, or not hashed): any of them may have
+// sent it other data. 0 where the communicator's size is not known.
+int32_t unseenRanks(const Key& key, const Issues (&issues)[2]) {
+  const std::map<size_t, Issued>& inA = issues[0].at(key);
+  const auto inB = issues[1].find(key);
+  int32_t seen = 0;
+  for (const auto& [q, a] : inA) {
+    if (inB == issues[1].end()) break;
+    const auto b = inB->second.find(q);
+    seen += b != inB->second.end() && sentKnown(a) && sentKnown(b->second);
+  }
+  return std::max(0, inA.begin()->second.commSize - seen);
+}
+
+// The processes that may have sent collective `key` other data unseen, each
+// with why: "rank2.gpurr (cut short in run B)".
+std::vector<std::string> unseenProcesses(const RunComparison& c, const Key& key, const Issues (&issues)[2]) {
+  std::vector<std::string> out;
+  const std::set<size_t> cut[2] = {cutShort(c, false), cutShort(c, true)};
+  for (size_t p = 0; p < c.processes.size(); ++p) {
+    for (const bool runB : {false, true}) {
+      const Issued* mine = nullptr;
+      if (const auto it = issues[runB].find(key); it != issues[runB].end()) {
+        if (const auto m = it->second.find(p); m != it->second.end()) mine = &m->second;
+      }
+      if (mine != nullptr && sentKnown(*mine)) continue;
+      out.push_back(fmt::format("{} ({} in run {})", c.processes[p].name,
+                                mine != nullptr       ? "what it sent not hashed"
+                                : cut[runB].count(p) ? "cut short before it"
+                                                      : "not issued",
+                                runB ? 'B' : 'A'));
+      break;
+    }
+  }
+  for (const std::string& name : c.onlyA) out.push_back(name + " (missing in run B)");
+  for (const std::string& name : c.onlyB) out.push_back(name + " (missing in run A)");
+  for (const IncompleteTrace& t : c.unreadable) out.push_back(t.name + " (unreadable)");
+  return out;
+}
+
 // For process `p` whose first divergence, run A's event `first`, is not a
 // collective it received: the earliest collective before it whose receipt
 // has no digest, to which `p` sent identical data in both runs and another
-// process other data. It carried the divergence to `p`.
+// process other data. It carried the divergence to `p`. Where none did,
+// `maybe` gets those to which no rank recorded sent other data but some
+// ranks were not recorded (they may have), in order.
 std::optional<uint64_t> unhashedCarrier(size_t p, uint64_t first, const Issues (&issues)[2], const KeyOfEvent& keyOf,
-                                        const std::vector<uint64_t>& seqs) {
+                                        const std::vector<uint64_t>& seqs, std::vector<uint64_t>& maybe) {
   for (const uint64_t seq : seqs) {
     if (seq >= first) break;
     const Key& key = keyOf.at({p, seq});
@@ -158,6 +224,27 @@ std::optional<uint64_t> unhashedCarrier(size_t p, uint64_t first, const Issues (
       const auto b = inB->second.find(q);
       if (q != p && b != inB->second.end() && b->second.sent != a.sent) return seq;
     }
+    if (unseenRanks(key, issues) > 0) maybe.push_back(seq);
+  }
+  return std::nullopt;
+}
+
+// Of the collectives that may have brought a rank the divergence from
+// ranks not recorded (`maybe`, in order), the last before its divergence
+// that another rank of its communicator did not see through: one whose
+// divergence came later through a known sender received that collective's
+// data unchanged, as every rank of a collective that shares its result did.
+std::optional<uint64_t> unrecordedCarrier(size_t p, const std::vector<uint64_t>& maybe, const JobView& job,
+                                          const KeyOfEvent& keyOf) {
+  for (auto it = maybe.rbegin(); it != maybe.rend(); ++it) {
+    const auto& [source, communicator, sequence] = keyOf.at({p, *it});
+    const bool passed = std::any_of(job.ranks.begin(), job.ranks.end(), [&](const RankVerdict& v) {
+      if (v.origin || v.fromUnrecorded) return false;
+      const auto known = keyOf.find({v.process, v.carrier});
+      return known != keyOf.end() && std::get<1>(known->second) == communicator &&
+             std::get<2>(known->second) > sequence;
+    });
+    if (!passed) return *it;
   }
   return std::nullopt;
 }
@@ -184,7 +271,14 @@ std::vector<std::string> notesOf(const ProcessDiff& pd, size_t p, const RankVerd
                                  const KeyOfEvent& keyOf, const std::vector<int32_t>& ranks, bool events) {
   auto event = [&](uint64_t seq) { return events ? fmt::format(" (run A #{})", seq) : std::string(); };
   std::vector<std::string> out;
-  if (!v.origin) {
+  if (v.fromUnrecorded) {
+    const int32_t unseen = unseenRanks(keyOf.at({p, v.carrier}), issues);
+    out.push_back(fmt::format("perhaps a receiver: its first divergence follows a collective whose receipt has no "
+                              "digest{}, to which it sent identical data, and {} of its communicator's ranks {} not "
+                              "recorded with it in both runs (missing, unreadable, cut short, or what {} sent not "
+                              "hashed): the divergence may have begun there",
+                              event(v.carrier), unseen, unseen == 1 ? "was" : "were", unseen == 1 ? "it" : "they"));
+  } else if (!v.origin) {
     if (const auto key = keyOf.find({p, v.carrier}); key != keyOf.end()) {
       const std::vector<int32_t> from = sentOther(key->second, p, issues, ranks);
       if (!from.empty()) {
@@ -274,7 +368,7 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
         seen = false;  // not recorded there in both runs
         continue;
       }
-      seen = seen && !a->second.sent.empty() && !b->sent.empty();
+      seen = seen && !a->second.sent.empty() && !b->sent.empty() && a->second.commSize == b->commSize;
       if (a->second.sent != b->sent) s.from.push_back(ranks[p]);
     }
     s.everyRankSentIdentical = seen && s.from.empty();
@@ -326,11 +420,41 @@ Json collectiveJson(const SpreadStep& s) {
 
 }  // namespace
 
+namespace {
+
+// Why a job whose ranks diverged has no origin.
 std::string noOriginWhy(const JobView& job) {
-  return job.mismatches.empty()
-             ? "a collective's reduction that is not deterministic, or a rank not recorded"
-             : "the collective mismatch above is where the ranks parted: a rank issued another collective there, or "
-               "none";
+  if (job.sizes) return "the jobs differ in size (above): their collectives are not the same";
+  if (!job.mismatches.empty()) {
+    return "the collective mismatch above is where the ranks parted: a rank issued another collective there, or none";
+  }
+  const bool unrecorded =
+      std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankVerdict& v) { return v.fromUnrecorded; });
+  if (unrecorded && !job.unseen.empty()) {
+    return fmt::format("it may have begun on a rank not recorded in both runs: {}", fmt::join(job.unseen, ", "));
+  }
+  return unrecorded ? "it may have begun on a rank not recorded in both runs, or one whose data was not hashed"
+                    : "a collective's reduction that is not deterministic, or a rank not recorded";
+}
+
+}  // namespace
+
+std::string noOriginText(const JobView& job) {
+  const bool unrecorded =
+      std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankVerdict& v) { return v.fromUnrecorded; });
+  return fmt::format("no origin{}: every rank that diverged received its divergence through a collective{} ({})",
+                     unrecorded ? " among the ranks recorded" : "", unrecorded ? ", or may have" : "",
+                     noOriginWhy(job));
+}
+
+std::string sizesText(const JobView::Sizes& s) {
+  return fmt::format("the jobs differ in size: communicator {:016x} has {} ranks in run A and {} in run B "
+                     "(another WORLD_SIZE or process group): compare runs of the same size",
+                     s.communicator, s.a, s.b);
+}
+
+std::string roleOf(const RankVerdict& v) {
+  return v.origin ? "origin" : v.fromUnrecorded ? "origin or receiver" : "receiver";
 }
 
 std::string rankList(const std::vector<int32_t>& ranks) {
@@ -414,7 +538,12 @@ std::string spreadCollectiveText(const SpreadStep& s) {
 }
 
 std::optional<JobView> jobView(const RunComparison& c) {
-  if (c.processes.size() < 2 || c.processes.front().name.empty()) return std::nullopt;
+  // Several processes in either run (one of them perhaps missing from the
+  // other, or unreadable).
+  if (c.processes.empty() || c.processes.front().name.empty() ||
+      c.processes.size() + c.onlyA.size() + c.onlyB.size() + c.unreadable.size() < 2) {
+    return std::nullopt;
+  }
   JobView job;
   bool any = false;
   std::vector<int32_t> ranks(c.processes.size());
@@ -430,14 +559,43 @@ std::optional<JobView> jobView(const RunComparison& c) {
     findMismatches(c, runB, inA, issues[runB], members[runB], ranks, job.mismatches);
   }
   job.processRanks = ranks;
+  std::map<size_t, std::vector<uint64_t>> maybe;  // by process: unhashedCarrier's
   for (size_t p = 0; p < c.processes.size(); ++p) {
     const ProcessDiff& pd = c.processes[p];
     if (!pd.firstDivergence) continue;
     const uint64_t first = seqInA(*pd.firstDivergence);
+    std::vector<uint64_t>& may = maybe[p];
     const std::optional<uint64_t> carrier =
-        received(*pd.firstDivergence) ? first : unhashedCarrier(p, first, issues, keyOf, seqs[p]);
+        received(*pd.firstDivergence) ? first : unhashedCarrier(p, first, issues, keyOf, seqs[p], may);
     job.ranks.push_back(
         {p, ranks[p], !carrier, carrier.value_or(0), collectivesBefore(seqs[p], carrier.value_or(first))});
+  }
+  // Origins that may have received the divergence from ranks not recorded.
+  for (RankVerdict& v : job.ranks) {
+    if (const auto carrier = v.origin ? unrecordedCarrier(v.process, maybe[v.process], job, keyOf) : std::nullopt) {
+      v.origin = false;
+      v.fromUnrecorded = true;
+      v.carrier = *carrier;
+      v.collectivesBefore = collectivesBefore(seqs[v.process], *carrier);
+    }
+  }
+  for (const RankVerdict& v : job.ranks) {
+    if (v.fromUnrecorded) {
+      job.unseen = unseenProcesses(c, keyOf.at({v.process, v.carrier}), issues);
+      break;
+    }
+  }
+  // A communicator of another size in each run: jobs of different sizes.
+  for (const auto& [key, inA] : issues[0]) {
+    const auto inB = issues[1].find(key);
+    if (job.sizes || inB == issues[1].end()) continue;
+    for (const auto& [p, a] : inA) {
+      const auto b = inB->second.find(p);
+      if (b != inB->second.end() && a.commSize > 0 && b->second.commSize > 0 && a.commSize != b->second.commSize) {
+        job.sizes = JobView::Sizes{std::get<1>(key), a.commSize, b->second.commSize};
+        break;
+      }
+    }
   }
   for (const RankVerdict& v : job.ranks) {
     std::vector<std::string> notes = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks, true);
@@ -472,6 +630,7 @@ std::optional<JobView> jobView(const RunComparison& c) {
 
 void printJob(std::ostream& os, const Style& st, const RunComparison& c, const JobView& job) {
   os << '\n' << st.bold(fmt::format("== job: {} processes ==", c.processes.size())) << '\n';
+  if (job.sizes) os << st.red(sizesText(*job.sizes)) << '\n';
   for (const CollectiveMismatch& m : job.mismatches) {
     os << st.red(fmt::format("collective mismatch in {}: communicator {:016x}, collective #{} differs between ranks",
                              m.run, m.communicator, m.sequence))
@@ -511,8 +670,11 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
       continue;
     }
     os << fmt::format("rank {} ({}): {}, {}: {}", v.rank, c.processes[v.process].name,
-                      v.origin ? "origin" : "receiver", after, where(*c.processes[v.process].firstDivergence))
+                      roleOf(v), after, where(*c.processes[v.process].firstDivergence))
        << '\n';
+  }
+  if (job.ranks.empty() && job.mismatches.empty() && !job.sizes) {
+    os << fmt::format("no rank diverged{}", c.unknown() ? " in what was compared (see above)" : "") << '\n';
   }
   if (job.earliestOrigins.size() == 1) {
     const RankVerdict& v = job.ranks[job.earliestOrigins[0]];
@@ -532,10 +694,7 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
       os << st.bold(fmt::format("  rank {}, {}; cause: {}", v.rank, where(d), d.summary)) << '\n';
     }
   } else if (!job.ranks.empty() && !job.cause) {
-    os << st.yellow(fmt::format("no origin: every rank that diverged received its divergence through a collective "
-                                "({})",
-                                noOriginWhy(job)))
-       << '\n';
+    os << st.yellow(noOriginText(job)) << '\n';
   }
   for (const SpreadStep& s : job.spread) {
     const std::string what = spreadCollectiveText(s);
@@ -578,7 +737,7 @@ Json jobJson(const RunComparison& c, const JobView& job) {
     const FirstDivergence& d = *c.processes[v.process].firstDivergence;
     ranks.push_back({{"process", c.processes[v.process].name},
                      {"rank", v.rank},
-                     {"role", v.origin ? "origin" : "receiver"},
+                     {"role", v.origin ? "origin" : v.fromUnrecorded ? "unknown" : "receiver"},
                      {"collectivesBefore", v.collectivesBefore},
                      {"seq", seqInA(d)},
                      {"carrier", v.origin ? Json(nullptr) : Json(v.carrier)},
@@ -596,6 +755,10 @@ Json jobJson(const RunComparison& c, const JobView& job) {
     spread.push_back(std::move(step));
   }
   Json out{{"collectiveMismatches", mismatches}, {"ranks", ranks}, {"earliestOrigin", nullptr}};
+  if (job.sizes) {
+    out["sizes"] = {{"communicator", fmt::format("{:016x}", job.sizes->communicator)}, {"a", job.sizes->a},
+                    {"b", job.sizes->b}};
+  }
   if (!job.earliestOrigins.empty()) out["earliestOrigin"] = earliest[0];
   out["earliestOrigins"] = earliest;
   out["spread"] = spread;

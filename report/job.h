@@ -32,7 +32,8 @@ namespace gpurr::report {
 struct CollectiveCallSite {
   std::string process;  // "rank1.gpurr"
   int32_t rank = -1;
-  std::string call;     // trace::describe of the collective; "(none)" when the rank issued none
+  std::string call;     // trace::describe of the collective; "(none)" when the rank issued none, or
+                        // "(its trace ends before it: cut short)"
   std::string file;
   uint32_t line = 0;
 };
@@ -59,6 +60,11 @@ struct RankVerdict {
   // (a receiver: before its carrier): its place in the job's collective
   // order.
   uint64_t collectivesBefore = 0;
+  // A receiver's carrier is an asynchronous collective (no digest of what
+  // it received) to which no rank recorded sent other data, but some ranks
+  // of its communicator were not recorded in both runs: the divergence may
+  // have come from one of them, or have begun here.
+  bool fromUnrecorded = false;
 };
 
 // A collective that carried the divergence: the ranks whose data sent to it
@@ -79,6 +85,13 @@ struct SpreadStep {
 
 struct JobView {
   std::vector<int32_t> processRanks;           // each process's rank, by index into RunComparison::processes
+  // The first communicator with another number of ranks in each run (jobs
+  // of different sizes: their collectives do not correspond).
+  struct Sizes {
+    uint64_t communicator = 0;
+    int32_t a = 0, b = 0;
+  };
+  std::optional<Sizes> sizes;
   std::vector<CollectiveMismatch> mismatches;  // the first few of each run
   std::vector<RankVerdict> ranks;              // ranks that diverged, in process order
   // Indices into `ranks`: the origins with the fewest collectives before
@@ -86,6 +99,11 @@ struct JobView {
   // collective).
   std::vector<size_t> earliestOrigins;
   std::vector<SpreadStep> spread;  // in the job's collective order
+  // Where a rank may have received the divergence from ranks not recorded
+  // (RankVerdict::fromUnrecorded), those of the first such collective, each
+  // with why: "rank2.gpurr (cut short before it in run B)", "rank7.gpurr
+  // (missing in run B)".
+  std::vector<std::string> unseen;
   // The first reducing collective of `spread` that every rank sent
   // identical data (index into `spread`), and the job's verdict at it.
   std::optional<size_t> reductionOrderAt;
@@ -140,8 +158,14 @@ std::string processesText(const std::vector<size_t>& group, const std::vector<in
 std::string spreadCollectiveText(const SpreadStep& s);
 
 void printJob(std::ostream& os, const Style& st, const RunComparison& c, const JobView& job);
-// Why a job whose ranks diverged has no origin, as its reports say it.
-std::string noOriginWhy(const JobView& job);
+// "no origin: every rank that diverged received its divergence through a
+// collective (WHY)", for a job with ranks that diverged and no origin.
+std::string noOriginText(const JobView& job);
+// A rank's role: "origin", "receiver", or "origin or receiver" (one
+// perhaps reached from a rank not recorded).
+std::string roleOf(const RankVerdict& v);
+// "the jobs differ in size: communicator ... has 2 ranks in run A and 4 in run B ..."
+std::string sizesText(const JobView::Sizes& s);
 nlohmann::ordered_json jobJson(const RunComparison& c, const JobView& job);
 
 }  // namespace gpurr::report

@@ -174,6 +174,28 @@ if job:
     check(receiver and receiver[0]["carrier"] is not None and receiver[0]["carrier"] < receiver[0]["seq"],
           f"ddp planted: rank 0 received it before its own first divergence (the next step's): {receiver}")
 
+# A rank's trace lost from the planted run (a node lost, a rank killed
+# before its last second reached the disk): the other sent the
+# asynchronous collectives before its first divergence identical data and
+# received data not hashed, which the rank lost may have sent otherwise.
+# It is no origin for sure: the job says where the divergence may have
+# begun (with more ranks, one whose divergence came later through a known
+# sender tells such a collective harmless: job_cases.py).
+for lost in (1, 0):
+    partial = os.path.join(args.work, f"ddp-planted-without-{lost}")
+    shutil.copytree(db, partial)
+    shutil.rmtree(os.path.join(partial, f"rank{lost}.gpurr"))
+    r = subprocess.run([args.gpurr, "diff", "--json", d, partial], capture_output=True, text=True)
+    job = json.loads(r.stdout).get("job") if r.stdout else None
+    roles = {x["rank"]: x["role"] for x in (job or {}).get("ranks", [])}
+    kept = 1 - lost
+    check(r.returncode == 1 and roles == {kept: "unknown"} and (job or {}).get("earliestOrigin", 0) is None,
+          f"ddp planted, rank {lost}'s trace lost: rank {kept} perhaps a receiver (exit {r.returncode}): {job}")
+    text = subprocess.run([args.gpurr, "diff", d, partial], capture_output=True, text=True).stdout
+    check("no origin among the ranks recorded" in text and
+          f"may have begun on a rank not recorded in both runs: rank{lost}.gpurr (missing in run B)" in text,
+          f"ddp planted, rank {lost}'s trace lost: the text says where it may have begun: {text[:2500]}")
+
 if failures:
     print(f"{len(failures)} check(s) failed")
     sys.exit(1)

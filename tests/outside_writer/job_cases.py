@@ -279,6 +279,72 @@ def job_rank_killed():
     expect(job['earliestOrigin'] is not None and job['earliestOrigin']['rank'] == 5, 'earliest origin: rank 5',
            job['earliestOrigin'])
     expect('earliest origin: rank 5, ' in text and '<section id="job">' in page, 'the text and the page name it')
+    expect(job['collectiveMismatches'] == [],
+           'no collective mismatch: rank 3 issued nothing after its trace ends, not another collective',
+           job['collectiveMismatches'])
+
+
+@case
+def job_async_origin_on_rank_5():
+    """As job_origin_on_rank_5, the all-reduces asynchronous (what each rank receives not hashed, as under
+    DistributedDataParallel): the receivers diverge at the update after the all-reduce, which carried it."""
+    a = write('a', jobs.Job(asynchronous=True))
+    b = write('b', jobs.Job(seed=2, planted={5: 1}, asynchronous=True))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(roles(job) == {r: 'origin' if r == 5 else 'receiver' for r in range(8)},
+           'rank 5 the origin, the other 7 receivers', roles(job))
+    expect(job['earliestOrigin'] is not None and job['earliestOrigin']['rank'] == 5, 'earliest origin: rank 5',
+           job['earliestOrigin'])
+
+
+@case
+def job_async_origin_missing():
+    """The same with rank 5's trace missing from run B: no rank recorded sent the all-reduce other data, and
+    rank 5, which may have, was not recorded: no rank is named the origin, and the job says where it may have
+    begun."""
+    a = write('a', jobs.Job(asynchronous=True))
+    b = write('b', jobs.Job(seed=2, planted={5: 1}, asynchronous=True), ranks=OTHERS_THAN_5)
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(roles(job) == {r: 'unknown' for r in OTHERS_THAN_5}, 'no origin, no receiver for sure', roles(job))
+    expect(job['earliestOrigin'] is None and job['earliestOrigins'] == [], 'no earliest origin', job['earliestOrigins'])
+    expect('no origin among the ranks recorded' in text and
+           'it may have begun on a rank not recorded in both runs: rank5.gpurr (missing in run B)' in text,
+           'the text says where it may have begun')
+    expect('may have begun on a rank not recorded in both runs' in page, 'so does the page')
+
+
+@case
+def job_async_receiver_missing():
+    """Rank 3's trace missing from run B instead: rank 5 is still the origin, the others receivers (each saw
+    the all-reduce that rank 5 sent other data)."""
+    a = write('a', jobs.Job(asynchronous=True))
+    b = write('b', jobs.Job(seed=2, planted={5: 1}, asynchronous=True), ranks=[r for r in range(8) if r != 3])
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(roles(job) == {r: 'origin' if r == 5 else 'receiver' for r in range(8) if r != 3},
+           'rank 5 the origin, the 6 others recorded receivers', roles(job))
+
+
+@case
+def job_sizes_differ():
+    """Run B is the same job on 4 ranks: the jobs differ in size, said first; no collective's reduction order is
+    blamed, although the ranks both runs have sent identical data at step 0."""
+    a = write('a', jobs.Job())
+    b = write('b', jobs.Job(ranks=4))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(job.get('sizes', {}).get('a') == 8 and job['sizes'].get('b') == 4, 'the sizes named', job.get('sizes'))
+    expect(job['cause'] is None and all(not s['everyRankSentIdentical'] for s in job['spread']),
+           'no reduction order blamed', {'cause': job['cause'], 'spread': job['spread']})
+    expect('the jobs differ in size: communicator ' in text and 'has 8 ranks in run A and 4 in run B' in text,
+           'the text says so')
+    expect('the jobs differ in size' in page, 'so does the page')
 
 
 @case

@@ -48,14 +48,19 @@ class Job:
     received (statistics all-reduced, as a metric is): what a rank sends
     never depends on what it received. `extra` maps a rank to the step (or
     steps) at which it scales its batch by 1 before its gradient: a kernel
-    the other run does not launch there, which changes no byte."""
+    the other run does not launch there, which changes no byte. With
+    `asynchronous`, the all-reduces are c10d's view of calls that return
+    before they complete, as DistributedDataParallel's: what each rank
+    receives is not hashed."""
 
-    def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True, extra=None):
+    def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True, extra=None,
+                 asynchronous=False):
         self.n, self.seed, self.steps = ranks, seed, steps
         steps_of = lambda m: {r: s if isinstance(s, (set, frozenset)) else {s} for r, s in (m or {}).items()}
         self.planted, self.extra = steps_of(planted), steps_of(extra)
         self.pairwise_step = pairwise_step
         self.update = update
+        self.asynchronous = asynchronous
         self.procs = []
 
     def run(self):
@@ -113,9 +118,9 @@ class _Rank:
                  origin=_origin('aten::mul', step, 'model', 29, phase='backward', forward_op='aten::mul'))
 
     def all_reduce(self, step, total):
-        self.p.collective(MAIN, self.S, 'ncclAllReduce', 'allReduce', COMMUNICATOR, self.rank, self.job.n, step,
-                          self.grad, COUNT, lambda: self.grad.put(total),
-                          origin=_origin('c10d::allreduce_', step, '', 30))
+        self.p.collective(MAIN, self.S, 'c10d::allreduce_' if self.job.asynchronous else 'ncclAllReduce', 'allReduce',
+                          COMMUNICATOR, self.rank, self.job.n, step, self.grad, COUNT, lambda: self.grad.put(total),
+                          origin=_origin('c10d::allreduce_', step, '', 30), asynchronous=self.job.asynchronous)
 
     def apply(self, step):
         p, S = self.p, self.S
