@@ -215,10 +215,19 @@ def _unseen(module):
             (isinstance(module, _GraphModule) and _compiled_graph(module)))
 
 
+def _stop_due(module):
+    """Whether the program is to stop at this call of `module`: after the
+    step --until-step names, a call that trains (the module in training mode,
+    gradients enabled: the next step's forward), not an evaluation, an EMA's
+    or a metric's (torch.no_grad, inference_mode or eval mode) that the rest
+    of the step's iteration runs."""
+    return _until_step is not None and _step > _until_step and module.training and _grad_enabled()
+
+
 def _module_enter(module, args):
     if _unseen(module):
         return
-    if _until_step is not None and _step > _until_step:
+    if _stop_due(module):
         _stop()
     if _following:
         return  # kept while the layer follows, in a program whose compiled graphs call modules (_observe)
@@ -256,7 +265,7 @@ def _module_stop_check(module, args):
     """While the layer follows: only --until-step's stop, as _module_enter has it."""
     if _unseen(module):
         return
-    if _until_step is not None and _step > _until_step:
+    if _stop_due(module):
         _stop()
 
 
@@ -537,9 +546,10 @@ def _leaving(calls):
 
 def _stop():
     """Ends the program after training step --until-step: at the first module
-    call after that step's optimizer step (the next step's forward), so the
-    rest of the step's iteration (logging, a checkpoint) runs; or, in a
-    program that calls no module, at the end of the next step. It raises
+    call that trains after that step's optimizer step (the next step's
+    forward, _stop_due), so the rest of the step's iteration (logging, an
+    evaluation, a checkpoint) runs; or, in a program that calls no such
+    module, at the end of the next step. It raises
     SystemExit(0), as `sys.exit(0)` there would: the program's `finally`
     blocks and context managers run, then the interpreter exits as usual
     (atexit handlers, DataLoader workers shut down by their iterators and
@@ -598,6 +608,10 @@ def quick_exit():
 
 def _is_compiling():
     return False
+
+
+def _grad_enabled():  # torch.is_grad_enabled once installed
+    return True
 
 
 class _fx_tracing:  # torch.fx._symbolic_trace once installed: its flag says fx traces modules now
@@ -745,7 +759,7 @@ def _watch_compiled_regions(output_graph):
 
 def install(torch, skipped=()):
     global _recorder, _is_compiling, _fx_tracing, _GraphModule, _enabled, _until_step, _stop_file, _learning
-    global _observer, _nn_module, _call_impl_code
+    global _observer, _nn_module, _call_impl_code, _grad_enabled
     library = os.environ.get("CUDA_INJECTION64_PATH")
     if not library or not os.environ.get("GPURR_OUTPUT"):
         return  # not under `gpurr record`
@@ -781,6 +795,7 @@ def install(torch, skipped=()):
     if compiler is not None and hasattr(compiler, "is_compiling"):
         _is_compiling = compiler.is_compiling
     _GraphModule = GraphModule
+    _grad_enabled = torch.is_grad_enabled
     from torch.fx import _symbolic_trace
 
     # fx's tracing calls modules with proxies: nothing runs, nothing is named.

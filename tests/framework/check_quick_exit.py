@@ -53,6 +53,14 @@ check(marks == {"atexit"}, f"stopped, quick exit: atexit handlers ran, the teard
 check(info.get("complete") and info.get("stoppedAfterStep") == 1,
       f"stopped, quick exit: the trace is complete and stopped after step 1: {info}")
 
+# An evaluation after each step (eval mode, no gradients) is the rest of
+# the step's iteration: it runs, and the program stops at the next step's
+# forward.
+r, info, marks, log = run("evaluated", "--until-step", "1", "--quick-exit", QUICK_EXIT_EVAL="1")
+check(r.returncode == 0 and r.stdout == two_steps and info.get("stoppedAfterStep") == 1 and
+      [line.split()[0] + line.split()[1] for line in log.splitlines()] == ["step0", "eval0", "step1", "eval1"],
+      f"stopped after step 1: its evaluation ran: {r.returncode} {r.stdout!r} {log!r} {info.get('stoppedAfterStep')}")
+
 r, info, marks, log = run("usual", "--until-step", "1")
 check(r.returncode == 0 and r.stdout == two_steps, f"stopped: {r.returncode} {r.stdout!r}")
 check(marks == {"atexit", "teardown"}, f"stopped without --quick-exit: the teardown ran: {sorted(marks)}")

@@ -7,6 +7,8 @@
 # QUICK_EXIT_INTERRUPT=N: Ctrl-C after step N (a KeyboardInterrupt raised
 # there, as Python raises it for SIGINT). QUICK_EXIT_TERM=N: SIGTERM after
 # step N, which Python does not handle (the process waits for its end).
+# QUICK_EXIT_EVAL=1: after each step, an evaluation (the model in eval mode,
+# under torch.no_grad()) that logs `eval N`, as trainers validate.
 import atexit
 import ctypes
 import os
@@ -58,6 +60,11 @@ try:
         loss.backward()
         opt.step()
         log.write(f"step {step} loss {loss.item():.6f}\n")
+        if os.environ.get("QUICK_EXIT_EVAL"):
+            model.eval()
+            with torch.no_grad():
+                log.write(f"eval {step} {model(x).square().mean().item():.6f}\n")
+            model.train()
         print(f"step {step}")
         if os.environ.get("QUICK_EXIT_INTERRUPT") == str(step):
             raise KeyboardInterrupt
