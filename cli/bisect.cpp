@@ -282,7 +282,9 @@ class Bisect {
     })
                                                 : StepExit{child->exit(), 0};
     r.seconds = secondsSince(start);
-    const bool stopAsked = watch && watch->stopAfter() >= 0;
+    // The step after which the bisect asked the run to stop: before
+    // --until-step's, or --until-step stopped it.
+    const int64_t stopAsked = watch ? watch->stopAfter() : -1;
     watch.reset();
     std::error_code ec;
     fs::remove(stopFile, ec);
@@ -295,7 +297,7 @@ class Bisect {
     const RunIndex index = readRunIndex(dir_ / r.trace.filename());
     r.launches = index.launches;
     r.stoppedAfterStep = index.stoppedAfterStep;
-    r.stoppedByBisect = stopAsked && r.stoppedAfterStep >= 0;
+    r.stoppedByBisect = stopAsked >= 0 && r.stoppedAfterStep >= 0 && (untilStep < 0 || stopAsked < untilStep);
     if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     progress_.done();
     if (r.failed() && !r.traced && !begun && (heldAtItsStart || r.startedBeside != 0) && out_.interruptedBy == 0) {

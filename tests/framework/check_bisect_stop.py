@@ -75,6 +75,17 @@ check("gpurr stopped it after training step" in text, "run 1's later operations 
 check(not any(name.endswith(".stop") or ".staging-" in name for name in os.listdir(out)),
       f"no stop file or staging directory left: {os.listdir(out)}")
 
+# --until-step 0, before the step where the runs part: identical up to the
+# step where --until-step (not the bisect) stopped every run.
+out_until = os.path.join(args.work, "bisect-until")
+r = subprocess.run([args.gpurr, "bisect", "-o", out_until, "--until-step", "0", "--", sys.executable, script],
+                   env=dict(env, GPURR_TEST_MARKER=os.path.join(args.work, "marker-until")), capture_output=True,
+                   text=True, timeout=500)
+until = json.load(open(os.path.join(out_until, "report.json"))) if os.path.exists(out_until) else {}
+check(r.returncode == 0 and "identical: the 2 runs are bitwise identical up to training step 0, where gpurr stopped "
+      "them" in r.stdout and [(x["stoppedAfterStep"], x["stoppedByBisect"]) for x in until.get("runs", [])] ==
+      [(0, False), (0, False)], f"bisect --until-step 0: identical up to step 0 ({r.returncode}): {r.stdout[-1500:]}")
+
 # A real torchrun job on one fixed port: a launcher of many processes, its
 # runs not overlapped (two side by side could meet at one rendezvous); the
 # bisect finds the divergence and reproduces it.
