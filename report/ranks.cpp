@@ -5,8 +5,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
+
+#include "diff/model.h"
 
 namespace gpurr::report {
 
@@ -18,11 +21,6 @@ std::string listed(const std::vector<std::string>& names) {
   return s;
 }
 
-std::vector<std::string> namesOf(const std::vector<IncompleteTrace>& traces) {
-  std::vector<std::string> out;
-  for (const IncompleteTrace& t : traces) out.push_back(t.name);
-  return out;
-}
 
 }  // namespace
 
@@ -35,11 +33,23 @@ void printRanks(std::ostream& os, const Style& st, const RunComparison& c) {
   for (const auto& [names, run] : {std::pair{&c.onlyB, &c.a}, std::pair{&c.onlyA, &c.b}}) {
     if (!names->empty()) os << st.yellow(fmt::format("  missing in {}: {}", *run, listed(*names))) << '\n';
   }
+  // With the operations each kept: of ranks cut short together (a rank
+  // killed, the others then ended by their launcher), the one that kept
+  // far fewer is likely the one that died first.
   for (const auto& [traces, run] : {std::pair{&c.incompleteA, &c.a}, std::pair{&c.incompleteB, &c.b}}) {
     if (traces->empty()) continue;
+    std::vector<std::string> kept;
+    for (const IncompleteTrace& t : *traces) {
+      const auto p = std::find_if(c.processes.begin(), c.processes.end(),
+                                  [&](const diff::ProcessDiff& d) { return d.name == t.name; });
+      const uint64_t ops = p == c.processes.end() ? 0 : traces == &c.incompleteA ? p->opsA : p->opsB;
+      kept.push_back(p == c.processes.end() ? t.name
+                     : ops == 0             ? t.name + " (no operation kept)"
+                                            : fmt::format("{} ({} kept)", t.name, diff::plural(ops, "operation")));
+    }
     os << st.yellow(fmt::format("  incomplete in {}: {} (the recording did not end cleanly: compared up to its "
                                 "last complete block)",
-                                *run, listed(namesOf(*traces))))
+                                *run, listed(kept)))
        << '\n';
   }
   for (const IncompleteTrace& t : c.unreadable) {

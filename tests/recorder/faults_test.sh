@@ -111,7 +111,7 @@ kill)
   [ "$dcode" = 1 ] || fail "diff exit status $dcode, not 1 (a rank is missing)"
   expect "$work/job.out" "^ranks: 3 in $work/job-a, 2 in $work/job-b"
   expect "$work/job.out" "^  missing in $work/job-b: rank2.gpurr"
-  expect "$work/job.out" "^  incomplete in $work/job-b: rank1.gpurr (the recording did not end cleanly"
+  expect "$work/job.out" "^  incomplete in $work/job-b: rank1.gpurr ([0-9,]* operations kept) (the recording did not end cleanly"
   "$gpurr" diff --json "$work/job-a" "$work/job-b" > "$work/job.json" 2>&1
   python3 -c 'import json, sys
 r = json.load(open(sys.argv[1]))["ranks"]

@@ -94,8 +94,8 @@ TEST_CASE("ranks of two job directories: diffed side by side in rank order, miss
   const std::string head = "gpurr diff " + a.string() + " " + b.string() + "\nranks: 12 in " + a.string() +
                            ", 11 in " + b.string() + "\n  missing in " + b.string() + ": rank10.gpurr\n" +
                            "  incomplete in " + b.string() +
-                           ": rank7.gpurr (the recording did not end cleanly: compared up to its last complete "
-                           "block)\n\n== process rank0.gpurr ==\n";
+                           ": rank7.gpurr (4 operations kept) (the recording did not end cleanly: compared up to "
+                           "its last complete block)\n\n== process rank0.gpurr ==\n";
   CHECK(text.str().substr(0, head.size()) == head);
   // Reports alike (the identical ranks') once, the others named after it;
   // rank 7's says that its trace ended early, so it is not among them.
