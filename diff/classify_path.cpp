@@ -357,7 +357,7 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
     d.summary = fmt::format("unknown: run {} ran {}{} here and run {} did not: the program took another path", side,
                             o.op, o.module.empty() ? "" : " in " + o.module, other);
     d.evidence.push_back({EvidenceKind::kOpRanAlone, {static_cast<uint64_t>(alone->first), alone->second.seq},
-                          {describe(o, OriginStep::kOperation)}});
+                          {describe(o, originStep(alone->second))}});
     return;
   }
   const bool algorithm = choseAlgorithm(s);
@@ -372,7 +372,7 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
                             o.op, o.module.empty() ? "" : " in " + o.module,
                             count == 1 ? std::string("once") : fmt::format("{} times", count), other);
     d.evidence.push_back({EvidenceKind::kOpRanAgain, {static_cast<uint64_t>(again->first), again->second.seq, count},
-                          {describe(o, OriginStep::kOperation)}});
+                          {describe(o, originStep(again->second))}});
     return;
   }
   // Ops the layer did not observe: the program's path or a library's.

@@ -58,6 +58,12 @@ struct OpInfo {
   std::optional<trace::Origin> origin;  // the framework op behind it, when recorded
 };
 
+// How a report says where `o` is in its step: a launch by its number in
+// the step, a copy or a memset by the launches before it.
+inline trace::OriginStep originStep(const OpInfo& o) {
+  return o.kind == OpKind::kLaunch ? trace::OriginStep::kLaunch : trace::OriginStep::kOperation;
+}
+
 // Where one buffer differs.
 struct RangeDifference {
   size_t index = 0;              // position in the op's input or output list (run B's for a range of run B alone)

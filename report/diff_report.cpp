@@ -51,7 +51,7 @@ std::string opLine(const OpInfo& o) {
       s += fmt::format(" {{{}}}", describe(a));
     }
   }
-  if (o.origin) s += fmt::format(" {{op {}}}", describe(*o.origin, o.kind == OpKind::kLaunch ? OriginStep::kLaunch : OriginStep::kOperation));
+  if (o.origin) s += fmt::format(" {{op {}}}", describe(*o.origin, diff::originStep(o)));
   return s;
 }
 

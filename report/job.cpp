@@ -310,7 +310,7 @@ uint64_t collectivesBefore(const std::vector<uint64_t>& seqs, uint64_t seq) {
 std::string where(const FirstDivergence& d) {
   const diff::OpInfo& o = firstShown(d);
   std::string s = fmt::format("{}#{} {}", shownSide(d), o.seq, o.name);
-  if (o.origin) s += fmt::format(" {{op {}}}", describe(*o.origin, OriginStep::kOperation));
+  if (o.origin) s += fmt::format(" {{op {}}}", describe(*o.origin, diff::originStep(o)));
   return s;
 }
 
