@@ -669,8 +669,15 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
          << '\n';
       continue;
     }
-    os << fmt::format("rank {} ({}): {}, {}: {}", v.rank, c.processes[v.process].name,
-                      roleOf(v), after, where(*c.processes[v.process].firstDivergence))
+    // A receiver whose first divergence came after the collective that
+    // carried it (one whose receipt has no digest): that collective first.
+    const FirstDivergence& d = *c.processes[v.process].firstDivergence;
+    const std::string through = groupOf[i] && v.carrier != seqInA(d)
+                                    ? fmt::format("through {}; its first divergence ",
+                                                  spreadCollectiveText(job.spread[groupOf[i]->first]))
+                                    : "";
+    os << fmt::format("rank {} ({}): {}, {}: {}{}", v.rank, c.processes[v.process].name, roleOf(v), after, through,
+                      where(d))
        << '\n';
   }
   if (job.ranks.empty() && job.mismatches.empty() && !job.sizes) {
