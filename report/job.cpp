@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -502,15 +503,36 @@ const diff::ProcessDiff* leadProcess(const RunComparison& c, const JobView* job)
   return nullptr;
 }
 
+namespace {
+
+// `text` without the host and device addresses and the digests it gives
+// (each rank's own buffers, and the data each rank sent): "0x…", "…".
+std::string withoutAddressesAndDigests(const std::string& text) {
+  static const std::regex hex(R"(\b0x[0-9a-f]{4,}\b|\b[0-9a-f]{16}\b)");
+  return std::regex_replace(text, hex, "…");
+}
+
+}  // namespace
+
 std::vector<std::vector<size_t>> alikeReports(const std::vector<std::string>& reports,
                                               const std::vector<int32_t>& ranks, const std::vector<size_t>& order) {
   std::vector<std::vector<size_t>> with(reports.size());
   std::map<std::string, size_t> first;  // a report without its rank -> the first process shown with it
   for (const size_t i : order) {
-    const auto [it, added] = first.emplace(withOwnRankAs(reports[i], ranks[i], "rank # of "), i);
+    const auto [it, added] =
+        first.emplace(withoutAddressesAndDigests(withOwnRankAs(reports[i], ranks[i], "rank # of ")), i);
     if (!added) with[it->second].push_back(i);
   }
   return with;
+}
+
+std::string alikeText(const std::vector<std::string>& reports, const std::vector<int32_t>& ranks, size_t i,
+                      const std::vector<size_t>& with) {
+  const std::string mine = withOwnRankAs(reports[i], ranks[i], "rank # of ");
+  const bool exact = std::all_of(with.begin(), with.end(), [&](size_t k) {
+    return withOwnRankAs(reports[k], ranks[k], "rank # of ") == mine;
+  });
+  return exact ? "each with its own rank" : "each with its own rank, addresses and digests (--json gives them)";
 }
 
 std::string processesText(const std::vector<size_t>& group, const std::vector<int32_t>& ranks,

@@ -142,13 +142,20 @@ std::string rankList(const std::vector<int32_t>& ranks);
 std::string withOwnRankAs(std::string text, int32_t rank, std::string_view with);
 
 // Processes whose reports are alike but for their own rank ("rank 3 of
-// 64"), so that a job's 63 receivers of one all-reduce show one report:
+// 64"), host and device addresses and digests, so that a job's 63
+// receivers of one all-reduce show one report:
 // `reports[i]` is process i's report and `ranks[i]` its rank (-1 unknown);
 // returns, for each process in `order`, the processes shown with it (in
 // `order`, never before it), and an empty list for those shown with an
 // earlier one and for those alike to none.
 std::vector<std::vector<size_t>> alikeReports(const std::vector<std::string>& reports,
                                               const std::vector<int32_t>& ranks, const std::vector<size_t>& order);
+// How the reports of process `i` and those shown with it (`with`) differ:
+// "each with its own rank", or, where their addresses or digests differ
+// too (each rank's own buffers and data), "each with its own rank,
+// addresses and digests (--json gives them)".
+std::string alikeText(const std::vector<std::string>& reports, const std::vector<int32_t>& ranks, size_t i,
+                      const std::vector<size_t>& with);
 // The processes `group` (indices, as alikeReports gives them), in few words:
 // "ranks 1-4, 6-63" where every rank is known, else their names ("rank1.gpurr,
 // proc7.gpurr and 3 more").

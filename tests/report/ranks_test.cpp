@@ -230,3 +230,20 @@ TEST_CASE("reports alike but for their own rank are grouped and named by rank, o
         "proc0.gpurr, proc1.gpurr, proc2.gpurr, proc3.gpurr, proc4.gpurr, proc5.gpurr, proc6.gpurr, proc7.gpurr "
         "and 2 more");
 }
+
+TEST_CASE("reports alike but for their rank, addresses and digests are grouped, and the group says what differs") {
+  // Data-parallel receivers: each rank sent its own gradient, from its own
+  // buffer.
+  const std::vector<std::string> reports{
+      "sent (rank 0 of 3): input 0x7f0000001000: digest f9588a3437fd4519 vs 9c6d1d2efb3d7be0",
+      "sent (rank 1 of 3): input 0x7f0000002000: digest 2b7f1b668896dde6 vs 429b7693870ef1df",
+      "sent (rank 2 of 3): input 0x7f0000001000: digest f9588a3437fd4519 vs 9c6d1d2efb3d7be0"};
+  const std::vector<int32_t> ranks{0, 1, 2};
+  const auto with = report::alikeReports(reports, ranks, {0, 1, 2});
+  CHECK(with[0] == std::vector<size_t>{1, 2});
+  CHECK(report::alikeText(reports, ranks, 0, with[0]) ==
+        "each with its own rank, addresses and digests (--json gives them)");
+  CHECK(report::alikeText(reports, ranks, 0, {2}) == "each with its own rank");
+  // Another count or event number is another report.
+  CHECK(report::alikeReports({"#3 sent 1024", "#4 sent 1024"}, {0, 1}, {0, 1})[0].empty());
+}
