@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "report/compare.h"
 #include "report/diff_report.h"
@@ -32,10 +33,11 @@ struct TempDir {
 };
 
 // Rank `rank`'s trace: four launches, the last one's output `last`.
-void writeRank(const fs::path& dir, int32_t rank, uint64_t last, const std::string& gpu = "NVIDIA H100 80GB HBM3") {
+void writeRank(const fs::path& dir, int32_t rank, uint64_t last, const std::string& gpu = "NVIDIA H100 80GB HBM3",
+               const std::vector<std::string>& command = {"python", "train.py"}) {
   trace::Header h;
   h.rank = rank;
-  h.commandLine = {"python", "train.py"};
+  h.commandLine = command;
   h.gpus = {{0, gpu, "GPU-0", 132, 9, 0, 85520809984ULL, "0000:19:00.0"}};
   trace::TraceWriter w(dir, h);
   uint64_t seq = 0;
@@ -246,4 +248,16 @@ TEST_CASE("reports alike but for their rank, addresses and digests are grouped, 
   CHECK(report::alikeText(reports, ranks, 0, {2}) == "each with its own rank");
   // Another count or event number is another report.
   CHECK(report::alikeReports({"#3 sent 1024", "#4 sent 1024"}, {0, 1}, {0, 1})[0].empty());
+}
+
+TEST_CASE("a job recorded through torchrun and one recorded rank by rank compare: python's -u is set aside") {
+  TempDir tmp;
+  const std::string gpu = "NVIDIA H100 80GB HBM3";
+  writeRank(tmp.path / "a.gpurr", 0, 0x5000, gpu, {"/venv/bin/python", "-u", "train.py", "--lr", "-u"});
+  writeRank(tmp.path / "b.gpurr", 0, 0x5000, gpu, {"/venv/bin/python", "train.py", "--lr", "-u"});
+  writeRank(tmp.path / "c.gpurr", 0, 0x5000, gpu, {"/venv/bin/python", "train.py", "--lr"});
+  CHECK(report::compareRuns(tmp.path / "a.gpurr", tmp.path / "b.gpurr", false, nullptr).identical());
+  // The program's own -u is its own argument.
+  CHECK_THROWS_AS(report::compareRuns(tmp.path / "a.gpurr", tmp.path / "c.gpurr", false, nullptr),
+                  report::UsageError);
 }
