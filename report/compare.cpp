@@ -223,7 +223,8 @@ RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, cons
   const ProcessTraces pb = tb ? ProcessTraces{} : processTraces(b);
   for (const auto& [side, trace, path] : {std::tuple{&pa, ta, a}, std::tuple{&pb, tb, b}}) {
     if (!trace && side->empty()) {
-      throw UsageError(fmt::format("{}: neither a gpurr trace nor a directory of traces", path.string()));
+      throw UsageError(fmt::format("{}: neither a gpurr trace nor a directory of traces{}", path.string(),
+                                   trace::earlierAttempts(path)));
     }
   }
   if (ta != tb) {

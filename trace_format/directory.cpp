@@ -70,4 +70,18 @@ std::vector<std::pair<std::string, fs::path>> directoryTraces(const fs::path& di
   return out;
 }
 
+std::string earlierAttempts(const fs::path& dir) {
+  std::vector<std::string> attempts;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir / "attempts", ec)) {
+    if (entry.is_directory(ec) && !directoryTraces(entry.path()).empty()) {
+      attempts.push_back(entry.path().filename().string());
+    }
+  }
+  if (attempts.empty()) return "";
+  const std::string last = *std::max_element(attempts.begin(), attempts.end(), RankOrder{});
+  return "; the traces of the job's earlier attempts are in " + (dir / "attempts" / last).string() +
+         " (give that directory)";
+}
+
 }  // namespace gpurr::trace

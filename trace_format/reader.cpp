@@ -669,7 +669,7 @@ TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) 
                                    dir.string(), inside.size(), inside.size() == 1 ? "" : "s", inside.front().first,
                                    inside.size() > 1 ? ", ..." : "", inside.front().second.string()));
     }
-    throw TraceError(fmt::format("{}: not a gpurr trace (no version marker)", dir.string()));
+    throw TraceError(fmt::format("{}: not a gpurr trace (no version marker){}", dir.string(), earlierAttempts(dir)));
   }
   r.readVersion();
   r.readChecksums();

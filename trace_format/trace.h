@@ -208,6 +208,12 @@ struct RankOrder {
 // that left its trace unbegun or damaged), which the reader then refuses.
 std::vector<std::pair<std::string, std::filesystem::path>> directoryTraces(const std::filesystem::path& dir);
 
+// For a job directory that holds no trace of its own: "; the traces of the
+// job's earlier attempts are in DIR/attempts/0 (give that directory)", where
+// `gpurr record` kept those of a restarted job (attempts/<N>/, the last
+// one named); empty otherwise.
+std::string earlierAttempts(const std::filesystem::path& dir);
+
 // Where the readers' warnings go (a trace with events of unknown kinds, once
 // per trace): by default to stderr as "gpurr: warning: ...". An empty sink
 // restores the default. Returns the previous sink.

@@ -73,6 +73,13 @@ case "$check" in
     expect_error 2 "README.md: not valid JSON: parse error at line 1" "$gpurr" diff --culprits README.md "$trace" "$trace"
     expect_error 2 "gpurr record: error: --check-determinism takes its count after '=': --check-determinism=5" \
       "$gpurr" record --check-determinism 5 -- echo a b
+    # A restarted job's directory that kept only its earlier attempt.
+    job=$(mktemp -d) && mkdir -p "$job/attempts/0" && cp -r "$trace" "$job/attempts/0/rank0.gpurr"
+    expect_error 2 "not a gpurr trace (no version marker); the traces of the job's earlier attempts are in \
+$job/attempts/0 (give that directory)" "$gpurr" info "$job"
+    expect_error 2 "neither a gpurr trace nor a directory of traces; the traces of the job's earlier attempts are" \
+      "$gpurr" diff "$job" "$job"
+    rm -rf "$job"
     # A command that cannot run: said once, before any run starts.
     expect_error 2 "gpurr bisect: cannot run '/nonexistent/train': command not found" \
       "$gpurr" bisect -- /nonexistent/train
