@@ -297,7 +297,8 @@ class Bisect {
     const RunIndex index = readRunIndex(dir_ / r.trace.filename());
     r.launches = index.launches;
     r.stoppedAfterStep = index.stoppedAfterStep;
-    r.stoppedByBisect = stopAsked >= 0 && r.stoppedAfterStep >= 0 && (untilStep < 0 || stopAsked < untilStep);
+    const int64_t until = untilStep >= 0 ? untilStep : opts_.untilStep;
+    r.stoppedByBisect = stopAsked >= 0 && r.stoppedAfterStep >= 0 && (until < 0 || stopAsked < until);
     if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     progress_.done();
     if (r.failed() && !r.traced && !begun && (heldAtItsStart || r.startedBeside != 0) && out_.interruptedBy == 0) {
