@@ -56,7 +56,9 @@ inline std::string hostNameForFile() {
 }
 
 // The trace's name, in order: RANK (torchrun, torch.distributed launchers),
-// then SLURM_PROCID (srun), then LOCAL_RANK together with the node: NODE_RANK
+// then SLURM_PROCID (srun), OMPI_COMM_WORLD_RANK (Open MPI's mpirun, as
+// Horovod's jobs start) and PMI_RANK (MPICH's and Intel MPI's mpiexec),
+// then LOCAL_RANK together with the node: NODE_RANK
 // when set, else the host name. LOCAL_RANK alone would give two processes on
 // two nodes one name on shared storage. A value that is not a number adds a
 // line to `problems` and is passed over.
@@ -70,7 +72,7 @@ inline RankName rankName(const std::function<const char*(const char*)>& getenv, 
     return n;
   };
   const int32_t attempt = rankNumber(getenv("TORCHELASTIC_RESTART_COUNT")).value_or(0);
-  for (const char* var : {"RANK", "SLURM_PROCID"}) {
+  for (const char* var : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
     if (const std::optional<int32_t> r = number(var)) {
       return {"rank" + std::to_string(*r) + ".gpurr", r, std::string(var) + "=" + std::to_string(*r), attempt};
     }
@@ -105,13 +107,14 @@ inline bool keepEarlierAttempt(const std::filesystem::path& dir, const RankName&
 }
 
 // Whether the launcher started several processes as this one (WORLD_SIZE,
-// or srun's SLURM_STEP_NUM_TASKS, else SLURM_NTASKS, above 1): a `gpurr
-// record` so started is one rank of a job. One task (an interactive
-// `srun --pty bash`, which sets SLURM_PROCID=0) is not.
+// srun's SLURM_STEP_NUM_TASKS, else SLURM_NTASKS, or an MPI launcher's
+// OMPI_COMM_WORLD_SIZE or PMI_SIZE, above 1): a `gpurr record` so started
+// is one rank of a job. One task (an interactive `srun --pty bash`, which
+// sets SLURM_PROCID=0) is not.
 inline bool severalRanks(const std::function<const char*(const char*)>& getenv) {
   const char* slurm = getenv("SLURM_STEP_NUM_TASKS");
   if (slurm == nullptr || *slurm == '\0') slurm = getenv("SLURM_NTASKS");
-  for (const char* v : {getenv("WORLD_SIZE"), slurm}) {
+  for (const char* v : {getenv("WORLD_SIZE"), slurm, getenv("OMPI_COMM_WORLD_SIZE"), getenv("PMI_SIZE")}) {
     if (const std::optional<int32_t> n = rankNumber(v); n && *n > 1) return true;
   }
   return false;

@@ -153,6 +153,13 @@ TEST_CASE("the trace is named by RANK, else SLURM_PROCID, else LOCAL_RANK with t
   CHECK(o.rankName.name == "rank12.gpurr");
   CHECK(o.rankName.source == "SLURM_PROCID=12");
   CHECK(o.rank == 12);
+  // MPI launchers: Open MPI's mpirun, MPICH's and Intel MPI's mpiexec.
+  o = named({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
+  CHECK(o.rankName.name == "rank5.gpurr");
+  CHECK(o.rankName.source == "OMPI_COMM_WORLD_RANK=5");
+  CHECK(o.rank == 5);
+  CHECK(named({{"PMI_RANK", "6"}}).rankName.name == "rank6.gpurr");
+  CHECK(named({{"RANK", "2"}, {"PMI_RANK", "6"}}).rankName.name == "rank2.gpurr");
   // LOCAL_RANK alone repeats on every node: never the name by itself.
   o = named({{"LOCAL_RANK", "3"}, {"NODE_RANK", "1"}});
   CHECK(o.rankName.name == "node1-local3.gpurr");
@@ -183,6 +190,9 @@ TEST_CASE("a process is one of several ranks when the launcher says there are se
   // srun's step inside a larger allocation: the step's count.
   CHECK_FALSE(severalRanks(envOf({{"SLURM_STEP_NUM_TASKS", "1"}, {"SLURM_NTASKS", "8"}})));
   CHECK_FALSE(severalRanks(envOf({{"WORLD_SIZE", "x"}})));
+  CHECK(severalRanks(envOf({{"OMPI_COMM_WORLD_SIZE", "16"}})));
+  CHECK(severalRanks(envOf({{"PMI_SIZE", "4"}})));
+  CHECK_FALSE(severalRanks(envOf({{"PMI_SIZE", "1"}})));
   CHECK_FALSE(severalRanks(envOf({})));
 }
 
