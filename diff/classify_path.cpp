@@ -256,7 +256,9 @@ std::optional<std::pair<int, OpInfo>> ranAgain(const Context& ctx, const PathDiv
   for (uint64_t i : {at - 1, at}) {
     if (i < other.ops.firstHeld() || i >= other.ops.size()) continue;  // (at - 1 wraps where at is 0)
     const OpInfo o = info(other, i);
-    if (o.kind == OpKind::kLaunch && o.origin && !o.origin->op.empty()) around.insert(site(*o.origin) + '\x1e' + o.name);
+    if (o.kind == OpKind::kLaunch && o.origin && !o.origin->op.empty()) {
+      around.insert(site(*o.origin) + '\x1e' + o.name);
+    }
   }
   for (const OpInfo& o : ops) {
     if (o.kind != OpKind::kLaunch || !o.origin || o.origin->op.empty() ||
@@ -273,10 +275,8 @@ std::optional<std::pair<int, OpInfo>> ranAgain(const Context& ctx, const PathDiv
 // cannot be told from these traces.
 bool unobserved(const PathDivergence& s) {
   auto any = [](const std::vector<OpInfo>& ops) {
-    return std::any_of(ops.begin(), ops.end(), [](const OpInfo& o) {
-      return o.kind == OpKind::kLaunch && o.origin && o.origin->op.empty() && o.origin->module.empty() &&
-             o.origin->file.empty() && !o.origin->benchmarking;
-    });
+    return std::any_of(ops.begin(), ops.end(),
+                       [](const OpInfo& o) { return o.kind == OpKind::kLaunch && opUnobserved(o); });
   };
   return any(s.aOps) || any(s.bOps);
 }

@@ -58,6 +58,14 @@ struct OpInfo {
   std::optional<trace::Origin> origin;  // the framework op behind it, when recorded
 };
 
+// Whether the PyTorch layer did not observe `o`'s op: its origin holds its
+// step alone (it ran where a step stopped matching the steps the layer had
+// learnt).
+inline bool opUnobserved(const OpInfo& o) {
+  return o.origin && o.origin->op.empty() && o.origin->opStack.empty() && o.origin->module.empty() &&
+         o.origin->file.empty() && !o.origin->benchmarking;
+}
+
 // How a report says where `o` is in its step: a launch by its number in
 // the step, a copy or a memset by the launches before it.
 inline trace::OriginStep originStep(const OpInfo& o) {

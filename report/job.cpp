@@ -180,7 +180,7 @@ int32_t unseenRanks(const Key& key, const Issues (&issues)[2]) {
 }
 
 // The processes that may have sent collective `key` other data unseen, each
-// with why: "rank2.gpurr (cut short in run B)".
+// with why: "rank2.gpurr (cut short before it in run B)".
 std::vector<std::string> unseenProcesses(const RunComparison& c, const Key& key, const Issues (&issues)[2]) {
   std::vector<std::string> out;
   const std::set<size_t> cut[2] = {cutShort(c, false), cutShort(c, true)};
@@ -423,14 +423,18 @@ Json collectiveJson(const SpreadStep& s) {
 
 namespace {
 
+// Whether a rank may have received the divergence from ranks not recorded.
+bool fromUnrecorded(const JobView& job) {
+  return std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankVerdict& v) { return v.fromUnrecorded; });
+}
+
 // Why a job whose ranks diverged has no origin.
 std::string noOriginWhy(const JobView& job) {
   if (job.sizes) return "the jobs differ in size (above): their collectives are not the same";
   if (!job.mismatches.empty()) {
     return "the collective mismatch above is where the ranks parted: a rank issued another collective there, or none";
   }
-  const bool unrecorded =
-      std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankVerdict& v) { return v.fromUnrecorded; });
+  const bool unrecorded = fromUnrecorded(job);
   if (unrecorded && !job.unseen.empty()) {
     return fmt::format("it may have begun on a rank not recorded in both runs: {}", fmt::join(job.unseen, ", "));
   }
@@ -441,8 +445,7 @@ std::string noOriginWhy(const JobView& job) {
 }  // namespace
 
 std::string noOriginText(const JobView& job) {
-  const bool unrecorded =
-      std::any_of(job.ranks.begin(), job.ranks.end(), [](const RankVerdict& v) { return v.fromUnrecorded; });
+  const bool unrecorded = fromUnrecorded(job);
   return fmt::format("no origin{}: every rank that diverged received its divergence through a collective{} ({})",
                      unrecorded ? " among the ranks recorded" : "", unrecorded ? ", or may have" : "",
                      noOriginWhy(job));
@@ -505,8 +508,8 @@ const diff::ProcessDiff* leadProcess(const RunComparison& c, const JobView* job)
 
 namespace {
 
-// `text` without the host and device addresses and the digests it gives
-// (each rank's own buffers, and the data each rank sent): "0x…", "…".
+// `text` with the host and device addresses and the digests it gives (each
+// rank's own buffers, and the data each rank sent) written "…".
 std::string withoutAddressesAndDigests(const std::string& text) {
   static const std::regex hex(R"(\b0x[0-9a-f]{4,}\b|\b[0-9a-f]{16}\b)");
   return std::regex_replace(text, hex, "…");

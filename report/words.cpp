@@ -40,13 +40,10 @@ const char* shownSide(const FirstDivergence& d) { return &firstShown(d) == &d.b 
 uint64_t seqInA(const FirstDivergence& d) { return &firstShown(d) == &d.b ? d.stretch->aSeq : d.a.seq; }
 
 bool opUnobserved(const FirstDivergence& d) {
-  auto unobserved = [](const OpInfo& o) {
-    return o.origin && o.origin->op.empty() && o.origin->opStack.empty() && o.origin->module.empty() &&
-           o.origin->file.empty() && !o.origin->benchmarking;
-  };
-  if (!d.path) return unobserved(d.a) || unobserved(d.b);
+  using diff::opUnobserved;
+  if (!d.path) return opUnobserved(d.a) || opUnobserved(d.b);
   const PathDivergence& s = *d.stretch;
-  return (!s.aOps.empty() && unobserved(s.aOps.front())) || (!s.bOps.empty() && unobserved(s.bOps.front()));
+  return (!s.aOps.empty() && opUnobserved(s.aOps.front())) || (!s.bOps.empty() && opUnobserved(s.bOps.front()));
 }
 
 std::string notHashed(const ProcessDiff& p) {
