@@ -243,8 +243,10 @@ std::optional<std::pair<int, OpInfo>> ranAlone(const Context& ctx, const PathDiv
 // A stretch of one run alone, each of whose operations launched a kernel
 // that the other run's operation just before or after the same place
 // launched from the same framework op site: the program ran that op more
-// times there (a loop's extra iteration, a call repeated), which no library
-// chose. The run (0: A, 1: B) and its first operation.
+// times there (a loop's extra iteration, a call repeated), or the op
+// launched its kernel more times in one call; no op call is numbered, so
+// the traces cannot tell which. No library chose other kernels. The run
+// (0: A, 1: B) and its first operation.
 std::optional<std::pair<int, OpInfo>> ranAgain(const Context& ctx, const PathDivergence& s) {
   if ((s.aCount == 0) == (s.bCount == 0)) return std::nullopt;
   const int side = s.aCount == 0 ? 1 : 0;
@@ -368,8 +370,9 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
     const uint64_t count = again->first == 0 ? s.aCount : s.bCount;
     d.cause = Cause::kUnknown;
     d.mechanism = d.cause;
-    d.summary = fmt::format("unknown: run {} ran {}{} here {} more than run {}: the program took another path", side,
-                            o.op, o.module.empty() ? "" : " in " + o.module,
+    d.summary = fmt::format("unknown: run {} ran {}{} here {} more than run {}: the program called it again (a "
+                            "loop's extra turn), or it launched again within a call",
+                            side, o.op, o.module.empty() ? "" : " in " + o.module,
                             count == 1 ? std::string("once") : fmt::format("{} times", count), other);
     d.evidence.push_back({EvidenceKind::kOpRanAgain, {static_cast<uint64_t>(again->first), again->second.seq, count},
                           {describe(o, originStep(again->second))}});

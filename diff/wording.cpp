@@ -310,9 +310,10 @@ std::string sentence(const Evidence& e) {
                          n[3] == 1 ? "be" : "start at", n[1], n[4]);
     case EvidenceKind::kOpRanAgain:
       return fmt::format("run {0}'s program ran {2} {3} more here (from event #{1}), the op, line and kernel{4} that "
-                         "run {5}'s ran just before or after this place: a loop ran longer or a call was repeated (a "
-                         "condition on data or a flag, another batch's size, host-side randomness); no library chose "
-                         "these kernels",
+                         "run {5}'s ran just before or after this place: the program called the op again (a loop ran "
+                         "longer or a call was repeated: a condition on data or a flag, another batch's size, "
+                         "host-side randomness), or the op launched its kernel again within a call (the traces do not "
+                         "number op calls); no library chose other kernels",
                          n[0] == 0 ? 'A' : 'B', n[1], t[0], n[2] == 1 ? std::string("once") : plural(n[2], "time"),
                          n[2] == 1 ? "" : "s", n[0] == 0 ? 'B' : 'A');
     case EvidenceKind::kOtherConfiguration:

@@ -110,7 +110,8 @@ fd = first_divergence(straight, record("loop"))
 stretch = fd.get("stretch") or {}
 check(fd.get("path") and stretch.get("a", {}).get("count") == 0 and stretch.get("b", {}).get("count") == 1 and
       origins(stretch["b"]) == [("aten::mul", "Stack.blocks.1", HALVE_LINE, 2)] and
-      "ran aten::mul in Stack.blocks.1 here once more than run A" in fd.get("summary", ""),
+      "ran aten::mul in Stack.blocks.1 here once more than run A: the program called it again (a loop's extra "
+      "turn)" in fd.get("summary", ""),
       f"one more turn of a loop: {fd.get('summary')} {stretch}")
 # One more layer call as the last launch of step 2, the same launch as step
 # 3's first. A run stopped by gpurr after step 2 did all of it: against the
