@@ -227,7 +227,7 @@ def _stop_due(module):
 def _module_enter(module, args):
     if _unseen(module):
         return
-    if _stop_due(module):
+    if _until_step is not None and _stop_due(module):  # (no call per module without a stop asked)
         _stop()
     if _following:
         return  # kept while the layer follows, in a program whose compiled graphs call modules (_observe)
