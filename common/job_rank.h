@@ -107,17 +107,23 @@ inline bool keepEarlierAttempt(const std::filesystem::path& dir, const RankName&
 }
 
 // Whether the launcher started several processes as this one (WORLD_SIZE,
-// srun's SLURM_STEP_NUM_TASKS, else SLURM_NTASKS, or an MPI launcher's
-// OMPI_COMM_WORLD_SIZE or PMI_SIZE, above 1): a `gpurr record` so started
+// srun's SLURM_STEP_NUM_TASKS, else SLURM_NTASKS, an MPI launcher's
+// OMPI_COMM_WORLD_SIZE or PMI_SIZE, or LOCAL_WORLD_SIZE, above 1): a `gpurr record` so started
 // is one rank of a job. One task (an interactive `srun --pty bash`, which
-// sets SLURM_PROCID=0) is not.
+// sets SLURM_PROCID=0) is not. A launcher that sets LOCAL_RANK and no size
+// at all is taken to start several: as one trace each, its processes would
+// race for OUT.
 inline bool severalRanks(const std::function<const char*(const char*)>& getenv) {
   const char* slurm = getenv("SLURM_STEP_NUM_TASKS");
   if (slurm == nullptr || *slurm == '\0') slurm = getenv("SLURM_NTASKS");
-  for (const char* v : {getenv("WORLD_SIZE"), slurm, getenv("OMPI_COMM_WORLD_SIZE"), getenv("PMI_SIZE")}) {
-    if (const std::optional<int32_t> n = rankNumber(v); n && *n > 1) return true;
+  bool sized = false;
+  for (const char* v : {getenv("WORLD_SIZE"), slurm, getenv("OMPI_COMM_WORLD_SIZE"), getenv("PMI_SIZE"),
+                        getenv("LOCAL_WORLD_SIZE")}) {
+    const std::optional<int32_t> n = rankNumber(v);
+    if (n && *n > 1) return true;
+    sized = sized || n.has_value();
   }
-  return false;
+  return !sized && rankNumber(getenv("LOCAL_RANK")).has_value();
 }
 
 }  // namespace gpurr::job

@@ -362,6 +362,26 @@ TEST_CASE("started once per rank, each gpurr record joins the job's directory OU
   CHECK(finish(pid2, io2).code == 0);
   CHECK(trace::TraceReader(out / "rank2.gpurr").launchCount() == 3);
 
+  // A launcher that sets LOCAL_RANK and no size: its processes join OUT as
+  // well, rather than race to become it.
+  s.env.erase("SLURM_NTASKS");
+  s.env["NODE_RANK"] = "0";
+  const std::string local = "cp -r " + quoted(s.tmp.path().string()) +
+                            "/rank${LOCAL_RANK}.gpurr \"$GPURR_OUTPUT/node0-local${LOCAL_RANK}.gpurr\"";
+  std::vector<std::pair<pid_t, fs::path>> locals;
+  for (int rank : {0, 1}) {
+    const fs::path io = s.tmp / fmt::format("local{}", rank);
+    fs::create_directories(io);
+    std::map<std::string, std::string> env = s.env;
+    env["LOCAL_RANK"] = std::to_string(rank);
+    locals.emplace_back(start({"record", "-o", "local", "--", "sh", "-c", local}, io, "", env, s.work), io);
+  }
+  for (const auto& [pid, io] : locals) CHECK(finish(pid, io).code == 0);
+  for (int rank : {0, 1}) CHECK(fs::exists(s.work / "local" / fmt::format("node0-local{}.gpurr", rank)));
+  s.env.erase("NODE_RANK");
+  s.env["SLURM_NTASKS"] = "3";
+  fs::remove_all(s.work / "local");
+
   // A rank whose trace is there already is refused before it runs, unless
   // --force, which replaces that rank's trace alone.
   fs::remove(s.tmp / "go");

@@ -194,6 +194,11 @@ TEST_CASE("a process is one of several ranks when the launcher says there are se
   CHECK(severalRanks(envOf({{"PMI_SIZE", "4"}})));
   CHECK_FALSE(severalRanks(envOf({{"PMI_SIZE", "1"}})));
   CHECK_FALSE(severalRanks(envOf({})));
+  CHECK(severalRanks(envOf({{"LOCAL_WORLD_SIZE", "2"}})));
+  // A launcher that names local ranks and gives no size starts several.
+  CHECK(severalRanks(envOf({{"LOCAL_RANK", "0"}})));
+  CHECK_FALSE(severalRanks(envOf({{"LOCAL_RANK", "0"}, {"WORLD_SIZE", "1"}})));
+  CHECK_FALSE(severalRanks(envOf({{"LOCAL_RANK", "x"}})));
 }
 
 TEST_CASE("kernel regex matches the demangled name too", "[recorder][options]") {
