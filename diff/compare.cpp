@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -33,6 +34,19 @@ void addSpan(std::vector<std::pair<uint64_t, uint64_t>>& spans, uint64_t begin, 
     spans.back().second = std::max(spans.back().second, end);
   } else {
     spans.emplace_back(begin, end);
+  }
+}
+
+// A snapshot's bytes; none where its blob cannot be read, which `run` keeps
+// to say once.
+std::optional<std::vector<uint8_t>> readSnapshot(Run& run, const BlobRef& ref) {
+  try {
+    return run.reader->readBlob(ref);
+  } catch (const TraceError& e) {
+    if (std::find(run.unreadableBlobs.begin(), run.unreadableBlobs.end(), e.what()) == run.unreadableBlobs.end()) {
+      run.unreadableBlobs.push_back(e.what());
+    }
+    return std::nullopt;
   }
 }
 
@@ -71,23 +85,25 @@ RangeDifference compareRange(const Context& ctx, size_t index, const RangeDigest
       std::vector<std::pair<uint64_t, uint64_t>> spans;
     };
     thread_local std::optional<Compared> last;
-    try {
-      if (!last || last->readerA != ctx.a.reader || last->readerB != ctx.b.reader || last->a != *ra.snapshot ||
-          last->b != *rb.snapshot) {
-        last.reset();
-        const auto ba = ctx.a.reader->readBlob(*ra.snapshot);
-        const auto bb = ctx.b.reader->readBlob(*rb.snapshot);
+    if (!last || last->readerA != ctx.a.reader || last->readerB != ctx.b.reader || last->a != *ra.snapshot ||
+        last->b != *rb.snapshot) {
+      last.reset();
+      // A snapshot that cannot be read only costs detail: the digests
+      // still decide.
+      const auto ba = readSnapshot(ctx.a, *ra.snapshot);
+      const auto bb = readSnapshot(ctx.b, *rb.snapshot);
+      if (ba && bb) {
         // Bytes, and float32 values (a difference involving an infinity or
         // a NaN counts, but gives no magnitude).
-        compare::ByteDiff bytes = compare::compareBytes(ba, bb);
-        const compare::ElementDiff floats = compare::compareElements(ba, bb, compare::ElementType::kFloat32);
+        compare::ByteDiff bytes = compare::compareBytes(*ba, *bb);
+        const compare::ElementDiff floats = compare::compareElements(*ba, *bb, compare::ElementType::kFloat32);
         last = Compared{ctx.a.reader, ctx.b.reader, *ra.snapshot, *rb.snapshot,
                         {bytes.differing, floats.elements, floats.differing, floats.maxAbs}, std::move(bytes.spans)};
       }
+    }
+    if (last) {
       d.values = last->values;
       d.spans = last->spans;
-    } catch (const TraceError&) {
-      // A missing snapshot only costs detail; the digests still decide.
     }
   }
   if (d.spans.empty()) d.spans.emplace_back(0, size);

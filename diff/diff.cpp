@@ -468,6 +468,11 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.pairedDespiteLaunchConfiguration = benign.launchConfiguration;
   out.pairedDespiteRenamedAllocation = benign.renamedAllocation;
   out.firstDivergence = std::move(d);
+  for (const Run* run : {&a, &b}) {
+    for (const std::string& error : run->unreadableBlobs) {
+      out.warnings.push_back(error + "; the bytes and values of that range are not compared, its digests are");
+    }
+  }
   return out;
 }
 

@@ -376,6 +376,9 @@ struct Run {
   // Its trace ends before the other run's does (cut short, or stopped at an
   // earlier step): the other's operations after its end are not compared.
   bool endsEarly = false;
+  // Snapshots that could not be read while classifying (damaged or
+  // missing), each once: said as warnings, since they only cost detail.
+  std::vector<std::string> unreadableBlobs;
   // Operations that ran while the framework timed candidates (an
   // autotuner's; trace::Origin::benchmarking): set aside, not summarised;
   // the launches among them by seq, which the recorder numbered with the

@@ -80,6 +80,15 @@ $job/attempts/0 (give that directory)" "$gpurr" info "$job"
     expect_error 2 "neither a gpurr trace nor a directory of traces; the traces of the job's earlier attempts are" \
       "$gpurr" diff "$job" "$job"
     rm -rf "$job"
+    # A damaged snapshot costs the values' detail, and says so.
+    pair=$(mktemp -d) && cp -r tests/diff/cases/nondeterministic_kernel/{a,b}.gpurr "$pair"
+    for blob in "$pair"/a.gpurr/blobs/*/*; do printf '\377' | dd of="$blob" bs=1 seek=20 conv=notrunc 2>/dev/null; done
+    rc=0 && out=$("$gpurr" diff "$pair/a.gpurr" "$pair/b.gpurr") || rc=$?
+    if [ "$rc" -ne 1 ] || ! grep -qE "^warning: .*/blobs/.*: corrupt blob: .*; the bytes and values of that range \
+are not compared, its digests are$" <<< "$out"; then
+      echo "FAIL: a damaged snapshot was not said (exit $rc): $out"; exit 1
+    fi
+    rm -rf "$pair"
     # A command that cannot run: said once, before any run starts.
     expect_error 2 "gpurr bisect: cannot run '/nonexistent/train': command not found" \
       "$gpurr" bisect -- /nonexistent/train
