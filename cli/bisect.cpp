@@ -546,9 +546,15 @@ class Bisect {
                                      first.number, other.number, gap);
           }
         }
+        for (const auto& [only, run] : {std::pair{&c.onlyA, first.number}, std::pair{&c.onlyB, other.number}}) {
+          for (const std::string& name : *only) {
+            out_.error = fmt::format("run {} and run {} agree in every process recorded in both; {} was recorded "
+                                     "in run {} only",
+                                     first.number, other.number, name, run);
+          }
+        }
         continue;
       }
-      // Processes present in one run only diverge too, after any operation.
       const std::optional<uint64_t> key =
           p ? std::optional<uint64_t>(p->indexA) : (c.identical() ? std::nullopt : std::optional<uint64_t>(UINT64_MAX));
       if (key && (!best || *key < *best)) {
@@ -706,33 +712,37 @@ bool writeFile(const fs::path& path, const std::string& text) {
   return true;
 }
 
-int usageError(const std::string& text) {
-  std::cerr << "gpurr bisect: " << text << "\n";
+// With --json, a bisect refused before its first run still prints an
+// object: report.json's first keys, verdict "failed".
+int usageError(const std::string& text, bool json = false) {
+  if (json) std::cout << report::jsonText(Json{{"gpurrBisect", 1}, {"verdict", "failed"}, {"error", text}}) << '\n';
+  std::cerr << "gpurr bisect: error: " << text << "\n";
   return kExitTrouble;
 }
 
 int run(const BisectOptions& opts) {
+  const auto refuse = [&opts](const std::string& text) { return usageError(text, opts.json); };
   if (opts.command.empty()) {
-    return usageError("no command given after --; usage: gpurr bisect [-o DIR] [--runs N] -- CMD [ARGS...]");
+    return refuse("no command given after --; usage: gpurr bisect [-o DIR] [--runs N] -- CMD [ARGS...]");
   }
   if (!opts.launches.empty()) {
-    if (std::string e = record::checkLaunchRange(opts.launches); !e.empty()) return usageError(e);
+    if (std::string e = record::checkLaunchRange(opts.launches); !e.empty()) return refuse(e);
   }
   if (!opts.kernels.empty()) {
-    if (std::string e = record::checkKernelRegex(opts.kernels); !e.empty()) return usageError(e);
+    if (std::string e = record::checkKernelRegex(opts.kernels); !e.empty()) return refuse(e);
   }
   if (opts.untilStep >= 0 && opts.noFramework) {
-    return usageError("--until-step needs the PyTorch layer, which counts training steps: leave out --no-framework");
+    return refuse("--until-step needs the PyTorch layer, which counts training steps: leave out --no-framework");
   }
   // A command that cannot run would fail every run.
   if (const fs::path program = record::findProgram(opts.command[0], std::getenv("PATH"));
       program.empty() || ::access(program.c_str(), X_OK) != 0) {
-    return usageError(fmt::format("cannot run '{}': {}", opts.command[0],
+    return refuse(fmt::format("cannot run '{}': {}", opts.command[0],
                                   program.empty() || errno == ENOENT ? "command not found" : std::strerror(errno)));
   }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return usageError("cannot find the gpurr executable (/proc/self/exe): " + ec.message());
+  if (ec) return refuse("cannot find the gpurr executable (/proc/self/exe): " + ec.message());
   // The runs' reports name launches: every one of them attributed by the
   // PyTorch layer as it ran, not by its place in an earlier step
   // (docs/RECORDING.md, "What the layer costs").
@@ -741,13 +751,13 @@ int run(const BisectOptions& opts) {
   try {
     record::recorderLibrary(exe, std::getenv("GPURR_RECORDER_LIB"));
   } catch (const std::runtime_error& e) {
-    return usageError(e.what());
+    return refuse(e.what());
   }
   fs::path shown = opts.output.empty() ? defaultDirectory(opts.command, std::time(nullptr), ".").lexically_normal()
                                        : fs::path(opts.output).lexically_normal();
   if (!shown.has_filename()) shown = shown.parent_path();  // "dir/" names dir
   const fs::path dir = fs::absolute(shown).lexically_normal();
-  if (std::string problem = prepareDirectory(dir, opts.force); !problem.empty()) return usageError(problem);
+  if (std::string problem = prepareDirectory(dir, opts.force); !problem.empty()) return refuse(problem);
 
   std::optional<Culprits> culprits;
   try {
@@ -755,7 +765,7 @@ int run(const BisectOptions& opts) {
     culprits = loadCulprits(opts.culprits, warning);
     if (!warning.empty()) std::cerr << "gpurr bisect: warning: " << warning << "\n";
   } catch (const std::runtime_error& e) {
-    return usageError(fmt::format("error: {}", e.what()));
+    return refuse(e.what());
   }
   if (opts.output.empty()) std::cerr << "gpurr bisect: results go to " << shown.string() << "/\n";
   catchInterrupts(shown);
@@ -767,11 +777,17 @@ int run(const BisectOptions& opts) {
               << launcher << " job side by side could meet at one rendezvous\n";
   }
   Bisect bisect(chosen, exe, dir, shown, culprits ? &*culprits : nullptr);
-  const Outcome outcome = bisect.run();
-  if (outcome.interruptedBy != 0) {
-    std::cerr << "gpurr bisect: interrupted (" << strsignal(outcome.interruptedBy) << "); what was recorded so far is in "
-              << shown.string() << "/\n";
-    return 128 + outcome.interruptedBy;
+  Outcome outcome = bisect.run();
+  // Stopped by a signal: the report says what was done, verdict "failed".
+  const std::string interrupted =
+      outcome.interruptedBy == 0
+          ? ""
+          : fmt::format("interrupted ({}); what was recorded so far is in {}/", strsignal(outcome.interruptedBy),
+                        shown.string());
+  if (!interrupted.empty()) {
+    std::cerr << "gpurr bisect: " << interrupted << "\n";
+    outcome.verdict = "failed";
+    outcome.error = interrupted;
   }
 
   const BisectFacts facts = factsOf(outcome);
@@ -796,6 +812,7 @@ int run(const BisectOptions& opts) {
     std::cout << fmt::format("results in {}/ ({}, and each run's trace and log)\n", shown.string(), files);
   }
   std::cout.flush();
+  if (!interrupted.empty()) return 128 + outcome.interruptedBy;
   if (!written) return kExitTrouble;
   if (outcome.verdict == "identical") return kExitOk;
   if (outcome.verdict == "diverged" || outcome.verdict == "notReproduced") return kExitDifferent;

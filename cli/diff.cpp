@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -67,11 +69,31 @@ std::string inputHolding(const std::string& file, const DiffCommandOptions& opts
 }
 
 int run(const DiffCommandOptions& opts) {
-  if (const std::string input = inputHolding(opts.html, opts); !opts.html.empty() && !input.empty()) {
-    std::cerr << fmt::format("gpurr diff: error: --html {} would replace a file of the trace {}; give the page "
-                             "another name\n",
-                             opts.html, input);
+  // With --json, a comparison refused, a trace that cannot be read or an
+  // option that cannot be served still gives one object, its message on
+  // standard error as well.
+  auto refused = [&](const std::string& error) {
+    if (opts.json) {
+      std::cout << report::jsonText(
+                       Json{{"gpurrDiff", 1}, {"a", opts.a}, {"b", opts.b}, {"verdict", "error"}, {"error", error}})
+                << '\n';
+    }
+  };
+  auto fail = [&](const std::string& error) {
+    refused(error);
+    std::cerr << "gpurr diff: error: " << error << '\n';
     return kExitTrouble;
+  };
+  if (!opts.html.empty()) {
+    if (const std::string input = inputHolding(opts.html, opts); !input.empty()) {
+      return fail(fmt::format("--html {} would replace a file of the trace {}; give the page another name", opts.html,
+                              input));
+    }
+    std::error_code ec;
+    const fs::path dir = fs::absolute(opts.html, ec).parent_path();
+    if (!fs::is_directory(dir, ec)) {
+      return fail(fmt::format("cannot write {}: directory {} does not exist", opts.html, dir.string()));
+    }
   }
   std::optional<Culprits> culprits;
   try {
@@ -79,46 +101,37 @@ int run(const DiffCommandOptions& opts) {
     culprits = loadCulprits(opts.culprits, warning);
     if (!warning.empty()) std::cerr << fmt::format("gpurr diff: warning: {}\n", warning);
   } catch (const std::runtime_error& e) {
-    std::cerr << fmt::format("gpurr diff: error: {}\n", e.what());
-    return kExitTrouble;
+    return fail(e.what());
   }
 
   RunComparison comparison;
-  // With --json, a comparison refused or a trace that cannot be read still
-  // gives one object, its message on standard error as well.
-  auto refused = [&](const std::exception& e) {
-    if (opts.json) {
-      std::cout << report::jsonText(Json{{"gpurrDiff", 1}, {"a", opts.a}, {"b", opts.b}, {"error", e.what()}}) << '\n';
-    }
-  };
   try {
     comparison = compareRuns(opts.a, opts.b, opts.force, culprits ? &*culprits : nullptr);
   } catch (const UsageError& e) {
-    refused(e);
-    std::cerr << "gpurr diff: error: " << e.what() << '\n';
-    return kExitTrouble;
+    return fail(e.what());
   } catch (const trace::TraceError& e) {
-    refused(e);
+    refused(e.what());
     throw;
   }
   // The job's view across ranks, once, for the page and the report alike.
   const std::optional<JobView> job = jobView(comparison);
-  if (!opts.html.empty()) {
-    const std::string page = htmlPage(comparison, job);  // reads the traces again: before the file is opened
-    std::ofstream out(opts.html, std::ios::binary | std::ios::trunc);
-    out << page;
-    out.close();
-    if (!out) {
-      std::cerr << fmt::format("gpurr diff: error: cannot write {}\n", opts.html);
-      return kExitTrouble;
-    }
-  }
+  // Made before the file is opened: it reads the traces again.
+  const std::string page = opts.html.empty() ? "" : htmlPage(comparison, job);
   if (opts.json) {
     std::cout << report::jsonText(comparisonJson(comparison, job ? &*job : nullptr)) << '\n';
   } else {
     const bool colour = useColor(opts.color);
     keepTerminalColours(colour);
     printComparison(std::cout, Style{colour}, comparison, job ? &*job : nullptr);
+  }
+  if (!opts.html.empty()) {
+    std::ofstream out(opts.html, std::ios::binary | std::ios::trunc);
+    out << page;
+    out.close();
+    if (!out) {
+      std::cerr << fmt::format("gpurr diff: error: cannot write {}: {}\n", opts.html, std::strerror(errno));
+      return kExitTrouble;
+    }
   }
   if (comparison.identical()) return kExitOk;
   return comparison.unknown() ? kExitTrouble : kExitDifferent;

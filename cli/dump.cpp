@@ -57,16 +57,24 @@ std::string checkRange(const std::string& text) {
   return "";
 }
 
-int run(const DumpOptions& opts) {
+// With --json, a dump that cannot be done ends with one line {trace,
+// error}, its message on standard error as well.
+int fail(const DumpOptions& opts, const std::string& message) {
+  std::cout.flush();
+  if (opts.json) std::cout << report::jsonText(report::Json{{"trace", opts.trace}, {"error", message}}, -1) << '\n';
+  std::cerr << "gpurr dump: error: " << message << "\n";
+  return kExitTrouble;
+}
+
+int dump(const DumpOptions& opts) {
   const auto [from, to] = *parseRange(opts.range);  // checked when read
   std::optional<std::regex> pattern;
   if (opts.kernel) {
     try {
       pattern = namePattern(*opts.kernel, std::regex::optimize);
     } catch (const std::regex_error&) {
-      std::cerr << "gpurr dump: error: --kernel: invalid regular expression '" << *opts.kernel
-                << "': " << namePatternError(*opts.kernel) << "\n";
-      return kExitTrouble;
+      return fail(opts, fmt::format("--kernel: invalid regular expression '{}': {}", *opts.kernel,
+                                    namePatternError(*opts.kernel)));
     }
   }
   TraceReader reader(opts.trace);
@@ -103,12 +111,19 @@ int run(const DumpOptions& opts) {
   std::cout.flush();
   if (!last && from > 0) {
     const uint64_t n = reader.eventCount();
-    std::cerr << "gpurr dump: error: --range " << opts.range << ": no such event: "
-              << (n == 0 ? std::string("the trace holds none") : fmt::format("the trace's events are #0 to #{}", n - 1))
-              << "\n";
-    return kExitTrouble;
+    return fail(opts, fmt::format("--range {}: no such event: {}", opts.range,
+                                  n == 0 ? std::string("the trace holds none")
+                                         : fmt::format("the trace's events are #0 to #{}", n - 1)));
   }
   return kExitOk;
+}
+
+int run(const DumpOptions& opts) {
+  try {
+    return dump(opts);
+  } catch (const TraceError& e) {
+    return fail(opts, e.what());
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "report/event_json.h"
 #include "trace_format/trace.h"
 
 #if GPURR_HAVE_REPLAYER
@@ -22,7 +23,6 @@
 #include "replayer/report.h"
 #include "replayer/stream_execute.h"
 #include "replayer/stream_plan.h"
-#include "report/event_json.h"
 #endif
 
 namespace gpurr::cli {
@@ -42,15 +42,20 @@ struct ReplayCliOptions {
   int device = -1;
 };
 
-int fail(const std::string& message) {
-  std::cerr << "gpurr replay: error: " << message << "\n";
+// With --json, a replay that cannot be done still gives one object, its
+// message on standard error as well.
+int fail(const ReplayCliOptions& opts, const std::string& message, const char* more = "") {
+  if (opts.json) {
+    std::cout << report::jsonText(report::Json{{"trace", opts.trace}, {"verdict", "error"}, {"error", message}})
+              << '\n';
+  }
+  std::cerr << "gpurr replay: error: " << message << "\n" << more;
   return kExitTrouble;
 }
 
 #if GPURR_HAVE_REPLAYER
-int usage(const std::string& message) {
-  std::cerr << "gpurr replay: error: " << message << "\nRun with --help for more information.\n";
-  return kExitTrouble;
+int usage(const ReplayCliOptions& opts, const std::string& message) {
+  return fail(opts, message, "Run with --help for more information.\n");
 }
 
 int runStream(const ReplayCliOptions& opts, const trace::TraceReader& reader,
@@ -80,14 +85,14 @@ int runStream(const ReplayCliOptions& opts, const trace::TraceReader& reader,
 }
 
 int run(const ReplayCliOptions& opts) {
-  if (opts.all && opts.launch) return usage("--all replays every launch: give it or --launch K, not both");
+  if (opts.all && opts.launch) return usage(opts, "--all replays every launch: give it or --launch K, not both");
   if (!opts.all && !opts.launch) {
-    return usage("--launch is required (the event number of one launch, as `gpurr dump` shows it), or --all to "
+    return usage(opts, "--launch is required (the event number of one launch, as `gpurr dump` shows it), or --all to "
                  "replay the whole stream of a --full recording");
   }
-  if (opts.until && !opts.all) return usage("--until applies to --all (the whole-stream replay)");
+  if (opts.until && !opts.all) return usage(opts, "--until applies to --all (the whole-stream replay)");
   if (opts.all && opts.repeatGiven) {
-    return usage("--repeat applies to one launch: `gpurr replay TRACE --launch K --repeat N`");
+    return usage(opts, "--repeat applies to one launch: `gpurr replay TRACE --launch K --repeat N`");
   }
   replay::ReplayOptions options;
   options.repeat = opts.repeat;
@@ -96,7 +101,7 @@ int run(const ReplayCliOptions& opts) {
   if (!opts.elementType.empty()) {
     options.elementType = replay::parseElementType(opts.elementType);
     if (!options.elementType) {
-      return fail("--element-type: unknown type '" + opts.elementType +
+      return fail(opts, "--element-type: unknown type '" + opts.elementType +
                   "' (expected one of f32, f16, bf16, f64, i32, u8)");
     }
   }
@@ -105,7 +110,7 @@ int run(const ReplayCliOptions& opts) {
     try {
       opened.emplace(opts.trace);
     } catch (const trace::TraceError& e) {
-      return fail(e.what());  // a directory of traces: the reader names one
+      return fail(opts, e.what());  // a directory of traces: the reader names one
     }
     const trace::TraceReader& reader = *opened;
     if (reader.damage().unclosed) {
@@ -129,14 +134,15 @@ int run(const ReplayCliOptions& opts) {
     }
     return replay::exitCode(outcome.verdict.kind);
   } catch (const replay::ReplayError& e) {
-    return fail(e.what());
+    return fail(opts, e.what());
   } catch (const trace::TraceError& e) {
-    return fail(e.what());
+    return fail(opts, e.what());
   }
 }
 #else
-int run(const ReplayCliOptions&) {
-  return fail("this gpurr was built without its GPU parts (GPURR_CUDA=OFF); rebuild with -DGPURR_CUDA=ON to replay");
+int run(const ReplayCliOptions& opts) {
+  return fail(opts,
+              "this gpurr was built without its GPU parts (GPURR_CUDA=OFF); rebuild with -DGPURR_CUDA=ON to replay");
 }
 #endif
 

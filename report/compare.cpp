@@ -126,7 +126,9 @@ bool RunComparison::identical() const {
 }
 
 bool RunComparison::unknown() const {
-  bool seen = onlyA.empty() && onlyB.empty(), gap = !unreadable.empty();
+  // A process recorded in one run only (a rank that died before its first
+  // CUDA call, a trace lost) is one whose results are not known.
+  bool seen = true, gap = !unreadable.empty() || !onlyA.empty() || !onlyB.empty();
   for (const ProcessDiff& p : processes) {
     seen = seen && p.identical;
     gap = gap || !p.gaps.empty();

@@ -52,8 +52,8 @@ struct RunComparison {
   // Every process compared identical, and none lost events.
   bool identical() const;
   // No divergence seen, but a run's recorder dropped events, a trace was
-  // cut short or a process could not be read: the rest is not known (exit
-  // status 2).
+  // cut short, a process could not be read or was recorded in one run
+  // only: the rest is not known (exit status 2).
   bool unknown() const;
 };
 

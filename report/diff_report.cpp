@@ -514,6 +514,7 @@ Json comparisonJson(const RunComparison& c, const JobView* job) {
   Json out{{"gpurrDiff", 1},
            {"a", c.a},
            {"b", c.b},
+           {"verdict", c.identical() ? "identical" : c.unknown() ? "notKnown" : "diverged"},
            {"identical", c.identical()},
            {"forced", c.forced},
            {"processes", processes},

@@ -874,6 +874,12 @@ TEST_CASE("bisect: a termination signal stops it after the running child and say
   CHECK_THAT(err, Catch::Contains("interrupted") && Catch::Contains("is in out/"));
   CHECK(fs::exists(s.out() / "run1.log"));
   CHECK_FALSE(fs::exists(s.out() / "run2.log"));  // no further run started
+  // The report says what was done, for a job stopped at its time limit.
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "failed");
+  CHECK(rep["error"] == "interrupted (Terminated); what was recorded so far is in out/");
+  CHECK(rep["runs"].size() == 1);
+  CHECK_THAT(readText(s.io / "stdout"), Catch::Contains("failed: interrupted (Terminated)"));
 }
 
 TEST_CASE("bisect: with more runs the pair that diverges earliest is reported and confirmed against its runs") {

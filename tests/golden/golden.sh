@@ -90,8 +90,16 @@ are not compared, its digests are$" <<< "$out"; then
     fi
     rm -rf "$pair"
     # A command that cannot run: said once, before any run starts.
-    expect_error 2 "gpurr bisect: cannot run '/nonexistent/train': command not found" \
+    expect_error 2 "gpurr bisect: error: cannot run '/nonexistent/train': command not found" \
       "$gpurr" bisect -- /nonexistent/train
+    # With --json, every command that fails still prints its object.
+    for cmd in "bisect --json -- /nonexistent/train" "replay --json no.gpurr --launch 1" "dump --json no.gpurr" \
+               "diff --json --culprits /nonexistent $trace $trace" "diff --json --html /nonexistent/p.html $trace $trace"; do
+      rc=0 && out=$($gpurr $cmd 2>/dev/null) || rc=$?
+      if [ "$rc" -ne 2 ] || ! grep -q '"error": *"[^"]' <<< "$out"; then
+        echo "FAIL: gpurr $cmd exited $rc printing no error object: $out"; exit 1
+      fi
+    done
     copy=$(mktemp -d)/t.gpurr && cp -r "$trace" "$copy"
     expect_error 2 "would replace a file of the trace $copy; give the page another name" \
       "$gpurr" diff --html "$copy/events" "$copy" "$trace"

@@ -126,6 +126,24 @@ TEST_CASE("ranks of two job directories: diffed side by side in rank order, miss
   CHECK(html.find("process <code>rank7.gpurr</code> of run B did not end cleanly") != std::string::npos);
 }
 
+TEST_CASE("a rank recorded in one run only with the others identical: not known, not diverged") {
+  TempDir tmp;
+  for (int r = 0; r < 4; ++r) {
+    writeRank(tmp.path / "a" / name(r), r, 1);
+    if (r != 2) writeRank(tmp.path / "b" / name(r), r, 1);
+  }
+  const report::RunComparison c = report::compareRuns(tmp.path / "a", tmp.path / "b", false, nullptr);
+  CHECK_FALSE(c.identical());
+  CHECK(c.unknown());
+  CHECK(report::comparisonJson(c).at("verdict") == "notKnown");
+  // A divergence in a rank recorded in both decides, missing rank or not.
+  fs::remove_all(tmp.path / "b" / name(3));
+  writeRank(tmp.path / "b" / name(3), 3, 2);
+  const report::RunComparison d = report::compareRuns(tmp.path / "a", tmp.path / "b", false, nullptr);
+  CHECK_FALSE(d.unknown());
+  CHECK(report::comparisonJson(d).at("verdict") == "diverged");
+}
+
 TEST_CASE("ranks all there and complete: no ranks lines, the JSON still counts them") {
   TempDir tmp;
   for (int r = 0; r < 3; ++r) {
@@ -137,6 +155,7 @@ TEST_CASE("ranks all there and complete: no ranks lines, the JSON still counts t
   report::printComparison(text, report::Style{}, c);
   CHECK(text.str().find("\nranks:") == std::string::npos);
   CHECK(report::comparisonJson(c).at("ranks").at("a") == 3);
+  CHECK(report::comparisonJson(c).at("verdict") == "identical");
   CHECK(c.identical());
 
   // Two traces, not directories: no ranks at all.
