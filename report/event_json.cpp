@@ -130,8 +130,15 @@ Json toJson(const Annotation& annotation) {
                       {"call", a.call},          {"algorithm", a.algorithm},
                       {"attributes", keyValues(a.attributes)}, {"candidates", candidates}};
         } else if constexpr (std::is_same_v<T, RngState>) {
-          return Json{{"kind", "rng"},   {"source", a.source}, {"generator", a.generator},
-                      {"seed", a.seed},  {"offset", a.offset}, {"paramOffset", a.paramOffset}};
+          // A seed is any 64-bit value: its decimal string is exact where a
+          // parser reads numbers as doubles (JavaScript, jq 1.6).
+          return Json{{"kind", "rng"},
+                      {"source", a.source},
+                      {"generator", a.generator},
+                      {"seed", a.seed},
+                      {"seedString", std::to_string(a.seed)},
+                      {"offset", a.offset},
+                      {"paramOffset", a.paramOffset}};
         } else if constexpr (std::is_same_v<T, FrameworkOp>) {
           return Json{{"kind", "frameworkOp"}, {"name", a.name}};
         } else if constexpr (std::is_same_v<T, Note>) {
