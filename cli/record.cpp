@@ -179,8 +179,8 @@ int run(const RecordOptions& opts) {
 
   std::error_code ec;
   const fs::path cwd = fs::current_path();
-  fs::path out = opts.output.empty() ? defaultOutput(command, std::time(nullptr), cwd)
-                                     : fs::absolute(opts.output);
+  const std::time_t started = std::time(nullptr);
+  fs::path out = opts.output.empty() ? defaultOutput(command, started, cwd) : fs::absolute(opts.output);
   out = out.lexically_normal();
   if (out.has_filename() == false) out = out.parent_path();  // "a.gpurr/" names a.gpurr
   // Started once per rank of a job of several (srun, torchrun --no-python):
@@ -214,8 +214,15 @@ int run(const RecordOptions& opts) {
                                     out.string()));
     }
     if (!opts.force) {
-      return usageError(fmt::format(
-          "{} already exists; choose another -o OUT, or add --force to replace it", out.string()));
+      // Taken, empty, by a gpurr record whose traces gather beside it.
+      const fs::path writing = fs::is_empty(out, ec) ? stagingDirectory(out) : fs::path();
+      return usageError(writing.empty()
+                            ? fmt::format("{} already exists; choose another -o OUT, or add --force to replace it",
+                                          out.string())
+                            : fmt::format("{} already exists: another gpurr record is writing it (its traces gather "
+                                          "in {}), or was stopped before it ended; choose another -o OUT, or add "
+                                          "--force to replace it",
+                                          out.string(), writing.string()));
     }
   }
   if (!fs::is_directory(out.parent_path(), ec)) {
@@ -226,6 +233,29 @@ int run(const RecordOptions& opts) {
   // never starts; the program still runs, and its exit code passes through.
   const std::optional<std::string> noDriver = missingCudaDriver();
   if (noDriver) say(*noDriver + ": nothing will be recorded; the program runs as usual");
+  // OUT is taken now, an empty directory, so that a second `gpurr record`
+  // into it (the same -o, or the same default name in the same second) is
+  // refused before its program runs; the traces replace it when they are
+  // moved into place. A rank of a job shares OUT; an OUT to be replaced
+  // (--force) stays as it is until then.
+  bool reserved = false;
+  if (!jobMember && !fs::exists(fs::symlink_status(out, ec))) {
+    while (::mkdir(out.c_str(), 0700) != 0) {
+      if (errno == EEXIST && opts.output.empty()) {
+        out = defaultOutput(command, started, cwd);
+        continue;
+      }
+      return usageError(errno == EEXIST ? fmt::format("{} already exists: another gpurr record began writing it; "
+                                                      "choose another -o OUT",
+                                                      out.string())
+                                        : fmt::format("cannot write {}: {}", out.string(), std::strerror(errno)));
+    }
+    reserved = true;
+  }
+  // Gives OUT up where no trace takes its place.
+  const auto release = [&] {
+    if (reserved) fs::remove(out, ec);  // only while it is still empty
+  };
   if (opts.output.empty()) say(fmt::format("recording to {}", out.string()));
 
   // Next to OUT, so that moving the traces into place is a rename (gpurr
@@ -233,8 +263,10 @@ int run(const RecordOptions& opts) {
   // cli/bisect_watch.cpp).
   std::string templ = stagingTemplate(out);
   if (mkdtemp(templ.data()) == nullptr) {
+    const int error = errno;
+    release();
     return usageError(fmt::format("cannot create a staging directory in {}: {}",
-                                  out.parent_path().string(), std::strerror(errno)));
+                                  out.parent_path().string(), std::strerror(error)));
   }
   // mkdtemp makes it private (0700), and it stays so: a single trace or the
   // directory of traces becomes OUT, and traces can hold training data.
@@ -315,6 +347,7 @@ int run(const RecordOptions& opts) {
   });
   if (!exit.started) {
     fs::remove_all(staging, ec);
+    release();
     std::cerr << "gpurr record: cannot run '" << command[0] << "': " << exit.error << "\n";
     return exit.code;
   }
@@ -327,6 +360,7 @@ int run(const RecordOptions& opts) {
   try {
     placed = jobMember ? joinTraces(staging, out, opts.force) : placeTraces(staging, out, opts.force);
   } catch (const fs::filesystem_error& e) {
+    release();
     std::cerr << "gpurr record: error: could not move the trace to " << out.string() << ": " << e.code().message()
               << "\ngpurr: the recorded traces are still in " << staging.string() << "\n";
     return passOn(exit, exit.code != 0 ? exit.code : kExitTrouble);
@@ -336,6 +370,7 @@ int run(const RecordOptions& opts) {
                     staging.string()));
   }
   if (placed.traces.empty()) {
+    release();
     if (!noDriver) say("no CUDA process ran (no trace written)");
     return passOn(exit, exit.code);
   }

@@ -324,6 +324,25 @@ TEST_CASE("several processes' traces are kept side by side in OUT, by name") {
                         report::humanBytes(filesUnder(out)))));
 }
 
+TEST_CASE("a second gpurr record into an OUT another is writing is refused before its program runs") {
+  Sandbox s;
+  makeTrace(s.tmp / "one.gpurr", 2, 64);
+  const fs::path io = s.tmp / "first";
+  fs::create_directories(io);
+  const std::string script = "while [ ! -e " + quoted((s.tmp / "go").string()) + " ]; do sleep 0.01; done; cp -r " +
+                             quoted((s.tmp / "one.gpurr").string()) + " \"$GPURR_OUTPUT/\"";
+  const pid_t first = start({"record", "-o", "out.gpurr", "--", "sh", "-c", script}, io, "", s.env, s.work);
+  REQUIRE(waitFor(s.work / "out.gpurr", std::chrono::seconds(20)));  // taken as its program starts
+  const Result second = s.record("out.gpurr", "touch ran");
+  CHECK(second.code == 2);
+  CHECK_THAT(second.err, Catch::Contains("out.gpurr already exists: another gpurr record is writing it (its traces "
+                                          "gather in " + (s.work / ".out.gpurr.staging-").string()));
+  CHECK_FALSE(fs::exists(s.work / "ran"));
+  writeText(s.tmp / "go", "");
+  CHECK(finish(first, io).code == 0);
+  CHECK(trace::TraceReader(s.work / "out.gpurr").launchCount() == 2);
+}
+
 TEST_CASE("started once per rank, each gpurr record joins the job's directory OUT at the same time") {
   // As srun starts one gpurr per task: RANK and WORLD_SIZE (or SLURM_PROCID
   // and SLURM_NTASKS) in gpurr's own environment. The command plays the
