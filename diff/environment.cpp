@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include "diff/diff.h"
 
@@ -107,6 +108,13 @@ std::vector<EnvDifference> compareHeaders(const Header& a, const Header& b) {
   if (a.options.hashChunkBytes != b.options.hashChunkBytes) {
     out.push_back({"hash chunk bytes", std::to_string(a.options.hashChunkBytes),
                    std::to_string(b.options.hashChunkBytes), false});
+  }
+  // What each run hashed: outside it only parameters are compared.
+  for (const auto& [option, va, vb] : {std::tuple{"--launches", a.options.launchRange, b.options.launchRange},
+                                       std::tuple{"--kernels", a.options.kernelRegex, b.options.kernelRegex},
+                                       std::tuple{"--steps", a.options.steps, b.options.steps}}) {
+    if (va != vb) out.push_back({std::string("recorded with ") + option, va.empty() ? "(all)" : va,
+                                 vb.empty() ? "(all)" : vb, false});
   }
   return out;
 }

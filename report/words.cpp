@@ -48,7 +48,7 @@ bool opUnobserved(const FirstDivergence& d) {
 
 std::string notHashed(const ProcessDiff& p) {
   if (p.undigestedA == 0 && p.undigestedB == 0) return "";
-  return fmt::format(", but {} not hashed (--kernels, --launches or a failed hash): only their parameters were "
+  return fmt::format(", but {} not hashed (--steps, --kernels, --launches or a failed hash): only their parameters were "
                      "compared",
                      p.undigestedA == p.undigestedB
                          ? fmt::format("{} of them were", withCommas(p.undigestedA))
