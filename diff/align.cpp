@@ -22,6 +22,16 @@ namespace {
 
 enum class StepKind : uint8_t { kMatch, kDeleteA, kInsertB };
 
+// Where a window's script ends: at the end of both (the sequences' last
+// window), of a (all of a, a prefix of b: b cut short after it... see
+// AlignOptions::Cut), of b, or of either. A window that ends inside both
+// sequences takes all of one and a prefix of the other: were both taken
+// whole, the operations one window holds beyond what the other's reaches
+// (a run whose steps have a quarter more operations: a quarter of its
+// window) would be edits, and among a training loop's repeated steps
+// Myers may place them anywhere, at the window's start as well.
+enum class End : uint8_t { kBoth, kA, kB, kEither };
+
 // Edits after which myers() asks whether its window can finish at all.
 constexpr int64_t kCheckAfter = 64;
 
@@ -44,10 +54,10 @@ void push(Alignment& out, bool match, uint64_t aBegin, uint64_t bBegin, uint64_t
 
 // Shortest edit script from a to b, in order; false when the edit distance
 // exceeds maxEdits, or when `hopeless` (asked once, after kCheckAfter edits)
-// says it will. With `cut`, from a to a prefix of b that takes all of a
-// (kA), or from a prefix of a that takes all of b to b (kB).
-bool myers(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions::Cut cut,
-           std::vector<StepKind>& script, const std::function<bool()>& hopeless) {
+// says it will. With End::kA, from a to a prefix of b that takes all of a,
+// with kB from a prefix of a that takes all of b to b, with kEither either.
+bool myers(const Keys& a, const Keys& b, uint64_t maxEdits, End ends, std::vector<StepKind>& script,
+           const std::function<bool()>& hopeless) {
   const int64_t n = static_cast<int64_t>(a.size()), m = static_cast<int64_t>(b.size());
   const int64_t maxD = std::min<int64_t>(n + m, static_cast<int64_t>(maxEdits));
   const int64_t offset = maxD + 1;
@@ -67,9 +77,11 @@ bool myers(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions::Cut cu
       int64_t ky = kx - k;
       while (kx < n && ky < m && a[kx] == b[ky]) ++kx, ++ky;
       v[offset + k] = kx;
-      const bool end = cut == AlignOptions::Cut::kA   ? kx == n && ky >= 0 && ky <= m
-                       : cut == AlignOptions::Cut::kB ? ky == m && kx >= 0 && kx <= n
-                                                      : kx >= n && ky >= m;
+      const bool endA = kx == n && ky >= 0 && ky <= m, endB = ky == m && kx >= 0 && kx <= n;
+      const bool end = ends == End::kA   ? endA
+                       : ends == End::kB ? endB
+                       : ends == End::kEither ? endA || endB
+                                              : kx >= n && ky >= m;
       if (end && found < 0) found = d, x = kx, y = ky;
     }
     trace.emplace_back(v.begin() + (offset - d), v.begin() + (offset + d + 1));
@@ -140,8 +152,8 @@ uint64_t substitution(const Keys& a, const Keys& b, uint64_t i, uint64_t j, uint
 // identities differ nearly everywhere (every allocation renamed, before
 // the diff's renaming pass), Myers ran to maxEdits in every window, O(D^2)
 // each: 1.5 s of a 2.5 s diff.
-bool surelyBeyond(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions::Cut cut,
-                  std::vector<uint64_t>& sa, std::vector<uint64_t>& sb) {
+bool surelyBeyond(const Keys& a, const Keys& b, uint64_t maxEdits, End ends, std::vector<uint64_t>& sa,
+                  std::vector<uint64_t>& sb) {
   const auto sorted = [](const Keys& k, std::vector<uint64_t>& out) {
     out.resize(k.size());
     for (uint64_t p = 0; p < k.size(); ++p) out[p] = k[p];
@@ -159,11 +171,13 @@ bool surelyBeyond(const Keys& a, const Keys& b, uint64_t maxEdits, AlignOptions:
       ++common, ++x, ++y;
     }
   }
-  // Cut short, the other run's operations after the cut one's last match
-  // are free: only the cut run's unmatched ones are sure edits.
-  const uint64_t unmatched = cut == AlignOptions::Cut::kA   ? a.size() - common
-                             : cut == AlignOptions::Cut::kB ? b.size() - common
-                                                            : a.size() + b.size() - 2 * common;
+  // Where a script may end before one run's last operation, that run's
+  // later operations are free: only the other run's unmatched ones are
+  // sure edits.
+  const uint64_t unmatched = ends == End::kA        ? a.size() - common
+                             : ends == End::kB      ? b.size() - common
+                             : ends == End::kEither ? std::min(a.size(), b.size()) - common
+                                                    : a.size() + b.size() - 2 * common;
   return unmatched > maxEdits;
 }
 
@@ -202,14 +216,14 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
     }
     const uint64_t n = std::min(aEnd - i, window), m = std::min(bEnd - j, window);
     // The cut sequence's last window: the other's rest is free.
-    const AlignOptions::Cut cut = (options.cut == AlignOptions::Cut::kA && i + n == aEnd) ||
-                                          (options.cut == AlignOptions::Cut::kB && j + m == bEnd)
-                                      ? options.cut
-                                      : AlignOptions::Cut::kNeither;
+    const bool cutA = options.cut == AlignOptions::Cut::kA && i + n == aEnd,
+               cutB = options.cut == AlignOptions::Cut::kB && j + m == bEnd;
+    const bool last = cutA || cutB || (i + n == aEnd && j + m == bEnd);
+    const End ends = cutA ? End::kA : cutB ? End::kB : last ? End::kBoth : End::kEither;
     const auto beyond = [&] {
-      return surelyBeyond(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, sortedA, sortedB);
+      return surelyBeyond(a.subspan(i, n), b.subspan(j, m), options.maxEdits, ends, sortedA, sortedB);
     };
-    if (n == 0 || m == 0 || !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, cut, script, beyond)) {
+    if (n == 0 || m == 0 || !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, ends, script, beyond)) {
       if (n != 0 && m != 0) out.bounded = true;
       // The rest of the sequence that goes on after the cut one's end is a
       // run of its own, not merged with a stretch of both before it.
@@ -224,7 +238,6 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
       i += n, j += m;
       continue;
     }
-    const bool last = cut != AlignOptions::Cut::kNeither || (i + n == aEnd && j + m == bEnd);
     const uint64_t half = window / 2;
     uint64_t x = 0, y = 0;
     for (StepKind s : script) {

@@ -170,9 +170,19 @@ void breakTies(Alignment& alignment, const Run& a, const Run& b, bool cutLast) {
       continue;
     }
     // Stretches i to j, a few matched operations apart, and the matched
-    // operations either side, at most kMargin each.
+    // operations either side, at most kMargin each. A change that recurs in
+    // every step of a loop makes stretches a few operations apart for as
+    // long as the loop runs: a region ends before it would exceed
+    // kMaxCells, and the next begins there.
+    const auto within = [&](size_t k) {
+      const uint64_t na = runs[k].aBegin + runs[k].aCount + 2 * kMargin - runs[i].aBegin;
+      const uint64_t nb = runs[k].bBegin + runs[k].bCount + 2 * kMargin - runs[i].bBegin;
+      return (na + 1) * (nb + 1) <= kMaxCells;
+    };
     size_t j = i;
-    while (j + 2 < last && runs[j + 1].match && runs[j + 1].aCount <= kGap && !runs[j + 2].match) j += 2;
+    while (j + 2 < last && runs[j + 1].match && runs[j + 1].aCount <= kGap && !runs[j + 2].match && within(j + 2)) {
+      j += 2;
+    }
     uint64_t before = 0, after = 0;
     if (!out.empty() && out.back().match) {
       const AlignedRun& m = out.back();

@@ -1,0 +1,103 @@
+// Long runs whose steps differ by a few operations in every step: the
+// first divergence is the one a short run of the same programs gives,
+// whatever the length (the alignment's windows, the tie-break's regions).
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "diff/diff.h"
+#include "trace_format/trace.h"
+
+using namespace gpurr;
+using namespace gpurr::trace;
+
+namespace {
+
+struct Op {
+  const char* kernel;
+  const char* op;
+  uint32_t line;
+  Phase phase;
+};
+
+// A training loop of `steps` steps of `ops`; from step `extraFrom` on, each
+// step also runs `extra` after its operation `after` and `extraBackward`
+// after its operation `afterBackward` (a line added to the forward, before
+// an operation of the same kernel: the alignment must tell which is new).
+std::filesystem::path writeLoop(const std::filesystem::path& dir, uint64_t steps, const std::vector<Op>& ops,
+                                uint64_t extraFrom, size_t after, size_t afterBackward) {
+  const Op extra{"_Z3mulPf", "aten::mul", 11, Phase::kForward};
+  const Op extraBackward{"_Z3mulPf", "aten::mul", 11, Phase::kBackward};
+  std::filesystem::remove_all(dir);
+  TraceWriter w(dir, Header{});
+  uint64_t seq = 0;
+  for (uint64_t step = 0; step < steps; ++step) {
+    uint64_t inStep = 0;
+    auto launch = [&](const Op& op) {
+      KernelLaunch k;
+      k.function = op.kernel;
+      k.grid = {1, 1, 1};
+      k.block = {32, 1, 1};
+      Origin o;
+      o.op = op.op;
+      o.opStack = {op.op};
+      o.phase = op.phase;
+      o.file = "train.py";
+      o.line = op.line;
+      o.step = step;
+      o.stepLaunch = inStep++;
+      w.append(Event{seq, (seq + 1) * 1000, 0, k, o});
+      ++seq;
+    };
+    for (size_t i = 0; i < ops.size(); ++i) {
+      launch(ops[i]);
+      if (step >= extraFrom && i == after) launch(extra);
+      if (step >= extraFrom && i == afterBackward) launch(extraBackward);
+    }
+  }
+  w.close();
+  return dir;
+}
+
+// Forward: linear, relu, linear, y * 2 (line 12); backward: the
+// multiplication's, the linears' and the optimizer's.
+const std::vector<Op> kStep = {
+    {"_Z6linearPf", "aten::addmm", 10, Phase::kForward},  {"_Z4reluPf", "aten::relu", 10, Phase::kForward},
+    {"_Z6linearPf", "aten::addmm", 10, Phase::kForward},  {"_Z3mulPf", "aten::mul", 12, Phase::kForward},
+    {"_Z3sumPf", "aten::sum", 13, Phase::kForward},       {"_Z3mulPf", "aten::mul", 12, Phase::kBackward},
+    {"_Z2mmPf", "aten::mm", 10, Phase::kBackward},        {"_Z2mmPf", "aten::mm", 10, Phase::kBackward},
+    {"_Z4reluPf", "aten::threshold_backward", 10, Phase::kBackward},
+    {"_Z2mmPf", "aten::mm", 10, Phase::kBackward},        {"_Z3addPf", "aten::add_", 20, Phase::kForward},
+    {"_Z3addPf", "aten::add_", 20, Phase::kForward}};
+
+}  // namespace
+
+TEST_CASE("an operation added to every step is named where it first runs however long the runs are") {
+  const auto root = std::filesystem::temp_directory_path() / ("gpurr-long-" + std::to_string(getpid()));
+  // Step counts either side of the alignment's window (4,096 operations)
+  // and of a tie-break region's size; the operation added from step 0 (two
+  // a step: a quarter more operations) or from step 150.
+  const uint64_t from = GENERATE(0, 150);
+  const uint64_t steps = GENERATE(10, 400);
+  if (steps <= from) return;
+  INFO(steps << " steps, the operation added from step " << from);
+  TraceReader ra(writeLoop(root / "a.gpurr", steps, kStep, UINT64_MAX, 0, 0));
+  TraceReader rb(writeLoop(root / "b.gpurr", steps, kStep, from, 2, 4));
+  const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+  CHECK(d.warnings.empty());
+  CHECK(d.matched == d.opsA);  // run B is run A with operations added: every one of A's is matched
+  REQUIRE(d.firstDivergence);
+  REQUIRE(d.firstDivergence->stretch);
+  CHECK(d.firstDivergence->stretch->aCount == 0);
+  const diff::OpInfo& op = d.firstDivergence->b;
+  REQUIRE(op.origin);
+  CHECK(op.origin->line == 11);
+  CHECK(op.origin->phase == Phase::kForward);
+  CHECK(op.origin->step == static_cast<int64_t>(from));
+  CHECK(op.origin->stepLaunch == 3);
+  std::filesystem::remove_all(root);
+}
