@@ -395,8 +395,11 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
     }
   }
   if (p.pathDivergenceCount > (p.firstDivergence->path ? 1u : 0u)) {
-    row("paths", fmt::format("{} path divergence{} in all (gpurr diff --json lists them)",
-                             p.pathDivergenceCount, p.pathDivergenceCount == 1 ? "" : "s"));
+    row("paths", fmt::format("{} path divergence{} in all (gpurr diff --json lists {})", p.pathDivergenceCount,
+                             p.pathDivergenceCount == 1 ? "" : "s",
+                             p.pathDivergences.size() < p.pathDivergenceCount
+                                 ? fmt::format("the first {}", p.pathDivergences.size())
+                                 : std::string(p.pathDivergenceCount == 1 ? "it" : "them")));
   }
   absorbed();
 }
