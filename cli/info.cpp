@@ -275,7 +275,10 @@ int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string,
     for (size_t i = 0; i < rows.size(); ++i) {
       Json j = rows[i].reader ? infoJson(*rows[i].reader, rows[i].stats) : Json{{"trace", traces[i].second.string()}};
       j["process"] = traces[i].first;
-      if (!rows[i].reader) j["error"] = rows[i].error;
+      if (!rows[i].reader) {
+        j["error"] = rows[i].error;
+        std::cerr << "gpurr info: error: " << rows[i].error << '\n';  // as for one trace
+      }
       processes.push_back(std::move(j));
     }
     std::cout << report::jsonText(Json{{"directory", dir.string()},

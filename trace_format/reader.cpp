@@ -689,7 +689,7 @@ TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) 
     // cleanly; with a damaged one it cannot be told whether it did.
     r.damage.detail = indexProblem.empty()
                           ? "the recording did not end cleanly (no index): " + r.damage.detail +
-                                "; events still buffered in the recorder when it stopped are lost"
+                                "; events the recorder had not yet written when the process ended, if any, are lost"
                           : indexProblem + "; ignored the index and scanned the blocks instead: " + r.damage.detail;
   }
   r.checkSequence();
