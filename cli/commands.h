@@ -4,8 +4,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace gpurr::cli {
 
@@ -20,12 +22,19 @@ void addDiffCommand(CLI::App& app, Action& chosen);
 void addBisectCommand(CLI::App& app, Action& chosen);
 void addVerifyCommand(CLI::App& app, Action& chosen);
 
-// A whole number 0 or more (a step, a device), checked with a message that
-// names what was given; CLI::NonNegativeNumber's names a range of doubles.
+// A whole number 0 or more (a step, a device, an event), checked with a
+// message that names what was given; CLI::NonNegativeNumber's names a range
+// of doubles. One past 2^63 - 1 would be clamped when it is read.
 inline const CLI::Validator kWholeNumber(
     [](const std::string& value) -> std::string {
       const bool digits = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
-      return digits ? "" : "expected a whole number 0 or more, got '" + value + "'";
+      if (!digits) return "expected a whole number 0 or more, got '" + value + "'";
+      const std::string_view significant = std::string_view(value).substr(std::min(value.find_first_not_of('0'),
+                                                                                  value.size() - 1));
+      const std::string_view largest = "9223372036854775807";
+      const bool fits = significant.size() < largest.size() ||
+                        (significant.size() == largest.size() && significant <= largest);
+      return fits ? "" : "'" + value + "' is too large (at most " + std::string(largest) + ")";
     },
     "N>=0");
 
