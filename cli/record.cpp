@@ -229,6 +229,11 @@ int run(const RecordOptions& opts) {
     return usageError(fmt::format("cannot write {}: directory {} does not exist", out.string(),
                                   out.parent_path().string()));
   }
+  // The program would wait for a gate that cannot appear.
+  if (!opts.startGate.empty() && !fs::is_directory(fs::absolute(opts.startGate).parent_path(), ec)) {
+    return usageError(fmt::format("--start-gate {}: directory {} does not exist, so the gate could never open",
+                                  opts.startGate, fs::absolute(opts.startGate).parent_path().string()));
+  }
   // Said up front: without a driver no CUDA call succeeds, so the recorder
   // never starts; the program still runs, and its exit code passes through.
   const std::optional<std::string> noDriver = missingCudaDriver();

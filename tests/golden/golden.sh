@@ -68,6 +68,8 @@ case "$check" in
     expect_error 2 "back-references (\1) are not supported" "$gpurr" dump --kernel '(a)\1' "$trace"
     expect_error 2 "back-references (\1) are not supported" "$gpurr" record --kernels '(gemm)\1' -- true
     expect_error 2 "--html: give the page's file name" "$gpurr" diff --html '' "$trace" "$trace"
+    expect_error 2 "--start-gate /nonexistent/gate: directory /nonexistent does not exist" \
+      "$gpurr" record --start-gate /nonexistent/gate -- true
     expect_error 2 "--launch: '18446744073709551616' is too large (at most 9223372036854775807)" \
       "$gpurr" replay "$trace" --launch 18446744073709551616 --plan
     expect_error 2 "docs: a directory, not the known-culprits file (a JSON file)" \
