@@ -84,7 +84,8 @@ std::string fixAddressLayout() {
   return {};
 }
 
-void say(const std::string& text) { std::cerr << "gpurr: " << text << "\n"; }
+// One line each: a path that holds a line feed prints it as \n.
+void say(const std::string& text) { std::cerr << "gpurr: " << text::oneLine(text) << "\n"; }
 
 int usageError(const std::string& text) {
   std::cerr << "gpurr record: " << text << "\n";

@@ -473,7 +473,7 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c) 
 }
 
 void printComparison(std::ostream& os, const Style& st, const RunComparison& c, const JobView* job) {
-  os << st.dim(fmt::format("gpurr diff {} {}", c.a, c.b)) << '\n';
+  os << st.dim(text::oneLine(fmt::format("gpurr diff {} {}", c.a, c.b))) << '\n';
   printRanks(os, st, c);
   if (job) printJob(os, st, c, *job);
   const std::vector<size_t> order = processOrder(c, job);

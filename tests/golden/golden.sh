@@ -84,6 +84,13 @@ $job/attempts/0 (give that directory)" "$gpurr" info "$job"
     expect_error 2 "neither a gpurr trace nor a directory of traces; the traces of the job's earlier attempts are" \
       "$gpurr" diff "$job" "$job"
     rm -rf "$job"
+    # A line feed in a path is written \n: it cannot start a line of its own.
+    odd=$(mktemp -d) && cp -r "$trace" "$odd/a
+b.gpurr"
+    first=$("$gpurr" diff "$odd/a
+b.gpurr" "$trace" | head -1)
+    [ "$first" = "gpurr diff $odd/a\nb.gpurr $trace" ] || { echo "FAIL: a line feed in a path printed raw: $first"; exit 1; }
+    rm -rf "$odd"
     # A damaged snapshot costs the values' detail, and says so.
     pair=$(mktemp -d) && cp -r tests/diff/cases/nondeterministic_kernel/{a,b}.gpurr "$pair"
     for blob in "$pair"/a.gpurr/blobs/*/*; do printf '\377' | dd of="$blob" bs=1 seek=20 conv=notrunc 2>/dev/null; done
