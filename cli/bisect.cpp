@@ -738,7 +738,7 @@ int run(const BisectOptions& opts) {
   if (const fs::path program = record::findProgram(opts.command[0], std::getenv("PATH"));
       program.empty() || ::access(program.c_str(), X_OK) != 0) {
     return refuse(fmt::format("cannot run '{}': {}", opts.command[0],
-                                  program.empty() || errno == ENOENT ? "command not found" : std::strerror(errno)));
+                              program.empty() || errno == ENOENT ? "command not found" : std::strerror(errno)));
   }
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);

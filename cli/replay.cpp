@@ -87,8 +87,8 @@ int runStream(const ReplayCliOptions& opts, const trace::TraceReader& reader,
 int run(const ReplayCliOptions& opts) {
   if (opts.all && opts.launch) return usage(opts, "--all replays every launch: give it or --launch K, not both");
   if (!opts.all && !opts.launch) {
-    return usage(opts, "--launch is required (the event number of one launch, as `gpurr dump` shows it), or --all to "
-                 "replay the whole stream of a --full recording");
+    return usage(opts, "--launch is required (the event number of one launch, as `gpurr dump` shows it), or --all "
+                       "to replay the whole stream of a --full recording");
   }
   if (opts.until && !opts.all) return usage(opts, "--until applies to --all (the whole-stream replay)");
   if (opts.all && opts.repeatGiven) {
@@ -102,7 +102,7 @@ int run(const ReplayCliOptions& opts) {
     options.elementType = replay::parseElementType(opts.elementType);
     if (!options.elementType) {
       return fail(opts, "--element-type: unknown type '" + opts.elementType +
-                  "' (expected one of f32, f16, bf16, f64, i32, u8)");
+                            "' (expected one of f32, f16, bf16, f64, i32, u8)");
     }
   }
   try {

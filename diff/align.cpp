@@ -22,14 +22,14 @@ namespace {
 
 enum class StepKind : uint8_t { kMatch, kDeleteA, kInsertB };
 
-// Where a window's script ends: at the end of both (the sequences' last
-// window), of a (all of a, a prefix of b: b cut short after it... see
-// AlignOptions::Cut), of b, or of either. A window that ends inside both
-// sequences takes all of one and a prefix of the other: were both taken
-// whole, the operations one window holds beyond what the other's reaches
-// (a run whose steps have a quarter more operations: a quarter of its
-// window) would be edits, and among a training loop's repeated steps
-// Myers may place them anywhere, at the window's start as well.
+// Where a window's script ends: at the end of both windows (the
+// sequences' last), of a's (all of a and a prefix of b: the last window of
+// a sequence cut short, AlignOptions::Cut), of b's, or of either. A window
+// that ends inside both sequences takes all of one window and a prefix of
+// the other: were both taken whole, the operations one window holds beyond
+// what the other's reaches (a quarter of it, where one run's steps have a
+// quarter more operations) would be edits, and among a training loop's
+// repeated steps Myers may place them anywhere, at the window's start too.
 enum class End : uint8_t { kBoth, kA, kB, kEither };
 
 // Edits after which myers() asks whether its window can finish at all.
