@@ -878,10 +878,11 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
     if (!extras.empty()) {
       std::string list;
       for (const std::string& e : extras) list += (list.empty() ? "'" : " '") + e + "'";
-      chosen = [list] {
+      chosen = [list, opts] {
         return usageError(fmt::format("unknown option {}; to give options to the command, put -- before it: "
                                       "gpurr bisect [-o DIR] [options] -- CMD [ARGS...]",
-                                      list));
+                                      list),
+                          opts->json);
       };
       return;
     }

@@ -3,6 +3,8 @@
 // docs/DIFF.md, "Reading the report"), --json for programs (docs/DIFF.md). Exit codes as diff(1).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -89,10 +91,16 @@ int run(const DiffCommandOptions& opts) {
       return fail(fmt::format("--html {} would replace a file of the trace {}; give the page another name", opts.html,
                               input));
     }
+    // Found before the comparison, so that the verdict printed is the exit
+    // status's.
     std::error_code ec;
-    const fs::path dir = fs::absolute(opts.html, ec).parent_path();
+    const fs::path file = fs::absolute(opts.html, ec), dir = file.parent_path();
     if (!fs::is_directory(dir, ec)) {
       return fail(fmt::format("cannot write {}: directory {} does not exist", opts.html, dir.string()));
+    }
+    if (fs::is_directory(file, ec)) return fail(fmt::format("cannot write {}: it is a directory", opts.html));
+    if (::access(fs::exists(file, ec) ? file.c_str() : dir.c_str(), W_OK) != 0) {
+      return fail(fmt::format("cannot write {}: {}", opts.html, std::strerror(errno)));
     }
   }
   std::optional<Culprits> culprits;
@@ -128,10 +136,9 @@ int run(const DiffCommandOptions& opts) {
     std::ofstream out(opts.html, std::ios::binary | std::ios::trunc);
     out << page;
     out.close();
-    if (!out) {
-      std::cerr << fmt::format("gpurr diff: error: cannot write {}: {}\n", opts.html, std::strerror(errno));
-      return kExitTrouble;
-    }
+    // A page that could not be written after all (a full disk) leaves the
+    // report printed, and its exit status, as they are.
+    if (!out) std::cerr << fmt::format("gpurr diff: warning: cannot write {}: {}\n", opts.html, std::strerror(errno));
   }
   if (comparison.identical()) return kExitOk;
   return comparison.unknown() ? kExitTrouble : kExitDifferent;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "report/event_json.h"
 #include "report/terminal.h"
 #include "trace_format/trace.h"
 
@@ -57,11 +58,16 @@ int main(int argc, char** argv) {
     // the command's first word).
     const std::string command = argc > 1 && argv[1][0] != '-' ? argv[1] : "";
     std::string message = e.what();
-    for (int i = 2; i + 1 < argc && std::string_view(argv[i]) != "--"; ++i) {
-      if (std::string_view(argv[i]) == "--check-determinism" && argv[i + 1][0] >= '0' && argv[i + 1][0] <= '9') {
+    bool json = false;
+    for (int i = 2; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+      json = json || std::string_view(argv[i]) == "--json";
+      if (i + 1 < argc && std::string_view(argv[i]) == "--check-determinism" && argv[i + 1][0] >= '0' &&
+          argv[i + 1][0] <= '9') {
         message = fmt::format("--check-determinism takes its count after '=': --check-determinism={}", argv[i + 1]);
       }
     }
+    // A command line asking for JSON gets an object even so (docs/JSON.md).
+    if (json) std::cout << gpurr::report::jsonText(gpurr::report::Json{{"error", message}}) << '\n';
     std::cerr << fmt::format("gpurr{}: error: {} (gpurr {}--help)\n", command.empty() ? "" : " " + command, message,
                              command.empty() ? "" : command + " ");
     return kExitTrouble;

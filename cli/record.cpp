@@ -191,7 +191,10 @@ int run(const RecordOptions& opts) {
   std::vector<std::string> rankProblems;
   const job::RankName self = job::rankName(getenv, rankProblems);
   const bool jobMember = !self.name.empty() && job::severalRanks(getenv);
-  if (jobMember && fs::exists(fs::symlink_status(out, ec))) {
+  // Whether OUT was there as gpurr began: only one that was not is taken
+  // below (and one that another gpurr record takes meanwhile is refused).
+  const bool existed = fs::exists(fs::symlink_status(out, ec));
+  if (jobMember && existed) {
     if (!replaceable(out) || fs::exists(out / "version", ec)) {
       return usageError(fmt::format("{} exists and is not a directory of traces: as one rank of a job ({}), gpurr "
                                     "puts its trace in OUT beside the other ranks'; choose another -o OUT",
@@ -207,7 +210,7 @@ int run(const RecordOptions& opts) {
                                     "rank's trace",
                                     (out / self.name).string()));
     }
-  } else if (fs::exists(fs::symlink_status(out, ec))) {
+  } else if (existed) {
     // Only a trace is ever replaced: other data is not offered --force.
     if (!replaceable(out)) {
       return usageError(fmt::format("{} exists and is not a gpurr trace; choose another -o OUT (gpurr replaces "
@@ -245,7 +248,7 @@ int run(const RecordOptions& opts) {
   // moved into place. A rank of a job shares OUT; an OUT to be replaced
   // (--force) stays as it is until then.
   bool reserved = false;
-  if (!jobMember && !fs::exists(fs::symlink_status(out, ec))) {
+  if (!jobMember && !existed) {
     while (::mkdir(out.c_str(), 0700) != 0) {
       if (errno == EEXIST && opts.output.empty()) {
         out = defaultOutput(command, started, cwd);
@@ -377,7 +380,10 @@ int run(const RecordOptions& opts) {
   }
   if (placed.traces.empty()) {
     release();
-    if (!noDriver) say("no CUDA process ran (no trace written)");
+    if (!noDriver) {
+      say(existed && !jobMember ? fmt::format("no CUDA process ran (no trace written; {} is as it was)", out.string())
+                                : std::string("no CUDA process ran (no trace written)"));
+    }
     return passOn(exit, exit.code);
   }
   if (placed.directoryOfTraces) {

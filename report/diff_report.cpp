@@ -333,7 +333,10 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
   bool anyEnv = false;
   for (const EnvDifference& e : p.environment) {
     if (!anyEnv) {
-      os << st.bold("environment differs") << " (shown first: it can change results)\n";
+      const bool matters = std::any_of(p.environment.begin(), p.environment.end(),
+                                       [](const EnvDifference& d) { return d.affectsResults; });
+      os << st.bold("environment differs")
+         << (matters ? " (shown first: it can change results)\n" : " (for context: none of it changes results)\n");
       anyEnv = true;
     }
     os << fmt::format("  {:<28} A {}   B {}{}\n", text::oneLine(e.field), text::oneLine(e.a ? *e.a : "(unset)"),
@@ -502,6 +505,23 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c, 
     os << '\n'
        << st.bold(fmt::format("== {}: the same report as {}, {} ==", processesText(with[i], ranks, names),
                               names[i], alikeText(reports, ranks, i, with[i])))
+       << '\n';
+  }
+  // The processes compared agree, but not every process could be.
+  std::string uncompared;
+  for (const auto& [names, side] : {std::pair{&c.onlyA, "A"}, std::pair{&c.onlyB, "B"}}) {
+    for (const std::string& n : *names) {
+      uncompared += fmt::format("{}{} was recorded in run {} only", uncompared.empty() ? "" : ", ", n, side);
+    }
+  }
+  for (const IncompleteTrace& u : c.unreadable) {
+    uncompared += fmt::format("{}{} could not be read", uncompared.empty() ? "" : ", ", u.name);
+  }
+  if (c.unknown() && !uncompared.empty()) {
+    const bool one = c.onlyA.size() + c.onlyB.size() + c.unreadable.size() == 1;
+    os << '\n'
+       << st.yellow(fmt::format("not known: the processes compared agree, but {}: {} results are not known",
+                                text::oneLine(uncompared), one ? "its" : "their"))
        << '\n';
   }
 }

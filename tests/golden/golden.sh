@@ -105,7 +105,9 @@ are not compared, its digests are$" <<< "$out"; then
       "$gpurr" bisect -- /nonexistent/train
     # With --json, every command that fails still prints its object.
     for cmd in "bisect --json -- /nonexistent/train" "replay --json no.gpurr --launch 1" "dump --json no.gpurr" \
-               "diff --json --culprits /nonexistent $trace $trace" "diff --json --html /nonexistent/p.html $trace $trace"; do
+               "diff --json --culprits /nonexistent $trace $trace" "diff --json --html /nonexistent/p.html $trace $trace" \
+               "diff --json --html docs $trace $trace" "replay --json --launch x $trace" "bisect --json --runs 0 -- true" \
+               "bisect --json --bogus -- true" "replay --json"; do
       rc=0 && out=$($gpurr $cmd 2>/dev/null) || rc=$?
       if [ "$rc" -ne 2 ] || ! grep -q '"error": *"[^"]' <<< "$out"; then
         echo "FAIL: gpurr $cmd exited $rc printing no error object: $out"; exit 1

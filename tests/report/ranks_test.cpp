@@ -136,6 +136,10 @@ TEST_CASE("a rank recorded in one run only with the others identical: not known,
   CHECK_FALSE(c.identical());
   CHECK(c.unknown());
   CHECK(report::comparisonJson(c).at("verdict") == "notKnown");
+  std::ostringstream text;
+  report::printComparison(text, report::Style{}, c);
+  CHECK_THAT(text.str(), Catch::EndsWith("\nnot known: the processes compared agree, but rank2.gpurr was recorded in "
+                                         "run A only: its results are not known\n"));
   // A divergence in a rank recorded in both decides, missing rank or not.
   fs::remove_all(tmp.path / "b" / name(3));
   writeRank(tmp.path / "b" / name(3), 3, 2);
