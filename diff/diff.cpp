@@ -197,6 +197,33 @@ Alignment alignCut(const Run& a, const Run& b, const TraceReader& cut, const Ali
   return alignment;
 }
 
+// Runs that both ended cleanly, one after fewer training steps than the
+// other (fewer given, an early stop of the program's own): the shorter
+// run's steps are the other's of the same numbers, so it is aligned with
+// the other's operations up to the end of its last step, and the other's
+// later ones are their own stretch, where the shorter run ends. Aligned
+// whole, the other's later operations would be edits, which among a loop's
+// repeated steps Myers may place anywhere, before a change in the shorter
+// run's last steps as well. None where either run's first or last
+// operation has no step, where they begin in different steps (steps
+// numbered otherwise), or where both end in the same step.
+std::optional<Alignment> alignByLastStep(const Run& a, const Run& b, const AlignOptions& options) {
+  if (a.ops.size() <= a.ops.firstHeld() || b.ops.size() <= b.ops.firstHeld()) return std::nullopt;
+  const int64_t firstA = stepOf(a, a.ops.firstHeld()), firstB = stepOf(b, b.ops.firstHeld());
+  const int64_t lastA = stepOf(a, a.ops.size() - 1), lastB = stepOf(b, b.ops.size() - 1);
+  if (firstA < 0 || firstA != firstB || lastA < 0 || lastB < 0 || lastA == lastB) return std::nullopt;
+  const bool aShorter = lastA < lastB;
+  const Run& shorter = aShorter ? a : b;
+  const Run& other = aShorter ? b : a;
+  const uint64_t end = endOfStep(other, std::min(shorter.ops.size(), other.ops.size()), aShorter ? lastA : lastB);
+  if (end >= other.ops.size()) return std::nullopt;
+  Alignment alignment = alignRuns(a, b, options, aShorter ? UINT64_MAX : end, aShorter ? end : UINT64_MAX);
+  const uint64_t count = other.ops.size() - end;
+  alignment.runs.push_back(aShorter ? AlignedRun{false, a.ops.size(), end, 0, count}
+                                    : AlignedRun{false, end, b.ops.size(), count, 0});
+  return alignment;
+}
+
 // The operations an alignment leaves without a counterpart, but for its
 // last run where that is one run's rest after the other's trace ends.
 uint64_t edits(const Alignment& alignment, bool rest) {
@@ -280,6 +307,7 @@ std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader
   // 3. Alignment, and the pairs it left apart that are one operation.
   // A run whose trace ends before the other's is aligned as a prefix of it.
   AlignOptions alignOptions = options.align;
+  bool endsByStep = false;
   a.endsEarly = pass->aCut = endsEarly(ta, a, tb);
   b.endsEarly = pass->bCut = endsEarly(tb, b, ta);
   if (pass->aCut && pass->bCut) {
@@ -298,10 +326,15 @@ std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader
   } else if (pass->aCut || pass->bCut) {
     alignOptions.cut = pass->aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
     pass->alignment = alignCut(a, b, pass->aCut ? ta : tb, alignOptions, pass->rest);
+  } else if (std::optional<Alignment> bySteps = alignByLastStep(a, b, alignOptions)) {
+    pass->alignment = std::move(*bySteps);
+    endsByStep = true;
   } else {
     pass->alignment = alignRuns(a, b, alignOptions);
   }
-  breakTies(pass->alignment, a, b, pass->rest);
+  // (The other run's steps after the shorter's are left apart, as a cut
+  // run's rest is.)
+  breakTies(pass->alignment, a, b, pass->rest || endsByStep);
   matchSameShape(pass->alignment, a, b);
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
   pass->configurationOnly = pairLaunchConfigurations(ctx, pass->alignment);

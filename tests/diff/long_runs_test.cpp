@@ -101,3 +101,23 @@ TEST_CASE("an operation added to every step is named where it first runs however
   CHECK(op.origin->stepLaunch == 3);
   std::filesystem::remove_all(root);
 }
+
+TEST_CASE("a run that ends cleanly after fewer steps, with a change in its last steps: the change, then its end") {
+  const auto root = std::filesystem::temp_directory_path() / ("gpurr-shorter-" + std::to_string(getpid()));
+  const uint64_t steps = GENERATE(40, 1000);
+  INFO("run A " << steps << " steps, run B half as many, with the operation added in its last three");
+  TraceReader ra(writeLoop(root / "a.gpurr", steps, kStep, UINT64_MAX, 0, 0));
+  TraceReader rb(writeLoop(root / "b.gpurr", steps / 2, kStep, steps / 2 - 3, 2, 4));
+  const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+  REQUIRE(d.firstDivergence);
+  REQUIRE(d.firstDivergence->stretch);
+  CHECK(d.firstDivergence->stretch->aCount == 0);
+  const diff::OpInfo& op = d.firstDivergence->b;
+  REQUIRE(op.origin);
+  CHECK(op.origin->line == 11);
+  CHECK(op.origin->step == static_cast<int64_t>(steps / 2 - 3));
+  // Six added operations, then run A's steps after run B's last.
+  CHECK(d.pathDivergenceCount == 7);
+  CHECK(d.matched == steps / 2 * kStep.size());
+  std::filesystem::remove_all(root);
+}
