@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -114,6 +115,9 @@ struct TraceShape {
   uint64_t receivedFrom = UINT64_MAX;
   uint64_t extraAt = UINT64_MAX;
   uint64_t staleEvery = 0;
+  // Each launch with a framework origin (op, module, source line, step), as
+  // PyTorch's are: a step of 1,000 launches in 24 layers.
+  bool origins = false;
 };
 
 inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
@@ -215,7 +219,20 @@ inline void writeTrace(const std::filesystem::path& dir, const TraceShape& s) {
       ++seq;
     }
     if (s.ownStreams) k.stream = (s.runB ? 0x55 : 0x77) + thread;
-    w.append({seq, seq * 1000, thread, k});
+    std::optional<Origin> origin;
+    if (s.origins) {
+      const uint64_t kernel = mix(i % 97) % ks.size(), layer = i % 1000 / 40;
+      Origin& o = origin.emplace();
+      o.op = fmt::format("aten::op{}", kernel);
+      o.opStack = {o.op};
+      o.phase = i % 1000 < 500 ? Phase::kForward : Phase::kBackward;
+      o.module = fmt::format("LlamaForCausalLM.model.layers.{}.mlp.up_proj", layer);
+      o.file = "transformers/models/llama/modeling_llama.py";
+      o.line = static_cast<uint32_t>(100 + i % 40);
+      o.step = static_cast<int64_t>(i / 1000);
+      o.stepLaunch = i % 1000;
+    }
+    w.append({seq, seq * 1000, thread, k, origin});
     ++seq;
     if (s.ownStreams && i % 16 == 15) {
       w.append({seq, seq * 1000, thread, Sync{SyncKind::kStreamSynchronize, k.stream, 0}});

@@ -10,9 +10,10 @@
 //
 //   diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] [--host-threads N]
 //              [--threads-from FRACTION] [--own-streams] [--extra-launch-at FRACTION] [--stale-every N]
-//              [--keep DIR]
+//              [--origins] [--keep DIR]
 //   diff_bench --launches 10000000 --rounds 1     # an hour of training: memory
 //   diff_bench --stale-every 100   # a launch in 100 paired despite a stale word in run B
+//   diff_bench --origins           # launches with PyTorch's origins (op, module, line, step)
 #include <fmt/format.h>
 
 #include <sys/resource.h>
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   bool ownStreams = false;
   double extraFraction = -1;  // of the way in; negative: none
   uint64_t staleEvery = 0;
+  bool origins = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--launches") == 0 && i + 1 < argc) {
       launches = std::stoull(argv[++i]);
@@ -74,12 +76,14 @@ int main(int argc, char** argv) {
       extraFraction = std::clamp(std::stod(argv[++i]), 0.0, 0.999999);
     } else if (std::strcmp(argv[i], "--stale-every") == 0 && i + 1 < argc) {
       staleEvery = std::stoull(argv[++i]);
+    } else if (std::strcmp(argv[i], "--origins") == 0) {
+      origins = true;
     } else if (std::strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
       keep = argv[++i];
     } else {
       fmt::print(stderr, "usage: diff_bench [--launches N] [--diverge-at FRACTION] [--rounds N] [--threads N] "
                          "[--host-threads N] [--threads-from FRACTION] [--own-streams] [--extra-launch-at FRACTION] "
-                         "[--stale-every N] [--keep DIR] [--diff-only] "
+                         "[--stale-every N] [--origins] [--keep DIR] [--diff-only] "
                          "[--scan-only DECODERS]\n");
       return 2;
     }
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
     if (child == 0) {
       TraceShape shape{launches, divergeAt, false, hostThreads, threadsFrom, ownStreams};
       shape.staleEvery = staleEvery;
+      shape.origins = origins;
       writeTrace(a, shape);
       shape.runB = true;
       shape.extraAt = extraAt;

@@ -152,8 +152,9 @@ uint64_t substitution(const Keys& a, const Keys& b, uint64_t i, uint64_t j, uint
 // identities differ nearly everywhere (every allocation renamed, before
 // the diff's renaming pass), Myers ran to maxEdits in every window, O(D^2)
 // each: 1.5 s of a 2.5 s diff.
-bool surelyBeyond(const Keys& a, const Keys& b, uint64_t maxEdits, End ends, std::vector<uint64_t>& sa,
-                  std::vector<uint64_t>& sb) {
+// How many identities `a` and `b` have in common, counted as multisets
+// (`sa`, `sb`: their sorted copies).
+uint64_t shared(const Keys& a, const Keys& b, std::vector<uint64_t>& sa, std::vector<uint64_t>& sb) {
   const auto sorted = [](const Keys& k, std::vector<uint64_t>& out) {
     out.resize(k.size());
     for (uint64_t p = 0; p < k.size(); ++p) out[p] = k[p];
@@ -171,6 +172,12 @@ bool surelyBeyond(const Keys& a, const Keys& b, uint64_t maxEdits, End ends, std
       ++common, ++x, ++y;
     }
   }
+  return common;
+}
+
+bool surelyBeyond(const Keys& a, const Keys& b, uint64_t maxEdits, End ends, std::vector<uint64_t>& sa,
+                  std::vector<uint64_t>& sb) {
+  const uint64_t common = shared(a, b, sa, sb);
   // Where a script may end before one run's last operation, that run's
   // later operations are free: only the other run's unmatched ones are
   // sure edits.
@@ -195,7 +202,15 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
   }
   push(out, true, 0, 0, prefix, prefix);
   const uint64_t aEnd = a.size() - suffix, bEnd = b.size() - suffix;
-  const uint64_t window = std::max<uint64_t>(2, options.window);
+  // Halved, once, where a window exceeds maxEdits with much in common: one
+  // run with twice the operations of the other in each step (a model with
+  // more layers) has edits for at least half of a window that ends inside
+  // both (End::kEither), whatever its size; half a window holds half as
+  // many. Not below maxEdits: smaller windows always finish, in O(D^2)
+  // however little they have in common. Restored where a halved window
+  // still exceeds it.
+  const uint64_t full = std::max<uint64_t>(2, options.window);
+  uint64_t window = full;
   std::vector<StepKind> script;
   std::vector<uint64_t> sortedA, sortedB;  // surelyBeyond's, capacity kept
   uint64_t i = prefix, j = prefix;
@@ -219,11 +234,26 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
     const bool cutA = options.cut == AlignOptions::Cut::kA && i + n == aEnd,
                cutB = options.cut == AlignOptions::Cut::kB && j + m == bEnd;
     const bool last = cutA || cutB || (i + n == aEnd && j + m == bEnd);
-    const End ends = cutA ? End::kA : cutB ? End::kB : last ? End::kBoth : End::kEither;
+    // A window that holds the rest of one sequence but not of the other
+    // takes all of the other's window: taking all of the rest instead
+    // could delete it whole, in fewer edits than the window's matches
+    // cost, when the other's later operations, edits then, are not counted.
+    const End ends = cutA ? End::kA
+                     : cutB ? End::kB
+                     : last ? End::kBoth
+                     : i + n == aEnd ? End::kB
+                     : j + m == bEnd ? End::kA
+                                     : End::kEither;
     const auto beyond = [&] {
       return surelyBeyond(a.subspan(i, n), b.subspan(j, m), options.maxEdits, ends, sortedA, sortedB);
     };
     if (n == 0 || m == 0 || !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, ends, script, beyond)) {
+      if (n != 0 && m != 0 && window == full && window / 2 > options.maxEdits / 2 && (n == window || m == window) &&
+          4 * shared(a.subspan(i, n), b.subspan(j, m), sortedA, sortedB) >= std::min(n, m)) {
+        window /= 2;
+        continue;
+      }
+      window = full;
       if (n != 0 && m != 0) out.bounded = true;
       // The rest of the sequence that goes on after the cut one's end is a
       // run of its own, not merged with a stretch of both before it.
@@ -260,6 +290,75 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
     i += x, j += y;
   }
   push(out, true, aEnd, bEnd, suffix, suffix);
+  return out;
+}
+
+namespace {
+
+// Whether any of the operations has a site (its sited identity differs).
+bool anySite(const Keys& sited, const Keys& plain) {
+  for (uint64_t i = 0; i < sited.size(); ++i) {
+    if (sited[i] != plain[i]) return true;
+  }
+  return false;
+}
+
+// Whether `a` and `b` share an identity (`sortedB`: b's, sorted).
+bool shareOne(const Keys& a, const Keys& b, std::vector<uint64_t>& sortedB) {
+  sortedB.resize(b.size());
+  for (uint64_t j = 0; j < b.size(); ++j) sortedB[j] = b[j];
+  std::sort(sortedB.begin(), sortedB.end());
+  for (uint64_t i = 0; i < a.size(); ++i) {
+    if (std::binary_search(sortedB.begin(), sortedB.end(), a[i])) return true;
+  }
+  return false;
+}
+
+// Appends a run, merged with the last where both are matches that follow
+// on: a stretch is never merged, so that one sequence's rest after the
+// other's cut end stays a run of its own.
+void keep(Alignment& out, const AlignedRun& r) {
+  if (r.match) out.matched += r.aCount;
+  if (r.match && !out.runs.empty()) {
+    AlignedRun& last = out.runs.back();
+    if (last.match && last.aBegin + last.aCount == r.aBegin && last.bBegin + last.bCount == r.bBegin) {
+      last.aCount += r.aCount;
+      last.bCount += r.bCount;
+      return;
+    }
+  }
+  out.runs.push_back(r);
+}
+
+}  // namespace
+
+Alignment alignBySite(Keys sitedA, Keys sitedB, Keys a, Keys b, const AlignOptions& options) {
+  const Alignment sited = align(sitedA, sitedB, options);
+  Alignment out;
+  AlignOptions within = options;
+  within.cut = AlignOptions::Cut::kNeither;
+  std::vector<uint64_t> sorted;
+  bool unrefined = false;  // a stretch of both runs left as the sited alignment had it
+  for (const AlignedRun& r : sited.runs) {
+    const Keys pa = a.subspan(r.aBegin, r.aCount), pb = b.subspan(r.bBegin, r.bCount);
+    if (r.match || r.aCount == 0 || r.bCount == 0 || !shareOne(pa, pb, sorted)) {
+      keep(out, r);  // (a stretch of identities the two do not share can match nothing)
+      continue;
+    }
+    if (!anySite(sitedA.subspan(r.aBegin, r.aCount), pa) && !anySite(sitedB.subspan(r.bBegin, r.bCount), pb)) {
+      unrefined = true;  // no origins: aligned by the identities alone already
+      keep(out, r);
+      continue;
+    }
+    const Alignment again = align(pa, pb, within);
+    out.bounded = out.bounded || again.bounded;
+    for (AlignedRun sub : again.runs) {
+      sub.aBegin += r.aBegin;
+      sub.bBegin += r.bBegin;
+      keep(out, sub);
+    }
+  }
+  out.bounded = out.bounded || (sited.bounded && unrefined);
   return out;
 }
 

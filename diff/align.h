@@ -50,15 +50,21 @@ class Keys {
   Keys() = default;
   Keys(std::span<const uint64_t> keys) : data_(keys.data()), size_(keys.size()) {}
   Keys(const std::vector<uint64_t>& keys) : Keys(std::span<const uint64_t>(keys)) {}
-  // Positions [begin, begin + size) of the chunked store `chunks`.
-  Keys(const uint64_t* const* chunks, unsigned shift, uint64_t stride, uint64_t begin, uint64_t size)
-      : chunks_(chunks), shift_(shift), stride_(stride), begin_(begin), size_(size) {}
+  // Positions [begin, begin + size) of the chunked store `chunks`. With
+  // `tagWord` > 0, the word that many words after each identity holds a
+  // tag in its top 16 bits (Op::word: where the program issued the
+  // operation), mixed into the identity: operations of one identity with
+  // different tags differ, and a tag of 0 leaves the identity as it is.
+  Keys(const uint64_t* const* chunks, unsigned shift, uint64_t stride, uint64_t begin, uint64_t size,
+       unsigned tagWord = 0)
+      : chunks_(chunks), shift_(shift), tagWord_(tagWord), stride_(stride), begin_(begin), size_(size) {}
 
   uint64_t size() const { return size_; }
   uint64_t operator[](uint64_t i) const {
     if (chunks_ == nullptr) return data_[begin_ + i];
     const uint64_t p = begin_ + i;
-    return chunks_[p >> shift_][(p & ((uint64_t{1} << shift_) - 1)) * stride_];
+    const uint64_t* k = chunks_[p >> shift_] + (p & ((uint64_t{1} << shift_) - 1)) * stride_;
+    return tagWord_ == 0 ? *k : *k ^ (k[tagWord_] >> 48) * 0x9e3779b97f4a7c15;
   }
   Keys subspan(uint64_t offset, uint64_t count) const {
     Keys k = *this;
@@ -70,11 +76,22 @@ class Keys {
  private:
   const uint64_t* data_ = nullptr;
   const uint64_t* const* chunks_ = nullptr;
-  unsigned shift_ = 0;
+  unsigned shift_ = 0, tagWord_ = 0;
   uint64_t stride_ = 1, begin_ = 0, size_ = 0;
 };
 
 // Aligns `a` and `b` (operation identities). Adjacent stretches are merged.
 Alignment align(Keys a, Keys b, const AlignOptions& options = {});
+
+// Aligns by `sitedA` and `sitedB`, the identities `a` and `b` with where the
+// program issued each operation mixed in (Keys' tags), so that an
+// operation one run added is not matched with a later one of the same
+// kernel and operands issued elsewhere (an extra layer's first kernels with
+// the final norm's, which repeats in every step). Then each stretch of both
+// runs is aligned again by `a` and `b`, the identities alone: the same
+// operation issued from a line that an edit between the two runs moved.
+// (Operations of one sited identity are never in a stretch of both runs
+// of a minimal alignment: they would have been matched.)
+Alignment alignBySite(Keys sitedA, Keys sitedB, Keys a, Keys b, const AlignOptions& options = {});
 
 }  // namespace gpurr::diff

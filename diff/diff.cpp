@@ -109,17 +109,19 @@ std::vector<std::string> traceWarnings(const TraceReader& ta, const TraceReader&
   return out;
 }
 
-// The alignment of both runs' identities, of run A's first `sizeA`
+// The alignment of both runs' operations (by identity and site), of run A's first `sizeA`
 // operations and run B's first `sizeB`. The operations both runs agreed
 // on from the start, if dropped, are the start of the alignment's common
 // prefix: the rest is aligned and shifted.
 Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options, uint64_t sizeA = UINT64_MAX,
                     uint64_t sizeB = UINT64_MAX) {
   const uint64_t held = a.ops.firstHeld();
-  std::vector<const uint64_t*> chunksA, chunksB;
+  std::vector<const uint64_t*> chunksA, chunksB, sitedChunksA, sitedChunksB;
   const Keys keysA = a.ops.keys(chunksA), keysB = b.ops.keys(chunksB);
-  Alignment alignment = align(keysA.subspan(0, std::min(sizeA, a.ops.size()) - held),
-                              keysB.subspan(0, std::min(sizeB, b.ops.size()) - held), options);
+  const Keys sitedA = a.ops.keys(sitedChunksA, true), sitedB = b.ops.keys(sitedChunksB, true);
+  const uint64_t na = std::min(sizeA, a.ops.size()) - held, nb = std::min(sizeB, b.ops.size()) - held;
+  Alignment alignment =
+      alignBySite(sitedA.subspan(0, na), sitedB.subspan(0, nb), keysA.subspan(0, na), keysB.subspan(0, nb), options);
   if (held > 0) {
     for (AlignedRun& r : alignment.runs) {
       r.aBegin += held;

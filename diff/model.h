@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -162,7 +163,7 @@ class OrdinalMap {
 struct Op {
   uint64_t key;      // identity, for the alignment
   uint64_t outputs;  // output ranges and digests
-  uint64_t word;     // seq << 4 | hashed << 3 | kind
+  uint64_t word;     // site tag << 48 | seq << 4 | hashed << 3 | kind
   // Kernel, launch configuration and parameter size (matchSameShape): the
   // identity without where pointers point, nor which words are pointers (an
   // unwritten word of a struct passed by value may hold a stale device
@@ -173,7 +174,17 @@ struct Op {
   // folded together cost only a reordering not undone.
   uint16_t thread, stream;
 
-  uint64_t seq() const { return word >> 4; }
+  static constexpr unsigned kTagShift = 48;  // events of a trace: fewer than 2^44
+  // Where the program issued it (ScanEvent::site), folded into 16 bits; 0:
+  // no origin. The alignment adds it to the identity (OpStore::keys).
+  static uint64_t tagOf(uint64_t site) { return (site ^ site >> 16 ^ site >> 32 ^ site >> 48) & 0xffff; }
+  uint64_t seq() const { return word >> 4 & ((uint64_t{1} << (kTagShift - 4)) - 1); }
+  // Whether it may have been issued where `other` was: the same site tag,
+  // or one of the two without.
+  bool sameSite(const Op& other) const {
+    const uint64_t x = word >> kTagShift, y = other.word >> kTagShift;
+    return x == y || x == 0 || y == 0;
+  }
   OpKind kind() const { return static_cast<OpKind>(word & 7); }
   bool hashed() const { return (word >> 3 & 1) != 0; }
 };
@@ -197,12 +208,15 @@ class OpStore {
   const Op& operator[](uint64_t i) const { return chunks_[i >> kShift][i & (kChunk - 1)]; }
   Op& operator[](uint64_t i) { return chunks_[i >> kShift][i & (kChunk - 1)]; }
 
-  // The identities of the operations held, for the alignment; `chunks`
-  // holds the table it reads and lives as long as it.
-  Keys keys(std::vector<const uint64_t*>& chunks) const {
+  // The identities of the operations held, for the alignment, with their
+  // site tags mixed in (`sited`) or without; `chunks` holds the table it
+  // reads and lives as long as it.
+  Keys keys(std::vector<const uint64_t*>& chunks, bool sited = false) const {
     chunks.assign(chunks_.size(), nullptr);
     for (size_t c = dropped_; c < chunks_.size(); ++c) chunks[c] = &chunks_[c][0].key;
-    return Keys(chunks.data(), kShift, sizeof(Op) / sizeof(uint64_t), firstHeld(), size_ - firstHeld());
+    constexpr unsigned kTagWord = (offsetof(Op, word) - offsetof(Op, key)) / sizeof(uint64_t);
+    return Keys(chunks.data(), kShift, sizeof(Op) / sizeof(uint64_t), firstHeld(), size_ - firstHeld(),
+                sited ? kTagWord : 0);
   }
 
   // A new operation at the end, to be filled in.

@@ -158,9 +158,9 @@ void matchSameShape(Alignment& alignment, const Run& a, const Run& b) {
   auto same = [&](uint64_t i, uint64_t j) {
     const Op& x = a.ops[i];
     const Op& y = b.ops[j];
-    return x.kind() == OpKind::kLaunch && y.kind() == OpKind::kLaunch && x.shape == y.shape;
+    return x.kind() == OpKind::kLaunch && y.kind() == OpKind::kLaunch && x.shape == y.shape && x.sameSite(y);
   };
-  // Pairs of same shape from the start of a stretch, up to `limit` of them;
+  // Pairs of same shape, issued where the other was, from the start of a stretch, up to `limit` of them;
   // from its end.
   auto fromHead = [&](const AlignedRun& r, uint64_t limit) {
     uint64_t n = 0;

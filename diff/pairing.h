@@ -15,7 +15,9 @@ namespace gpurr::diff {
 // pointer points elsewhere (into another allocation, or at another offset)
 // is no match for its counterpart: the alignment makes a stretch of it. Pairs
 // of launches at the start (or the end) of a stretch that have the same shape
-// (kernel, launch configuration, parameter size) are the same operation with
+// (kernel, launch configuration, parameter size), issued from the same site
+// where both have one (Op::sameSite: not an added layer's first launch and
+// the final norm's), are the same operation with
 // its pointers moved, or with a pointer seen on one side only: they are
 // matched here, so that the diff compares their parameters instead of
 // reporting a different path. In a stretch with more operations on one

@@ -545,7 +545,7 @@ class Summariser {
     Op& op = run.ops.emplace();
     op.key = key_.hash();
     op.outputs = out_.hash();
-    op.word = e.seq << 4 | uint64_t{hashed} << 3 | static_cast<uint64_t>(kind);
+    op.word = Op::tagOf(e.site) << Op::kTagShift | e.seq << 4 | uint64_t{hashed} << 3 | static_cast<uint64_t>(kind);
     if (!pointerTargets) pairing = op.key;
     op.shape = static_cast<uint32_t>(pairing ^ pairing >> 32);
     op.thread = fold16(e.thread);
@@ -685,11 +685,13 @@ class Summariser {
 
 }  // namespace
 
-// Where two runs agree at one position: the same identity, and the same
-// outputs where both hashed them. A prefix of such pairs holds no divergence
-// and starts the alignment (align's common prefix).
+// Where two runs agree at one position: the same identity issued from the
+// same site, and the same outputs where both hashed them. A prefix of such
+// pairs holds no divergence and starts the alignment (align's common
+// prefix).
 bool agree(const Op& a, const Op& b) {
-  return a.key == b.key && !(a.hashed() && b.hashed() && a.outputs != b.outputs);
+  return a.key == b.key && a.word >> Op::kTagShift == b.word >> Op::kTagShift &&
+         !(a.hashed() && b.hashed() && a.outputs != b.outputs);
 }
 
 // Summarises both runs. While neither run has shown a second host thread,

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 #define ZSTD_STATIC_LINKING_ONLY  // ZSTD_d_stableOutBuffer
+#include <xxhash.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -297,6 +298,13 @@ void pointerParams(capnp::List<schema::PointerParam>::Reader in, std::vector<Poi
 
 Dim3 dim(schema::Dim3::Reader d) { return {d.getX(), d.getY(), d.getZ()}; }
 
+std::string_view view(capnp::Text::Reader t) { return {t.cStr(), t.size()}; }
+
+uint64_t siteOf(schema::Origin::Reader o) {
+  return originSite(view(o.getOp()), static_cast<Phase>(o.getPhase()), view(o.getForwardOp()), view(o.getModule()),
+                    view(o.getFile()), o.getLine());
+}
+
 using Function = codec::FunctionEntry;
 
 // Scratch storage behind one ScanEvent's spans.
@@ -313,6 +321,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.thread = in.getThread();
   e.captured = false;
   e.benchmarking = in.hasOrigin() && in.getOrigin().getBenchmarking();
+  e.site = in.hasOrigin() ? siteOf(in.getOrigin()) : 0;
   s.reads.clear();
   switch (in.which()) {
     case schema::Event::LAUNCH: {
@@ -478,6 +487,17 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.seq = ev.get<uint64_t>(wire::event::kSeq);
   e.thread = ev.get<uint32_t>(wire::event::kThread);
   e.benchmarking = origin.bit(wire::origin::kBenchmarkingBit);
+  e.site = 0;
+  if (origin.data != nullptr) {
+    namespace o = wire::origin;
+    std::string_view op, forwardOp, module, file;
+    if (!wire::textAt(seg, origin.pointer(o::kOp), op) || !wire::textAt(seg, origin.pointer(o::kForwardOp), forwardOp) ||
+        !wire::textAt(seg, origin.pointer(o::kModule), module) || !wire::textAt(seg, origin.pointer(o::kFile), file)) {
+      return false;
+    }
+    e.site = originSite(op, static_cast<Phase>(origin.get<uint16_t>(o::kPhase)), forwardOp, module, file,
+                        origin.get<uint32_t>(o::kLine));
+  }
   e.kind = EventKind::kLaunch;
   e.function = s.functions[id].name;
   e.functionId = id;
@@ -660,6 +680,13 @@ struct DecodedBlock {
 };
 
 }  // namespace
+
+uint64_t originSite(std::string_view op, Phase phase, std::string_view forwardOp, std::string_view module,
+                    std::string_view file, uint32_t line) {
+  uint64_t h = XXH3_64bits_withSeed(op.data(), op.size(), (uint64_t{line} << 8) | static_cast<uint64_t>(phase));
+  for (std::string_view text : {forwardOp, module, file}) h = XXH3_64bits_withSeed(text.data(), text.size(), h);
+  return h | 1;
+}
 
 unsigned scanThreads(unsigned requested) {
   if (requested != 0) return requested;

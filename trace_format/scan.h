@@ -62,6 +62,9 @@ struct ScanEvent {
   // Launch, memcpy, memset: its origin says that it ran while the framework
   // timed candidates (Origin::benchmarking).
   bool benchmarking = false;
+  // Where its origin says the program issued it (originSite); 0 without
+  // an origin.
+  uint64_t site = 0;
   bool hasAnnotations = false;
   // Launch, graph and collective: digests before and after; memcpy and memset: `outputs`
   // holds the written range with its digest, memcpy's `inputs` its source.
@@ -104,6 +107,13 @@ inline bool isOperation(const ScanEvent& e) {
           e.kind == EventKind::kGraphLaunch || e.kind == EventKind::kCollective) &&
          !e.captured && !e.benchmarking;
 }
+
+// Where an origin says the program issued an operation: a hash of its op,
+// phase, forward op, module, source file and line, never 0. Not its step
+// nor its place in the step: the same operation of the same program has the
+// same site in every step of every run, whatever ran before it.
+uint64_t originSite(std::string_view op, Phase phase, std::string_view forwardOp, std::string_view module,
+                    std::string_view file, uint32_t line);
 
 // Whether a copy of this kind reads device memory (its source is in an
 // allocation of the device, a peer's included): the one answer the diff's

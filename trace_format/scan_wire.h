@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "trace_format/scan.h"
@@ -113,13 +114,24 @@ struct StructList {
   return Read::kOk;
 }
 
+// A Text: its bytes without the NUL that ends them; empty where null.
+[[gnu::always_inline]] inline bool textAt(const Segment& seg, const uint64_t* p, std::string_view& out) {
+  std::span<const uint8_t> bytes;
+  if (bytesAt(seg, p, bytes) == Read::kOther) return false;
+  out = {reinterpret_cast<const char*>(bytes.data()), bytes.empty() ? 0 : bytes.size() - 1};
+  return true;
+}
+
 // Field offsets in bytes (bits for booleans), from trace.capnp's layout.
 namespace frame { constexpr size_t kWhich = 0; constexpr uint16_t kEvent = 0; }
 namespace event {
 constexpr size_t kSeq = 0, kThread = 16, kWhich = 20, kOrigin = 1;
 constexpr uint16_t kLaunch = 0;
 }  // namespace event
-namespace origin { constexpr size_t kBenchmarkingBit = 192; }
+namespace origin {
+constexpr size_t kPhase = 0, kLine = 4, kBenchmarkingBit = 192;
+constexpr size_t kOp = 0, kForwardOp = 2, kModule = 3, kFile = 4;
+}  // namespace origin
 namespace launch {
 constexpr size_t kFunction = 4, kStream = 16, kSharedMem = 24, kNotHashedBit = 16, kCapturedBit = 17;
 constexpr size_t kGrid = 0, kBlock = 1, kCluster = 2, kParams = 4, kPointers = 6, kInputs = 7,

@@ -121,3 +121,87 @@ TEST_CASE("a run that ends cleanly after fewer steps, with a change in its last 
   CHECK(d.matched == steps / 2 * kStep.size());
   std::filesystem::remove_all(root);
 }
+
+namespace {
+
+// A model of `layers` layers trained for `steps` steps. A layer's first
+// kernels are the final norm's, with the same operands: in a run with more
+// layers, the first added layer's would match the other run's final norm
+// were the operations not told apart by where they were issued.
+std::filesystem::path writeModel(const std::filesystem::path& dir, uint64_t steps, int layers) {
+  std::filesystem::remove_all(dir);
+  TraceWriter w(dir, Header{});
+  uint64_t seq = 0;
+  for (uint64_t step = 0; step < steps; ++step) {
+    uint64_t inStep = 0;
+    auto launch = [&](const char* kernel, const char* op, const std::string& module, uint32_t line, Phase phase) {
+      KernelLaunch k;
+      k.function = kernel;
+      k.grid = {1, 1, 1};
+      k.block = {32, 1, 1};
+      Origin o;
+      o.op = op;
+      o.opStack = {op};
+      o.phase = phase;
+      o.module = module;
+      o.file = line < 100 ? "modeling.py" : "train.py";
+      o.line = line;
+      o.step = step;
+      o.stepLaunch = inStep++;
+      w.append(Event{seq, (seq + 1) * 1000, 0, k, o});
+      ++seq;
+    };
+    const auto norm = [&](const std::string& module, Phase phase) {
+      launch("_Z3powPf", "aten::pow", module, 10, phase);
+      launch("_Z4meanPf", "aten::mean", module, 10, phase);
+      launch("_Z5rsqrtPf", "aten::rsqrt", module, 11, phase);
+      launch("_Z3mulPf", "aten::mul", module, 12, phase);
+    };
+    const auto layer = [&](int l, Phase phase) {
+      const std::string m = "Model.layers." + std::to_string(l);
+      norm(m + ".norm", phase);
+      launch("_Z2mmPf", "aten::mm", m + ".attn.qkv", 20, phase);
+      launch("_Z4sdpaPf", "aten::scaled_dot_product_attention", m + ".attn", 21, phase);
+      launch("_Z2mmPf", "aten::mm", m + ".attn.out", 22, phase);
+      launch("_Z3addPf", "aten::add", m, 23, phase);
+    };
+    launch("_Z5embedPf", "aten::embedding", "Model.embed", 5, Phase::kForward);
+    for (int l = 0; l < layers; ++l) layer(l, Phase::kForward);
+    norm("Model.norm", Phase::kForward);
+    launch("_Z2mmPf", "aten::mm", "Model.head", 30, Phase::kForward);
+    launch("_Z4lossPf", "aten::cross_entropy", "", 120, Phase::kForward);
+    launch("_Z2mmPf", "aten::mm", "Model.head", 30, Phase::kBackward);
+    norm("Model.norm", Phase::kBackward);
+    for (int l = layers - 1; l >= 0; --l) layer(l, Phase::kBackward);
+    launch("_Z5adamwPf", "aten::_fused_adamw_", "", 125, Phase::kForward);
+  }
+  w.close();
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("a model with more layers: the first added layer is named, not the final norm its kernels repeat") {
+  const auto root = std::filesystem::temp_directory_path() / ("gpurr-layers-" + std::to_string(getpid()));
+  // Steps either side of the alignment's window; a third more operations
+  // in each step, or more than twice as many.
+  const uint64_t steps = GENERATE(3, 300);
+  const int more = GENERATE(3, 7);
+  INFO(steps << " steps, 2 layers against " << more);
+  TraceReader ra(writeModel(root / "a.gpurr", steps, 2));
+  TraceReader rb(writeModel(root / "b.gpurr", steps, more));
+  const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+  CHECK(d.warnings.empty());
+  CHECK(d.matched == d.opsA);  // every operation of run A is matched
+  REQUIRE(d.firstDivergence);
+  REQUIRE(d.firstDivergence->stretch);
+  CHECK(d.firstDivergence->stretch->aCount == 0);
+  CHECK(d.firstDivergence->stretch->bCount == static_cast<uint64_t>(more - 2) * 8);
+  const diff::OpInfo& op = d.firstDivergence->b;
+  REQUIRE(op.origin);
+  CHECK(op.origin->module == "Model.layers.2.norm");
+  CHECK(op.origin->step == 0);
+  // The added layers' forward and backward in each step, nothing else.
+  CHECK(d.pathDivergenceCount == 2 * steps);
+  std::filesystem::remove_all(root);
+}
