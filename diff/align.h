@@ -64,8 +64,10 @@ class Keys {
     if (chunks_ == nullptr) return data_[begin_ + i];
     const uint64_t p = begin_ + i;
     const uint64_t* k = chunks_[p >> shift_] + (p & ((uint64_t{1} << shift_) - 1)) * stride_;
-    return tagWord_ == 0 ? *k : *k ^ (k[tagWord_] >> 48) * 0x9e3779b97f4a7c15;
+    return tagWord_ == 0 ? *k : withTag(*k, k[tagWord_] >> 48);
   }
+  // An identity with a tag mixed in; the identity itself for tag 0.
+  static uint64_t withTag(uint64_t key, uint64_t tag) { return key ^ tag * 0x9e3779b97f4a7c15; }
   Keys subspan(uint64_t offset, uint64_t count) const {
     Keys k = *this;
     k.begin_ += offset;
@@ -82,16 +84,5 @@ class Keys {
 
 // Aligns `a` and `b` (operation identities). Adjacent stretches are merged.
 Alignment align(Keys a, Keys b, const AlignOptions& options = {});
-
-// Aligns by `sitedA` and `sitedB`, the identities `a` and `b` with where the
-// program issued each operation mixed in (Keys' tags), so that an
-// operation one run added is not matched with a later one of the same
-// kernel and operands issued elsewhere (an extra layer's first kernels with
-// the final norm's, which repeats in every step). Then each stretch of both
-// runs is aligned again by `a` and `b`, the identities alone: the same
-// operation issued from a line that an edit between the two runs moved.
-// (Operations of one sited identity are never in a stretch of both runs
-// of a minimal alignment: they would have been matched.)
-Alignment alignBySite(Keys sitedA, Keys sitedB, Keys a, Keys b, const AlignOptions& options = {});
 
 }  // namespace gpurr::diff

@@ -109,19 +109,93 @@ std::vector<std::string> traceWarnings(const TraceReader& ta, const TraceReader&
   return out;
 }
 
-// The alignment of both runs' operations (by identity and site), of run A's first `sizeA`
-// operations and run B's first `sizeB`. The operations both runs agreed
-// on from the start, if dropped, are the start of the alignment's common
-// prefix: the rest is aligned and shifted.
+// Appends a run, merged with the last where both are matches that follow
+// on: a stretch is never merged, so that one run's rest after the other's
+// cut end stays a run of its own.
+void keep(Alignment& out, const AlignedRun& r) {
+  if (r.match) out.matched += r.aCount;
+  if (r.match && !out.runs.empty()) {
+    AlignedRun& last = out.runs.back();
+    if (last.match && last.aBegin + last.aCount == r.aBegin && last.bBegin + last.bCount == r.bBegin) {
+      last.aCount += r.aCount;
+      last.bCount += r.bCount;
+      return;
+    }
+  }
+  out.runs.push_back(r);
+}
+
+// Each stretch of both runs of an alignment by sited identities, aligned
+// again: an operation by its identity alone where the other run's part of
+// the stretch has no launch of its shape issued from its site. The same
+// operation issued from a line that an edit between the two runs moved
+// (onto another operation's line, maybe) is then matched; an added
+// layer's first launch still is not matched with the final norm's, whose
+// weights one run renamed (Op::key: the first added layer's norm weights
+// take the identity the other run's final norm weights have), as the final
+// norm's launch has that shape and site in both. (Operations of one sited
+// identity are never in a stretch of both runs of a minimal alignment:
+// they would have been matched.)
+Alignment refineBySite(const Alignment& sited, const Run& a, const Run& b, const AlignOptions& options) {
+  Alignment out;
+  AlignOptions within = options;
+  within.cut = AlignOptions::Cut::kNeither;
+  bool unrefined = false;  // a stretch of both runs without origins, as the sited alignment had it
+  std::vector<uint64_t> placesA, placesB, ka, kb;
+  // A launch's shape and site tag: where it was issued, and what.
+  const auto place = [](const Op& op) { return uint64_t{op.shape} << 16 | op.tag(); };
+  const auto keys = [&](const Run& run, const AlignedRun& r, bool inA, const std::vector<uint64_t>& other,
+                        std::vector<uint64_t>& out) {
+    const uint64_t begin = inA ? r.aBegin : r.bBegin, count = inA ? r.aCount : r.bCount;
+    out.resize(count);
+    for (uint64_t i = 0; i < count; ++i) {
+      const Op& op = run.ops[begin + i];
+      out[i] = op.tag() != 0 && std::ranges::binary_search(other, place(op)) ? op.sitedKey() : op.key;
+    }
+  };
+  const auto places = [&](const Run& run, uint64_t begin, uint64_t count, std::vector<uint64_t>& out) {
+    out.resize(count);
+    bool any = false;
+    for (uint64_t i = 0; i < count; ++i) out[i] = place(run.ops[begin + i]), any = any || run.ops[begin + i].tag() != 0;
+    std::ranges::sort(out);
+    return any;
+  };
+  for (const AlignedRun& r : sited.runs) {
+    if (r.match || r.aCount == 0 || r.bCount == 0) {
+      keep(out, r);
+      continue;
+    }
+    if (!(places(a, r.aBegin, r.aCount, placesA) | places(b, r.bBegin, r.bCount, placesB))) {
+      unrefined = true;  // no origins: aligned by the identities alone already
+      keep(out, r);
+      continue;
+    }
+    keys(a, r, true, placesB, ka);
+    keys(b, r, false, placesA, kb);
+    const Alignment again = align(Keys(ka), Keys(kb), within);
+    out.bounded = out.bounded || again.bounded;
+    for (AlignedRun sub : again.runs) {
+      sub.aBegin += r.aBegin;
+      sub.bBegin += r.bBegin;
+      keep(out, sub);
+    }
+  }
+  out.bounded = out.bounded || (sited.bounded && unrefined);
+  return out;
+}
+
+// The alignment of both runs' operations (by identity and site, then
+// refineBySite), of run A's first `sizeA` operations and run B's first
+// `sizeB`. The operations both runs agreed on from the start, if dropped,
+// are the start of the alignment's common prefix: the rest is aligned and
+// shifted.
 Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options, uint64_t sizeA = UINT64_MAX,
                     uint64_t sizeB = UINT64_MAX) {
   const uint64_t held = a.ops.firstHeld();
-  std::vector<const uint64_t*> chunksA, chunksB, sitedChunksA, sitedChunksB;
+  std::vector<const uint64_t*> chunksA, chunksB;
   const Keys keysA = a.ops.keys(chunksA), keysB = b.ops.keys(chunksB);
-  const Keys sitedA = a.ops.keys(sitedChunksA, true), sitedB = b.ops.keys(sitedChunksB, true);
-  const uint64_t na = std::min(sizeA, a.ops.size()) - held, nb = std::min(sizeB, b.ops.size()) - held;
-  Alignment alignment =
-      alignBySite(sitedA.subspan(0, na), sitedB.subspan(0, nb), keysA.subspan(0, na), keysB.subspan(0, nb), options);
+  Alignment alignment = align(keysA.subspan(0, std::min(sizeA, a.ops.size()) - held),
+                              keysB.subspan(0, std::min(sizeB, b.ops.size()) - held), options);
   if (held > 0) {
     for (AlignedRun& r : alignment.runs) {
       r.aBegin += held;
@@ -137,7 +211,7 @@ Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options, uin
     }
     alignment.matched += held;
   }
-  return alignment;
+  return refineBySite(alignment, a, b, options);
 }
 
 // Whether gpurr stopped the run of trace `t` after a training step

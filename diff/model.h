@@ -181,10 +181,10 @@ struct Op {
   uint64_t seq() const { return word >> 4 & ((uint64_t{1} << (kTagShift - 4)) - 1); }
   // Whether it may have been issued where `other` was: the same site tag,
   // or one of the two without.
-  bool sameSite(const Op& other) const {
-    const uint64_t x = word >> kTagShift, y = other.word >> kTagShift;
-    return x == y || x == 0 || y == 0;
-  }
+  bool sameSite(const Op& other) const { return tag() == other.tag() || tag() == 0 || other.tag() == 0; }
+  uint64_t tag() const { return word >> kTagShift; }
+  // Its identity with its site tag mixed in (OpStore::keys).
+  uint64_t sitedKey() const { return Keys::withTag(key, tag()); }
   OpKind kind() const { return static_cast<OpKind>(word & 7); }
   bool hashed() const { return (word >> 3 & 1) != 0; }
 };
@@ -208,15 +208,15 @@ class OpStore {
   const Op& operator[](uint64_t i) const { return chunks_[i >> kShift][i & (kChunk - 1)]; }
   Op& operator[](uint64_t i) { return chunks_[i >> kShift][i & (kChunk - 1)]; }
 
-  // The identities of the operations held, for the alignment, with their
-  // site tags mixed in (`sited`) or without; `chunks` holds the table it
-  // reads and lives as long as it.
-  Keys keys(std::vector<const uint64_t*>& chunks, bool sited = false) const {
+  // The identities of the operations held with their site tags mixed in
+  // (Op::sitedKey), for the alignment; `chunks` holds the table it reads
+  // and lives as long as it.
+  Keys keys(std::vector<const uint64_t*>& chunks) const {
     chunks.assign(chunks_.size(), nullptr);
     for (size_t c = dropped_; c < chunks_.size(); ++c) chunks[c] = &chunks_[c][0].key;
     constexpr unsigned kTagWord = (offsetof(Op, word) - offsetof(Op, key)) / sizeof(uint64_t);
     return Keys(chunks.data(), kShift, sizeof(Op) / sizeof(uint64_t), firstHeld(), size_ - firstHeld(),
-                sited ? kTagWord : 0);
+                kTagWord);
   }
 
   // A new operation at the end, to be filled in.

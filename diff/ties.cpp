@@ -1,6 +1,7 @@
 // Equally short alignments told apart by what the operations agree on
 // (ties.h). A region is aligned again by the textbook dynamic programme for
-// edit distance, a match allowed only between operations of one identity,
+// edit distance, a match allowed only between operations of one identity
+// issued from one site (Op::sitedKey, as the alignment matches them),
 // an edit costing more than all the pairs a region can hold whose origins
 // disagree, and such a pair more than all those whose counts within their
 // step disagree (which puts an extra operation among repeated ones last,
@@ -89,12 +90,12 @@ class Region {
     for (uint64_t i = 1; i <= na_; ++i) {
       cur[0] = i * edit_;
       from[i * width] = kDeleteA;
-      const uint64_t key = a_.ops[a0_ + i - 1].key;
+      const uint64_t key = a_.ops[a0_ + i - 1].sitedKey();
       for (uint64_t j = 1; j <= nb_; ++j) {
         uint64_t c = prev[j] + edit_;
         uint8_t f = kDeleteA;
         if (cur[j - 1] + edit_ < c) c = cur[j - 1] + edit_, f = kInsertB;
-        if (key == b_.ops[b0_ + j - 1].key) {
+        if (key == b_.ops[b0_ + j - 1].sitedKey()) {
           const uint64_t m = prev[j - 1] + pair(i - 1, j - 1);
           if (m <= c) c = m, f = kMatch;
         }
@@ -146,7 +147,7 @@ class Region {
 bool shiftedMatch(const Run& a, const Run& b, uint64_t a0, uint64_t b0, uint64_t count, int64_t da, int64_t db) {
   if (a0 + da + count > a.ops.size() || b0 + db + count > b.ops.size()) return false;
   for (uint64_t k = 0; k < count; ++k) {
-    if (a.ops[a0 + da + k].key != b.ops[b0 + db + k].key) return false;
+    if (a.ops[a0 + da + k].sitedKey() != b.ops[b0 + db + k].sitedKey()) return false;
   }
   return true;
 }

@@ -216,55 +216,6 @@ TEST_CASE("runs with more than twice the operations in every step align within t
   CHECK(none.matched == 0);
 }
 
-namespace {
-
-// Identities with a site mixed in, as OpStore::keys gives them.
-std::vector<uint64_t> sited(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& sites) {
-  std::vector<uint64_t> out(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) out[i] = keys[i] ^ sites[i] * 0x9e3779b97f4a7c15;
-  return out;
-}
-
-}  // namespace
-
-TEST_CASE("an added layer is not matched with the later operations of its kernels issued elsewhere") {
-  // Run A: embedding, two layers (norm, matmul, add), final norm, head;
-  // run B has a third layer. Its norm's identity is the final norm's.
-  const uint64_t embed = 1, norm = 2, mm = 3, add = 4, head = 5;
-  const std::vector<uint64_t> a = {embed, norm, mm, add, norm, mm, add, norm, head};
-  const std::vector<uint64_t> b = {embed, norm, mm, add, norm, mm, add, norm, mm, add, norm, head};
-  const std::vector<uint64_t> sitesA = {10, 11, 12, 13, 21, 22, 23, 40, 41};
-  const std::vector<uint64_t> sitesB = {10, 11, 12, 13, 21, 22, 23, 31, 32, 33, 40, 41};
-  const std::vector<uint64_t> sa = sited(a, sitesA), sb = sited(b, sitesB);
-  // By identity alone, the added layer begins at its matmul.
-  const Alignment plain = align(a, b);
-  REQUIRE(plain.runs.size() >= 2);
-  CHECK(plain.runs[1].bBegin == 8);
-  const Alignment al = alignBySite(sa, sb, a, b);
-  checkCover(al, a, b);
-  CHECK_FALSE(al.bounded);
-  CHECK(al.matched == a.size());
-  REQUIRE(al.runs.size() == 3);
-  CHECK(al.runs[1].aCount == 0);
-  CHECK(al.runs[1].bBegin == 7);
-  CHECK(al.runs[1].bCount == 3);
-}
-
-TEST_CASE("an operation issued from a line an edit moved is still matched by its identity") {
-  // Run B's script has two more lines above its last three operations.
-  const std::vector<uint64_t> a = {1, 2, 3, 4, 5, 6}, b = a;
-  // (The first moved operation now has the line of another in run A.)
-  const std::vector<uint64_t> sitesA = {10, 11, 12, 13, 14, 15}, sitesB = {10, 11, 12, 15, 16, 17};
-  const Alignment al = alignBySite(sited(a, sitesA), sited(b, sitesB), a, b);
-  checkCover(al, a, b);
-  CHECK(al.matched == a.size());
-  CHECK(al.runs.size() == 1);
-  // Without origins, as by identity alone.
-  const Alignment same = alignBySite(a, b, a, b);
-  CHECK(same.runs.size() == 1);
-  CHECK(same.matched == a.size());
-}
-
 TEST_CASE("interval labels: assign, overwrite, clear, query") {
   IntervalLabels m;
   m.assign(3, 0, 100, 0);

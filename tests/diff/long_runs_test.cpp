@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -127,11 +128,28 @@ namespace {
 // A model of `layers` layers trained for `steps` steps. A layer's first
 // kernels are the final norm's, with the same operands: in a run with more
 // layers, the first added layer's would match the other run's final norm
-// were the operations not told apart by where they were issued.
-std::filesystem::path writeModel(const std::filesystem::path& dir, uint64_t steps, int layers) {
+// were the operations not told apart by where they were issued. With
+// `weights`, each launch also takes its module's weights, an allocation of
+// their own: an allocation's identity names its first user by the count of
+// its kernel's launches before it, so the first added layer's norm weights
+// have the identity the other run's final norm weights have, and those of
+// the run with more layers another (the diff's renaming).
+// `shift`: lines added to the training script above its loop (the model's
+// file unchanged).
+std::filesystem::path writeModel(const std::filesystem::path& dir, uint64_t steps, int layers, bool weights,
+                                 uint32_t shift = 0) {
   std::filesystem::remove_all(dir);
   TraceWriter w(dir, Header{});
   uint64_t seq = 0;
+  std::map<std::string, uint32_t> allocations;  // by module
+  const auto weightsOf = [&](const std::string& module) {
+    auto [it, added] = allocations.try_emplace(module, static_cast<uint32_t>(allocations.size() + 1));
+    if (added) {
+      w.append(Event{seq, (seq + 1) * 1000, 0, Allocation{it->second, it->second * 0x100000ULL, 0x100000}});
+      ++seq;
+    }
+    return it->second;
+  };
   for (uint64_t step = 0; step < steps; ++step) {
     uint64_t inStep = 0;
     auto launch = [&](const char* kernel, const char* op, const std::string& module, uint32_t line, Phase phase) {
@@ -139,13 +157,17 @@ std::filesystem::path writeModel(const std::filesystem::path& dir, uint64_t step
       k.function = kernel;
       k.grid = {1, 1, 1};
       k.block = {32, 1, 1};
+      if (weights) {
+        const uint32_t ordinal = weightsOf(module);
+        appendPointerParam(k, ordinal * 0x100000ULL, ordinal, 0);
+      }
       Origin o;
       o.op = op;
       o.opStack = {op};
       o.phase = phase;
       o.module = module;
       o.file = line < 100 ? "modeling.py" : "train.py";
-      o.line = line;
+      o.line = line < 100 ? line : line + shift;
       o.step = step;
       o.stepLaunch = inStep++;
       w.append(Event{seq, (seq + 1) * 1000, 0, k, o});
@@ -165,6 +187,7 @@ std::filesystem::path writeModel(const std::filesystem::path& dir, uint64_t step
       launch("_Z2mmPf", "aten::mm", m + ".attn.out", 22, phase);
       launch("_Z3addPf", "aten::add", m, 23, phase);
     };
+    launch("_Z4zeroPf", "aten::zero_", "", 119, Phase::kForward);
     launch("_Z5embedPf", "aten::embedding", "Model.embed", 5, Phase::kForward);
     for (int l = 0; l < layers; ++l) layer(l, Phase::kForward);
     norm("Model.norm", Phase::kForward);
@@ -187,9 +210,10 @@ TEST_CASE("a model with more layers: the first added layer is named, not the fin
   // in each step, or more than twice as many.
   const uint64_t steps = GENERATE(3, 300);
   const int more = GENERATE(3, 7);
-  INFO(steps << " steps, 2 layers against " << more);
-  TraceReader ra(writeModel(root / "a.gpurr", steps, 2));
-  TraceReader rb(writeModel(root / "b.gpurr", steps, more));
+  const bool weights = GENERATE(false, true);
+  INFO(steps << " steps, 2 layers against " << more << (weights ? ", weights in allocations" : ""));
+  TraceReader ra(writeModel(root / "a.gpurr", steps, 2, weights));
+  TraceReader rb(writeModel(root / "b.gpurr", steps, more, weights));
   const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
   CHECK(d.warnings.empty());
   CHECK(d.matched == d.opsA);  // every operation of run A is matched
@@ -203,5 +227,23 @@ TEST_CASE("a model with more layers: the first added layer is named, not the fin
   CHECK(op.origin->step == 0);
   // The added layers' forward and backward in each step, nothing else.
   CHECK(d.pathDivergenceCount == 2 * steps);
+  std::filesystem::remove_all(root);
+}
+
+TEST_CASE("a script edited between the runs: operations issued from moved lines are the same operations") {
+  const auto root = std::filesystem::temp_directory_path() / ("gpurr-edited-" + std::to_string(getpid()));
+  // Six lines added: zero_grad moves onto the optimizer's old line, next
+  // to it in the trace (the end of one step, the start of the next).
+  const uint64_t steps = GENERATE(3, 300);
+  const bool weights = GENERATE(false, true);
+  INFO(steps << " steps" << (weights ? ", weights in allocations" : ""));
+  TraceReader ra(writeModel(root / "a.gpurr", steps, 2, weights));
+  TraceReader rb(writeModel(root / "b.gpurr", steps, 2, weights, 6));
+  const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+  CHECK(d.warnings.empty());
+  CHECK(d.matched == d.opsA);
+  CHECK(d.opsA == d.opsB);
+  CHECK_FALSE(d.firstDivergence);
+  CHECK(d.pathDivergenceCount == 0);
   std::filesystem::remove_all(root);
 }
