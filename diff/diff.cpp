@@ -7,7 +7,8 @@
 //    so that an extra allocation in one run does not shift every later
 //    pointer. Run B's ordinals are then mapped onto run A's by identity.
 // 2. Canonical order (canonical_order.cpp) of each run's host threads.
-// 3. Alignment of the identities (align.cpp), its ties broken by what the
+// 3. Alignment of the identities with the sites that issued them
+//    (align.cpp; refineBySite below), its ties broken by what the
 //    operations agree on (ties.cpp), then the pairs the identities tell
 //    apart that are one operation (pairing.cpp). Where those pairs
 //    show allocations run B named otherwise (renaming.cpp), stages 1 to 3

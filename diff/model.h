@@ -189,6 +189,7 @@ struct Op {
   bool hashed() const { return (word >> 3 & 1) != 0; }
 };
 static_assert(sizeof(Op) == 32);
+static_assert(Op::kTagShift == 48, "Keys reads the site tag from the top 16 bits of Op::word");
 
 inline uint16_t fold16(uint32_t v) { return static_cast<uint16_t>(v ^ v >> 16); }
 
