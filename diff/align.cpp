@@ -248,7 +248,7 @@ Alignment align(Keys a, Keys b, const AlignOptions& options) {
       return surelyBeyond(a.subspan(i, n), b.subspan(j, m), options.maxEdits, ends, sortedA, sortedB);
     };
     if (n == 0 || m == 0 || !myers(a.subspan(i, n), b.subspan(j, m), options.maxEdits, ends, script, beyond)) {
-      if (n != 0 && m != 0 && window == full && window / 2 > options.maxEdits / 2 && (n == window || m == window) &&
+      if (n != 0 && m != 0 && window == full && window > options.maxEdits && (n == window || m == window) &&
           4 * shared(a.subspan(i, n), b.subspan(j, m), sortedA, sortedB) >= std::min(n, m)) {
         window /= 2;
         continue;

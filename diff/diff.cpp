@@ -145,34 +145,41 @@ Alignment refineBySite(const Alignment& sited, const Run& a, const Run& b, const
   std::vector<uint64_t> placesA, placesB, ka, kb;
   // A launch's shape and site tag: where it was issued, and what.
   const auto place = [](const Op& op) { return uint64_t{op.shape} << 16 | op.tag(); };
-  const auto keys = [&](const Run& run, const AlignedRun& r, bool inA, const std::vector<uint64_t>& other,
+  // The places of `count` operations of `run` from `begin`, sorted; false
+  // when none has a site.
+  const auto places = [&](const Run& run, uint64_t begin, uint64_t count, std::vector<uint64_t>& out) {
+    out.resize(count);
+    bool any = false;
+    for (uint64_t i = 0; i < count; ++i) {
+      const Op& op = run.ops[begin + i];
+      out[i] = place(op);
+      any = any || op.tag() != 0;
+    }
+    std::ranges::sort(out);
+    return any;
+  };
+  // Their identities to align again by, the other run's places `other`.
+  const auto keys = [&](const Run& run, uint64_t begin, uint64_t count, const std::vector<uint64_t>& other,
                         std::vector<uint64_t>& out) {
-    const uint64_t begin = inA ? r.aBegin : r.bBegin, count = inA ? r.aCount : r.bCount;
     out.resize(count);
     for (uint64_t i = 0; i < count; ++i) {
       const Op& op = run.ops[begin + i];
       out[i] = op.tag() != 0 && std::ranges::binary_search(other, place(op)) ? op.sitedKey() : op.key;
     }
   };
-  const auto places = [&](const Run& run, uint64_t begin, uint64_t count, std::vector<uint64_t>& out) {
-    out.resize(count);
-    bool any = false;
-    for (uint64_t i = 0; i < count; ++i) out[i] = place(run.ops[begin + i]), any = any || run.ops[begin + i].tag() != 0;
-    std::ranges::sort(out);
-    return any;
-  };
   for (const AlignedRun& r : sited.runs) {
     if (r.match || r.aCount == 0 || r.bCount == 0) {
       keep(out, r);
       continue;
     }
-    if (!(places(a, r.aBegin, r.aCount, placesA) | places(b, r.bBegin, r.bCount, placesB))) {
+    const bool sitesA = places(a, r.aBegin, r.aCount, placesA), sitesB = places(b, r.bBegin, r.bCount, placesB);
+    if (!sitesA && !sitesB) {
       unrefined = true;  // no origins: aligned by the identities alone already
       keep(out, r);
       continue;
     }
-    keys(a, r, true, placesB, ka);
-    keys(b, r, false, placesA, kb);
+    keys(a, r.aBegin, r.aCount, placesB, ka);
+    keys(b, r.bBegin, r.bCount, placesA, kb);
     const Alignment again = align(Keys(ka), Keys(kb), within);
     out.bounded = out.bounded || again.bounded;
     for (AlignedRun sub : again.runs) {

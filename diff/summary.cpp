@@ -690,7 +690,7 @@ class Summariser {
 // pairs holds no divergence and starts the alignment (align's common
 // prefix).
 bool agree(const Op& a, const Op& b) {
-  return a.key == b.key && a.word >> Op::kTagShift == b.word >> Op::kTagShift &&
+  return a.key == b.key && a.tag() == b.tag() &&
          !(a.hashed() && b.hashed() && a.outputs != b.outputs);
 }
 
