@@ -491,7 +491,8 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   if (origin.data != nullptr) {
     namespace o = wire::origin;
     std::string_view op, forwardOp, module, file;
-    if (!wire::textAt(seg, origin.pointer(o::kOp), op) || !wire::textAt(seg, origin.pointer(o::kForwardOp), forwardOp) ||
+    if (!wire::textAt(seg, origin.pointer(o::kOp), op) ||
+        !wire::textAt(seg, origin.pointer(o::kForwardOp), forwardOp) ||
         !wire::textAt(seg, origin.pointer(o::kModule), module) || !wire::textAt(seg, origin.pointer(o::kFile), file)) {
       return false;
     }
