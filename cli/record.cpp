@@ -234,9 +234,10 @@ int run(const RecordOptions& opts) {
                                   out.parent_path().string()));
   }
   // The program would wait for a gate that cannot appear.
-  if (!opts.startGate.empty() && !fs::is_directory(fs::absolute(opts.startGate).parent_path(), ec)) {
+  if (const fs::path gateDir = opts.startGate.empty() ? fs::path() : fs::absolute(opts.startGate).parent_path();
+      !gateDir.empty() && !fs::is_directory(gateDir, ec)) {
     return usageError(fmt::format("--start-gate {}: directory {} does not exist, so the gate could never open",
-                                  opts.startGate, fs::absolute(opts.startGate).parent_path().string()));
+                                  opts.startGate, gateDir.string()));
   }
   // Said up front: without a driver no CUDA call succeeds, so the recorder
   // never starts; the program still runs, and its exit code passes through.

@@ -254,6 +254,19 @@ uint64_t endOfStep(const Run& run, uint64_t near, int64_t step) {
   return end;
 }
 
+// The alignment of all of run A (`wholeA`) or B with the other's first
+// `end` operations; the other's operations after them, if any, are its
+// last run, a stretch of that run alone.
+Alignment alignUpTo(const Run& a, const Run& b, const AlignOptions& options, bool wholeA, uint64_t end) {
+  Alignment alignment = alignRuns(a, b, options, wholeA ? UINT64_MAX : end, wholeA ? end : UINT64_MAX);
+  const uint64_t count = (wholeA ? b : a).ops.size() - end;
+  if (count > 0) {
+    alignment.runs.push_back(wholeA ? AlignedRun{false, a.ops.size(), end, 0, count}
+                                    : AlignedRun{false, end, b.ops.size(), count, 0});
+  }
+  return alignment;
+}
+
 // The alignment of a run cut short, as a prefix of the other; `rest`: its
 // last run is what the other did after the cut. Where gpurr stopped it
 // after training step N, it did all of that step: the other run's
@@ -271,14 +284,8 @@ Alignment alignCut(const Run& a, const Run& b, const TraceReader& cut, const Ali
   if (end == near) return alignment;
   AlignOptions whole = options;
   whole.cut = AlignOptions::Cut::kNeither;
-  alignment = alignRuns(a, b, whole, aCut ? UINT64_MAX : end, aCut ? end : UINT64_MAX);
   rest = end < other.ops.size();
-  if (rest) {
-    const uint64_t count = other.ops.size() - end;
-    alignment.runs.push_back(aCut ? AlignedRun{false, a.ops.size(), end, 0, count}
-                                  : AlignedRun{false, end, b.ops.size(), count, 0});
-  }
-  return alignment;
+  return alignUpTo(a, b, whole, aCut, end);
 }
 
 // Runs that both ended cleanly, one after fewer training steps than the
@@ -301,11 +308,7 @@ std::optional<Alignment> alignByLastStep(const Run& a, const Run& b, const Align
   const Run& other = aShorter ? b : a;
   const uint64_t end = endOfStep(other, std::min(shorter.ops.size(), other.ops.size()), aShorter ? lastA : lastB);
   if (end >= other.ops.size()) return std::nullopt;
-  Alignment alignment = alignRuns(a, b, options, aShorter ? UINT64_MAX : end, aShorter ? end : UINT64_MAX);
-  const uint64_t count = other.ops.size() - end;
-  alignment.runs.push_back(aShorter ? AlignedRun{false, a.ops.size(), end, 0, count}
-                                    : AlignedRun{false, end, b.ops.size(), count, 0});
-  return alignment;
+  return alignUpTo(a, b, options, aShorter, end);
 }
 
 // The operations an alignment leaves without a counterpart, but for its

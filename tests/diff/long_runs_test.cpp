@@ -75,6 +75,16 @@ const std::vector<Op> kStep = {
     {"_Z2mmPf", "aten::mm", 10, Phase::kBackward},        {"_Z3addPf", "aten::add_", 20, Phase::kForward},
     {"_Z3addPf", "aten::add_", 20, Phase::kForward}};
 
+// The origin of the first operation of `d`'s first divergence, which is a
+// stretch of run B's operations alone.
+const Origin& addedInB(const diff::ProcessDiff& d) {
+  REQUIRE(d.firstDivergence);
+  REQUIRE(d.firstDivergence->stretch);
+  CHECK(d.firstDivergence->stretch->aCount == 0);
+  REQUIRE(d.firstDivergence->b.origin);
+  return *d.firstDivergence->b.origin;
+}
+
 }  // namespace
 
 TEST_CASE("an operation added to every step is named where it first runs however long the runs are") {
@@ -91,15 +101,11 @@ TEST_CASE("an operation added to every step is named where it first runs however
   const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
   CHECK(d.warnings.empty());
   CHECK(d.matched == d.opsA);  // run B is run A with operations added: every one of A's is matched
-  REQUIRE(d.firstDivergence);
-  REQUIRE(d.firstDivergence->stretch);
-  CHECK(d.firstDivergence->stretch->aCount == 0);
-  const diff::OpInfo& op = d.firstDivergence->b;
-  REQUIRE(op.origin);
-  CHECK(op.origin->line == 11);
-  CHECK(op.origin->phase == Phase::kForward);
-  CHECK(op.origin->step == static_cast<int64_t>(from));
-  CHECK(op.origin->stepLaunch == 3);
+  const Origin& origin = addedInB(d);
+  CHECK(origin.line == 11);
+  CHECK(origin.phase == Phase::kForward);
+  CHECK(origin.step == static_cast<int64_t>(from));
+  CHECK(origin.stepLaunch == 3);
   std::filesystem::remove_all(root);
 }
 
@@ -110,13 +116,9 @@ TEST_CASE("a run that ends cleanly after fewer steps, with a change in its last 
   TraceReader ra(writeLoop(root / "a.gpurr", steps, kStep, UINT64_MAX, 0, 0));
   TraceReader rb(writeLoop(root / "b.gpurr", steps / 2, kStep, steps / 2 - 3, 2, 4));
   const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
-  REQUIRE(d.firstDivergence);
-  REQUIRE(d.firstDivergence->stretch);
-  CHECK(d.firstDivergence->stretch->aCount == 0);
-  const diff::OpInfo& op = d.firstDivergence->b;
-  REQUIRE(op.origin);
-  CHECK(op.origin->line == 11);
-  CHECK(op.origin->step == static_cast<int64_t>(steps / 2 - 3));
+  const Origin& origin = addedInB(d);
+  CHECK(origin.line == 11);
+  CHECK(origin.step == static_cast<int64_t>(steps / 2 - 3));
   // Six added operations, then run A's steps after run B's last.
   CHECK(d.pathDivergenceCount == 7);
   CHECK(d.matched == steps / 2 * kStep.size());
@@ -217,14 +219,10 @@ TEST_CASE("a model with more layers: the first added layer is named, not the fin
   const diff::ProcessDiff d = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
   CHECK(d.warnings.empty());
   CHECK(d.matched == d.opsA);  // every operation of run A is matched
-  REQUIRE(d.firstDivergence);
-  REQUIRE(d.firstDivergence->stretch);
-  CHECK(d.firstDivergence->stretch->aCount == 0);
+  const Origin& origin = addedInB(d);
   CHECK(d.firstDivergence->stretch->bCount == static_cast<uint64_t>(more - 2) * 8);
-  const diff::OpInfo& op = d.firstDivergence->b;
-  REQUIRE(op.origin);
-  CHECK(op.origin->module == "Model.layers.2.norm");
-  CHECK(op.origin->step == 0);
+  CHECK(origin.module == "Model.layers.2.norm");
+  CHECK(origin.step == 0);
   // The added layers' forward and backward in each step, nothing else.
   CHECK(d.pathDivergenceCount == 2 * steps);
   std::filesystem::remove_all(root);
