@@ -74,15 +74,20 @@ int run(const DiffCommandOptions& opts) {
   // With --json, a comparison refused, a trace that cannot be read or an
   // option that cannot be served still gives one object, its message on
   // standard error as well.
-  auto refused = [&](const std::string& error) {
+  // `kind`: errorKind (docs/DIFF.md, JSON schema).
+  auto refused = [&](const std::string& error, const char* kind) {
     if (opts.json) {
-      std::cout << report::jsonText(
-                       Json{{"gpurrDiff", 1}, {"a", opts.a}, {"b", opts.b}, {"verdict", "error"}, {"error", error}})
+      std::cout << report::jsonText(Json{{"gpurrDiff", 1},
+                                         {"a", opts.a},
+                                         {"b", opts.b},
+                                         {"verdict", "error"},
+                                         {"error", error},
+                                         {"errorKind", kind}})
                 << '\n';
     }
   };
-  auto fail = [&](const std::string& error) {
-    refused(error);
+  auto fail = [&](const std::string& error, const char* kind = "option") {
+    refused(error, kind);
     std::cerr << "gpurr diff: error: " << error << '\n';
     return kExitTrouble;
   };
@@ -116,9 +121,9 @@ int run(const DiffCommandOptions& opts) {
   try {
     comparison = compareRuns(opts.a, opts.b, opts.force, culprits ? &*culprits : nullptr);
   } catch (const UsageError& e) {
-    return fail(e.what());
+    return fail(e.what(), UsageError::kindName(e.kind));
   } catch (const trace::TraceError& e) {
-    refused(e.what());
+    refused(e.what(), "unreadableTrace");
     throw;
   }
   // The job's view across ranks, once, for the page and the report alike.

@@ -15,10 +15,16 @@
 namespace gpurr::report {
 
 // Two traces that should not be compared, or paths that are not traces. The
-// message says what to do instead.
+// message says what to do instead; `kind` says which, for scripts
+// (`errorKind` in `gpurr diff --json`'s error object: kindName).
 class UsageError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  enum class Kind { kChunkSizes, kGpuModels, kPrograms, kNotATrace, kTraceAndDirectory };
+  UsageError(Kind kind, const std::string& what) : std::runtime_error(what), kind(kind) {}
+  Kind kind;
+  // "differentChunkSizes", "differentGpuModels", "differentPrograms",
+  // "notATrace", "traceAndDirectory".
+  static const char* kindName(Kind kind);
 };
 
 // The known-culprits table: `file`, or the default one beside the binary

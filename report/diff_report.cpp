@@ -97,6 +97,11 @@ std::string rangeLine(const char* what, const RangeDifference& r) {
                            "not comparable",
                            toString(r.a.bound), toString(r.b.bound), humanBytes(r.b.size));
   }
+  if (r.digestA == r.digestB && r.digestA != 0) {
+    // Equal bytes in ranges that do not correspond (compareRanges).
+    return s + fmt::format(": the same bytes (digest {}), but run B's are {}, another buffer", hex16(r.digestA),
+                           where(r.b));
+  }
   if (r.chunkBytes > 0) {
     s += fmt::format(": {} of {} chunks differ", r.differingChunks, r.chunks);
   }

@@ -14,7 +14,16 @@
 // run held by `gpurr record --start-gate` at its first launch, where it
 // waits for its gate, as the recorder waits in the program's first CUDA
 // call.
+//
+// With GPURR_TEST_HASH set, the device hashes host memory, as a GPU's
+// hasher hashes device memory: what the CPU allocator hands out is device
+// memory (gpurr_test_allocated, gpurr_test_freed) and kernels take
+// kHashedWords words. The launcher makes such launches as their ops end,
+// so that their outputs exist: a before-hash (--hash-inputs) of what an op
+// wrote in place reads what it left.
 #include <cupti.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -28,12 +37,39 @@
 #include "recorder/session.h"
 #include "recorder/signal_flush.h"
 #include "recorder/warn.h"
+#include "trace_format/hash.h"
 #include "trace_format/trace.h"
 
 namespace {
 using namespace gpurr::recorder;
 
 constexpr size_t kWords = 4;
+constexpr size_t kHashedWords = 16;
+const bool hashing = std::getenv("GPURR_TEST_HASH") != nullptr;
+size_t wordsPerKernel() { return hashing ? kHashedWords : kWords; }
+
+// The digest of `length` bytes at `address` of this process, read with
+// process_vm_readv so that memory freed since reads as what could be read
+// (the rest as zeros) instead of faulting.
+uint64_t digestOfHost(uint64_t address, uint64_t length) {
+  std::vector<uint8_t> bytes(length);
+  iovec local{bytes.data(), length};
+  iovec remote{reinterpret_cast<void*>(address), length};
+  (void)process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  return gpurr::hash::hashBuffer(bytes);
+}
+
+class Ready : public PendingHashes {
+ public:
+  explicit Ready(std::vector<gpurr::kernels::HashResult> r) : r_(std::move(r)) {}
+  bool wait(std::vector<gpurr::kernels::HashResult>& out, std::string&) override {
+    out = std::move(r_);
+    return true;
+  }
+
+ private:
+  std::vector<gpurr::kernels::HashResult> r_;
+};
 
 class CpuDevice : public Device {
  public:
@@ -45,15 +81,20 @@ class CpuDevice : public Device {
     if (it == names.end()) return false;
     out = FunctionInfo{};
     out.name = it->second;
-    for (uint32_t i = 0; i < kWords; ++i) out.layout.push_back({i * 8, 8});
+    for (uint32_t i = 0; i < wordsPerKernel(); ++i) out.layout.push_back({i * 8, 8});
     out.layoutKnown = true;
     return true;
   }
   StreamCapture captureState(uint64_t) override { return {std::nullopt, true}; }
-  std::unique_ptr<PendingHashes> hash(uint64_t, uint64_t, std::span<const gpurr::kernels::HashRequest>, bool,
+  std::unique_ptr<PendingHashes> hash(uint64_t, uint64_t, std::span<const gpurr::kernels::HashRequest> requests, bool,
                                       std::string& error) override {
-    error = "no device";
-    return nullptr;
+    if (!hashing) {
+      error = "no device";
+      return nullptr;
+    }
+    std::vector<gpurr::kernels::HashResult> out;
+    for (const auto& q : requests) out.push_back({digestOfHost(q.address, q.length), {}});
+    return std::make_unique<Ready>(std::move(out));
   }
   void describeSystem(gpurr::trace::Header&) override {}
   void contextDestroying(uint64_t) override {}
@@ -61,6 +102,7 @@ class CpuDevice : public Device {
 
 std::mutex sessionMu;
 RecordSession* session = nullptr;
+pid_t sessionPid = 0;  // the process that made it
 CpuDevice* device = nullptr;
 
 void finish() {
@@ -76,6 +118,7 @@ RecordSession* theSession() {
   if (!options.output) return nullptr;
   auto dev = std::make_unique<CpuDevice>();
   device = dev.get();
+  sessionPid = getpid();
   session = new RecordSession(
       options, std::move(dev),
       [options](const gpurr::trace::Header& h) -> std::unique_ptr<TraceSink> {
@@ -119,10 +162,10 @@ extern "C" __attribute__((visibility("default"))) void gpurr_test_launch_with(co
   p.f = reinterpret_cast<CUfunction>(function);
   p.gridDimX = p.gridDimY = p.gridDimZ = 1;
   p.blockDimX = p.blockDimY = p.blockDimZ = 1;
-  uint64_t given[kWords] = {};
-  for (size_t i = 0; i < kWords && i < count; ++i) given[i] = words[i];
-  void* params[kWords];
-  for (size_t i = 0; i < kWords; ++i) params[i] = &given[i];
+  uint64_t given[kHashedWords] = {};
+  for (size_t i = 0; i < wordsPerKernel() && i < count; ++i) given[i] = words[i];
+  void* params[kHashedWords];
+  for (size_t i = 0; i < kHashedWords; ++i) params[i] = &given[i];
   p.kernelParams = params;
   if (const char* log = std::getenv("GPURR_TEST_OPERANDS_LOG")) {
     std::string line = kernel;
@@ -148,6 +191,37 @@ extern "C" __attribute__((visibility("default"))) void gpurr_test_launch_with(co
   s->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &cb);
   cb.callbackSite = CUPTI_API_EXIT;
   s->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &cb);
+}
+
+// GPURR_TEST_HASH: memory the program's CPU allocator handed out (`length`
+// bytes at `address`) and took back, as device memory: cuMemAlloc's and
+// cuMemFree's callbacks.
+void memoryCall(CUpti_CallbackId id, const char* name, void* params) {
+  RecordSession* s = theSession();
+  // A forked process (a DataLoader worker) records nothing: its session is
+  // the parent's, without its threads.
+  if (s == nullptr || getpid() != sessionPid) return;
+  CUresult ret = CUDA_SUCCESS;
+  uint64_t correlation = 0;
+  CUpti_CallbackData cb{};
+  cb.functionName = name;
+  cb.functionParams = params;
+  cb.functionReturnValue = &ret;
+  cb.context = reinterpret_cast<CUcontext>(0xC0);
+  cb.correlationData = &correlation;
+  cb.callbackSite = CUPTI_API_EXIT;
+  s->onCallback(CUPTI_CB_DOMAIN_DRIVER_API, id, &cb);
+}
+
+extern "C" __attribute__((visibility("default"))) void gpurr_test_allocated(uint64_t address, uint64_t length) {
+  CUdeviceptr dptr = address;
+  cuMemAlloc_v2_params p{&dptr, length};
+  memoryCall(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2", &p);
+}
+
+extern "C" __attribute__((visibility("default"))) void gpurr_test_freed(uint64_t address) {
+  cuMemFree_v2_params p{static_cast<CUdeviceptr>(address)};
+  memoryCall(CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, "cuMemFree_v2", &p);
 }
 
 extern "C" __attribute__((visibility("default"))) void gpurr_test_launch(const char* kernel) {

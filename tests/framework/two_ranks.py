@@ -21,5 +21,8 @@ def run(worker, script):
     for rank in range(2):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(script)] + sys.argv[1:], env=env))
+        # Under launch_in.py (sys.argv rewritten), each rank runs under it too.
+        launched = os.path.basename(sys.orig_argv[1]) == "launch_in.py" if len(sys.orig_argv) > 1 else False
+        command = sys.orig_argv[1:] if launched else [os.path.abspath(script)] + sys.argv[1:]
+        procs.append(subprocess.Popen([sys.executable] + command, env=env))
     sys.exit(max(p.wait() for p in procs))

@@ -139,8 +139,19 @@ are not compared, its digests are$" <<< "$out"; then
 j = json.load(sys.stdin); assert j == {"trace": "does-not-exist.gpurr", "error": "does-not-exist.gpurr: no such trace"}, j' ||
       { echo "FAIL: info --json on a missing trace"; exit 1; }
     { "$gpurr" diff --json does-not-exist.gpurr "$trace" 2>/dev/null || true; } | python3 -c 'import json, sys
-j = json.load(sys.stdin); assert j["error"] == "does-not-exist.gpurr: no such trace" and j["gpurrDiff"] == 1, j' ||
+j = json.load(sys.stdin); assert j["error"] == "does-not-exist.gpurr: no such trace" and j["gpurrDiff"] == 1, j
+assert j["errorKind"] == "unreadableTrace", j' ||
       { echo "FAIL: diff --json on a missing trace"; exit 1; }
+    # A refusal says which, for scripts.
+    for pair in "notATrace examples/gpu/a.gpurr tests/golden/golden.sh" \
+                "traceAndDirectory examples/gpu/a.gpurr examples/gpu" \
+                "differentGpuModels examples/gpu/a.gpurr $trace" \
+                "option --culprits /nonexistent $trace $trace"; do
+      kind=${pair%% *}
+      { "$gpurr" diff --json ${pair#* } 2>/dev/null || true; } | python3 -c 'import json, sys
+j = json.load(sys.stdin); assert j["verdict"] == "error" and j["errorKind"] == sys.argv[1], j' "$kind" ||
+        { echo "FAIL: diff --json ${pair#* }: errorKind is not $kind"; exit 1; }
+    done
     "$gpurr" --help | grep -q "dump" || { echo "FAIL: --help lists no commands"; exit 1; }
     "$gpurr" dump --help | grep -q -- "--kernel" || { echo "FAIL: dump --help"; exit 1; }
     ;;

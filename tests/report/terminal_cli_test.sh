@@ -54,6 +54,8 @@ clean "$tmp/diff.plain" "gpurr diff"
 rc=0; "$g" diff "$tmp/a.gpurr" "$tmp/b.gpurr" > "$tmp/refused.txt" 2>&1 || rc=$?
 [ "$rc" = 2 ] || { cat "$tmp/refused.txt"; fail "diff of two programs exited $rc, expected 2"; }
 grep -q "record different programs" "$tmp/refused.txt" || fail "no refusal"
+{ "$g" diff --json "$tmp/a.gpurr" "$tmp/b.gpurr" 2>/dev/null || true; } | python3 -c 'import json, sys
+assert json.load(sys.stdin)["errorKind"] == "differentPrograms"' || fail "the refusal's errorKind"
 python3 -c "import sys; d = open(sys.argv[1], 'rb').read(); assert all(x not in d for x in (b'\x1b', b'\r', b'\nforged'))" \
   "$tmp/refused.txt" || fail "the refusal lets escapes through"
 "$g" diff --force --html "$tmp/page.html" "$tmp/a.gpurr" "$tmp/b.gpurr" > /dev/null 2>&1 || true

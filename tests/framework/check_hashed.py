@@ -1,0 +1,126 @@
+"""Real PyTorch CPU programs recorded with their tensors hashed: the test
+recorder's device hashes host memory and the CPU allocator's tensors are its
+allocations (GPURR_TEST_HASH, launch_on_ops.cpp), so the diff compares what
+the ops wrote, as it does a GPU program's kernels. Ground truth comes from
+the programs' own output (losses and parameter digests per step):
+- torchvision's ResNet-18 (the models suite's epochs.py): recording leaves
+  its output unchanged; deterministic mode recorded twice is identical with
+  every launch hashed; in default mode, whose second epoch is shuffled by
+  Python's unseeded random, the runs first differ in step 2, and the diff's
+  first divergence is there, in the first convolution (ResNet.conv1);
+- DistributedDataParallel over gloo on two ranks (ddp_gloo.py): identical
+  twice; with a divergence planted in rank 1's backward in step 1, rank 1 is
+  the origin, its first divergence the planted op (index_add_, at its line,
+  step 1), and rank 0 a receiver through that step's all-reduce."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+p = argparse.ArgumentParser()
+for a in ("--gpurr", "--recorder", "--launcher", "--scripts", "--models", "--work"):
+    p.add_argument(a, required=True)
+args = p.parse_args()
+shutil.rmtree(args.work, ignore_errors=True)
+os.makedirs(args.work)
+failures = []
+env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher, GPURR_TEST_HASH="1",
+           PYTHONUNBUFFERED="1")
+launch_in = os.path.join(args.scripts, "launch_in.py")
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(command, **extra):
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, env=dict(env, **extra))
+
+
+def record(name, ops, script_args, **extra):
+    out = os.path.join(args.work, name)
+    r = run([args.gpurr, "record", "-o", out, "--", sys.executable, launch_in, ops] + script_args, **extra)
+    check(r.returncode == 0, f"{name}: recorded (exit {r.returncode}): {r.stderr[-2000:]}")
+    check("gpurr: warning" not in r.stderr, f"{name}: no warning: {r.stderr[-2000:]}")
+    return out, r.stdout
+
+
+def diff(a, b):
+    r = run([args.gpurr, "diff", "--json", a, b])
+    return r.returncode, json.loads(r.stdout) if r.stdout.startswith("{") else {}
+
+
+def hashed(trace):
+    info = json.loads(run([args.gpurr, "info", "--json", trace]).stdout)
+    return info["bytesHashed"], info["launchesNotHashed"], info["launches"]
+
+
+def first_origin(report, name):
+    """The origin of run A's side of the first divergence of process `name`
+    ("": the only one)."""
+    for process in report.get("processes", []):
+        if name in ("", process.get("name")):
+            return (((process.get("firstDivergence") or {}).get("a")) or {}).get("origin") or {}
+    return {}
+
+
+def steps(text):
+    """The program's step lines: {step: line}."""
+    return {int(line.split()[1]): line for line in text.splitlines() if line.startswith("step ")}
+
+
+# ResNet-18 over two epochs; its batch is made outside every listed op, so
+# the first convolution is the first operation to read it.
+epochs = [os.path.join(args.models, "epochs.py"), "--device", "cpu", "--steps", "3"]
+conv = "aten::convolution,aten::addmm"
+plain = run([sys.executable] + epochs + ["--mode", "deterministic"])
+if plain.returncode == 77:
+    print("SKIP epochs.py:", plain.stdout.strip().splitlines()[-1])
+else:
+    da, out_a = record("epochs-det-a", conv, epochs + ["--mode", "deterministic"])
+    db, _ = record("epochs-det-b", conv, epochs + ["--mode", "deterministic"])
+    check(steps(out_a) == steps(plain.stdout) and len(steps(out_a)) == 3,
+          f"epochs: output unchanged by recording: {steps(plain.stdout)} vs {steps(out_a)}")
+    size, not_hashed, launches = hashed(da)
+    check(size > 0 and not_hashed == 0 and launches > 0, f"epochs: every launch hashed: {size} B, {not_hashed} not")
+    code, report = diff(da, db)
+    check(code == 0 and report.get("verdict") == "identical", f"epochs deterministic: identical (exit {code})")
+
+    ua, out_ua = record("epochs-default-a", conv, epochs + ["--mode", "default"])
+    ub, out_ub = record("epochs-default-b", conv, epochs + ["--mode", "default"])
+    sa, sb = steps(out_ua), steps(out_ub)
+    first = min((s for s in sa if sa[s] != sb.get(s)), default=None)
+    check(first == 2, f"epochs default: the programs' own output first differs in step 2: {sa} vs {sb}")
+    code, report = diff(ua, ub)
+    origin = first_origin(report, "")
+    check(code == 1 and origin.get("step") == 2 and origin.get("op") == "aten::convolution" and
+          origin.get("module") == "ResNet.conv1" and origin.get("file", "").endswith("resnet.py"),
+          f"epochs default: first divergence in step 2's first convolution (exit {code}): {origin}")
+
+# DDP over gloo, a divergence planted in rank 1's backward.
+ddp = os.path.join(args.scripts, "ddp_gloo.py")
+with open(ddp) as f:
+    planted = next(n for n, line in enumerate(f, 1) if "index_add_(" in line)
+ops = "aten::addmm,aten::mm,aten::index_add_"
+a, _ = record("ddp-a", ops, [ddp])
+b, _ = record("ddp-b", ops, [ddp])
+check(all(hashed(os.path.join(a, f"rank{r}.gpurr"))[0] > 0 for r in (0, 1)), "ddp: both ranks hashed")
+code, report = diff(a, b)
+check(code == 0, f"ddp: two runs identical (exit {code})")
+c, _ = record("ddp-planted", ops, [ddp], DDP_PLANT="1")
+code, report = diff(a, c)
+job = report.get("job") or {}
+roles = {x["rank"]: x["role"] for x in job.get("ranks", [])}
+check(code == 1 and roles == {0: "receiver", 1: "origin"}, f"ddp planted: rank 1 the origin, rank 0 a receiver: {roles}")
+origin = first_origin(report, "rank1.gpurr")
+check(origin.get("op") == "aten::index_add_" and origin.get("line") == planted and origin.get("step") == 1 and
+      origin.get("phase") == "backward", f"ddp planted: rank 1's first divergence is the planted op: {origin}")
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("PASS")
