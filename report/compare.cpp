@@ -86,8 +86,8 @@ void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
         "legitimately give different results",
         a.path().string(), ga, b.path().string(), gb);
     if (!force) {
-      throw UsageError(UsageError::Kind::kGpuModels, text + ". Record both runs on the same GPU model, or pass --force to "
-                              "compare them anyway.");
+      throw UsageError(UsageError::Kind::kGpuModels,
+                       text + ". Record both runs on the same GPU model, or pass --force to compare them anyway.");
     }
     warnings.push_back(text + " (compared anyway: --force)");
   }
@@ -98,8 +98,8 @@ void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
         fmt::format("{} and {} record different programs:\n  A: {}\n  B: {}", a.path().string(),
                     b.path().string(), gpurr::text::oneLine(joined(ca)), gpurr::text::oneLine(joined(cb)));
     if (!force) {
-      throw UsageError(UsageError::Kind::kPrograms, text + "\nCompare two runs of the same command, or pass --force to compare "
-                              "them anyway.");
+      throw UsageError(UsageError::Kind::kPrograms,
+                       text + "\nCompare two runs of the same command, or pass --force to compare them anyway.");
     }
     warnings.push_back(fmt::format("{} and {} record different programs (compared anyway: --force)",
                                    a.path().string(), b.path().string()));
@@ -225,12 +225,14 @@ RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, cons
   const ProcessTraces pb = tb ? ProcessTraces{} : processTraces(b);
   for (const auto& [side, trace, path] : {std::tuple{&pa, ta, a}, std::tuple{&pb, tb, b}}) {
     if (!trace && side->empty()) {
-      throw UsageError(UsageError::Kind::kNotATrace, fmt::format("{}: neither a gpurr trace nor a directory of traces{}", path.string(),
+      throw UsageError(UsageError::Kind::kNotATrace,
+                       fmt::format("{}: neither a gpurr trace nor a directory of traces{}", path.string(),
                                    trace::earlierAttempts(path)));
     }
   }
   if (ta != tb) {
-    throw UsageError(UsageError::Kind::kTraceAndDirectory, fmt::format("{} is {} and {} is {}: give two traces, or two directories of "
+    throw UsageError(UsageError::Kind::kTraceAndDirectory,
+                     fmt::format("{} is {} and {} is {}: give two traces, or two directories of "
                                  "per-process traces (rank0.gpurr, rank1.gpurr...)",
                                  a.string(), ta ? "a trace" : fmt::format("a directory of {} traces", pa.size()),
                                  b.string(), tb ? "a trace" : fmt::format("a directory of {} traces", pb.size())));

@@ -115,7 +115,8 @@ c, _ = record("ddp-planted", ops, [ddp], DDP_PLANT="1")
 code, report = diff(a, c)
 job = report.get("job") or {}
 roles = {x["rank"]: x["role"] for x in job.get("ranks", [])}
-check(code == 1 and roles == {0: "receiver", 1: "origin"}, f"ddp planted: rank 1 the origin, rank 0 a receiver: {roles}")
+check(code == 1 and roles == {0: "receiver", 1: "origin"},
+      f"ddp planted: rank 1 the origin, rank 0 a receiver: {roles}")
 origin = first_origin(report, "rank1.gpurr")
 check(origin.get("op") == "aten::index_add_" and origin.get("line") == planted and origin.get("step") == 1 and
       origin.get("phase") == "backward", f"ddp planted: rank 1's first divergence is the planted op: {origin}")
