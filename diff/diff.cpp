@@ -413,11 +413,16 @@ std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader
   } else if (pass->aCut || pass->bCut) {
     alignOptions.cut = pass->aCut ? AlignOptions::Cut::kA : AlignOptions::Cut::kB;
     pass->alignment = alignCut(a, b, pass->aCut ? ta : tb, alignOptions, pass->rest);
-  } else if (std::optional<Alignment> bySteps = alignByLastStep(a, b, alignOptions)) {
-    pass->alignment = std::move(*bySteps);
-    endsByStep = true;
   } else {
     pass->alignment = alignRuns(a, b, alignOptions);
+    // Taken where it costs no more edits than the whole runs aligned: runs
+    // whose steps were counted otherwise (an optimizer step skipped, the
+    // layer counting steps by the optimizer's) did not end early.
+    if (std::optional<Alignment> bySteps = alignByLastStep(a, b, alignOptions);
+        bySteps && edits(*bySteps, false) <= edits(pass->alignment, false)) {
+      pass->alignment = std::move(*bySteps);
+      endsByStep = true;
+    }
   }
   // (The other run's steps after the shorter's are left apart, as a cut
   // run's rest is.)

@@ -8,8 +8,9 @@ against a run gpurr stopped after the step of the planted path; one more
 turn of a loop (the same op at the same line) is the program's path, not a
 library's; and, recorded by default (the layer learns steps 0 and 1, then
 gives ops by place), the extra multiplication is not blamed on a library
-and the launches it may be are given. And that recording leaves the
-program's output unchanged."""
+and the launches it may be are given; an optimizer step skipped (run B's
+steps counted otherwise from there) is that step's updates, not a step's
+work moved. And that recording leaves the program's output unchanged."""
 import re
 import argparse
 import json
@@ -32,6 +33,7 @@ with open(program) as f:
 PLANT_LINE = 1 + [n for n, t in enumerate(text) if "# the planted multiplication" in t][0]
 END_LINE = 1 + [n for n, t in enumerate(text) if "# the planted layer call at a step's end" in t][0]
 HALVE_LINE = 1 + [n for n, t in enumerate(text) if "# the halving, in a loop" in t][0]
+STEP_LINE = 1 + [n for n, t in enumerate(text) if t.strip() == "opt.step()"][0]
 
 
 def check(condition, what):
@@ -40,15 +42,15 @@ def check(condition, what):
         print("FAIL:", what)
 
 
-def record(plant, *options, name=None, full=True):
+def record(plant, *options, name=None, full=True, ops="aten::addmm,aten::relu,aten::mul"):
     """paths.py with `plant`, run plainly and recorded with `options` (every
-    op observed where `full`); the trace."""
+    op observed where `full`), launching inside `ops`; the trace."""
     env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher,
                GPURR_TEST_LAUNCH_WORDS="0", GPURR_FULL_ATTRIBUTION="1" if full else "0", PATHS_PLANT=plant)
     plain = subprocess.run([sys.executable, program], capture_output=True, text=True, timeout=300, env=env)
     trace = os.path.join(args.work, (name or plant or "straight") + ".gpurr")
     r = subprocess.run([args.gpurr, "record", *options, "-o", trace, "--", sys.executable, launch_in,
-                        "aten::addmm,aten::relu,aten::mul", program], capture_output=True, text=True, timeout=300,
+                        ops, program], capture_output=True, text=True, timeout=300,
                        env=env)
     stopped = "--until-step" in options  # then the output ends after that step's
     check(plain.returncode == 0 and r.returncode == 0 and
@@ -132,6 +134,20 @@ for a, b, side in ((stopped, end, "b"), (end, stopped, "a"), (straight_whole, en
 # either order.
 block2 = {"Stack.blocks.2.fc", "Stack.blocks.2"}
 check_block(straight, record("twice"), "b", block2, 1, "a block called twice")
+# The optimizer's step skipped at step 1 (launches in its aten::add_ too):
+# run B's later steps are numbered one less, and it ends a step earlier
+# with all the same work but those 8 updates: they are the divergence, not
+# a step's work moved, whether observed or given by place.
+for full in (True, False):
+    kind = "observed" if full else "by place"
+    optimizer = "aten::addmm,aten::relu,aten::mul,aten::add_"
+    fd = first_divergence(record("", name=f"optimizer-{kind}", full=full, ops=optimizer),
+                          record("nostep", name=f"nostep-{kind}", full=full, ops=optimizer))
+    stretch = fd.get("stretch") or {}
+    check(fd.get("path") and stretch.get("b", {}).get("count") == 0 and stretch.get("a", {}).get("count") == 8 and
+          {(op, line, step) for op, _, line, step in origins(stretch.get("a", {"ops": []}))} ==
+          {("aten::add_", STEP_LINE, 1)},
+          f"an optimizer step skipped ({kind}): {fd.get('summary')} {stretch}")
 twice_stopped = record("twice", "--until-step", "1", name="twice-stopped")
 check_block(straight, twice_stopped, "b", block2, 1, "a block called twice, that run stopped after the step")
 check_block(twice_stopped, straight, "a", block2, 1, "a block called twice, that run stopped after the step")

@@ -4,7 +4,9 @@
 # 1; "skip", block 1 skipped from step 2 on; "end", block 0's layer called
 # once more as step 2's last launch (the next step's first is the same);
 # "loop", block 1 halves twice at step 2 (one more turn of its loop, the
-# same op at the same line). Every block launches the same
+# same op at the same line); "nostep", the optimizer's step skipped at step 1
+# (the layer counts training steps by the optimizer's: run B's are numbered
+# one less from there on). Every block launches the same
 # kernels (check_paths.py launches inside aten::addmm, aten::relu and
 # aten::mul without parameter words), so only the framework origins tell
 # where the path changed. Prints the losses.
@@ -58,5 +60,7 @@ for step in range(4):
     loss.backward()
     if PLANT == "end" and step == 2:
         model.blocks[0].fc(x)  # the planted layer call at a step's end
+    if PLANT == "nostep" and step == 1:
+        continue  # the optimizer step skipped, as GradScaler skips one whose gradients overflowed
     opt.step()
     print(f"step {step}: {loss.item():.6f}")
