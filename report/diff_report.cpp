@@ -508,7 +508,7 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c, 
     for (size_t k : with[i]) shown[k] = true;
     if (with[i].empty() || names[i].empty()) continue;
     os << '\n'
-       << st.bold(fmt::format("== {}: the same report as {}, {} ==", processesText(with[i], ranks, names),
+       << st.bold(fmt::format("== {}: the same report as {}{} ==", processesText(with[i], ranks, names),
                               names[i], alikeText(reports, ranks, i, with[i])))
        << '\n';
   }

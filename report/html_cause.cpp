@@ -299,7 +299,7 @@ void renderCause(Page& page, const Report& report) {
     page.add(parts[i]);
     for (size_t k : with[i]) shown[k] = true;
     if (several && !with[i].empty()) {
-      page.addf("<p class=\"muted\">{}: the same as <code>{}</code>, {}</p>\n",
+      page.addf("<p class=\"muted\">{}: the same as <code>{}</code>{}</p>\n",
                 e(processesText(with[i], ranks, names)), e(names[i]), e(alikeText(parts, ranks, i, with[i])));
     }
   }

@@ -535,7 +535,9 @@ std::string alikeText(const std::vector<std::string>& reports, const std::vector
   const bool exact = std::all_of(with.begin(), with.end(), [&](size_t k) {
     return withOwnRankAs(reports[k], ranks[k], "rank # of ") == mine;
   });
-  return exact ? "each with its own rank" : "each with its own rank, addresses and digests (--json gives them)";
+  const bool ranked = ranks[i] >= 0 || std::any_of(with.begin(), with.end(), [&](size_t k) { return ranks[k] >= 0; });
+  if (!ranked) return exact ? "" : ", but for their addresses and digests (--json gives them)";
+  return exact ? ", each with its own rank" : ", each with its own rank, addresses and digests (--json gives them)";
 }
 
 std::string processesText(const std::vector<size_t>& group, const std::vector<int32_t>& ranks,

@@ -150,10 +150,11 @@ std::string withOwnRankAs(std::string text, int32_t rank, std::string_view with)
 // earlier one and for those alike to none.
 std::vector<std::vector<size_t>> alikeReports(const std::vector<std::string>& reports,
                                               const std::vector<int32_t>& ranks, const std::vector<size_t>& order);
-// How the reports of process `i` and those shown with it (`with`) differ:
-// "each with its own rank", or, where their addresses or digests differ
-// too (each rank's own buffers and data), "each with its own rank,
-// addresses and digests (--json gives them)".
+// How the reports of process `i` and those shown with it (`with`) differ,
+// after a comma: ", each with its own rank", or, where their addresses or
+// digests differ too (each rank's own buffers and data), ", each with its
+// own rank, addresses and digests (--json gives them)"; where none has a
+// rank, nothing, or ", but for their addresses and digests (...)".
 std::string alikeText(const std::vector<std::string>& reports, const std::vector<int32_t>& ranks, size_t i,
                       const std::vector<size_t>& with);
 // The processes `group` (indices, as alikeReports gives them), in few words:

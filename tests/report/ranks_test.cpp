@@ -267,8 +267,15 @@ TEST_CASE("reports alike but for their rank, addresses and digests are grouped, 
   const auto with = report::alikeReports(reports, ranks, {0, 1, 2});
   CHECK(with[0] == std::vector<size_t>{1, 2});
   CHECK(report::alikeText(reports, ranks, 0, with[0]) ==
-        "each with its own rank, addresses and digests (--json gives them)");
-  CHECK(report::alikeText(reports, ranks, 0, {2}) == "each with its own rank");
+        ", each with its own rank, addresses and digests (--json gives them)");
+  CHECK(report::alikeText(reports, ranks, 0, {2}) == ", each with its own rank");
+  // Processes without ranks (a program's DataLoader workers): nothing of
+  // their own rank is said.
+  const std::vector<std::string> workers{"read input 0x7f0000001000", "read input 0x7f0000002000",
+                                         "read input 0x7f0000001000"};
+  const std::vector<int32_t> none{-1, -1, -1};
+  CHECK(report::alikeText(workers, none, 0, {2}).empty());
+  CHECK(report::alikeText(workers, none, 0, {1, 2}) == ", but for their addresses and digests (--json gives them)");
   // Another count or event number is another report.
   CHECK(report::alikeReports({"#3 sent 1024", "#4 sent 1024"}, {0, 1}, {0, 1})[0].empty());
 }
