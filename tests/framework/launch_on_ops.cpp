@@ -6,11 +6,11 @@
 // real kernel is given them), or none where GPURR_TEST_LAUNCH_WORDS is 0.
 // With GPURR_TEST_HASH set, the launch is made at the op's end instead (the
 // callback registered before the layer's, by launch_in.py, so that the op
-// is still open in the layer when it runs), its
-// parameters the addresses of the op's tensors in and out (tensor lists
-// included), and the CPU allocator reports what it hands out and takes
-// back as allocations: the fake recorder hashes the tensors as a GPU's
-// recorder hashes a kernel's buffers.
+// is still open in the layer when it runs), its parameters the addresses
+// of the op's tensors in and out (tensor lists included), and the CPU
+// allocator reports what it hands out and takes back as allocations: the
+// fake recorder hashes the tensors as a GPU's recorder hashes a kernel's
+// buffers.
 #include <dlfcn.h>
 
 #include <ATen/core/ivalue.h>
@@ -94,6 +94,7 @@ void onEndHashed(const at::RecordFunction& fn, at::ObserverContext* context) {
   eachTensor(fn.outputs(), add);
   launch((std::string(fn.name()) + "_kernel").c_str(), addresses.data(), static_cast<uint32_t>(addresses.size()));
 }
+
 // GPURR_TEST_HASH: the CPU allocator, its allocations reported to the
 // recorder as cuMemAlloc's and cuMemFree's are, so that tensors are
 // allocations with their lifetimes (as cudaMalloc's without PyTorch's
