@@ -415,11 +415,12 @@ std::unique_ptr<Pass> summariseAndAlign(const TraceReader& ta, const TraceReader
     pass->alignment = alignCut(a, b, pass->aCut ? ta : tb, alignOptions, pass->rest);
   } else {
     pass->alignment = alignRuns(a, b, alignOptions);
-    // Taken where it costs no more edits than the whole runs aligned: runs
-    // whose steps were counted otherwise (an optimizer step skipped, the
-    // layer counting steps by the optimizer's) did not end early.
+    // Not taken where the whole runs aligned leave fewer edits than the
+    // other run's later steps hold: the shorter run did all their work, its
+    // steps counted otherwise (an optimizer step skipped, and the layer
+    // counts steps by the optimizer's), and did not end early.
     if (std::optional<Alignment> bySteps = alignByLastStep(a, b, alignOptions);
-        bySteps && edits(*bySteps, false) <= edits(pass->alignment, false)) {
+        bySteps && edits(pass->alignment, false) >= bySteps->runs.back().aCount + bySteps->runs.back().bCount) {
       pass->alignment = std::move(*bySteps);
       endsByStep = true;
     }

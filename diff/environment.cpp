@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -80,6 +81,19 @@ std::vector<EnvDifference> ncclDifferences(const std::vector<EnvDifference>& env
   return out;
 }
 
+std::vector<std::string> programOf(const std::vector<std::string>& command) {
+  if (command.empty() || std::filesystem::path(command[0]).filename().string().rfind("python", 0) != 0) {
+    return command;
+  }
+  std::vector<std::string> out{command[0]};
+  bool options = true;
+  for (size_t i = 1; i < command.size(); ++i) {
+    options = options && command[i].size() > 1 && command[i][0] == '-';
+    if (!options || command[i] != "-u") out.push_back(command[i]);
+  }
+  return out;
+}
+
 std::vector<EnvDifference> compareHeaders(const Header& a, const Header& b) {
   std::vector<EnvDifference> out;
   compareKeyValues(a.environment, b.environment, "env ", out);
@@ -103,7 +117,9 @@ std::vector<EnvDifference> compareHeaders(const Header& a, const Header& b) {
     return s;
   };
   if (a.commandLine != b.commandLine) {
-    out.push_back({"command line", join(a.commandLine), join(b.commandLine), false});
+    // Another program (compared with --force) can change results; Python's -u cannot.
+    out.push_back({"command line", join(a.commandLine), join(b.commandLine),
+                   programOf(a.commandLine) != programOf(b.commandLine)});
   }
   if (a.options.hashChunkBytes != b.options.hashChunkBytes) {
     out.push_back({"hash chunk bytes", std::to_string(a.options.hashChunkBytes),

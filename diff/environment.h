@@ -9,6 +9,11 @@
 
 namespace gpurr::diff {
 
+// A command line as it decides what runs: a Python interpreter's `-u`
+// (unbuffered output, which torchrun adds to the command of each process
+// it starts) set aside.
+std::vector<std::string> programOf(const std::vector<std::string>& command);
+
 // Whether a field that changes results differs.
 bool environmentMatters(const std::vector<EnvDifference>& env);
 

@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "common/text.h"
+#include "diff/environment.h"
 #include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
@@ -50,22 +51,6 @@ std::string gpuModels(const Header& h) {
   return s;
 }
 
-// A command line as it decides what runs: a Python interpreter's `-u`
-// (unbuffered output, which torchrun adds to the command of each process
-// it starts) set aside.
-std::vector<std::string> program(const std::vector<std::string>& command) {
-  if (command.empty() || std::filesystem::path(command[0]).filename().string().rfind("python", 0) != 0) {
-    return command;
-  }
-  std::vector<std::string> out{command[0]};
-  bool options = true;
-  for (size_t i = 1; i < command.size(); ++i) {
-    options = options && command[i].size() > 1 && command[i][0] == '-';
-    if (!options || command[i] != "-u") out.push_back(command[i]);
-  }
-  return out;
-}
-
 // Refuses comparisons whose answer would be nonsense: digests of different
 // chunk sizes always, other GPU models or command lines unless forced.
 void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
@@ -93,7 +78,7 @@ void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
   }
   const auto& ca = a.header().commandLine;
   const auto& cb = b.header().commandLine;
-  if (program(ca) != program(cb) && !ca.empty() && !cb.empty()) {
+  if (diff::programOf(ca) != diff::programOf(cb) && !ca.empty() && !cb.empty()) {
     const std::string text =
         fmt::format("{} and {} record different programs:\n  A: {}\n  B: {}", a.path().string(),
                     b.path().string(), gpurr::text::oneLine(joined(ca)), gpurr::text::oneLine(joined(cb)));

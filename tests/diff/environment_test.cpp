@@ -1,5 +1,6 @@
 // The header fields two runs differ in: shown above the report, and those
-// that can change results marked so.
+// that can change results marked so (another command line, compared with
+// --force, among them).
 #include <catch2/catch.hpp>
 
 #include "diff/diff.h"
@@ -21,4 +22,18 @@ TEST_CASE("runs recorded with different hash selections say so, and that results
   CHECK(env[1].b == "1:2");
   b.options = a.options;
   CHECK(diff::compareHeaders(a, b).empty());
+}
+
+TEST_CASE("another command line can change results, Python's -u cannot") {
+  trace::Header a, b;
+  a.commandLine = {"/usr/bin/python3", "train.py", "--lr", "0.1"};
+  b.commandLine = {"/usr/bin/python3", "-u", "train.py", "--lr", "0.1"};  // as torchrun starts it
+  std::vector<diff::EnvDifference> env = diff::compareHeaders(a, b);
+  REQUIRE(env.size() == 1);
+  CHECK(env[0].field == "command line");
+  CHECK_FALSE(env[0].affectsResults);
+  b.commandLine.back() = "0.2";  // compared with --force
+  env = diff::compareHeaders(a, b);
+  REQUIRE(env.size() == 1);
+  CHECK(env[0].affectsResults);
 }
