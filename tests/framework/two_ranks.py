@@ -22,7 +22,7 @@ def run(worker, script):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port))
         # Under launch_in.py (sys.argv rewritten), each rank runs under it too.
-        launched = os.path.basename(sys.orig_argv[1]) == "launch_in.py" if len(sys.orig_argv) > 1 else False
+        launched = any(os.path.basename(a) == "launch_in.py" for a in sys.orig_argv[1:])
         command = sys.orig_argv[1:] if launched else [os.path.abspath(script)] + sys.argv[1:]
         procs.append(subprocess.Popen([sys.executable] + command, env=env))
     sys.exit(max(p.wait() for p in procs))
