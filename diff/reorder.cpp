@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "diff/decode.h"
@@ -39,10 +41,6 @@ std::vector<OpInfo> opsOf(const Context& ctx, const Run& r, uint64_t begin, uint
   return out;
 }
 
-void appendKeys(const Run& r, uint64_t begin, uint64_t count, std::vector<uint64_t>& keys) {
-  for (uint64_t i = 0; i < count; ++i) keys.push_back(r.ops[begin + i].key);
-}
-
 // Whether the first operations of a two-sided stretch of `g` carry an
 // algorithm choice (cuDNN, cuBLAS).
 bool choseAlgorithm(const Context& ctx, const std::vector<AlignedRun>& runs, Group g) {
@@ -60,30 +58,22 @@ bool choseAlgorithm(const Context& ctx, const std::vector<AlignedRun>& runs, Gro
   return false;
 }
 
-}  // namespace
-
-// Stretches that are a reordering rather than another path: consecutive
-// stretches (with matched runs between them) whose run A sides hold the
-// same operations as their run B sides. A running sum of the identities,
-// run A's added and run B's subtracted, comes back to a value it had: the
-// stretches since then balance. The latest such point is taken, so that an
-// unbalanced stretch (an operation one run alone does) before them is left
-// out, and groups that overlap are merged. Each group's balance is then
-// checked on the identities themselves; groups of more than kMaxReordered
-// operations a side are not looked at. Linear in the number of stretches.
-std::vector<Group> reorderings(const Context& ctx, const std::vector<AlignedRun>& runs) {
+// Groups of stretches that balance by `key` (an operation's, or nullopt
+// where it has none: a group holding such an operation is not taken), into
+// `group` where a stretch has none yet (reorderings).
+template <typename Key>
+void balancedGroups(const Context& ctx, const std::vector<AlignedRun>& runs, Key key, std::vector<Group>& group) {
   const Run& a = ctx.a;
   const Run& b = ctx.b;
   constexpr uint64_t kMaxReordered = 1 << 16;
-  std::vector<Group> group(runs.size());
   std::vector<Group> found;  // by their last stretch, increasing; disjoint
   std::unordered_map<uint64_t, size_t> seen{{0, 0}};  // running sum -> the run after which it was last
   uint64_t sum = 0;
   for (size_t r = 0; r < runs.size(); ++r) {
     const AlignedRun& s = runs[r];
     if (s.match) continue;
-    for (uint64_t i = 0; i < s.aCount; ++i) sum += a.ops[s.aBegin + i].key;
-    for (uint64_t i = 0; i < s.bCount; ++i) sum -= b.ops[s.bBegin + i].key;
+    for (uint64_t i = 0; i < s.aCount; ++i) sum += key(a, s.aBegin + i).value_or(0);
+    for (uint64_t i = 0; i < s.bCount; ++i) sum -= key(b, s.bBegin + i).value_or(0);
     const auto [it, fresh] = seen.try_emplace(sum, r + 1);
     if (fresh) continue;
     Group g{it->second, r};
@@ -97,32 +87,59 @@ std::vector<Group> reorderings(const Context& ctx, const std::vector<AlignedRun>
   for (Group& g : found) {
     while (runs[g.first].match) ++g.first;  // it starts after a stretch, or at the start
     uint64_t na = 0, nb = 0;
-    bool twoSided = false;
+    bool twoSided = false, taken = false;
     for (size_t r = g.first; r <= g.last; ++r) {
       if (runs[r].match) continue;
       na += runs[r].aCount;
       nb += runs[r].bCount;
       twoSided |= runs[r].aCount > 0 && runs[r].bCount > 0;
+      taken |= group[r].any();
     }
-    if (na != nb || na > kMaxReordered) continue;
+    if (taken || na != nb || na > kMaxReordered) continue;
     // Stretches where each run takes a path of its own and that balance
     // only together are two swapped operations, unless a library chose
     // them: an algorithm in one step of run A and in another step of run B
     // is another path.
     if (twoSided && g.first != g.last && choseAlgorithm(ctx, runs, g)) continue;
-    std::vector<uint64_t> ka, kb;
+    std::vector<std::optional<uint64_t>> ka, kb;
     for (size_t r = g.first; r <= g.last; ++r) {
       if (runs[r].match) continue;
-      appendKeys(a, runs[r].aBegin, runs[r].aCount, ka);
-      appendKeys(b, runs[r].bBegin, runs[r].bCount, kb);
+      for (uint64_t i = 0; i < runs[r].aCount; ++i) ka.push_back(key(a, runs[r].aBegin + i));
+      for (uint64_t i = 0; i < runs[r].bCount; ++i) kb.push_back(key(b, runs[r].bBegin + i));
     }
     std::sort(ka.begin(), ka.end());
     std::sort(kb.begin(), kb.end());
-    if (ka != kb) continue;
+    if (ka != kb || std::find(ka.begin(), ka.end(), std::nullopt) != ka.end()) continue;
     for (size_t r = g.first; r <= g.last; ++r) {
       if (!runs[r].match) group[r] = g;
     }
   }
+}
+
+}  // namespace
+
+// Stretches that are a reordering rather than another path: consecutive
+// stretches (with matched runs between them) whose run A sides hold the
+// same operations as their run B sides. A running sum of the identities,
+// run A's added and run B's subtracted, comes back to a value it had: the
+// stretches since then balance. The latest such point is taken, so that an
+// unbalanced stretch (an operation one run alone does) before them is left
+// out, and groups that overlap are merged. Each group's balance is then
+// checked on the identities themselves; groups of more than kMaxReordered
+// operations a side are not looked at. Linear in the number of stretches.
+// Then the same by site and shape, for operations that all have a site:
+// swapped, they write their outputs into allocations made in the other
+// order, and an allocation is named by its first user, so their identities
+// differ where the program ran the same ops in another order.
+std::vector<Group> reorderings(const Context& ctx, const std::vector<AlignedRun>& runs) {
+  std::vector<Group> group(runs.size());
+  balancedGroups(ctx, runs, [](const Run& run, uint64_t i) { return std::optional<uint64_t>(run.ops[i].key); },
+                 group);
+  balancedGroups(ctx, runs, [](const Run& run, uint64_t i) -> std::optional<uint64_t> {
+    const Op& op = run.ops[i];
+    if (op.tag() == 0) return std::nullopt;
+    return Keys::withTag(uint64_t{op.shape} * 0xff51afd7ed558ccdULL + 1, op.tag());
+  }, group);
   return group;
 }
 

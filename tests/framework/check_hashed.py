@@ -11,7 +11,8 @@ the programs' own output (losses and parameter digests per step):
 - DistributedDataParallel over gloo on two ranks (ddp_gloo.py): identical
   twice; with a divergence planted in rank 1's backward in step 1, rank 1 is
   the origin, its first divergence the planted op (index_add_, at its line,
-  step 1), and rank 0 a receiver through that step's all-reduce."""
+  step 1), and rank 0 a receiver through that step's all-reduce;
+- two independent products in the other order (swapped.py): reordered."""
 import argparse
 import json
 import os
@@ -120,6 +121,18 @@ check(code == 1 and roles == {0: "receiver", 1: "origin"},
 origin = first_origin(report, "rank1.gpurr")
 check(origin.get("op") == "aten::index_add_" and origin.get("line") == planted and origin.get("step") == 1 and
       origin.get("phase") == "backward", f"ddp planted: rank 1's first divergence is the planted op: {origin}")
+
+# Two independent products in the other order: the same operations, issued
+# from the same lines, each writing into an allocation made in the other
+# order. A reordering, not another path nor a library's choice.
+swapped = os.path.join(args.scripts, "swapped.py")
+a, out_a = record("swapped-a", "aten::mm", [swapped])
+b, out_b = record("swapped-b", "aten::mm", [swapped], SWAPPED="1")
+check(out_a == out_b, f"swapped: the results are the same: {out_a!r} vs {out_b!r}")
+code, report = diff(a, b)
+fd = (report.get("processes") or [{}])[0].get("firstDivergence") or {}
+check(code == 1 and fd.get("cause") == "reordered" and fd.get("summary", "").startswith("reordered: the same 2"),
+      f"swapped: a reordering of 2 operations (exit {code}): {fd.get('cause')}: {fd.get('summary')}")
 
 if failures:
     print(f"{len(failures)} check(s) failed")
