@@ -102,6 +102,11 @@ std::string rangeLine(const char* what, const RangeDifference& r) {
     return s + fmt::format(": the same bytes (digest {}), but run B's are {}, another buffer", hex16(r.digestA),
                            where(r.b));
   }
+  // Run B's range elsewhere in its allocation, or of another size (a
+  // pointer that points elsewhere): said, as the bytes compared are those.
+  if (r.a.offset != r.b.offset || r.a.size != r.b.size) {
+    s += fmt::format(", run B's {} ({})", where(r.b), humanBytes(r.b.size));
+  }
   if (r.chunkBytes > 0) {
     s += fmt::format(": {} of {} chunks differ", r.differingChunks, r.chunks);
   }
