@@ -99,8 +99,7 @@ std::string rangeLine(const char* what, const RangeDifference& r) {
   }
   if (r.digestA == r.digestB && r.digestA != 0) {
     // Equal bytes in ranges that do not correspond (compareRanges).
-    return s + fmt::format(": the same bytes (digest {}), but run B's are {}, another buffer", hex16(r.digestA),
-                           where(r.b));
+    return s + fmt::format(": the same bytes (digest {}), in run B at {}", hex16(r.digestA), where(r.b));
   }
   // Run B's range elsewhere in its allocation, or of another size (a
   // pointer that points elsewhere): said, as the bytes compared are those.
