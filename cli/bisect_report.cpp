@@ -142,8 +142,13 @@ std::string renderText(const Outcome& o, const Style& st) {
       const std::string what = o.snapshotLaunch ? fmt::format(" (snapshots of launch #{})", *o.snapshotLaunch) : "";
       if (*o.reproduced) {
         const bool vsFirst = divergesAt(*o.confirmation, p->name, o.point->indexA);
-        os << fmt::format("  {:<8} run {}{} diverges from run {} at the same operation: {}\n", "confirm", c->number,
-                          what, vsFirst ? o.base : o.chosenRun(), st.green("reproduced"));
+        // Where it agrees with the first run, the other was the odd one.
+        const std::string odd = !vsFirst && o.confirmation->identical()
+                                    ? fmt::format("; it agrees with run {} as far as it went: run {} was the odd one",
+                                                  o.base, o.chosenRun())
+                                    : "";
+        os << fmt::format("  {:<8} run {}{} diverges from run {} at the same operation: {}{}\n", "confirm", c->number,
+                          what, vsFirst ? o.base : o.chosenRun(), st.green("reproduced"), odd);
       } else {
         os << fmt::format("  {:<8} {}: run {}{} against run {}: {}; against run {}: {}\n", "confirm",
                           st.yellow("not reproduced at the same place"), c->number, what, o.base,
@@ -160,6 +165,17 @@ std::string renderText(const Outcome& o, const Style& st) {
     for (const std::string& n : c->onlyB) os << fmt::format("  process {} only in run {}\n", n, o.chosenRun());
   }
   if (!o.error.empty() && o.verdict != "failed") os << st.yellow("warning: " + o.error) << '\n';
+  // --until-step that stopped none of the runs (record's warning, in each
+  // run's log, said why).
+  const auto until = std::find(o.recordOptions.begin(), o.recordOptions.end(), "--until-step");
+  if (until != o.recordOptions.end() && until + 1 != o.recordOptions.end() &&
+      std::none_of(o.runs.begin(), o.runs.end(), [](const RunRecord& r) { return r.stoppedAfterStep >= 0; })) {
+    os << st.yellow(fmt::format("warning: --until-step {} stopped none of the runs: each ended by itself first, or "
+                                "the program never stepped a torch.optim optimizer (by whose steps the PyTorch "
+                                "layer counts training steps; its steps are then all step 0)",
+                                *(until + 1)))
+       << '\n';
+  }
   return os.str();
 }
 

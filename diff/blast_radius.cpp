@@ -285,6 +285,16 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
       c.launches += launch;
     }
   };
+  // Whether stretch `s` is `f` again: as many operations a side, the first
+  // of each from the same site (and with one).
+  auto sameStretch = [&](const AlignedRun& f, const AlignedRun& s) {
+    if (f.match || s.aCount != f.aCount || s.bCount != f.bCount) return false;
+    auto same = [](const Run& run, uint64_t x, uint64_t y, uint64_t count) {
+      return count == 0 || (run.ops[x].tag() != 0 && run.ops[x].tag() == run.ops[y].tag() &&
+                            run.ops[x].shape == run.ops[y].shape);
+    };
+    return same(a, f.aBegin, s.aBegin, f.aCount) && same(b, f.bBegin, s.bBegin, f.bCount);
+  };
   // An independent divergence at `at`: listed, made by `make`, among the first few.
   auto addRoot = [&](AlignmentAt at, Taint::Label label, auto&& make) {
     ++blast.independentCount;
@@ -325,6 +335,7 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
         listed->readsTainted = reads.has_value() || laterEnd;
       }
       if (!isFirst && !reads && !laterEnd) {
+        blast.repeatsFirst += sameStretch(firstStretch, run);
         addRoot({r, 0}, label,
                 [&] { return independentStretch(ctx, runs, r, group, listed ? &*listed : nullptr); });
       }

@@ -127,44 +127,58 @@ void keep(Alignment& out, const AlignedRun& r) {
 }
 
 // Each stretch of both runs of an alignment by sited identities, aligned
-// again: an operation by its identity alone where the other run's part of
-// the stretch has no launch of its shape issued from its site. The same
-// operation issued from a line that an edit between the two runs moved
-// (onto another operation's line, maybe) is then matched; an added
-// layer's first launch still is not matched with the final norm's, whose
-// weights one run renamed (Op::key: the first added layer's norm weights
-// take the identity the other run's final norm weights have), as the final
-// norm's launch has that shape and site in both. (Operations of one sited
-// identity are never in a stretch of both runs of a minimal alignment:
-// they would have been matched.)
+// again: an operation by its identity and its place in the model
+// (Op::placeTag) where the other run's part of the stretch has no launch of
+// its shape issued from its site, and by its identity alone where the other
+// run's part has a launch of its shape whose op the layer did not observe.
+// The same operation issued from a line that an edit between the two runs
+// moved (onto another operation's line, maybe) is then matched, and one
+// issued from another module is not (a block called in another's place,
+// two statements swapped); an added layer's first launch still is not
+// matched with the final norm's, whose weights one run renamed (Op::key:
+// the first added layer's norm weights take the identity the other run's
+// final norm weights have), as the final norm's launch has that shape and
+// site in both. (Operations of one sited identity are never in a stretch of
+// both runs of a minimal alignment: they would have been matched.)
 Alignment refineBySite(const Alignment& sited, const Run& a, const Run& b, const AlignOptions& options) {
   Alignment out;
   AlignOptions within = options;
   within.cut = AlignOptions::Cut::kNeither;
   bool unrefined = false;  // a stretch of both runs without origins, as the sited alignment had it
   std::vector<uint64_t> placesA, placesB, ka, kb;
-  // A launch's shape and site tag: where it was issued, and what.
+  // A launch's shape and site tag: where it was issued, and what; and its
+  // shape alone, tagged 0 (no op observed there).
   const auto place = [](const Op& op) { return uint64_t{op.shape} << 16 | op.tag(); };
-  // The places of `count` operations of `run` from `begin`, sorted; false
-  // when none has a site.
+  const auto unobserved = [](const Op& op) { return uint64_t{op.shape} << 16; };
+  // The places of `count` operations of `run` from `begin`, with the
+  // unobserved ones' shapes, sorted; false when none has a site.
   const auto places = [&](const Run& run, uint64_t begin, uint64_t count, std::vector<uint64_t>& out) {
-    out.resize(count);
+    out.clear();
     bool any = false;
     for (uint64_t i = 0; i < count; ++i) {
       const Op& op = run.ops[begin + i];
-      out[i] = place(op);
+      out.push_back(place(op));
+      if (op.placeTag() == 0) out.push_back(unobserved(op));
       any = any || op.tag() != 0;
     }
     std::ranges::sort(out);
     return any;
   };
-  // Their identities to align again by, the other run's places `other`.
+  // Their identities to align again by, the other run's places `other`
+  // (the place tag marked apart from a whole tag, whose high byte is never
+  // 0).
   const auto keys = [&](const Run& run, uint64_t begin, uint64_t count, const std::vector<uint64_t>& other,
                         std::vector<uint64_t>& out) {
     out.resize(count);
     for (uint64_t i = 0; i < count; ++i) {
       const Op& op = run.ops[begin + i];
-      out[i] = op.tag() != 0 && std::ranges::binary_search(other, place(op)) ? op.sitedKey() : op.key;
+      if (op.tag() != 0 && std::ranges::binary_search(other, place(op))) {
+        out[i] = op.sitedKey();
+      } else if (op.placeTag() != 0 && !std::ranges::binary_search(other, unobserved(op))) {
+        out[i] = Keys::withTag(op.key, op.placeTag());
+      } else {
+        out[i] = op.key;
+      }
     }
   };
   for (const AlignedRun& r : sited.runs) {
@@ -502,6 +516,8 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.opsB = b.ops.size();
   out.undigestedA = a.undigested;
   out.undigestedB = b.undigested;
+  out.withOutputsA = a.withOutputs;
+  out.withOutputsB = b.withOutputs;
   const Context ctx{options, a, b, ta.header().options.hashChunkBytes};
   BenignPairs benign(ctx, std::move(pass->configurationOnly));
   out.matched = alignment.matched;

@@ -176,13 +176,24 @@ struct Op {
 
   static constexpr unsigned kTagShift = 48;  // events of a trace: fewer than 2^44
   // Where the program issued it (ScanEvent::site), folded into 16 bits; 0:
-  // no origin. The alignment adds it to the identity (OpStore::keys).
-  static uint64_t tagOf(uint64_t site) { return (site ^ site >> 16 ^ site >> 32 ^ site >> 48) & 0xffff; }
+  // no origin. The alignment adds it to the identity (OpStore::keys). The
+  // high 8 bits fold the whole site (never 0 for an origin), the low 8 its
+  // place in the model (placeTag).
+  static uint64_t tagOf(uint64_t site) {
+    const auto fold8 = [](uint32_t v) { return (v ^ v >> 8 ^ v >> 16 ^ v >> 24) & 0xff; };
+    if (site == 0) return 0;
+    const uint32_t whole = fold8(static_cast<uint32_t>(site >> 32)), place = fold8(static_cast<uint32_t>(site));
+    return (whole != 0 ? whole : 1) << 8 | (place != 0 || static_cast<uint32_t>(site) == 0 ? place : 1);
+  }
   uint64_t seq() const { return word >> 4 & ((uint64_t{1} << (kTagShift - 4)) - 1); }
   // Whether it may have been issued where `other` was: the same site tag,
   // or one of the two without.
   bool sameSite(const Op& other) const { return tag() == other.tag() || tag() == 0 || other.tag() == 0; }
   uint64_t tag() const { return word >> kTagShift; }
+  // Its op, phase, forward op and module, folded into 8 bits: where in the
+  // model the program issued it, whatever line an edit moved it to; 0
+  // without an origin or where the layer did not observe its op.
+  uint64_t placeTag() const { return tag() & 0xff; }
   // Its identity with its site tag mixed in (OpStore::keys).
   uint64_t sitedKey() const { return Keys::withTag(key, tag()); }
   OpKind kind() const { return static_cast<OpKind>(word & 7); }
@@ -378,6 +389,8 @@ struct Run {
   // hashed, --kernels or --launches leaving it out): their outputs are not
   // compared.
   uint64_t undigested = 0;
+  // Operations with an output range (hashed or not).
+  uint64_t withOutputs = 0;
   // The blocks holding a launch whose kernel takes PyTorch's Philox state as
   // a parameter of its own, with annotations (the recorder's RngState), in
   // order: where the run's Philox seeds can be read (philoxSeedsNear).

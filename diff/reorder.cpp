@@ -107,6 +107,10 @@ void balancedGroups(const Context& ctx, const std::vector<AlignedRun>& runs, Key
       for (uint64_t i = 0; i < runs[r].aCount; ++i) ka.push_back(key(a, runs[r].aBegin + i));
       for (uint64_t i = 0; i < runs[r].bCount; ++i) kb.push_back(key(b, runs[r].bBegin + i));
     }
+    // One stretch of the same operations in the same order is not
+    // reordered: they were issued from other places (a block called in
+    // another's place).
+    if (g.first == g.last && ka == kb) continue;
     std::sort(ka.begin(), ka.end());
     std::sort(kb.begin(), kb.end());
     if (ka != kb || std::find(ka.begin(), ka.end(), std::nullopt) != ka.end()) continue;
@@ -130,7 +134,9 @@ void balancedGroups(const Context& ctx, const std::vector<AlignedRun>& runs, Key
 // Then the same by site and shape, for operations that all have a site:
 // swapped, they write their outputs into allocations made in the other
 // order, and an allocation is named by its first user, so their identities
-// differ where the program ran the same ops in another order.
+// differ where the program ran the same ops in another order. Then the same
+// by place in the model (Op::placeTag) and shape: two statements swapped,
+// their lines moved with them.
 std::vector<Group> reorderings(const Context& ctx, const std::vector<AlignedRun>& runs) {
   std::vector<Group> group(runs.size());
   balancedGroups(ctx, runs, [](const Run& run, uint64_t i) { return std::optional<uint64_t>(run.ops[i].key); },
@@ -139,6 +145,11 @@ std::vector<Group> reorderings(const Context& ctx, const std::vector<AlignedRun>
     const Op& op = run.ops[i];
     if (op.tag() == 0) return std::nullopt;
     return Keys::withTag(uint64_t{op.shape} * 0xff51afd7ed558ccdULL + 1, op.tag());
+  }, group);
+  balancedGroups(ctx, runs, [](const Run& run, uint64_t i) -> std::optional<uint64_t> {
+    const Op& op = run.ops[i];
+    if (op.placeTag() == 0) return std::nullopt;
+    return Keys::withTag(uint64_t{op.shape} * 0xff51afd7ed558ccdULL + 1, op.placeTag());
   }, group);
   return group;
 }

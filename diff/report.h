@@ -58,12 +58,13 @@ struct OpInfo {
   std::optional<trace::Origin> origin;  // the framework op behind it, when recorded
 };
 
-// Whether the PyTorch layer did not observe `o`'s op: its origin holds its
-// step alone (it ran where a step stopped matching the steps the layer had
-// learnt).
+// Whether the PyTorch layer did not observe `o`'s op: its origin holds
+// neither op nor line, only its step and perhaps the module the layer's
+// hooks saw (it ran where a step stopped matching the steps the layer had
+// learnt, or in an op that began before the layer observed again).
 inline bool opUnobserved(const OpInfo& o) {
-  return o.origin && o.origin->op.empty() && o.origin->opStack.empty() && o.origin->module.empty() &&
-         o.origin->file.empty() && !o.origin->benchmarking;
+  return o.origin && o.origin->op.empty() && o.origin->opStack.empty() && o.origin->file.empty() &&
+         !o.origin->benchmarking;
 }
 
 // How a report says where `o` is in its step: a launch by its number in
@@ -318,6 +319,10 @@ struct BlastRadius {
   uint64_t divergentOps = 0;                      // later matched ops with different outputs
   uint64_t explainedOps = 0;                      // ... of which read tainted data
   uint64_t independentCount = 0;
+  // Those of them that are the first divergence's stretch again: as many
+  // operations a side, the first of each issued from the same site as the
+  // first's (a layer one run added, in each later step).
+  uint64_t repeatsFirst = 0;
   std::vector<IndependentDivergence> independent;  // the first few
 };
 
@@ -355,6 +360,9 @@ struct ProcessDiff {
   // Operations of each run that wrote device bytes without their digest
   // (not hashed): only their parameters were compared.
   uint64_t undigestedA = 0, undigestedB = 0;
+  // Operations of each run with an output range: where both are 0, no
+  // outputs were compared at all (a trace of launches without buffers).
+  uint64_t withOutputsA = 0, withOutputsB = 0;
   // No divergence among the operations compared. Where a run's recorder
   // dropped events, or its recording was cut short while the other run
   // went on (`gaps`, one line per run), only those before the gap were

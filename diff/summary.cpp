@@ -374,7 +374,9 @@ void useRanges(std::span<const ScanRange> ranges, AllocationIds& ids, uint64_t u
 // Builds a run's summary one event at a time, in trace order.
 class Summariser {
  public:
-  explicit Summariser(Run& run) : run_(run), firstUse_(!run.reader->header().options.hashInputs) {}
+  explicit Summariser(Run& run)
+      : run_(run), firstUse_(!run.reader->header().options.hashInputs),
+        stoppedAfter_(run.reader->damage().unclosed ? -1 : run.reader->stoppedAfterStep()) {}
 
   void add(const ScanEvent& e) {
     Run& run = run_;
@@ -395,6 +397,11 @@ class Summariser {
       if (e.kind == EventKind::kLaunch) run.benchmarkingLaunches.push_back(e.seq);
       return;
     }
+    // Where gpurr stopped the program after a step, what it ran of the next
+    // before the stop took effect (the next batch's copy) is not compared,
+    // nor anything after it (docs/DIFF.md).
+    if (stoppedAfter_ >= 0 && isOperation(e) && e.step > stoppedAfter_) pastStop_ = true;
+    if (pastStop_) return;
     if (!firstThread_) firstThread_ = e.thread;
     if (!run.threads && e.thread != *firstThread_) {
       run.threads = true;
@@ -536,6 +543,7 @@ class Summariser {
       for (const ScanRange& r : e.inputs) out_.add(r.digest);
     }
     if (firstUse_ && kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) noteFirstReads(e);
+    run.withOutputs += !e.outputs.empty();
     if (writesUndigested(e, hashed)) {
       ++run.undigested;
       if (firstUse_ && run.firstUndigested == UINT64_MAX) run.firstUndigested = e.seq;
@@ -637,6 +645,10 @@ class Summariser {
 
   Run& run_;
   const bool firstUse_;
+  // The step gpurr stopped the program after (-1: not stopped), and whether
+  // an operation of a later step has been seen.
+  const int64_t stoppedAfter_;
+  bool pastStop_ = false;
   Words key_, out_;
   // Operations so far by what they are (a kernel by its name, a copy, set
   // or graph launch by its shape) and host thread.

@@ -102,8 +102,10 @@ ReplayPlan finish(History& h, const Header& header, const std::string& tracePath
   if (launchPtr == nullptr) {
     const std::string kind = kindName(event.payload);
     const bool vowel = std::string_view("aeiou").find(kind[0]) != std::string_view::npos;
-    throw ReplayError(fmt::format("{}: event #{} is {} {} event, not a kernel launch; {}", tracePath, seq,
-                                  vowel ? "an" : "a", kind, nearestLaunches(h)));
+    throw ReplayError(fmt::format("{}: event #{} is {} {} event, not a kernel launch; {} (--launch takes an "
+                                  "event number, as a report's `run A #N` gives it, not the launch's count among "
+                                  "launches, as its `launch #N` does)",
+                                  tracePath, seq, vowel ? "an" : "a", kind, nearestLaunches(h)));
   }
   const KernelLaunch& launch = *launchPtr;
   const std::string what = fmt::format("{}: launch #{} ({})", tracePath, seq, launch.function);

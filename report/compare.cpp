@@ -125,7 +125,7 @@ namespace {
 
 struct PairDiff {
   ProcessDiff diff;
-  std::optional<std::string> incompleteA, incompleteB;  // the reader's note on a trace that did not end cleanly
+  std::optional<IncompleteTrace> incompleteA, incompleteB;  // a trace that did not end cleanly, or damaged
 };
 
 PairDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name, bool force,
@@ -142,8 +142,8 @@ PairDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name,
   p.pathA = a.string();
   p.pathB = b.string();
   p.warnings.insert(p.warnings.begin(), warnings.begin(), warnings.end());
-  if (ra.damage().unclosed) out.incompleteA = ra.damage().detail;
-  if (rb.damage().unclosed) out.incompleteB = rb.damage().detail;
+  if (ra.damage().unclosed) out.incompleteA = IncompleteTrace{name, ra.damage().detail, ra.damage().indexDamaged};
+  if (rb.damage().unclosed) out.incompleteB = IncompleteTrace{name, rb.damage().detail, rb.damage().indexDamaged};
   return out;
 }
 
@@ -246,8 +246,8 @@ RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, cons
       continue;
     }
     PairDiff& p = std::get<PairDiff>(diffs[i]);
-    if (p.incompleteA) out.incompleteA.push_back({p.diff.name, *p.incompleteA});
-    if (p.incompleteB) out.incompleteB.push_back({p.diff.name, *p.incompleteB});
+    if (p.incompleteA) out.incompleteA.push_back(*p.incompleteA);
+    if (p.incompleteB) out.incompleteB.push_back(*p.incompleteB);
     out.processes.push_back(std::move(p.diff));
   }
   return out;

@@ -37,6 +37,9 @@ std::optional<diff::Culprits> loadCulprits(const std::string& file, std::string&
 struct IncompleteTrace {
   std::string name;    // "rank3.gpurr"
   std::string detail;  // the reader's note (trace::Damage::detail)
+  // Its index does not fit its events: damaged since it was written (a bad
+  // copy), not a recording that did not end cleanly (trace::Damage).
+  bool damaged = false;
 };
 
 // Two runs compared: each process matched by name, and the processes found

@@ -395,8 +395,8 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
                                                     "divergent operations read data derived from it",
                                                     withCommas(b.divergentOps)));
   } else {
-    row("also", fmt::format("{} independent divergence{} (not explained by the first):",
-                            withCommas(b.independentCount), b.independentCount == 1 ? "" : "s"));
+    row("also", fmt::format("{} independent divergence{} (not explained by the first{}):",
+                            withCommas(b.independentCount), b.independentCount == 1 ? "" : "s", repeatsFirst(b)));
     for (const IndependentDivergence& i : b.independent) {
       const OpInfo& o = i.a.name.empty() ? i.b : i.a;
       row("", fmt::format("{} {}{} ({}): {}", opTitle(o), o.kind == OpKind::kLaunch ? shortName(o.name, 60) : o.name,
@@ -450,11 +450,13 @@ Json processJson(const ProcessDiff& p) {
                                {"laterDivergentOperations", b.divergentOps},
                                {"explainedByTaint", b.explainedOps},
                                {"independentCount", b.independentCount},
+                               {"repeatsFirst", b.repeatsFirst},
                                {"independent", independent}}},
               {"pathDivergences", {{"count", p.pathDivergenceCount}, {"listed", paths}}}};
   if (p.undigestedA != 0 || p.undigestedB != 0) {
     j["operations"]["notHashed"] = {{"a", p.undigestedA}, {"b", p.undigestedB}};  // only their parameters compared
   }
+  j["operations"]["withOutputs"] = {{"a", p.withOutputsA}, {"b", p.withOutputsB}};
   for (const auto& [paired, key] : {std::pair{&p.pairedDespiteStaleWords, "staleWords"},
                                     std::pair{&p.pairedDespiteLaunchConfiguration, "launchConfiguration"},
                                     std::pair{&p.pairedDespiteRenamedAllocation, "renamedAllocation"}}) {

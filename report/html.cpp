@@ -76,7 +76,7 @@ table.tl td.none{color:var(--muted);font-style:italic}
 .cols .mono{overflow-wrap:anywhere}
 table.tl .anns{line-height:1.35}
 table.tl .anns .chip{max-width:100%;overflow:hidden;text-overflow:ellipsis;vertical-align:bottom}
-.ok{color:var(--ok)}.bad{color:var(--bad)}
+.ok{color:var(--ok)}.bad{color:var(--bad)}.warn{color:var(--warn)}
 pre{font-family:var(--mono);font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;max-height:360px;overflow:auto;margin:0}
 table.lanes{width:auto;border-collapse:separate;border-spacing:3px 4px;margin:4px 0 0}
 table.lanes th{font-size:12px;text-transform:none;letter-spacing:0;padding:0 10px 0 0;border:0;white-space:nowrap;color:var(--muted)}

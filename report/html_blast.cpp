@@ -37,8 +37,8 @@ void renderBlast(Page& page, const Report& report) {
                                               : fmt::format("No independent divergence: all {} later divergent operations read data derived from it.",
                                                             withCommas(divergent)));
   } else {
-    page.addf("<p class=\"bad\"><b>{}</b> not explained by the first:</p>\n<ul class=\"evidence\">\n",
-              plural(independent, "independent divergence", "independent divergences"));
+    page.addf("<p class=\"bad\"><b>{}</b> not explained by the first{}:</p>\n<ul class=\"evidence\">\n",
+              plural(independent, "independent divergence", "independent divergences"), e(repeatsFirst(b)));
     for (const diff::IndependentDivergence& i : b.independent) {
       const diff::OpInfo* ia = i.a.name.empty() ? nullptr : &i.a;
       const diff::OpInfo* ib = i.b.name.empty() ? nullptr : &i.b;

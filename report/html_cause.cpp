@@ -285,6 +285,10 @@ void renderCause(Page& page, const Report& report) {
     if (p.firstDivergence) {
       renderFirst(part, *p.firstDivergence);
       renderKnown(part, *p.firstDivergence);
+    } else if (p.identical && !p.gaps.empty()) {
+      part.addf("<p class=\"warn\">not known: {} operations match, with equal parameters and outputs, up to where {}; "
+                "nothing after it was compared</p>\n",
+                withCommas(p.matched), e(p.gaps.front()));
     } else if (p.identical) {
       part.addf("<p class=\"ok\">identical: {} operations match, with equal parameters and outputs{}</p>\n",
                 withCommas(p.matched), e(notHashed(p)));

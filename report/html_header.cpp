@@ -2,6 +2,7 @@
 // to the sections below, and the runs a bisect recorded.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,13 +32,27 @@ string divergenceWhere(const FirstDivergence& d) {
 Headline headline(const Report& report) {
   const BisectFacts* bisect = report.bisect;
   string verdict = bisect ? bisect->verdict : "";
-  if (verdict.empty() && report.diff) verdict = report.diff->identical() ? "identical" : "diverged";
+  if (verdict.empty() && report.diff) {
+    verdict = report.diff->identical() ? "identical" : report.diff->unknown() ? "notKnown" : "diverged";
+  }
   const ProcessDiff* p = firstDifferingProcess(report);
   const FirstDivergence* first = p ? &*p->firstDivergence : nullptr;
   if (verdict == "identical") {
     string s = "Identical: the runs produced the same bits";
     if (bisect && bisect->runs.size() > 1) s = fmt::format("Identical: {} runs produced the same bits", bisect->runs.size());
+    // Runs gpurr stopped after a step (--until-step) are identical up to it.
+    if (bisect && !bisect->runs.empty() &&
+        std::all_of(bisect->runs.begin(), bisect->runs.end(), [](const RunInfo& r) { return r.stoppedAfterStep >= 0; })) {
+      const int64_t upTo = std::min_element(bisect->runs.begin(), bisect->runs.end(), [](const auto& x, const auto& y) {
+                             return x.stoppedAfterStep < y.stoppedAfterStep;
+                           })->stoppedAfterStep;
+      s += fmt::format(" up to training step {}, where gpurr stopped them", upTo);
+    }
     return {"ok", s};
+  }
+  if (verdict == "notKnown") {
+    return {"warn", "Not known: the runs agree in all that was compared, but not all of them could be compared "
+                    "(a trace cut short or with events dropped: see below)"};
   }
   if (verdict == "diverged") {
     if (!first) return {"bad", "Diverged: the runs produced different bits"};

@@ -18,6 +18,7 @@
 #include "diff/decode.h"
 #include "diff/environment.h"
 #include "diff/wording.h"
+#include "report/job_order.h"
 #include "report/words.h"
 #include "trace_format/trace.h"
 
@@ -308,6 +309,72 @@ uint64_t collectivesBefore(const std::vector<uint64_t>& seqs, uint64_t seq) {
   return static_cast<uint64_t>(std::lower_bound(seqs.begin(), seqs.end(), seq) - seqs.begin());
 }
 
+// Run A's collectives in the job's order (job_order.h), by key.
+struct JobOrder {
+  std::map<Key, uint32_t> ids;
+  CollectiveOrder order;
+
+  JobOrder(const KeyOfEvent& keyOf, const std::vector<std::vector<uint64_t>>& seqs) : order(lists(keyOf, seqs)) {}
+
+  uint64_t clockOf(const Key& key) const {
+    const auto it = ids.find(key);
+    return it == ids.end() ? UINT64_MAX : order.clock(it->second);
+  }
+
+ private:
+  // Each process's collectives as ids, one for each collective of the job;
+  // those of communicators made before recording (0, not told apart) each
+  // an id of its own, ordering nothing.
+  CollectiveOrder lists(const KeyOfEvent& keyOf, const std::vector<std::vector<uint64_t>>& seqs) {
+    std::vector<std::vector<uint32_t>> out(seqs.size());
+    uint32_t next = 0;
+    for (size_t p = 0; p < seqs.size(); ++p) {
+      for (const uint64_t seq : seqs[p]) {
+        const Key& key = keyOf.at({p, seq});
+        if (std::get<1>(key) == 0) {
+          out[p].push_back(next++);
+          continue;
+        }
+        const auto [it, fresh] = ids.try_emplace(key, next);
+        next += fresh;
+        out[p].push_back(it->second);
+      }
+    }
+    return CollectiveOrder(std::move(out), next);
+  }
+};
+
+// The origins of `job` (indices into its ranks) that no other origin's
+// divergence happened before: it had not reached them through collectives
+// when they diverged. In rank order; `sameCollective`: whether each of them
+// diverged just before the same collective.
+std::vector<size_t> earliestOrigins(const JobView& job, const CollectiveOrder& order, bool& sameCollective) {
+  std::vector<size_t> origins;
+  std::vector<std::vector<uint64_t>> reached;  // each origin's: CollectiveOrder::after
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    if (!job.ranks[i].origin) continue;
+    origins.push_back(i);
+    reached.push_back(order.after(job.ranks[i].process, job.ranks[i].collectivesBefore));
+  }
+  std::vector<size_t> out;
+  for (size_t x = 0; x < origins.size(); ++x) {
+    const RankVerdict& v = job.ranks[origins[x]];
+    bool after = false;
+    for (size_t y = 0; y < origins.size() && !after; ++y) after = y != x && reached[y][v.process] < v.collectivesBefore;
+    if (!after) out.push_back(origins[x]);
+  }
+  std::sort(out.begin(), out.end(), [&](size_t x, size_t y) { return job.ranks[x].rank < job.ranks[y].rank; });
+  sameCollective = true;
+  std::optional<uint32_t> next;
+  for (const size_t i : out) {
+    const std::vector<uint32_t>& list = order.list(job.ranks[i].process);
+    const uint64_t k = job.ranks[i].collectivesBefore;
+    sameCollective = sameCollective && k < list.size() && next.value_or(list[k]) == list[k];
+    if (k < list.size()) next = list[k];
+  }
+  return out;
+}
+
 std::string where(const FirstDivergence& d) {
   const diff::OpInfo& o = firstShown(d);
   std::string s = fmt::format("{}#{} {}", shownSide(d), o.seq, o.name);
@@ -333,7 +400,7 @@ std::string collectiveText(const Collective& c) {
 // A, in the job's collective order.
 std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, const Issues (&issues)[2],
                                  const std::map<uint64_t, std::vector<size_t>>& members,
-                                 const std::vector<int32_t>& ranks, const KeyOfEvent& keyOf) {
+                                 const std::vector<int32_t>& ranks, const KeyOfEvent& keyOf, const JobOrder& order) {
   std::map<Key, std::vector<const RankVerdict*>> receiversAt;
   for (const RankVerdict& v : job.ranks) {
     if (v.origin) continue;
@@ -341,7 +408,7 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
       receiversAt[it->second].push_back(&v);
     }
   }
-  std::vector<std::pair<uint64_t, SpreadStep>> steps;  // (collectives before it, step)
+  std::vector<std::pair<std::pair<uint64_t, uint64_t>, SpreadStep>> steps;  // ((clock, collectives before it), step)
   for (const auto& [key, receivers] : receiversAt) {
     const auto& [source, communicator, sequence] = key;
     const std::map<size_t, Issued>& inA = issues[0].at(key);
@@ -387,11 +454,11 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
       s.op = col->op;
     }
     s.origin = e.origin;
-    steps.push_back({before, std::move(s)});
+    steps.push_back({{order.clockOf(key), before}, std::move(s)});
   }
   std::stable_sort(steps.begin(), steps.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<SpreadStep> out;
-  for (auto& [before, s] : steps) out.push_back(std::move(s));
+  for (auto& [when, s] : steps) out.push_back(std::move(s));
   return out;
 }
 
@@ -630,21 +697,9 @@ std::optional<JobView> jobView(const RunComparison& c) {
     job.notes[v.process] = std::move(notes);
     job.notesAlike[v.process] = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks, false);
   }
-  // The earliest origins: the fewest collectives before them; by rank.
-  for (size_t i = 0; i < job.ranks.size(); ++i) {
-    const RankVerdict& v = job.ranks[i];
-    if (!v.origin) continue;
-    if (!job.earliestOrigins.empty() && v.collectivesBefore > job.ranks[job.earliestOrigins[0]].collectivesBefore) {
-      continue;
-    }
-    if (!job.earliestOrigins.empty() && v.collectivesBefore < job.ranks[job.earliestOrigins[0]].collectivesBefore) {
-      job.earliestOrigins.clear();
-    }
-    job.earliestOrigins.push_back(i);
-  }
-  std::sort(job.earliestOrigins.begin(), job.earliestOrigins.end(),
-            [&](size_t x, size_t y) { return job.ranks[x].rank < job.ranks[y].rank; });
-  job.spread = spreadOf(c, job, issues, members[0], ranks, keyOf);
+  const JobOrder order(keyOf, seqs);
+  job.earliestOrigins = earliestOrigins(job, order.order, job.sameCollective);
+  job.spread = spreadOf(c, job, issues, members[0], ranks, keyOf, order);
   for (size_t i = 0; i < job.spread.size(); ++i) {
     const SpreadStep& s = job.spread[i];
     if (!s.everyRankSentIdentical || !s.reduces) continue;
@@ -656,7 +711,7 @@ std::optional<JobView> jobView(const RunComparison& c) {
 }
 
 void printJob(std::ostream& os, const Style& st, const RunComparison& c, const JobView& job) {
-  os << '\n' << st.bold(fmt::format("== job: {} processes ==", c.processes.size())) << '\n';
+  os << '\n' << st.bold(fmt::format("== job: {} process{} ==", c.processes.size(), c.processes.size() == 1 ? "" : "es")) << '\n';
   if (job.sizes) os << st.red(sizesText(*job.sizes)) << '\n';
   for (const CollectiveMismatch& m : job.mismatches) {
     os << st.red(fmt::format("collective mismatch in {}: communicator {:016x}, collective #{} differs between ranks",
@@ -718,9 +773,13 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
     std::vector<int32_t> tied;
     for (size_t i : job.earliestOrigins) tied.push_back(job.ranks[i].rank);
     const uint64_t before = job.ranks[job.earliestOrigins[0]].collectivesBefore;
-    os << st.bold(fmt::format("earliest origins: {}, each after {} collective{}: they diverged before the same "
-                              "collective, independently",
-                              ranksText(tied), before, before == 1 ? "" : "s"))
+    os << st.bold(job.sameCollective
+                      ? fmt::format("earliest origins: {}, each after {} collective{}: they diverged before the same "
+                                    "collective, independently",
+                                    ranksText(tied), before, before == 1 ? "" : "s")
+                      : fmt::format("earliest origins: {}: they diverged independently (no collective carried one's "
+                                    "divergence to another before it diverged)",
+                                    ranksText(tied)))
        << '\n';
     for (size_t i : job.earliestOrigins) {
       const RankVerdict& v = job.ranks[i];
@@ -795,6 +854,7 @@ Json jobJson(const RunComparison& c, const JobView& job) {
   }
   if (!job.earliestOrigins.empty()) out["earliestOrigin"] = earliest[0];
   out["earliestOrigins"] = earliest;
+  out["earliestBeforeSameCollective"] = job.earliestOrigins.size() > 1 && job.sameCollective;
   out["spread"] = spread;
   out["cause"] = nullptr;
   if (job.cause) {

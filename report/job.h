@@ -94,10 +94,12 @@ struct JobView {
   std::optional<Sizes> sizes;
   std::vector<CollectiveMismatch> mismatches;  // the first few of each run
   std::vector<RankVerdict> ranks;              // ranks that diverged, in process order
-  // Indices into `ranks`: the origins with the fewest collectives before
-  // them, in rank order (several when they diverged before the same
-  // collective).
+  // Indices into `ranks`: the origins that no other origin's divergence
+  // reached through collectives before they diverged (job_order.h), in rank
+  // order (several where they diverged independently).
   std::vector<size_t> earliestOrigins;
+  // Whether the earliest origins diverged just before the same collective.
+  bool sameCollective = true;
   std::vector<SpreadStep> spread;  // in the job's collective order
   // Where a rank may have received the divergence from ranks not recorded
   // (RankVerdict::fromUnrecorded), those of the first such collective, each

@@ -37,20 +37,24 @@ void printRanks(std::ostream& os, const Style& st, const RunComparison& c) {
   // killed, the others then ended by their launcher), the one that kept
   // far fewer is likely the one that died first.
   for (const auto& [traces, run] : {std::pair{&c.incompleteA, &c.a}, std::pair{&c.incompleteB, &c.b}}) {
-    if (traces->empty()) continue;
-    std::vector<std::string> kept;
-    for (const IncompleteTrace& t : *traces) {
-      const auto p = std::find_if(c.processes.begin(), c.processes.end(),
-                                  [&](const diff::ProcessDiff& d) { return d.name == t.name; });
-      const uint64_t ops = p == c.processes.end() ? 0 : traces == &c.incompleteA ? p->opsA : p->opsB;
-      kept.push_back(p == c.processes.end() ? t.name
-                     : ops == 0             ? t.name + " (no operation kept)"
-                                            : fmt::format("{} ({} kept)", t.name, diff::plural(ops, "operation")));
+    for (const bool damaged : {false, true}) {
+      std::vector<std::string> kept;
+      for (const IncompleteTrace& t : *traces) {
+        if (t.damaged != damaged) continue;
+        const auto p = std::find_if(c.processes.begin(), c.processes.end(),
+                                    [&](const diff::ProcessDiff& d) { return d.name == t.name; });
+        const uint64_t ops = p == c.processes.end() ? 0 : traces == &c.incompleteA ? p->opsA : p->opsB;
+        kept.push_back(p == c.processes.end() ? t.name
+                       : ops == 0             ? t.name + " (no operation kept)"
+                                              : fmt::format("{} ({} kept)", t.name, diff::plural(ops, "operation")));
+      }
+      if (kept.empty()) continue;
+      os << st.yellow(fmt::format("  incomplete in {}: {} ({}: compared up to its last complete block)", *run,
+                                  listed(kept),
+                                  damaged ? "damaged since it was written: its index does not fit its events"
+                                          : "the recording did not end cleanly"))
+         << '\n';
     }
-    os << st.yellow(fmt::format("  incomplete in {}: {} (the recording did not end cleanly: compared up to its "
-                                "last complete block)",
-                                *run, listed(kept)))
-       << '\n';
   }
   for (const IncompleteTrace& t : c.unreadable) {
     os << st.yellow(fmt::format("  unreadable: {}, not compared: {}", t.name, t.detail)) << '\n';

@@ -47,6 +47,10 @@ bool opUnobserved(const FirstDivergence& d) {
 }
 
 std::string notHashed(const ProcessDiff& p) {
+  if (p.withOutputsA == 0 && p.withOutputsB == 0) {
+    return ", but no operation of either trace has outputs (no buffer was recorded): only their kernels, launch "
+           "configurations and parameters were compared";
+  }
   if (p.undigestedA == 0 && p.undigestedB == 0) return "";
   return fmt::format(", but {} not hashed (--steps, --kernels, --launches or a failed hash): only their parameters were "
                      "compared",
@@ -54,6 +58,14 @@ std::string notHashed(const ProcessDiff& p) {
                          ? fmt::format("{} of them were", withCommas(p.undigestedA))
                          : fmt::format("{} of run A's and {} of run B's were", withCommas(p.undigestedA),
                                        withCommas(p.undigestedB)));
+}
+
+std::string repeatsFirst(const BlastRadius& b) {
+  if (b.repeatsFirst == 0) return "";
+  const std::string which = b.independentCount == 1                ? "it is"
+                            : b.repeatsFirst == b.independentCount ? "all are"
+                                                                   : withCommas(b.repeatsFirst) + " of them are";
+  return fmt::format("; {} the first's stretch again (as many operations, from the same places), later on", which);
 }
 
 std::string whereBoth(const IndependentDivergence& i) {

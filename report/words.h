@@ -52,6 +52,11 @@ std::string whereBoth(const diff::IndependentDivergence& i);
 // outputs not compared): "", or ", but 40 of them were not hashed...".
 std::string notHashed(const diff::ProcessDiff& p);
 
+// "; 299 of them the first's stretch again, in later steps": the
+// independent divergences that repeat the first (BlastRadius::repeatsFirst),
+// or "".
+std::string repeatsFirst(const diff::BlastRadius& b);
+
 // "0x0-0x40, 0x80-0xc0 and 2 more": the first `shown` differing spans.
 std::string spansText(const diff::RangeDifference& r, size_t shown = 3);
 

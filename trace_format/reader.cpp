@@ -687,6 +687,7 @@ TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) 
     r.scanBlocks();
     // The index is written last: without one the recording did not end
     // cleanly; with a damaged one it cannot be told whether it did.
+    r.damage.indexDamaged = !indexProblem.empty();
     r.damage.detail = indexProblem.empty()
                           ? "the recording did not end cleanly (no index): " + r.damage.detail +
                                 "; events the recorder had not yet written when the process ended, if any, are lost"

@@ -322,6 +322,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.captured = false;
   e.benchmarking = in.hasOrigin() && in.getOrigin().getBenchmarking();
   e.site = in.hasOrigin() ? siteOf(in.getOrigin()) : 0;
+  e.step = in.hasOrigin() ? in.getOrigin().getStep() : -1;
   s.reads.clear();
   switch (in.which()) {
     case schema::Event::LAUNCH: {
@@ -488,6 +489,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
   e.thread = ev.get<uint32_t>(wire::event::kThread);
   e.benchmarking = origin.bit(wire::origin::kBenchmarkingBit);
   e.site = 0;
+  e.step = -1;
   if (origin.data != nullptr) {
     namespace o = wire::origin;
     std::string_view op, forwardOp, module, file;
@@ -498,6 +500,7 @@ bool decode(schema::Event::Reader in, Scratch& s, ScanEvent& e) {
     }
     e.site = originSite(op, static_cast<Phase>(origin.get<uint16_t>(o::kPhase)), forwardOp, module, file,
                         origin.get<uint32_t>(o::kLine));
+    e.step = origin.get<int64_t>(o::kStep) ^ -1;  // stored XOR its default, -1
   }
   e.kind = EventKind::kLaunch;
   e.function = s.functions[id].name;
@@ -684,9 +687,11 @@ struct DecodedBlock {
 
 uint64_t originSite(std::string_view op, Phase phase, std::string_view forwardOp, std::string_view module,
                     std::string_view file, uint32_t line) {
-  uint64_t h = XXH3_64bits_withSeed(op.data(), op.size(), (uint64_t{line} << 8) | static_cast<uint64_t>(phase));
-  for (std::string_view text : {forwardOp, module, file}) h = XXH3_64bits_withSeed(text.data(), text.size(), h);
-  return h | 1;
+  uint64_t code = XXH3_64bits_withSeed(op.data(), op.size(), static_cast<uint64_t>(phase));
+  for (std::string_view text : {forwardOp, module}) code = XXH3_64bits_withSeed(text.data(), text.size(), code);
+  const uint64_t h = XXH3_64bits_withSeed(file.data(), file.size(), code ^ line);
+  const uint64_t site = (h & ~uint64_t{0xffffffff}) | (op.empty() ? 0 : (code & 0xffffffff) | 1);
+  return site != 0 ? site : uint64_t{1} << 32;
 }
 
 unsigned scanThreads(unsigned requested) {

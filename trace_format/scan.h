@@ -65,6 +65,9 @@ struct ScanEvent {
   // Where its origin says the program issued it (originSite); 0 without
   // an origin.
   uint64_t site = 0;
+  // The training steps its origin says were completed before it; -1
+  // unknown or without an origin.
+  int64_t step = -1;
   bool hasAnnotations = false;
   // Launch, graph and collective: digests before and after; memcpy and memset: `outputs`
   // holds the written range with its digest, memcpy's `inputs` its source.
@@ -108,10 +111,13 @@ inline bool isOperation(const ScanEvent& e) {
          !e.captured && !e.benchmarking;
 }
 
-// Where an origin says the program issued an operation: a hash of its op,
-// phase, forward op, module, source file and line, never 0. Not its step
-// nor its place in the step: the same operation of the same program has the
-// same site in every step of every run, whatever ran before it.
+// Where an origin says the program issued an operation, never 0: its high
+// 32 bits a hash of its op, phase, forward op, module, source file and line;
+// its low 32 bits a hash of the same without file and line (where in the
+// model, whatever line an edit moved it to), or 0 where the origin names no
+// op (the layer did not observe it). Not its step nor its place in the
+// step: the same operation of the same program has the same site in every
+// step of every run, whatever ran before it.
 uint64_t originSite(std::string_view op, Phase phase, std::string_view forwardOp, std::string_view module,
                     std::string_view file, uint32_t line);
 

@@ -129,7 +129,7 @@ constexpr size_t kSeq = 0, kThread = 16, kWhich = 20, kOrigin = 1;
 constexpr uint16_t kLaunch = 0;
 }  // namespace event
 namespace origin {
-constexpr size_t kPhase = 0, kLine = 4, kBenchmarkingBit = 192;
+constexpr size_t kPhase = 0, kLine = 4, kStep = 8, kBenchmarkingBit = 192;
 constexpr size_t kOp = 0, kForwardOp = 2, kModule = 3, kFile = 4;
 }  // namespace origin
 namespace launch {

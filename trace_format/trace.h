@@ -104,6 +104,7 @@ class TraceWriter {
 // close it (killed, crashed, disk full).
 struct Damage {
   bool unclosed = false;        // no index: the recording did not end cleanly
+  bool indexDamaged = false;    // ... or an index that does not fit the events: the trace was damaged since
   uint64_t discardedBytes = 0;  // trailing bytes of an incomplete block
   uint32_t discardedEvents = 0; // events in it, when its header was intact
   std::string detail;           // human-readable, empty when undamaged

@@ -12,7 +12,15 @@ the programs' own output (losses and parameter digests per step):
   twice; with a divergence planted in rank 1's backward in step 1, rank 1 is
   the origin, its first divergence the planted op (index_add_, at its line,
   step 1), and rank 0 a receiver through that step's all-reduce;
-- two independent products in the other order (swapped.py): reordered."""
+- two independent products in the other order (swapped.py): reordered,
+  also where each one's line moved with it;
+- four ranks, two of them in a subgroup that runs five all-reduces for each
+  of the world's (subgroups.py): a divergence planted on rank 2 at step 1 and
+  one on rank 0 at step 2 are both origins, and rank 2's is the earliest,
+  although rank 0 has taken part in fewer collectives when it diverges:
+  rank 2's reached it through the world's all-reduce of step 1; planted on
+  both at step 1, neither reached the other, and both are the earliest,
+  before different collectives."""
 import argparse
 import json
 import os
@@ -126,13 +134,38 @@ check(origin.get("op") == "aten::index_add_" and origin.get("line") == planted a
 # from the same lines, each writing into an allocation made in the other
 # order. A reordering, not another path nor a library's choice.
 swapped = os.path.join(args.scripts, "swapped.py")
-a, out_a = record("swapped-a", "aten::mm", [swapped])
-b, out_b = record("swapped-b", "aten::mm", [swapped], SWAPPED="1")
+a, out_a = record("swapped-a", "aten::addmm", [swapped])
+b, out_b = record("swapped-b", "aten::addmm", [swapped], SWAPPED="1")
 check(out_a == out_b, f"swapped: the results are the same: {out_a!r} vs {out_b!r}")
 code, report = diff(a, b)
 fd = (report.get("processes") or [{}])[0].get("firstDivergence") or {}
 check(code == 1 and fd.get("cause") == "reordered" and fd.get("summary", "").startswith("reordered: the same 2"),
       f"swapped: a reordering of 2 operations (exit {code}): {fd.get('cause')}: {fd.get('summary')}")
+b, out_b = record("swapped-lines", "aten::addmm", [swapped], SWAPPED="2")
+check(out_a == out_b, f"swapped, lines moved: the results are the same: {out_a!r} vs {out_b!r}")
+code, report = diff(a, b)
+fd = (report.get("processes") or [{}])[0].get("firstDivergence") or {}
+check(code == 1 and fd.get("cause") == "reordered" and fd.get("summary", "").startswith("reordered: the same 2"),
+      f"swapped, lines moved: a reordering of 2 operations (exit {code}): {fd.get('cause')}: {fd.get('summary')}")
+
+# Origins across a subgroup and the world.
+subgroups = os.path.join(args.scripts, "subgroups.py")
+ops = "aten::relu,aten::add"
+a, _ = record("subgroups-a", ops, [subgroups])
+for plant, earliest, same in (("2:1,0:2", [2], False), ("2:1,0:1", [0, 2], False)):
+    b, _ = record(f"subgroups-{plant}", ops, [subgroups], SUBGROUPS_PLANT=plant)
+    code, report = diff(a, b)
+    job = report.get("job") or {}
+    roles = {x["rank"]: x["role"] for x in job.get("ranks", [])}
+    check(code == 1 and roles == {0: "origin", 1: "receiver", 2: "origin", 3: "receiver"},
+          f"subgroups {plant}: ranks 0 and 2 the origins, 1 and 3 receivers: {roles}")
+    check([x["rank"] for x in job.get("earliestOrigins", [])] == earliest and
+          job.get("earliestBeforeSameCollective") == same,
+          f"subgroups {plant}: earliest origins {earliest}: {[x['rank'] for x in job.get('earliestOrigins', [])]} "
+          f"(before the same collective: {job.get('earliestBeforeSameCollective')})")
+    spread = [(s["from"], s["to"]) for s in job.get("spread", [])]
+    check(spread and spread[0] == ([2], [1]), f"subgroups {plant}: the subgroup's all-reduce carried it first, from "
+          f"rank 2 to rank 1: {spread}")
 
 if failures:
     print(f"{len(failures)} check(s) failed")

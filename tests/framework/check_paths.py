@@ -10,7 +10,10 @@ library's; and, recorded by default (the layer learns steps 0 and 1, then
 gives ops by place), the extra multiplication is not blamed on a library
 and the launches it may be are given; an optimizer step skipped (run B's
 steps counted otherwise from there) is that step's updates, not a step's
-work moved. And that recording leaves the program's output unchanged."""
+work moved; a spare block called in another's place is another path, not
+the same operations (every kernel the same, in the same order); two blocks
+called in the other order from lines of their own are reordered. And that
+recording leaves the program's output unchanged."""
 import re
 import argparse
 import json
@@ -42,11 +45,14 @@ def check(condition, what):
         print("FAIL:", what)
 
 
-def record(plant, *options, name=None, full=True, ops="aten::addmm,aten::relu,aten::mul"):
-    """paths.py with `plant`, run plainly and recorded with `options` (every
-    op observed where `full`), launching inside `ops`; the trace."""
+def record(plant, *options, name=None, full=True, ops="aten::addmm,aten::relu,aten::mul", hashed=False, **extra):
+    """paths.py with `plant` (and `extra` in its environment), run plainly
+    and recorded with `options` (every op observed where `full`), launching
+    inside `ops` (hashing their CPU tensors where `hashed`); the trace."""
     env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher,
-               GPURR_TEST_LAUNCH_WORDS="0", GPURR_FULL_ATTRIBUTION="1" if full else "0", PATHS_PLANT=plant)
+               GPURR_TEST_LAUNCH_WORDS="0", GPURR_FULL_ATTRIBUTION="1" if full else "0", PATHS_PLANT=plant, **extra)
+    if hashed:
+        env["GPURR_TEST_HASH"] = "1"
     plain = subprocess.run([sys.executable, program], capture_output=True, text=True, timeout=300, env=env)
     trace = os.path.join(args.work, (name or plant or "straight") + ".gpurr")
     r = subprocess.run([args.gpurr, "record", *options, "-o", trace, "--", sys.executable, launch_in,
@@ -148,22 +154,58 @@ for full in (True, False):
           {(op, line, step) for op, _, line, step in origins(stretch.get("a", {"ops": []}))} ==
           {("aten::add_", STEP_LINE, 1)},
           f"an optimizer step skipped ({kind}): {fd.get('summary')} {stretch}")
+# A run stopped after step 1 made step 2's batch (a multiplication after
+# step 1's optimizer step, before the module call the stop waits for), which
+# the other run made otherwise: not compared, the runs identical as far as
+# the stopped one went.
+stopped = record("", "--until-step", "1", name="batch-stopped", hashed=True, PATHS_BATCH="1")
+r = subprocess.run([args.gpurr, "diff", stopped, record("batch", hashed=True, PATHS_BATCH="1")], capture_output=True,
+                   text=True)
+check(r.returncode == 0 and "identical:" in r.stdout and "gpurr stopped it after training step 1" in r.stdout,
+      f"the next step's batch made before the stop: {r.returncode} {r.stdout[-800:]}")
 twice_stopped = record("twice", "--until-step", "1", name="twice-stopped")
 check_block(straight, twice_stopped, "b", block2, 1, "a block called twice, that run stopped after the step")
 check_block(twice_stopped, straight, "a", block2, 1, "a block called twice, that run stopped after the step")
-# Block 1 skipped from step 2: run A's launches of block 1 alone.
-check_block(straight, record("skip"), "a", {"Stack.blocks.1.fc", "Stack.blocks.1"}, 2, "a block skipped")
+# Block 1 skipped from step 2: run A's launches of block 1 alone; step 3's
+# forward skips it again, the first's stretch once more.
+skip = record("skip")
+check_block(straight, skip, "a", {"Stack.blocks.1.fc", "Stack.blocks.1"}, 2, "a block skipped")
+r = subprocess.run([args.gpurr, "diff", "--json", straight, skip], capture_output=True, text=True)
+blast = ((json.loads(r.stdout).get("processes") or [{}])[0].get("blastRadius") or {}) if r.stdout else {}
+check(blast.get("repeatsFirst") == 1 and blast.get("independentCount", 0) > 1,
+      f"a block skipped: step 3's stretch repeats the first: {blast.get('repeatsFirst')} of "
+      f"{blast.get('independentCount')}")
+# A spare block called in block 1's place at step 2: the same kernels in the
+# same order from other modules, another path (not identical, not reordered).
+fd = first_divergence(straight, record("alt"))
+stretch = fd.get("stretch") or {}
+check(fd.get("path") and stretch.get("a", {}).get("count") == 3 and stretch.get("b", {}).get("count") == 3 and
+      {m for _, m, _, s in origins(stretch["b"])} == {"Stack.alt.fc", "Stack.alt"} and
+      "ran aten::addmm in Stack.blocks.1.fc here, where run B ran aten::addmm in Stack.alt.fc: the program took "
+      "another path" in fd.get("summary", ""),
+      f"a spare block in block 1's place: {fd.get('summary')} {stretch}")
+# Blocks 1 and 2 called in the other order at step 2, each from a line of
+# its own (block 0 too, from another line than the loop's: matched): the
+# same operations reordered, the lines moved with them.
+fd = first_divergence(straight, record("swap"))
+check(fd.get("path") and fd.get("summary", "").startswith("reordered: the same 6 operations in another order") and
+      {s for *_, s in origins((fd.get("stretch") or {}).get("a", {"ops": []}))} == {2},
+      f"two blocks swapped, from lines of their own: {fd.get('summary')}")
 
 # The same path twice, the launches of one kernel alone hashed: identical,
-# and the report says that the others had only their parameters compared.
-straight = record("", "--kernels", "addmm", name="addmm-hashed")
-again = record("", "--kernels", "addmm", name="addmm-hashed-again")
-r = subprocess.run([args.gpurr, "diff", straight, again], capture_output=True, text=True)
-check(r.returncode == 0 and "identical:" in r.stdout and "not hashed" in r.stdout,
-      f"the same path twice: {r.returncode} {r.stdout[-600:]}")
-r = subprocess.run([args.gpurr, "diff", "--json", straight, again], capture_output=True, text=True)
-operations = (json.loads(r.stdout).get("processes") or [{}])[0].get("operations", {}) if r.stdout else {}
-check(operations.get("notHashed", {}).get("a", 0) > 0, f"the JSON counts them: {operations}")
+# and the report says that the others had only their parameters compared;
+# with no tensor hashed, that no outputs were compared at all.
+for hashed in (True, False):
+    straight = record("", "--kernels", "addmm", name=f"addmm-hashed-{hashed}", hashed=hashed)
+    again = record("", "--kernels", "addmm", name=f"addmm-hashed-again-{hashed}", hashed=hashed)
+    r = subprocess.run([args.gpurr, "diff", straight, again], capture_output=True, text=True)
+    said = "not hashed" if hashed else "no operation of either trace has outputs"
+    check(r.returncode == 0 and "identical:" in r.stdout and said in r.stdout,
+          f"the same path twice (hashed {hashed}): {r.returncode} {r.stdout[-600:]}")
+    r = subprocess.run([args.gpurr, "diff", "--json", straight, again], capture_output=True, text=True)
+    operations = (json.loads(r.stdout).get("processes") or [{}])[0].get("operations", {}) if r.stdout else {}
+    check(operations.get("notHashed", {}).get("a", 0) > 0 and (operations.get("withOutputs", {}).get("a", 0) > 0)
+          == hashed, f"the JSON counts them (hashed {hashed}): {operations}")
 
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")
