@@ -440,6 +440,10 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
       if (a->second.sent != b->sent) s.from.push_back(ranks[p]);
     }
     s.everyRankSentIdentical = seen && s.from.empty();
+    const auto differently = [](const std::map<size_t, Issued>& calls) {
+      return std::any_of(calls.begin(), calls.end(), [&](const auto& c) { return !agree(calls.begin()->second, c.second); });
+    };
+    s.issuedDifferently = differently(inA) || (inB != issues[1].end() && differently(inB->second));
     uint64_t before = UINT64_MAX;
     for (const RankVerdict* v : receivers) {
       s.to.push_back(v->rank);
@@ -790,7 +794,11 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
     os << st.yellow(noOriginText(job)) << '\n';
   }
   for (const SpreadStep& s : job.spread) {
-    const std::string what = spreadCollectiveText(s);
+    const std::string what =
+        spreadCollectiveText(s) +
+        (s.issuedDifferently ? " (its ranks issued it differently: the collective mismatch above; it may never have "
+                               "completed)"
+                             : "");
     if (!s.from.empty()) {
       os << fmt::format("spread: {} carried the divergence from {} to {}", what, ranksText(s.from), ranksText(s.to))
          << '\n';
@@ -845,6 +853,7 @@ Json jobJson(const RunComparison& c, const JobView& job) {
     Json step{{"collective", collectiveJson(s)}, {"from", s.from}, {"to", s.to}};
     step["step"] = collectiveJson(s)["step"];
     step["everyRankSentIdentical"] = s.everyRankSentIdentical;
+    step["issuedDifferently"] = s.issuedDifferently;
     spread.push_back(std::move(step));
   }
   Json out{{"collectiveMismatches", mismatches}, {"ranks", ranks}, {"earliestOrigin", nullptr}};

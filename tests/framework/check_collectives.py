@@ -133,6 +133,14 @@ check(r.returncode == 1 and len(mismatches) == 1 and
 text = subprocess.run([args.gpurr, "diff", ma, mb], capture_output=True, text=True).stdout
 check(text.find("collective mismatch") >= 0 and text.find("collective mismatch") < text.find("earliest origin"),
       f"the text report names the mismatch first: {text[:1500]}")
+# Where that all-reduce is what gave a rank other data, it is not said to
+# have simply carried the divergence: it may never have completed.
+spread = [s for s in (job or {}).get("spread", []) if s["collective"]["sequence"] == mismatches[0]["sequence"]] \
+    if mismatches else []
+lines = [line for line in text.splitlines() if line.startswith("spread: ") and "all_reduce sum 256" in line]
+check(spread and all(s["issuedDifferently"] for s in spread) and lines and
+      all("its ranks issued it differently" in line for line in lines),
+      f"the mismatched all-reduce's spread says it was issued differently: {spread}")
 
 # DistributedDataParallel: its C++ Reducer's all-reduces, one per step.
 ddp = os.path.join(args.scripts, "ddp_gloo.py")
