@@ -363,7 +363,8 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
     // Operations before it in the stretch, where the layer observed none.
     const std::vector<OpInfo>& mine = alone->first == 0 ? s.aOps : s.bOps;
     const auto at = std::find_if(mine.begin(), mine.end(), [&](const OpInfo& x) { return x.seq == alone->second.seq; });
-    const bool unseen = std::all_of(mine.begin(), at, [](const OpInfo& x) { return !x.origin || x.origin->op.empty(); });
+    const bool unseen =
+        std::all_of(mine.begin(), at, [](const OpInfo& x) { return !x.origin || x.origin->op.empty(); });
     const std::string after = at == mine.begin() || !unseen ? std::string()
         : fmt::format(" (after {} whose op the layer did not observe)", plural(at - mine.begin(), "operation"));
     // Op and module; with the line where both runs' are the same op in the
@@ -374,8 +375,9 @@ void classify(const Context& ctx, const std::vector<AlignedRun>& runs, size_t r,
              (sameName && !x.file.empty() ? fmt::format(" ({}:{})", x.file, x.line) : "");
     };
     d.summary = fmt::format("unknown: run {} ran {} here{}{}: the program took another path", side, name(o), after,
-                            instead == others.end() ? fmt::format(" and run {} did not", other)
-                                                    : fmt::format(", where run {} ran {}", other, name(*instead->origin)));
+                            instead == others.end()
+                                ? fmt::format(" and run {} did not", other)
+                                : fmt::format(", where run {} ran {}", other, name(*instead->origin)));
     d.evidence.push_back({EvidenceKind::kOpRanAlone, {static_cast<uint64_t>(alone->first), alone->second.seq},
                           {describe(o, originStep(alone->second))}});
     return;

@@ -41,8 +41,8 @@ Headline headline(const Report& report) {
     string s = "Identical: the runs produced the same bits";
     if (bisect && bisect->runs.size() > 1) s = fmt::format("Identical: {} runs produced the same bits", bisect->runs.size());
     // Runs gpurr stopped after a step (--until-step) are identical up to it.
-    if (bisect && !bisect->runs.empty() &&
-        std::all_of(bisect->runs.begin(), bisect->runs.end(), [](const RunInfo& r) { return r.stoppedAfterStep >= 0; })) {
+    const auto stopped = [](const RunInfo& r) { return r.stoppedAfterStep >= 0; };
+    if (bisect && !bisect->runs.empty() && std::all_of(bisect->runs.begin(), bisect->runs.end(), stopped)) {
       const int64_t upTo = std::min_element(bisect->runs.begin(), bisect->runs.end(), [](const auto& x, const auto& y) {
                              return x.stoppedAfterStep < y.stoppedAfterStep;
                            })->stoppedAfterStep;

@@ -57,12 +57,13 @@ void renderOrigins(Page& page, const RunComparison& c, const JobView& job) {
   }
   const size_t n = job.earliestOrigins.size();
   page.addf("<div class=\"box\"><b>{}</b>{}<ul class=\"evidence\">\n", n == 1 ? "Earliest origin" : "Earliest origins",
-            n == 1                ? string()
-            : job.sameCollective ? fmt::format(": {} ranks diverged before the same collective (after {}), independently",
-                                               n, plural(job.ranks[job.earliestOrigins[0]].collectivesBefore,
-                                                         "collective", "collectives"))
-                                  : fmt::format(": {} ranks diverged independently (no collective carried one's "
-                                                "divergence to another before it diverged)", n));
+            n == 1 ? string()
+            : job.sameCollective
+                ? fmt::format(": {} ranks diverged before the same collective (after {}), independently", n,
+                              plural(job.ranks[job.earliestOrigins[0]].collectivesBefore, "collective", "collectives"))
+                : fmt::format(": {} ranks diverged independently (no collective carried one's divergence to another "
+                              "before it diverged)",
+                              n));
   for (size_t i : job.earliestOrigins) {
     const RankVerdict& v = job.ranks[i];
     const diff::FirstDivergence& d = *c.processes[v.process].firstDivergence;

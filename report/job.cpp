@@ -441,7 +441,8 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
     }
     s.everyRankSentIdentical = seen && s.from.empty();
     const auto differently = [](const std::map<size_t, Issued>& calls) {
-      return std::any_of(calls.begin(), calls.end(), [&](const auto& c) { return !agree(calls.begin()->second, c.second); });
+      return std::any_of(calls.begin(), calls.end(),
+                         [&](const auto& c) { return !agree(calls.begin()->second, c.second); });
     };
     s.issuedDifferently = differently(inA) || (inB != issues[1].end() && differently(inB->second));
     uint64_t before = UINT64_MAX;
@@ -715,7 +716,8 @@ std::optional<JobView> jobView(const RunComparison& c) {
 }
 
 void printJob(std::ostream& os, const Style& st, const RunComparison& c, const JobView& job) {
-  os << '\n' << st.bold(fmt::format("== job: {} process{} ==", c.processes.size(), c.processes.size() == 1 ? "" : "es")) << '\n';
+  const size_t n = c.processes.size();
+  os << '\n' << st.bold(fmt::format("== job: {} process{} ==", n, n == 1 ? "" : "es")) << '\n';
   if (job.sizes) os << st.red(sizesText(*job.sizes)) << '\n';
   for (const CollectiveMismatch& m : job.mismatches) {
     os << st.red(fmt::format("collective mismatch in {}: communicator {:016x}, collective #{} differs between ranks",
