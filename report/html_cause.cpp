@@ -274,7 +274,7 @@ void renderCause(Page& page, const Report& report) {
     ranks[i] = p.rankA;
     const std::vector<string> paired = pairedDespiteLines(p);
     const std::optional<string> setAside = setAsideLine(p);
-    if (!p.firstDivergence && !several && p.warnings.empty() && paired.empty() && !setAside) {
+    if (!p.firstDivergence && !several && p.warnings.empty() && p.gaps.empty() && paired.empty() && !setAside) {
       shown[i] = true;  // nothing to show
       continue;
     }

@@ -290,6 +290,20 @@ TEST_CASE("identical runs: the verdict, and no cause, timeline rows or blast rad
   CHECK(has(diffOnly, "No difference in the recorded environment"));
 }
 
+TEST_CASE("runs identical up to where one trace ends early: not known, not diverged") {
+  testutil::TestReport report = reportFor("identical");
+  report.diff->processes.front().gaps = {"run B's trace ends (its recording did not end cleanly)"};
+  REQUIRE(report.diff->unknown());
+  const std::string html = report.html();
+  requireSelfContained(html);
+  CHECK(has(html, "<header class=\"verdict v-warn\""));
+  CHECK(has(html, "Not known: the runs agree in all that was compared"));
+  CHECK(has(html, "not known: 9 operations match, with equal parameters and outputs, up to where run B&#39;s trace "
+                  "ends"));
+  CHECK_FALSE(has(html, "Diverged"));
+  CHECK_FALSE(has(html, "identical: 9 operations match"));
+}
+
 TEST_CASE("a failed bisect: why, and the end of the failed run's log") {
   testutil::TestReport report;
   report.bisect = testutil::bisectFrom(testutil::loadJson(testutil::fixture("bisect_failed.json")));

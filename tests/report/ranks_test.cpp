@@ -15,6 +15,7 @@
 #include "report/compare.h"
 #include "report/diff_report.h"
 #include "report/job.h"
+#include "report/ranks.h"
 #include "model_util.h"
 #include "trace_format/trace.h"
 
@@ -290,4 +291,26 @@ TEST_CASE("a job recorded through torchrun and one recorded rank by rank compare
   // The program's own -u is its own argument.
   CHECK_THROWS_AS(report::compareRuns(tmp.path / "a.gpurr", tmp.path / "c.gpurr", false, nullptr),
                   report::UsageError);
+}
+
+TEST_CASE("a trace damaged since it was written is listed apart from one whose recording did not end cleanly") {
+  report::RunComparison c;
+  c.a = "a";
+  c.b = "b";
+  c.directories = true;
+  c.tracesA = c.tracesB = 3;
+  for (const char* name : {"rank0.gpurr", "rank1.gpurr", "rank2.gpurr"}) {
+    diff::ProcessDiff p;
+    p.name = name;
+    p.opsA = p.opsB = 4;
+    c.processes.push_back(p);
+  }
+  c.incompleteB = {{"rank1.gpurr", "no index", false}, {"rank2.gpurr", "the index does not fit", true}};
+  std::ostringstream text;
+  report::printRanks(text, report::Style{}, c);
+  CHECK(text.str() == "ranks: 3 in a, 3 in b\n"
+                      "  incomplete in b: rank1.gpurr (4 operations kept) (the recording did not end cleanly: "
+                      "compared up to its last complete block)\n"
+                      "  incomplete in b: rank2.gpurr (4 operations kept) (damaged since it was written: its index "
+                      "does not fit its events: compared up to its last complete block)\n");
 }
