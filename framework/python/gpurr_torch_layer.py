@@ -1,11 +1,11 @@
 """gpurr's PyTorch layer: reports to the recorder, for every launch, copy and
 set the program makes, the op that issued it (through libgpurr_torch.so's
 RecordFunction observer), the nn.Module whose forward ran, and the training
-step (optimizer steps); c10d's collectives (gpurr_torch_collectives.py);
-what Inductor's autotuners launch while they time candidates, and a word
-when the program's profiler asks for the GPU's activity
-(gpurr_torch_tools.py). Started by gpurr's sitecustomize once torch is imported; does
-nothing outside `gpurr record`.
+step (optimizer steps, those AMP's GradScaler skipped included); c10d's
+collectives (gpurr_torch_collectives.py); what Inductor's autotuners launch
+while they time candidates, and a word when the program's profiler asks for
+the GPU's activity (gpurr_torch_tools.py). Started by gpurr's sitecustomize
+once torch is imported; does nothing outside `gpurr record`.
 
 Costs: while it observes, one global RecordFunction callback (C++) per op
 and a Python forward pre/post hook per module call; always, a post hook per
@@ -43,6 +43,7 @@ _root_names = weakref.WeakValueDictionary()  # a root's path -> the live module 
 _naming = threading.RLock()
 _graph_verdicts = weakref.WeakKeyDictionary()  # fx GraphModule -> whether it is a compiled graph
 _lead_optimizer = None
+_optimizer_steps = 0  # optimizer steps seen, skipped ones included (_scaler_step)
 _challenger = None  # (weak reference to another optimizer, its steps since the lead's last one)
 _step = 0
 _until_step = None  # gpurr record --until-step: stop the program after this step
@@ -316,7 +317,8 @@ def _optimizer_stepped(optimizer, args, kwargs):
     # several (GANs, per-group optimizers) steps them all once per iteration.
     # Another that steps twice while the lead does not (a second phase's
     # optimizer, the first one still alive) leads from its second step on.
-    global _lead_optimizer, _challenger, _step
+    global _lead_optimizer, _challenger, _step, _optimizer_steps
+    _optimizer_steps += 1
     if not _enabled:
         return
     lead = _lead_optimizer() if _lead_optimizer is not None else None
@@ -345,6 +347,21 @@ def _optimizer_stepped(optimizer, args, kwargs):
         _read_stop_file()
     if _until_step is not None and _step > _until_step + 1:
         _stop()  # a program that calls no module after the step it was to stop at
+
+
+def _scaler_step(maybe_opt_step):
+    """AMP's GradScaler.step runs the optimizer's step through _maybe_opt_step,
+    which skips it when the gradients overflowed: a skipped step still ends
+    the iteration, so it counts as the optimizer's step (a float16 run's
+    first iterations are often skipped while the scale settles)."""
+    @functools.wraps(maybe_opt_step)
+    def wrapper(self, optimizer, *args, **kwargs):
+        before = _optimizer_steps
+        result = maybe_opt_step(self, optimizer, *args, **kwargs)
+        if _optimizer_steps == before:
+            _optimizer_stepped(optimizer, args, kwargs)
+        return result
+    return wrapper
 
 
 def _report_parameters():
@@ -809,6 +826,9 @@ def install(torch, skipped=()):
     _observe(True)
     nn_module.register_module_module_registration_hook(_registered)
     optim.register_optimizer_step_post_hook(_optimizer_stepped)
+    from torch.amp import grad_scaler
+    if hasattr(grad_scaler.GradScaler, "_maybe_opt_step"):  # (since PyTorch 1.6)
+        grad_scaler.GradScaler._maybe_opt_step = _scaler_step(grad_scaler.GradScaler._maybe_opt_step)
 
     observer = os.environ.get("GPURR_TORCH_OBSERVER") or os.path.join(os.path.dirname(library), "libgpurr_torch.so")
     observing = None  # the op observer's library, once installed

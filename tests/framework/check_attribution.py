@@ -223,6 +223,14 @@ check(unlike == [10, 11], f"steps that changed: attributed unlike the full run: 
 check(tally is not None and (tally["observed"], tally["followed"], tally["unmatched"]) == (3, 17, 2),
       f"steps that changed: the index's layerSteps: {tally}")
 
+# AMP's GradScaler skips the optimizer steps of steps 0, 1 and 9, whose
+# gradients overflow: each is still a step of its own, as the loop counts
+# them, and each step is attributed as in the run that observes every op.
+_, _, unlike, tally = attributed_steps("amp", GPURR_TEST_LOG_EVERY="0", GPURR_TEST_AMP_SKIP="0,1,9")
+check(unlike == [], f"steps of a GradScaler that skipped some: attributed unlike the full run: {unlike}")
+check(tally is not None and (tally["observed"], tally["followed"], tally["unmatched"]) == (2, 20, 0),
+      f"steps of a GradScaler that skipped some: the index's layerSteps: {tally}")
+
 # Each op's tensor arguments, with what its schema writes (GPURR_TEST_CPU_OPERANDS
 # makes the layer report CPU tensors): index_select reads the embedding's
 # weight and the indices; index_add_ writes its self and reads the rest;

@@ -4,7 +4,9 @@
 # gpurr's layer counts steps, runs one launch more than the others, at its
 # start. With GPURR_TEST_CHANGE_AT=N, every step from step N on runs one more
 # op in its forward pass (and its gradient's in backward): the program's
-# steps change for good. Under the test's fake recorder a "kernel" is
+# steps change for good. With GPURR_TEST_AMP_SKIP="N,M,...", an AMP
+# GradScaler scales the loss, and the gradients of those steps overflow, so
+# that the scaler skips their optimizer steps. Under the test's fake recorder a "kernel" is
 # launched inside the ops listed below. Prints each step's loss.
 import ctypes
 import os
@@ -24,14 +26,24 @@ opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(16, 8)
 every = int(os.environ.get("GPURR_TEST_LOG_EVERY", "4"))
 change_at = int(os.environ.get("GPURR_TEST_CHANGE_AT", "-1"))
+skip = os.environ.get("GPURR_TEST_AMP_SKIP")
+scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, growth_interval=1000) if skip is not None else None
+skipped = {int(s) for s in skip.split(",") if s} if skip else set()
 for step in range(int(os.environ.get("GPURR_TEST_STEPS", "22"))):
     opt.zero_grad()
     out = model(x)
     if 0 <= change_at <= step:
         out = out * 1.0  # at:change
+    if scaler is not None:
+        out = out * (1e30 if step in skipped else 1.0)  # overflows: the scaler skips this step
     loss = out.square().mean()
-    loss.backward()
-    opt.step()
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
     if every and step % every == every - 1:
         print(f"step {step} logged {(loss * 1.0).item():.6f}")  # at:log
     else:
