@@ -68,17 +68,7 @@ std::string renderText(const Outcome& o, const Style& st) {
   } else if (o.verdict == "identical") {
     const RunTally& t = o.tally;
     const uint64_t unhashed = t.launches - std::min(t.hashedLaunches, t.launches);
-    // Runs gpurr stopped after a step (--until-step) are identical up to it.
-    int64_t upTo = -1;
-    for (const RunRecord& r : o.runs) {
-      if (r.stoppedAfterStep < 0) {
-        upTo = -1;
-        break;
-      }
-      upTo = upTo < 0 ? r.stoppedAfterStep : std::min(upTo, r.stoppedAfterStep);
-    }
-    const std::string until =
-        upTo < 0 ? "" : fmt::format(" up to training step {}, where gpurr stopped them", upTo);
+    const std::string until = report::stoppedRunsText(factsOf(o).runs);  // runs gpurr stopped: identical up to there
     os << st.green(unhashed == 0
                        ? fmt::format("identical: the {} runs are bitwise identical{}", o.comparisons.size() + 1, until)
                        : fmt::format("identical: the {} runs agree in all that was compared{}; {} of the launches "

@@ -78,7 +78,7 @@ int dump(const DumpOptions& opts) {
     }
   }
   TraceReader reader(opts.trace);
-  if (reader.damage().unclosed) {
+  if (reader.damage().incomplete()) {
     std::cerr << "gpurr dump: warning: " << opts.trace << ": " << reader.damage().detail << "\n";
   }
   // Whether a function name matches --kernel, cached per mangled name.

@@ -224,7 +224,7 @@ Json infoJson(const TraceReader& reader, const Stats& s) {
            {"blobs", s.blobCount},
            {"blobBytes", s.blobBytes},
            {"hostRegions", regions},
-           {"complete", !reader.damage().unclosed},
+           {"complete", !reader.damage().incomplete()},
            {"stoppedAfterStep", reader.stoppedAfterStep() >= 0 ? Json(reader.stoppedAfterStep()) : Json(nullptr)},
            {"damage", reader.damage().detail}};
   return out;
@@ -232,7 +232,7 @@ Json infoJson(const TraceReader& reader, const Stats& s) {
 
 // A trace's status in a word or two, as `status` ends the text.
 std::string statusOf(const TraceReader& reader) {
-  std::string status = reader.damage().unclosed ? "incomplete" : "complete";
+  std::string status = reader.damage().incomplete() ? "incomplete" : "complete";
   if (reader.stoppedAfterStep() >= 0) status += fmt::format(", stopped after step {}", reader.stoppedAfterStep());
   return status;
 }
@@ -250,8 +250,10 @@ int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string,
   std::vector<Row> rows(traces.size());
   parallel::onEveryCore(traces.size(), [&](size_t i) {
     try {
-      rows[i].reader = std::make_unique<TraceReader>(traces[i].second);
-      rows[i].stats = collect(*rows[i].reader);
+      trace::readingPastCorruptBlocks(traces[i].second, [&](const trace::ReadLimit& limit) {
+        rows[i].reader = std::make_unique<TraceReader>(traces[i].second, limit);
+        rows[i].stats = collect(*rows[i].reader);
+      });
     } catch (const std::exception& e) {
       rows[i].reader.reset();
       rows[i].error = e.what();
@@ -268,7 +270,7 @@ int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string,
     launches += r.reader->launchCount();
     collectives += r.stats.byKind[collectiveKind];
     dropped += r.stats.dropped.total();
-    incomplete += r.reader->damage().unclosed ? 1 : 0;
+    incomplete += r.reader->damage().incomplete() ? 1 : 0;
   }
   if (json) {
     Json processes = Json::array();
@@ -452,7 +454,7 @@ int printText(const TraceReader& reader, const Stats& s) {
                            humanBytes(reader.uncompressedBytes()),
                            ratio(reader.uncompressedBytes(), reader.eventsFileBytes()),
                            humanBytes(s.blobBytes), s.blobCount));
-  std::string status = reader.damage().unclosed ? "incomplete: " + reader.damage().detail : "complete";
+  std::string status = reader.damage().incomplete() ? "incomplete: " + reader.damage().detail : "complete";
   if (reader.stoppedAfterStep() >= 0) {
     status += fmt::format("; gpurr stopped the program after training step {} (record --until-step or --stop-file)",
                           reader.stoppedAfterStep());
@@ -476,13 +478,19 @@ void addInfoCommand(CLI::App& app, Action& chosen) {
         const auto traces = trace::directoryTraces(opts->trace);
         if (!traces.empty()) return printDirectory(opts->trace, traces, opts->json);
       }
+      // A trace with a corrupt block is summarised up to that block (its status says so).
+      auto read = [&](const trace::ReadLimit& limit) {
+        auto reader = std::make_unique<TraceReader>(opts->trace, limit);
+        Stats stats = collect(*reader);
+        return std::pair{std::move(reader), std::move(stats)};
+      };
       if (!opts->json) {
-        TraceReader reader(opts->trace);
-        return printText(reader, collect(reader));
+        const auto [reader, stats] = trace::readingPastCorruptBlocks(opts->trace, read);
+        return printText(*reader, stats);
       }
       try {
-        TraceReader reader(opts->trace);
-        std::cout << report::jsonText(infoJson(reader, collect(reader))) << '\n';
+        const auto [reader, stats] = trace::readingPastCorruptBlocks(opts->trace, read);
+        std::cout << report::jsonText(infoJson(*reader, stats)) << '\n';
       } catch (const TraceError& e) {
         // Still one object, as a directory's row for such a trace is.
         std::cout << report::jsonText(Json{{"trace", opts->trace}, {"error", e.what()}}) << '\n';

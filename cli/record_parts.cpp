@@ -400,7 +400,7 @@ RecordSummary summarise(const std::vector<fs::path>& traces) {
         }
         return true;
       });
-      if (reader.damage().unclosed) t.damage = reader.damage().detail;
+      if (reader.damage().incomplete()) t.damage = reader.damage().detail;
       t.stoppedAfterStep = reader.stoppedAfterStep();
       t.readable = true;
     } catch (const std::exception& e) {

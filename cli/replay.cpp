@@ -113,7 +113,7 @@ int run(const ReplayCliOptions& opts) {
       return fail(opts, e.what());  // a directory of traces: the reader names one
     }
     const trace::TraceReader& reader = *opened;
-    if (reader.damage().unclosed) {
+    if (reader.damage().incomplete()) {
       std::cerr << "gpurr replay: warning: " << opts.trace << ": " << reader.damage().detail << "\n";
     }
     if (opts.all) return runStream(opts, reader, options.elementType);

@@ -287,7 +287,7 @@ void checkSnapshots(const TraceReader& reader, Report& report, const Refs& refs)
 
 Report verify(const TraceReader& reader) {
   Report report;
-  if (reader.damage().unclosed) {
+  if (reader.damage().incomplete()) {
     report.problems.push_back(fmt::format("index: {}", reader.damage().detail));
   }
   Refs refs;

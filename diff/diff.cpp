@@ -96,9 +96,9 @@ namespace {
 std::vector<std::string> traceWarnings(const TraceReader& ta, const TraceReader& tb) {
   std::vector<std::string> out;
   for (const auto* r : {&ta, &tb}) {
-    if (r->damage().unclosed) {
-      out.push_back(fmt::format("{}: {}; compared up to its last complete block",
-                                r->path().string(), r->damage().detail));
+    if (r->damage().incomplete()) {
+      out.push_back(fmt::format("{}: {}; compared up to {}", r->path().string(), r->damage().detail,
+                                r->damage().readsTo()));
     }
   }
   if (ta.header().compatVersion != tb.header().compatVersion) {
@@ -236,9 +236,14 @@ Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options, uin
   return refineBySite(alignment, a, b, options);
 }
 
+// Why a trace's events end early, after "run A's trace ends (...)".
+std::string whyEndsEarly(const TraceReader& t) {
+  return t.damage().corruptBlock ? t.damage().cause() : "its recording did not end cleanly";
+}
+
 // Whether gpurr stopped the run of trace `t` after a training step
 // (--until-step, --stop-file), which it then finished.
-bool stoppedByGpurr(const TraceReader& t) { return !t.damage().unclosed && t.stoppedAfterStep() >= 0; }
+bool stoppedByGpurr(const TraceReader& t) { return !t.damage().incomplete() && t.stoppedAfterStep() >= 0; }
 
 // The training step an operation's origin gives; -1 where none does.
 int64_t stepOf(const Run& run, uint64_t index) {
@@ -343,7 +348,7 @@ uint64_t edits(const Alignment& alignment, bool rest) {
 bool endsEarly(const TraceReader& t, const Run& r, const TraceReader& other) {
   const int64_t stopped = t.stoppedAfterStep(), otherStopped = other.stoppedAfterStep();
   const bool stoppedEarlier = stopped >= 0 && (otherStopped < 0 || otherStopped > stopped);
-  return t.damage().unclosed || r.gapSeq != UINT64_MAX || stoppedEarlier;
+  return t.damage().incomplete() || r.gapSeq != UINT64_MAX || stoppedEarlier;
 }
 
 // Where the first divergence is in alignment order: a stretch, or a pair of
@@ -543,18 +548,17 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
                                                            : ""));
     // A recording cut short (killed, crashed, a full disk) is not known
     // to agree with what the other run did after it, as after a gap.
-    if (cut.damage().unclosed && (aEnds ? a : b).gapSeq == UINT64_MAX) {
-      out.gaps.push_back(fmt::format("run {}'s trace ends (its recording did not end cleanly) and run {} goes on "
-                                     "for {}",
-                                     ends, goesOn, plural(after, "operation")));
+    if (cut.damage().incomplete() && (aEnds ? a : b).gapSeq == UINT64_MAX) {
+      out.gaps.push_back(fmt::format("run {}'s trace ends ({}) and run {} goes on for {}", ends, whyEndsEarly(cut),
+                                     goesOn, plural(after, "operation")));
     }
     alignment.runs.pop_back();
   }
   // Both cut short at one place: neither is known to have ended there.
-  if (out.gaps.empty() && (ta.damage().unclosed || tb.damage().unclosed)) {
-    out.gaps.push_back(fmt::format("run {}'s trace ends (its recording did not end cleanly) where the other's "
-                                   "does: what it did after is not known",
-                                   ta.damage().unclosed ? 'A' : 'B'));
+  if (out.gaps.empty() && (ta.damage().incomplete() || tb.damage().incomplete())) {
+    const bool aShort = ta.damage().incomplete();
+    out.gaps.push_back(fmt::format("run {}'s trace ends ({}) where the other's does: what it did after is not known",
+                                   aShort ? 'A' : 'B', whyEndsEarly(aShort ? ta : tb)));
   }
   const std::vector<Group> groups = reorderings(ctx, alignment.runs);
 

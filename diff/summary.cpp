@@ -376,7 +376,7 @@ class Summariser {
  public:
   explicit Summariser(Run& run)
       : run_(run), firstUse_(!run.reader->header().options.hashInputs),
-        stoppedAfter_(run.reader->damage().unclosed ? -1 : run.reader->stoppedAfterStep()) {}
+        stoppedAfter_(run.reader->damage().incomplete() ? -1 : run.reader->stoppedAfterStep()) {}
 
   void add(const ScanEvent& e) {
     Run& run = run_;

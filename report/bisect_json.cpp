@@ -2,6 +2,10 @@
 // made from the same model as report.html.
 #include "report/bisect_report.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "report/diff_report.h"
 
 namespace gpurr::report {
@@ -40,6 +44,15 @@ Json comparedJson(const Compared& c) {
 }
 
 }  // namespace
+
+std::string stoppedRunsText(const std::vector<RunInfo>& runs) {
+  int64_t upTo = -1;
+  for (const RunInfo& r : runs) {
+    if (r.stoppedAfterStep < 0) return "";
+    upTo = upTo < 0 ? r.stoppedAfterStep : std::min(upTo, r.stoppedAfterStep);
+  }
+  return upTo < 0 ? "" : fmt::format(" up to training step {}, where gpurr stopped them", upTo);
+}
 
 Json bisectJson(const Report& report) {
   const BisectFacts& o = *report.bisect;

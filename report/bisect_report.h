@@ -76,6 +76,11 @@ struct Report {
   const std::optional<JobView>* job = nullptr;
 };
 
+// " up to training step N, where gpurr stopped them" where gpurr stopped
+// every run after a training step (--until-step), N the earliest of those
+// steps; "" where a run went on to its end.
+std::string stoppedRunsText(const std::vector<RunInfo>& runs);
+
 // report.json: what `gpurr bisect --json` prints (docs/BISECT.md).
 Json bisectJson(const Report& report);
 

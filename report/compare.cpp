@@ -128,9 +128,13 @@ struct PairDiff {
   std::optional<IncompleteTrace> incompleteA, incompleteB;  // a trace that did not end cleanly, or damaged
 };
 
-PairDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name, bool force,
-                  const Culprits* culprits, unsigned threads) {
-  const TraceReader ra(a), rb(b);
+IncompleteTrace incomplete(const std::string& name, const Damage& d) {
+  return {name, d.detail, d.cause(), d.readsTo()};
+}
+
+PairDiff diffPairOnce(const fs::path& a, const fs::path& b, const ReadLimit& limitA, const ReadLimit& limitB,
+                      const std::string& name, bool force, const Culprits* culprits, unsigned threads) {
+  const TraceReader ra(a, limitA), rb(b, limitB);
   std::vector<std::string> warnings;
   checkComparable(ra, rb, force, warnings);
   DiffOptions options;
@@ -142,9 +146,25 @@ PairDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name,
   p.pathA = a.string();
   p.pathB = b.string();
   p.warnings.insert(p.warnings.begin(), warnings.begin(), warnings.end());
-  if (ra.damage().unclosed) out.incompleteA = IncompleteTrace{name, ra.damage().detail, ra.damage().indexDamaged};
-  if (rb.damage().unclosed) out.incompleteB = IncompleteTrace{name, rb.damage().detail, rb.damage().indexDamaged};
+  if (ra.damage().incomplete()) out.incompleteA = incomplete(name, ra.damage());
+  if (rb.damage().incomplete()) out.incompleteB = incomplete(name, rb.damage());
   return out;
+}
+
+// Diffs two traces; where a block of one is corrupt, diffs again up to that
+// block, as a trace cut short there (one of a trace diffed with itself,
+// both).
+PairDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name, bool force,
+                  const Culprits* culprits, unsigned threads) {
+  ReadLimit limitA, limitB;
+  for (;;) {
+    try {
+      return diffPairOnce(a, b, limitA, limitB, name, force, culprits, threads);
+    } catch (const CorruptBlock& e) {
+      const bool inA = e.narrowed(a, limitA), inB = e.narrowed(b, limitB);
+      if (!inA && !inB) throw;
+    }
+  }
 }
 
 // Diffs the pairs, several at a time: as many at once as there are cores
@@ -242,7 +262,7 @@ RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, cons
   std::vector<std::variant<PairDiff, std::string>> diffs = diffPairs(pairs, names, force, culprits);
   for (size_t i = 0; i < diffs.size(); ++i) {
     if (auto* error = std::get_if<std::string>(&diffs[i])) {
-      out.unreadable.push_back({names[i], std::move(*error)});
+      out.unreadable.push_back({names[i], std::move(*error), "", ""});
       continue;
     }
     PairDiff& p = std::get<PairDiff>(diffs[i]);

@@ -33,13 +33,13 @@ class UsageError : public std::runtime_error {
 std::optional<diff::Culprits> loadCulprits(const std::string& file, std::string& warning);
 
 // A compared trace that did not end cleanly (its process crashed or was
-// killed): compared up to its last complete block.
+// killed), or damaged since it was written (a corrupt block, an index that
+// does not fit): compared up to its last readable block.
 struct IncompleteTrace {
-  std::string name;    // "rank3.gpurr"
-  std::string detail;  // the reader's note (trace::Damage::detail)
-  // Its index does not fit its events: damaged since it was written (a bad
-  // copy), not a recording that did not end cleanly (trace::Damage).
-  bool damaged = false;
+  std::string name;     // "rank3.gpurr"
+  std::string detail;   // the reader's note (trace::Damage::detail)
+  std::string cause;    // trace::Damage::cause(): "the recording did not end cleanly", "damaged since ..."
+  std::string readsTo;  // trace::Damage::readsTo(): "its last complete block", "its corrupt block"
 };
 
 // Two runs compared: each process matched by name, and the processes found

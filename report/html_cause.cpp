@@ -249,9 +249,9 @@ void renderCause(Page& page, const Report& report) {
   for (const auto* side : {&diff->incompleteA, &diff->incompleteB}) {
     for (const IncompleteTrace& t : *side) {
       open();
-      page.addf("<div class=\"box warnbox\">process <code>{}</code> of run {} did not end cleanly: compared up to its "
-                "last complete block <span class=\"muted small\">({})</span></div>\n",
-                e(t.name), side == &diff->incompleteA ? 'A' : 'B', e(t.detail));
+      page.addf("<div class=\"box warnbox\">process <code>{}</code> of run {}: {}; compared up to {} "
+                "<span class=\"muted small\">({})</span></div>\n",
+                e(t.name), side == &diff->incompleteA ? 'A' : 'B', e(t.cause), e(t.readsTo), e(t.detail));
     }
   }
   for (const IncompleteTrace& t : diff->unreadable) {

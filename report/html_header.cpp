@@ -40,14 +40,7 @@ Headline headline(const Report& report) {
   if (verdict == "identical") {
     string s = "Identical: the runs produced the same bits";
     if (bisect && bisect->runs.size() > 1) s = fmt::format("Identical: {} runs produced the same bits", bisect->runs.size());
-    // Runs gpurr stopped after a step (--until-step) are identical up to it.
-    const auto stopped = [](const RunInfo& r) { return r.stoppedAfterStep >= 0; };
-    if (bisect && !bisect->runs.empty() && std::all_of(bisect->runs.begin(), bisect->runs.end(), stopped)) {
-      const int64_t upTo = std::min_element(bisect->runs.begin(), bisect->runs.end(), [](const auto& x, const auto& y) {
-                             return x.stoppedAfterStep < y.stoppedAfterStep;
-                           })->stoppedAfterStep;
-      s += fmt::format(" up to training step {}, where gpurr stopped them", upTo);
-    }
+    if (bisect) s += stoppedRunsText(bisect->runs);  // runs gpurr stopped are identical up to there
     return {"ok", s};
   }
   if (verdict == "notKnown") {

@@ -50,6 +50,11 @@ bool agree(const Issued& x, const Issued& y) {
   return (x.op == y.op || pair) && x.count == y.count && x.dataType == y.dataType;
 }
 
+// Whether every process issued what the first did (process -> its call).
+bool allAgree(const std::map<size_t, Issued>& calls) {
+  return std::all_of(calls.begin(), calls.end(), [&](const auto& c) { return agree(calls.begin()->second, c.second); });
+}
+
 // A process's rank: its header's, else its place among the processes.
 int32_t rankOf(const ProcessDiff& p, size_t process) {
   return p.rankA >= 0 ? p.rankA : p.rankB >= 0 ? p.rankB : static_cast<int32_t>(process);
@@ -127,12 +132,10 @@ void findMismatches(const RunComparison& c, bool runB, const std::map<uint64_t, 
     const auto& [source, communicator, sequence] = key;
     if (communicator == 0) continue;  // communicators made before recording: not told apart
     const std::vector<size_t>& in = members.at(communicator);
-    const Issued& first = byProcess.begin()->second;
     // A rank that issued nothing here is a mismatch only where its trace
     // went on: one cut short may have issued it after its trace's end.
-    bool same = true;
+    bool same = allAgree(byProcess);
     for (size_t p : in) same = same && (byProcess.count(p) != 0 || cut.count(p) != 0);
-    for (const auto& [p, issued] : byProcess) same = same && agree(first, issued);
     if (same) continue;
     ++found;
     CollectiveMismatch m{runB ? c.b : c.a, communicator, sequence, {}};
@@ -314,35 +317,33 @@ struct JobOrder {
   std::map<Key, uint32_t> ids;
   CollectiveOrder order;
 
-  JobOrder(const KeyOfEvent& keyOf, const std::vector<std::vector<uint64_t>>& seqs) : order(lists(keyOf, seqs)) {}
-
   uint64_t clockOf(const Key& key) const {
     const auto it = ids.find(key);
     return it == ids.end() ? UINT64_MAX : order.clock(it->second);
   }
-
- private:
-  // Each process's collectives as ids, one for each collective of the job;
-  // those of communicators made before recording (0, not told apart) each
-  // an id of its own, ordering nothing.
-  CollectiveOrder lists(const KeyOfEvent& keyOf, const std::vector<std::vector<uint64_t>>& seqs) {
-    std::vector<std::vector<uint32_t>> out(seqs.size());
-    uint32_t next = 0;
-    for (size_t p = 0; p < seqs.size(); ++p) {
-      for (const uint64_t seq : seqs[p]) {
-        const Key& key = keyOf.at({p, seq});
-        if (std::get<1>(key) == 0) {
-          out[p].push_back(next++);
-          continue;
-        }
-        const auto [it, fresh] = ids.try_emplace(key, next);
-        next += fresh;
-        out[p].push_back(it->second);
-      }
-    }
-    return CollectiveOrder(std::move(out), next);
-  }
 };
+
+// Each process's collectives as ids, one for each collective of the job;
+// those of communicators made before recording (0, not told apart) each an
+// id of its own, ordering nothing.
+JobOrder jobOrder(const KeyOfEvent& keyOf, const std::vector<std::vector<uint64_t>>& seqs) {
+  std::map<Key, uint32_t> ids;
+  std::vector<std::vector<uint32_t>> lists(seqs.size());
+  uint32_t next = 0;
+  for (size_t p = 0; p < seqs.size(); ++p) {
+    for (const uint64_t seq : seqs[p]) {
+      const Key& key = keyOf.at({p, seq});
+      if (std::get<1>(key) == 0) {
+        lists[p].push_back(next++);
+        continue;
+      }
+      const auto [it, fresh] = ids.try_emplace(key, next);
+      next += fresh;
+      lists[p].push_back(it->second);
+    }
+  }
+  return {std::move(ids), CollectiveOrder(std::move(lists), next)};
+}
 
 // The origins of `job` (indices into its ranks) that no other origin's
 // divergence happened before: it had not reached them through collectives
@@ -440,11 +441,7 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
       if (a->second.sent != b->sent) s.from.push_back(ranks[p]);
     }
     s.everyRankSentIdentical = seen && s.from.empty();
-    const auto differently = [](const std::map<size_t, Issued>& calls) {
-      return std::any_of(calls.begin(), calls.end(),
-                         [&](const auto& c) { return !agree(calls.begin()->second, c.second); });
-    };
-    s.issuedDifferently = differently(inA) || (inB != issues[1].end() && differently(inB->second));
+    s.issuedDifferently = !allAgree(inA) || (inB != issues[1].end() && !allAgree(inB->second));
     uint64_t before = UINT64_MAX;
     for (const RankVerdict* v : receivers) {
       s.to.push_back(v->rank);
@@ -702,7 +699,7 @@ std::optional<JobView> jobView(const RunComparison& c) {
     job.notes[v.process] = std::move(notes);
     job.notesAlike[v.process] = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks, false);
   }
-  const JobOrder order(keyOf, seqs);
+  const JobOrder order = jobOrder(keyOf, seqs);
   job.earliestOrigins = earliestOrigins(job, order.order, job.sameCollective);
   job.spread = spreadOf(c, job, issues, members[0], ranks, keyOf, order);
   for (size_t i = 0; i < job.spread.size(); ++i) {

@@ -37,10 +37,16 @@ void printRanks(std::ostream& os, const Style& st, const RunComparison& c) {
   // killed, the others then ended by their launcher), the one that kept
   // far fewer is likely the one that died first.
   for (const auto& [traces, run] : {std::pair{&c.incompleteA, &c.a}, std::pair{&c.incompleteB, &c.b}}) {
-    for (const bool damaged : {false, true}) {
+    // A line for each cause, those whose recording did not end cleanly first.
+    std::vector<std::pair<std::string, std::string>> causes;  // (cause, how far read)
+    for (const IncompleteTrace& t : *traces) {
+      if (std::ranges::find(causes, std::pair{t.cause, t.readsTo}) == causes.end()) causes.emplace_back(t.cause, t.readsTo);
+    }
+    std::ranges::stable_partition(causes, [](const auto& x) { return !x.first.starts_with("damaged"); });
+    for (const auto& [cause, readsTo] : causes) {
       std::vector<std::string> kept;
       for (const IncompleteTrace& t : *traces) {
-        if (t.damaged != damaged) continue;
+        if (t.cause != cause || t.readsTo != readsTo) continue;
         const auto p = std::find_if(c.processes.begin(), c.processes.end(),
                                     [&](const diff::ProcessDiff& d) { return d.name == t.name; });
         const uint64_t ops = p == c.processes.end() ? 0 : traces == &c.incompleteA ? p->opsA : p->opsB;
@@ -48,11 +54,8 @@ void printRanks(std::ostream& os, const Style& st, const RunComparison& c) {
                        : ops == 0             ? t.name + " (no operation kept)"
                                               : fmt::format("{} ({} kept)", t.name, diff::plural(ops, "operation")));
       }
-      if (kept.empty()) continue;
-      os << st.yellow(fmt::format("  incomplete in {}: {} ({}: compared up to its last complete block)", *run,
-                                  listed(kept),
-                                  damaged ? "damaged since it was written: its index does not fit its events"
-                                          : "the recording did not end cleanly"))
+      os << st.yellow(fmt::format("  incomplete in {}: {} ({}: compared up to {})", *run, listed(kept), cause,
+                                  readsTo))
          << '\n';
     }
   }

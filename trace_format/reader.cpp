@@ -22,6 +22,7 @@
 #include <mutex>
 #include <span>
 
+#include "common/text.h"
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
 #include "trace_format/frame_buffer.h"
@@ -516,6 +517,22 @@ struct TraceReader::Impl {
         kCompatVersion));
   }
 
+  // Keeps the blocks before `limit`'s, as those of a trace cut short there.
+  void cutAt(const ReadLimit& limit) {
+    const auto at = std::ranges::find_if(blocks, [&](const BlockInfo& b) { return b.fileOffset >= limit.blockOffset; });
+    if (at == blocks.end()) return;
+    const size_t kept = static_cast<size_t>(at - blocks.begin());
+    uint64_t lost = 0;
+    for (auto b = at; b != blocks.end(); ++b) lost += b->eventCount;
+    const std::string note = fmt::format(
+        "block {} of {} is corrupt ({}): read the {} block{} before it; the {} event{} from event #{} on are not read",
+        kept + 1, blocks.size(), limit.problem, kept, kept == 1 ? "" : "s", text::withCommas(lost), lost == 1 ? "" : "s",
+        at->firstSeq);
+    damage.corruptBlock = true;
+    damage.detail = damage.detail.empty() ? note : damage.detail + "; " + note;
+    blocks.erase(at, blocks.end());
+  }
+
   // Decompresses block `i` into `words`; returns the number of bytes.
   size_t decompress(size_t i, std::vector<capnp::word>& words) const {
     const BlockInfo& b = blocks[i];
@@ -532,10 +549,10 @@ struct TraceReader::Impl {
     words = std::vector<capnp::word>((b.uncompressedSize + 7) / 8);
     const size_t n = ZSTD_decompress(words.data(), b.uncompressedSize, compressed.data(),
                                      compressed.size());
+    // The frame's checksum covers what its writer compressed: where it
+    // fails, or the frame ends short, the bytes changed since.
     if (ZSTD_isError(n) || n != b.uncompressedSize) {
-      throw TraceError(fmt::format("{}: block at offset {} is corrupt: {}", events.path().string(),
-                                   b.fileOffset,
-                                   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
+      throw CorruptBlock(dir, b.fileOffset, ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame");
     }
     return n;
   }
@@ -649,7 +666,27 @@ struct TraceReader::Impl {
   }
 };
 
-TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) {
+CorruptBlock::CorruptBlock(const fs::path& trace, uint64_t blockOffset, const std::string& problem)
+    : TraceError(fmt::format("{}: block at offset {} is corrupt: {}", (trace / container::kEventsFile).string(),
+                             blockOffset, problem)),
+      trace_(trace),
+      at_{blockOffset, problem} {}
+
+bool CorruptBlock::narrowed(const fs::path& trace, ReadLimit& limit) const {
+  if (trace != trace_ || at_.blockOffset >= limit.blockOffset) return false;
+  limit = at_;
+  return true;
+}
+
+std::string Damage::cause() const {
+  if (corruptBlock) return "damaged since it was written: a block of its events is corrupt";
+  if (indexDamaged) return "damaged since it was written: its index does not fit its events";
+  return "the recording did not end cleanly";
+}
+
+std::string Damage::readsTo() const { return corruptBlock ? "its corrupt block" : "its last complete block"; }
+
+TraceReader::TraceReader(const fs::path& dir, const ReadLimit& limit) : impl_(std::make_unique<Impl>()) {
   Impl& r = *impl_;
   r.dir = dir;
   std::error_code ec;
@@ -693,6 +730,7 @@ TraceReader::TraceReader(const fs::path& dir) : impl_(std::make_unique<Impl>()) 
                                 "; events the recorder had not yet written when the process ended, if any, are lost"
                           : indexProblem + "; ignored the index and scanned the blocks instead: " + r.damage.detail;
   }
+  r.cutAt(limit);
   r.checkSequence();
   r.unknownPerBlock = std::make_unique<std::atomic<uint32_t>[]>(r.blocks.size());
   for (size_t i = 0; i < r.blocks.size(); ++i) r.unknownPerBlock[i].store(0);

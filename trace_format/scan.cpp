@@ -84,9 +84,7 @@ class BlockSource {
     const size_t n = ZSTD_decompressDCtx(dctx_, words_.data(), b.uncompressedSize,
                                          compressed_.data(), compressed_.size());
     if (ZSTD_isError(n) || n != b.uncompressedSize) {
-      throw TraceError(fmt::format("{}: block at offset {} is corrupt: {}", path_.string(),
-                                   b.fileOffset,
-                                   ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
+      throw CorruptBlock(reader_.path(), b.fileOffset, ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame");
     }
     return kj::arrayPtr(words_.data(), count);
   }
@@ -120,14 +118,12 @@ class BlockSource {
     const size_t before = out_.pos;
     while (out_.pos == before) {
       if (in_.size == compressed_.size() && in_.pos == in_.size) {
-        throw TraceError(fmt::format("{}: block at offset {} is corrupt: short frame",
-                                     path_.string(), block_->fileOffset));
+        throw CorruptBlock(reader_.path(), block_->fileOffset, "short frame");
       }
       in_.size = std::min(compressed_.size(), in_.size + kStep);
       const size_t r = ZSTD_decompressStream(dctx_, &out_, &in_);
       if (ZSTD_isError(r)) {
-        throw TraceError(fmt::format("{}: block at offset {} is corrupt: {}", path_.string(),
-                                     block_->fileOffset, ZSTD_getErrorName(r)));
+        throw CorruptBlock(reader_.path(), block_->fileOffset, ZSTD_getErrorName(r));
       }
     }
     return out_.pos / 8;
@@ -144,6 +140,14 @@ class BlockSource {
     }
     words_.swap(other);
     index_ = SIZE_MAX;  // nothing to offer
+  }
+  // After the frames of the block started last failed to decode, before it
+  // was decompressed to its end: decompresses the rest, so that a frame
+  // whose bytes changed since they were written fails its checksum
+  // (CorruptBlock). One that does not is as its writer wrote it.
+  void throwIfCorrupt() {
+    if (block_ == nullptr || kept_) return;
+    while (!complete()) feed();
   }
   // Whether the block started last was decompressed to its end.
   bool complete() const { return out_.size != 0 && out_.pos == out_.size; }
@@ -606,10 +610,14 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
         throw TraceError("frame of unknown kind");
       }
     }
+  } catch (const CorruptBlock&) {
+    throw;
   } catch (const kj::Exception& e) {
+    source.throwIfCorrupt();
     throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
                                  blocks[i].fileOffset, codec::problem(e)));
   } catch (const TraceError& e) {
+    source.throwIfCorrupt();
     throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
                                  blocks[i].fileOffset, e.what()));
   }

@@ -23,6 +23,43 @@ class TraceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where a reader stops reading a trace's events: before the block at
+// `blockOffset` of the events file, found corrupt (`problem` says how).
+struct ReadLimit {
+  uint64_t blockOffset = UINT64_MAX;  // UINT64_MAX: every block
+  std::string problem;
+};
+
+// A block of the events file that cannot be decoded: damaged since it was
+// written (a flipped bit, a bad copy). The blocks before it can be read:
+// open the trace again with narrowed() to read it as one cut short there.
+class CorruptBlock : public TraceError {
+ public:
+  CorruptBlock(const std::filesystem::path& trace, uint64_t blockOffset, const std::string& problem);
+  // Narrows `limit`, the limit a reader of `trace` had, to this block, where
+  // this block is of that trace and before it; returns whether it did.
+  bool narrowed(const std::filesystem::path& trace, ReadLimit& limit) const;
+
+ private:
+  std::filesystem::path trace_;
+  ReadLimit at_;
+};
+
+// Runs `read(limit)` with a limit for the one trace `dir` that reads every
+// block, and, where it meets a corrupt block of that trace, again with the
+// limit narrowed to that block, until it no longer does.
+template <typename Read>
+auto readingPastCorruptBlocks(const std::filesystem::path& dir, Read&& read) {
+  ReadLimit limit;
+  for (;;) {
+    try {
+      return read(limit);
+    } catch (const CorruptBlock& e) {
+      if (!e.narrowed(dir, limit)) throw;
+    }
+  }
+}
+
 // Where one block of the events file is and what it holds.
 struct BlockInfo {
   uint64_t fileOffset = 0;  // of the block header
@@ -101,13 +138,22 @@ class TraceWriter {
 };
 
 // What the reader found missing at the end of a trace whose writer did not
-// close it (killed, crashed, disk full).
+// close it (killed, crashed, disk full), or left unread at a corrupt block.
 struct Damage {
   bool unclosed = false;        // no index: the recording did not end cleanly
   bool indexDamaged = false;    // ... or an index that does not fit the events: the trace was damaged since
   uint64_t discardedBytes = 0;  // trailing bytes of an incomplete block
   uint32_t discardedEvents = 0; // events in it, when its header was intact
+  bool corruptBlock = false;    // the events end at a block found corrupt (ReadLimit): damaged since
   std::string detail;           // human-readable, empty when undamaged
+
+  // Whether the events read end before those the recorder wrote.
+  bool incomplete() const { return unclosed || corruptBlock; }
+  // Why, for a report: "the recording did not end cleanly", or "damaged
+  // since it was written: ..." (a corrupt block, an index that does not fit).
+  std::string cause() const;
+  // How far they were read: "its last complete block", "its corrupt block".
+  std::string readsTo() const;
 };
 
 class RecentBlocks;
@@ -117,7 +163,9 @@ class RecentBlocks;
 // contents. Every problem is a TraceError naming the file; nothing crashes.
 class TraceReader {
  public:
-  explicit TraceReader(const std::filesystem::path& dir);
+  // With a limit (a CorruptBlock met before), the events are read up to
+  // that block, as those of a trace cut short there (damage()).
+  explicit TraceReader(const std::filesystem::path& dir, const ReadLimit& limit = {});
   ~TraceReader();
   TraceReader(TraceReader&&) noexcept;
   TraceReader& operator=(TraceReader&&) noexcept;

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -789,6 +790,30 @@ void truncated(const fs::path& dir) {
   fs::resize_file(b / "events", size - 100);
 }
 
+// Run B's trace was damaged since it was written: a bit of its next to
+// last block flipped, after the first divergence.
+void corruptBlock(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    const auto out = second ? perturbed(s.out, {3}) : s.out;
+    standardStep(r, s, out, false);
+    for (int i = 0; i < 12; ++i) {
+      r.add(relu(r, s), origin::kRelu);
+    }
+    r.sync();
+  });
+  const fs::path events = dir / "b.gpurr" / "events";
+  const auto blocks = TraceReader(dir / "b.gpurr").blocks();
+  if (blocks.size() < 3) throw std::runtime_error("corrupt_block: too few blocks");
+  const BlockInfo& flipped = blocks[blocks.size() - 2];
+  std::fstream f(events, std::ios::in | std::ios::out | std::ios::binary);
+  const auto at = static_cast<std::streamoff>((flipped.fileOffset + blocks.back().fileOffset) / 2);
+  f.seekg(at);
+  const char byte = static_cast<char>(f.get() ^ 0x10);
+  f.seekp(at);
+  f.put(byte);
+}
+
 void gpuMismatch(const fs::path& dir) {
   writePair(
       dir,
@@ -837,6 +862,7 @@ int main(int argc, char** argv) {
     processes(out / "processes");
     collectives(out / "collectives");
     truncated(out / "truncated");
+    corruptBlock(out / "corrupt_block");
     gpuMismatch(out / "gpu_mismatch");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_diff_traces: %s\n", e.what());

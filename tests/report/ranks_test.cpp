@@ -124,7 +124,7 @@ TEST_CASE("ranks of two job directories: diffed side by side in rank order, miss
   page.diff = c;
   const std::string html = page.html();
   CHECK(html.find("process <code>rank10.gpurr</code> was recorded in run A only") != std::string::npos);
-  CHECK(html.find("process <code>rank7.gpurr</code> of run B did not end cleanly") != std::string::npos);
+  CHECK(html.find("process <code>rank7.gpurr</code> of run B: the recording did not end cleanly; compared up to its last complete block") != std::string::npos);
 }
 
 TEST_CASE("a rank recorded in one run only with the others identical: not known, not diverged") {
@@ -298,19 +298,28 @@ TEST_CASE("a trace damaged since it was written is listed apart from one whose r
   c.a = "a";
   c.b = "b";
   c.directories = true;
-  c.tracesA = c.tracesB = 3;
-  for (const char* name : {"rank0.gpurr", "rank1.gpurr", "rank2.gpurr"}) {
+  c.tracesA = c.tracesB = 4;
+  for (const char* name : {"rank0.gpurr", "rank1.gpurr", "rank2.gpurr", "rank3.gpurr"}) {
     diff::ProcessDiff p;
     p.name = name;
     p.opsA = p.opsB = 4;
     c.processes.push_back(p);
   }
-  c.incompleteB = {{"rank1.gpurr", "no index", false}, {"rank2.gpurr", "the index does not fit", true}};
+  trace::Damage unclosed, index, block;
+  unclosed.unclosed = index.unclosed = index.indexDamaged = true;
+  block.corruptBlock = true;
+  auto incomplete = [](const char* name, const trace::Damage& d) {
+    return report::IncompleteTrace{name, "detail", d.cause(), d.readsTo()};
+  };
+  c.incompleteB = {incomplete("rank0.gpurr", block), incomplete("rank1.gpurr", unclosed),
+                   incomplete("rank2.gpurr", index), incomplete("rank3.gpurr", unclosed)};
   std::ostringstream text;
   report::printRanks(text, report::Style{}, c);
-  CHECK(text.str() == "ranks: 3 in a, 3 in b\n"
-                      "  incomplete in b: rank1.gpurr (4 operations kept) (the recording did not end cleanly: "
-                      "compared up to its last complete block)\n"
+  CHECK(text.str() == "ranks: 4 in a, 4 in b\n"
+                      "  incomplete in b: rank1.gpurr (4 operations kept), rank3.gpurr (4 operations kept) (the "
+                      "recording did not end cleanly: compared up to its last complete block)\n"
+                      "  incomplete in b: rank0.gpurr (4 operations kept) (damaged since it was written: a block of "
+                      "its events is corrupt: compared up to its corrupt block)\n"
                       "  incomplete in b: rank2.gpurr (4 operations kept) (damaged since it was written: its index "
                       "does not fit its events: compared up to its last complete block)\n");
 }

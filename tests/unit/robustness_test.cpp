@@ -8,9 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "test_util.h"
+#include "trace_format/scan.h"
 #include "trace_format/trace.h"
 
 using namespace gpurr::trace;
@@ -142,6 +145,119 @@ TEST_CASE("without an index a damaged block header is an error, never a loss of 
     }
   }
   CHECK(errors > 0);
+}
+
+TEST_CASE("a corrupt block in the middle is a CorruptBlock, and the blocks before it read as a trace cut there") {
+  TempDir tmp;
+  const fs::path dir = makeTrace(tmp);
+  const auto blocks = TraceReader(dir).blocks();
+  REQUIRE(blocks.size() >= 6);
+  auto bytes = readFile(dir / "events");
+  bytes[(blocks[4].fileOffset + blocks[5].fileOffset) / 2] ^= 0x10;  // inside block 4
+  writeFile(dir / "events", bytes);
+  fs::remove(dir / "checksums");
+
+  // Both read paths, the reader's and the scanner's, name the block.
+  ReadLimit limit;
+  for (const bool scan : {false, true}) {
+    const TraceReader r(dir);  // opening reads block headers alone: it succeeds
+    CHECK_FALSE(r.damage().incomplete());
+    try {
+      if (scan) {
+        scanEvents(r, [](const ScanEvent&) { return true; });
+      } else {
+        r.readAll();
+      }
+      FAIL("expected a CorruptBlock");
+    } catch (const CorruptBlock& e) {
+      CHECK_THAT(e.what(), Catch::Contains(fmt::format("block at offset {} is corrupt", blocks[4].fileOffset)));
+      ReadLimit l;
+      CHECK_FALSE(e.narrowed(tmp / "other.gpurr", l));  // another trace's limit stays
+      CHECK(l.blockOffset == UINT64_MAX);
+      CHECK(e.narrowed(dir, l));
+      CHECK(l.blockOffset == blocks[4].fileOffset);
+      CHECK_FALSE(e.narrowed(dir, l));  // no further
+      limit = l;
+    }
+  }
+
+  const TraceReader cut(dir, limit);
+  CHECK(cut.blocks().size() == 4);
+  CHECK(cut.damage().incomplete());
+  CHECK(cut.damage().corruptBlock);
+  CHECK_FALSE(cut.damage().unclosed);
+  CHECK_THAT(cut.damage().detail, Catch::Contains(fmt::format("block 5 of {} is corrupt (", blocks.size())) &&
+                                      Catch::Contains("read the 4 blocks before it") &&
+                                      Catch::Contains(fmt::format("from event #{} on are not read", blocks[4].firstSeq)));
+  CHECK(cut.damage().cause() == "damaged since it was written: a block of its events is corrupt");
+  CHECK(cut.damage().readsTo() == "its corrupt block");
+  const auto events = cut.readAll();
+  CHECK(events.size() == blocks[4].firstSeq);
+  CHECK(cut.eventCount() == blocks[4].firstSeq);
+  uint64_t scanned = 0;
+  scanEvents(cut, [&](const ScanEvent&) { return ++scanned, true; });
+  CHECK(scanned == blocks[4].firstSeq);
+
+  // What `gpurr info` and `diff` run: read, and read again up to the block.
+  int reads = 0;
+  const uint64_t read = readingPastCorruptBlocks(dir, [&](const ReadLimit& l) {
+    ++reads;
+    return TraceReader(dir, l).readAll().size();
+  });
+  CHECK(reads == 2);
+  CHECK(read == blocks[4].firstSeq);
+  // A corrupt block of another trace is not this one's to narrow: it goes on up.
+  CHECK_THROWS_AS(readingPastCorruptBlocks(tmp / "other.gpurr", [&](const ReadLimit&) {
+                    return TraceReader(dir).readAll().size();
+                  }),
+                  CorruptBlock);
+}
+
+TEST_CASE("a bit flipped anywhere in a block's zstd frame after its header is a CorruptBlock on both read paths") {
+  // Blocks of incompressible launches, so that the scanner, which decodes
+  // frames while it decompresses, meets a damaged structure before the
+  // frame's checksum: it must then decompress the rest to tell a changed
+  // frame (CorruptBlock) from one written so (an error).
+  TempDir tmp;
+  const fs::path dir = tmp / "big.gpurr";
+  {
+    WriterOptions options;
+    options.blockBytes = 256 << 10;
+    TraceWriter w(dir, Header{}, options);
+    uint64_t x = 88172645463325252ull;
+    for (uint64_t seq = 0; seq < 2000; ++seq) {
+      KernelLaunch k;
+      k.function = "_Z3fooPf";
+      for (int i = 0; i < 512; ++i) k.params.push_back(static_cast<uint8_t>((x ^= x << 13, x ^= x >> 7, x ^= x << 17)));
+      w.append(Event{seq, seq, 0, k});
+    }
+    w.close();
+  }
+  fs::remove(dir / "checksums");
+  const auto blocks = TraceReader(dir).blocks();
+  REQUIRE(blocks.size() >= 3);
+  const auto original = readFile(dir / "events");
+  const uint64_t frameEnd = blocks[2].fileOffset, frame = frameEnd - blocks[1].compressedSize;
+  REQUIRE(frameEnd - frame > (96 << 10));
+  int scanned = 0;
+  for (uint64_t at = frame + 32; at < frame + (96 << 10); at += 1531) {
+    INFO("a bit flipped at offset " << at);
+    auto bytes = original;
+    bytes[at] ^= 0x08;
+    writeFile(dir / "events", bytes);
+    const TraceReader r(dir);
+    const std::string expected = fmt::format("block at offset {} is corrupt", blocks[1].fileOffset);
+    CHECK_THROWS_AS(r.readAll(), CorruptBlock);
+    CHECK_THROWS_WITH(r.readAll(), Catch::Contains(expected));
+    try {
+      scanEvents(r, [](const ScanEvent&) { return true; });
+      FAIL("read");
+    } catch (const CorruptBlock& e) {
+      CHECK_THAT(e.what(), Catch::Contains(expected));
+      ++scanned;
+    }
+  }
+  CHECK(scanned > 60);
 }
 
 TEST_CASE("a stale index is ignored, not trusted") {
