@@ -74,15 +74,18 @@ struct PerStep {
   uint64_t medianLaunches = 0, medianBytes = 0, maxBytes = 0;
 };
 
-PerStep perStep(const Stats& s) {
+// Of the steps up to `stoppedAfter` where gpurr stopped the program there
+// (the next step's first launches, before it stopped it, are no step's).
+PerStep perStep(const Stats& s, int64_t stoppedAfter) {
   PerStep p;
-  p.steps = s.steps.size();
-  if (p.steps == 0) return p;
   std::vector<uint64_t> launches, bytes;
   for (const auto& [step, v] : s.steps) {
+    if (stoppedAfter >= 0 && step > stoppedAfter) continue;
+    ++p.steps;
     launches.push_back(v.first);
     bytes.push_back(v.second);
   }
+  if (p.steps == 0) return p;
   std::sort(launches.begin(), launches.end());
   std::sort(bytes.begin(), bytes.end());
   p.medianLaunches = launches[launches.size() / 2];
@@ -158,8 +161,8 @@ std::string startTime(uint64_t ns) {
   return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", t);
 }
 
-Json perStepJson(const Stats& s) {
-  const PerStep p = perStep(s);
+Json perStepJson(const Stats& s, int64_t stoppedAfter) {
+  const PerStep p = perStep(s, stoppedAfter);
   if (p.steps == 0) return nullptr;
   return Json{{"steps", p.steps},
               {"medianLaunches", p.medianLaunches},
@@ -205,7 +208,7 @@ Json infoJson(const TraceReader& reader, const Stats& s) {
            {"graphLaunchesHashedWhole", s.graphsHashedWhole},
            {"bytesHashed", s.bytesHashed},
            {"bytesHashedPerLaunch", reader.launchCount() ? s.bytesHashed / reader.launchCount() : 0},
-           {"perStep", perStepJson(s)},
+           {"perStep", perStepJson(s, reader.stoppedAfterStep())},
            {"recorderCost", s.cost.json()},
            {"recorderMemory", memoryJson(reader.recorderMemory())},
            {"annotations", s.annotations},
@@ -406,7 +409,7 @@ int printText(const TraceReader& reader, const Stats& s) {
     line("", fmt::format("{} hashed every allocation: their nodes were not read (see the recorder's warning)",
                          count(s.graphsHashedWhole, "graph launch", "es")));
   }
-  if (const PerStep p = perStep(s); p.steps > 0) {
+  if (const PerStep p = perStep(s, reader.stoppedAfterStep()); p.steps > 0) {
     line("", fmt::format("per training step (median of {}): {} in {}; the largest step {}",
                          count(p.steps, "step"), humanBytes(p.medianBytes), count(p.medianLaunches, "launch", "es"),
                          humanBytes(p.maxBytes)));
@@ -423,8 +426,13 @@ int printText(const TraceReader& reader, const Stats& s) {
   } else {
     std::string steps;
     if (s.firstStep) {
-      steps = *s.firstStep == *s.lastStep ? fmt::format(", step {}", *s.firstStep)
-                                          : fmt::format(", steps {} to {}", *s.firstStep, *s.lastStep);
+      const int64_t stopped = reader.stoppedAfterStep();
+      const int64_t last = stopped >= 0 ? std::min(*s.lastStep, stopped) : *s.lastStep;
+      steps = *s.firstStep == last ? fmt::format(", step {}", last) : fmt::format(", steps {} to {}", *s.firstStep, last);
+      if (const auto next = s.steps.find(stopped + 1); stopped >= 0 && next != s.steps.end()) {
+        steps += fmt::format(" (and {} of step {}, begun before gpurr stopped the program)",
+                             count(next->second.first, "launch", "es"), stopped + 1);
+      }
     }
     line("origins", fmt::format("{} of {} launches, copies and memsets (op, module, source line, step){}, {}",
                                 withCommas(s.withOrigin), withCommas(s.operations), steps,

@@ -163,6 +163,10 @@ r = subprocess.run([args.gpurr, "diff", stopped, record("batch", hashed=True, PA
                    text=True)
 check(r.returncode == 0 and "identical:" in r.stdout and "gpurr stopped it after training step 1" in r.stdout,
       f"the next step's batch made before the stop: {r.returncode} {r.stdout[-800:]}")
+# gpurr info counts that batch's launch as no step's: steps 0 and 1 alone.
+r = subprocess.run([args.gpurr, "info", stopped], capture_output=True, text=True)
+check("median of 2 steps" in r.stdout and "steps 0 to 1 (and 1 launch of step 2, begun before gpurr stopped the "
+      "program)" in r.stdout, f"info of a run stopped after step 1: {r.stdout}")
 twice_stopped = record("twice", "--until-step", "1", name="twice-stopped")
 check_block(straight, twice_stopped, "b", block2, 1, "a block called twice, that run stopped after the step")
 check_block(twice_stopped, straight, "a", block2, 1, "a block called twice, that run stopped after the step")
