@@ -13,6 +13,7 @@
 
 #include "cli/process.h"
 #include "cli/recorder_cost.h"
+#include "trace_format/trace.h"
 
 namespace gpurr::cli::record {
 
@@ -85,10 +86,10 @@ bool isElf(const fs::path& path);
 bool replaceable(const fs::path& path);
 
 // The staging directory `gpurr record -o out` writes into while the program
-// runs, beside OUT: its mkdtemp template (".OUT.staging-XXXXXX"), and the
-// one that exists now (empty when none; gpurr bisect watches it).
-std::string stagingTemplate(const fs::path& out);
-fs::path stagingDirectory(const fs::path& out);
+// runs, beside OUT (trace.h): its mkdtemp template, and the one that exists
+// now (gpurr bisect watches it).
+using trace::stagingDirectory;
+using trace::stagingTemplate;
 
 // The trace directories (names ending in ".gpurr") in `staging`, in natural
 // order: rank2.gpurr before rank10.gpurr.

@@ -280,23 +280,6 @@ bool replaceable(const fs::path& path) {
   return !ec;  // empty, or only traces
 }
 
-namespace {
-std::string stagingPrefix(const fs::path& out) { return "." + out.filename().string() + ".staging-"; }
-}  // namespace
-
-std::string stagingTemplate(const fs::path& out) {
-  return (out.parent_path() / (stagingPrefix(out) + "XXXXXX")).string();
-}
-
-fs::path stagingDirectory(const fs::path& out) {
-  const std::string prefix = stagingPrefix(out);
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(out.parent_path(), ec)) {
-    if (e.path().filename().string().rfind(prefix, 0) == 0) return e.path();
-  }
-  return {};
-}
-
 std::vector<fs::path> stagedTraces(const fs::path& staging) {
   std::vector<fs::path> out;
   for (const fs::directory_entry& e : fs::directory_iterator(staging)) {

@@ -232,7 +232,7 @@ RunComparison compareRuns(const fs::path& a, const fs::path& b, bool force, cons
     if (!trace && side->empty()) {
       throw UsageError(UsageError::Kind::kNotATrace,
                        fmt::format("{}: neither a gpurr trace nor a directory of traces{}", path.string(),
-                                   trace::earlierAttempts(path)));
+                                   trace::earlierAttempts(path) + trace::stagedTracesHint(path)));
     }
   }
   if (ta != tb) {

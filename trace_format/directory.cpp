@@ -1,5 +1,8 @@
 // Directories of per-process traces (what `gpurr record` writes when several
-// processes ran): which entries are traces, in the order ranks are counted.
+// processes ran): which entries are traces, in the order ranks are counted;
+// and where `gpurr record` gathers them while the program runs.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <fstream>
 #include <string_view>
@@ -82,6 +85,35 @@ std::string earlierAttempts(const fs::path& dir) {
   const std::string last = *std::max_element(attempts.begin(), attempts.end(), RankOrder{});
   return "; the traces of the job's earlier attempts are in " + (dir / "attempts" / last).string() +
          " (give that directory)";
+}
+
+namespace {
+std::string stagingPrefix(const fs::path& out) { return "." + out.filename().string() + ".staging-"; }
+}  // namespace
+
+std::string stagingTemplate(const fs::path& out) {
+  return (out.parent_path() / (stagingPrefix(out) + "XXXXXX")).string();
+}
+
+fs::path stagingDirectory(const fs::path& out) {
+  const std::string prefix = stagingPrefix(out);
+  std::error_code ec;
+  const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  for (const fs::directory_entry& e : fs::directory_iterator(parent, ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) return out.parent_path() / e.path().filename();
+  }
+  return {};
+}
+
+std::string stagedTracesHint(const fs::path& out) {
+  const fs::path staging = stagingDirectory(out.has_filename() ? out : out.parent_path());
+  if (staging.empty()) return "";
+  const auto traces = directoryTraces(staging);
+  if (traces.empty()) return "";
+  return fmt::format("; `gpurr record -o {}` left what it recorded in {} (it is still running, or was killed before "
+                     "it moved its traces there): give {}{}",
+                     out.string(), staging.string(), traces.front().second.string(),
+                     traces.size() > 1 ? fmt::format(", or that directory for all {} traces", traces.size()) : "");
 }
 
 }  // namespace gpurr::trace

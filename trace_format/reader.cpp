@@ -691,7 +691,7 @@ TraceReader::TraceReader(const fs::path& dir, const ReadLimit& limit) : impl_(st
   r.dir = dir;
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
-    throw TraceError(fmt::format("{}: no such trace", dir.string()));
+    throw TraceError(fmt::format("{}: no such trace{}", dir.string(), stagedTracesHint(dir)));
   }
   if (!fs::is_directory(dir, ec)) {
     throw TraceError(fmt::format("{}: not a gpurr trace (a trace is a directory)", dir.string()));
@@ -706,7 +706,8 @@ TraceReader::TraceReader(const fs::path& dir, const ReadLimit& limit) : impl_(st
                                    dir.string(), inside.size(), inside.size() == 1 ? "" : "s", inside.front().first,
                                    inside.size() > 1 ? ", ..." : "", inside.front().second.string()));
     }
-    throw TraceError(fmt::format("{}: not a gpurr trace (no version marker){}", dir.string(), earlierAttempts(dir)));
+    throw TraceError(fmt::format("{}: not a gpurr trace (no version marker){}{}", dir.string(), earlierAttempts(dir),
+                                 stagedTracesHint(dir)));
   }
   r.readVersion();
   r.readChecksums();

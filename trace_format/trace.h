@@ -263,6 +263,18 @@ std::vector<std::pair<std::string, std::filesystem::path>> directoryTraces(const
 // one named); empty otherwise.
 std::string earlierAttempts(const std::filesystem::path& dir);
 
+// Where `gpurr record -o OUT` gathers its processes' traces while the
+// program runs, beside OUT: the mkdtemp template ".OUT.staging-XXXXXX", and
+// the directory that exists now (empty when none).
+std::string stagingTemplate(const std::filesystem::path& out);
+std::filesystem::path stagingDirectory(const std::filesystem::path& out);
+
+// For OUT that holds no trace: "; `gpurr record -o OUT` left what it
+// recorded in its staging directory ... (give ...)", where one holds traces
+// (a gpurr record still running, or killed before it moved them into OUT);
+// empty otherwise.
+std::string stagedTracesHint(const std::filesystem::path& out);
+
 // Where the readers' warnings go (a trace with events of unknown kinds, once
 // per trace): by default to stderr as "gpurr: warning: ...". An empty sink
 // restores the default. Returns the previous sink.

@@ -78,6 +78,27 @@ TEST_CASE("the staging directory is named after OUT, and found while it exists")
   CHECK(stagingDirectory(tmp / "run2.gpurr").empty());
 }
 
+TEST_CASE("reading OUT of a gpurr record killed before it moved its traces there names the staged ones") {
+  TempDir tmp;
+  const fs::path out = tmp / "run1.gpurr";
+  fs::create_directory(out);  // taken at the start, empty until the end
+  std::string templ = stagingTemplate(out);
+  REQUIRE(mkdtemp(templ.data()) != nullptr);
+  CHECK(trace::stagedTracesHint(out).empty());  // nothing staged yet
+  for (const char* name : {"proc0.gpurr", "proc1.gpurr"}) {
+    trace::TraceWriter w(fs::path(templ) / name, trace::Header{});
+    w.close();
+  }
+  const std::string hint = fmt::format("; `gpurr record -o {}` left what it recorded in {} (it is still running, or "
+                                       "was killed before it moved its traces there): give {}/proc0.gpurr, or that "
+                                       "directory for all 2 traces",
+                                       out.string(), templ, templ);
+  CHECK(trace::stagedTracesHint(out) == hint);
+  CHECK_THROWS_WITH(trace::TraceReader(out), out.string() + ": not a gpurr trace (no version marker)" + hint);
+  fs::remove(out);
+  CHECK_THROWS_WITH(trace::TraceReader(out), out.string() + ": no such trace" + hint);
+}
+
 TEST_CASE("staged traces are listed in natural order, other files ignored") {
   TempDir tmp;
   for (const char* name : {"rank10.gpurr", "rank2.gpurr", "rank0.gpurr", "proc1.gpurr"}) {
