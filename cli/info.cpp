@@ -462,7 +462,10 @@ int printText(const TraceReader& reader, const Stats& s) {
                            humanBytes(reader.uncompressedBytes()),
                            ratio(reader.uncompressedBytes(), reader.eventsFileBytes()),
                            humanBytes(s.blobBytes), s.blobCount));
-  std::string status = reader.damage().incomplete() ? "incomplete: " + reader.damage().detail : "complete";
+  const Damage& damage = reader.damage();
+  std::string status = damage.incomplete()     ? "incomplete: " + damage.detail
+                       : damage.detail.empty() ? "complete"
+                                               : "complete, its index damaged: " + damage.detail;
   if (reader.stoppedAfterStep() >= 0) {
     status += fmt::format("; gpurr stopped the program after training step {} (record --until-step or --stop-file)",
                           reader.stoppedAfterStep());

@@ -287,7 +287,7 @@ void checkSnapshots(const TraceReader& reader, Report& report, const Refs& refs)
 
 Report verify(const TraceReader& reader) {
   Report report;
-  if (reader.damage().incomplete()) {
+  if (reader.damage().unclosed) {  // no index, or one that does not fit
     report.problems.push_back(fmt::format("index: {}", reader.damage().detail));
   }
   Refs refs;

@@ -99,6 +99,8 @@ std::vector<std::string> traceWarnings(const TraceReader& ta, const TraceReader&
     if (r->damage().incomplete()) {
       out.push_back(fmt::format("{}: {}; compared up to {}", r->path().string(), r->damage().detail,
                                 r->damage().readsTo()));
+    } else if (!r->damage().detail.empty()) {  // a damaged index alone
+      out.push_back(fmt::format("{}: {}; every block was read", r->path().string(), r->damage().detail));
     }
   }
   if (ta.header().compatVersion != tb.header().compatVersion) {

@@ -666,26 +666,6 @@ struct TraceReader::Impl {
   }
 };
 
-CorruptBlock::CorruptBlock(const fs::path& trace, uint64_t blockOffset, const std::string& problem)
-    : TraceError(fmt::format("{}: block at offset {} is corrupt: {}", (trace / container::kEventsFile).string(),
-                             blockOffset, problem)),
-      trace_(trace),
-      at_{blockOffset, problem} {}
-
-bool CorruptBlock::narrowed(const fs::path& trace, ReadLimit& limit) const {
-  if (trace != trace_ || at_.blockOffset >= limit.blockOffset) return false;
-  limit = at_;
-  return true;
-}
-
-std::string Damage::cause() const {
-  if (corruptBlock) return "damaged since it was written: a block of its events is corrupt";
-  if (indexDamaged) return "damaged since it was written: its index does not fit its events";
-  return "the recording did not end cleanly";
-}
-
-std::string Damage::readsTo() const { return corruptBlock ? "its corrupt block" : "its last complete block"; }
-
 TraceReader::TraceReader(const fs::path& dir, const ReadLimit& limit) : impl_(std::make_unique<Impl>()) {
   Impl& r = *impl_;
   r.dir = dir;

@@ -147,8 +147,10 @@ struct Damage {
   bool corruptBlock = false;    // the events end at a block found corrupt (ReadLimit): damaged since
   std::string detail;           // human-readable, empty when undamaged
 
-  // Whether the events read end before those the recorder wrote.
-  bool incomplete() const { return unclosed || corruptBlock; }
+  // Whether the events read end before those the recorder wrote: not where
+  // only the index is damaged and every block was read (the index is
+  // written last, once every block is).
+  bool incomplete() const { return corruptBlock || (unclosed && (!indexDamaged || discardedBytes > 0)); }
   // Why, for a report: "the recording did not end cleanly", or "damaged
   // since it was written: ..." (a corrupt block, an index that does not fit).
   std::string cause() const;
