@@ -415,6 +415,12 @@ int run(const RecordOptions& opts) {
                     "the end of the next step), or it never stepped a torch.optim optimizer",
                     opts.untilStep));
   }
+  const auto stepped = [](const TraceSummary& t) { return t.stepped || !t.readable; };
+  if (!opts.steps.empty() && std::none_of(summary.traces.begin(), summary.traces.end(), stepped)) {
+    say(fmt::format("warning: --steps {}: the program completed no training step, so no launch was hashed (gpurr "
+                    "counts training steps by the steps of a torch.optim optimizer, docs/RECORDING.md)",
+                    opts.steps));
+  }
   const char* stopOption = opts.stopFile.empty() ? "--until-step"
                            : opts.untilStep < 0   ? "--stop-file"
                                                   : "--until-step or --stop-file";

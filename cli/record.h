@@ -130,6 +130,7 @@ struct TraceSummary {
   uint64_t nondeterministic = 0;    // ... whose re-runs gave different results
   RecorderCost cost;                // what recording cost the program (record --verbose)
   int64_t stoppedAfterStep = -1;    // gpurr stopped the program after this step (--until-step), else -1
+  bool stepped = false;             // the PyTorch layer saw a training step completed (the index's layerSteps)
   std::string damage;  // the reader's note on an unclosed trace, else empty
   std::string error;   // why it cannot be read, when !readable
 };

@@ -385,6 +385,7 @@ RecordSummary summarise(const std::vector<fs::path>& traces) {
       });
       if (reader.damage().incomplete()) t.damage = reader.damage().detail;
       t.stoppedAfterStep = reader.stoppedAfterStep();
+      t.stepped = reader.layerSteps().has_value();
       t.readable = true;
     } catch (const std::exception& e) {
       // A trace cut off mid-block can still fail in decoding; what was

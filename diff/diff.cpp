@@ -512,6 +512,12 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.benchmarkingB = b.benchmarking;
   out.collectivesA = std::move(a.collectives);
   out.collectivesB = std::move(b.collectives);
+  for (const auto& [run, side, t] : {std::tuple{&a, 'A', &ta}, std::tuple{&b, 'B', &tb}}) {
+    if (run->pastStop == 0) continue;
+    out.warnings.push_back(fmt::format("run {} ran {} after training step {}, before gpurr stopped it (an evaluation "
+                                       "or the next batch's data): not compared",
+                                       side, plural(run->pastStop, "operation"), t->stoppedAfterStep()));
+  }
   for (const auto& [run, side] : {std::pair{&a, 'A'}, std::pair{&b, 'B'}}) {
     if (run->gapSeq == UINT64_MAX) continue;
     out.gaps.push_back(fmt::format("run {}'s recorder dropped {} at event #{} (its trace thread fell behind)", side,

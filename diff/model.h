@@ -413,6 +413,10 @@ struct Run {
   // rest (a launch's number, OpInfo::launchIndex, counts them).
   uint64_t benchmarking = 0;
   std::vector<uint64_t> benchmarkingLaunches;
+  // Of a run gpurr stopped after a training step: operations it ran after
+  // that step, before the stop took effect (an evaluation, the next batch's
+  // data), not summarised.
+  uint64_t pastStop = 0;
   // Where the canonical order moved operations (canonicalOrder; UINT64_MAX
   // when it moved none), and the seqs of the launches from there on, in
   // trace order: a launch's number is its place in trace order.

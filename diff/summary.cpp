@@ -401,7 +401,10 @@ class Summariser {
     // before the stop took effect (the next batch's copy) is not compared,
     // nor anything after it (docs/DIFF.md).
     if (stoppedAfter_ >= 0 && isOperation(e) && e.step > stoppedAfter_) pastStop_ = true;
-    if (pastStop_) return;
+    if (pastStop_) {
+      run.pastStop += isOperation(e) ? 1 : 0;
+      return;
+    }
     if (!firstThread_) firstThread_ = e.thread;
     if (!run.threads && e.thread != *firstThread_) {
       run.threads = true;

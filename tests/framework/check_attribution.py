@@ -259,6 +259,18 @@ running = [line.split()[-1] for line in r.stderr.splitlines() if line.startswith
 norm = operands.get("aten::native_batch_norm_kernel", [])
 check(len(norm) == 1 and running and running[0] + ":w" in norm[0], f"batch norm writes running_mean {norm} {running}")
 
+# A loop that steps no torch.optim optimizer (a hand-written update)
+# completes no training step: --steps hashes nothing, and record says so.
+manual = os.path.join(args.work, "manual_sgd.py")
+with open(manual, "w") as f:
+    f.write("import torch\nw = torch.ones(4, requires_grad=True)\nfor i in range(3):\n"
+            "    (w * 2).sum().backward()\n    with torch.no_grad():\n        w -= 0.1 * w.grad\n"
+            "    w.grad = None\nprint(w.tolist())\n")
+r, _ = record("manual", [sys.executable, os.path.join(args.scripts, "launch_in.py"), "aten::mul", manual], "--steps",
+              "1:3")
+check(r.returncode == 0 and "gpurr: warning: --steps 1:3: the program completed no training step, so no launch was "
+      "hashed" in r.stderr, f"--steps on a loop without an optimizer: {r.returncode} {r.stderr[-600:]}")
+
 # --until-step 0: the program stops at step 1's forward, after step 0's
 # iteration printed its loss; exit code 0; the trace is complete and says so.
 r, trace = record("until", [sys.executable, train], "--until-step", "0")

@@ -161,7 +161,9 @@ for full in (True, False):
 stopped = record("", "--until-step", "1", name="batch-stopped", hashed=True, PATHS_BATCH="1")
 r = subprocess.run([args.gpurr, "diff", stopped, record("batch", hashed=True, PATHS_BATCH="1")], capture_output=True,
                    text=True)
-check(r.returncode == 0 and "identical:" in r.stdout and "gpurr stopped it after training step 1" in r.stdout,
+check(r.returncode == 0 and "identical:" in r.stdout and "gpurr stopped it after training step 1" in r.stdout
+      and "run A ran 1 operation after training step 1, before gpurr stopped it (an evaluation or the next "
+      "batch's data): not compared" in r.stdout,
       f"the next step's batch made before the stop: {r.returncode} {r.stdout[-800:]}")
 # gpurr info counts that batch's launch as no step's: steps 0 and 1 alone.
 r = subprocess.run([args.gpurr, "info", stopped], capture_output=True, text=True)

@@ -77,6 +77,6 @@ for step in range(4):
     if PLANT == "end" and step == 2:
         model.blocks[0].fc(x)  # the planted layer call at a step's end
     if PLANT == "nostep" and step == 1:
-        continue  # the optimizer step skipped, as GradScaler skips one whose gradients overflowed
+        continue  # the optimizer step skipped (a loop that calls no step; GradScaler's skips still count)
     opt.step()
     print(f"step {step}: {loss.item():.6f}")
