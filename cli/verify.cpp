@@ -98,11 +98,11 @@ void checkBlocks(const TraceReader& reader, Report& report, Refs& refs) {
     try {
       reader.readBlock(i, events);
     } catch (const TraceError& e) {
-      report.problems.push_back(fmt::format("block {}: {}", i, e.what()));
+      report.problems.push_back(fmt::format("block {} of {}: {}", i + 1, blocks.size(), e.what()));
       continue;
     }
     report.events += events.size();
-    const std::string where = fmt::format("events: block {} at offset {}", i, b.fileOffset);
+    const std::string where = fmt::format("events: block {} of {} at offset {}", i + 1, blocks.size(), b.fileOffset);
     uint32_t launches = 0;
     for (const Event& e : events) {
       if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {

@@ -677,6 +677,7 @@ TraceReader::TraceReader(const fs::path& dir, const ReadLimit& limit) : impl_(st
     throw TraceError(fmt::format("{}: not a gpurr trace (a trace is a directory)", dir.string()));
   }
   if (!fs::exists(dir / container::kVersionFile, ec)) {
+    if (ec) throw TraceError(fmt::format("{}: cannot read it: {}", dir.string(), ec.message()));  // permissions
     // A directory of per-process traces (what `gpurr record` writes when
     // several processes ran): say so, and how to name one of them.
     const auto inside = directoryTraces(dir);
