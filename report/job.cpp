@@ -675,6 +675,15 @@ std::optional<JobView> jobView(const RunComparison& c) {
       v.collectivesBefore = collectivesBefore(seqs[v.process], *carrier);
     }
   }
+  // Receivers of a collective that no rank recorded sent other data, some
+  // of its ranks not recorded with it in both runs: those may have.
+  for (RankVerdict& v : job.ranks) {
+    const auto key = v.origin || v.fromUnrecorded ? keyOf.end() : keyOf.find({v.process, v.carrier});
+    if (key != keyOf.end() && sentOther(key->second, v.process, issues, ranks).empty() &&
+        unseenRanks(key->second, issues) > 0) {
+      v.fromUnrecorded = true;
+    }
+  }
   for (const RankVerdict& v : job.ranks) {
     if (v.fromUnrecorded) {
       job.unseen = unseenProcesses(c, keyOf.at({v.process, v.carrier}), issues);
@@ -749,7 +758,8 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
       if (!printed.insert(*groupOf[i]).second) continue;  // with the first of them
       std::vector<int32_t> ranks = together.at(*groupOf[i]);
       std::sort(ranks.begin(), ranks.end());
-      os << fmt::format("{}: {} receivers, {}: {}", ranksText(ranks), ranks.size(), after,
+      os << fmt::format("{}: {} {}, {}: {}", ranksText(ranks), ranks.size(),
+                        v.fromUnrecorded ? "origins or receivers" : "receivers", after,
                         spreadCollectiveText(job.spread[groupOf[i]->first]))
          << '\n';
       continue;

@@ -162,6 +162,17 @@ for plant, earliest, same in (("2:1,0:2", [2], False), ("2:1,0:1", [0, 2], False
     spread = [(s["from"], s["to"]) for s in job.get("spread", [])]
     check(spread and spread[0] == ([2], [1]), f"subgroups {plant}: the subgroup's all-reduce carried it first, from "
           f"rank 2 to rank 1: {spread}")
+# Rank 2's trace missing from run B: rank 1 received its divergence through
+# a collective no rank recorded sent other data, rank 2 not recorded with
+# it: it may have begun there (an origin or a receiver).
+missing = os.path.join(args.work, "subgroups-missing")
+shutil.rmtree(missing, ignore_errors=True)
+shutil.copytree(b, missing)
+shutil.rmtree(os.path.join(missing, "rank2.gpurr"))
+code, report = diff(a, missing)
+roles = {x["rank"]: x["role"] for x in (report.get("job") or {}).get("ranks", [])}
+check(code == 1 and roles == {0: "origin", 1: "unknown", 3: "receiver"},
+      f"subgroups, rank 2 missing in run B: rank 1 an origin or a receiver: {roles}")
 
 if failures:
     print(f"{len(failures)} check(s) failed")
