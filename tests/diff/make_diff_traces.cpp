@@ -772,8 +772,9 @@ void collectives(const fs::path& dir) {
   }
 }
 
-// Run B was killed: no index, and its last block cut short.
-void truncated(const fs::path& dir) {
+// A step whose index_add_ differs in run B, then twelve launches more: the
+// pair the damaged cases below damage run B of.
+void stepThenTwelve(const fs::path& dir) {
   writePair(dir, [](Run& r, bool second) {
     const Step s;
     const auto out = second ? perturbed(s.out, {3}) : s.out;
@@ -783,6 +784,11 @@ void truncated(const fs::path& dir) {
     }
     r.sync();
   });
+}
+
+// Run B was killed: no index, and its last block cut short.
+void truncated(const fs::path& dir) {
+  stepThenTwelve(dir);
   const fs::path b = dir / "b.gpurr";
   fs::remove(b / "index");
   fs::remove(b / "checksums");
@@ -793,15 +799,7 @@ void truncated(const fs::path& dir) {
 // Run B's trace was damaged since it was written: a bit of its next to
 // last block flipped, after the first divergence.
 void corruptBlock(const fs::path& dir) {
-  writePair(dir, [](Run& r, bool second) {
-    const Step s;
-    const auto out = second ? perturbed(s.out, {3}) : s.out;
-    standardStep(r, s, out, false);
-    for (int i = 0; i < 12; ++i) {
-      r.add(relu(r, s), origin::kRelu);
-    }
-    r.sync();
-  });
+  stepThenTwelve(dir);
   const fs::path events = dir / "b.gpurr" / "events";
   const auto blocks = TraceReader(dir / "b.gpurr").blocks();
   if (blocks.size() < 3) throw std::runtime_error("corrupt_block: too few blocks");
