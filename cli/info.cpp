@@ -428,7 +428,8 @@ int printText(const TraceReader& reader, const Stats& s) {
     if (s.firstStep) {
       const int64_t stopped = reader.stoppedAfterStep();
       const int64_t last = stopped >= 0 ? std::min(*s.lastStep, stopped) : *s.lastStep;
-      steps = *s.firstStep == last ? fmt::format(", step {}", last) : fmt::format(", steps {} to {}", *s.firstStep, last);
+      steps = *s.firstStep == last ? fmt::format(", step {}", last)
+                                   : fmt::format(", steps {} to {}", *s.firstStep, last);
       if (const auto next = s.steps.find(stopped + 1); stopped >= 0 && next != s.steps.end()) {
         steps += fmt::format(" (and {} of step {}, begun before gpurr stopped the program)",
                              count(next->second.first, "launch", "es"), stopped + 1);

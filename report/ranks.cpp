@@ -40,7 +40,8 @@ void printRanks(std::ostream& os, const Style& st, const RunComparison& c) {
     // A line for each cause, those whose recording did not end cleanly first.
     std::vector<std::pair<std::string, std::string>> causes;  // (cause, how far read)
     for (const IncompleteTrace& t : *traces) {
-      if (std::ranges::find(causes, std::pair{t.cause, t.readsTo}) == causes.end()) causes.emplace_back(t.cause, t.readsTo);
+      const std::pair cause{t.cause, t.readsTo};
+      if (std::ranges::find(causes, cause) == causes.end()) causes.push_back(cause);
     }
     std::ranges::stable_partition(causes, [](const auto& x) { return !x.first.starts_with("damaged"); });
     for (const auto& [cause, readsTo] : causes) {

@@ -526,8 +526,8 @@ struct TraceReader::Impl {
     for (auto b = at; b != blocks.end(); ++b) lost += b->eventCount;
     const std::string note = fmt::format(
         "block {} of {} is corrupt ({}): read the {} block{} before it; the {} event{} from event #{} on are not read",
-        kept + 1, blocks.size(), limit.problem, kept, kept == 1 ? "" : "s", text::withCommas(lost), lost == 1 ? "" : "s",
-        at->firstSeq);
+        kept + 1, blocks.size(), limit.problem, kept, kept == 1 ? "" : "s", text::withCommas(lost),
+        lost == 1 ? "" : "s", at->firstSeq);
     damage.corruptBlock = true;
     damage.detail = damage.detail.empty() ? note : damage.detail + "; " + note;
     blocks.erase(at, blocks.end());

@@ -124,7 +124,8 @@ TEST_CASE("ranks of two job directories: diffed side by side in rank order, miss
   page.diff = c;
   const std::string html = page.html();
   CHECK(html.find("process <code>rank10.gpurr</code> was recorded in run A only") != std::string::npos);
-  CHECK(html.find("process <code>rank7.gpurr</code> of run B: the recording did not end cleanly; compared up to its last complete block") != std::string::npos);
+  CHECK(html.find("process <code>rank7.gpurr</code> of run B: the recording did not end cleanly; compared up to its "
+                  "last complete block") != std::string::npos);
 }
 
 TEST_CASE("a rank recorded in one run only with the others identical: not known, not diverged") {
