@@ -272,8 +272,9 @@ struct TraceReader::Impl {
     if (it == checksums.end()) return;
     const BlobId got = blobIdOf({reinterpret_cast<const uint8_t*>(words.data()), file.size()});
     if (got != it->second) {
-      throw TraceError(fmt::format("{}: damaged: its XXH3-128 is {}, but {} records {}{}", file.path().string(),
-                                   got.hex(), container::kChecksumsFile, it->second.hex(), consequence));
+      throw TraceError(fmt::format("{}: damaged (or {} is): its XXH3-128 is {}, but {} records {}{}",
+                                   file.path().string(), container::kChecksumsFile, got.hex(),
+                                   container::kChecksumsFile, it->second.hex(), consequence));
     }
   }
 
@@ -410,9 +411,9 @@ struct TraceReader::Impl {
     uint64_t offset = 0;
     for (const BlockInfo& b : entries) {
       auto [info, frameOffset] = readBlockHeader(b.fileOffset);
-      if (b.fileOffset != offset || info.firstSeq != b.firstSeq ||
-          info.eventCount != b.eventCount || info.compressedSize != b.compressedSize ||
-          info.uncompressedSize != b.uncompressedSize) {
+      if (b.fileOffset != offset || info.firstSeq != b.firstSeq || info.eventCount != b.eventCount ||
+          info.launchCount != b.launchCount || info.firstTimeNs != b.firstTimeNs || info.lastTimeNs != b.lastTimeNs ||
+          info.compressedSize != b.compressedSize || info.uncompressedSize != b.uncompressedSize) {
         throw TraceError(fmt::format("{}: entry for offset {} disagrees with the events file",
                                      path.string(), b.fileOffset));
       }
@@ -489,11 +490,15 @@ struct TraceReader::Impl {
     for (size_t i = 0; i < blocks.size(); ++i) {
       const BlockInfo& b = blocks[i];
       // Every frame takes at least 16 bytes (segment table and root pointer).
-      if (b.eventCount == 0 || b.launchCount > b.eventCount ||
-          uint64_t{b.eventCount} * 16 > b.uncompressedSize ||
-          (i > 0 && b.firstSeq < blocks[i - 1].firstSeq + blocks[i - 1].eventCount)) {
+      if (b.eventCount == 0 || b.launchCount > b.eventCount || uint64_t{b.eventCount} * 16 > b.uncompressedSize) {
         throw TraceError(fmt::format("{}: block at offset {} has inconsistent counts or sequence",
                                      events.path().string(), b.fileOffset));
+      }
+      if (i > 0 && b.firstSeq < blocks[i - 1].firstSeq + blocks[i - 1].eventCount) {
+        throw TraceError(fmt::format("{}: the headers of the blocks at offsets {} and {} disagree (a sequence "
+                                     "inconsistent): the first holds {} events from #{}, the second starts at #{}",
+                                     events.path().string(), blocks[i - 1].fileOffset, b.fileOffset,
+                                     blocks[i - 1].eventCount, blocks[i - 1].firstSeq, b.firstSeq));
       }
       eventCount += b.eventCount;
       launchCount += b.launchCount;

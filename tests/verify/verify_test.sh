@@ -66,10 +66,10 @@ sums() { (cd "$tmp/t.gpurr" && xxhsum -H2 header index > checksums && printf "%s
 fresh; sums $'0123456789abcdef0123456789abcdef  a-later-file\n'
 expect 0 ": ok:" "$tmp/t.gpurr"
 fresh; sums ""; flip "$tmp/t.gpurr/header" "$(( $(stat -c %s "$tmp/t.gpurr/header") - 3 ))"
-expect 2 "header: damaged: its XXH3-128 is" "$tmp/t.gpurr"
+expect 2 "header: damaged (or checksums is): its XXH3-128 is" "$tmp/t.gpurr"
 expect 2 "remove the trace's checksums file to read it anyway" "$tmp/t.gpurr"
 fresh; sums ""; flip "$tmp/t.gpurr/index" "$(( $(stat -c %s "$tmp/t.gpurr/index") - 3 ))"
-expect 1 "index: damaged: its XXH3-128 is" "$tmp/t.gpurr"
+expect 1 "index: damaged (or checksums is): its XXH3-128 is" "$tmp/t.gpurr"
 expect 1 "ignored the index and scanned the blocks instead: read 2 complete blocks" "$tmp/t.gpurr"
 fresh; sums ""; rm "$tmp/t.gpurr/index"
 expect 1 "index: missing, though checksums lists it" "$tmp/t.gpurr"
@@ -86,6 +86,14 @@ expect 2 "lists no header: the file is damaged" "$tmp/t.gpurr"
 fresh
 flip "$tmp/t.gpurr/events" 80
 expect 1 "block 1 of " "$tmp/t.gpurr"
+
+# A block header's launch count damaged (byte 44 of the first block): the
+# index's copy no longer agrees, so the blocks are scanned, and the header
+# is checked against what the block holds.
+fresh
+python3 -c "import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[44] ^= 1; open(p, 'wb').write(b)" \
+  "$tmp/t.gpurr/events"
+expect 1 "events: block 1 of 2 at offset 0: its header counts 2 launches, it holds 3" "$tmp/t.gpurr"
 
 # A blob write that did not finish, and a blob no event refers to.
 fresh
