@@ -253,8 +253,8 @@ int printDirectory(const fs::path& dir, const std::vector<std::pair<std::string,
   std::vector<Row> rows(traces.size());
   parallel::onEveryCore(traces.size(), [&](size_t i) {
     try {
-      trace::readingPastCorruptBlocks(traces[i].second, [&](const trace::ReadLimit& limit) {
-        rows[i].reader = std::make_unique<TraceReader>(traces[i].second, limit);
+      trace::readingPastCorruptBlocks({traces[i].second}, [&](const std::vector<trace::ReadLimit>& limits) {
+        rows[i].reader = std::make_unique<TraceReader>(traces[i].second, limits[0]);
         rows[i].stats = collect(*rows[i].reader);
       });
     } catch (const std::exception& e) {
@@ -491,17 +491,17 @@ void addInfoCommand(CLI::App& app, Action& chosen) {
         if (!traces.empty()) return printDirectory(opts->trace, traces, opts->json);
       }
       // A trace with a corrupt block is summarised up to that block (its status says so).
-      auto read = [&](const trace::ReadLimit& limit) {
-        auto reader = std::make_unique<TraceReader>(opts->trace, limit);
+      auto read = [&](const std::vector<trace::ReadLimit>& limits) {
+        auto reader = std::make_unique<TraceReader>(opts->trace, limits[0]);
         Stats stats = collect(*reader);
         return std::pair{std::move(reader), std::move(stats)};
       };
       if (!opts->json) {
-        const auto [reader, stats] = trace::readingPastCorruptBlocks(opts->trace, read);
+        const auto [reader, stats] = trace::readingPastCorruptBlocks({opts->trace}, read);
         return printText(*reader, stats);
       }
       try {
-        const auto [reader, stats] = trace::readingPastCorruptBlocks(opts->trace, read);
+        const auto [reader, stats] = trace::readingPastCorruptBlocks({opts->trace}, read);
         std::cout << report::jsonText(infoJson(*reader, stats)) << '\n';
       } catch (const TraceError& e) {
         // Still one object, as a directory's row for such a trace is.

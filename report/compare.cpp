@@ -152,19 +152,12 @@ PairDiff diffPairOnce(const fs::path& a, const fs::path& b, const ReadLimit& lim
 }
 
 // Diffs two traces; where a block of one is corrupt, diffs again up to that
-// block, as a trace cut short there (one of a trace diffed with itself,
-// both).
+// block, as a trace cut short there.
 PairDiff diffPair(const fs::path& a, const fs::path& b, const std::string& name, bool force,
                   const Culprits* culprits, unsigned threads) {
-  ReadLimit limitA, limitB;
-  for (;;) {
-    try {
-      return diffPairOnce(a, b, limitA, limitB, name, force, culprits, threads);
-    } catch (const CorruptBlock& e) {
-      const bool inA = e.narrowed(a, limitA), inB = e.narrowed(b, limitB);
-      if (!inA && !inB) throw;
-    }
-  }
+  return readingPastCorruptBlocks({a, b}, [&](const std::vector<ReadLimit>& limits) {
+    return diffPairOnce(a, b, limits[0], limits[1], name, force, culprits, threads);
+  });
 }
 
 // Diffs the pairs, several at a time: as many at once as there are cores

@@ -43,7 +43,8 @@ void printRanks(std::ostream& os, const Style& st, const RunComparison& c) {
       const std::pair cause{t.cause, t.readsTo};
       if (std::ranges::find(causes, cause) == causes.end()) causes.push_back(cause);
     }
-    std::ranges::stable_partition(causes, [](const auto& x) { return !x.first.starts_with("damaged"); });
+    const std::string unclosed = trace::Damage{}.cause();  // "the recording did not end cleanly"
+    std::ranges::stable_partition(causes, [&](const auto& x) { return x.first == unclosed; });
     for (const auto& [cause, readsTo] : causes) {
       std::vector<std::string> kept;
       for (const IncompleteTrace& t : *traces) {

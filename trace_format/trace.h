@@ -45,17 +45,20 @@ class CorruptBlock : public TraceError {
   ReadLimit at_;
 };
 
-// Runs `read(limit)` with a limit for the one trace `dir` that reads every
-// block, and, where it meets a corrupt block of that trace, again with the
-// limit narrowed to that block, until it no longer does.
+// Runs `read(limits)` with a limit for each of `traces` that reads every
+// block, and, where it meets a corrupt block of one of them, again with that
+// trace's limit narrowed to the block (both, for one trace given twice),
+// until it no longer does.
 template <typename Read>
-auto readingPastCorruptBlocks(const std::filesystem::path& dir, Read&& read) {
-  ReadLimit limit;
+auto readingPastCorruptBlocks(const std::vector<std::filesystem::path>& traces, Read&& read) {
+  std::vector<ReadLimit> limits(traces.size());
   for (;;) {
     try {
-      return read(limit);
+      return read(static_cast<const std::vector<ReadLimit>&>(limits));
     } catch (const CorruptBlock& e) {
-      if (!e.narrowed(dir, limit)) throw;
+      bool narrowed = false;
+      for (size_t i = 0; i < traces.size(); ++i) narrowed = e.narrowed(traces[i], limits[i]) || narrowed;
+      if (!narrowed) throw;
     }
   }
 }

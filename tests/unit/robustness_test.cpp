@@ -200,14 +200,14 @@ TEST_CASE("a corrupt block in the middle is a CorruptBlock, and the blocks befor
 
   // What `gpurr info` and `diff` run: read, and read again up to the block.
   int reads = 0;
-  const uint64_t read = readingPastCorruptBlocks(dir, [&](const ReadLimit& l) {
+  const uint64_t read = readingPastCorruptBlocks({dir}, [&](const std::vector<ReadLimit>& l) {
     ++reads;
-    return TraceReader(dir, l).readAll().size();
+    return TraceReader(dir, l[0]).readAll().size();
   });
   CHECK(reads == 2);
   CHECK(read == blocks[4].firstSeq);
   // A corrupt block of another trace is not this one's to narrow: it goes on up.
-  CHECK_THROWS_AS(readingPastCorruptBlocks(tmp / "other.gpurr", [&](const ReadLimit&) {
+  CHECK_THROWS_AS(readingPastCorruptBlocks({tmp / "other.gpurr"}, [&](const std::vector<ReadLimit>&) {
                     return TraceReader(dir).readAll().size();
                   }),
                   CorruptBlock);
