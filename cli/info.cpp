@@ -466,7 +466,8 @@ int printText(const TraceReader& reader, const Stats& s) {
   const Damage& damage = reader.damage();
   std::string status = damage.incomplete()     ? "incomplete: " + damage.detail
                        : damage.detail.empty() ? "complete"
-                                               : "complete, its index damaged: " + damage.detail;
+                       : damage.indexDamaged   ? "complete, its index damaged: " + damage.detail
+                                               : "complete; " + damage.detail;
   if (reader.stoppedAfterStep() >= 0) {
     status += fmt::format("; gpurr stopped the program after training step {} (record --until-step or --stop-file)",
                           reader.stoppedAfterStep());

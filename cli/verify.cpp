@@ -289,6 +289,8 @@ Report verify(const TraceReader& reader) {
   Report report;
   if (reader.damage().unclosed) {  // no index, or one that does not fit
     report.problems.push_back(fmt::format("index: {}", reader.damage().detail));
+  } else if (!reader.damage().detail.empty()) {  // events that do not fit the index, read up to there or around
+    report.problems.push_back(reader.damage().detail);
   }
   Refs refs;
   checkBlocks(reader, report, refs);

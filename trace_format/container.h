@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <zstd.h>
 
 #include "trace_format/events.h"
+#include "trace_format/trace.h"
 
 namespace gpurr::trace::container {
 
@@ -59,6 +61,33 @@ inline std::string launchNamesProblem(uint64_t& names, size_t bytes) {
   return fmt::format("its launches' function names, counted once a launch, take {} bytes and more, beyond the {} "
                      "a block may hold",
                      names, kMaxBlockBytes);
+}
+
+// What a visitor of a block's events threw, carried out of the block's
+// decoding untouched: only the block's own faults make it corrupt.
+struct VisitorThrew {
+  std::exception_ptr error;
+};
+
+// Calls `visit(event)`, wrapping what it throws in VisitorThrew: rethrown
+// by rethrow().
+template <typename Visit, typename Event>
+bool visiting(Visit& visit, Event& event) {
+  try {
+    return visit(event);
+  } catch (...) {
+    throw VisitorThrew{std::current_exception()};
+  }
+}
+
+// Rethrows what a visitor of the block at `blockOffset` of `events` threw;
+// a TraceError (what it found wrong with the events) names the block.
+[[noreturn]] inline void rethrow(const VisitorThrew& v, const std::filesystem::path& events, uint64_t blockOffset) {
+  try {
+    std::rethrow_exception(v.error);
+  } catch (const TraceError& e) {
+    throw TraceError(fmt::format("{}: block at offset {}: {}", events.string(), blockOffset, e.what()));
+  }
 }
 
 // blobs/<first two hex digits>/<all 32>

@@ -1,31 +1,28 @@
-// TraceReader: validates a trace directory and decodes its blocks. Every check
+// TraceReader: validates a trace directory and decodes its blocks (where
+// they are, and what damage cut from them, is framing.cpp's). Every check
 // here guards against a corrupt or hostile file: sizes are bounded before
 // anything is allocated, and every Cap'n Proto or zstd failure becomes a
-// TraceError naming the file.
+// TraceError naming the file, or a CorruptBlock where it is one block's.
 #include <capnp/message.h>
 #include <capnp/serialize.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <span>
 
 #include "common/text.h"
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
 #include "trace_format/frame_buffer.h"
+#include "trace_format/framing.h"
 #include "trace_format/trace.h"
 
 namespace gpurr::trace {
@@ -33,77 +30,6 @@ namespace fs = std::filesystem;
 namespace schema = capnp_schema;
 
 namespace {
-
-// An open file read with pread; closes itself.
-class File {
- public:
-  File() = default;
-  explicit File(const fs::path& path) : path_(path) {
-    // O_NONBLOCK: opening a fifo planted in a trace would otherwise wait
-    // forever for a writer; it changes nothing for regular files.
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd_ < 0) {
-      throw TraceError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
-    }
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      fd_ = -1;
-      throw TraceError(fmt::format("{}: not a regular file", path.string()));
-    }
-    size_ = static_cast<uint64_t>(st.st_size);
-  }
-  File(File&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_), size_(o.size_) { o.fd_ = -1; }
-  File& operator=(File&& o) noexcept {
-    std::swap(path_, o.path_);
-    std::swap(fd_, o.fd_);
-    std::swap(size_, o.size_);
-    return *this;
-  }
-  ~File() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
-  uint64_t size() const { return size_; }
-  const fs::path& path() const { return path_; }
-
-  // Reads exactly `n` bytes at `offset` into `out`.
-  void read(uint64_t offset, void* out, size_t n) const {
-    if (offset > size_ || n > size_ - offset) {
-      throw TraceError(fmt::format("{}: truncated: needs {} bytes at offset {}, file has {}",
-                                   path_.string(), n, offset, size_));
-    }
-    auto* p = static_cast<uint8_t*>(out);
-    while (n > 0) {
-      const ssize_t got = ::pread(fd_, p, n, static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        throw TraceError(fmt::format("{}: read failed at offset {}: {}", path_.string(), offset,
-                                     got < 0 ? std::strerror(errno) : "unexpected end of file"));
-      }
-      p += got;
-      offset += static_cast<uint64_t>(got);
-      n -= static_cast<size_t>(got);
-    }
-  }
-
-  // The whole file as words (zero-padded to a multiple of 8), if it is at
-  // most `limit` bytes.
-  std::vector<capnp::word> readWords(uint64_t limit) const {
-    if (size_ > limit) {
-      throw TraceError(fmt::format("{}: {} bytes, more than the {} a valid file can have",
-                                   path_.string(), size_, limit));
-    }
-    std::vector<capnp::word> words((size_ + 7) / 8);
-    read(0, words.data(), size_);
-    return words;
-  }
-
- private:
-  fs::path path_;
-  int fd_ = -1;
-  uint64_t size_ = 0;
-};
 
 // Runs `body`, turning Cap'n Proto's exceptions into a TraceError that says
 // which file and what was being read.
@@ -137,15 +63,6 @@ void warn(const std::string& message) {
   }
 }
 
-capnp::ReaderOptions readerOptions(size_t words) {
-  capnp::ReaderOptions options;
-  // Every word may be visited a few times (shared list elements); more means
-  // an amplification attack.
-  options.traversalLimitInWords = std::max<uint64_t>(1024, uint64_t{words} * 4);
-  options.nestingLimit = 32;
-  return options;
-}
-
 // The options for the frame at the start of `rest` (a block's remaining
 // words): its limit counts the frame's own words, as its segment table
 // gives them, not the rest of the block's. A small frame early in a block
@@ -157,21 +74,15 @@ capnp::ReaderOptions frameOptions(kj::ArrayPtr<const capnp::word> rest) {
 
 }  // namespace
 
-struct TraceReader::Impl {
+struct TraceReader::Impl : Framing {
   fs::path dir;
   Header header;
-  std::vector<BlockInfo> blocks;
   std::vector<HostRegion> hostRegions;
   int64_t stoppedAfterStep = -1;
   std::optional<RecorderMemory> recorderMemory;
   std::optional<LayerSteps> layerSteps;
-  Damage damage;
   // `checksums` (compatVersion 13): file name -> XXH3-128 of its bytes.
   std::map<std::string, BlobId, std::less<>> checksums;
-  File events;
-  uint64_t eventCount = 0;
-  uint64_t launchCount = 0;
-  uint64_t uncompressedBytes = 0;
   // Events of unknown kinds per block (set when a block is decoded to its
   // end), and whether the warning about them was given.
   mutable std::unique_ptr<std::atomic<uint32_t>[]> unknownPerBlock;
@@ -300,45 +211,6 @@ struct TraceReader::Impl {
     }
   }
 
-  // Checks that `b` fits in the events file and follows `expectedOffset`.
-  void checkBlock(const BlockInfo& b, uint64_t expectedOffset, std::string_view source) const {
-    if (b.fileOffset != expectedOffset || b.uncompressedSize > container::kMaxBlockBytes ||
-        b.compressedSize > events.size() || b.fileOffset > events.size() - b.compressedSize) {
-      throw TraceError(fmt::format("{}: block at offset {} is inconsistent with the events file",
-                                   source, b.fileOffset));
-    }
-  }
-
-  // Reads the block header at `offset`; returns its info and the offset of its
-  // zstd frame. Throws on a header that is absent, cut short or invalid.
-  std::pair<BlockInfo, uint64_t> readBlockHeader(uint64_t offset) const {
-    uint32_t table[2];
-    events.read(offset, table, sizeof table);
-    if (table[0] != 0 || table[1] == 0 || table[1] > container::kMaxBlockHeaderWords) {
-      throw TraceError(fmt::format("{}: no block header at offset {}", events.path().string(),
-                                   offset));
-    }
-    std::vector<capnp::word> words(1 + table[1]);
-    events.read(offset, words.data(), words.size() * 8);
-    BlockInfo info = guarded(events.path(), "block header", [&] {
-      capnp::FlatArrayMessageReader message(kj::arrayPtr(words.data(), words.size()),
-                                            readerOptions(words.size()));
-      auto h = message.getRoot<schema::BlockHeader>();
-      if (h.getMagic() != container::kBlockMagic) {
-        throw TraceError(fmt::format("bad magic at offset {}", offset));
-      }
-      return BlockInfo{offset,          h.getFirstSeq(),         h.getEventCount(),
-                       h.getLaunchCount(), h.getFirstTimeNs(),   h.getLastTimeNs(),
-                       h.getCompressedSize(), h.getUncompressedSize()};
-    });
-    if (info.uncompressedSize > container::kMaxBlockBytes) {
-      throw TraceError(fmt::format("{}: block at offset {} declares {} bytes (limit {})",
-                                   events.path().string(), offset, info.uncompressedSize,
-                                   container::kMaxBlockBytes));
-    }
-    return {info, offset + words.size() * 8};
-  }
-
   bool readIndex() {
     const fs::path path = dir / container::kIndexFile;
     std::error_code ec;
@@ -351,6 +223,7 @@ struct TraceReader::Impl {
     File file(path);
     const auto words = file.readWords(container::kMaxIndexBytes);
     checkSum(file, words, "");
+    const bool vouched = checksums.contains(container::kIndexFile);
     std::vector<HostRegion> regions;
     int64_t stopped = -1;
     std::optional<RecorderMemory> memory;
@@ -362,15 +235,21 @@ struct TraceReader::Impl {
       // Each block takes at least its header's segment table and root
       // pointer, 16 bytes, in the events file: a count beyond that (a list
       // of empty elements costs no bytes) is refused before anything is
-      // stored for it.
-      const uint64_t most = events.size() / 16;
-      if (root.getBlocks().size() > most) {
+      // stored for it. In an index `checksums` vouches for, the entries
+      // past that many are only counted: the events file was cut short since.
+      const uint64_t most = events.size() / 16, listed = root.getBlocks().size();
+      if (listed > most && !vouched) {
         throw TraceError(fmt::format("lists {} blocks, more than the {} an events file of {} bytes can hold",
-                                     root.getBlocks().size(), most, events.size()));
+                                     listed, most, events.size()));
       }
       std::vector<BlockInfo> out;
-      out.reserve(root.getBlocks().size());
+      out.reserve(std::min(listed, most + 1));
       for (auto e : root.getBlocks()) {
+        if (out.size() > most) {
+          ++pastEnd.blocks;
+          pastEnd.events += e.getEventCount();
+          continue;
+        }
         out.push_back({e.getFileOffset(), e.getFirstSeq(), e.getEventCount(), e.getLaunchCount(),
                        e.getFirstTimeNs(), e.getLastTimeNs(), e.getCompressedSize(),
                        e.getUncompressedSize()});
@@ -406,104 +285,13 @@ struct TraceReader::Impl {
       }
     }
     regions = std::move(merged);
-    // The index must describe the events file exactly; verify each entry's
-    // header so that a stale or corrupt index is never trusted.
-    uint64_t offset = 0;
-    for (const BlockInfo& b : entries) {
-      auto [info, frameOffset] = readBlockHeader(b.fileOffset);
-      if (b.fileOffset != offset || info.firstSeq != b.firstSeq || info.eventCount != b.eventCount ||
-          info.launchCount != b.launchCount || info.firstTimeNs != b.firstTimeNs || info.lastTimeNs != b.lastTimeNs ||
-          info.compressedSize != b.compressedSize || info.uncompressedSize != b.uncompressedSize) {
-        throw TraceError(fmt::format("{}: entry for offset {} disagrees with the events file",
-                                     path.string(), b.fileOffset));
-      }
-      checkBlock({frameOffset, b.firstSeq, b.eventCount, 0, 0, 0, b.compressedSize, 0},
-                 frameOffset, path.string());
-      offset = frameOffset + b.compressedSize;
-    }
-    if (offset != events.size()) {
-      throw TraceError(fmt::format("{}: covers {} bytes of an events file of {}", path.string(),
-                                   offset, events.size()));
-    }
+    fitIndex(entries, vouched, path);
     blocks = std::move(entries);
     hostRegions = std::move(regions);
     stoppedAfterStep = stopped;
     recorderMemory = memory;
     layerSteps = layer;
     return true;
-  }
-
-  // The size of a whole zstd frame at `offset` of the events file (looked
-  // for in the next 16 MiB, a block's frame being about 1 MiB); 0 where
-  // there is none, as where the writer stopped in the middle of one.
-  uint64_t frameSizeAt(uint64_t offset) const {
-    std::vector<uint8_t> bytes(std::min<uint64_t>(events.size() - offset, 16 << 20));
-    events.read(offset, bytes.data(), bytes.size());
-    const size_t size = ZSTD_findFrameCompressedSize(bytes.data(), bytes.size());
-    return ZSTD_isError(size) ? 0 : size;
-  }
-
-  // Without an index (the writer did not close the trace), walk the block
-  // headers; stop at the first incomplete block and record what was lost.
-  void scanBlocks() {
-    damage.unclosed = true;
-    uint64_t offset = 0;
-    while (offset < events.size()) {
-      // A block whose header or frame runs past the end of the file is the
-      // one the writer was appending when it stopped: discard it. Anything
-      // else that is wrong is corruption, and an error.
-      uint32_t table[2] = {0, 0};
-      const uint64_t left = events.size() - offset;
-      if (left >= sizeof table) events.read(offset, table, sizeof table);
-      if (left < sizeof table || (table[0] == 0 && table[1] <= container::kMaxBlockHeaderWords &&
-                                  left < 8 * (1 + uint64_t{table[1]}))) {
-        damage.discardedBytes = left;
-        break;
-      }
-      auto [info, frameOffset] = readBlockHeader(offset);
-      if (info.compressedSize > events.size() - frameOffset) {
-        // A whole frame there, though the header says it runs past the
-        // end: the header is damaged, and the blocks after it are not lost.
-        const uint64_t whole = frameSizeAt(frameOffset);
-        if (whole != 0) {
-          throw TraceError(fmt::format("{}: corrupt block header at offset {}: it declares a frame of {} bytes, "
-                                       "past the file's end, where a whole frame of {} bytes lies",
-                                       events.path().string(), offset, info.compressedSize, whole));
-        }
-        damage.discardedBytes = left;
-        damage.discardedEvents = info.eventCount;
-        break;
-      }
-      blocks.push_back(info);
-      offset = frameOffset + info.compressedSize;
-    }
-    damage.detail = fmt::format("read {} complete block{}", blocks.size(), blocks.size() == 1 ? "" : "s");
-    if (damage.discardedBytes > 0) {
-      damage.detail += fmt::format("; discarded {} trailing bytes of an incomplete block", damage.discardedBytes);
-      if (damage.discardedEvents > 0) {
-        damage.detail += fmt::format(" ({} events)", damage.discardedEvents);
-      }
-    }
-  }
-
-  void checkSequence() {
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const BlockInfo& b = blocks[i];
-      // Every frame takes at least 16 bytes (segment table and root pointer).
-      if (b.eventCount == 0 || b.launchCount > b.eventCount || uint64_t{b.eventCount} * 16 > b.uncompressedSize) {
-        throw TraceError(fmt::format("{}: block at offset {} has inconsistent counts or sequence",
-                                     events.path().string(), b.fileOffset));
-      }
-      if (i > 0 && b.firstSeq < blocks[i - 1].firstSeq + blocks[i - 1].eventCount) {
-        throw TraceError(fmt::format("{}: the headers of the blocks at offsets {} and {} disagree (a sequence "
-                                     "inconsistent): the first holds {} events from #{}, the second starts at #{}",
-                                     events.path().string(), blocks[i - 1].fileOffset, b.fileOffset,
-                                     blocks[i - 1].eventCount, blocks[i - 1].firstSeq, b.firstSeq));
-      }
-      eventCount += b.eventCount;
-      launchCount += b.launchCount;
-      uncompressedBytes += b.uncompressedSize;
-    }
   }
 
   void noteUnknown(size_t block, uint32_t count, uint64_t firstSeq, unsigned kind) const {
@@ -522,36 +310,20 @@ struct TraceReader::Impl {
         kCompatVersion));
   }
 
-  // Keeps the blocks before `limit`'s, as those of a trace cut short there.
-  void cutAt(const ReadLimit& limit) {
-    const auto at = std::ranges::find_if(blocks, [&](const BlockInfo& b) { return b.fileOffset >= limit.blockOffset; });
-    if (at == blocks.end()) return;
-    const size_t kept = static_cast<size_t>(at - blocks.begin());
-    uint64_t lost = 0;
-    for (auto b = at; b != blocks.end(); ++b) lost += b->eventCount;
-    const std::string note = fmt::format(
-        "block {} of {} is corrupt ({}): read the {} block{} before it; the {} event{} from event #{} on are not read",
-        kept + 1, blocks.size(), limit.problem, kept, kept == 1 ? "" : "s", text::withCommas(lost),
-        lost == 1 ? "" : "s", at->firstSeq);
-    damage.corruptBlock = true;
-    damage.detail = damage.detail.empty() ? note : damage.detail + "; " + note;
-    blocks.erase(at, blocks.end());
-  }
-
-  // Decompresses block `i` into `words`; returns the number of bytes.
-  size_t decompress(size_t i, std::vector<capnp::word>& words) const {
+  // Decompresses block `i` into `words` (its header declares a whole number
+  // of them).
+  void decompress(size_t i, std::vector<capnp::word>& words) const {
     const BlockInfo& b = blocks[i];
-    const uint64_t frameOffset = readBlockHeader(b.fileOffset).second;
     std::vector<uint8_t> compressed(b.compressedSize);
-    events.read(frameOffset, compressed.data(), compressed.size());
+    events.read(b.frameOffset, compressed.data(), compressed.size());
     if (const std::string problem =
             container::frameSizeProblem(compressed.data(), compressed.size(), b.uncompressedSize);
         !problem.empty()) {
-      throw TraceError(fmt::format("{}: block at offset {}: {}", events.path().string(), b.fileOffset, problem));
+      throw CorruptBlock(dir, b.fileOffset, problem);
     }
     // Assigned, not resized: resize() needs a movable element, capnp::word
     // is not, and clang rejects it.
-    words = std::vector<capnp::word>((b.uncompressedSize + 7) / 8);
+    words = std::vector<capnp::word>(b.uncompressedSize / 8);
     const size_t n = ZSTD_decompress(words.data(), b.uncompressedSize, compressed.data(),
                                      compressed.size());
     // The frame's checksum covers what its writer compressed: where it
@@ -559,7 +331,23 @@ struct TraceReader::Impl {
     if (ZSTD_isError(n) || n != b.uncompressedSize) {
       throw CorruptBlock(dir, b.fileOffset, ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame");
     }
-    return n;
+  }
+
+  // Runs `body`, which reads block `i`'s frames: what is wrong with them
+  // (Cap'n Proto's exceptions, a TraceError) makes the block corrupt.
+  template <typename Body>
+  auto blockGuarded(size_t i, Body&& body) const {
+    try {
+      return body();
+    } catch (const CorruptBlock&) {
+      throw;
+    } catch (const container::VisitorThrew& v) {
+      container::rethrow(v, events.path(), blocks[i].fileOffset);
+    } catch (const kj::Exception& e) {
+      throw CorruptBlock(dir, blocks[i].fileOffset, codec::problem(e));
+    } catch (const TraceError& e) {
+      throw CorruptBlock(dir, blocks[i].fileOffset, e.what());
+    }
   }
 
   // Decompresses block `i` into `out` and finds its frames: each event's
@@ -569,11 +357,8 @@ struct TraceReader::Impl {
     out.block = SIZE_MAX;  // until it is whole: a corrupt block throws
     out.functions.clear();
     out.events.clear();
-    if (decompress(i, out.words) % 8 != 0) {
-      throw TraceError(fmt::format("{}: block at offset {} is not a whole number of words",
-                                   events.path().string(), blocks[i].fileOffset));
-    }
-    guarded(events.path(), fmt::format("block at offset {}", blocks[i].fileOffset), [&] {
+    decompress(i, out.words);
+    blockGuarded(i, [&] {
       kj::ArrayPtr<const capnp::word> rest(out.words.data(), out.words.size());
       while (rest.size() > 0) {
         capnp::FlatArrayMessageReader message(rest, frameOptions(rest));
@@ -599,7 +384,7 @@ struct TraceReader::Impl {
   std::optional<Event> eventIn(const Indexed& x, uint64_t seq) const {
     const auto at = std::ranges::lower_bound(x.events, seq, {}, &Indexed::At::seq);
     if (at == x.events.end() || at->seq != seq) return std::nullopt;
-    return guarded(events.path(), fmt::format("block at offset {}", blocks[x.block].fileOffset), [&] {
+    return blockGuarded(x.block, [&] {
       kj::ArrayPtr<const capnp::word> rest(x.words.data() + at->offset, x.words.data() + x.words.size());
       capnp::FlatArrayMessageReader message(rest, frameOptions(rest));
       std::optional<Event> out(std::in_place);
@@ -613,13 +398,9 @@ struct TraceReader::Impl {
   template <typename Visit>
   bool decodeBlock(size_t i, Event& event, Visit&& visit) const {
     std::vector<capnp::word> words;
-    const size_t bytes = decompress(i, words);
-    if (bytes % 8 != 0) {
-      throw TraceError(fmt::format("{}: block at offset {} is not a whole number of words",
-                                   events.path().string(), blocks[i].fileOffset));
-    }
+    decompress(i, words);
     const BlockInfo& b = blocks[i];
-    return guarded(events.path(), fmt::format("block at offset {}", b.fileOffset), [&] {
+    return blockGuarded(i, [&] {
       std::vector<codec::FunctionEntry> functions;
       kj::ArrayPtr<const capnp::word> rest(words.data(), words.size());
       uint32_t seen = 0, unknown = 0;
@@ -654,7 +435,7 @@ struct TraceReader::Impl {
               firstUnknown = event.seq;
               unknownKind = static_cast<unsigned>(in.which());
             }
-          } else if (!visit(event)) {
+          } else if (!container::visiting(visit, event)) {
             return false;
           }
         } else {
@@ -717,8 +498,11 @@ TraceReader::TraceReader(const fs::path& dir, const ReadLimit& limit) : impl_(st
                                 "; events the recorder had not yet written when the process ended, if any, are lost"
                           : indexProblem + "; ignored the index and scanned the blocks instead: " + r.damage.detail;
   }
+  r.cutAt(r.indexCut);
   r.cutAt(limit);
   r.checkSequence();
+  // Nothing to read: an error, not a trace of no events.
+  if (r.damage.corruptBlock && r.blocks.empty()) throw TraceError(fmt::format("{}: {}", dir.string(), r.damage.detail));
   r.unknownPerBlock = std::make_unique<std::atomic<uint32_t>[]>(r.blocks.size());
   for (size_t i = 0; i < r.blocks.size(); ++i) r.unknownPerBlock[i].store(0);
 }

@@ -74,6 +74,7 @@ class BlockSource {
   }
 
   const fs::path& path() const { return path_; }
+  const fs::path& trace() const { return reader_.path(); }
 
   // Decompresses block `i` in one call; returns its frames.
   kj::ArrayPtr<const capnp::word> load(size_t i) {
@@ -164,22 +165,15 @@ class BlockSource {
   }
 
   void readCompressed(const BlockInfo& b) {
-    uint32_t table[2];
-    preadAll(fd_.fd, table, sizeof table, b.fileOffset, path_);
-    if (table[0] != 0 || table[1] == 0 || table[1] > container::kMaxBlockHeaderWords) {
-      throw TraceError(fmt::format("{}: no block header at offset {}", path_.string(), b.fileOffset));
-    }
-    const uint64_t frameOffset = b.fileOffset + (1 + uint64_t{table[1]}) * 8;
     compressed_.resize(b.compressedSize);
-    preadAll(fd_.fd, compressed_.data(), compressed_.size(), frameOffset, path_);
+    preadAll(fd_.fd, compressed_.data(), compressed_.size(), b.frameOffset, path_);
     if (b.uncompressedSize % 8 != 0 || b.uncompressedSize > container::kMaxBlockBytes) {
-      throw TraceError(fmt::format("{}: block at offset {} declares {} bytes", path_.string(),
-                                   b.fileOffset, b.uncompressedSize));
+      throw CorruptBlock(reader_.path(), b.fileOffset, fmt::format("it declares {} bytes", b.uncompressedSize));
     }
     if (const std::string problem =
             container::frameSizeProblem(compressed_.data(), compressed_.size(), b.uncompressedSize);
         !problem.empty()) {
-      throw TraceError(fmt::format("{}: block at offset {}: {}", path_.string(), b.fileOffset, problem));
+      throw CorruptBlock(reader_.path(), b.fileOffset, problem);
     }
     const size_t count = b.uncompressedSize / 8;
     words_.reserve(count);
@@ -586,7 +580,7 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
         ++seen;
         event.blockIndex = i;
         named();
-        if (event.seq >= fromSeq && !emit(event)) return false;
+        if (event.seq >= fromSeq && !container::visiting(emit, event)) return false;
         continue;
       }
       capnp::FlatArrayMessageReader message(frameWords, options(words));
@@ -605,26 +599,25 @@ bool decodeBlock(BlockSource& source, const std::vector<BlockInfo>& blocks, size
           continue;
         }
         named();
-        if (event.seq >= fromSeq && !emit(event)) return false;
+        if (event.seq >= fromSeq && !container::visiting(emit, event)) return false;
       } else {
         throw TraceError("frame of unknown kind");
       }
     }
   } catch (const CorruptBlock&) {
     throw;
+  } catch (const container::VisitorThrew& v) {
+    container::rethrow(v, source.path(), blocks[i].fileOffset);
   } catch (const kj::Exception& e) {
     source.throwIfCorrupt();
-    throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
-                                 blocks[i].fileOffset, codec::problem(e)));
+    throw CorruptBlock(source.trace(), blocks[i].fileOffset, codec::problem(e));
   } catch (const TraceError& e) {
     source.throwIfCorrupt();
-    throw TraceError(fmt::format("{}: corrupt block at offset {}: {}", source.path().string(),
-                                 blocks[i].fileOffset, e.what()));
+    throw CorruptBlock(source.trace(), blocks[i].fileOffset, e.what());
   }
   if (seen != blocks[i].eventCount) {
-    throw TraceError(fmt::format("{}: block at offset {} holds {} events, its header says {}",
-                                 source.path().string(), blocks[i].fileOffset, seen,
-                                 blocks[i].eventCount));
+    throw CorruptBlock(source.trace(), blocks[i].fileOffset,
+                       fmt::format("it holds {} events, its header says {}", seen, blocks[i].eventCount));
   }
   return true;
 }

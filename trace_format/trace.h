@@ -73,6 +73,7 @@ struct BlockInfo {
   uint64_t lastTimeNs = 0;
   uint32_t compressedSize = 0;
   uint32_t uncompressedSize = 0;
+  uint64_t frameOffset = 0;  // of its zstd frame, after the header
 };
 
 struct WriterOptions {

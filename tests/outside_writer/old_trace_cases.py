@@ -58,8 +58,9 @@ def unknown_event_kind():
 @case
 def damaged_traces():
     """A recording killed mid-block (no index, a partial last block) compares up
-    to what it kept; a block whose header is corrupt is trouble (exit 2); one
-    whose zstd frame is corrupt is compared up to it."""
+    to what it kept; a block whose header is corrupt is read by the index
+    checksums vouches for, or compared up to without one; one whose zstd
+    frame is corrupt is compared up to it."""
     a, pa = record(Variant(seed=1))
     b, pb = record(Variant(seed=2))
     t = os.path.join(kit.TMP, 'truncated.gpurr')
@@ -100,10 +101,22 @@ def damaged_traces():
         with idx.from_bytes(f.read()) as index:
             third = index.blocks[2].fileOffset
     c = corrupt('badmagic.gpurr', lambda c: third + 16, b'XXXXXXXX')
+    whole, _, _ = diff(a, b)
     rc, j, err = diff(a, c)
-    expect(rc == 2, 'bad magic in the third block: exit 2', {'rc': rc, 'err': err})
+    # The index, which checksums vouches for, says where the block's frame is.
+    warned = [w for w in process(j)['warnings'] if "read by its index's entry" in w] if j else []
+    expect(rc == whole and warned and 'header of block 3 of' in warned[0] and 'bad magic' in warned[0],
+           'bad magic in the third block: read by the index, compared whole (exit %d)' % whole,
+           {'rc': rc, 'err': err, 'warnings': j and process(j)['warnings']})
     rc, j = verify(c, want_ok=False)
-    expect(rc in (1, 2) and not j.get('ok'), 'verify finds it (exit %d)' % rc, j)
+    expect(rc == 1 and not j.get('ok'), 'verify finds it (exit %d)' % rc, j)
+    os.remove(os.path.join(c, 'checksums'))
+    rc, j, err = diff(a, c)
+    # Nothing vouches for the index: compared up to the block, as a trace cut short there.
+    warned = [w for w in process(j)['warnings'] if 'header of block 3' in w and 'is corrupt (bad magic)' in w] if j else []
+    expect(rc == 2 and warned and 'compared up to its corrupt block' in warned[0],
+           'and without checksums: compared up to it, not known after, exit 2',
+           {'rc': rc, 'err': err, 'warnings': j and process(j)['warnings']})
     c = corrupt('badframe.gpurr', lambda c: third + 64 + 40, b'\xff\x00\xff\x00')
     rc, j, err = diff(a, c)
     # Compared up to the corrupt block, as a trace cut short there.
