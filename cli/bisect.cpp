@@ -298,7 +298,11 @@ class Bisect {
     r.launches = index.launches;
     r.stoppedAfterStep = index.stoppedAfterStep;
     const int64_t until = untilStep >= 0 ? untilStep : opts_.untilStep;
-    r.stoppedByBisect = stopAsked >= 0 && r.stoppedAfterStep >= 0 && (until < 0 || stopAsked < until);
+    // Stopped as it went (the watch), or told by the bisect to stop after an
+    // earlier step than --until-step's (the confirmation run, after the
+    // divergent step).
+    const bool earlier = untilStep >= 0 && (opts_.untilStep < 0 || untilStep < opts_.untilStep);
+    r.stoppedByBisect = r.stoppedAfterStep >= 0 && ((stopAsked >= 0 && (until < 0 || stopAsked < until)) || earlier);
     if (step.interruptedBy != 0) out_.interruptedBy = step.interruptedBy;
     progress_.done();
     if (r.failed() && !r.traced && !begun && (heldAtItsStart || r.startedBeside != 0) && out_.interruptedBy == 0) {

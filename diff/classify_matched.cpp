@@ -101,21 +101,37 @@ void classifyPointers(const Context& ctx, const KernelLaunch& ka, const KernelLa
   d.evidence.push_back({EvidenceKind::kAnotherAddress});
 }
 
+// ATen ops that overwrite all of what they write, reading none of it:
+// fills, copies and random generators.
+bool overwritesAll(const std::optional<Origin>& origin) {
+  static const std::set<std::string_view> ops = {
+      "aten::fill_",    "aten::zero_",        "aten::copy_",     "aten::normal_",
+      "aten::uniform_", "aten::random_",      "aten::bernoulli_", "aten::exponential_",
+      "aten::geometric_", "aten::cauchy_",    "aten::log_normal_"};
+  return origin && ops.contains(origin->op);
+}
+
+// ATen ops whose output comes from the random generator's state (a seed and
+// an offset), not from what they read.
+bool randomGenerator(const std::optional<Origin>& origin) {
+  static const std::set<std::string_view> ops = {
+      "aten::normal_",  "aten::uniform_",   "aten::random_",    "aten::bernoulli_", "aten::exponential_",
+      "aten::geometric_", "aten::cauchy_",  "aten::log_normal_", "aten::bernoulli", "aten::native_dropout",
+      "aten::randperm", "aten::multinomial", "aten::rand",      "aten::randn",      "aten::randint",
+      "aten::normal",   "aten::poisson",    "aten::binomial",   "aten::rrelu_with_noise"};
+  return origin && ops.contains(origin->op);
+}
+
 // The PyTorch op of a launch reads the old contents of what it writes: it
 // updates an argument in place (Origin.inPlace, from its schema: aten::add_'s
 // `Tensor(a!) self`, batch norm's running statistics; in older traces, an
 // ATen name that ends in '_': aten::addcmul_, aten::masked_fill_), except
-// the ops that overwrite all of it (fills, copies, random generators).
+// the ops that overwrite all of it (overwritesAll()).
 // Partial writers count too: what they leave passes to the output.
 bool inPlaceOp(const std::optional<Origin>& origin) {
-  if (!origin || origin->inPlace == InPlace::kNo) return false;
-  const std::string& op = origin->op;
-  static const std::set<std::string_view> overwrite = {
-      "aten::fill_",    "aten::zero_",        "aten::copy_",     "aten::normal_",
-      "aten::uniform_", "aten::random_",      "aten::bernoulli_", "aten::exponential_",
-      "aten::geometric_", "aten::cauchy_",    "aten::log_normal_"};
-  if (overwrite.contains(op)) return false;
+  if (!origin || origin->inPlace == InPlace::kNo || overwritesAll(origin)) return false;
   if (origin->inPlace == InPlace::kYes) return true;
+  const std::string& op = origin->op;
   return op.starts_with("aten::") && op.ends_with("_") && !op.ends_with("__");
 }
 
@@ -123,7 +139,8 @@ bool inPlaceOp(const std::optional<Origin>& origin) {
 // range the launch also writes (hashed before the launch at its first use,
 // FORMAT.md hashInputs, though the kernel may overwrite it unread), its
 // differing spans hold bytes no recorded operation wrote, in both runs,
-// while the parameters or the RNG state differ and explain the outputs.
+// while the parameters or the RNG state differ and explain the outputs, or
+// the op reads none of what it writes (overwritesAll()).
 // The spans are whole chunks when only digests were recorded, so they may
 // also hold written bytes; those were written by earlier operations whose
 // outputs were identical, so the difference lies in the unwritten ones.
@@ -137,7 +154,7 @@ bool oldOutputContents(const OpView& va, const OpView& vb, const std::optional<O
   for (size_t i = 0; !rngDiffers && i < rngA.size(); ++i) {
     rngDiffers = rngA[i]->seed != rngB[i]->seed || rngA[i]->offset != rngB[i]->offset;
   }
-  if (d.params.empty() && !rngDiffers) return false;
+  if (d.params.empty() && !rngDiffers && !overwritesAll(origin)) return false;
   std::vector<uint64_t> which;
   for (const RangeDifference& r : d.inputs) {
     const bool written = std::any_of(va.outputs.begin(), va.outputs.end(), [&](const RangeDigest& o) {
@@ -359,6 +376,17 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
       return;
     }
     if (otherBinary(ctx, *va.launch, *vb.launch, d)) {
+      if (hasStale) d.evidence.push_back(stale);
+      return;
+    }
+    // A random generator whose state the trace does not hold (the kernel
+    // reads it from device memory, as under CUDA graph capture).
+    if (differing == 0 && rngA.empty() && rngB.empty() && randomGenerator(ea.origin) && d.inputsUncompared == 0) {
+      d.cause = Cause::kRngState;
+      d.mechanism = d.cause;
+      d.summary = "RNG state: a random generator with the same inputs and parameters gave other outputs";
+      d.evidence.push_back({EvidenceKind::kRngNotRecorded, {}, {ea.origin->op}});
+      d.evidence.push_back({EvidenceKind::kSeedHint, {0}});
       if (hasStale) d.evidence.push_back(stale);
       return;
     }

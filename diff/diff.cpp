@@ -238,9 +238,11 @@ Alignment alignRuns(const Run& a, const Run& b, const AlignOptions& options, uin
   return refineBySite(alignment, a, b, options);
 }
 
-// Why a trace's events end early, after "run A's trace ends (...)".
+// Why a trace's events end early, after "run A's trace ends (...)": as
+// Damage::cause() says it (a job's ranks lines too).
 std::string whyEndsEarly(const TraceReader& t) {
-  return t.damage().corruptBlock ? t.damage().cause() : "its recording did not end cleanly";
+  const trace::Damage& d = t.damage();
+  return d.corruptBlock || d.indexDamaged ? d.cause() : "its recording did not end cleanly";
 }
 
 // Whether gpurr stopped the run of trace `t` after a training step
@@ -562,8 +564,17 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     }
     alignment.runs.pop_back();
   }
-  // Both cut short at one place: neither is known to have ended there.
-  if (out.gaps.empty() && (ta.damage().incomplete() || tb.damage().incomplete())) {
+  // Both cut short at one place: neither is known to have ended there. Not
+  // where the one cut short goes on past the other's clean end: that end
+  // is a divergence.
+  const auto goesOnPast = [&](bool aShort) {
+    if (alignment.runs.empty() || alignment.runs.back().match) return false;
+    const AlignedRun& last = alignment.runs.back();
+    return aShort ? last.aCount > 0 && last.bCount == 0 && !tb.damage().incomplete()
+                  : last.bCount > 0 && last.aCount == 0 && !ta.damage().incomplete();
+  };
+  if (out.gaps.empty() && (ta.damage().incomplete() || tb.damage().incomplete()) &&
+      !goesOnPast(ta.damage().incomplete())) {
     const bool aShort = ta.damage().incomplete();
     out.gaps.push_back(fmt::format("run {}'s trace ends ({}) where the other's does: what it did after is not known",
                                    aShort ? 'A' : 'B', whyEndsEarly(aShort ? ta : tb)));

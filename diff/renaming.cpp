@@ -48,15 +48,45 @@ std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& c
   const Run& b = ctx.b;
   const uint64_t held = a.ops.firstHeld();
   // The launches the alignment paired by shape: matched, their identities
-  // differing.
+  // differing. Between its first edit and its last, the operations are
+  // aligned again by shape alone: there the identities may have led the
+  // alignment astray (an extra launch renames what later launches of its
+  // kernel use first, and among repeated groups of launches, as an
+  // optimizer's per-parameter updates, a group's renamed temporaries then
+  // match the next group's).
+  const auto edited = std::ranges::find_if(alignment.runs, [](const AlignedRun& r) { return !r.match; });
+  const auto lastEdit = std::ranges::find_if(alignment.runs.rbegin(), alignment.runs.rend(),
+                                             [](const AlignedRun& r) { return !r.match; });
+  uint64_t fromA = UINT64_MAX, toA = 0, fromB = 0, toB = 0;
+  if (edited != alignment.runs.end()) {
+    fromA = std::max(edited->aBegin, held);
+    fromB = std::max(edited->bBegin, held);
+    toA = std::max(fromA, lastEdit->aBegin + lastEdit->aCount);
+    toB = std::max(fromB, lastEdit->bBegin + lastEdit->bCount);
+  }
   std::vector<std::pair<uint64_t, uint64_t>> pairs;  // (run A's seq, run B's seq)
+  const auto pair = [&](uint64_t ia, uint64_t ib) {
+    const Op& oa = a.ops[ia];
+    const Op& ob = b.ops[ib];
+    if (oa.key != ob.key && oa.kind() == OpKind::kLaunch && ob.kind() == OpKind::kLaunch && oa.shape == ob.shape) {
+      pairs.emplace_back(oa.seq(), ob.seq());
+    }
+  };
   for (const AlignedRun& run : alignment.runs) {
     if (!run.match) continue;
     for (uint64_t k = run.aBegin < held ? held - run.aBegin : 0; k < run.aCount && pairs.size() < kMaxPairs; ++k) {
-      const Op& oa = a.ops[run.aBegin + k];
-      const Op& ob = b.ops[run.bBegin + k];
-      if (oa.key != ob.key && oa.kind() == OpKind::kLaunch && ob.kind() == OpKind::kLaunch && oa.shape == ob.shape) {
-        pairs.emplace_back(oa.seq(), ob.seq());
+      if (run.aBegin + k < fromA || run.aBegin + k >= toA) pair(run.aBegin + k, run.bBegin + k);
+    }
+  }
+  if (fromA < toA && fromB < toB) {
+    std::vector<uint64_t> shapesA(toA - fromA), shapesB(toB - fromB);
+    const auto shape = [](const Op& op) { return uint64_t{op.shape} << 8 | static_cast<uint64_t>(op.kind()); };
+    for (uint64_t i = fromA; i < toA; ++i) shapesA[i - fromA] = shape(a.ops[i]);
+    for (uint64_t i = fromB; i < toB; ++i) shapesB[i - fromB] = shape(b.ops[i]);
+    for (const AlignedRun& run : align(Keys(shapesA), Keys(shapesB)).runs) {
+      if (!run.match) continue;
+      for (uint64_t k = 0; k < run.aCount && pairs.size() < kMaxPairs; ++k) {
+        pair(fromA + run.aBegin + k, fromB + run.bBegin + k);
       }
     }
   }

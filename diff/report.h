@@ -214,6 +214,7 @@ enum class EvidenceKind : uint8_t {
   kRngStates,                // whether run A has one, its seed, offset, then run B's; A's source, generator,
                              // B's source, generator
   kRngInParameters,
+  kRngNotRecorded,           // the framework op (a random generator)
   kSeedHint,                 // whether cuRAND's
   // Parameters.
   kParameter,                // param+1, offset, size, meaning (ParamMeaning); RNG source, A, B, words

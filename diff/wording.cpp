@@ -145,6 +145,11 @@ std::string sentence(const Evidence& e) {
       return fmt::format("run A: {}; run B: {}", side(0, 0), side(3, 2));
     }
     case EvidenceKind::kRngInParameters: return "the differing parameter bytes hold the RNG state";
+    case EvidenceKind::kRngNotRecorded:
+      return fmt::format("{} draws its output from the random generator, whose seed and offset the trace does not "
+                         "hold (no parameter of the kernel carries them): what it reads is identical, so the "
+                         "generator's state differs",
+                         t[0]);
     case EvidenceKind::kSeedHint:
       return n[0] != 0 ? "seed every run's generator identically (curandSetPseudoRandomGeneratorSeed, "
                          "curandSetGeneratorOffset) and keep the sequence of random operations the same"

@@ -1,6 +1,7 @@
 // The top of the HTML page: the verdict in one line with the command and links
 // to the sections below, and the runs a bisect recorded.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <string>
@@ -44,8 +45,19 @@ Headline headline(const Report& report) {
     return {"ok", s};
   }
   if (verdict == "notKnown") {
-    return {"warn", "Not known: the runs agree in all that was compared, but not all of them could be compared "
-                    "(a trace cut short or with events dropped: see below)"};
+    std::vector<string> why;
+    if (const RunComparison* d = report.diff) {
+      if (!d->onlyA.empty() || !d->onlyB.empty()) why.push_back("a process recorded in one run only");
+      if (!d->unreadable.empty()) why.push_back("a trace that could not be read");
+      const bool gaps = std::ranges::any_of(d->processes, [](const ProcessDiff& p) { return !p.gaps.empty(); });
+      if (gaps || !d->incompleteA.empty() || !d->incompleteB.empty()) {
+        why.push_back("a trace cut short or with events dropped");
+      }
+    }
+    if (why.empty()) why.push_back("a trace cut short or with events dropped");
+    return {"warn", fmt::format("Not known: the runs agree in all that was compared, but not all of them could be "
+                                "compared ({}: see below)",
+                                fmt::join(why, "; "))};
   }
   if (verdict == "diverged") {
     if (!first) return {"bad", "Diverged: the runs produced different bits"};
@@ -85,7 +97,17 @@ void renderHeader(Page& page, const Report& report, const JobView* job) {
   page.addf("<div class=\"kicker\">gpurr {} report</div>\n", bisect ? "bisect" : "diff");
   page.addf("<h1>{}</h1>\n", e(h.title));
   const ProcessDiff* first = firstDifferingProcess(report);
-  if (first) page.addf("<div class=\"small\">{}</div>\n", e(causeSummary(*first->firstDivergence)));
+  if (first) {
+    page.addf("<div class=\"small\">{}</div>\n", e(causeSummary(*first->firstDivergence)));
+  } else if (report.diff && report.diff->identical()) {
+    // How much was compared, as the text's verdict says.
+    uint64_t matched = 0;
+    for (const ProcessDiff& p : report.diff->processes) matched += p.matched;
+    const size_t n = report.diff->processes.size();
+    page.addf("<div class=\"small\">identical: {} operations match{}, with equal parameters and outputs{}</div>\n",
+              withCommas(matched), n > 1 ? fmt::format(" in {} processes", n) : "",
+              e(n == 1 ? notHashed(report.diff->processes.front()) : ""));
+  }
   if (bisect) {
     if (const string cmd = joined(bisect->command); !cmd.empty()) {
       page.addf("<div class=\"small\"><span class=\"muted\">command</span> <code>{}</code></div>\n", e(cmd));

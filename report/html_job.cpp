@@ -106,9 +106,11 @@ RankRow rankRow(const RunComparison& c, const JobView& job, size_t p) {
   const RankVerdict* v = nullptr;
   for (const RankVerdict& r : job.ranks) v = r.process == p ? &r : v;
   if (!v) {
+    // Identical where compared, and compared to the end of both traces.
+    const bool identical = pd.identical && pd.gaps.empty();
     row.cells = fmt::format("<td class=\"{}\">{}</td><td colspan=\"4\" class=\"muted\">{}</td>",
-                            pd.identical ? "ok" : "", pd.identical ? "identical" : "not known",
-                            pd.identical ? "no divergence" : "compared up to a gap in a trace");
+                            identical ? "ok" : "", identical ? "identical" : "not known",
+                            identical ? "no divergence" : "compared up to a gap in a trace");
     row.cellsOfGroup = row.cells;
     return row;
   }

@@ -3,6 +3,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <thread>
@@ -254,7 +255,12 @@ std::string describe(const Origin& o, OriginStep step) {
   if (o.phase == Phase::kBackward) {
     out += o.forwardOp.empty() ? " (backward)" : fmt::format(" (backward of {})", o.forwardOp);
   } else if (o.phase == Phase::kForward) {
-    out += " (forward)";
+    // An optimizer's step runs outside forward and backward: PyTorch's
+    // optimizers open a profiler range named for it.
+    const auto step =
+        std::ranges::find_if(o.opStack, [](const std::string& s) { return s.starts_with("Optimizer.step#"); });
+    out += step == o.opStack.end() ? " (forward)"
+                                   : fmt::format(" (optimizer step {})", step->substr(step->find('#') + 1));
   }
   if (o.benchmarking) out += " (benchmarking candidates)";
   if (!o.module.empty()) out += " in " + o.module;

@@ -244,9 +244,10 @@ void Framing::scanBlocks() {
 void Framing::endBefore(size_t kept, uint64_t offset, const std::string& problem) {
   damage.corruptBlock = true;
   damage.detail += fmt::format("the header of block {} (at offset {}) is corrupt ({}): ", kept + 1, offset, problem);
-  damage.detail += kept == 0 ? "none of its events can be read"
-                             : fmt::format("read the {} block{} before it; the events from #{} on are not read", kept,
-                                           kept == 1 ? "" : "s", blocks[kept - 1].firstSeq + blocks[kept - 1].eventCount);
+  const BlockInfo* last = kept == 0 ? nullptr : &blocks[kept - 1];
+  damage.detail += !last ? "none of its events can be read"
+                         : fmt::format("read the {} block{} before it; the events from #{} on are not read", kept,
+                                       kept == 1 ? "" : "s", last->firstSeq + last->eventCount);
   blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(kept), blocks.end());
 }
 

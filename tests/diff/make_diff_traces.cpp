@@ -220,6 +220,9 @@ const std::string kSoftmax = "_Z14softmax_kernelPfPKfi";
 const std::string kHist = "_ZN2at4cuda17kernelHistogram1DIfEEvPfPKfllff";
 const std::string kDropout =
     "_ZN2at6native20fused_dropout_kernelIfEEvPKfPfPhmfN2at15PhiloxCudaStateE";
+// Its generator's state read from device memory (PhiloxCudaState with a
+// seed pointer, as under CUDA graph capture): no parameter carries it.
+const std::string kBernoulli = "_ZN2at6native16bernoulli_kernelIfEEvPfPKml";
 const std::string kCurandPhilox =
     "_ZN6curand6detail26generate_seed_pseudo_philoxEP22curandPhilox4x32_10_stPfmyy";
 const std::string kAdam = "_Z11adam_updatePfS_S_PKfffffi";
@@ -281,6 +284,8 @@ const Origin kIndexIn = forward("aten::copy_", {"aten::to", "aten::_to_copy", "a
 const Origin kGemm = forward("aten::mm", {"aten::linear", "aten::matmul", "aten::mm"}, "net.fc", 16);
 const Origin kRelu = forward("aten::relu_", {"aten::relu_"}, "net", 16);
 const Origin kDropout = forward("aten::native_dropout", {"aten::dropout", "aten::native_dropout"}, "net.drop", 16);
+const Origin kBernoulli = forward("aten::bernoulli_", {"aten::dropout", "aten::native_dropout", "aten::bernoulli_"},
+                                  "net.drop", 16);
 const Origin kZeroGrad = backward("aten::zero_", under(kIndexSelectBackward, {"aten::zeros", "aten::zero_"}),
                                   "aten::index_select", "net.embed", 17);
 const Origin kIndexAdd = backward("aten::index_add_", under(kIndexSelectBackward, {"aten::index_add_"}),
@@ -518,6 +523,24 @@ void rngState(const fs::path& dir) {
     const std::vector<uint8_t> loss = lossOf(out);
     r.add(sum(r, out, loss), origin::kSum);
     r.copyOut(kLoss, loss, origin::kItem);
+    r.sync();
+  });
+}
+
+// Dropout's mask drawn by aten::bernoulli_ into the buffer torch.empty_like
+// gave it (its old contents, hashed at its first use, differ too, though
+// the kernel reads none of them), with the generator's state read from
+// device memory: no parameter differs, and the trace holds no state.
+void rngUnrecorded(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    prologue(r, s, true, true);
+    r.add(gemm(r, s), origin::kGemm);
+    KernelLaunch k = r.kernel(kBernoulli, {&kWorkspace, &kHidden}, {1024}, {16, 1, 1}, {256, 1, 1});
+    k.inputs = {r.digest(kWorkspace, bytesOf(second ? 91 : 90, kWorkspace.size))};
+    const auto mask = bytesOf(second ? 63 : 13, kWorkspace.size);
+    k.outputs = {r.digest(kWorkspace, mask)};
+    r.add(k, origin::kBernoulli);
     r.sync();
   });
 }
@@ -856,6 +879,7 @@ int main(int argc, char** argv) {
     reordered(out / "reordered");
     nondeterministicKernel(out / "nondeterministic_kernel");
     uninitialisedMemory(out / "uninitialised_memory");
+    rngUnrecorded(out / "rng_unrecorded");
     twoIndependent(out / "two_independent");
     processes(out / "processes");
     collectives(out / "collectives");

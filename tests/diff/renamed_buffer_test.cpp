@@ -379,3 +379,50 @@ TEST_CASE("an extra launch of a kernel renames no buffer that thousands of launc
   CHECK(same.blast.independentCount == 0);
   CHECK(same.allocationsRenamed >= 1);  // and any buffer of the prefix that the loop uses first
 }
+
+// An optimizer's step: per parameter, a fresh temporary written by one
+// kernel (a scalar made a tensor), read by another that updates the
+// parameter and by a third (its momentum); the temporary freed. Run B
+// scales a parameter before them (a hook), writing a temporary and
+// updating the parameter as a group does: every later temporary takes the
+// identity of the one before it in run A, and group g's in run B match
+// group g + 1's in run A. The groups pair with their own all the same: one
+// divergence where run B scaled it, one path divergence, and what follows
+// from the scaled parameter explained by them.
+TEST_CASE("an extra launch of kernels repeated in groups after it pairs each group with its own", "[diff]") {
+  Runs runs;
+  constexpr int kParams = 12;
+  std::vector<Step> a;
+  for (int p = 0; p < 2 * kParams; ++p) {
+    a.push_back(Alloc{p});
+    a.push_back(Launch{2, {}, p});
+  }
+  auto scale = [](std::vector<Step>& steps, int temp, int param) {
+    steps.push_back(Alloc{temp});
+    steps.push_back(Launch{1, {}, temp});
+    steps.push_back(Launch{0, {temp, param}, param});
+  };
+  std::vector<Step> b = a;
+  scale(b, 1000, 3);  // run B alone
+  b.push_back(Step(std::in_place_index<1>, 1000));  // its Free
+  for (int step = 0; step < 2; ++step) {
+    for (int p = 0; p < kParams; ++p) {
+      for (std::vector<Step>* steps : {&a, &b}) {
+        const int temp = 100 + step * kParams + p;
+        scale(*steps, temp, p);
+        steps->push_back(Launch{2, {temp, kParams + p}, kParams + p});
+        steps->push_back(Step(std::in_place_index<1>, temp));
+      }
+    }
+  }
+  const diff::ProcessDiff d = runs.diff(a, b);
+  REQUIRE(d.firstDivergence.has_value());
+  INFO("first divergence: run A #" << d.firstDivergence->a.seq << ", run B #" << d.firstDivergence->b.seq << ": "
+                                   << d.firstDivergence->summary);
+  // At run B's extra launches (events #49 and #50), as a path or as the
+  // launch that updates another parameter than run A's first group.
+  CHECK((d.firstDivergence->b.seq == 49 || d.firstDivergence->b.seq == 50));
+  CHECK(d.pathDivergenceCount == 1);
+  CHECK(d.blast.independentCount == 0);
+  CHECK(d.allocationsRenamed > 0);
+}

@@ -58,8 +58,8 @@ if len(runs) == 3:
     check(first["stoppedAfterStep"] is None and not first["stoppedByBisect"], f"run 1 goes to the end: {first}")
     check(second["stoppedByBisect"] and second["stoppedAfterStep"] is not None
           and 2 <= second["stoppedAfterStep"] < steps - 1, f"run 2 stopped soon after step 1: {second}")
-    check(confirm["stoppedAfterStep"] == 1 and not confirm["stoppedByBisect"],
-          f"the confirmation run stopped after step 1: {confirm}")
+    check(confirm["stoppedAfterStep"] == 1 and confirm["stoppedByBisect"],
+          f"the bisect stopped the confirmation run after step 1: {confirm}")
     check(second["launches"] < first["launches"] and confirm["launches"] < second["launches"],
           f"launches: {first['launches']}, {second['launches']}, {confirm['launches']}")
     # Runs 2 and 3 were started while run 1 recorded, held at their first

@@ -113,7 +113,8 @@ def damaged_traces():
     os.remove(os.path.join(c, 'checksums'))
     rc, j, err = diff(a, c)
     # Nothing vouches for the index: compared up to the block, as a trace cut short there.
-    warned = [w for w in process(j)['warnings'] if 'header of block 3' in w and 'is corrupt (bad magic)' in w] if j else []
+    warned = [w for w in process(j)['warnings']
+              if 'header of block 3' in w and 'is corrupt (bad magic)' in w] if j else []
     expect(rc == 2 and warned and 'compared up to its corrupt block' in warned[0],
            'and without checksums: compared up to it, not known after, exit 2',
            {'rc': rc, 'err': err, 'warnings': j and process(j)['warnings']})

@@ -4,6 +4,7 @@
 // missing, null or mistyped key of the objects it shows as they are (the
 // replay's, the timeline's).
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <regex>
 #include <string>
@@ -178,9 +179,9 @@ TEST_CASE("parameters and environment differences") {
   // Origins that differ between the runs: one line per run.
   const std::string adam = reportFor("scalar_parameters").html();
   requireSelfContained(adam);
-  CHECK(has(adam, "<dt>op</dt><dd class=\"origin\"><div>run A: aten::_fused_adam_ (forward), train.py:27, step 100 "
-                  "(launch 3 of the step)</div><div>run B: aten::_fused_adam_ (forward), train.py:27, step 101 (launch 3 "
-                  "of the step)</div></dd>"));
+  CHECK(has(adam, "<dt>op</dt><dd class=\"origin\"><div>run A: aten::_fused_adam_ (optimizer step Adam.step), "
+                  "train.py:27, step 100 (launch 3 of the step)</div><div>run B: aten::_fused_adam_ (optimizer step "
+                  "Adam.step), train.py:27, step 101 (launch 3 of the step)</div></dd>"));
   const std::string env = reportFor("environment").html();
   requireSelfContained(env);
   CHECK(has(env, "<code>env CUBLAS_WORKSPACE_CONFIG</code></td><td><code>:4096:8</code></td><td><span class=\"muted\">(unset)</span>"));
@@ -246,6 +247,22 @@ TEST_CASE("a job of ranks that ran collectives: the job section, ranks side by s
   CHECK(html.find("<h3>process <code>rank1.gpurr</code>") < html.find("<h3>process <code>rank0.gpurr</code>"));
 }
 
+TEST_CASE("a rank compared up to where its trace ends is not known in the ranks table, not identical") {
+  testutil::TestReport report = reportFor("collectives");
+  for (const char* gaps : {"", "run B's trace ends (its recording did not end cleanly) where the other's does"}) {
+    diff::ProcessDiff rank{};
+    rank.name = "rank2.gpurr";
+    rank.rankA = rank.rankB = 2;
+    rank.identical = true;
+    if (*gaps) rank.gaps = {gaps};
+    report.diff->processes.resize(2);
+    report.diff->processes.push_back(rank);
+    const std::string html = report.html();
+    CHECK(has(html, *gaps ? "<tr><td><b>2</b></td><td><code>rank2.gpurr</code></td><td class=\"\">not known</td>"
+                          : "<tr><td><b>2</b></td><td><code>rank2.gpurr</code></td><td class=\"ok\">identical</td>"));
+  }
+}
+
 TEST_CASE("a comparison of directories without collectives has no job section") {
   const std::string html = reportFor("processes").html();
   CHECK_FALSE(hasSection(html, "job"));
@@ -284,6 +301,8 @@ TEST_CASE("identical runs: the verdict, and no cause, timeline rows or blast rad
   const std::string diffOnly = reportFor("identical").html();
   requireSelfContained(diffOnly);
   CHECK(has(diffOnly, "Identical: the runs produced the same bits"));
+  CHECK(has(diffOnly, fmt::format("identical: {} operations match, with equal parameters and outputs",
+                                  reportFor("identical").diff->processes.front().matched)));
   CHECK_FALSE(hasSection(diffOnly, "cause"));
   CHECK_FALSE(has(diffOnly, "divergent-row"));
   CHECK(has(diffOnly, "No divergence: nothing to show."));

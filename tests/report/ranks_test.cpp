@@ -142,6 +142,10 @@ TEST_CASE("a rank recorded in one run only with the others identical: not known,
   report::printComparison(text, report::Style{}, c);
   CHECK_THAT(text.str(), Catch::EndsWith("\nnot known: the processes compared agree, but rank2.gpurr was recorded in "
                                          "run A only: its results are not known\n"));
+  testutil::TestReport page;
+  page.diff = c;
+  CHECK_THAT(page.html(), Catch::Contains("but not all of them could be compared (a process recorded in one run only: "
+                                          "see below)"));
   // A divergence in a rank recorded in both decides, missing rank or not.
   fs::remove_all(tmp.path / "b" / name(3));
   writeRank(tmp.path / "b" / name(3), 3, 2);

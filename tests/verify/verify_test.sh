@@ -94,7 +94,8 @@ expect 1 "block 1 of " "$tmp/t.gpurr"
 fresh
 python3 -c "import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[44] ^= 1; open(p, 'wb').write(b)" \
   "$tmp/t.gpurr/events"
-expect 1 "events: the header of block 1 of 2 (at offset 0) is damaged (it differs from the index's entry): read by its index's entry" "$tmp/t.gpurr"
+expect 1 "events: the header of block 1 of 2 (at offset 0) is damaged (it differs from the index's entry): read by its" \
+  "$tmp/t.gpurr"
 expect 1 "1 problem: 2 blocks, 17 events" "$tmp/t.gpurr"
 rm "$tmp/t.gpurr/checksums"
 expect 1 "events: block 1 of 2 at offset 0: its header counts 2 launches, it holds 3" "$tmp/t.gpurr"
