@@ -632,6 +632,21 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.pairedDespiteStaleWords = benign.staleWords;
   out.pairedDespiteLaunchConfiguration = benign.launchConfiguration;
   out.pairedDespiteRenamedAllocation = benign.renamedAllocation;
+  // A program that stepped no torch.optim optimizer completed no training
+  // step gpurr counts: every operation is said to be in step 0.
+  std::vector<char> stepless;
+  for (const auto& [t, op, side] : {std::tuple{&ta, &d.a, 'A'}, std::tuple{&tb, &d.b, 'B'}}) {
+    if (op->origin && op->origin->step == 0 && !t->layerSteps() && t->header().compatVersion >= 10 &&
+        !t->damage().incomplete()) {
+      stepless.push_back(side);
+    }
+  }
+  if (!stepless.empty()) {
+    out.warnings.push_back(fmt::format("{} completed no training step that gpurr counts ({} no torch.optim "
+                                       "optimizer, docs/RECORDING.md): every operation is said to be in step 0",
+                                       stepless.size() == 2 ? "runs A and B" : fmt::format("run {}", stepless[0]),
+                                       stepless.size() == 2 ? "they stepped" : "it stepped"));
+  }
   out.firstDivergence = std::move(d);
   for (const Run* run : {&a, &b}) {
     for (const std::string& error : run->unreadableBlobs) {

@@ -96,6 +96,7 @@ class Run {
   // here. Such a launch has no FrameworkOp annotation (the origin says it).
   void add(Payload p, std::optional<Origin> origin = std::nullopt) {
     if (origin) {
+      origins_ = true;
       origin->step = step;
       origin->stepLaunch = launches_;
       if (auto* k = std::get_if<KernelLaunch>(&p)) {
@@ -181,10 +182,17 @@ class Run {
     launches_ = 0;
   }
 
-  void close() { writer_.close(); }
+  // A run with origins stepped its optimizer after each step (unless
+  // `optimizer` is false): the index says how many steps the layer saw.
+  bool optimizer = true;
+  void close() {
+    if (origins_ && optimizer) writer_.setLayerSteps(LayerSteps{static_cast<uint64_t>(step) + 1, 0, 0, 1, 0});
+    writer_.close();
+  }
 
  private:
   bool second_;
+  bool origins_ = false;
   TraceWriter writer_;
   uint64_t seq_ = 0;
   uint64_t launches_ = 0;  // the step's launches
@@ -545,6 +553,22 @@ void rngUnrecorded(const fs::path& dir) {
   });
 }
 
+// The same in a program that updates its weights by hand (no torch.optim
+// optimizer): the layer counted no training step, and every operation is
+// said to be in step 0.
+void noOptimizerStep(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    r.optimizer = false;
+    const Step s;
+    prologue(r, s, true, true);
+    KernelLaunch k = r.kernel(kBernoulli, {&kWorkspace, &kHidden}, {1024}, {16, 1, 1}, {256, 1, 1});
+    k.inputs = {r.digest(kWorkspace, bytesOf(90, kWorkspace.size))};
+    k.outputs = {r.digest(kWorkspace, bytesOf(second ? 63 : 13, kWorkspace.size))};
+    r.add(k, origin::kBernoulli);
+    r.sync();
+  });
+}
+
 // A cuRAND generator seeded differently: the recorder's wrapper labels the
 // generation kernel with the generator's state; cuRAND passes seed and
 // offset by value at a place it does not publish.
@@ -880,6 +904,7 @@ int main(int argc, char** argv) {
     nondeterministicKernel(out / "nondeterministic_kernel");
     uninitialisedMemory(out / "uninitialised_memory");
     rngUnrecorded(out / "rng_unrecorded");
+    noOptimizerStep(out / "no_optimizer_step");
     twoIndependent(out / "two_independent");
     processes(out / "processes");
     collectives(out / "collectives");
