@@ -633,11 +633,11 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   out.pairedDespiteLaunchConfiguration = benign.launchConfiguration;
   out.pairedDespiteRenamedAllocation = benign.renamedAllocation;
   // A program that stepped no torch.optim optimizer completed no training
-  // step gpurr counts: every operation is said to be in step 0.
+  // step gpurr counts: every operation is said to be in step 0 (origins
+  // that name no later step, and an index without the layer's steps).
   std::vector<char> stepless;
-  for (const auto& [t, op, side] : {std::tuple{&ta, &d.a, 'A'}, std::tuple{&tb, &d.b, 'B'}}) {
-    if (op->origin && op->origin->step == 0 && !t->layerSteps() && t->header().compatVersion >= 10 &&
-        !t->damage().incomplete()) {
+  for (const auto& [t, run, side] : {std::tuple{&ta, &a, 'A'}, std::tuple{&tb, &b, 'B'}}) {
+    if (run->lastStep == 0 && !t->layerSteps() && t->header().compatVersion >= 10 && !t->damage().incomplete()) {
       stepless.push_back(side);
     }
   }

@@ -404,6 +404,8 @@ struct Run {
   // Its trace ends before the other run's does (cut short, or stopped at an
   // earlier step): the other's operations after its end are not compared.
   bool endsEarly = false;
+  // The latest training step an operation's origin names (-1: none).
+  int64_t lastStep = -1;
   // Snapshots that could not be read while classifying (damaged or
   // missing), each once: said as warnings, since they only cost detail.
   std::vector<std::string> unreadableBlobs;

@@ -401,6 +401,7 @@ class Summariser {
     // before the stop took effect (the next batch's copy) is not compared,
     // nor anything after it (docs/DIFF.md).
     if (stoppedAfter_ >= 0 && isOperation(e) && e.step > stoppedAfter_) pastStop_ = true;
+    if (isOperation(e)) run.lastStep = std::max(run.lastStep, e.step);
     if (pastStop_) {
       run.pastStop += isOperation(e) ? 1 : 0;
       return;

@@ -36,6 +36,21 @@ std::string sequenceProblem(const BlockInfo& b, const BlockInfo* before) {
 
 }  // namespace
 
+void preadAll(int fd, void* out, size_t n, uint64_t offset, const fs::path& path) {
+  auto* p = static_cast<uint8_t*>(out);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw TraceError(fmt::format("{}: read failed at offset {}: {}", path.string(), offset,
+                                   got < 0 ? std::strerror(errno) : "unexpected end of file"));
+    }
+    p += got;
+    offset += static_cast<uint64_t>(got);
+    n -= static_cast<size_t>(got);
+  }
+}
+
 capnp::ReaderOptions readerOptions(size_t words) {
   capnp::ReaderOptions options;
   // Every word may be visited a few times (shared list elements); more means

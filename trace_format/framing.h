@@ -23,6 +23,10 @@
 
 namespace gpurr::trace {
 
+// Reads exactly `n` bytes at `offset` of the open file `fd` (`path`) into
+// `out`; a TraceError when it cannot.
+void preadAll(int fd, void* out, size_t n, uint64_t offset, const std::filesystem::path& path);
+
 // An open file read with pread; closes itself.
 class File {
  public:
@@ -62,18 +66,7 @@ class File {
       throw TraceError(fmt::format("{}: truncated: needs {} bytes at offset {}, file has {}",
                                    path_.string(), n, offset, size_));
     }
-    auto* p = static_cast<uint8_t*>(out);
-    while (n > 0) {
-      const ssize_t got = ::pread(fd_, p, n, static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        throw TraceError(fmt::format("{}: read failed at offset {}: {}", path_.string(), offset,
-                                     got < 0 ? std::strerror(errno) : "unexpected end of file"));
-      }
-      p += got;
-      offset += static_cast<uint64_t>(got);
-      n -= static_cast<size_t>(got);
-    }
+    preadAll(fd_, out, n, offset, path_);
   }
 
   // The whole file as words (zero-padded to a multiple of 8), if it is at

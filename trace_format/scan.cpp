@@ -27,6 +27,7 @@
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
 #include "trace_format/frame_buffer.h"
+#include "trace_format/framing.h"
 #include "trace_format/scan_wire.h"
 
 namespace gpurr::trace {
@@ -41,21 +42,6 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
-
-void preadAll(int fd, void* out, size_t n, uint64_t offset, const fs::path& path) {
-  auto* p = static_cast<uint8_t*>(out);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      throw TraceError(fmt::format("{}: read failed at offset {}: {}", path.string(), offset,
-                                   got < 0 ? std::strerror(errno) : "unexpected end of file"));
-    }
-    p += got;
-    offset += static_cast<uint64_t>(got);
-    n -= static_cast<size_t>(got);
-  }
-}
 
 // Reads and decompresses the blocks of one trace, reusing every buffer.
 class BlockSource {
