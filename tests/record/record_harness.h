@@ -163,13 +163,19 @@ struct Sandbox {
   }
 };
 
-inline bool waitFor(const fs::path& file, std::chrono::seconds limit) {
+// Whether `done()` became true within `limit`, asked every 10 ms.
+template <typename Done>
+bool waitUntil(Done&& done, std::chrono::seconds limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
-  while (!fs::exists(file)) {
+  while (!done()) {
     if (std::chrono::steady_clock::now() > end) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
+}
+
+inline bool waitFor(const fs::path& file, std::chrono::seconds limit) {
+  return waitUntil([&] { return fs::exists(file); }, limit);
 }
 
 }  // namespace gpurr::record_testing

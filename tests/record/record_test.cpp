@@ -333,6 +333,8 @@ TEST_CASE("a second gpurr record into an OUT another is writing is refused befor
                              quoted((s.tmp / "one.gpurr").string()) + " \"$GPURR_OUTPUT/\"";
   const pid_t first = start({"record", "-o", "out.gpurr", "--", "sh", "-c", script}, io, "", s.env, s.work);
   REQUIRE(waitFor(s.work / "out.gpurr", std::chrono::seconds(20)));  // taken as its program starts
+  // ... and its staging directory made just after.
+  REQUIRE(waitUntil([&] { return !trace::stagingDirectory(s.work / "out.gpurr").empty(); }, std::chrono::seconds(20)));
   const Result second = s.record("out.gpurr", "touch ran");
   CHECK(second.code == 2);
   CHECK_THAT(second.err, Catch::Contains("out.gpurr already exists: another gpurr record is writing it (its traces "
