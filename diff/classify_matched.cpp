@@ -101,25 +101,28 @@ void classifyPointers(const Context& ctx, const KernelLaunch& ka, const KernelLa
   d.evidence.push_back({EvidenceKind::kAnotherAddress});
 }
 
+// ATen's in-place random fills: their output comes from the random
+// generator's state (a seed and an offset), and they read none of what they
+// overwrite.
+const std::set<std::string_view> kRandomFills = {
+    "aten::normal_", "aten::uniform_", "aten::random_",   "aten::bernoulli_",
+    "aten::exponential_", "aten::geometric_", "aten::cauchy_", "aten::log_normal_"};
+
 // ATen ops that overwrite all of what they write, reading none of it:
-// fills, copies and random generators.
+// fills, copies and random fills.
 bool overwritesAll(const std::optional<Origin>& origin) {
-  static const std::set<std::string_view> ops = {
-      "aten::fill_",    "aten::zero_",        "aten::copy_",     "aten::normal_",
-      "aten::uniform_", "aten::random_",      "aten::bernoulli_", "aten::exponential_",
-      "aten::geometric_", "aten::cauchy_",    "aten::log_normal_"};
-  return origin && ops.contains(origin->op);
+  static const std::set<std::string_view> ops = {"aten::fill_", "aten::zero_", "aten::copy_"};
+  return origin && (ops.contains(origin->op) || kRandomFills.contains(origin->op));
 }
 
-// ATen ops whose output comes from the random generator's state (a seed and
-// an offset), not from what they read.
+// ATen ops whose output comes from the random generator's state, not from
+// what they read: the random fills and those that make new tensors.
 bool randomGenerator(const std::optional<Origin>& origin) {
   static const std::set<std::string_view> ops = {
-      "aten::normal_",  "aten::uniform_",   "aten::random_",    "aten::bernoulli_", "aten::exponential_",
-      "aten::geometric_", "aten::cauchy_",  "aten::log_normal_", "aten::bernoulli", "aten::native_dropout",
-      "aten::randperm", "aten::multinomial", "aten::rand",      "aten::randn",      "aten::randint",
-      "aten::normal",   "aten::poisson",    "aten::binomial",   "aten::rrelu_with_noise"};
-  return origin && ops.contains(origin->op);
+      "aten::bernoulli", "aten::native_dropout", "aten::randperm", "aten::multinomial", "aten::rand",
+      "aten::randn",     "aten::randint",        "aten::normal",   "aten::poisson",     "aten::binomial",
+      "aten::rrelu_with_noise"};
+  return origin && (ops.contains(origin->op) || kRandomFills.contains(origin->op));
 }
 
 // The PyTorch op of a launch reads the old contents of what it writes: it

@@ -1,14 +1,12 @@
-// The framework context (framework_context.h): each thread's open scopes and module, the step, PyTorch's blocks,
-// and the origin a launch takes from them.
+// The framework context (framework_context.h): each thread's open scopes and module, the step, and the origin a
+// launch takes from them (PyTorch's blocks: framework_blocks.cpp).
 #include "recorder/framework_context.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <tuple>
@@ -18,7 +16,6 @@
 #include "recorder/kept_once.h"
 #include "recorder/thread_local_ref.h"
 #include "recorder/weights.h"
-#include "recorder/write_history.h"
 
 namespace gpurr::recorder::framework {
 namespace {
@@ -109,24 +106,15 @@ using ForwardTable = std::unordered_map<SequenceKey, ForwardOp, SequenceKeyHash>
 // newer one reaches kGeneration entries it becomes the older one, so memory
 // stays bounded and a backward finds forward ops up to 2 * kGeneration ops old.
 constexpr size_t kGeneration = 1 << 17;
-// Never destroyed: PyTorch's caching allocator, which is not destroyed
-// either, calls the block tracker until the process ends, after this
-// library's statics would have been.
+// Never destroyed: the program's threads may report ops until the process
+// ends, after this library's statics would have been.
 struct Tables {
   std::mutex forwardMu;
   ForwardTable forwardNew, forwardOld;
-  std::shared_mutex blocksMu;
-  std::map<uint64_t, uint64_t> blocks;  // base -> size
-  // Nodes of blocks freed, kept for the next blocks handed out: the
-  // allocator frees and hands out a block for nearly every op.
-  std::vector<std::map<uint64_t, uint64_t>::node_type> spareBlocks;
 };
 Tables& tables = *new Tables;
 std::mutex& forwardMu = tables.forwardMu;
 ForwardTable &forwardNew = tables.forwardNew, &forwardOld = tables.forwardOld;
-std::shared_mutex& blocksMu = tables.blocksMu;
-std::map<uint64_t, uint64_t>& blocks = tables.blocks;
-auto& spareBlocks = tables.spareBlocks;
 
 std::atomic<bool> reported{false};
 std::atomic<int64_t> currentStep_{-1};
@@ -185,13 +173,15 @@ struct Learning {
   // step's sequenced ops (learning); following, the counter (from the
   // step's) at its last launch given a weight that came where the template's
   // did (nodes made before it are the template's), or whether one did not;
-  // the template followed when the step stopped matching.
+  // the template followed when the step stopped matching, and its place
+  // from which that step's launches are looked for in it (foundAhead).
   uint64_t stepThread = 0;
   int64_t stepBase = -1;
   Sequenced sequenced;
   int64_t verified = 0;
   bool shifted = false;
   size_t missTemplate = 0;
+  size_t resumeAt = 0;
 };
 Learning& learning = *new Learning;
 std::atomic<int> mode{static_cast<int>(Attribution::kObserve)};
@@ -280,6 +270,7 @@ void stepBegins(bool complete) {
   learning.sequenced.clear();
   learning.verified = 0;
   learning.shifted = false;
+  learning.resumeAt = 0;
   learning.stepBase = -1;
   if (void (*now)(uint64_t*, int64_t*) = sequenceSource.load()) now(&learning.stepThread, &learning.stepBase);
   learning.overflowed = false;
@@ -403,13 +394,49 @@ std::optional<ForwardOp> forwardOf(const Scope& s) {
   return std::nullopt;
 }
 
+// In template `t`, at most `window` places from `from` on, a launch of
+// `key` given the same weight as `params`, at the autograd counter that
+// stands now where the template's stood: the step ran that operation there,
+// having skipped or run in addition only operations that made no node (a
+// hook under torch.no_grad that ran in one step). Under learning.mu.
+constexpr size_t kSkipWindow = 256;
+std::optional<size_t> foundAhead(const Template& t, size_t from, size_t window, uint64_t key,
+                                 std::span<const uint8_t> params) {
+  if (learning.shifted) return std::nullopt;
+  const std::optional<Weight> weight = learning.weights.of(params);
+  const std::optional<int64_t> now = weight ? sequenceInStep() : std::nullopt;
+  if (!now) return std::nullopt;
+  for (size_t i = from; i < std::min(t.ops.size(), from + window); ++i) {
+    if (t.ops[i].key == key && t.ops[i].counter == *now && t.ops[i].weight == weight) return i;
+  }
+  return std::nullopt;
+}
+
+// The entry for the operation of `key` and parameter bytes `params` at
+// `place` in this step: the templates' there (entryAt), or else the current
+// template's a few places on (foundAhead: the step, which matched the
+// template so far, skipped the launches between), whose place is then
+// `*found`. Under learning.mu.
+const Learned* entryNear(uint64_t place, uint64_t key, std::span<const uint8_t> params, uint64_t* found) {
+  *found = place;
+  if (const Learned* l = entryAt(place, key, params)) return l;
+  if (learning.templates.empty()) return nullptr;
+  const Template& t = learning.templates[learning.current];
+  const std::optional<size_t> at = foundAhead(t, place, kSkipWindow, key, params);
+  if (!at) return nullptr;
+  *found = *at;
+  return &t.ops[*at];
+}
+
 // The forward op of backward node `node` made while the recorder followed a
 // template, in a step that then stopped matching (no op of it observed):
 // that template's op at the same sequence number from the step's first,
 // where the template's node there had the same name, and only for nodes
 // made before the step's last launch given a weight that came at the same
 // counter as the template's (none once one did not: the step made other
-// nodes than the template's before it). Nothing otherwise.
+// nodes than the template's before it), the step's launches found in the
+// template after those it ran in addition included (foundAhead). Nothing
+// otherwise.
 std::optional<ForwardOp> followedForward(const Scope& node) {
   std::lock_guard lock(learning.mu);
   if (!learning.unmatched || learning.shifted || learning.stepBase < 0 || node.sequenceThread != learning.stepThread ||
@@ -518,48 +545,6 @@ void exitModule() {
   if (!modules.empty()) modules.pop_back();
 }
 
-void blockEvent(uint64_t address, uint64_t size, bool allocated) {
-  std::unique_lock lock(blocksMu);
-  constexpr size_t kSpare = 64;
-  if (!allocated) {
-    if (auto it = blocks.find(address); it != blocks.end()) {
-      writeHistory().forget(address, address + it->second);
-      if (spareBlocks.size() < kSpare) {
-        spareBlocks.push_back(blocks.extract(it));
-      } else {
-        blocks.erase(it);
-      }
-    }
-    return;
-  }
-  if (size == 0) return;
-  writeHistory().forget(address, address + size);  // the previous owner's bytes
-  // A block handed out again over stale ones (a free the layer missed).
-  auto it = blocks.lower_bound(address);
-  if (it != blocks.begin() && std::prev(it)->first + std::prev(it)->second > address) --it;
-  while (it != blocks.end() && it->first < address + size) it = blocks.erase(it);
-  if (spareBlocks.empty()) {
-    blocks.emplace_hint(it, address, size);
-    return;
-  }
-  auto node = std::move(spareBlocks.back());
-  spareBlocks.pop_back();
-  node.key() = address;
-  node.mapped() = size;
-  blocks.insert(it, std::move(node));
-}
-
-std::optional<std::pair<uint64_t, uint64_t>> blockAt(uint64_t address) { return BlockReader().at(address); }
-
-std::optional<std::pair<uint64_t, uint64_t>> BlockReader::at(uint64_t address) {
-  if (!lock_.owns_lock()) lock_ = std::shared_lock(blocksMu);
-  auto it = blocks.upper_bound(address);
-  if (it == blocks.begin()) return std::nullopt;
-  --it;
-  if (address - it->first >= it->second) return std::nullopt;
-  return *it;
-}
-
 void setStep(int64_t step) {
   reported.store(true, std::memory_order_relaxed);
   if (const int64_t ended = currentStep_.exchange(step); ended != step) {
@@ -603,7 +588,8 @@ void learnRoles(std::vector<uint8_t> roles) { threadLocalRef(pendingRoles) = std
 bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std::span<const uint8_t> params) {
   key = placeKey(key);
   std::lock_guard lock(learning.mu);
-  const Learned* l = entryAt(learning.place, key, params);
+  uint64_t found = 0;
+  const Learned* l = entryNear(learning.place, key, params, &found);
   if (l == nullptr || l->roles.size() != count) return false;
   roles.assign(l->roles.begin(), l->roles.end());
   return true;
@@ -652,15 +638,18 @@ namespace {
 
 // The origin of the operation at the next place in the templates, kept
 // for the process (its step and stepLaunch apart), when one has the same key
-// there (entryAt; the key with the thread's: placeKey); counts the place.
-// When none has, nothing: the recorder learns again from here (this step is
-// no template; the templates are kept) and asks the layer to observe.
+// there, or the current one a few places on (entryNear; the key with the
+// thread's: placeKey); counts the place. When none has, nothing: the
+// recorder learns again from here (this step is no template; the templates
+// are kept) and asks the layer to observe.
 const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params, std::string* why) {
   key = placeKey(key);
   {
     std::lock_guard lock(learning.mu);
-    const uint64_t place = learning.place++;
-    if (const Learned* l = entryAt(place, key, params)) {
+    const uint64_t place = learning.place;
+    uint64_t found = 0;
+    if (const Learned* l = entryNear(place, key, params, &found)) {
+      learning.place = found + 1;
       if (l->counter >= 0) {
         // Given its weight: the nodes made by its op and before are the
         // template's when the counter stands where the template's did.
@@ -670,7 +659,9 @@ const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params, std
       }
       return l->kept;
     }
+    learning.place = place + 1;
     learning.missTemplate = learning.current;
+    learning.resumeAt = place;
     if (why != nullptr && !learning.templates.empty()) *why = whyUnmatched(place, key, params);
     learning.step.clear();
     learning.overflowed = true;
@@ -689,7 +680,22 @@ void learn(uint64_t key, const trace::Origin& o, std::span<const uint8_t> params
   pending.reset();
   std::lock_guard lock(learning.mu);
   ++learning.place;
-  if (learning.overflowed) return;
+  if (learning.overflowed) {
+    // A launch the layer may not have observed, in a step that stopped
+    // matching: where the launches since are those of operations the step
+    // ran in addition, this one the template's at the place it stopped
+    // matching, the nodes made before it are named. (Only there: further
+    // on, the launches skipped could be of other modules that made as many
+    // nodes, as LayerDrop's other layer does.)
+    if (learning.unmatched && learning.missTemplate < learning.templates.size()) {
+      const Template& t = learning.templates[learning.missTemplate];
+      if (const std::optional<size_t> at = foundAhead(t, learning.resumeAt, 1, key, params)) {
+        learning.verified = std::max(learning.verified, t.ops[*at].madeBefore);
+        learning.resumeAt = *at + 1;
+      }
+    }
+    return;
+  }
   if (learning.step.size() >= kMaxTemplate) {
     learning.overflowed = true;
     learning.step = {};
@@ -847,10 +853,7 @@ void observe(bool launch, trace::Origin& o) {
 
 void resetForTesting() {
   tls = ThreadContext{};
-  {
-    std::unique_lock lock(blocksMu);
-    blocks.clear();
-  }
+  forgetBlocksForTesting();
   std::lock_guard lock(forwardMu);
   forwardNew.clear();
   forwardOld.clear();
@@ -865,6 +868,7 @@ void resetForTesting() {
     learning.sequenced.clear();
     learning.verified = 0;
     learning.shifted = false;
+    learning.resumeAt = 0;
   }
   setOnDiverged(nullptr);
   setSequenceSource(nullptr);

@@ -15,8 +15,10 @@
 // one of the same kind and kernel. Up to kTemplates kinds of step are kept
 // (a step that logs, one that evaluates): at an operation the current
 // template does not have, another that has this step's operations so far
-// and this one next is followed instead. When none has, the layer observes
-// again (docs/RECORDING.md, "What the layer costs"). A launch's place also
+// and this one next is followed instead, or the current one from a few
+// places on, where the step skipped launches that made no autograd node.
+// When none has, the layer observes again (docs/RECORDING.md, "What the
+// layer costs"). A launch's place also
 // holds the framework parameter it was given (setParameters), so that a
 // step running the same kernels through other modules of one kind matches
 // no template.
@@ -211,5 +213,7 @@ bool active();
 
 // Forgets everything (tests).
 void resetForTesting();
+// The blocks forgotten (resetForTesting; framework_blocks.cpp).
+void forgetBlocksForTesting();
 
 }  // namespace gpurr::recorder::framework

@@ -223,6 +223,18 @@ check(unlike == [10, 11], f"steps that changed: attributed unlike the full run: 
 check(tally is not None and (tally["observed"], tally["followed"], tally["unmatched"]) == (3, 17, 2),
       f"steps that changed: the index's layerSteps: {tally}")
 
+# A forward pre-hook scales the last layer's weight under torch.no_grad in
+# step 1 alone, one of the steps the layer learns: its template has the
+# hook's launch, which no later step runs. Each later step skips it (the
+# next launch is found one place on, at the same autograd counter) and is
+# followed on: every step is attributed as in the run that observes every op.
+_, followed, unlike, tally = attributed_steps("hooked", GPURR_TEST_LOG_EVERY="0", GPURR_TEST_HOOK_AT="1")
+check(unlike == [], f"steps after a hook that ran in one step: attributed unlike the full run: {unlike}")
+check(tally is not None and (tally["observed"], tally["followed"], tally["unmatched"]) == (2, 20, 0),
+      f"steps after a hook that ran in one step: the index's layerSteps: {tally}")
+hooked = [o for _, o in followed.get(1, []) if o.get("line") == marked(logs, "hook")]
+check(len(hooked) == 1 and hooked[0]["module"] == "Sequential.2", f"the hook's launch in step 1: {hooked}")
+
 # AMP's GradScaler skips the optimizer steps of steps 0, 1 and 9, whose
 # gradients overflow: each is still a step of its own, as the loop counts
 # them, and each step is attributed as in the run that observes every op.

@@ -533,6 +533,103 @@ TEST_CASE("in a step that stops matching the backward of ops run while following
   fw::resetForTesting();
 }
 
+TEST_CASE("a step that skips, or runs in addition, launches that made no node goes on by the template's places",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  static int64_t counter = 0;
+  fw::setSequenceSource([](uint64_t* thread, int64_t* sequence) {
+    *thread = 7;
+    *sequence = counter;
+  });
+  const uint64_t weights[] = {0x10000, 0x100, 0x20000, 0x100};
+  fw::setParameters(weights);
+  auto weight = [](uint64_t address) {
+    std::vector<uint8_t> bytes(8);
+    std::memcpy(bytes.data(), &address, 8);
+    return bytes;
+  };
+  const uint64_t linear = fw::launchKey("addmm"), scale = fw::launchKey("mul_"), grad = fw::launchKey("mm");
+  // A linear of `module` given `w` (its node takes the counter, then it
+  // launches), reported by the layer while it observes: after a miss, it
+  // observes again only from the interpreter's next pending call.
+  auto forward = [&](const char* module, uint64_t w, bool observed) {
+    if (observed) {
+      fw::enterModule(module);
+      fw::openScope(&ids[0], "aten::linear", fw::ScopeKind::kOp, counter, 7, "/w/train.py", 9);
+    }
+    ++counter;
+    auto o = fw::currentOrigin(true, linear, weight(w));
+    if (observed) {
+      fw::closeScope(&ids[0]);
+      fw::exitModule();
+    }
+    return o;
+  };
+  // A forward pre-hook that scales `w` under torch.no_grad: no node.
+  auto hook = [&](uint64_t w) { return fw::currentOrigin(true, scale, weight(w)); };
+  auto backward = [&](int64_t sequence) {
+    fw::openScope(&ids[1], "AddmmBackward0", fw::ScopeKind::kBackwardNode, sequence, 7, nullptr, 0);
+    auto o = fw::currentOrigin(true, grad);
+    fw::closeScope(&ids[1]);
+    return o;
+  };
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  // Step 0 begins with a launch of its own (the model's initialisation);
+  // step 1 runs the hook on Net.b, in that step alone. Both are templates.
+  for (int64_t step : {0, 1}) {
+    counter = 100 * step;
+    fw::setStep(step);
+    if (step == 0) fw::currentOrigin(true, fw::launchKey("uniform_"));
+    forward("Net.a", 0x10000, true);
+    if (step == 1) hook(0x20000);
+    forward("Net.b", 0x20000, true);
+    backward(100 * step + 1);
+    backward(100 * step);
+  }
+  // Step 2 runs no hook: Net.b's launch comes where the template has the
+  // hook's, and is found one place on, at the counter the template's had.
+  // The step is followed on from there.
+  counter = 200;
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  CHECK(forward("Net.a", 0x10000, false)->module == "Net.a");
+  CHECK(forward("Net.b", 0x20000, false)->module == "Net.b");
+  CHECK(backward(201)->module == "Net.b");
+  CHECK(backward(200)->module == "Net.a");
+  CHECK(fw::attribution() == fw::Attribution::kFollow);
+  // Step 3 runs the hook once more than the template, on Net.a's weight:
+  // no template has that launch. Net.b's, which the layer has not observed
+  // yet, is found in the template after the hook's: its node is named by
+  // place.
+  auto begin = [&](int64_t step) {
+    counter = 100 * step;
+    fw::setStep(step);
+    REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+    CHECK(forward("Net.a", 0x10000, false)->module == "Net.a");
+  };
+  begin(3);
+  CHECK(hook(0x20000)->byPlace);
+  CHECK_FALSE(hook(0x10000)->byPlace);
+  CHECK(fw::attribution() == fw::Attribution::kLearn);
+  CHECK(forward("Net.b", 0x20000, false)->module.empty());
+  auto o = backward(301);
+  CHECK(o->module == "Net.b");
+  CHECK(o->forwardOp == "aten::linear");
+  CHECK(o->byPlace);
+  // Step 4 made a node more before Net.b (an op trained now and frozen
+  // then): the counters differ, Net.b's launch matches no template, and
+  // neither that node nor Net.b's is named by place; Net.a's, made before,
+  // is.
+  begin(4);
+  ++counter;
+  CHECK_FALSE(forward("Net.b", 0x20000, false)->byPlace);
+  CHECK(fw::attribution() == fw::Attribution::kLearn);
+  CHECK(backward(401)->module.empty());
+  CHECK(backward(402)->module.empty());
+  CHECK(backward(400)->module == "Net.a");
+  fw::resetForTesting();
+}
+
 TEST_CASE("threads whose launches interleave otherwise in each step match no template", "[recorder][framework]") {
   fw::resetForTesting();
   static int diverged = 0;
