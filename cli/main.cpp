@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "commit.h"  // generated: GPURR_COMMIT (cmake/write_commit.cmake)
 #include "report/event_json.h"
 #include "report/terminal.h"
 #include "trace_format/trace.h"
