@@ -252,6 +252,12 @@ std::string frameworkOpOf(const Event& event) {
 
 std::string describe(const Origin& o, OriginStep step) {
   std::string out = o.op.empty() ? "(no op)" : o.op;
+  // The op the program called, where the innermost is another inside it
+  // (aten::copy_ inside aten::mul_, aten::addmm inside aten::linear).
+  if (const auto called = std::ranges::find_if(o.opStack, [](const std::string& s) { return s.starts_with("aten::"); });
+      o.phase != Phase::kBackward && !o.op.empty() && called != o.opStack.end() && *called != o.op) {
+    out += " inside " + *called;
+  }
   if (o.phase == Phase::kBackward) {
     out += o.forwardOp.empty() ? " (backward)" : fmt::format(" (backward of {})", o.forwardOp);
   } else if (o.phase == Phase::kForward) {
