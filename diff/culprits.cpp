@@ -121,13 +121,6 @@ fs::path Culprits::defaultPath() {
 
 namespace {
 
-// "train.py:17", or "" when no source line was recorded.
-std::string sourceLine(const trace::Origin& o) {
-  if (o.file.empty()) return "";
-  const size_t slash = o.file.rfind('/');
-  return fmt::format("{}:{}", slash == std::string::npos ? o.file : o.file.substr(slash + 1), o.line);
-}
-
 // Where a match was found, in the program's terms:
 // "aten::index_add_, backward of aten::index_select at train.py:17" (by its
 // op), "backward of aten::index_select at train.py:17 (aten::index_add_)"
@@ -136,7 +129,7 @@ std::string matchedText(const trace::Origin& o, bool byForwardOp) {
   const bool backward = o.phase == trace::Phase::kBackward && !o.forwardOp.empty();
   std::string s = byForwardOp ? "backward of " + o.forwardOp
                               : o.op + (backward ? ", backward of " + o.forwardOp : std::string());
-  if (const std::string at = sourceLine(o); !at.empty()) s += " at " + at;
+  if (const std::string at = trace::sourceLine(o); !at.empty()) s += " at " + at;
   if (byForwardOp && !o.op.empty()) s += " (" + o.op + ")";
   return text::oneLine(std::move(s));
 }

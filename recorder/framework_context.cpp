@@ -180,6 +180,7 @@ struct Learning {
   Sequenced sequenced;
   int64_t verified = 0;
   bool shifted = false;
+  bool weighed = false;  // a launch of this step was given its place's weight
   size_t missTemplate = 0;
   size_t resumeAt = 0;
 };
@@ -270,6 +271,7 @@ void stepBegins(bool complete) {
   learning.sequenced.clear();
   learning.verified = 0;
   learning.shifted = false;
+  learning.weighed = false;
   learning.resumeAt = 0;
   learning.stepBase = -1;
   if (void (*now)(uint64_t*, int64_t*) = sequenceSource.load()) now(&learning.stepThread, &learning.stepBase);
@@ -279,13 +281,17 @@ void stepBegins(bool complete) {
 
 // Whether the operation of `key` and parameter bytes `params` is the one
 // template `t` has at `place`: of the same kind and kernel, and, where the
-// template's launch was given a weight, not given another of the
-// framework's parameters there (a word that points at none is taken for a
-// stale one: what a slot the kernel does not use held). Under learning.mu.
+// template's launch was given a weight, given the same one there, or, once
+// a launch of this step was (`weighed`), none of the framework's parameters
+// (taken for a stale word: what a slot the kernel does not use held; before
+// that, it may be a model the layer has not seen, another member of an
+// ensemble of one class). Under learning.mu.
 bool matches(const Template& t, uint64_t place, uint64_t key, std::span<const uint8_t> params) {
   if (place >= t.keys.size() || t.keys[place] != key) return false;
   const std::optional<Weight>& w = t.ops[place].weight;
-  return !w || learning.weights.allows(*w, params);
+  if (!w) return true;
+  const Weights::Fit fit = learning.weights.fit(*w, params);
+  return fit == Weights::Fit::kSame || (fit == Weights::Fit::kNone && learning.weighed);
 }
 
 // Why the operation of `key` and parameter bytes `params` matched no
@@ -650,6 +656,7 @@ const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params, std
     uint64_t found = 0;
     if (const Learned* l = entryNear(place, key, params, &found)) {
       learning.place = found + 1;
+      learning.weighed |= l->weight && learning.weights.fit(*l->weight, params) == Weights::Fit::kSame;
       if (l->counter >= 0) {
         // Given its weight: the nodes made by its op and before are the
         // template's when the counter stands where the template's did.
@@ -868,6 +875,7 @@ void resetForTesting() {
     learning.sequenced.clear();
     learning.verified = 0;
     learning.shifted = false;
+    learning.weighed = false;
     learning.resumeAt = 0;
   }
   setOnDiverged(nullptr);

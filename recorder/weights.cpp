@@ -48,17 +48,27 @@ std::optional<Weight> Weights::of(std::span<const uint8_t> params) const {
   return std::nullopt;
 }
 
-bool Weights::allows(const Weight& w, std::span<const uint8_t> params) const {
-  if (w.offset + 8 > params.size()) return false;
+Weights::Fit Weights::fit(const Weight& w, std::span<const uint8_t> params) const {
+  if (w.offset + 8 > params.size()) return Fit::kShort;
   const uint64_t word = wordAt(params, w.offset);
-  return (word >= w.begin && word < w.end) || at(word) == nullptr;
+  if (word >= w.begin && word < w.end) return Fit::kSame;
+  return at(word) == nullptr ? Fit::kNone : Fit::kOther;
 }
 
 std::string Weights::whyNot(const Weight& w, std::span<const uint8_t> params) const {
-  if (w.offset + 8 > params.size()) {
-    return fmt::format("matched no template: its parameters end before byte {}, where the launch at its place in the "
-                       "step learned was given a weight",
-                       w.offset);
+  switch (fit(w, params)) {
+    case Fit::kShort:
+      return fmt::format("matched no template: its parameters end before byte {}, where the launch at its place in "
+                         "the step learned was given a weight",
+                         w.offset);
+    case Fit::kNone:
+      return fmt::format("matched no template: its word at byte {} points into no parameter the framework reported, "
+                         "where the launch at its place in the step learned was given one, and no launch of this "
+                         "step before it was given its place's weight (a model the layer has not seen)",
+                         w.offset);
+    case Fit::kSame:
+    case Fit::kOther:
+      break;
   }
   const auto* p = at(wordAt(params, w.offset));
   return fmt::format("matched no template: given another weight than the launch at its place in the step learned "

@@ -34,11 +34,14 @@ class Weights {
   // lists, a reduction's outputs) may hold in its unused slots, after those
   // it uses, whatever the stack held.
   std::optional<Weight> of(std::span<const uint8_t> params) const;
-  // Whether a launch given `params` may take the place of one given `w`:
-  // its word there points into the same parameter, or into none (a stale
-  // slot), but not into another.
-  bool allows(const Weight& w, std::span<const uint8_t> params) const;
-  // Why not (allows false), for a note on the launch.
+  // Where the word of `params` at `w`'s offset points: into `w`'s parameter
+  // (kSame), into none of them (kNone: a stale slot, or a tensor of a model
+  // the layer did not report), into another (kOther); or `params` end
+  // before it (kShort).
+  enum class Fit { kSame, kNone, kOther, kShort };
+  Fit fit(const Weight& w, std::span<const uint8_t> params) const;
+  // Why a launch given `params` did not take the place of one given `w`,
+  // for a note on the launch.
   std::string whyNot(const Weight& w, std::span<const uint8_t> params) const;
 
  private:

@@ -161,10 +161,7 @@ string timelineCell(const json* op, char side, Mark mark, bool stretchRow, const
     string where;
     if (o->phase == trace::Phase::kBackward) where += o->forwardOp.empty() ? " backward" : " backward of " + e(o->forwardOp);
     if (!o->module.empty()) where += " &middot; " + e(o->module);
-    if (!o->file.empty()) {
-      const size_t slash = o->file.rfind('/');
-      where += " &middot; " + e(fmt::format("{}:{}", slash == string::npos ? o->file : o->file.substr(slash + 1), o->line));
-    }
+    if (!o->file.empty()) where += " &middot; " + e(trace::sourceLine(*o));
     if (o->step >= 0) where += fmt::format(" &middot; step {}", o->step);
     const string title = originText(*op) +
                          (o->opStack.empty() ? "" : "\n" + opStackText(*o));

@@ -250,6 +250,16 @@ std::string frameworkOpOf(const Event& event) {
   return {};
 }
 
+std::string sourceLine(const Origin& o) {
+  if (o.file.empty()) return "";
+  std::string_view file = o.file;
+  size_t from = file.rfind('/') + 1;  // 0 without a slash
+  for (std::string_view packages : {"/site-packages/", "/dist-packages/"}) {
+    if (const size_t at = file.rfind(packages); at != std::string_view::npos) from = at + packages.size();
+  }
+  return fmt::format("{}:{}", file.substr(from), o.line);
+}
+
 std::string describe(const Origin& o, OriginStep step) {
   std::string out = o.op.empty() ? "(no op)" : o.op;
   // The op the program called, where the innermost is another inside it
@@ -270,10 +280,7 @@ std::string describe(const Origin& o, OriginStep step) {
   }
   if (o.benchmarking) out += " (benchmarking candidates)";
   if (!o.module.empty()) out += " in " + o.module;
-  if (!o.file.empty()) {
-    const size_t slash = o.file.rfind('/');
-    out += fmt::format(", {}:{}", slash == std::string::npos ? o.file : o.file.substr(slash + 1), o.line);
-  }
+  if (!o.file.empty()) out += ", " + sourceLine(o);
   if (o.byPlace) out += " (by its place in a step observed earlier)";
   out = text::oneLine(std::move(out));
   if (o.step < 0 || step == OriginStep::kNone) return out;

@@ -533,6 +533,10 @@ std::string frameworkOpOf(const Event& event);
 enum class OriginStep : uint8_t { kLaunch, kOperation, kNone };
 // "aten::index_add_ (backward of aten::index_select) in model.embed, train.py:42, step 3 (launch 37 of the step)"
 std::string describe(const Origin& origin, OriginStep step = OriginStep::kLaunch);
+// An origin's source line as the text forms show it: the program's file by
+// its name ("train.py:17"), a library's from its package
+// ("lightning/pytorch/loops/fit_loop.py:43"); "" when none was recorded.
+std::string sourceLine(const Origin& origin);
 const char* toString(Phase phase);
 const char* toString(InPlace inPlace);
 const char* toString(RangeBound bound);

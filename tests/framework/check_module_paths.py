@@ -187,6 +187,22 @@ check(len(followed) == len(truth) and not wrong and by_place >= 6 and
       f"(step, op, named, true): {wrong[:6]}; launches unnamed by step and phase: {dict(unnamed)}; backward launches "
       f"named by place in the partly observed steps: {by_place}; steps: {steps_by}")
 
+# An ensemble's second member, of the first's class, trained after it: its
+# weights are not the template's, and the step stops matching at its first
+# launch given one (before any launch of the step was given its place's
+# weight, a word that points at no parameter the layer reported is no stale
+# one); it is learned anew, and no launch takes the first member's modules.
+truth = record("ensemble-full", "ensemble", GPURR_FULL_ATTRIBUTION="1")
+followed = record("ensemble", "ensemble")
+pairs = [((o.get("origin") or {}).get("step"), (o.get("origin") or {}).get("module") or "",
+          (t.get("origin") or {}).get("module") or "") for o, t in zip(followed, truth)]
+roots = collections.Counter(true.split(".")[0] for _, _, true in pairs)
+wrong = [p for p in pairs if p[1] and p[1] != p[2]]
+unnamed = sum(1 for _, got, true in pairs if true and not got)
+check(set(roots) >= {"Member", "Member#2"} and len(followed) == len(truth) and not wrong and unnamed <= 4,
+      f"ensemble: {len(followed)} vs {len(truth)} launches, roots {dict(roots)}, {len(wrong)} named another module "
+      f"(step, named, true): {wrong[:6]}; {unnamed} unnamed")
+
 # A step that stops matching inside a module: the modules running then
 # name the ops they run from there on, as when every op is observed; only
 # the launch at which it stopped matching (no phase either) and its op's

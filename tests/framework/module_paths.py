@@ -195,6 +195,32 @@ def dropping():
         print(f"step {step}: {loss.item():.6f}")
 
 
+def ensemble():
+    """Two models of one class trained one after the other, each with its own
+    optimizer, both kept alive (an ensemble, k-fold training): the second
+    member's weights are none the layer reported while it learned the first's
+    steps, and no launch of it may take the first member's modules."""
+
+    class Member(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.last = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, v):
+            return self.last(torch.relu(self.first(v)))
+
+    members = []
+    for k in range(2):
+        members.append(Member())
+        opt = torch.optim.SGD(members[-1].parameters(), lr=0.01)
+        for step in range(5):
+            loss = members[-1](x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            print(f"member {k} step {step}: {loss.item():.6f}")
+
+
 def resumed():
     """A training loop whose step 3 (RESUMED_BRANCH_STEP) takes a branch inside a module (data
     dependent, as a detection model's or an evaluation's): it stops matching
@@ -284,6 +310,9 @@ if sys.argv[1:2] == ["threads"]:
     sys.exit(0)
 if sys.argv[1:2] == ["dropping"]:
     dropping()
+    sys.exit(0)
+if sys.argv[1:2] == ["ensemble"]:
+    ensemble()
     sys.exit(0)
 if sys.argv[1:2] == ["resumed"]:
     resumed()

@@ -406,15 +406,16 @@ TEST_CASE("a launch takes its place only when not given another framework parame
   fw::setStep(2);
   REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
   // Other activations; the same weights, or elsewhere in them (an expert
-  // of several fused in one parameter); a word that points at no parameter
-  // (a slot the kernel does not use): followed.
+  // of several fused in one parameter); once a launch of the step was given
+  // its place's weight, a word that points at no parameter (a slot the
+  // kernel does not use): followed.
   std::vector<uint8_t> roles;
   CHECK(fw::followedRoles(a, 0, roles, params(0x50000, 0x10000)));
   CHECK(fw::currentOrigin(true, a, params(0x50000, 0x10000))->module == "Net.layers.0");
   CHECK(fw::currentOrigin(true, a, params(0x50100, 0x20080))->module == "Net.layers.1");
   fw::setStep(3);
-  CHECK(fw::currentOrigin(true, a, params(0x50000, 0x7000))->module == "Net.layers.0");
-  CHECK(fw::currentOrigin(true, a, params(0x50100, 0x20000))->module == "Net.layers.1");
+  CHECK(fw::currentOrigin(true, a, params(0x50000, 0x10000))->module == "Net.layers.0");
+  CHECK(fw::currentOrigin(true, a, params(0x50100, 0x7000))->module == "Net.layers.1");
   CHECK(diverged == 0);
   // LayerDrop skipped layer 0: layer 1's launch at layer 0's place matches
   // no template, and is observed.
@@ -444,6 +445,20 @@ TEST_CASE("a launch takes its place only when not given another framework parame
   CHECK(fw::currentOrigin(true, a, params(0x3, 0x20000))->module == "Net.layers.1");
   CHECK(fw::currentOrigin(true, a, params(0x4, 0x10000))->module == "Net.layers.0");
   CHECK(diverged == 1);
+  // Another model of the same class (an ensemble's next member), whose
+  // weights the layer has not reported: its first launch points at no
+  // parameter before any launch of the step was given its place's weight,
+  // and matches no template.
+  fw::setStep(8);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  why.clear();
+  fw::currentOrigin(true, a, o, nullptr, params(0x3, 0x90000), &why);
+  CHECK(o->module.empty());
+  CHECK(why ==
+        "matched no template: its word at byte 8 points into no parameter the framework reported, where the launch "
+        "at its place in the step learned was given one, and no launch of this step before it was given its place's "
+        "weight (a model the layer has not seen)");
+  CHECK(diverged == 2);
   fw::resetForTesting();
 }
 

@@ -519,3 +519,19 @@ TEST_CASE("a later scan reads the blocks an earlier one kept, and sees the same 
   CHECK(scan(plain, 0, 0) == all);
   for (size_t i = 0; i < blocks; ++i) CHECK(plain.recentBlocks().find(i) == nullptr);
 }
+
+TEST_CASE("an origin's text names the op the program called, and a library's file from its package") {
+  Origin o{"aten::copy_", {"Optimizer.step#AdamW.step", "aten::mul_", "aten::to", "aten::_to_copy", "aten::copy_"},
+           Phase::kForward, "", "", "/work/tiny_mlp.py", 14, 0, 43};
+  CHECK(describe(o, OriginStep::kOperation) ==
+        "aten::copy_ inside aten::mul_ (optimizer step AdamW.step), tiny_mlp.py:14, step 0 (after 43 launches of the "
+        "step)");
+  o = Origin{"aten::random_", {"aten::random_"}, Phase::kForward, "", "",
+             "/venv/lib/python3.12/site-packages/lightning/pytorch/utilities/combined_loader.py", 43, 0, 0};
+  CHECK(describe(o, OriginStep::kNone) ==
+        "aten::random_ (forward), lightning/pytorch/utilities/combined_loader.py:43");
+  // In backward, the forward op names what the program called.
+  o = Origin{"aten::mm", {"MmBackward0", "aten::mm"}, Phase::kBackward, "aten::linear", "Net.fc", "train.py", 9, 2, 5};
+  CHECK(describe(o) == "aten::mm (backward of aten::linear) in Net.fc, train.py:9, step 2 (launch 6 of the step)");
+  CHECK(sourceLine(Origin{}).empty());
+}
