@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -85,7 +86,30 @@ std::string fixAddressLayout() {
 }
 
 // One line each: a path that holds a line feed prints it as \n.
-void say(const std::string& text) { std::cerr << "gpurr: " << text::oneLine(text) << "\n"; }
+// Set after the program where stderr is a file whose last byte the program
+// left without a newline (a progress bar cut short): gpurr's next line
+// starts a line of its own. (On a terminal or a pipe what came last cannot
+// be read back.)
+bool gLineOpen = false;
+
+void noteOpenLine() {
+  struct stat st {};
+  if (::fstat(STDERR_FILENO, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
+  const int fd = ::open("/proc/self/fd/2", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  char last = '\n';
+  gLineOpen = ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n';
+  ::close(fd);
+}
+
+// gpurr's stream for a line of its own.
+std::ostream& ownLine() {
+  if (gLineOpen) std::cerr << "\n";
+  gLineOpen = false;
+  return std::cerr;
+}
+
+void say(const std::string& text) { ownLine() << "gpurr: " << text::oneLine(text) << "\n"; }
 
 int usageError(const std::string& text) {
   std::cerr << "gpurr record: " << text << "\n";
@@ -361,6 +385,7 @@ int run(const RecordOptions& opts) {
     std::cerr << "gpurr record: cannot run '" << command[0] << "': " << exit.error << "\n";
     return exit.code;
   }
+  noteOpenLine();
   if (exit.signal != 0) {
     say(fmt::format("the command was killed by signal {} ({})", exit.signal,
                     strsignal(exit.signal)));
@@ -371,7 +396,7 @@ int run(const RecordOptions& opts) {
     placed = jobMember ? joinTraces(staging, out, opts.force) : placeTraces(staging, out, opts.force);
   } catch (const fs::filesystem_error& e) {
     release();
-    std::cerr << "gpurr record: error: could not move the trace to " << out.string() << ": " << e.code().message()
+    ownLine() << "gpurr record: error: could not move the trace to " << out.string() << ": " << e.code().message()
               << "\ngpurr: the recorded traces are still in " << staging.string() << "\n";
     return passOn(exit, exit.code != 0 ? exit.code : kExitTrouble);
   }

@@ -274,6 +274,8 @@ void beforeExitCall() {
   }
 }
 
+bool closedByExitCall() { return gFinish.load() != nullptr && getpid() == gOwner && gTaken.load() == kExitCall; }
+
 void endIfSignalled() {
   const int sig = static_cast<int>(gTaken.load());
   if (sig == 0 || sig == static_cast<int>(kExitCall) || getpid() != gOwner) return;

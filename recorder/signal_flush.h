@@ -63,6 +63,9 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait, void 
 // it reaches waits kHeld at most); one taken before the exit ends the
 // program, as it would have.
 void beforeExitCall();
+// Whether beforeExitCall closed the trace of this process (an exec that
+// then failed: the rest of the program goes unrecorded).
+bool closedByExitCall();
 
 // Called before the program sends `sig` to its own process (kill to its
 // pid, raise): where the recorder took these signals and the action of

@@ -305,6 +305,21 @@ TEST_CASE("one process's trace becomes OUT, and the summary reads it back") {
   CHECK(std::distance(fs::directory_iterator(s.work), fs::directory_iterator()) == 1);
 }
 
+TEST_CASE("gpurr's lines after the program start a line of their own where stderr is a file the program left open") {
+  Sandbox s;
+  const fs::path fake = s.tmp / "fake.gpurr";
+  makeTrace(fake, 1, 1024);
+  // A progress bar cut short: its last line has no newline.
+  const Result r = s.record("run.gpurr", "cp -r " + quoted(fake.string()) +
+                                             " \"$GPURR_OUTPUT/proc0.gpurr\"; printf '\\r 99%%|' >&2");
+  CHECK(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("\r 99%|\ngpurr: trace written to "));
+  // One ended with a newline gets no blank line.
+  const Result whole = s.record("whole.gpurr", "cp -r " + quoted(fake.string()) +
+                                                   " \"$GPURR_OUTPUT/proc0.gpurr\"; printf 'done\\n' >&2");
+  CHECK_THAT(whole.err, Catch::Contains("done\ngpurr: trace written to "));
+}
+
 TEST_CASE("several processes' traces are kept side by side in OUT, by name") {
   Sandbox s;
   for (int rank : {0, 1, 2, 10}) makeTrace(s.tmp / fmt::format("rank{}.gpurr", rank), rank + 1, 512, rank);

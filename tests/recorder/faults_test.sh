@@ -156,13 +156,32 @@ assert not i["complete"], "the trace should read as not ended cleanly"' "$work/$
     > "$work/exit.out" 2> "$work/exit.err"
   code=$?
   [ "$code" = 9 ] || { cat "$work/exit.err"; fail "_exit(9): exit status $code, not 9"; }
-  for t in own exit; do
+  # An exec (a launcher handing over to another program): the trace is
+  # closed first, and the program run has the output and status.
+  SIGNAL_IN_STEP=2 SIGNAL=EXEC "$gpurr" record -o "$work/exec.gpurr" -- "$program" $steps $launches \
+    > "$work/exec.out" 2> "$work/exec.err"
+  code=$?
+  [ "$code" = 9 ] || { cat "$work/exec.err"; fail "exec: exit status $code, not the program's 9"; }
+  expect "$work/exec.out" "^exec ran$"
+  for t in own exit exec; do
     "$gpurr" info --json "$work/$t.gpurr" > "$work/$t.json" || fail "$t: gpurr info"
     python3 -c 'import json, sys
 i = json.load(open(sys.argv[1]))
 assert i["launches"] == 2 * 3000 + 1500 and i["complete"], (i["launches"], i["complete"])' \
       "$work/$t.json" || fail "$t: the trace closed before _exit"
   done
+  # An exec that fails (no such program) leaves the recording going: the
+  # program ends as usual and the trace holds every step.
+  SIGNAL_IN_STEP=2 SIGNAL=EXEC_MISSING "$gpurr" record -o "$work/missing.gpurr" -- "$program" $steps $launches \
+    > "$work/missing.out" 2> "$work/missing.err"
+  code=$?
+  [ "$code" = 7 ] || { cat "$work/missing.err"; fail "a failed exec: exit status $code, not the program's 7"; }
+  expect "$work/missing.out" "^exec failed$"
+  "$gpurr" info --json "$work/missing.gpurr" > "$work/missing.json" || fail "a failed exec: gpurr info"
+  python3 -c 'import json, sys
+i = json.load(open(sys.argv[1]))
+assert i["launches"] == int(sys.argv[2]) * 3000 and i["complete"], (i["launches"], i["complete"])' \
+    "$work/missing.json" "$steps" || fail "a failed exec: the trace holds every step"
   trace=$work/TERM.gpurr
   ;;
 behind)

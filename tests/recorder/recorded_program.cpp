@@ -21,7 +21,10 @@
 // SIGTERM again (the recorder's `kill` and `raise`, ending_calls.cpp, are
 // linked in, as `gpurr record` preloads them into a real program); with
 // SIGNAL=GROUP the same, in a process group of its own, by kill(0). With
-// SIGNAL=EXIT it calls _exit(9) there, skipping C's exit handlers. With
+// SIGNAL=EXIT it calls _exit(9) there, skipping C's exit handlers; with
+// SIGNAL=EXEC it execs a shell that prints "exec ran" and exits with 9; with
+// SIGNAL=EXEC_MISSING it tries to exec a program that does not exist, says
+// so, and goes on. With
 // HANDLES_TERM=1 it handles SIGTERM itself (ending with status 3 in its
 // handler, by _exit) from the start.
 #include <signal.h>
@@ -109,11 +112,19 @@ void onTermReraise(int sig) {
   }
 }
 
-// Ends the program as SIGNAL=TERM, SEGV, ABRT, RERAISE, GROUP or EXIT says.
+// Ends the program as SIGNAL=TERM, SEGV, ABRT, RERAISE, GROUP, EXIT or EXEC
+// says (EXEC_MISSING: returns).
 void endBySignal(const std::string& how) {
   std::fflush(stdout);
   if (how == "EXIT") {
     _exit(9);
+  } else if (how == "EXEC") {
+    ::execl("/bin/sh", "sh", "-c", "echo exec ran; exit 9", static_cast<char*>(nullptr));
+  } else if (how == "EXEC_MISSING") {
+    if (::execlp("gpurr-test-no-such-program", "gpurr-test-no-such-program", static_cast<char*>(nullptr)) != 0) {
+      std::printf("exec failed\n");
+      return;
+    }
   } else if (how == "RERAISE" || how == "GROUP") {
     gToGroup = how == "GROUP";
     if (gToGroup) ::setpgid(0, 0);  // gpurr record's own process is left out of it
