@@ -97,17 +97,35 @@ int dump(const DumpOptions& opts) {
   };
   std::string out;
   std::optional<uint64_t> last;  // the last event read
-  reader.forEach(
-      [&](const Event& e) {
-        if (e.seq >= to) return false;
-        last = e.seq;
-        if (!selected(e)) return true;
-        out = opts.json ? report::jsonText(toJson(e), -1) : text::oneLine(describe(e));
-        out += '\n';
-        std::cout << out;  // through the terminal filter (report/terminal.h)
-        return true;
-      },
-      from);
+  auto show = [&](const Event& e) {
+    if (e.seq >= to) return false;
+    last = e.seq;
+    if (!selected(e)) return true;
+    out = opts.json ? report::jsonText(toJson(e), -1) : text::oneLine(describe(e));
+    out += '\n';
+    std::cout << out;  // through the terminal filter (report/terminal.h)
+    return true;
+  };
+  // A corrupt block is left out, with a warning, and the whole blocks after
+  // it are read: nothing readable goes unshown.
+  for (uint64_t at = from;;) {
+    try {
+      reader.forEach(show, at);
+      break;
+    } catch (const CorruptBlock& e) {
+      const std::vector<BlockInfo>& blocks = reader.blocks();
+      const size_t bad = reader.blockOf(last && *last + 1 > at ? *last + 1 : at);
+      if (bad + 1 >= blocks.size() || blocks[bad + 1].firstSeq >= to) {
+        std::cout.flush();
+        std::cerr << "gpurr dump: warning: " << e.what() << ": the events after it are not shown\n";
+        break;
+      }
+      at = blocks[bad + 1].firstSeq;
+      std::cout.flush();
+      std::cerr << "gpurr dump: warning: " << e.what() << fmt::format(": events #{} to #{} are not shown\n",
+                                                                        blocks[bad].firstSeq, at - 1);
+    }
+  }
   std::cout.flush();
   if (!last && from > 0) {
     const uint64_t n = reader.eventCount();

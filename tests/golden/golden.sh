@@ -91,6 +91,15 @@ b.gpurr"
 b.gpurr" "$trace" | head -1)
     [ "$first" = "gpurr diff $odd/a\nb.gpurr $trace" ] || { echo "FAIL: a line feed in a path printed raw: $first"; exit 1; }
     rm -rf "$odd"
+    # A corrupt block in the middle: dump shows the whole blocks before and
+    # after it (events #0-#18 and #25-#29), and says which it left out.
+    rc=0 && out=$("$gpurr" dump tests/diff/cases/corrupt_block/b.gpurr 2>&1) || rc=$?
+    shown=$(grep -c '^#' <<< "$out")
+    if [ "$rc" -ne 0 ] || [ "$shown" -ne 24 ] || ! grep -q '^#25 ' <<< "$out" ||
+       ! grep -qE "^gpurr dump: warning: .*block at offset 2656 is corrupt: .*: events #19 to #24 are not shown$" <<< "$out"
+    then
+      echo "FAIL: dump of a trace with a corrupt block (exit $rc, $shown events): $out"; exit 1
+    fi
     # A damaged snapshot costs the values' detail, and says so.
     pair=$(mktemp -d) && cp -r tests/diff/cases/nondeterministic_kernel/{a,b}.gpurr "$pair"
     for blob in "$pair"/a.gpurr/blobs/*/*; do printf '\377' | dd of="$blob" bs=1 seek=20 conv=notrunc 2>/dev/null; done
