@@ -152,6 +152,12 @@ int run(const RecordOptions& opts) {
   if (command.empty()) {
     return usageError("no command given after --; usage: gpurr record [-o OUT] [options] -- CMD [ARGS...]");
   }
+  if (!opts.output.empty() && opts.output.front() == '-') {
+    // `-o -- python train.py`: the output's name forgotten, `--` taken for it.
+    return usageError(fmt::format("-o {}: a trace's name that starts with '-' looks like a missing -o value; "
+                                  "give the trace's name (-o ./{} if that is its name)",
+                                  opts.output, opts.output));
+  }
   if (!opts.steps.empty()) {
     // A Python slice of step numbers; the recorder reads it (GPURR_STEPS).
     static const std::regex kSlice(R"((\d{0,18}):(\d{0,18})(:(\d{0,18}))?)");

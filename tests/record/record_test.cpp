@@ -214,6 +214,12 @@ TEST_CASE("bad options are usage errors found before the command starts") {
       CHECK_THAT(r.err, Catch::Contains(std::string(option) + ": expected a whole number 0 or more"));
     }
   }
+  // The output's name forgotten: `--` taken for it.
+  r = s.run({"record", "-o", "--", "touch", "ran"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("-o --: a trace's name that starts with '-' looks like a missing -o value"));
+  CHECK_FALSE(fs::exists(s.work / "--"));
+  CHECK_FALSE(fs::exists(s.work / "ran"));
   r = s.record("out.gpurr", "touch ran", {"--check-determinism=0", "--launches", "0:1"});
   CHECK(r.code == 2);
   CHECK_THAT(r.err, Catch::Contains("--check-determinism=0: give the number of re-runs, from 2 to 1000"));
