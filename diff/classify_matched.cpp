@@ -425,9 +425,10 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
   d.cause = Cause::kNondeterministicKernel;
   d.mechanism = d.cause;
   d.summary = "nondeterministic kernel: same inputs and parameters, different outputs";
+  const auto old = std::ranges::find(d.evidence, EvidenceKind::kOldOutputContents, &Evidence::kind);
   d.evidence.push_back({EvidenceKind::kSameInputs,
                         {d.inputsVouched, d.inputCount, hostParams, d.outputs.size(), d.outputCount,
-                         stale.numbers[0]}});
+                         stale.numbers[0], old == d.evidence.end() ? 0 : old->numbers.size()}});
   if (hostParams > 0) {
     d.evidence.push_back({EvidenceKind::kHostAddresses});
   }

@@ -222,7 +222,8 @@ enum class EvidenceKind : uint8_t {
   // The kernel.
   kHashInputsHint,
   kSameInputs,               // inputs vouched for, inputs hashed, parameters holding host addresses,
-                             // outputs differing, outputs, stale words
+                             // outputs differing, outputs, stale words, inputs that differ only in an
+                             // output buffer's old contents (kOldOutputContents)
   kStaleWords,               // stale words, ranges of one run alone hashed through them, whether the other
                              // run's word is 0 (1) in one of them
   kHostAddresses,

@@ -167,8 +167,12 @@ std::string sentence(const Evidence& e) {
     case EvidenceKind::kHashInputsHint: return "record with --hash-inputs to hash every input before every launch";
     case EvidenceKind::kSameInputs: {
       const uint64_t vouched = n[0], hashed = n[1], host = n[2], differ = n[3], outputs = n[4];
+      const uint64_t oldContents = n.size() > 6 ? n[6] : 0;
       const std::string inputs =
-          vouched == 0 ? (hashed == 1 ? std::string("the input is identical (digests equal)")
+          oldContents != 0
+              ? fmt::format("what it reads is identical (the {} that differ{} only an output buffer's old contents)",
+                            plural(oldContents, "input"), oldContents == 1 ? "s holds" : " hold")
+          : vouched == 0 ? (hashed == 1 ? std::string("the input is identical (digests equal)")
                                       : fmt::format("all {} inputs are identical (digests equal)", hashed))
                        : fmt::format("inputs identical: {}{} vouched for by the write history (the earlier "
                                      "operations that touched them gave identical outputs)",

@@ -553,6 +553,22 @@ void rngUnrecorded(const fs::path& dir) {
   });
 }
 
+// aten::fill_ into the buffer torch.empty_like gave it: its old contents,
+// hashed at its first use, differ, and so does what it writes, with the
+// same parameters: the kernel, since a fill reads none of what it
+// overwrites.
+void fillOldContents(const fs::path& dir) {
+  writePair(dir, [](Run& r, bool second) {
+    const Step s;
+    prologue(r, s, true, true);
+    KernelLaunch k = r.kernel("_Z11fill_kernelPfmf", {&kWorkspace}, {1024, 0x3c23d70a}, {16, 1, 1}, {256, 1, 1});
+    k.inputs = {r.digest(kWorkspace, bytesOf(second ? 93 : 92, kWorkspace.size))};
+    k.outputs = {r.digest(kWorkspace, bytesOf(second ? 65 : 15, kWorkspace.size))};
+    r.add(k, origin::kFill);
+    r.sync();
+  });
+}
+
 // The same in a program that updates its weights by hand (no torch.optim
 // optimizer): the layer counted no training step, and every operation is
 // said to be in step 0.
@@ -904,6 +920,7 @@ int main(int argc, char** argv) {
     nondeterministicKernel(out / "nondeterministic_kernel");
     uninitialisedMemory(out / "uninitialised_memory");
     rngUnrecorded(out / "rng_unrecorded");
+    fillOldContents(out / "fill_old_contents");
     noOptimizerStep(out / "no_optimizer_step");
     twoIndependent(out / "two_independent");
     processes(out / "processes");
