@@ -43,6 +43,7 @@ _root_names = weakref.WeakValueDictionary()  # a root's path -> the live module 
 _naming = threading.RLock()
 _graph_verdicts = weakref.WeakKeyDictionary()  # fx GraphModule -> whether it is a compiled graph
 _lead_optimizer = None
+_optimizers = weakref.WeakSet()  # every optimizer that stepped: their parameters are reported
 _optimizer_steps = 0  # optimizer steps seen, skipped ones included (_scaler_step)
 _challenger = None  # (weak reference to another optimizer, its steps since the lead's last one)
 _step = 0
@@ -321,6 +322,14 @@ def _optimizer_stepped(optimizer, args, kwargs):
     _optimizer_steps += 1
     if not _enabled:
         return
+    if optimizer not in _optimizers:
+        # Its parameters may be a model's the layer has not seen (the next
+        # head on a shared backbone, the next member of an ensemble): known,
+        # a step that gives them where a template gave another model's no
+        # longer matches it.
+        _optimizers.add(optimizer)
+        if _following:
+            _report_parameters()
     lead = _lead_optimizer() if _lead_optimizer is not None else None
     if lead is not None and lead is not optimizer:
         other, steps = _challenger or (None, 0)
@@ -366,8 +375,8 @@ def _scaler_step(maybe_opt_step):
 
 def _report_parameters():
     """While the recorder learns steps: tells it where the weights are (the
-    parameters of the roots named and of the lead optimizer, each one's
-    bytes; a DTensor's local part), so that a step running the same kernels
+    parameters of the roots named and of every optimizer that stepped, each
+    one's bytes; a DTensor's local part), so that a step running the same kernels
     through other modules of one kind (a layer LayerDrop did not skip, an
     expert of its own) matches no template (gpurr_framework_parameters).
     Never raises into the program: a parameter it cannot read is left out."""
@@ -392,10 +401,10 @@ def _report_parameters():
                     add(p)
             except Exception:  # noqa: BLE001  a module whose parameters() fails: its weights unknown
                 pass
-    lead = _lead_optimizer() if _lead_optimizer is not None else None
-    for group in getattr(lead, "param_groups", ()):
-        for p in group.get("params", ()):
-            add(p)
+    for optimizer in list(_optimizers):
+        for group in getattr(optimizer, "param_groups", ()):
+            for p in group.get("params", ()):
+                add(p)
     flat = [n for pair in extents.items() for n in pair]
     _recorder.gpurr_framework_parameters((ctypes.c_uint64 * len(flat))(*flat), len(extents))
 

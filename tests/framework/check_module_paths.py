@@ -192,16 +192,32 @@ check(len(followed) == len(truth) and not wrong and by_place >= 6 and
 # launch given one (before any launch of the step was given its place's
 # weight, a word that points at no parameter the layer reported is no stale
 # one); it is learned anew, and no launch takes the first member's modules.
-truth = record("ensemble-full", "ensemble", GPURR_FULL_ATTRIBUTION="1")
-followed = record("ensemble", "ensemble")
-pairs = [((o.get("origin") or {}).get("step"), (o.get("origin") or {}).get("module") or "",
-          (t.get("origin") or {}).get("module") or "") for o, t in zip(followed, truth)]
+def named_pairs(name):
+    """Case `name` recorded observing every op and as by default: each
+    launch's (step, module named by default, module observed)."""
+    truth = record(f"{name}-full", name, GPURR_FULL_ATTRIBUTION="1")
+    followed = record(name, name)
+    check(len(followed) == len(truth), f"{name}: {len(followed)} vs {len(truth)} launches")
+    return [((o.get("origin") or {}).get("step"), (o.get("origin") or {}).get("module") or "",
+             (t.get("origin") or {}).get("module") or "") for o, t in zip(followed, truth)]
+
+
+pairs = named_pairs("ensemble")
 roots = collections.Counter(true.split(".")[0] for _, _, true in pairs)
 wrong = [p for p in pairs if p[1] and p[1] != p[2]]
 unnamed = sum(1 for _, got, true in pairs if true and not got)
-check(set(roots) >= {"Member", "Member#2"} and len(followed) == len(truth) and not wrong and unnamed <= 4,
-      f"ensemble: {len(followed)} vs {len(truth)} launches, roots {dict(roots)}, {len(wrong)} named another module "
-      f"(step, named, true): {wrong[:6]}; {unnamed} unnamed")
+check(set(roots) >= {"Member", "Member#2"} and not wrong and unnamed <= 4,
+      f"ensemble: roots {dict(roots)}, {len(wrong)} named another module (step, named, true): {wrong[:6]}; "
+      f"{unnamed} unnamed")
+# Heads on a frozen backbone: the second head's first step, before its
+# optimizer stepped, takes the first head's modules (the backbone gave the
+# step its template's weight, and the head's weights were not known); from
+# its optimizer's first step on, none does.
+pairs = named_pairs("probes")
+first = min((step for step, _, true in pairs if true.startswith("Head#2")), default=None)
+wrong = [p for p in pairs if p[1] and p[1] != p[2]]
+check(first is not None and all(step == first for step, _, _ in wrong),
+      f"probes: named another module after the second head's first step ({first}) (step, named, true): {wrong[:6]}")
 
 # A step that stops matching inside a module: the modules running then
 # name the ops they run from there on, as when every op is observed; only

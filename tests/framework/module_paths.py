@@ -221,6 +221,35 @@ def ensemble():
             print(f"member {k} step {step}: {loss.item():.6f}")
 
 
+def probes():
+    """Two heads built up front on one frozen backbone (linear probing,
+    k-fold heads), trained one after the other, each with its own
+    optimizer: the backbone's launch gives each step its template's weight,
+    so only the second head's optimizer, once it stepped, tells the layer
+    its weights. No launch after that may take the first head's modules."""
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.last = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, v):
+            return self.last(torch.relu(self.first(v)))
+
+    backbone = nn.Linear(8, 8).requires_grad_(False)
+    heads = [Head() for _ in range(2)]
+    for k, head in enumerate(heads):
+        opt = torch.optim.SGD(head.parameters(), lr=0.01)
+        for step in range(5):
+            with torch.no_grad():
+                features = backbone(x)
+            loss = head(features).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            print(f"head {k} step {step}: {loss.item():.6f}")
+
+
 def resumed():
     """A training loop whose step 3 (RESUMED_BRANCH_STEP) takes a branch inside a module (data
     dependent, as a detection model's or an evaluation's): it stops matching
@@ -313,6 +342,9 @@ if sys.argv[1:2] == ["dropping"]:
     sys.exit(0)
 if sys.argv[1:2] == ["ensemble"]:
     ensemble()
+    sys.exit(0)
+if sys.argv[1:2] == ["probes"]:
+    probes()
     sys.exit(0)
 if sys.argv[1:2] == ["resumed"]:
     resumed()
