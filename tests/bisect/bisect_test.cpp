@@ -661,7 +661,8 @@ TEST_CASE("bisect: an unseeded RNG is named at its launch") {
   CHECK(snapshotLaunches(s.out() / "run3.gpurr") == std::vector<uint64_t>{3});
   CHECK(rep["reproduced"] == true);
   CHECK_THAT(r.out, Catch::Contains("cause    RNG state") || Catch::Contains("cause    rng state"));
-  CHECK_THAT(r.out, Catch::Contains("  op       aten::native_dropout inside aten::dropout (forward) in net.drop, train.py:18, step 0"));
+  CHECK_THAT(r.out, Catch::Contains("  op       aten::native_dropout inside aten::dropout (forward) in net.drop, "
+                                    "train.py:18, step 0"));
   CHECK_THAT(r.out, Catch::Contains("matched by framework op: aten::native_dropout at train.py:18"));
 }
 

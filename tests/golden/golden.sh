@@ -96,7 +96,8 @@ b.gpurr" "$trace" | head -1)
     rc=0 && out=$("$gpurr" dump tests/diff/cases/corrupt_block/b.gpurr 2>&1) || rc=$?
     shown=$(grep -c '^#' <<< "$out")
     if [ "$rc" -ne 0 ] || [ "$shown" -ne 24 ] || ! grep -q '^#25 ' <<< "$out" ||
-       ! grep -qE "^gpurr dump: warning: .*block at offset 2656 is corrupt: .*: events #19 to #24 are not shown$" <<< "$out"
+       ! grep -qE "^gpurr dump: warning: .*block at offset 2656 is corrupt: .*: events #19 to #24 are not shown$" \
+         <<< "$out"
     then
       echo "FAIL: dump of a trace with a corrupt block (exit $rc, $shown events): $out"; exit 1
     fi

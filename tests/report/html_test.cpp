@@ -175,7 +175,8 @@ TEST_CASE("parameters and environment differences") {
   CHECK(has(rng, "philox seed/offset"));
   CHECK(has(rng, "philox generator cuda:0 seed 2718281828 offset 8"));
   CHECK(has(rng, "<h3>Algorithm and RNG annotations</h3>"));
-  CHECK(has(rng, ">aten::native_dropout inside aten::dropout (forward) in net.drop, train.py:16, step 0 (launch 3 of the step)</dd>"));
+  CHECK(has(rng, ">aten::native_dropout inside aten::dropout (forward) in net.drop, train.py:16, step 0 (launch 3 of "
+                 "the step)</dd>"));
   // Origins that differ between the runs: one line per run.
   const std::string adam = reportFor("scalar_parameters").html();
   requireSelfContained(adam);
