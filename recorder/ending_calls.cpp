@@ -17,6 +17,7 @@
 //   to run is there to be run (else the call fails as it would have, and
 //   the recording goes on); an exec that fails all the same says that the
 //   rest of the program is not recorded.
+#include <alloca.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -29,8 +30,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <string>
-#include <vector>
 
 #include "recorder/signal_flush.h"
 
@@ -66,9 +67,13 @@ bool runnable(const char* file, bool search) {
 }
 
 // The trace closed before an exec of `file` that can run it; the exec's
-// result, with a word where it failed all the same.
+// result, with a word where it failed all the same. Anywhere but in the
+// recorded process itself (a child forked or vforked to run another
+// program, where only async-signal-safe calls may come before the exec)
+// the exec is made at once.
 template <typename Exec>
 int execAfterClose(const char* file, bool search, Exec exec) {
+  if (!gpurr::recorder::closesAtExitCall()) return exec();
   const bool closing = runnable(file, search);
   if (closing) gpurr::recorder::beforeExitCall();
   const int result = exec();
@@ -82,71 +87,102 @@ int execAfterClose(const char* file, bool search, Exec exec) {
   return result;
 }
 
+// libc's exec functions, found as the library loads (before any fork: a
+// child must not look symbols up).
+struct Execs {
+  int (*execve)(const char*, char* const*, char* const*);
+  int (*execv)(const char*, char* const*);
+  int (*execvp)(const char*, char* const*);
+  int (*execvpe)(const char*, char* const*, char* const*);
+  int (*fexecve)(int, char* const*, char* const*);
+} real;
+
 template <typename Fn>
-Fn next(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+void find(Fn& fn, const char* name) {
+  fn = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
 }
 
-// The arguments of execl and its kind, up to the null pointer, as an argv;
-// `envp` takes what follows it where there is one (execle).
-std::vector<char*> argvOf(const char* arg, va_list args, char* const** envp = nullptr) {
-  std::vector<char*> argv{const_cast<char*>(arg)};
-  while (argv.back() != nullptr) argv.push_back(va_arg(args, char*));
+__attribute__((constructor)) void findExecs() {
+  find(real.execve, "execve");
+  find(real.execv, "execv");
+  find(real.execvp, "execvp");
+  find(real.execvpe, "execvpe");
+  find(real.fexecve, "fexecve");
+}
+
+// The number of execl's arguments after `arg`, up to its null pointer.
+size_t countArgs(va_list args) {
+  va_list copy;
+  va_copy(copy, args);
+  size_t n = 0;
+  while (va_arg(copy, char*) != nullptr) ++n;
+  va_end(copy);
+  return n;
+}
+
+// execl's arguments as an argv in `argv` (room for `n` + 2), then `envp`
+// where it takes what follows them (execle).
+void fillArgs(char** argv, const char* arg, size_t n, va_list args, char* const** envp = nullptr) {
+  argv[0] = const_cast<char*>(arg);
+  for (size_t i = 1; i <= n + 1; ++i) argv[i] = va_arg(args, char*);
   if (envp != nullptr) *envp = va_arg(args, char* const*);
-  return argv;
 }
 
 }  // namespace
 
 GPURR_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  static const auto real = next<int (*)(const char*, char* const*, char* const*)>("execve");
-  return execAfterClose(path, false, [&] { return real(path, argv, envp); });
+  return execAfterClose(path, false, [&] { return real.execve(path, argv, envp); });
 }
 
 GPURR_EXPORT int execv(const char* path, char* const argv[]) {
-  static const auto real = next<int (*)(const char*, char* const*)>("execv");
-  return execAfterClose(path, false, [&] { return real(path, argv); });
+  return execAfterClose(path, false, [&] { return real.execv(path, argv); });
 }
 
 GPURR_EXPORT int execvp(const char* file, char* const argv[]) {
-  static const auto real = next<int (*)(const char*, char* const*)>("execvp");
-  return execAfterClose(file, true, [&] { return real(file, argv); });
+  return execAfterClose(file, true, [&] { return real.execvp(file, argv); });
 }
 
 GPURR_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  static const auto real = next<int (*)(const char*, char* const*, char* const*)>("execvpe");
-  return execAfterClose(file, true, [&] { return real(file, argv, envp); });
+  return execAfterClose(file, true, [&] { return real.execvpe(file, argv, envp); });
 }
 
 GPURR_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  static const auto real = next<int (*)(int, char* const*, char* const*)>("fexecve");
-  const std::string self = "/proc/self/fd/" + std::to_string(fd);
-  return execAfterClose(self.c_str(), false, [&] { return real(fd, argv, envp); });
+  char self[32] = "/proc/self/fd/";
+  std::to_chars(self + 14, self + sizeof(self) - 1, fd);
+  return execAfterClose(self, false, [&] { return real.fexecve(fd, argv, envp); });
 }
 
+// execl and its kind build their argv on the stack, as glibc's do (no
+// allocation: a vforked child may call them).
 GPURR_EXPORT int execl(const char* path, const char* arg, ...) {
   va_list args;
   va_start(args, arg);
-  std::vector<char*> argv = argvOf(arg, args);
+  const size_t n = countArgs(args);
+  auto** argv = static_cast<char**>(alloca((n + 2) * sizeof(char*)));
+  fillArgs(argv, arg, n, args);
   va_end(args);
-  return execv(path, argv.data());
+  return execv(path, argv);
 }
 
 GPURR_EXPORT int execlp(const char* file, const char* arg, ...) {
   va_list args;
   va_start(args, arg);
-  std::vector<char*> argv = argvOf(arg, args);
+  const size_t n = countArgs(args);
+  auto** argv = static_cast<char**>(alloca((n + 2) * sizeof(char*)));
+  fillArgs(argv, arg, n, args);
   va_end(args);
-  return execvp(file, argv.data());
+  return execvp(file, argv);
 }
 
 GPURR_EXPORT int execle(const char* path, const char* arg, ...) {
   va_list args;
   va_start(args, arg);
+  const size_t n = countArgs(args);
+  auto** argv = static_cast<char**>(alloca((n + 2) * sizeof(char*)));
   char* const* envp = nullptr;
-  std::vector<char*> argv = argvOf(arg, args, &envp);
+  fillArgs(argv, arg, n, args, &envp);
   va_end(args);
-  return execve(path, argv.data(), envp);
+  return execve(path, argv, envp);
 }
 
 GPURR_EXPORT int kill(pid_t pid, int sig) noexcept {

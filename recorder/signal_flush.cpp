@@ -274,6 +274,8 @@ void beforeExitCall() {
   }
 }
 
+bool closesAtExitCall() { return gFinish.load() != nullptr && getpid() == gOwner; }
+
 bool closedByExitCall() { return gFinish.load() != nullptr && getpid() == gOwner && gTaken.load() == kExitCall; }
 
 void endIfSignalled() {

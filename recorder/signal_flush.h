@@ -63,6 +63,9 @@ bool flushOnEndingSignals(void (*flush)(), std::chrono::milliseconds wait, void 
 // it reaches waits kHeld at most); one taken before the exit ends the
 // program, as it would have.
 void beforeExitCall();
+// Whether beforeExitCall would close a trace here: this is the recorded
+// process, whose recording is under way (async-signal-safe).
+bool closesAtExitCall();
 // Whether beforeExitCall closed the trace of this process (an exec that
 // then failed: the rest of the program goes unrecorded).
 bool closedByExitCall();
