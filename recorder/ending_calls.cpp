@@ -110,22 +110,22 @@ __attribute__((constructor)) void findExecs() {
   find(real.fexecve, "fexecve");
 }
 
-// The number of execl's arguments after `arg`, up to its null pointer.
-size_t countArgs(va_list args) {
-  va_list copy;
-  va_copy(copy, args);
-  size_t n = 0;
-  while (va_arg(copy, char*) != nullptr) ++n;
-  va_end(copy);
-  return n;
-}
-
-// execl's arguments as an argv in `argv` (room for `n` + 2), then `envp`
-// where it takes what follows them (execle).
-void fillArgs(char** argv, const char* arg, size_t n, va_list args, char* const** envp = nullptr) {
+// execl's arguments after `arg` up to its null pointer as an argv, built
+// on the stack as glibc's execl does (no allocation: a vforked child may
+// call it), then `envp` where it takes what follows them (execle), given
+// to `exec`.
+template <typename Exec>
+int withArgv(const char* arg, va_list args, bool envp, Exec exec) {
+  va_list count;
+  va_copy(count, args);
+  size_t n = 1;
+  while (va_arg(count, char*) != nullptr) ++n;
+  va_end(count);
+  auto** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
   argv[0] = const_cast<char*>(arg);
-  for (size_t i = 1; i <= n + 1; ++i) argv[i] = va_arg(args, char*);
-  if (envp != nullptr) *envp = va_arg(args, char* const*);
+  for (size_t i = 1; i <= n; ++i) argv[i] = va_arg(args, char*);
+  char* const* env = envp ? va_arg(args, char* const*) : nullptr;
+  return exec(argv, env);
 }
 
 }  // namespace
@@ -152,37 +152,29 @@ GPURR_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
   return execAfterClose(self, false, [&] { return real.fexecve(fd, argv, envp); });
 }
 
-// execl and its kind build their argv on the stack, as glibc's do (no
-// allocation: a vforked child may call them).
 GPURR_EXPORT int execl(const char* path, const char* arg, ...) {
   va_list args;
   va_start(args, arg);
-  const size_t n = countArgs(args);
-  auto** argv = static_cast<char**>(alloca((n + 2) * sizeof(char*)));
-  fillArgs(argv, arg, n, args);
+  const int result = withArgv(arg, args, false, [&](char** argv, char* const*) { return execv(path, argv); });
   va_end(args);
-  return execv(path, argv);
+  return result;
 }
 
 GPURR_EXPORT int execlp(const char* file, const char* arg, ...) {
   va_list args;
   va_start(args, arg);
-  const size_t n = countArgs(args);
-  auto** argv = static_cast<char**>(alloca((n + 2) * sizeof(char*)));
-  fillArgs(argv, arg, n, args);
+  const int result = withArgv(arg, args, false, [&](char** argv, char* const*) { return execvp(file, argv); });
   va_end(args);
-  return execvp(file, argv);
+  return result;
 }
 
 GPURR_EXPORT int execle(const char* path, const char* arg, ...) {
   va_list args;
   va_start(args, arg);
-  const size_t n = countArgs(args);
-  auto** argv = static_cast<char**>(alloca((n + 2) * sizeof(char*)));
-  char* const* envp = nullptr;
-  fillArgs(argv, arg, n, args, &envp);
+  const int result =
+      withArgv(arg, args, true, [&](char** argv, char* const* envp) { return execve(path, argv, envp); });
   va_end(args);
-  return execve(path, argv, envp);
+  return result;
 }
 
 GPURR_EXPORT int kill(pid_t pid, int sig) noexcept {
