@@ -116,6 +116,7 @@ int dump(const DumpOptions& opts) {
       const std::vector<BlockInfo>& blocks = reader.blocks();
       const size_t bad = reader.blockOf(last && *last + 1 > at ? *last + 1 : at);
       if (bad + 1 >= blocks.size() || blocks[bad + 1].firstSeq >= to) {
+        if (!last) throw;  // nothing of the range could be read
         std::cout.flush();
         std::cerr << "gpurr dump: warning: " << e.what() << ": the events after it are not shown\n";
         break;
