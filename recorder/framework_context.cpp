@@ -656,7 +656,9 @@ const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params, std
     uint64_t found = 0;
     if (const Learned* l = entryNear(place, key, params, &found)) {
       learning.place = found + 1;
-      learning.weighed |= l->weight && learning.weights.fit(*l->weight, params) == Weights::Fit::kSame;
+      if (!learning.weighed && l->weight) {
+        learning.weighed = learning.weights.fit(*l->weight, params) == Weights::Fit::kSame;  // once a step
+      }
       if (l->counter >= 0) {
         // Given its weight: the nodes made by its op and before are the
         // template's when the counter stands where the template's did.
