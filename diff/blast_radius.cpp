@@ -239,11 +239,27 @@ IndependentDivergence independentPair(const Context& ctx, uint64_t ia, uint64_t 
   ind.a = info(ctx.a, ia, ea);
   ind.b = info(ctx.b, ib, eb);
   const bool sameIn = sameInputs(ctx, ea, eb), sameParams = sameParameters(ctx, ea, eb);
-  ind.reason = fmt::format("outputs differ; reads no data derived from an earlier divergence ({}{})",
-                           sameIn ? "inputs identical" : "inputs differ",
-                           sameParams ? ", parameters identical" : ", parameters differ");
+  // Its inputs are not derived from an earlier divergence: identical, or
+  // written where no recorded operation of the comparison diverged.
+  ind.reason = sameIn && sameParams ? "outputs differ from identical inputs and parameters"
+               : sameIn             ? "outputs differ; its parameters differ, its inputs are identical"
+                        : fmt::format("outputs differ; its inputs differ too, though no earlier divergent operation "
+                                      "wrote them; its parameters {}",
+                                      sameParams ? "are identical" : "differ too");
   return ind;
 }
+
+// What a report shows of an independent divergence but its step and event
+// numbers: a later one alike is counted with it (IndependentDivergence::more).
+std::string siteKey(const IndependentDivergence& i) {
+  const OpInfo& o = i.a.name.empty() ? i.b : i.a;
+  return fmt::format("{}\n{}\n{}\n{}\n{}", i.path, static_cast<int>(o.kind), o.name,
+                     o.origin ? describe(*o.origin, OriginStep::kNone) : std::string(), i.reason);
+}
+
+// Events read at most to tell whether a later independent divergence is
+// like a listed one; beyond it, later ones are only counted.
+constexpr size_t kMaxLikenessReads = 4096;
 
 }  // namespace
 
@@ -267,9 +283,9 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
     AlignmentAt at;
     Taint::Label label;
     uint64_t ops = 0, launches = 0;
-    std::optional<size_t> listed;
+    std::optional<size_t> listed, alike;  // alike: counted with that listed one
   };
-  std::vector<Root> roots{{first, labelOf(a, firstStretch, first.offset), 0, 0, {}}};
+  std::vector<Root> roots{{first, labelOf(a, firstStretch, first.offset), 0, 0, {}, {}}};
   struct Count {
     uint64_t ops = 0, launches = 0;
   };
@@ -295,13 +311,44 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
     };
     return same(a, f.aBegin, s.aBegin, f.aCount) && same(b, f.bBegin, s.bBegin, f.bCount);
   };
-  // An independent divergence at `at`: listed, made by `make`, among the first few.
-  auto addRoot = [&](AlignmentAt at, Taint::Label label, auto&& make) {
+  // The listed independent divergences' first operations' shape and site
+  // tag (so that a later one unlike them needs no event read), and siteKey.
+  struct Listed {
+    uint32_t shape;
+    uint64_t tag;
+    std::string key;
+  };
+  std::vector<Listed> listedSites;
+  size_t likenessReads = 0;
+  // An independent divergence at `at`, whose first operation is `op`: made
+  // by `make`, counted with a listed one it is like, or listed among the
+  // first few.
+  auto addRoot = [&](AlignmentAt at, Taint::Label label, const Op& op, auto&& make) {
     ++blast.independentCount;
-    Root& root = roots.emplace_back(Root{at, label, later.ops, later.launches, {}});
+    Root& root = roots.emplace_back(Root{at, label, later.ops, later.launches, {}, {}});
+    std::optional<IndependentDivergence> made;
+    for (size_t i = 0; i < listedSites.size(); ++i) {
+      if (listedSites[i].shape != op.shape || listedSites[i].tag != op.tag()) continue;
+      if (!made) {
+        if (likenessReads == kMaxLikenessReads) break;
+        ++likenessReads;
+        made = make();
+      }
+      if (siteKey(*made) != listedSites[i].key) continue;
+      IndependentDivergence& like = blast.independent[i];
+      const OpInfo& o = made->a.name.empty() ? made->b : made->a;
+      ++like.more;
+      const auto seq = [](const OpInfo& side) {
+        return side.name.empty() ? std::nullopt : std::optional<uint64_t>(side.seq);
+      };
+      like.last = {seq(made->a), seq(made->b), o.origin ? o.origin->step : -1};
+      root.alike = i;
+      return;
+    }
     if (blast.independent.size() < ctx.options.maxIndependent) {
       root.listed = blast.independent.size();
-      blast.independent.push_back(make());
+      blast.independent.push_back(made ? std::move(*made) : make());
+      listedSites.push_back({op.shape, op.tag(), siteKey(blast.independent.back())});
     }
   };
   for (size_t r = first.run; r < runs.size(); ++r) {
@@ -336,7 +383,7 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
       }
       if (!isFirst && !reads && !laterEnd) {
         blast.repeatsFirst += sameStretch(firstStretch, run);
-        addRoot({r, 0}, label,
+        addRoot({r, 0}, label, run.aCount > 0 ? a.ops[run.aBegin] : b.ops[run.bBegin],
                 [&] { return independentStretch(ctx, runs, r, group, listed ? &*listed : nullptr); });
       }
       if (listed) out.pathDivergences.push_back(std::move(*listed));
@@ -369,7 +416,7 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
           taint.writes(tailB, ib, *reads);
         } else {
           const Taint::Label label = labelOf(a, run, k);
-          addRoot({r, k}, label, [&] { return independentPair(ctx, ia, ib); });
+          addRoot({r, k}, label, oa, [&] { return independentPair(ctx, ia, ib); });
           taint.writes(tailA, ia, label);
           taint.writes(tailB, ib, label);
         }
@@ -401,7 +448,10 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
     for (const Root* r = &roots[1]; r < &root; ++r) {
       if (r->listed) blast.independent[*r->listed].reason += kBefore;
     }
+    // Listed, it leaves the list (those counted with it are then among the
+    // unlisted); counted with a listed one, it leaves that one's count.
     if (root.listed) blast.independent.erase(blast.independent.begin() + static_cast<ptrdiff_t>(*root.listed));
+    if (root.alike) --blast.independent[*root.alike].more;
     const AlignedRun& at = runs[first.run];
     IndependentDivergence demoted =
         at.match ? independentPair(ctx, at.aBegin + first.offset, at.bBegin + first.offset)

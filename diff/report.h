@@ -2,6 +2,7 @@
 // diff` command prints as text or JSON (docs/DIFF.md documents both).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -313,6 +314,17 @@ struct IndependentDivergence {
   bool path = false;
   OpInfo a, b;
   std::string reason;
+  // Later independent divergences like it, not listed on their own: the same
+  // operation from the same op, module and line, for the same reason (the
+  // optimizer's step over every parameter, a layer called in every step).
+  // `last`: the last of them, by event number on each side (none where that
+  // side has no operation there) and step (-1: none recorded).
+  struct Last {
+    std::optional<uint64_t> seqA, seqB;
+    int64_t step = -1;
+  };
+  uint64_t more = 0;
+  Last last;
 };
 
 struct BlastRadius {
@@ -326,6 +338,12 @@ struct BlastRadius {
   // first's (a layer one run added, in each later step).
   uint64_t repeatsFirst = 0;
   std::vector<IndependentDivergence> independent;  // the first few
+  // Those neither listed nor counted with a listed one.
+  uint64_t unlisted() const {
+    uint64_t alike = 0;
+    for (const IndependentDivergence& i : independent) alike += i.more;
+    return independentCount - std::min<uint64_t>(independentCount, independent.size() + alike);
+  }
 };
 
 // A collective one run's process issued, as the job's view across ranks

@@ -404,6 +404,10 @@ void printProcess(std::ostream& os, const Style& st, const ProcessDiff& p,
                                                  o.origin->step < 0 ? "" : fmt::format(", step {}", o.origin->step))
                                    : std::string(),
                           whereBoth(i), i.reason));
+      if (i.more > 0) row("", "  " + moreLikeItText(i));
+    }
+    if (const uint64_t unlisted = b.unlisted(); unlisted > 0) {
+      row("", fmt::format("and {} more at other places (not listed)", withCommas(unlisted)));
     }
   }
   if (p.pathDivergenceCount > (p.firstDivergence->path ? 1u : 0u)) {
@@ -429,7 +433,12 @@ Json processJson(const ProcessDiff& p) {
     independent.push_back({{"path", i.path},
                            {"a", i.a.name.empty() ? Json(nullptr) : opJson(i.a)},
                            {"b", i.b.name.empty() ? Json(nullptr) : opJson(i.b)},
-                           {"reason", i.reason}});
+                           {"reason", i.reason},
+                           {"more", i.more},
+                           {"last", i.more == 0 ? Json(nullptr)
+                                                : Json{{"a", i.last.seqA ? Json(*i.last.seqA) : Json(nullptr)},
+                                                       {"b", i.last.seqB ? Json(*i.last.seqB) : Json(nullptr)},
+                                                       {"step", i.last.step < 0 ? Json(nullptr) : Json(i.last.step)}}}});
   }
   Json paths = Json::array();
   for (const PathDivergence& d : p.pathDivergences) paths.push_back(pathJson(d));
@@ -451,7 +460,8 @@ Json processJson(const ProcessDiff& p) {
                                {"explainedByTaint", b.explainedOps},
                                {"independentCount", b.independentCount},
                                {"repeatsFirst", b.repeatsFirst},
-                               {"independent", independent}}},
+                               {"independent", independent},
+                               {"unlisted", b.unlisted()}}},
               {"pathDivergences", {{"count", p.pathDivergenceCount}, {"listed", paths}}}};
   if (p.undigestedA != 0 || p.undigestedB != 0) {
     j["operations"]["notHashed"] = {{"a", p.undigestedA}, {"b", p.undigestedB}};  // only their parameters compared

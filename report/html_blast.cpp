@@ -43,11 +43,12 @@ void renderBlast(Page& page, const Report& report) {
       const diff::OpInfo* ia = i.a.name.empty() ? nullptr : &i.a;
       const diff::OpInfo* ib = i.b.name.empty() ? nullptr : &i.b;
       const diff::OpInfo* op = ia ? ia : ib;
-      page.addf("<li><b>{}</b> <code>{}</code> <span class=\"muted\">({})</span>: {}</li>\n",
-                op ? e(opTitleNamed(*op)) : "?", op ? e(kernelShort(*op)) : "", e(whereBoth(i)), e(i.reason));
+      page.addf("<li><b>{}</b> <code>{}</code> <span class=\"muted\">({})</span>: {}{}</li>\n",
+                op ? e(opTitleNamed(*op)) : "?", op ? e(kernelShort(*op)) : "", e(whereBoth(i)), e(i.reason),
+                i.more > 0 ? "<br><span class=\"muted\">" + e(moreLikeItText(i)) + "</span>" : string());
     }
-    if (independent > b.independent.size()) {
-      page.addf("<li class=\"muted\">... {} more</li>\n", independent - b.independent.size());
+    if (const uint64_t unlisted = b.unlisted(); unlisted > 0) {
+      page.addf("<li class=\"muted\">... and {} more at other places</li>\n", withCommas(unlisted));
     }
     page.add("</ul>\n");
   }

@@ -68,10 +68,29 @@ std::string repeatsFirst(const BlastRadius& b) {
   return fmt::format("; {} the first's stretch again (as many operations, from the same places), later on", which);
 }
 
+namespace {
+
+std::string whereSeqs(std::optional<uint64_t> a, std::optional<uint64_t> b) {
+  if (!a) return fmt::format("run B #{}", b.value_or(0));
+  if (!b) return fmt::format("run A #{}", *a);
+  return fmt::format("run A #{}, run B #{}", *a, *b);
+}
+
+}  // namespace
+
+std::string moreLikeItText(const IndependentDivergence& i) {
+  const IndependentDivergence::Last& l = i.last;
+  const OpInfo& o = i.a.name.empty() ? i.b : i.a;
+  return fmt::format("and {} more like it (the same {} and reason), the last {}({})", withCommas(i.more),
+                     o.origin                     ? "op, line"
+                     : o.kind == OpKind::kLaunch ? "kernel"
+                                                 : "operation",
+                     l.step < 0 ? std::string() : fmt::format("in step {} ", l.step), whereSeqs(l.seqA, l.seqB));
+}
+
 std::string whereBoth(const IndependentDivergence& i) {
-  if (i.a.name.empty()) return fmt::format("run B #{}", i.b.seq);
-  if (i.b.name.empty()) return fmt::format("run A #{}", i.a.seq);
-  return fmt::format("run A #{}, run B #{}", i.a.seq, i.b.seq);
+  const auto seq = [](const OpInfo& o) { return o.name.empty() ? std::nullopt : std::optional<uint64_t>(o.seq); };
+  return whereSeqs(seq(i.a), seq(i.b));
 }
 
 std::string spansText(const RangeDifference& r, size_t shown) {

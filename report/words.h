@@ -47,6 +47,10 @@ inline constexpr const char* kUnobservedHint =
 // Where an independent divergence is: "run A #3, run B #4", or one run's
 // alone for an operation the other run has not there ("run B #4").
 std::string whereBoth(const diff::IndependentDivergence& i);
+// "and 124 more like it (the same op, line and reason), the last in step 3
+// (run A #90, run B #91)": those counted with a listed independent
+// divergence (IndependentDivergence::more).
+std::string moreLikeItText(const diff::IndependentDivergence& i);
 
 // What an identical verdict adds where operations were not hashed (their
 // outputs not compared): "", or ", but 40 of them were not hashed...".

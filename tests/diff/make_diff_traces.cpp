@@ -259,7 +259,7 @@ const Buffer kWeights{1, 4096}, kBatch{2, 4096}, kHidden{3, 4096}, kOut{4, 4096}
 //   25    index = index.to("cuda", non_blocking=True)
 //   27    optimizer.step()
 //   28    print(model.embed.weight.grad.sum().item())
-//   30    histogram = model.fc.weight.histc(100)
+//   30    histograms = [model.fc.weight.histc(100) for _ in range(3)]
 //
 // The backward of line 17's index_select zeroes the gradient and adds into
 // it with index_add_; a backward op carries its forward op's module and line.
@@ -755,11 +755,15 @@ void twoIndependent(const fs::path& dir) {
     const Step s;
     const auto out = second ? perturbed(s.out, {10, 11}) : s.out;
     standardStep(r, s, out, false);
-    // An unrelated histogram of the weights: its atomics differ too.
-    KernelLaunch h = r.kernel(kHist, {&kWorkspace, &kWeights}, {100, 0, 0, 0}, {64, 1, 1}, {256, 1, 1});
-    h.inputs = {r.digest(kWeights, s.weights)};
-    h.outputs = {r.digest(kWorkspace, second ? floatsOf(101, kWorkspace.size) : floatsOf(100, kWorkspace.size))};
-    r.add(h, origin::kHistc);
+    // Three unrelated histograms of the weights, from one line: their
+    // atomics differ too (one independent divergence listed, with two more
+    // like it).
+    for (uint64_t i = 0; i < 3; ++i) {
+      KernelLaunch h = r.kernel(kHist, {&kWorkspace, &kWeights}, {100, 0, 0, 0}, {64, 1, 1}, {256, 1, 1});
+      h.inputs = {r.digest(kWeights, s.weights)};
+      h.outputs = {r.digest(kWorkspace, floatsOf(100 + 2 * i + (second ? 1 : 0), kWorkspace.size))};
+      r.add(h, origin::kHistc);
+    }
     r.sync();
   });
 }

@@ -164,9 +164,10 @@ fs::path write(const fs::path& dir, const std::vector<Step>& steps, bool runB) {
 struct Runs {
   fs::path root = fs::temp_directory_path() / ("gpurr-renamed-buffer-" + std::to_string(getpid()));
   ~Runs() { fs::remove_all(root); }
-  diff::ProcessDiff diff(const std::vector<Step>& a, const std::vector<Step>& b) {
+  diff::ProcessDiff diff(const std::vector<Step>& a, const std::vector<Step>& b,
+                         const diff::DiffOptions& options = {}) {
     TraceReader ra(write(root / "a.gpurr", a, false)), rb(write(root / "b.gpurr", b, true));
-    return diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+    return diff::diffTraces(ra, rb, options, nullptr);
   }
 };
 
@@ -317,7 +318,7 @@ TEST_CASE("an operation moved before a buffer's first use renames that buffer al
     REQUIRE(d.blast.independentCount == 1);
     CHECK(d.blast.independent.at(0).a.index == launchIndex(b, perturbed));
     CHECK(d.blast.independent.at(0).reason ==
-          "outputs differ; reads no data derived from an earlier divergence (inputs identical, parameters identical)");
+          "outputs differ from identical inputs and parameters");
   }
 }
 
@@ -425,4 +426,41 @@ TEST_CASE("an extra launch of kernels repeated in groups after it pairs each gro
   CHECK(d.pathDivergenceCount == 1);
   CHECK(d.blast.independentCount == 0);
   CHECK(d.allocationsRenamed > 0);
+}
+
+// Later independent divergences of one kernel (no origin recorded) are
+// counted with the first listed of them; another kernel's is listed on its
+// own; beyond the list's length, they are counted as unlisted.
+TEST_CASE("independent divergences like a listed one are counted with it", "[diff]") {
+  Runs runs;
+  std::vector<Step> a;
+  for (int buffer = 0; buffer < 6; ++buffer) a.push_back(Alloc{buffer});
+  // Buffer 0 first (the first divergence), then four by kernel 1, one by kernel 2.
+  for (int buffer = 0; buffer < 6; ++buffer) a.push_back(Launch{buffer == 0 ? 0 : buffer < 5 ? 1 : 2, {}, buffer});
+  std::vector<Step> b = a;
+  for (Step& s : b) {
+    if (auto* l = std::get_if<Launch>(&s)) l->perturb = true;
+  }
+  const diff::ProcessDiff d = runs.diff(a, b);
+  REQUIRE(d.firstDivergence.has_value());
+  CHECK(d.firstDivergence->a.index == 0);
+  REQUIRE(d.blast.independentCount == 5);
+  REQUIRE(d.blast.independent.size() == 2);
+  const diff::IndependentDivergence& ones = d.blast.independent[0];
+  CHECK(ones.a.index == 1);
+  CHECK(ones.reason == "outputs differ from identical inputs and parameters");
+  CHECK(ones.more == 3);
+  CHECK(ones.last.seqA == std::optional<uint64_t>(10));  // the sixth allocation is event #5
+  CHECK(ones.last.seqB == std::optional<uint64_t>(10));
+  CHECK(ones.last.step == -1);
+  CHECK(d.blast.independent[1].a.index == 5);
+  CHECK(d.blast.independent[1].more == 0);
+  CHECK(d.blast.unlisted() == 0);
+
+  diff::DiffOptions one;
+  one.maxIndependent = 1;
+  const diff::ProcessDiff listedOne = runs.diff(a, b, one);
+  REQUIRE(listedOne.blast.independent.size() == 1);
+  CHECK(listedOne.blast.independent[0].more == 3);
+  CHECK(listedOne.blast.unlisted() == 1);
 }

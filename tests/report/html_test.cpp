@@ -191,7 +191,8 @@ TEST_CASE("parameters and environment differences") {
   CHECK(has(uninit, "<h3>Inputs that differ</h3>"));
   CHECK(has(uninit, "never written before this launch"));
   const std::string two = reportFor("two_independent").html();
-  CHECK(has(two, "<b>1 independent divergence</b> not explained by the first:"));
+  CHECK(has(two, "<b>3 independent divergences</b> not explained by the first:"));
+  CHECK(has(two, "and 2 more like it (the same op, line and reason), the last in step 0 (run A #19, run B #19)"));
   CHECK(has(two, "at::cuda::kernelHistogram1D&lt;float&gt;"));
   // The independent divergence is marked in the timeline, on both sides.
   size_t also = 0;
