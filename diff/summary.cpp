@@ -363,6 +363,13 @@ void hashRanges(Words& h, std::span<const ScanRange> ranges, AllocationIds& ids,
   h.add(ranges.size()).add(set);
 }
 
+// Ranges' sizes and digests, in any order.
+uint64_t digestSet(std::span<const ScanRange> ranges) {
+  uint64_t set = 0;
+  for (const ScanRange& r : ranges) set += hash::mum(r.range.size ^ 0xe7037ed1a0b428dbull, r.digest);
+  return set;
+}
+
 // The allocations of ranges an operation reads take their identities, as
 // hashRanges's do.
 void useRanges(std::span<const ScanRange> ranges, AllocationIds& ids, uint64_t user, uint32_t thread) {
@@ -538,13 +545,18 @@ class Summariser {
       // order of their first use.
       useRanges(e.inputs, run.ids, user, e.thread);
     }
-    hashRanges(out_, e.outputs, run.ids, user, kRangeOperand, e.thread);
-    // What a collective sends is its part of the other ranks' outputs: a
-    // rank that sends other data has diverged, also where nothing before
-    // was hashed (gloo's host tensors) or what it received has no digest
-    // (an asynchronous call).
     if (kind == OpKind::kCollective) {
+      // A collective's result is what it received, not where: an
+      // asynchronous call's has no digest yet (digest 0, in both runs), and
+      // a buffer that is another allocation in one run is no divergence.
+      useRanges(e.outputs, run.ids, user, e.thread);
+      out_.add(e.outputs.size()).add(digestSet(e.outputs));
+      // What it sends is its part of the other ranks' results: a rank that
+      // sends other data has diverged, also where nothing before was hashed
+      // (gloo's host tensors) or what it received has no digest.
       for (const ScanRange& r : e.inputs) out_.add(r.digest);
+    } else {
+      hashRanges(out_, e.outputs, run.ids, user, kRangeOperand, e.thread);
     }
     if (firstUse_ && kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) noteFirstReads(e);
     run.withOutputs += !e.outputs.empty();

@@ -46,6 +46,10 @@ _lead_optimizer = None
 _optimizers = weakref.WeakSet()  # every optimizer that stepped: their parameters are reported
 _optimizer_steps = 0  # optimizer steps seen, skipped ones included (_scaler_step)
 _challenger = None  # (weak reference to another optimizer, its steps since the lead's last one)
+# The other optimizers (ids) that stepped since the lead's last step, and
+# between its two steps before: a GAN's generator, after its discriminator.
+_others_since_lead = set()
+_others_before_lead = set()
 _step = 0
 _until_step = None  # gpurr record --until-step: stop the program after this step
 _stop_file = None  # gpurr record --stop-file: a file that may name the step to stop after
@@ -222,8 +226,20 @@ def _stop_due(module):
     step --until-step names, a call that trains (the module in training mode,
     gradients enabled: the next step's forward), not an evaluation, an EMA's
     or a metric's (torch.no_grad, inference_mode or eval mode) that the rest
-    of the step's iteration runs."""
-    return _until_step is not None and _step > _until_step and module.training and _grad_enabled()
+    of the step's iteration runs; nor, with several optimizers, a call
+    before every other one that stepped in the lead's previous interval has
+    stepped again (a GAN's generator, trained after its discriminator's step
+    counted the step); nor one the program makes on its way out (_exiting)."""
+    return (_until_step is not None and _step > _until_step and module.training and _grad_enabled() and
+            (_step > _until_step + 1 or _others_before_lead <= _others_since_lead) and not _exiting())
+
+
+def _exiting():
+    """Whether the program is ending on _stop's exception: the finally
+    blocks, context managers' exits and except clauses it runs on the way
+    (a final loss, a checkpoint through the model), or the interpreter's
+    exit. A program that caught it and went on is stopped again."""
+    return _ended_by_stop or isinstance(sys.exc_info()[1], _Stop)
 
 
 def _module_enter(module, args):
@@ -318,7 +334,7 @@ def _optimizer_stepped(optimizer, args, kwargs):
     # several (GANs, per-group optimizers) steps them all once per iteration.
     # Another that steps twice while the lead does not (a second phase's
     # optimizer, the first one still alive) leads from its second step on.
-    global _lead_optimizer, _challenger, _step, _optimizer_steps
+    global _lead_optimizer, _challenger, _step, _optimizer_steps, _others_since_lead, _others_before_lead
     _optimizer_steps += 1
     if not _enabled:
         return
@@ -336,11 +352,14 @@ def _optimizer_stepped(optimizer, args, kwargs):
         steps = steps + 1 if other is not None and other() is optimizer else 1
         _challenger = (weakref.ref(optimizer), steps)
         if steps < 2:
+            _others_since_lead.add(id(optimizer))
             return
         lead = None
     if lead is None:
         _lead_optimizer = weakref.ref(optimizer)
+        _others_since_lead = set()
     _challenger = None
+    _others_before_lead, _others_since_lead = _others_since_lead, set()
     _step += 1
     stack = getattr(_local, "modules", None)
     if stack and not _runs(stack[0][0]):
@@ -354,7 +373,7 @@ def _optimizer_stepped(optimizer, args, kwargs):
         _report_parameters()  # for the step it learns next: a head replaced, the optimizer's own
     if _stop_file is not None:
         _read_stop_file()
-    if _until_step is not None and _step > _until_step + 1:
+    if _until_step is not None and _step > _until_step + 1 and not _exiting():
         _stop()  # a program that calls no module after the step it was to stop at
 
 
@@ -433,8 +452,8 @@ def _observe(on):
 
 def _read_stop_file():
     """gpurr record --stop-file, at every step: once the file names a step,
-    the program stops after it, as with --until-step (at once, at the next
-    module call, when that step has passed). In a job of several ranks
+    the program stops after it, as with --until-step (after the step that
+    just ended, when the one it names has passed: the trace says which). In a job of several ranks
     only a file there at the first step counts (gpurr bisect's confirmation
     run): each rank reads the file when it ends a step, so with one written
     later a rank that ended the step named before it was written would run
@@ -454,7 +473,9 @@ def _read_stop_file():
         return  # not written yet
     _stop_file = None
     if _until_step is None or step < _until_step:
-        _until_step = step
+        # A step passed already: the one that just ended, so that the program
+        # stops at its next module call that trains, as after --until-step.
+        _until_step = max(step, _step - 1)
         if _following:
             _observe(False)  # not observing modules: the stop's check alone
 
@@ -582,7 +603,8 @@ def _stop():
     multiprocessing) and the recorder closes the trace, saying in its index
     after which step it stopped (with --quick-exit, without the
     interpreter's teardown: quick_exit). Raised in the thread that called,
-    and again at every later call if the program catches it."""
+    and again at a later call if the program catches it and goes on (not
+    in what it runs on its way out: _exiting)."""
     _recorder.gpurr_framework_stop_after_step(_step - 1)
     raise _Stop(0)
 
@@ -608,20 +630,44 @@ def quick_exit():
     (sitecustomize registers it first): when the program ended on _stop's
     exception, it ends the process now, with the same status 0, skipping the
     interpreter's teardown of every module (about a second after `import
-    torch`). What the program wrote is kept first: Python's buffered files
-    that are still open are flushed, then C's stdio, and the recorder closes
-    the trace as it would at the exit. Objects still alive get no __del__
-    call (Python does not promise one at exit either)."""
+    torch`). What the program wrote is kept first: Python's text files that
+    are still open are flushed, other writers that the teardown would close
+    (gzip, bz2 and lzma files, zip archives: their ends are written then)
+    are closed, buffered files are flushed, then C's stdio, and the
+    recorder closes the trace as it would at the exit. Other objects still
+    alive get no __del__ call (Python does not promise one at exit either)."""
     if not (_ended_by_stop and _recorder is not None):
         return
     import gc
     import io
 
-    for kind in (io.TextIOWrapper, (io.BufferedWriter, io.BufferedRandom)):  # text first: it flushes into its buffer
-        for f in [o for o in gc.get_objects() if issubclass(type(o), kind)]:  # never o.__class__
+    zipfile = sys.modules.get("zipfile")
+    archive = zipfile.ZipFile if zipfile is not None else ()
+    texts, others, buffered = [], [], []
+    for o in gc.get_objects():
+        kind = type(o)  # never o.__class__
+        if issubclass(kind, io.TextIOWrapper):
+            texts.append(o)
+        elif issubclass(kind, (io.BufferedWriter, io.BufferedRandom)):
+            buffered.append(o)
+        elif issubclass(kind, archive) or (issubclass(kind, io.IOBase) and
+                                           not issubclass(kind, (io.BufferedReader, io.FileIO))):
+            others.append(o)
+
+    def flush(f):
+        if not f.closed and f.writable():
+            f.flush()
+
+    def close(f):
+        if (f.fp is not None and f.mode != "r") if isinstance(f, archive) else (not f.closed and f.writable()):
+            f.close()
+
+    # Text first (it flushes into its buffer), then what wraps a file with
+    # an end of its own to write, then the buffers under them.
+    for files, act in ((texts, flush), (others, close), (buffered, flush)):
+        for f in files:
             try:
-                if not f.closed and f.writable():
-                    f.flush()
+                act(f)
             except Exception:  # noqa: BLE001  a broken pipe, a file closed underneath: as the teardown would
                 pass
     try:

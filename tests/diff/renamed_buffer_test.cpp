@@ -464,3 +464,57 @@ TEST_CASE("independent divergences like a listed one are counted with it", "[dif
   CHECK(listedOne.blast.independent[0].more == 3);
   CHECK(listedOne.blast.unlisted() == 1);
 }
+
+// An asynchronous collective (c10d's broadcast under DDP) records no digest
+// of what it received. In run B, a launch of its own (the first divergence)
+// wrote the buffer first, so that the buffer's identity, by its first use,
+// differs. Where the collective wrote is no later divergence. What it sent,
+// changed, still is one.
+TEST_CASE("a collective whose undigested result is in a renamed allocation does not diverge", "[diff]") {
+  const fs::path root = fs::temp_directory_path() / ("gpurr-renamed-collective-" + std::to_string(getpid()));
+  auto write = [&](const std::string& name, bool extra, uint64_t sent) {
+    const fs::path dir = root / name;
+    fs::remove_all(dir);
+    TraceWriter w(dir, Header{});
+    uint64_t seq = 0;
+    const Allocation other{1, 0x7f0000000000, kSize, AllocationKind::kDevice, 0, 0};
+    const Allocation buffer{2, 0x7f0000100000, kSize, AllocationKind::kDevice, 0, 0};
+    w.append(Event{seq++, seq, 0, other, std::nullopt});
+    w.append(Event{seq++, seq, 0, buffer, std::nullopt});
+    if (extra) {
+      KernelLaunch k;
+      k.function = "_Z4fillPfS_";
+      k.grid = {8, 1, 1};
+      k.block = {128, 1, 1};
+      appendPointerParam(k, buffer.address, buffer.ordinal, 0);
+      k.outputs = {{{buffer.address, kSize, buffer.ordinal, 0}, 0x5eed, {}, std::nullopt}};
+      w.append(Event{seq++, seq, 0, k, std::nullopt});
+    }
+    Collective c;
+    c.source = CollectiveSource::kFramework;
+    c.call = "broadcast_";
+    c.op = CollectiveOp::kBroadcast;
+    c.communicator = 0xd81181be0a8b1004;
+    c.rank = 1;
+    c.size = 2;
+    c.dataType = "int32";
+    c.count = 29;
+    c.peer = 0;
+    c.inputs = {{{buffer.address, 116, buffer.ordinal, 0}, sent, {}, std::nullopt}};
+    c.outputs = {{{buffer.address, 116, buffer.ordinal, 0}, 0, {}, std::nullopt}};
+    w.append(Event{seq++, seq, 0, c, std::nullopt});
+    w.close();
+    return dir;
+  };
+  const fs::path a = write("a.gpurr", false, 7), b = write("b.gpurr", true, 7), sentOther = write("c.gpurr", false, 8);
+  TraceReader ra(a), rb(b), rc(sentOther);
+  const diff::ProcessDiff moved = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
+  REQUIRE(moved.firstDivergence.has_value());
+  CHECK(moved.firstDivergence->b.name == "_Z4fillPfS_");
+  CHECK(moved.blast.divergentOps == 0);
+  CHECK(moved.blast.independentCount == 0);
+  const diff::ProcessDiff other = diff::diffTraces(ra, rc, diff::DiffOptions{}, nullptr);
+  REQUIRE(other.firstDivergence.has_value());
+  CHECK(other.firstDivergence->a.kind == diff::OpKind::kCollective);
+  fs::remove_all(root);
+}

@@ -5,6 +5,7 @@ complete and the exit status is 0; a program that ends otherwise (its own
 sys.exit in a `finally`, or never stopped) ends as usual, status and
 teardown included."""
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -27,9 +28,14 @@ def check(condition, what):
         print("FAIL:", what)
 
 
+gz_log = ""  # the last run's log.gz, as run() read it
+
+
 def run(name, *options, **extra):
     """Records quick_exit.py in work/NAME; returns the result, the trace's
-    `gpurr info --json` and which of the program's markers exist."""
+    `gpurr info --json`, which of the program's markers exist and its
+    log.txt (its log.gz in gz_log)."""
+    global gz_log
     work = os.path.join(args.work, name)
     os.makedirs(work)
     env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher, **extra)
@@ -41,6 +47,11 @@ def run(name, *options, **extra):
     marks = {m for m in ("atexit", "teardown") if os.path.exists(os.path.join(work, m))}
     with open(os.path.join(work, "log.txt")) as f:
         log = f.read()
+    try:
+        with gzip.open(os.path.join(work, "log.gz"), "rt") as f:
+            gz_log = f.read()
+    except (OSError, EOFError) as e:
+        gz_log = f"unreadable ({e})"
     return r, info, marks, log
 
 
@@ -49,6 +60,7 @@ r, info, marks, log = run("quick", "--until-step", "1", "--quick-exit")
 check(r.returncode == 0, f"stopped, quick exit: status 0 (got {r.returncode}): {r.stderr[-800:]}")
 check(r.stdout == two_steps, f"stopped, quick exit: Python's and C's output kept: {r.stdout!r}")
 check(log.count("\n") == 2 and log.startswith("step 0 loss"), f"stopped, quick exit: the open file flushed: {log!r}")
+check(gz_log == "step 0\nstep 1\n", f"stopped, quick exit: the open gzip file closed whole: {gz_log!r}")
 check(marks == {"atexit"}, f"stopped, quick exit: atexit handlers ran, the teardown did not: {sorted(marks)}")
 check(info.get("complete") and info.get("stoppedAfterStep") == 1,
       f"stopped, quick exit: the trace is complete and stopped after step 1: {info}")
@@ -60,6 +72,29 @@ r, info, marks, log = run("evaluated", "--until-step", "1", "--quick-exit", QUIC
 check(r.returncode == 0 and r.stdout == two_steps and info.get("stoppedAfterStep") == 1 and
       [line.split()[0] + line.split()[1] for line in log.splitlines()] == ["step0", "eval0", "step1", "eval1"],
       f"stopped after step 1: its evaluation ran: {r.returncode} {r.stdout!r} {log!r} {info.get('stoppedAfterStep')}")
+
+# What the program does on its way out calls the model in training mode (a
+# final loss in its `finally`): it is not stopped again there.
+r, info, marks, log = run("final", "--until-step", "1", "--quick-exit", QUICK_EXIT_FINAL="1")
+check(r.returncode == 0 and r.stdout == two_steps and "\nfinal " in log and marks == {"atexit"},
+      f"stopped after step 1: the finally block's model call ran: {r.returncode} {r.stdout!r} {log!r} {marks}")
+
+# Two optimizers (a GAN's): steps are the first's, and the second's step of
+# the last iteration runs before the stop.
+r, info, marks, log = run("two-optimizers", "--until-step", "1", "--quick-exit", QUICK_EXIT_GAN="1")
+check(r.returncode == 0 and r.stdout == two_steps and log.count("\n") == 2 and info.get("stoppedAfterStep") == 1,
+      f"two optimizers, stopped after step 1: its iteration ended: {r.returncode} {r.stdout!r} {log!r} "
+      f"{info.get('stoppedAfterStep')}")
+
+# A stop file naming a step passed already (written after step 2, read at
+# step 3's optimizer step): the program stops after step 3, whose iteration
+# ends.
+stop_file = os.path.join(args.work, "stop")
+r, info, marks, log = run("stop-file-passed", "--stop-file", stop_file, "--quick-exit", QUICK_EXIT_STOP_FILE=stop_file)
+check(r.returncode == 0 and r.stdout == "step 0\nstep 1\nstep 2\nstep 3\nfrom C stdio" and
+      info.get("stoppedAfterStep") == 3,
+      f"a stop file naming a step passed: stopped after the step that read it, whole: {r.returncode} {r.stdout!r} "
+      f"{info.get('stoppedAfterStep')}")
 
 r, info, marks, log = run("usual", "--until-step", "1")
 check(r.returncode == 0 and r.stdout == two_steps, f"stopped: {r.returncode} {r.stdout!r}")

@@ -9,8 +9,14 @@
 # step N, which Python does not handle (the process waits for its end).
 # QUICK_EXIT_EVAL=1: after each step, an evaluation (the model in eval mode,
 # under torch.no_grad()) that logs `eval N`, as trainers validate.
+# It also logs into a gzip file never closed (log.gz). QUICK_EXIT_FINAL=1:
+# the `finally` logs a final loss, a training-mode call of the model.
+# QUICK_EXIT_GAN=1: a second optimizer steps a second model after the
+# first's step, before the step's log line. QUICK_EXIT_STOP_FILE=PATH:
+# after step 2, the program writes 0 into PATH (a step passed already).
 import atexit
 import ctypes
+import gzip
 import os
 import signal
 import sys
@@ -27,6 +33,7 @@ if os.environ.get("GPURR_TEST_LAUNCHER"):
 
 work = sys.argv[1]
 log = open(os.path.join(work, "log.txt"), "w")
+gz = gzip.open(os.path.join(work, "log.gz"), "wt")
 
 
 def mark(name):
@@ -52,6 +59,8 @@ atexit.register(mark, "atexit")
 torch.manual_seed(0)
 model = nn.Linear(4, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
+second = nn.Linear(4, 1)
+opt2 = torch.optim.SGD(second.parameters(), lr=0.1)
 x = torch.randn(8, 4)
 try:
     for step in range(5):
@@ -59,13 +68,21 @@ try:
         loss = model(x).square().mean()
         loss.backward()
         opt.step()
+        if os.environ.get("QUICK_EXIT_GAN"):
+            opt2.zero_grad()
+            second(x).square().mean().backward()
+            opt2.step()
         log.write(f"step {step} loss {loss.item():.6f}\n")
+        gz.write(f"step {step}\n")
         if os.environ.get("QUICK_EXIT_EVAL"):
             model.eval()
             with torch.no_grad():
                 log.write(f"eval {step} {model(x).square().mean().item():.6f}\n")
             model.train()
         print(f"step {step}")
+        if os.environ.get("QUICK_EXIT_STOP_FILE") and step == 2:
+            with open(os.environ["QUICK_EXIT_STOP_FILE"], "w") as f:
+                f.write("0\n")
         if os.environ.get("QUICK_EXIT_INTERRUPT") == str(step):
             raise KeyboardInterrupt
         if os.environ.get("QUICK_EXIT_TERM") == str(step):
@@ -73,6 +90,8 @@ try:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(30)
 finally:
+    if os.environ.get("QUICK_EXIT_FINAL"):
+        log.write(f"final {model(x).square().mean().item():.6f}\n")
     libc = ctypes.CDLL(None)
     libc.printf(b"from C stdio")  # no newline: kept in C's buffer when stdout is a pipe
     if os.environ.get("QUICK_EXIT_FINALLY"):
