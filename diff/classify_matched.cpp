@@ -411,6 +411,19 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
     d.evidence.push_back({EvidenceKind::kHostComputedValue});
     return;
   }
+  // Inputs a collective received asynchronously, and nothing else unknown:
+  // data from the other ranks, which no digest showed before (DDP's gradient
+  // buckets over gloo); this rank is a receiver, as at the collective.
+  if (d.inputsUncompared > 0 && d.inputsUncompared == d.inputsReceived) {
+    d.cause = Cause::kCollective;
+    d.mechanism = d.cause;
+    d.summary = "collective: what it reads arrived through a collective that received it asynchronously (no digest), "
+                "to which this rank sent identical data: another rank diverged first, or the collective's reduction "
+                "is not deterministic";
+    const auto received = std::ranges::find(d.evidence, EvidenceKind::kReceivedAsynchronously, &Evidence::kind);
+    d.evidence.push_back({EvidenceKind::kCollectiveReceived, {1, ctx.options.partOfJob}, {received->texts.at(0)}});
+    return;
+  }
   // Inputs nothing vouches for: no claim about the kernel can rest on them.
   if (d.inputsUncompared > 0) {
     d.cause = Cause::kUnknown;

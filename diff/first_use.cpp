@@ -10,33 +10,44 @@
 namespace gpurr::diff {
 using namespace gpurr::trace;
 
-IntervalLabels WritesBefore::scan() const {
-  IntervalLabels out;
-  if (ordinals_.empty()) return out;
+void WritesBefore::scan() {
+  IntervalLabels& out = labels_.emplace();
+  if (ordinals_.empty()) return;
   auto want = [&](uint32_t o) { return std::binary_search(ordinals_.begin(), ordinals_.end(), o); };
   scanEvents(*run_.reader, [&](const ScanEvent& e) {
     if (e.seq >= seq_) return false;
     if (e.kind == EventKind::kAllocation) {
-      if (want(e.ordinal)) out.assign(e.ordinal, 0, UINT64_MAX, -1);  // a new allocation starts unwritten
+      if (want(e.ordinal)) {  // a new allocation starts unwritten
+        out.assign(e.ordinal, 0, UINT64_MAX, -1);
+        received_.assign(e.ordinal, 0, UINT64_MAX, -1);
+      }
       return true;
     }
     if (!isOperation(e) || (e.kind == EventKind::kMemcpy && e.memcpyKind == MemcpyKind::kDeviceToHost)) return true;
     if (e.kind == EventKind::kLaunch && !e.hashed) {
       for (const PointerParam& p : e.pointers) {
-        if (want(p.allocation)) out.assign(p.allocation, p.offset, UINT64_MAX, 0);
+        if (!want(p.allocation)) continue;
+        out.assign(p.allocation, p.offset, UINT64_MAX, 0);
+        received_.assign(p.allocation, p.offset, UINT64_MAX, -1);
       }
     } else if (e.kind == EventKind::kGraphLaunch && e.outputs.empty()) {
-      for (uint32_t o : ordinals_) out.assign(o, 0, UINT64_MAX, 0);
+      for (uint32_t o : ordinals_) {
+        out.assign(o, 0, UINT64_MAX, 0);
+        received_.assign(o, 0, UINT64_MAX, -1);
+      }
     } else {
       for (const ScanRange& r : e.outputs) {
         if (r.range.allocation != 0 && want(r.range.allocation)) {
-          out.assign(r.range.allocation, r.range.offset, r.range.offset + r.range.size, r.digest != 0);
+          const uint64_t end = r.range.offset + r.range.size;
+          out.assign(r.range.allocation, r.range.offset, end, r.digest != 0);
+          const bool received = e.kind == EventKind::kCollective && r.digest == 0;
+          received_.assign(r.range.allocation, r.range.offset, end,
+                           received ? static_cast<IntervalLabels::Label>(e.seq) : -1);
         }
       }
     }
     return true;
   }, 0, run_.decoders);
-  return out;
 }
 
 // Counts the bytes of each difference's spans that no recorded operation of
@@ -157,8 +168,11 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
   // (the runs' memory differed there, nothing had written it, though that
   // launch's outputs did not show it), or whose last write before the launch
   // left no digest in either run (a hash that failed on the GPU, a graph
-  // launch not hashed): nothing vouches for it.
-  size_t readApart = 0, undigested = 0;
+  // launch not hashed): nothing vouches for it. Where a collective that
+// received asynchronously wrote it last in both runs, it is data from the
+// other ranks that no digest showed before.
+  size_t readApart = 0, undigested = 0, received = 0;
+  std::pair<uint64_t, uint64_t> receivedBy;  // the first such range's collective, in each run
   if (firstUseA && firstUseB) {
     const std::vector<DeviceRange> trustedA = unhashedRanges(va), trustedB = unhashedRanges(vb);
     for (size_t i = 0; i < trustedA.size(); ++i) {
@@ -172,14 +186,27 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
         ++readApart;
         d.evidence.push_back({EvidenceKind::kReadApart, {fa->seq, fb->seq, ra.allocation, ra.address, ra.offset}});
       } else if (historyA.undigested(ra) || historyB.undigested(*rb)) {
-        ++undigested;
+        const std::optional<uint64_t> byA = historyA.receivedBy(ra), byB = historyB.receivedBy(*rb);
+        if (byA && byB) {
+          if (received++ == 0) receivedBy = {*byA, *byB};
+        } else {
+          ++undigested;
+        }
       }
     }
     if (undigested > 0) {
       d.evidence.push_back({EvidenceKind::kUndigestedWrites, {undigested}});
     }
+    if (received > 0) {
+      const Event e = eventAt(*ctx.a.reader, receivedBy.first);
+      const auto* c = std::get_if<Collective>(&e.payload);
+      d.evidence.push_back({EvidenceKind::kReceivedAsynchronously,
+                            {received, receivedBy.first, receivedBy.second},
+                            {c != nullptr ? describe(*c) : std::string("a collective")}});
+    }
   }
-  d.inputsUncompared = oneSided + readApart + undigested;
+  d.inputsReceived = received;
+  d.inputsUncompared = oneSided + readApart + undigested + received;
   const size_t touched = va.outputs.size() + va.reads;
   d.inputsVouched = touched > a.size() + d.inputsUncompared ? touched - a.size() - d.inputsUncompared : 0;
 }

@@ -18,7 +18,8 @@ namespace gpurr::diff {
 // allocations that operation touches. Unlabelled: never written since
 // allocated; 0: written without a digest (writesUndigested: a launch not
 // hashed counts as writing from each pointer to the end of its allocation, a
-// graph launch without outputs as writing everything); 1: written with one.
+// graph launch without outputs as writing everything; a collective that
+// received asynchronously); 1: written with one.
 // The run is scanned from its start, once, on first need: only for the first
 // divergence.
 class WritesBefore {
@@ -47,18 +48,32 @@ class WritesBefore {
     return labels().minLabel(r.allocation, r.offset, r.offset + r.size) == 0;
   }
 
+  // The last collective that wrote bytes of `r` last, receiving them
+  // asynchronously (its event), if any did.
+  std::optional<uint64_t> receivedBy(const DeviceRange& r) {
+    if (!undigested(r)) return std::nullopt;
+    std::optional<uint64_t> by;
+    received_.forEach(r.allocation, r.offset, r.offset + r.size, [&](IntervalLabels::Label seq) {
+      by = std::max<uint64_t>(by.value_or(0), static_cast<uint64_t>(seq));
+    });
+    return by;
+  }
+
  private:
   const IntervalLabels& labels() {
-    if (!labels_) labels_ = scan();
+    if (!labels_) scan();
     return *labels_;
   }
 
-  IntervalLabels scan() const;
+  // Fills labels_ and received_ (the bytes collectives last wrote without a
+  // digest, labelled with their events).
+  void scan();
 
   const Run& run_;
   uint64_t seq_;
   std::vector<uint32_t> ordinals_;
   std::optional<IntervalLabels> labels_;
+  IntervalLabels received_;
 };
 
 // Counts the bytes of each difference's spans that no recorded operation of

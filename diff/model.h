@@ -383,7 +383,8 @@ struct Run {
   std::vector<FirstRead> firstReads;
   // The first operation of a first-use trace that wrote device bytes without
   // their digest (a launch or graph launch whose hash failed or was not
-  // taken, a copy or set with digest 0); UINT64_MAX when none did.
+  // taken, a copy or set with digest 0, a collective that received into
+  // them asynchronously); UINT64_MAX when none did.
   uint64_t firstUndigested = UINT64_MAX;
   // Operations that wrote device bytes without their digest (a launch not
   // hashed, --kernels or --launches leaving it out): their outputs are not

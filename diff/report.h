@@ -211,6 +211,7 @@ enum class EvidenceKind : uint8_t {
   kOneSidedHashes,           // ranges
   kReadApart,                // event in run A, event in run B, allocation, address, offset
   kUndigestedWrites,         // ranges
+  kReceivedAsynchronously,   // ranges, event in run A, event in run B; the collective
   // RNG state.
   kRngStates,                // whether run A has one, its seed, offset, then run B's; A's source, generator,
                              // B's source, generator
@@ -297,6 +298,9 @@ struct FirstDivergence {
   // in both runs: a hash in one run only, or an earlier write without a
   // digest. The inputs are then not known to be identical.
   size_t inputsUncompared = 0;
+  // Of those, ranges a collective last wrote, received asynchronously (no
+  // digest): data from the other ranks, first seen here.
+  size_t inputsReceived = 0;
   bool paramsIdentical = true;
   std::vector<RangeDifference> inputs, outputs;  // differing ones only
   size_t outputCount = 0;

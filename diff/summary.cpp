@@ -9,6 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <exception>
 #include <functional>
 #include <map>
@@ -344,6 +345,15 @@ bool writesUndigested(const ScanEvent& e, bool hashed) {
   }
 }
 
+// Whether collective `e` received into device bytes without their digest:
+// an asynchronous call, complete only at its wait(). It is compared by what
+// it sent (and is no operation left out of the comparison: Run::undigested),
+// but what it wrote vouches for nothing.
+bool receivesUndigested(const ScanEvent& e) {
+  return e.kind == EventKind::kCollective &&
+         std::ranges::any_of(e.outputs, [](const ScanRange& r) { return r.range.allocation != 0 && r.digest == 0; });
+}
+
 // The operand a range of an operation's lists is, to an allocation it is the
 // first use of (a pointer's is its byte offset, a copy's its side).
 constexpr uint64_t kRangeOperand = UINT64_MAX;
@@ -560,9 +570,10 @@ class Summariser {
     }
     if (firstUse_ && kind == OpKind::kLaunch && !e.reads.empty() && !e.inputs.empty()) noteFirstReads(e);
     run.withOutputs += !e.outputs.empty();
-    if (writesUndigested(e, hashed)) {
-      ++run.undigested;
-      if (firstUse_ && run.firstUndigested == UINT64_MAX) run.firstUndigested = e.seq;
+    const bool undigested = writesUndigested(e, hashed);
+    run.undigested += undigested;
+    if ((undigested || receivesUndigested(e)) && firstUse_ && run.firstUndigested == UINT64_MAX) {
+      run.firstUndigested = e.seq;
     }
     // Filled in where it is kept: a copy from the stack would read back
     // narrow stores with wide loads.

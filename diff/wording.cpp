@@ -137,6 +137,11 @@ std::string sentence(const Evidence& e) {
       return fmt::format("{} last written before the launch without a digest (a hash that failed, or an operation not "
                          "hashed): nothing vouches for {}",
                          n[0] == 1 ? "1 range was" : fmt::format("{} ranges were", n[0]), n[0] == 1 ? "it" : "them");
+    case EvidenceKind::kReceivedAsynchronously:
+      return fmt::format("{} last written by {} (run A #{}, run B #{}), which received {} asynchronously: no digest "
+                         "shows what it received, and this launch is the first to read it",
+                         n[0] == 1 ? "1 range was" : fmt::format("{} ranges were", n[0]), t[0], n[1], n[2],
+                         n[0] == 1 ? "it" : "them");
     case EvidenceKind::kRngStates: {
       auto side = [&](size_t v, size_t s) {
         return n[v] != 0 ? fmt::format("{} {} seed={} offset={}", t[s], t[s + 1], n[v + 1], n[v + 2])

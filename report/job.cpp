@@ -160,8 +160,13 @@ void findMismatches(const RunComparison& c, bool runB, const std::map<uint64_t, 
 }
 
 // A rank whose first divergence is a collective to which it sent identical
-// data: it received the divergence.
-bool received(const FirstDivergence& d) { return !d.path && d.cause == Cause::kCollective && d.inputsIdentical; }
+// data: it received the divergence. (One whose first divergence is a launch
+// that reads what such a collective received asynchronously, cause
+// collective too, is a receiver only if the job finds who sent it other
+// data: unhashedCarrier.)
+bool received(const FirstDivergence& d) {
+  return !d.path && d.a.kind == diff::OpKind::kCollective && d.cause == Cause::kCollective && d.inputsIdentical;
+}
 
 // Whether what a rank sent to a collective is known: every input hashed
 // (none at all for a rank that sends nothing, as a broadcast's receivers).
@@ -376,11 +381,20 @@ std::vector<size_t> earliestOrigins(const JobView& job, const CollectiveOrder& o
   return out;
 }
 
-std::string where(const FirstDivergence& d) {
-  const diff::OpInfo& o = firstShown(d);
-  std::string s = fmt::format("{}#{} {}", shownSide(d), o.seq, o.name);
+std::string opText(const diff::OpInfo& o) {
+  std::string s = fmt::format("#{} {}", o.seq, o.name);
   if (o.origin) s += fmt::format(" {{op {}}}", describe(*o.origin, diff::originStep(o)));
   return s;
+}
+
+// Where a rank's first divergence is: its operation, or where the runs took
+// other paths, each run's first there (a rank that issued another
+// collective than in run A: both calls).
+std::string where(const FirstDivergence& d) {
+  if (d.path && d.stretch && !d.stretch->reordered && !d.stretch->aOps.empty() && !d.stretch->bOps.empty()) {
+    return fmt::format("run A {}, run B {}", opText(d.a), opText(d.b));
+  }
+  return shownSide(d) + opText(firstShown(d));
 }
 
 // A collective as the job sees it, without one rank's place in it.

@@ -789,32 +789,37 @@ void processes(const fs::path& dir) {
 // other data to the GPU (the origin), so the all-reduce gives rank 0 another
 // sum (a receiver); and rank 1 then issues its second all-reduce with half
 // the count (a collective mismatch). The communicator has another id in run
-// B, as NCCL's unique ids differ from run to run.
-void collectives(const fs::path& dir) {
+// B, as NCCL's unique ids differ from run to run. With `otherCall`, nothing
+// differs but rank 1's first collective in run B: a broadcast (train.py:29)
+// where run A all-reduces (a collective mismatch that is rank 1's first
+// divergence, a path each run took its own way).
+void collectives(const fs::path& dir, bool otherCall = false) {
   const Buffer grad{1, 4096}, sum{2, 4096}, weights{3, 4096};
   uint64_t comm = 0x5eed0c0111ec71f5ULL;
   auto at = [](const char* op, uint32_t line) {
     return Origin{op, {op}, Phase::kForward, "", "", "train.py", line, 0, 0, InPlace::kUnknown};
   };
-  auto allReduce = [&](Run& r, int rank, uint64_t count, uint64_t sequence, RangeDigest in, RangeDigest out) {
+  auto allReduce = [&](Run& r, int rank, uint64_t count, uint64_t sequence, RangeDigest in, RangeDigest out,
+                       bool broadcast = false) {
     Collective c;
-    c.call = "ncclAllReduce";
-    c.op = CollectiveOp::kAllReduce;
+    c.call = broadcast ? "ncclBroadcast" : "ncclAllReduce";
+    c.op = broadcast ? CollectiveOp::kBroadcast : CollectiveOp::kAllReduce;
     c.communicator = comm;
     c.rank = rank;
     c.size = 2;
     c.dataType = "float32";
     c.count = count;
-    c.reduceOp = "sum";
+    c.reduceOp = broadcast ? "" : "sum";
+    c.peer = broadcast ? 0 : -1;
     c.stream = r.stream();
     c.sequence = sequence;
     c.inputs = {std::move(in)};
     c.outputs = {std::move(out)};
-    r.add(c, at("c10d::allreduce_", 30));
+    r.add(c, broadcast ? at("c10d::broadcast_", 29) : at("c10d::allreduce_", 30));
   };
   for (bool second : {false, true}) {
     if (second) comm = 0x0b0b1d5ec0dd1e55ULL;
-    auto gradOf = [&](int rank) { return floatsOf(second && rank == 1 ? 99 : 10 + rank, grad.size); };
+    auto gradOf = [&](int rank) { return floatsOf(second && rank == 1 && !otherCall ? 99 : 10 + rank, grad.size); };
     const auto total = floatsOf(gpurr::hash::hashBuffer(gradOf(0)) ^ gpurr::hash::hashBuffer(gradOf(1)), sum.size);
     for (int rank : {0, 1}) {
       Header h = header(second);
@@ -825,12 +830,12 @@ void collectives(const fs::path& dir) {
       Run r(d, h, second);
       for (const Buffer* b : {&grad, &sum, &weights}) r.alloc(*b);
       r.copyIn(grad, gradOf(rank), at("aten::copy_", 28));
-      allReduce(r, rank, 1024, 0, r.digest(grad, gradOf(rank)), r.digest(sum, total));
+      allReduce(r, rank, 1024, 0, r.digest(grad, gradOf(rank)), r.digest(sum, total), otherCall && second && rank == 1);
       KernelLaunch k = r.kernel("sgd_update_kernel", {&weights, &sum}, {1024}, {4, 1, 1}, {256, 1, 1});
       k.inputs = {r.digest(weights, floatsOf(7, weights.size)), r.digest(sum, total)};
       k.outputs = {r.digest(weights, floatsOf(gpurr::hash::hashBuffer(total), weights.size))};
       r.add(k, at("aten::add_", 31));
-      const uint64_t count = second && rank == 1 ? 512 : 1024;
+      const uint64_t count = second && rank == 1 && !otherCall ? 512 : 1024;
       allReduce(r, rank, count, 1, r.digest(weights, floatsOf(gpurr::hash::hashBuffer(total), weights.size)),
                 r.digest(sum, floatsOf(gpurr::hash::hashBuffer(total) + 1, sum.size)));
       r.sync();
@@ -929,6 +934,7 @@ int main(int argc, char** argv) {
     twoIndependent(out / "two_independent");
     processes(out / "processes");
     collectives(out / "collectives");
+    collectives(out / "collective_other_call", true);
     truncated(out / "truncated");
     corruptBlock(out / "corrupt_block");
     gpuMismatch(out / "gpu_mismatch");

@@ -171,6 +171,11 @@ db, _ = record("ddp-planted", ddp, DDP_PLANT="1")
 r = subprocess.run([args.gpurr, "diff", "--json", d, db], capture_output=True, text=True)
 check(r.returncode == 1, f"ddp planted: the runs differ (exit {r.returncode}) {r.stderr}")
 job = json.loads(r.stdout).get("job") if r.stdout else None
+# Rank 0's own report: what it read after the asynchronous all-reduce (no
+# digest of what it received) came from rank 1: a collective, no kernel's.
+own = [p["firstDivergence"] for p in json.loads(r.stdout or "{}").get("processes", []) if p["name"] == "rank0.gpurr"]
+check(own and own[0] and own[0]["cause"] == "collective",
+      f"ddp planted: rank 0's own cause is the collective it received through: {own and own[0] and own[0]['summary']}")
 check(job is not None, "ddp planted: the report has the job's view")
 if job:
     roles = {x["rank"]: x["role"] for x in job["ranks"]}

@@ -297,6 +297,10 @@ def job_async_origin_on_rank_5():
            'rank 5 the origin, the other 7 receivers', roles(job))
     expect(job['earliestOrigin'] is not None and job['earliestOrigin']['rank'] == 5, 'earliest origin: rank 5',
            job['earliestOrigin'])
+    # Each receiver's own report: what its update read arrived through the all-reduce.
+    causes = {p['name']: (p['firstDivergence'] or {}).get('cause') for p in j['processes']}
+    expect(all(causes['rank%d.gpurr' % r] == 'collective' for r in range(8) if r != 5),
+           "each receiver's own cause: the collective it received through", causes)
 
 
 @case
