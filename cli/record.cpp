@@ -8,6 +8,7 @@
 #include "cli/record.h"
 
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -141,6 +142,23 @@ int passOn(const ChildExit& exit, int code) {
   return code;
 }
 
+// A gpurr record holds a lock on its staging directory while it runs (the
+// lock goes with the process, however it ends): another one into the same
+// OUT tells a recording still under way from one that was stopped.
+int holdStaging(const fs::path& staging) {
+  const int fd = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) ::flock(fd, LOCK_EX | LOCK_NB);
+  return fd;
+}
+
+bool stillWriting(const fs::path& staging) {
+  const int fd = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
 fs::path thisExecutable() {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -247,14 +265,20 @@ int run(const RecordOptions& opts) {
                                     "only a trace, with --force)",
                                     out.string()));
     }
+    // Taken, empty, by a gpurr record whose traces gather beside it: one
+    // still running is never replaced, --force or not.
+    const fs::path writing = fs::is_empty(out, ec) ? stagingDirectory(out) : fs::path();
+    if (!writing.empty() && stillWriting(writing)) {
+      return usageError(fmt::format("{} is being written by a gpurr record that is still running (its traces gather "
+                                    "in {}); wait for it to end, or choose another -o OUT",
+                                    out.string(), writing.string()));
+    }
     if (!opts.force) {
-      // Taken, empty, by a gpurr record whose traces gather beside it.
-      const fs::path writing = fs::is_empty(out, ec) ? stagingDirectory(out) : fs::path();
       return usageError(writing.empty()
                             ? fmt::format("{} already exists; choose another -o OUT, or add --force to replace it",
                                           out.string())
-                            : fmt::format("{} already exists: another gpurr record is writing it (its traces gather "
-                                          "in {}), or was stopped before it ended; choose another -o OUT, or add "
+                            : fmt::format("{} already exists: a gpurr record that was stopped before it ended "
+                                          "took it (what it recorded is in {}); choose another -o OUT, or add "
                                           "--force to replace it",
                                           out.string(), writing.string()));
     }
@@ -311,6 +335,7 @@ int run(const RecordOptions& opts) {
   // mkdtemp makes it private (0700), and it stays so: a single trace or the
   // directory of traces becomes OUT, and traces can hold training data.
   const fs::path staging = templ;
+  [[maybe_unused]] const int stagingLock = holdStaging(staging);  // held to the end of the process
 
   std::vector<EnvChange> changes{
       {"CUDA_INJECTION64_PATH", library.string()},

@@ -345,7 +345,7 @@ TEST_CASE("several processes' traces are kept side by side in OUT, by name") {
                         report::humanBytes(filesUnder(out)))));
 }
 
-TEST_CASE("a second gpurr record into an OUT another is writing is refused before its program runs") {
+TEST_CASE("a second gpurr record into an OUT another is writing is refused before its program runs, --force or not") {
   Sandbox s;
   makeTrace(s.tmp / "one.gpurr", 2, 64);
   const fs::path io = s.tmp / "first";
@@ -356,14 +356,33 @@ TEST_CASE("a second gpurr record into an OUT another is writing is refused befor
   REQUIRE(waitFor(s.work / "out.gpurr", std::chrono::seconds(20)));  // taken as its program starts
   // ... and its staging directory made just after.
   REQUIRE(waitUntil([&] { return !trace::stagingDirectory(s.work / "out.gpurr").empty(); }, std::chrono::seconds(20)));
-  const Result second = s.record("out.gpurr", "touch ran");
-  CHECK(second.code == 2);
-  CHECK_THAT(second.err, Catch::Contains("out.gpurr already exists: another gpurr record is writing it (its traces "
-                                          "gather in " + (s.work / ".out.gpurr.staging-").string()));
-  CHECK_FALSE(fs::exists(s.work / "ran"));
+  for (const std::vector<std::string>& options : {std::vector<std::string>{}, std::vector<std::string>{"--force"}}) {
+    const Result second = s.record("out.gpurr", "touch ran", options);
+    CHECK(second.code == 2);
+    CHECK_THAT(second.err, Catch::Contains("out.gpurr is being written by a gpurr record that is still running (its "
+                                            "traces gather in " + (s.work / ".out.gpurr.staging-").string()));
+    CHECK_FALSE(fs::exists(s.work / "ran"));
+  }
   writeText(s.tmp / "go", "");
   CHECK(finish(first, io).code == 0);
   CHECK(trace::TraceReader(s.work / "out.gpurr").launchCount() == 2);
+}
+
+TEST_CASE("an OUT a killed gpurr record took is replaced with --force only") {
+  Sandbox s;
+  // What a gpurr record killed with its program leaves: OUT taken, empty,
+  // and its staging directory beside it, which no process holds.
+  fs::create_directories(s.work / "out.gpurr");
+  fs::create_directories(s.work / ".out.gpurr.staging-abc123");
+  const Result plain = s.record("out.gpurr", "touch ran");
+  CHECK(plain.code == 2);
+  CHECK_THAT(plain.err, Catch::Contains("out.gpurr already exists: a gpurr record that was stopped before it ended "
+                                         "took it (what it recorded is in " +
+                                         (s.work / ".out.gpurr.staging-abc123").string()));
+  CHECK_FALSE(fs::exists(s.work / "ran"));
+  const Result forced = s.record("out.gpurr", "touch ran", {"--force"});
+  CHECK(forced.code == 0);
+  CHECK(fs::exists(s.work / "ran"));
 }
 
 TEST_CASE("started once per rank, each gpurr record joins the job's directory OUT at the same time") {
