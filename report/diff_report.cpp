@@ -429,16 +429,18 @@ Json processJson(const ProcessDiff& p) {
                    {"affectsResults", e.affectsResults}});
   }
   Json independent = Json::array();
+  const auto orNull = [](const auto& v) { return v ? Json(*v) : Json(nullptr); };
   for (const IndependentDivergence& i : p.blast.independent) {
+    const Json lastStep = i.last.step < 0 ? Json(nullptr) : Json(i.last.step);
     independent.push_back({{"path", i.path},
                            {"a", i.a.name.empty() ? Json(nullptr) : opJson(i.a)},
                            {"b", i.b.name.empty() ? Json(nullptr) : opJson(i.b)},
                            {"reason", i.reason},
                            {"more", i.more},
                            {"last", i.more == 0 ? Json(nullptr)
-                                                : Json{{"a", i.last.seqA ? Json(*i.last.seqA) : Json(nullptr)},
-                                                       {"b", i.last.seqB ? Json(*i.last.seqB) : Json(nullptr)},
-                                                       {"step", i.last.step < 0 ? Json(nullptr) : Json(i.last.step)}}}});
+                                                : Json{{"a", orNull(i.last.seqA)},
+                                                       {"b", orNull(i.last.seqB)},
+                                                       {"step", lastStep}}}});
   }
   Json paths = Json::array();
   for (const PathDivergence& d : p.pathDivergences) paths.push_back(pathJson(d));
