@@ -52,7 +52,6 @@ struct Digests {
 
 Digests digestsOf(std::span<const uint8_t> bytes, uint64_t chunkBytes) {
   Digests d;
-  if (chunkBytes == 0) chunkBytes = hash::kChunkBytes;
   for (uint64_t off = 0, c = 0; off < bytes.size(); off += chunkBytes, ++c) {
     d.chunks.push_back(hash::hashChunk(bytes.subspan(off, std::min<uint64_t>(chunkBytes, bytes.size() - off)), c));
   }

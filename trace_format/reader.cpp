@@ -22,6 +22,7 @@
 #include "trace_format/codec.h"
 #include "trace_format/container.h"
 #include "trace_format/frame_buffer.h"
+#include "trace_format/hash_primitives.h"
 #include "trace_format/framing.h"
 #include "trace_format/trace.h"
 
@@ -205,6 +206,7 @@ struct TraceReader::Impl : Framing {
                                    "re-hashed in chunks of a few bytes, a digest each",
                                    file.path().string(), chunk));
     }
+    if (header.options.hashChunkBytes == 0) header.options.hashChunkBytes = hash::kChunkBytes;  // 0 stands for it
     if (header.formatVersion != kFormatVersion) {
       throw TraceError(fmt::format("{}: header says format {}, version marker says {}",
                                    file.path().string(), header.formatVersion, kFormatVersion));

@@ -81,7 +81,8 @@ while IFS= read -r -d '' f; do
   done < <(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
   readelf -S "$f" | grep -q '\.debug_info' && fail "$rel keeps its debug information"
 done < <(find "$pkg" -type f -print0)
-for f in bin/gpurr lib/libgpurr_recorder.so share/gpurr/known_culprits.json share/gpurr/python/sitecustomize.py \
+for f in bin/gpurr lib/libgpurr_recorder.so share/gpurr/known_culprits.json share/gpurr/trace.capnp \
+         share/gpurr/python/sitecustomize.py \
          share/gpurr/python/gpurr_import_watch.py share/gpurr/python/gpurr_torch_layer.py \
          share/gpurr/python/gpurr_torch_collectives.py share/gpurr/python/gpurr_torch_tools.py __init__.py __main__.py; do
   [ -e "$pkg/$f" ] || fail "the wheel lacks gpurr/$f"
@@ -165,7 +166,7 @@ left=$(comm -13 "$work/before.txt" "$work/after.txt" | grep -v '__pycache__')
 deb=$dist/gpurr_${version}_amd64.deb
 if [ -f "$deb" ]; then
   dpkg-deb -x "$deb" "$work/deb" || fail "dpkg-deb cannot unpack $(basename "$deb")"
-  for f in usr/bin/gpurr usr/lib/libgpurr_recorder.so usr/share/gpurr/known_culprits.json \
+  for f in usr/bin/gpurr usr/lib/libgpurr_recorder.so usr/share/gpurr/known_culprits.json usr/share/gpurr/trace.capnp \
            usr/share/gpurr/python/sitecustomize.py usr/share/gpurr/python/gpurr_import_watch.py; do
     [ -e "$work/deb/$f" ] || fail "$(basename "$deb") lacks /$f"
   done
