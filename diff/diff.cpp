@@ -617,14 +617,19 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
       break;
     }
   }
-  if (environmentMatters(out.environment) &&
+  // NCCL's settings change what NCCL runs only: its collectives and kernels.
+  const auto ncclOp = [](const OpInfo& o) {
+    return o.kind == OpKind::kCollective || o.name.find("nccl") != std::string::npos;
+  };
+  const std::vector<EnvDifference> weighed = differencesFor(out.environment, ncclOp(d.a) || ncclOp(d.b));
+  if (environmentMatters(weighed) &&
       (d.cause == Cause::kNondeterministicKernel || d.cause == Cause::kAlgorithmChoice ||
        d.cause == Cause::kUnknown)) {
     d.mechanism = d.cause;
     d.cause = Cause::kEnvironment;
     d.evidence.insert(d.evidence.begin(), Evidence{EvidenceKind::kAtThisOperation, {}, {d.summary}});
     d.summary = fmt::format("environment: the runs were recorded in different environments ({})",
-                            envSummary(out.environment));
+                            envSummary(weighed));
   }
   if (culprits) d.known = culprits->match(d, out.environment);
   out.blast = std::move(blast.blast);

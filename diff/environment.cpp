@@ -73,10 +73,22 @@ std::string envSummary(const std::vector<EnvDifference>& env) {
   return out;
 }
 
+namespace {
+bool nccl(const EnvDifference& e) { return e.field.rfind("env NCCL_", 0) == 0 || e.field == "library nccl"; }
+}  // namespace
+
 std::vector<EnvDifference> ncclDifferences(const std::vector<EnvDifference>& env) {
   std::vector<EnvDifference> out;
   for (const EnvDifference& e : env) {
-    if (e.affectsResults && (e.field.rfind("env NCCL_", 0) == 0 || e.field == "library nccl")) out.push_back(e);
+    if (e.affectsResults && nccl(e)) out.push_back(e);
+  }
+  return out;
+}
+
+std::vector<EnvDifference> differencesFor(const std::vector<EnvDifference>& env, bool ncclOperation) {
+  std::vector<EnvDifference> out;
+  for (const EnvDifference& e : env) {
+    if (e.affectsResults && (ncclOperation || !nccl(e))) out.push_back(e);
   }
   return out;
 }

@@ -24,4 +24,8 @@ std::string envSummary(const std::vector<EnvDifference>& env);
 // version (`library nccl`).
 std::vector<EnvDifference> ncclDifferences(const std::vector<EnvDifference>& env);
 
+// The fields that change results that may have changed an operation's:
+// NCCL's only where it is NCCL's (a collective, or a kernel of NCCL's).
+std::vector<EnvDifference> differencesFor(const std::vector<EnvDifference>& env, bool ncclOperation);
+
 }  // namespace gpurr::diff

@@ -2,10 +2,15 @@
 // that can change results marked so (another command line, compared with
 // --force, among them).
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "diff/diff.h"
+#include "trace_format/trace.h"
 
 using namespace gpurr;
+namespace fs = std::filesystem;
 
 TEST_CASE("runs recorded with different hash selections say so, and that results do not depend on it") {
   trace::Header a, b;
@@ -36,4 +41,37 @@ TEST_CASE("another command line can change results, Python's -u cannot") {
   env = diff::compareHeaders(a, b);
   REQUIRE(env.size() == 1);
   CHECK(env[0].affectsResults);
+}
+
+// A launch whose outputs differ from identical inputs, in runs whose
+// environments differ: the environment is the cause only where the field
+// can change that launch. NCCL's variables change NCCL's work alone.
+TEST_CASE("NCCL's variables are no cause of a divergence in a kernel of the program's own") {
+  const fs::path root = fs::temp_directory_path() / ("gpurr-env-cause-" + std::to_string(getpid()));
+  auto write = [&](const std::string& name, const std::string& var, const std::string& value, uint64_t digest) {
+    trace::Header h;
+    h.environment = {{var, value}};
+    fs::remove_all(root / name);
+    trace::TraceWriter w(root / name, h);
+    const trace::Allocation buffer{1, 0x7f0000000000, 4096, trace::AllocationKind::kDevice, 0, 0};
+    w.append(trace::Event{0, 1, 0, buffer, std::nullopt});
+    trace::KernelLaunch k;
+    k.function = "_Z9histogramPf";
+    k.grid = {8, 1, 1};
+    k.block = {128, 1, 1};
+    trace::appendPointerParam(k, buffer.address, buffer.ordinal, 0);
+    k.outputs = {{{buffer.address, 4096, buffer.ordinal, 0}, digest, {}, std::nullopt}};
+    w.append(trace::Event{1, 2, 0, k, std::nullopt});
+    w.close();
+    return root / name;
+  };
+  auto cause = [&](const std::string& var) {
+    trace::TraceReader a(write("a.gpurr", var, "1", 7)), b(write("b.gpurr", var, "2", 8));
+    const diff::ProcessDiff d = diff::diffTraces(a, b, diff::DiffOptions{}, nullptr);
+    REQUIRE(d.firstDivergence.has_value());
+    return d.firstDivergence->cause;
+  };
+  CHECK(cause("NCCL_ALGO") == diff::Cause::kNondeterministicKernel);
+  CHECK(cause("CUBLAS_WORKSPACE_CONFIG") == diff::Cause::kEnvironment);
+  fs::remove_all(root);
 }
