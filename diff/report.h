@@ -361,6 +361,12 @@ struct CollectiveCall {
   uint64_t count = 0;
   std::string dataType;
   int32_t commSize = 0;
+  int32_t rank = -1;  // this process's in the communicator; -1 unknown
+  // A send or receive between known ranks: sender << 32 | receiver, and
+  // `sequence` is its place among the calls between those two, as the
+  // sequence numbers of the two ends' communicators count differently
+  // (a pipeline's stages issue other numbers of calls); -1 otherwise.
+  int64_t ends = -1;
   bool reduces = false;
   std::vector<uint64_t> sent;  // its inputs' digests
   // Something it receives has no digest (digest 0: an asynchronous call,

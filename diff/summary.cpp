@@ -645,6 +645,12 @@ class Summariser {
     c.count = e.count;
     c.dataType = e.dataType;
     c.commSize = e.commSize;
+    c.rank = e.rank;
+    const bool send = e.collectiveOp == CollectiveOp::kSend;
+    if ((send || e.collectiveOp == CollectiveOp::kRecv) && e.rank >= 0 && e.peer >= 0) {
+      c.ends = int64_t{send ? e.rank : e.peer} << 32 | (send ? e.peer : e.rank);
+      c.sequence = pointToPoint_[{e.communicator, c.ends}]++;
+    }
     c.reduces = !e.reduceOp.empty();
     for (const ScanRange& r : e.inputs) c.sent.push_back(r.digest);
     for (const ScanRange& r : e.outputs) c.receivedUnhashed = c.receivedUnhashed || r.digest == 0;
@@ -680,6 +686,8 @@ class Summariser {
   // Operations so far by what they are (a kernel by its name, a copy, set
   // or graph launch by its shape) and host thread.
   std::unordered_map<uint64_t, uint64_t> operations_;
+  // Sends and receives so far, by communicator and ends (CollectiveCall::ends).
+  std::map<std::pair<uint64_t, int64_t>, uint64_t> pointToPoint_;
   // Each function of the current block, by block-local id: the hash of its
   // name, and its last launch's shape with that shape's hash.
   struct Function {

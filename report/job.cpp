@@ -36,10 +36,34 @@ constexpr size_t kMismatchesShown = 3;
 // and what each rank sent there.
 using Issued = diff::CollectiveCall;
 
-// (source, communicator, sequence): one collective of the job.
-using Key = std::tuple<int, uint64_t, uint64_t>;
+// (source, communicator, sequence, ends): one collective of the job; for a
+// point-to-point call, `ends` is its sender's rank << 32 | its receiver's,
+// and `sequence` its place among the calls between those two (-1 ends: a
+// collective, its place among its communicator's).
+using Key = std::tuple<int, uint64_t, uint64_t, int64_t>;
 // Each collective -> each process's call of it.
 using Issues = std::map<Key, std::map<size_t, Issued>>;
+
+// Each communicator's processes, in the order of their first collective,
+// and each one's rank in it.
+struct Members {
+  std::map<uint64_t, std::vector<size_t>> of;
+  std::map<std::pair<uint64_t, size_t>, int32_t> rank;
+
+  // The processes that take part in collective `key`: its communicator's,
+  // or a point-to-point call's two ends.
+  std::vector<size_t> in(const Key& key) const {
+    const auto& [source, communicator, sequence, ends] = key;
+    const std::vector<size_t>& all = of.at(communicator);
+    if (ends < 0) return all;
+    std::vector<size_t> out;
+    for (size_t p : all) {
+      const auto r = rank.find({communicator, p});
+      if (r != rank.end() && (r->second == ends >> 32 || r->second == (ends & 0xffffffff))) out.push_back(p);
+    }
+    return out;
+  }
+};
 // (process, event) of run A -> the collective it is.
 using KeyOfEvent = std::map<std::pair<size_t, uint64_t>, Key>;
 
@@ -88,7 +112,7 @@ std::map<uint64_t, uint64_t> communicatorsInA(const RunComparison& c) {
 // (`inA`); whether any process issued one. For run A, `seqs` gets each
 // process's collectives' events, in order.
 bool collectIssues(const RunComparison& c, bool runB, const std::map<uint64_t, uint64_t>& inA, Issues& issues,
-                   std::map<uint64_t, std::vector<size_t>>& members, KeyOfEvent& keyOf,
+                   Members& members, KeyOfEvent& keyOf,
                    std::vector<std::vector<uint64_t>>& seqs) {
   bool any = false;
   if (!runB) seqs.assign(c.processes.size(), {});
@@ -97,13 +121,14 @@ bool collectIssues(const RunComparison& c, bool runB, const std::map<uint64_t, u
     for (diff::CollectiveCall call : runB ? pd.collectivesB : pd.collectivesA) {
       any = true;
       if (const auto it = inA.find(call.communicator); runB && it != inA.end()) call.communicator = it->second;
-      const Key key{static_cast<int>(call.source), call.communicator, call.sequence};
+      const Key key{static_cast<int>(call.source), call.communicator, call.sequence, call.ends};
       if (!runB) {
         keyOf[{p, call.seq}] = key;
         seqs[p].push_back(call.seq);
       }
-      auto& m = members[call.communicator];
+      auto& m = members.of[call.communicator];
       if (std::find(m.begin(), m.end(), p) == m.end()) m.push_back(p);
+      if (call.rank >= 0) members.rank.try_emplace({call.communicator, p}, call.rank);
       issues[key][p] = call;
     }
   }
@@ -123,15 +148,14 @@ std::set<size_t> cutShort(const RunComparison& c, bool runB) {
 }
 
 void findMismatches(const RunComparison& c, bool runB, const std::map<uint64_t, uint64_t>& inA, const Issues& issues,
-                    const std::map<uint64_t, std::vector<size_t>>& members, const std::vector<int32_t>& ranks,
-                    std::vector<CollectiveMismatch>& out) {
+                    const Members& members, const std::vector<int32_t>& ranks, std::vector<CollectiveMismatch>& out) {
   size_t found = 0;
   const std::set<size_t> cut = cutShort(c, runB);
   for (const auto& [key, byProcess] : issues) {
     if (found == kMismatchesShown) break;
-    const auto& [source, communicator, sequence] = key;
+    const auto& [source, communicator, sequence, ends] = key;
     if (communicator == 0) continue;  // communicators made before recording: not told apart
-    const std::vector<size_t>& in = members.at(communicator);
+    const std::vector<size_t> in = members.in(key);
     // A rank that issued nothing here is a mismatch only where its trace
     // went on: one cut short may have issued it after its trace's end.
     bool same = allAgree(byProcess);
@@ -185,7 +209,8 @@ int32_t unseenRanks(const Key& key, const Issues (&issues)[2]) {
     const auto b = inB->second.find(q);
     seen += b != inB->second.end() && sentKnown(a) && sentKnown(b->second);
   }
-  return std::max(0, inA.begin()->second.commSize - seen);
+  const int32_t taking = std::get<3>(key) >= 0 ? 2 : inA.begin()->second.commSize;  // a send and its receive
+  return std::max(0, taking - seen);
 }
 
 // The processes that may have sent collective `key` other data unseen, each
@@ -247,7 +272,7 @@ std::optional<uint64_t> unhashedCarrier(size_t p, uint64_t first, const Issues (
 std::optional<uint64_t> unrecordedCarrier(size_t p, const std::vector<uint64_t>& maybe, const JobView& job,
                                           const KeyOfEvent& keyOf) {
   for (auto it = maybe.rbegin(); it != maybe.rend(); ++it) {
-    const auto& [source, communicator, sequence] = keyOf.at({p, *it});
+    const auto& [source, communicator, sequence, ends] = keyOf.at({p, *it});
     const bool passed = std::any_of(job.ranks.begin(), job.ranks.end(), [&](const RankVerdict& v) {
       if (v.origin || v.fromUnrecorded) return false;
       const auto known = keyOf.find({v.process, v.carrier});
@@ -414,8 +439,8 @@ std::string collectiveText(const Collective& c) {
 // divergent collective, with the ranks that sent it other data than in run
 // A, in the job's collective order.
 std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, const Issues (&issues)[2],
-                                 const std::map<uint64_t, std::vector<size_t>>& members,
-                                 const std::vector<int32_t>& ranks, const KeyOfEvent& keyOf, const JobOrder& order) {
+                                 const Members& members, const std::vector<int32_t>& ranks, const KeyOfEvent& keyOf,
+                                 const JobOrder& order) {
   std::map<Key, std::vector<const RankVerdict*>> receiversAt;
   for (const RankVerdict& v : job.ranks) {
     if (v.origin) continue;
@@ -425,12 +450,12 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
   }
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, SpreadStep>> steps;  // ((clock, collectives before it), step)
   for (const auto& [key, receivers] : receiversAt) {
-    const auto& [source, communicator, sequence] = key;
+    const auto& [source, communicator, sequence, ends] = key;
     const std::map<size_t, Issued>& inA = issues[0].at(key);
     const auto inB = issues[1].find(key);
     std::vector<size_t> in;  // the ranks that take part
     if (communicator != 0) {
-      in = members.at(communicator);
+      in = members.in(key);
     } else {
       for (const auto& [p, issued] : inA) in.push_back(p);
     }
@@ -659,7 +684,7 @@ std::optional<JobView> jobView(const RunComparison& c) {
   std::vector<int32_t> ranks(c.processes.size());
   for (size_t p = 0; p < c.processes.size(); ++p) ranks[p] = rankOf(c.processes[p], p);
   Issues issues[2];
-  std::map<uint64_t, std::vector<size_t>> members[2];
+  Members members[2];
   KeyOfEvent keyOf;
   std::vector<std::vector<uint64_t>> seqs;  // run A's collectives' events, by process
   const std::map<uint64_t, uint64_t> inA = communicatorsInA(c);
@@ -729,7 +754,7 @@ std::optional<JobView> jobView(const RunComparison& c) {
     const SpreadStep& s = job.spread[i];
     if (!s.everyRankSentIdentical || !s.reduces) continue;
     job.reductionOrderAt = i;
-    job.cause = diff::reductionOrderVerdict(s.collective, members[0].at(s.communicator).size(), ncclSettings(c));
+    job.cause = diff::reductionOrderVerdict(s.collective, members[0].of.at(s.communicator).size(), ncclSettings(c));
     break;
   }
   return job;

@@ -304,6 +304,30 @@ def job_async_origin_on_rank_5():
 
 
 @case
+def job_pipeline():
+    """A 4-stage pipeline: each step, stage k receives stage k-1's gradient and sends on to k+1, so that the
+    stages' sequence numbers on the communicator differ (stage 0 sends once a step, stage 1 receives and sends).
+    Two runs alike are identical, with no collective mismatch; stage 1's batch differing at step 1 makes it the
+    origin, and stages 2 and 3 receivers, each through the receive from the stage before."""
+    a = write('a', jobs.Job(ranks=4, pipeline=True))
+    same = write('same', jobs.Job(ranks=4, pipeline=True))
+    rc, j, err, text, page = diff(a, same)
+    job = j.get('job')
+    expect(rc == 0 and job is not None and job['collectiveMismatches'] == [] and job['ranks'] == [],
+           'identical runs: exit 0, no mismatch, no rank diverged', {'rc': rc, 'job': job})
+    b = write('b', jobs.Job(ranks=4, pipeline=True, seed=2, planted={1: 1}))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None and job['collectiveMismatches'] == [], 'different, exit 1, no mismatch',
+           {'rc': rc, 'job': job})
+    expect(roles(job) == {1: 'origin', 2: 'receiver', 3: 'receiver'}, 'stage 1 the origin, 2 and 3 receivers',
+           roles(job))
+    spread = sorted((s['from'], s['to'], s['collective']['op']) for s in job['spread'])
+    expect(spread == [([1], [2], 'recv'), ([2], [3], 'recv')],
+           'through the receive from stage 1, then from stage 2', job['spread'])
+
+
+@case
 def job_async_origin_missing():
     """The same with rank 5's trace missing from run B: no rank recorded sent the all-reduce other data, and
     rank 5, which may have, was not recorded: no rank is named the origin, and the job says where it may have

@@ -51,11 +51,16 @@ class Job:
     the other run does not launch there, which changes no byte. With
     `asynchronous`, the all-reduces are c10d's view of calls that return
     before they complete, as DistributedDataParallel's: what each rank
-    receives is not hashed."""
+    receives is not hashed. With `pipeline`, the ranks are the stages of a
+    pipeline instead: in each step, rank k receives rank k-1's gradient
+    (ncclRecv), adds it to its own and sends the sum to rank k+1 (ncclSend),
+    so that the stages issue different numbers of calls on the
+    communicator, as a pipeline's do; no all-reduce."""
 
     def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True, extra=None,
-                 asynchronous=False):
+                 asynchronous=False, pipeline=False):
         self.n, self.seed, self.steps = ranks, seed, steps
+        self.pipeline = pipeline
         steps_of = lambda m: {r: s if isinstance(s, (set, frozenset)) else {s} for r, s in (m or {}).items()}
         self.planted, self.extra = steps_of(planted), steps_of(extra)
         self.pairwise_step = pairwise_step
@@ -68,6 +73,13 @@ class Job:
         for step in range(self.steps):
             for r in ranks:
                 r.gradient(step)
+            if self.pipeline:
+                for k, r in enumerate(ranks):
+                    if k > 0:
+                        r.receive(step, ranks[k - 1].grad.f32().copy())
+                    if k < self.n - 1:
+                        r.send(step)
+                continue
             parts = [r.grad.f32().copy() for r in ranks]
             total = (add_in_pairs if step == self.pairwise_step else add_in_order)(parts)
             for r in ranks:
@@ -121,6 +133,22 @@ class _Rank:
         self.p.collective(MAIN, self.S, 'c10d::allreduce_' if self.job.asynchronous else 'ncclAllReduce', 'allReduce',
                           COMMUNICATOR, self.rank, self.job.n, step, self.grad, COUNT, lambda: self.grad.put(total),
                           origin=_origin('c10d::allreduce_', step, '', 30), asynchronous=self.job.asynchronous)
+
+    def _point_to_point(self, step, call, op, peer, compute, sends, receives, line):
+        self.p2p = getattr(self, 'p2p', 0)
+        self.p.collective(MAIN, self.S, call, op, COMMUNICATOR, self.rank, self.job.n, self.p2p, self.grad, COUNT,
+                          compute, reduce_op='', origin=_origin(call, step, '', line), peer=peer, sends=sends,
+                          receives=receives)
+        self.p2p += 1  # this rank's calls on the communicator, as its sequence numbers count them
+
+    def receive(self, step, previous):
+        """Stage k's receive of stage k-1's gradient, added to its own."""
+        own = self.grad.f32().copy()
+        self._point_to_point(step, 'ncclRecv', 'recv', self.rank - 1,
+                             lambda: self.grad.put((own + previous).astype(np.float32)), False, True, 32)
+
+    def send(self, step):
+        self._point_to_point(step, 'ncclSend', 'send', self.rank + 1, lambda: None, True, False, 33)
 
     def apply(self, step):
         p, S = self.p, self.S

@@ -502,14 +502,17 @@ class Program:
                     'int64': 8, 'uint64': 8, 'float64': 8}
 
     def collective(self, thread, stream, call, op, communicator, rank, size, sequence, buf, count, compute,
-                   data_type='float32', reduce_op='sum', origin=None, asynchronous=False):
+                   data_type='float32', reduce_op='sum', origin=None, asynchronous=False, peer=-1, sends=True,
+                   receives=True):
         """A collective in place on `buf` (FORMAT.md `collective`, compatVersion
         9), as PyTorch issues an all-reduce through NCCL: its send buffer
         hashed before it runs (`inputs`), `compute()` writes what this rank
         receives, the receive buffer hashed after it (`outputs`); both ranges
         sized from `count` and the type's size. `asynchronous`: as c10d's
         view of a call that returns before the collective completes (source
-        `framework`, process group "0"): what it receives has digest 0."""
+        `framework`, process group "0"): what it receives has digest 0. A
+        send (`receives` False) has no outputs, a receive (`sends` False) no
+        inputs; `peer` is the other end's rank."""
         n = count * self.ELEMENT_SIZE[data_type]
         r = self._drange(buf, 0, n)
         sent = dict(r)
@@ -523,8 +526,9 @@ class Program:
             self._digest(buf.bytes(0, n), received)
         body = {'source': 'framework' if asynchronous else 'nccl', 'call': call, 'op': op,
                 'communicator': communicator, 'rank': rank, 'size': size,
-                'dataType': data_type, 'count': count, 'reduceOp': reduce_op, 'peer': -1, 'stream': stream,
-                'sequence': sequence, 'group': 0, 'inputs': [sent], 'outputs': [received]}
+                'dataType': data_type, 'count': count, 'reduceOp': reduce_op, 'peer': peer, 'stream': stream,
+                'sequence': sequence, 'group': 0, 'inputs': [sent] if sends else [],
+                'outputs': [received] if receives else []}
         if asynchronous:
             body.update(processGroup='0', frameworkSequence=sequence)
         return self.emit(thread, 'collective', body, origin)
