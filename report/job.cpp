@@ -476,15 +476,18 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
         seen = false;  // not recorded there in both runs
         continue;
       }
-      seen = seen && !a->second.sent.empty() && !b->sent.empty() && a->second.commSize == b->commSize;
+      seen = seen && !a->second.sent.empty() && !b->sent.empty() && sentKnown(a->second) && sentKnown(*b) &&
+             a->second.commSize == b->commSize;
       if (a->second.sent != b->sent) s.from.push_back(ranks[p]);
     }
     s.everyRankSentIdentical = seen && s.from.empty();
     s.issuedDifferently = !allAgree(inA) || (inB != issues[1].end() && !allAgree(inB->second));
     uint64_t before = UINT64_MAX;
+    s.receivedUnhashed = true;
     for (const RankVerdict* v : receivers) {
       s.to.push_back(v->rank);
       before = std::min(before, v->collectivesBefore);
+      s.receivedUnhashed = s.receivedUnhashed && inA.count(v->process) != 0 && inA.at(v->process).receivedUnhashed;
     }
     std::sort(s.from.begin(), s.from.end());
     std::sort(s.to.begin(), s.to.end());
@@ -850,14 +853,18 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
     if (!s.from.empty()) {
       os << fmt::format("spread: {} carried the divergence from {} to {}", what, ranksText(s.from), ranksText(s.to))
          << '\n';
-    } else if (s.everyRankSentIdentical) {
-      os << fmt::format("spread: {} gave {} different data, although every rank sent it identical data", what,
-                        ranksText(s.to))
-         << '\n';
+      continue;
+    }
+    const std::string gave = s.receivedUnhashed ? fmt::format("may have given {} different data (what they "
+                                                              "received was not hashed)",
+                                                              ranksText(s.to))
+                                                : fmt::format("gave {} different data", ranksText(s.to));
+    if (s.everyRankSentIdentical) {
+      os << fmt::format("spread: {} {}, although every rank sent it identical data", what, gave) << '\n';
     } else {
-      os << fmt::format("spread: {} gave {} different data, and no rank recorded sent it other data (a rank "
-                        "not recorded in both runs, or what it sent not hashed)",
-                        what, ranksText(s.to))
+      os << fmt::format("spread: {} {}, and no rank recorded sent it other data (a rank not recorded in both runs, "
+                        "or what it sent not hashed)",
+                        what, gave)
          << '\n';
     }
   }
@@ -901,6 +908,7 @@ Json jobJson(const RunComparison& c, const JobView& job) {
     Json step{{"collective", collectiveJson(s)}, {"from", s.from}, {"to", s.to}};
     step["step"] = collectiveJson(s)["step"];
     step["everyRankSentIdentical"] = s.everyRankSentIdentical;
+    step["receivedUnhashed"] = s.receivedUnhashed;
     step["issuedDifferently"] = s.issuedDifferently;
     spread.push_back(std::move(step));
   }

@@ -81,6 +81,10 @@ struct SpreadStep {
   // both runs, what it sent hashed, and sent identical data in both: what
   // the ranks received differs by the collective alone.
   bool everyRankSentIdentical = false;
+  // What every rank of `to` received has no digest (an asynchronous call,
+  // an object collective's): that it differed is inferred from their later
+  // divergence.
+  bool receivedUnhashed = false;
   // Its ranks issued it differently in a run (a collective mismatch): it
   // may never have completed, and what it gave is not what it would have.
   bool issuedDifferently = false;
