@@ -466,10 +466,17 @@ int run(const RecordOptions& opts) {
   }
   if (opts.untilStep >= 0 && std::none_of(summary.traces.begin(), summary.traces.end(),
                                           [](const TraceSummary& t) { return t.stoppedAfterStep >= 0; })) {
-    say(fmt::format("warning: the program was not stopped (--until-step {}): it ended by itself before gpurr "
-                    "stopped it (gpurr stops it at its first module call after that step's optimizer step, or at "
-                    "the end of the next step), or it never stepped a torch.optim optimizer",
-                    opts.untilStep));
+    // The trace's index says where gpurr stopped the program: one cut short
+    // (a signal, a crash while it shut down) has none.
+    const bool cut = std::any_of(summary.traces.begin(), summary.traces.end(),
+                                 [](const TraceSummary& t) { return !t.readable || !t.damage.empty(); });
+    say(cut ? fmt::format("warning: --until-step {}: whether gpurr stopped the program is not known: its trace was "
+                          "cut short (above), and only a trace's end says where gpurr stopped it",
+                          opts.untilStep)
+            : fmt::format("warning: the program was not stopped (--until-step {}): it ended by itself before gpurr "
+                          "stopped it (gpurr stops it at its first module call after that step's optimizer step, or "
+                          "at the end of the next step), or it never stepped a torch.optim optimizer",
+                          opts.untilStep));
   }
   const auto stepped = [](const TraceSummary& t) { return t.stepped || !t.readable; };
   if (!opts.steps.empty() && std::none_of(summary.traces.begin(), summary.traces.end(), stepped)) {

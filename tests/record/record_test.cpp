@@ -549,3 +549,18 @@ TEST_CASE("a command line and environment that are not UTF-8 leave every JSON ou
   const nlohmann::json info = nlohmann::json::parse(s.run({"info", "--json", "a.gpurr"}).out);
   CHECK(info.dump().find("caf\xef\xbf\xbd") != std::string::npos);  // U+FFFD in place of the byte
 }
+
+TEST_CASE("a trace cut short under --until-step: the stop is said to be unknown, not missing") {
+  // A rank stopped by gpurr, then killed while it shut down (its launcher
+  // ending the job when another rank crashed): a trace without its index.
+  Sandbox s;
+  makeTrace(s.tmp / "cut.gpurr", 2, 64);
+  fs::remove(s.tmp / "cut.gpurr" / "index");
+  fs::remove(s.tmp / "cut.gpurr" / "checksums");
+  const Result r = s.record("out.gpurr", "cp -r " + quoted((s.tmp / "cut.gpurr").string()) + " \"$GPURR_OUTPUT/\"",
+                            {"--until-step", "1"});
+  CHECK(r.code == 0);
+  CHECK_THAT(r.err, Catch::Contains("warning: --until-step 1: whether gpurr stopped the program is not known: its "
+                                    "trace was cut short"));
+  CHECK_THAT(r.err, !Catch::Contains("the program was not stopped"));
+}
