@@ -292,6 +292,9 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
                     ? fmt::format("collective: this rank sent identical data; what it received has no digest in "
                                   "run {} (the call never returned there, or returned before it completed)",
                                   receivedUnhashedA ? 'A' : 'B')
+                : d.inputsIdentical && va.inputs.empty() && vb.inputs.empty()
+                    ? "collective: this rank sends nothing to this call (a broadcast's or a scatter's receiver) and "
+                      "received different data: the rank that sent it diverged first"
                 : d.inputsIdentical
                     ? "collective: this rank sent identical data and received different data: another rank "
                       "diverged first, or the collective's reduction is not deterministic"
