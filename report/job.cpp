@@ -300,6 +300,31 @@ std::vector<int32_t> sentOther(const Key& key, size_t p, const Issues (&issues)[
   return out;
 }
 
+// For process `p` whose first divergence `d` (run A's event `first`) is an
+// operation just before a collective issued from the same line in the same
+// step: that collective, where `p` sent it identical data in both runs and
+// another rank other data. The operation ran inside the call: gloo's
+// reduce_scatter and all_gather copy what they received into the output
+// before c10d's call returns, and the call is recorded as it returns.
+std::optional<uint64_t> enclosingCarrier(const ProcessDiff& pd, size_t p, const FirstDivergence& d, uint64_t first,
+                                         const Issues (&issues)[2], const KeyOfEvent& keyOf,
+                                         const std::vector<uint64_t>& seqs, const std::vector<int32_t>& ranks) {
+  const auto next = std::upper_bound(seqs.begin(), seqs.end(), first);
+  if (d.path || !d.a.origin || d.a.origin->file.empty() || next == seqs.end()) return std::nullopt;
+  const Key& key = keyOf.at({p, *next});
+  const auto inB = issues[1].find(key);
+  if (inB == issues[1].end() || !inB->second.count(p)) return std::nullopt;
+  const Issued& a = issues[0].at(key).at(p);
+  if (a.sent.empty() || !sentKnown(a) || a.sent != inB->second.at(p).sent) return std::nullopt;
+  if (sentOther(key, p, issues, ranks).empty()) return std::nullopt;
+  const Event e = diff::eventAt(TraceReader(pd.pathA), *next);
+  const Origin& o = *d.a.origin;
+  if (!e.origin || e.origin->file != o.file || e.origin->line != o.line || e.origin->step != o.step) {
+    return std::nullopt;
+  }
+  return *next;
+}
+
 // The notes of job.h's JobView::notes for process `p`; without `events`,
 // those of JobView::notesAlike (no run A event numbers).
 std::vector<std::string> notesOf(const ProcessDiff& pd, size_t p, const RankVerdict& v, const Issues (&issues)[2],
@@ -703,8 +728,9 @@ std::optional<JobView> jobView(const RunComparison& c) {
     if (!pd.firstDivergence) continue;
     const uint64_t first = seqInA(*pd.firstDivergence);
     std::vector<uint64_t>& may = maybe[p];
-    const std::optional<uint64_t> carrier =
+    std::optional<uint64_t> carrier =
         received(*pd.firstDivergence) ? first : unhashedCarrier(p, first, issues, keyOf, seqs[p], may);
+    if (!carrier) carrier = enclosingCarrier(pd, p, *pd.firstDivergence, first, issues, keyOf, seqs[p], ranks);
     job.ranks.push_back(
         {p, ranks[p], !carrier, carrier.value_or(0), collectivesBefore(seqs[p], carrier.value_or(first))});
   }

@@ -328,6 +328,25 @@ def job_pipeline():
 
 
 @case
+def job_copy_inside_collective():
+    """As job_origin_on_rank_5, each rank's all-reduce copying what it received into an output with a launch
+    that comes before the call in the trace (gloo's reduce_scatter, inside c10d's call): the other ranks' first
+    divergence is that copy, on the all-reduce's line in its step, and they are receivers through the all-reduce."""
+    a = write('a', jobs.Job(copy_inside=True))
+    b = write('b', jobs.Job(seed=2, planted={5: 1}, copy_inside=True))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(roles(job) == {r: 'origin' if r == 5 else 'receiver' for r in range(8)},
+           'rank 5 the origin, the other 7 receivers', roles(job))
+    firsts = {p['name']: p['firstDivergence']['a']['name'] for p in j['processes'] if p.get('firstDivergence')}
+    expect(all('copy_kernel' in firsts['rank%d.gpurr' % r] for r in OTHERS_THAN_5),
+           "each receiver's first divergence is the copy inside the call", firsts)
+    expect(job['earliestOrigin']['rank'] == 5 and [s['from'] for s in job['spread']] == [[5]],
+           'earliest origin rank 5, the all-reduce carried it', job['spread'])
+
+
+@case
 def job_async_origin_missing():
     """The same with rank 5's trace missing from run B: no rank recorded sent the all-reduce other data, and
     rank 5, which may have, was not recorded: no rank is named the origin, and the job says where it may have

@@ -20,6 +20,7 @@ COMMUNICATOR = bufhash.digest(np.frombuffer(bytes(range(128)), dtype=np.uint8))
 GRAD_KERNEL = 'void at::native::mul_kernel<float>(float*, float const*, float const*)'
 SGD_KERNEL = 'void at::native::sgd_kernel<float>(float*, float const*, float)'
 SCALE_KERNEL = 'void at::native::scale_kernel<float>(float*, float)'
+COPY_KERNEL = 'void at::native::copy_kernel<float>(float*, float const*)'
 
 
 def add_in_order(parts):
@@ -55,12 +56,16 @@ class Job:
     pipeline instead: in each step, rank k receives rank k-1's gradient
     (ncclRecv), adds it to its own and sends the sum to rank k+1 (ncclSend),
     so that the stages issue different numbers of calls on the
-    communicator, as a pipeline's do; no all-reduce."""
+    communicator, as a pipeline's do; no all-reduce. With `copy_inside`,
+    each rank's all-reduce copies what it received into an output buffer
+    with a launch of its own before the call is recorded, from a buffer of the
+    collective's that no recorded operation wrote (as gloo's reduce_scatter
+    does, inside c10d's call, which is recorded as it returns)."""
 
     def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True, extra=None,
-                 asynchronous=False, pipeline=False):
+                 asynchronous=False, pipeline=False, copy_inside=False):
         self.n, self.seed, self.steps = ranks, seed, steps
-        self.pipeline = pipeline
+        self.pipeline, self.copy_inside = pipeline, copy_inside
         steps_of = lambda m: {r: s if isinstance(s, (set, frozenset)) else {s} for r, s in (m or {}).items()}
         self.planted, self.extra = steps_of(planted), steps_of(extra)
         self.pairwise_step = pairwise_step
@@ -130,6 +135,12 @@ class _Rank:
                  origin=_origin('aten::mul', step, 'model', 29, phase='backward', forward_op='aten::mul'))
 
     def all_reduce(self, step, total):
+        if self.job.copy_inside:
+            if not hasattr(self, 'inbox'):
+                self.inbox, self.output = (self.p.empty(MAIN, self.S, COUNT * 4) for _ in range(2))
+            self.p.launch(MAIN, self.S, self.mod, COPY_KERNEL, (4, 1, 1), (256, 1, 1),
+                          [model.Ptr(self.output, 'w'), model.Ptr(self.inbox, 'r')], lambda: self.output.put(total),
+                          origin=_origin('aten::copy_', step, '', 30))
         self.p.collective(MAIN, self.S, 'c10d::allreduce_' if self.job.asynchronous else 'ncclAllReduce', 'allReduce',
                           COMMUNICATOR, self.rank, self.job.n, step, self.grad, COUNT, lambda: self.grad.put(total),
                           origin=_origin('c10d::allreduce_', step, '', 30), asynchronous=self.job.asynchronous)
