@@ -306,7 +306,9 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
                       "asynchronous call): it passes on an earlier divergence of this rank's"
                     : "collective: this rank sent different data, so it received different data: it passes on "
                       "an earlier divergence of this rank's";
-    d.evidence.push_back({EvidenceKind::kCollectiveReceived, {d.inputsIdentical, ctx.options.partOfJob}, {describe(*va.collective)}});
+    const bool sendsNothing = va.inputs.empty() && vb.inputs.empty();
+    d.evidence.push_back({EvidenceKind::kCollectiveReceived, {d.inputsIdentical, ctx.options.partOfJob, sendsNothing},
+                          {describe(*va.collective)}});
     return;
   }
 

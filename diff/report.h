@@ -247,7 +247,8 @@ enum class EvidenceKind : uint8_t {
   kSameBytesMoved,           // operations reordered
   kOtherBytesMoved,          // operations reordered, differing, compared
   // A collective.
-  kCollectiveReceived,       // whether what this rank sent is identical, whether the job's report follows; the collective
+  kCollectiveReceived,       // whether what this rank sent is identical, whether the job's report follows, whether
+                             // it sends nothing; the collective
   kReductionOrder,           // ranks; the collective
   kNcclChose,
   kNcclSettings,             // ; (field, run A's value, run B's value) of each NCCL setting that differs

@@ -209,9 +209,9 @@ std::string sentence(const Evidence& e) {
              "changes them from run to run (gpurr record turns it off unless --aslr), and a kernel cannot read "
              "through them";
     case EvidenceKind::kCollectiveReceived:
-      return n[0] != 0 ? fmt::format("{}: what this rank sent is identical in both runs, what it received is not; "
-                                     "{}",
-                                     t[0],
+      return n[0] != 0 ? fmt::format("{}: {}, what it received is not; {}", t[0],
+                                     n.size() > 2 && n[2] != 0 ? "this rank sends nothing to it"
+                                                               : "what this rank sent is identical in both runs",
                                      n.size() > 1 && n[1] != 0
                                          ? "the job's report says which ranks sent other data"
                                          : "compare the other ranks' traces (gpurr diff on the job's directories)")
