@@ -580,7 +580,12 @@ class Summariser {
     Op& op = run.ops.emplace();
     op.key = key_.hash();
     op.outputs = out_.hash();
-    op.word = Op::tagOf(e.site) << Op::kTagShift | e.seq << 4 | uint64_t{hashed} << 3 | static_cast<uint64_t>(kind);
+    // A collective is told by its communicator, operation and count, not by
+    // where the program issued it: c10d's calls made on a backend's own
+    // thread (gloo's) or in autograd's hooks (FSDP's) are attributed to an
+    // op and module that may differ from run to run.
+    const uint64_t tag = kind == OpKind::kCollective ? 0 : Op::tagOf(e.site);
+    op.word = tag << Op::kTagShift | e.seq << 4 | uint64_t{hashed} << 3 | static_cast<uint64_t>(kind);
     if (!pointerTargets) pairing = op.key;
     op.shape = static_cast<uint32_t>(pairing ^ pairing >> 32);
     op.thread = fold16(e.thread);

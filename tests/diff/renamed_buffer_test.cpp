@@ -466,13 +466,14 @@ TEST_CASE("independent divergences like a listed one are counted with it", "[dif
 }
 
 // An asynchronous collective (c10d's broadcast under DDP) records no digest
-// of what it received. In run B, a launch of its own (the first divergence)
+// of what it received. Its origin names a module in one run only in `d`. In run B, a launch of its own (the first divergence)
 // wrote the buffer first, so that the buffer's identity, by its first use,
 // differs. Where the collective wrote is no later divergence. What it sent,
 // changed, still is one.
-TEST_CASE("a collective whose undigested result is in a renamed allocation does not diverge", "[diff]") {
+TEST_CASE("a collective whose undigested result is in a renamed allocation, or whose origin differs, does not diverge",
+          "[diff]") {
   const fs::path root = fs::temp_directory_path() / ("gpurr-renamed-collective-" + std::to_string(getpid()));
-  auto write = [&](const std::string& name, bool extra, uint64_t sent) {
+  auto write = [&](const std::string& name, bool extra, uint64_t sent, const std::string& module = "") {
     const fs::path dir = root / name;
     fs::remove_all(dir);
     TraceWriter w(dir, Header{});
@@ -502,12 +503,17 @@ TEST_CASE("a collective whose undigested result is in a renamed allocation does 
     c.peer = 0;
     c.inputs = {{{buffer.address, 116, buffer.ordinal, 0}, sent, {}, std::nullopt}};
     c.outputs = {{{buffer.address, 116, buffer.ordinal, 0}, 0, {}, std::nullopt}};
-    w.append(Event{seq++, seq, 0, c, std::nullopt});
+    w.append(Event{seq++, seq, 0, c,
+                   Origin{"c10d::broadcast_", {"c10d::broadcast_"}, Phase::kForward, "", module, "train.py", 37, 0, 0}});
     w.close();
     return dir;
   };
   const fs::path a = write("a.gpurr", false, 7), b = write("b.gpurr", true, 7), sentOther = write("c.gpurr", false, 8);
   TraceReader ra(a), rb(b), rc(sentOther);
+  // The same call attributed to a module in one run only (made on a
+  // backend's thread, or in an autograd hook): no divergence.
+  TraceReader attributed(write("d.gpurr", false, 7, "DistributedDataParallel"));
+  CHECK(diff::diffTraces(ra, attributed, diff::DiffOptions{}, nullptr).identical);
   const diff::ProcessDiff moved = diff::diffTraces(ra, rb, diff::DiffOptions{}, nullptr);
   REQUIRE(moved.firstDivergence.has_value());
   CHECK(moved.firstDivergence->b.name == "_Z4fillPfS_");
