@@ -301,16 +301,18 @@ std::vector<int32_t> sentOther(const Key& key, size_t p, const Issues (&issues)[
 }
 
 // For process `p` whose first divergence `d` (run A's event `first`) is an
-// operation just before a collective issued from the same line in the same
-// step: that collective, where `p` sent it identical data in both runs and
-// another rank other data. The operation ran inside the call: gloo's
-// reduce_scatter and all_gather copy what they received into the output
-// before c10d's call returns, and the call is recorded as it returns.
+// operation just before a collective, issued from the same line in the
+// same step or writing what the collective received (run A's ranges): that
+// collective, where `p` sent it identical data in both runs and another
+// rank other data. The operation ran inside the call: gloo's reduce_scatter
+// and all_gather copy what they received into the output, on a thread of
+// their own, before c10d's call returns, and the call is recorded as it
+// returns.
 std::optional<uint64_t> enclosingCarrier(const ProcessDiff& pd, size_t p, const FirstDivergence& d, uint64_t first,
                                          const Issues (&issues)[2], const KeyOfEvent& keyOf,
                                          const std::vector<uint64_t>& seqs, const std::vector<int32_t>& ranks) {
   const auto next = std::upper_bound(seqs.begin(), seqs.end(), first);
-  if (d.path || !d.a.origin || d.a.origin->file.empty() || next == seqs.end()) return std::nullopt;
+  if (d.path || next == seqs.end()) return std::nullopt;
   const Key& key = keyOf.at({p, *next});
   const auto inB = issues[1].find(key);
   if (inB == issues[1].end() || !inB->second.count(p)) return std::nullopt;
@@ -318,10 +320,17 @@ std::optional<uint64_t> enclosingCarrier(const ProcessDiff& pd, size_t p, const 
   if (a.sent.empty() || !sentKnown(a) || a.sent != inB->second.at(p).sent) return std::nullopt;
   if (sentOther(key, p, issues, ranks).empty()) return std::nullopt;
   const Event e = diff::eventAt(TraceReader(pd.pathA), *next);
-  const Origin& o = *d.a.origin;
-  if (!e.origin || e.origin->file != o.file || e.origin->line != o.line || e.origin->step != o.step) {
-    return std::nullopt;
-  }
+  const std::optional<Origin>& o = d.a.origin;
+  const bool sameLine = o && !o->file.empty() && e.origin && e.origin->file == o->file && e.origin->line == o->line &&
+                        e.origin->step == o->step;
+  const auto* col = std::get_if<Collective>(&e.payload);
+  const auto writesReceived = [&](const diff::RangeDifference& r) {
+    return col && std::any_of(col->outputs.begin(), col->outputs.end(), [&](const RangeDigest& out) {
+             return r.a.allocation != 0 && r.a.allocation == out.range.allocation &&
+                    r.a.offset < out.range.offset + out.range.size && out.range.offset < r.a.offset + r.a.size;
+           });
+  };
+  if (!sameLine && std::none_of(d.outputs.begin(), d.outputs.end(), writesReceived)) return std::nullopt;
   return *next;
 }
 

@@ -329,9 +329,9 @@ def job_pipeline():
 
 @case
 def job_copy_inside_collective():
-    """As job_origin_on_rank_5, each rank's all-reduce copying what it received into an output with a launch
-    that comes before the call in the trace (gloo's reduce_scatter, inside c10d's call): the other ranks' first
-    divergence is that copy, on the all-reduce's line in its step, and they are receivers through the all-reduce."""
+    """As job_origin_on_rank_5, each rank's all-reduce receiving into an output that a launch attributed to
+    another line writes before the call in the trace (gloo's reduce_scatter, inside c10d's call): the other ranks'
+    first divergence is that copy, and they are receivers through the all-reduce, whose output it wrote."""
     a = write('a', jobs.Job(copy_inside=True))
     b = write('b', jobs.Job(seed=2, planted={5: 1}, copy_inside=True))
     rc, j, err, text, page = diff(a, b)

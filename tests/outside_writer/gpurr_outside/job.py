@@ -57,10 +57,11 @@ class Job:
     (ncclRecv), adds it to its own and sends the sum to rank k+1 (ncclSend),
     so that the stages issue different numbers of calls on the
     communicator, as a pipeline's do; no all-reduce. With `copy_inside`,
-    each rank's all-reduce copies what it received into an output buffer
-    with a launch of its own before the call is recorded, from a buffer of the
-    collective's that no recorded operation wrote (as gloo's reduce_scatter
-    does, inside c10d's call, which is recorded as it returns)."""
+    each rank's all-reduce receives into an output buffer of its own, which
+    a launch attributed to another line (29) writes before the call is
+    recorded, from a buffer of the collective's that no recorded operation
+    wrote (as gloo's reduce_scatter does on a thread of its own, inside
+    c10d's call, which is recorded as it returns)."""
 
     def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True, extra=None,
                  asynchronous=False, pipeline=False, copy_inside=False):
@@ -140,10 +141,11 @@ class _Rank:
                 self.inbox, self.output = (self.p.empty(MAIN, self.S, COUNT * 4) for _ in range(2))
             self.p.launch(MAIN, self.S, self.mod, COPY_KERNEL, (4, 1, 1), (256, 1, 1),
                           [model.Ptr(self.output, 'w'), model.Ptr(self.inbox, 'r')], lambda: self.output.put(total),
-                          origin=_origin('aten::copy_', step, '', 30))
+                          origin=_origin('aten::copy_', step, '', 29))
+        out = self.output if self.job.copy_inside else self.grad
         self.p.collective(MAIN, self.S, 'c10d::allreduce_' if self.job.asynchronous else 'ncclAllReduce', 'allReduce',
-                          COMMUNICATOR, self.rank, self.job.n, step, self.grad, COUNT, lambda: self.grad.put(total),
-                          origin=_origin('c10d::allreduce_', step, '', 30), asynchronous=self.job.asynchronous)
+                          COMMUNICATOR, self.rank, self.job.n, step, self.grad, COUNT, lambda: out.put(total),
+                          origin=_origin('c10d::allreduce_', step, '', 30), asynchronous=self.job.asynchronous, out=out)
 
     def _point_to_point(self, step, call, op, peer, compute, sends, receives, line):
         self.p2p = getattr(self, 'p2p', 0)

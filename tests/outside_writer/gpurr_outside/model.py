@@ -503,7 +503,7 @@ class Program:
 
     def collective(self, thread, stream, call, op, communicator, rank, size, sequence, buf, count, compute,
                    data_type='float32', reduce_op='sum', origin=None, asynchronous=False, peer=-1, sends=True,
-                   receives=True):
+                   receives=True, out=None):
         """A collective in place on `buf` (FORMAT.md `collective`, compatVersion
         9), as PyTorch issues an all-reduce through NCCL: its send buffer
         hashed before it runs (`inputs`), `compute()` writes what this rank
@@ -512,18 +512,19 @@ class Program:
         view of a call that returns before the collective completes (source
         `framework`, process group "0"): what it receives has digest 0. A
         send (`receives` False) has no outputs, a receive (`sends` False) no
-        inputs; `peer` is the other end's rank."""
+        inputs; `peer` is the other end's rank. `out`: the receive buffer,
+        where it is not `buf`."""
         n = count * self.ELEMENT_SIZE[data_type]
-        r = self._drange(buf, 0, n)
-        sent = dict(r)
+        out = out or buf
+        sent = dict(self._drange(buf, 0, n))
         self._digest(buf.bytes(0, n), sent)
         compute()
-        self._mark_written(buf, 0, n, stream)
-        received = dict(r)
+        self._mark_written(out, 0, n, stream)
+        received = dict(self._drange(out, 0, n))
         if asynchronous:
             received['digest'] = 0
         else:
-            self._digest(buf.bytes(0, n), received)
+            self._digest(out.bytes(0, n), received)
         body = {'source': 'framework' if asynchronous else 'nccl', 'call': call, 'op': op,
                 'communicator': communicator, 'rank': rank, 'size': size,
                 'dataType': data_type, 'count': count, 'reduceOp': reduce_op, 'peer': peer, 'stream': stream,
