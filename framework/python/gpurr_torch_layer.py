@@ -630,50 +630,13 @@ def quick_exit():
     (sitecustomize registers it first): when the program ended on _stop's
     exception, it ends the process now, with the same status 0, skipping the
     interpreter's teardown of every module (about a second after `import
-    torch`). What the program wrote is kept first: Python's text files that
-    are still open are flushed, other writers that the teardown would close
-    (gzip, bz2 and lzma files, zip archives: their ends are written then)
-    are closed, buffered files are flushed, then C's stdio, and the
+    torch`). What the program wrote is kept first (open files flushed, gzip
+    and zip writers closed: gpurr_torch_tools.keep_written_files), and the
     recorder closes the trace as it would at the exit. Other objects still
     alive get no __del__ call (Python does not promise one at exit either)."""
     if not (_ended_by_stop and _recorder is not None):
         return
-    import gc
-    import io
-
-    zipfile = sys.modules.get("zipfile")
-    archive = zipfile.ZipFile if zipfile is not None else ()
-    texts, others, buffered = [], [], []
-    for o in gc.get_objects():
-        kind = type(o)  # never o.__class__
-        if issubclass(kind, io.TextIOWrapper):
-            texts.append(o)
-        elif issubclass(kind, (io.BufferedWriter, io.BufferedRandom)):
-            buffered.append(o)
-        elif issubclass(kind, archive) or (issubclass(kind, io.IOBase) and
-                                           not issubclass(kind, (io.BufferedReader, io.FileIO))):
-            others.append(o)
-
-    def flush(f):
-        if not f.closed and f.writable():
-            f.flush()
-
-    def close(f):
-        if (f.fp is not None and f.mode != "r") if isinstance(f, archive) else (not f.closed and f.writable()):
-            f.close()
-
-    # Text first (it flushes into its buffer), then what wraps a file with
-    # an end of its own to write, then the buffers under them.
-    for files, act in ((texts, flush), (others, close), (buffered, flush)):
-        for f in files:
-            try:
-                act(f)
-            except Exception:  # noqa: BLE001  a broken pipe, a file closed underneath: as the teardown would
-                pass
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except Exception:  # noqa: BLE001
-        pass
+    gpurr_torch_tools.keep_written_files()
     _recorder.gpurr_framework_finish()
     os._exit(0)
 

@@ -2,8 +2,9 @@
 program's own tooling: says once when the program starts a torch.profiler
 session that wants the GPU's activity, which it cannot get while gpurr
 records; and marks what Inductor's autotuners launch while they time
-candidates (benchmarking, which `gpurr diff` sets aside). `recorder` is
-the recorder library (ctypes), `warn` the layer's warning."""
+candidates (benchmarking, which `gpurr diff` sets aside); and keeps what
+the program wrote before a quick exit. `recorder` is the recorder library
+(ctypes), `warn` the layer's warning."""
 import functools
 
 _profiler_warned = False  # said that a profiler session gets no GPU events
@@ -98,3 +99,49 @@ def watch_benchmarking(recorder, warn):
 
     for module, (class_name, methods) in _BENCHMARKING.items():
         when_imported(module, functools.partial(_wrap_benchmarking, recorder, warn, class_name, methods))
+
+
+def keep_written_files():
+    """What the program wrote, kept before a quick exit (the layer's
+    quick_exit): Python's text files still open are flushed, other writers
+    that the teardown would close (gzip, bz2 and lzma files, zip archives:
+    their ends are written then) are closed, the buffered files under them
+    are flushed, then C's stdio."""
+    import ctypes
+    import gc
+    import io
+    import sys
+
+    zipfile = sys.modules.get("zipfile")
+    archive = zipfile.ZipFile if zipfile is not None else ()
+    texts, others, buffered = [], [], []
+    for o in gc.get_objects():
+        kind = type(o)  # never o.__class__
+        if issubclass(kind, io.TextIOWrapper):
+            texts.append(o)
+        elif issubclass(kind, (io.BufferedWriter, io.BufferedRandom)):
+            buffered.append(o)
+        elif issubclass(kind, archive) or (issubclass(kind, io.IOBase) and
+                                           not issubclass(kind, (io.BufferedReader, io.FileIO))):
+            others.append(o)
+
+    def flush(f):
+        if not f.closed and f.writable():
+            f.flush()
+
+    def close(f):
+        if (f.fp is not None and f.mode != "r") if isinstance(f, archive) else (not f.closed and f.writable()):
+            f.close()
+
+    # Text first (it flushes into its buffer), then what wraps a file with
+    # an end of its own to write, then the buffers under them.
+    for files, act in ((texts, flush), (others, close), (buffered, flush)):
+        for f in files:
+            try:
+                act(f)
+            except Exception:  # noqa: BLE001  a broken pipe, a file closed underneath: as the teardown would
+                pass
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except Exception:  # noqa: BLE001
+        pass

@@ -466,10 +466,10 @@ TEST_CASE("independent divergences like a listed one are counted with it", "[dif
 }
 
 // An asynchronous collective (c10d's broadcast under DDP) records no digest
-// of what it received. Its origin names a module in one run only in `d`. In run B, a launch of its own (the first divergence)
+// of what it received. In run B, a launch of its own (the first divergence)
 // wrote the buffer first, so that the buffer's identity, by its first use,
 // differs. Where the collective wrote is no later divergence. What it sent,
-// changed, still is one.
+// changed, still is one. In `d` its origin names a module, in run A none.
 TEST_CASE("a collective whose undigested result is in a renamed allocation, or whose origin differs, does not diverge",
           "[diff]") {
   const fs::path root = fs::temp_directory_path() / ("gpurr-renamed-collective-" + std::to_string(getpid()));
@@ -503,8 +503,8 @@ TEST_CASE("a collective whose undigested result is in a renamed allocation, or w
     c.peer = 0;
     c.inputs = {{{buffer.address, 116, buffer.ordinal, 0}, sent, {}, std::nullopt}};
     c.outputs = {{{buffer.address, 116, buffer.ordinal, 0}, 0, {}, std::nullopt}};
-    w.append(Event{seq++, seq, 0, c,
-                   Origin{"c10d::broadcast_", {"c10d::broadcast_"}, Phase::kForward, "", module, "train.py", 37, 0, 0}});
+    const Origin origin{"c10d::broadcast_", {"c10d::broadcast_"}, Phase::kForward, "", module, "train.py", 37, 0, 0};
+    w.append(Event{seq++, seq, 0, c, origin});
     w.close();
     return dir;
   };
