@@ -284,17 +284,24 @@ def job_rank_killed():
            job['collectiveMismatches'])
 
 
-@case
-def job_async_origin_on_rank_5():
-    """As job_origin_on_rank_5, the all-reduces asynchronous (what each rank receives not hashed, as under
-    DistributedDataParallel): the receivers diverge at the update after the all-reduce, which carried it."""
-    a = write('a', jobs.Job(asynchronous=True))
-    b = write('b', jobs.Job(seed=2, planted={5: 1}, asynchronous=True))
+def rank_5_planted(**options):
+    """The JSON report and its job view of a job (jobs.Job(**options)) whose rank 5 copies another batch at step 1
+    in run B, checked: exit 1, rank 5 the origin, the other 7 receivers."""
+    a = write('a', jobs.Job(**options))
+    b = write('b', jobs.Job(seed=2, planted={5: 1}, **options))
     rc, j, err, text, page = diff(a, b)
     job = j.get('job')
     expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
     expect(roles(job) == {r: 'origin' if r == 5 else 'receiver' for r in range(8)},
            'rank 5 the origin, the other 7 receivers', roles(job))
+    return j, job
+
+
+@case
+def job_async_origin_on_rank_5():
+    """As job_origin_on_rank_5, the all-reduces asynchronous (what each rank receives not hashed, as under
+    DistributedDataParallel): the receivers diverge at the update after the all-reduce, which carried it."""
+    j, job = rank_5_planted(asynchronous=True)
     expect(job['earliestOrigin'] is not None and job['earliestOrigin']['rank'] == 5, 'earliest origin: rank 5',
            job['earliestOrigin'])
     # Each receiver's own report: what its update read arrived through the all-reduce.
@@ -332,13 +339,7 @@ def job_copy_inside_collective():
     """As job_origin_on_rank_5, each rank's all-reduce receiving into an output that a launch attributed to
     another line writes before the call in the trace (gloo's reduce_scatter, inside c10d's call): the other ranks'
     first divergence is that copy, and they are receivers through the all-reduce, whose output it wrote."""
-    a = write('a', jobs.Job(copy_inside=True))
-    b = write('b', jobs.Job(seed=2, planted={5: 1}, copy_inside=True))
-    rc, j, err, text, page = diff(a, b)
-    job = j.get('job')
-    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
-    expect(roles(job) == {r: 'origin' if r == 5 else 'receiver' for r in range(8)},
-           'rank 5 the origin, the other 7 receivers', roles(job))
+    j, job = rank_5_planted(copy_inside=True)
     firsts = {p['name']: p['firstDivergence']['a']['name'] for p in j['processes'] if p.get('firstDivergence')}
     expect(all('copy_kernel' in firsts['rank%d.gpurr' % r] for r in OTHERS_THAN_5),
            "each receiver's first divergence is the copy inside the call", firsts)
