@@ -338,10 +338,7 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
       IndependentDivergence& like = blast.independent[i];
       const OpInfo& o = made->a.name.empty() ? made->b : made->a;
       ++like.more;
-      const auto seq = [](const OpInfo& side) {
-        return side.name.empty() ? std::nullopt : std::optional<uint64_t>(side.seq);
-      };
-      like.last = {seq(made->a), seq(made->b), o.origin ? o.origin->step : -1};
+      like.last = {eventOf(made->a), eventOf(made->b), o.origin ? o.origin->step : -1};
       root.alike = i;
       return;
     }

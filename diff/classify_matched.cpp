@@ -288,11 +288,12 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
     const auto unhashed = [](const RangeDigest& r) { return r.digest == 0; };
     const bool receivedUnhashedA = std::any_of(va.outputs.begin(), va.outputs.end(), unhashed);
     const bool receivedUnhashedB = std::any_of(vb.outputs.begin(), vb.outputs.end(), unhashed);
+    const bool sendsNothing = va.inputs.empty() && vb.inputs.empty();
     d.summary = d.inputsIdentical && receivedUnhashedA != receivedUnhashedB
                     ? fmt::format("collective: this rank sent identical data; what it received has no digest in "
                                   "run {} (the call never returned there, or returned before it completed)",
                                   receivedUnhashedA ? 'A' : 'B')
-                : d.inputsIdentical && va.inputs.empty() && vb.inputs.empty()
+                : d.inputsIdentical && sendsNothing
                     ? "collective: this rank sends nothing to this call (a broadcast's or a scatter's receiver) and "
                       "received different data: the rank that sent it diverged first"
                 : d.inputsIdentical
@@ -306,7 +307,6 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
                       "asynchronous call): it passes on an earlier divergence of this rank's"
                     : "collective: this rank sent different data, so it received different data: it passes on "
                       "an earlier divergence of this rank's";
-    const bool sendsNothing = va.inputs.empty() && vb.inputs.empty();
     d.evidence.push_back({EvidenceKind::kCollectiveReceived, {d.inputsIdentical, ctx.options.partOfJob, sendsNothing},
                           {describe(*va.collective)}});
     return;

@@ -169,8 +169,8 @@ void compareFirstUseInputs(const Context& ctx, const OpView& va, const OpView& v
   // launch's outputs did not show it), or whose last write before the launch
   // left no digest in either run (a hash that failed on the GPU, a graph
   // launch not hashed): nothing vouches for it. Where a collective that
-// received asynchronously wrote it last in both runs, it is data from the
-// other ranks that no digest showed before.
+  // received asynchronously wrote it last in both runs, it is data from the
+  // other ranks that no digest showed before.
   size_t readApart = 0, undigested = 0, received = 0;
   std::pair<uint64_t, uint64_t> receivedBy;  // the first such range's collective, in each run
   if (firstUseA && firstUseB) {

@@ -59,6 +59,12 @@ struct OpInfo {
   std::optional<trace::Origin> origin;  // the framework op behind it, when recorded
 };
 
+// The event of `o`, an operation of one side of a divergence: none where
+// that side has no operation there (an empty OpInfo).
+inline std::optional<uint64_t> eventOf(const OpInfo& o) {
+  return o.name.empty() ? std::nullopt : std::optional<uint64_t>(o.seq);
+}
+
 // Whether the PyTorch layer did not observe `o`'s op: its origin holds
 // neither op nor line, only its step and perhaps the module the layer's
 // hooks saw (it ran where a step stopped matching the steps the layer had

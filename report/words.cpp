@@ -89,8 +89,7 @@ std::string moreLikeItText(const IndependentDivergence& i) {
 }
 
 std::string whereBoth(const IndependentDivergence& i) {
-  const auto seq = [](const OpInfo& o) { return o.name.empty() ? std::nullopt : std::optional<uint64_t>(o.seq); };
-  return whereSeqs(seq(i.a), seq(i.b));
+  return whereSeqs(eventOf(i.a), eventOf(i.b));
 }
 
 std::string spansText(const RangeDifference& r, size_t shown) {
