@@ -26,8 +26,25 @@ std::map<std::string_view, std::string_view> byKey(const std::vector<KeyValue>& 
   return out;
 }
 
+// Variables that only set what a library logs, where it keeps a cache, or
+// how gloo reaches the other ranks (its interface and transport, not its
+// algorithms): shown for context, never a cause (NCCL_DEBUG=INFO in one run
+// of two is how a user looks at NCCL). TORCH_DISTRIBUTED_DEBUG is not one
+// of them: at DETAIL it wraps every process group in one that issues
+// collectives of its own to check that the ranks agree.
+bool diagnosticOnly(std::string_view key) {
+  if (key.starts_with("GLOO_")) return true;
+  static const std::set<std::string_view> kKeys = {
+      "NCCL_DEBUG",          "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE",        "NCCL_DEBUG_TIMESTAMP_FORMAT",
+      "TORCH_CPP_LOG_LEVEL", "TORCH_LOGS",        "TORCH_SHOW_CPP_STACKTRACES", "TORCH_HOME",
+      "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT",
+      "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE"};
+  return kKeys.contains(key);
+}
+
 void compareKeyValues(const std::vector<KeyValue>& a, const std::vector<KeyValue>& b,
-                      const std::string& prefix, std::vector<EnvDifference>& out) {
+                      const std::string& prefix, std::vector<EnvDifference>& out,
+                      bool (*contextOnly)(std::string_view) = nullptr) {
   const auto inA = byKey(a), inB = byKey(b);
   const auto value = [](const std::map<std::string_view, std::string_view>& m,
                         std::string_view k) -> std::optional<std::string> {
@@ -39,7 +56,7 @@ void compareKeyValues(const std::vector<KeyValue>& a, const std::vector<KeyValue
   for (const auto& [k, v] : inB) keys.insert(k);
   for (const std::string_view k : keys) {
     auto va = value(inA, k), vb = value(inB, k);
-    if (va != vb) out.push_back({prefix + std::string(k), va, vb, true});
+    if (va != vb) out.push_back({prefix + std::string(k), va, vb, !contextOnly || !contextOnly(k)});
   }
 }
 
@@ -108,7 +125,7 @@ std::vector<std::string> programOf(const std::vector<std::string>& command) {
 
 std::vector<EnvDifference> compareHeaders(const Header& a, const Header& b) {
   std::vector<EnvDifference> out;
-  compareKeyValues(a.environment, b.environment, "env ", out);
+  compareKeyValues(a.environment, b.environment, "env ", out, diagnosticOnly);
   for (size_t i = 0; i < std::max(a.gpus.size(), b.gpus.size()); ++i) {
     std::optional<std::string> ga, gb;
     if (i < a.gpus.size()) ga = gpuText(a.gpus[i]);

@@ -277,7 +277,7 @@ bool isDeterminismRelevant(std::string_view key) {
       "WORLD_SIZE",      "RANK",                 "LOCAL_RANK",        "LOCAL_WORLD_SIZE",  "TF_DETERMINISTIC_OPS",
       "TF_CUDNN_DETERMINISTIC", "XLA_FLAGS",     "CUBLAS_WORKSPACE_CONFIG", "KMP_AFFINITY", "MKL_CBWR"};
   static constexpr std::string_view kPrefixes[] = {"NCCL_", "CUDNN_", "CUBLAS_", "CUBLASLT_", "TORCH_",
-                                                   "PYTORCH_", "CUDA_", "NVTE_", "TORCHINDUCTOR_", "TRITON_"};
+                                                   "PYTORCH_", "CUDA_", "NVTE_", "TORCHINDUCTOR_", "TRITON_", "GLOO_"};
   // Set per run by gpurr record itself, so always different and meaningless.
   static constexpr std::string_view kExcluded[] = {"CUDA_INJECTION64_PATH"};
   for (auto e : kExcluded) if (key == e) return false;

@@ -73,5 +73,21 @@ TEST_CASE("NCCL's variables are no cause of a divergence in a kernel of the prog
   };
   CHECK(cause("NCCL_ALGO") == diff::Cause::kNondeterministicKernel);
   CHECK(cause("CUBLAS_WORKSPACE_CONFIG") == diff::Cause::kEnvironment);
+  // What a library logs, or how gloo reaches the other ranks, is context.
+  CHECK(cause("NCCL_DEBUG") == diff::Cause::kNondeterministicKernel);
+  CHECK(cause("GLOO_SOCKET_IFNAME") == diff::Cause::kNondeterministicKernel);
   fs::remove_all(root);
+}
+
+TEST_CASE("variables that only set what a library logs are shown for context alone") {
+  trace::Header a, b;
+  a.environment = {{"NCCL_DEBUG", "INFO"}, {"TORCH_DISTRIBUTED_DEBUG", "DETAIL"}, {"TORCH_LOGS", "+dynamo"}};
+  b.environment = {{"GLOO_SOCKET_IFNAME", "lo"}};
+  const std::vector<diff::EnvDifference> env = diff::compareHeaders(a, b);
+  REQUIRE(env.size() == 4);
+  for (const diff::EnvDifference& e : env) {
+    INFO(e.field);
+    // DETAIL wraps every process group in one that issues checking collectives of its own.
+    CHECK(e.affectsResults == (e.field == "env TORCH_DISTRIBUTED_DEBUG"));
+  }
 }
