@@ -544,6 +544,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
                                        options.align.maxEdits, options.align.window));
   }
   // A trace cut short: what the other run did afterwards was not compared.
+  char wentOn = 0;  // the run that went on past the other's end, if any
   if (pass->rest && !alignment.runs.back().match &&
       ((alignment.runs.back().aCount == 0 && aCut) || (alignment.runs.back().bCount == 0 && bCut))) {
     const AlignedRun& last = alignment.runs.back();
@@ -551,6 +552,7 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     const TraceReader& cut = aEnds ? ta : tb;
     const uint64_t after = aEnds ? last.bCount : last.aCount;
     const char goesOn = aEnds ? 'B' : 'A', ends = aEnds ? 'A' : 'B';
+    wentOn = goesOn;
     out.warnings.push_back(fmt::format("run {} goes on for {} after run {}'s trace ends{}; not compared", goesOn,
                                        plural(after, "operation"), ends,
                                        stoppedByGpurr(cut) ? fmt::format(" (gpurr stopped it after training step {})",
@@ -573,9 +575,11 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     return aShort ? last.aCount > 0 && last.bCount == 0 && !tb.damage().incomplete()
                   : last.bCount > 0 && last.aCount == 0 && !ta.damage().incomplete();
   };
-  if (out.gaps.empty() && (ta.damage().incomplete() || tb.damage().incomplete()) &&
-      !goesOnPast(ta.damage().incomplete())) {
-    const bool aShort = ta.damage().incomplete();
+  // A run that went on past the other's end was not cut short where they
+  // were compared, whatever ended it later.
+  const bool aShort = ta.damage().incomplete() && wentOn != 'A';
+  const bool bShort = tb.damage().incomplete() && wentOn != 'B';
+  if (out.gaps.empty() && (aShort || bShort) && !goesOnPast(aShort)) {
     out.gaps.push_back(fmt::format("run {}'s trace ends ({}) where the other's does: what it did after is not known",
                                    aShort ? 'A' : 'B', whyEndsEarly(aShort ? ta : tb)));
   }

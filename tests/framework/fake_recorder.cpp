@@ -115,6 +115,7 @@ RecordSession* theSession() {
   if (session != nullptr) return session;
   std::vector<std::string> problems;
   RecorderOptions options = awaitOptions(std::getenv, problems);  // a held run waits here
+  for (const std::string& p : problems) warnToStderr(p);  // as the recorder's injection does
   if (!options.output) return nullptr;
   auto dev = std::make_unique<CpuDevice>();
   device = dev.get();

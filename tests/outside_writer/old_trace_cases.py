@@ -339,6 +339,22 @@ def stopped_after_step():
     expect(p['pathDivergences']['count'] == 1, 'no other path divergence', p['pathDivergences']['count'])
     expect(any('gpurr stopped it after training step 2' in w and 'not compared' in w for w in p['warnings']),
            "a warning says run A's later operations were not compared", p['warnings'])
+    # The same program unchanged, stopped by gpurr after step 2 against one
+    # cut short later (killed, no index): everything both recorded agrees;
+    # the longer one's end, past the stopped one's, is not where they were
+    # compared.
+    same = reader.read(record(Variant(seed=3))[0])
+    stopped_same = reader.read(a)
+    cut_a = next(i for i, e in enumerate(stopped_same.events) if e.get('origin', {}).get('step', -1) > 2)
+    stopped_same.events, stopped_same.stopped_after_step = stopped_same.events[:cut_a], 2
+    killed_later = len(same.events) - 3
+    same.events, same.has_index = same.events[:killed_later], False
+    rc, j, err = diff(reader.write(stopped_same, os.path.join(kit.TMP, 'stopped-same.gpurr')),
+                      reader.write(same, os.path.join(kit.TMP, 'killed-later.gpurr')))
+    p = process(j)
+    expect(rc == 0 and j['verdict'] == 'identical' and not p.get('gaps'),
+           'stopped by gpurr against one killed later: identical, no gap',
+           {'rc': rc, 'err': err, 'verdict': j.get('verdict'), 'gaps': p.get('gaps'), 'warnings': p.get('warnings')})
     t.stopped_after_step = -1
     ended = reader.write(t, os.path.join(kit.TMP, 'ended.gpurr'))
     rc, j, err = diff(a, ended)

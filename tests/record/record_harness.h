@@ -116,6 +116,7 @@ inline pid_t start(const std::vector<std::string>& args, const fs::path& io, con
                           "SLURM_STEP_NUM_TASKS"}) {
       ::unsetenv(v);
     }
+    ::unsetenv("GPURR_RECORDER_LIB");  // the sandbox's, unless a test erased it
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> argv{const_cast<char*>(kGpurr.c_str())};
     for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
