@@ -22,7 +22,7 @@ string whereInJob(const diff::FirstDivergence& d) { return shownSide(d) + diverg
 
 
 string lineOf(const std::optional<trace::Origin>& o) {
-  return o && !o->file.empty() ? fmt::format("{}:{}", o->file, o->line) : string();
+  return o && !o->file.empty() ? trace::sourceLine(*o) : string();
 }
 
 string stepOf(const std::optional<trace::Origin>& o) { return o && o->step >= 0 ? std::to_string(o->step) : string(); }
@@ -40,7 +40,7 @@ void renderMismatches(Page& page, const JobView& job) {
               e(m.run), m.communicator, m.sequence);
     for (const CollectiveCallSite& s : m.calls) {
       page.addf("<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>\n", s.rank, e(s.process),
-                e(s.call), s.file.empty() ? "" : e(fmt::format("{}:{}", s.file, s.line)));
+                e(s.call), s.file.empty() ? "" : e(trace::sourceLine(s.file, s.line)));
     }
     page.add("</tbody></table></div>\n");
   }

@@ -677,7 +677,7 @@ std::string processesText(const std::vector<size_t>& group, const std::vector<in
 
 std::string spreadCollectiveText(const SpreadStep& s) {
   std::string out = s.collective;
-  if (s.origin && !s.origin->file.empty()) out += fmt::format(" at {}:{}", s.origin->file, s.origin->line);
+  if (s.origin && !s.origin->file.empty()) out += " at " + trace::sourceLine(*s.origin);
   if (s.origin && s.origin->step >= 0) out += fmt::format(", step {}", s.origin->step);
   return out;
 }

@@ -57,7 +57,7 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
        << '\n';
     for (const CollectiveCallSite& s : m.calls) {
       os << fmt::format("  rank {} ({}): {}{}", s.rank, s.process, s.call,
-                        s.file.empty() ? "" : fmt::format(" at {}:{}", s.file, s.line))
+                        s.file.empty() ? "" : " at " + sourceLine(s.file, s.line))
          << '\n';
     }
   }

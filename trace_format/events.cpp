@@ -250,14 +250,15 @@ std::string frameworkOpOf(const Event& event) {
   return {};
 }
 
-std::string sourceLine(const Origin& o) {
-  if (o.file.empty()) return "";
-  std::string_view file = o.file;
+std::string sourceLine(const Origin& o) { return sourceLine(o.file, o.line); }
+
+std::string sourceLine(std::string_view file, uint32_t line) {
+  if (file.empty()) return "";
   size_t from = file.rfind('/') + 1;  // 0 without a slash
   for (std::string_view packages : {"/site-packages/", "/dist-packages/"}) {
     if (const size_t at = file.rfind(packages); at != std::string_view::npos) from = at + packages.size();
   }
-  return fmt::format("{}:{}", file.substr(from), o.line);
+  return fmt::format("{}:{}", file.substr(from), line);
 }
 
 std::string describe(const Origin& o, OriginStep step) {

@@ -537,6 +537,7 @@ std::string describe(const Origin& origin, OriginStep step = OriginStep::kLaunch
 // its name ("train.py:17"), a library's from its package
 // ("lightning/pytorch/loops/fit_loop.py:43"); "" when none was recorded.
 std::string sourceLine(const Origin& origin);
+std::string sourceLine(std::string_view file, uint32_t line);
 const char* toString(Phase phase);
 const char* toString(InPlace inPlace);
 const char* toString(RangeBound bound);

@@ -186,6 +186,12 @@ if job:
     receiver = [x for x in job["ranks"] if x["rank"] == 0]
     check(receiver and receiver[0]["carrier"] is not None and receiver[0]["carrier"] < receiver[0]["seq"],
           f"ddp planted: rank 0 received it before its own first divergence (the next step's): {receiver}")
+    # The text names the script by its name, as the processes' reports do.
+    text = subprocess.run([args.gpurr, "diff", d, db], capture_output=True, text=True).stdout
+    job_text = text[:text.find("== process")]
+    line = f"at {os.path.basename(ddp)}:{marked('backward', ddp)}"
+    check(line in job_text and os.path.dirname(ddp) not in job_text,
+          f"ddp planted: the job's rows name the script's line as {line}: {job_text}")
 
 # A rank's trace lost from the planted run (a node lost, a rank killed
 # before its last second reached the disk): the other sent the
