@@ -442,8 +442,9 @@ int run(const RecordOptions& opts) {
   if (placed.traces.empty()) {
     release();
     if (!noDriver) {
-      say(existed && !jobMember ? fmt::format("no CUDA process ran (no trace written; {} is as it was)", out.string())
-                                : std::string("no CUDA process ran (no trace written)"));
+      // A recorder that could not make its trace (a full disk) said so.
+      const std::string none = "no trace written (no CUDA process ran, or a warning above says why)";
+      say(existed && !jobMember ? fmt::format("{}; {} is as it was", none, out.string()) : none);
     }
     return passOn(exit, exit.code);
   }

@@ -54,22 +54,6 @@ void abandonInChild() {
   if (gSession != nullptr) gSession->abandonInForkedChild();
 }
 
-std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace::Header& header) {
-  std::string error;
-  const std::optional<std::filesystem::path> dir = claimTraceDirectory(*options.output, options.rankName, error);
-  if (!dir) {
-    warnToStderr("cannot create the trace directory (" + error + "); this process is not recorded");
-    return nullptr;
-  }
-  try {
-    auto writer = std::make_unique<trace::TraceWriter>(*dir, header);
-    return std::make_unique<TraceSink>(std::move(writer), warnToStderr, sinkOptions(options));
-  } catch (const std::exception& e) {
-    warnToStderr(std::string("cannot start the trace (") + e.what() + "); this process is not recorded");
-    return nullptr;
-  }
-}
-
 int initialize() {
   ReentrancyGuard guard;
   std::vector<std::string> problems;
@@ -102,7 +86,7 @@ int initialize() {
   device->setStagingLimit(options.snapshotMemoryBytes);
   auto session = std::make_unique<RecordSession>(
       options, std::move(device),
-      [opts = options](const trace::Header& header) { return openTrace(opts, header); }, warnToStderr);
+      [opts = options](const trace::Header& header) { return openTrace(opts, header, warnToStderr); }, warnToStderr);
 
   CUpti_SubscriberHandle subscriber = nullptr;
   char holder[256] = {};

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "recorder/recycling.h"
 #include "recorder/reentrancy.h"
@@ -199,6 +200,24 @@ SinkOptions sinkOptions(const RecorderOptions& options) {
   sink.queueBytes = options.traceQueueBytes;
   sink.slowWriterUs = options.slowWriterUs;
   return sink;
+}
+
+std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace::Header& header, WarnFn warn) {
+  std::string error;
+  const std::optional<std::filesystem::path> dir = claimTraceDirectory(*options.output, options.rankName, error);
+  if (!dir) {
+    warn("cannot create the trace directory (" + error + "); this process is not recorded");
+    return nullptr;
+  }
+  try {
+    auto writer = std::make_unique<trace::TraceWriter>(*dir, header);
+    return std::make_unique<TraceSink>(std::move(writer), warn, sinkOptions(options));
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    std::filesystem::remove_all(*dir, ec);
+    warn(std::string("cannot start the trace (") + e.what() + "); this process is not recorded");
+    return nullptr;
+  }
 }
 
 TraceSink::TraceSink(std::unique_ptr<trace::TraceWriter> writer, WarnFn warn, SinkOptions options)

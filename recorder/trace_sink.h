@@ -181,4 +181,11 @@ class TraceSink {
   std::thread thread_;
 };
 
+// The process's trace, in the directory it claims under the options'
+// output (claimTraceDirectory), its header written. nullptr, said through
+// `warn`, where it cannot be made (a full disk, no inode left): the process
+// is not recorded, and what it had made of the directory is removed, so
+// that no unreadable trace is left in the job.
+std::unique_ptr<TraceSink> openTrace(const RecorderOptions& options, const trace::Header& header, WarnFn warn);
+
 }  // namespace gpurr::recorder

@@ -122,13 +122,7 @@ RecordSession* theSession() {
   sessionPid = getpid();
   session = new RecordSession(
       options, std::move(dev),
-      [options](const gpurr::trace::Header& h) -> std::unique_ptr<TraceSink> {
-        std::string error;
-        auto dir = claimTraceDirectory(*options.output, options.rankName, error);
-        if (!dir) return nullptr;
-        return std::make_unique<TraceSink>(std::make_unique<gpurr::trace::TraceWriter>(*dir, h), warnToStderr,
-                                           sinkOptions(options));
-      },
+      [options](const gpurr::trace::Header& h) { return openTrace(options, h, warnToStderr); },
       warnToStderr);
   std::atexit(finish);
   framework::setFinishRecording(finish);  // the same, earlier, when the layer ends the program itself

@@ -7,6 +7,11 @@
 #           unchanged, the trace readable up to its last complete block, and
 #           `gpurr info` saying it ended early. Skipped (77) where mounting
 #           is not allowed.
+#   enospc-start  the trace's file system is full before the trace is made:
+#           no inode left for its directory (a tmpfs of 3 inodes), or no room
+#           for its header (4 KiB): one warning that the process is not
+#           recorded, the program's output and exit status unchanged, no
+#           unreadable trace left, and record says no trace was written.
 #   kill    the recorded process is killed (SIGKILL) in the middle of a step:
 #           the trace is readable up to its last block, `gpurr info` says
 #           it ended early, and `gpurr diff` against a complete run claims
@@ -28,7 +33,7 @@
 #           where, and `gpurr diff` against a complete run claims nothing
 #           past the gap (exit status 2).
 #
-#   faults_test.sh BUILD_DIR PROGRAM enospc|kill|signal|behind
+#   faults_test.sh BUILD_DIR PROGRAM enospc|enospc-start|kill|signal|behind
 set -u
 build=$1 program=$2 mode=$3
 unset RANK SLURM_PROCID LOCAL_RANK NODE_RANK WORLD_SIZE SLURM_NTASKS SLURM_STEP_NUM_TASKS  # set below for a job
@@ -73,6 +78,34 @@ enospc)
   [ "$n" = 1 ] || fail "$n recorder warnings, not one"
   expect "$work/rec.err" "1 incomplete"
   trace=$work/disk/run.gpurr
+  ;;
+enospc-start)
+  steps=2 launches=100
+  env -u GPURR_OUTPUT "$program" $steps $launches > "$work/plain.out"
+  plain=$?
+  for limit in nr_inodes=3 size=4k; do
+    mkdir "$work/disk"
+    if ! mount -t tmpfs -o "$limit" tmpfs "$work/disk" 2>/dev/null; then
+      echo "cannot mount a tmpfs here (not root, or not allowed): skipped"
+      exit 77
+    fi
+    mounted=$work/disk
+    "$gpurr" record -o "$work/disk/run.gpurr" -- "$program" $steps $launches > "$work/rec.out" 2> "$work/rec.err"
+    code=$?
+    cat "$work/rec.err"
+    [ "$code" = "$plain" ] || fail "$limit: exit status $code under the recorder, $plain without"
+    cmp -s "$work/plain.out" "$work/rec.out" || fail "$limit: the program's output changed under the recorder"
+    n=$(grep -c "gpurr: warning: " "$work/rec.err")
+    [ "$n" = 1 ] || fail "$limit: $n warnings, not one"
+    expect "$work/rec.err" "this process is not recorded"
+    # (Without a CUDA driver, record has said so up front instead.)
+    grep -q "nothing will be recorded" "$work/rec.err" ||
+      expect "$work/rec.err" "no trace written (no CUDA process ran, or a warning above says why)"
+    [ -z "$(ls -A "$work/disk")" ] || { ls -laR "$work/disk"; fail "$limit: something is left on the disk"; }
+    umount "$work/disk" && mounted= && rmdir "$work/disk"
+  done
+  echo "ok"
+  exit 0
   ;;
 kill)
   steps=4 launches=3000

@@ -178,18 +178,7 @@ int main(int argc, char** argv) {
   if (options.output) {
     session = std::make_unique<RecordSession>(
         options, std::make_unique<HostDevice>(),
-        [&options](const trace::Header& h) -> std::unique_ptr<TraceSink> {
-          std::string error;
-          auto dir = claimTraceDirectory(*options.output, options.rankName, error);
-          if (!dir) return warnToStderr(error), nullptr;
-          try {
-            return std::make_unique<TraceSink>(std::make_unique<trace::TraceWriter>(*dir, h), warnToStderr,
-                                               sinkOptions(options));
-          } catch (const std::exception& e) {
-            warnToStderr(std::string("cannot start the trace (") + e.what() + ")");
-            return nullptr;
-          }
-        },
+        [&options](const trace::Header& h) { return openTrace(options, h, warnToStderr); },
         warnToStderr);
     gSession = session.get();
     flushOnEndingSignals([] { gSession->flush(); }, std::chrono::seconds(5), [] { gSession->finish(); });
