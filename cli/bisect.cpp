@@ -830,7 +830,8 @@ void addBisectCommand(CLI::App& app, Action& chosen) {
   CLI::App* cmd = app.add_subcommand(
       "bisect", "Record a command several times, find the first kernel launch that differs, why, and replay it.");
   cmd->add_option("-o,--output", opts->output,
-                  "Directory for the traces, logs and reports (default: bisect-<command>-<date>-<time> here)");
+                  "Directory for the traces, logs and reports (default: bisect-<command>-<date>-<time> here)")
+      ->check(kPathGiven);
   cmd->add_option("--runs", opts->runs, "How many times to record the command before comparing (default 2)")
       ->check(CLI::Range(2u, 1000u));
   cmd->add_option("--repeat", opts->repeat,

@@ -38,6 +38,10 @@ inline const CLI::Validator kWholeNumber(
     },
     "N>=0");
 
+// A path given: not empty (`-o ""` would otherwise mean the default).
+inline const CLI::Validator kPathGiven(
+    [](const std::string& value) -> std::string { return value.empty() ? "expected a path, got ''" : ""; }, "PATH");
+
 // Exit codes shared by every command.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitDifferent = 1;  // diff: the runs differ

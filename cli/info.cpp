@@ -155,6 +155,14 @@ Stats collect(const TraceReader& reader) {
 
 double ratio(uint64_t a, uint64_t b) { return b == 0 ? 0.0 : static_cast<double>(a) / b; }
 
+// The compressed bytes of the blocks read: the events file less what a
+// trace cut short, or damaged, holds past them (the ratio is of these).
+uint64_t compressedRead(const trace::TraceReader& reader) {
+  uint64_t n = 0;
+  for (const trace::BlockInfo& b : reader.blocks()) n += b.compressedSize;
+  return n;
+}
+
 std::string startTime(uint64_t ns) {
   if (ns == 0) return "unknown";
   const std::chrono::sys_seconds t{std::chrono::seconds(ns / 1'000'000'000)};
@@ -223,7 +231,7 @@ Json infoJson(const TraceReader& reader, const Stats& s) {
            {"blocks", reader.blocks().size()},
            {"eventsCompressedBytes", reader.eventsFileBytes()},
            {"eventsUncompressedBytes", reader.uncompressedBytes()},
-           {"compressionRatio", ratio(reader.uncompressedBytes(), reader.eventsFileBytes())},
+           {"compressionRatio", ratio(reader.uncompressedBytes(), compressedRead(reader))},
            {"blobs", s.blobCount},
            {"blobBytes", s.blobBytes},
            {"hostRegions", regions},
@@ -421,7 +429,10 @@ int printText(const TraceReader& reader, const Stats& s) {
                          humanBytes(m->hostBytes), humanBytes(m->queueBytes), humanBytes(m->snapshotBytes),
                          humanBytes(m->writerBytes), humanBytes(m->pinnedHostBytes), humanBytes(m->deviceBytes)));
   }
-  if (s.withOrigin == 0) {
+  if (s.withOrigin == 0 && (reader.damage().incomplete() || reader.layerSteps())) {
+    // The layer ran (its steps are in the index), or its origins may be in the blocks not read.
+    line("origins", "none in the blocks read");
+  } else if (s.withOrigin == 0) {
     line("origins", "none recorded (no framework layer ran: ops, modules and source lines are unknown)");
   } else {
     std::string steps;
@@ -458,11 +469,18 @@ int printText(const TraceReader& reader, const Stats& s) {
                          fmt::join(parts, ", ")));
   }
   line("time span", fmt::format("{:.3f} s", static_cast<double>(s.lastTimeNs - s.firstTimeNs) / 1e9));
-  line("size", fmt::format("events {} in {} blocks ({} uncompressed, {:.1f}x), blobs {} in {} files",
-                           humanBytes(reader.eventsFileBytes()), reader.blocks().size(),
+  const size_t blocks = reader.blocks().size();
+  // What the events file holds after the last block read (a block cut
+  // short, or a corrupt one and those after it).
+  const uint64_t end = blocks == 0 ? 0 : reader.blocks().back().frameOffset + reader.blocks().back().compressedSize;
+  const uint64_t past = reader.eventsFileBytes() - std::min(reader.eventsFileBytes(), end);
+  line("size", fmt::format("events {} in {} block{}{} ({} uncompressed, {:.1f}x), blobs {} in {} files",
+                           humanBytes(reader.eventsFileBytes()), blocks, blocks == 1 ? "" : "s",
+                           past > 0 ? fmt::format(" read, {} after them not", humanBytes(past))
+                               : "",
                            humanBytes(reader.uncompressedBytes()),
-                           ratio(reader.uncompressedBytes(), reader.eventsFileBytes()),
-                           humanBytes(s.blobBytes), s.blobCount));
+                           ratio(reader.uncompressedBytes(), compressedRead(reader)), humanBytes(s.blobBytes),
+                           s.blobCount));
   const Damage& damage = reader.damage();
   std::string status = damage.incomplete()     ? "incomplete: " + damage.detail
                        : damage.detail.empty() ? "complete"

@@ -67,8 +67,14 @@ int main(int argc, char** argv) {
         message = fmt::format("--check-determinism takes its count after '=': --check-determinism={}", argv[i + 1]);
       }
     }
-    // A command line asking for JSON gets an object even so (docs/JSON.md).
-    if (json) std::cout << gpurr::report::jsonText(gpurr::report::Json{{"error", message}}) << '\n';
+    // A command line asking for JSON gets an object even so (docs/JSON.md):
+    // diff's and bisect's of the same form as their other refusals.
+    if (json) {
+      gpurr::report::Json out{{"error", message}};
+      if (command == "diff") out = {{"gpurrDiff", 1}, {"verdict", "error"}, {"error", message}, {"errorKind", "option"}};
+      if (command == "bisect") out = {{"gpurrBisect", 1}, {"verdict", "failed"}, {"error", message}};
+      std::cout << gpurr::report::jsonText(out) << '\n';
+    }
     std::cerr << fmt::format("gpurr{}: error: {} (gpurr {}--help)\n", command.empty() ? "" : " " + command, message,
                              command.empty() ? "" : command + " ");
     return kExitTrouble;

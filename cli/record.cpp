@@ -514,7 +514,8 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
   CLI::App* cmd = app.add_subcommand(
       "record", "Run a CUDA program, unmodified, with the recorder injected: a trace per CUDA process.");
   cmd->add_option("-o,--output", opts->output,
-                  "Trace to write (default: <command>-<date>-<time>.gpurr here)");
+                  "Trace to write (default: <command>-<date>-<time>.gpurr here)")
+      ->check(kPathGiven);
   cmd->add_option("--launches", opts->launches,
                   "Hash only launches A up to (not including) B, counted from 0 in each "
                   "process; 'A:' and ':B' leave one end open. Other launches are still recorded.");
@@ -526,9 +527,11 @@ void addRecordCommand(CLI::App& app, Action& chosen) {
                   "numbers counted from 0 (optimizer steps completed): 10:12, 100:, ::50 (every 50th). Other "
                   "launches are still recorded.");
   cmd->add_option("--until-step", opts->untilStep,
-                  "Stop a PyTorch program cleanly after training step N (counted from 0, as --steps counts): its "
-                  "atexit handlers run and the trace is complete; `gpurr info` says where it was stopped. Needs "
-                  "the PyTorch layer (not with --no-framework). More in docs/RECORDING.md.")
+                  "Stop a PyTorch program cleanly after training step N (counted from 0, as --steps counts), at "
+                  "the next step's first training call of a module (the rest of step N's iteration runs; a "
+                  "program that calls no module stops after step N+1, and says so): its atexit handlers run "
+                  "and the trace is complete; `gpurr info` says where it was stopped. Needs the PyTorch layer "
+                  "(not with --no-framework). More in docs/RECORDING.md.")
       ->check(kWholeNumber);
   cmd->add_option("--stop-file", opts->stopFile,
                   "Stop a PyTorch program cleanly once FILE names a training step: after that step, as "

@@ -291,6 +291,12 @@ Report verify(const TraceReader& reader) {
   } else if (!reader.damage().detail.empty()) {  // events that do not fit the index, read up to there or around
     report.problems.push_back(reader.damage().detail);
   }
+  // Without its checksums (written since compatVersion 13, FORMAT.md §5)
+  // nothing vouches for the header and the index but the blocks they describe.
+  if (std::error_code ec; !reader.damage().unclosed && !fs::exists(reader.path() / "checksums", ec)) {
+    report.notes.push_back("no checksums file: the header and the index are checked against the blocks alone "
+                           "(their other fields, the recorder's counts among them, are not vouched for)");
+  }
   Refs refs;
   checkBlocks(reader, report, refs);
   checkBlobs(reader, report, refs);

@@ -342,7 +342,7 @@ struct BlastRadius {
   uint64_t laterOps = 0, taintedOps = 0;          // run A, after the first divergence
   uint64_t laterLaunches = 0, taintedLaunches = 0;
   uint64_t divergentOps = 0;                      // later matched ops with different outputs
-  uint64_t explainedOps = 0;                      // ... of which read tainted data
+  uint64_t explainedOps = 0;  // ... of which read data derived from an earlier divergence (any, not only the first)
   uint64_t independentCount = 0;
   // Those of them that are the first divergence's stretch again: as many
   // operations a side, the first of each issued from the same site as the

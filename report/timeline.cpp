@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -339,14 +340,39 @@ bool sameOperation(const json& a, const json& b) {
          a.value("grid", json()) == b.value("grid", json()) && a.value("block", json()) == b.value("block", json());
 }
 
-// Marks each range whose counterpart at the same position has the same
-// digest; returns whether the lists are equal.
+// Marks each range whose counterpart in the other run has the same digest;
+// returns whether the lists are equal. A range's counterpart is the one of
+// the same allocation, offset and size (two runs may list a launch's ranges
+// in another order: the diff pairs them by place, not by position), else
+// the one left at the same place among those left.
 bool markSame(json& mine, json& theirs) {
+  const auto key = [](const json& r) { return std::tuple(r["allocation"], r["offset"], r["size"]); };
+  std::vector<size_t> partner(mine.size(), SIZE_MAX);
+  std::vector<bool> taken(theirs.size(), false);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    for (size_t j = 0; j < theirs.size(); ++j) {
+      if (!taken[j] && key(mine[i]) == key(theirs[j])) {
+        partner[i] = j;
+        taken[j] = true;
+        break;
+      }
+    }
+  }
+  std::vector<size_t> leftMine, leftTheirs;
+  for (size_t i = 0; i < mine.size(); ++i)
+    if (partner[i] == SIZE_MAX) leftMine.push_back(i);
+  for (size_t j = 0; j < theirs.size(); ++j)
+    if (!taken[j]) leftTheirs.push_back(j);
+  for (size_t k = 0; k < leftMine.size() && k < leftTheirs.size(); ++k) {
+    partner[leftMine[k]] = leftTheirs[k];
+    taken[leftTheirs[k]] = true;
+  }
   bool all = mine.size() == theirs.size();
-  for (size_t i = 0; i < std::max(mine.size(), theirs.size()); ++i) {
-    const bool same = i < mine.size() && i < theirs.size() && mine[i]["digest"] == theirs[i]["digest"];
-    if (i < mine.size()) mine[i]["same"] = same;
-    if (i < theirs.size()) theirs[i]["same"] = same;
+  for (json& r : theirs) r["same"] = false;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const bool same = partner[i] != SIZE_MAX && mine[i]["digest"] == theirs[partner[i]]["digest"];
+    mine[i]["same"] = same;
+    if (partner[i] != SIZE_MAX) theirs[partner[i]]["same"] = same;
     all = all && same;
   }
   return all;

@@ -63,6 +63,7 @@ _SPECS = {
     "isend": (_SEND, ("tensor",), (), "dst", None),
     "irecv": (_RECV, (), ("tensor",), "src", None),
     "barrier": (_BARRIER, (), (), None, None),
+    "monitored_barrier": (_BARRIER, (), (), None, None),  # gloo's: names the ranks that did not reach it
 }
 
 # The calls that move pickled objects through the collectives above.

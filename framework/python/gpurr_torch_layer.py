@@ -604,8 +604,14 @@ def _stop():
     after which step it stopped (with --quick-exit, without the
     interpreter's teardown: quick_exit). Raised in the thread that called,
     and again at a later call if the program catches it and goes on (not
-    in what it runs on its way out: _exiting)."""
+    in what it runs on its way out: _exiting). A program that trains on
+    another thread than the main one is ended by the main thread too: it
+    gets the same exception at its next Python instruction (once the call
+    it waits in returns, a join of the thread that trains)."""
     _recorder.gpurr_framework_stop_after_step(_step - 1)
+    main = threading.main_thread()
+    if threading.current_thread() is not main and main.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main.ident), ctypes.py_object(_Stop))
     raise _Stop(0)
 
 
@@ -613,7 +619,8 @@ class _Stop(SystemExit):
     """_stop's SystemExit(0). The interpreter reads its `code` when it ends
     the program with it, from no Python frame: then (and not when a program
     that caught it reads it, nor when another exception or exit ended the
-    program) _ended_by_stop is set, and quick_exit knows the exit status."""
+    program) _ended_by_stop is set, and quick_exit knows the exit status.
+    A thread it ends prints nothing (_quiet_threads), as for SystemExit."""
 
     @property
     def code(self):
@@ -623,6 +630,16 @@ class _Stop(SystemExit):
         except ValueError:  # no caller in Python: the interpreter's own exit
             _ended_by_stop = True
         return 0
+
+
+def _quiet_threads(hook):
+    """threading.excepthook that, as for SystemExit, prints nothing for a
+    thread that _stop's exception ended, and leaves the rest to `hook`."""
+    @functools.wraps(hook)
+    def excepthook(args):
+        if args.exc_type is not _Stop:
+            hook(args)
+    return excepthook
 
 
 def quick_exit():
@@ -890,6 +907,8 @@ def install(torch, skipped=()):
     until = os.environ.get("GPURR_UNTIL_STEP")
     _until_step = int(until) if until else None
     _stop_file = os.environ.get("GPURR_STOP_FILE") or None
+    if _until_step is not None or _stop_file:
+        threading.excepthook = _quiet_threads(threading.excepthook)
     _observer = observing
     _learning = os.environ.get("GPURR_FULL_ATTRIBUTION", "") in ("", "0")
     _recorder.gpurr_framework_attribution(1 if _learning else 0)

@@ -60,12 +60,14 @@ by_rank = {r: collectives(os.path.join(a, f"rank{r}.gpurr")) for r in (0, 1)}
 for rank, events in by_rank.items():
     calls = [e["collective"]["call"] for e in events]
     check(calls == ["all_reduce", "broadcast", "all_gather", "all_gather", "all_gather", "barrier",
-                    "send" if rank == 0 else "recv"], f"rank {rank}: calls {calls}")
-    if len(events) < 7:
+                    "monitored_barrier", "send" if rank == 0 else "recv"], f"rank {rank}: calls {calls}")
+    if len(events) < 8:
         continue
     c = [e["collective"] for e in events]
     check(all(x["source"] == "framework" and x["processGroup"] == "0" for x in c), f"rank {rank}: c10d's view")
-    check([x["sequence"] for x in c] == list(range(7)), f"rank {rank}: sequence {[x['sequence'] for x in c]}")
+    check([x["sequence"] for x in c] == list(range(8)), f"rank {rank}: sequence {[x['sequence'] for x in c]}")
+    check(c[6]["op"] == "barrier" and events[6]["origin"]["line"] == marked("monitored"),
+          f"rank {rank}: gloo's monitored barrier, a barrier at its line: {c[6]} {events[6]['origin']}")
     check(all(x["rank"] == rank and x["size"] == 2 for x in c), f"rank {rank}: rank and size")
     check(c[0]["op"] == "allReduce" and c[0]["reduceOp"] == "sum" and c[0]["dataType"] == "float32" and
           c[0]["count"] == 256, f"rank {rank}: all_reduce described: {c[0]}")

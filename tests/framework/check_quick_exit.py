@@ -86,6 +86,15 @@ check(r.returncode == 0 and r.stdout == two_steps and log.count("\n") == 2 and i
       f"two optimizers, stopped after step 1: its iteration ended: {r.returncode} {r.stdout!r} {log!r} "
       f"{info.get('stoppedAfterStep')}")
 
+# Each step trained on a thread of its own, joined: the thread ends quietly
+# (no traceback of the stop's exception), and so does the main thread once
+# the join returns, the program stopped whole.
+r, info, marks, log = run("thread", "--until-step", "1", QUICK_EXIT_THREAD="1")
+check(r.returncode == 0 and r.stdout == two_steps and log.count("\n") == 2 and info.get("stoppedAfterStep") == 1
+      and info.get("complete") and "Traceback" not in r.stderr and "_Stop" not in r.stderr,
+      f"trained on a thread, stopped after step 1: the program ended there: {r.returncode} {r.stdout!r} {log!r} "
+      f"{info.get('stoppedAfterStep')} {r.stderr[-1500:]}")
+
 # A stop file naming a step passed already (written after step 2, read at
 # step 3's optimizer step): the program stops after step 3, whose iteration
 # ends.

@@ -44,6 +44,7 @@ def worker(plant):
     objects = [None, None]
     dist.all_gather_object(objects, {"sum": x.sum()})  # at:objects
     dist.barrier()
+    dist.monitored_barrier()  # at:monitored (gloo's: names the ranks that did not reach it)
     if rank == 0:
         dist.send(x, dst=1)  # at:send (torch's send calls isend: one call)
     else:

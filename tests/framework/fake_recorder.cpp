@@ -6,7 +6,9 @@
 // calling thread (so it carries that thread's framework origin);
 // gpurr_test_launch_with(kernel, words, count) gives it the first kWords
 // of `words` as its parameters (the op's tensors' addresses: every kernel's
-// parameters are kWords 8-byte words, those not given 0). With
+// parameters are kWords 8-byte words, those not given 0), on the legacy
+// stream, or on a stream of its own for a thread that never ran Python (a
+// backend's worker: threadStream). With
 // GPURR_TEST_OPERANDS_LOG set, each launch also appends to that file the
 // operands the framework layer reported for the op it runs in:
 // "KERNEL ADDRESS:r|w ...", or "KERNEL unknown". Its session starts when it
@@ -22,9 +24,11 @@
 // so that their outputs exist: a before-hash (--hash-inputs) of what an op
 // wrote in place reads what it left.
 #include <cupti.h>
+#include <dlfcn.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -139,6 +143,19 @@ __attribute__((constructor)) void startSession() {
 
 }  // namespace
 
+// The stream a thread launches on: the legacy stream (0), as PyTorch's
+// threads launch on a GPU, except for a thread that never ran Python, a
+// backend's worker (gloo's, which copies what a collective moves on CUDA
+// streams of its own on a GPU): a stream of its own, so that its launches
+// race with the program's as they would there, unordered by stream.
+CUstream threadStream() {
+  using GetState = void* (*)();
+  static const auto state = reinterpret_cast<GetState>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
+  static std::atomic<uint64_t> next{0x5000};
+  thread_local const uint64_t own = state == nullptr || state() != nullptr ? 0 : next.fetch_add(0x10);
+  return reinterpret_cast<CUstream>(own);
+}
+
 extern "C" __attribute__((visibility("default"))) void gpurr_test_launch_with(const char* kernel,
                                                                              const uint64_t* words,
                                                                              uint32_t count) {
@@ -155,6 +172,7 @@ extern "C" __attribute__((visibility("default"))) void gpurr_test_launch_with(co
   }
   cuLaunchKernel_params p{};
   p.f = reinterpret_cast<CUfunction>(function);
+  p.hStream = threadStream();
   p.gridDimX = p.gridDimY = p.gridDimZ = 1;
   p.blockDimX = p.blockDimY = p.blockDimZ = 1;
   uint64_t given[kHashedWords] = {};

@@ -14,12 +14,14 @@
 # QUICK_EXIT_GAN=1: a second optimizer steps a second model after the
 # first's step, before the step's log line. QUICK_EXIT_STOP_FILE=PATH:
 # after step 2, the program writes 0 into PATH (a step passed already).
+# QUICK_EXIT_THREAD=1: each step trains on a thread of its own, joined.
 import atexit
 import ctypes
 import gzip
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -62,12 +64,30 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1)
 second = nn.Linear(4, 1)
 opt2 = torch.optim.SGD(second.parameters(), lr=0.1)
 x = torch.randn(8, 4)
+
+def train(step):
+    """One training step; returns its loss."""
+    opt.zero_grad()
+    loss = model(x).square().mean()
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def train_on_thread(step):
+    """The step on a thread of its own, joined, as some trainers run it."""
+    out = []
+    worker = threading.Thread(target=lambda: out.append(train(step)))
+    worker.start()
+    worker.join()
+    if not out:  # the thread ended without its loss
+        raise RuntimeError(f"step {step} did not finish")
+    return out[0]
+
+
 try:
     for step in range(5):
-        opt.zero_grad()
-        loss = model(x).square().mean()
-        loss.backward()
-        opt.step()
+        loss = (train_on_thread if os.environ.get("QUICK_EXIT_THREAD") else train)(step)
         if os.environ.get("QUICK_EXIT_GAN"):
             opt2.zero_grad()
             second(x).square().mean().backward()

@@ -123,6 +123,16 @@ are not compared, its digests are$" <<< "$out"; then
         echo "FAIL: gpurr $cmd exited $rc printing no error object: $out"; exit 1
       fi
     done
+    # An unreadable command line: bisect's and diff's objects have the form
+    # of their other refusals, whichever part of it cannot be read.
+    for cmd in "bisect --json --runs 0 -- true" "bisect --json --bogus -- true"; do
+      { $gpurr $cmd 2>/dev/null || true; } | python3 -c 'import json, sys
+j = json.load(sys.stdin); assert j["gpurrBisect"] == 1 and j["verdict"] == "failed" and j["error"], j' ||
+        { echo "FAIL: gpurr $cmd: not bisect's refusal"; exit 1; }
+    done
+    { $gpurr diff --json --bogus "$trace" "$trace" 2>/dev/null || true; } | python3 -c 'import json, sys
+j = json.load(sys.stdin); assert j["gpurrDiff"] == 1 and j["verdict"] == "error" and j["errorKind"] == "option", j' ||
+      { echo "FAIL: diff --json --bogus: not diff's refusal"; exit 1; }
     copy=$(mktemp -d)/t.gpurr && cp -r "$trace" "$copy"
     expect_error 2 "would replace a file of the trace $copy; give the page another name" \
       "$gpurr" diff --html "$copy/events" "$copy" "$trace"

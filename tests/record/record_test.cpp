@@ -212,6 +212,10 @@ TEST_CASE("bad options are usage errors found before the command starts") {
       CHECK_THAT(r.err, Catch::Contains(std::string(option) + ": expected a whole number 0 or more"));
     }
   }
+  // An empty output name (an unset variable, `-o "$OUT"`) is not the default name.
+  r = s.run({"record", "-o", "", "--", "sh", "-c", "touch ran"});
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--output: expected a path, got ''"));
   // The output's name forgotten: `--` taken for it.
   r = s.run({"record", "-o", "--", "touch", "ran"});
   CHECK(r.code == 2);

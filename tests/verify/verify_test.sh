@@ -81,6 +81,10 @@ fresh; (cd "$tmp/t.gpurr" && xxhsum -H2 index > checksums)
 expect 2 "lists no header: the file is damaged" "$tmp/t.gpurr"
 fresh; : > "$tmp/t.gpurr/checksums"
 expect 2 "lists no header: the file is damaged" "$tmp/t.gpurr"
+# No checksums file at all: readable, and said, since nothing then vouches
+# for the index's own fields.
+fresh; rm "$tmp/t.gpurr/checksums"
+expect 0 "note: no checksums file: the header and the index are checked against the blocks alone" "$tmp/t.gpurr"
 
 # A block's frame damaged (checksum).
 fresh
