@@ -122,6 +122,20 @@ def job_origin_on_rank_5():
 
 
 @case
+def job_origin_at_another_line():
+    """Rank 5 copies another batch at step 1, from another line in run B (one
+    branch of the program, or the other): the job's rows show both runs'."""
+    a = write('a', jobs.Job())
+    b = write('b', jobs.Job(seed=2, planted={5: 1}, planted_line=26))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job') or {}
+    expect(rc == 1 and (job.get('earliestOrigin') or {}).get('rank') == 5, 'rank 5 the earliest origin', job)
+    line = next((l for l in text.split('\n') if l.startswith('earliest origin: rank 5, ')), '')
+    expect(re.search(r'run A #\d+ .*train\.py:28.*, run B #\d+ .*train\.py:26', line) is not None,
+           "the earliest origin's row names both runs' lines", line)
+
+
+@case
 def job_origin_sends_again():
     """Rank 5's batch differs at steps 1 and 2 of a job that all-reduces statistics it never applies: every
     receiver's all-reduce of step 2 reads identical data and receives other data. A rank's own report calls it

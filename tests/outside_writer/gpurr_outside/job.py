@@ -64,8 +64,9 @@ class Job:
     c10d's call, which is recorded as it returns)."""
 
     def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True, extra=None,
-                 asynchronous=False, pipeline=False, copy_inside=False):
+                 asynchronous=False, pipeline=False, copy_inside=False, planted_line=28):
         self.n, self.seed, self.steps = ranks, seed, steps
+        self.planted_line = planted_line  # the line a planted rank copies its other batch at
         self.pipeline, self.copy_inside = pipeline, copy_inside
         steps_of = lambda m: {r: s if isinstance(s, (set, frozenset)) else {s} for r, s in (m or {}).items()}
         self.planted, self.extra = steps_of(planted), steps_of(extra)
@@ -126,7 +127,7 @@ class _Rank:
         p, S = self.p, self.S
         salt = 1 if step in self.job.planted.get(self.rank, ()) else 0
         x = np.random.default_rng([7, self.rank, step, salt]).standard_normal(COUNT).astype(np.float32)
-        p.h2d(MAIN, S, self.batch, x, origin=_origin('aten::copy_', step, '', 28))
+        p.h2d(MAIN, S, self.batch, x, origin=_origin('aten::copy_', step, '', self.job.planted_line if salt else 28))
         if step in self.job.extra.get(self.rank, ()):
             p.launch(MAIN, S, self.mod, SCALE_KERNEL, (4, 1, 1), (256, 1, 1), [model.Ptr(self.batch, 'rw'), ('f', 1.0)],
                      lambda: self.batch.put(self.batch.f32()), origin=_origin('aten::mul_', step, 'model', 27))
