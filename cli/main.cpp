@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
     // diff's and bisect's of the same form as their other refusals.
     if (json) {
       gpurr::report::Json out{{"error", message}};
-      if (command == "diff") out = {{"gpurrDiff", 1}, {"verdict", "error"}, {"error", message}, {"errorKind", "option"}};
+      if (command == "diff") {
+        out = {{"gpurrDiff", 1}, {"verdict", "error"}, {"error", message}, {"errorKind", "option"}};
+      }
       if (command == "bisect") out = {{"gpurrBisect", 1}, {"verdict", "failed"}, {"error", message}};
       std::cout << gpurr::report::jsonText(out) << '\n';
     }

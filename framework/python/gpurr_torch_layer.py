@@ -620,7 +620,8 @@ class _Stop(SystemExit):
     the program with it, from no Python frame: then (and not when a program
     that caught it reads it, nor when another exception or exit ended the
     program) _ended_by_stop is set, and quick_exit knows the exit status.
-    A thread it ends prints nothing (_quiet_threads), as for SystemExit."""
+    A thread it ends prints nothing (gpurr_torch_tools.quiet_threads), as
+    for SystemExit."""
 
     @property
     def code(self):
@@ -630,16 +631,6 @@ class _Stop(SystemExit):
         except ValueError:  # no caller in Python: the interpreter's own exit
             _ended_by_stop = True
         return 0
-
-
-def _quiet_threads(hook):
-    """threading.excepthook that, as for SystemExit, prints nothing for a
-    thread that _stop's exception ended, and leaves the rest to `hook`."""
-    @functools.wraps(hook)
-    def excepthook(args):
-        if args.exc_type is not _Stop:
-            hook(args)
-    return excepthook
 
 
 def quick_exit():
@@ -684,34 +675,6 @@ def _forked(torch, observer):
     if observer is not None:
         observer.gpurr_torch_uninstall()
     # No steps to learn either: the recorder's state came from the parent.
-
-
-def _watch_cuda_blocks(torch, observer, path):
-    """Once CUDA starts, reports the caching allocator's blocks to the
-    recorder (exact launch ranges). Needs a CUDA build of the same PyTorch.
-    Attached when Python starts CUDA (torch.cuda._lazy_call runs it after the
-    allocator has started) or, when CUDA is started from C++ alone, by the op
-    observer at the next op."""
-    if getattr(torch.version, "cuda", None) is None or not os.path.exists(path):
-        return
-    try:
-        lib = ctypes.CDLL(path)  # makes no CUDA call
-    except OSError as e:
-        _warn(f"{path} does not load ({e}): launch ranges run to their allocation's end")
-        return
-    try_install = lib.gpurr_torch_cuda_try_install
-    try_install.argtypes = [ctypes.c_void_p]
-
-    def attach():
-        try:  # an exception here would fail the program's CUDA start
-            if try_install(_recorder._handle) == -1:
-                _warn("the recorder takes no allocator blocks: launch ranges run to their allocation's end")
-        except Exception as e:  # noqa: BLE001
-            _warn(f"the allocator's blocks are not reported ({e}): launch ranges run to their allocation's end")
-
-    observer.gpurr_torch_watch_blocks.argtypes = [ctypes.c_void_p]
-    observer.gpurr_torch_watch_blocks(ctypes.cast(try_install, ctypes.c_void_p))
-    torch.cuda._lazy_call(attach)
 
 
 def _dotted(qualified):
@@ -891,7 +854,8 @@ def install(torch, skipped=()):
                 with_gil = ctypes.PyDLL(observer)  # the same library: it keeps a reference
                 with_gil.gpurr_torch_on_diverged.argtypes = [ctypes.py_object]
                 with_gil.gpurr_torch_on_diverged(_observe_again)
-                _watch_cuda_blocks(torch, lib, os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so"))
+                gpurr_torch_tools.watch_cuda_blocks(torch, lib, os.path.join(os.path.dirname(observer),
+                                                                             "libgpurr_torch_cuda.so"), _recorder, _warn)
     try:  # c10d's view of the program's collectives (gpurr_torch_collectives.py)
         import gpurr_torch_collectives
 
@@ -908,7 +872,7 @@ def install(torch, skipped=()):
     _until_step = int(until) if until else None
     _stop_file = os.environ.get("GPURR_STOP_FILE") or None
     if _until_step is not None or _stop_file:
-        threading.excepthook = _quiet_threads(threading.excepthook)
+        threading.excepthook = gpurr_torch_tools.quiet_threads(threading.excepthook, _Stop)
     _observer = observing
     _learning = os.environ.get("GPURR_FULL_ATTRIBUTION", "") in ("", "0")
     _recorder.gpurr_framework_attribution(1 if _learning else 0)

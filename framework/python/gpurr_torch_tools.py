@@ -2,10 +2,13 @@
 program's own tooling: says once when the program starts a torch.profiler
 session that wants the GPU's activity, which it cannot get while gpurr
 records; and marks what Inductor's autotuners launch while they time
-candidates (benchmarking, which `gpurr diff` sets aside); and keeps what
-the program wrote before a quick exit. `recorder` is the recorder library
-(ctypes), `warn` the layer's warning."""
+candidates (benchmarking, which `gpurr diff` sets aside); keeps what the
+program wrote before a quick exit; reports the CUDA caching allocator's
+blocks once CUDA starts; and keeps a thread that --until-step ended quiet.
+`recorder` is the recorder library (ctypes), `warn` the layer's warning."""
+import ctypes
 import functools
+import os
 
 _profiler_warned = False  # said that a profiler session gets no GPU events
 
@@ -145,3 +148,42 @@ def keep_written_files():
         ctypes.CDLL(None).fflush(None)
     except Exception:  # noqa: BLE001
         pass
+
+
+def watch_cuda_blocks(torch, observer, path, recorder, warn):
+    """Once CUDA starts, reports the caching allocator's blocks to the
+    recorder (exact launch ranges). Needs a CUDA build of the same PyTorch
+    (`path`, libgpurr_torch_cuda.so). Attached when Python starts CUDA
+    (torch.cuda._lazy_call runs it after the allocator has started) or, when
+    CUDA is started from C++ alone, by the op observer at the next op."""
+    if getattr(torch.version, "cuda", None) is None or not os.path.exists(path):
+        return
+    try:
+        lib = ctypes.CDLL(path)  # makes no CUDA call
+    except OSError as e:
+        warn(f"{path} does not load ({e}): launch ranges run to their allocation's end")
+        return
+    try_install = lib.gpurr_torch_cuda_try_install
+    try_install.argtypes = [ctypes.c_void_p]
+
+    def attach():
+        try:  # an exception here would fail the program's CUDA start
+            if try_install(recorder._handle) == -1:
+                warn("the recorder takes no allocator blocks: launch ranges run to their allocation's end")
+        except Exception as e:  # noqa: BLE001
+            warn(f"the allocator's blocks are not reported ({e}): launch ranges run to their allocation's end")
+
+    observer.gpurr_torch_watch_blocks.argtypes = [ctypes.c_void_p]
+    observer.gpurr_torch_watch_blocks(ctypes.cast(try_install, ctypes.c_void_p))
+    torch.cuda._lazy_call(attach)
+
+
+def quiet_threads(hook, stop):
+    """threading.excepthook that, as for SystemExit, prints nothing for a
+    thread that the layer's stop (the exception class `stop`) ended, and
+    leaves the rest to `hook`."""
+    @functools.wraps(hook)
+    def excepthook(args):
+        if args.exc_type is not stop:
+            hook(args)
+    return excepthook
