@@ -27,6 +27,14 @@ string lineOf(const std::optional<trace::Origin>& o) {
 
 string stepOf(const std::optional<trace::Origin>& o) { return o && o->step >= 0 ? std::to_string(o->step) : string(); }
 
+// A divergence's line: both runs' where a matched operation was issued from
+// another line in each (one branch of the program, or the other).
+string linesOf(const diff::FirstDivergence& d) {
+  const string a = lineOf(d.a.origin), b = lineOf(d.b.origin);
+  return !d.path && !a.empty() && !b.empty() && a != b ? fmt::format("run A {}, run B {}", a, b)
+                                                        : lineOf(firstShown(d).origin);
+}
+
 void renderMismatches(Page& page, const JobView& job) {
   if (job.sizes) {
     std::string text = sizesText(*job.sizes);
@@ -123,7 +131,7 @@ RankRow rankRow(const RunComparison& c, const JobView& job, size_t p) {
   }
   const string after = plural(v->collectivesBefore, "collective", "collectives");
   auto rest = [&](const string& n) {
-    return fmt::format("<td>{}</td><td>{}</td><td><span class=\"cause\">{}</span>{}</td>", e(lineOf(firstShown(d).origin)),
+    return fmt::format("<td>{}</td><td>{}</td><td><span class=\"cause\">{}</span>{}</td>", e(linesOf(d)),
                        e(stepOf(firstShown(d).origin)), e(diff::toString(d.cause)), n);
   };
   const string role = fmt::format("<td class=\"{}\">{}</td>", v->origin ? "bad" : "", roleOf(*v));

@@ -7,8 +7,8 @@
 // gpurr_test_launch_with(kernel, words, count) gives it the first kWords
 // of `words` as its parameters (the op's tensors' addresses: every kernel's
 // parameters are kWords 8-byte words, those not given 0), on the legacy
-// stream, or on a stream of its own for a thread that never ran Python (a
-// backend's worker: threadStream). With
+// stream; a thread that never ran Python (a backend's worker) launches
+// nothing (launchingThread). With
 // GPURR_TEST_OPERANDS_LOG set, each launch also appends to that file the
 // operands the framework layer reported for the op it runs in:
 // "KERNEL ADDRESS:r|w ...", or "KERNEL unknown". Its session starts when it
@@ -28,7 +28,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -143,24 +142,23 @@ __attribute__((constructor)) void startSession() {
 
 }  // namespace
 
-// The stream a thread launches on: the legacy stream (0), as PyTorch's
-// threads launch on a GPU, except for a thread that never ran Python, a
-// backend's worker (gloo's, which copies what a collective moves on CUDA
-// streams of its own on a GPU): a stream of its own, so that its launches
-// race with the program's as they would there, unordered by stream.
-CUstream threadStream() {
+// Whether this thread ran Python (or the program is no Python program).
+// A thread that never did is a backend's worker (gloo's): its ops move a
+// collective's data on the host, which a GPU's program does not launch
+// (for CUDA tensors, gloo's copies are the program's memcpys): it launches
+// nothing here, and the collective's own event carries the digests.
+bool launchingThread() {
   using GetState = void* (*)();
   static const auto state = reinterpret_cast<GetState>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
-  static std::atomic<uint64_t> next{0x5000};
-  thread_local const uint64_t own = state == nullptr || state() != nullptr ? 0 : next.fetch_add(0x10);
-  return reinterpret_cast<CUstream>(own);
+  thread_local const bool python = state == nullptr || state() != nullptr;
+  return python;
 }
 
 extern "C" __attribute__((visibility("default"))) void gpurr_test_launch_with(const char* kernel,
                                                                              const uint64_t* words,
                                                                              uint32_t count) {
   RecordSession* s = theSession();
-  if (s == nullptr) return;
+  if (s == nullptr || !launchingThread()) return;
   // Or by a signal, or the program's own _exit: from the first launch on, as
   // the recorder takes signals from the program's first CUDA call on (after
   // Python's own handlers).
@@ -172,7 +170,6 @@ extern "C" __attribute__((visibility("default"))) void gpurr_test_launch_with(co
   }
   cuLaunchKernel_params p{};
   p.f = reinterpret_cast<CUfunction>(function);
-  p.hStream = threadStream();
   p.gridDimX = p.gridDimY = p.gridDimZ = 1;
   p.blockDimX = p.blockDimY = p.blockDimZ = 1;
   uint64_t given[kHashedWords] = {};

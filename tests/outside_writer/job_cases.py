@@ -133,6 +133,7 @@ def job_origin_at_another_line():
     line = next((l for l in text.split('\n') if l.startswith('earliest origin: rank 5, ')), '')
     expect(re.search(r'run A #\d+ .*train\.py:28.*, run B #\d+ .*train\.py:26', line) is not None,
            "the earliest origin's row names both runs' lines", line)
+    expect('<td>run A train.py:28, run B train.py:26</td>' in page, "the page's ranks table too")
 
 
 @case
