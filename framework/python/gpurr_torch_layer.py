@@ -854,8 +854,8 @@ def install(torch, skipped=()):
                 with_gil = ctypes.PyDLL(observer)  # the same library: it keeps a reference
                 with_gil.gpurr_torch_on_diverged.argtypes = [ctypes.py_object]
                 with_gil.gpurr_torch_on_diverged(_observe_again)
-                gpurr_torch_tools.watch_cuda_blocks(torch, lib, os.path.join(os.path.dirname(observer),
-                                                                             "libgpurr_torch_cuda.so"), _recorder, _warn)
+                blocks = os.path.join(os.path.dirname(observer), "libgpurr_torch_cuda.so")
+                gpurr_torch_tools.watch_cuda_blocks(torch, lib, blocks, _recorder, _warn)
     try:  # c10d's view of the program's collectives (gpurr_torch_collectives.py)
         import gpurr_torch_collectives
 
