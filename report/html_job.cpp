@@ -27,12 +27,10 @@ string lineOf(const std::optional<trace::Origin>& o) {
 
 string stepOf(const std::optional<trace::Origin>& o) { return o && o->step >= 0 ? std::to_string(o->step) : string(); }
 
-// A divergence's line: both runs' where a matched operation was issued from
-// another line in each (one branch of the program, or the other).
+// A divergence's line: both runs' where they issued it from other lines.
 string linesOf(const diff::FirstDivergence& d) {
-  const string a = lineOf(d.a.origin), b = lineOf(d.b.origin);
-  return !d.path && !a.empty() && !b.empty() && a != b ? fmt::format("run A {}, run B {}", a, b)
-                                                        : lineOf(firstShown(d).origin);
+  return issuedElsewhere(d) ? fmt::format("run A {}, run B {}", lineOf(d.a.origin), lineOf(d.b.origin))
+                            : lineOf(firstShown(d).origin);
 }
 
 void renderMismatches(Page& page, const JobView& job) {

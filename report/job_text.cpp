@@ -26,15 +26,11 @@ std::string opText(const diff::OpInfo& o) {
 
 // Where a rank's first divergence is: its operation, or where the runs took
 // other paths, each run's first there (a rank that issued another
-// collective than in run A: both calls), or, where the two runs issued the
-// operation from other lines (the same op at the same place of the model:
-// one branch of the program, or the other), both.
+// collective than in run A: both calls), or both where the runs issued it
+// from other lines (issuedElsewhere).
 std::string where(const FirstDivergence& d) {
-  if (d.path && d.stretch && !d.stretch->reordered && !d.stretch->aOps.empty() && !d.stretch->bOps.empty()) {
-    return fmt::format("run A {}, run B {}", opText(d.a), opText(d.b));
-  }
-  if (!d.path && d.a.origin && d.b.origin &&
-      (d.a.origin->file != d.b.origin->file || d.a.origin->line != d.b.origin->line)) {
+  if ((d.path && d.stretch && !d.stretch->reordered && !d.stretch->aOps.empty() && !d.stretch->bOps.empty()) ||
+      issuedElsewhere(d)) {
     return fmt::format("run A {}, run B {}", opText(d.a), opText(d.b));
   }
   return shownSide(d) + opText(firstShown(d));

@@ -37,6 +37,11 @@ const OpInfo& firstShown(const FirstDivergence& d) { return shownOp(d, true) != 
 
 const char* shownSide(const FirstDivergence& d) { return &firstShown(d) == &d.b ? "run B " : ""; }
 
+bool issuedElsewhere(const FirstDivergence& d) {
+  return !d.path && d.a.origin && d.b.origin &&
+         (d.a.origin->file != d.b.origin->file || d.a.origin->line != d.b.origin->line);
+}
+
 uint64_t seqInA(const FirstDivergence& d) { return &firstShown(d) == &d.b ? d.stretch->aSeq : d.a.seq; }
 
 bool opUnobserved(const FirstDivergence& d) {

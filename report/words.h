@@ -30,6 +30,10 @@ const diff::OpInfo* shownOp(const diff::FirstDivergence& d, bool a);
 const diff::OpInfo& firstShown(const diff::FirstDivergence& d);
 // "run B " where that operation is run B's, else "": what names it so.
 const char* shownSide(const diff::FirstDivergence& d);
+// Whether the two runs issued a matched first divergence from other lines
+// (the same op at the same place of the model: one branch of the program,
+// or the other): a report then names both runs' operations.
+bool issuedElsewhere(const diff::FirstDivergence& d);
 // Where the first divergence is in run A's trace: its operation's event, or
 // for a stretch run B alone took, the event it comes before in run A.
 uint64_t seqInA(const diff::FirstDivergence& d);
