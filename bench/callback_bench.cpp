@@ -487,10 +487,16 @@ int main(int argc, char** argv) {
   });
   // The layer's steady state: steps of 30 launches (the MLP's), the first
   // two observed and learned, the rest following the last learned step with
-  // no op observed (framework_context.h, kFollow).
+  // no op observed (framework_context.h, kFollow). The model's weights, as
+  // the layer reports them: a quarter of the buffers, and 256 parameters
+  // elsewhere, so that a launch's place is checked against its weight.
   constexpr uint64_t kStepLaunches = 30;
   bool followed = false;
   const Measured follow = !layer ? Measured{} : counter.measure("follow", [&](std::vector<double>& us, uint64_t& counted) {
+    std::vector<uint64_t> weights;
+    for (size_t b = 0; b < 16; ++b) weights.insert(weights.end(), {buffers[b], bufferBytes});
+    for (uint64_t p = 0; p < 256; ++p) weights.insert(weights.end(), {(uint64_t{1} << 46) + (p << 20), 4096});
+    framework::setParameters(weights);
     framework::setAttribution(framework::Attribution::kLearn);
     us.reserve(launches);
     const uint64_t learnt = 2 * kStepLaunches, total = learnt + kWarmUp + launches;

@@ -285,11 +285,14 @@ void stepBegins(bool complete) {
 // a launch of this step was (`weighed`), none of the framework's parameters
 // (taken for a stale word: what a slot the kernel does not use held; before
 // that, it may be a model the layer has not seen, another member of an
-// ensemble of one class). Under learning.mu.
+// ensemble of one class); where it was given none, given none (an update of
+// a weight the step ran in addition, by a kernel that the template's
+// operation at that place runs on activations, is no operation of the
+// template). Under learning.mu.
 bool matches(const Template& t, uint64_t place, uint64_t key, std::span<const uint8_t> params) {
   if (place >= t.keys.size() || t.keys[place] != key) return false;
   const std::optional<Weight>& w = t.ops[place].weight;
-  if (!w) return true;
+  if (!w) return !learning.weights.of(params);
   const Weights::Fit fit = learning.weights.fit(*w, params);
   return fit == Weights::Fit::kSame || (fit == Weights::Fit::kNone && learning.weighed);
 }
@@ -299,11 +302,8 @@ bool matches(const Template& t, uint64_t place, uint64_t key, std::span<const ui
 std::string whyUnmatched(uint64_t place, uint64_t key, std::span<const uint8_t> params) {
   const Template& t = learning.templates[learning.current];
   if (place >= t.keys.size()) return "matched no template: the step learned had ended before this launch";
-  const std::optional<Weight>& w = t.ops[place].weight;
-  if (t.keys[place] != key || !w) {
-    return "matched no template: the step learned had another operation at this launch's place";
-  }
-  return learning.weights.whyNot(*w, params);
+  if (t.keys[place] != key) return "matched no template: the step learned had another operation at this launch's place";
+  return learning.weights.whyNot(t.ops[place].weight, params);
 }
 
 // The templates' entry for an operation of `key` and parameter bytes

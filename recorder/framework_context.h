@@ -186,9 +186,11 @@ bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std:
 // into a template keeps the first 8-byte aligned word of its parameter
 // bytes that points into one of them, and a launch following the template
 // takes that place only when its word there points into the same one, or
-// into none: the same kernels run through another module of one kind (a
-// layer LayerDrop did not skip, an expert of its own) match no template,
-// and are observed. (Experts fused in one parameter, indexed by the data,
+// into none, and, where the launch learned was given none, only when it is
+// given none. The same kernels run through another module of one kind (a
+// layer LayerDrop did not skip, an expert of its own), or a weight updated
+// in addition by the kernel the template runs on activations at that place,
+// match no template, and are observed. (Experts fused in one parameter, indexed by the data,
 // are one module: any of them matches.)
 void setParameters(std::span<const uint64_t> ranges);
 

@@ -55,7 +55,14 @@ Weights::Fit Weights::fit(const Weight& w, std::span<const uint8_t> params) cons
   return at(word) == nullptr ? Fit::kNone : Fit::kOther;
 }
 
-std::string Weights::whyNot(const Weight& w, std::span<const uint8_t> params) const {
+std::string Weights::whyNot(const std::optional<Weight>& given, std::span<const uint8_t> params) const {
+  if (!given) {
+    const std::optional<Weight> w = of(params);
+    return fmt::format("matched no template: given a weight (its word at byte {} points into the parameter of {} "
+                       "bytes at {:#x}) where the launch at its place in the step learned was given none",
+                       w ? w->offset : 0, w ? w->end - w->begin : 0, w ? w->begin : 0);
+  }
+  const Weight& w = *given;
   switch (fit(w, params)) {
     case Fit::kShort:
       return fmt::format("matched no template: its parameters end before byte {}, where the launch at its place in "

@@ -40,9 +40,9 @@ class Weights {
   // before it (kShort).
   enum class Fit { kSame, kNone, kOther, kShort };
   Fit fit(const Weight& w, std::span<const uint8_t> params) const;
-  // Why a launch given `params` did not take the place of one given `w`,
-  // for a note on the launch.
-  std::string whyNot(const Weight& w, std::span<const uint8_t> params) const;
+  // Why a launch given `params` did not take the place of one given `w`
+  // (or none), for a note on the launch.
+  std::string whyNot(const std::optional<Weight>& w, std::span<const uint8_t> params) const;
 
  private:
   const std::pair<uint64_t, uint64_t>* at(uint64_t address) const;

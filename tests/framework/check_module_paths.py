@@ -11,8 +11,9 @@ own backward and a second phase's optimizer taking over the step count;
 a step that stops matching its template inside a module or inside a
 backward node;
 then two threads each evaluating its own model while the layer follows its
-templates, and steps that run the same kernels through other layers or
-experts of one kind (LayerDrop, a mixture of experts). The program's output
+templates, steps that run the same kernels through other layers or
+experts of one kind (LayerDrop, a mixture of experts), and a weight
+updated once by the kernel the step's first op runs on the batch. The program's output
 must be unchanged by the layer."""
 import argparse
 import collections
@@ -218,6 +219,23 @@ first = min((step for step, _, true in pairs if true.startswith("Head#2")), defa
 wrong = [p for p in pairs if p[1] and p[1] != p[2]]
 check(first is not None and all(step == first for step, _, _ in wrong),
       f"probes: named another module after the second head's first step ({first}) (step, named, true): {wrong[:6]}")
+
+# A weight updated once, before a step's first op, by the kernel that op
+# runs on the batch: given a weight where the template's launch there was
+# given none, the update matches no template (it says why) and carries no
+# op or line rather than the projection's; every launch named is named as
+# when every op is observed.
+truth = record("updated-full", "updated", GPURR_FULL_ATTRIBUTION="1")
+followed = record("updated", "updated")
+fields = ("step", "op", "module", "line")
+pairs = [tuple(tuple((e.get("origin") or {}).get(f) for f in fields) for e in (o, t))
+         for o, t in zip(followed, truth)]
+wrong = [(got, true) for got, true in pairs if got[1] and got != true]
+notes = [a["text"] for e in followed for a in e["launch"].get("annotations", []) if a.get("kind") == "note"]
+check(len(followed) == len(truth) and not wrong and len(notes) == 1 and
+      notes[0].startswith("matched no template: given a weight (its word at byte 0 points into the parameter of 256"),
+      f"updated: {len(followed)} vs {len(truth)} launches, named otherwise (followed, observed): {wrong[:4]}; "
+      f"notes: {notes}")
 
 # A step that stops matching inside a module: the modules running then
 # name the ops they run from there on, as when every op is observed; only

@@ -334,6 +334,28 @@ def resumed_backward():
         print(f"step {step}: {loss.item():.6f}")
 
 
+def updated():
+    """A training loop whose steps begin by projecting the batch through a
+    fixed matrix (no parameter), and whose step 3 (UPDATED_STEP) first
+    updates a weight by the same kernel, under torch.no_grad (a weight's
+    orthogonalisation, an average made by hand): an operation the steps
+    learned do not have, although its kernel is the one they have at its
+    place. No launch may take the projection's line for it."""
+    model = nn.Linear(8, 8)
+    projection = torch.randn(8, 8) / 3
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    updated_step = int(os.environ.get("UPDATED_STEP", "3"))
+    for step in range(6):
+        if step == updated_step:
+            with torch.no_grad():
+                model.weight.copy_(torch.mm(model.weight, torch.eye(8)))  # the update, once
+        loss = model(torch.mm(x, projection)).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        print(f"step {step}: {loss.item():.6f}")
+
+
 if sys.argv[1:2] == ["threads"]:
     threads(8)
     sys.exit(0)
@@ -351,6 +373,9 @@ if sys.argv[1:2] == ["resumed"]:
     sys.exit(0)
 if sys.argv[1:2] == ["resumed-backward"]:
     resumed_backward()
+    sys.exit(0)
+if sys.argv[1:2] == ["updated"]:
+    updated()
     sys.exit(0)
 
 class Stepping(nn.Module):

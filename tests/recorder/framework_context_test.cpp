@@ -462,6 +462,54 @@ TEST_CASE("a launch takes its place only when not given another framework parame
   fw::resetForTesting();
 }
 
+TEST_CASE("a launch given a weight where the template's launch was given none is an operation run in addition",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  static int diverged = 0;
+  diverged = 0;
+  fw::setOnDiverged([] { ++diverged; });
+  const uint64_t scale = fw::launchKey("mul_kernel");
+  const uint64_t weights[] = {0x10000, 0x100};
+  fw::setParameters(weights);
+  auto params = [](uint64_t out, uint64_t in) {
+    std::vector<uint8_t> bytes(16);
+    std::memcpy(bytes.data(), &out, 8);
+    std::memcpy(bytes.data() + 8, &in, 8);
+    return bytes;
+  };
+  auto op = [&](int line, uint64_t out, uint64_t in) {
+    fw::openScope(&ids[0], "aten::mul_", fw::ScopeKind::kOp, -1, 1, "/w/train.py", line);
+    auto o = fw::currentOrigin(true, scale, params(out, in));
+    fw::closeScope(&ids[0]);
+    return o;
+  };
+  // Each step scales its activations in place, then its weight.
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  for (int64_t step : {0, 1}) {
+    fw::setStep(step);
+    op(10, 0x90000, 0x90000);
+    op(11, 0x10000, 0x10000);
+  }
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  CHECK(fw::currentOrigin(true, scale, params(0x90100, 0x90100))->line == 10);
+  CHECK(fw::currentOrigin(true, scale, params(0x10000, 0x10000))->line == 11);
+  // Step 3 scales the weight first, in addition (an update the program made
+  // once): the same kernel as the activations' at that place, given a
+  // weight where theirs was given none. It matches no template.
+  fw::setStep(3);
+  std::optional<Origin> o;
+  std::string why;
+  fw::currentOrigin(true, scale, o, nullptr, params(0x10080, 0x10080), &why);
+  CHECK(o->line == 0);
+  CHECK(why ==
+        "matched no template: given a weight (its word at byte 0 points into the parameter of 256 bytes at 0x10000) "
+        "where the launch at its place in the step learned was given none");
+  CHECK(diverged == 1);
+  CHECK(fw::attribution() == fw::Attribution::kLearn);
+  fw::resetForTesting();
+}
+
 TEST_CASE("in a step that stops matching the backward of ops run while following takes the template's forward ops",
           "[recorder][framework]") {
   fw::resetForTesting();
