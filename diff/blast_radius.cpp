@@ -20,13 +20,6 @@ using namespace gpurr::trace;
 
 namespace {
 
-// Whether two corresponding operations read the same device bytes, by
-// position, allocation identity and digest.
-bool sameInputs(const Context& ctx, const Event& a, const Event& b) {
-  std::vector<RangeDifference> differences;
-  return compareRanges(ctx, view(a).inputs, view(b).inputs, differences);
-}
-
 // Whether their parameters agree once pointers are compared by allocation
 // identity and offset (a set's value, for sets).
 bool sameParameters(const Context& ctx, const Event& a, const Event& b) {
@@ -238,23 +231,43 @@ IndependentDivergence independentPair(const Context& ctx, uint64_t ia, uint64_t 
   IndependentDivergence ind;
   ind.a = info(ctx.a, ia, ea);
   ind.b = info(ctx.b, ib, eb);
-  const bool sameIn = sameInputs(ctx, ea, eb), sameParams = sameParameters(ctx, ea, eb);
+  std::vector<RangeDifference> inputs;  // by position, allocation identity and digest
+  const bool sameIn = compareRanges(ctx, view(ea).inputs, view(eb).inputs, inputs);
+  const bool sameParams = sameParameters(ctx, ea, eb);
   // Its inputs are not derived from an earlier divergence: identical, or
-  // written where no recorded operation of the comparison diverged.
+  // written where no recorded operation of the comparison diverged. Traces
+  // that hash a launch's inputs at their first use only (FORMAT.md,
+  // hashInputs) hold those whose bytes no recorded operation had written
+  // since their memory was handed out, or that another stream wrote last:
+  // where both runs hashed each differing one.
+  const bool firstUse = !ctx.a.reader->header().options.hashInputs && !ctx.b.reader->header().options.hashInputs &&
+                        std::ranges::all_of(inputs, [](const RangeDifference& d) {
+                          return d.a.size > 0 && d.b.size > 0 && d.digestA != 0 && d.digestB != 0;
+                        });
   ind.reason = sameIn && sameParams ? "outputs differ from identical inputs and parameters"
                : sameIn             ? "outputs differ; its parameters differ, its inputs are identical"
-                        : fmt::format("outputs differ; its inputs differ too, though no earlier divergent operation "
-                                      "wrote them; its parameters {}",
-                                      sameParams ? "are identical" : "differ too");
+               : firstUse ? fmt::format("outputs differ; its inputs differ in bytes it read at their first use, "
+                                        "which no recorded operation had written (uninitialised memory) or another "
+                                        "stream wrote last; its parameters {}",
+                                        sameParams ? "are identical" : "differ too")
+                          : fmt::format("outputs differ; its inputs differ too, though no earlier divergent operation "
+                                        "wrote them; its parameters {}",
+                                        sameParams ? "are identical" : "differ too");
   return ind;
 }
 
 // What a report shows of an independent divergence but its step and event
-// numbers: a later one alike is counted with it (IndependentDivergence::more).
+// numbers, and whether its origin was given by place: a later one alike is
+// counted with it (IndependentDivergence::more).
 std::string siteKey(const IndependentDivergence& i) {
   const OpInfo& o = i.a.name.empty() ? i.b : i.a;
-  return fmt::format("{}\n{}\n{}\n{}\n{}", i.path, static_cast<int>(o.kind), o.name,
-                     o.origin ? describe(*o.origin, OriginStep::kNone) : std::string(), i.reason);
+  std::string origin;
+  if (o.origin) {
+    Origin same = *o.origin;
+    same.byPlace = false;
+    origin = describe(same, OriginStep::kNone);
+  }
+  return fmt::format("{}\n{}\n{}\n{}\n{}", i.path, static_cast<int>(o.kind), o.name, origin, i.reason);
 }
 
 // Events read at most to tell whether a later independent divergence is

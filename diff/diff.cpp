@@ -487,13 +487,29 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
     if (!more) break;
     // The renamings before, but for those to an identity now given to
     // another allocation, and the new ones.
-    std::unordered_set<uint64_t> given;
-    for (const auto& [ordinal, id] : *more) given.insert(id);
-    std::unordered_map<uint32_t, uint64_t> next = renamed;
-    std::erase_if(next, [&](const auto& r) { return given.count(r.second) > 0; });
-    for (const auto& [ordinal, id] : *more) next[ordinal] = id;
+    const auto withRenamings = [&](const std::unordered_map<uint32_t, uint64_t>& these) {
+      std::unordered_set<uint64_t> given;
+      for (const auto& [ordinal, id] : these) given.insert(id);
+      std::unordered_map<uint32_t, uint64_t> next = renamed;
+      std::erase_if(next, [&](const auto& r) { return given.count(r.second) > 0; });
+      for (const auto& [ordinal, id] : these) next[ordinal] = id;
+      return next;
+    };
+    const uint64_t prefix = agreeingPrefix(pass->a, pass->b, pass->alignment);
+    std::unordered_map<uint32_t, uint64_t> next = withRenamings(more->all);
     pass.reset();
     pass = summariseAndAlign(ta, tb, options, next);
+    if (!keepsAgreeing(pass->a, pass->b, pass->alignment, prefix) && more->guarded.size() < more->all.size()) {
+      // Where the runs agreed, operations now differ: without the renamings
+      // that took an identity from an allocation first used there.
+      pass.reset();
+      if (more->guarded.empty()) {
+        pass = summariseAndAlign(ta, tb, options, renamed);
+        break;
+      }
+      next = withRenamings(more->guarded);
+      pass = summariseAndAlign(ta, tb, options, next);
+    }
     const uint64_t now = sameIdentities(pass->a, pass->b, pass->alignment);
     if (now <= agreeing) {
       pass.reset();

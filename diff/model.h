@@ -87,6 +87,13 @@ class AllocationIds {
     return {allocations_[ordinal].size, allocations_[ordinal].kind};
   }
   uint32_t usedBefore(uint32_t ordinal) const { return allocations_[ordinal].usedBefore; }
+  // The event of the operation being summarised: the first user of the
+  // allocations that use() names now.
+  void at(uint64_t seq) { seq_ = seq; }
+  // The event that first used `ordinal` (UINT64_MAX: none).
+  uint64_t firstUse(uint32_t ordinal) const {
+    return ordinal < ids_.size() && ids_[ordinal] != 0 ? allocations_[ordinal].firstUse : UINT64_MAX;
+  }
 
   // Gives the allocations of `identities` (by ordinal) the identity there
   // instead of their own, when they are first used; any other allocation
@@ -101,6 +108,7 @@ class AllocationIds {
     AllocationKind kind = AllocationKind::kDevice;
     uint32_t usedBefore = 0;
     uint32_t pointers = 0;  // launches' pointers into it (pointedAt)
+    uint64_t firstUse = UINT64_MAX;  // the event of its first user (at)
   };
 
   // Ordinals number allocations 1, 2, 3... (FORMAT.md §4): one far beyond
@@ -126,6 +134,7 @@ class AllocationIds {
   std::vector<Allocation> allocations_;
   std::unordered_map<uint64_t, uint32_t> seen_;  // allocations first used so far per user, operand and class
   uint32_t used_ = 0;                            // allocations used so far
+  uint64_t seq_ = UINT64_MAX;                    // at()
   uint64_t allocated_ = 0;                       // allocation events seen so far
   std::unordered_map<uint32_t, uint64_t> renamed_;  // rename()
   std::unordered_set<uint64_t> renamedTo_;          // the identities renamed_ gives

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "trace_format/scan.h"
@@ -42,8 +43,7 @@ const LaunchPointers::Map& LaunchPointers::of(const Run& run, const std::vector<
   return out;
 }
 
-std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& ctx, const Alignment& alignment,
-                                                                 LaunchPointers& read) {
+std::optional<Renamings> renamings(const Context& ctx, const Alignment& alignment, LaunchPointers& read) {
   const Run& a = ctx.a;
   const Run& b = ctx.b;
   const uint64_t held = a.ops.firstHeld();
@@ -141,11 +141,31 @@ std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& c
       claim->second = {most, 0};  // claimed as strongly twice: neither
     }
   }
-  std::unordered_map<uint32_t, uint64_t> out;
-  for (const auto& [oa, claim] : claims) {
-    if (claim.second != 0) out.emplace(claim.second, a.ids(oa));
+  // An allocation of run B that holds a claimed identity of its own, first
+  // used before the first edit, may be that allocation of run A (an extra
+  // operation on one buffer, whose output the next operation reads where
+  // the other run's reads that buffer): a claim would take its counterpart
+  // from it, and the operations that used it there would no longer match.
+  // Those claims are left out of the guarded set.
+  const uint64_t editB = edited != alignment.runs.end() && edited->bBegin >= b.ops.firstHeld() &&
+                                 edited->bBegin < b.ops.size()
+                             ? b.ops[edited->bBegin].seq()
+                             : 0;
+  std::unordered_set<uint64_t> vouched;  // the identities run B's allocations first used before editB hold
+  if (editB != 0) {
+    std::unordered_set<uint64_t> claimed;
+    for (const auto& [oa, claim] : claims) claimed.insert(a.ids(oa));
+    for (uint32_t ob = 1; ob < b.ids.size(); ++ob) {
+      if (b.ids.firstUse(ob) < editB && claimed.count(b.ids(ob))) vouched.insert(b.ids(ob));
+    }
   }
-  if (out.empty()) return std::nullopt;
+  Renamings out;
+  for (const auto& [oa, claim] : claims) {
+    if (claim.second == 0) continue;
+    out.all.emplace(claim.second, a.ids(oa));
+    if (!vouched.count(a.ids(oa))) out.guarded.emplace(claim.second, a.ids(oa));
+  }
+  if (out.all.empty()) return std::nullopt;
   return out;
 }
 
@@ -159,6 +179,30 @@ uint64_t sameIdentities(const Run& a, const Run& b, const Alignment& alignment) 
     for (uint64_t k = from; k < run.aCount; ++k) n += a.ops[run.aBegin + k].key == b.ops[run.bBegin + k].key;
   }
   return n;
+}
+
+uint64_t agreeingPrefix(const Run& a, const Run& b, const Alignment& alignment) {
+  uint64_t n = 0;
+  for (const AlignedRun& run : alignment.runs) {
+    if (!run.match || run.aBegin != n) return n;
+    for (uint64_t k = 0; k < run.aCount; ++k, ++n) {
+      if (run.aBegin + k >= a.ops.firstHeld() && a.ops[run.aBegin + k].key != b.ops[run.bBegin + k].key) return n;
+    }
+  }
+  return n;
+}
+
+bool keepsAgreeing(const Run& a, const Run& b, const Alignment& alignment, uint64_t n) {
+  uint64_t checked = 0;  // run A's operations before `n` matched with one of the same identity
+  for (const AlignedRun& run : alignment.runs) {
+    if (!run.match || run.aBegin >= n) continue;
+    for (uint64_t k = 0; k < run.aCount && run.aBegin + k < n; ++k) {
+      const uint64_t i = run.aBegin + k;
+      if (i >= a.ops.firstHeld() && a.ops[i].key != b.ops[run.bBegin + k].key) return false;
+      ++checked;
+    }
+  }
+  return checked == n;
 }
 
 }  // namespace gpurr::diff

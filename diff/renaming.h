@@ -43,10 +43,25 @@ class LaunchPointers {
 // identities differ place at another allocation of run A than its identity
 // does, with that allocation's identity: more of those pairs point them
 // there than anywhere else, each allocation of run A taken once, its size
-// and kind the same. Reads the pointers of up to 2^18 such pairs through
-// `read`. nullopt when there is none.
-std::optional<std::unordered_map<uint32_t, uint64_t>> renamings(const Context& ctx, const Alignment& alignment,
-                                                                 LaunchPointers& read);
+// and kind the same (`all`). `guarded`: those but the ones whose identity an
+// allocation of run B first used before the alignment's first edit holds
+// (it may be that allocation of run A: an extra operation on one buffer,
+// whose output the next operation reads where the other run's reads that
+// buffer, makes the next operation's pointers point there). Reads the
+// pointers of up to 2^18 such pairs through `read`. nullopt when there is
+// none.
+struct Renamings {
+  std::unordered_map<uint32_t, uint64_t> all, guarded;
+};
+std::optional<Renamings> renamings(const Context& ctx, const Alignment& alignment, LaunchPointers& read);
+
+// How many of run A's operations, from its first, `alignment` matches with
+// operations of the same identity, up to its first edit or pair that
+// differs; and whether a (new) alignment still matches each of those `n`
+// with one of the same identity. A renaming that takes an allocation's
+// identity from it where the runs agreed makes operations there differ.
+uint64_t agreeingPrefix(const Run& a, const Run& b, const Alignment& alignment);
+bool keepsAgreeing(const Run& a, const Run& b, const Alignment& alignment, uint64_t n);
 
 // How many matched pairs of `alignment` have the same identity: of two
 // summaries of one pair of runs, the better.

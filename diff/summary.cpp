@@ -39,6 +39,7 @@ uint64_t AllocationIds::first(uint32_t ordinal, uint64_t user, uint64_t operand,
     }
   }
   allocations_[ordinal].usedBefore = used_++;
+  allocations_[ordinal].firstUse = seq_;
   return ids_[ordinal];
 }
 
@@ -445,6 +446,7 @@ class Summariser {
       default:
         return;
     }
+    run.ids.at(e.seq);
     OpKind kind = OpKind::kLaunch;
     uint64_t shape = 0;
     uint64_t user = 0;  // the operation as the first user of an allocation (AllocationIds)

@@ -14,6 +14,10 @@ the programs' own output (losses and parameter digests per step):
   step 1), and rank 0 a receiver through that step's all-reduce;
 - two independent products in the other order (swapped.py): reordered,
   also where each one's line moved with it;
+- one relu more in one run, whose output the next layer reads
+  (extra_relu.py): another path at its line, the first relu the same; and
+  a torch.empty tensor read in every step: uninitialised memory, its later
+  reads bytes read at their first use, listed once;
 - four ranks, two of them in a subgroup that runs five all-reduces for each
   of the world's (subgroups.py): a divergence planted on rank 2 at step 1 and
   one on rank 0 at step 2 are both origins, and rank 2's is the earliest,
@@ -143,6 +147,39 @@ for variant, what in (("1", "swapped"), ("2", "swapped, lines moved")):
     fd = (report.get("processes") or [{}])[0].get("firstDivergence") or {}
     check(code == 1 and fd.get("cause") == "reordered" and fd.get("summary", "").startswith("reordered: the same 2"),
           f"{what}: a reordering of 2 operations (exit {code}): {fd.get('cause')}: {fd.get('summary')}")
+
+# One relu more in run B, on the first relu's output, which the next layer
+# then reads: the first relu is the same in both runs, and the extra one,
+# at its line, is the first divergence (another path), not the first relu
+# made to point elsewhere by naming the extra relu's output as the first's.
+extra = os.path.join(args.scripts, "extra_relu.py")
+with open(extra) as f:
+    extra_line = 1 + [n for n, t in enumerate(f.read().splitlines()) if "# at:extra" in t][0]
+a, _ = record("extra-a", "aten::mm,aten::addmm,aten::relu", [extra])
+b, _ = record("extra-b", "aten::mm,aten::addmm,aten::relu", [extra], EXTRA="1")
+code, report = diff(a, b)
+fd = (report.get("processes") or [{}])[0].get("firstDivergence") or {}
+origin = (fd.get("b") or {}).get("origin") or {}
+check(code == 1 and fd.get("path") and fd.get("a") is None and origin.get("line") == extra_line and
+      "another path" in fd.get("summary", ""),
+      f"extra relu: another path at line {extra_line} (exit {code}): {fd.get('cause')}: {fd.get('summary')}: {origin}")
+
+# A torch.empty tensor read in every step, its bytes other in each run
+# (glibc's MALLOC_PERTURB_), adding nothing to the results: uninitialised
+# memory at its first read; its reads in the later steps, which read no data
+# derived from it, are bytes each read at their first use, listed once with
+# the count of those like them, whether the layer observed or followed.
+a, _ = record("empty-a", "aten::mm,aten::addmm,aten::relu", [extra], EMPTY="1", MALLOC_PERTURB_="165")
+b, _ = record("empty-b", "aten::mm,aten::addmm,aten::relu", [extra], EMPTY="1", MALLOC_PERTURB_="7")
+code, report = diff(a, b)
+process = (report.get("processes") or [{}])[0]
+independent = (process.get("blastRadius") or {}).get("independent") or []
+check(code == 1 and (process.get("firstDivergence") or {}).get("cause") == "uninitialisedMemory" and
+      len(independent) == 1 and independent[0].get("more") == 2 and independent[0].get("reason", "").startswith(
+          "outputs differ; its inputs differ in bytes it read at their first use, which no recorded operation had "
+          "written (uninitialised memory)"),
+      f"torch.empty read in every step (exit {code}): {(process.get('firstDivergence') or {}).get('cause')}; "
+      f"the later reads: {independent}")
 
 # Origins across a subgroup and the world.
 subgroups = os.path.join(args.scripts, "subgroups.py")
