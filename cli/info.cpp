@@ -475,9 +475,10 @@ int printText(const TraceReader& reader, const Stats& s) {
   const uint64_t end = blocks == 0 ? 0 : reader.blocks().back().frameOffset + reader.blocks().back().compressedSize;
   const uint64_t past = reader.eventsFileBytes() - std::min(reader.eventsFileBytes(), end);
   line("size", fmt::format("events {} in {} block{}{} ({} uncompressed, {:.1f}x), blobs {} in {} files",
-                           humanBytes(reader.eventsFileBytes()), blocks, blocks == 1 ? "" : "s",
-                           past > 0 ? fmt::format(" read, {} after them not", humanBytes(past))
-                               : "",
+                           past > 0 ? fmt::format("{}: {}", humanBytes(reader.eventsFileBytes()), humanBytes(end))
+                                    : humanBytes(reader.eventsFileBytes()),
+                           blocks, blocks == 1 ? "" : "s",
+                           past > 0 ? fmt::format(" read, {} after them not", humanBytes(past)) : "",
                            humanBytes(reader.uncompressedBytes()),
                            ratio(reader.uncompressedBytes(), compressedRead(reader)), humanBytes(s.blobBytes),
                            s.blobCount));

@@ -90,6 +90,8 @@ void addRanges(Refs& refs, const std::vector<RangeDigest>& ranges, uint64_t seq,
 void checkBlocks(const TraceReader& reader, Report& report, Refs& refs) {
   const auto& blocks = reader.blocks();
   report.blocks = blocks.size();
+  // Numbered among those written, where damage cut the events short.
+  const uint64_t written = std::max<uint64_t>(blocks.size(), reader.damage().blocksWritten);
   std::vector<Event> events;
   for (size_t i = 0; i < blocks.size(); ++i) {
     const BlockInfo& b = blocks[i];
@@ -97,11 +99,11 @@ void checkBlocks(const TraceReader& reader, Report& report, Refs& refs) {
     try {
       reader.readBlock(i, events);
     } catch (const TraceError& e) {
-      report.problems.push_back(fmt::format("block {} of {}: {}", i + 1, blocks.size(), e.what()));
+      report.problems.push_back(fmt::format("block {} of {}: {}", i + 1, written, e.what()));
       continue;
     }
     report.events += events.size();
-    const std::string where = fmt::format("events: block {} of {} at offset {}", i + 1, blocks.size(), b.fileOffset);
+    const std::string where = fmt::format("events: block {} of {} at offset {}", i + 1, written, b.fileOffset);
     uint32_t launches = 0;
     for (const Event& e : events) {
       if (const auto* k = std::get_if<KernelLaunch>(&e.payload)) {

@@ -286,8 +286,9 @@ void Framing::cutAt(const ReadLimit& limit) {
   const size_t kept = static_cast<size_t>(at - blocks.begin());
   uint64_t lost = pastEnd.events;
   for (auto b = at; b != blocks.end(); ++b) lost += b->eventCount;
+  damage.blocksWritten = blocks.size() + pastEnd.blocks;
   const std::string note =
-      fmt::format("block {} of {} is corrupt ({}): ", kept + 1, blocks.size() + pastEnd.blocks, limit.problem) +
+      fmt::format("block {} of {} is corrupt ({}): ", kept + 1, damage.blocksWritten, limit.problem) +
       (kept == 0 ? fmt::format("none of its {} event{} can be read", text::withCommas(lost), lost == 1 ? "" : "s")
                  : fmt::format("read the {} block{} before it; the {} event{} from event #{} on are not read", kept,
                                kept == 1 ? "" : "s", text::withCommas(lost), lost == 1 ? "" : "s", at->firstSeq));

@@ -500,11 +500,12 @@ TraceReader::TraceReader(const fs::path& dir, const ReadLimit& limit) : impl_(st
                                 "; events the recorder had not yet written when the process ended, if any, are lost"
                           : indexProblem + "; ignored the index and scanned the blocks instead: " + r.damage.detail;
   }
-  r.cutAt(r.indexCut);
-  r.cutAt(limit);
+  // The events end at the earlier cut: the blocks the later one would keep
+  // are not all read, and one account says how far they were.
+  r.cutAt(limit.blockOffset < r.indexCut.blockOffset ? limit : r.indexCut);
   r.checkSequence();
-  // Nothing to read: an error, not a trace of no events.
-  if (r.damage.corruptBlock && r.blocks.empty()) throw TraceError(fmt::format("{}: {}", dir.string(), r.damage.detail));
+  // Nothing to read (the first block corrupt) is a trace of no events, cut
+  // short there, as one whose recorder was killed before its first block.
   r.unknownPerBlock = std::make_unique<std::atomic<uint32_t>[]>(r.blocks.size());
   for (size_t i = 0; i < r.blocks.size(); ++i) r.unknownPerBlock[i].store(0);
 }

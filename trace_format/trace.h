@@ -149,6 +149,7 @@ struct Damage {
   uint64_t discardedBytes = 0;  // trailing bytes of an incomplete block
   uint32_t discardedEvents = 0; // events in it, when its header was intact
   bool corruptBlock = false;    // the events end at a block found corrupt (ReadLimit): damaged since
+  uint64_t blocksWritten = 0;   // ... of this many the index lists or the walk found (0: none cut)
   std::string detail;           // human-readable, empty when undamaged
 
   // Whether the events read end before those the recorder wrote: not where
