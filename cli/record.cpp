@@ -28,6 +28,7 @@
 #include "cli/commands.h"
 #include "cli/cuda_driver.h"
 #include "cli/process.h"
+#include "common/ending_signals.h"
 #include "common/job_rank.h"
 #include "report/text.h"
 
@@ -422,8 +423,13 @@ int run(const RecordOptions& opts) {
   }
   noteOpenLine();
   if (exit.signal != 0) {
-    say(fmt::format("the command was killed by signal {} ({})", exit.signal,
-                    strsignal(exit.signal)));
+    // A recorded process this signal ended wrote what its recorder held
+    // first, unless its recorder could not take it.
+    say(fmt::format("the command was killed by signal {} ({}){}", exit.signal, strsignal(exit.signal),
+                    recorderTakesSignal(exit.signal)
+                        ? ": the recorder takes this signal first and writes what it holds before the program ends, "
+                          "so a trace it cut short ends where the program stopped"
+                        : ""));
   }
 
   Placement placed;

@@ -20,14 +20,14 @@
 #include <string>
 #include <thread>
 
+#include "common/ending_signals.h"
 #include "recorder/warn.h"
 
 namespace gpurr::recorder {
 namespace {
 
-constexpr int kEnding[] = {SIGINT,  SIGTERM, SIGHUP,    SIGQUIT, SIGUSR1, SIGUSR2,
-                           SIGPIPE, SIGALRM, SIGVTALRM, SIGXCPU, SIGXFSZ};
-constexpr int kFaults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS};
+constexpr const auto& kEnding = kEndingSignals;
+constexpr const auto& kFaults = kFaultSignals;
 
 std::atomic<void (*)()> gFlush{nullptr};   // set once the handlers are installed
 std::atomic<void (*)()> gFinish{nullptr};  // for the program's own _exit; null: none

@@ -37,6 +37,7 @@
 //   ending: SIGINT SIGTERM SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGPIPE SIGALRM
 //           SIGVTALRM SIGXCPU SIGXFSZ
 //   faults: SIGSEGV SIGBUS SIGFPE SIGILL SIGABRT SIGSYS
+// (common/ending_signals.h, which `gpurr record` reads too).
 #pragma once
 
 #include <signal.h>

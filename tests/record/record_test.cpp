@@ -33,7 +33,12 @@ TEST_CASE("record dies of the signal that killed the command so that its parent 
   Sandbox s;
   const Result r = s.record("out.gpurr", "kill -TERM $$");
   CHECK(r.code == 1000 + SIGTERM);  // the harness's code for a death by a signal
-  CHECK_THAT(r.err, Catch::Contains("killed by signal 15"));
+  // One the recorder takes first, and writes what it holds: it says so.
+  CHECK_THAT(r.err, Catch::Contains("killed by signal 15 (Terminated): the recorder takes this signal first and "
+                                    "writes what it holds before the program ends"));
+  const Result killed = s.record("killed.gpurr", "kill -KILL $$");
+  CHECK(killed.code == 1000 + SIGKILL);
+  CHECK_THAT(killed.err, Catch::Contains("killed by signal 9 (Killed)\n"));
 }
 
 TEST_CASE("signals sent to gpurr reach the command, whose handler decides the exit code") {
