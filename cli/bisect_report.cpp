@@ -28,7 +28,9 @@ std::string runLine(const RunRecord& r) {
   if (r.startedBeside != 0) s += fmt::format("  (started during run {})", r.startedBeside);
   if (r.stoppedAfterStep >= 0) {
     s += fmt::format("  (stopped after step {}{})", r.stoppedAfterStep,
-                     r.stoppedByBisect ? ", soon after its first divergence" : "");
+                     !r.stoppedByBisect ? ""
+                     : r.confirmation   ? ", the step of the divergence it confirms"
+                                        : ", soon after its first divergence");
   }
   return s;
 }

@@ -165,8 +165,10 @@ void renderRuns(Page& page, const Report& report) {
     }
     if (run.stoppedAfterStep >= 0) {
       label += fmt::format(" <span class=\"chip\" title=\"{}\">stopped after step {}</span>",
-                           run.stoppedByBisect ? "by gpurr bisect, soon after its first divergence"
-                                               : "gpurr record --until-step",
+                           !run.stoppedByBisect ? "gpurr record --until-step"
+                           : b.confirmation != nullptr && i == b.runs.size()
+                               ? "by gpurr bisect, after the step of the divergence it confirms"
+                               : "by gpurr bisect, soon after its first divergence",
                            run.stoppedAfterStep);
     }
     if (run.startedBeside != 0) {
