@@ -139,6 +139,13 @@ struct Learned {
   // (its op may make its own after it), both from the step's (Learning).
   int64_t counter = -1, madeBefore = -1;
   const trace::Origin* kept = nullptr;  // `origin` kept for the process (keptOrigin), once in a template
+  // Where another template has the same operations up to this place, given
+  // the same weights, and here the same op from another line (a step that
+  // evaluates, then trains, and one that trains: the same forward, called
+  // from other lines), a step that has run them so far may be either: the
+  // origin without its line, kept for the process, instead of `kept`
+  // (markShared). Null elsewhere.
+  const trace::Origin* shared = nullptr;
 };
 // A learned step's forward op on the step's thread, by its autograd
 // sequence number from the step's first, with the name of the backward
@@ -226,6 +233,41 @@ const trace::Origin* keptOrigin(const trace::Origin& o) {
   });
 }
 
+// Whether origins `a` and `b` are of the same op, module and phase issued
+// from other lines.
+bool otherLineOnly(const trace::Origin& a, const trace::Origin& b) {
+  return (a.file != b.file || a.line != b.line) && a.op == b.op && a.opStack == b.opStack && a.phase == b.phase &&
+         a.forwardOp == b.forwardOp && a.module == b.module && a.inPlace == b.inPlace;
+}
+
+// Marks the places of each template that another has too, with the same
+// operations and weights before them and there, and there the same op
+// issued from another line (Learned::shared: the op without a line). Other
+// ops there are left to the template followed: a template of the steps
+// before the program changed for good, which is followed no more, shares
+// their first operations, but not their ops. Under learning.mu.
+void markShared() {
+  std::vector<Template>& ts = learning.templates;
+  for (Template& t : ts) {
+    for (Learned& op : t.ops) op.shared = nullptr;
+  }
+  for (size_t i = 0; i < ts.size(); ++i) {
+    for (size_t j = 0; j < ts.size(); ++j) {
+      if (i == j) continue;
+      for (size_t k = 0; k < std::min(ts[i].ops.size(), ts[j].ops.size()); ++k) {
+        Learned &x = ts[i].ops[k], &y = ts[j].ops[k];
+        if (x.key != y.key || x.weight != y.weight) break;
+        if (x.shared == nullptr && otherLineOnly(*x.kept, *y.kept)) {
+          trace::Origin lineless = *x.kept;
+          lineless.file.clear();
+          lineless.line = 0;
+          x.shared = keptOrigin(lineless);
+        }
+      }
+    }
+  }
+}
+
 // Keeps the complete step `ops` as a template, in place of one of the same
 // operations or else of the least recently followed; it becomes current.
 // Under learning.mu.
@@ -251,6 +293,7 @@ void keepTemplate(std::vector<Learned>&& ops, Sequenced&& sequenced) {
   if (at == ts.size()) ts.emplace_back();
   ts[at] = Template{std::move(keys), std::move(ops), learning.steps, std::move(sequenced)};
   learning.current = at;
+  markShared();
 }
 
 // A new step begins: the one learned becomes a template (not what ran
@@ -285,25 +328,29 @@ void stepBegins(bool complete) {
 // a launch of this step was (`weighed`), none of the framework's parameters
 // (taken for a stale word: what a slot the kernel does not use held; before
 // that, it may be a model the layer has not seen, another member of an
-// ensemble of one class); where it was given none, given none (an update of
-// a weight the step ran in addition, by a kernel that the template's
+// ensemble of one class), but for a word that points into live device
+// memory, an operand (the same kernel run on activations where the step
+// learned ran it on a weight: another op, a loss's product in the step of
+// a GAN's other network); where it was given none, given none (an update
+// of a weight the step ran in addition, by a kernel that the template's
 // operation at that place runs on activations, is no operation of the
 // template). Under learning.mu.
-bool matches(const Template& t, uint64_t place, uint64_t key, std::span<const uint8_t> params) {
+bool matches(const Template& t, uint64_t place, uint64_t key, const LaunchWords& words) {
   if (place >= t.keys.size() || t.keys[place] != key) return false;
   const std::optional<Weight>& w = t.ops[place].weight;
-  if (!w) return !learning.weights.of(params);
-  const Weights::Fit fit = learning.weights.fit(*w, params);
-  return fit == Weights::Fit::kSame || (fit == Weights::Fit::kNone && learning.weighed);
+  if (!w) return !learning.weights.of(words.params);
+  const Weights::Fit fit = learning.weights.fit(*w, words.params);
+  return fit == Weights::Fit::kSame ||
+         (fit == Weights::Fit::kNone && learning.weighed && !words.operand(w->offset));
 }
 
 // Why the operation of `key` and parameter bytes `params` matched no
 // template at `place` (entryAt found none). Under learning.mu.
-std::string whyUnmatched(uint64_t place, uint64_t key, std::span<const uint8_t> params) {
+std::string whyUnmatched(uint64_t place, uint64_t key, const LaunchWords& words) {
   const Template& t = learning.templates[learning.current];
   if (place >= t.keys.size()) return "matched no template: the step learned had ended before this launch";
   if (t.keys[place] != key) return "matched no template: the step learned had another operation at this launch's place";
-  return learning.weights.whyNot(t.ops[place].weight, params);
+  return learning.weights.whyNot(t.ops[place].weight, words);
 }
 
 // The templates' entry for an operation of `key` and parameter bytes
@@ -311,18 +358,18 @@ std::string whyUnmatched(uint64_t place, uint64_t key, std::span<const uint8_t> 
 // that has this step's operations so far and this one next (the most
 // recently followed), which becomes current. Nothing when none has. Under
 // learning.mu.
-const Learned* entryAt(uint64_t place, uint64_t key, std::span<const uint8_t> params) {
+const Learned* entryAt(uint64_t place, uint64_t key, const LaunchWords& words) {
   std::vector<Template>& ts = learning.templates;
   if (ts.empty()) return nullptr;
   const Template& current = ts[learning.current];
-  if (matches(current, place, key, params)) return &current.ops[place];
+  if (matches(current, place, key, words)) return &current.ops[place];
   if (place > current.keys.size()) return nullptr;
   // This step so far is the current template's first `place` operations.
   const auto seen = std::span<const uint64_t>(current.keys).first(place);
   size_t other = ts.size();
   for (size_t i = 0; i < ts.size(); ++i) {
     const Template& t = ts[i];
-    if (i == learning.current || !matches(t, place, key, params)) continue;
+    if (i == learning.current || !matches(t, place, key, words)) continue;
     if (!std::equal(seen.begin(), seen.end(), t.keys.begin())) continue;
     if (other == ts.size() || t.used > ts[other].used) other = i;
   }
@@ -423,12 +470,12 @@ std::optional<size_t> foundAhead(const Template& t, size_t from, size_t window, 
 // template's a few places on (foundAhead: the step, which matched the
 // template so far, skipped the launches between), whose place is then
 // `*found`. Under learning.mu.
-const Learned* entryNear(uint64_t place, uint64_t key, std::span<const uint8_t> params, uint64_t* found) {
+const Learned* entryNear(uint64_t place, uint64_t key, const LaunchWords& words, uint64_t* found) {
   *found = place;
-  if (const Learned* l = entryAt(place, key, params)) return l;
+  if (const Learned* l = entryAt(place, key, words)) return l;
   if (learning.templates.empty()) return nullptr;
   const Template& t = learning.templates[learning.current];
-  const std::optional<size_t> at = foundAhead(t, place, kSkipWindow, key, params);
+  const std::optional<size_t> at = foundAhead(t, place, kSkipWindow, key, words.params);
   if (!at) return nullptr;
   *found = *at;
   return &t.ops[*at];
@@ -591,11 +638,12 @@ void setOnDiverged(void (*observe)()) { onDiverged.store(observe); }
 
 void learnRoles(std::vector<uint8_t> roles) { threadLocalRef(pendingRoles) = std::move(roles); }
 
-bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std::span<const uint8_t> params) {
+bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std::span<const uint8_t> params,
+                   std::span<const trace::PointerParam> pointers) {
   key = placeKey(key);
   std::lock_guard lock(learning.mu);
   uint64_t found = 0;
-  const Learned* l = entryNear(learning.place, key, params, &found);
+  const Learned* l = entryNear(learning.place, key, LaunchWords{params, pointers}, &found);
   if (l == nullptr || l->roles.size() != count) return false;
   roles.assign(l->roles.begin(), l->roles.end());
   return true;
@@ -648,16 +696,16 @@ namespace {
 // thread's: placeKey); counts the place. When none has, nothing: the
 // recorder learns again from here (this step is no template; the templates
 // are kept) and asks the layer to observe.
-const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params, std::string* why) {
+const trace::Origin* followed(uint64_t key, const LaunchWords& words, std::string* why) {
   key = placeKey(key);
   {
     std::lock_guard lock(learning.mu);
     const uint64_t place = learning.place;
     uint64_t found = 0;
-    if (const Learned* l = entryNear(place, key, params, &found)) {
+    if (const Learned* l = entryNear(place, key, words, &found)) {
       learning.place = found + 1;
       if (!learning.weighed && l->weight) {
-        learning.weighed = learning.weights.fit(*l->weight, params) == Weights::Fit::kSame;  // once a step
+        learning.weighed = learning.weights.fit(*l->weight, words.params) == Weights::Fit::kSame;  // once a step
       }
       if (l->counter >= 0) {
         // Given its weight: the nodes made by its op and before are the
@@ -666,12 +714,12 @@ const trace::Origin* followed(uint64_t key, std::span<const uint8_t> params, std
         if (now && *now == l->counter) learning.verified = std::max(learning.verified, l->madeBefore);
         if (now && *now != l->counter) learning.shifted = true;
       }
-      return l->kept;
+      return l->shared != nullptr ? l->shared : l->kept;
     }
     learning.place = place + 1;
     learning.missTemplate = learning.current;
     learning.resumeAt = place;
-    if (why != nullptr && !learning.templates.empty()) *why = whyUnmatched(place, key, params);
+    if (why != nullptr && !learning.templates.empty()) *why = whyUnmatched(place, key, words);
     learning.step.clear();
     learning.overflowed = true;
     learning.unmatched = true;
@@ -761,7 +809,8 @@ std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key, std::span<
 }
 
 void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out, const trace::Origin** kept,
-                   std::span<const uint8_t> params, std::string* unmatched) {
+                   std::span<const uint8_t> params, std::string* unmatched,
+                   std::span<const trace::PointerParam> pointers) {
   if (kept != nullptr) *kept = nullptr;
   if (!active()) {
     out.reset();
@@ -777,7 +826,7 @@ void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out,
     return;
   }
   if (m == Attribution::kFollow) {
-    if (const trace::Origin* k = followed(key, params, unmatched); k == nullptr) {
+    if (const trace::Origin* k = followed(key, LaunchWords{params, pointers}, unmatched); k == nullptr) {
       clear(o);
       o.opStack.clear();
     } else if (kept != nullptr) {

@@ -139,10 +139,12 @@ std::optional<trace::Origin> currentOrigin(bool launch, uint64_t key = 0, std::s
 // process, and `out` holds only its step and stepLaunch (the rest is left
 // as it was, for the caller to copy from `*kept` later); else null. With
 // `unmatched`, where the operation matched no template: why, for a note on
-// the launch (else left as it was).
+// the launch (else left as it was). `pointers`: the words of `params` that
+// point into live device memory (the launch's operands), which a template's
+// place given a weight takes for no stale word.
 void currentOrigin(bool launch, uint64_t key, std::optional<trace::Origin>& out,
                    const trace::Origin** kept = nullptr, std::span<const uint8_t> params = {},
-                   std::string* unmatched = nullptr);
+                   std::string* unmatched = nullptr, std::span<const trace::PointerParam> pointers = {});
 // The calling thread's origin for an event outside the step's template (a
 // collective): while the layer observes, as currentOrigin's; while the
 // recorder follows its template, only the step. Nothing when no framework
@@ -179,7 +181,8 @@ void setOnDiverged(void (*observe)());
 // place had in the templates, into `roles` (false, and `roles` untouched,
 // unless it had `key` and `count` ranges).
 void learnRoles(std::vector<uint8_t> roles);
-bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std::span<const uint8_t> params = {});
+bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std::span<const uint8_t> params = {},
+                   std::span<const trace::PointerParam> pointers = {});
 
 // The framework's parameters (a model's weights): each one's extent, as
 // (address, size) pairs, replacing those given before. A launch learned

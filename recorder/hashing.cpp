@@ -123,13 +123,14 @@ void HashRules::forgotten(std::span<const trace::DeviceRange> ranges) {
 
 
 void HashRules::operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::span<const Block> blocks,
-                               uint64_t key, std::span<const uint8_t> params, std::vector<OperandRole>& roles) {
+                               uint64_t key, std::span<const uint8_t> params,
+                               std::span<const trace::PointerParam> pointers, std::vector<OperandRole>& roles) {
   roles.clear();
   if (framework::attribution() == framework::Attribution::kFollow) {
     // No op observed: the roles the launch at this place of the template had.
     thread_local EndsWithThread<std::vector<uint8_t>> tlsLearned;  // capacity kept
     std::vector<uint8_t>& learned = threadLocalRef(tlsLearned);
-    if (framework::followedRoles(key, ranges.size(), learned, params))
+    if (framework::followedRoles(key, ranges.size(), learned, params, pointers))
       for (uint8_t r : learned) roles.push_back(static_cast<OperandRole>(r));
     return;
   }

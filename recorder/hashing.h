@@ -97,11 +97,13 @@ class HashRules {
   // framework layer follows its template (framework_context.h), those the
   // launch at the same place in the template had, when its function's key
   // (framework::launchKey) is `key` and its parameter bytes `params` point at
-  // the same framework parameters. Into `roles` (its capacity reused).
+  // the same framework parameters (`pointers`: its words that point into
+  // live memory). Into `roles` (its capacity reused).
   // `blocks`: the block of each range bound by one, as referencedRanges
   // gives them.
   void operandRolesOf(const std::vector<trace::DeviceRange>& ranges, std::span<const Block> blocks, uint64_t key,
-                      std::span<const uint8_t> params, std::vector<OperandRole>& roles);
+                      std::span<const uint8_t> params, std::span<const trace::PointerParam> pointers,
+                      std::vector<OperandRole>& roles);
   // A copy or set wrote these hashed ranges on `stream`.
   void touched(const HashTicket& written, uint64_t stream);
   // These ranges were written without a digest, or their first use was not

@@ -315,7 +315,7 @@ std::unique_ptr<PendingLaunch> LaunchRecorder::describeLaunch(LaunchCall& call, 
   const bool learning = framework::attribution() == framework::Attribution::kLearn;
   std::vector<OperandRole>& roles = buffers.roles;
   roles.clear();
-  if ((k.hashed && !snapshot) || learning) hashing_.operandRolesOf(ranges, buffers.blocks, fn->key, k.params, roles);
+  if ((k.hashed && !snapshot) || learning) hashing_.operandRolesOf(ranges, buffers.blocks, fn->key, k.params, k.pointers, roles);
   if (learning) {
     std::vector<uint8_t> learned;
     for (OperandRole r : roles) learned.push_back(static_cast<uint8_t>(r));

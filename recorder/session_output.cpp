@@ -137,7 +137,9 @@ void SessionOutput::stamp(trace::Event& ev, uint64_t key, std::chrono::steady_cl
     std::string unmatched;
     framework::currentOrigin(launch, key, ev.origin, keptOrigin,
                              launch ? std::span<const uint8_t>(kernel->params) : std::span<const uint8_t>(),
-                             launch ? &unmatched : nullptr);
+                             launch ? &unmatched : nullptr,
+                             launch ? std::span<const trace::PointerParam>(kernel->pointers)
+                                    : std::span<const trace::PointerParam>());
     if (!unmatched.empty()) kernel->annotations.emplace_back(std::in_place_type<trace::Note>, std::move(unmatched));
   }
 }

@@ -55,7 +55,8 @@ Weights::Fit Weights::fit(const Weight& w, std::span<const uint8_t> params) cons
   return at(word) == nullptr ? Fit::kNone : Fit::kOther;
 }
 
-std::string Weights::whyNot(const std::optional<Weight>& given, std::span<const uint8_t> params) const {
+std::string Weights::whyNot(const std::optional<Weight>& given, const LaunchWords& words) const {
+  const std::span<const uint8_t> params = words.params;
   if (!given) {
     const std::optional<Weight> w = of(params);
     return fmt::format("matched no template: given a weight (its word at byte {} points into the parameter of {} "
@@ -69,6 +70,11 @@ std::string Weights::whyNot(const std::optional<Weight>& given, std::span<const 
                          "the step learned was given a weight",
                          w.offset);
     case Fit::kNone:
+      if (words.operand(w.offset)) {
+        return fmt::format("matched no template: its word at byte {} points at an operand in no parameter the "
+                           "framework reported, where the launch at its place in the step learned was given one",
+                           w.offset);
+      }
       return fmt::format("matched no template: its word at byte {} points into no parameter the framework reported, "
                          "where the launch at its place in the step learned was given one, and no launch of this "
                          "step before it was given its place's weight (a model the layer has not seen)",

@@ -13,12 +13,29 @@
 #include <utility>
 #include <vector>
 
+#include "trace_format/events.h"
+
 namespace gpurr::recorder::framework {
 
 struct Weight {
   uint32_t offset;      // in the launch's parameter bytes
   uint64_t begin, end;  // the parameter's extent
   bool operator==(const Weight&) const = default;
+};
+
+// A launch's parameter bytes, and the pointers the recorder found in them
+// (words that point into live device memory: the kernel's operands; empty
+// where not known).
+struct LaunchWords {
+  std::span<const uint8_t> params;
+  std::span<const trace::PointerParam> pointers;
+  // Whether the word at `offset` points into live device memory.
+  bool operand(uint32_t offset) const {
+    for (const trace::PointerParam& p : pointers) {
+      if (p.byteOffset == offset) return true;
+    }
+    return false;
+  }
 };
 
 // The framework's parameters' extents. Not thread-safe: its owner locks.
@@ -40,9 +57,9 @@ class Weights {
   // before it (kShort).
   enum class Fit { kSame, kNone, kOther, kShort };
   Fit fit(const Weight& w, std::span<const uint8_t> params) const;
-  // Why a launch given `params` did not take the place of one given `w`
+  // Why a launch given `words` did not take the place of one given `w`
   // (or none), for a note on the launch.
-  std::string whyNot(const std::optional<Weight>& w, std::span<const uint8_t> params) const;
+  std::string whyNot(const std::optional<Weight>& w, const LaunchWords& words) const;
 
  private:
   const std::pair<uint64_t, uint64_t>* at(uint64_t address) const;

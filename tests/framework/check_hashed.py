@@ -18,6 +18,9 @@ the programs' own output (losses and parameter digests per step):
   (extra_relu.py): another path at its line, the first relu the same; and
   a torch.empty tensor read in every step: uninitialised memory, its later
   reads bytes read at their first use, listed once;
+- steps of kinds that run the same kernels (alternating.py: a GAN, a loop
+  that evaluates every third step), followed by place: no launch takes
+  another op's module or another kind of step's line;
 - four ranks, two of them in a subgroup that runs five all-reduces for each
   of the world's (subgroups.py): a divergence planted on rank 2 at step 1 and
   one on rank 0 at step 2 are both origins, and rank 2's is the earliest,
@@ -180,6 +183,35 @@ check(code == 1 and (process.get("firstDivergence") or {}).get("cause") == "unin
           "written (uninitialised memory)"),
       f"torch.empty read in every step (exit {code}): {(process.get('firstDivergence') or {}).get('cause')}; "
       f"the later reads: {independent}")
+
+# Steps of kinds that run the same kernels, recorded by default (two steps
+# observed, then followed) and observing every op: a GAN whose generator's
+# loss runs, on activations, the kernel the critic's step runs on its first
+# layer's weight at that place, and a loop that evaluates every third step
+# from another line. No launch named by place takes another op's module or
+# another kind of step's line (it may go without its line where the two
+# kinds of step begin alike), and most are named by place; but for the
+# evaluations of steps 2 and 5 (each run after the optimizer's step, the
+# next step's first operations), which come before the layer has observed a
+# step of their kind in full (step 8, at their period): the training's
+# line, as the one kind of step learned then gives it.
+alternating = os.path.join(args.scripts, "alternating.py")
+
+
+def origins(trace):
+    dump = run([args.gpurr, "dump", "--json", trace])
+    return [e.get("origin") or {} for e in map(json.loads, dump.stdout.splitlines()) if e["kind"] == "launch"]
+
+
+for kind in ("gan", "evaluating"):
+    followed = origins(record(f"{kind}-followed", "aten::addmm,aten::mm", [alternating, kind])[0])
+    truth = origins(record(f"{kind}-full", "aten::addmm,aten::mm", [alternating, kind], GPURR_FULL_ATTRIBUTION="1")[0])
+    wrong = [(o, t) for o, t in zip(followed, truth) if (o.get("module") and o.get("module") != t.get("module")) or
+             (o.get("line") and o.get("line") != t.get("line") and (kind, o.get("step")) not in
+              (("evaluating", 2), ("evaluating", 5)))]
+    check(len(followed) == len(truth) and not wrong and sum(o.get("byPlace", False) for o in followed) > len(truth) / 3,
+          f"{kind}: {len(followed)} vs {len(truth)} launches, {sum(o.get('byPlace', False) for o in followed)} by "
+          f"place; named otherwise (followed, observed): {wrong[:3]}")
 
 # Origins across a subgroup and the world.
 subgroups = os.path.join(args.scripts, "subgroups.py")

@@ -344,6 +344,46 @@ TEST_CASE("steps of several kinds, each followed by its own template from the op
   CHECK_FALSE(fw::layerSteps());
 }
 
+TEST_CASE("where two templates begin alike from other lines, a step that ran that far gives what both say",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  const uint64_t mm = fw::launchKey("mm_kernel"), mul = fw::launchKey("mul_kernel"), add = fw::launchKey("add_kernel");
+  // A step that evaluates (the forward and a loss's product, from lines 20
+  // and 21), then trains (from lines 30 to 32); and one that only trains.
+  auto op = [&](const char* name, uint64_t key, int line) {
+    fw::enterModule("Net");
+    fw::openScope(&ids[0], name, fw::ScopeKind::kOp, -1, 1, "/w/train.py", line);
+    auto o = fw::currentOrigin(true, key);
+    fw::closeScope(&ids[0]);
+    fw::exitModule();
+    return *o;
+  };
+  auto trains = [&] {
+    return std::vector<Origin>{op("aten::mm", mm, 30), op("aten::mul", mul, 31), op("aten::add", add, 32)};
+  };
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  fw::setStep(0);
+  op("aten::mm", mm, 20);
+  op("aten::mul", mul, 21);
+  trains();
+  fw::setStep(1);
+  trains();
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  // The step so far may be either: the op and module both say, no line.
+  const std::vector<Origin> plain = trains();
+  CHECK((plain[0].op == "aten::mm" && plain[0].module == "Net" && plain[0].line == 0 && plain[0].byPlace));
+  CHECK((plain[1].op == "aten::mul" && plain[1].line == 0));
+  // From the operation that tells them apart, the template's own.
+  CHECK(plain[2].line == 32);
+  fw::setStep(3);
+  CHECK(op("aten::mm", mm, 20).line == 0);
+  CHECK(op("aten::mul", mul, 21).line == 0);
+  CHECK(op("aten::mm", mm, 30).line == 30);
+  CHECK_FALSE(fw::divergedSinceLastCall());
+  fw::resetForTesting();
+}
+
 TEST_CASE("at most kTemplates kinds of step are kept: a new one replaces the least recently followed",
           "[recorder][framework]") {
   fw::resetForTesting();
@@ -507,6 +547,62 @@ TEST_CASE("a launch given a weight where the template's launch was given none is
         "where the launch at its place in the step learned was given none");
   CHECK(diverged == 1);
   CHECK(fw::attribution() == fw::Attribution::kLearn);
+  fw::resetForTesting();
+}
+
+TEST_CASE("a word into no parameter passes a weight's place as a stale slot, but not an operand",
+          "[recorder][framework]") {
+  fw::resetForTesting();
+  static int diverged = 0;
+  diverged = 0;
+  fw::setOnDiverged([] { ++diverged; });
+  const uint64_t scale = fw::launchKey("mul_kernel"), mm = fw::launchKey("mm_kernel");
+  const uint64_t weights[] = {0x10000, 0x100, 0x20000, 0x100};
+  fw::setParameters(weights);
+  auto params = [](uint64_t first, uint64_t second) {
+    std::vector<uint8_t> bytes(16);
+    std::memcpy(bytes.data(), &first, 8);
+    std::memcpy(bytes.data() + 8, &second, 8);
+    return bytes;
+  };
+  auto op = [&](const char* module, int line, uint64_t key, uint64_t first, uint64_t second) {
+    fw::enterModule(module);
+    fw::openScope(&ids[0], "aten::mul", fw::ScopeKind::kOp, -1, 1, "/w/train.py", line);
+    auto o = fw::currentOrigin(true, key, params(first, second));
+    fw::closeScope(&ids[0]);
+    fw::exitModule();
+    return o;
+  };
+  // A layer's product with its weight, then a scale's product with another.
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  for (int64_t step : {0, 1}) {
+    fw::setStep(step);
+    op("Net.layer", 10, mm, 0x20000, 0x90000);
+    op("Net.scale", 11, scale, 0x10000, 0x90100);
+  }
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  CHECK(fw::currentOrigin(true, mm, params(0x20000, 0x50000))->module == "Net.layer");
+  // The scale's word now points into no parameter: with no operand there
+  // (a slot the kernel does not use, what the stack held), the place is
+  // taken.
+  CHECK(fw::currentOrigin(true, scale, params(0x7000, 0x50100))->module == "Net.scale");
+  CHECK(diverged == 0);
+  // In the next step, the same kernel multiplies two activations there (a
+  // loss's product, in a GAN's step of the other network): the word is an
+  // operand, live device memory, and the place is not taken.
+  fw::setStep(3);
+  CHECK(fw::currentOrigin(true, mm, params(0x20000, 0x50000))->module == "Net.layer");
+  std::optional<Origin> o;
+  std::string why;
+  const auto bytes = params(0x60000, 0x50100);
+  const gpurr::trace::PointerParam operands[] = {{0, 7, 0}, {8, 8, 0x100}};
+  fw::currentOrigin(true, scale, o, nullptr, bytes, &why, operands);
+  CHECK(o->module.empty());
+  CHECK(why ==
+        "matched no template: its word at byte 0 points at an operand in no parameter the framework reported, where "
+        "the launch at its place in the step learned was given one");
+  CHECK(diverged == 1);
   fw::resetForTesting();
 }
 
