@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "recorder/kept_once.h"
+#include "recorder/template_places.h"
 #include "recorder/thread_local_ref.h"
 #include "recorder/weights.h"
 
@@ -144,7 +145,7 @@ struct Learned {
   // evaluates, then trains, and one that trains: the same forward, called
   // from other lines), a step that has run them so far may be either: the
   // origin without its line, kept for the process, instead of `kept`
-  // (markShared). Null elsewhere.
+  // (template_places.h). Null elsewhere.
   const trace::Origin* shared = nullptr;
 };
 // A learned step's forward op on the step's thread, by its autograd
@@ -233,41 +234,6 @@ const trace::Origin* keptOrigin(const trace::Origin& o) {
   });
 }
 
-// Whether origins `a` and `b` are of the same op, module and phase issued
-// from other lines.
-bool otherLineOnly(const trace::Origin& a, const trace::Origin& b) {
-  return (a.file != b.file || a.line != b.line) && a.op == b.op && a.opStack == b.opStack && a.phase == b.phase &&
-         a.forwardOp == b.forwardOp && a.module == b.module && a.inPlace == b.inPlace;
-}
-
-// Marks the places of each template that another has too, with the same
-// operations and weights before them and there, and there the same op
-// issued from another line (Learned::shared: the op without a line). Other
-// ops there are left to the template followed: a template of the steps
-// before the program changed for good, which is followed no more, shares
-// their first operations, but not their ops. Under learning.mu.
-void markShared() {
-  std::vector<Template>& ts = learning.templates;
-  for (Template& t : ts) {
-    for (Learned& op : t.ops) op.shared = nullptr;
-  }
-  for (size_t i = 0; i < ts.size(); ++i) {
-    for (size_t j = 0; j < ts.size(); ++j) {
-      if (i == j) continue;
-      for (size_t k = 0; k < std::min(ts[i].ops.size(), ts[j].ops.size()); ++k) {
-        Learned &x = ts[i].ops[k], &y = ts[j].ops[k];
-        if (x.key != y.key || x.weight != y.weight) break;
-        if (x.shared == nullptr && otherLineOnly(*x.kept, *y.kept)) {
-          trace::Origin lineless = *x.kept;
-          lineless.file.clear();
-          lineless.line = 0;
-          x.shared = keptOrigin(lineless);
-        }
-      }
-    }
-  }
-}
-
 // Keeps the complete step `ops` as a template, in place of one of the same
 // operations or else of the least recently followed; it becomes current.
 // Under learning.mu.
@@ -293,7 +259,7 @@ void keepTemplate(std::vector<Learned>&& ops, Sequenced&& sequenced) {
   if (at == ts.size()) ts.emplace_back();
   ts[at] = Template{std::move(keys), std::move(ops), learning.steps, std::move(sequenced)};
   learning.current = at;
-  markShared();
+  markShared(ts, keptOrigin);
 }
 
 // A new step begins: the one learned becomes a template (not what ran
@@ -671,22 +637,6 @@ int64_t currentStep() { return currentStep_.load(std::memory_order_relaxed); }
 void stopAfterStep(int64_t step) { stoppedAfterStep_.store(step); }
 
 int64_t stoppedAfterStep() { return stoppedAfterStep_.load(); }
-
-namespace {
-std::atomic<void (*)()> finishRecording_{nullptr}, flushRecording_{nullptr};
-}  // namespace
-
-void setFinishRecording(void (*finish)()) { finishRecording_.store(finish); }
-
-void finishRecording() {
-  if (void (*finish)() = finishRecording_.exchange(nullptr)) finish();
-}
-
-void setFlushRecording(void (*flush)()) { flushRecording_.store(flush); }
-
-void flushRecording() {
-  if (void (*flush)() = flushRecording_.load()) flush();
-}
 
 namespace {
 
