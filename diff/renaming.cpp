@@ -141,12 +141,13 @@ std::optional<Renamings> renamings(const Context& ctx, const Alignment& alignmen
       claim->second = {most, 0};  // claimed as strongly twice: neither
     }
   }
-  // An allocation of run B that holds a claimed identity of its own, first
-  // used before the first edit, may be that allocation of run A (an extra
+  // An allocation of run B first used before the first edit, whose identity
+  // the runs agreed on there, may be that allocation of run A (an extra
   // operation on one buffer, whose output the next operation reads where
   // the other run's reads that buffer): a claim would take its counterpart
-  // from it, and the operations that used it there would no longer match.
-  // Those claims are left out of the guarded set.
+  // from it, or give it another's (the extra operation in run A), and the
+  // operations that used it there would no longer match. Those claims are
+  // left out of the guarded set.
   const uint64_t editB = edited != alignment.runs.end() && edited->bBegin >= b.ops.firstHeld() &&
                                  edited->bBegin < b.ops.size()
                              ? b.ops[edited->bBegin].seq()
@@ -163,7 +164,9 @@ std::optional<Renamings> renamings(const Context& ctx, const Alignment& alignmen
   for (const auto& [oa, claim] : claims) {
     if (claim.second == 0) continue;
     out.all.emplace(claim.second, a.ids(oa));
-    if (!vouched.count(a.ids(oa))) out.guarded.emplace(claim.second, a.ids(oa));
+    if (!vouched.count(a.ids(oa)) && !(editB != 0 && b.ids.firstUse(claim.second) < editB)) {
+      out.guarded.emplace(claim.second, a.ids(oa));
+    }
   }
   if (out.all.empty()) return std::nullopt;
   return out;

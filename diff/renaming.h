@@ -43,11 +43,12 @@ class LaunchPointers {
 // identities differ place at another allocation of run A than its identity
 // does, with that allocation's identity: more of those pairs point them
 // there than anywhere else, each allocation of run A taken once, its size
-// and kind the same (`all`). `guarded`: those but the ones whose identity an
-// allocation of run B first used before the alignment's first edit holds
-// (it may be that allocation of run A: an extra operation on one buffer,
-// whose output the next operation reads where the other run's reads that
-// buffer, makes the next operation's pointers point there). Reads the
+// and kind the same (`all`). `guarded`: those but the ones of an allocation
+// of run B first used before the alignment's first edit, or to an identity
+// that such an allocation holds (it may be that allocation of run A: an
+// extra operation on one buffer, whose output the next operation reads where
+// the other run's reads that buffer, makes the next operation's pointers
+// point there). Reads the
 // pointers of up to 2^18 such pairs through `read`. nullopt when there is
 // none.
 struct Renamings {

@@ -289,7 +289,7 @@ void Framing::cutAt(const ReadLimit& limit) {
   damage.blocksWritten = blocks.size() + pastEnd.blocks;
   const std::string note =
       fmt::format("block {} of {} is corrupt ({}): ", kept + 1, damage.blocksWritten, limit.problem) +
-      (kept == 0 ? fmt::format("none of its {} event{} can be read", text::withCommas(lost), lost == 1 ? "" : "s")
+      (kept == 0 ? fmt::format("none of the {} event{} can be read", text::withCommas(lost), lost == 1 ? "" : "s")
                  : fmt::format("read the {} block{} before it; the {} event{} from event #{} on are not read", kept,
                                kept == 1 ? "" : "s", text::withCommas(lost), lost == 1 ? "" : "s", at->firstSeq));
   damage.corruptBlock = true;

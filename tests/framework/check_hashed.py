@@ -154,7 +154,8 @@ for variant, what in (("1", "swapped"), ("2", "swapped, lines moved")):
 # One relu more in run B, on the first relu's output, which the next layer
 # then reads: the first relu is the same in both runs, and the extra one,
 # at its line, is the first divergence (another path), not the first relu
-# made to point elsewhere by naming the extra relu's output as the first's.
+# made to point elsewhere by naming the extra relu's output as the first's
+# (or, the extra relu in run A, the first relu's output as the extra's).
 extra = os.path.join(args.scripts, "extra_relu.py")
 with open(extra) as f:
     extra_line = 1 + [n for n, t in enumerate(f.read().splitlines()) if "# at:extra" in t][0]
@@ -166,6 +167,13 @@ origin = (fd.get("b") or {}).get("origin") or {}
 check(code == 1 and fd.get("path") and fd.get("a") is None and origin.get("line") == extra_line and
       "another path" in fd.get("summary", ""),
       f"extra relu: another path at line {extra_line} (exit {code}): {fd.get('cause')}: {fd.get('summary')}: {origin}")
+# The same with the extra relu in run A.
+code, report = diff(b, a)
+fd = (report.get("processes") or [{}])[0].get("firstDivergence") or {}
+origin = (fd.get("a") or {}).get("origin") or {}
+check(code == 1 and fd.get("path") and fd.get("b") is None and origin.get("line") == extra_line,
+      f"extra relu in run A: another path at line {extra_line} (exit {code}): {fd.get('cause')}: "
+      f"{fd.get('summary')}: {origin}")
 
 # A torch.empty tensor read in every step, its bytes other in each run
 # (glibc's MALLOC_PERTURB_), adding nothing to the results: uninitialised
