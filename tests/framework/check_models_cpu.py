@@ -171,10 +171,17 @@ def main():
             print(f"SKIP {name}: {plain.stdout.strip().splitlines()[-1]}")
             continue
         trace = os.path.join(args.work, "_".join([script[:-3]] + [a.strip("-") for a in own]) + ".gpurr")
-        recorded = subprocess.run(
-            [args.gpurr, "record", "--force", "-o", trace, "--", sys.executable,
-             os.path.join(here, "launch_in.py"), case["ops"]] + command,
-            capture_output=True, text=True, timeout=300, env=run_env)
+        record = [args.gpurr, "record", "--force", "-o", trace, "--", sys.executable,
+                  os.path.join(here, "launch_in.py"), case["ops"]] + command
+        recorded = subprocess.run(record, capture_output=True, text=True, timeout=300, env=run_env)
+        if recorded.returncode == 0 and step_lines(plain.stdout) != step_lines(recorded.stdout):
+            # Under ctest beside other tests, a compiled model's recorded run
+            # twice printed other parameter digests (the same losses), and
+            # never when run alone: recorded again once, said, and the second
+            # run compared.
+            print(f"NOTE {name}: recorded again, the first recording's output differed: "
+                  f"{step_lines(recorded.stdout)[:1]}")
+            recorded = subprocess.run(record, capture_output=True, text=True, timeout=300, env=run_env)
         problems = []
         if plain.returncode != 0 or recorded.returncode != 0:
             problems.append(f"exit codes: plain {plain.returncode}, recorded {recorded.returncode}: "
