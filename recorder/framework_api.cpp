@@ -76,6 +76,8 @@ GPURR_EXPORT int gpurr_framework_attribution(int mode) {
 
 GPURR_EXPORT int gpurr_framework_diverged(void) { return fw::divergedSinceLastCall() ? 1 : 0; }
 
+GPURR_EXPORT int gpurr_framework_step_learned(void) { return static_cast<int>(fw::lastStepLearned()); }
+
 GPURR_EXPORT void gpurr_framework_on_diverged(void (*observe)(void)) { fw::setOnDiverged(observe); }
 
 GPURR_EXPORT void gpurr_framework_parameters(const uint64_t* ranges, uint32_t count) {

@@ -14,7 +14,7 @@ extern "C" {
 
 /* The version of these functions' contract; a framework layer that expects
  * another one attributes nothing. */
-#define GPURR_FRAMEWORK_API_VERSION 11
+#define GPURR_FRAMEWORK_API_VERSION 12
 int gpurr_framework_api_version(void);
 
 /* kind: 0 op, 1 autograd backward node, 2 user range, 3 the framework
@@ -61,6 +61,11 @@ int gpurr_framework_attribution(int mode);
 /* 1 when, since the last call, an operation found none of its kind and
  * kernel at its place in the template (then the layer learns again). */
 int gpurr_framework_diverged(void);
+/* Of the step that ended last (by gpurr_framework_set_step): 0 when it was
+ * not learned whole (not in mode 1 from its start, or it had more than a
+ * template holds), 1 when it became a template of a new kind of step, 2 when
+ * it had the same operations as a template kept already. */
+int gpurr_framework_step_learned(void);
 /* Called once on the thread of the first operation that does not match the
  * template, inside that operation: the recorder has gone back to mode 1 and
  * the layer should observe again. */

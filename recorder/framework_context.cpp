@@ -174,6 +174,7 @@ struct Learning {
   uint64_t place = 0;                // operations of this step so far
   uint64_t steps = 0;                // steps begun: the templates' clock
   bool unmatched = false;            // an operation of this step matched no template
+  StepLearned lastLearned = StepLearned::kNot;  // of the step that ended last
   trace::LayerSteps tally;           // the steps completed (but `templates`)
   Weights weights;                   // the framework's parameters (setParameters)
   // The step's thread (the framework's number) and its autograd sequence
@@ -236,8 +237,8 @@ const trace::Origin* keptOrigin(const trace::Origin& o) {
 
 // Keeps the complete step `ops` as a template, in place of one of the same
 // operations or else of the least recently followed; it becomes current.
-// Under learning.mu.
-void keepTemplate(std::vector<Learned>&& ops, Sequenced&& sequenced) {
+// Returns whether it was of the same operations as one kept. Under learning.mu.
+StepLearned keepTemplate(std::vector<Learned>&& ops, Sequenced&& sequenced) {
   std::vector<Template>& ts = learning.templates;
   std::vector<uint64_t> keys(ops.size());
   for (size_t i = 0; i < ops.size(); ++i) keys[i] = ops[i].key;
@@ -250,6 +251,7 @@ void keepTemplate(std::vector<Learned>&& ops, Sequenced&& sequenced) {
   for (size_t i = 0; i < ts.size() && at == ts.size(); ++i) {
     if (ts[i].keys == keys && sameWeights(ts[i])) at = i;
   }
+  const StepLearned kind = at < ts.size() ? StepLearned::kKnownKind : StepLearned::kNewKind;
   if (at == ts.size() && ts.size() == kTemplates) {
     at = 0;
     for (size_t i = 1; i < ts.size(); ++i) {
@@ -260,6 +262,7 @@ void keepTemplate(std::vector<Learned>&& ops, Sequenced&& sequenced) {
   ts[at] = Template{std::move(keys), std::move(ops), learning.steps, std::move(sequenced)};
   learning.current = at;
   markShared(ts, keptOrigin);
+  return kind;
 }
 
 // A new step begins: the one learned becomes a template (not what ran
@@ -272,8 +275,9 @@ void stepBegins(bool complete) {
     ++(learning.unmatched ? t.unmatched : modeNow() == Attribution::kFollow ? t.followed : t.observed);
   }
   learning.unmatched = false;
+  learning.lastLearned = StepLearned::kNot;
   if (modeNow() == Attribution::kLearn && complete && !learning.overflowed) {
-    keepTemplate(std::move(learning.step), std::move(learning.sequenced));
+    learning.lastLearned = keepTemplate(std::move(learning.step), std::move(learning.sequenced));
   }
   if (!learning.templates.empty()) learning.templates[learning.current].used = learning.steps;
   learning.step.clear();
@@ -599,6 +603,11 @@ bool setAttribution(Attribution m) {
 Attribution attribution() { return modeNow(); }
 
 bool divergedSinceLastCall() { return diverged.exchange(false); }
+
+StepLearned lastStepLearned() {
+  std::lock_guard lock(learning.mu);
+  return learning.lastLearned;
+}
 
 void setOnDiverged(void (*observe)()) { onDiverged.store(observe); }
 

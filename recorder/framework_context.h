@@ -176,6 +176,11 @@ constexpr size_t kTemplates = 4;
 // thread: the layer observes again from the next op on.
 bool divergedSinceLastCall();
 void setOnDiverged(void (*observe)());
+// Of the step that ended last: whether it was learned whole (kLearn from
+// its start) and became a template of a new kind of step, or one of the same
+// operations and weights as a template kept already (which it replaced).
+enum class StepLearned : int { kNot = 0, kNewKind = 1, kKnownKind = 2 };
+StepLearned lastStepLearned();
 // Learning: the operand roles (params.h, OperandRole) of the launch whose
 // origin this thread takes next. Following: those the launch at the next
 // place had in the templates, into `roles` (false, and `roles` untouched,

@@ -62,6 +62,10 @@ _learning = False  # the layer follows a template after learning it (not GPURR_F
 _following = False  # it observes no ops or modules now
 _observed_from = 0  # the step since which it has observed
 _unmatched = []  # the last two steps in which an operation matched no template
+# Steps observed in full in a row, after a step that matched no template, that
+# were each of a kind the recorder had learned already; at most _KNOWN_IN_A_ROW.
+_known_in_a_row = 0
+_KNOWN_IN_A_ROW = 3
 _observer = None  # the op observer's library, once installed
 _nn_module = None  # torch.nn.modules.module, for the global module hooks
 _call_impl_code = None  # Module._call_impl's code: its frames are the module calls running
@@ -500,8 +504,13 @@ def _adapt():
       (the program's steps changed), or when the steps that did not match
       come at a period (one that logs or evaluates every N steps) and the
       next step is the next of them: its kind becomes a template;
+    - it observes the step after one so observed too when that one was of
+      a kind learned already (an evaluation every 3rd step learned again,
+      where the steps that matched no template were the two between, whose
+      optimizer, SGD with momentum, launches other kernels from its second
+      step on than in its first): up to _KNOWN_IN_A_ROW steps in a row;
     - else (a step unlike the others, once) the recorder follows again."""
-    global _following, _observed_from, _unmatched
+    global _following, _observed_from, _unmatched, _known_in_a_row
     if not _learning:
         return
     ended = _step - 1
@@ -514,7 +523,9 @@ def _adapt():
         return  # the usual case: every operation matched
     if not _following and _step - _observed_from < (_FOLLOW_AFTER if _observed_from == 0 else 1):
         return  # observing the steps it learns first
-    if periodic or _unmatched == [ended - 1, ended]:
+    known = _observed_from > 0 and _recorder.gpurr_framework_step_learned() == 2
+    _known_in_a_row = _known_in_a_row + 1 if known else 0
+    if periodic or _unmatched == [ended - 1, ended] or 0 < _known_in_a_row <= _KNOWN_IN_A_ROW:
         _recorder.gpurr_framework_attribution(1)
         if _following:
             _observe(True)
@@ -522,6 +533,7 @@ def _adapt():
     elif _recorder.gpurr_framework_attribution(2):
         _observe(False)
         _following = True
+        _known_in_a_row = 0
 
 
 def _observe_again():
@@ -784,7 +796,7 @@ def install(torch, skipped=()):
     except Exception:  # noqa: BLE001  a profiler API that moved: no warning, nothing changed
         pass
     _recorder = ctypes.CDLL(library)  # the copy the driver loads or has loaded
-    if _recorder.gpurr_framework_api_version() != 11:  # GPURR_FRAMEWORK_API_VERSION
+    if _recorder.gpurr_framework_api_version() != 12:  # GPURR_FRAMEWORK_API_VERSION
         _warn("the recorder is of another version than its PyTorch layer: no op attribution")
         return
     _recorder.gpurr_framework_enter_module.argtypes = [ctypes.c_char_p]
@@ -793,6 +805,7 @@ def install(torch, skipped=()):
     _recorder.gpurr_framework_stop_after_step.argtypes = [ctypes.c_int64]
     _recorder.gpurr_framework_attribution.argtypes = [ctypes.c_int]
     _recorder.gpurr_framework_diverged.argtypes = []
+    _recorder.gpurr_framework_step_learned.argtypes = []
     _recorder.gpurr_framework_open_scope.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int64,
                                                      ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int]
     _recorder.gpurr_framework_close_scope.argtypes = [ctypes.c_void_p]

@@ -7,7 +7,12 @@ given no weight where the step learned has one given a weight).
 "evaluating": a loop that evaluates the model every third step, after its
 optimizer's step, calling it from another line than the training: steps of
 the two kinds begin with the same operations, given the same weights, from
-other lines. Prints the losses."""
+other lines. "momentum": the same with SGD with momentum, evaluating every
+third step from step 0 on: the optimizer launches other kernels in its
+first step than in the later ones, so that the kind of step learned again
+after two that matched no template is an evaluation's, and the kind that
+did not match (a step between two evaluations) is learned only in the
+step after it. Prints the losses."""
 import sys
 
 import torch
@@ -43,18 +48,18 @@ def gan():
         print(f"step {step}: {loss.item():.6f}")
 
 
-def evaluating():
+def evaluating(momentum=0.0, evaluated=1, steps=10):
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for step in range(10):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=momentum)
+    for step in range(steps):
         loss = model(x).square().mean()  # the training's call
         loss.backward()
         opt.step()
         opt.zero_grad()
-        if step % 3 == 1:
+        if step % 3 == evaluated:
             with torch.no_grad():
                 print(f"evaluated: {model(x).square().mean().item():.6f}")  # the evaluation's call
         print(f"step {step}: {loss.item():.6f}")
 
 
-{"gan": gan, "evaluating": evaluating}[sys.argv[1]]()
+{"gan": gan, "evaluating": evaluating, "momentum": lambda: evaluating(0.9, 0, 24)}[sys.argv[1]]()

@@ -19,8 +19,9 @@ the programs' own output (losses and parameter digests per step):
   a torch.empty tensor read in every step: uninitialised memory, its later
   reads bytes read at their first use, listed once;
 - steps of kinds that run the same kernels (alternating.py: a GAN, a loop
-  that evaluates every third step), followed by place: no launch takes
-  another op's module or another kind of step's line;
+  that evaluates every third step, one so with SGD's momentum), followed by
+  place: no launch takes another op's module or another kind of step's
+  line; the loop with momentum settles into following from step 6 on;
 - four ranks, two of them in a subgroup that runs five all-reduces for each
   of the world's (subgroups.py): a divergence planted on rank 2 at step 1 and
   one on rank 0 at step 2 are both origins, and rank 2's is the earliest,
@@ -211,15 +212,26 @@ def origins(trace):
     return [e.get("origin") or {} for e in map(json.loads, dump.stdout.splitlines()) if e["kind"] == "launch"]
 
 
-for kind in ("gan", "evaluating"):
-    followed = origins(record(f"{kind}-followed", "aten::addmm,aten::mm", [alternating, kind])[0])
-    truth = origins(record(f"{kind}-full", "aten::addmm,aten::mm", [alternating, kind], GPURR_FULL_ATTRIBUTION="1")[0])
+for kind in ("gan", "evaluating", "momentum"):
+    ops = "aten::addmm,aten::mm" + (",aten::mul_,aten::add_" if kind == "momentum" else "")
+    trace = record(f"{kind}-followed", ops, [alternating, kind])[0]
+    followed = origins(trace)
+    truth = origins(record(f"{kind}-full", ops, [alternating, kind], GPURR_FULL_ATTRIBUTION="1")[0])
     wrong = [(o, t) for o, t in zip(followed, truth) if (o.get("module") and o.get("module") != t.get("module")) or
              (o.get("line") and o.get("line") != t.get("line") and (kind, o.get("step")) not in
               (("evaluating", 2), ("evaluating", 5)))]
     check(len(followed) == len(truth) and not wrong and sum(o.get("byPlace", False) for o in followed) > len(truth) / 3,
           f"{kind}: {len(followed)} vs {len(truth)} launches, {sum(o.get('byPlace', False) for o in followed)} by "
           f"place; named otherwise (followed, observed): {wrong[:3]}")
+    if kind == "momentum":
+        # Steps 2 and 3 match no template (the kinds learned are step 0's,
+        # the optimizer's first, and step 1's, an evaluation's); step 4, an
+        # evaluation's, is learned again, and then step 5, between two
+        # evaluations: from step 6 on every step follows a template.
+        info = json.loads(run([args.gpurr, "info", "--json", trace]).stdout or "{}")
+        steps = (info.get("origins") or {}).get("layerSteps") or {}
+        check(steps.get("followed", 0) >= 16 and steps.get("unmatched", 99) <= 2,
+              f"momentum: from step 6 on every step followed a template: {steps}")
 
 # Origins across a subgroup and the world.
 subgroups = os.path.join(args.scripts, "subgroups.py")

@@ -298,10 +298,14 @@ TEST_CASE("steps of several kinds, each followed by its own template from the op
   // A step that logs its loss: a copy to the host between the two.
   const auto logs = {std::pair{"aten::addmm", a}, std::pair{"aten::item", copy}, std::pair{"aten::relu", b}};
   REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  CHECK(fw::lastStepLearned() == fw::StepLearned::kNot);
   stepOf(0, plain);
   stepOf(1, logs);
+  CHECK(fw::lastStepLearned() == fw::StepLearned::kNewKind);  // step 0
   stepOf(2, plain);
+  CHECK(fw::lastStepLearned() == fw::StepLearned::kNewKind);  // step 1
   fw::setStep(3);  // both kinds learned
+  CHECK(fw::lastStepLearned() == fw::StepLearned::kKnownKind);  // step 2, step 0's kind again
   REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
   auto ops = [](const std::vector<Origin>& origins) {
     std::vector<std::string> names;
@@ -318,6 +322,7 @@ TEST_CASE("steps of several kinds, each followed by its own template from the op
   CHECK(diverged == 0);
   CHECK_FALSE(fw::divergedSinceLastCall());
   CHECK(fw::attribution() == fw::Attribution::kFollow);
+  CHECK(fw::lastStepLearned() == fw::StepLearned::kNot);  // step 7, followed
   // The roles too come from the template that has the operation.
   fw::setStep(9);
   std::vector<uint8_t> roles;
@@ -402,6 +407,7 @@ TEST_CASE("at most kTemplates kinds of step are kept: a new one replaces the lea
   REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
   stepOf(step++, {{"aten::op", keys[fw::kTemplates]}});  // a new kind
   fw::setStep(step);
+  CHECK(fw::lastStepLearned() == fw::StepLearned::kNewKind);  // in place of kind 1
   REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
   for (size_t i : {size_t{0}, size_t{2}, size_t{3}, fw::kTemplates}) {
     CHECK(stepOf(step++, {{"aten::op", keys[i]}})[0].op == "aten::op");
