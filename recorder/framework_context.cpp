@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "recorder/kept_once.h"
-#include "recorder/template_places.h"
+#include "recorder/step_templates.h"
 #include "recorder/thread_local_ref.h"
 #include "recorder/weights.h"
 
@@ -82,15 +82,6 @@ const Scope* backwardNode(const ThreadContext& t) {
   return nullptr;
 }
 
-// What a backward node's launches are attributed to: its forward op.
-struct ForwardOp {
-  std::string op;
-  std::string module;
-  const char* file = nullptr;
-  uint32_t line = 0;
-  uint64_t thread = 0, serial = 0;  // the scope `op` names
-};
-
 struct SequenceKey {
   uint64_t thread;
   int64_t sequence;
@@ -125,46 +116,6 @@ std::atomic<uint64_t> stepLaunches{0};
 // never looks at its thread's scopes to learn whether it is benchmarking.
 std::atomic<uint32_t> benchmarkingScopes{0};
 
-// The templates: steps learned whole, each its operations in order with
-// their origins. A training loop's steps are mostly alike, but some differ
-// in a way that comes again: a step that logs its loss (a copy to the host),
-// one that evaluates, one whose scaler skips the optimizer. Each such kind
-// of step that the layer learned is followed by its own template.
-struct Learned {
-  uint64_t key = 0;
-  trace::Origin origin;
-  std::vector<uint8_t> roles;  // a launch's operand roles, when learned
-  std::optional<Weight> weight;  // a launch's
-  // A launch's with a weight, on the step's thread: the autograd counter at
-  // it, and the number below which its op and those before made their nodes
-  // (its op may make its own after it), both from the step's (Learning).
-  int64_t counter = -1, madeBefore = -1;
-  const trace::Origin* kept = nullptr;  // `origin` kept for the process (keptOrigin), once in a template
-  // Where another template has the same operations up to this place, given
-  // the same weights, and here the same op from another line (a step that
-  // evaluates, then trains, and one that trains: the same forward, called
-  // from other lines), a step that has run them so far may be either: the
-  // origin without its line, kept for the process, instead of `kept`
-  // (template_places.h). Null elsewhere.
-  const trace::Origin* shared = nullptr;
-};
-// A learned step's forward op on the step's thread, by its autograd
-// sequence number from the step's first, with the name of the backward
-// node it made (once the step's backward ran it): for the backward of the
-// ops a step ran while the recorder followed, when it then stopped
-// matching (followedForward). At most kMaxSequenced a step.
-struct SequencedOp {
-  ForwardOp op;
-  std::string node;
-};
-using Sequenced = std::unordered_map<int64_t, SequencedOp>;
-constexpr size_t kMaxSequenced = size_t{1} << 17;
-struct Template {
-  std::vector<uint64_t> keys;  // its operations' keys, apart: what a miss compares
-  std::vector<Learned> ops;
-  uint64_t used = 0;  // the step it was last followed in: the least recent goes first
-  Sequenced sequenced;
-};
 struct Learning {
   std::mutex mu;
   std::vector<Learned> step;         // this step's so far (learning)
