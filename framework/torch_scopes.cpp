@@ -19,8 +19,8 @@
 // arguments, each marked with whether the op's schema writes it
 // (Tensor(a!)), so that the recorder hashes after the op's launches only what
 // they may write; and whether the op updates one of its arguments in place.
-// The recorder may also read a thread's autograd sequence counter through it
-// (gpurr_framework_sequence_source).
+// The recorder may also read a thread's autograd sequence counter and grad
+// mode through it (gpurr_framework_sequence_source, _grad_mode_source).
 // The callback asks for the op's inputs: the dispatcher then boxes every
 // op's arguments.
 #include <Python.h>
@@ -28,6 +28,7 @@
 #include <frameobject.h>
 
 #include <ATen/SequenceNumber.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
@@ -66,6 +67,9 @@ void sequenceNow(uint64_t* thread, int64_t* sequence) {
   *thread = at::RecordFunction::currentThreadId();
   *sequence = static_cast<int64_t>(at::sequence_number::peek());
 }
+
+// Whether this thread records gradients now (framework_api.h).
+int gradModeNow() { return at::GradMode::is_enabled() ? 1 : 0; }
 
 // libgpurr_torch_cuda.so's gpurr_torch_cuda_try_install, asked at each op
 // until the caching allocator has started and it has answered (not 1).
@@ -544,6 +548,9 @@ extern "C" __attribute__((visibility("default"))) int gpurr_torch_install(void* 
   if (auto source = reinterpret_cast<decltype(&gpurr_framework_sequence_source)>(
           dlsym(recorder, "gpurr_framework_sequence_source")))
     source(sequenceNow);
+  if (auto source = reinterpret_cast<decltype(&gpurr_framework_grad_mode_source)>(
+          dlsym(recorder, "gpurr_framework_grad_mode_source")))
+    source(gradModeNow);
   recorderHandle = recorder;
   cpuOperands = std::getenv("GPURR_TEST_CPU_OPERANDS") != nullptr;
   for (const char* p = skipped; p != nullptr && *p != '\0';) {

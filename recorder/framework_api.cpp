@@ -88,6 +88,8 @@ GPURR_EXPORT void gpurr_framework_sequence_source(void (*now)(uint64_t* thread, 
   fw::setSequenceSource(now);
 }
 
+GPURR_EXPORT void gpurr_framework_grad_mode_source(int (*enabled)(void)) { fw::setGradModeSource(enabled); }
+
 GPURR_EXPORT void gpurr_framework_block(uint64_t address, uint64_t size, int allocated) {
   fw::blockEvent(address, size, allocated != 0);
 }

@@ -79,6 +79,10 @@ void gpurr_framework_parameters(const uint64_t* ranges, uint32_t count);
  * autograd sequence counter; the recorder asks it at each step's start and
  * at some launches (framework_context.h, setSequenceSource). */
 void gpurr_framework_sequence_source(void (*now)(uint64_t* thread, int64_t* sequence));
+/* `enabled` says whether the calling thread records gradients now (1) or
+ * not (0); asked at every launch, copy and set while the recorder learns or
+ * follows steps (framework_context.h, setGradModeSource). */
+void gpurr_framework_grad_mode_source(int (*enabled)(void));
 /* allocated: 1 for a block handed out, 0 for one taken back (size ignored). */
 void gpurr_framework_block(uint64_t address, uint64_t size, int allocated);
 

@@ -64,11 +64,19 @@ uint64_t threadNumber(ThreadContext& t) {
   return t.thread;
 }
 
-// An operation's key in a template: its kind (and kernel) and the thread
-// that made it, so that steps whose threads interleave otherwise, or whose
+std::atomic<int (*)()> gradModeSource{nullptr};
+
+// An operation's key in a template: its kind (and kernel), the thread that
+// made it, so that steps whose threads interleave otherwise, or whose
 // threads run each other's kernels, match no template rather than take
-// another thread's origins.
-uint64_t placeKey(uint64_t key) { return key ^ threadNumber(threadLocalRef(tls)) * 0x9e3779b97f4a7c15ull; }
+// another thread's origins, and whether that thread recorded gradients then
+// (setGradModeSource), so that a step that evaluates under torch.no_grad
+// before it trains is told from one that trains from its first launch.
+uint64_t placeKey(uint64_t key) {
+  int (*gradMode)() = gradModeSource.load(std::memory_order_relaxed);
+  const uint64_t noGrad = gradMode != nullptr && gradMode() == 0 ? 0xc2b2ae3d27d4eb4full : 0;
+  return key ^ noGrad ^ threadNumber(threadLocalRef(tls)) * 0x9e3779b97f4a7c15ull;
+}
 
 // The innermost backward node open whose ops belong to the backward pass:
 // none when a module was entered inside it since (a forward recomputed in
@@ -577,6 +585,8 @@ bool followedRoles(uint64_t key, size_t count, std::vector<uint8_t>& roles, std:
 
 void setSequenceSource(void (*now)(uint64_t* thread, int64_t* sequence)) { sequenceSource.store(now); }
 
+void setGradModeSource(int (*enabled)()) { gradModeSource.store(enabled); }
+
 void setParameters(std::span<const uint64_t> ranges) {
   std::lock_guard lock(learning.mu);
   learning.weights.set(ranges);
@@ -841,6 +851,7 @@ void resetForTesting() {
   }
   setOnDiverged(nullptr);
   setSequenceSource(nullptr);
+  setGradModeSource(nullptr);
   setFinishRecording(nullptr);
   setFlushRecording(nullptr);
   pendingRoles.reset();

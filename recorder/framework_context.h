@@ -215,6 +215,12 @@ void setParameters(std::span<const uint64_t> ranges);
 // template's did (Origin.byPlace); none if one's did not.
 void setSequenceSource(void (*now)(uint64_t* thread, int64_t* sequence));
 
+// Whether the calling thread records gradients now (PyTorch's grad mode:
+// 0 under torch.no_grad, torch.inference_mode, and in the backward pass
+// unless it makes a graph of its own), asked at every operation learned or
+// followed: a template's key for an operation holds it (placeKey).
+void setGradModeSource(int (*enabled)());
+
 // How the steps completed so far were attributed; nothing before the first.
 std::optional<trace::LayerSteps> layerSteps();
 

@@ -5,9 +5,9 @@ generator's loss is a product of activations by the kernel that the
 critic's step runs on its first layer's weight at that place (an addmm
 given no weight where the step learned has one given a weight).
 "evaluating": a loop that evaluates the model every third step, after its
-optimizer's step, calling it from another line than the training: steps of
-the two kinds begin with the same operations, given the same weights, from
-other lines. "momentum": the same with SGD with momentum, evaluating every
+optimizer's step, under torch.no_grad, calling it from another line than
+the training: steps of the two kinds begin with the same kernels, given the
+same weights, from other lines, one kind without gradients. "momentum": the same with SGD with momentum, evaluating every
 third step from step 0 on: the optimizer launches other kernels in its
 first step than in the later ones, so that the kind of step learned again
 after two that matched no template is an evaluation's, and the kind that

@@ -389,6 +389,47 @@ TEST_CASE("where two templates begin alike from other lines, a step that ran tha
   fw::resetForTesting();
 }
 
+TEST_CASE("an operation run without gradients is another than the same run with them: a step that evaluates "
+          "first is told apart from its first launch", "[recorder][framework]") {
+  fw::resetForTesting();
+  static thread_local int grad = 1;
+  fw::setGradModeSource([] { return grad; });
+  const uint64_t mm = fw::launchKey("mm_kernel"), add = fw::launchKey("add_kernel");
+  auto op = [&](const char* name, uint64_t key, int line) {
+    fw::enterModule("Net");
+    fw::openScope(&ids[0], name, fw::ScopeKind::kOp, -1, 1, "/w/train.py", line);
+    auto o = fw::currentOrigin(true, key);
+    fw::closeScope(&ids[0]);
+    fw::exitModule();
+    return *o;
+  };
+  // The evaluation's forward (line 20, under torch.no_grad), then training
+  // (lines 30 and 31); a step that only trains.
+  auto evaluates = [&] {
+    grad = 0;
+    const Origin evaluated = op("aten::mm", mm, 20);
+    grad = 1;
+    return std::vector<Origin>{evaluated, op("aten::mm", mm, 30), op("aten::add", add, 31)};
+  };
+  auto trains = [&] { return std::vector<Origin>{op("aten::mm", mm, 30), op("aten::add", add, 31)}; };
+  REQUIRE(fw::setAttribution(fw::Attribution::kLearn));
+  fw::setStep(0);
+  evaluates();
+  fw::setStep(1);
+  trains();
+  fw::setStep(2);
+  REQUIRE(fw::setAttribution(fw::Attribution::kFollow));
+  for (int64_t step = 2; step < 6; ++step) {
+    const std::vector<Origin> origins = step % 2 == 0 ? evaluates() : trains();
+    std::vector<int> lines;
+    for (const Origin& o : origins) lines.push_back(o.byPlace ? static_cast<int>(o.line) : -1);
+    CHECK(lines == (step % 2 == 0 ? std::vector<int>{20, 30, 31} : std::vector<int>{30, 31}));
+    fw::setStep(step + 1);
+  }
+  CHECK_FALSE(fw::divergedSinceLastCall());
+  fw::resetForTesting();
+}
+
 TEST_CASE("at most kTemplates kinds of step are kept: a new one replaces the least recently followed",
           "[recorder][framework]") {
   fw::resetForTesting();
