@@ -65,6 +65,7 @@ uint64_t threadNumber(ThreadContext& t) {
 }
 
 std::atomic<int (*)()> gradModeSource{nullptr};
+constexpr uint64_t kNoGrad = 0xc2b2ae3d27d4eb4full;  // in the key of an operation run without gradients
 
 // An operation's key in a template: its kind (and kernel), the thread that
 // made it, so that steps whose threads interleave otherwise, or whose
@@ -72,10 +73,12 @@ std::atomic<int (*)()> gradModeSource{nullptr};
 // another thread's origins, and whether that thread recorded gradients then
 // (setGradModeSource), so that a step that evaluates under torch.no_grad
 // before it trains is told from one that trains from its first launch.
-uint64_t placeKey(uint64_t key) {
+bool recordingGradients() {
   int (*gradMode)() = gradModeSource.load(std::memory_order_relaxed);
-  const uint64_t noGrad = gradMode != nullptr && gradMode() == 0 ? 0xc2b2ae3d27d4eb4full : 0;
-  return key ^ noGrad ^ threadNumber(threadLocalRef(tls)) * 0x9e3779b97f4a7c15ull;
+  return gradMode == nullptr || gradMode() != 0;
+}
+uint64_t placeKey(uint64_t key) {
+  return key ^ (recordingGradients() ? 0 : kNoGrad) ^ threadNumber(threadLocalRef(tls)) * 0x9e3779b97f4a7c15ull;
 }
 
 // The innermost backward node open whose ops belong to the backward pass:
@@ -278,6 +281,11 @@ bool matches(const Template& t, uint64_t place, uint64_t key, const LaunchWords&
 std::string whyUnmatched(uint64_t place, uint64_t key, const LaunchWords& words) {
   const Template& t = learning.templates[learning.current];
   if (place >= t.keys.size()) return "matched no template: the step learned had ended before this launch";
+  if ((t.keys[place] ^ key) == kNoGrad) {
+    return std::string("matched no template: the step learned ran this kernel at this launch's place ") +
+           (recordingGradients() ? "without recording gradients, this launch recording them"
+                                 : "recording gradients, this launch without (torch.no_grad)");
+  }
   if (t.keys[place] != key) return "matched no template: the step learned had another operation at this launch's place";
   return learning.weights.whyNot(t.ops[place].weight, words);
 }

@@ -221,8 +221,9 @@ check(first is not None and all(step == first for step, _, _ in wrong),
       f"probes: named another module after the second head's first step ({first}) (step, named, true): {wrong[:6]}")
 
 # A weight updated once, before a step's first op, by the kernel that op
-# runs on the batch: given a weight where the template's launch there was
-# given none, the update matches no template (it says why) and carries no
+# runs on the batch, under torch.no_grad: run without gradients where the
+# template's launch there recorded them (and given a weight where it was
+# given none), the update matches no template (it says why) and carries no
 # op or line rather than the projection's; every launch named is named as
 # when every op is observed.
 truth = record("updated-full", "updated", GPURR_FULL_ATTRIBUTION="1")
@@ -233,7 +234,8 @@ pairs = [tuple(tuple((e.get("origin") or {}).get(f) for f in fields) for e in (o
 wrong = [(got, true) for got, true in pairs if got[1] and got != true]
 notes = [a["text"] for e in followed for a in e["launch"].get("annotations", []) if a.get("kind") == "note"]
 check(len(followed) == len(truth) and not wrong and len(notes) == 1 and
-      notes[0].startswith("matched no template: given a weight (its word at byte 0 points into the parameter of 256"),
+      notes[0] == "matched no template: the step learned ran this kernel at this launch's place recording gradients, "
+      "this launch without (torch.no_grad)",
       f"updated: {len(followed)} vs {len(truth)} launches, named otherwise (followed, observed): {wrong[:4]}; "
       f"notes: {notes}")
 
