@@ -318,14 +318,26 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
     checkWritten(historyB, d.inputs, false);
   }
   if (!d.inputsIdentical && !oldOutputContents(va, vb, ea.origin, d)) {
-    const RangeDifference* unwritten = nullptr;
+    const RangeDifference *unwritten = nullptr, *undigested = nullptr;
+    size_t undigestedCount = 0;  // inputs that differ whose last writer left no digest in either run
     for (const RangeDifference& r : d.inputs) {
-      if (r.writtenChecked && (r.unwrittenA > 0 || r.unwrittenB > 0)) {
-        unwritten = &r;
-        break;
+      if (!unwritten && r.writtenChecked && (r.unwrittenA > 0 || r.unwrittenB > 0)) unwritten = &r;
+      if (historyA.undigested(r.a) || historyB.undigested(r.b)) {
+        if (undigestedCount++ == 0) undigested = &r;
       }
     }
-    if (unwritten) {
+    if (undigested) {
+      // Written last by operations whose outputs were not compared (--steps,
+      // --kernels, --launches, a hash that failed): the runs may have
+      // diverged there, or before, where nothing was compared.
+      d.cause = Cause::kUnknown;
+      d.summary = fmt::format("unknown: input {} ({}) differs, and an operation recorded without digests wrote it "
+                              "last (not hashed: --steps, --kernels, --launches, a copy gpurr does not hash, or a "
+                              "hash that failed): the runs may have diverged there or earlier, where outputs were not "
+                              "compared",
+                              undigested->index, rangeText(undigested->a));
+      d.evidence.push_back({EvidenceKind::kUndigestedWrites, {undigestedCount}});
+    } else if (unwritten) {
       d.cause = Cause::kUninitialisedMemory;
       d.summary = fmt::format("uninitialised memory: input {} ({}) differs in bytes that no "
                               "recorded operation wrote",

@@ -390,7 +390,7 @@ struct Run {
     uint64_t digest;
   };
   std::vector<FirstRead> firstReads;
-  // The first operation of a first-use trace that wrote device bytes without
+  // The first operation of the trace that wrote device bytes without
   // their digest (a launch or graph launch whose hash failed or was not
   // taken, a copy or set with digest 0, a collective that received into
   // them asynchronously); UINT64_MAX when none did.

@@ -574,7 +574,7 @@ class Summariser {
     run.withOutputs += !e.outputs.empty();
     const bool undigested = writesUndigested(e, hashed);
     run.undigested += undigested;
-    if ((undigested || receivesUndigested(e)) && firstUse_ && run.firstUndigested == UINT64_MAX) {
+    if ((undigested || receivesUndigested(e)) && run.firstUndigested == UINT64_MAX) {
       run.firstUndigested = e.seq;
     }
     // Filled in where it is kept: a copy from the stack would read back

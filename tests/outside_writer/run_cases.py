@@ -317,8 +317,10 @@ def write_history_holes():
     whose hash was dropped, a 2D copy: the writer counts them untouched
     again, so their next reader hashes them; a launch whose hash failed later,
     on the GPU: they stay touched), a range hashed in one run only,
-    a first use that a launch only reads and whose outputs do not show it.
-    The diff must not blame the kernel."""
+    a first use that a launch only reads and whose outputs do not show it;
+    and a trace hashing every input whose launch that wrote a range was not
+    hashed (a step --steps left out). The diff must not blame the kernel,
+    and says that the range's last writer left no digest."""
     import numpy as np
 
     def program(scenario, seed, variant, hash_inputs=False):
@@ -335,7 +337,7 @@ def write_history_holes():
         x, y, z = (p.empty(0, stream, 4096) for _ in range(3))
         p.memset(0, stream, y, 0, origin=origin('aten::zero_', 1))
         p.memset(0, stream, z, 0, origin=origin('aten::zero_', 1))
-        if scenario in ('unhashed_writer', 'hash_lost_on_gpu'):  # W's hash was dropped: no outputs, not hashed
+        if scenario in ('unhashed_writer', 'hash_lost_on_gpu', 'unhashed_step'):  # W's hash was dropped: not hashed
             p.memset(0, stream, x, 0, origin=origin('aten::zero_', 2))
             w = launch('_Z1Wv', [model.Ptr(x, 'w')], lambda: x.put(np.full(1024, 1.0 + variant * 1e-7, np.float32)),
                        'aten::index_add_', 3)
@@ -343,6 +345,8 @@ def write_history_holes():
             w['launch']['notHashed'] = True
             if scenario == 'unhashed_writer':  # known when W was launched: x counts untouched again
                 p.untouched(x)
+            elif scenario == 'unhashed_step':  # every input hashed; W in a step --steps left out
+                pass
             else:  # known only later, on the GPU (FORMAT.md): x stays touched, R does not hash it
                 w['launch']['annotations'] = [{'note': 'not hashed: the wait limit passed'}]
             launch('_Z1Rv', [model.Ptr(x, 'r'), model.Ptr(y, 'w')], lambda: y.put(x.f32() * 2), 'aten::mul', 4)
@@ -376,13 +380,14 @@ def write_history_holes():
         verify(path)
         return path, p
 
-    for scenario, reader, evidence in (('unhashed_writer', '_Z1Rv', 'write gpurr did not record'),
+    for scenario, reader, evidence in (('unhashed_writer', '_Z1Rv', 'without a digest'),
                                        ('hash_lost_on_gpu', '_Z1Rv', 'without a digest'),
-                                       ('copy_2d', '_Z1Mv', 'write gpurr did not record'),
+                                       ('unhashed_step', '_Z1Rv', 'without a digest'),
+                                       ('copy_2d', '_Z1Mv', 'without a digest'),
                                        ('one_sided', '_Z1Cv', 'in one run only'),
                                        ('read_first_use', '_Z1Kv', 'read at its first use with different bytes')):
-        a, pa = program(scenario, 1, 0)
-        b, _ = program(scenario, 2, 1)
+        a, pa = program(scenario, 1, 0, hash_inputs=scenario == 'unhashed_step')
+        b, _ = program(scenario, 2, 1, hash_inputs=scenario == 'unhashed_step')
         j, fd = expect_cause(a, b, 'unknown', scenario)
         expect(fd['a']['seq'] == seq_of(pa, reader) and any(evidence in e for e in fd['evidence']),
                scenario + ': at the reader, saying why', fd)
