@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "diff/classify_matched.h"
 #include "diff/compare.h"
 #include "diff/decode.h"
 #include "diff/intervals.h"
@@ -244,8 +245,20 @@ IndependentDivergence independentPair(const Context& ctx, uint64_t ia, uint64_t 
                         std::ranges::all_of(inputs, [](const RangeDifference& d) {
                           return d.a.size > 0 && d.b.size > 0 && d.digestA != 0 && d.digestB != 0;
                         });
+  // A random op whose differing inputs are all ranges it writes (its output
+  // buffers' old contents, hashed at their first use): the generator's state
+  // differs, as the first divergence at such an op says.
+  const std::vector<RangeDigest>& written = view(ea).outputs;
+  const bool drawn = !sameIn && randomGenerator(ea.origin) && std::ranges::all_of(inputs, [&](const RangeDifference& d) {
+    return std::ranges::any_of(written, [&](const RangeDigest& o) {
+      return o.range.allocation == d.a.allocation && o.range.offset == d.a.offset && o.range.size == d.a.size;
+    });
+  });
   ind.reason = sameIn && sameParams ? "outputs differ from identical inputs and parameters"
                : sameIn             ? "outputs differ; its parameters differ, its inputs are identical"
+               : drawn ? fmt::format("outputs differ; {} draws them from the random generator, whose state differs "
+                                     "(its inputs differ only in its output buffers' old contents); its parameters {}",
+                                     ea.origin->op, sameParams ? "are identical" : "differ too")
                : firstUse ? fmt::format("outputs differ; its inputs differ in bytes it read at their first use, "
                                         "which no recorded operation had written (uninitialised memory) or another "
                                         "stream wrote last; its parameters {}",

@@ -115,16 +115,6 @@ bool overwritesAll(const std::optional<Origin>& origin) {
   return origin && (ops.contains(origin->op) || kRandomFills.contains(origin->op));
 }
 
-// ATen ops whose output comes from the random generator's state, not from
-// what they read: the random fills and those that make new tensors.
-bool randomGenerator(const std::optional<Origin>& origin) {
-  static const std::set<std::string_view> ops = {
-      "aten::bernoulli", "aten::native_dropout", "aten::randperm", "aten::multinomial", "aten::rand",
-      "aten::randn",     "aten::randint",        "aten::normal",   "aten::poisson",     "aten::binomial",
-      "aten::rrelu_with_noise"};
-  return origin && (ops.contains(origin->op) || kRandomFills.contains(origin->op));
-}
-
 // The PyTorch op of a launch reads the old contents of what it writes: it
 // updates an argument in place (Origin.inPlace, from its schema: aten::add_'s
 // `Tensor(a!) self`, batch norm's running statistics; in older traces, an
@@ -143,7 +133,8 @@ bool inPlaceOp(const std::optional<Origin>& origin) {
 // FORMAT.md hashInputs, though the kernel may overwrite it unread), its
 // differing spans hold bytes no recorded operation wrote, in both runs,
 // while the parameters or the RNG state differ and explain the outputs, or
-// the op reads none of what it writes (overwritesAll()).
+// the op reads none of what it writes (overwritesAll()), or its output
+// comes from the random generator (randomGenerator(): randperm's new tensor).
 // The spans are whole chunks when only digests were recorded, so they may
 // also hold written bytes; those were written by earlier operations whose
 // outputs were identical, so the difference lies in the unwritten ones.
@@ -157,7 +148,7 @@ bool oldOutputContents(const OpView& va, const OpView& vb, const std::optional<O
   for (size_t i = 0; !rngDiffers && i < rngA.size(); ++i) {
     rngDiffers = rngA[i]->seed != rngB[i]->seed || rngA[i]->offset != rngB[i]->offset;
   }
-  if (d.params.empty() && !rngDiffers && !overwritesAll(origin)) return false;
+  if (d.params.empty() && !rngDiffers && !overwritesAll(origin) && !randomGenerator(origin)) return false;
   std::vector<uint64_t> which;
   for (const RangeDifference& r : d.inputs) {
     const bool written = std::any_of(va.outputs.begin(), va.outputs.end(), [&](const RangeDigest& o) {
@@ -467,6 +458,16 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
 }
 
 }  // namespace
+
+// ATen ops whose output comes from the random generator's state, not from
+// what they read: the random fills and those that make new tensors.
+bool randomGenerator(const std::optional<Origin>& origin) {
+  static const std::set<std::string_view> ops = {
+      "aten::bernoulli", "aten::native_dropout", "aten::randperm", "aten::multinomial", "aten::rand",
+      "aten::randn",     "aten::randint",        "aten::normal",   "aten::poisson",     "aten::binomial",
+      "aten::rrelu_with_noise"};
+  return origin && (ops.contains(origin->op) || kRandomFills.contains(origin->op));
+}
 
 FirstDivergence classifyMatched(const Context& ctx, uint64_t ia, uint64_t ib) {
   FirstDivergence d;

@@ -143,5 +143,7 @@ TEST_CASE("bytes a launch recorded without hashing may have written are not call
     REQUIRE(d.inputs.size() == 1);
     CHECK(d.inputs[0].writtenChecked);
     CHECK(d.inputs[0].unwrittenA == 0);
+    CHECK_THAT(d.summary, Catch::StartsWith("unknown: input 1 (") &&
+                              Catch::Contains("an operation recorded without digests wrote it last"));
   }
 }
