@@ -605,6 +605,11 @@ class Bisect {
     }
     out_.reproduced = divergesAt(*out_.confirmation, p->name, out_.point->indexA) ||
                       divergesAt(*out_.confirmationOther, p->name, out_.point->indexB);
+    if (!*out_.reproduced) {
+      out_.reproducedElsewhere = divergesAlike(*out_.confirmation, p->name, d) ||
+                                 divergesAlike(*out_.confirmationOther, p->name, d);
+      out_.reproduced = out_.reproducedElsewhere;
+    }
     if (!*out_.reproduced) out_.verdict = "notReproduced";
     if (!out_.snapshotLaunch) {
       out_.replayError = out_.noSnapshotWhy;

@@ -56,6 +56,9 @@ struct Outcome {
   std::optional<report::RunComparison> confirmation;       // the base run vs the confirmation run
   std::optional<report::RunComparison> confirmationOther;  // run B of the pair vs the confirmation run
   std::optional<bool> reproduced;
+  // Reproduced for the same cause at another launch of the same op and line,
+  // not at the same operation (divergesAlike).
+  bool reproducedElsewhere = false;
   std::optional<Json> replay;
   std::optional<std::string> replayError;
   nlohmann::json timeline = nullptr;  // report::timelineAround's object

@@ -315,6 +315,23 @@ bool divergesAt(const report::RunComparison& confirmation, const std::string& na
   return false;
 }
 
+bool divergesAlike(const report::RunComparison& confirmation, const std::string& name, const FirstDivergence& first) {
+  using diff::Cause;
+  if (first.path || (first.cause != Cause::kRngState && first.cause != Cause::kNondeterministicKernel &&
+                     first.cause != Cause::kUninitialisedMemory)) {
+    return false;
+  }
+  auto site = [](const diff::OpInfo& o) {
+    return o.origin ? fmt::format("{}\n{}\n{}\n{}", o.name, o.origin->op, o.origin->file, o.origin->line) : o.name;
+  };
+  for (const ProcessDiff& p : confirmation.processes) {
+    if (p.name != name) continue;
+    const std::optional<FirstDivergence>& d = p.firstDivergence;
+    return !p.identical && d && !d->path && d->cause == first.cause && site(d->a) == site(first.a);
+  }
+  return false;
+}
+
 std::optional<uint64_t> snapshotLaunch(const FirstDivergence& d, std::string& why) {
   if (d.path) {
     why = "the runs take different paths there: there is no single launch to re-execute";

@@ -132,7 +132,13 @@ std::string renderText(const Outcome& o, const Style& st) {
     if (!others.empty() && !job) os << fmt::format("  {:<8} also diverging: {}\n", "process", others);
     if (const RunRecord* c = o.confirmationRun(); c && o.reproduced) {
       const std::string what = o.snapshotLaunch ? fmt::format(" (snapshots of launch #{})", *o.snapshotLaunch) : "";
-      if (*o.reproduced) {
+      if (o.reproducedElsewhere) {
+        os << fmt::format("  {:<8} run {}{}: {} at another launch of the same op, for the same cause, as chance decides "
+                          "which of its launches differs first: against run {}: {}; against run {}: {}\n",
+                          "confirm", c->number, what, st.green("reproduced"), o.base,
+                          firstDivergenceText(*o.confirmation), o.chosenRun(),
+                          firstDivergenceText(*o.confirmationOther));
+      } else if (*o.reproduced) {
         const bool vsFirst = divergesAt(*o.confirmation, p->name, o.point->indexA);
         // Where it agrees with the first run, the other was the odd one.
         const std::string odd = !vsFirst && o.confirmation->identical()
@@ -185,6 +191,7 @@ BisectFacts factsOf(const Outcome& o) {
   f.confirmation = o.confirmation ? &*o.confirmation : nullptr;
   f.confirmationOther = o.confirmationOther ? &*o.confirmationOther : nullptr;
   f.reproduced = o.reproduced;
+  f.reproducedElsewhere = o.reproducedElsewhere;
   f.snapshotLaunch = o.snapshotLaunch;
   f.replay = o.replay;
   f.replayError = o.replayError;

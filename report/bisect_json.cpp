@@ -69,6 +69,7 @@ Json bisectJson(const Report& report) {
               {"confirmation", o.confirmation ? comparisonJson(*o.confirmation) : Json(nullptr)},
               {"confirmationOther", o.confirmationOther ? comparisonJson(*o.confirmationOther) : Json(nullptr)},
               {"reproduced", o.reproduced ? Json(*o.reproduced) : Json(nullptr)},
+              {"reproducedElsewhere", o.reproducedElsewhere},
               {"snapshotLaunch", o.snapshotLaunch ? Json(*o.snapshotLaunch) : Json(nullptr)},
               {"replay", o.replay ? *o.replay : Json(nullptr)},
               {"replayError", o.replayError ? Json(*o.replayError) : Json(nullptr)},

@@ -55,6 +55,7 @@ struct BisectFacts {
   const RunComparison* confirmation = nullptr;
   const RunComparison* confirmationOther = nullptr;
   std::optional<bool> reproduced;
+  bool reproducedElsewhere = false;  // at another launch of the same op, for the same cause
   std::optional<uint64_t> snapshotLaunch;
   std::optional<Json> replay;  // what `gpurr replay --json` wrote
   std::optional<std::string> replayError;

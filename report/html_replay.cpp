@@ -60,8 +60,10 @@ void renderReplay(Page& page, const Report& report) {
     if (b.snapshotLaunch) run += fmt::format(" (of launch #{})", *b.snapshotLaunch);
     string what;
     if (reproduced) {
-      what = *reproduced ? run + " diverges at the same operation: reproduced"
-                         : run + " does not diverge at the same operation: not reproduced";
+      what = b.reproducedElsewhere
+                 ? run + " diverges at another launch of the same op, for the same cause: reproduced"
+             : *reproduced ? run + " diverges at the same operation: reproduced"
+                           : run + " does not diverge at the same operation: not reproduced";
     } else {
       what = run + " was compared with run 1";
     }

@@ -692,6 +692,7 @@ TEST_CASE("bisect: a divergence that the third run does not repeat is reported a
   const Json rep = s.report();
   CHECK(rep["verdict"] == "notReproduced");
   CHECK(rep["reproduced"] == false);
+  CHECK(rep["reproducedElsewhere"] == false);
   CHECK(firstDivergence(rep["diff"])["a"]["launchIndex"] == 5);
   CHECK(rep["runs"][2]["snapshot"] == "5");
   CHECK(firstDivergence(rep["confirmation"])["a"]["launchIndex"] == 2);
@@ -699,6 +700,22 @@ TEST_CASE("bisect: a divergence that the third run does not repeat is reported a
   CHECK_THAT(r.out, Catch::Contains("first divergence at launch #2 (aten::relu (forward) in net, train.py:17)"));
   CHECK(rep["diff"].is_object());  // everything known is still reported
   CHECK(rep["timeline"].is_object());
+}
+
+TEST_CASE("bisect: an RNG divergence the third run shows at another draw of the same op is reproduced there") {
+  Sandbox s;
+  const Result r = s.bisect("rng_draws");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  const Json rep = s.report();
+  CHECK(rep["verdict"] == "diverged");
+  CHECK(firstDivergence(rep["diff"])["cause"] == "rngState");
+  CHECK(firstDivergence(rep["diff"])["a"]["launchIndex"] == 5);
+  CHECK(firstDivergence(rep["confirmation"])["a"]["launchIndex"] == 3);
+  CHECK(firstDivergence(rep["confirmationOther"])["a"]["launchIndex"] == 3);
+  CHECK(rep["reproduced"] == true);
+  CHECK(rep["reproducedElsewhere"] == true);
+  CHECK_THAT(r.out, Catch::Contains("reproduced at another launch of the same op, for the same cause"));
 }
 
 TEST_CASE("bisect: a crashing run stops the bisect with the end of its log unless --keep-going") {

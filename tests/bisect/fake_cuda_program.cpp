@@ -23,6 +23,8 @@
 //   seed              launch 3 (dropout) takes an unseeded Philox seed
 //   host_input        the batch copied to the GPU differs in every run
 //   flaky             run 2 differs at launch 5, run 3 at launch 2 only
+//   rng_draws         dropout draws three times (launches 3 to 5): run 2's
+//                     third draw takes another seed, run 3's first
 //   crash             runs after the first die at launch 7 with exit code 3
 //   first_fails       run 1 exits with code 4 before any CUDA work (no trace)
 //   ranks             two processes (rank0.gpurr, rank1.gpurr); rank 1 as
@@ -322,7 +324,7 @@ class Program {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: fake_cuda_program identical|nondeterministic|seed|host_input|flaky|crash STATE_DIR\n");
+    std::fprintf(stderr, "usage: fake_cuda_program identical|nondeterministic|seed|host_input|flaky|rng_draws|crash STATE_DIR\n");
     return 2;
   }
   const std::string scenario = argv[1];
@@ -410,6 +412,7 @@ int main(int argc, char** argv) {
       scenario == "nondeterministic" || ((scenario == "ranks" || job) && *opts.rank == 1);
   const bool seed = scenario == "seed";
   const bool flaky = scenario == "flaky";
+  const bool rngDraws = scenario == "rng_draws";
   const bool crash = scenario == "crash" && run > 1;
 
   p.module();
@@ -429,9 +432,12 @@ int main(int argc, char** argv) {
   p.from(forward("aten::addmm", kLinear, "net.fc1", 17)).launch("_Z6linearPfPKfS1_i", {3, 2}, 4, 0.5f);
   p.from(forward("aten::relu", {"aten::relu"}, "net", 17))
       .launch("_Z4reluPfPKfi", {4}, 4, 1.0f, flaky && run == 3 ? 3 : 0);
-  p.from(forward("aten::native_dropout", {"aten::dropout", "aten::native_dropout"}, "net.drop", 18))
-      .launch("_ZN2at6native20fused_dropout_kernelIfEEvPKfPfPhiNS_15PhiloxCudaStateE", {4}, 5, 1.1f, 0,
-              seed ? 1000 + run : 1000);
+  for (uint32_t draw = 1; draw <= (rngDraws ? 3 : 1); ++draw) {
+    const bool reseeded = seed || (rngDraws && ((run == 2 && draw == 3) || (run == 3 && draw == 1)));
+    p.from(forward("aten::native_dropout", {"aten::dropout", "aten::native_dropout"}, "net.drop", 18))
+        .launch("_ZN2at6native20fused_dropout_kernelIfEEvPKfPfPhiNS_15PhiloxCudaStateE", {4}, 5, 1.1f, 0,
+                reseeded ? 1000 + run : 1000);
+  }
   p.from(forward("aten::addmm", kLinear, "net.fc2", 18)).launch("_Z6linearPfPKfS1_i", {5, 2}, 6, 0.5f);
   p.from(forward("aten::index_add_", {"aten::index_add_"}, "net", 19))
       .launch("_ZN2at6native19indexFuncLargeIndexIfEEvPfPKfPKll", {6}, 7, 1.0f,
