@@ -603,14 +603,10 @@ class Bisect {
       out_.error = fmt::format("comparing the confirmation run {}: {}", number, e.what());
       return;
     }
-    out_.reproduced = divergesAt(*out_.confirmation, p->name, out_.point->indexA) ||
-                      divergesAt(*out_.confirmationOther, p->name, out_.point->indexB);
-    if (!*out_.reproduced) {
-      out_.reproducedElsewhere = divergesAlike(*out_.confirmation, p->name, d) ||
-                                 divergesAlike(*out_.confirmationOther, p->name, d);
-      out_.reproduced = out_.reproducedElsewhere;
-    }
-    if (!*out_.reproduced) out_.verdict = "notReproduced";
+    const Reproduction rep = reproduction(*out_.confirmation, *out_.confirmationOther, p->name, *out_.point, d);
+    out_.reproduced = rep.reproduced;
+    out_.reproducedElsewhere = rep.elsewhere;
+    if (!rep.reproduced) out_.verdict = "notReproduced";
     if (!out_.snapshotLaunch) {
       out_.replayError = out_.noSnapshotWhy;
       return;

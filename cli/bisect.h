@@ -103,17 +103,24 @@ std::optional<DivergencePoint> earliestDivergence(const report::RunComparison& c
 // layer counted a step).
 int64_t divergenceStep(const diff::FirstDivergence& d);
 
+// Whether the confirmation run reproduced `first`, the first divergence at
+// `point` in process `name`: where it diverges from the base run
+// (`vsBase`) or from the pair's other run (`vsOther`) at the same
+// operation; or else (`elsewhere`), where `first` had a cause that chance
+// decides (RNG state, a nondeterministic kernel, uninitialised memory), for
+// the same cause at another launch of the same kernel from the same op and
+// line (in any module: a layer's other instances call the same line): a
+// random op's draws agree by chance at some launches, so which one differs
+// first varies from pair to pair.
+struct Reproduction {
+  bool reproduced = false, elsewhere = false;
+};
+Reproduction reproduction(const report::RunComparison& vsBase, const report::RunComparison& vsOther,
+                          const std::string& name, const DivergencePoint& point, const diff::FirstDivergence& first);
+
 // Whether `confirmation` (some run against the confirmation run, in that
 // order) first diverges in process `name` at operation `index` of its run A.
 bool divergesAt(const report::RunComparison& confirmation, const std::string& name, uint64_t index);
-// Whether the confirmation's process `name` first diverges, where `first`
-// had a cause that chance decides (RNG state, a nondeterministic kernel,
-// uninitialised memory), for the same cause at another launch of the same
-// kernel from the same op and line (in any module: a layer's other
-// instances call the same line): a random op's draws agree by chance at
-// some launches, so which one differs first varies from pair to pair.
-bool divergesAlike(const report::RunComparison& confirmation, const std::string& name,
-                   const diff::FirstDivergence& first);
 
 // The launch number to snapshot for a first divergence: its launch index in
 // run A when it is one kernel launch (not a copy, a set, a graph launch or a

@@ -315,21 +315,27 @@ bool divergesAt(const report::RunComparison& confirmation, const std::string& na
   return false;
 }
 
-bool divergesAlike(const report::RunComparison& confirmation, const std::string& name, const FirstDivergence& first) {
+Reproduction reproduction(const report::RunComparison& vsBase, const report::RunComparison& vsOther,
+                          const std::string& name, const DivergencePoint& point, const FirstDivergence& first) {
+  if (divergesAt(vsBase, name, point.indexA) || divergesAt(vsOther, name, point.indexB)) return {true, false};
   using diff::Cause;
   if (first.path || (first.cause != Cause::kRngState && first.cause != Cause::kNondeterministicKernel &&
                      first.cause != Cause::kUninitialisedMemory)) {
-    return false;
+    return {};
   }
   auto site = [](const diff::OpInfo& o) {
     return o.origin ? fmt::format("{}\n{}\n{}\n{}", o.name, o.origin->op, o.origin->file, o.origin->line) : o.name;
   };
-  for (const ProcessDiff& p : confirmation.processes) {
-    if (p.name != name) continue;
-    const std::optional<FirstDivergence>& d = p.firstDivergence;
-    return !p.identical && d && !d->path && d->cause == first.cause && site(d->a) == site(first.a);
-  }
-  return false;
+  auto alike = [&](const report::RunComparison& confirmation) {
+    for (const ProcessDiff& p : confirmation.processes) {
+      if (p.name != name) continue;
+      const std::optional<FirstDivergence>& d = p.firstDivergence;
+      return !p.identical && d && !d->path && d->cause == first.cause && site(d->a) == site(first.a);
+    }
+    return false;
+  };
+  const bool elsewhere = alike(vsBase) || alike(vsOther);
+  return {elsewhere, elsewhere};
 }
 
 std::optional<uint64_t> snapshotLaunch(const FirstDivergence& d, std::string& why) {
