@@ -88,8 +88,13 @@ PerStep perStep(const Stats& s, int64_t stoppedAfter) {
   if (p.steps == 0) return p;
   std::sort(launches.begin(), launches.end());
   std::sort(bytes.begin(), bytes.end());
-  p.medianLaunches = launches[launches.size() / 2];
-  p.medianBytes = bytes[bytes.size() / 2];
+  // Of an even count, the mean of the two middle ones (rounded down).
+  auto median = [](const std::vector<uint64_t>& v) {
+    const uint64_t low = v[(v.size() - 1) / 2], high = v[v.size() / 2];
+    return low + (high - low) / 2;
+  };
+  p.medianLaunches = median(launches);
+  p.medianBytes = median(bytes);
   p.maxBytes = bytes.back();
   return p;
 }
