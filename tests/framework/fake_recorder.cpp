@@ -26,6 +26,7 @@
 #include <cupti.h>
 #include <dlfcn.h>
 #include <sys/uio.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -128,6 +129,9 @@ RecordSession* theSession() {
       [options](const gpurr::trace::Header& h) { return openTrace(options, h, warnToStderr); },
       warnToStderr);
   std::atexit(finish);
+  // A forked child (a DataLoader worker) gives the session up, as the
+  // recorder's injection does: its threads stayed in the parent.
+  pthread_atfork(nullptr, nullptr, [] { session->abandonInForkedChild(); });
   framework::setFinishRecording(finish);  // the same, earlier, when the layer ends the program itself
   framework::setFlushRecording([] { session->flush(); });  // the program ends on Ctrl-C
   setActiveCollectives(&session->collectives());
