@@ -260,6 +260,19 @@ def _module_enter(module, args):
         return
     stack.append((module, path))
     _recorder.gpurr_framework_enter_module(path)
+    if module._forward_hooks and not _is_compiling():
+        # Its own forward hooks run after the global ones: it is left after
+        # them, so that the ops they run name it (_exit_after_hooks).
+        handles = []
+        try:
+            handles.append(module.register_forward_hook(
+                lambda m, args, output: _exit_after_hooks(m, handles[0]), always_call=True))
+        except Exception:  # noqa: BLE001  never into the program: left as the global hook leaves it
+            return
+        deferred = getattr(_local, "deferred", None)
+        if deferred is None:
+            deferred = _local.deferred = {}
+        deferred.setdefault(id(module), []).append((len(stack), handles[0]))
 
 
 def _call_path(module, stack):
@@ -297,6 +310,33 @@ def _module_exit(module, args, output):
     stack = getattr(_local, "modules", None)
     if not stack:
         return
+    deferred = getattr(_local, "deferred", None)
+    if deferred and any(depth == len(stack) for depth, _ in deferred.get(id(module), ())):
+        return  # left after its own forward hooks
+    _leave(module, stack)
+
+
+def _exit_after_hooks(module, handle):
+    """The last forward hook of a module that has forward hooks of its own,
+    registered (as `handle`) for one call as the layer entered it: the module
+    is left here, after them (the global exit hook runs before a module's
+    own). It runs at the end of every call of the module while registered:
+    one inside this call (the module calling itself) is not this call's."""
+    stack = getattr(_local, "modules", None) or []
+    calls = getattr(_local, "deferred", {}).get(id(module), [])
+    mine = next((c for c in calls if c[1] is handle), None)
+    if mine is None or mine[0] < len(stack):
+        return  # done, or a call inside this one
+    calls.remove(mine)
+    if not calls:
+        del _local.deferred[id(module)]
+    handle.remove()
+    if mine[0] == len(stack):  # else the call was left already (an exception that skipped exit hooks)
+        _leave(module, stack)
+
+
+def _leave(module, stack):
+    """Leaves `module`, the innermost module of `stack` or one below it."""
     if stack[-1][0] is module:
         stack.pop()
         _recorder.gpurr_framework_exit_module()

@@ -284,6 +284,24 @@ r = subprocess.run([args.gpurr, "diff", "--json", os.path.join(args.work, "resum
 first = ((json.loads(r.stdout).get("processes") or [{}])[0].get("firstDivergence") or {}) if r.stdout else {}
 check(first.get("unobserved") is True, f"the JSON says so: {r.stdout[:1500]}")
 
+# Forward hooks of a module's own, which run after the layer's global exit
+# hook: their ops name the hooked module, in every step, observed or
+# followed; so do the ops a module that calls itself runs after its inner
+# call, whose own hooks ran before.
+with open(program) as f:
+    text = f.read().splitlines()
+hook_line = 1 + [n for n, t in enumerate(text) if "# the hook's op" in t][0]
+after_line = 1 + [n for n, t in enumerate(text) if "# after the inner call" in t][0]
+for attribution in ("1", "0"):
+    named = collections.defaultdict(set)
+    for e in record(f"hooked-{attribution}", "hooked", GPURR_FULL_ATTRIBUTION=attribution):
+        o = e.get("origin") or {}
+        if o.get("phase") == "forward" and o.get("line") in (hook_line, after_line):
+            named[o.get("line")].add(o.get("module"))
+    check(named == {hook_line: {"Hooked.mlp", "Hooked.rec"}, after_line: {"Hooked.rec"}},
+          f"hooked (full attribution {attribution}): the modules the hooks' ops name (line {hook_line}) and the ops "
+          f"after the inner call (line {after_line}): {dict(named)}")
+
 if failures:
     raise SystemExit(f"{len(failures)} check(s) failed")
 print("module paths: all checks passed")

@@ -356,6 +356,51 @@ def updated():
         print(f"step {step}: {loss.item():.6f}")
 
 
+def hooked():
+    """Forward hooks of a module's own, which run after the layer's global
+    ones: one on a layer (it adds a product to the layer's output), and one
+    on a module that calls itself once, inside its own call. The hooks' ops
+    name the module hooked, and the ops its outer call runs after the inner
+    call returned name it too (not the model that holds it)."""
+    zeros = torch.zeros(8, 8)
+
+    def scaled(module, args, output):
+        return torch.addmm(output, output, zeros)  # the hook's op
+
+    class Recursive(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, v, depth=1):
+            v = self.lin(v)
+            if depth:
+                v = self(v, depth - 1)
+            return torch.addmm(v, v, zeros)  # after the inner call
+
+    class Hooked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp, self.rec, self.head = nn.Linear(8, 8), Recursive(), nn.Linear(8, 8)
+
+        def forward(self, v):
+            return self.head(self.rec(self.mlp(v)))
+
+    model = Hooked()
+    model.mlp.register_forward_hook(scaled)
+    model.rec.register_forward_hook(scaled)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(3):
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        print(f"step {step}: {loss.item():.6f}")
+
+
+if sys.argv[1:2] == ["hooked"]:
+    hooked()
+    sys.exit(0)
 if sys.argv[1:2] == ["threads"]:
     threads(8)
     sys.exit(0)
