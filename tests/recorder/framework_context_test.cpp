@@ -349,20 +349,25 @@ TEST_CASE("steps of several kinds, each followed by its own template from the op
   CHECK_FALSE(fw::layerSteps());
 }
 
+namespace {
+// The origin of a launch of `key` inside op `name`, called from `line` in
+// module Net.
+Origin op(const char* name, uint64_t key, int line) {
+  fw::enterModule("Net");
+  fw::openScope(&ids[0], name, fw::ScopeKind::kOp, -1, 1, "/w/train.py", line);
+  auto o = fw::currentOrigin(true, key);
+  fw::closeScope(&ids[0]);
+  fw::exitModule();
+  return *o;
+}
+}  // namespace
+
 TEST_CASE("where two templates begin alike from other lines, a step that ran that far gives what both say",
           "[recorder][framework]") {
   fw::resetForTesting();
   const uint64_t mm = fw::launchKey("mm_kernel"), mul = fw::launchKey("mul_kernel"), add = fw::launchKey("add_kernel");
   // A step that evaluates (the forward and a loss's product, from lines 20
   // and 21), then trains (from lines 30 to 32); and one that only trains.
-  auto op = [&](const char* name, uint64_t key, int line) {
-    fw::enterModule("Net");
-    fw::openScope(&ids[0], name, fw::ScopeKind::kOp, -1, 1, "/w/train.py", line);
-    auto o = fw::currentOrigin(true, key);
-    fw::closeScope(&ids[0]);
-    fw::exitModule();
-    return *o;
-  };
   auto trains = [&] {
     return std::vector<Origin>{op("aten::mm", mm, 30), op("aten::mul", mul, 31), op("aten::add", add, 32)};
   };
@@ -395,14 +400,6 @@ TEST_CASE("an operation run without gradients is another than the same run with 
   static thread_local int grad = 1;
   fw::setGradModeSource([] { return grad; });
   const uint64_t mm = fw::launchKey("mm_kernel"), add = fw::launchKey("add_kernel");
-  auto op = [&](const char* name, uint64_t key, int line) {
-    fw::enterModule("Net");
-    fw::openScope(&ids[0], name, fw::ScopeKind::kOp, -1, 1, "/w/train.py", line);
-    auto o = fw::currentOrigin(true, key);
-    fw::closeScope(&ids[0]);
-    fw::exitModule();
-    return *o;
-  };
   // The evaluation's forward (line 20, under torch.no_grad), then training
   // (lines 30 and 31); a step that only trains.
   auto evaluates = [&] {
