@@ -211,25 +211,28 @@ std::string site(const Origin& o) {
                      o.line, o.step);
 }
 
+// Operations of a stretch whose framework op sites ranAlone reads: beyond
+// them, the other side's ops are not known to be absent.
+constexpr uint64_t kAloneSites = 256;
+
 // An operation of the stretch whose framework op neither the other run's
-// stretch (the first few shown) nor its operations either side of it ran:
-// the program itself ran another op there. (0: run A's, 1: run B's.)
+// stretch (its first kAloneSites operations, not only those shown) nor its
+// operations either side of it ran: the program itself ran another op
+// there. (0: run A's, 1: run B's.)
 std::optional<std::pair<int, OpInfo>> ranAlone(const Context& ctx, const PathDivergence& s) {
   const std::vector<OpInfo>* sides[2] = {&s.aOps, &s.bOps};
   const Run* runs[2] = {&ctx.a, &ctx.b};
   const uint64_t begin[2] = {s.aBegin, s.bBegin}, count[2] = {s.aCount, s.bCount};
   std::unordered_set<std::string> sites[2];
   for (int side = 0; side < 2; ++side) {
-    for (const OpInfo& o : *sides[side]) {
-      if (o.origin && !o.origin->op.empty()) sites[side].insert(site(*o.origin));
-    }
     const Run& run = *runs[side];
-    auto around = [&](uint64_t i) {
+    auto add = [&](uint64_t i) {
       const OpInfo o = info(run, i);
       if (o.origin && !o.origin->op.empty()) sites[side].insert(site(*o.origin));
     };
-    if (begin[side] > run.ops.firstHeld()) around(begin[side] - 1);
-    if (begin[side] + count[side] < run.ops.size()) around(begin[side] + count[side]);
+    const uint64_t from = begin[side] > run.ops.firstHeld() ? begin[side] - 1 : begin[side];
+    const uint64_t to = std::min<uint64_t>(begin[side] + std::min(count[side], kAloneSites) + 1, run.ops.size());
+    for (uint64_t i = from; i < to; ++i) add(i);
   }
   for (int side = 0; side < 2; ++side) {
     if (sites[1 - side].empty()) continue;  // the other run's ops are unknown here

@@ -1,9 +1,10 @@
 """gpurr's PyTorch layer: reports to the recorder, for every launch, copy and
 set the program makes, the op that issued it (through libgpurr_torch.so's
-RecordFunction observer), the nn.Module whose forward ran, and the training
-step (optimizer steps, those AMP's GradScaler skipped included); c10d's
-collectives (gpurr_torch_collectives.py); what Inductor's autotuners launch
-while they time candidates, and a word when the program's profiler asks for
+RecordFunction observer), the nn.Module whose forward ran (its path from
+gpurr_torch_paths.py), and the training step (optimizer steps, those AMP's
+GradScaler skipped included); c10d's collectives
+(gpurr_torch_collectives.py); what Inductor's autotuners launch while they
+time candidates, and a word when the program's profiler asks for
 the GPU's activity (gpurr_torch_tools.py). Started by gpurr's sitecustomize
 once torch is imported; does nothing outside `gpurr record`.
 
@@ -29,18 +30,11 @@ import sys
 import threading
 import weakref
 
+import gpurr_torch_paths as _names
 import gpurr_torch_tools
 
 _recorder = None
 _local = threading.local()
-# module -> its path (bytes, kept alive here; a path replaced by a bigger
-# root's stays alive while a thread is inside the module: its stack holds it)
-_paths = weakref.WeakKeyDictionary()
-_named_by = weakref.WeakKeyDictionary()  # module -> a weak reference to the module whose tree named it
-_parents = weakref.WeakKeyDictionary()  # module -> (weak reference to its latest parent, its name there)
-_roots = {}  # id -> weak reference of the modules named as roots: renamed when run as a part of another
-_root_names = weakref.WeakValueDictionary()  # a root's path -> the live module that has it
-_naming = threading.RLock()
 _graph_verdicts = weakref.WeakKeyDictionary()  # fx GraphModule -> whether it is a compiled graph
 _lead_optimizer = None
 _optimizers = weakref.WeakSet()  # every optimizer that stepped: their parameters are reported
@@ -81,122 +75,6 @@ def _warn(text):
 
 def _same_minor(a, b):
     return a.split("+")[0].split(".")[:2] == b.split("+")[0].split(".")[:2]
-
-
-def _tree_names(module):
-    """(name, submodule) below `module`, itself first (name ""); torch.compile's
-    wrappers list theirs as the modules they wrap do (no `_orig_mod`)."""
-    for name, sub in module.named_modules():
-        if "_orig_mod" in name:
-            name = ".".join(part for part in name.split(".") if part != "_orig_mod")
-        yield name, sub
-
-
-def _registered(parent, name, child):
-    """The global module registration hook: each module's latest parent."""
-    try:
-        if isinstance(child, _nn_module.Module):
-            _parents[child] = (weakref.ref(parent), name)
-    except Exception:  # noqa: BLE001  a module that cannot be a key (unhashable): it goes without
-        pass
-
-
-def _outermost_holder(module):
-    """The outermost module that holds `module` below itself, by the parents
-    modules were registered in (a LightningModule holding the generator its
-    training_step calls, a CausalLM holding the model called on its own);
-    `module` itself when none does."""
-    top, seen = module, {id(module)}
-    while (link := _parents.get(top)) is not None:
-        parent = link[0]()
-        if parent is None or id(parent) in seen or getattr(parent, "_modules", {}).get(link[1]) is not top:
-            break  # gone, a cycle, or no longer its child there
-        seen.add(id(parent))
-        top = parent
-    return top
-
-
-def _name_tree(top, path):
-    """Names `top` `path` and every module below it from there: those not
-    named yet, and those a root below `top` named (a module first called on
-    its own, or run as a bigger module's part, takes the bigger one's names)."""
-    tree = {id(m) for m in top.modules()}
-    named_by = weakref.ref(top)
-    for name, sub in _tree_names(top):
-        by = _named_by.get(sub)
-        by = by() if by is not None else None
-        if sub in _paths and (by is None or id(by) not in tree):
-            continue
-        _paths[sub] = path + b"." + name.encode() if name else path
-        _named_by[sub] = named_by
-    if _is_root(top):  # a root no more: its name is free
-        del _roots[id(top)]
-        for name in [n for n, m in list(_root_names.items()) if m is top]:
-            _root_names.pop(name, None)
-
-
-def _is_root(module):
-    root = _roots.get(id(module))
-    return root is not None and root() is module
-
-
-def _root_path(module):
-    """A new root's path: its class, `#2`, `#3`... after it while another
-    module of that name is alive and a root."""
-    inner = getattr(module, "_orig_mod", module)  # torch.compile's wrapper: the module it wraps
-    name = type(inner).__name__
-    path, n = name, 1
-    if getattr(module, "_is_replica", False):
-        return path.encode()  # DataParallel's, made anew at each call: the module it copies
-    while _root_names.get(path) not in (None, module, inner):
-        n += 1
-        path = f"{name}#{n}"
-    _root_names[path] = module
-    return path.encode()
-
-
-def _path_of(module, stack):
-    """The module's path, rooted at the class of the outermost module that
-    holds it (docs/RECORDING.md, "Module paths")."""
-    root = _roots.get(id(module)) if stack else None
-    if root is not None and root() is module:
-        # Named as a root, now run inside a module that holds it as a child:
-        # named as that one's part from now on.
-        with _naming:
-            _name_as_child(module, stack)
-    path = _paths.get(module)
-    if path is not None:
-        return path
-    with _naming:  # threads name modules one at a time
-        path = _paths.get(module)
-        if path is not None:
-            return path
-        if not stack:
-            # The outermost module running, or the outermost one holding it,
-            # names itself and every module below it.
-            top = _outermost_holder(module)
-            _name_tree(top, _root_path(top))
-            _roots[id(top)] = weakref.ref(top)
-            _report_parameters()
-            return _paths[module]
-        # Called inside another module: its part (a child set after the
-        # module was named), or else a module of its own there.
-        if _name_as_child(module, stack):
-            return _paths[module]
-        path = stack[-1][1] + b"." + type(module).__name__.encode()
-        _paths[module] = path
-        return path
-
-
-def _name_as_child(module, stack):
-    """Names `module` and those below it as the child of the innermost module
-    running that it is; False when it is none of its children."""
-    parent, parent_path = stack[-1]
-    for attribute, child in getattr(parent, "_modules", {}).items():
-        if child is module:
-            _name_tree(module, parent_path + b"." + attribute.encode())
-            return True
-    return False
 
 
 def _module_stack():
@@ -255,7 +133,7 @@ def _module_enter(module, args):
         return  # kept while the layer follows, in a program whose compiled graphs call modules (_observe)
     stack = _module_stack()
     try:
-        path = _call_path(module, stack)
+        path = _names.call_path(module, stack)
     except Exception:  # noqa: BLE001  never into the program: the module goes without a path of its own
         return
     stack.append((module, path))
@@ -273,27 +151,6 @@ def _module_enter(module, args):
         if deferred is None:
             deferred = _local.deferred = {}
         deferred.setdefault(id(module), []).append((len(stack), handles[0]))
-
-
-def _call_path(module, stack):
-    """`module`'s path in a call inside the modules of `stack`."""
-    path = _path_of(module, stack)
-    return _as_called(module, path, stack[-1]) if stack else path
-
-
-def _as_called(module, path, caller):
-    """`module`'s path in this call, inside `caller` (module, path): its own,
-    unless that is not below the caller's and the caller holds it as a child,
-    which names it (a module shared by two parents: T5's and BART's
-    embedding, held by the model, its encoder and its decoder, is the
-    encoder's or the decoder's as either calls it; its own modules too)."""
-    parent, parent_path = caller
-    if path.startswith(parent_path) and path[len(parent_path):len(parent_path) + 1] == b".":
-        return path
-    for attribute, child in getattr(parent, "_modules", {}).items():
-        if child is module:
-            return parent_path + b"." + attribute.encode()
-    return path
 
 
 def _module_stop_check(module, args):
@@ -456,7 +313,7 @@ def _report_parameters():
         if address and size:
             extents[address] = max(size, extents.get(address, 0))
 
-    for ref in list(_roots.values()):
+    for ref in list(_names.roots.values()):
         root = ref()
         if root is not None:
             try:
@@ -616,7 +473,7 @@ def _enter_running():
     calls.reverse()
     entered = []  # (module, path): all named before any is entered, so a failure enters none
     for _, module in calls:
-        entered.append((module, _call_path(module, entered)))
+        entered.append((module, _names.call_path(module, entered)))
     for module, path in entered:
         stack.append((module, path))
         _recorder.gpurr_framework_enter_module(path)
@@ -740,7 +597,7 @@ def _region_module(gm, scopes):
     module as dynamo reached it from the compiled frame's locals or globals
     (nn_module_stack: `L['self'].transformer.h[0]`, `G['model'].layers.0`):
     their common part, resolved in `scopes` ({"L": locals, "G": globals}) to
-    the module object, named as the module hooks name it (_path_of: from
+    the module object, named as the module hooks name it (_names.path_of: from
     the outermost module that is a local or global, rooted at its class).
     None when the ops share no module or it cannot be resolved."""
     common = None
@@ -769,8 +626,8 @@ def _region_module(gm, scopes):
     modules = [m for m in chain if isinstance(m, _nn_module.Module)]
     if not modules or modules[-1] is not chain[-1]:
         return None
-    _path_of(modules[0], [])  # names it and the modules below it, unless named already
-    return _paths.get(chain[-1])
+    _names.path_of(modules[0], [])  # names it and the modules below it, unless named already
+    return _names.paths.get(chain[-1])
 
 
 def _compiled_region(call_user_compiler):
@@ -873,9 +730,11 @@ def install(torch, skipped=()):
     # module: the layer's do, harmlessly (the wrapper takes its module's name).
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
     _nn_module = nn_module
+    _names.module_class = nn_module.Module
+    _names.on_new_root = _report_parameters
     _call_impl_code = nn_module.Module._call_impl.__code__
     _observe(True)
-    nn_module.register_module_module_registration_hook(_registered)
+    nn_module.register_module_module_registration_hook(_names.registered)
     optim.register_optimizer_step_post_hook(_optimizer_stepped)
     from torch.amp import grad_scaler
     if hasattr(grad_scaler.GradScaler, "_maybe_opt_step"):  # (since PyTorch 1.6)

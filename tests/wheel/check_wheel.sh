@@ -84,7 +84,8 @@ done < <(find "$pkg" -type f -print0)
 for f in bin/gpurr lib/libgpurr_recorder.so share/gpurr/known_culprits.json share/gpurr/trace.capnp \
          share/gpurr/python/sitecustomize.py \
          share/gpurr/python/gpurr_import_watch.py share/gpurr/python/gpurr_torch_layer.py \
-         share/gpurr/python/gpurr_torch_collectives.py share/gpurr/python/gpurr_torch_tools.py __init__.py __main__.py; do
+         share/gpurr/python/gpurr_torch_paths.py share/gpurr/python/gpurr_torch_collectives.py \
+         share/gpurr/python/gpurr_torch_tools.py __init__.py __main__.py; do
   [ -e "$pkg/$f" ] || fail "the wheel lacks gpurr/$f"
 done
 [ "$elves" -ge 2 ] || fail "the wheel holds $elves ELF files"
