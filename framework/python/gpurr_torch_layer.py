@@ -138,7 +138,7 @@ def _module_enter(module, args):
         return
     stack.append((module, path))
     _recorder.gpurr_framework_enter_module(path)
-    if module._forward_hooks and not _is_compiling():
+    if getattr(module, "_forward_hooks", None) and not _is_compiling():
         # Its own forward hooks run after the global ones: it is left after
         # them, so that the ops they run name it (_exit_after_hooks).
         handles = []
