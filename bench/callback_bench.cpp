@@ -497,6 +497,10 @@ int main(int argc, char** argv) {
     for (size_t b = 0; b < 16; ++b) weights.insert(weights.end(), {buffers[b], bufferBytes});
     for (uint64_t p = 0; p < 256; ++p) weights.insert(weights.end(), {(uint64_t{1} << 46) + (p << 20), 4096});
     framework::setParameters(weights);
+    // PyTorch's grad mode, as the layer's op library lets the recorder read
+    // it (at::GradMode::is_enabled: a thread_local) at every launch.
+    static thread_local bool gradEnabled = true;
+    framework::setGradModeSource([] { return gradEnabled ? 1 : 0; });
     framework::setAttribution(framework::Attribution::kLearn);
     us.reserve(launches);
     const uint64_t learnt = 2 * kStepLaunches, total = learnt + kWarmUp + launches;
@@ -513,6 +517,7 @@ int main(int argc, char** argv) {
     programThread = true;
     observing = layer;
     framework::setAttribution(framework::Attribution::kObserve);
+    framework::setGradModeSource(nullptr);
     counted = launches;
   });
   const SinkStats sinkStats = sink != nullptr ? sink->stats() : SinkStats{};
