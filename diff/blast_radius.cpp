@@ -15,22 +15,12 @@
 #include "diff/compare.h"
 #include "diff/decode.h"
 #include "diff/intervals.h"
+#include "diff/swaps.h"
 
 namespace gpurr::diff {
 using namespace gpurr::trace;
 
 namespace {
-
-// Whether their parameters agree once pointers are compared by allocation
-// identity and offset (a set's value, for sets).
-bool sameParameters(const Context& ctx, const Event& a, const Event& b) {
-  const auto* ka = std::get_if<KernelLaunch>(&a.payload);
-  const auto* kb = std::get_if<KernelLaunch>(&b.payload);
-  if (ka && kb) return std::ranges::all_of(compareParams(ctx, *ka, *kb), isHostParameter);
-  const auto* sa = std::get_if<Memset>(&a.payload);
-  const auto* sb = std::get_if<Memset>(&b.payload);
-  return !(sa && sb) || sa->value == sb->value;
-}
 
 // The ranges (in run A's ordinal numbering) of every operation of a run from
 // `firstOp` on, inputs then outputs, for the blast radius. They are read as
@@ -226,12 +216,17 @@ IndependentDivergence independentStretch(const Context& ctx, const std::vector<A
 }
 
 // A matched pair whose outputs differ and which reads no data derived from
-// an earlier divergence, as an independent divergence.
-IndependentDivergence independentPair(const Context& ctx, uint64_t ia, uint64_t ib) {
+// an earlier divergence, as an independent divergence; `swap`: where it is
+// two operations swapped (swaps.h).
+IndependentDivergence independentPair(const Context& ctx, uint64_t ia, uint64_t ib, const std::optional<Swap>& swap) {
   const Event ea = eventAt(*ctx.a.reader, ctx.a.ops[ia].seq()), eb = eventAt(*ctx.b.reader, ctx.b.ops[ib].seq());
   IndependentDivergence ind;
   ind.a = info(ctx.a, ia, ea);
   ind.b = info(ctx.b, ib, eb);
+  if (swap) {
+    ind.reason = fmt::format("reordered: {}, reading no data derived from an earlier divergence", swapText(ib, *swap));
+    return ind;
+  }
   std::vector<RangeDifference> inputs;  // by position, allocation identity and digest
   const bool sameIn = compareRanges(ctx, view(ea).inputs, view(eb).inputs, inputs);
   const bool sameParams = sameParameters(ctx, ea, eb);
@@ -286,6 +281,12 @@ std::string siteKey(const IndependentDivergence& i) {
 // Events read at most to tell whether a later independent divergence is
 // like a listed one; beyond it, later ones are only counted.
 constexpr size_t kMaxLikenessReads = 4096;
+// Later stretches read at most to name an unobserved first divergence, and
+// the operations of each side compared by shape.
+constexpr size_t kMaxNamingReads = 8;
+constexpr uint64_t kMaxNamingShapes = 64;
+// Matched pairs at most at which two operations swapped are looked for.
+constexpr size_t kMaxSwapSearches = 256;
 
 }  // namespace
 
@@ -337,6 +338,26 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
     };
     return same(a, f.aBegin, s.aBegin, f.aCount) && same(b, f.bBegin, s.bBegin, f.bCount);
   };
+  // Whether stretch `s` holds the same operations as `f` by their shapes:
+  // as many a side, of the same kernels and launch configurations in order
+  // (the first kMaxNamingShapes of each side).
+  auto sameShapes = [&](const AlignedRun& f, const AlignedRun& s) {
+    if (f.match || s.aCount != f.aCount || s.bCount != f.bCount) return false;
+    auto same = [](const Run& run, uint64_t x, uint64_t y, uint64_t count) {
+      for (uint64_t k = 0; k < std::min(count, kMaxNamingShapes); ++k) {
+        if (run.ops[x + k].shape != run.ops[y + k].shape) return false;
+      }
+      return true;
+    };
+    return same(a, f.aBegin, s.aBegin, f.aCount) && same(b, f.bBegin, s.bBegin, f.bCount);
+  };
+  // A path divergence first whose first operation the layer did not observe
+  // (BlastResult::namedLater), and the later stretches read to name it: in
+  // another step, at the same place in it (its launches before it).
+  const PathDivergence* fs = firstDivergence.stretch ? &*firstDivergence.stretch : nullptr;
+  const bool unnamedFirst = fs && ((!fs->aOps.empty() && opUnobserved(fs->aOps.front())) ||
+                                   (!fs->bOps.empty() && opUnobserved(fs->bOps.front())));
+  size_t namingReads = 0;
   // The listed independent divergences' first operations' shape and site
   // tag (so that a later one unlike them needs no event read), and siteKey.
   struct Listed {
@@ -374,6 +395,40 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
       listedSites.push_back({op.shape, op.tag(), siteKey(blast.independent.back())});
     }
   };
+  // Two operations swapped (swaps.h) at a divergence, the first or an
+  // independent one: the pairs up to the farther of the two operations, in
+  // run A's order, that are swaps too are part of it (a loop over several
+  // tensors in another order swaps many pairs), its other end included.
+  struct SwapRegion {
+    Swap swap;
+    uint64_t end;
+    Taint::Label label;
+  };
+  std::vector<SwapRegion> swapRegions;
+  auto addSwap = [&](uint64_t ia, uint64_t ib, const Swap& s, Taint::Label label) {
+    swapRegions.push_back({s, std::max(s.aIndex, ia + (std::max(s.bIndex, ib) - ib)), label});
+  };
+  if (firstDivergence.swap) addSwap(startA, startB, *firstDivergence.swap, roots.front().label);
+  size_t swapSearches = 0;
+  // The swap at a pair whose outputs and identities differ, looked for
+  // kMaxSwapSearches times at most.
+  auto swapOf = [&](uint64_t ia, uint64_t ib) -> std::optional<Swap> {
+    const Op &oa = a.ops[ia], &ob = b.ops[ib];
+    if (!oa.hashed() || !ob.hashed() || oa.outputs == ob.outputs || oa.key == ob.key || oa.shape != ob.shape ||
+        swapSearches++ >= kMaxSwapSearches) {
+      return std::nullopt;
+    }
+    return swapAt(ctx, ia, ib, eventAt(*a.reader, oa.seq()), eventAt(*b.reader, ob.seq()));
+  };
+  // The label of the swap a pair belongs to, if any.
+  auto swapped = [&](uint64_t ia, uint64_t ib) -> std::optional<Taint::Label> {
+    std::erase_if(swapRegions, [&](const SwapRegion& r) { return r.end < ia; });
+    for (const SwapRegion& r : swapRegions) {
+      if (ia == r.swap.aIndex || ib == r.swap.bIndex) return r.label;
+    }
+    if (!swapRegions.empty() && swapOf(ia, ib)) return swapRegions.front().label;
+    return std::nullopt;
+  };
   for (size_t r = first.run; r < runs.size(); ++r) {
     const AlignedRun& run = runs[r];
     if (!run.match) {
@@ -404,6 +459,17 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
         listed = isFirst && firstDivergence.stretch ? *firstDivergence.stretch : stretchOf(ctx, runs, r, group);
         listed->readsTainted = reads.has_value() || laterEnd;
       }
+      if (!isFirst && unnamedFirst && !out.namedLater && namingReads < kMaxNamingReads &&
+          sameShapes(firstStretch, run)) {
+        ++namingReads;
+        OpInfo o = listed ? (run.aCount > 0 ? listed->aOps.front() : listed->bOps.front())
+                          : (run.aCount > 0 ? info(a, run.aBegin) : info(b, run.bBegin));
+        const OpInfo& f = run.aCount > 0 ? fs->aOps.front() : fs->bOps.front();
+        if (o.origin && !opUnobserved(o) && o.origin->step != f.origin->step &&
+            o.origin->stepLaunch == f.origin->stepLaunch) {
+          out.namedLater = std::move(o);
+        }
+      }
       if (!isFirst && !reads && !laterEnd) {
         blast.repeatsFirst += sameStretch(firstStretch, run);
         addRoot({r, 0}, label, run.aCount > 0 ? a.ops[run.aBegin] : b.ops[run.bBegin],
@@ -426,7 +492,9 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
         taint.writes(tailB, ib, roots.front().label);
         continue;
       }
-      const auto reads = taint.reads(tailA, ia);
+      // A pair of a swap found earlier: that divergence's.
+      std::optional<Taint::Label> reads = swapped(ia, ib);
+      if (!reads) reads = taint.reads(tailA, ia);
       countA(ia, reads);
       const bool comparable = oa.hashed() && ob.hashed();
       const bool absorbed = oa.key != ob.key && benign.absorb(ia, ib);
@@ -439,7 +507,9 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
           taint.writes(tailB, ib, *reads);
         } else {
           const Taint::Label label = labelOf(a, run, k);
-          addRoot({r, k}, label, oa, [&] { return independentPair(ctx, ia, ib); });
+          const std::optional<Swap> swap = swapOf(ia, ib);
+          if (swap) addSwap(ia, ib, *swap, label);
+          addRoot({r, k}, label, oa, [&] { return independentPair(ctx, ia, ib, swap); });
           taint.writes(tailA, ia, label);
           taint.writes(tailB, ib, label);
         }
@@ -477,7 +547,7 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
     if (root.alike) --blast.independent[*root.alike].more;
     const AlignedRun& at = runs[first.run];
     IndependentDivergence demoted =
-        at.match ? independentPair(ctx, at.aBegin + first.offset, at.bBegin + first.offset)
+        at.match ? independentPair(ctx, at.aBegin + first.offset, at.bBegin + first.offset, firstDivergence.swap)
                  : independentStretch(ctx, runs, first.run, groups[first.run],
                                       firstDivergence.stretch ? &*firstDivergence.stretch : nullptr);
     demoted.reason += kBefore;

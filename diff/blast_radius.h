@@ -32,6 +32,12 @@ struct BlastResult {
   // alignment order is, when one is: `blast` is then its blast radius, and
   // the one found first is among the independent ones.
   std::optional<AlignmentAt> earliest;
+  // A path divergence first whose first operation the PyTorch layer did not
+  // observe: the first operation of a later stretch of as many operations a
+  // side, of the same shapes in order, at the same place in another step,
+  // that it observed (the same stretch in a later step, which the layer
+  // observed in full).
+  std::optional<OpInfo> namedLater;
 };
 
 // The blast radius of `firstDivergence`, found at `first`, by taint

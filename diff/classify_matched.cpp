@@ -12,6 +12,7 @@
 #include "diff/decode.h"
 #include "diff/first_use.h"
 #include "diff/philox.h"
+#include "diff/swaps.h"
 
 namespace gpurr::diff {
 using namespace gpurr::trace;
@@ -99,6 +100,21 @@ void classifyPointers(const Context& ctx, const KernelLaunch& ka, const KernelLa
     d.evidence.push_back({EvidenceKind::kInputsDifferWithPointers});
   }
   d.evidence.push_back({EvidenceKind::kAnotherAddress});
+}
+
+// Two operations swapped (swaps.h): cause reordered, each run's operation
+// found where the other run issued it.
+void classifySwap(uint64_t ia, uint64_t ib, const Swap& swap, FirstDivergence& d) {
+  d.cause = Cause::kReordered;
+  d.mechanism = d.cause;
+  d.swap = swap;
+  d.evidence.clear();  // what the comparison of two different operations' inputs found
+  const auto distance = [](uint64_t from, uint64_t to) { return to > from ? to - from : from - to; };
+  d.summary = fmt::format("reordered: {} (the same operations, in another order)", swapText(ib, swap));
+  d.evidence.push_back({EvidenceKind::kSwapped,
+                        {swap.bSeq, distance(ib, swap.bIndex), swap.bIndex > ib, swap.aSeq, distance(ia, swap.aIndex),
+                         swap.aIndex > ia}});
+  d.evidence.push_back({EvidenceKind::kVisitedInAnotherOrder});
 }
 
 // ATen's in-place random fills: their output comes from the random
@@ -228,6 +244,15 @@ void classify(const Context& ctx, uint64_t ia, uint64_t ib, FirstDivergence& d) 
       d.paramsIdentical = false;
       d.params.push_back({0, va.memset->elementSize, -1, fmt::format("{:#x}", va.memset->value),
                           fmt::format("{:#x}", vb.memset->value), ParamMeaning::kMemsetValue});
+    }
+  }
+
+  // Each run's operation issued by the other nearby: the same operations in
+  // another order, paired by their place.
+  if (va.launch && vb.launch && !std::ranges::all_of(d.params, weighsNothing)) {
+    if (const std::optional<Swap> swap = swapAt(ctx, ia, ib, ea, eb)) {
+      classifySwap(ia, ib, *swap, d);
+      return;
     }
   }
 

@@ -237,6 +237,15 @@ bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a,
 // a stale address inside a parameter passed by value that is no pointer itself
 // (a struct), whatever the other run's word holds, 0 included; else (a
 // parameter of its own) a pointer that points elsewhere or is null.
+bool sameParameters(const Context& ctx, const Event& a, const Event& b) {
+  const auto* ka = std::get_if<KernelLaunch>(&a.payload);
+  const auto* kb = std::get_if<KernelLaunch>(&b.payload);
+  if (ka && kb) return std::ranges::all_of(compareParams(ctx, *ka, *kb), isHostParameter);
+  const auto* sa = std::get_if<Memset>(&a.payload);
+  const auto* sb = std::get_if<Memset>(&b.payload);
+  return !(sa && sb) || sa->value == sb->value;
+}
+
 ParamMeaning pointerMeaning(const KernelLaunch& with, const KernelLaunch& without, uint32_t at) {
   const int32_t p = parameterAt(with, at);
   const bool inStruct = p >= 0 && with.paramLayout[p].size > 8;

@@ -35,6 +35,10 @@ bool compareRanges(const Context& ctx, const std::vector<RangeDigest>& a, const 
 // Parameter differences after pointer normalisation, grouped by parameter.
 std::vector<ParamDifference> compareParams(const Context& ctx, const KernelLaunch& a, const KernelLaunch& b);
 
+// Whether two operations' parameters agree once pointers are compared by
+// allocation identity and offset (a memset's value, for memsets).
+bool sameParameters(const Context& ctx, const Event& a, const Event& b);
+
 // The meaning of a pointer that `with` has at `at` and `without` has not:
 // a stale address or a pointer.
 ParamMeaning pointerMeaning(const KernelLaunch& with, const KernelLaunch& without, uint32_t at);

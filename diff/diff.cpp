@@ -629,7 +629,11 @@ ProcessDiff diffTraces(const TraceReader& ta, const TraceReader& tb, const DiffO
   // Where a divergence found later in alignment order happened first
   // (several host threads), it is the first divergence: classified instead.
   BlastResult blast = blastRadius(ctx, alignment.runs, groups, first, d, benign);
-  if (blast.earliest) d = classifyAt(*blast.earliest);
+  if (blast.earliest) {
+    d = classifyAt(*blast.earliest);
+  } else {
+    d.namedLater = std::move(blast.namedLater);
+  }
   for (const auto& [check, run] : {std::pair{&d.determinismA, 'A'}, std::pair{&d.determinismB, 'B'}}) {
     if (*check && (*check)->distinctResults > 1 &&
         provenNondeterministic(d, Evidence{EvidenceKind::kRecorderReran,

@@ -128,9 +128,12 @@ std::optional<Renamings> renamings(const Context& ctx, const Alignment& alignmen
         tie = true;
       }
     }
-    // Most of its pointers, over the whole run (a pointer of a pair whose
-    // identities agree agrees with where its identity places it).
-    if (tie || best == b.ordinals(ob) || uint64_t{most} * 2 <= b.ids.pointers(ob) || a.ids(best) == 0 ||
+    // Two thirds of its pointers at least, over the whole run (a pointer of
+    // a pair whose identities agree agrees with where its identity places
+    // it): a loop over buffers in another order (a set's), which the rest of
+    // the program uses in one order, pairs some of their uses with other
+    // buffers, up to half of them or so, without renaming any.
+    if (tie || best == b.ordinals(ob) || uint64_t{most} * 3 < uint64_t{b.ids.pointers(ob)} * 2 || a.ids(best) == 0 ||
         b.ids(ob) == 0 || a.ids.what(best) != b.ids.what(ob)) {
       continue;
     }

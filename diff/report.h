@@ -174,6 +174,14 @@ struct PathDivergence {
   std::optional<Reordering> reordered;
 };
 
+// Two operations swapped at a matched pair: where each run did what the
+// other did there. Run A's operation `aIndex` is run B's at the pair, and run
+// B's `bIndex` is run A's (operation indices); the events are theirs.
+struct Swap {
+  uint64_t aIndex = 0, bIndex = 0;
+  uint64_t aSeq = 0, bSeq = 0;
+};
+
 // A known source of nondeterminism (data/known_culprits.json).
 struct CulpritMatch {
   std::string id;
@@ -252,6 +260,9 @@ enum class EvidenceKind : uint8_t {
                              // is named) of each shown; (name, op) of each shown
   kSameBytesMoved,           // operations reordered
   kOtherBytesMoved,          // operations reordered, differing, compared
+  kSwapped,                  // run B's event doing run A's operation, how far from the pair (operations), whether
+                             // after it (1) or before (0); then run A's doing run B's, the same way
+  kVisitedInAnotherOrder,
   // A collective.
   kCollectiveReceived,       // whether what this rank sent is identical, whether the job's report follows, whether
                              // it sends nothing; the collective
@@ -295,6 +306,11 @@ struct FirstDivergence {
   bool path = false;  // a path divergence rather than one matched operation
   OpInfo a, b;        // the operations (for a path divergence, each side's first)
   std::optional<PathDivergence> stretch;
+  std::optional<Swap> swap;  // a reordering at a matched pair (cause reordered)
+  // A path divergence whose first operation the PyTorch layer did not
+  // observe: the first operation of the same stretch later on, observed
+  // (blast_radius.h, BlastResult::namedLater).
+  std::optional<OpInfo> namedLater;
   bool inputsIdentical = true;
   size_t inputCount = 0;   // inputs compared (hashed in both runs)
   uint64_t inputBytes = 0;

@@ -293,6 +293,18 @@ std::string sentence(const Evidence& e) {
     case EvidenceKind::kOtherBytesMoved:
       return fmt::format("in its new place {} other bytes ({} of {} compared differ): {} other data",
                          n[0] == 1 ? "it writes" : "they write", n[1], n[2], n[0] == 1 ? "it reads" : "they read");
+    case EvidenceKind::kSwapped: {
+      const auto at = [&](const uint64_t* x) {
+        return fmt::format("{} {} (#{})", plural(x[1], "operation"), x[2] != 0 ? "later" : "earlier", x[0]);
+      };
+      return fmt::format("run B does run A's operation {}, and run A does run B's {}: the same kernel and launch "
+                         "configuration, reading the same buffers and writing the same bytes",
+                         at(&n[0]), at(&n[3]));
+    }
+    case EvidenceKind::kVisitedInAnotherOrder:
+      return "the program visited the same data in another order: iteration over a set (a set of strings iterates "
+             "in an order PYTHONHASHSEED decides), a dict filled in another order, a sort that is not stable, or "
+             "host threads";
     case EvidenceKind::kAlgorithm:
       return fmt::format("run {}: {} {} chose {}{}", n[0] == 0 ? 'A' : 'B', t[0], t[1], t[2],
                          n[1] == 0 ? "" : fmt::format(" (autotuned among {})", plural(n[1], "candidate")));

@@ -206,7 +206,7 @@ void printFirst(std::ostream& os, const Style& st, const FirstDivergence& d,
       first = false;
     }
   }
-  if (opUnobserved(d)) row("unnamed", kUnobservedHint);
+  if (opUnobserved(d)) row("unnamed", unobservedText(d));
   row("cause", st.red(causeSummary(d)));
   const std::vector<std::string> evidence = evidenceSentences(d);
   for (size_t i = 0; i < evidence.size(); ++i) row(i == 0 ? "evidence" : "", evidence[i]);
@@ -324,7 +324,12 @@ Json firstJson(const FirstDivergence& d) {
          {"outputs", {{"count", d.outputCount}, {"differing", outputs}}},
          {"known", known}};
   if (opUnobserved(d)) j["unobserved"] = true;
+  if (d.namedLater) j["namedLater"] = opJson(*d.namedLater);
   if (d.stretch) j["stretch"] = pathJson(*d.stretch);
+  if (d.swap) {
+    j["swap"] = {{"a", {{"index", d.swap->aIndex}, {"seq", d.swap->aSeq}}},
+                 {"b", {{"index", d.swap->bIndex}, {"seq", d.swap->bSeq}}}};
+  }
   Json checks = Json::object();
   if (d.determinismA) checks["a"] = {{"runs", d.determinismA->runs}, {"distinctResults", d.determinismA->distinctResults}};
   if (d.determinismB) checks["b"] = {{"runs", d.determinismB->runs}, {"distinctResults", d.determinismB->distinctResults}};

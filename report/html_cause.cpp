@@ -143,7 +143,7 @@ void renderFirst(Page& page, const FirstDivergence& d) {
     page.addf("<dt>where</dt><dd>{} on stream {} <span class=\"muted\">(run A event #{}, run B event #{})</span></dd>\n",
               e(opTitleNamed(*a)), a->stream, a->seq, b ? b->seq : 0);
   }
-  if (opUnobserved(d)) page.addf("<dt>unnamed</dt><dd>{}</dd>\n", e(kUnobservedHint));
+  if (opUnobserved(d)) page.addf("<dt>unnamed</dt><dd>{}</dd>\n", e(unobservedText(d)));
   if (!path && a) {
     renderOpFacts(page, *a, a->kind == OpKind::kLaunch ? "kernel" : "operation");
     renderOrigins(page, a, b);

@@ -51,6 +51,22 @@ bool opUnobserved(const FirstDivergence& d) {
   return (!s.aOps.empty() && opUnobserved(s.aOps.front())) || (!s.bOps.empty() && opUnobserved(s.bOps.front()));
 }
 
+std::string unobservedText(const FirstDivergence& d) {
+  constexpr std::string_view kUnobserved =
+      "the PyTorch layer did not observe this operation's op (it ran where a step stopped matching the steps "
+      "learnt before)";
+  if (d.namedLater) {
+    const OpInfo& o = *d.namedLater;
+    return fmt::format("{}; the same operations ran again later, observed: {} ({}event #{}), probably this one's "
+                       "op too",
+                       kUnobserved, describe(*o.origin), d.stretch && d.stretch->aOps.empty() ? "run B " : "run A ",
+                       o.seq);
+  }
+  return fmt::format("{}: `gpurr bisect -- COMMAND` records with every op observed and names it (or record both runs "
+                     "again with GPURR_FULL_ATTRIBUTION=1)",
+                     kUnobserved);
+}
+
 std::string notHashed(const ProcessDiff& p) {
   if (p.withOutputsA == 0 && p.withOutputsB == 0) {
     return ", but no operation of either trace has outputs (no buffer was recorded): only their kernels, launch "

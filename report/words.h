@@ -43,11 +43,10 @@ uint64_t seqInA(const diff::FirstDivergence& d);
 // op issued (a Triton kernel of the program's, an extension's) has its line
 // at least.
 bool opUnobserved(const diff::FirstDivergence& d);
-// What the reports say of such an operation.
-inline constexpr const char* kUnobservedHint =
-    "the PyTorch layer did not observe this operation's op (it ran where a step stopped matching the steps "
-    "learnt before): `gpurr bisect -- COMMAND` records with every op observed and names it (or record both runs "
-    "again with GPURR_FULL_ATTRIBUTION=1)";
+// What the reports say of such an operation: where the same stretch ran
+// again later, observed (FirstDivergence::namedLater), what the layer saw
+// there; else how to have it named.
+std::string unobservedText(const diff::FirstDivergence& d);
 // Where an independent divergence is: "run A #3, run B #4", or one run's
 // alone for an operation the other run has not there ("run B #4").
 std::string whereBoth(const diff::IndependentDivergence& i);

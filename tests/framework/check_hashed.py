@@ -13,7 +13,9 @@ the programs' own output (losses and parameter digests per step):
   the origin, its first divergence the planted op (index_add_, at its line,
   step 1), and rank 0 a receiver through that step's all-reduce;
 - two independent products in the other order (swapped.py): reordered,
-  also where each one's line moved with it;
+  also where each one's line moved with it; three layers' weights
+  penalised in the order of a set of their names (set_order.py) under two
+  hash seeds: two operations swapped, PYTHONHASHSEED the known culprit;
 - one relu more in one run, whose output the next layer reads
   (extra_relu.py): another path at its line, the first relu the same; and
   a torch.empty tensor read in every step: uninitialised memory, its later
@@ -151,6 +153,43 @@ for variant, what in (("1", "swapped"), ("2", "swapped, lines moved")):
     fd = (report.get("processes") or [{}])[0].get("firstDivergence") or {}
     check(code == 1 and fd.get("cause") == "reordered" and fd.get("summary", "").startswith("reordered: the same 2"),
           f"{what}: a reordering of 2 operations (exit {code}): {fd.get('cause')}: {fd.get('summary')}")
+
+# Three layers' weights penalised in the order a set of their names
+# iterates, which PYTHONHASHSEED decides: two seeds that order them
+# otherwise. The same abs() on the same weights in another order, each
+# paired by its place with another layer's (one shape): two operations
+# swapped, reordered, with the PYTHONHASHSEED entry of the culprits table;
+# the layers keep their names (the rest of the program uses them in one
+# order), and each later step's loop is a reordering of its own.
+set_order = os.path.join(args.scripts, "set_order.py")
+with open(set_order) as f:
+    penalty = 1 + [n for n, t in enumerate(f.read().splitlines()) if "# at:penalty" in t][0] + 1
+orders = {}
+for seed in range(32):
+    order = run([sys.executable, "-c", "print(list(set(['alpha', 'beta', 'gamma'])))"], PYTHONHASHSEED=str(seed))
+    orders.setdefault(order.stdout, str(seed))
+    if len(orders) == 2:
+        break
+check(len(orders) == 2, f"set order: two hash seeds that order the set otherwise: {orders}")
+seed_a, seed_b = list(orders.values())[:2]
+set_ops = "aten::addmm,aten::mm,aten::abs,aten::sgn,aten::mul,aten::_foreach_add_"
+a, out_a = record("set-a", set_ops, [set_order], PYTHONHASHSEED=seed_a)
+b, out_b = record("set-b", set_ops, [set_order], PYTHONHASHSEED=seed_b)
+check(steps(out_a) == steps(out_b) and out_a.splitlines()[0] != out_b.splitlines()[0],
+      f"set order: another order, the same results: {out_a!r} vs {out_b!r}")
+code, report = diff(a, b)
+process = (report.get("processes") or [{}])[0]
+fd = process.get("firstDivergence") or {}
+origin = ((fd.get("a") or {}).get("origin")) or {}
+independent = (process.get("blastRadius") or {}).get("independent") or []
+check(code == 1 and fd.get("cause") == "reordered" and fd.get("swap") and origin.get("op") == "aten::abs" and
+      origin.get("line") == penalty and origin.get("step") == 0 and
+      "python-hash-seed" in [k.get("id") for k in fd.get("known") or []],
+      f"set order: two operations swapped at the penalty's abs, line {penalty}, step 0, PYTHONHASHSEED known "
+      f"(exit {code}): {fd.get('cause')}: {fd.get('summary')}: {origin}: {fd.get('known')}")
+check(all(i.get("reason", "").startswith("reordered: ") and
+          (((i.get("a") or {}).get("origin")) or {}).get("step", 0) > 0 for i in independent),
+      f"set order: each later step's loop a reordering of its own, none in step 0: {independent}")
 
 # One relu more in run B, on the first relu's output, which the next layer
 # then reads: the first relu is the same in both runs, and the extra one,
