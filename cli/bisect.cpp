@@ -776,10 +776,9 @@ int run(const BisectOptions& opts) {
   catchInterrupts(shown);
 
   BisectOptions chosen = opts;
-  if (const std::string launcher = launcherOf(opts.command); !launcher.empty() && !opts.noOverlap) {
+  if (const std::string why = whyNoOverlap(opts.command); !why.empty() && !opts.noOverlap) {
     chosen.noOverlap = true;
-    std::cerr << "gpurr bisect: each run starts when the one before has ended (--no-overlap): two runs of a "
-              << launcher << " job side by side could meet at one rendezvous\n";
+    std::cerr << "gpurr bisect: each run starts when the one before has ended (--no-overlap): " << why << "\n";
   }
   Bisect bisect(chosen, exe, dir, shown, culprits ? &*culprits : nullptr);
   Outcome outcome = bisect.run();

@@ -36,6 +36,13 @@ std::string joinedCommand(const std::vector<std::string>& command);
 // their runs are not overlapped.
 std::string launcherOf(const std::vector<std::string>& command);
 
+// Why bisect should not start a run while an earlier one records, in a
+// sentence, or empty: a launcher of many processes (launcherOf), or fewer
+// than four CPUs for the process (its affinity mask; another bound from
+// GPURR_BISECT_MIN_CPUS), where a run's start beside the one recording only
+// slows it.
+std::string whyNoOverlap(const std::vector<std::string>& command);
+
 // The host memory the kernel says is available for new allocations
 // without swapping (MemAvailable) and the machine's (MemTotal), in bytes,
 // each bounded by the memory limits of the cgroups this process is in

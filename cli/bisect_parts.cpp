@@ -1,8 +1,10 @@
 // The parts of `gpurr bisect` that run no command (see bisect.h).
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <regex>
@@ -96,6 +98,20 @@ std::pair<uint64_t, uint64_t> hostMemory(const fs::path& root) {
     }
   }
   return {available, total};
+}
+
+std::string whyNoOverlap(const std::vector<std::string>& command) {
+  if (const std::string launcher = launcherOf(command); !launcher.empty()) {
+    return fmt::format("two runs of a {} job side by side could meet at one rendezvous", launcher);
+  }
+  cpu_set_t set;
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  const char* least = std::getenv("GPURR_BISECT_MIN_CPUS");
+  if (cpus > 0 && cpus < (least ? std::atoi(least) : 4)) {
+    return fmt::format("with {} CPU{} here, a run started early would only slow the one recording", cpus,
+                       cpus == 1 ? "" : "s");
+  }
+  return "";
 }
 
 std::string launcherOf(const std::vector<std::string>& command) {

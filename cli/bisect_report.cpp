@@ -1,6 +1,7 @@
 // The reports of `gpurr bisect` made from its Outcome (bisect_outcome.h):
 // the one-screen text and the facts behind report.json and report.html.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <sstream>
@@ -17,7 +18,24 @@ using gpurr::diff::ProcessDiff;
 
 namespace {
 
-std::string runLine(const RunRecord& r) {
+// The runs started during run `r` (held at their first CUDA call while it
+// recorded): "  (runs 2 and 3 started during it: ...)", or "".
+std::string startedDuring(const Outcome& o, const RunRecord& r) {
+  std::vector<uint32_t> beside;
+  for (const RunRecord& x : o.runs) {
+    if (x.startedBeside == r.number && r.number != 0) beside.push_back(x.number);
+  }
+  if (beside.empty()) return "";
+  const std::string which =
+      beside.size() == 1 ? fmt::format("run {}", beside[0])
+                         : fmt::format("runs {} and {}",
+                                       fmt::join(beside.begin(), beside.end() - 1, ", "), beside.back());
+  return fmt::format("  ({} started during it: their start shared the machine with it, so its time is more than "
+                     "recording alone costs)",
+                     which);
+}
+
+std::string runLine(const Outcome& o, const RunRecord& r) {
   std::string s = fmt::format("{:<8} {}  {}  {} launches  {}", fmt::format("run {}", r.number),
                               !r.started  ? std::string("not started")
                               : r.signal  ? fmt::format("signal {}", r.signal)
@@ -26,6 +44,7 @@ std::string runLine(const RunRecord& r) {
                               r.traced ? r.trace.filename().string() : std::string("(no trace)"));
   if (!r.snapshot.empty()) s += fmt::format("  (snapshots of launch #{})", r.snapshot);
   if (r.startedBeside != 0) s += fmt::format("  (started during run {})", r.startedBeside);
+  s += startedDuring(o, r);
   if (r.stoppedAfterStep >= 0) {
     s += fmt::format("  (stopped after step {}{})", r.stoppedAfterStep,
                      !r.stoppedByBisect ? ""
@@ -62,7 +81,7 @@ std::string renderText(const Outcome& o, const Style& st) {
   std::string options = joinedCommand(o.recordOptions);
   os << st.dim(fmt::format("gpurr bisect {}{}-- {}", options, options.empty() ? "" : " ", joinedCommand(o.command)))
      << '\n';
-  for (const RunRecord& r : o.runs) os << "  " << runLine(r) << '\n';
+  for (const RunRecord& r : o.runs) os << "  " << runLine(o, r) << '\n';
   for (const std::string& f : o.failures) os << st.yellow(f) << '\n';
   if (o.verdict == "failed") {
     os << st.red(fmt::format("failed: {}", o.error.empty() ? "see above" : o.error.substr(0, o.error.find('\n'))))

@@ -93,6 +93,7 @@ struct Sandbox {
       // The runs started early are the tests' to check, whatever memory a
       // busy machine has left (a test that sets a bound keeps it).
       ::setenv("GPURR_BISECT_MIN_AVAILABLE_MB", "0", 0);
+      ::setenv("GPURR_BISECT_MIN_CPUS", "1", 0);  // so too on a machine of few CPUs
       std::vector<char*> argv{const_cast<char*>(kGpurr.c_str())};
       for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
@@ -496,6 +497,29 @@ TEST_CASE("bisect: each run starts while the one before records and waits before
   CHECK(trace::TraceReader(run3).header().options.snapshot == "5");
   CHECK(snapshotLaunches(run3) == std::vector<uint64_t>{5});
   for (const std::string& name : filesIn(s.out())) CHECK(name[0] != '.');  // no gate or stop file left
+}
+
+TEST_CASE("bisect: on a machine of fewer CPUs than GPURR_BISECT_MIN_CPUS no run starts early") {
+  Sandbox s;
+  Result r;
+  ::setenv("GPURR_BISECT_MIN_CPUS", "100000", 1);  // more than any machine has
+  withSlowRuns("1", [&] { r = s.bisect("nondeterministic", {"--repeat", "3"}); });
+  ::unsetenv("GPURR_BISECT_MIN_CPUS");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  CHECK_THAT(r.err, Catch::Contains("each run starts when the one before has ended (--no-overlap): with "));
+  CHECK_THAT(r.err, Catch::Contains("CPUs here, a run started early would only slow the one recording"));
+  for (const Json& run : s.report()["runs"]) CHECK(run["startedDuring"].is_null());
+}
+
+TEST_CASE("bisect: the run during which others started says that its time is more than recording costs") {
+  Sandbox s;
+  Result r;
+  withSlowRuns("1", [&] { r = s.bisect("nondeterministic", {"--repeat", "3"}); });
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("run1.gpurr  (runs 2 and 3 started during it: their start shared the machine "
+                                    "with it, so its time is more than recording alone costs)"));
 }
 
 TEST_CASE("bisect: when host memory runs short no run starts early from then on") {

@@ -40,11 +40,12 @@ def marked(mark):
     raise KeyError(mark)
 
 
-# GPURR_BISECT_MIN_AVAILABLE_MB=0: runs start early whatever memory a busy
-# machine has left, as the checks below expect.
+# GPURR_BISECT_MIN_AVAILABLE_MB=0 and GPURR_BISECT_MIN_CPUS=1: runs start early
+# whatever memory a busy machine has left and however few CPUs it has, as
+# the checks below expect.
 env = dict(os.environ, GPURR_RECORDER_LIB=args.recorder, GPURR_TEST_LAUNCHER=args.launcher,
            GPURR_TEST_MARKER=os.path.join(args.work, "marker"), GPURR_TEST_STEPS=str(steps),
-           GPURR_BISECT_MIN_AVAILABLE_MB="0")
+           GPURR_BISECT_MIN_AVAILABLE_MB="0", GPURR_BISECT_MIN_CPUS="1")
 out = os.path.join(args.work, "bisect")
 r = subprocess.run([args.gpurr, "bisect", "-o", out, "--", sys.executable, script], env=env,
                    capture_output=True, text=True, timeout=500)
