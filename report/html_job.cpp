@@ -178,7 +178,9 @@ void renderSpread(Page& page, const JobView& job) {
   for (const SpreadStep& s : job.spread) {
     const string from = !s.from.empty()    ? ranksText(s.from)
                         : s.everyRankSentIdentical ? "no rank: every rank sent identical data"
-                                                   : "no rank recorded in both runs sent other data";
+                        : !s.divergedBefore.empty()
+                            ? ranksText(s.divergedBefore) + " (diverged before it; what they sent was not hashed)"
+                            : "no rank recorded in both runs sent other data";
     page.addf("<tr><td><code>{}</code>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", e(s.collective),
               s.issuedDifferently ? " <span class=\"muted\">(issued differently: the mismatch above)</span>" : "",
               e(lineOf(s.origin)), e(stepOf(s.origin)), e(from), e(ranksText(s.to)));

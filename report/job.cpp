@@ -239,14 +239,31 @@ std::vector<std::string> unseenProcesses(const RunComparison& c, const Key& key,
   return out;
 }
 
+// The ranks other than process `p`'s whose own first divergence (run A's
+// event, by process: `firstInA`) came before they issued collective `key`,
+// what they sent not hashed (an object collective's pickled bytes): the
+// likely senders of what differed.
+std::vector<int32_t> divergedBefore(const Key& key, size_t p, const Issues (&issues)[2],
+                                    const std::vector<uint64_t>& firstInA, const std::vector<int32_t>& ranks) {
+  std::vector<int32_t> out;
+  for (const auto& [q, a] : issues[0].at(key)) {
+    if (q != p && !sentKnown(a) && firstInA[q] < a.seq) out.push_back(ranks[q]);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // For process `p` whose first divergence, run A's event `first`, is not a
 // collective it received: the earliest collective before it whose receipt
 // has no digest, to which `p` sent identical data in both runs and another
-// process other data. It carried the divergence to `p`. Where none did,
-// `maybe` gets those to which no rank recorded sent other data but some
-// ranks were not recorded (they may have), in order.
+// process other data, or which another process issued after its own first
+// divergence, what it sent not hashed (divergedBefore). It carried the
+// divergence to `p`. Where none did, `maybe` gets those to which no rank
+// recorded sent other data but some ranks were not recorded (they may
+// have), in order.
 std::optional<uint64_t> unhashedCarrier(size_t p, uint64_t first, const Issues (&issues)[2], const KeyOfEvent& keyOf,
-                                        const std::vector<uint64_t>& seqs, std::vector<uint64_t>& maybe) {
+                                        const std::vector<uint64_t>& seqs, const std::vector<uint64_t>& firstInA,
+                                        std::vector<uint64_t>& maybe) {
   for (const uint64_t seq : seqs) {
     if (seq >= first) break;
     const Key& key = keyOf.at({p, seq});
@@ -258,6 +275,7 @@ std::optional<uint64_t> unhashedCarrier(size_t p, uint64_t first, const Issues (
     for (const auto& [q, a] : inA) {
       const auto b = inB->second.find(q);
       if (q != p && b != inB->second.end() && b->second.sent != a.sent) return seq;
+      if (q != p && !sentKnown(a) && firstInA[q] < a.seq) return seq;
     }
     if (unseenRanks(key, issues) > 0) maybe.push_back(seq);
   }
@@ -337,7 +355,8 @@ std::optional<uint64_t> enclosingCarrier(const ProcessDiff& pd, size_t p, const 
 // The notes of job.h's JobView::notes for process `p`; without `events`,
 // those of JobView::notesAlike (no run A event numbers).
 std::vector<std::string> notesOf(const ProcessDiff& pd, size_t p, const RankVerdict& v, const Issues (&issues)[2],
-                                 const KeyOfEvent& keyOf, const std::vector<int32_t>& ranks, bool events) {
+                                 const KeyOfEvent& keyOf, const std::vector<int32_t>& ranks,
+                                 const std::vector<uint64_t>& firstInA, bool events) {
   auto event = [&](uint64_t seq) { return events ? fmt::format(" (run A #{})", seq) : std::string(); };
   std::vector<std::string> out;
   if (v.fromUnrecorded) {
@@ -350,10 +369,16 @@ std::vector<std::string> notesOf(const ProcessDiff& pd, size_t p, const RankVerd
   } else if (!v.origin) {
     if (const auto key = keyOf.find({p, v.carrier}); key != keyOf.end()) {
       const std::vector<int32_t> from = sentOther(key->second, p, issues, ranks);
+      const std::vector<int32_t> likely = divergedBefore(key->second, p, issues, firstInA, ranks);
       if (!from.empty()) {
         out.push_back(fmt::format("a receiver: {} sent other data to the collective that brought the divergence "
                                   "here{}; it began there",
                                   ranksText(from), event(v.carrier)));
+      } else if (!likely.empty()) {
+        out.push_back(fmt::format("a receiver: {} diverged before {} issued the collective that brought the "
+                                  "divergence here{}, what {} sent not hashed; it began there",
+                                  ranksText(likely), likely.size() == 1 ? "it" : "they", event(v.carrier),
+                                  likely.size() == 1 ? "it" : "they"));
       }
     }
   }
@@ -458,7 +483,7 @@ std::string collectiveText(const Collective& c) {
 // A, in the job's collective order.
 std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, const Issues (&issues)[2],
                                  const Members& members, const std::vector<int32_t>& ranks, const KeyOfEvent& keyOf,
-                                 const JobOrder& order) {
+                                 const JobOrder& order, const std::vector<uint64_t>& firstInA) {
   std::map<Key, std::vector<const RankVerdict*>> receiversAt;
   for (const RankVerdict& v : job.ranks) {
     if (v.origin) continue;
@@ -509,6 +534,8 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
     }
     std::sort(s.from.begin(), s.from.end());
     std::sort(s.to.begin(), s.to.end());
+    s.divergedBefore = divergedBefore(key, receivers.front()->process, issues, firstInA, ranks);
+    std::erase_if(s.divergedBefore, [&](int32_t r) { return std::binary_search(s.to.begin(), s.to.end(), r); });
     const ProcessDiff& first = c.processes[receivers.front()->process];
     const Event e = diff::eventAt(TraceReader(first.pathA), receivers.front()->carrier);
     if (const auto* col = std::get_if<Collective>(&e.payload)) {
@@ -704,6 +731,10 @@ std::optional<JobView> jobView(const RunComparison& c) {
     findMismatches(c, runB, inA, issues[runB], members[runB], ranks, job.mismatches);
   }
   job.processRanks = ranks;
+  std::vector<uint64_t> firstInA(c.processes.size(), UINT64_MAX);  // each process's first divergence, run A's event
+  for (size_t p = 0; p < c.processes.size(); ++p) {
+    if (c.processes[p].firstDivergence) firstInA[p] = seqInA(*c.processes[p].firstDivergence);
+  }
   std::map<size_t, std::vector<uint64_t>> maybe;  // by process: unhashedCarrier's
   for (size_t p = 0; p < c.processes.size(); ++p) {
     const ProcessDiff& pd = c.processes[p];
@@ -711,7 +742,7 @@ std::optional<JobView> jobView(const RunComparison& c) {
     const uint64_t first = seqInA(*pd.firstDivergence);
     std::vector<uint64_t>& may = maybe[p];
     std::optional<uint64_t> carrier =
-        received(*pd.firstDivergence) ? first : unhashedCarrier(p, first, issues, keyOf, seqs[p], may);
+        received(*pd.firstDivergence) ? first : unhashedCarrier(p, first, issues, keyOf, seqs[p], firstInA, may);
     if (!carrier) carrier = enclosingCarrier(pd, p, *pd.firstDivergence, first, issues, keyOf, seqs[p], ranks);
     job.ranks.push_back(
         {p, ranks[p], !carrier, carrier.value_or(0), collectivesBefore(seqs[p], carrier.value_or(first))});
@@ -725,11 +756,13 @@ std::optional<JobView> jobView(const RunComparison& c) {
       v.collectivesBefore = collectivesBefore(seqs[v.process], *carrier);
     }
   }
-  // Receivers of a collective that no rank recorded sent other data, some
-  // of its ranks not recorded with it in both runs: those may have.
+  // Receivers of a collective that no rank recorded sent other data, nor
+  // had diverged before it, some of its ranks not recorded with it in both
+  // runs: those may have.
   for (RankVerdict& v : job.ranks) {
     const auto key = v.origin || v.fromUnrecorded ? keyOf.end() : keyOf.find({v.process, v.carrier});
     if (key != keyOf.end() && sentOther(key->second, v.process, issues, ranks).empty() &&
+        divergedBefore(key->second, v.process, issues, firstInA, ranks).empty() &&
         unseenRanks(key->second, issues) > 0) {
       v.fromUnrecorded = true;
     }
@@ -753,14 +786,15 @@ std::optional<JobView> jobView(const RunComparison& c) {
     }
   }
   for (const RankVerdict& v : job.ranks) {
-    std::vector<std::string> notes = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks, true);
+    std::vector<std::string> notes =
+        notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks, firstInA, true);
     if (notes.empty()) continue;
     job.notes[v.process] = std::move(notes);
-    job.notesAlike[v.process] = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks, false);
+    job.notesAlike[v.process] = notesOf(c.processes[v.process], v.process, v, issues, keyOf, ranks, firstInA, false);
   }
   const JobOrder order = jobOrder(keyOf, seqs);
   job.earliestOrigins = earliestOrigins(job, order.order, job.sameCollective);
-  job.spread = spreadOf(c, job, issues, members[0], ranks, keyOf, order);
+  job.spread = spreadOf(c, job, issues, members[0], ranks, keyOf, order, firstInA);
   for (size_t i = 0; i < job.spread.size(); ++i) {
     const SpreadStep& s = job.spread[i];
     if (!s.everyRankSentIdentical || !s.reduces) continue;

@@ -76,6 +76,10 @@ struct SpreadStep {
   trace::CollectiveOp op = trace::CollectiveOp::kOther;
   std::optional<trace::Origin> origin;  // run A's, on the first rank of `to`: the Python line and step
   std::vector<int32_t> from, to;
+  // Its other ranks whose own first divergence came before they issued it:
+  // where none is in `from` (what they sent was not hashed, an object
+  // collective's), the likely senders of what differed.
+  std::vector<int32_t> divergedBefore;
   bool reduces = false;  // it has a reduction (all-reduce, reduce-scatter, reduce)
   // Every rank of the communicator was recorded with this collective in
   // both runs, what it sent hashed, and sent identical data in both: what

@@ -147,6 +147,13 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
                                                 : fmt::format("gave {} different data", ranksText(s.to));
     if (s.everyRankSentIdentical) {
       os << fmt::format("spread: {} {}, although every rank sent it identical data", what, gave) << '\n';
+    } else if (!s.divergedBefore.empty()) {
+      os << fmt::format("spread: {} {}; what {} sent it was not hashed, and {} diverged before {} issued it: the "
+                        "likely {}",
+                        what, gave, ranksText(s.divergedBefore), s.divergedBefore.size() == 1 ? "it" : "they",
+                        s.divergedBefore.size() == 1 ? "it" : "they",
+                        s.divergedBefore.size() == 1 ? "sender" : "senders")
+         << '\n';
     } else {
       os << fmt::format("spread: {} {}, and no rank recorded sent it other data (a rank not recorded in both runs, "
                         "or what it sent not hashed)",
@@ -195,6 +202,7 @@ Json jobJson(const RunComparison& c, const JobView& job) {
     step["step"] = collectiveJson(s)["step"];
     step["everyRankSentIdentical"] = s.everyRankSentIdentical;
     step["receivedUnhashed"] = s.receivedUnhashed;
+    step["divergedBefore"] = s.divergedBefore;
     step["issuedDifferently"] = s.issuedDifferently;
     spread.push_back(std::move(step));
   }

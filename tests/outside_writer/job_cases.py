@@ -326,6 +326,30 @@ def job_async_origin_on_rank_5():
 
 
 @case
+def job_object_origin_on_rank_5():
+    """As job_async_origin_on_rank_5, the all-reduces an object collective's (what each rank sends is not hashed
+    either): no rank is known to have sent it other data, but rank 5 diverged before it issued it: the likely
+    sender, and the origin; the others are receivers through it. (That no rank sent step 0's all-reduce other data
+    is not known, but the others' receipt of it, read by their updates, was identical: rank 5 received nothing
+    other there.)"""
+    a = write('a', jobs.Job(objects=True))
+    b = write('b', jobs.Job(seed=2, planted={5: 1}, objects=True))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(roles(job) == {r: 'origin' if r == 5 else 'receiver' for r in range(8)},
+           'rank 5 the origin, the other 7 receivers', roles(job))
+    expect(job['earliestOrigin'] is not None and job['earliestOrigin']['rank'] == 5, 'earliest origin: rank 5',
+           job['earliestOrigin'])
+    spread = job['spread']
+    expect(len(spread) == 1 and spread[0]['from'] == [] and spread[0]['divergedBefore'] == [5] and
+           spread[0]['to'] == OTHERS_THAN_5, 'the all-reduce reached the others; rank 5 diverged before it', spread)
+    expect('what rank 5 sent it was not hashed, and it diverged before it issued it: the likely sender' in text,
+           'the text names rank 5 the likely sender')
+    expect('rank 5 (diverged before it; what they sent was not hashed)' in page, 'so does the page')
+
+
+@case
 def job_pipeline():
     """A 4-stage pipeline: each step, stage k receives stage k-1's gradient and sends on to k+1, so that the
     stages' sequence numbers on the communicator differ (stage 0 sends once a step, stage 1 receives and sends).

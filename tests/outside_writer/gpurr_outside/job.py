@@ -52,7 +52,9 @@ class Job:
     the other run does not launch there, which changes no byte. With
     `asynchronous`, the all-reduces are c10d's view of calls that return
     before they complete, as DistributedDataParallel's: what each rank
-    receives is not hashed. With `pipeline`, the ranks are the stages of a
+    receives is not hashed; with `objects`, as an object collective's
+    (all_gather_object's pickled bytes), what each sends is not hashed
+    either. With `pipeline`, the ranks are the stages of a
     pipeline instead: in each step, rank k receives rank k-1's gradient
     (ncclRecv), adds it to its own and sends the sum to rank k+1 (ncclSend),
     so that the stages issue different numbers of calls on the
@@ -64,7 +66,7 @@ class Job:
     c10d's call, which is recorded as it returns)."""
 
     def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True, extra=None,
-                 asynchronous=False, pipeline=False, copy_inside=False, planted_line=28):
+                 asynchronous=False, pipeline=False, copy_inside=False, planted_line=28, objects=False):
         self.n, self.seed, self.steps = ranks, seed, steps
         self.planted_line = planted_line  # the line a planted rank copies its other batch at
         self.pipeline, self.copy_inside = pipeline, copy_inside
@@ -72,7 +74,8 @@ class Job:
         self.planted, self.extra = steps_of(planted), steps_of(extra)
         self.pairwise_step = pairwise_step
         self.update = update
-        self.asynchronous = asynchronous
+        self.asynchronous = asynchronous or objects
+        self.objects = objects
         self.procs = []
 
     def run(self):
@@ -146,7 +149,8 @@ class _Rank:
         out = self.output if self.job.copy_inside else self.grad
         self.p.collective(MAIN, self.S, 'c10d::allreduce_' if self.job.asynchronous else 'ncclAllReduce', 'allReduce',
                           COMMUNICATOR, self.rank, self.job.n, step, self.grad, COUNT, lambda: out.put(total),
-                          origin=_origin('c10d::allreduce_', step, '', 30), asynchronous=self.job.asynchronous, out=out)
+                          origin=_origin('c10d::allreduce_', step, '', 30), asynchronous=self.job.asynchronous, out=out,
+                          objects=self.job.objects)
 
     def _point_to_point(self, step, call, op, peer, compute, sends, receives, line):
         self.p2p = getattr(self, 'p2p', 0)

@@ -503,14 +503,16 @@ class Program:
 
     def collective(self, thread, stream, call, op, communicator, rank, size, sequence, buf, count, compute,
                    data_type='float32', reduce_op='sum', origin=None, asynchronous=False, peer=-1, sends=True,
-                   receives=True, out=None):
+                   receives=True, out=None, objects=False):
         """A collective in place on `buf` (FORMAT.md `collective`, compatVersion
         9), as PyTorch issues an all-reduce through NCCL: its send buffer
         hashed before it runs (`inputs`), `compute()` writes what this rank
         receives, the receive buffer hashed after it (`outputs`); both ranges
         sized from `count` and the type's size. `asynchronous`: as c10d's
         view of a call that returns before the collective completes (source
-        `framework`, process group "0"): what it receives has digest 0. A
+        `framework`, process group "0"): what it receives has digest 0.
+        `objects`: as c10d's view of an object collective's (pickled bytes,
+        source `framework`): what it sends has digest 0 too. A
         send (`receives` False) has no outputs, a receive (`sends` False) no
         inputs; `peer` is the other end's rank. `out`: the receive buffer,
         where it is not `buf`."""
@@ -521,6 +523,9 @@ class Program:
         compute()
         self._mark_written(out, 0, n, stream)
         received = dict(self._drange(out, 0, n))
+        if objects:
+            asynchronous = True
+            sent['digest'] = 0
         if asynchronous:
             received['digest'] = 0
         else:
