@@ -329,6 +329,13 @@ Verified verifyTrace(const std::string& trace) {
   try {
     const TraceReader reader(trace);
     v.report = verify(reader);
+  } catch (const NoEventsReadable& e) {
+    // A problem found, as a corrupt later block is: its header and index
+    // read. Its line names the trace already.
+    std::string problem = e.what();
+    if (problem.starts_with(trace + ": ")) problem.erase(0, trace.size() + 2);
+    v.report = Report{};
+    v.report->problems.push_back(problem);
   } catch (const TraceError& e) {
     v.error = e.what();
   }

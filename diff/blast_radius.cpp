@@ -355,8 +355,11 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
   // (BlastResult::namedLater), and the later stretches read to name it: in
   // another step, at the same place in it (its launches before it).
   const PathDivergence* fs = firstDivergence.stretch ? &*firstDivergence.stretch : nullptr;
-  const bool unnamedFirst = fs && ((!fs->aOps.empty() && opUnobserved(fs->aOps.front())) ||
-                                   (!fs->bOps.empty() && opUnobserved(fs->bOps.front())));
+  const OpInfo* unnamed = !fs                                                         ? nullptr
+                          : !fs->aOps.empty() && opUnobserved(fs->aOps.front()) ? &fs->aOps.front()
+                          : !fs->bOps.empty() && opUnobserved(fs->bOps.front()) ? &fs->bOps.front()
+                                                                                   : nullptr;
+  const bool unnamedInA = unnamed && !fs->aOps.empty() && unnamed == &fs->aOps.front();
   size_t namingReads = 0;
   // The listed independent divergences' first operations' shape and site
   // tag (so that a later one unlike them needs no event read), and siteKey.
@@ -459,14 +462,12 @@ BlastResult blastRadius(const Context& ctx, const std::vector<AlignedRun>& runs,
         listed = isFirst && firstDivergence.stretch ? *firstDivergence.stretch : stretchOf(ctx, runs, r, group);
         listed->readsTainted = reads.has_value() || laterEnd;
       }
-      if (!isFirst && unnamedFirst && !out.namedLater && namingReads < kMaxNamingReads &&
-          sameShapes(firstStretch, run)) {
+      if (!isFirst && unnamed && !out.namedLater && namingReads < kMaxNamingReads && sameShapes(firstStretch, run)) {
         ++namingReads;
-        OpInfo o = listed ? (run.aCount > 0 ? listed->aOps.front() : listed->bOps.front())
-                          : (run.aCount > 0 ? info(a, run.aBegin) : info(b, run.bBegin));
-        const OpInfo& f = run.aCount > 0 ? fs->aOps.front() : fs->bOps.front();
-        if (o.origin && !opUnobserved(o) && o.origin->step != f.origin->step &&
-            o.origin->stepLaunch == f.origin->stepLaunch) {
+        OpInfo o = listed ? (unnamedInA ? listed->aOps.front() : listed->bOps.front())
+                          : (unnamedInA ? info(a, run.aBegin) : info(b, run.bBegin));
+        if (o.origin && !opUnobserved(o) && o.origin->step != unnamed->origin->step &&
+            o.origin->stepLaunch == unnamed->origin->stepLaunch) {
           out.namedLater = std::move(o);
         }
       }

@@ -57,10 +57,10 @@ std::string unobservedText(const FirstDivergence& d) {
       "learnt before)";
   if (d.namedLater) {
     const OpInfo& o = *d.namedLater;
-    return fmt::format("{}; the same operations ran again later, observed: {} ({}event #{}), probably this one's "
-                       "op too",
-                       kUnobserved, describe(*o.origin), d.stretch && d.stretch->aOps.empty() ? "run B " : "run A ",
-                       o.seq);
+    const bool inA = d.stretch && !d.stretch->aOps.empty() && diff::opUnobserved(d.stretch->aOps.front());
+    return fmt::format("{}; the same operations ran again later, observed: {} (run {} event #{}), probably this "
+                       "one's op too",
+                       kUnobserved, describe(*o.origin), inA ? 'A' : 'B', o.seq);
   }
   return fmt::format("{}: `gpurr bisect -- COMMAND` records with every op observed and names it (or record both runs "
                      "again with GPURR_FULL_ATTRIBUTION=1)",

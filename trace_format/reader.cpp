@@ -505,7 +505,9 @@ TraceReader::TraceReader(const fs::path& dir, const ReadLimit& limit) : impl_(st
   r.cutAt(limit.blockOffset < r.indexCut.blockOffset ? limit : r.indexCut);
   r.checkSequence();
   // Nothing to read: an error, not a trace of no events.
-  if (r.damage.corruptBlock && r.blocks.empty()) throw TraceError(fmt::format("{}: {}", dir.string(), r.damage.detail));
+  if (r.damage.corruptBlock && r.blocks.empty()) {
+    throw NoEventsReadable(fmt::format("{}: {}", dir.string(), r.damage.detail));
+  }
   r.unknownPerBlock = std::make_unique<std::atomic<uint32_t>[]>(r.blocks.size());
   for (size_t i = 0; i < r.blocks.size(); ++i) r.unknownPerBlock[i].store(0);
 }

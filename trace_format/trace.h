@@ -23,6 +23,13 @@ class TraceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A trace whose header and index read, and none of whose events can be
+// read: its first block is corrupt (`gpurr verify` lists it as a problem).
+class NoEventsReadable : public TraceError {
+ public:
+  using TraceError::TraceError;
+};
+
 // Where a reader stops reading a trace's events: before the block at
 // `blockOffset` of the events file, found corrupt (`problem` says how).
 struct ReadLimit {

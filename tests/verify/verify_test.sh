@@ -54,6 +54,19 @@ flip "$tmp/content" 0
 zstd -q -f -c "$tmp/content" > "$blob"
 expect 1 "content does not match its name" "$tmp/t.gpurr"
 
+# The events file cut short inside its first block, and a byte flipped in
+# its only block: a problem each time (exit 1), not an unreadable trace,
+# since the header and the index read.
+rm -rf "$tmp/one.gpurr"; cp -r "$src/tests/diff/cases/curand_state/a.gpurr" "$tmp/one.gpurr"; chmod -R u+w "$tmp/one.gpurr"
+[ "$("$g" info --json "$tmp/one.gpurr" | python3 -c 'import json, sys; print(json.load(sys.stdin)["blocks"])')" = 1 ] ||
+  fail "curand_state/a.gpurr is no longer a trace of one block"
+cp -r "$tmp/one.gpurr" "$tmp/flipped.gpurr"
+truncate -s "$(( $(stat -c %s "$tmp/one.gpurr/events") / 2 ))" "$tmp/one.gpurr/events"
+expect 1 "one.gpurr: block 1 of 1 is corrupt (its frame of" "$tmp/one.gpurr"
+grep -qF "one.gpurr: $tmp/one.gpurr" "$tmp/out" && fail "verify names the trace twice: $(cat "$tmp/out")"
+flip "$tmp/flipped.gpurr/events" "$(( $(stat -c %s "$tmp/flipped.gpurr/events") / 2 ))"
+expect 1 "block 1 of 1:" "$tmp/flipped.gpurr"
+
 # The index cut short: ignored, and reported.
 fresh
 truncate -s 20 "$tmp/t.gpurr/index"
