@@ -520,7 +520,7 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
         continue;
       }
       seen = seen && !a->second.sent.empty() && !b->sent.empty() && sentKnown(a->second) && sentKnown(*b) &&
-             a->second.commSize == b->commSize;
+             a->second.commSize == b->commSize && agree(a->second, *b);
       if (a->second.sent != b->sent) s.from.push_back(ranks[p]);
     }
     s.everyRankSentIdentical = seen && s.from.empty();
@@ -797,7 +797,8 @@ std::optional<JobView> jobView(const RunComparison& c) {
   job.spread = spreadOf(c, job, issues, members[0], ranks, keyOf, order, firstInA);
   for (size_t i = 0; i < job.spread.size(); ++i) {
     const SpreadStep& s = job.spread[i];
-    if (!s.everyRankSentIdentical || !s.reduces) continue;
+    // Not where its ranks issued other collectives: it may never have completed.
+    if (!s.everyRankSentIdentical || !s.reduces || s.issuedDifferently) continue;
     job.reductionOrderAt = i;
     job.cause = diff::reductionOrderVerdict(s.collective, members[0].of.at(s.communicator).size(), ncclSettings(c));
     break;

@@ -82,8 +82,9 @@ struct SpreadStep {
   std::vector<int32_t> divergedBefore;
   bool reduces = false;  // it has a reduction (all-reduce, reduce-scatter, reduce)
   // Every rank of the communicator was recorded with this collective in
-  // both runs, what it sent hashed, and sent identical data in both: what
-  // the ranks received differs by the collective alone.
+  // both runs, issuing the same call (op, count and type) in both, what it
+  // sent hashed, and sent identical data in both: what the ranks received
+  // differs by the collective alone.
   bool everyRankSentIdentical = false;
   // What every rank of `to` received has no digest (an asynchronous call,
   // an object collective's): that it differed is inferred from their later

@@ -145,7 +145,9 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
                                                               "received was not hashed)",
                                                               ranksText(s.to))
                                                 : fmt::format("gave {} different data", ranksText(s.to));
-    if (s.everyRankSentIdentical) {
+    if (s.issuedDifferently) {
+      os << fmt::format("spread: {} is where {} first diverged", what, ranksText(s.to)) << '\n';
+    } else if (s.everyRankSentIdentical) {
       os << fmt::format("spread: {} {}, although every rank sent it identical data", what, gave) << '\n';
     } else if (!s.divergedBefore.empty()) {
       os << fmt::format("spread: {} {}; what {} sent it was not hashed, and {} diverged before {} issued it: the "

@@ -240,6 +240,25 @@ def job_reduction_order():
 
 
 @case
+def job_other_call_no_reduction_order():
+    """Rank 5 all-gathers at step 1 where the others all-reduce, sending what it would have (identical data), and
+    the job hangs there: a collective mismatch, rank 5 the origin; the all-reduce the others' divergence is at was
+    issued differently, so no job cause is given (not the reduction order, with NCCL's fix)."""
+    a = write('a', jobs.Job(steps=2))
+    b = write('b', jobs.Job(steps=2, other_call=(5, 1)))
+    rc, j, err, text, page = diff(a, b)
+    job = j.get('job')
+    expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})
+    expect(len(job['collectiveMismatches']) == 1, 'one collective mismatch', job['collectiveMismatches'])
+    expect(job['earliestOrigin'] is not None and job['earliestOrigin']['rank'] == 5, 'earliest origin: rank 5',
+           job['earliestOrigin'])
+    expect(job['cause'] is None and 'job cause' not in text and 'NCCL_ALGO' not in text,
+           'no job cause, no NCCL fix', job['cause'])
+    expect(all(s['issuedDifferently'] and not s['everyRankSentIdentical'] for s in job['spread']),
+           'the spread: issued differently, not every rank sending identical data', job['spread'])
+
+
+@case
 def job_reduction_order_nccl_environment():
     """The same with NCCL_ALGO=Ring in run A and Tree in run B: the cause is the environment."""
     a = write('a', jobs.Job(), env=dict(ENV, NCCL_ALGO='Ring'))

@@ -54,7 +54,10 @@ class Job:
     before they complete, as DistributedDataParallel's: what each rank
     receives is not hashed; with `objects`, as an object collective's
     (all_gather_object's pickled bytes), what each sends is not hashed
-    either. With `pipeline`, the ranks are the stages of a
+    either. With `other_call` (rank, step), that rank all-gathers at that
+    step where the others all-reduce, and the job hangs there: every rank's
+    call returns without what it received, and the traces end. With
+    `pipeline`, the ranks are the stages of a
     pipeline instead: in each step, rank k receives rank k-1's gradient
     (ncclRecv), adds it to its own and sends the sum to rank k+1 (ncclSend),
     so that the stages issue different numbers of calls on the
@@ -66,7 +69,8 @@ class Job:
     c10d's call, which is recorded as it returns)."""
 
     def __init__(self, ranks=8, seed=1, planted=None, pairwise_step=None, steps=STEPS, update=True, extra=None,
-                 asynchronous=False, pipeline=False, copy_inside=False, planted_line=28, objects=False):
+                 asynchronous=False, pipeline=False, copy_inside=False, planted_line=28, objects=False,
+                 other_call=None):
         self.n, self.seed, self.steps = ranks, seed, steps
         self.planted_line = planted_line  # the line a planted rank copies its other batch at
         self.pipeline, self.copy_inside = pipeline, copy_inside
@@ -76,6 +80,7 @@ class Job:
         self.update = update
         self.asynchronous = asynchronous or objects
         self.objects = objects
+        self.other_call = other_call  # (rank, step): that rank all-gathers there, and the job hangs
         self.procs = []
 
     def run(self):
@@ -92,6 +97,10 @@ class Job:
                 continue
             parts = [r.grad.f32().copy() for r in ranks]
             total = (add_in_pairs if step == self.pairwise_step else add_in_order)(parts)
+            if self.other_call and self.other_call[1] == step:
+                for r in ranks:
+                    r.hang(step, r.rank == self.other_call[0])
+                break
             for r in ranks:
                 r.all_reduce(step, total)
             for r in ranks:
@@ -151,6 +160,14 @@ class _Rank:
                           COMMUNICATOR, self.rank, self.job.n, step, self.grad, COUNT, lambda: out.put(total),
                           origin=_origin('c10d::allreduce_', step, '', 30), asynchronous=self.job.asynchronous, out=out,
                           objects=self.job.objects)
+
+    def hang(self, step, other):
+        """The all-reduce of `step` that never completes: `other`, this rank all-gathers what it would have
+        all-reduced instead (a collective mismatch), and each rank's call returns without what it received."""
+        call, op, reduce_op = ('ncclAllGather', 'allGather', '') if other else ('ncclAllReduce', 'allReduce', 'sum')
+        self.p.collective(MAIN, self.S, call, op, COMMUNICATOR, self.rank, self.job.n, step, self.grad, COUNT,
+                          lambda: None, reduce_op=reduce_op, origin=_origin(call, step, '', 34 if other else 30),
+                          completes=False)
 
     def _point_to_point(self, step, call, op, peer, compute, sends, receives, line):
         self.p2p = getattr(self, 'p2p', 0)

@@ -503,7 +503,7 @@ class Program:
 
     def collective(self, thread, stream, call, op, communicator, rank, size, sequence, buf, count, compute,
                    data_type='float32', reduce_op='sum', origin=None, asynchronous=False, peer=-1, sends=True,
-                   receives=True, out=None, objects=False):
+                   receives=True, out=None, objects=False, completes=True):
         """A collective in place on `buf` (FORMAT.md `collective`, compatVersion
         9), as PyTorch issues an all-reduce through NCCL: its send buffer
         hashed before it runs (`inputs`), `compute()` writes what this rank
@@ -512,7 +512,9 @@ class Program:
         view of a call that returns before the collective completes (source
         `framework`, process group "0"): what it receives has digest 0.
         `objects`: as c10d's view of an object collective's (pickled bytes,
-        source `framework`): what it sends has digest 0 too. A
+        source `framework`): what it sends has digest 0 too. Not
+        `completes`: a call that returned without what it receives (digest
+        0), its ranks hanging there. A
         send (`receives` False) has no outputs, a receive (`sends` False) no
         inputs; `peer` is the other end's rank. `out`: the receive buffer,
         where it is not `buf`."""
@@ -526,7 +528,7 @@ class Program:
         if objects:
             asynchronous = True
             sent['digest'] = 0
-        if asynchronous:
+        if asynchronous or not completes:
             received['digest'] = 0
         else:
             self._digest(out.bytes(0, n), received)
