@@ -437,9 +437,17 @@ int run(const RecordOptions& opts) {
     placed = jobMember ? joinTraces(staging, out, opts.force) : placeTraces(staging, out, opts.force);
   } catch (const fs::filesystem_error& e) {
     release();
+    // A trace of the same name in a job's directory: another process of the
+    // job given the same rank.
+    const std::string clash = e.code() == std::errc::file_exists && !e.path1().empty() && e.path1() != out
+                                  ? fmt::format(" ({} is there already: another process of the job wrote it, given "
+                                                "the same rank: RANK, SLURM_PROCID, or LOCAL_RANK with the node)",
+                                                e.path1().filename().string())
+                                  : "";
+    // The program's exit status, whatever became of its trace.
     ownLine() << "gpurr record: error: could not move the trace to " << out.string() << ": " << e.code().message()
-              << "\ngpurr: the recorded traces are still in " << staging.string() << "\n";
-    return passOn(exit, exit.code != 0 ? exit.code : kExitTrouble);
+              << clash << "\ngpurr: the recorded traces are still in " << staging.string() << "\n";
+    return passOn(exit, exit.code);
   }
   for (const fs::path& p : placed.leftovers) {
     say(fmt::format("warning: the recorder left {} (not a trace) in {}", p.filename().string(),

@@ -383,6 +383,7 @@ struct CollectiveCall {
   trace::CollectiveOp op = trace::CollectiveOp::kOther;
   uint64_t count = 0;
   std::string dataType;
+  std::string reduceOp;  // "sum", "max"...; "" for a collective without a reduction
   int32_t commSize = 0;
   int32_t rank = -1;  // this process's in the communicator; -1 unknown
   // A send or receive between known ranks: sender << 32 | receiver, and
@@ -390,7 +391,6 @@ struct CollectiveCall {
   // sequence numbers of the two ends' communicators count differently
   // (a pipeline's stages issue other numbers of calls); -1 otherwise.
   int64_t ends = -1;
-  bool reduces = false;
   std::vector<uint64_t> sent;  // its inputs' digests
   // Something it receives has no digest (digest 0: an asynchronous call,
   // complete only at its wait()).

@@ -658,7 +658,7 @@ class Summariser {
       c.ends = int64_t{send ? e.rank : e.peer} << 32 | (send ? e.peer : e.rank);
       c.sequence = pointToPoint_[{e.communicator, c.ends}]++;
     }
-    c.reduces = !e.reduceOp.empty();
+    c.reduceOp = e.reduceOp;
     for (const ScanRange& r : e.inputs) c.sent.push_back(r.digest);
     for (const ScanRange& r : e.outputs) c.receivedUnhashed = c.receivedUnhashed || r.digest == 0;
   }

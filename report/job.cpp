@@ -71,7 +71,7 @@ bool agree(const Issued& x, const Issued& y) {
   // A send pairs with a recv.
   const bool pair = (x.op == CollectiveOp::kSend && y.op == CollectiveOp::kRecv) ||
                     (x.op == CollectiveOp::kRecv && y.op == CollectiveOp::kSend);
-  return (x.op == y.op || pair) && x.count == y.count && x.dataType == y.dataType;
+  return (x.op == y.op || pair) && x.count == y.count && x.dataType == y.dataType && x.reduceOp == y.reduceOp;
 }
 
 // Whether every process issued what the first did (process -> its call).
@@ -506,7 +506,7 @@ std::vector<SpreadStep> spreadOf(const RunComparison& c, const JobView& job, con
     s.communicator = communicator;
     s.sequence = sequence;
     const int32_t size = inA.begin()->second.commSize;
-    s.reduces = inA.begin()->second.reduces;
+    s.reduces = !inA.begin()->second.reduceOp.empty();
     // Every rank seen, in both runs, with what it sent hashed.
     bool seen = communicator != 0 && (size <= 0 || in.size() == static_cast<size_t>(size));
     for (size_t p : in) {

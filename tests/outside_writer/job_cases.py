@@ -241,11 +241,16 @@ def job_reduction_order():
 
 @case
 def job_other_call_no_reduction_order():
-    """Rank 5 all-gathers at step 1 where the others all-reduce, sending what it would have (identical data), and
-    the job hangs there: a collective mismatch, rank 5 the origin; the all-reduce the others' divergence is at was
+    """Rank 5 all-gathers at step 1 where the others all-reduce (or all-reduces with max where they sum), sending
+    what it would have (identical data), and the job hangs there: a collective mismatch, rank 5 the origin; the all-reduce the others' divergence is at was
     issued differently, so no job cause is given (not the reduction order, with NCCL's fix)."""
     a = write('a', jobs.Job(steps=2))
-    b = write('b', jobs.Job(steps=2, other_call=(5, 1)))
+    for other_call in ((5, 1), (5, 1, 'max')):
+        check_other_call(a, other_call)
+
+
+def check_other_call(a, other_call):
+    b = write('b%d' % len(other_call), jobs.Job(steps=2, other_call=other_call))
     rc, j, err, text, page = diff(a, b)
     job = j.get('job')
     expect(rc == 1 and job is not None, 'different, exit 1, a job view', {'rc': rc, 'stderr': err})

@@ -55,7 +55,8 @@ class Job:
     receives is not hashed; with `objects`, as an object collective's
     (all_gather_object's pickled bytes), what each sends is not hashed
     either. With `other_call` (rank, step), that rank all-gathers at that
-    step where the others all-reduce, and the job hangs there: every rank's
+    step where the others all-reduce (with (rank, step, op), all-reduces
+    with another reduction), and the job hangs there: every rank's
     call returns without what it received, and the traces end. With
     `pipeline`, the ranks are the stages of a
     pipeline instead: in each step, rank k receives rank k-1's gradient
@@ -99,7 +100,7 @@ class Job:
             total = (add_in_pairs if step == self.pairwise_step else add_in_order)(parts)
             if self.other_call and self.other_call[1] == step:
                 for r in ranks:
-                    r.hang(step, r.rank == self.other_call[0])
+                    r.hang(step, r.rank == self.other_call[0], *self.other_call[2:])
                 break
             for r in ranks:
                 r.all_reduce(step, total)
@@ -161,10 +162,13 @@ class _Rank:
                           origin=_origin('c10d::allreduce_', step, '', 30), asynchronous=self.job.asynchronous, out=out,
                           objects=self.job.objects)
 
-    def hang(self, step, other):
+    def hang(self, step, other, reduce_op='sum'):
         """The all-reduce of `step` that never completes: `other`, this rank all-gathers what it would have
-        all-reduced instead (a collective mismatch), and each rank's call returns without what it received."""
-        call, op, reduce_op = ('ncclAllGather', 'allGather', '') if other else ('ncclAllReduce', 'allReduce', 'sum')
+        all-reduced instead (or, given a `reduce_op`, all-reduces with it): a collective mismatch; each rank's call
+        returns without what it received."""
+        gathers = other and reduce_op == 'sum'
+        call, op = ('ncclAllGather', 'allGather') if gathers else ('ncclAllReduce', 'allReduce')
+        reduce_op = '' if gathers else reduce_op if other else 'sum'
         self.p.collective(MAIN, self.S, call, op, COMMUNICATOR, self.rank, self.job.n, step, self.grad, COUNT,
                           lambda: None, reduce_op=reduce_op, origin=_origin(call, step, '', 34 if other else 30),
                           completes=False)
