@@ -480,6 +480,30 @@ TEST_CASE("started once per rank, each gpurr record joins the job's directory OU
   CHECK(trace::TraceReader(out / "attempts" / "0" / "rank1.gpurr").launchCount() == 7);
   CHECK(replaceable(out));
 
+  // Two processes given one rank, started together (so that neither is
+  // refused before it runs): the one that finishes second cannot place its
+  // trace; it says which trace is in the way and where its own is, and
+  // exits with its program's status all the same (0 here).
+  fs::remove(s.tmp / "go");
+  fs::remove_all(out / "rank2.gpurr");
+  auto startTwin = [&](const char* name) {
+    const fs::path io = s.tmp / name;
+    fs::create_directories(io);
+    std::map<std::string, std::string> env = s.env;
+    env["SLURM_PROCID"] = "2";
+    return std::pair{start({"record", "-o", "job", "--", "sh", "-c", script}, io, "", env, s.work), io};
+  };
+  const auto [twinA, ioTwinA] = startTwin("twinA");
+  const auto [twinB, ioTwinB] = startTwin("twinB");
+  writeText(s.tmp / "go", "");
+  const Result first = finish(twinA, ioTwinA), second = finish(twinB, ioTwinB);
+  CHECK(first.code == 0);
+  CHECK(second.code == 0);
+  const std::string clash = first.err + second.err;
+  CHECK_THAT(clash, Catch::Contains("rank2.gpurr is there already: another process of the job wrote it, given the "
+                                    "same rank"));
+  CHECK_THAT(clash, Catch::Contains("the recorded traces are still in "));
+
   // OUT must be a directory of traces: a single trace is not joined.
   makeTrace(s.work / "one.gpurr", 1, 64);
   s.env["RANK"] = "0";
