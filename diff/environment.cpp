@@ -110,15 +110,21 @@ std::vector<EnvDifference> differencesFor(const std::vector<EnvDifference>& env,
   return out;
 }
 
-std::vector<std::string> programOf(const std::vector<std::string>& command) {
-  if (command.empty() || std::filesystem::path(command[0]).filename().string().rfind("python", 0) != 0) {
-    return command;
-  }
-  std::vector<std::string> out{command[0]};
+std::vector<std::string> programOf(const std::vector<std::string>& command, const std::string& workingDirectory) {
+  namespace fs = std::filesystem;
+  // A file named relative to the working directory: the same file as its
+  // absolute path names.
+  const auto file = [&](const std::string& arg) {
+    const bool named = !arg.empty() && arg[0] != '-' && !workingDirectory.empty() &&
+                       (arg.ends_with(".py") || arg.find('/') != std::string::npos);
+    return named ? (fs::path(workingDirectory) / arg).lexically_normal().string() : arg;
+  };
+  const bool python = !command.empty() && fs::path(command[0]).filename().string().rfind("python", 0) == 0;
+  std::vector<std::string> out{python ? std::string("python") : file(command.empty() ? "" : command[0])};
   bool options = true;
   for (size_t i = 1; i < command.size(); ++i) {
     options = options && command[i].size() > 1 && command[i][0] == '-';
-    if (!options || command[i] != "-u") out.push_back(command[i]);
+    if (!python || !options || command[i] != "-u") out.push_back(file(command[i]));
   }
   return out;
 }
@@ -148,7 +154,7 @@ std::vector<EnvDifference> compareHeaders(const Header& a, const Header& b) {
   if (a.commandLine != b.commandLine) {
     // Another program (compared with --force) can change results; Python's -u cannot.
     out.push_back({"command line", join(a.commandLine), join(b.commandLine),
-                   programOf(a.commandLine) != programOf(b.commandLine)});
+                   programOf(a) != programOf(b)});
   }
   if (a.options.hashChunkBytes != b.options.hashChunkBytes) {
     out.push_back({"hash chunk bytes", std::to_string(a.options.hashChunkBytes),

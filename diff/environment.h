@@ -9,10 +9,15 @@
 
 namespace gpurr::diff {
 
-// A command line as it decides what runs: a Python interpreter's `-u`
-// (unbuffered output, which torchrun adds to the command of each process
-// it starts) set aside.
-std::vector<std::string> programOf(const std::vector<std::string>& command);
+// A command line as it decides what runs: a Python interpreter's spelling
+// (python, python3, /venv/bin/python3: torchrun starts each process with
+// sys.executable where the user typed python) and its `-u` (unbuffered
+// output, which torchrun adds) set aside, and a file named relative to the
+// working directory (an argument ending in .py or holding a '/') as its
+// absolute path. The library versions in the header tell interpreters
+// apart where it matters.
+std::vector<std::string> programOf(const std::vector<std::string>& command, const std::string& workingDirectory);
+inline std::vector<std::string> programOf(const trace::Header& h) { return programOf(h.commandLine, h.workingDirectory); }
 
 // Whether a field that changes results differs.
 bool environmentMatters(const std::vector<EnvDifference>& env);

@@ -78,7 +78,7 @@ void checkComparable(const TraceReader& a, const TraceReader& b, bool force,
   }
   const auto& ca = a.header().commandLine;
   const auto& cb = b.header().commandLine;
-  if (diff::programOf(ca) != diff::programOf(cb) && !ca.empty() && !cb.empty()) {
+  if (diff::programOf(a.header()) != diff::programOf(b.header()) && !ca.empty() && !cb.empty()) {
     const std::string text =
         fmt::format("{} and {} record different programs:\n  A: {}\n  B: {}", a.path().string(),
                     b.path().string(), gpurr::text::oneLine(joined(ca)), gpurr::text::oneLine(joined(cb)));

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "diff/diff.h"
+#include "diff/environment.h"
 #include "trace_format/trace.h"
 
 using namespace gpurr;
@@ -41,6 +42,26 @@ TEST_CASE("another command line can change results, Python's -u cannot") {
   env = diff::compareHeaders(a, b);
   REQUIRE(env.size() == 1);
   CHECK(env[0].affectsResults);
+}
+
+TEST_CASE("the interpreter's spelling and a script named relative to the working directory change no program") {
+  trace::Header a, b;
+  a.workingDirectory = b.workingDirectory = "/home/user/project";
+  a.commandLine = {"python", "launch.py", "scripts/train.py", "--data", "/data/set"};
+  b.commandLine = {"/venv/bin/python3", "-u", "/home/user/project/launch.py", "/home/user/project/scripts/train.py",
+                   "--data", "/data/set"};  // torchrun's sys.executable, with the paths spelt out
+  CHECK(diff::programOf(a) == diff::programOf(b));
+  std::vector<diff::EnvDifference> env = diff::compareHeaders(a, b);
+  REQUIRE(env.size() == 1);
+  CHECK(env[0].field == "command line");
+  CHECK_FALSE(env[0].affectsResults);
+  b.workingDirectory = "/home/user/other";  // its relative scripts are other files
+  b.commandLine = a.commandLine;
+  CHECK(diff::programOf(a) != diff::programOf(b));
+  b.workingDirectory = a.workingDirectory;
+  b.commandLine = {"bash", "launch.sh"};
+  a.commandLine = {"sh", "launch.sh"};  // another interpreter than Python's is another program
+  CHECK(diff::programOf(a) != diff::programOf(b));
 }
 
 // A launch whose outputs differ from identical inputs, in runs whose
