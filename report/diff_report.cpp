@@ -547,8 +547,13 @@ void printComparison(std::ostream& os, const Style& st, const RunComparison& c, 
   }
   if (c.unknown() && !uncompared.empty()) {
     const bool one = c.onlyA.size() + c.onlyB.size() + c.unreadable.size() == 1;
+    // No process of one run has the name of one of the other's: none was compared.
+    const std::string compared =
+        c.processes.empty() ? "no process was compared (no trace's name is in both runs: pair them by giving each "
+                              "run's traces the same names)"
+                            : "the processes compared agree";
     os << '\n'
-       << st.yellow(fmt::format("not known: the processes compared agree, but {}: {} results are not known",
+       << st.yellow(fmt::format("not known: {}, but {}: {} results are not known", compared,
                                 text::oneLine(uncompared), one ? "its" : "their"))
        << '\n';
   }

@@ -146,6 +146,14 @@ TEST_CASE("a rank recorded in one run only with the others identical: not known,
   page.diff = c;
   CHECK_THAT(page.html(), Catch::Contains("but not all of them could be compared (a process recorded in one run only: "
                                           "see below)"));
+  // No trace's name in both runs: none was compared, and the report says so.
+  for (int r = 0; r < 4; ++r) writeRank(tmp.path / "c" / fmt::format("node0-local{}.gpurr", r), r, 1);
+  const report::RunComparison none = report::compareRuns(tmp.path / "a", tmp.path / "c", false, nullptr);
+  CHECK(none.unknown());
+  std::ostringstream noneText;
+  report::printComparison(noneText, report::Style{}, none);
+  CHECK_THAT(noneText.str(), Catch::Contains("\nnot known: no process was compared (no trace's name is in both runs: "
+                                             "pair them by giving each run's traces the same names), but "));
   // A divergence in a rank recorded in both decides, missing rank or not.
   fs::remove_all(tmp.path / "b" / name(3));
   writeRank(tmp.path / "b" / name(3), 3, 2);
