@@ -41,9 +41,9 @@ void renderMismatches(Page& page, const JobView& job) {
   }
   for (const CollectiveMismatch& m : job.mismatches) {
     page.addf("<div class=\"box warnbox\"><b>Collective mismatch</b> in <code>{}</code>: communicator <code>{:016x}</code>, "
-              "collective #{} differs between ranks\n<table class=\"small\"><thead><tr><th>rank</th><th>process</th>"
+              "{} differs between ranks\n<table class=\"small\"><thead><tr><th>rank</th><th>process</th>"
               "<th>call</th><th>line</th></tr></thead><tbody>\n",
-              e(m.run), m.communicator, m.sequence);
+              e(m.run), m.communicator, e(mismatchedCall(m)));
     for (const CollectiveCallSite& s : m.calls) {
       page.addf("<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td>{}</td></tr>\n", s.rank, e(s.process),
                 e(s.call), s.file.empty() ? "" : e(trace::sourceLine(s.file, s.line)));

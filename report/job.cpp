@@ -162,7 +162,7 @@ void findMismatches(const RunComparison& c, bool runB, const std::map<uint64_t, 
     for (size_t p : in) same = same && (byProcess.count(p) != 0 || cut.count(p) != 0);
     if (same) continue;
     ++found;
-    CollectiveMismatch m{runB ? c.b : c.a, communicator, sequence, {}};
+    CollectiveMismatch m{runB ? c.b : c.a, communicator, sequence, ends, {}};
     if (runB) {  // as run B's traces name it
       for (const auto& [b, a] : inA) {
         if (a == communicator) m.communicator = b;
@@ -700,6 +700,12 @@ std::string processesText(const std::vector<size_t>& group, const std::vector<in
   for (size_t n = 0; n < group.size() && n < kNamed; ++n) out += (n ? ", " : "") + names[group[n]];
   if (group.size() > kNamed) out += fmt::format(" and {} more", group.size() - kNamed);
   return out;
+}
+
+std::string mismatchedCall(const CollectiveMismatch& m) {
+  if (m.ends < 0) return fmt::format("collective #{}", m.sequence);
+  return fmt::format("send/receive #{} from rank {} to rank {} (the calls between those two, counted from 0)",
+                     m.sequence, m.ends >> 32, m.ends & 0xffffffff);
 }
 
 std::string spreadCollectiveText(const SpreadStep& s) {

@@ -42,8 +42,15 @@ struct CollectiveMismatch {
   std::string run;  // the run's path as given
   uint64_t communicator = 0;
   uint64_t sequence = 0;
+  // A send and its receive: sender << 32 | receiver, `sequence` then their
+  // place among the calls between those two (CollectiveCall::ends); -1.
+  int64_t ends = -1;
   std::vector<CollectiveCallSite> calls;
 };
+
+// "collective #3", or "send/receive #1 from rank 0 to rank 1 (the calls
+// between those two, counted from 0)".
+std::string mismatchedCall(const CollectiveMismatch& m);
 
 struct RankVerdict {
   size_t process = 0;  // index into RunComparison::processes

@@ -54,8 +54,8 @@ void printJob(std::ostream& os, const Style& st, const RunComparison& c, const J
   os << '\n' << st.bold(fmt::format("== job: {} process{} ==", n, n == 1 ? "" : "es")) << '\n';
   if (job.sizes) os << st.red(sizesText(*job.sizes)) << '\n';
   for (const CollectiveMismatch& m : job.mismatches) {
-    os << st.red(fmt::format("collective mismatch in {}: communicator {:016x}, collective #{} differs between ranks",
-                             m.run, m.communicator, m.sequence))
+    os << st.red(fmt::format("collective mismatch in {}: communicator {:016x}, {} differs between ranks", m.run,
+                             m.communicator, mismatchedCall(m)))
        << '\n';
     for (const CollectiveCallSite& s : m.calls) {
       os << fmt::format("  rank {} ({}): {}{}", s.rank, s.process, s.call,
@@ -182,6 +182,7 @@ Json jobJson(const RunComparison& c, const JobView& job) {
     }
     mismatches.push_back({{"run", m.run}, {"communicator", fmt::format("{:016x}", m.communicator)},
                           {"sequence", m.sequence}, {"calls", calls}});
+    if (m.ends >= 0) mismatches.back()["pointToPoint"] = {{"from", m.ends >> 32}, {"to", m.ends & 0xffffffff}};
   }
   Json ranks = Json::array();
   for (const RankVerdict& v : job.ranks) {

@@ -294,6 +294,16 @@ TEST_CASE("reports alike but for their rank, addresses and digests are grouped, 
   CHECK(report::alikeReports({"#3 sent 1024", "#4 sent 1024"}, {0, 1}, {0, 1})[0].empty());
 }
 
+TEST_CASE("a mismatched send or receive is named by the calls between its two ranks, not as a collective") {
+  report::CollectiveMismatch m;
+  m.sequence = 14;
+  CHECK(report::mismatchedCall(m) == "collective #14");
+  m.sequence = 1;
+  m.ends = int64_t{0} << 32 | 1;
+  CHECK(report::mismatchedCall(m) ==
+        "send/receive #1 from rank 0 to rank 1 (the calls between those two, counted from 0)");
+}
+
 TEST_CASE("a job recorded through torchrun and one recorded rank by rank compare: python's -u is set aside") {
   TempDir tmp;
   const std::string gpu = "NVIDIA H100 80GB HBM3";
