@@ -40,15 +40,21 @@ fs::path writeRun(const fs::path& dir, const std::vector<Loop>& steps) {
   TraceWriter w(dir, h);
   uint64_t seq = 0;
   uint32_t ordinal = 1;
+  // A launch of `function` given parameter `p` (its first pointer).
+  auto onParameter = [](const char* function, uint32_t grid, uint32_t block, uint32_t p) {
+    KernelLaunch k;
+    k.function = function;
+    k.grid = {grid, 1, 1};
+    k.block = {block, 1, 1};
+    appendPointerParam(k, kParam + p * 0x1000, p + 1, 0);
+    return k;
+  };
+  const auto parameter = [](uint32_t p) { return RangeDigest{{kParam + p * 0x1000, 1024, p + 1, 0}, 0xa0 + p, {}}; };
   // The parameters, allocated and initialised in one order in both runs.
   for (uint32_t p = 0; p < 3; ++p) {
     w.append(Event{seq++, seq, 0, Allocation{ordinal++, kParam + p * 0x1000, 1024, AllocationKind::kDevice, 0, 0}});
-    KernelLaunch init;
-    init.function = "_Z4initPf";
-    init.grid = {1, 1, 1};
-    init.block = {256, 1, 1};
-    appendPointerParam(init, kParam + p * 0x1000, p + 1, 0);
-    init.outputs = {{{kParam + p * 0x1000, 1024, p + 1, 0}, 0xa0 + p, {}}};
+    KernelLaunch init = onParameter("_Z4initPf", 1, 256, p);
+    init.outputs = {parameter(p)};
     w.append(Event{seq++, seq, 0, init});
   }
   auto origin = [](const char* op, uint32_t line, int64_t step) {
@@ -64,12 +70,8 @@ fs::path writeRun(const fs::path& dir, const std::vector<Loop>& steps) {
   for (const Loop& loop : steps) {
     // The forward pass reads each parameter, in one order in both runs.
     for (uint32_t p = 0; p < 3; ++p) {
-      KernelLaunch k;
-      k.function = "_Z6linearPKf";
-      k.grid = {2, 1, 1};
-      k.block = {128, 1, 1};
-      appendPointerParam(k, kParam + p * 0x1000, p + 1, 0);
-      k.inputs = {{{kParam + p * 0x1000, 1024, p + 1, 0}, 0xa0 + p, {}}};
+      KernelLaunch k = onParameter("_Z6linearPKf", 2, 128, p);
+      k.inputs = {parameter(p)};
       w.append(Event{seq++, seq, 0, k, origin("aten::linear", 20, step)});
     }
     std::vector<std::pair<uint64_t, uint32_t>> temps;
@@ -78,13 +80,9 @@ fs::path writeRun(const fs::path& dir, const std::vector<Loop>& steps) {
       const uint64_t temp = kTemp + (step * 3 + i) * 0x1000;
       const uint32_t t = ordinal++;
       w.append(Event{seq++, seq, 0, Allocation{t, temp, 1024, AllocationKind::kDevice, 0, 0}});
-      KernelLaunch k;
-      k.function = "_Z10abs_kernelPKfPf";
-      k.grid = {1, 1, 1};
-      k.block = {256, 1, 1};
-      appendPointerParam(k, kParam + p * 0x1000, p + 1, 0);
+      KernelLaunch k = onParameter("_Z10abs_kernelPKfPf", 1, 256, p);
       appendPointerParam(k, temp, t, 0);
-      k.inputs = {{{kParam + p * 0x1000, 1024, p + 1, 0}, 0xa0 + p, {}}};
+      k.inputs = {parameter(p)};
       k.outputs = {{{temp, 1024, t, 0}, (p == loop.skewed ? 0xdd0 : 0xb0) + p + 16 * static_cast<uint64_t>(step), {}}};
       w.append(Event{seq++, seq, 0, k, origin("aten::abs", 29, step)});
       temps.emplace_back(temp, t);
